@@ -1,0 +1,37 @@
+"""tracegrad: automatic differentiation with dynamic and static graphs.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> f = lambda x: tg.sum(tg.tanh(x) ** 2)
+    >>> value, grad = tg.value_and_grad(f)(np.ones(3, np.float32))
+
+Eager (PyTorch-like) mode lives in `tracegrad.eager`; `compile`, `grad`,
+`value_and_grad` and `trace` build static graphs. Numba is imported only when a
+kernel is first compiled, so eager-only use starts fast.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from tracegrad.ops.api import *  # noqa: F401,F403  (the NumPy-named ops)
+from tracegrad.ops.core import DTypeError, ShapeError, TracegradError  # noqa: F401
+
+_LAZY = {
+    "trace": "tracegrad.tracing",
+    "TracingError": "tracegrad.tracing",
+    "compile": "tracegrad.compile",
+    "grad": "tracegrad.compile",
+    "value_and_grad": "tracegrad.compile",
+    "gradcheck": "tracegrad.gradcheck",
+    "viz": None,
+    "eager": None,
+}
+
+
+def __getattr__(name: str):
+    import importlib
+    if name not in _LAZY:
+        raise AttributeError(f"module 'tracegrad' has no attribute {name!r}")
+    modname = _LAZY[name]
+    if modname is None:
+        return importlib.import_module(f"tracegrad.{name}")
+    return getattr(importlib.import_module(modname), name)

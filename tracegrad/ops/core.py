@@ -1,0 +1,222 @@
+"""The primitive: one object per op that serves eager mode, tracing and NumPy.
+
+A `Primitive` holds, side by side:
+  - `impl`: the NumPy implementation, `impl(*arrays, **attrs) -> ndarray`;
+  - `shape_rule`: abstract evaluation, `shape_rule(*avals, **attrs) -> Aval`;
+  - `vjps`: one vector-Jacobian rule per input, written in tracegrad ops,
+    `vjp_i(g, out, *inputs, **attrs) -> cotangent` (None: no gradient);
+  - `torch_name`: the name of the eager backward node (PyTorch's);
+  - `saves`: which values the eager node keeps for backward (version checks);
+  - `codegen`: how the code generator emits it (see tracegrad.codegen).
+
+`bind(prim, *args, **attrs)` applies a primitive to values of any kind. Each
+kind of value (eager Tensor, tracer, ...) registers a handler; plain arrays and
+Python scalars fall through to `impl`. Because vjp rules call `bind` too, the
+same rule runs eagerly, records IR while tracing, and nests for grad-of-grad.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+import tracegrad
+
+
+class TracegradError(Exception):
+    """Base class for errors that tracegrad raises about the user's program."""
+
+
+class ShapeError(TracegradError, ValueError):
+    """An op received operands whose shapes do not fit together."""
+
+
+class DTypeError(TracegradError, TypeError):
+    """An op received operands of a dtype it does not accept."""
+
+
+class Aval(NamedTuple):
+    """Abstract value: what the shape rule knows about an operand."""
+
+    shape: tuple
+    dtype: np.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __str__(self) -> str:
+        return f"{dtype_short(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+
+_SHORT = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "bool": "bool",
+          "float16": "f16", "int8": "i8", "uint8": "u8", "int16": "i16"}
+
+
+def dtype_short(dtype: Any) -> str:
+    name = np.dtype(dtype).name
+    return _SHORT.get(name, name)
+
+
+@dataclass(eq=False)
+class Primitive:
+    name: str
+    impl: Callable[..., Any]
+    shape_rule: Callable[..., Aval]
+    vjps: tuple = ()
+    torch_name: Any = None  # str, or callable(*args, **attrs) -> str
+    saves: tuple = ()       # input indices and/or "out"
+    codegen: Any = None
+    kind: str = "other"     # "elementwise", "reduction", "shape", "matmul", "index", "other"
+    nondiff: bool = False   # outputs carry no gradient (comparisons, argmax, ...)
+
+    def __call__(self, *args, **attrs):
+        return bind(self, *args, **attrs)
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+    def node_name(self, *args, **attrs) -> str:
+        """PyTorch's name for the eager backward node of this call."""
+        tn = self.torch_name
+        if callable(tn):
+            return tn(*args, **attrs)
+        return tn or (self.name.capitalize() + "Backward0")
+
+
+REGISTRY: dict[str, Primitive] = {}
+
+
+def primitive(name: str, **fields) -> Primitive:
+    """Define and register a primitive. Each name is defined once."""
+    if name in REGISTRY:
+        raise ValueError(f"primitive {name!r} is defined twice")
+    prim = Primitive(name=name, **fields)
+    REGISTRY[name] = prim
+    return prim
+
+
+# ---------------------------------------------------------------- value kinds
+# A value kind is a class plus a handler `handler(prim, args, attrs)`. The kind
+# with the highest priority among the arguments handles the call.
+_KINDS: dict[type, tuple[int, Callable]] = {}
+
+
+def register_value_kind(cls: type, priority: int, handler: Callable) -> None:
+    _KINDS[cls] = (priority, handler)
+
+
+def _kind_of(value: Any):
+    entry = _KINDS.get(type(value))
+    if entry is None and not isinstance(value, (np.ndarray, float, int, bool, np.generic)):
+        for cls, e in _KINDS.items():
+            if isinstance(value, cls):
+                return e
+    return entry
+
+
+def bind(prim: Primitive, *args, **attrs):
+    """Apply `prim` to `args`, dispatching on the kind of value."""
+    best = None
+    for a in args:
+        e = _kind_of(a)
+        if e is not None and (best is None or e[0] > best[0]):
+            best = e
+    if best is not None:
+        return best[1](prim, args, attrs)
+    return numpy_apply(prim, args, attrs)
+
+
+def numpy_apply(prim: Primitive, args: tuple, attrs: dict):
+    arrays = [as_operand(a, prim) for a in args]
+    try:
+        return prim.impl(*arrays, **attrs)
+    except TracegradError:
+        raise
+    except Exception as exc:  # re-check with the shape rule for a clear message
+        prim.shape_rule(*[aval_of(a) for a in arrays], **attrs)
+        raise op_error(prim, [aval_of(a) for a in arrays], str(exc)) from exc
+
+
+def as_operand(value: Any, prim: Primitive | None = None):
+    """Arrays stay arrays, Python scalars stay weakly typed scalars."""
+    if isinstance(value, (np.ndarray, float, int, bool, np.generic)):
+        return value
+    if value is None or isinstance(value, str):
+        name = prim.name if prim is not None else "op"
+        raise TypeError(f"{name}: expected an array, got {type(value).__name__} {value!r}"
+                        + user_location_suffix())
+    try:
+        arr = np.asarray(value)
+    except ValueError as exc:  # ragged nested lists
+        raise ShapeError(f"cannot make an array from {type(value).__name__}: {exc}"
+                         + user_location_suffix()) from None
+    if arr.dtype == object:
+        name = prim.name if prim is not None else "op"
+        raise TypeError(f"{name}: cannot use a value of type {type(value).__name__} as an array"
+                        + user_location_suffix())
+    return arr
+
+
+def aval_of(value: Any) -> Aval:
+    """The abstract value of an array, a Python scalar, or any value kind."""
+    if isinstance(value, Aval):
+        return value
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype"):
+        return Aval(tuple(shape), np.dtype(getattr(value, "np_dtype", value.dtype)))
+    if isinstance(value, bool):
+        return Aval((), np.dtype(bool))
+    if isinstance(value, int):
+        return Aval((), np.dtype(np.int64))
+    if isinstance(value, float):
+        return Aval((), np.dtype(np.float64))
+    arr = as_operand(value)
+    return Aval(arr.shape, arr.dtype)
+
+
+# -------------------------------------------------------- errors and locations
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(tracegrad.__file__))
+
+
+def user_frame():
+    """The innermost stack frame outside the tracegrad package (the user's line)."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not os.path.abspath(fn).startswith(_PACKAGE_DIR) and not fn.startswith("<frozen"):
+            return f
+        f = f.f_back
+    return None
+
+
+def user_location() -> str | None:
+    f = user_frame()
+    if f is None:
+        return None
+    return f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+def user_location_suffix() -> str:
+    loc = user_location()
+    return f"\n  (at {loc})" if loc else ""
+
+
+def op_error(prim: Primitive | str, avals, reason: str, cls=ShapeError) -> TracegradError:
+    name = prim if isinstance(prim, str) else prim.name
+    operands = ", ".join(str(aval_of(a)) for a in avals)
+    return cls(f"{name}: {reason} (operands: {operands}){user_location_suffix()}")
+
+
+def promote(*operands) -> np.dtype:
+    """Result dtype of an elementwise op. Python scalars are weak, as in NumPy 2:
+    f32 array * 2.0 stays f32."""
+    parts = [o.dtype if isinstance(o, Aval) else o for o in operands]
+    return np.result_type(*parts)
+
+
+def is_float(dtype) -> bool:
+    return np.issubdtype(np.dtype(dtype), np.floating)
