@@ -1,0 +1,11 @@
+"""The IR: graphs of typed SSA nodes, their text form, verifier and interpreter.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> g = tg.trace(lambda x: tg.exp(x) * 2.0, np.ones(3))
+    >>> print(g)                                  # doctest: +SKIP
+"""
+from tracegrad.ir.graph import Graph, Node  # noqa: F401
+from tracegrad.ir.printer import format_graph, format_node  # noqa: F401
+from tracegrad.ir.interpret import InterpretError, interpret  # noqa: F401
+from tracegrad.ir.verify import VerifyError, find_problems, verify  # noqa: F401
+from tracegrad.ir.clone import clone_graph, clone_graph_with_map  # noqa: F401

@@ -1,0 +1,37 @@
+"""Copying graphs, so a pass can rewrite a copy and leave its input untouched."""
+from __future__ import annotations
+
+from tracegrad.ir.graph import Graph, Node
+
+
+def clone_graph(graph: Graph, name: str | None = None) -> Graph:
+    """A copy of `graph` with fresh Node objects carrying the same ids.
+
+    Attributes dicts are copied shallowly (const arrays are shared, never
+    mutated). Use `clone_graph_with_map` to also get old node -> new node.
+
+    >>> import numpy as np
+    >>> from tracegrad.ops.core import Aval
+    >>> g = Graph()
+    >>> x = g.add_input(Aval((2,), np.dtype("float64")))
+    >>> g.outputs.append(g.new_node("neg", (x,), {}, x.aval))
+    >>> h = clone_graph(g)
+    >>> h.outputs[0] is g.outputs[0], h.outputs[0].id == g.outputs[0].id
+    (False, True)
+    """
+    return clone_graph_with_map(graph, name)[0]
+
+
+def clone_graph_with_map(graph: Graph, name: str | None = None) -> tuple[Graph, dict[int, Node]]:
+    """Like `clone_graph`, also returning a dict old node id -> new node."""
+    new = Graph(name=name or graph.name)
+    mapping: dict[int, Node] = {}
+    for node in graph.nodes:
+        copy = Node(node.id, node.op, tuple(mapping[i.id] for i in node.inputs),
+                    dict(node.attrs), node.shape, node.dtype, node.source, node.tag, node.group)
+        mapping[node.id] = copy
+        new.nodes.append(copy)
+    new.inputs = [mapping[n.id] for n in graph.inputs]
+    new.outputs = [mapping[n.id] for n in graph.outputs]
+    new._next_id = graph._next_id
+    return new, mapping
