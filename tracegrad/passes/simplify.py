@@ -1,0 +1,324 @@
+"""Algebraic simplification: a table of local rewrite rules.
+
+Each rule looks at one node (whose operands are already simplified) and
+returns a cheaper node with the *exact* same shape and dtype, or None. When a
+rule drops an operation whose result was broadcast or promoted, `Builder.fit`
+re-adds the broadcast/cast, so `mul(x[3], broadcast_to(1.0, (2, 3)))` becomes
+`broadcast_to(x, (2, 3))`.
+
+Floating-point care: only identities that hold for every float value are
+used. `x*0 -> 0` would turn inf and NaN into 0, so it applies to integers only;
+`x + 0 -> x` may turn -0.0 into 0.0's sign twin, which compares equal.
+
+    >>> import numpy as np
+    >>> from tracegrad.ir.graph import Graph
+    >>> from tracegrad.ops.core import Aval
+    >>> g = Graph()
+    >>> x = g.add_input(Aval((3,), np.dtype("float32")))
+    >>> one = g.add_const(np.float32(1.0))
+    >>> g.outputs.append(g.new_node("mul", (x, one), {}, x.aval))
+    >>> h = simplify(g)
+    >>> h.outputs[0] is h.inputs[0]
+    True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from tracegrad.ir.graph import Graph, Node
+from tracegrad.ops.core import REGISTRY
+from tracegrad.passes.rewrite import (CAST_OPS, Builder, RewriteAbort, const_value,
+                                      is_filled_with, rewrite_graph)
+
+RuleFn = Callable[[Node, Builder], "Node | None"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    op: str          # the op of the node the rule looks at ("*": any elementwise op)
+    algebra: str     # what it does, as algebra
+    apply: RuleFn
+
+
+def simplify(graph: Graph, rules: "list[Rule] | None" = None) -> Graph:
+    """A copy of `graph` with the algebraic rewrite rules applied once per node."""
+    return simplify_counted(graph, rules)[0]
+
+
+def simplify_counted(graph: Graph, rules: "list[Rule] | None" = None) -> tuple[Graph, int]:
+    """`simplify` plus the number of nodes rewritten."""
+    by_op = rules_by_op(RULES if rules is None else rules)
+
+    def rewrite(node: Node, b: Builder) -> Node | None:
+        for rule in by_op.get(node.op, ()) + by_op.get("*", ()):
+            if rule.op == "*" and not is_elementwise(node):
+                continue
+            result = rule.apply(node, b)
+            if result is not None:
+                return result
+        return None
+
+    return rewrite_graph(graph, rewrite)
+
+
+def rules_by_op(rules: list[Rule]) -> dict[str, tuple[Rule, ...]]:
+    table: dict[str, tuple[Rule, ...]] = {}
+    for rule in rules:
+        table[rule.op] = table.get(rule.op, ()) + (rule,)
+    return table
+
+
+# ------------------------------------------------------------ small helpers
+
+def is_elementwise(node: Node) -> bool:
+    prim = REGISTRY.get(node.op)
+    return prim is not None and prim.kind == "elementwise"
+
+
+def is_int_like(dtype: np.dtype) -> bool:
+    return np.issubdtype(dtype, np.integer) or dtype == np.bool_
+
+
+def same(node: Node, b: Builder, x: Node) -> Node:
+    """`x` standing in for `node`: broadcast/cast if the dropped op did that."""
+    return b.fit(x, node.shape, node.dtype)
+
+
+def identity_operand(node: Node, b: Builder, value: float, sides: tuple[int, ...]) -> Node | None:
+    """If operand `side` is all `value` (an identity of the op), return the other one."""
+    for side in sides:
+        if is_filled_with(node.inputs[side], value):
+            return same(node, b, node.inputs[1 - side])
+    return None
+
+
+def zeros_like_node(node: Node, b: Builder) -> Node:
+    return same(node, b, b.const(np.zeros((), node.dtype), node.dtype))
+
+
+# ------------------------------------------------------------ arithmetic
+
+def mul_by_one(node, b):        # x*1 -> x, 1*x -> x (also broadcast ones)
+    return identity_operand(node, b, 1, (1, 0))
+
+
+def mul_by_minus_one(node, b):  # x*(-1) -> -x, (-1)*x -> -x
+    for side in (1, 0):
+        if is_filled_with(node.inputs[side], -1):
+            return same(node, b, b.emit("neg", node.inputs[1 - side]))
+    return None
+
+
+def mul_by_zero_int(node, b):   # x*0 -> 0, integers only (in float inf*0 and nan*0 are nan)
+    if is_int_like(node.dtype) and any(is_filled_with(i, 0) for i in node.inputs):
+        return zeros_like_node(node, b)
+    return None
+
+
+def add_zero(node, b):          # x+0 -> x, 0+x -> x
+    return identity_operand(node, b, 0, (1, 0))
+
+
+def sub_zero(node, b):          # x-0 -> x
+    return identity_operand(node, b, 0, (1,))
+
+
+def zero_sub(node, b):          # 0-x -> -x
+    if is_filled_with(node.inputs[0], 0):
+        return same(node, b, b.emit("neg", node.inputs[1]))
+    return None
+
+
+def sub_self_int(node, b):      # x-x -> 0, integers only (inf-inf is nan)
+    x, y = node.inputs
+    if x is y and is_int_like(node.dtype):
+        return zeros_like_node(node, b)
+    return None
+
+
+def add_neg(node, b):           # x+(-y) -> x-y, (-x)+y -> y-x   (exact in IEEE arithmetic)
+    x, y = node.inputs
+    if y.op == "neg":
+        return same(node, b, b.emit("sub", x, y.inputs[0]))
+    if x.op == "neg":
+        return same(node, b, b.emit("sub", y, x.inputs[0]))
+    return None
+
+
+def sub_neg(node, b):           # x-(-y) -> x+y
+    x, y = node.inputs
+    if y.op == "neg":
+        return same(node, b, b.emit("add", x, y.inputs[0]))
+    return None
+
+
+def div_by_one(node, b):        # x/1 -> x
+    return identity_operand(node, b, 1, (1,))
+
+
+def neg_neg(node, b):           # -(-x) -> x
+    if node.inputs[0].op == "neg":
+        return same(node, b, node.inputs[0].inputs[0])
+    return None
+
+
+def implicit_broadcast(node, b):  # op(x, broadcast_to(y)) -> op(x, y) when x already has the output shape
+    operands = list(node.inputs)
+    for k, operand in enumerate(operands):
+        if operand.op == "broadcast_to":
+            trial = operands[:k] + [operand.inputs[0]] + operands[k + 1:]
+            if np.broadcast_shapes(*[o.shape for o in trial]) == node.shape:
+                operands = trial
+    if operands == list(node.inputs):
+        return None
+    return b.emit(node.op, *operands, **node.attrs)
+
+
+# ------------------------------------------------------------ shape ops
+
+def reshape_same(node, b):      # reshape(x, x.shape) -> x
+    x = node.inputs[0]
+    return x if x.shape == node.shape else None
+
+
+def reshape_reshape(node, b):   # reshape(reshape(x, s1), s2) -> reshape(x, s2)
+    x = node.inputs[0]
+    if x.op == "reshape":
+        inner = x.inputs[0]
+        return inner if inner.shape == node.shape else b.emit("reshape", inner, shape=node.shape)
+    return None
+
+
+def broadcast_same(node, b):    # broadcast_to(x, x.shape) -> x
+    x = node.inputs[0]
+    return x if x.shape == node.shape else None
+
+
+def broadcast_broadcast(node, b):  # broadcast_to(broadcast_to(x, s1), s2) -> broadcast_to(x, s2)
+    x = node.inputs[0]
+    if x.op == "broadcast_to":
+        return b.emit("broadcast_to", x.inputs[0], shape=node.shape)
+    return None
+
+
+def broadcast_of_unit_reshape(node, b):  # broadcast_to(reshape(x, (1,)+x.shape), s) -> broadcast_to(x, s)
+    x = node.inputs[0]
+    if x.op == "reshape" and strip_leading_ones(x.shape) == strip_leading_ones(x.inputs[0].shape):
+        return b.emit("broadcast_to", x.inputs[0], shape=node.shape)
+    return None
+
+
+def strip_leading_ones(shape: tuple) -> tuple:
+    k = 0
+    while k < len(shape) and shape[k] == 1:
+        k += 1
+    return tuple(shape[k:])
+
+
+def transpose_axes(node: Node) -> tuple[int, ...]:
+    axes = node.attrs.get("axes")
+    ndim = node.ndim
+    return tuple(reversed(range(ndim))) if axes is None else tuple(a % max(ndim, 1) for a in axes)
+
+
+def transpose_identity(node, b):   # transpose(x, (0, 1, ..)) -> x
+    if transpose_axes(node) == tuple(range(node.ndim)):
+        return same(node, b, node.inputs[0])
+    return None
+
+
+def transpose_transpose(node, b):  # transpose(transpose(x, p), q) -> transpose(x, p∘q), or x
+    x = node.inputs[0]
+    if x.op != "transpose":
+        return None
+    inner, outer = transpose_axes(x), transpose_axes(node)
+    composed = tuple(inner[k] for k in outer)
+    if composed == tuple(range(node.ndim)):
+        return same(node, b, x.inputs[0])
+    return b.emit("transpose", x.inputs[0], axes=composed)
+
+
+def cast_same(node, b):         # cast(x, x.dtype) -> x
+    x = node.inputs[0]
+    return x if x.dtype == node.dtype and x.shape == node.shape else None
+
+
+# ------------------------------------------------------------ reductions
+
+def reduced_axes(node: Node) -> tuple[int, ...]:
+    """The axes a reduction node sums over, normalized and sorted."""
+    x = node.inputs[0]
+    axis = node.attrs.get("axis")
+    if axis is None:
+        return tuple(range(x.ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    return tuple(sorted({a % max(x.ndim, 1) for a in axes}))
+
+
+def sum_trivial(node, b):       # sum(x, axes of length 1 or none) -> reshape(x)  (nothing is added)
+    x = node.inputs[0]
+    if all(x.shape[a] == 1 for a in reduced_axes(node)):
+        return same(node, b, x if x.shape == node.shape else b.emit("reshape", x, shape=node.shape))
+    return None
+
+
+def sum_of_broadcast(node, b):  # sum(broadcast_to(x, s), A) -> sum(x, A\B) * count(A∩B), re-broadcast
+    """B are the axes broadcast_to repeated x along. Summing n repeated copies
+    is multiplying by n, so only the axes A\\B still need adding up, on the
+    small x; the remaining axes of s stay repeated (a smaller broadcast)."""
+    bcast = node.inputs[0]
+    if bcast.op != "broadcast_to" or node.attrs.get("keepdims") not in (None, False, True):
+        return None
+    x, full = bcast.inputs[0], bcast.shape
+    lead = len(full) - x.ndim
+    x_full = (1,) * lead + x.shape                   # x with s's rank
+    repeated = {i for i, d in enumerate(full) if x_full[i] == 1 and d != 1}
+    axes = set(reduced_axes(node))
+    if not axes & repeated:
+        return None
+    count = int(np.prod([full[i] for i in axes & repeated]))
+    y = x if x.shape == x_full else b.emit("reshape", x, shape=x_full)
+    rest = tuple(sorted(axes - repeated))
+    if rest:                                         # add up what is really different
+        y = b.emit("sum", y, axis=rest, keepdims=True)
+    if count != 1:
+        y = b.emit("mul", y, b.const(np.asarray(count, node.dtype), node.dtype))
+    keepdims = bool(node.attrs.get("keepdims"))
+    small = tuple(d for i, d in enumerate(y.shape) if keepdims or i not in axes)
+    if y.shape != small:
+        y = b.emit("reshape", y, shape=small)
+    return same(node, b, y)
+
+
+# ------------------------------------------------------------ the table
+# Order matters within an op: the first rule that applies wins.
+RULES: list[Rule] = [
+    Rule("mul", "x*1 -> x, 1*x -> x (broadcast ones: broadcast_to(x))", mul_by_one),
+    Rule("mul", "x*(-1) -> -x", mul_by_minus_one),
+    Rule("mul", "x*0 -> 0 for integers (not floats: inf*0 is nan)", mul_by_zero_int),
+    Rule("add", "x+0 -> x, 0+x -> x", add_zero),
+    Rule("add", "x+(-y) -> x-y, (-x)+y -> y-x", add_neg),
+    Rule("sub", "x-0 -> x", sub_zero),
+    Rule("sub", "0-x -> -x", zero_sub),
+    Rule("sub", "x-x -> 0 for integers (inf-inf is nan)", sub_self_int),
+    Rule("sub", "x-(-y) -> x+y", sub_neg),
+    Rule("div", "x/1 -> x", div_by_one),
+    Rule("neg", "-(-x) -> x", neg_neg),
+    Rule("*", "op(x, broadcast_to(y)) -> op(x, y) when the output shape is unchanged",
+         implicit_broadcast),
+    Rule("reshape", "reshape(x, x.shape) -> x", reshape_same),
+    Rule("reshape", "reshape(reshape(x)) -> reshape(x)", reshape_reshape),
+    Rule("broadcast_to", "broadcast_to(x, x.shape) -> x", broadcast_same),
+    Rule("broadcast_to", "broadcast_to(broadcast_to(x)) -> broadcast_to(x)", broadcast_broadcast),
+    Rule("broadcast_to", "broadcast_to(reshape(x) adding leading 1s) -> broadcast_to(x)",
+         broadcast_of_unit_reshape),
+    Rule("transpose", "transpose(x, identity) -> x", transpose_identity),
+    Rule("transpose", "transpose(transpose(x, p), q) -> transpose(x, p∘q) or x",
+         transpose_transpose),
+    Rule("sum", "sum over no axes / size-1 axes -> reshape(x)", sum_trivial),
+    Rule("sum", "sum(broadcast_to(x), repeated axes) -> x * count (a smaller broadcast)",
+         sum_of_broadcast),
+] + [Rule(op, f"{op}(x, x.dtype) -> x", cast_same) for op in CAST_OPS]
