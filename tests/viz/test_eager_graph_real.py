@@ -1,0 +1,59 @@
+"""eager_graph on real tracegrad.eager graphs, and on PyTorch's where it is installed."""
+import numpy as np
+import pytest
+
+from tracegrad.viz import eager_graph
+from tracegrad.viz.eager import COLORS
+
+torch_like = pytest.importorskip("tracegrad.eager")
+if not hasattr(torch_like, "tensor"):
+    pytest.skip("tracegrad.eager is not built yet", allow_module_level=True)
+
+
+def seed_graph(torch):
+    x = torch.tensor([2.0], requires_grad=True)
+    y = torch.tensor([3.0], requires_grad=True)
+    z = x * y + x ** 2
+    return z, {"x": x, "y": y}
+
+
+def test_seed_example_structure(parse_dot):
+    z, params = seed_graph(torch_like)
+    parsed = parse_dot(eager_graph(z, params))
+    assert parsed.labels("grad_fn") == ["AddBackward0", "MulBackward0", "PowBackward0"]
+    assert parsed.labels("leaf") == ["x\nf32[1]", "y\nf32[1]"]
+    assert parsed.labels("output") == ["output\nf32[1]"]
+    assert len(parsed.of_class("saved")) == 3  # mul keeps x and y, pow keeps x
+    assert len(parsed.nodes) == 9
+    # out<-add, add<-mul, add<-pow, mul<-x, mul<-y, pow<-x, and 3 saved links
+    assert len(parsed.edges) == 9
+    fills = {a["class"]: a["fillcolor"] for a in parsed.nodes.values()}
+    assert fills == COLORS
+
+
+def test_mlp_leaves_carry_parameter_names_and_shapes(parse_dot):
+    nn = torch_like.nn
+    torch_like.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 3))
+    x = torch_like.randn(5, 2)
+    target = torch_like.tensor(np.array([0, 1, 2, 0, 1]))
+    loss = nn.functional.cross_entropy(model(x), target)
+    params = dict(model.named_parameters()) if hasattr(model, "named_parameters") else {
+        f"p{i}": p for i, p in enumerate(model.parameters())}
+    parsed = parse_dot(eager_graph(loss, params))
+    shapes = {tuple(p.shape) for p in params.values()}
+    assert len(parsed.of_class("leaf")) == len(params) == 4
+    for name, p in params.items():
+        assert f"{name}\nf32[{','.join(map(str, p.shape))}]" in parsed.labels("leaf")
+    assert shapes == {(8, 2), (8,), (3, 8), (3,)}
+    assert parsed.labels("output") == ["output\nf32[]"]
+
+
+def test_same_structure_as_pytorch_on_the_seed(parse_dot):
+    torch = pytest.importorskip("torch")
+    ours = parse_dot(eager_graph(*seed_graph(torch_like)))
+    theirs = parse_dot(eager_graph(*seed_graph(torch)))
+    for cls in ("grad_fn", "leaf", "output"):
+        assert ours.labels(cls) == theirs.labels(cls)
+    assert sorted(ours.labels("saved")) == sorted(theirs.labels("saved"))
+    assert len(ours.edges) == len(theirs.edges)
