@@ -1,0 +1,172 @@
+"""Python operators for any value kind that holds an array (eager Tensor, Tracer).
+
+`ArrayOperators` maps `+ - * / ** @`, their reflected forms, unary minus,
+`abs()`, comparisons and `x[...]` onto the primitives through `bind`, so every
+class that inherits it dispatches the same way. It defines neither `__array__`
+nor `__bool__`: each class decides what converting to NumPy or to a Python
+bool means (eager: the value; tracer: an error).
+
+`ArrayMethods` adds NumPy-style methods (`x.sum(axis=1)`, `x.T`, ...), for the
+tracer; the eager Tensor keeps PyTorch's spelling (`dim`, `keepdim`) instead.
+"""
+from __future__ import annotations
+
+from tracegrad.ops import table as T
+from tracegrad.ops.core import bind
+
+
+class ArrayOperators:
+    __slots__ = ()
+    # Defining __eq__ would otherwise make instances unhashable; keep identity hashing.
+    __hash__ = object.__hash__
+
+    def __add__(self, other):
+        return bind(T.add, self, other)
+
+    def __radd__(self, other):
+        return bind(T.add, other, self)
+
+    def __sub__(self, other):
+        return bind(T.sub, self, other)
+
+    def __rsub__(self, other):
+        return bind(T.sub, other, self)
+
+    def __mul__(self, other):
+        return bind(T.mul, self, other)
+
+    def __rmul__(self, other):
+        return bind(T.mul, other, self)
+
+    def __truediv__(self, other):
+        return bind(T.div, self, other)
+
+    def __rtruediv__(self, other):
+        return bind(T.div, other, self)
+
+    def __pow__(self, other):
+        return bind(T.pow_, self, other)
+
+    def __rpow__(self, other):
+        return bind(T.pow_, other, self)
+
+    def __matmul__(self, other):
+        return bind(T.matmul, self, other)
+
+    def __rmatmul__(self, other):
+        return bind(T.matmul, other, self)
+
+    def __neg__(self):
+        return bind(T.neg, self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return bind(T.abs_, self)
+
+    def __lt__(self, other):
+        return bind(T.lt, self, other)
+
+    def __le__(self, other):
+        return bind(T.le, self, other)
+
+    def __gt__(self, other):
+        return bind(T.gt, self, other)
+
+    def __ge__(self, other):
+        return bind(T.ge, self, other)
+
+    def __eq__(self, other):  # type: ignore[override]
+        return bind(T.eq, self, other)
+
+    def __ne__(self, other):  # type: ignore[override]
+        return bind(T.ne, self, other)
+
+    def __invert__(self):
+        return bind(T.logical_not, self)
+
+    def __and__(self, other):
+        return bind(T.logical_and, self, other)
+
+    def __rand__(self, other):
+        return bind(T.logical_and, other, self)
+
+    def __or__(self, other):
+        return bind(T.logical_or, self, other)
+
+    def __ror__(self, other):
+        return bind(T.logical_or, other, self)
+
+    def __getitem__(self, index):
+        from tracegrad.ops.indexing import getitem
+        return getitem(self, index)
+
+
+class ArrayMethods:
+    """NumPy's array methods, for value kinds that follow NumPy's spelling (the tracer)."""
+
+    __slots__ = ()
+
+    def sum(self, axis=None, keepdims=False):
+        from tracegrad.ops import api
+        return api.sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        from tracegrad.ops import api
+        return api.mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        from tracegrad.ops import api
+        return api.max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        from tracegrad.ops import api
+        return api.min(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis=None, keepdims=False):
+        from tracegrad.ops import api
+        return api.argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis=None, keepdims=False):
+        from tracegrad.ops import api
+        return api.argmin(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis=None, ddof=0, keepdims=False):
+        from tracegrad.ops import api
+        return api.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def reshape(self, *shape):
+        from tracegrad.ops import api
+        return api.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def transpose(self, *axes):
+        from tracegrad.ops import api
+        return api.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+
+    @property
+    def T(self):
+        from tracegrad.ops import api
+        return api.transpose(self)
+
+    def astype(self, dtype):
+        from tracegrad.ops import api
+        return api.astype(self, dtype)
+
+    def clip(self, min=None, max=None):
+        from tracegrad.ops import api
+        return api.clip(self, min, max)
+
+    def squeeze(self, axis=None):
+        from tracegrad.ops import api
+        return api.squeeze(self, axis)
+
+    def dot(self, other):
+        from tracegrad.ops import api
+        return api.dot(self, other)
+
+    def flatten(self):
+        from tracegrad.ops import api
+        return api.reshape(self, (-1,))
+
+    ravel = flatten
