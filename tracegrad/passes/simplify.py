@@ -265,32 +265,79 @@ def sum_trivial(node, b):       # sum(x, axes of length 1 or none) -> reshape(x)
     return None
 
 
-def sum_of_broadcast(node, b):  # sum(broadcast_to(x, s), A) -> sum(x, A\B) * count(A∩B), re-broadcast
-    """B are the axes broadcast_to repeated x along. Summing n repeated copies
-    is multiplying by n, so only the axes A\\B still need adding up, on the
-    small x; the remaining axes of s stay repeated (a smaller broadcast)."""
+def reduce_of_broadcast(node, b):  # sum/mean/max/min(broadcast_to(x), A): reduce x, not its copies
+    """B are the axes broadcast_to repeated x along. Reducing n repeated copies
+    is: sum -> times n; mean, max, min -> the value itself. Only the axes A\\B
+    still need reducing, on the small x; the remaining axes of the output stay
+    repeated (a smaller broadcast)."""
     bcast = node.inputs[0]
-    if bcast.op != "broadcast_to" or node.attrs.get("keepdims") not in (None, False, True):
+    if bcast.op != "broadcast_to":
         return None
     x, full = bcast.inputs[0], bcast.shape
-    lead = len(full) - x.ndim
-    x_full = (1,) * lead + x.shape                   # x with s's rank
+    x_full = (1,) * (len(full) - x.ndim) + x.shape   # x with full's rank
     repeated = {i for i, d in enumerate(full) if x_full[i] == 1 and d != 1}
     axes = set(reduced_axes(node))
     if not axes & repeated:
         return None
-    count = int(np.prod([full[i] for i in axes & repeated]))
-    y = x if x.shape == x_full else b.emit("reshape", x, shape=x_full)
-    rest = tuple(sorted(axes - repeated))
-    if rest:                                         # add up what is really different
-        y = b.emit("sum", y, axis=rest, keepdims=True)
-    if count != 1:
-        y = b.emit("mul", y, b.const(np.asarray(count, node.dtype), node.dtype))
     keepdims = bool(node.attrs.get("keepdims"))
-    small = tuple(d for i, d in enumerate(y.shape) if keepdims or i not in axes)
+    y = x
+    if axes - repeated:                              # reduce what really differs
+        if x.shape != x_full:
+            y = b.emit("reshape", x, shape=x_full)
+        # all of A at once: the repeated axes have size 1 in x, so this gives the small shape
+        y = b.emit(node.op, y, axis=tuple(sorted(axes)), keepdims=keepdims)
+    count = int(np.prod([full[i] for i in axes & repeated]))
+    if node.op == "sum" and count != 1:
+        y = b.fit(y, y.shape, node.dtype)             # multiply in the sum's dtype (int32 -> int64)
+        y = b.emit("mul", y, b.const(np.asarray(count, node.dtype), node.dtype))
+    small = tuple(1 if i in axes else d for i, d in enumerate(x_full) if keepdims or i not in axes)
     if y.shape != small:
         y = b.emit("reshape", y, shape=small)
     return same(node, b, y)
+
+
+# ------------------------------------------------------------ others
+
+def full_like_const(node, b):   # full_like(x, v) -> broadcast_to(v): x is only read for its shape
+    value = np.asarray(node.attrs["value"], dtype=node.dtype)
+    return same(node, b, b.const(value, node.dtype))
+
+
+def pow_small_int(node, b):     # x**1 -> x, x**2 -> x*x, x**0 -> 1 (also for nan, as IEEE pow)
+    x, exponent = node.inputs
+    if is_filled_with(exponent, 1):
+        return same(node, b, x)
+    if is_filled_with(exponent, 2):
+        return same(node, b, b.emit("mul", x, x))
+    if is_filled_with(exponent, 0):
+        return same(node, b, b.const(np.ones((), node.dtype), node.dtype))
+    return None
+
+
+def where_known(node, b):       # where(True, x, y) -> x, where(False, x, y) -> y, where(c, x, x) -> x
+    cond, x, y = node.inputs
+    if x is y:
+        return same(node, b, x)
+    if is_filled_with(cond, True):
+        return same(node, b, x)
+    if is_filled_with(cond, False):
+        return same(node, b, y)
+    return None
+
+
+def div_by_power_of_two(node, b):  # x / 2^k -> x * 2^-k (exact: both only change the exponent)
+    x, divisor = node.inputs
+    value = const_value(divisor)
+    if value is None or value.size != 1 or not np.issubdtype(node.dtype, np.floating):
+        return None
+    scalar = float(value.reshape(()))
+    if scalar == 0 or not np.isfinite(scalar):
+        return None
+    mantissa, exponent = np.frexp(abs(scalar))
+    if mantissa != 0.5 or abs(exponent) > 100:
+        return None
+    inverse = b.const(np.asarray(1.0 / scalar, node.dtype), node.dtype)
+    return same(node, b, b.emit("mul", x, inverse))
 
 
 # ------------------------------------------------------------ the table
@@ -319,6 +366,13 @@ RULES: list[Rule] = [
     Rule("transpose", "transpose(transpose(x, p), q) -> transpose(x, p∘q) or x",
          transpose_transpose),
     Rule("sum", "sum over no axes / size-1 axes -> reshape(x)", sum_trivial),
-    Rule("sum", "sum(broadcast_to(x), repeated axes) -> x * count (a smaller broadcast)",
-         sum_of_broadcast),
+] + [
+    Rule(op, f"{op}(broadcast_to(x), repeated axes) -> x (times count for sum), re-broadcast",
+         reduce_of_broadcast) for op in ("sum", "mean", "max", "min")
+] + [
+    Rule("div", "x / 2^k -> x * 2^-k", div_by_power_of_two),
+    Rule("pow", "x**1 -> x, x**2 -> x*x, x**0 -> 1", pow_small_int),
+    Rule("where", "where(True, x, y) -> x, where(False, x, y) -> y, where(c, x, x) -> x",
+         where_known),
+    Rule("full_like", "full_like(x, v) -> broadcast_to(v)", full_like_const),
 ] + [Rule(op, f"{op}(x, x.dtype) -> x", cast_same) for op in CAST_OPS]

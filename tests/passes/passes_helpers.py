@@ -1,0 +1,72 @@
+"""Helpers for the pass tests: build graphs by hand, compare before/after."""
+from __future__ import annotations
+
+import numpy as np
+
+from tracegrad.ir import interpret, verify
+from tracegrad.ir.graph import Graph, Node
+from tracegrad.ops.core import REGISTRY, Aval
+
+
+class GraphMaker:
+    """Builds a Graph node by node, deriving types from the rule table.
+
+        gm = GraphMaker(); x = gm.input((3,)); gm.output(gm.op("neg", x))
+    """
+
+    def __init__(self, name: str = "f"):
+        self.graph = Graph(name=name)
+
+    def input(self, shape, dtype="float32", name=None) -> Node:
+        return self.graph.add_input(Aval(tuple(shape), np.dtype(dtype)), name)
+
+    def const(self, value, dtype="float32") -> Node:
+        return self.graph.add_const(np.asarray(value, dtype=dtype))
+
+    def op(self, name: str, *inputs: Node, tag: str = "fwd", source: str | None = None,
+           **attrs) -> Node:
+        aval = REGISTRY[name].shape_rule(*[i.aval for i in inputs], **attrs)
+        return self.graph.new_node(name, inputs, attrs, aval, source=source, tag=tag)
+
+    def output(self, *nodes: Node) -> Graph:
+        self.graph.outputs.extend(nodes)
+        return self.graph
+
+
+def random_inputs(graph: Graph, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for node in graph.inputs:
+        if np.issubdtype(node.dtype, np.floating):
+            arrays.append(rng.standard_normal(node.shape).astype(node.dtype))
+        elif node.dtype == np.bool_:
+            arrays.append(rng.random(node.shape) < 0.5)
+        else:
+            arrays.append(rng.integers(-5, 6, node.shape).astype(node.dtype))
+    return arrays
+
+
+def assert_same_results(before: Graph, after: Graph, *arrays, rtol=1e-5, atol=1e-6) -> None:
+    """`after` is valid and computes what `before` does (exactly for integers)."""
+    verify(after)
+    arrays = arrays or tuple(random_inputs(before))
+    expected = interpret(before, *arrays)
+    got = interpret(after, *arrays)
+    assert len(expected) == len(got)
+    for e, g in zip(expected, got):
+        assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, g.dtype, e.shape, e.dtype)
+        if np.issubdtype(e.dtype, np.floating):
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, e)
+
+
+def ops(graph: Graph) -> list[str]:
+    """The ops of the graph's nodes, inputs left out, in order."""
+    return [n.op for n in graph.nodes if n.op != "input"]
+
+
+def snapshot(graph: Graph):
+    """Everything a pass must not change in its input graph."""
+    return ([(n, n.key(), n.inputs, n.source, n.tag, n.group)
+             for n in graph.nodes], list(graph.inputs), list(graph.outputs), str(graph))
