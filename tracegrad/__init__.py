@@ -18,9 +18,9 @@ from tracegrad.ops.core import DTypeError, ShapeError, TracegradError  # noqa: F
 _LAZY = {
     "trace": "tracegrad.tracing",
     "TracingError": "tracegrad.tracing",
-    "compile": "tracegrad.compile",
-    "grad": "tracegrad.compile",
-    "value_and_grad": "tracegrad.compile",
+    "compile": "tracegrad.compiler",
+    "grad": "tracegrad.compiler",
+    "value_and_grad": "tracegrad.compiler",
     "gradcheck": "tracegrad.gradcheck",
     "viz": None,
     "eager": None,

@@ -1,0 +1,752 @@
+"""The compiled front end: `compile`, `grad`, `value_and_grad`.
+
+Per input signature (shapes, dtypes, which arguments need a gradient, static
+arguments) the function is traced once, differentiated into one joint graph,
+optimized, fused and turned into a kernel; later calls with the same signature
+cost one dict lookup on a tuple key plus the kernel call.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> f = lambda x, y: tg.sum(x * y + x ** 2)
+    >>> value, (gx, gy) = tg.value_and_grad(f, argnums=(0, 1), backend="interpret")(
+    ...     np.array([2.0]), np.array([3.0]))
+    >>> float(value), gx, gy
+    (10.0, array([7.]), array([2.]))
+
+The pipeline, stage by stage (`.lower(*args)` shows each one):
+
+    trace -> vjp_graph (joint) -> passes.optimize -> passes.fuse -> codegen.build_kernel
+
+`backend="interpret"` runs the graph with the NumPy reference interpreter
+instead of generating a kernel (slow, but no Numba compile: handy in tests).
+Set TRACEGRAD_LOG=1 to log each stage's time and every cache miss with its
+reason on the "tracegrad" logger.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import time
+import warnings
+from collections import namedtuple
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tracegrad.ir.graph import Graph
+from tracegrad.ops import core
+from tracegrad.ops.core import TracegradError
+from tracegrad.tracing import (TreeDef, Tracer, TracingError, argument_names, trace_flat,
+                               tree_flatten, tree_unflatten)
+
+log = logging.getLogger("tracegrad")
+if os.environ.get("TRACEGRAD_LOG", "") not in ("", "0") and not log.handlers:
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("[tracegrad] %(message)s"))
+    log.addHandler(_handler)
+    log.setLevel(logging.INFO)
+
+CacheInfo = namedtuple("CacheInfo", ["traces", "hits"])
+
+# One lock for all tracing and kernel building: each signature is traced exactly
+# once even when threads race. Re-entrant, because grad(grad(f)) traces f while
+# tracing grad(f).
+_BUILD_LOCK = threading.RLock()
+
+# More distinct signatures than this warns (once) that something keeps retracing.
+MAX_SIGNATURES = 8
+
+BACKENDS = ("numba", "interpret")
+
+
+class CompileError(TracegradError):
+    """A function cannot be compiled or differentiated as asked."""
+
+
+class NonFiniteError(TracegradError, FloatingPointError):
+    """check_finite=True found a NaN or Inf in a compiled function's output."""
+
+
+# ------------------------------------------------------------------ lowering
+
+class Lowered:
+    """Every stage of one compiled signature.
+
+    traced:     the graph `trace` recorded;
+    joint:      after reverse mode (equal to `traced` for `compile`);
+    optimized:  after passes and fusion (what the kernel runs);
+    source:     the generated Numba source (None with backend="interpret");
+    source_path: the file that holds it.
+    """
+
+    def __init__(self, traced: Graph, joint: Graph, optimized: Graph, kernel: Any,
+                 backend: str, timings: dict):
+        self.traced = traced
+        self.joint = joint
+        self.optimized = optimized
+        self.kernel = kernel
+        self.backend = backend
+        self.timings = timings
+        self.source = getattr(kernel, "source", None)
+        self.source_path = getattr(kernel, "source_path", None)
+
+    def __str__(self) -> str:
+        return str(self.optimized)
+
+    def __repr__(self) -> str:
+        return (f"<Lowered {self.traced.name}: traced {len(self.traced.nodes)} nodes, joint "
+                f"{len(self.joint.nodes)}, optimized {len(self.optimized.nodes)}; "
+                f"backend {self.backend}>")
+
+
+def _optional_stage(module: str, name: str):
+    """A pipeline stage, or None while its module is not written yet."""
+    import importlib
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        log.info("stage %s.%s unavailable (%s); skipping it", module, name, exc)
+        return None
+
+
+def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = True) -> Lowered:
+    """Run passes and code generation on a joint graph."""
+    timings: dict[str, float] = {}
+    graph = joint
+    if optimize:
+        optimize_fn = _optional_stage("tracegrad.passes", "optimize")
+        if optimize_fn is not None:
+            t0 = time.perf_counter()
+            graph = optimize_fn(graph)
+            timings["passes"] = time.perf_counter() - t0
+        fuse_fn = _optional_stage("tracegrad.passes.fuse", "fuse_elementwise")
+        if fuse_fn is not None:
+            t0 = time.perf_counter()
+            graph = fuse_fn(graph)
+            timings["fuse"] = time.perf_counter() - t0
+    kernel = None
+    if backend == "numba":
+        build_kernel = _optional_stage("tracegrad.codegen", "build_kernel")
+        if build_kernel is None:
+            backend = "interpret"
+            log.info("codegen unavailable: falling back to the interpreter")
+        else:
+            t0 = time.perf_counter()
+            kernel = build_kernel(graph)
+            timings["codegen"] = time.perf_counter() - t0
+    if kernel is None:
+        kernel = _Interpreted(graph)
+    return Lowered(traced, joint, graph, kernel, backend, timings)
+
+
+class _Interpreted:
+    """The kernel contract (`kernel(*arrays) -> tuple`) on the NumPy interpreter."""
+
+    source = None
+    source_path = None
+
+    def __init__(self, graph: Graph):
+        from tracegrad.ir.interpret import interpret
+        self._run = functools.partial(interpret, graph)
+
+    def __call__(self, *arrays):
+        return self._run(*arrays)
+
+
+# ------------------------------------------------------------ argument checks
+
+def _normalize_argnums(argnums: Any) -> tuple[int, ...]:
+    items = argnums if isinstance(argnums, (tuple, list)) else (argnums,)
+    for a in items:
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+            raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
+    if isinstance(argnums, (tuple, list)) and not argnums:
+        raise ValueError("argnums must name at least one argument, got ()")
+    return tuple(int(a) for a in items)
+
+
+def _resolve_argnums(argnums: tuple[int, ...], nargs: int, fn: Callable) -> tuple[int, ...]:
+    out = []
+    for a in argnums:
+        if not -nargs <= a < nargs:
+            raise CompileError(
+                f"argnums={a} is out of range: {_fn_name(fn)} was called with {nargs} "
+                f"positional argument{'s' if nargs != 1 else ''}" + core.user_location_suffix())
+        out.append(a % nargs)
+    return tuple(out)
+
+
+def _fn_name(fn: Callable) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _fn_location(fn: Callable) -> str:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ""
+    return f" (defined at {code.co_filename}:{code.co_firstlineno})"
+
+
+def _bad_leaf_error(fn: Callable, name: str, value: Any) -> TracegradError:
+    return CompileError(
+        f"{_fn_name(fn)}: argument {name!r} is {type(value).__name__} {value!r:.40}, "
+        "where an array is expected (a gradient needs a floating-point array)"
+        + core.user_location_suffix())
+
+
+# ------------------------------------------------------------------- entries
+
+class _Signature:
+    """What a call looked like, for cache keys and retrace reports."""
+
+    __slots__ = ("in_tree", "avals", "wrt", "kwarg_names")
+
+    def __init__(self, in_tree, avals, wrt, kwarg_names):
+        self.in_tree = in_tree
+        self.avals = avals
+        self.wrt = wrt
+        self.kwarg_names = kwarg_names
+
+    def key(self) -> tuple:
+        return (self.in_tree, self.avals, self.wrt, self.kwarg_names)
+
+
+class _Entry:
+    """One compiled signature: the kernel and how to pack its results."""
+
+    __slots__ = ("lowered", "kernel", "pack", "signature", "output_names", "leaf_paths")
+
+    def __init__(self, lowered, pack, signature, output_names, leaf_paths):
+        self.lowered = lowered
+        self.kernel = lowered.kernel
+        self.pack = pack
+        self.signature = signature
+        self.output_names = output_names
+        self.leaf_paths = leaf_paths
+
+
+_NOT_FAST = object()  # a fast key that cannot be cached (pytrees, lists, tensors...)
+_AS_IS, _DROP_STATIC, _CONVERT = 0, 1, 2  # how a fast hit turns args into kernel arrays
+
+
+def _fast_key(args: tuple):
+    """The hot-path key: cheap, and only for plain ndarray / Python scalar args."""
+    parts = []
+    for a in args:
+        if type(a) is np.ndarray:
+            parts.append((a.shape, a.dtype, a.strides, a.flags.writeable))
+        elif type(a) in (float, int, bool):
+            parts.append((type(a), a))
+        else:
+            return _NOT_FAST
+    return tuple(parts)
+
+
+def _canonical_leaf(value: Any) -> np.ndarray:
+    """A C-contiguous, writeable ndarray for the kernel (never the user's array
+    mutated; copies only when layout or flags require it)."""
+    if type(value) is np.ndarray:
+        if value.flags.c_contiguous and value.flags.writeable:
+            return value
+        return np.array(value, order="C", copy=True)
+    if isinstance(value, (np.generic, float, int, bool)):
+        return np.array(value)
+    arr = core.as_operand(value)
+    if not isinstance(arr, np.ndarray):
+        arr = np.asarray(arr)
+    if not (arr.flags.c_contiguous and arr.flags.writeable):
+        arr = np.array(arr, order="C", copy=True)
+    return arr
+
+
+# ---------------------------------------------------------- compiled function
+
+class CompiledFunction:
+    """A function compiled per input signature; see `compile` / `value_and_grad`."""
+
+    def __init__(self, fn: Callable, mode: str, argnums: Any = 0, has_aux: bool = False,
+                 backend: str = "numba", check_finite: bool = False, optimize: bool = True):
+        if not callable(fn):
+            raise TypeError(f"expected a callable, got {type(fn).__name__}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self.fn = fn
+        self.mode = mode                      # "compile", "value_and_grad" or "grad"
+        self.argnums = _normalize_argnums(argnums) if mode != "compile" else ()
+        self.argnums_is_tuple = isinstance(argnums, (tuple, list))
+        self.has_aux = has_aux
+        self.backend = backend
+        self.check_finite = check_finite
+        self.optimize = optimize
+        self._fast: dict = {}                 # fast key -> (entry, needs_canonical)
+        self._entries: dict = {}              # signature key -> _Entry
+        self._signatures: list[_Signature] = []
+        self._traces = 0
+        self._hits = 0
+        self._warned = False
+        functools.update_wrapper(self, fn)
+
+    # ---- the hot path
+    def __call__(self, *args, **kwargs):
+        if not kwargs:
+            key = _fast_key(args)
+            if key is not _NOT_FAST:
+                hit = self._fast.get(key)
+                if hit is not None:
+                    self._hits += 1
+                    entry, how = hit
+                    if how == _AS_IS:
+                        arrays = args
+                    elif how == _DROP_STATIC:
+                        arrays = [a for a in args if type(a) is np.ndarray]
+                    else:
+                        arrays = [_canonical_leaf(a) for a in args if type(a) is np.ndarray]
+                    return self._run(entry, arrays)
+        return self._call_slow(args, kwargs)
+
+    def _run(self, entry: _Entry, arrays: Sequence[np.ndarray]):
+        outs = entry.kernel(*arrays)
+        if self.check_finite:
+            _check_finite(entry, arrays, outs)
+        return entry.pack(outs)
+
+    # ---- everything else: pytrees, tensors, tracers, first calls
+    def _call_slow(self, args: tuple, kwargs: dict):
+        nargs = len(args)
+        wrt_args = _resolve_argnums(self.argnums, nargs, self.fn) if self.argnums else ()
+        leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
+        if any(isinstance(v, Tracer) for v in leaves):
+            return self._call_traced(args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args)
+        if _eager_tensors_need_grad(leaves):
+            from tracegrad.compiled_eager import call_with_tensors
+            return call_with_tensors(self, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args)
+        leaves = [_plain_leaf(v) for v in leaves]
+        avals = tuple(_leaf_aval(v) for v in leaves)
+        wrt = tuple(i for i, a in enumerate(arg_of_leaf) if a in wrt_args)
+        self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
+        signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
+        entry = self._entry_for(signature, args, kwargs)
+        arrays = [_canonical_leaf(v) for v in leaves]
+        if not kwargs:
+            self._remember_fast(args, wrt_args, entry, arrays, leaves)
+        return self._run(entry, arrays)
+
+    def _remember_fast(self, args, wrt_args, entry, arrays, leaves) -> None:
+        """Map this call's cheap key to the entry, if the key describes it fully."""
+        key = _fast_key(args)
+        if key is _NOT_FAST:
+            return
+        if any(type(a) is not np.ndarray and i in wrt_args for i, a in enumerate(args)):
+            return  # a Python scalar being differentiated is an array leaf
+        if any(a is not b for a, b in zip(arrays, leaves)):
+            how = _CONVERT
+        elif all(type(a) is np.ndarray for a in args):
+            how = _AS_IS
+        else:
+            how = _DROP_STATIC
+        self._fast[key] = (entry, how)
+
+    def _flatten(self, args, kwargs, wrt_args):
+        leaves: list = []
+        trees = []
+        arg_of_leaf: list[int] = []
+        for i, a in enumerate(args):
+            sub, tree = tree_flatten(a, arrays_only_scalars=i in wrt_args)
+            leaves.extend(sub)
+            arg_of_leaf.extend([i] * len(sub))
+            trees.append(tree)
+        for k, v in kwargs.items():
+            sub, tree = tree_flatten(v)
+            leaves.extend(sub)
+            arg_of_leaf.extend([-1] * len(sub))
+            trees.append(tree)
+        return leaves, TreeDef("tuple", trees), arg_of_leaf
+
+    def _check_wrt(self, args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args):
+        names = argument_names(self.fn, len(args))
+        for i in wrt_args:
+            a = args[i]
+            if a is None or isinstance(a, str):
+                raise _bad_leaf_error(self.fn, names[i], a)
+            if not any(arg == i for arg in arg_of_leaf):
+                raise CompileError(f"{_fn_name(self.fn)}: argument {names[i]!r} (argnums "
+                                   f"{i}) holds no arrays to differentiate"
+                                   + core.user_location_suffix())
+        for k in wrt:
+            if not np.issubdtype(avals[k].dtype, np.inexact):
+                raise core.DTypeError(
+                    f"{self.mode} requires real-valued inputs (a floating-point dtype) for "
+                    f"argument {names[arg_of_leaf[k]]!r}, but got {avals[k].dtype}"
+                    + core.user_location_suffix())
+
+    # ---- building (once per signature)
+    def _entry_for(self, signature: _Signature, args, kwargs) -> _Entry:
+        key = signature.key()
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._hits += 1
+            return entry
+        with _BUILD_LOCK:
+            entry = self._entries.get(key)
+            if entry is not None:
+                return entry
+            reason = self._miss_reason(signature)
+            log.info("%s: cache miss (%s); tracing", _fn_name(self.fn), reason)
+            entry = self._build(signature, args, kwargs, self.backend, self.optimize)
+            self._traces += 1
+            self._entries[key] = entry
+            self._signatures.append(signature)
+            if len(self._signatures) > MAX_SIGNATURES and not self._warned:
+                self._warned = True
+                warnings.warn(self._retrace_message(args), RuntimeWarning, stacklevel=4)
+        return entry
+
+    def _build(self, signature: _Signature, args, kwargs, backend: str,
+               optimize: bool) -> _Entry:
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        kw_names = signature.kwarg_names
+        nargs = len(args)
+
+        def flat_fn(*all_args):
+            return self.fn(*all_args[:nargs], **dict(zip(kw_names, all_args[nargs:])))
+        flat_fn.__name__ = getattr(self.fn, "__name__", "f")
+        try:
+            flat_fn.__signature__ = _signature_of(self.fn, nargs, kw_names)
+        except (TypeError, ValueError):
+            pass
+        example = tuple(args) + tuple(kwargs[k] for k in kw_names)
+        wrt_args = {a for a in (_resolve_argnums(self.argnums, nargs, self.fn)
+                                if self.argnums else ())}
+        traced = trace_flat(flat_fn, example, avals=list(signature.avals),
+                            scalar_argnums=tuple(wrt_args))
+        timings["trace"] = time.perf_counter() - t0
+        graph = traced.graph
+        if self.mode == "compile":
+            joint = graph
+            pack = _forward_packer(traced.out_tree)
+        else:
+            t0 = time.perf_counter()
+            joint, pack = self._differentiate(traced, signature, args)
+            timings["autodiff"] = time.perf_counter() - t0
+        lowered = lower_graphs(graph, joint, backend, optimize=optimize)
+        timings.update(lowered.timings)
+        lowered.timings = timings
+        log.info("%s: %s", _fn_name(self.fn),
+                 ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in timings.items()))
+        output_names = _output_names(self, traced, signature)
+        return _Entry(lowered, pack, signature, output_names, traced.input_paths)
+
+    def _differentiate(self, traced, signature: _Signature, args):
+        from tracegrad.autodiff import vjp_graph
+        graph = traced.graph
+        out_tree = traced.out_tree
+        aux_tree = None
+        if self.has_aux:
+            if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
+                raise CompileError(
+                    f"{_fn_name(self.fn)}: with has_aux=True the function must return a pair "
+                    f"(value, aux), got structure {out_tree}{_fn_location(self.fn)}")
+            value_tree, aux_tree = out_tree.children
+        else:
+            value_tree = out_tree
+        if value_tree.kind != "array":
+            raise CompileError(
+                f"{_fn_name(self.fn)}: {self.mode} needs a function returning one scalar array, "
+                f"got structure {value_tree}{_fn_location(self.fn)}")
+        value = graph.outputs[0]
+        if value.shape != ():
+            raise CompileError(
+                f"Gradient only defined for scalar-output functions. Output had shape: "
+                f"{value.shape} ({_fn_name(self.fn)} returned {value.type_str()} made at "
+                f"{value.source}); reduce it, e.g. with tracegrad.sum, or use "
+                "tracegrad.compile with an eager backward for vector outputs")
+        if not np.issubdtype(value.dtype, np.floating):
+            raise core.DTypeError(
+                f"{self.mode} requires real-valued outputs (a floating-point dtype), but "
+                f"{_fn_name(self.fn)} returned {value.dtype}{_fn_location(self.fn)}")
+        joint = vjp_graph(graph, list(signature.wrt), diff_outputs=[0], seed_ones=True)
+        n_out = len(graph.outputs)
+        grad_trees = self._grad_trees(signature, args)
+        pack = _grad_packer(self.mode, n_out, aux_tree, grad_trees, self.argnums_is_tuple)
+        return joint, pack
+
+    def _grad_trees(self, signature: _Signature, args) -> list[TreeDef]:
+        """The argument structure each gradient is returned in."""
+        wrt_args = _resolve_argnums(self.argnums, len(args), self.fn)
+        return [signature.in_tree.children[i] for i in wrt_args]
+
+    # ---- tracing through: grad(grad(f)), compile inside compile
+    def _call_traced(self, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
+        from tracegrad.autodiff import replay
+        avals = tuple(_leaf_aval(v) for v in leaves)
+        wrt = tuple(i for i, a in enumerate(arg_of_leaf) if a in wrt_args)
+        signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
+        entry = self._entry_for_tracing(signature, args, kwargs)
+        env = replay(entry.lowered.joint, leaves)
+        outs = tuple(env[n.id] if n.op != "const" else n.attrs["value"]
+                     for n in entry.lowered.joint.outputs)
+        return entry.pack(outs)
+
+    def _entry_for_tracing(self, signature, args, kwargs) -> _Entry:
+        # Inlining needs only the joint graph; skip passes and code generation.
+        key = ("traced",) + signature.key()
+        entry = self._entries.get(key)
+        if entry is None:
+            with _BUILD_LOCK:
+                entry = self._build(signature, args, kwargs, "interpret", False)
+                self._entries[key] = entry
+        return entry
+
+    # ---- inspection
+    def lower(self, *args, **kwargs) -> Lowered:
+        """The stages (traced, joint, optimized graphs; generated source) for these args."""
+        nargs = len(args)
+        wrt_args = _resolve_argnums(self.argnums, nargs, self.fn) if self.argnums else ()
+        leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
+        leaves = [_plain_leaf(v) for v in leaves]
+        avals = tuple(_leaf_aval(v) for v in leaves)
+        wrt = tuple(i for i, a in enumerate(arg_of_leaf) if a in wrt_args)
+        self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
+        signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
+        entry = self._entries.get(signature.key())  # not a call: no hit counted
+        return (entry or self._entry_for(signature, args, kwargs)).lowered
+
+    def cache_info(self) -> CacheInfo:
+        """CacheInfo(traces, hits): signatures traced, and calls served from the cache."""
+        return CacheInfo(self._traces, self._hits)
+
+    def cache_clear(self) -> None:
+        with _BUILD_LOCK:
+            self._fast.clear()
+            self._entries.clear()
+            self._signatures.clear()
+            self._traces = self._hits = 0
+            self._warned = False
+
+    # ---- retrace reports
+    def _miss_reason(self, signature: _Signature) -> str:
+        if not self._signatures:
+            return "first call"
+        last = self._signatures[-1]
+        changed = _changed_arguments(last, signature, argument_names(
+            self.fn, len(signature.in_tree.children)))
+        return "changed: " + "; ".join(changed) if changed else "new signature"
+
+    def _retrace_message(self, args) -> str:
+        names = argument_names(self.fn, len(args))
+        counts = {}
+        for pos in range(len(self._signatures[-1].in_tree.children)):
+            seen = {_arg_part(s, pos) for s in self._signatures}
+            counts[pos] = len(seen)
+        pos = max(counts, key=counts.get)
+        name = names[pos] if pos < len(names) else f"keyword argument {pos - len(names)}"
+        what = ("static value" if self._signatures[-1].in_tree.children[pos].kind == "static"
+                else "shape/dtype")
+        return (f"tracegrad: {_fn_name(self.fn)} has been traced for "
+                f"{len(self._signatures)} different signatures; argument {name!r} keeps "
+                f"changing ({what}, {counts[pos]} distinct values). Every new signature is "
+                "traced and compiled again: pass changing Python scalars as arrays, or keep "
+                f"shapes fixed.{_fn_location(self.fn)}")
+
+    def __repr__(self) -> str:
+        return f"<tracegrad.{self.mode} of {_fn_name(self.fn)}>"
+
+    def __get__(self, obj, objtype=None):  # works as a method decorator too
+        return self if obj is None else functools.partial(self, obj)
+
+
+def _signature_of(fn, nargs, kw_names):
+    import inspect
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY)
+              for n in argument_names(fn, nargs)]
+    params += [inspect.Parameter(k, inspect.Parameter.POSITIONAL_ONLY) for k in kw_names]
+    return inspect.Signature(params)
+
+
+def _arg_part(signature: _Signature, pos: int):
+    tree = signature.in_tree.children[pos]
+    start = sum(c.num_leaves for c in signature.in_tree.children[:pos])
+    return (tree, signature.avals[start:start + tree.num_leaves])
+
+
+def _changed_arguments(old: _Signature, new: _Signature, names: list[str]) -> list[str]:
+    out = []
+    if len(old.in_tree.children) != len(new.in_tree.children):
+        return [f"{len(old.in_tree.children)} -> {len(new.in_tree.children)} arguments"]
+    for pos in range(len(new.in_tree.children)):
+        a, b = _arg_part(old, pos), _arg_part(new, pos)
+        if a != b:
+            name = names[pos] if pos < len(names) else f"argument {pos}"
+            out.append(f"{name}: {_describe(a)} -> {_describe(b)}")
+    return out
+
+
+def _describe(part) -> str:
+    tree, avals = part
+    if tree.kind == "static":
+        return repr(tree.static)
+    if tree.kind == "array":
+        return str(avals[0])
+    return f"{tree} of {', '.join(map(str, avals))}"
+
+
+def _plain_leaf(value: Any):
+    if isinstance(value, (np.ndarray, np.generic)) or type(value) in (float, int, bool):
+        return value
+    if _is_eager_tensor(value):
+        return value.detach().numpy()
+    return _canonical_leaf(value)
+
+
+def _leaf_aval(value: Any) -> core.Aval:
+    if isinstance(value, Tracer):
+        return value.aval
+    if isinstance(value, np.ndarray):
+        return core.Aval(value.shape, value.dtype)
+    if type(value) in (float, int, bool) or isinstance(value, np.generic):
+        return core.Aval((), np.asarray(value).dtype)
+    arr = _plain_leaf(value)
+    return core.Aval(np.shape(arr), np.asarray(arr).dtype)
+
+
+def _is_eager_tensor(value: Any) -> bool:
+    return hasattr(value, "requires_grad") and hasattr(value, "detach") and \
+        not isinstance(value, np.ndarray)
+
+
+def _eager_tensors_need_grad(leaves) -> bool:
+    return any(_is_eager_tensor(v) and v.requires_grad for v in leaves)
+
+
+# -------------------------------------------------------------------- packing
+
+def _forward_packer(out_tree: TreeDef) -> Callable:
+    if out_tree.kind == "array":
+        return lambda outs: outs[0]
+    return lambda outs: tree_unflatten(out_tree, outs)
+
+
+def _grad_packer(mode: str, n_out: int, aux_tree, grad_trees, argnums_is_tuple) -> Callable:
+    """Turn the joint graph's outputs (value, aux..., grads...) into JAX's layout."""
+    def grads_of(outs):
+        flat = outs[n_out:]
+        trees, pos = [], 0
+        for tree in grad_trees:
+            k = tree.num_leaves
+            trees.append(flat[pos] if tree.kind == "array" else
+                         tree_unflatten(_grad_tree(tree), flat[pos:pos + k]))
+            pos += k
+        return tuple(trees) if argnums_is_tuple else trees[0]
+
+    if aux_tree is None:
+        if mode == "grad":
+            return grads_of
+        return lambda outs: (outs[0], grads_of(outs))
+
+    def with_aux(outs):
+        aux = tree_unflatten(aux_tree, outs[1:n_out])
+        if mode == "grad":
+            return grads_of(outs), aux
+        return (outs[0], aux), grads_of(outs)
+    return with_aux
+
+
+def _grad_tree(tree: TreeDef) -> TreeDef:
+    # Static leaves of a differentiated argument get gradient None.
+    if tree.kind == "static":
+        return TreeDef("static", static=None)
+    if tree.kind == "array":
+        return tree
+    return TreeDef(tree.kind, [_grad_tree(c) for c in tree.children], keys=tree.keys)
+
+
+def _output_names(cf: CompiledFunction, traced, signature: _Signature) -> list[str]:
+    n_out = len(traced.graph.outputs)
+    names = ["value" if cf.mode != "compile" and i == 0 else
+             ("aux" if cf.mode != "compile" else f"output {i}") for i in range(n_out)]
+    if cf.mode != "compile":
+        names += [f"gradient for {traced.input_paths[k]!r}" for k in signature.wrt]
+    return names
+
+
+def _check_finite(entry: _Entry, arrays, outs) -> None:
+    for i, out in enumerate(outs):
+        arr = np.asarray(out)
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            what = "NaN" if np.isnan(arr).any() else "Inf"
+            raise NonFiniteError(
+                f"check_finite: {entry.output_names[i]} contains {what}"
+                + _first_nonfinite_node(entry, arrays))
+
+
+def _first_nonfinite_node(entry: _Entry, arrays) -> str:
+    """Find, with the interpreter, the first node that produced a NaN/Inf."""
+    from tracegrad.ir.interpret import _run_node
+    graph = entry.lowered.joint
+    env = {n.id: a for n, a in zip(graph.inputs, arrays)}
+    with np.errstate(all="ignore"):
+        for node in graph.nodes:
+            if node.id in env:
+                continue
+            value = _run_node(node, env)
+            env[node.id] = value
+            if value.dtype.kind == "f" and not np.isfinite(value).all():
+                line = node.source or "unknown line"
+                return (f"; first produced by {node.name} = {node.op} : {node.type_str()} "
+                        f"({node.tag} pass) at {line}")
+    return ""
+
+
+# ------------------------------------------------------------- public API
+
+def compile(fn: Callable | None = None, *, backend: str = "numba", check_finite: bool = False,
+            optimize: bool = True):
+    """Compile `fn` per input signature into a kernel; usable as `@compile`.
+
+    Called with numpy arrays it returns numpy arrays; called with eager tensors
+    that require grad it returns an eager tensor whose grad_fn is one
+    CompiledFunctionBackward node.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> @tg.compile(backend="interpret")
+    ... def f(x):
+    ...     return tg.tanh(x) * 2.0
+    >>> f(np.zeros(2))
+    array([0., 0.])
+    """
+    def wrap(f):
+        return CompiledFunction(f, "compile", backend=backend, check_finite=check_finite,
+                                optimize=optimize)
+    return wrap if fn is None else wrap(fn)
+
+
+def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, *,
+                   backend: str = "numba", check_finite: bool = False,
+                   optimize: bool = True) -> CompiledFunction:
+    """`fn`'s value and its gradient with respect to `argnums`, as in JAX.
+
+    Returns `(value, grads)`; `grads` is a tuple iff `argnums` is a tuple; with
+    `has_aux=True`, `fn` returns `(value, aux)` and the call `((value, aux), grads)`.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> vg = tg.value_and_grad(lambda x: tg.sum(x * x), backend="interpret")
+    >>> vg(np.array([1.0, 2.0]))
+    (array(5.), array([2., 4.]))
+    """
+    return CompiledFunction(fn, "value_and_grad", argnums, has_aux, backend=backend,
+                            check_finite=check_finite, optimize=optimize)
+
+
+def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, *,
+         backend: str = "numba", check_finite: bool = False,
+         optimize: bool = True) -> CompiledFunction:
+    """The gradient of scalar-valued `fn` with respect to `argnums`, as in JAX.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.grad(lambda x: tg.sum(x ** 3), backend="interpret")(np.array([1.0, 2.0]))
+    array([ 3., 12.])
+    """
+    return CompiledFunction(fn, "grad", argnums, has_aux, backend=backend,
+                            check_finite=check_finite, optimize=optimize)

@@ -1,0 +1,740 @@
+"""Tracing: run a Python function on symbolic values and record an IR graph.
+
+A `Tracer` stands for an array whose shape and dtype are known but whose
+values are not. Every tracegrad op (and every NumPy call that NumPy hands to
+us through `__array_ufunc__` / `__array_function__`) applied to a tracer goes
+through `bind`, which lands in `trace_apply`: it runs the primitive's shape
+rule and appends one node to the graph being built.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> g = tg.trace(lambda x: np.tanh(x) * 2.0, np.ones(3, np.float32))
+    >>> print(g)
+    graph <lambda>(%0: f32[3] x) -> (%3) {
+      %1 = tanh %0 : f32[3]
+      %2 = const 2.0 : f32[]
+      %3 = mul %1, %2 : f32[3]
+      return %3
+    }
+
+Python control flow on shapes and static values works; control flow on traced
+values raises `TracingError`, which points at `tracegrad.where`.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tracegrad.ir.graph import Graph, Node
+from tracegrad.ops import core
+from tracegrad.ops.core import Aval, Primitive, TracegradError, register_value_kind
+
+try:
+    from tracegrad.ops.operators import ArrayOperators
+except ImportError:  # pragma: no cover - only while the operator mixin is being written
+    class ArrayOperators:  # type: ignore[no-redef]
+        pass
+
+
+class TracingError(TracegradError):
+    """A traced function did something a static graph cannot express."""
+
+
+# --------------------------------------------------------------- trace state
+_state = threading.local()  # per-thread: the source line and tag new nodes get
+
+
+def _source_override() -> str | None:
+    return getattr(_state, "source", None)
+
+
+@contextmanager
+def node_source(source: str | None):
+    """New nodes made inside this block record `source` instead of the caller's line."""
+    previous = getattr(_state, "source", None)
+    _state.source = source
+    try:
+        yield
+    finally:
+        _state.source = previous
+
+
+class TraceContext:
+    """One graph being recorded. Tracers point at their context."""
+
+    def __init__(self, name: str = "f"):
+        self.graph = Graph(name=name)
+        self.tag = "fwd"
+        self._const_by_id: dict[int, tuple[Any, Node]] = {}
+        self._scalar_consts: dict[tuple, Node] = {}
+
+    def new_input(self, aval: Aval, name: str) -> "Tracer":
+        return Tracer(self, self.graph.add_input(aval, name))
+
+    @contextmanager
+    def tagging(self, tag: str):
+        """Nodes recorded inside the block get `tag` (the AD pass uses "bwd")."""
+        previous, self.tag = self.tag, tag
+        try:
+            yield
+        finally:
+            self.tag = previous
+
+    def const_node(self, value: Any, dtype: Any = None) -> Node:
+        """A const node for an array or scalar; the same object maps to one node."""
+        if isinstance(value, np.ndarray) and dtype is None and value.ndim > 0:
+            hit = self._const_by_id.get(id(value))
+            if hit is not None:
+                return hit[1]
+            # A copy: the graph outlives the call, the user's array may change.
+            node = self._add_const(np.array(value, copy=True))
+            self._const_by_id[id(value)] = (value, node)  # keep `value` alive: ids stay unique
+            return node
+        arr = np.asarray(value, dtype=dtype)
+        if arr.ndim == 0:
+            key = (arr.dtype.str, arr.tobytes())
+            node = self._scalar_consts.get(key)
+            if node is None:
+                node = self._scalar_consts[key] = self._add_const(arr)
+            return node
+        return self._add_const(np.array(arr, copy=True))
+
+    def _add_const(self, arr: np.ndarray) -> Node:
+        node = self.graph.add_const(arr, tag=self.tag)
+        node.source = _source_override() or core.user_location()
+        return node
+
+    def __repr__(self) -> str:
+        return f"<TraceContext {self.graph.name}: {len(self.graph.nodes)} nodes>"
+
+
+# ------------------------------------------------------------------- Tracer
+
+
+class Tracer(ArrayOperators):
+    """A symbolic array: shape and dtype are static, values are not."""
+
+    __slots__ = ("context", "node")
+    __array_priority__ = 1000  # NumPy defers binary operators to us
+
+    def __init__(self, context: TraceContext, node: Node):
+        self.context = context
+        self.node = node
+
+    # Static facts are plain Python values, so shape-driven control flow works.
+    @property
+    def shape(self) -> tuple:
+        return self.node.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.node.shape)
+
+    @property
+    def size(self) -> int:
+        return self.node.size
+
+    @property
+    def aval(self) -> Aval:
+        return self.node.aval
+
+    def __len__(self) -> int:
+        if not self.node.shape:
+            raise TypeError("len() of a 0-d traced array")
+        return self.node.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"Tracer({self.node.type_str()}, {self.node.name} = {self.node.op})"
+
+    # ---- NumPy-style methods (static shapes in, IR out)
+    @property
+    def T(self):
+        return _api("transpose")(self)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return _api("transpose")(self, axes or None)
+
+    def reshape(self, *shape, order="C"):
+        if order != "C":
+            raise TracingError(f"reshape(order={order!r}) is not supported while tracing; only 'C'")
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return _api("reshape")(self, shape)
+
+    def sum(self, axis=None, keepdims=False, **kwargs):
+        _no_extra_kwargs("sum", kwargs)
+        return _api("sum")(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False, **kwargs):
+        _no_extra_kwargs("mean", kwargs)
+        return _api("mean")(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False, **kwargs):
+        _no_extra_kwargs("max", kwargs)
+        return _api("max")(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False, **kwargs):
+        _no_extra_kwargs("min", kwargs)
+        return _api("min")(self, axis=axis, keepdims=keepdims)
+
+    def astype(self, dtype, **kwargs):
+        return _api("astype")(self, dtype)
+
+    def squeeze(self, axis=None):
+        return _api("squeeze")(self, axis)
+
+    def clip(self, a_min=None, a_max=None):
+        return _api("clip")(self, a_min, a_max)
+
+    def dot(self, other):
+        return _api("matmul")(self, other)
+
+    def flatten(self):
+        return _api("reshape")(self, (self.size,))
+
+    ravel = flatten
+
+    # ---- conversions a static graph cannot do
+    def __bool__(self):
+        raise _concrete_error(self, "bool()", "an `if`, `while`, `and`/`or` or `assert` on it")
+
+    def __float__(self):
+        raise _concrete_error(self, "float()", "float(x)")
+
+    def __int__(self):
+        raise _concrete_error(self, "int()", "int(x)")
+
+    def __index__(self):
+        raise _concrete_error(self, "an index", "using it as a Python index or in range()")
+
+    def __complex__(self):
+        raise _concrete_error(self, "complex()", "complex(x)")
+
+    def item(self, *args):
+        raise _concrete_error(self, ".item()", "x.item()")
+
+    def tolist(self):
+        raise _concrete_error(self, ".tolist()", "x.tolist()")
+
+    def __array__(self, dtype=None, copy=None):
+        raise _concrete_error(self, "a NumPy array", "np.asarray(x) or a NumPy function "
+                              "tracegrad does not capture")
+
+    # ---- NumPy protocol: record NumPy calls instead of computing them
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _numpy_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _numpy_function(func, args, kwargs)
+
+
+def _no_extra_kwargs(name: str, kwargs: dict) -> None:
+    if kwargs:
+        raise TracingError(f"{name}(): keyword arguments {sorted(kwargs)} are not supported "
+                           f"while tracing{core.user_location_suffix()}")
+
+
+def _concrete_error(tracer: Tracer, what: str, how: str) -> TracingError:
+    node = tracer.node
+    made = f" (made at {node.source})" if node.source else ""
+    loc = core.user_location()
+    where = f"\n  at {loc}" if loc else ""
+    return TracingError(
+        f"cannot convert a traced value to {what}: {how}{where}\n"
+        f"  The value is {node.name} = {node.op} : {node.type_str()}{made}.\n"
+        "  While tracing, arrays are symbolic: a static graph cannot depend on data.\n"
+        "  Use tracegrad.where(cond, a, b) to select values elementwise (e.g. "
+        "tg.where(x > 0, x, 0.0) instead of `x if x > 0 else 0`), or pass the value\n"
+        "  as a static Python scalar argument (it then becomes part of the cache key).")
+
+
+# -------------------------------------------------------------- trace_apply
+
+
+def trace_apply(prim: Primitive, args: tuple, attrs: dict) -> Tracer:
+    """Record `prim(*args, **attrs)` as one node of the graph the tracers belong to."""
+    context = _context_of(prim, args)
+    operands = [_operand(context, a, prim) for a in args]
+    avals = [o.node.aval if isinstance(o, Tracer) else _static_aval(o) for o in operands]
+    out_aval = prim.shape_rule(*avals, **attrs)
+    scalar_dtype = _weak_scalar_dtype(avals)
+    nodes = []
+    for operand in operands:
+        if isinstance(operand, Tracer):
+            nodes.append(operand.node)
+        elif isinstance(operand, np.ndarray):
+            nodes.append(context.const_node(operand))
+        else:  # a weakly typed Python scalar takes the dtype of its array operands
+            nodes.append(context.const_node(operand, dtype=scalar_dtype))
+    source = _source_override() or core.user_location()
+    node = context.graph.new_node(prim.name, nodes, attrs, out_aval, source=source,
+                                  tag=context.tag)
+    return Tracer(context, node)
+
+
+def _context_of(prim: Primitive, args: tuple) -> TraceContext:
+    context = None
+    for a in args:
+        if isinstance(a, Tracer):
+            if context is None:
+                context = a.context
+            elif a.context is not context:
+                raise TracingError(
+                    f"{prim.name}: operands come from two different traces. A function being "
+                    "traced (by grad/compile) closes over a traced value of an enclosing "
+                    "grad/compile; pass that value as an argument instead."
+                    + core.user_location_suffix())
+    return context
+
+
+def _operand(context: TraceContext, value: Any, prim: Primitive):
+    """A Tracer, a Python scalar (weak), or an ndarray to be made a const."""
+    if isinstance(value, Tracer) or type(value) in (bool, int, float):
+        return value
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    detach = getattr(value, "detach", None)
+    if detach is not None and hasattr(value, "requires_grad"):  # an eager Tensor closed over
+        return np.asarray(detach().numpy())
+    return core.as_operand(value, prim)
+
+
+def _static_aval(value):
+    if isinstance(value, np.ndarray):
+        return Aval(value.shape, value.dtype)
+    return value  # Python scalars reach shape rules as themselves (weakly typed)
+
+
+def _weak_scalar_dtype(avals: Sequence) -> np.dtype:
+    strong = [a.dtype for a in avals if isinstance(a, Aval)]
+    weak = [a for a in avals if not isinstance(a, Aval)]
+    return np.result_type(*strong, *weak)
+
+
+register_value_kind(Tracer, 20, trace_apply)
+
+
+# --------------------------------------------------------- NumPy protocol
+
+def _api(name: str) -> Callable:
+    from tracegrad.ops import api
+    fn = getattr(api, name, None)
+    if fn is None:
+        raise TracingError(f"tracegrad has no op {name!r} yet, so it cannot be traced"
+                           + core.user_location_suffix())
+    return fn
+
+
+# NumPy ufunc name -> tracegrad op name (when they differ).
+_UFUNC_NAMES = {
+    "add": "add", "subtract": "sub", "multiply": "mul", "true_divide": "div", "divide": "div",
+    "negative": "neg", "positive": None, "absolute": "abs", "fabs": "abs",
+    "power": "power", "float_power": "power", "square": "square",
+    "greater": "greater", "greater_equal": "greater_equal", "less": "less",
+    "less_equal": "less_equal", "equal": "equal", "not_equal": "not_equal",
+    "matmul": "matmul", "logical_not": "logical_not",
+}
+
+
+def _numpy_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
+    name = ufunc.__name__
+    if method != "__call__" or kwargs:
+        what = f"numpy.{name}.{method}" if method != "__call__" else f"numpy.{name}"
+        extra = f" with keyword arguments {sorted(kwargs)}" if kwargs else ""
+        raise TracingError(f"{what}{extra} is not supported on traced values"
+                           f"{core.user_location_suffix()}")
+    op_name = _UFUNC_NAMES.get(name, name)
+    if op_name is None:  # np.positive: identity
+        return inputs[0]
+    fn = _lookup_api(op_name)
+    if fn is None and name == "square":
+        return _api("mul")(inputs[0], inputs[0])
+    if fn is None:
+        raise TracingError(f"numpy.{name} is not supported on traced values: tracegrad has no "
+                           f"op for it. Use the tracegrad ops (tracegrad.exp, tracegrad.where, "
+                           f"...) instead{core.user_location_suffix()}")
+    return fn(*inputs)
+
+
+def _lookup_api(name: str):
+    from tracegrad.ops import api
+    return getattr(api, name, None)
+
+
+def _static_shape(x, *args, **kwargs):
+    return tuple(np.shape(x) if not isinstance(x, Tracer) else x.shape)
+
+
+def _np_reduction(op_name: str):
+    def handler(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        if dtype is not None or out is not None or kwargs:
+            raise TracingError(f"numpy.{op_name}: dtype=, out=, where=, initial= are not "
+                               f"supported on traced values{core.user_location_suffix()}")
+        return _api(op_name)(a, axis=axis, keepdims=bool(keepdims))
+    return handler
+
+
+def _np_dot(a, b, out=None):
+    if np.ndim(a) > 2 or np.ndim(b) > 2:
+        raise TracingError("numpy.dot on arrays of more than 2 dimensions is not supported; "
+                           f"use tracegrad.matmul{core.user_location_suffix()}")
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return _api("mul")(a, b)
+    return _api("matmul")(a, b)
+
+
+def _np_transpose(a, axes=None):
+    return _api("transpose")(a, None if axes is None else tuple(axes))
+
+
+def _np_reshape(a, *args, **kwargs):
+    shape = kwargs.pop("newshape", kwargs.pop("shape", args[0] if args else None))
+    order = kwargs.pop("order", args[1] if len(args) > 1 else "C")
+    if order != "C" or kwargs:
+        raise TracingError("numpy.reshape: only order='C' is supported while tracing"
+                           + core.user_location_suffix())
+    if isinstance(shape, int):
+        shape = (shape,)
+    return _api("reshape")(a, tuple(shape))
+
+
+def _np_where(cond, x=None, y=None):
+    if x is None or y is None:
+        raise TracingError("numpy.where(cond) with one argument returns data-dependent shapes; "
+                           "a static graph needs where(cond, x, y)"
+                           + core.user_location_suffix())
+    return _api("where")(cond, x, y)
+
+
+def _np_like(value):
+    def handler(a, dtype=None, *args, **kwargs):
+        dtype = np.dtype(dtype) if dtype is not None else a.dtype
+        return np.full(np.shape(a), value, dtype=dtype)
+    return handler
+
+
+def _np_concatenate(arrays, axis=0, **kwargs):
+    _no_extra_kwargs("numpy.concatenate", {k: v for k, v in kwargs.items() if v is not None})
+    return _api("concatenate")(list(arrays), axis=axis)
+
+
+def _np_stack(arrays, axis=0, **kwargs):
+    _no_extra_kwargs("numpy.stack", {k: v for k, v in kwargs.items() if v is not None})
+    return _api("stack")(list(arrays), axis=axis)
+
+
+# NumPy function name -> handler. Anything else raises naming the function.
+_NUMPY_FUNCTIONS: dict[str, Callable] = {
+    "shape": _static_shape,
+    "ndim": lambda a: len(_static_shape(a)),
+    "size": lambda a, axis=None: (int(np.prod(_static_shape(a))) if axis is None
+                                  else _static_shape(a)[axis]),
+    "result_type": lambda *xs: np.result_type(*[x.dtype if isinstance(x, Tracer) else x
+                                                for x in xs]),
+    "sum": _np_reduction("sum"),
+    "mean": _np_reduction("mean"),
+    "max": _np_reduction("max"),
+    "amax": _np_reduction("max"),
+    "min": _np_reduction("min"),
+    "amin": _np_reduction("min"),
+    "dot": _np_dot,
+    "matmul": lambda a, b, **kw: _api("matmul")(a, b),
+    "where": _np_where,
+    "transpose": _np_transpose,
+    "reshape": _np_reshape,
+    "concatenate": _np_concatenate,
+    "stack": _np_stack,
+    "squeeze": lambda a, axis=None: _api("squeeze")(a, axis),
+    "expand_dims": lambda a, axis: _api("expand_dims")(a, axis),
+    "broadcast_to": lambda a, shape, subok=False: _api("broadcast_to")(a, tuple(shape)),
+    "clip": lambda a, a_min=None, a_max=None, **kw: _api("clip")(a, a_min, a_max),
+    "take_along_axis": lambda a, indices, axis: _api("take_along_axis")(a, indices, axis),
+    "maximum": lambda a, b: _api("maximum")(a, b),
+    "minimum": lambda a, b: _api("minimum")(a, b),
+    "zeros_like": _np_like(0),
+    "ones_like": _np_like(1),
+    "copy": lambda a, **kw: a,
+    "asarray": lambda a, dtype=None, **kw: a if dtype is None else _api("astype")(a, dtype),
+    "ravel": lambda a, order="C": _api("reshape")(a, (int(np.prod(_static_shape(a))),)),
+}
+
+
+def _numpy_function(func, args: tuple, kwargs: dict):
+    name = getattr(func, "__name__", repr(func))
+    handler = _NUMPY_FUNCTIONS.get(name)
+    if handler is None:
+        handler = _lookup_api(name) if name in _API_PASSTHROUGH else None
+    if handler is None:
+        module = getattr(func, "__module__", "numpy") or "numpy"
+        module = "numpy" if module.startswith("numpy") else module
+        raise TracingError(
+            f"{module}.{name} is not supported on traced values: tracegrad would have to "
+            "compute it on concrete values, which a static graph does not have. Use a "
+            f"tracegrad op instead{core.user_location_suffix()}")
+    return handler(*args, **kwargs)
+
+
+# NumPy functions whose tracegrad op has the same name and signature.
+_API_PASSTHROUGH = {"softmax", "log_softmax", "logsumexp", "squeeze", "tanh", "exp", "log",
+                    "sqrt", "abs", "sin", "cos"}
+
+
+# ------------------------------------------------------------------ pytrees
+class TreeDef:
+    """The structure of nested tuples/lists/dicts around array leaves.
+
+    A leaf is kind "array" (becomes a graph input / output) or "static" (a
+    Python scalar or other hashable value baked into the graph).
+    """
+
+    __slots__ = ("kind", "children", "keys", "static", "_hash")
+
+    def __init__(self, kind: str, children=(), keys=None, static=None):
+        self.kind = kind            # "array", "static", "tuple", "list", "dict"
+        self.children = tuple(children)
+        self.keys = keys
+        self.static = static
+        self._hash = hash((kind, self.children, keys, _static_key(static)))
+
+    def __eq__(self, other):
+        return (isinstance(other, TreeDef) and self.kind == other.kind
+                and self.children == other.children and self.keys == other.keys
+                and _static_key(self.static) == _static_key(other.static))
+
+    def __hash__(self):
+        return self._hash
+
+    @property
+    def num_leaves(self) -> int:
+        if self.kind == "array":
+            return 1
+        return sum(c.num_leaves for c in self.children)
+
+    def __repr__(self):
+        if self.kind == "array":
+            return "*"
+        if self.kind == "static":
+            return repr(self.static)
+        if self.kind == "dict":
+            return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.keys, self.children)) + "}"
+        body = ", ".join(map(repr, self.children))
+        return f"[{body}]" if self.kind == "list" else f"({body})"
+
+
+def _static_key(value):
+    # Static values are compared by type and value (1 and 1.0 and True differ).
+    return (type(value).__name__, value)
+
+
+def is_array_like_leaf(value: Any) -> bool:
+    """Arrays, NumPy scalars, tracers, eager tensors, and nested lists of numbers."""
+    if isinstance(value, (np.ndarray, np.generic, Tracer)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return len(value) > 0 and all(_is_number_tree(v) for v in value)
+    return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def _is_number_tree(value) -> bool:
+    if type(value) in (int, float, bool) or isinstance(value, np.generic):
+        return True
+    if isinstance(value, (list, tuple)):
+        return len(value) > 0 and all(_is_number_tree(v) for v in value)
+    return False
+
+
+def tree_flatten(value: Any, arrays_only_scalars: bool = False) -> tuple[list, TreeDef]:
+    """Leaves (in order) and structure. Python scalars are static leaves unless
+    `arrays_only_scalars` makes them array leaves (gradient arguments)."""
+    leaves: list = []
+    treedef = _flatten(value, leaves, arrays_only_scalars)
+    return leaves, treedef
+
+
+def _flatten(value, leaves: list, scalars_are_arrays: bool) -> TreeDef:
+    if isinstance(value, (list, tuple)) and not is_array_like_leaf(value):
+        kind = "list" if isinstance(value, list) else "tuple"
+        return TreeDef(kind, [_flatten(v, leaves, scalars_are_arrays) for v in value])
+    if isinstance(value, dict):
+        keys = tuple(value)
+        return TreeDef("dict", [_flatten(value[k], leaves, scalars_are_arrays) for k in keys],
+                       keys=keys)
+    if is_array_like_leaf(value) or (scalars_are_arrays and type(value) in (int, float, bool)):
+        leaves.append(value)
+        return TreeDef("array")
+    try:
+        hash(value)
+    except TypeError:
+        raise TracingError(f"cannot use a value of type {type(value).__name__} as an argument: "
+                           "arguments must be arrays, Python scalars, or tuples/lists/dicts "
+                           "of them") from None
+    return TreeDef("static", static=value)
+
+
+def tree_unflatten(treedef: TreeDef, leaves: Sequence) -> Any:
+    it = iter(leaves)
+    return _unflatten(treedef, it)
+
+
+def _unflatten(treedef: TreeDef, it):
+    kind = treedef.kind
+    if kind == "array":
+        return next(it)
+    if kind == "static":
+        return treedef.static
+    children = [_unflatten(c, it) for c in treedef.children]
+    if kind == "tuple":
+        return tuple(children)
+    if kind == "list":
+        return children
+    return dict(zip(treedef.keys, children))
+
+
+def leaf_paths(treedef: TreeDef, prefix: str) -> list[str]:
+    """Readable names for the array leaves: `x`, `params['w']`, `xs[0]`."""
+    if treedef.kind == "array":
+        return [prefix]
+    if treedef.kind == "static":
+        return []
+    out = []
+    for i, child in enumerate(treedef.children):
+        key = treedef.keys[i] if treedef.kind == "dict" else i
+        out.extend(leaf_paths(child, f"{prefix}[{key!r}]"))
+    return out
+
+
+def identifier(path: str) -> str:
+    """`params['w']` -> `params_w`: a name valid in generated Python source."""
+    name = re.sub(r"\W+", "_", path).strip("_") or "arg"
+    return name if not name[0].isdigit() else "_" + name
+
+
+# -------------------------------------------------------------------- trace
+
+class TracedFunction:
+    """The result of tracing: the graph plus the argument and output structure."""
+
+    def __init__(self, graph: Graph, in_tree: TreeDef, out_tree: TreeDef,
+                 input_paths: list[str]):
+        self.graph = graph
+        self.in_tree = in_tree
+        self.out_tree = out_tree
+        self.input_paths = input_paths
+
+
+def argument_names(fn: Callable, count: int) -> list[str]:
+    """Parameter names of `fn` for its first `count` positional arguments."""
+    names: list[str] = []
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    for p in params:
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        elif p.kind == p.VAR_POSITIONAL:
+            names.extend(f"{p.name}{i}" for i in range(count - len(names)))
+    names.extend(f"arg{i}" for i in range(len(names), count))
+    return names[:count]
+
+
+def abstract_leaf(value: Any) -> Aval:
+    """The aval a leaf is traced with (eager tensors and lists included)."""
+    if isinstance(value, Tracer):
+        return value.aval
+    if type(value) in (int, float, bool):
+        return Aval((), np.asarray(value).dtype)
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype") and not isinstance(value, np.ndarray):
+        return Aval(tuple(shape), np.dtype(getattr(value, "np_dtype", None) or
+                                           _numpy_dtype(value.dtype)))
+    arr = core.as_operand(value)
+    arr = np.asarray(arr)
+    return Aval(arr.shape, arr.dtype)
+
+
+def _numpy_dtype(dtype) -> np.dtype:
+    try:
+        return np.dtype(dtype)
+    except TypeError:  # an eager dtype object: use its name
+        return np.dtype(str(dtype).rsplit(".", 1)[-1])
+
+
+def trace_flat(fn: Callable, args: tuple, avals: Sequence[Aval] | None = None,
+               name: str | None = None, in_tree: TreeDef | None = None,
+               scalar_argnums: Sequence[int] = ()) -> TracedFunction:
+    """Trace `fn(*args)`; array leaves of `args` become graph inputs (with `avals`
+    if given), static leaves are passed through. Returns the graph and structure."""
+    arg_names = argument_names(fn, len(args))
+    leaves: list = []
+    trees = []
+    for i, a in enumerate(args):
+        sub_leaves, sub_tree = tree_flatten(a, arrays_only_scalars=i in scalar_argnums)
+        leaves.extend(sub_leaves)
+        trees.append(sub_tree)
+    in_tree = TreeDef("tuple", trees)
+    paths = [p for name_, t in zip(arg_names, trees) for p in leaf_paths(t, name_)]
+    if avals is None:
+        avals = [abstract_leaf(v) for v in leaves]
+    context = TraceContext(name or getattr(fn, "__name__", "f"))
+    used: set[str] = set()
+    tracers = [context.new_input(aval, _unique(identifier(p), used))
+               for aval, p in zip(avals, paths)]
+    traced_args = tree_unflatten(in_tree, tracers)
+    result = fn(*traced_args)
+    out_leaves, out_tree = tree_flatten(result, arrays_only_scalars=True)
+    graph = context.graph
+    for leaf in out_leaves:
+        graph.outputs.append(output_node(context, leaf))
+    return TracedFunction(graph, in_tree, out_tree, paths)
+
+
+def _unique(name: str, used: set) -> str:
+    candidate, n = name, 1
+    while candidate in used:
+        candidate, n = f"{name}_{n}", n + 1
+    used.add(candidate)
+    return candidate
+
+
+def output_node(context: TraceContext, leaf: Any) -> Node:
+    """The node for an output leaf: a tracer's own node, or a const."""
+    if isinstance(leaf, Tracer):
+        if leaf.context is not context:
+            raise TracingError("the traced function returned a value traced by an enclosing "
+                               "transformation; return values computed from its arguments")
+        return leaf.node
+    value = _operand(context, leaf, None)
+    return context.const_node(np.asarray(value))
+
+
+def trace(fn: Callable, *example_args: Any) -> Graph:
+    """Trace `fn` on arguments shaped like `example_args`; return the IR graph.
+
+    Array arguments (and tuples/lists/dicts of arrays) become graph inputs;
+    Python scalars are static and baked in.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> g = tg.trace(lambda x, w: tg.sum(x * w), np.ones((2, 3)), np.ones(3))
+    >>> [n.op for n in g.nodes]
+    ['input', 'input', 'mul', 'sum']
+    """
+    return trace_flat(fn, example_args).graph
