@@ -152,11 +152,8 @@ def _propagate(node: Node, ct: Any, env: dict[int, Any], needs: set[int],
     for k, operand in enumerate(node.inputs):
         if operand.id not in needs:
             continue
-        rule = prim.vjps[k] if k < len(prim.vjps) else None
+        rule = _vjp_rule(prim, k)
         if rule is None:
-            if not prim.vjps:
-                raise AutodiffError(f"{prim.name} has no vjp rule, so it cannot be "
-                                    f"differentiated (at {node.source})")
             continue
         with node_source(node.source):
             contribution = rule(ct, env[node.id], *operands, **node.attrs)
@@ -166,6 +163,17 @@ def _propagate(node: Node, ct: Any, env: dict[int, Any], needs: set[int],
             previous = cotangents.get(operand.id)
             cotangents[operand.id] = (contribution if previous is None
                                       else core.bind(REGISTRY["add"], previous, contribution))
+
+
+def _vjp_rule(prim, k: int):
+    # `vjps` is a tuple, or a PerOperand object for variadic ops (index, no len()).
+    try:
+        return prim.vjps[k]
+    except IndexError:
+        if isinstance(prim.vjps, tuple) and not prim.vjps:
+            raise AutodiffError(f"{prim.name} has no vjp rule, so it cannot be "
+                                "differentiated") from None
+        return None
 
 
 def fit_cotangent(ct: Any, operand: Node) -> Any:

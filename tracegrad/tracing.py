@@ -33,11 +33,7 @@ from tracegrad.ir.graph import Graph, Node
 from tracegrad.ops import core
 from tracegrad.ops.core import Aval, Primitive, TracegradError, register_value_kind
 
-try:
-    from tracegrad.ops.operators import ArrayOperators
-except ImportError:  # pragma: no cover - only while the operator mixin is being written
-    class ArrayOperators:  # type: ignore[no-redef]
-        pass
+from tracegrad.ops.operators import ArrayMethods, ArrayOperators
 
 
 class TracingError(TracegradError):
@@ -115,8 +111,13 @@ class TraceContext:
 # ------------------------------------------------------------------- Tracer
 
 
-class Tracer(ArrayOperators):
-    """A symbolic array: shape and dtype are static, values are not."""
+class Tracer(ArrayOperators, ArrayMethods):
+    """A symbolic array: shape and dtype are static, values are not.
+
+    Operators (`+ - * / ** @`, comparisons, `x[i]`) and NumPy-style methods
+    (`x.sum(axis=1)`, `x.T`, `x.reshape(...)`, `x.astype(...)`) come from the
+    shared mixins and go through `bind`, like every op.
+    """
 
     __slots__ = ("context", "node")
     __array_priority__ = 1000  # NumPy defers binary operators to us
@@ -160,56 +161,6 @@ class Tracer(ArrayOperators):
     def __repr__(self) -> str:
         return f"Tracer({self.node.type_str()}, {self.node.name} = {self.node.op})"
 
-    # ---- NumPy-style methods (static shapes in, IR out)
-    @property
-    def T(self):
-        return _api("transpose")(self)
-
-    def transpose(self, *axes):
-        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
-            axes = axes[0]
-        return _api("transpose")(self, axes or None)
-
-    def reshape(self, *shape, order="C"):
-        if order != "C":
-            raise TracingError(f"reshape(order={order!r}) is not supported while tracing; only 'C'")
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        return _api("reshape")(self, shape)
-
-    def sum(self, axis=None, keepdims=False, **kwargs):
-        _no_extra_kwargs("sum", kwargs)
-        return _api("sum")(self, axis=axis, keepdims=keepdims)
-
-    def mean(self, axis=None, keepdims=False, **kwargs):
-        _no_extra_kwargs("mean", kwargs)
-        return _api("mean")(self, axis=axis, keepdims=keepdims)
-
-    def max(self, axis=None, keepdims=False, **kwargs):
-        _no_extra_kwargs("max", kwargs)
-        return _api("max")(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis=None, keepdims=False, **kwargs):
-        _no_extra_kwargs("min", kwargs)
-        return _api("min")(self, axis=axis, keepdims=keepdims)
-
-    def astype(self, dtype, **kwargs):
-        return _api("astype")(self, dtype)
-
-    def squeeze(self, axis=None):
-        return _api("squeeze")(self, axis)
-
-    def clip(self, a_min=None, a_max=None):
-        return _api("clip")(self, a_min, a_max)
-
-    def dot(self, other):
-        return _api("matmul")(self, other)
-
-    def flatten(self):
-        return _api("reshape")(self, (self.size,))
-
-    ravel = flatten
-
     # ---- conversions a static graph cannot do
     def __bool__(self):
         raise _concrete_error(self, "bool()", "an `if`, `while`, `and`/`or` or `assert` on it")
@@ -245,6 +196,7 @@ class Tracer(ArrayOperators):
 
 
 def _no_extra_kwargs(name: str, kwargs: dict) -> None:
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
     if kwargs:
         raise TracingError(f"{name}(): keyword arguments {sorted(kwargs)} are not supported "
                            f"while tracing{core.user_location_suffix()}")
@@ -259,9 +211,10 @@ def _concrete_error(tracer: Tracer, what: str, how: str) -> TracingError:
         f"cannot convert a traced value to {what}: {how}{where}\n"
         f"  The value is {node.name} = {node.op} : {node.type_str()}{made}.\n"
         "  While tracing, arrays are symbolic: a static graph cannot depend on data.\n"
-        "  Use tracegrad.where(cond, a, b) to select values elementwise (e.g. "
-        "tg.where(x > 0, x, 0.0) instead of `x if x > 0 else 0`), or pass the value\n"
-        "  as a static Python scalar argument (it then becomes part of the cache key).")
+        "  Use tracegrad.where(cond, a, b) to select values elementwise, e.g.\n"
+        "      tg.where(x > 0, x, 0.0)   instead of   x if x > 0 else 0.0\n"
+        "  or make the value a static Python scalar argument (it is then part of the "
+        "cache key).")
 
 
 # -------------------------------------------------------------- trace_apply
@@ -343,15 +296,9 @@ def _api(name: str) -> Callable:
     return fn
 
 
-# NumPy ufunc name -> tracegrad op name (when they differ).
-_UFUNC_NAMES = {
-    "add": "add", "subtract": "sub", "multiply": "mul", "true_divide": "div", "divide": "div",
-    "negative": "neg", "positive": None, "absolute": "abs", "fabs": "abs",
-    "power": "power", "float_power": "power", "square": "square",
-    "greater": "greater", "greater_equal": "greater_equal", "less": "less",
-    "less_equal": "less_equal", "equal": "equal", "not_equal": "not_equal",
-    "matmul": "matmul", "logical_not": "logical_not",
-}
+# NumPy ufunc name -> tracegrad op name, where they differ (None: identity).
+_UFUNC_NAMES = {"true_divide": "divide", "absolute": "abs", "fabs": "abs",
+                "float_power": "power", "positive": None}
 
 
 def _numpy_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
@@ -366,7 +313,7 @@ def _numpy_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
         return inputs[0]
     fn = _lookup_api(op_name)
     if fn is None and name == "square":
-        return _api("mul")(inputs[0], inputs[0])
+        return _api("multiply")(inputs[0], inputs[0])
     if fn is None:
         raise TracingError(f"numpy.{name} is not supported on traced values: tracegrad has no "
                            f"op for it. Use the tracegrad ops (tracegrad.exp, tracegrad.where, "
@@ -396,9 +343,7 @@ def _np_dot(a, b, out=None):
     if np.ndim(a) > 2 or np.ndim(b) > 2:
         raise TracingError("numpy.dot on arrays of more than 2 dimensions is not supported; "
                            f"use tracegrad.matmul{core.user_location_suffix()}")
-    if np.ndim(a) == 0 or np.ndim(b) == 0:
-        return _api("mul")(a, b)
-    return _api("matmul")(a, b)
+    return _api("dot")(a, b)
 
 
 def _np_transpose(a, axes=None):
@@ -424,10 +369,12 @@ def _np_where(cond, x=None, y=None):
     return _api("where")(cond, x, y)
 
 
-def _np_like(value):
-    def handler(a, dtype=None, *args, **kwargs):
-        dtype = np.dtype(dtype) if dtype is not None else a.dtype
-        return np.full(np.shape(a), value, dtype=dtype)
+def _np_like(name: str):
+    def handler(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
+        if shape is not None or kwargs:
+            raise TracingError(f"numpy.{name}: shape= is not supported on traced values"
+                               + core.user_location_suffix())
+        return _api(name)(a, dtype=dtype)
     return handler
 
 
@@ -469,11 +416,18 @@ _NUMPY_FUNCTIONS: dict[str, Callable] = {
     "take_along_axis": lambda a, indices, axis: _api("take_along_axis")(a, indices, axis),
     "maximum": lambda a, b: _api("maximum")(a, b),
     "minimum": lambda a, b: _api("minimum")(a, b),
-    "zeros_like": _np_like(0),
-    "ones_like": _np_like(1),
+    "zeros_like": _np_like("zeros_like"),
+    "ones_like": _np_like("ones_like"),
+    "full_like": lambda a, fill_value, dtype=None, **kw: _api("full_like")(a, fill_value, dtype),
     "copy": lambda a, **kw: a,
     "asarray": lambda a, dtype=None, **kw: a if dtype is None else _api("astype")(a, dtype),
-    "ravel": lambda a, order="C": _api("reshape")(a, (int(np.prod(_static_shape(a))),)),
+    "ravel": lambda a, order="C": _api("ravel")(a),
+    "var": lambda a, axis=None, dtype=None, out=None, ddof=0, keepdims=False:
+        _api("var")(a, axis=axis, ddof=ddof, keepdims=keepdims),
+    "argmax": lambda a, axis=None, out=None, keepdims=False:
+        _api("argmax")(a, axis=axis, keepdims=keepdims),
+    "argmin": lambda a, axis=None, out=None, keepdims=False:
+        _api("argmin")(a, axis=axis, keepdims=keepdims),
 }
 
 
@@ -483,8 +437,8 @@ def _numpy_function(func, args: tuple, kwargs: dict):
     if handler is None:
         handler = _lookup_api(name) if name in _API_PASSTHROUGH else None
     if handler is None:
-        module = getattr(func, "__module__", "numpy") or "numpy"
-        module = "numpy" if module.startswith("numpy") else module
+        module = getattr(func, "__module__", None) or "numpy"
+        module = "numpy" if "._" in module else module
         raise TracingError(
             f"{module}.{name} is not supported on traced values: tracegrad would have to "
             "compute it on concrete values, which a static graph does not have. Use a "
