@@ -27,10 +27,14 @@ def _is_array_like(v: Any) -> bool:
 def _concrete_mask(mask: Any, shape: tuple) -> np.ndarray:
     if isinstance(mask, np.ndarray):
         return mask
-    try:
-        arr = np.asarray(mask)
-    except Exception:
-        arr = None
+    arr = None
+    for convert in (np.asarray, lambda m: m.numpy()):  # eager tensors: __array__ or .numpy()
+        try:
+            arr = np.asarray(convert(mask))
+        except Exception:
+            continue
+        if arr.dtype == np.bool_:
+            break
     if arr is None or arr.dtype != np.bool_:
         raise _error(TracegradError,
                      f"a traced boolean mask of shape {tuple(mask.shape)} selects a data-dependent "

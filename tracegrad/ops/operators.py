@@ -11,8 +11,10 @@ tracer; the eager Tensor keeps PyTorch's spelling (`dim`, `keepdim`) instead.
 """
 from __future__ import annotations
 
+from tracegrad.ops import api
 from tracegrad.ops import table as T
 from tracegrad.ops.core import bind
+from tracegrad.ops.indexing import getitem
 
 
 class ArrayOperators:
@@ -99,7 +101,6 @@ class ArrayOperators:
         return bind(T.logical_or, other, self)
 
     def __getitem__(self, index):
-        from tracegrad.ops.indexing import getitem
         return getitem(self, index)
 
 
@@ -109,64 +110,49 @@ class ArrayMethods:
     __slots__ = ()
 
     def sum(self, axis=None, keepdims=False):
-        from tracegrad.ops import api
         return api.sum(self, axis=axis, keepdims=keepdims)
 
     def mean(self, axis=None, keepdims=False):
-        from tracegrad.ops import api
         return api.mean(self, axis=axis, keepdims=keepdims)
 
     def max(self, axis=None, keepdims=False):
-        from tracegrad.ops import api
         return api.max(self, axis=axis, keepdims=keepdims)
 
     def min(self, axis=None, keepdims=False):
-        from tracegrad.ops import api
         return api.min(self, axis=axis, keepdims=keepdims)
 
     def argmax(self, axis=None, keepdims=False):
-        from tracegrad.ops import api
         return api.argmax(self, axis=axis, keepdims=keepdims)
 
     def argmin(self, axis=None, keepdims=False):
-        from tracegrad.ops import api
         return api.argmin(self, axis=axis, keepdims=keepdims)
 
     def var(self, axis=None, ddof=0, keepdims=False):
-        from tracegrad.ops import api
         return api.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
 
     def reshape(self, *shape):
-        from tracegrad.ops import api
         return api.reshape(self, shape[0] if len(shape) == 1 else shape)
 
     def transpose(self, *axes):
-        from tracegrad.ops import api
         return api.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
 
     @property
     def T(self):
-        from tracegrad.ops import api
         return api.transpose(self)
 
     def astype(self, dtype):
-        from tracegrad.ops import api
         return api.astype(self, dtype)
 
     def clip(self, min=None, max=None):
-        from tracegrad.ops import api
         return api.clip(self, min, max)
 
     def squeeze(self, axis=None):
-        from tracegrad.ops import api
         return api.squeeze(self, axis)
 
     def dot(self, other):
-        from tracegrad.ops import api
         return api.dot(self, other)
 
     def flatten(self):
-        from tracegrad.ops import api
         return api.reshape(self, (-1,))
 
     ravel = flatten

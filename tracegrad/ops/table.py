@@ -449,7 +449,8 @@ def _extremum_vjp(g, out, x, axis=None, keepdims=False):
 
 def _var_vjp(g, out, x, axis=None, keepdims=False, ddof=0):
     centered = sub(x, mean(x, axis=axis, keepdims=True))
-    scale = 2.0 / max(_reduced_count(x, axis) - ddof, 0)
+    dof = _reduced_count(x, axis) - ddof
+    scale = 2.0 / dof if dof > 0 else math.inf  # PyTorch: nan gradient when N <= ddof
     return mul(_keep(g, x, axis, keepdims), mul(centered, scale))
 
 
@@ -907,7 +908,7 @@ def _along_axis_index(idx, axis, shape):
     """The NumPy fancy index that addresses `shape` at idx along `axis`."""
     ax = axis % len(shape)
     idx = np.broadcast_to(idx, shape[:ax] + (np.shape(idx)[ax],) + shape[ax + 1:])
-    grids = np.ogrid[tuple(slice(n) for n in idx.shape)]
+    grids = list(np.ogrid[tuple(slice(n) for n in idx.shape)])
     grids[ax] = idx
     return tuple(grids)
 

@@ -1,0 +1,215 @@
+"""OpInfo-style table: one row per (primitive, operand shapes, attrs) case.
+
+A row names the primitive, how to draw its operands, its attrs and a plain
+NumPy reference. The tests run every row through: impl vs reference (float32
+and float64), the dot-product vjp check against finite differences, and (where
+`order2`) grad-of-grad. Adding an op adds rows here, nothing else.
+
+Operand kinds:
+  ("n", shape)          normal floats
+  ("p", shape)          positive floats in [0.5, 2] (log, sqrt, pow bases)
+  ("a", shape)          floats with |x| in [0.5, 2] and a random sign (away from kinks)
+  ("d", shape)          distinct floats, no ties (max, min, sort-like ops)
+  ("i", shape, high)    int64 indices in [0, high)
+  ("ineg", shape, high) int64 indices in [-high, high)
+  ("b", shape)          bools
+  anything else         used as is (Python scalars, arrays)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from tracegrad.ops import table as T
+
+
+@dataclass
+class Case:
+    id: str
+    prim: Any
+    operands: list
+    attrs: dict = field(default_factory=dict)
+    ref: Callable | None = None  # ref(*operands, **attrs); None: no reference check
+    order2: bool = True          # also check grad-of-grad
+    dtypes: tuple = ("float32", "float64")
+
+    def draw(self, rng: np.random.Generator, dtype: str) -> list:
+        return [_draw(spec, rng, dtype) for spec in self.operands]
+
+    def __repr__(self) -> str:
+        return self.id
+
+
+def _draw(spec, rng, dtype):
+    if not (isinstance(spec, tuple) and spec and isinstance(spec[0], str)):
+        return spec
+    kind, shape = spec[0], spec[1]
+    if kind == "n":
+        return rng.standard_normal(shape).astype(dtype)
+    if kind == "p":
+        return rng.uniform(0.5, 2.0, shape).astype(dtype)
+    if kind == "a":
+        return (rng.uniform(0.5, 2.0, shape) * rng.choice([-1, 1], shape)).astype(dtype)
+    if kind == "d":
+        n = int(np.prod(shape))
+        return (rng.permutation(n).reshape(shape) * 0.37 - n * 0.1 + rng.uniform(0, 0.1, shape)).astype(dtype)
+    if kind == "i":
+        return rng.integers(0, spec[2], shape)
+    if kind == "ineg":
+        return rng.integers(-spec[2], spec[2], shape)
+    if kind == "b":
+        return rng.random(shape) < 0.5
+    raise ValueError(spec)
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _index_add_ref(g, rows, spec, shape):
+    out = np.zeros(shape, g.dtype)
+    for r, i in enumerate(rows):  # repeated rows accumulate
+        out[i, 0:2] += g[r]
+    return out
+
+
+def _put_along_axis_add_ref(g, idx, axis, shape):
+    out = np.zeros(shape, g.dtype)
+    for r in range(idx.shape[0]):
+        for c in range(idx.shape[1]):
+            out[r, idx[r, c]] += g[r, c]
+    return out
+
+
+def sl(start, stop, step=1):
+    return ("slice", start, stop, step)
+
+
+CASES = [
+    # ---------------------------------------------------------------- arithmetic
+    Case("add", T.add, [("n", (3, 4)), ("n", (3, 4))], ref=np.add),
+    Case("add_bcast", T.add, [("n", (2, 1, 3)), ("n", (4, 1))], ref=np.add),
+    Case("add_scalar", T.add, [("n", (3,)), 2.5], ref=np.add),
+    Case("radd_scalar", T.add, [2.5, ("n", (3,))], ref=np.add),
+    Case("sub_bcast", T.sub, [("n", (3, 4)), ("n", (4,))], ref=np.subtract),
+    Case("rsub_scalar", T.sub, [1.0, ("n", (3,))], ref=np.subtract),
+    Case("mul_bcast", T.mul, [("n", (3, 1)), ("n", (1, 4))], ref=np.multiply),
+    Case("mul_scalar", T.mul, [("n", (3,)), 3.0], ref=np.multiply),
+    Case("div_bcast", T.div, [("n", (3, 4)), ("a", (4,))], ref=np.divide),
+    Case("rdiv_scalar", T.div, [1.0, ("a", (3,))], ref=np.divide),
+    Case("neg", T.neg, [("n", (3, 4))], ref=np.negative),
+    Case("pow_scalar", T.pow_, [("p", (3, 4)), 2.0], ref=np.power),
+    Case("pow_int_negbase", T.pow_, [("a", (5,)), 3], ref=np.power),
+    Case("pow_half", T.pow_, [("p", (5,)), 0.5], ref=np.power),
+    Case("pow_zero", T.pow_, [("n", (5,)), 0], ref=np.power),
+    Case("pow_tensor", T.pow_, [("p", (3, 4)), ("n", (4,))], ref=np.power),
+    Case("rpow_scalar", T.pow_, [2.0, ("n", (3, 2))], ref=np.power),
+    # ------------------------------------------------------ elementwise functions
+    Case("exp", T.exp, [("n", (3, 4))], ref=np.exp),
+    Case("log", T.log, [("p", (3, 4))], ref=np.log),
+    Case("sqrt", T.sqrt, [("p", (3, 4))], ref=np.sqrt),
+    Case("sin", T.sin, [("n", (3, 4))], ref=np.sin),
+    Case("cos", T.cos, [("n", (3, 4))], ref=np.cos),
+    Case("tanh", T.tanh, [("n", (3, 4))], ref=np.tanh),
+    Case("sigmoid", T.sigmoid, [("n", (3, 4))], ref=_sigmoid),
+    Case("relu", T.relu, [("a", (3, 4))], ref=lambda x: np.maximum(x, 0)),
+    Case("abs", T.abs_, [("a", (3, 4))], ref=np.abs),
+    Case("sign", T.sign, [("a", (3, 4))], ref=np.sign),
+    Case("maximum", T.maximum, [("n", (3, 4)), ("n", (4,))], ref=np.maximum),
+    Case("maximum_scalar", T.maximum, [("a", (3, 4)), 0.0], ref=np.maximum),
+    Case("minimum", T.minimum, [("n", (3, 1)), ("n", (1, 4))], ref=np.minimum),
+    Case("where", T.where, [("b", (3, 4)), ("n", (3, 4)), ("n", (4,))], ref=np.where),
+    Case("where_scalar", T.where, [("b", (3, 4)), ("n", (3, 1)), 0.0], ref=np.where),
+    Case("clip", T.clip, [("a", (3, 4))], {"lo": -1.0, "hi": 1.0},
+         ref=lambda x, lo, hi: np.clip(x, lo, hi)),
+    Case("clip_lo", T.clip, [("a", (3, 4))], {"lo": 0.0, "hi": None},
+         ref=lambda x, lo, hi: np.maximum(x, lo)),
+    Case("clip_hi", T.clip, [("a", (3, 4))], {"lo": None, "hi": 0.0},
+         ref=lambda x, lo, hi: np.minimum(x, hi)),
+    Case("astype_f64", T.astype, [("n", (3,))], {"dtype": "float64"},
+         ref=lambda x, dtype: x.astype(dtype)),
+    # ---------------------------------------------------------------- reductions
+    Case("sum_all", T.sum_, [("n", (3, 4))], ref=np.sum),
+    Case("sum_axis", T.sum_, [("n", (2, 3, 4))], {"axis": 1}, ref=np.sum),
+    Case("sum_axes_keep", T.sum_, [("n", (2, 3, 4))], {"axis": (0, 2), "keepdims": True}, ref=np.sum),
+    Case("sum_neg_axis", T.sum_, [("n", (2, 3, 4))], {"axis": -1}, ref=np.sum),
+    Case("mean_all", T.mean, [("n", (3, 4))], ref=np.mean),
+    Case("mean_axis_keep", T.mean, [("n", (3, 4))], {"axis": 0, "keepdims": True}, ref=np.mean),
+    Case("max_all", T.max_, [("d", (3, 4))], ref=np.max),
+    Case("max_axis", T.max_, [("d", (2, 3, 4))], {"axis": 1}, ref=np.max),
+    Case("max_axes_keep", T.max_, [("d", (2, 3, 4))], {"axis": (0, 2), "keepdims": True},
+         ref=np.max),
+    Case("min_axis", T.min_, [("d", (3, 4))], {"axis": -1}, ref=np.min),
+    Case("var_all", T.var, [("n", (3, 4))], ref=np.var),
+    Case("var_axis_ddof1", T.var, [("n", (3, 4))], {"axis": 1, "ddof": 1}, ref=np.var),
+    Case("var_keep", T.var, [("n", (2, 3, 4))], {"axis": (0, 1), "keepdims": True}, ref=np.var),
+    Case("logsumexp_all", T.logsumexp, [("n", (3, 4))],
+         ref=lambda x: np.log(np.sum(np.exp(x)))),
+    Case("logsumexp_axis", T.logsumexp, [("n", (3, 4))], {"axis": 1},
+         ref=lambda x, axis: np.log(np.sum(np.exp(x), axis=axis))),
+    Case("logsumexp_keep", T.logsumexp, [("n", (2, 3, 4))], {"axis": (0, 2), "keepdims": True},
+         ref=lambda x, axis, keepdims: np.log(np.sum(np.exp(x), axis=axis, keepdims=keepdims))),
+    # ------------------------------------------------------------ softmax family
+    Case("softmax_last", T.softmax, [("n", (3, 4))], {"axis": -1}, ref=_softmax),
+    Case("softmax_first", T.softmax, [("n", (3, 4))], {"axis": 0}, ref=_softmax),
+    Case("log_softmax", T.log_softmax, [("n", (2, 3, 4))], {"axis": 1},
+         ref=lambda x, axis: np.log(_softmax(x, axis))),
+    # ---------------------------------------------------------------- shape ops
+    Case("reshape", T.reshape, [("n", (3, 4))], {"shape": (2, 6)}, ref=np.reshape),
+    Case("reshape_scalar", T.reshape, [("n", (1, 1))], {"shape": ()}, ref=np.reshape),
+    Case("broadcast_to", T.broadcast_to, [("n", (3, 1))], {"shape": (2, 3, 4)},
+         ref=np.broadcast_to),
+    Case("transpose", T.transpose, [("n", (2, 3, 4))], {"axes": (2, 0, 1)}, ref=np.transpose),
+    Case("transpose_2d", T.transpose, [("n", (3, 4))], {"axes": (1, 0)}, ref=np.transpose),
+    Case("concatenate", T.concatenate, [("n", (2, 3)), ("n", (1, 3)), ("n", (4, 3))],
+         {"axis": 0}, ref=lambda *xs, axis: np.concatenate(xs, axis=axis)),
+    Case("concatenate_last", T.concatenate, [("n", (2, 3)), ("n", (2, 2))], {"axis": -1},
+         ref=lambda *xs, axis: np.concatenate(xs, axis=axis)),
+    # ------------------------------------------------------------------- matmul
+    Case("matmul_mm", T.matmul, [("n", (3, 4)), ("n", (4, 5))], ref=np.matmul),
+    Case("matmul_dot", T.matmul, [("n", (4,)), ("n", (4,))], ref=np.matmul),
+    Case("matmul_mv", T.matmul, [("n", (3, 4)), ("n", (4,))], ref=np.matmul),
+    Case("matmul_vm", T.matmul, [("n", (4,)), ("n", (4, 5))], ref=np.matmul),
+    Case("matmul_bmm", T.matmul, [("n", (2, 3, 4)), ("n", (2, 4, 5))], ref=np.matmul),
+    Case("matmul_batch_2d", T.matmul, [("n", (2, 3, 4)), ("n", (4, 5))], ref=np.matmul),
+    Case("matmul_bcast_batch", T.matmul, [("n", (2, 1, 3, 4)), ("n", (5, 4, 2))], ref=np.matmul),
+    Case("matmul_v_batch", T.matmul, [("n", (4,)), ("n", (2, 4, 5))], ref=np.matmul),
+    Case("matmul_batch_v", T.matmul, [("n", (2, 3, 4)), ("n", (4,))], ref=np.matmul),
+    # ----------------------------------------------------------------- indexing
+    Case("getitem_int", T.getitem, [("n", (3, 4))], {"spec": (1, sl(0, 4))},
+         ref=lambda x, spec: x[1]),
+    Case("getitem_slices", T.getitem, [("n", (5, 4))], {"spec": (sl(1, 4), sl(3, None, -2))},
+         ref=lambda x, spec: x[1:4, ::-2]),
+    Case("getitem_newaxis", T.getitem, [("n", (3, 4))], {"spec": (None, sl(0, 3), 2, None)},
+         ref=lambda x, spec: x[None, :, 2, None]),
+    Case("getitem_array_dups", T.getitem, [("n", (4, 3)), np.array([0, 2, 0, 3])],
+         {"spec": (("array", 0), sl(0, 3))}, ref=lambda x, i, spec: x[i]),
+    Case("getitem_arrays_apart", T.getitem,
+         [("n", (3, 4, 5)), np.array([[0, 1], [2, 2]]), np.array([4, -1])],
+         {"spec": (("array", 0), sl(0, 4), ("array", 1))},
+         ref=lambda x, i, j, spec: x[i, :, j]),
+    Case("getitem_int_and_array", T.getitem, [("n", (3, 4, 5)), np.array([1, 1, 3])],
+         {"spec": (sl(0, 3), ("array", 0), 2)}, ref=lambda x, i, spec: x[:, i, 2]),
+    Case("index_add_zeros", T.index_add_zeros, [("n", (4, 2)), np.array([0, 2, 0, 1])],
+         {"spec": (("array", 0), sl(0, 2)), "shape": (3, 2)}, ref=_index_add_ref),
+    Case("index_add_basic", T.index_add_zeros, [("n", (2,))],
+         {"spec": (1, sl(0, 4, 2)), "shape": (3, 4)},
+         ref=lambda g, spec, shape: np.pad(np.stack([g, 0 * g], 1).ravel()[None], ((1, 1), (0, 0)))),
+    Case("take_along_axis", T.take_along_axis, [("n", (3, 4)), ("i", (3, 2), 4)], {"axis": 1},
+         ref=lambda x, i, axis: np.take_along_axis(x, i, axis)),
+    Case("take_along_axis_bcast", T.take_along_axis, [("n", (1, 4)), ("ineg", (3, 1), 4)],
+         {"axis": 1}, ref=lambda x, i, axis: np.take_along_axis(np.broadcast_to(x, (3, 4)), i, axis)),
+    Case("take_along_axis_0", T.take_along_axis, [("n", (3, 4)), ("i", (5, 4), 3)], {"axis": 0},
+         ref=lambda x, i, axis: np.take_along_axis(x, i, axis)),
+    Case("put_along_axis_add", T.put_along_axis_add, [("n", (3, 5)), ("i", (3, 5), 4)],
+         {"axis": 1, "shape": (3, 4)}, ref=_put_along_axis_add_ref),
+]
+
+CASE_IDS = [c.id for c in CASES]
