@@ -321,3 +321,16 @@ def test_every_rule_names_a_primitive_and_its_algebra():
     for rule in RULES:
         assert rule.op == "*" or rule.op in REGISTRY or rule.op in ("cast", "convert"), rule
         assert "->" in rule.algebra
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "logsumexp"])
+def test_reshape_of_a_reduction_becomes_keepdims(op):
+    # reshape(sum(x, 1), (5, 1)) -> sum(x, 1, keepdims=True), and the reverse
+    gm = GraphMaker()
+    x = gm.input((5, 4))
+    kept = gm.op("reshape", gm.op(op, x, axis=1), shape=(5, 1))
+    dropped = gm.op("reshape", gm.op(op, x, axis=(1,), keepdims=True), shape=(5,))
+    other = gm.op("reshape", gm.op(op, x, axis=1), shape=(1, 5))  # not the kept shape: stays
+    h = simplified(gm.output(kept, dropped, other))
+    assert [o.op for o in h.outputs] == [op, op, "reshape"]
+    assert [o.attrs["keepdims"] for o in h.outputs[:2]] == [True, False]

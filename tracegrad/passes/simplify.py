@@ -296,6 +296,22 @@ def reduce_of_broadcast(node, b):  # sum/mean/max/min(broadcast_to(x), A): reduc
     return same(node, b, y)
 
 
+KEEPDIMS_REDUCTIONS = ("sum", "mean", "max", "min", "logsumexp", "var")
+
+
+def reshape_of_reduction(node, b):  # reshape(sum(x, A), kept shape) -> sum(x, A, keepdims=True)
+    r = node.inputs[0]
+    if r.op not in KEEPDIMS_REDUCTIONS:
+        return None
+    x, axes = r.inputs[0], reduced_axes(r)
+    kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    dropped = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+    for keepdims, shape in ((True, kept), (False, dropped)):
+        if node.shape == shape and bool(r.attrs.get("keepdims")) != keepdims:
+            return b.emit(r.op, x, **{**r.attrs, "keepdims": keepdims})
+    return None
+
+
 # ------------------------------------------------------------ others
 
 def full_like_const(node, b):   # full_like(x, v) -> broadcast_to(v): x is only read for its shape
@@ -358,6 +374,8 @@ RULES: list[Rule] = [
          implicit_broadcast),
     Rule("reshape", "reshape(x, x.shape) -> x", reshape_same),
     Rule("reshape", "reshape(reshape(x)) -> reshape(x)", reshape_reshape),
+    Rule("reshape", "reshape(sum(x, A), x.shape with 1s at A) -> sum(x, A, keepdims=True), "
+         "and back", reshape_of_reduction),
     Rule("broadcast_to", "broadcast_to(x, x.shape) -> x", broadcast_same),
     Rule("broadcast_to", "broadcast_to(broadcast_to(x)) -> broadcast_to(x)", broadcast_broadcast),
     Rule("broadcast_to", "broadcast_to(reshape(x) adding leading 1s) -> broadcast_to(x)",

@@ -1,0 +1,163 @@
+"""Fusion: group elementwise chains and their trailing reductions.
+
+Every node of a group is computed in ONE loop nest over the group's domain
+(the shape its elementwise members share), so intermediate values live in
+registers instead of arrays. `fuse_elementwise` only labels nodes
+(`node.group`); the code generator turns each group into a loop.
+
+Rules:
+  - an elementwise node joins a group of the same domain (one of its inputs'
+    groups first, else the latest group of that domain, "horizontal" fusion);
+  - a reduction (sum/mean/max/min/prod) joins the group whose domain is its
+    input's shape, as a *terminal* member: no other member may read it;
+  - views (reshape, broadcast_to, transpose, ...) never join: the generator
+    reads their base array with adjusted strides. A member may not read a view
+    of a member of its own group (that element is not computed yet);
+  - a join is refused if it would make groups depend on each other in a cycle.
+
+Members used outside their group or returned as outputs are materialized by
+the code generator; the others stay scalar temporaries.
+
+    >>> from tracegrad.ir.graph import Graph
+    >>> from tracegrad.ops.core import Aval
+    >>> g = Graph(); x = g.add_input(Aval((4,), "float32"))
+    >>> e = g.new_node("exp", [x], {}, Aval((4,), "float32"))
+    >>> s = g.new_node("sum", [e], {"axis": None, "keepdims": False}, Aval((), "float32"))
+    >>> g.outputs = [s]
+    >>> [n.group for n in fuse_elementwise(g).nodes]
+    [None, 0, 0]
+"""
+from __future__ import annotations
+
+from tracegrad.ir.graph import Graph, Node
+
+VIEW_OPS = frozenset({"reshape", "broadcast_to", "transpose", "expand_dims", "squeeze",
+                      "permute", "view"})
+FUSIBLE_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "prod", "amax", "amin"})
+
+
+def op_kind(node: Node) -> str:
+    """The rule-table kind of a node's primitive ("input"/"const" for leaves)."""
+    if node.op in ("input", "const"):
+        return node.op
+    from tracegrad.ops.core import REGISTRY
+    prim = REGISTRY.get(node.op)
+    return prim.kind if prim is not None else "other"
+
+
+def is_elementwise(node: Node) -> bool:
+    if op_kind(node) != "elementwise":
+        return False
+    from tracegrad.ops.core import REGISTRY
+    cg = REGISTRY[node.op].codegen
+    return isinstance(cg, str) or callable(cg)  # callable: cg(**attrs) -> template
+
+
+def is_fusible_reduction(node: Node) -> bool:
+    return node.op in FUSIBLE_REDUCTIONS and op_kind(node) == "reduction"
+
+
+def copy_graph(graph: Graph) -> Graph:
+    """A structural copy: new Node objects with the same ids, attrs and sources."""
+    new = Graph(name=graph.name)
+    mapping: dict[int, Node] = {}
+    for n in graph.nodes:
+        c = Node(n.id, n.op, tuple(mapping[i.id] for i in n.inputs), dict(n.attrs), n.shape,
+                 n.dtype, n.source, n.tag, n.group)
+        mapping[n.id] = c
+        new.nodes.append(c)
+    new.inputs = [mapping[n.id] for n in graph.inputs]
+    new.outputs = [mapping[n.id] for n in graph.outputs]
+    new._next_id = max([graph._next_id] + [n.id + 1 for n in graph.nodes])
+    return new
+
+
+class _Grouper:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.members: dict[int, list[Node]] = {}
+        self.domain: dict[int, tuple] = {}
+        self.latest_by_domain: dict[tuple, int] = {}
+
+    def depends_on_group(self, start: Node, gid: int) -> bool:
+        """Does `start` (outside group gid) need any member of gid, counting the
+        fact that a group runs as a whole (reaching one member reaches all)?"""
+        seen_nodes: set[int] = set()
+        seen_groups: set[int] = set()
+        stack = [start]
+        while stack:
+            n = stack.pop()
+            if n.id in seen_nodes:
+                continue
+            seen_nodes.add(n.id)
+            if n.group == gid:
+                return True
+            if n.group is not None and n.group not in seen_groups:
+                seen_groups.add(n.group)
+                for m in self.members[n.group]:
+                    stack.extend(m.inputs)
+            stack.extend(n.inputs)
+        return False
+
+    def can_join(self, node: Node, gid: int, operands) -> bool:
+        for e in operands:
+            if e.group == gid:
+                if is_fusible_reduction(e):  # terminal: its value is final only after the loop
+                    return False
+                continue
+            if e.op in VIEW_OPS and self._view_base(e).group == gid:
+                return False
+            if self.depends_on_group(e, gid):
+                return False
+        return True
+
+    @staticmethod
+    def _view_base(node: Node) -> Node:
+        while node.op in VIEW_OPS:
+            node = node.inputs[0]
+        return node
+
+    def candidates(self, node: Node, domain: tuple, operands) -> list[int]:
+        out = []
+        for e in operands:
+            if e.group is not None and self.domain[e.group] == domain and e.group not in out:
+                out.append(e.group)
+        latest = self.latest_by_domain.get(domain)
+        if latest is not None and latest not in out:
+            out.append(latest)
+        return out
+
+    def place(self, node: Node, domain: tuple, operands) -> None:
+        for gid in self.candidates(node, domain, operands):
+            if self.can_join(node, gid, operands):
+                node.group = gid
+                self.members[gid].append(node)
+                return
+        gid = len(self.members)
+        node.group = gid
+        self.members[gid] = [node]
+        self.domain[gid] = domain
+        self.latest_by_domain[domain] = gid
+
+
+def fuse_elementwise(graph: Graph) -> Graph:
+    """Return a copy of `graph` whose fusible nodes carry fusion group ids."""
+    g = copy_graph(graph)
+    for n in g.nodes:
+        n.group = None
+    grouper = _Grouper(g)
+    for n in g.nodes:
+        if is_elementwise(n):
+            grouper.place(n, tuple(n.shape), n.inputs)
+        elif is_fusible_reduction(n) and n.inputs and n.inputs[0].size > 0:
+            grouper.place(n, tuple(n.inputs[0].shape), n.inputs)
+    return g
+
+
+def groups_of(graph: Graph) -> dict[int, list[Node]]:
+    """Map group id -> its member nodes, in topological order."""
+    out: dict[int, list[Node]] = {}
+    for n in graph.nodes:
+        if n.group is not None:
+            out.setdefault(n.group, []).append(n)
+    return out
