@@ -1,5 +1,6 @@
 """ir_graph on a hand-built joint graph: labels, edge types, colours, fusion groups."""
 import numpy as np
+import pytest
 
 from tracegrad.ir.graph import Graph
 from tracegrad.ops.core import Aval
@@ -78,3 +79,10 @@ def test_a_lowered_object_draws_its_optimized_stage(parse_dot):
         optimized = tanh_sum_joint()
 
     assert parse_dot(ir_graph(Lowered())).nodes == parse_dot(ir_graph(Lowered.optimized)).nodes
+
+
+def test_output_names(parse_dot):
+    parsed = parse_dot(ir_graph(tanh_sum_joint(), output_names=["loss", "d loss / d x"]))
+    assert parsed.labels("output") == ["d loss / d x", "loss"]
+    with pytest.raises(ValueError, match="1 names for 2 outputs"):
+        ir_graph(tanh_sum_joint(), output_names=["loss"])

@@ -34,10 +34,13 @@ LEGEND = ("blue: forward   orange: backward   framed: one fusion group (one loop
           "edge label: shape and dtype of the value")
 
 
-def ir_graph(graph: Graph | Any, legend: bool = True) -> Drawing:
+def ir_graph(graph: Graph | Any, legend: bool = True,
+             output_names: list[str] | None = None) -> Drawing:
     """Draw an IR `Graph` (any stage of `lower()`: traced, joint or optimized).
 
     Passing the object `lower()` returns draws its `optimized` stage.
+    `output_names` labels the outputs (e.g. ["loss", "d loss/d w"]); by default
+    they are "output 0", "output 1", ...
     """
     if not isinstance(graph, Graph) and hasattr(graph, "optimized"):
         graph = graph.optimized
@@ -53,7 +56,7 @@ def ir_graph(graph: Graph | Any, legend: bool = True) -> Drawing:
         if node.id not in inline:
             _draw_node(drawing, node, inline)
     _draw_edges(drawing, graph, inline)
-    _draw_outputs(drawing, graph)
+    _draw_outputs(drawing, graph, output_names)
     _draw_groups(drawing, graph)
     if legend:
         drawing.graph_attrs.update(label=LEGEND, labelloc="b", fontsize="10",
@@ -105,8 +108,11 @@ def _draw_edges(drawing: Drawing, graph: Graph, inline: set[int]) -> None:
                 drawing.edge(node_id(operand), node_id(node), label=" " + operand.type_str())
 
 
-def _draw_outputs(drawing: Drawing, graph: Graph) -> None:
-    names = _output_names(graph)
+def _draw_outputs(drawing: Drawing, graph: Graph, names: list[str] | None) -> None:
+    if names is not None and len(names) != len(graph.outputs):
+        raise ValueError(f"ir_graph: output_names has {len(names)} names for "
+                         f"{len(graph.outputs)} outputs of graph {graph.name!r}")
+    names = [str(n) for n in names] if names is not None else _output_names(graph)
     for k, out in enumerate(graph.outputs):
         out_id = f"out{k}"
         drawing.node(out_id, label=names[k], shape="box", style="filled",
