@@ -1,0 +1,290 @@
+"""Emit the Python source of a graph's Numba kernel.
+
+The whole graph becomes ONE `@njit` function (one dispatch per call) unless a
+node has no code generation, in which case the graph is cut into njit segments
+joined by a small Python driver that calls that node's NumPy `impl`.
+
+Inside a kernel:
+  - every array lives in a flat C-ordered 1-D buffer, allocated once per call
+    (`np.empty`), and reused by later values of the same dtype and size once
+    its last reader has run;
+  - each fusion group is one loop nest over scalars (explicit loops compile
+    far faster than array expressions and let LLVM vectorize);
+  - views (reshape, broadcast_to, transpose) are index arithmetic, not copies;
+  - matmul calls BLAS gemm directly (`tg_gemm`), transposes folded into flags;
+  - every statement carries its IR line as a comment.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tracegrad.codegen import mathlib
+from tracegrad.codegen.access import Access, c_strides, size_of
+from tracegrad.ir.graph import Graph, Node
+from tracegrad.ir.printer import format_node
+from tracegrad.passes.fuse import VIEW_OPS, groups_of, is_elementwise
+
+log = logging.getLogger("tracegrad")
+
+FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: isnan must work
+PARALLEL_MIN_ELEMENTS = 1 << 18   # loops this big run on all cores (prange)
+
+
+class NoCodegen(Exception):
+    """This node has no generated code; run its NumPy impl from Python instead."""
+
+
+@dataclass
+class EmittedModule:
+    source: str
+    entry: str                     # name of the function to call
+    const_ids: list[int]           # large consts passed as leading arguments
+    fallback_ids: list[int]        # nodes run by NumPy in the Python driver
+    parallel: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ helpers
+
+def np_dtype_name(dtype) -> str:
+    return np.dtype(dtype).name
+
+
+def dshort(dtype) -> str:
+    return {"float32": "f32", "float64": "f64"}.get(np.dtype(dtype).name, "")
+
+
+def literal(value, dtype) -> str:
+    """A scalar of `dtype` as Numba source that types exactly as `dtype`."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return repr(bool(value))
+    if np.issubdtype(dtype, np.integer):
+        return f"np.{dtype.name}({int(value)})"
+    v = float(value)
+    if math.isnan(v):
+        text = "np.nan"
+    elif math.isinf(v):
+        text = "np.inf" if v > 0 else "-np.inf"
+    else:
+        text = repr(v)
+    return text if dtype == np.float64 else f"np.{dtype.name}({text})"
+
+
+def ident(text: str) -> str:
+    text = re.sub(r"\W", "_", str(text))
+    return text if text and not text[0].isdigit() else "_" + text
+
+
+def numba_array_type(shape, dtype) -> str:
+    base = {"float32": "float32", "float64": "float64", "int64": "int64", "int32": "int32",
+            "bool": "boolean", "int8": "int8", "uint8": "uint8", "int16": "int16",
+            "float16": "float16"}[np.dtype(dtype).name]
+    nd = len(shape)
+    if nd == 0:
+        return f"types.Array(types.{base}, 0, 'C')"
+    return f"types.{base}[{', '.join([':'] * (nd - 1) + ['::1'])}]"
+
+
+def template_of(node: Node) -> str:
+    from tracegrad.ops.core import REGISTRY
+    cg = REGISTRY[node.op].codegen
+    return cg(**node.attrs) if callable(cg) else cg
+
+
+# ------------------------------------------------------------------ emitter
+
+class Emitter:
+    """Generates one segment: a list of scheduled units, as an njit function body."""
+
+    def __init__(self, graph: Graph, kernel_name: str):
+        self.graph = graph
+        self.name = kernel_name
+        self.users = graph.users()
+        self.groups = groups_of(graph)
+        self.output_ids = {n.id for n in graph.outputs}
+        self.lines: list[str] = []
+        self.indent = 1
+        self.access: dict[int, Access] = {}
+        self.shaped: dict[int, str] = {}
+        self.free: dict[tuple, list[str]] = {}
+        self.owned: set[str] = set()       # buffers this kernel allocated (reusable)
+        self.parallel = False
+        self.exprs: list[str] = []         # scalar expressions, to find mathlib helpers
+        self.counter = 0
+        self.const_values: dict[int, object] = {}   # size-1 consts, by node id
+        self.buf_sizes: dict[str, int] = {}
+        self.uses_gemm = False
+
+    # ---------------------------------------------------------- small tools
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+    def comment(self, node: Node) -> None:
+        text = format_node(node).replace("\n", " ")
+        self.emit(f"# {text}")
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def alloc(self, node: Node, name: str | None = None) -> str:
+        """A flat buffer for node's value: a freed one of the same kind, or np.empty."""
+        key = (np.dtype(node.dtype).str, node.size)
+        name = name or f"a{node.id}"
+        pool = self.free.get(key)
+        if pool and node.id not in self.output_ids:
+            reused = pool.pop()
+            self.emit(f"{name} = {reused}  # reuse the buffer of a dead value")
+        else:
+            self.emit(f"{name} = np.empty({node.size}, np.{np_dtype_name(node.dtype)})")
+        self.owned.add(name)
+        self.buf_sizes[name] = node.size
+        return name
+
+    def release(self, buf: str, dtype, size: int) -> None:
+        if buf in self.owned:
+            self.free.setdefault((np.dtype(dtype).str, size), []).append(buf)
+
+    def set_materialized(self, node: Node, buf: str) -> None:
+        self.access[node.id] = Access(buf, tuple(node.shape), c_strides(tuple(node.shape)))
+
+    # ------------------------------------------------------- array access
+    def acc(self, node: Node) -> Access:
+        a = self.access.get(node.id)
+        if a is None:
+            raise KeyError(f"{node.name} is read before it is computed")
+        return a
+
+    def contiguous_flat(self, node: Node) -> tuple[str, int]:
+        """(buffer, offset) holding node's elements in C order, copying if needed."""
+        a = self.acc(node)
+        if a.scalar is None and a.contiguous:
+            return a.buf, a.offset
+        buf = self.copy_to_buffer(node)
+        return buf, 0
+
+    def copy_to_buffer(self, node: Node) -> str:
+        a = self.acc(node)
+        buf = self.alloc(node, f"m{node.id}")
+        self.emit(f"# materialize {node.name} ({node.type_str()}) from its view")
+        shape = tuple(node.shape)
+        dims = [d for d in shape]
+        out = Access(buf, shape, c_strides(shape))
+        self.loop_nest_copy(a, out, dims)
+        self.access[node.id] = out
+        return buf
+
+    def loop_nest_copy(self, src: Access, dst: Access, dims) -> None:
+        strides = [src.strides, dst.strides]
+        loop_dims, loop_strides = coalesce(dims, strides)
+        vars_ = self.open_loops(loop_dims, parallel=False)
+        self.emit(f"{dst.index_expr(loop_strides[1], vars_)} = "
+                  f"{src.index_expr(loop_strides[0], vars_)}")
+        self.close_loops(len(loop_dims))
+
+    def array(self, node: Node) -> str:
+        """A C-contiguous array of node's shape (a reshaped view of its buffer)."""
+        if node.id in self.shaped:
+            return self.shaped[node.id]
+        buf, off = self.contiguous_flat(node)
+        shape = tuple(node.shape)
+        name = f"s{node.id}"
+        flat = buf if off == 0 and self._buf_size(buf) == node.size else \
+            f"{buf}[{off}:{off + node.size}]"
+        self.emit(f"{name} = {flat}.reshape({shape!r})")
+        self.shaped[node.id] = name
+        return name
+
+    def _buf_size(self, buf: str) -> int | None:
+        return self.buf_sizes.get(buf)
+
+    # ------------------------------------------------------------ loops
+    def open_loops(self, dims, parallel: bool) -> tuple:
+        vars_ = []
+        for level, n in enumerate(dims):
+            v = f"i{level}"
+            rng = "prange" if (parallel and level == 0) else "range"
+            self.emit(f"for {v} in {rng}({n}):")
+            self.indent += 1
+            vars_.append(v)
+        return tuple(vars_)
+
+    def close_loops(self, count: int) -> None:
+        self.indent -= count
+
+
+def coalesce(dims, stride_sets):
+    """Drop size-1 dims and merge neighbours that every access walks contiguously.
+
+    Returns (loop dims, per-access strides over those loop dims)."""
+    keep = [i for i, d in enumerate(dims) if d != 1]
+    out_dims: list[int] = []
+    out_strides: list[list[int]] = [[] for _ in stride_sets]
+    for i in keep:
+        d = dims[i]
+        if out_dims and all(st[-1] == s[i] * d for st, s in zip(out_strides, stride_sets)):
+            out_dims[-1] *= d
+            for st, s in zip(out_strides, stride_sets):
+                st[-1] = s[i]
+            continue
+        out_dims.append(d)
+        for st, s in zip(out_strides, stride_sets):
+            st.append(s[i])
+    return out_dims, [tuple(s) for s in out_strides]
+
+
+# --------------------------------------------------------------- scheduling
+
+def schedule(graph: Graph) -> list[tuple[str, object]]:
+    """Units in an executable order: ("group", gid) or ("node", node).
+
+    A group runs as a whole, so it waits for every external operand of every
+    member; fuse_elementwise guarantees the unit graph has no cycle."""
+    import heapq
+    unit_of: dict[int, tuple] = {}
+    first_pos: dict[tuple, int] = {}
+    for pos, n in enumerate(graph.nodes):
+        key = ("group", n.group) if n.group is not None else ("node", n.id)
+        unit_of[n.id] = key
+        first_pos.setdefault(key, pos)
+    deps: dict[tuple, set] = {k: set() for k in first_pos}
+    for n in graph.nodes:
+        for i in n.inputs:
+            if unit_of[i.id] != unit_of[n.id]:
+                deps[unit_of[n.id]].add(unit_of[i.id])
+    dependents: dict[tuple, list] = {k: [] for k in first_pos}
+    for k, ds in deps.items():
+        for d in ds:
+            dependents[d].append(k)
+    waiting = {k: len(ds) for k, ds in deps.items()}
+    ready = [(first_pos[k], k) for k, c in waiting.items() if c == 0]
+    heapq.heapify(ready)
+    order = []
+    by_id = {n.id: n for n in graph.nodes}
+    while ready:
+        _, k = heapq.heappop(ready)
+        order.append(k)
+        for d in dependents[k]:
+            waiting[d] -= 1
+            if waiting[d] == 0:
+                heapq.heappush(ready, (first_pos[d], d))
+    if len(order) != len(first_pos):
+        raise RuntimeError("fusion groups depend on each other in a cycle")
+    return [("group", k[1]) if k[0] == "group" else ("node", by_id[k[1]]) for k in order]
+
+
+def unit_nodes(graph_groups, unit) -> list[Node]:
+    kind, v = unit
+    return list(graph_groups[v]) if kind == "group" else [v]
+
+
+def view_root(node: Node) -> Node:
+    while node.op in VIEW_OPS:
+        node = node.inputs[0]
+    return node

@@ -1,0 +1,311 @@
+"""Assemble the generated module: segments, the Python driver, helpers.
+
+Normally the module holds ONE njit function taking (large consts..., inputs...)
+and returning a tuple of outputs. Nodes without code generation cut the graph:
+each run of generated units becomes an njit "segment", and a plain Python
+driver calls the segments and, between them, the NumPy impl of those nodes.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from tracegrad.codegen import mathlib
+from tracegrad.codegen.access import Access, c_strides
+from tracegrad.codegen.emit import (FASTMATH, EmittedModule, Emitter, NoCodegen, ident, literal,
+                                    numba_array_type, schedule, unit_nodes, view_root)
+from tracegrad.ir.graph import Graph, Node
+from tracegrad.passes.fuse import VIEW_OPS, fuse_elementwise, groups_of, is_elementwise
+
+log = logging.getLogger("tracegrad")
+
+SMALL_CONST = 1  # consts of at most this many elements become literals
+
+
+def generate(graph: Graph, kernel_name: str) -> EmittedModule:
+    """Source of a module whose `kernel_name` runs `graph` (see module doc)."""
+    if not any(n.group is not None for n in graph.nodes) and any(
+            is_elementwise(n) for n in graph.nodes):
+        graph = fuse_elementwise(graph)
+    forced: set[int] = set()
+    for _ in range(len(graph.nodes) + 1):
+        try:
+            return _generate(graph, kernel_name, forced)
+        except NoCodegen as exc:
+            node_id = getattr(exc, "node_id", None)
+            if node_id is None or node_id in forced:
+                raise
+            log.info("codegen: %%%d runs in NumPy (%s)", node_id, exc)
+            forced.add(node_id)
+    raise RuntimeError("code generation did not converge")
+
+
+def _needs_numpy(node: Node, forced: set[int]) -> bool:
+    from tracegrad.codegen.structured import emitter_for
+    if node.id in forced:
+        return True
+    if node.op in ("input", "const") or node.op in VIEW_OPS:
+        return False
+    return emitter_for(node) is None
+
+
+def _param_names(graph: Graph) -> dict[int, str]:
+    names: dict[int, str] = {}
+    taken: set[str] = set()
+    for n in graph.inputs:
+        base = ident(n.attrs.get("name") or f"arg{len(names)}")
+        if base in taken or base.startswith(("a", "v", "s", "m", "c", "p", "i", "b", "acc",
+                                              "np", "tg_", "kernel", "prange", "types")):
+            base = f"in_{base}"
+        while base in taken:
+            base += "_"
+        taken.add(base)
+        names[n.id] = base
+    return names
+
+
+def _generate(graph: Graph, kernel_name: str, forced: set[int]) -> EmittedModule:
+    groups = groups_of(graph)
+    units = schedule(graph)
+    numpy_unit = [u[0] == "node" and _needs_numpy(u[1], forced) for u in units]
+    for u in units:  # a group member that failed codegen sends its whole group to NumPy? no:
+        if u[0] == "group" and any(m.id in forced for m in groups[u[1]]):
+            raise NoCodegen("group member without codegen")  # fuse should not group it
+
+    param_name = _param_names(graph)
+    big_consts = [n for n in graph.nodes if n.op == "const" and n.size > SMALL_CONST]
+    for c in big_consts:
+        param_name[c.id] = f"c{c.id}"
+    entry_params = [c.id for c in big_consts] + [n.id for n in graph.inputs]
+
+    # Where each unit sits, and when each storage root is read for the last time.
+    pos_of: dict[int, int] = {}
+    for p, u in enumerate(units):
+        for n in unit_nodes(groups, u):
+            pos_of[n.id] = p
+    forever = len(units) + 1
+    last_use: dict[int, int] = {}
+    for p, u in enumerate(units):
+        for n in unit_nodes(groups, u):
+            for i in n.inputs:
+                r = view_root(i).id
+                last_use[r] = max(last_use.get(r, -1), p)
+    for o in graph.outputs:
+        last_use[view_root(o).id] = forever
+
+    # Cut into segments at NumPy units.
+    segments: list[tuple[str, list[int]]] = []
+    for p, is_np in enumerate(numpy_unit):
+        if is_np:
+            segments.append(("numpy", [p]))
+        elif segments and segments[-1][0] == "jit":
+            segments[-1][1].append(p)
+        else:
+            segments.append(("jit", [p]))
+
+    single = len(segments) == 1 and segments[0][0] == "jit"
+    helpers: list[str] = []
+    functions: list[str] = []
+    driver: list[str] = []
+    any_parallel = False
+    fallback_ids: list[int] = []
+    exprs: list[str] = []
+    uses_gemm = False
+
+    def used_after(node_ids: set[int], last_pos: int) -> list[int]:
+        later = []
+        for nid in sorted(node_ids):
+            users_after = any(pos_of.get(u.id, -1) > last_pos for u in users.get(nid, []))
+            if users_after or nid in output_set:
+                later.append(nid)
+        return later
+
+    users = graph.users()
+    output_set = {o.id for o in graph.outputs}
+    by_id = {n.id: n for n in graph.nodes}
+
+    for si, (kind, positions) in enumerate(segments):
+        if kind == "numpy":
+            node = units[positions[0]][1]
+            fallback_ids.append(node.id)
+            args = ", ".join(_driver_name(i.id, param_name) for i in node.inputs)
+            driver.append(f"    # {_ir_line(node)}  (NumPy: no code generation)")
+            driver.append(f"    a{node.id} = _numpy({node.id}, {args})")
+            continue
+        fname = kernel_name if single else f"{kernel_name}_s{si}"
+        defined = {n.id for p in positions for n in unit_nodes(groups, units[p])}
+        needed = []
+        for p in positions:
+            for n in unit_nodes(groups, units[p]):
+                for i in n.inputs:
+                    if i.id not in defined and i.id not in needed:
+                        needed.append(i.id)
+        if single:
+            params = entry_params
+        else:
+            params = [i for i in needed if not (by_id[i].op == "const" and by_id[i].size <= SMALL_CONST)]
+        em = Emitter(graph, fname)
+        for pid in params:
+            _bind_param(em, by_id[pid], param_name.get(pid, f"p{pid}"))
+        for n in graph.nodes:  # small consts are literals wherever they are read
+            if n.op == "const" and n.size <= SMALL_CONST and n.id not in em.access:
+                _bind_small_const(em, n)
+        returns = (list(range(0)) if False else
+                   used_after(defined, positions[-1]) if not single else [])
+        for p in positions:
+            unit = units[p]
+            _emit_unit(em, unit)
+            _release_dead(em, groups, units, p, last_use, returns)
+        if single:
+            outs = _return_outputs(em, graph, param_name)
+        else:
+            outs = [em.array(by_id[r]) for r in returns]
+        em.emit(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+        sig = ", ".join(numba_array_type(by_id[p].shape, by_id[p].dtype) for p in params)
+        names = ", ".join(param_name.get(p, f"p{p}") for p in params)
+        deco = f"@njit(({sig},), fastmath=_FASTMATH, cache=True, nogil=True" + (
+            ", parallel=True)" if em.parallel else ")")
+        if not params:
+            deco = deco.replace("((,), ", "((), ")
+        functions.append("\n".join([deco, f"def {fname}({names}):"] + em.lines))
+        any_parallel |= em.parallel
+        exprs += em.exprs
+        uses_gemm |= em.uses_gemm
+        if not single:
+            rets = ", ".join(f"a{r}" for r in returns)
+            driver.append(f"    {rets}{',' if len(returns) == 1 else ''} = {fname}({names})"
+                          if returns else f"    {fname}({names})")
+
+    for name in mathlib.helpers_used(exprs):
+        src, _ = mathlib.FUNCTIONS[name]
+        helpers.append(f"@njit(fastmath=_FASTMATH, cache=True, nogil=True)\n{src}")
+
+    header = [
+        f"# Generated by tracegrad from graph {graph.name!r}. Do not edit: the file name is",
+        "# the hash of this text, checked before every import.",
+        "import numpy as np",
+        "from numba import njit, prange, types",
+    ]
+    if uses_gemm:
+        header.append("from tracegrad.codegen.intrinsics import tg_gemm")
+    header.append("\n_FASTMATH = {" + ", ".join(map(repr, sorted(FASTMATH)))
+                  + "}  # no 'nnan'/'ninf': NaN and inf checks still work")
+    header.append("_NUMPY = {}  # node id -> NumPy impl, filled in by the loader")
+    parts = ["\n".join(header)] + helpers + functions
+    if not single:
+        entry_names = ", ".join(param_name[p] for p in entry_params)
+        out_names = []
+        seen: set[int] = set()
+        for o in graph.outputs:
+            name = _driver_name(o.id, param_name)
+            alias = o.id in seen or o.op in ("input", "const")
+            out_names.append(f"np.array({name})" if alias else name)
+            seen.add(o.id)
+        parts.append("\n".join(
+            ["def _numpy(node_id, *args):", "    return _NUMPY[node_id](*args)", "",
+             f"def {kernel_name}({entry_names}):"] + driver +
+            [f"    return ({', '.join(out_names)}{',' if len(out_names) == 1 else ''})"]))
+    source = "\n\n\n".join(parts) + "\n"
+    return EmittedModule(source=source, entry=kernel_name,
+                         const_ids=[c.id for c in big_consts], fallback_ids=fallback_ids,
+                         parallel=any_parallel)
+
+
+def _driver_name(node_id: int, param_name: dict[int, str]) -> str:
+    return param_name.get(node_id, f"a{node_id}")
+
+
+def _ir_line(node: Node) -> str:
+    from tracegrad.ir.printer import format_node
+    return format_node(node)
+
+
+def _bind_param(em: Emitter, node: Node, name: str) -> None:
+    flat = f"{name}_f"
+    em.emit(f"{flat} = {name}.reshape({max(node.size, 0) if node.ndim else 1})")
+    em.access[node.id] = Access(flat, tuple(node.shape), c_strides(tuple(node.shape)))
+    em.buf_sizes[flat] = node.size
+    em.shaped[node.id] = name
+
+
+def _bind_small_const(em: Emitter, node: Node) -> None:
+    value = np.asarray(node.attrs["value"]).reshape(-1)
+    if value.size == 0:
+        em.access[node.id] = Access("_empty", tuple(node.shape), (0,) * node.ndim)
+        return
+    v = value[0].item()
+    em.const_values[node.id] = v
+    em.access[node.id] = Access("", tuple(node.shape), (0,) * node.ndim, 0,
+                                literal(v, node.dtype))
+
+
+def _emit_unit(em: Emitter, unit) -> None:
+    from tracegrad.codegen.fused import emit_group
+    from tracegrad.codegen.structured import emitter_for
+    kind, v = unit
+    if kind == "group":
+        try:
+            emit_group(em, v)
+        except NoCodegen as exc:
+            exc.node_id = getattr(exc, "node_id", None) or em.groups[v][0].id
+            raise
+        return
+    node: Node = v
+    if node.op in ("input", "const"):
+        if node.id not in em.access:  # an input of the graph this segment does not take
+            return
+        return
+    if node.op in VIEW_OPS:
+        _emit_view(em, node)
+        return
+    fn = emitter_for(node)
+    try:
+        if fn is None:
+            raise NoCodegen(f"no code generation for {node.op}")
+        fn(em, node)
+    except NoCodegen as exc:
+        exc.node_id = node.id
+        raise
+
+
+def _emit_view(em: Emitter, node: Node) -> None:
+    src = em.acc(node.inputs[0])
+    if node.op == "broadcast_to":
+        a = src.broadcast(tuple(node.attrs["shape"]))
+    elif node.op in ("transpose", "permute"):
+        a = src.transpose(node.attrs.get("axes"))
+    else:  # reshape-like: reshape, expand_dims, squeeze, view
+        a = src.reshape(tuple(node.shape))
+        if a is None:  # not expressible as strides: copy the source in C order first
+            em.copy_to_buffer(node.inputs[0])
+            a = em.acc(node.inputs[0]).reshape(tuple(node.shape))
+    em.access[node.id] = a
+
+
+def _release_dead(em: Emitter, groups, units, p: int, last_use, keep) -> None:
+    keep = set(keep)
+    for n in unit_nodes(groups, units[p]):
+        for i in n.inputs:
+            r = view_root(i)
+            if last_use.get(r.id) == p and r.id not in keep and r.id in em.access:
+                a = em.access[r.id]
+                if a.scalar is None and a.buf in em.owned:
+                    em.release(a.buf, r.dtype, r.size)
+                    em.owned.discard(a.buf)
+
+
+def _return_outputs(em: Emitter, graph: Graph, param_name) -> list[str]:
+    outs = []
+    seen_roots: set[int] = set()
+    for o in graph.outputs:
+        root = view_root(o)
+        name = em.array(o)
+        if root.op in ("input", "const") or root.id in seen_roots:
+            if o.op == "const" and o.size <= SMALL_CONST:
+                name = f"np.full({tuple(o.shape)!r}, {em.acc(o).scalar})"
+            else:
+                name = f"{name}.copy()"
+        seen_roots.add(root.id)
+        outs.append(name)
+    return outs
