@@ -38,11 +38,14 @@ class AutodiffError(TracegradError):
     """A graph cannot be differentiated as asked."""
 
 
-def replay(graph: Graph, args: Sequence[Any]) -> dict[int, Any]:
+def replay(graph: Graph, args: Sequence[Any], context: TraceContext | None = None
+           ) -> dict[int, Any]:
     """Re-apply every node of `graph` to `args` with `bind`; return node id -> value.
 
     With tracers as `args` this inlines the graph into their trace; with eager
-    tensors it records eager ops; with arrays it computes values.
+    tensors it records eager ops; with arrays it computes values. Given the
+    trace `context`, consts stay const nodes there (nothing is folded into big
+    arrays at trace time).
     """
     if len(args) != len(graph.inputs):
         raise AutodiffError(f"graph {graph.name} takes {len(graph.inputs)} inputs, "
@@ -52,7 +55,8 @@ def replay(graph: Graph, args: Sequence[Any]) -> dict[int, Any]:
         if node.id in env:
             continue
         if node.op == "const":
-            env[node.id] = node.attrs["value"]
+            value = node.attrs["value"]
+            env[node.id] = value if context is None else Tracer(context, context.const_node(value))
             continue
         prim = REGISTRY[node.op]
         with node_source(node.source):
@@ -81,7 +85,7 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], diff_outputs: Sequence[int] | No
     context = TraceContext(name or graph.name)
     primals = [context.new_input(n.aval, n.attrs.get("name", f"arg{k}"))
                for k, n in enumerate(graph.inputs)]
-    env = replay(graph, primals)
+    env = replay(graph, primals, context)
     outputs = [graph.outputs[i] for i in diff_outputs]
     if seed_ones:
         seeds = [_seed_one(context, node) for node in outputs]

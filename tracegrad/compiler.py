@@ -484,7 +484,8 @@ class CompiledFunction:
         wrt = tuple(i for i, a in enumerate(arg_of_leaf) if a in wrt_args)
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
         entry = self._entry_for_tracing(signature, args, kwargs)
-        env = replay(entry.lowered.joint, leaves)
+        context = next(v.context for v in leaves if isinstance(v, Tracer))
+        env = replay(entry.lowered.joint, leaves, context)
         outs = tuple(env[n.id] if n.op != "const" else n.attrs["value"]
                      for n in entry.lowered.joint.outputs)
         return entry.pack(outs)
