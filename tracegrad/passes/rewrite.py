@@ -113,8 +113,8 @@ def rewrite_graph(graph: Graph, rewrite_node: RewriteFn) -> tuple[Graph, int]:
     env: dict[int, Node] = {}
     changes = 0
     for old in graph.nodes:
-        node = dataclasses.replace(old, inputs=tuple(env[i.id] for i in old.inputs),
-                                   attrs=dict(old.attrs))
+        node = Node(old.id, old.op, tuple(env[i.id] for i in old.inputs), dict(old.attrs),
+                    old.shape, old.dtype, old.source, old.tag, old.group)
         replacement = None
         if old.op != "input":
             builder = Builder(new, node)
