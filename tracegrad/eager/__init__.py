@@ -1,0 +1,45 @@
+"""tracegrad.eager: PyTorch-faithful dynamic autograd on NumPy.
+
+Replace `import torch` with `import tracegrad.eager as torch` and PyTorch's
+autograd snippets give the same values, grad_fn names and errors:
+
+    >>> import tracegrad.eager as torch
+    >>> x = torch.tensor([1.0], requires_grad=True)
+    >>> y = x * 2
+    >>> z = y + 3
+    >>> y.grad_fn.name(), z.grad_fn.name(), z.grad_fn.next_functions[1]
+    ('MulBackward0', 'AddBackward0', (None, 0))
+
+Every op is one primitive of tracegrad's rule table (tracegrad/ops/table.py);
+the backward pass runs that table's vjp rules, the same ones compiled mode uses.
+"""
+from __future__ import annotations
+
+from tracegrad.eager.dtypes import (bool_ as bool, double, dtype, float, float16, float32,  # noqa: F401,A004
+                                    float64, half, int, int8, int16, int32, int64, long, uint8)
+from tracegrad.eager.grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
+                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
+from tracegrad.eager.tensor import Size, Tensor, tensor  # noqa: F401
+from tracegrad.eager.functions import *  # noqa: F401,F403
+from tracegrad.eager.functions import (abs, max, min, pow, sum)  # noqa: F401,A004
+from tracegrad.eager.creation import (arange, as_tensor, clone, detach, empty, empty_like,  # noqa: F401
+                                      eye, from_numpy, full, full_like, is_tensor, linspace,
+                                      manual_seed, numel, ones, ones_like, rand, rand_like, randint,
+                                      randn, randn_like, randperm, zeros, zeros_like)
+from tracegrad.eager import autograd  # noqa: F401,E402
+from tracegrad.eager.autograd import detect_anomaly, set_detect_anomaly  # noqa: F401,E402
+
+_LAZY = {"nn": "tracegrad.eager.nn", "optim": "tracegrad.eager.optim",
+         "checkpoint": ("tracegrad.eager.checkpoint", "checkpoint"),
+         "checkpoint_sequential": ("tracegrad.eager.checkpoint", "checkpoint_sequential"),
+         "utils": "tracegrad.eager.utils"}
+
+
+def __getattr__(name: str):
+    import importlib
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'tracegrad.eager' has no attribute {name!r}")
+    if isinstance(target, tuple):
+        return getattr(importlib.import_module(target[0]), target[1])
+    return importlib.import_module(target)

@@ -1,0 +1,153 @@
+"""`tracegrad.eager.autograd`: backward, grad, anomaly detection (PyTorch's torch.autograd).
+
+    >>> import tracegrad.eager as torch
+    >>> x = torch.tensor([3.0], requires_grad=True)
+    >>> (g,) = torch.autograd.grad((x ** 3).sum(), [x], create_graph=True)
+    >>> g, torch.autograd.grad(g.sum(), [x])[0]
+    (tensor([27.], grad_fn=<MulBackward0>), tensor([18.]))
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from tracegrad.eager.engine import make_root_grads, run_backward
+from tracegrad.eager.graph import grad_accumulator
+from tracegrad.eager.grad_mode import (STATE, enable_grad, inference_mode,  # noqa: F401
+                                       is_grad_enabled, no_grad, set_grad_enabled)
+from tracegrad.eager.tensor import Tensor
+
+
+def _as_list(x) -> list:
+    if x is None:
+        return None
+    if isinstance(x, Tensor):
+        return [x]
+    return list(x)
+
+
+def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
+             create_graph: bool = False, inputs: Sequence[Tensor] | None = None) -> None:
+    """Accumulate gradients of `tensors` into the leaves' `.grad`."""
+    tensors = _as_list(tensors)
+    grad_tensors = _as_list(grad_tensors)
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots, grads = make_root_grads(tensors, grad_tensors, create_graph)
+    targets = None
+    if inputs is not None:
+        inputs = _as_list(inputs)
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        targets = {}
+        for t in inputs:
+            if not t._requires_grad:
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
+            node = t._grad_fn if t._grad_fn is not None else grad_accumulator(t)
+            targets[node] = t if t._grad_fn is not None else None
+    run_backward(roots, grads, retain_graph, create_graph, targets=targets, accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
+         create_graph: bool = False, allow_unused: bool | None = None,
+         materialize_grads: bool = False) -> tuple:
+    """Gradients of `outputs` with respect to `inputs`, returned (not accumulated)."""
+    outputs = _as_list(outputs)
+    inputs = _as_list(inputs)
+    grad_outputs = _as_list(grad_outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    roots, grads = make_root_grads(outputs, grad_outputs, create_graph)
+    nodes = []
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad: inputs must be Tensors, got {type(t).__name__}")
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+        if t._grad_fn is not None:
+            nodes.append(t._grad_fn)
+        else:
+            ref = t._acc_ref
+            nodes.append(ref() if ref is not None else None)
+    targets = {n: None for n in nodes if n is not None}
+    captured = run_backward(roots, grads, retain_graph, create_graph, targets=targets,
+                            accumulate=False)
+    result = []
+    for i, (t, node) in enumerate(zip(inputs, nodes)):
+        g = captured.get(node) if node is not None else None
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(
+                    f"The differentiated Tensor at index {i} appears to not have been used in "
+                    "the graph. Set allow_unused=True if this is the desired behavior.")
+            if materialize_grads:
+                import numpy as np
+                result.append(Tensor._wrap(np.zeros_like(t._data)))
+            else:
+                result.append(None)
+            continue
+        result.append(g if isinstance(g, Tensor) else Tensor._wrap(g))
+    return tuple(result)
+
+
+class detect_anomaly:  # noqa: N801
+    """Make backward raise at the first NaN/Inf gradient, naming the node and
+    showing the traceback of the forward op that created it (recorded only
+    while this mode is on).
+
+    >>> import tracegrad.eager as torch
+    >>> x = torch.tensor([0.0], requires_grad=True)
+    >>> with torch.detect_anomaly():
+    ...     y = torch.sqrt(x)
+    ...     y.backward()  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    RuntimeError: Function 'SqrtBackward0' returned inf values in its 0th output...
+    """
+
+    def __init__(self, check_nan: bool = True):
+        self.check_nan = check_nan
+
+    def __enter__(self):
+        self._prev = (STATE.anomaly, STATE.anomaly_check_nan)
+        STATE.anomaly = True
+        STATE.anomaly_check_nan = self.check_nan
+        return self
+
+    def __exit__(self, *exc):
+        STATE.anomaly, STATE.anomaly_check_nan = self._prev
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with detect_anomaly(self.check_nan):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class set_detect_anomaly:  # noqa: N801
+    """Turn anomaly mode on or off (immediately; restored by `with`)."""
+
+    def __init__(self, mode: bool, check_nan: bool = True):
+        self._prev = (STATE.anomaly, STATE.anomaly_check_nan)
+        STATE.anomaly = bool(mode)
+        STATE.anomaly_check_nan = check_nan
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        STATE.anomaly, STATE.anomaly_check_nan = self._prev
+        return False
+
+
+def is_anomaly_enabled() -> bool:
+    return STATE.anomaly
+
+
+def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, **kwargs):
+    from tracegrad.gradcheck import gradcheck as _gradcheck
+    return _gradcheck(fn, inputs, eps=eps, atol=atol, rtol=rtol)

@@ -1,0 +1,170 @@
+"""Tensor constructors: zeros, ones, full, empty, arange, rand, randn, ..."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tracegrad.eager import dtypes as _dt
+from tracegrad.eager.grad_mode import STATE
+from tracegrad.eager.tensor import REQUIRES_GRAD_DTYPE_MESSAGE, Tensor, tensor  # noqa: F401
+
+_rng = np.random.default_rng()
+
+
+def manual_seed(seed: int):
+    """Seed rand/randn/nn init (NumPy's generator: same seed, same numbers; not PyTorch's)."""
+    global _rng
+    _rng = np.random.default_rng(int(seed))
+    return _rng
+
+
+def generator() -> np.random.Generator:
+    return _rng
+
+
+def _shape(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return tuple(int(s) for s in size)
+
+
+def _finish(arr: np.ndarray, requires_grad: bool) -> Tensor:
+    t = Tensor._wrap(arr)
+    if requires_grad:
+        if arr.dtype.kind != "f":
+            raise RuntimeError(REQUIRES_GRAD_DTYPE_MESSAGE)
+        t._requires_grad = True
+    if STATE.inference:
+        t._inference = True
+    return t
+
+
+def _np_dtype(dtype, default=np.float32) -> np.dtype:
+    return np.dtype(default) if dtype is None else _dt.to_numpy_dtype(dtype)
+
+
+def zeros(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    """>>> import tracegrad.eager as torch; torch.zeros(2)
+    tensor([0., 0.])"""
+    return _finish(np.zeros(_shape(size), _np_dtype(dtype)), requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    return _finish(np.ones(_shape(size), _np_dtype(dtype)), requires_grad)
+
+
+def empty(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    return _finish(np.zeros(_shape(size), _np_dtype(dtype)), requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    if dtype is None:
+        default = np.bool_ if isinstance(fill_value, bool) else (
+            np.int64 if isinstance(fill_value, int) else np.float32)
+    else:
+        default = None
+    return _finish(np.full(_shape((size,)), fill_value, _np_dtype(dtype, default)), requires_grad)
+
+
+def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _finish(np.eye(n, m, dtype=_np_dtype(dtype)), requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    """>>> import tracegrad.eager as torch; torch.arange(3), torch.arange(0, 1, 0.5)
+    (tensor([0, 1, 2]), tensor([0.0000, 0.5000]))"""
+    if end is None:
+        start, end = 0, start
+    is_float = any(isinstance(v, float) for v in (start, end, step))
+    default = np.float32 if is_float else np.int64
+    arr = np.arange(start, end, step, dtype=np.float64 if is_float else np.int64)
+    return _finish(arr.astype(_np_dtype(dtype, default)), requires_grad)
+
+
+def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _finish(np.linspace(start, end, steps).astype(_np_dtype(dtype)), requires_grad)
+
+
+def rand(*size, dtype=None, requires_grad: bool = False, generator=None) -> Tensor:
+    return _finish(_rng.random(_shape(size)).astype(_np_dtype(dtype)), requires_grad)
+
+
+def randn(*size, dtype=None, requires_grad: bool = False, generator=None) -> Tensor:
+    return _finish(_rng.standard_normal(_shape(size)).astype(_np_dtype(dtype)), requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    return _finish(_rng.integers(low, high, size=tuple(size)).astype(_np_dtype(dtype, np.int64)),
+                   False)
+
+
+def randperm(n: int) -> Tensor:
+    return _finish(_rng.permutation(n).astype(np.int64), False)
+
+
+def _like(x: Tensor, dtype) -> tuple:
+    return x._data.shape, (x._data.dtype if dtype is None else _dt.to_numpy_dtype(dtype))
+
+
+def zeros_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    shape, d = _like(input, dtype)
+    return _finish(np.zeros(shape, d), requires_grad)
+
+
+def ones_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    shape, d = _like(input, dtype)
+    return _finish(np.ones(shape, d), requires_grad)
+
+
+def full_like(input: Tensor, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+    shape, d = _like(input, dtype)
+    return _finish(np.full(shape, fill_value, d), requires_grad)
+
+
+def empty_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    return zeros_like(input, dtype, requires_grad)
+
+
+def rand_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    shape, d = _like(input, dtype)
+    return _finish(_rng.random(shape).astype(d), requires_grad)
+
+
+def randn_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    shape, d = _like(input, dtype)
+    return _finish(_rng.standard_normal(shape).astype(d), requires_grad)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with `array` (writes show through both ways)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    _dt.from_numpy_dtype(array.dtype)
+    return Tensor._wrap(array)
+
+
+def as_tensor(data: Any, dtype=None) -> Tensor:
+    if isinstance(data, Tensor) and dtype is None:
+        return data
+    if isinstance(data, np.ndarray) and (dtype is None or _dt.to_numpy_dtype(dtype) == data.dtype):
+        return Tensor._wrap(data)
+    return tensor(data, dtype=dtype)
+
+
+def numel(input: Tensor) -> int:
+    return input.numel()
+
+
+def is_tensor(obj: Any) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def clone(input: Tensor) -> Tensor:
+    return input.clone()
+
+
+def detach(input: Tensor) -> Tensor:
+    return input.detach()

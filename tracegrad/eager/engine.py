@@ -1,0 +1,254 @@
+"""The backward engine: iterative topological order, dict accumulation.
+
+`run_backward` walks the graph from the roots once to count, for each node,
+how many edges point at it; a node runs when all its gradient contributions
+have arrived (Kahn's algorithm, no recursion, so depth is unbounded). Each node
+calls its primitive's vjp rules (see graph.Node.apply). Without create_graph
+the rules run on plain ndarrays, which is fast; with create_graph they run on
+Tensors under grad mode, so the backward pass is itself recorded.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+
+from tracegrad.eager.graph import AccumulateGrad, grad_accumulator
+from tracegrad.eager.grad_mode import STATE
+
+
+def _tensor_cls():
+    from tracegrad.eager.tensor import Tensor
+    return Tensor
+
+
+def _size_str(shape) -> str:
+    return f"torch.Size([{', '.join(map(str, shape))}])"
+
+
+def make_root_grads(outputs: Sequence, grad_outputs: Sequence | None, create_graph: bool,
+                    for_grad: bool = False):
+    """Check the outputs and build their starting gradients (implicit only for scalars)."""
+    Tensor = _tensor_cls()
+    roots, grads = [], []
+    for i, out in enumerate(outputs):
+        if not isinstance(out, Tensor):
+            raise TypeError(f"backward: expected Tensors as outputs, got {type(out).__name__}")
+        if not out._requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+        g = None if grad_outputs is None else grad_outputs[i]
+        if g is None:
+            if out._data.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            g = np.ones(out._data.shape, out._data.dtype)
+            if create_graph:
+                g = Tensor._wrap(g)
+        else:
+            if not isinstance(g, Tensor):
+                g = Tensor._wrap(np.asarray(g, dtype=out._data.dtype))
+            if g._data.shape != out._data.shape:
+                raise RuntimeError(
+                    f"Mismatch in shape: grad_output[{i}] has a shape of {_size_str(g._data.shape)} "
+                    f"and output[{i}] has a shape of {_size_str(out._data.shape)}.")
+            if not create_graph:
+                g = g._data.astype(out._data.dtype, copy=False)
+            elif g._data.dtype != out._data.dtype:
+                g = g.to(out._data.dtype)
+        node = out._grad_fn if out._grad_fn is not None else grad_accumulator(out)
+        roots.append(node)
+        grads.append(g)
+    return roots, grads
+
+
+def _add(a, b):
+    if a is None:
+        return b
+    return a + b
+
+
+def _to_tensor(g):
+    Tensor = _tensor_cls()
+    return g if isinstance(g, Tensor) else Tensor._wrap(g)
+
+
+def _from_hook(result, as_tensors: bool):
+    if as_tensors:
+        return result
+    return result._data
+
+
+def _run_tensor_hooks(hooks: dict, g, as_tensors: bool):
+    for fn in list(hooks.values()):
+        r = fn(_to_tensor(g))
+        if r is not None:
+            g = _from_hook(r, as_tensors)
+    return g
+
+
+def _collect(roots):
+    """Edge counts of every node reachable from the roots, and its parents."""
+    deps: dict = {}
+    parents: dict = {}
+    stack = list(dict.fromkeys(roots))
+    seen = set(stack)
+    while stack:
+        node = stack.pop()
+        for nxt in node.inputs:
+            if nxt is None:
+                continue
+            deps[nxt] = deps.get(nxt, 0) + 1
+            parents.setdefault(nxt, []).append(node)
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return deps, parents
+
+
+def _needed(targets, parents) -> set:
+    """Nodes from which some target is reachable (only these need to run)."""
+    needed = set(targets)
+    stack = list(targets)
+    while stack:
+        n = stack.pop()
+        for p in parents.get(n, ()):
+            if p not in needed:
+                needed.add(p)
+                stack.append(p)
+    return needed
+
+
+def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph: bool,
+                 targets: dict | None = None, accumulate: bool = True) -> dict:
+    """Propagate gradients from `roots`. `targets` maps nodes whose incoming
+    gradient is wanted (autograd.grad / backward(inputs=...)) to the tensor
+    whose .grad backward(inputs=...) fills (or None); the captured gradients
+    are returned as {node: grad}. With `accumulate`, leaves
+    (AccumulateGrad nodes) add their gradient into `.grad`; when targets are
+    given only target leaves do."""
+    deps, parents = _collect(roots)
+    needed = _needed(targets, parents) if targets is not None else None
+    grads: dict = {}
+    for node, g in zip(roots, root_grads):
+        grads[node] = _add(grads.get(node), g)
+    captured: dict = {}
+    ready = [n for n in dict.fromkeys(roots) if n not in deps]
+    prev_mode = STATE.grad_enabled
+    STATE.grad_enabled = create_graph
+    anomaly = STATE.anomaly
+    try:
+        while ready:
+            node = ready.pop()
+            g = grads.pop(node, None)
+            results = None
+            if g is not None and (needed is None or node in needed):
+                results = _run_node(node, g, create_graph, retain_graph, targets, captured,
+                                    accumulate, anomaly)
+            elif not retain_graph:
+                node.release()
+            inputs = node.inputs
+            for i in range(len(inputs)):
+                nxt = inputs[i]
+                if nxt is None:
+                    continue
+                if results is not None:
+                    gi = results[i]
+                    if gi is not None:
+                        prev = grads.get(nxt)
+                        grads[nxt] = gi if prev is None else prev + gi
+                left = deps[nxt] - 1
+                deps[nxt] = left
+                if left == 0:
+                    ready.append(nxt)
+    finally:
+        STATE.grad_enabled = prev_mode
+    return captured
+
+
+def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate, anomaly):
+    if node.pre_hooks:
+        g = _run_tensor_hooks(node.pre_hooks, g, create_graph)
+    if type(node) is AccumulateGrad:
+        var = node.variable
+        if var._hooks:
+            g = _run_tensor_hooks(var._hooks, g, create_graph)
+        if targets is not None and node in targets:
+            captured[node] = g
+            if accumulate:
+                accumulate_grad(var, g, create_graph)
+        elif accumulate and targets is None:
+            accumulate_grad(var, g, create_graph)
+        if node.post_hooks:
+            for fn in list(node.post_hooks.values()):
+                fn(var)
+        return None
+    if node.retain_ref is not None:
+        t = node.retain_ref()
+        if t is not None:
+            accumulate_grad(t, g, create_graph)
+    if targets is not None and node in targets:
+        captured[node] = g
+        tensor = targets[node]
+        retained = node.retain_ref() if node.retain_ref is not None else None
+        if accumulate and tensor is not None and tensor is not retained:
+            accumulate_grad(tensor, g, create_graph)  # backward(inputs=[non_leaf]) fills .grad
+    if anomaly:
+        results = _apply_with_anomaly(node, g, create_graph)
+    else:
+        results = node.apply(g, create_graph)
+    if not retain_graph:
+        node.release()
+    if node.post_hooks:
+        grad_inputs = tuple(_to_tensor(r) if r is not None else None for r in results)
+        for fn in list(node.post_hooks.values()):
+            fn(grad_inputs, (_to_tensor(g),))
+    return results
+
+
+def accumulate_grad(var, g, create_graph: bool) -> None:
+    """var.grad += g, in place when possible (PyTorch's AccumulateGrad)."""
+    Tensor = _tensor_cls()
+    old = var._grad
+    if create_graph:
+        g = _to_tensor(g)
+        var._grad = g if old is None else old + g
+        return
+    if isinstance(g, Tensor):
+        g = g._data
+    if old is None:
+        var._grad = Tensor._wrap(np.array(g, dtype=var._data.dtype, copy=True))
+    elif old._requires_grad:
+        var._grad = Tensor._wrap(old._data + g)
+    else:
+        np.add(old._data, g, out=old._data, casting="unsafe")
+        old._version[0] += 1
+
+
+def _apply_with_anomaly(node, g, create_graph):
+    try:
+        results = node.apply(g, create_graph)
+    except Exception:
+        _warn_forward_trace(node)
+        raise
+    for i, r in enumerate(results):
+        if r is None:
+            continue
+        arr = r._data if hasattr(r, "_data") else np.asarray(r)
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            what = "nan" if np.isnan(arr).any() else "inf"
+            raise RuntimeError(
+                f"Function '{node.name()}' returned {what} values in its {i}th output.\n"
+                + _forward_trace_text(node))
+    return results
+
+
+def _forward_trace_text(node) -> str:
+    if not node.trace:
+        return ("(no forward traceback: the op was recorded outside detect_anomaly(); "
+                "run the forward pass inside it too)")
+    return (f"Traceback of forward call that caused the error (most recent call last):\n"
+            + "".join(node.trace))
+
+
+def _warn_forward_trace(node) -> None:
+    warnings.warn(f"Error detected in {node.name()}. {_forward_trace_text(node)}", stacklevel=3)

@@ -1,0 +1,121 @@
+"""Grad modes: no_grad, enable_grad, set_grad_enabled, inference_mode.
+
+Each works as a context manager and as a decorator, like PyTorch's. The state
+is per thread, as in PyTorch.
+
+    >>> import tracegrad.eager as torch
+    >>> x = torch.ones(2, requires_grad=True)
+    >>> with torch.no_grad():
+    ...     y = x * 2
+    >>> y.requires_grad
+    False
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable
+
+
+class _State(threading.local):
+    grad_enabled = True
+    inference = False
+    anomaly = False
+    anomaly_check_nan = True
+
+
+STATE = _State()
+
+
+def is_grad_enabled() -> bool:
+    """True when operations on tensors that require grad are being recorded."""
+    return STATE.grad_enabled
+
+
+def is_inference_mode_enabled() -> bool:
+    return STATE.inference
+
+
+class _DecoratorContextManager:
+    """Base: subclasses define _enter/_exit; instances decorate functions too."""
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any):
+            with self.clone():
+                return fn(*args, **kwargs)
+        return wrapper
+
+    def clone(self):
+        return self.__class__()
+
+
+class no_grad(_DecoratorContextManager):  # noqa: N801
+    """Disable recording: results of ops do not require grad."""
+
+    def __enter__(self):
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = False
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self._prev
+        return False
+
+
+class enable_grad(_DecoratorContextManager):  # noqa: N801
+    """Re-enable recording inside a no_grad region."""
+
+    def __enter__(self):
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = True
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self._prev
+        return False
+
+
+class set_grad_enabled(_DecoratorContextManager):  # noqa: N801
+    """Set recording on or off. Takes effect immediately (like PyTorch) and is
+    restored on leaving the `with` block."""
+
+    def __init__(self, mode: bool):
+        self._prev = STATE.grad_enabled
+        self.mode = bool(mode)
+        STATE.grad_enabled = self.mode
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self._prev
+        return False
+
+    def clone(self):
+        return self.__class__(self.mode)
+
+    def __call__(self, fn: Callable) -> Callable:
+        STATE.grad_enabled = self._prev  # as a decorator it must not change the mode now
+        return super().__call__(fn)
+
+
+class inference_mode(_DecoratorContextManager):  # noqa: N801
+    """Like no_grad, and tensors made inside are inference tensors: they can
+    never be saved for backward later."""
+
+    def __init__(self, mode: bool = True):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self._prev = (STATE.grad_enabled, STATE.inference)
+        if self.mode:
+            STATE.grad_enabled = False
+            STATE.inference = True
+        else:
+            STATE.inference = False
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled, STATE.inference = self._prev
+        return False
+
+    def clone(self):
+        return self.__class__(self.mode)

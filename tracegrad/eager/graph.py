@@ -1,0 +1,305 @@
+"""Backward nodes of the eager graph (PyTorch's `grad_fn` objects).
+
+A `Node` is made by one eager op. It keeps the primitive, its attrs, the
+next nodes per operand (None where no gradient flows), the shape/dtype of every
+operand (to undo broadcasting) and the values the primitive's `saves` names,
+each with the version it had when saved. Its backward runs the primitive's
+vjp rules from the rule table; nothing here knows any derivative.
+
+A node never references the tensor it produced (saved outputs are kept as
+array + version counter), so graphs have no reference cycles and are freed by
+reference counting as soon as the last tensor using them goes away.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from tracegrad.eager.grad_mode import STATE
+
+FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward.")
+
+HINT_DEFAULT = ("Hint: enable anomaly detection to find the operation that failed to compute "
+                "its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+HINT_ANOMALY = ("Hint: the backtrace further above shows the operation that failed to compute "
+                "its gradient. The variable in question was changed in there or anywhere later. "
+                "Good luck!")
+
+
+class OperandMeta:
+    """Stands in for an operand the node did not save: rules may read its
+    shape/dtype (np.shape, np.ndim) but not its values."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple, dtype: np.dtype):
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"<unsaved operand {self.dtype}{list(self.shape)}>"
+
+
+class SavedValue:
+    """One saved operand or output: the array, the shared version counter and
+    the version at save time (PyTorch's SavedVariable)."""
+
+    __slots__ = ("data", "counter", "version", "tensor", "is_output")
+
+    def __init__(self, data, counter, tensor, is_output):
+        self.data = data
+        self.counter = counter
+        self.version = counter[0] if counter is not None else 0
+        self.tensor = tensor          # the input Tensor (for create_graph); None for outputs
+        self.is_output = is_output
+
+    def check_version(self, node: "Node") -> None:
+        if self.counter is not None and self.counter[0] != self.version:
+            raise RuntimeError(version_message(self, node))
+
+
+def version_message(saved: SavedValue, node: "Node") -> str:
+    from tracegrad.eager.dtypes import from_numpy_dtype
+    kind = from_numpy_dtype(saved.data.dtype)._tensor_type
+    desc = f"[torch.{kind} [{', '.join(map(str, saved.data.shape))}]]"
+    owner = None
+    if saved.is_output:
+        owner = node.name()
+    elif saved.tensor is not None and saved.tensor._grad_fn is not None:
+        owner = saved.tensor._grad_fn.name()
+    if owner is not None:
+        desc += f", which is output 0 of {_short_name(owner)},"
+    hint = HINT_ANOMALY if STATE.anomaly else HINT_DEFAULT
+    return ("one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: {desc} is at version {saved.counter[0]}; expected version "
+            f"{saved.version} instead. {hint}")
+
+
+def _short_name(name: str) -> str:
+    # torch 2.x names the op, not the node: "ExpBackward0" -> "Exp"
+    i = name.rfind("Backward")
+    return name[:i] if i > 0 else name
+
+
+class Node:
+    """A backward node: `name()`, `next_functions`, `saved_tensors_info`, `metadata`.
+
+    >>> import tracegrad.eager as torch
+    >>> x = torch.tensor([1.0], requires_grad=True)
+    >>> z = x * 2 + 3
+    >>> z.grad_fn.name(), [type(n).__name__ if n else None for n, _ in z.grad_fn.next_functions]
+    ('AddBackward0', ['Node', None])
+    """
+
+    __slots__ = ("prim", "attrs", "_name", "inputs", "visible", "in_meta", "saved", "operands", "out_saved",
+                 "freed", "pre_hooks", "post_hooks", "retain_ref", "_metadata", "trace",
+                 "__weakref__")
+
+    def __init__(self, prim, attrs, name, inputs, in_meta, operands, out_saved, visible=None):
+        self.prim = prim
+        self.attrs = attrs
+        self._name = name
+        self.inputs = inputs          # next node per operand, None where no grad flows
+        self.visible = visible        # operand indices PyTorch shows in next_functions
+        self.in_meta = in_meta        # (shape, dtype) per operand, None for Python scalars
+        self.operands = operands      # per operand: scalar, OperandMeta, or SavedValue
+        self.out_saved = out_saved    # SavedValue of the output, or None
+        self.saved = out_saved is not None or any(type(o) is SavedValue for o in operands)
+        self.freed = False
+        self.pre_hooks = None
+        self.post_hooks = None
+        self.retain_ref = None
+        self._metadata = None
+        self.trace = None
+
+    # ---------------------------------------------------------- PyTorch API
+    def name(self) -> str:
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"<{self._name} object at {hex(id(self))}>"
+
+    @property
+    def next_functions(self) -> tuple:
+        inputs = self.inputs
+        idx = range(len(inputs)) if self.visible is None else self.visible
+        return tuple((inputs[i], 0) for i in idx)
+
+    @property
+    def metadata(self) -> dict:
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    @property
+    def saved_tensors_info(self) -> list:
+        """(label, shape, dtype) of each saved value, for the visualizer."""
+        if self.freed:
+            return []
+        info = []
+        for i, op in enumerate(self.operands):
+            if type(op) is SavedValue:
+                info.append((_operand_label(i), tuple(op.data.shape), str(op.data.dtype)))
+        if self.out_saved is not None:
+            op = self.out_saved
+            info.append(("result", tuple(op.data.shape), str(op.data.dtype)))
+        return info
+
+    def register_hook(self, fn):
+        """Post-hook fn(grad_inputs, grad_outputs), called after this node runs."""
+        from tracegrad.eager.hooks import add_hook
+        if self.post_hooks is None:
+            self.post_hooks = {}
+        return add_hook(self.post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """Pre-hook fn(grad_outputs) -> new grad_outputs or None."""
+        from tracegrad.eager.hooks import add_hook
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        return add_hook(self.pre_hooks, lambda g: fn((g,)), node_level=True)
+
+    # ------------------------------------------------------------ backward
+    def release(self) -> None:
+        if self.saved:
+            self.operands = tuple(None if type(o) is SavedValue else o for o in self.operands)
+            self.out_saved = None
+            self.freed = True
+
+    def unpack(self, as_tensors: bool):
+        """Operands and output for the vjp rules, after the version checks."""
+        if self.freed:
+            raise RuntimeError(FREED_MESSAGE)
+        operands = []
+        for op in self.operands:
+            if type(op) is SavedValue:
+                if op.counter is not None and op.counter[0] != op.version:
+                    raise RuntimeError(version_message(op, self))
+                operands.append(op.tensor if as_tensors and op.tensor is not None else op.data)
+            else:
+                operands.append(op)
+        out = self.out_saved
+        if out is not None:
+            if out.counter[0] != out.version:
+                raise RuntimeError(version_message(out, self))
+            out = _output_value(out, self, as_tensors)
+        return operands, out
+
+    def apply(self, g, as_tensors: bool):
+        """Gradients for each operand (None where not needed)."""
+        operands, out = self.unpack(as_tensors)
+        vjps = self.prim.vjps
+        attrs = self.attrs
+        in_meta = self.in_meta
+        results = []
+        for i, nxt in enumerate(self.inputs):
+            if nxt is None:
+                results.append(None)
+                continue
+            gi = vjps[i](g, out, *operands, **attrs)
+            if gi is not None:
+                gi = fit_to(gi, in_meta[i], as_tensors)
+            results.append(gi)
+        return results
+
+
+def _operand_label(i: int) -> str:
+    return "self" if i == 0 else ("other" if i == 1 else f"input{i}")
+
+
+def _output_value(saved: SavedValue, node: Node, as_tensors: bool):
+    if not as_tensors:
+        return saved.data
+    from tracegrad.eager.tensor import Tensor
+    t = Tensor._wrap(saved.data)
+    t._requires_grad = True
+    t._grad_fn = node
+    t._version = saved.counter
+    return t
+
+
+def fit_to(g, meta, as_tensors: bool):
+    """Undo broadcasting and cast to the operand's dtype (once, for every op)."""
+    from tracegrad.ops.table import sum_to_shape
+    shape, dtype = meta
+    if as_tensors:
+        if tuple(g.shape) != shape:
+            g = sum_to_shape(g, shape)
+        if g.dtype.np != dtype:
+            g = g.to(dtype)
+        return g
+    if type(g) is not np.ndarray:
+        g = np.asarray(g)
+    if g.shape != shape:
+        g = sum_to_shape(g, shape)
+        if type(g) is not np.ndarray:
+            g = np.asarray(g)
+    if g.dtype != dtype:
+        g = g.astype(dtype)
+    return g
+
+
+class AccumulateGrad:
+    """The node that adds a leaf's gradient into `variable.grad`."""
+
+    __slots__ = ("variable", "pre_hooks", "post_hooks", "_metadata", "__weakref__")
+    inputs = ()
+    freed = False
+    retain_ref = None
+    trace = None
+    saved_tensors_info: list = []
+
+    def __init__(self, variable):
+        self.variable = variable
+        self.pre_hooks = None
+        self.post_hooks = None
+        self._metadata = None
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return f"<AccumulateGrad object at {hex(id(self))}>"
+
+    @property
+    def next_functions(self) -> tuple:
+        return ()
+
+    @property
+    def metadata(self) -> dict:
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    def register_hook(self, fn):
+        from tracegrad.eager.hooks import add_hook
+        if self.post_hooks is None:
+            self.post_hooks = {}
+        return add_hook(self.post_hooks, fn)
+
+    def release(self) -> None:
+        pass
+
+
+def grad_accumulator(tensor) -> AccumulateGrad:
+    """The leaf's AccumulateGrad, shared while any graph holds it (weakly held
+    by the tensor, as PyTorch does, so there is no cycle)."""
+    ref = tensor._acc_ref
+    if ref is not None:
+        acc = ref()
+        if acc is not None:
+            return acc
+    acc = AccumulateGrad(tensor)
+    tensor._acc_ref = weakref.ref(acc)
+    return acc

@@ -1,0 +1,75 @@
+"""`x[index]` and `x[index] = v` on eager tensors, with PyTorch's node names.
+
+Reading goes through the table's `getitem` primitive (tracegrad.ops.indexing
+builds its static spec). Writing, when recorded, is expressed with table
+primitives too: the new value is `where(mask, scattered v, old)`, where the
+scatter is `index_add_zeros`; the node is named `CopySlices` (basic index) or
+`IndexPutBackward0` (tensor index), and shows (old, v) in next_functions as
+PyTorch does.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tracegrad.eager.grad_mode import STATE
+from tracegrad.ops import table as T
+from tracegrad.ops.indexing import index_spec
+
+
+def _plain_index(index: Any) -> Any:
+    """Tensors inside an index become arrays (bool masks stay bool)."""
+    from tracegrad.eager.tensor import Tensor
+    if isinstance(index, Tensor):
+        return index._data
+    if isinstance(index, tuple):
+        return tuple(_plain_index(i) for i in index)
+    if isinstance(index, list) and any(isinstance(i, Tensor) for i in index):
+        return np.asarray([i._data if isinstance(i, Tensor) else i for i in index])
+    return index
+
+
+def getitem(x, index):
+    from tracegrad.eager.tensor import apply_op
+    index = _plain_index(index)
+    spec, arrays = index_spec(tuple(x._data.shape), index)
+    if not arrays and all(e == ("slice", 0, n, 1) for e, n in zip(spec, x._data.shape)) \
+            and len(spec) == x._data.ndim and spec:
+        pass  # a full slice still makes a new node in PyTorch (SliceBackward0/AliasBackward0)
+    return apply_op(T.getitem, (x, *arrays), {"spec": spec})
+
+
+def setitem(x, index, value) -> None:
+    from tracegrad.eager.tensor import Tensor, apply_op, check_inplace, tensor, write_into, \
+        _check_view_recording
+    check_inplace(x)
+    if x._requires_grad and x._grad_fn is None and STATE.grad_enabled:
+        from tracegrad.eager.tensor import LEAF_VIEW_INPLACE_MESSAGE
+        raise RuntimeError(LEAF_VIEW_INPLACE_MESSAGE)
+    plain = _plain_index(index)
+    value_requires_grad = isinstance(value, Tensor) and value._requires_grad
+    recording = STATE.grad_enabled and (x._requires_grad or value_requires_grad)
+    _check_view_recording(x, recording)
+    if not recording:
+        v = value._data if isinstance(value, Tensor) else value
+        x._data[plain] = v
+        x._version[0] += 1
+        return
+    spec, arrays = index_spec(tuple(x._data.shape), plain)
+    selected_shape = np.empty(x._data.shape, dtype=np.bool_)[plain].shape
+    if not isinstance(value, Tensor):
+        value = tensor(np.asarray(value, dtype=x._data.dtype))
+    if value._data.shape != selected_shape:
+        value = value.expand(*selected_shape) if value.dim() <= len(selected_shape) else \
+            value.reshape(selected_shape)
+    mask = np.zeros(x._data.shape, dtype=np.bool_)
+    mask[plain] = True
+    scattered = apply_op(T.index_add_zeros, (value, *arrays),
+                         {"spec": spec, "shape": tuple(x._data.shape)})
+    name = "IndexPutBackward0" if arrays else "CopySlices"
+    result = apply_op(T.where, (mask, scattered, x), {}, name=name, visible=(2, 1))
+    write_into(x, result._data)
+    if result._grad_fn is not None:
+        x._grad_fn = result._grad_fn
+        x._requires_grad = True

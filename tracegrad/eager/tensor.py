@@ -1,0 +1,813 @@
+"""The eager `Tensor`: an ndarray plus PyTorch's autograd bookkeeping.
+
+Every op on tensors is one primitive of the rule table applied by
+`eager_apply`: it runs the primitive's NumPy `impl` and, when grad mode is on
+and an operand requires grad, records ONE backward node (graph.Node) named as
+PyTorch names it. The node's backward calls the table's vjp rules, so eager
+mode contains no derivative formulas of its own.
+
+    >>> import tracegrad.eager as torch
+    >>> x = torch.tensor([2.0], requires_grad=True)
+    >>> y = torch.tensor([3.0], requires_grad=True)
+    >>> z = x * y + x ** 2
+    >>> z
+    tensor([10.], grad_fn=<AddBackward0>)
+    >>> z.backward(); x.grad, y.grad
+    (tensor([7.]), tensor([2.]))
+"""
+from __future__ import annotations
+
+import builtins
+import traceback
+import warnings
+import weakref
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tracegrad.eager import dtypes as _dt
+from tracegrad.eager.graph import Node, OperandMeta, SavedValue, grad_accumulator
+from tracegrad.eager.grad_mode import STATE
+from tracegrad.ops import table as T
+from tracegrad.ops.core import TracegradError, as_operand, aval_of, register_value_kind
+from tracegrad.ops.operators import ArrayOperators
+
+INFERENCE_SAVE_MESSAGE = (
+    "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+    "inference mode in computation tracked by autograd. To work around this, you can make a "
+    "clone to get a normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
+    "`torch.inference_mode()`.")
+INFERENCE_INPLACE_MESSAGE = (
+    "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+    "clone to get a normal tensor before doing inplace update.See "
+    "https://github.com/pytorch/rfcs/pull/17 for more details.")
+LEAF_INPLACE_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
+LEAF_VIEW_INPLACE_MESSAGE = ("a view of a leaf Variable that requires grad is being used in an "
+                             "in-place operation.")
+REQUIRES_GRAD_DTYPE_MESSAGE = "Only Tensors of floating point and complex dtype can require gradients"
+NUMPY_GRAD_MESSAGE = ("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                      "instead.")
+
+_PLAIN = (float, int, bool, np.ndarray, np.generic)
+
+# PyTorch saves operand i of these ops only when operand j needs a gradient
+# (e.g. MulBackward0 keeps `other` only to differentiate `self`). This is a
+# saving policy, not a derivative: it decides when version checks can fire.
+_SAVE_ONLY_IF_NEEDED = {"mul": {0: 1, 1: 0}, "div": {0: 1}, "matmul": {0: 1, 1: 0}}
+# Operands PyTorch shows in next_functions, when not all of them.
+_VISIBLE = {
+    "where": lambda args: (1, 2),
+    "getitem": lambda args: (0,),
+    "take_along_axis": lambda args: (0,),
+    "put_along_axis_add": lambda args: (0,),
+    "index_add_zeros": lambda args: (0,),
+    "pow": lambda args: tuple(i for i, a in enumerate(args) if not isinstance(a, (int, float))),
+    "sub": lambda args: (1,) if isinstance(args[0], (int, float)) else None,
+}
+
+
+class Size(tuple):
+    """A shape; prints like PyTorch's `torch.Size([2, 3])`."""
+
+    def __repr__(self) -> str:
+        return f"torch.Size([{', '.join(map(str, self))}])"
+
+    def numel(self) -> int:
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+
+# ====================================================================== apply
+
+
+def eager_apply(prim, args: tuple, attrs: dict):
+    """The value-kind handler: apply `prim` to tensors (and scalars/arrays)."""
+    return apply_op(prim, args, attrs)
+
+
+def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
+             visible: tuple | None = None, inplace_of: "Tensor | None" = None) -> "Tensor":
+    """Run `prim.impl` on the operands' arrays and record a backward node if needed.
+
+    name: PyTorch's node name when the wrapper knows better (unsqueeze via reshape);
+    visible: operand indices shown in next_functions; inplace_of: the tensor an
+    in-place op will overwrite (its saved value must be a snapshot).
+    """
+    arrays = []
+    requires_grad = False
+    f64 = False
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            arrays.append(d)
+            if a._requires_grad:
+                requires_grad = True
+        elif isinstance(a, _PLAIN):
+            arrays.append(a)
+            d = a
+        else:
+            d = as_operand(a, prim)
+            arrays.append(d)
+    try:
+        out = prim.impl(*arrays, **attrs)
+    except TracegradError:
+        raise
+    except Exception as exc:
+        raise _clear_error(prim, arrays, attrs, exc) from None
+    if type(out) is not np.ndarray:
+        out = np.asarray(out)
+    if out.dtype == np.float64 and not _has_f64(arrays):
+        out = out.astype(np.float32)  # PyTorch: int / int and int * 2.5 give float32
+    result = Tensor._wrap(out)
+    if STATE.inference:
+        result._inference = True
+    if prim.kind == "shape" and isinstance(args[0], Tensor) and out.base is not None \
+            and np.may_share_memory(out, arrays[0]):
+        _make_view(result, args[0])
+    if requires_grad and STATE.grad_enabled and not prim.nondiff and out.dtype.kind == "f":
+        result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
+        result._requires_grad = True
+    return result
+
+
+def _has_f64(arrays) -> bool:
+    for a in arrays:
+        if type(a) is np.ndarray and a.dtype == np.float64:
+            return True
+    return False
+
+
+def _make_view(view: "Tensor", base: "Tensor") -> None:
+    view._version = base._version
+    view._base = base._base if base._base is not None else base
+
+
+def _clear_error(prim, arrays, attrs, exc) -> Exception:
+    """The impl failed: let the shape rule explain (op, shapes, user's line)."""
+    from tracegrad.ops.core import op_error
+    try:
+        prim.shape_rule(*[a if isinstance(a, (int, float)) and not isinstance(a, bool)
+                          else aval_of(a) for a in arrays], **attrs)
+    except TracegradError as rule_error:
+        return rule_error
+    except Exception:
+        pass
+    return op_error(prim, [a for a in arrays if not isinstance(a, (int, float))], str(exc))
+
+
+def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
+    saves = prim.saves
+    policy = _SAVE_ONLY_IF_NEEDED.get(prim.name)
+    inputs, in_meta, operands = [], [], []
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            d = a._data
+            inputs.append((a._grad_fn or grad_accumulator(a)) if a._requires_grad else None)
+            in_meta.append((d.shape, d.dtype))
+            needed = i in saves
+            if needed and policy is not None and i in policy:
+                other = args[policy[i]]
+                needed = isinstance(other, Tensor) and other._requires_grad
+            if needed:
+                if a._inference:
+                    raise RuntimeError(INFERENCE_SAVE_MESSAGE)
+                if a is inplace_of:
+                    operands.append(_snapshot(a))
+                else:
+                    operands.append(SavedValue(d, a._version, a, False))
+            else:
+                operands.append(OperandMeta(d.shape, d.dtype))
+        else:
+            d = arrays[i]
+            inputs.append(None)
+            if type(d) is np.ndarray:
+                in_meta.append((d.shape, d.dtype))
+                operands.append(d if i in saves else OperandMeta(d.shape, d.dtype))
+            else:
+                in_meta.append(None)
+                operands.append(d)
+    out_saved = None
+    if "out" in saves:
+        out_saved = SavedValue(result._data, result._version, None, True)
+    if name is None:
+        name = prim.node_name(*args, **attrs)
+    if visible is None:
+        vis = _VISIBLE.get(prim.name)
+        if vis is not None:
+            visible = vis(args)
+    node = Node(prim, attrs, name, tuple(inputs), tuple(in_meta), tuple(operands), out_saved,
+                visible)
+    if STATE.anomaly:
+        node.trace = traceback.format_stack()[:-3]
+    return node
+
+
+def _snapshot(t: "Tensor") -> SavedValue:
+    """The pre-update value of a tensor an in-place op overwrites (PyTorch's original_self)."""
+    copy = Tensor._wrap(t._data.copy())
+    copy._requires_grad = t._requires_grad
+    copy._grad_fn = t._grad_fn
+    return SavedValue(copy._data, None, copy, False)
+
+
+# ===================================================================== Tensor
+
+
+class Tensor(ArrayOperators):
+    """A multi-dimensional array with PyTorch's autograd (see module docstring)."""
+
+    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_grad", "_version", "_acc_ref",
+                 "_hooks", "_inference", "_base", "_retains_grad", "__weakref__", "__dict__")
+    __array_ufunc__ = None  # numpy_array * tensor -> Tensor.__rmul__
+    __hash__ = object.__hash__
+
+    def __init__(self, data: Any = (), dtype=None, requires_grad: bool = False):
+        t = tensor(data, dtype=dtype if dtype is not None else _dt.float32,
+                   requires_grad=requires_grad)
+        Tensor._init_from(self, t._data)
+        self.requires_grad = requires_grad
+
+    @staticmethod
+    def _init_from(self, data: np.ndarray) -> None:
+        self._data = data
+        self._requires_grad = False
+        self._grad_fn = None
+        self._grad = None
+        self._version = [0]
+        self._acc_ref = None
+        self._hooks = None
+        self._inference = False
+        self._base = None
+        self._retains_grad = False
+
+    @classmethod
+    def _wrap(cls, data: np.ndarray) -> "Tensor":
+        t = object.__new__(cls)
+        t._data = data
+        t._requires_grad = False
+        t._grad_fn = None
+        t._grad = None
+        t._version = [0]
+        t._acc_ref = None
+        t._hooks = None
+        t._inference = False
+        t._base = None
+        t._retains_grad = False
+        return t
+
+    # ------------------------------------------------------------ metadata
+    @property
+    def shape(self) -> Size:
+        return Size(self._data.shape)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_dim(dim, self._data.ndim, "size")]
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    ndimension = dim
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return int(self._data.size)
+
+    nelement = numel
+
+    @property
+    def dtype(self) -> _dt.dtype:
+        return _dt.from_numpy_dtype(self._data.dtype)
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def is_floating_point(self) -> bool:
+        return self._data.dtype.kind == "f"
+
+    def is_contiguous(self) -> bool:
+        return bool(self._data.flags.c_contiguous)
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    # ------------------------------------------------------------ autograd
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        if self._grad_fn is not None:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use a "
+                "computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach().")
+        if flag and self._data.dtype.kind not in "fc":
+            raise RuntimeError(REQUIRES_GRAD_DTYPE_MESSAGE)
+        self._requires_grad = bool(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if requires_grad and self._data.dtype.kind not in "fc":
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._grad_fn is None
+
+    @property
+    def grad_fn(self):
+        return self._grad_fn
+
+    @property
+    def grad(self) -> "Tensor | None":
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: "Tensor | None") -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of "
+                                f"type {type(value).__name__}")
+            if value._data.shape != self._data.shape:
+                raise RuntimeError("assigned grad has data of a different size")
+            if value._data.dtype != self._data.dtype:
+                raise RuntimeError("assigned grad has data of a different type")
+        self._grad = value
+
+    @property
+    def is_inference(self):
+        return lambda: self._inference
+
+    @property
+    def data(self) -> "Tensor":
+        """The same memory, detached, with its own version counter (PyTorch's .data)."""
+        t = Tensor._wrap(self._data)
+        return t
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
+
+    @property
+    def _version_value(self) -> int:
+        return self._version[0]
+
+    @property
+    def version(self) -> int:
+        return self._version[0]
+
+    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Sequence["Tensor"] | None = None) -> None:
+        """Accumulate d(self)/d(leaf) into each leaf's `.grad`.
+
+        >>> import tracegrad.eager as torch
+        >>> x = torch.tensor([2.0], requires_grad=True)
+        >>> (x ** 2).backward(); x.grad
+        tensor([4.])
+        """
+        from tracegrad.eager.autograd import backward
+        backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
+                 inputs=inputs)
+
+    def register_hook(self, hook: Callable[["Tensor"], "Tensor | None"]):
+        """Call `hook(grad)` when this tensor's gradient is computed; a returned
+        tensor replaces the gradient. Returns a handle with `.remove()`."""
+        from tracegrad.eager.hooks import add_hook
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._grad_fn is None:
+            if self._hooks is None:
+                self._hooks = {}
+            return add_hook(self._hooks, hook)
+        node = self._grad_fn
+        if node.pre_hooks is None:
+            node.pre_hooks = {}
+        return add_hook(node.pre_hooks, hook)
+
+    def retain_grad(self) -> None:
+        """Keep `.grad` for this non-leaf tensor after backward."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._grad_fn is None:
+            return
+        self._retains_grad = True
+        self._grad_fn.retain_ref = weakref.ref(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad and self._grad_fn is not None
+
+    def detach(self) -> "Tensor":
+        """Same memory and version counter, no history, requires_grad=False."""
+        t = Tensor._wrap(self._data)
+        t._version = self._version
+        t._inference = self._inference
+        return t
+
+    def detach_(self) -> "Tensor":
+        if self._base is not None:
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead. If you are using "
+                "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
+                "as True, gradients are views of DDP buckets, and hence detach_() cannot be "
+                "called on these gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
+        self._grad_fn = None
+        self._requires_grad = False
+        return self
+
+    # ----------------------------------------------------------- conversion
+    def numpy(self, force: bool = False) -> np.ndarray:
+        """The underlying array (shared memory)."""
+        if self._requires_grad and not force:
+            raise RuntimeError(NUMPY_GRAD_MESSAGE)
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        if self._requires_grad:
+            raise RuntimeError(NUMPY_GRAD_MESSAGE)
+        if dtype is not None:
+            return self._data.astype(dtype)
+        return self._data
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return self._data.reshape(()).item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self._data.reshape(()).item())
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self._data.reshape(()).item())
+
+    def __format__(self, spec: str) -> str:
+        if self._data.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return format(repr(self), spec)
+
+    def __repr__(self) -> str:
+        from tracegrad.eager.formatting import tensor_repr
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild, (self._data, self._requires_grad))
+
+    def __deepcopy__(self, memo):
+        if self._grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment.")
+        t = type(self)._wrap(self._data.copy())
+        t._requires_grad = self._requires_grad
+        if self._grad is not None:
+            t._grad = Tensor._wrap(self._grad._data.copy())
+        memo[id(self)] = t
+        return t
+
+    def clone(self) -> "Tensor":
+        return apply_op(T.astype, (self,), {"dtype": self._data.dtype.name}, name="CloneBackward0")
+
+    def to(self, dtype=None, *args, **kwargs) -> "Tensor":
+        if dtype is None or isinstance(dtype, str) and dtype in ("cpu",):
+            dtype = kwargs.get("dtype")
+            if dtype is None:
+                return self
+        npd = _dt.to_numpy_dtype(dtype)
+        if npd == self._data.dtype:
+            return self
+        return apply_op(T.astype, (self,), {"dtype": npd.name}, name="ToCopyBackward0")
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return f"torch.{self.dtype._tensor_type}"
+        return self.to(dtype)
+
+    def float(self) -> "Tensor":
+        return self.to(_dt.float32)
+
+    def double(self) -> "Tensor":
+        return self.to(_dt.float64)
+
+    def long(self) -> "Tensor":
+        return self.to(_dt.int64)
+
+    def int(self) -> "Tensor":
+        return self.to(_dt.int32)
+
+    def bool(self) -> "Tensor":
+        return self.to(_dt.bool_)
+
+    def cpu(self) -> "Tensor":
+        return self
+
+    def contiguous(self) -> "Tensor":
+        return self
+
+    # ------------------------------------------------- reflected operators
+    # PyTorch keeps the tensor first for commutative ops (2 * x -> mul(x, 2)).
+    def __radd__(self, other):
+        return apply_op(T.add, (self, other), {})
+
+    def __rmul__(self, other):
+        return apply_op(T.mul, (self, other), {})
+
+    def __rtruediv__(self, other):
+        # PyTorch: other / x = reciprocal(x) * other
+        recip = apply_op(T.div, (1.0, self), {}, name="ReciprocalBackward0", visible=(1,))
+        return apply_op(T.mul, (recip, other), {})
+
+    def __rsub__(self, other):
+        return apply_op(T.sub, (other, self), {})
+
+    def __rpow__(self, other):
+        return apply_op(T.pow_, (other, self), {})
+
+    def __getitem__(self, index):
+        from tracegrad.eager.indexing import getitem
+        return getitem(self, index)
+
+    def __setitem__(self, index, value) -> None:
+        from tracegrad.eager.indexing import setitem
+        setitem(self, index, value)
+
+    # ----------------------------------------------------------- in-place
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
+
+    def add_(self, other, alpha=1) -> "Tensor":
+        if alpha != 1:
+            other = other * alpha
+        return inplace(self, T.add, (self, other), {})
+
+    def sub_(self, other, alpha=1) -> "Tensor":
+        if alpha != 1:
+            other = other * alpha
+        return inplace(self, T.sub, (self, other), {})
+
+    def mul_(self, other) -> "Tensor":
+        return inplace(self, T.mul, (self, other), {})
+
+    def div_(self, other) -> "Tensor":
+        return inplace(self, T.div, (self, other), {})
+
+    def pow_(self, exponent) -> "Tensor":
+        return inplace(self, T.pow_, (self, exponent), {})
+
+    def clamp_(self, min=None, max=None) -> "Tensor":
+        from tracegrad.eager.functions import _clip_args
+        return inplace(self, T.clip, (self,), _clip_args(min, max), name="ClampBackward1")
+
+    clip_ = clamp_
+
+    def exp_(self) -> "Tensor":
+        return inplace(self, T.exp, (self,), {})
+
+    def neg_(self) -> "Tensor":
+        return inplace(self, T.neg, (self,), {})
+
+    def relu_(self) -> "Tensor":
+        return inplace(self, T.relu, (self,), {})
+
+    def sigmoid_(self) -> "Tensor":
+        return inplace(self, T.sigmoid, (self,), {})
+
+    def tanh_(self) -> "Tensor":
+        return inplace(self, T.tanh, (self,), {})
+
+    def zero_(self) -> "Tensor":
+        return self.fill_(0, _name="ZeroBackward0")
+
+    def fill_(self, value, _name="FillBackward2") -> "Tensor":
+        if isinstance(value, Tensor):
+            value = value.item()
+        return inplace(self, T.where, (True, value, self), {}, name=_name, visible=(2,))
+
+    def copy_(self, src, non_blocking: bool = False) -> "Tensor":
+        if not isinstance(src, Tensor):
+            src = tensor(src)
+        return inplace(self, T.where, (True, src, self), {}, name="CopyBackwards",
+                       visible=(2, 1))
+
+    def uniform_(self, a: float = 0.0, b: float = 1.0) -> "Tensor":
+        from tracegrad.eager.creation import generator
+        return self._fill_values(generator().uniform(a, b, self._data.shape))
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0) -> "Tensor":
+        from tracegrad.eager.creation import generator
+        return self._fill_values(generator().normal(mean, std, self._data.shape))
+
+    def _fill_values(self, values: np.ndarray) -> "Tensor":
+        check_inplace(self)
+        self._data[...] = values
+        self._version[0] += 1
+        return self
+
+
+def _rebuild(data, requires_grad):
+    t = Tensor._wrap(data)
+    t._requires_grad = requires_grad
+    return t
+
+
+def _dim(dim: int, ndim: int, op: str) -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim % n
+
+
+register_value_kind(Tensor, 10, eager_apply)
+
+
+# ==================================================================== in-place
+
+_TORCH_TYPE = {"f": "Float", "i": "Long", "u": "Byte", "b": "Bool"}
+
+
+def _type_word(dt: np.dtype) -> str:
+    return {np.dtype(np.float32): "Float", np.dtype(np.float64): "Double",
+            np.dtype(np.int64): "Long", np.dtype(np.int32): "Int",
+            np.dtype(np.bool_): "Bool"}.get(np.dtype(dt), str(dt))
+
+
+def check_inplace(t: Tensor) -> None:
+    """PyTorch's checks before an in-place update of `t`."""
+    if t._inference and not STATE.inference:
+        raise RuntimeError(INFERENCE_INPLACE_MESSAGE)
+    if STATE.grad_enabled:
+        if t._requires_grad and t._grad_fn is None and t._base is None:
+            raise RuntimeError(LEAF_INPLACE_MESSAGE)
+        base = t._base
+        if base is not None and base._requires_grad and base._grad_fn is None:
+            raise RuntimeError(LEAF_VIEW_INPLACE_MESSAGE)
+
+
+def _check_view_recording(t: Tensor, recording: bool) -> None:
+    if recording and t._base is not None:
+        raise NotImplementedError(
+            "tracegrad.eager: an in-place op on a view (reshape/transpose/expand result) of a "
+            "tensor in a recorded graph is not supported; use the out-of-place op "
+            "(y = y + 1) or clone() the view first")
+
+
+def inplace(self: Tensor, prim, args: tuple, attrs: dict, name: str | None = None,
+            visible: tuple | None = None) -> Tensor:
+    """Compute `prim(*args)`, write it into self's memory, bump the version and,
+    when recorded, make the new node self's grad_fn (PyTorch's history rebase)."""
+    check_inplace(self)
+    recording = STATE.grad_enabled and any(isinstance(a, Tensor) and a._requires_grad
+                                           for a in args)
+    _check_view_recording(self, recording)
+    result = apply_op(prim, args, attrs, name=name, visible=visible, inplace_of=self)
+    write_into(self, result._data)
+    node = result._grad_fn
+    if node is not None:
+        if node.out_saved is not None:  # the output now lives in self's buffer
+            node.out_saved = SavedValue(self._data, self._version, None, True)
+        self._grad_fn = node
+        self._requires_grad = True
+    return self
+
+
+def write_into(self: Tensor, values: np.ndarray) -> None:
+    dst = self._data
+    if values.shape != dst.shape:
+        try:
+            ok = np.broadcast_shapes(values.shape, dst.shape) == dst.shape
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RuntimeError(
+                f"output with shape [{', '.join(map(str, dst.shape))}] doesn't match the "
+                f"broadcast shape [{', '.join(map(str, np.broadcast_shapes(values.shape, dst.shape) if _bcastable(values.shape, dst.shape) else values.shape))}]")
+    if values.dtype.kind == "f" and dst.dtype.kind != "f":
+        raise RuntimeError(f"result type {_type_word(values.dtype) if values.dtype != np.float64 else 'Float'} "
+                           f"can't be cast to the desired output type {_type_word(dst.dtype)}")
+    if not dst.flags.writeable:
+        raise RuntimeError("unsupported operation: more than one element of the written-to "
+                           "tensor refers to a single memory location. Please clone() the "
+                           "tensor before performing the operation.")
+    np.copyto(dst, values, casting="unsafe")
+    self._version[0] += 1
+
+
+def _bcastable(a, b) -> bool:
+    try:
+        np.broadcast_shapes(a, b)
+        return True
+    except ValueError:
+        return False
+
+
+# ================================================================ constructors
+
+
+def _default_dtype_of(data) -> np.dtype | None:
+    """PyTorch's inference: Python floats -> float32, ints -> int64, bools -> bool."""
+    if isinstance(data, np.ndarray):
+        return None
+    return None
+
+
+def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new leaf tensor holding a copy of `data`.
+
+    Python floats become float32, ints int64; a NumPy array keeps its dtype.
+
+    >>> import tracegrad.eager as torch
+    >>> torch.tensor([[1.0, 2.0]]).dtype, torch.tensor([1, 2]).dtype
+    (torch.float32, torch.int64)
+    """
+    arr = _to_array(data, dtype)
+    t = Tensor._wrap(arr)
+    if requires_grad:
+        if arr.dtype.kind not in "fc":
+            raise RuntimeError(REQUIRES_GRAD_DTYPE_MESSAGE)
+        t._requires_grad = True
+    if STATE.inference:
+        t._inference = True
+    return t
+
+
+def _to_array(data: Any, dtype) -> np.ndarray:
+    npd = None if dtype is None else _dt.to_numpy_dtype(dtype)
+    if isinstance(data, Tensor):
+        arr = data._data
+        return np.array(arr, dtype=npd or arr.dtype, copy=True)
+    if isinstance(data, np.ndarray):
+        return np.array(data, dtype=npd or data.dtype, copy=True)
+    if data is None or isinstance(data, (str, bytes, dict, set)):
+        from tracegrad.ops.core import user_location_suffix
+        raise TypeError(f"tensor(): could not infer dtype of {type(data).__name__}; expected a "
+                        f"number, a (nested) list of numbers or an array" + user_location_suffix())
+    if isinstance(data, (list, tuple)):
+        data = [x._data if isinstance(x, Tensor) else x for x in data] \
+            if any(isinstance(x, Tensor) for x in data) else data
+    try:
+        arr = np.array(data)
+    except ValueError as exc:
+        from tracegrad.ops.core import ShapeError, user_location_suffix
+        raise ShapeError(f"tensor(): ragged nested sequence: every row must have the same "
+                         f"length ({exc})" + user_location_suffix()) from None
+    if arr.dtype == object:
+        from tracegrad.ops.core import user_location_suffix
+        raise TypeError("tensor(): could not infer dtype: the data holds values that are not "
+                        "numbers" + user_location_suffix())
+    if npd is None:
+        if arr.dtype.kind == "f":
+            npd = np.dtype(np.float32)
+        elif arr.dtype.kind in "iu":
+            npd = np.dtype(np.int64)
+        elif arr.dtype.kind == "b":
+            npd = np.dtype(np.bool_)
+        elif arr.dtype.kind in "US":
+            raise TypeError("tensor(): strings are not numbers")
+    return np.ascontiguousarray(arr, dtype=npd)
