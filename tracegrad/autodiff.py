@@ -95,6 +95,7 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], diff_outputs: Sequence[int] | No
     grads = backward_pass(graph, env, context, {n.id: s for n, s in _pairs(outputs, seeds)},
                           wrt)
     joint = context.graph
+    joint.vjp_origin = context.vjp_origin  # for error messages (check_finite)
     for node in graph.outputs:
         joint.outputs.append(_node_of(context, env[node.id]))
     for i, g in zip(wrt, grads):
@@ -159,7 +160,7 @@ def _propagate(node: Node, ct: Any, env: dict[int, Any], needs: set[int],
         rule = _vjp_rule(prim, k)
         if rule is None:
             continue
-        with node_source(node.source):
+        with node_source(node.source, vjp_of=f"{node.op} {node.name}"):
             contribution = rule(ct, env[node.id], *operands, **node.attrs)
             if contribution is None:
                 continue

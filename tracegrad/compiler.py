@@ -695,8 +695,10 @@ def _first_nonfinite_node(entry: _Entry, arrays) -> str:
             env[node.id] = value
             if value.dtype.kind == "f" and not np.isfinite(value).all():
                 line = node.source or "unknown line"
+                origin = getattr(graph, "vjp_origin", {}).get(node.id)
+                role = f"in the gradient of {origin}" if origin else f"{node.tag} pass"
                 return (f"; first produced by {node.name} = {node.op} : {node.type_str()} "
-                        f"({node.tag} pass) at {line}")
+                        f"({role}) at {line}")
     return ""
 
 

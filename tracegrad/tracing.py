@@ -49,14 +49,15 @@ def _source_override() -> str | None:
 
 
 @contextmanager
-def node_source(source: str | None):
-    """New nodes made inside this block record `source` instead of the caller's line."""
-    previous = getattr(_state, "source", None)
-    _state.source = source
+def node_source(source: str | None, vjp_of: str | None = None):
+    """New nodes made inside this block record `source` instead of the caller's
+    line, and (reverse mode) which forward node's vjp rule made them."""
+    previous = getattr(_state, "source", None), getattr(_state, "vjp_of", None)
+    _state.source, _state.vjp_of = source, vjp_of
     try:
         yield
     finally:
-        _state.source = previous
+        _state.source, _state.vjp_of = previous
 
 
 class TraceContext:
@@ -65,6 +66,7 @@ class TraceContext:
     def __init__(self, name: str = "f"):
         self.graph = Graph(name=name)
         self.tag = "fwd"
+        self.vjp_origin: dict[int, str] = {}  # backward node id -> "sqrt %2" it differentiates
         self._const_by_id: dict[int, tuple[Any, Node]] = {}
         self._scalar_consts: dict[tuple, Node] = {}
 
@@ -238,6 +240,9 @@ def trace_apply(prim: Primitive, args: tuple, attrs: dict) -> Tracer:
     source = _source_override() or core.user_location()
     node = context.graph.new_node(prim.name, nodes, attrs, out_aval, source=source,
                                   tag=context.tag)
+    origin = getattr(_state, "vjp_of", None)
+    if origin is not None:
+        context.vjp_origin[node.id] = origin
     return Tracer(context, node)
 
 
