@@ -457,7 +457,8 @@ def _var_vjp(g, out, x, axis=None, keepdims=False, ddof=0):
 def _logsumexp_impl(x, axis=None, keepdims=False):
     peak = np.max(x, axis=axis, keepdims=True)
     peak = np.where(np.isfinite(peak), peak, 0)  # all -inf rows give -inf, not nan
-    total = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
+    with np.errstate(divide="ignore"):
+        total = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
     return np.asarray(total if keepdims else np.squeeze(total, axis=axis))
 
 
