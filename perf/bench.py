@@ -1,0 +1,261 @@
+"""Measuring: verify every system, then time them interleaved, round-robin.
+
+One `Result` per workload x system. Systems are timed in rounds: each round
+times one batch of calls per system, with the starting system rotating, so slow
+drifts of the machine (thermal, other processes) hit every system alike. The
+reported time is the median over rounds of the per-call time within a batch.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import re
+import statistics
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from perf import systems as sysmod
+from perf.workloads import compare, make_workload, reference
+
+
+@dataclass
+class Settings:
+    repeats: int = 11             # rounds
+    batch_seconds: float = 0.05   # target wall time of one batch of calls
+    max_calls: int = 20000        # cap on calls per batch
+    warmup_calls: int = 2
+    cooldown: float = 0.15        # idle seconds before each batch: lets the previous system's
+    #                               spinning thread pools (OpenBLAS, OpenMP, XLA) go to sleep
+
+
+QUICK = Settings(repeats=5, batch_seconds=0.01, warmup_calls=1, cooldown=0.05)
+FULL = Settings()
+
+
+@dataclass
+class Result:
+    workload: str
+    dtype: str
+    system: str
+    status: str = "ok"            # ok | unavailable | mismatch | error
+    detail: str = ""
+    median: float | None = None   # seconds per value-and-grad call
+    samples: list = field(default_factory=list)
+    calls_per_batch: int = 0
+    setup_time: float | None = None
+    first_call: float | None = None   # seconds: first call after setup (trace + compile)
+    peak_bytes: int | None = None
+    memory_method: str = ""
+    stages: dict = field(default_factory=dict)  # compile stage -> seconds (tracegrad compiled)
+    ratio: float | None = None    # median / best peer's median
+
+
+# ----------------------------------------------------------- stage-time capture
+class StageCapture(logging.Handler):
+    """Collects tracegrad's TRACEGRAD_LOG=1 records emitted during one call.
+
+    Stage times are taken from record attributes `stage` + `seconds` (or `ms`)
+    when the logger provides them, else parsed from messages like
+    "trace: 12.3 ms" / "numba compile took 0.41 s".
+    """
+
+    PATTERN = re.compile(
+        r"(?P<stage>trace|tracing|autodiff|ad|vjp|passes|pass|optimi[sz]e|codegen|numba|compile|"
+        r"cache|load|import)\b[^0-9\n]*?(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|µs|us)\b",
+        re.IGNORECASE)
+    CANON = {"tracing": "trace", "trace": "trace", "autodiff": "AD", "ad": "AD", "vjp": "AD",
+             "passes": "passes", "pass": "passes", "optimize": "passes", "optimise": "passes",
+             "codegen": "codegen", "numba": "numba", "compile": "numba", "cache": "cache",
+             "load": "cache", "import": "cache"}
+    UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+    def stages(self) -> dict:
+        out: dict = {}
+        for rec in self.records:
+            stage, seconds = self._from_attrs(rec)
+            if stage is None:
+                stage, seconds = self._from_message(rec.getMessage())
+            if stage is not None:
+                out[stage] = out.get(stage, 0.0) + seconds
+        return out
+
+    @staticmethod
+    def _from_attrs(rec):
+        stage = getattr(rec, "stage", None)
+        if stage is None:
+            return None, None
+        if hasattr(rec, "seconds"):
+            return str(stage), float(rec.seconds)
+        if hasattr(rec, "ms"):
+            return str(stage), float(rec.ms) / 1e3
+        return None, None
+
+    def _from_message(self, msg):
+        m = self.PATTERN.search(msg)
+        if not m:
+            return None, None
+        return self.CANON.get(m["stage"].lower(), m["stage"]), float(m["num"]) * self.UNITS[m["unit"]]
+
+    def messages(self) -> list[str]:
+        return [r.getMessage() for r in self.records]
+
+
+def capture_tracegrad_log():
+    logger = logging.getLogger("tracegrad")
+    handler = StageCapture()
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.DEBUG:
+        logger.setLevel(logging.DEBUG)
+    return logger, handler
+
+
+# ------------------------------------------------------------------- one system
+def _short_error(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename.split('/')[-1]}:{frames[-1].lineno}" if frames else ""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}{where}"[:300]
+
+
+def prepare_and_verify(workload, key: str, ref) -> tuple[Result, object]:
+    """Set up one system, run its first call (timed), and check it against the reference."""
+    res = Result(workload.name, workload.dtype, key)
+    system = sysmod.SYSTEMS[key]
+    log_handler = None
+    try:
+        if key == "tracegrad_compiled":
+            logger, log_handler = capture_tracegrad_log()
+        t0 = time.perf_counter()
+        prepared = system.prepare(workload)
+        res.setup_time = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out = prepared.call()
+        res.first_call = time.perf_counter() - t0 + (res.setup_time if system.compiled else 0.0)
+        value, grads = prepared.to_numpy(out)
+    except sysmod.Unavailable as exc:
+        res.status, res.detail = "unavailable", str(exc)
+        return res, None
+    except Exception as exc:  # a system that crashes is reported, never timed
+        res.status, res.detail = "error", _short_error(exc)
+        return res, None
+    finally:
+        if log_handler is not None:
+            logging.getLogger("tracegrad").removeHandler(log_handler)
+            res.stages = log_handler.stages()
+    problem = compare(workload, value, grads, ref)
+    if problem:
+        res.status, res.detail = "mismatch", problem
+        return res, None
+    return res, prepared
+
+
+def _time_batch(call, n: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(n):
+        call()
+    return (time.perf_counter() - t0) / n
+
+
+def calibrate(prepared, settings: Settings) -> int:
+    for _ in range(settings.warmup_calls):
+        prepared.call()
+    n = 1
+    while True:
+        per_call = _time_batch(prepared.call, n)
+        if per_call * n >= settings.batch_seconds / 4 or n >= settings.max_calls:
+            break
+        n *= 4
+    return max(1, min(settings.max_calls, int(settings.batch_seconds / max(per_call, 1e-9))))
+
+
+def run_interleaved(ready: dict, results: dict, settings: Settings) -> None:
+    """Round-robin timing of every verified system; fills median and samples."""
+    keys = list(ready)
+    for key in keys:
+        results[key].calls_per_batch = calibrate(ready[key], settings)
+    for r in range(settings.repeats):
+        order = keys[r % len(keys):] + keys[:r % len(keys)] if keys else []
+        for key in order:
+            gc.collect()
+            time.sleep(settings.cooldown)
+            ready[key].call()  # one untimed call wakes this system's own threads
+            results[key].samples.append(_time_batch(ready[key].call, results[key].calls_per_batch))
+    for key in keys:
+        results[key].median = statistics.median(results[key].samples)
+
+
+def run_workload(name: str, dtype: str, keys: list[str], settings: Settings, log=print) -> list[Result]:
+    workload = make_workload(name, dtype)
+    ref = reference(workload)
+    results, ready = {}, {}
+    for key in keys:
+        res, prepared = prepare_and_verify(workload, key, ref)
+        results[key] = res
+        note = f"first call {res.first_call:.3f}s" if res.first_call is not None else res.detail
+        log(f"  {workload.label:28s} {key:20s} {res.status:11s} {note}")
+        if prepared is not None:
+            ready[key] = prepared
+    run_interleaved(ready, results, settings)
+    for key, prepared in ready.items():
+        results[key].peak_bytes, results[key].memory_method = sysmod.measure_peak_memory(prepared)
+    peers = [r.median for k, r in results.items() if r.median and sysmod.SYSTEMS[k].is_peer]
+    best = min(peers) if peers else None
+    for res in results.values():
+        if res.median and best:
+            res.ratio = res.median / best
+    ready.clear()
+    gc.collect()
+    return list(results.values())
+
+
+# --------------------------------------------------------------- size sweeps
+SWEEPS = {
+    "elementwise chain": ("elementwise", [{"n": n} for n in (100, 1_000, 10_000, 100_000, 1_000_000)],
+                          lambda s: s["n"]),
+    "MLP (batch = width/2)": ("mlp", [{"batch": b, "sizes": (2 * b, 2 * b, 2 * b, 10)}
+                                      for b in (4, 16, 64, 256)], lambda s: s["batch"]),
+}
+
+
+def run_sweeps(dtype: str, settings: Settings, quick: bool, log=print) -> dict:
+    """Speedup of tracegrad compiled over tracegrad eager against problem size."""
+    out = {}
+    pairs = [("tracegrad_eager", "tracegrad_compiled"), ("torch_eager", "torch_compile")]
+    if quick:
+        pairs = pairs[:1]
+    for title, (builder, sizes, xval) in SWEEPS.items():
+        if quick:
+            sizes = sizes[::2]
+        rows = []
+        for size in sizes:
+            workload = make_workload(builder, dtype, **size)
+            ref = reference(workload)
+            results, ready = {}, {}
+            for pair in pairs:
+                for key in pair:
+                    res, prepared = prepare_and_verify(workload, key, ref)
+                    results[key] = res
+                    if prepared is not None:
+                        ready[key] = prepared
+            run_interleaved(ready, results, settings)
+            row = {"size": xval(size), "label": workload.name}
+            for eager, compiled in pairs:
+                e, c = results[eager], results[compiled]
+                row[eager] = e.median
+                row[compiled] = c.median
+                row[f"{compiled}_first"] = c.first_call
+                row[f"{compiled}_status"] = c.status if c.status != "ok" else ""
+                row[f"{eager}_status"] = e.status if e.status != "ok" else ""
+            log(f"  sweep {workload.name:28s} " + " ".join(
+                f"{k}={v * 1e6:.1f}us" for k, v in row.items() if isinstance(v, float) and "first" not in k))
+            rows.append(row)
+        out[title] = {"pairs": pairs, "rows": rows}
+    return out

@@ -1,0 +1,130 @@
+"""Cold start: import time and time to the first compiled result, in fresh processes.
+
+    python perf/cold_start.py            # prints a table; --json for machine-readable output
+
+Each case runs in a new Python process:
+  - "empty cache": TRACEGRAD_CACHE_DIR is a new empty folder, so the first
+    `mlp_mnist_b128` value-and-grad call traces, differentiates, optimizes,
+    generates code and compiles it with Numba;
+  - "warm cache": the same folder again, now filled by the first run, so the
+    first call should load the generated module and Numba's cached machine code;
+  - "eager only": `import tracegrad.eager`, which must not import numba.
+For each it records `import numpy`, `import tracegrad` time, whether numba is in
+sys.modules right after `import tracegrad`, and the time from the end of the
+import (inputs already built) to the first result.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = r"""
+import json, sys, time, logging
+t0 = time.perf_counter()
+import numpy
+t1 = time.perf_counter()
+import {module}
+t2 = time.perf_counter()
+numba_at_import = "numba" in sys.modules
+out = {{"import_numpy": t1 - t0, "import": t2 - t1, "numba_at_import": numba_at_import}}
+if {compiled}:
+    records = []
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+    logging.getLogger("tracegrad").addHandler(Keep())
+    sys.path.insert(0, {root!r})
+    from perf.workloads import make_workload
+    w = make_workload("mlp_mnist_b128", "float32")
+    args = [p.copy() for p in w.params] + [d.copy() for d in w.data]
+    numba_before_call = "numba" in sys.modules
+    t3 = time.perf_counter()
+    vg = tracegrad.value_and_grad(w.tracegrad_fn, argnums=tuple(range(len(w.params))))
+    value, grads = vg(*args)
+    t4 = time.perf_counter()
+    out.update(first_result=t4 - t3, inputs=t3 - t2, value=float(value),
+               numba_before_call=numba_before_call, log=records[-12:])
+print("COLD_START_JSON " + json.dumps(out))
+"""
+
+
+def _run_child(module: str, compiled: bool, cache_dir: str) -> dict:
+    code = CHILD.format(module=module, compiled=compiled, root=str(ROOT))
+    env = {**os.environ, "TRACEGRAD_CACHE_DIR": cache_dir, "TRACEGRAD_LOG": "1",
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          cwd=tempfile.gettempdir(), timeout=600)
+    for line in proc.stdout.splitlines():
+        if line.startswith("COLD_START_JSON "):
+            return {**json.loads(line[len("COLD_START_JSON "):]), "status": "ok"}
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"status": f"failed: {tail[:200]}"}
+
+
+def _median_row(rows: list[dict]) -> dict:
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if not ok:
+        return rows[-1]
+    out = dict(ok[0])
+    for key in ("import_numpy", "import", "first_result"):
+        vals = [r[key] for r in ok if r.get(key) is not None]
+        if vals:
+            out[key] = statistics.median(vals)
+    out["status"] = f"ok (median of {len(ok)})" if len(ok) > 1 else "ok"
+    return out
+
+
+def measure(runs: int = 3, log=print) -> dict:
+    """Run the cold-start cases; `runs` warm-cache repeats (median)."""
+    cache_dir = tempfile.mkdtemp(prefix="tracegrad-cold-start-")
+    try:
+        rows = []
+        cold = _run_child("tracegrad", True, cache_dir)
+        rows.append({"case": "empty cache", **cold})
+        log(f"  cold start, empty cache: {cold}")
+        warm = [_run_child("tracegrad", True, cache_dir) for _ in range(runs)]
+        rows.append({"case": "warm cache", **_median_row(warm)})
+        log(f"  cold start, warm cache: {rows[-1]}")
+        eager = _run_child("tracegrad.eager", False, cache_dir)
+        rows.append({"case": "eager only (`import tracegrad.eager`)", **eager})
+        log(f"  cold start, eager only: {eager}")
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    note = ("Each row is a new Python process. `first result` is the time from the end of "
+            "`import tracegrad` (inputs already built) to the first `mlp_mnist_b128` value and "
+            "gradients, float32; the import column excludes `import numpy`. Warm cache: the same "
+            "TRACEGRAD_CACHE_DIR as the empty-cache run, after it filled it.")
+    return {"rows": rows, "note": note}
+
+
+def main(argv=None) -> int:
+    import argparse
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=3, help="warm-cache repeats (median)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = p.parse_args(argv)
+    result = measure(args.runs, log=lambda m: None)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{'case':40s} {'import numpy':>12s} {'import':>9s} {'numba?':>7s} {'first result':>13s}  status")
+    for r in result["rows"]:
+        def ms(key):
+            return f"{r[key] * 1e3:.0f} ms" if r.get(key) is not None else "-"
+        nb = r.get("numba_at_import")
+        print(f"{r['case']:40s} {ms('import_numpy'):>12s} {ms('import'):>9s} "
+              f"{'-' if nb is None else ('yes' if nb else 'no'):>7s} {ms('first_result'):>13s}  {r['status']}")
+    print(result["note"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,466 @@
+"""Writing perf/report.md: machine description, tables, targets and PNG plots."""
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+from perf.systems import SYSTEMS
+from perf.workloads import WORKLOAD_NAMES
+
+# Issue 4: compiled tracegrad's time as a ratio to the best peer, at most.
+COMPILED_TARGETS = {"seed_scalar": 0.25, "mlp_small_b16": 0.5, "mlp_mnist_b128": 1.0,
+                    "elementwise_1M": 1.0, "tanh_chain_d50": 1.0}
+COLD_COMPILE_TARGET_S = 1.5     # first call of mlp_mnist_b128, cold cache
+WARM_FIRST_RESULT_TARGET_S = 0.25  # new process, warm disk cache, after `import tracegrad`
+MEMORY_TARGET_WORKLOADS = ("tanh_chain_d50", "elementwise_1M")
+# Issue 2: eager speed check workloads (seed, an MLP step, a large elementwise chain).
+EAGER_CHECK_WORKLOADS = ("seed_scalar", "mlp_small_b16", "mlp_mnist_b128", "elementwise_1M")
+
+
+# ---------------------------------------------------------------- formatting
+def fmt_time(seconds) -> str:
+    if seconds is None:
+        return "–"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def fmt_bytes(n) -> str:
+    if n is None:
+        return "–"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def fmt_ratio(r) -> str:
+    return "–" if r is None else f"{r:.2f}×"
+
+
+def passfail(ok) -> str:
+    return "n/a" if ok is None else ("**pass**" if ok else "**FAIL**")
+
+
+# ------------------------------------------------------------ machine facts
+def _version(module: str) -> str:
+    try:
+        return getattr(importlib.import_module(module), "__version__", "?")
+    except Exception:
+        return "not installed"
+
+
+def _lscpu() -> dict:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except Exception:
+        return {}
+    return {k.strip(): v.strip() for k, v in
+            (line.split(":", 1) for line in out.splitlines() if ":" in line)}
+
+
+def blas_info() -> str:
+    try:
+        import numpy  # noqa: F401  (load its BLAS first)
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "threadpoolctl not installed: BLAS kernel not recorded"
+    parts = [f"{i.get('internal_api')} {i.get('version')} kernel={i.get('architecture')} "
+             f"threads={i.get('num_threads')} ({os.path.basename(i.get('filepath', ''))})"
+             for i in threadpool_info()]
+    return "; ".join(parts) or "no BLAS/OpenMP pools found"
+
+
+def machine_info() -> dict:
+    cpu = _lscpu()
+    info = {
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu.get("Model name", platform.processor() or "?"),
+        "cores": f"{os.cpu_count()} logical CPUs ({cpu.get('Core(s) per socket', '?')} cores/socket, "
+                 f"{cpu.get('Thread(s) per core', '?')} thread/core)",
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    for mod in ("numpy", "numba", "scipy", "torch", "jax", "jaxlib", "autograd", "matplotlib", "tracegrad"):
+        info[mod] = _version(mod)
+    info["blas"] = blas_info()
+    try:
+        import torch
+        info["torch threads"] = str(torch.get_num_threads())
+    except Exception:
+        pass
+    unset = os.environ.get("TRACEGRAD_PERF_UNSET_OPENBLAS", "")
+    info["OPENBLAS env"] = (f"unset for this benchmark process (were: {unset})" if unset
+                            else "OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE were not set")
+    try:
+        root = Path(__file__).resolve().parents[1]
+        info["git commit"] = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %s"],
+                                            capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:
+        pass
+    return info
+
+
+# ------------------------------------------------------------------ lookups
+def _index(results):
+    return {(r.workload, r.dtype, r.system): r for r in results}
+
+
+def _dtypes(results):
+    return [d for d in ("float32", "float64") if any(r.dtype == d for r in results)]
+
+
+def _workloads(results):
+    names = {r.workload for r in results}
+    return [w for w in WORKLOAD_NAMES if w in names] + sorted(names - set(WORKLOAD_NAMES))
+
+
+def _systems(results):
+    keys = {r.system for r in results}
+    return [k for k in SYSTEMS if k in keys]
+
+
+# ----------------------------------------------------------------- sections
+def section_machine(info: dict, argv: list, settings) -> list[str]:
+    lines = ["## Machine and method", ""]
+    lines += [f"- **{k}**: {v}" for k, v in info.items()]
+    lines += [f"- **command**: `python perf/run.py {' '.join(argv)}`",
+              f"- **timing**: {settings.repeats} interleaved rounds; in each round every system runs one "
+              f"batch of calls (~{settings.batch_seconds * 1e3:.0f} ms), starting system rotating; the "
+              "time is the median over rounds of (batch time / calls). Every system's value and "
+              "gradients were checked against a float64 NumPy reference before timing (relative "
+              "tolerance 2e-3 for float32, 1e-8 for float64); a system that fails the check is "
+              "reported and not timed.",
+              "- **first call**: wall time of the first value-and-grad call after setup (includes "
+              "tracing and compiling for tracegrad compiled, torch.compile and jax.jit; tracegrad's "
+              "disk cache starts empty in a fresh temporary TRACEGRAD_CACHE_DIR, so this is a cold compile).",
+              "- **peak memory**: bytes allocated at peak during one call above what was live before it. "
+              "Method per system: tracemalloc for NumPy, HIPS autograd and tracegrad (numpy and Numba's "
+              "runtime both allocate through traced allocators); torch's profiler (running sum of its "
+              "allocator's events) for PyTorch; XLA's `memory_analysis()` (temp + output buffers of the "
+              "compiled program) for JAX. The methods count allocator bytes, not RSS; they are close "
+              "but not identical across systems.",
+              "- **× best peer**: time divided by the fastest peer (PyTorch eager, torch.compile, "
+              "jax.jit, HIPS autograd, NumPy by hand) on the same workload in the same run.", ""]
+    return lines
+
+
+def section_tables(results) -> list[str]:
+    idx = _index(results)
+    lines = ["## Results", ""]
+    for dtype in _dtypes(results):
+        lines += [f"### {dtype}", "", "Median time per value-and-grad call (× best peer):", ""]
+        keys = _systems(results)
+        lines.append("| workload | " + " | ".join(SYSTEMS[k].label for k in keys) + " |")
+        lines.append("|---" * (len(keys) + 1) + "|")
+        for w in _workloads(results):
+            cells = []
+            for k in keys:
+                r = idx.get((w, dtype, k))
+                if r is None:
+                    cells.append("")
+                elif r.status != "ok":
+                    cells.append(r.status)
+                else:
+                    cells.append(f"{fmt_time(r.median)} ({fmt_ratio(r.ratio)})")
+            lines.append(f"| `{w}` | " + " | ".join(cells) + " |")
+        lines += ["", "Details:", "",
+                  "| workload | system | status | median / call | × best peer | first call | "
+                  "peak memory | memory method |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for w in _workloads(results):
+            for k in keys:
+                r = idx.get((w, dtype, k))
+                if r is None:
+                    continue
+                status = r.status if r.status == "ok" else f"{r.status}: {r.detail}".replace("|", "\\|")
+                lines.append(f"| `{w}` | {SYSTEMS[k].label} | {status} | {fmt_time(r.median)} | "
+                             f"{fmt_ratio(r.ratio)} | {fmt_time(r.first_call)} | {fmt_bytes(r.peak_bytes)} | "
+                             f"{r.memory_method if r.status == 'ok' else ''} |")
+        lines.append("")
+    return lines
+
+
+def section_targets(results, cold) -> list[str]:
+    idx = _index(results)
+    lines = ["## Targets from issue 4 (compiled tracegrad)", "",
+             "| workload | dtype | target (× best peer) | measured | result |", "|---|---|---|---|---|"]
+    for dtype in _dtypes(results):
+        for w, target in COMPILED_TARGETS.items():
+            r = idx.get((w, dtype, "tracegrad_compiled"))
+            if r is None:
+                continue
+            ok = None if r.ratio is None else r.ratio <= target
+            measured = fmt_ratio(r.ratio) if r.status == "ok" else r.status
+            lines.append(f"| `{w}` | {dtype} | ≤ {target}× | {measured} | {passfail(ok)} |")
+    lines += ["", "| other target | measured | result |", "|---|---|---|"]
+    r = idx.get(("mlp_mnist_b128", "float32", "tracegrad_compiled"))
+    if r is not None:
+        ok = None if r.status != "ok" else r.first_call <= COLD_COMPILE_TARGET_S
+        lines.append(f"| cold first call of `mlp_mnist_b128` (f32) ≤ {COLD_COMPILE_TARGET_S} s | "
+                     f"{fmt_time(r.first_call) if r.status == 'ok' else r.status} | {passfail(ok)} |")
+    for w in MEMORY_TARGET_WORKLOADS:
+        for dtype in _dtypes(results):
+            c, t = idx.get((w, dtype, "tracegrad_compiled")), idx.get((w, dtype, "torch_eager"))
+            if c is None or t is None:
+                continue
+            ok = None
+            if c.peak_bytes is not None and t.peak_bytes is not None:
+                ok = c.peak_bytes <= t.peak_bytes
+            lines.append(f"| peak memory of `{w}` ({dtype}) ≤ PyTorch eager's | "
+                         f"{fmt_bytes(c.peak_bytes)} vs {fmt_bytes(t.peak_bytes)} | {passfail(ok)} |")
+    for dtype in _dtypes(results):
+        c, n = idx.get(("elementwise_1M", dtype, "tracegrad_compiled")), idx.get(("elementwise_1M", dtype, "numpy"))
+        if c is not None and n is not None:
+            ok = None if (c.median is None or n.median is None) else c.median <= n.median
+            lines.append(f"| elementwise math vectorizes: `elementwise_1M` ({dtype}) compiled faster than "
+                         f"NumPy's SIMD ufuncs | {fmt_time(c.median)} vs {fmt_time(n.median)} | {passfail(ok)} |")
+    if cold:
+        for row in cold.get("rows", []):
+            if row["case"] == "warm cache":
+                ok = None if row.get("first_result") is None else row["first_result"] <= WARM_FIRST_RESULT_TARGET_S
+                lines.append(f"| warm-cache first `mlp_mnist_b128` result ≤ {WARM_FIRST_RESULT_TARGET_S} s after "
+                             f"import | {fmt_time(row.get('first_result'))} | {passfail(ok)} |")
+                nb = row.get("numba_at_import")
+                lines.append(f"| `import tracegrad` does not import numba | "
+                             f"{'numba imported' if nb else ('not imported' if nb is False else '–')} | "
+                             f"{passfail(None if nb is None else not nb)} |")
+    lines.append("")
+    return lines
+
+
+def section_eager(results) -> list[str]:
+    idx = _index(results)
+    lines = ["## Eager speed check (issue 2)", "",
+             "tracegrad eager must be within 2× of PyTorch eager and faster than HIPS autograd.", "",
+             "| workload | dtype | tracegrad eager | PyTorch eager | ÷ torch (≤ 2) | HIPS autograd | "
+             "÷ autograd (< 1) |", "|---|---|---|---|---|---|---|"]
+    for dtype in _dtypes(results):
+        for w in EAGER_CHECK_WORKLOADS:
+            e = idx.get((w, dtype, "tracegrad_eager"))
+            if e is None:
+                continue
+            t, a = idx.get((w, dtype, "torch_eager")), idx.get((w, dtype, "autograd"))
+            cells = []
+            for peer, limit, strict in ((t, 2.0, False), (a, 1.0, True)):
+                if e.median is None or peer is None or peer.median is None:
+                    cells += [fmt_time(peer.median) if peer else "–", "n/a"]
+                    continue
+                q = e.median / peer.median
+                ok = q < limit if strict else q <= limit
+                cells += [fmt_time(peer.median), f"{q:.2f} {passfail(ok)}"]
+            etext = fmt_time(e.median) if e.status == "ok" else e.status
+            lines.append(f"| `{w}` | {dtype} | {etext} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def section_cold(cold) -> list[str]:
+    if not cold:
+        return []
+    lines = ["## Cold start (perf/cold_start.py)", "", cold.get("note", ""), "",
+             "| case | import tracegrad | numba imported by `import tracegrad` | first `mlp_mnist_b128` "
+             "result after import | status |", "|---|---|---|---|---|"]
+    for row in cold.get("rows", []):
+        nb = row.get("numba_at_import")
+        lines.append(f"| {row['case']} | {fmt_time(row.get('import'))} | "
+                     f"{'–' if nb is None else ('yes' if nb else 'no')} | {fmt_time(row.get('first_result'))} | "
+                     f"{row.get('status', '')} |")
+    lines.append("")
+    return lines
+
+
+def section_stages(results) -> list[str]:
+    rows = [r for r in results if r.system == "tracegrad_compiled" and r.first_call is not None]
+    if not rows:
+        return []
+    stages = sorted({s for r in rows for s in r.stages})
+    lines = ["## Compile time by stage (tracegrad compiled, first call)", ""]
+    if not stages:
+        lines += ["No stage times were found in the `tracegrad` logger's records (TRACEGRAD_LOG=1). "
+                  "Only the total first-call time is shown.", ""]
+    lines.append("| workload | dtype | first call | " + " | ".join(stages) + " | unaccounted |")
+    lines.append("|---" * (len(stages) + 4) + "|")
+    for r in rows:
+        known = sum(r.stages.values())
+        lines.append(f"| `{r.workload}` | {r.dtype} | {fmt_time(r.first_call)} | "
+                     + " | ".join(fmt_time(r.stages.get(s)) for s in stages)
+                     + f" | {fmt_time(max(0.0, r.first_call - known))} |")
+    lines += ["", "![compile time by stage](compile_stages.png)", ""]
+    return lines
+
+
+def section_sweeps(sweeps) -> list[str]:
+    if not sweeps:
+        return []
+    lines = ["## Where static graphs pay off: compiled vs eager against problem size", "",
+             "![speedup of compiled over eager](speedup_vs_size.png)", ""]
+    for title, sweep in sweeps.items():
+        pairs = sweep["pairs"]
+        head = " | ".join(f"{SYSTEMS[e].label} | {SYSTEMS[c].label} | speedup" for e, c in pairs)
+        lines += [f"**{title}**", "", f"| size | {head} |", "|---" * (1 + 3 * len(pairs)) + "|"]
+        for row in sweep["rows"]:
+            cells = []
+            for e, c in pairs:
+                te, tc = row.get(e), row.get(c)
+                sp = f"{te / tc:.2f}×" if te and tc else (row.get(f"{c}_status") or row.get(f"{e}_status") or "–")
+                cells += [fmt_time(te), fmt_time(tc), sp]
+            lines.append(f"| {row['label']} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
+def section_missing(results) -> list[str]:
+    missing = {}
+    for r in results:
+        if r.status != "ok":
+            missing.setdefault((r.system, r.status, r.detail), []).append(f"{r.workload}/{r.dtype}")
+    if not missing:
+        return []
+    lines = ["## Systems not timed", ""]
+    for (system, status, detail), where in missing.items():
+        lines.append(f"- **{SYSTEMS[system].label}** ({status}) on {', '.join(where)}: {detail}")
+    lines.append("")
+    return lines
+
+
+# -------------------------------------------------------------------- plots
+def plot_times(results, path: Path) -> bool:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    dtypes, workloads, keys = _dtypes(results), _workloads(results), _systems(results)
+    idx = _index(results)
+    if not dtypes:
+        return False
+    fig, axes = plt.subplots(len(dtypes), 1, figsize=(11, 4.2 * len(dtypes)), squeeze=False)
+    width = 0.8 / max(1, len(keys))
+    colors = plt.get_cmap("tab10")
+    for ax, dtype in zip(axes[:, 0], dtypes):
+        for j, key in enumerate(keys):
+            xs, ys = [], []
+            for i, w in enumerate(workloads):
+                r = idx.get((w, dtype, key))
+                if r is not None and r.median:
+                    xs.append(i + (j - (len(keys) - 1) / 2) * width)
+                    ys.append(r.median * 1e6)
+            ax.bar(xs, ys, width, label=SYSTEMS[key].label, color=colors(j))
+        ax.set_yscale("log")
+        ax.set_xticks(np.arange(len(workloads)), workloads)
+        ax.set_ylabel("µs per value-and-grad call (log)")
+        ax.set_title(f"Time per call, {dtype} (lower is better)")
+        ax.grid(axis="y", which="both", alpha=0.3)
+    axes[0, 0].legend(ncol=4, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def plot_stages(results, path: Path) -> bool:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in results if r.system == "tracegrad_compiled" and r.first_call is not None]
+    if not rows:
+        return False
+    stages = sorted({s for r in rows for s in r.stages})
+    labels = [f"{r.workload}\n{r.dtype}" for r in rows]
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    bottom = [0.0] * len(rows)
+    colors = plt.get_cmap("tab10")
+    for j, stage in enumerate(stages + ["unaccounted"]):
+        if stage == "unaccounted":
+            vals = [max(0.0, r.first_call - sum(r.stages.values())) for r in rows]
+        else:
+            vals = [r.stages.get(stage, 0.0) for r in rows]
+        ax.bar(labels, vals, bottom=bottom, label=stage, color=colors(j) if stage != "unaccounted" else "0.75")
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_ylabel("seconds (first call)")
+    ax.set_title("tracegrad compile time by stage (cold cache)"
+                 + ("" if stages else " — no stage times logged yet"))
+    ax.legend(fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def plot_sweeps(sweeps, path: Path) -> bool:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not sweeps:
+        return False
+    fig, axes = plt.subplots(1, len(sweeps), figsize=(5.5 * len(sweeps), 4), squeeze=False)
+    for ax, (title, sweep) in zip(axes[0], sweeps.items()):
+        for (eager, compiled), style in zip(sweep["pairs"], ("o-", "s--")):
+            pts = [(row["size"], row[eager] / row[compiled]) for row in sweep["rows"]
+                   if row.get(eager) and row.get(compiled)]
+            if pts:
+                ax.plot(*zip(*pts), style, label=f"{SYSTEMS[compiled].label} over {SYSTEMS[eager].label}")
+        ax.axhline(1.0, color="0.5", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("elements" if "elementwise" in title else "batch (width = 2 × batch)")
+        ax.set_ylabel("speedup (eager time / compiled time)")
+        ax.set_title(title)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _try_plot(fn, *args) -> str | None:
+    try:
+        return None if fn(*args) else "nothing to plot"
+    except Exception as exc:  # a missing matplotlib must not lose the tables
+        return f"{type(exc).__name__}: {exc}"
+
+
+# ------------------------------------------------------------------- report
+def write_report(out_dir: Path, results, sweeps, cold, info: dict, argv: list, settings,
+                 total_seconds: float, notes: list[str] = ()) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    problems = {}
+    for name, fn, arg in (("time_per_call.png", plot_times, results),
+                          ("compile_stages.png", plot_stages, results),
+                          ("speedup_vs_size.png", plot_sweeps, sweeps)):
+        err = _try_plot(fn, arg, out_dir / name)
+        if err:
+            problems[name] = err
+    lines = [f"# tracegrad performance report", "",
+             f"Generated by `perf/run.py` on {info['date']}, machine: {info['cpu']}, {info['cores']}. "
+             f"Total run time {total_seconds:.0f} s.", ""]
+    lines += [f"> {n}" for n in notes] + ([""] if notes else [])
+    lines += section_machine(info, argv, settings)
+    lines += section_tables(results)
+    if "time_per_call.png" not in problems:
+        lines += ["![time per call by workload and system](time_per_call.png)", ""]
+    lines += section_targets(results, cold)
+    lines += section_eager(results)
+    lines += section_stages(results)
+    lines += section_sweeps(sweeps)
+    lines += section_cold(cold)
+    lines += section_missing(results)
+    if problems:
+        lines += ["## Plots not drawn", ""] + [f"- {k}: {v}" for k, v in problems.items()] + [""]
+    path = out_dir / "report.md"
+    path.write_text("\n".join(lines))
+    return path

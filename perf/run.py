@@ -1,0 +1,125 @@
+"""Run the tracegrad benchmark suite and write perf/report.md with its plots.
+
+    python perf/run.py                 # everything: all workloads, float32 and float64, sweeps, cold start
+    python perf/run.py --quick         # float32 only, short timing, small sweeps: under a minute
+    python perf/run.py --systems tracegrad_eager,numpy --workloads seed_scalar --out /tmp/r
+
+Every workload runs on every system in this one process, timed in interleaved
+rounds. Systems whose library is missing are listed as such in the report.
+If OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are set (this machine sets them for
+old OpenBLAS builds), this script re-runs itself without them, so numpy's
+current OpenBLAS picks its best kernel; the report records the kernel used.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+_OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def _reexec_without_openblas_overrides() -> None:
+    """Unset both OpenBLAS overrides for this benchmark process only (before numpy loads)."""
+    present = [v for v in _OPENBLAS_VARS if v in os.environ]
+    if not present:
+        return
+    env = {k: v for k, v in os.environ.items() if k not in _OPENBLAS_VARS}
+    env["TRACEGRAD_PERF_UNSET_OPENBLAS"] = ", ".join(f"{v}={os.environ[v]}" for v in present)
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+if __name__ == "__main__":
+    _reexec_without_openblas_overrides()
+
+import argparse  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from perf import bench, report  # noqa: E402
+from perf.systems import SYSTEMS  # noqa: E402
+from perf.workloads import WORKLOAD_NAMES  # noqa: E402
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="float32 only, short timing, small sweeps (< 1 min)")
+    p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma list of: {', '.join(SYSTEMS)}")
+    p.add_argument("--workloads", default=",".join(WORKLOAD_NAMES),
+                   help=f"comma list of: {', '.join(WORKLOAD_NAMES)}")
+    p.add_argument("--dtypes", default=None, help="comma list (default: float32,float64; --quick: float32)")
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent),
+                   help="folder for report.md and the PNGs (default: perf/)")
+    p.add_argument("--no-sweeps", action="store_true", help="skip the compiled-vs-eager size sweeps")
+    p.add_argument("--no-cold-start", action="store_true", help="skip the cold-start subprocess runs")
+    p.add_argument("--cache-dir", default=None,
+                   help="TRACEGRAD_CACHE_DIR for this run (default: a fresh temporary folder, "
+                        "so first calls are cold compiles)")
+    p.add_argument("--repeats", type=int, default=None, help="interleaved rounds")
+    args = p.parse_args(argv)
+    args.systems = [s for s in args.systems.split(",") if s]
+    args.workloads = [w for w in args.workloads.split(",") if w]
+    bad = [s for s in args.systems if s not in SYSTEMS] + [w for w in args.workloads if w not in WORKLOAD_NAMES]
+    if bad:
+        p.error(f"unknown system/workload: {', '.join(bad)}")
+    args.dtypes = (args.dtypes.split(",") if args.dtypes else
+                   (["float32"] if args.quick else ["float32", "float64"]))
+    return args
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    started = time.perf_counter()
+    own_cache = args.cache_dir is None
+    cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="tracegrad-perf-cache-")
+    os.environ["TRACEGRAD_CACHE_DIR"] = cache_dir
+    os.environ.setdefault("TRACEGRAD_LOG", "1")   # stage times for the compile breakdown
+    settings = bench.QUICK if args.quick else bench.FULL
+    if args.repeats:
+        settings = bench.Settings(**{**settings.__dict__, "repeats": args.repeats})
+    print(f"tracegrad perf: systems={args.systems} workloads={args.workloads} dtypes={args.dtypes} "
+          f"cache={cache_dir}", flush=True)
+    try:
+        results = []
+        for dtype in args.dtypes:
+            for name in args.workloads:
+                results += bench.run_workload(name, dtype, args.systems, settings,
+                                              log=lambda m: print(m, flush=True))
+        sweeps = {}
+        if not args.no_sweeps and {"tracegrad_eager", "tracegrad_compiled"} <= set(args.systems):
+            sweeps = bench.run_sweeps("float32", settings, args.quick, log=lambda m: print(m, flush=True))
+        cold = None
+        if not args.no_cold_start and "tracegrad_compiled" in args.systems:
+            from perf import cold_start
+            cold = cold_start.measure(runs=1 if args.quick else 3, log=lambda m: print(m, flush=True))
+    finally:
+        if own_cache:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+    notes = []
+    if args.quick:
+        notes.append("Quick run (`--quick`): float32 only, short timing batches; numbers are noisier "
+                     "than a full run.")
+    path = report.write_report(Path(args.out), results, sweeps, cold, report.machine_info(), argv,
+                               settings, time.perf_counter() - started, notes)
+    print(f"wrote {path} in {time.perf_counter() - started:.1f} s")
+    for line in _summary(results):
+        print(line)
+    return 0
+
+
+def _summary(results):
+    yield f"{'workload':16s} {'dtype':8s} {'system':20s} {'median':>12s} {'x best peer':>11s}  status"
+    for r in results:
+        med = report.fmt_time(r.median)
+        yield (f"{r.workload:16s} {r.dtype:8s} {r.system:20s} {med:>12s} {report.fmt_ratio(r.ratio):>11s}  "
+               f"{r.status} {r.detail[:80]}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
