@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 import tracegrad as tg
 from tracegrad.ir import interpret, verify
-from tracegrad.passes import optimize_with_stats
+from tracegrad.passes import cse, dce, fold, optimize_with_stats, simplify
 from passes_helpers import assert_same_results, random_inputs, snapshot
 
 SCALARS = [0.0, 1.0, -1.0, 2.0, 0.5]
@@ -21,11 +21,30 @@ def fits(a, b):
         return False
 
 
-def step(draw, pool):
+FLOAT_KINDS = ["unary", "scalar", "binary", "shape", "reduce", "pow"]
+INT_KINDS = ["int_unary", "int_scalar", "int_binary", "shape", "int_reduce"]
+
+
+def step(draw, pool, kinds=FLOAT_KINDS):
     """Apply one random op to values of the pool; return the new value."""
     x = draw(st.sampled_from(pool))
     shape = np.shape(x)
-    kind = draw(st.sampled_from(["unary", "scalar", "binary", "shape", "reduce", "pow"]))
+    kind = draw(st.sampled_from(kinds))
+    if kind == "int_unary":
+        return -x
+    if kind == "int_scalar":
+        c = draw(st.sampled_from([0, 1, -1, 2]))
+        return draw(st.sampled_from([lambda: x * c, lambda: c * x, lambda: x + c,
+                                     lambda: x - c, lambda: c - x, lambda: x - x]))()
+    if kind == "int_binary":
+        y = draw(st.sampled_from([y for y in pool if fits(x, y)]))
+        return draw(st.sampled_from([tg.add, tg.subtract, tg.multiply]))(x, y)
+    if kind == "int_reduce":
+        if len(shape) == 0:
+            return tg.sum(x)
+        if draw(st.booleans()):
+            x = tg.broadcast_to(x, (3,) + tuple(shape))
+        return tg.sum(x, axis=draw(st.sampled_from([None, 0])), keepdims=draw(st.booleans()))
     if kind == "unary":
         fn = draw(st.sampled_from([tg.negative, tg.tanh, tg.sin, tg.relu, tg.abs,
                                    lambda v: tg.exp(tg.tanh(v))]))
@@ -67,7 +86,7 @@ def step(draw, pool):
     return fn(x, axis=axis, keepdims=keepdims)
 
 
-def draw_program(data):
+def draw_program(data, kinds=FLOAT_KINDS):
     """A random two-input program, drawn op by op while it is traced."""
     draw = data.draw
     shapes = [draw(st.sampled_from(SHAPES)) for _ in range(2)]
@@ -77,7 +96,7 @@ def draw_program(data):
     def fn(a, b):
         pool = [a, b]
         for _ in range(n_steps):
-            pool.append(step(draw, pool))
+            pool.append(step(draw, pool, kinds))
         return tg.sum(pool[-1]) + tg.sum(pool[-2] * pool[-2])
 
     return fn, shapes, seed
@@ -85,18 +104,32 @@ def draw_program(data):
 
 def example_args(shapes, seed, dtype=np.float64):
     rng = np.random.default_rng(seed)
+    if np.issubdtype(dtype, np.integer):
+        return [rng.integers(-9, 10, s).astype(dtype) for s in shapes]
     return [rng.standard_normal(s).astype(dtype) for s in shapes]
 
 
-def check_optimize(graph, args):
+def check_optimize(graph, args, rtol=1e-9, atol=1e-9):
     before = snapshot(graph)
     optimized, stats = optimize_with_stats(graph)
     assert stats.reached_fixpoint
     verify(optimized)
     assert snapshot(graph) == before
-    assert_same_results(graph, optimized, *args, rtol=1e-9, atol=1e-9)
+    assert_same_results(graph, optimized, *args, rtol=rtol, atol=atol)
     again, stats2 = optimize_with_stats(optimized)
     assert sum(stats2.changes.values()) == 0  # optimize is idempotent
+
+
+def check_each_pass(graph, args, rtol=1e-9, atol=1e-9):
+    """Every pass alone keeps the graph valid and its results (two rounds)."""
+    current = graph
+    for _ in range(2):
+        for run in (fold, simplify, cse, dce):
+            before = snapshot(current)
+            result = run(current)
+            assert snapshot(current) == before
+            assert_same_results(current, result, *args, rtol=rtol, atol=atol)  # verifies too
+            current = result
 
 
 @settings(deadline=None)
@@ -106,6 +139,23 @@ def test_optimize_preserves_random_programs(data):
     args = example_args(shapes, seed)
     graph = tg.trace(fn, *args)
     check_optimize(graph, args)
+    check_each_pass(graph, args)
+
+
+@settings(deadline=None)
+@given(st.data())
+def test_optimize_preserves_random_float32_programs(data):
+    fn, shapes, seed = draw_program(data)
+    args = example_args(shapes, seed, np.float32)
+    check_optimize(tg.trace(fn, *args), args, rtol=1e-4, atol=1e-5)
+
+
+@settings(deadline=None)
+@given(st.data())
+def test_optimize_is_exact_on_random_integer_programs(data):
+    fn, shapes, seed = draw_program(data, INT_KINDS)
+    args = example_args(shapes, seed, np.int64)
+    check_optimize(tg.trace(fn, *args), args)  # integers compare exactly
 
 
 @settings(deadline=None)

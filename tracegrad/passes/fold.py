@@ -33,10 +33,7 @@ MAX_FOLD_ELEMENTS = 4096
 
 # One-operand ops that only move or repeat elements: on a uniform operand
 # their result is uniform with the same value.
-UNIFORM_PRESERVING_OPS = frozenset({
-    "reshape", "transpose", "broadcast_to", "expand_dims", "squeeze", "slice",
-    "getitem", "index", "flip",
-})
+UNIFORM_PRESERVING_OPS = frozenset({"reshape", "transpose", "broadcast_to", "getitem"})
 
 # Ops that must never run at compile time (none yet: every primitive is pure).
 NEVER_FOLD: frozenset[str] = frozenset()

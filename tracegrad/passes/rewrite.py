@@ -90,14 +90,7 @@ class Builder:
     def cast(self, x: Node, dtype: np.dtype) -> Node:
         if x.op == "const":  # cast the value itself
             return self.const(x.attrs["value"].astype(dtype), dtype)
-        for op in CAST_OPS:
-            if op in REGISTRY:
-                return self.emit(op, x, dtype=np.dtype(dtype).name)
-        raise RewriteAbort("no cast primitive to fix the dtype")
-
-
-# Names the rule table may give its dtype conversion (attr `dtype`, a string).
-CAST_OPS = ("convert", "cast", "astype")
+        return self.emit("astype", x, dtype=np.dtype(dtype).name)
 
 RewriteFn = Callable[[Node, Builder], "Node | None"]
 

@@ -30,8 +30,7 @@ import numpy as np
 
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ops.core import REGISTRY
-from tracegrad.passes.rewrite import (CAST_OPS, Builder, RewriteAbort, const_value,
-                                      is_filled_with, rewrite_graph)
+from tracegrad.passes.rewrite import Builder, const_value, is_filled_with, rewrite_graph
 
 RuleFn = Callable[[Node, Builder], "Node | None"]
 
@@ -241,7 +240,7 @@ def transpose_transpose(node, b):  # transpose(transpose(x, p), q) -> transpose(
     return b.emit("transpose", x.inputs[0], axes=composed)
 
 
-def cast_same(node, b):         # cast(x, x.dtype) -> x
+def astype_same(node, b):       # astype(x, x.dtype) -> x
     x = node.inputs[0]
     return x if x.dtype == node.dtype and x.shape == node.shape else None
 
@@ -357,8 +356,10 @@ def div_by_power_of_two(node, b):  # x / 2^k -> x * 2^-k (exact: both only chang
 
 
 # ------------------------------------------------------------ the table
-# Order matters within an op: the first rule that applies wins.
+# One line per rewrite. Within an op the first rule that applies wins; the
+# "*" rules (any elementwise op) are tried after the op's own.
 RULES: list[Rule] = [
+    # arithmetic
     Rule("mul", "x*1 -> x, 1*x -> x (broadcast ones: broadcast_to(x))", mul_by_one),
     Rule("mul", "x*(-1) -> -x", mul_by_minus_one),
     Rule("mul", "x*0 -> 0 for integers (not floats: inf*0 is nan)", mul_by_zero_int),
@@ -369,9 +370,16 @@ RULES: list[Rule] = [
     Rule("sub", "x-x -> 0 for integers (inf-inf is nan)", sub_self_int),
     Rule("sub", "x-(-y) -> x+y", sub_neg),
     Rule("div", "x/1 -> x", div_by_one),
+    Rule("div", "x / 2^k -> x * 2^-k", div_by_power_of_two),
     Rule("neg", "-(-x) -> x", neg_neg),
+    Rule("pow", "x**1 -> x, x**2 -> x*x, x**0 -> 1", pow_small_int),
+    Rule("where", "where(True, x, y) -> x, where(False, x, y) -> y, where(c, x, x) -> x",
+         where_known),
+    Rule("full_like", "full_like(x, v) -> broadcast_to(v)", full_like_const),
+    Rule("astype", "astype(x, x.dtype) -> x", astype_same),
     Rule("*", "op(x, broadcast_to(y)) -> op(x, y) when the output shape is unchanged",
          implicit_broadcast),
+    # shape ops
     Rule("reshape", "reshape(x, x.shape) -> x", reshape_same),
     Rule("reshape", "reshape(reshape(x)) -> reshape(x)", reshape_reshape),
     Rule("reshape", "reshape(sum(x, A), x.shape with 1s at A) -> sum(x, A, keepdims=True), "
@@ -383,14 +391,11 @@ RULES: list[Rule] = [
     Rule("transpose", "transpose(x, identity) -> x", transpose_identity),
     Rule("transpose", "transpose(transpose(x, p), q) -> transpose(x, p∘q) or x",
          transpose_transpose),
+    # reductions
     Rule("sum", "sum over no axes / size-1 axes -> reshape(x)", sum_trivial),
-] + [
-    Rule(op, f"{op}(broadcast_to(x), repeated axes) -> x (times count for sum), re-broadcast",
-         reduce_of_broadcast) for op in ("sum", "mean", "max", "min")
-] + [
-    Rule("div", "x / 2^k -> x * 2^-k", div_by_power_of_two),
-    Rule("pow", "x**1 -> x, x**2 -> x*x, x**0 -> 1", pow_small_int),
-    Rule("where", "where(True, x, y) -> x, where(False, x, y) -> y, where(c, x, x) -> x",
-         where_known),
-    Rule("full_like", "full_like(x, v) -> broadcast_to(v)", full_like_const),
-] + [Rule(op, f"{op}(x, x.dtype) -> x", cast_same) for op in CAST_OPS]
+    Rule("sum", "sum(broadcast_to(x), repeated axes B) -> x * count(B), re-broadcast",
+         reduce_of_broadcast),
+    Rule("mean", "mean(broadcast_to(x), repeated axes) -> x, re-broadcast", reduce_of_broadcast),
+    Rule("max", "max(broadcast_to(x), repeated axes) -> x, re-broadcast", reduce_of_broadcast),
+    Rule("min", "min(broadcast_to(x), repeated axes) -> x, re-broadcast", reduce_of_broadcast),
+]
