@@ -23,6 +23,9 @@ class Rec(ArrayOperators, ArrayMethods):
 
     __slots__ = ("value", "parents")
     TAPE: list = []
+    # NumPy defers `ndarray + Rec` to Rec.__radd__, and np.cos(Rec) raises: a vjp that
+    # calls NumPy directly instead of tracegrad ops fails here instead of going concrete.
+    __array_ufunc__ = None
 
     def __init__(self, value, parents=None):
         self.value = np.asarray(value)
@@ -84,6 +87,8 @@ def backward(out: Rec, wrt: list[Rec]) -> list:
 def grad(f, argnums=0):
     """grad of a scalar f at ndarray or Rec arguments; returns Rec values (for nesting)."""
     def grad_f(*args):
+        if not any(isinstance(a, Rec) for a in args):
+            Rec.TAPE.clear()  # outermost call: nothing older can be reached
         recs = [a if isinstance(a, Rec) else Rec(a) for a in args]
         out = f(*recs)
         assert out.shape == (), f"grad needs a scalar output, got {out.shape}"

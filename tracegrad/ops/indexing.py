@@ -70,6 +70,14 @@ def _mask_ndim(e) -> int:
     return 1
 
 
+def _normalize_slice(s: slice, n: int) -> tuple:
+    """("slice", start, stop, step) with 0 <= start < n; stop None runs past index 0."""
+    start, stop, step = s.indices(n)
+    if len(range(start, stop, step)) == 0:
+        return ("slice", 0, 0, 1)
+    return ("slice", start, stop if stop >= 0 else None, step)
+
+
 def index_spec(shape: tuple, index: Any) -> tuple[tuple, list]:
     """(spec, index_arrays) for `x[index]` where x has `shape`."""
     if not isinstance(index, tuple):
@@ -90,8 +98,7 @@ def index_spec(shape: tuple, index: Any) -> tuple[tuple, list]:
             spec.append(i % n)
             dim += 1
         elif isinstance(e, slice):
-            start, stop, step = e.indices(n)
-            spec.append(("slice", start, stop if stop >= 0 else None, step))
+            spec.append(_normalize_slice(e, n))
             dim += 1
         elif _is_array_like(e):
             if isinstance(e, list):
