@@ -334,3 +334,16 @@ def test_reshape_of_a_reduction_becomes_keepdims(op):
     h = simplified(gm.output(kept, dropped, other))
     assert [o.op for o in h.outputs] == [op, op, "reshape"]
     assert [o.attrs["keepdims"] for o in h.outputs[:2]] == [True, False]
+
+
+@pytest.mark.parametrize("c1,c2,merged", [(0.1, 2.0, True), (4.0, 0.3, True), (-0.5, -8.0, True),
+                                          (0.1, 3.0, False)])
+def test_constant_factors_merge_when_exact(c1, c2, merged):  # c1*(c2*x) -> (c1*c2)*x
+    gm = GraphMaker()
+    x = gm.input((4,), "float64")
+    g = gm.output(gm.op("mul", gm.const(c1, "float64"), gm.op("mul", x, gm.const(c2, "float64"))))
+    h = dce(simplify(g))
+    assert ops(h).count("mul") == (1 if merged else 2)
+    from tracegrad.ir import interpret
+    x_value = np.array([1.0, -3.3, 1e-300, 7e-3])
+    np.testing.assert_array_equal(interpret(h, x_value)[0], interpret(g, x_value)[0])

@@ -158,6 +158,33 @@ def div_by_one(node, b):        # x/1 -> x
     return identity_operand(node, b, 1, (1,))
 
 
+def scalar_const(node: Node) -> np.ndarray | None:
+    """The value of a one-element const (or a broadcast of one), as a 0-d array."""
+    value = const_value(node)
+    return value.reshape(()) if value is not None and value.size == 1 else None
+
+
+def is_power_of_two(value: np.ndarray) -> bool:
+    scalar = float(value)
+    if scalar == 0 or not np.isfinite(scalar):
+        return False
+    mantissa, exponent = np.frexp(abs(scalar))
+    return mantissa == 0.5 and abs(exponent) < 100
+
+
+def mul_const_const(node, b):   # c1*(c2*x) -> (c1*c2)*x when c1 or c2 is ±2^k (exact barring over/underflow)
+    for side in (0, 1):
+        outer, inner = scalar_const(node.inputs[side]), node.inputs[1 - side]
+        if outer is None or inner.op != "mul" or not np.issubdtype(node.dtype, np.floating):
+            continue
+        for inner_side in (0, 1):
+            c2, x = scalar_const(inner.inputs[inner_side]), inner.inputs[1 - inner_side]
+            if c2 is not None and (is_power_of_two(outer) or is_power_of_two(c2)):
+                product = np.asarray(outer, node.dtype) * np.asarray(c2, node.dtype)
+                return same(node, b, b.emit("mul", x, b.const(product, node.dtype)))
+    return None
+
+
 def neg_neg(node, b):           # -(-x) -> x
     if node.inputs[0].op == "neg":
         return same(node, b, node.inputs[0].inputs[0])
@@ -342,16 +369,10 @@ def where_known(node, b):       # where(True, x, y) -> x, where(False, x, y) -> 
 
 def div_by_power_of_two(node, b):  # x / 2^k -> x * 2^-k (exact: both only change the exponent)
     x, divisor = node.inputs
-    value = const_value(divisor)
-    if value is None or value.size != 1 or not np.issubdtype(node.dtype, np.floating):
+    value = scalar_const(divisor)
+    if value is None or not np.issubdtype(node.dtype, np.floating) or not is_power_of_two(value):
         return None
-    scalar = float(value.reshape(()))
-    if scalar == 0 or not np.isfinite(scalar):
-        return None
-    mantissa, exponent = np.frexp(abs(scalar))
-    if mantissa != 0.5 or abs(exponent) > 100:
-        return None
-    inverse = b.const(np.asarray(1.0 / scalar, node.dtype), node.dtype)
+    inverse = b.const(np.asarray(1.0 / float(value), node.dtype), node.dtype)
     return same(node, b, b.emit("mul", x, inverse))
 
 
@@ -363,6 +384,7 @@ RULES: list[Rule] = [
     Rule("mul", "x*1 -> x, 1*x -> x (broadcast ones: broadcast_to(x))", mul_by_one),
     Rule("mul", "x*(-1) -> -x", mul_by_minus_one),
     Rule("mul", "x*0 -> 0 for integers (not floats: inf*0 is nan)", mul_by_zero_int),
+    Rule("mul", "c1*(c2*x) -> (c1*c2)*x when c1 or c2 is a power of two (exact)", mul_const_const),
     Rule("add", "x+0 -> x, 0+x -> x", add_zero),
     Rule("add", "x+(-y) -> x-y, (-x)+y -> y-x", add_neg),
     Rule("sub", "x-0 -> x", sub_zero),
