@@ -318,7 +318,7 @@ class CompiledFunction:
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
         if any(isinstance(v, Tracer) for v in leaves):
             return self._call_traced(args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args)
-        if _eager_tensors_need_grad(leaves):
+        if self.mode == "compile" and any(_is_eager_tensor(v) for v in leaves):
             from tracegrad.compiled_eager import call_with_tensors
             return call_with_tensors(self, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args)
         leaves = [_plain_leaf(v) for v in leaves]
@@ -615,10 +615,6 @@ def _leaf_aval(value: Any) -> core.Aval:
 def _is_eager_tensor(value: Any) -> bool:
     return hasattr(value, "requires_grad") and hasattr(value, "detach") and \
         not isinstance(value, np.ndarray)
-
-
-def _eager_tensors_need_grad(leaves) -> bool:
-    return any(_is_eager_tensor(v) and v.requires_grad for v in leaves)
 
 
 # -------------------------------------------------------------------- packing

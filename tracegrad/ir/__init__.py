@@ -8,4 +8,4 @@ from tracegrad.ir.graph import Graph, Node  # noqa: F401
 from tracegrad.ir.printer import format_graph, format_node  # noqa: F401
 from tracegrad.ir.interpret import InterpretError, interpret  # noqa: F401
 from tracegrad.ir.verify import VerifyError, find_problems, verify  # noqa: F401
-from tracegrad.ir.clone import clone_graph, clone_graph_with_map  # noqa: F401
+from tracegrad.ir.clone import clone_graph, clone_graph_with_map, subgraph  # noqa: F401

@@ -35,3 +35,57 @@ def clone_graph_with_map(graph: Graph, name: str | None = None) -> tuple[Graph, 
     new.outputs = [mapping[n.id] for n in graph.outputs]
     new._next_id = graph._next_id
     return new, mapping
+
+
+def subgraph(graph: Graph, inputs: list[Node], outputs: list[Node], name: str | None = None
+             ) -> Graph:
+    """The part of `graph` that computes `outputs` from `inputs`.
+
+    Each node of `inputs` (any node, not only graph inputs) becomes an input of
+    the new graph; nodes needed by `outputs` are copied (same ids, so text forms
+    stay comparable); consts are copied along. Raises ValueError when an
+    output needs a graph input that is not among `inputs`.
+    """
+    new = Graph(name=name or graph.name)
+    mapping: dict[int, Node] = {}
+    for node in inputs:
+        if node.id in mapping:
+            continue
+        copy = Node(node.id, "input", (), {"name": _input_name(node)}, node.shape, node.dtype,
+                    node.source, node.tag, None)
+        mapping[node.id] = copy
+        new.nodes.append(copy)
+        new.inputs.append(copy)
+    needed = _needed_ids(outputs, set(mapping))
+    for node in graph.nodes:
+        if node.id not in needed or node.id in mapping:
+            continue
+        if node.op == "input":
+            raise ValueError(f"subgraph: {node.name} ({node.attrs.get('name')}) is needed but "
+                             "not among the inputs")
+        copy = Node(node.id, node.op, tuple(mapping[i.id] for i in node.inputs),
+                    dict(node.attrs), node.shape, node.dtype, node.source, node.tag, node.group)
+        mapping[node.id] = copy
+        new.nodes.append(copy)
+    new.outputs = [mapping[n.id] for n in outputs]
+    new._next_id = graph._next_id
+    return new
+
+
+def _input_name(node: Node) -> str:
+    if node.op == "input":
+        return node.attrs.get("name", f"v{node.id}")
+    return f"saved{node.id}_{node.op}"
+
+
+def _needed_ids(outputs: list[Node], stop: set[int]) -> set[int]:
+    needed: set[int] = set()
+    stack = list(outputs)
+    while stack:
+        node = stack.pop()
+        if node.id in needed:
+            continue
+        needed.add(node.id)
+        if node.id not in stop:
+            stack.extend(node.inputs)
+    return needed

@@ -1,0 +1,290 @@
+"""Compiled functions called with eager tensors (AOTAutograd's shape).
+
+`tracegrad.compile(f)(x, W)` with eager tensors that require grad traces `f`
+once per signature, builds the joint graph with one cotangent input per output,
+and partitions it:
+
+    forward kernel:  primal inputs -> outputs + the values the backward needs
+    backward kernel: saved values + output cotangents -> input gradients
+
+The call runs the forward kernel and returns eager tensors whose `grad_fn` is
+one `CompiledFunctionBackward` node; `loss.backward()` reaches that node, which
+runs the backward kernel, so `.grad` fills exactly as in eager mode.
+
+A node is "backward" when it depends on a cotangent input; everything else
+(including parts of vjp rules that only need forward values, e.g. 1 - tanh^2)
+runs in the forward kernel and is saved.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tracegrad.ir.clone import subgraph
+from tracegrad.ir.graph import Graph, Node
+from tracegrad.ops import core
+
+
+def _eager():
+    # By module path: `tracegrad.eager.tensor` the attribute is the tensor() factory.
+    import importlib
+    tensor_mod = importlib.import_module("tracegrad.eager.tensor")
+    graph_mod = importlib.import_module("tracegrad.eager.graph")
+    from tracegrad.eager.grad_mode import STATE
+    return tensor_mod, graph_mod, STATE
+
+
+class _EagerEntry:
+    """One signature's forward and backward kernels and how to pack results."""
+
+    def __init__(self, traced, joint, forward, backward, n_out, saved_ids, diff_outputs,
+                 wrt, out_tree, lowered_forward, lowered_backward):
+        self.traced = traced
+        self.joint = joint
+        self.forward = forward              # kernel: primals -> outputs + saved
+        self.backward = backward            # kernel: saved + cotangents -> grads
+        self.n_out = n_out
+        self.saved_ids = saved_ids
+        self.diff_outputs = diff_outputs    # output indices with a cotangent input
+        self.wrt = wrt                      # leaf indices that get gradients
+        self.out_tree = out_tree
+        self.lowered_forward = lowered_forward
+        self.lowered_backward = lowered_backward
+
+
+def call_with_tensors(cf, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
+    """Run compiled function `cf` on arguments holding eager tensors."""
+    tensor_mod, graph_mod, STATE = _eager()
+    Tensor = tensor_mod.Tensor
+    from tracegrad.compiler import _canonical_leaf, _plain_leaf
+    arrays, needs = [], []
+    for v in leaves:
+        if isinstance(v, Tensor):
+            data = v.detach().numpy()
+            arrays.append(_canonical_leaf(data))
+            needs.append(bool(v.requires_grad and STATE.grad_enabled and data.dtype.kind == "f"))
+        else:
+            arrays.append(_canonical_leaf(_plain_leaf(v)))
+            needs.append(False)
+    avals = tuple(core.Aval(np.shape(a), np.asarray(a).dtype) for a in arrays)
+    wrt = tuple(i for i, n in enumerate(needs) if n)
+    key = ("eager", in_tree, avals, wrt, tuple(kwargs))
+    entry = cf._entries.get(key)
+    if entry is None:
+        entry = _build_entry(cf, key, args, kwargs, avals, wrt)
+    else:
+        cf._hits += 1
+    outs = entry.forward(*arrays)
+    values = list(outs[:entry.n_out])
+    saved = list(outs[entry.n_out:])
+    tensors = [Tensor._wrap(np.asarray(v)) for v in values]
+    if wrt:
+        inputs = [leaves[i] for i in wrt]
+        for k in entry.diff_outputs:
+            node = node_class()(entry, k, inputs, saved, arrays, graph_mod)
+            tensors[k]._requires_grad = True
+            tensors[k]._grad_fn = node
+    return _unflatten(entry.out_tree, tensors)
+
+
+def _unflatten(out_tree, tensors):
+    from tracegrad.tracing import tree_unflatten
+    if out_tree.kind == "array":
+        return tensors[0]
+    return tree_unflatten(out_tree, tensors)
+
+
+def _build_entry(cf, key, args, kwargs, avals, wrt) -> _EagerEntry:
+    from tracegrad.autodiff import vjp_graph
+    from tracegrad.compiler import _BUILD_LOCK, lower_graphs, log, _fn_name
+    from tracegrad.tracing import trace_flat
+    with _BUILD_LOCK:
+        entry = cf._entries.get(key)
+        if entry is not None:
+            return entry
+        log.info("%s: cache miss (eager tensors, gradients for leaves %s); tracing",
+                 _fn_name(cf.fn), list(wrt))
+        nargs = len(args)
+        kw_names = tuple(kwargs)
+
+        def flat_fn(*all_args):
+            return cf.fn(*all_args[:nargs], **dict(zip(kw_names, all_args[nargs:])))
+        flat_fn.__name__ = getattr(cf.fn, "__name__", "f")
+        example = tuple(args) + tuple(kwargs[k] for k in kw_names)
+        traced = trace_flat(flat_fn, example, avals=list(avals))
+        graph = traced.graph
+        n_out = len(graph.outputs)
+        diff_outputs = [i for i, n in enumerate(graph.outputs) if core.is_float(n.dtype)]
+        joint = vjp_graph(graph, list(wrt), diff_outputs=diff_outputs, seed_ones=False)
+        forward_graph, backward_graph, saved_ids = partition(joint, n_out, len(avals))
+        lowered_fwd = lower_graphs(graph, forward_graph, cf.backend, optimize=cf.optimize)
+        lowered_bwd = lower_graphs(graph, backward_graph, cf.backend, optimize=cf.optimize)
+        entry = _EagerEntry(traced, joint, lowered_fwd.kernel, lowered_bwd.kernel, n_out,
+                            saved_ids, diff_outputs, wrt, traced.out_tree, lowered_fwd,
+                            lowered_bwd)
+        cf._entries[key] = entry
+        cf._traces += 1
+        return entry
+
+
+def partition(joint: Graph, n_out: int, n_primals: int) -> tuple[Graph, Graph, list[int]]:
+    """Split a joint graph (primals + cotangents -> outputs + grads) into a
+    forward graph (primals -> outputs + saved) and a backward graph
+    (saved + cotangents -> grads)."""
+    primals = joint.inputs[:n_primals]
+    cotangents = joint.inputs[n_primals:]
+    depends_on_ct = {n.id for n in cotangents}
+    for node in joint.nodes:
+        if any(i.id in depends_on_ct for i in node.inputs):
+            depends_on_ct.add(node.id)
+    grads = joint.outputs[n_out:]
+    # Forward values the backward reads: not consts (copied instead), not cotangent-side.
+    backward_nodes = _needed(grads, depends_on_ct)
+    saved: dict[int, Node] = {}
+    for node in joint.nodes:
+        if node.id not in backward_nodes or node.id not in depends_on_ct:
+            continue
+        for i in node.inputs:
+            if i.id not in depends_on_ct and i.op != "const":
+                saved[i.id] = i
+    # Gradients that do not depend on a cotangent (e.g. zeros) are computed backward-side
+    # from their own inputs: include those as saved too.
+    for g in grads:
+        if g.id not in depends_on_ct and g.op != "const":
+            saved[g.id] = g
+    saved_nodes = sorted(saved.values(), key=lambda n: n.id)
+    forward = subgraph(joint, primals, joint.outputs[:n_out] + saved_nodes,
+                       name=joint.name + "_forward")
+    backward = subgraph(joint, saved_nodes + list(cotangents), grads,
+                        name=joint.name + "_backward")
+    return forward, backward, [n.id for n in saved_nodes]
+
+
+def _needed(outputs, depends_on_ct) -> set[int]:
+    needed: set[int] = set()
+    stack = list(outputs)
+    while stack:
+        node = stack.pop()
+        if node.id in needed:
+            continue
+        needed.add(node.id)
+        stack.extend(node.inputs)
+    return needed
+
+
+def _node_base():
+    from tracegrad.eager.graph import Node as EagerNode
+    return EagerNode
+
+
+def _make_node_class():
+    EagerNode = _node_base()
+
+    class CompiledFunctionBackward(EagerNode):
+        """The eager backward node of a compiled call: runs the compiled backward kernel."""
+
+        __slots__ = ("entry", "output_index", "saved_arrays", "input_tensors", "primal_arrays",
+                     "versions")
+
+        def __init__(self, entry, output_index, inputs, saved, primal_arrays, graph_mod):
+            # Fill the eager Node's fields by name (not through its __init__, whose
+            # signature belongs to eager mode), then ours.
+            for slot in EagerNode.__slots__:
+                if slot != "__weakref__":
+                    setattr(self, slot, None)
+            out = entry.traced.graph.outputs[output_index]
+            self.attrs, self._name, self.operands = {}, "CompiledFunctionBackward", ()
+            self.inputs = tuple((t._grad_fn or graph_mod.grad_accumulator(t)) for t in inputs)
+            self.in_meta = tuple((tuple(t.shape), t.detach().numpy().dtype) for t in inputs)
+            if "out_meta" in EagerNode.__slots__:
+                self.out_meta = (out.shape, out.dtype)
+            self.saved = True
+            self.freed = False
+            self.entry = entry
+            self.output_index = output_index
+            self.saved_arrays = saved
+            self.input_tensors = list(inputs)
+            self.primal_arrays = primal_arrays
+            self.versions = [(t._version, t._version[0]) for t in inputs]
+
+        def apply(self, g, as_tensors: bool):
+            if self.freed:
+                raise RuntimeError(_freed_message())
+            self._check_versions()
+            entry = self.entry
+            if as_tensors:  # create_graph=True: record the backward as eager ops
+                return self._apply_recorded(g)
+            cts = []
+            for k in entry.diff_outputs:
+                node = entry.traced.graph.outputs[k]
+                if k == self.output_index:
+                    cts.append(np.ascontiguousarray(np.asarray(g, dtype=node.dtype)))
+                else:
+                    cts.append(np.zeros(node.shape, node.dtype))
+            return list(entry.backward(*self.saved_arrays, *cts))
+
+        def _apply_recorded(self, g):
+            from tracegrad.autodiff import replay
+            tensor_mod, _, _ = _eager()
+            entry = self.entry
+            joint = entry.joint
+            n_primals = len(entry.traced.graph.inputs)
+            args = list(self.primal_arrays)
+            for k, i in enumerate(entry.wrt):
+                args[i] = self.input_tensors[k]
+            cts = []
+            for k in entry.diff_outputs:
+                node = entry.traced.graph.outputs[k]
+                cts.append(g if k == self.output_index else
+                           tensor_mod.Tensor._wrap(np.zeros(node.shape, node.dtype)))
+            env = replay(joint, args[:n_primals] + cts)
+            return [env[n.id] if n.op != "const" else tensor_mod.Tensor._wrap(n.attrs["value"])
+                    for n in joint.outputs[entry.n_out:]]
+
+        def _check_versions(self):
+            for (counter, version), t in zip(self.versions, self.input_tensors):
+                if counter[0] != version:
+                    raise RuntimeError(
+                        "one of the variables needed for gradient computation has been modified "
+                        f"by an inplace operation: [{tuple(t.shape)}] is at version "
+                        f"{counter[0]}; expected version {version} instead. (input of "
+                        "CompiledFunctionBackward)")
+
+        def release(self) -> None:
+            self.saved_arrays = None
+            self.input_tensors = None
+            self.primal_arrays = None
+            self.freed = True
+
+        @property
+        def saved_tensors_info(self) -> list:
+            if self.freed or self.saved_arrays is None:
+                return []
+            return [(f"saved{i}", tuple(a.shape), str(a.dtype))
+                    for i, a in enumerate(self.saved_arrays)]
+
+    return CompiledFunctionBackward
+
+
+def _freed_message() -> str:
+    from tracegrad.eager.graph import FREED_MESSAGE
+    return FREED_MESSAGE
+
+
+_NODE_CLASS = None
+
+
+def node_class():
+    """The CompiledFunctionBackward class (a subclass of the eager Node), built on
+    first use so that importing this module does not import eager mode."""
+    global _NODE_CLASS
+    if _NODE_CLASS is None:
+        _NODE_CLASS = _make_node_class()
+    return _NODE_CLASS
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CompiledFunctionBackward":
+        return node_class()
+    raise AttributeError(name)
