@@ -102,11 +102,12 @@ class Node:
     ('AddBackward0', ['Node', None])
     """
 
-    __slots__ = ("prim", "attrs", "_name", "inputs", "visible", "in_meta", "saved", "operands", "out_saved",
+    __slots__ = ("prim", "attrs", "_name", "inputs", "visible", "in_meta", "saved", "operands", "out_saved", "out_meta",
                  "freed", "pre_hooks", "post_hooks", "retain_ref", "_metadata", "trace",
                  "__weakref__")
 
-    def __init__(self, prim, attrs, name, inputs, in_meta, operands, out_saved, visible=None):
+    def __init__(self, prim, attrs, name, inputs, in_meta, operands, out_saved, out_meta,
+                 visible=None):
         self.prim = prim
         self.attrs = attrs
         self._name = name
@@ -115,6 +116,7 @@ class Node:
         self.in_meta = in_meta        # (shape, dtype) per operand, None for Python scalars
         self.operands = operands      # per operand: scalar, OperandMeta, or SavedValue
         self.out_saved = out_saved    # SavedValue of the output, or None
+        self.out_meta = out_meta      # OperandMeta of the output (rules may read its shape)
         self.saved = out_saved is not None or any(type(o) is SavedValue for o in operands)
         self.freed = False
         self.pre_hooks = None
@@ -190,11 +192,11 @@ class Node:
             else:
                 operands.append(op)
         out = self.out_saved
-        if out is not None:
-            if out.counter[0] != out.version:
-                raise RuntimeError(version_message(out, self))
-            out = _output_value(out, self, as_tensors)
-        return operands, out
+        if out is None:
+            return operands, self.out_meta
+        if out.counter[0] != out.version:
+            raise RuntimeError(version_message(out, self))
+        return operands, _output_value(out, self, as_tensors)
 
     def apply(self, g, as_tensors: bool):
         """Gradients for each operand (None where not needed)."""

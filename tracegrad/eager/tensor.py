@@ -54,6 +54,11 @@ _PLAIN = (float, int, bool, np.ndarray, np.generic)
 # (e.g. MulBackward0 keeps `other` only to differentiate `self`). This is a
 # saving policy, not a derivative: it decides when version checks can fire.
 _SAVE_ONLY_IF_NEEDED = {"mul": {0: 1, 1: 0}, "div": {0: 1}, "matmul": {0: 1, 1: 0}}
+# `saves` that depend on the call: PyTorch's PowBackward1/2 (tensor exponent)
+# also keep the result, PowBackward0 (scalar exponent) does not.
+_SAVES_BY_CALL = {
+    "pow": lambda args: (0, 1, "out") if not isinstance(args[1], (int, float)) else (0,),
+}
 # Operands PyTorch shows in next_functions, when not all of them.
 _VISIBLE = {
     "where": lambda args: (1, 2),
@@ -159,6 +164,9 @@ def _clear_error(prim, arrays, attrs, exc) -> Exception:
 
 def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
     saves = prim.saves
+    by_call = _SAVES_BY_CALL.get(prim.name)
+    if by_call is not None:
+        saves = by_call(args)
     policy = _SAVE_ONLY_IF_NEEDED.get(prim.name)
     inputs, in_meta, operands = [], [], []
     for i, a in enumerate(args):
@@ -166,7 +174,8 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
             d = a._data
             inputs.append((a._grad_fn or grad_accumulator(a)) if a._requires_grad else None)
             in_meta.append((d.shape, d.dtype))
-            needed = i in saves
+            # integer/bool operands (indices, masks) are data the rules read, always kept
+            needed = i in saves or d.dtype.kind not in "fc"
             if needed and policy is not None and i in policy:
                 other = args[policy[i]]
                 needed = isinstance(other, Tensor) and other._requires_grad
@@ -184,7 +193,8 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
             inputs.append(None)
             if type(d) is np.ndarray:
                 in_meta.append((d.shape, d.dtype))
-                operands.append(d if i in saves else OperandMeta(d.shape, d.dtype))
+                keep = i in saves or d.dtype.kind not in "fc"
+                operands.append(d if keep else OperandMeta(d.shape, d.dtype))
             else:
                 in_meta.append(None)
                 operands.append(d)
@@ -197,8 +207,9 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
         vis = _VISIBLE.get(prim.name)
         if vis is not None:
             visible = vis(args)
+    out = result._data
     node = Node(prim, attrs, name, tuple(inputs), tuple(in_meta), tuple(operands), out_saved,
-                visible)
+                OperandMeta(out.shape, out.dtype), visible)
     if STATE.anomaly:
         node.trace = traceback.format_stack()[:-3]
     return node
