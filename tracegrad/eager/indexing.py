@@ -43,10 +43,10 @@ def getitem(x, index):
 def setitem(x, index, value) -> None:
     from tracegrad.eager.tensor import Tensor, apply_op, check_inplace, tensor, write_into, \
         _check_view_recording
-    check_inplace(x)
     if x._requires_grad and x._grad_fn is None and STATE.grad_enabled:
         from tracegrad.eager.tensor import LEAF_VIEW_INPLACE_MESSAGE
-        raise RuntimeError(LEAF_VIEW_INPLACE_MESSAGE)
+        raise RuntimeError(LEAF_VIEW_INPLACE_MESSAGE)  # PyTorch: x[i] = v writes through a view
+    check_inplace(x)
     plain = _plain_index(index)
     value_requires_grad = isinstance(value, Tensor) and value._requires_grad
     recording = STATE.grad_enabled and (x._requires_grad or value_requires_grad)
