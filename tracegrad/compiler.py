@@ -213,17 +213,31 @@ class _Signature:
 
 
 class _Entry:
-    """One compiled signature: the kernel and how to pack its results."""
+    """One compiled signature: the kernel and how to pack its results.
 
-    __slots__ = ("lowered", "kernel", "pack", "signature", "output_names", "leaf_paths")
+    `call(arrays)` is the whole per-call work: kernel, optional finiteness
+    check, and packing into the caller's structure.
+    """
 
-    def __init__(self, lowered, pack, signature, output_names, leaf_paths):
+    __slots__ = ("lowered", "kernel", "pack", "signature", "output_names", "leaf_paths",
+                 "call")
+
+    def __init__(self, lowered, pack, signature, output_names, leaf_paths, check_finite=False):
         self.lowered = lowered
-        self.kernel = lowered.kernel
+        self.kernel = kernel = lowered.kernel
         self.pack = pack
         self.signature = signature
         self.output_names = output_names
         self.leaf_paths = leaf_paths
+        if check_finite:
+            def call(arrays):
+                outs = kernel(*arrays)
+                _check_finite(self, arrays, outs)
+                return pack(outs)
+        else:
+            def call(arrays):
+                return pack(kernel(*arrays))
+        self.call = call
 
 
 _NOT_FAST = object()  # a fast key that cannot be cached (pytrees, lists, tensors...)
@@ -231,16 +245,20 @@ _AS_IS, _DROP_STATIC, _CONVERT = 0, 1, 2  # how a fast hit turns args into kerne
 
 
 def _fast_key(args: tuple):
-    """The hot-path key: cheap, and only for plain ndarray / Python scalar args."""
-    parts = []
+    """The hot-path key: cheap, and only for plain ndarray / Python scalar args.
+
+    One flat tuple: per array its shape, strides, dtype and writeability
+    (layout and flags decide whether the kernel may take the array as is).
+    """
+    key = ()
     for a in args:
         if type(a) is np.ndarray:
-            parts.append((a.shape, a.dtype, a.strides, a.flags.writeable))
+            key += (a.shape, a.strides, a.dtype, a.flags.writeable)
         elif type(a) in (float, int, bool):
-            parts.append((type(a), a))
+            key += (type(a), a)
         else:
             return _NOT_FAST
-    return tuple(parts)
+    return key
 
 
 def _canonical_leaf(value: Any) -> np.ndarray:
@@ -290,26 +308,16 @@ class CompiledFunction:
     # ---- the hot path
     def __call__(self, *args, **kwargs):
         if not kwargs:
-            key = _fast_key(args)
-            if key is not _NOT_FAST:
-                hit = self._fast.get(key)
-                if hit is not None:
-                    self._hits += 1
-                    entry, how = hit
-                    if how == _AS_IS:
-                        arrays = args
-                    elif how == _DROP_STATIC:
-                        arrays = [a for a in args if type(a) is np.ndarray]
-                    else:
-                        arrays = [_canonical_leaf(a) for a in args if type(a) is np.ndarray]
-                    return self._run(entry, arrays)
+            hit = self._fast.get(_fast_key(args))
+            if hit is not None:
+                self._hits += 1
+                entry, how = hit
+                if how == _AS_IS:
+                    return entry.call(args)
+                if how == _DROP_STATIC:
+                    return entry.call([a for a in args if type(a) is np.ndarray])
+                return entry.call([_canonical_leaf(a) for a in args if type(a) is np.ndarray])
         return self._call_slow(args, kwargs)
-
-    def _run(self, entry: _Entry, arrays: Sequence[np.ndarray]):
-        outs = entry.kernel(*arrays)
-        if self.check_finite:
-            _check_finite(entry, arrays, outs)
-        return entry.pack(outs)
 
     # ---- everything else: pytrees, tensors, tracers, first calls
     def _call_slow(self, args: tuple, kwargs: dict):
@@ -330,12 +338,12 @@ class CompiledFunction:
         arrays = [_canonical_leaf(v) for v in leaves]
         if not kwargs:
             self._remember_fast(args, wrt_args, entry, arrays, leaves)
-        return self._run(entry, arrays)
+        return entry.call(arrays)
 
     def _remember_fast(self, args, wrt_args, entry, arrays, leaves) -> None:
         """Map this call's cheap key to the entry, if the key describes it fully."""
         key = _fast_key(args)
-        if key is _NOT_FAST:
+        if key is _NOT_FAST or len(self._fast) > 32 * MAX_SIGNATURES:
             return
         if any(type(a) is not np.ndarray and i in wrt_args for i, a in enumerate(args)):
             return  # a Python scalar being differentiated is an array leaf
@@ -436,7 +444,8 @@ class CompiledFunction:
         log.info("%s: %s", _fn_name(self.fn),
                  ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in timings.items()))
         output_names = _output_names(self, traced, signature)
-        return _Entry(lowered, pack, signature, output_names, traced.input_paths)
+        return _Entry(lowered, pack, signature, output_names, traced.input_paths,
+                      self.check_finite)
 
     def _differentiate(self, traced, signature: _Signature, args):
         from tracegrad.autodiff import vjp_graph
@@ -627,6 +636,14 @@ def _forward_packer(out_tree: TreeDef) -> Callable:
 
 def _grad_packer(mode: str, n_out: int, aux_tree, grad_trees, argnums_is_tuple) -> Callable:
     """Turn the joint graph's outputs (value, aux..., grads...) into JAX's layout."""
+    simple = aux_tree is None and n_out == 1 and all(t.kind == "array" for t in grad_trees)
+    if simple:  # the common case, without a Python loop per call
+        if mode == "grad":
+            return (lambda outs: tuple(outs[1:])) if argnums_is_tuple else (lambda outs: outs[1])
+        if argnums_is_tuple:
+            return lambda outs: (outs[0], tuple(outs[1:]))
+        return lambda outs: (outs[0], outs[1])
+
     def grads_of(outs):
         flat = outs[n_out:]
         trees, pos = [], 0
