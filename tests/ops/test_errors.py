@@ -159,3 +159,12 @@ def test_errors_are_catchable_as_builtin_types():
         tg.matmul(np.ones((2, 3)), np.ones((2, 3)))
     with pytest.raises(TypeError):
         T.exp.shape_rule(Aval((1,), np.dtype("int64")))
+
+
+def test_expand_dims_and_squeeze_axes():
+    msg = raises_here(ShapeError, tg.expand_dims, np.ones((2, 3)), 3)
+    assert "expand_dims" in msg and "(2, 3)" in msg
+    msg = raises_here(ShapeError, tg.squeeze, np.ones((1, 3)), 1)
+    assert "squeeze" in msg and "(1, 3)" in msg
+    msg = raises_here(ShapeError, tg.squeeze, np.ones((1, 3)), 2)
+    assert "squeeze: axis 2 is out of range" in msg and "f64[1,3]" in msg

@@ -582,7 +582,11 @@ def expand_dims(x: Array, axis: int | Sequence[int]) -> Array:
     """
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     out_ndim = np.ndim(x) + len(axes)
-    positions = normalize_axes("expand_dims", T.Aval((0,) * out_ndim, np.dtype(float)), axes)
+    positions = {int(a) % out_ndim for a in axes if -out_ndim <= a < out_ndim}
+    if len(positions) != len(axes):
+        raise ShapeError(f"expand_dims: axis {axis} is out of range or repeated for a result "
+                         f"with {out_ndim} dims (input shape {tuple(np.shape(x))})"
+                         + user_location_suffix())
     shape = iter(np.shape(x))
     new_shape = tuple(1 if i in positions else next(shape) for i in range(out_ndim))
     return bind(T.reshape, x, shape=new_shape)
@@ -599,7 +603,7 @@ def squeeze(x: Array, axis: int | Sequence[int] | None = None) -> Array:
     if axis is None:
         axes = tuple(i for i, d in enumerate(shape) if d == 1)
     else:
-        axes = normalize_axes("squeeze", T.Aval(shape, np.dtype(float)), _axis(axis))
+        axes = normalize_axes("squeeze", T.aval_of(x), _axis(axis))
         for a in axes:
             if shape[a] != 1:
                 raise ShapeError(f"squeeze: cannot select an axis to squeeze out which has size "

@@ -8,7 +8,10 @@ backward node, what that node saves, and its code generation.
 For elementwise primitives `codegen` is a scalar expression template over the
 operands `{0}`, `{1}`, ... (fast math helpers such as `tg_exp` live in
 tracegrad.codegen.mathlib), or a callable `codegen(**attrs) -> template` when
-the template depends on static attrs (clip, astype, full_like). For structured
+the template depends on static attrs (clip, astype, full_like). The scalar
+helpers the templates use are: tg_exp tg_log tg_sqrt tg_sin tg_cos tg_tanh
+tg_sigmoid tg_relu tg_sign tg_pow tg_maximum tg_minimum tg_where tg_isfinite
+(tests/ops/test_registry.py notices a new one). For structured
 primitives `codegen` names a loop template in tracegrad.codegen that reads the
 node's attrs.
 
@@ -195,8 +198,9 @@ def _unary(name, impl, vjp, codegen, saves, torch_name=None, float_only=True):
 
 
 def _sigmoid_impl(x):
-    # 1 / (1 + exp(-x)) written as exp(-log(1 + exp(-x))): finite for |x| = 1e4
-    return np.exp(-np.logaddexp(0, -x))
+    # exp only of -|x|, so nothing overflows at |x| = 1e4 and tiny results keep their digits
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1, e) / (1 + e)
 
 
 def _relu_impl(x):
