@@ -8,6 +8,7 @@ reported time is the median over rounds of the per-call time within a batch.
 from __future__ import annotations
 
 import gc
+import os
 import logging
 import re
 import statistics
@@ -29,7 +30,7 @@ class Settings:
     #                               spinning thread pools (OpenBLAS, OpenMP, XLA) go to sleep
 
 
-QUICK = Settings(repeats=5, batch_seconds=0.01, warmup_calls=1, cooldown=0.05)
+QUICK = Settings(repeats=5, batch_seconds=0.01, warmup_calls=1, cooldown=0.02)
 FULL = Settings()
 
 
@@ -49,6 +50,15 @@ class Result:
     memory_method: str = ""
     stages: dict = field(default_factory=dict)  # compile stage -> seconds (tracegrad compiled)
     ratio: float | None = None    # median / best peer's median
+    best: float | None = None     # fastest round (less sensitive to other processes' load)
+    load: float | None = None     # mean 1-minute load average over the timing rounds
+
+
+def load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
 
 
 # ----------------------------------------------------------- stage-time capture
@@ -66,6 +76,7 @@ class StageCapture(logging.Handler):
         re.IGNORECASE)
     CANON = {"tracing": "trace", "trace": "trace", "autodiff": "AD", "ad": "AD", "vjp": "AD",
              "passes": "passes", "pass": "passes", "optimize": "passes", "optimise": "passes",
+             "fuse": "passes: fuse",
              "codegen": "codegen", "numba": "numba", "compile": "numba", "cache": "cache",
              "load": "cache", "import": "cache"}
     UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
@@ -77,7 +88,7 @@ class StageCapture(logging.Handler):
     def emit(self, record):
         self.records.append(record)
 
-    def stages(self) -> dict:
+    def _stages_one_per_record(self) -> dict:
         out: dict = {}
         for rec in self.records:
             stage, seconds = self._from_attrs(rec)
@@ -103,6 +114,16 @@ class StageCapture(logging.Handler):
         if not m:
             return None, None
         return self.CANON.get(m["stage"].lower(), m["stage"]), float(m["num"]) * self.UNITS[m["unit"]]
+
+    def stages(self) -> dict:
+        """Stage times from records; a summary line "f: trace 1.2 ms, autodiff 3.4 ms, ..." wins."""
+        for rec in reversed(self.records):
+            pairs = self.SUMMARY.findall(rec.getMessage())
+            if len(pairs) >= 2:
+                return {self.CANON.get(k.lower(), k): float(v) * self.UNITS[u] for k, v, u in pairs}
+        return self._stages_one_per_record()
+
+    SUMMARY = re.compile(r"(\w+) (\d+(?:\.\d+)?) (ms|s|us|µs)\b")
 
     def messages(self) -> list[str]:
         return [r.getMessage() for r in self.records]
@@ -150,6 +171,11 @@ def prepare_and_verify(workload, key: str, ref) -> tuple[Result, object]:
         if log_handler is not None:
             logging.getLogger("tracegrad").removeHandler(log_handler)
             res.stages = log_handler.stages()
+    if prepared.stages is not None:  # the structured API beats parsing log text
+        try:
+            res.stages = prepared.stages() or res.stages
+        except Exception as exc:
+            res.detail = f"stage times unavailable: {_short_error(exc)}"
     problem = compare(workload, value, grads, ref)
     if problem:
         res.status, res.detail = "mismatch", problem
@@ -181,15 +207,20 @@ def run_interleaved(ready: dict, results: dict, settings: Settings) -> None:
     keys = list(ready)
     for key in keys:
         results[key].calls_per_batch = calibrate(ready[key], settings)
+    loads = []
     for r in range(settings.repeats):
+        loads.append(load_average())
         order = keys[r % len(keys):] + keys[:r % len(keys)] if keys else []
         for key in order:
             gc.collect()
             time.sleep(settings.cooldown)
             ready[key].call()  # one untimed call wakes this system's own threads
             results[key].samples.append(_time_batch(ready[key].call, results[key].calls_per_batch))
+    loads = [x for x in loads if x is not None]
     for key in keys:
         results[key].median = statistics.median(results[key].samples)
+        results[key].best = min(results[key].samples)
+        results[key].load = statistics.mean(loads) if loads else None
 
 
 def run_workload(name: str, dtype: str, keys: list[str], settings: Settings, log=print) -> list[Result]:

@@ -53,6 +53,11 @@ def passfail(ok) -> str:
 # ------------------------------------------------------------ machine facts
 def _version(module: str) -> str:
     try:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            return version(module)
+        except PackageNotFoundError:
+            pass
         return getattr(importlib.import_module(module), "__version__", "?")
     except Exception:
         return "not installed"
@@ -73,9 +78,14 @@ def blas_info() -> str:
         from threadpoolctl import threadpool_info
     except ImportError:
         return "threadpoolctl not installed: BLAS kernel not recorded"
-    parts = [f"{i.get('internal_api')} {i.get('version')} kernel={i.get('architecture')} "
-             f"threads={i.get('num_threads')} ({os.path.basename(i.get('filepath', ''))})"
-             for i in threadpool_info()]
+    parts = []
+    for i in threadpool_info():
+        lib = os.path.basename(i.get("filepath", ""))
+        if i.get("user_api") == "blas":
+            parts.append(f"{i.get('internal_api')} {i.get('version')}, kernel **{i.get('architecture')}**, "
+                         f"{i.get('num_threads')} threads ({lib})")
+        else:
+            parts.append(f"{i.get('internal_api')} {i.get('num_threads')} threads ({lib})")
     return "; ".join(parts) or "no BLAS/OpenMP pools found"
 
 
@@ -148,6 +158,13 @@ def section_machine(info: dict, argv: list, settings) -> list[str]:
               "allocator's events) for PyTorch; XLA's `memory_analysis()` (temp + output buffers of the "
               "compiled program) for JAX. The methods count allocator bytes, not RSS; they are close "
               "but not identical across systems.",
+              "- **noise**: this is a 2-core machine shared with other processes (the load column is the "
+              "mean 1-minute load average while that workload was timed). Multi-threaded libraries "
+              "(OpenBLAS in numpy, PyTorch's OpenMP pool, XLA) suffer most when a core is taken, because "
+              "each parallel region waits for its slowest thread. Interleaving spreads the noise across "
+              "systems; the fastest round is shown beside the median as a less load-sensitive figure. "
+              "Before each batch the harness idles briefly so the previous system's spinning worker "
+              "threads go to sleep.",
               "- **× best peer**: time divided by the fastest peer (PyTorch eager, torch.compile, "
               "jax.jit, HIPS autograd, NumPy by hand) on the same workload in the same run.", ""]
     return lines
@@ -173,9 +190,9 @@ def section_tables(results) -> list[str]:
                     cells.append(f"{fmt_time(r.median)} ({fmt_ratio(r.ratio)})")
             lines.append(f"| `{w}` | " + " | ".join(cells) + " |")
         lines += ["", "Details:", "",
-                  "| workload | system | status | median / call | × best peer | first call | "
-                  "peak memory | memory method |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| workload | system | status | median / call | × best peer | fastest round | first call | "
+                  "peak memory | memory method | load |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for w in _workloads(results):
             for k in keys:
                 r = idx.get((w, dtype, k))
@@ -183,8 +200,9 @@ def section_tables(results) -> list[str]:
                     continue
                 status = r.status if r.status == "ok" else f"{r.status}: {r.detail}".replace("|", "\\|")
                 lines.append(f"| `{w}` | {SYSTEMS[k].label} | {status} | {fmt_time(r.median)} | "
-                             f"{fmt_ratio(r.ratio)} | {fmt_time(r.first_call)} | {fmt_bytes(r.peak_bytes)} | "
-                             f"{r.memory_method if r.status == 'ok' else ''} |")
+                             f"{fmt_ratio(r.ratio)} | {fmt_time(r.best)} | {fmt_time(r.first_call)} | "
+                             f"{fmt_bytes(r.peak_bytes)} | {r.memory_method if r.status == 'ok' else ''} | "
+                             f"{'' if r.load is None else f'{r.load:.1f}'} |")
         lines.append("")
     return lines
 
@@ -419,7 +437,10 @@ def plot_sweeps(sweeps, path: Path) -> bool:
         ax.set_ylabel("speedup (eager time / compiled time)")
         ax.set_title(title)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "no verified pair of results", transform=ax.transAxes, ha="center")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -57,6 +57,7 @@ def parse_args(argv):
                    help="folder for report.md and the PNGs (default: perf/)")
     p.add_argument("--no-sweeps", action="store_true", help="skip the compiled-vs-eager size sweeps")
     p.add_argument("--no-cold-start", action="store_true", help="skip the cold-start subprocess runs")
+    p.add_argument("--cold-start", action="store_true", help="run the cold-start cases even with --quick")
     p.add_argument("--cache-dir", default=None,
                    help="TRACEGRAD_CACHE_DIR for this run (default: a fresh temporary folder, "
                         "so first calls are cold compiles)")
@@ -83,21 +84,26 @@ def main(argv=None) -> int:
     settings = bench.QUICK if args.quick else bench.FULL
     if args.repeats:
         settings = bench.Settings(**{**settings.__dict__, "repeats": args.repeats})
+    load_before = bench.load_average()
+
+    def log(message: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f}s] {message}", flush=True)
+
     print(f"tracegrad perf: systems={args.systems} workloads={args.workloads} dtypes={args.dtypes} "
           f"cache={cache_dir}", flush=True)
     try:
         results = []
         for dtype in args.dtypes:
             for name in args.workloads:
-                results += bench.run_workload(name, dtype, args.systems, settings,
-                                              log=lambda m: print(m, flush=True))
+                results += bench.run_workload(name, dtype, args.systems, settings, log=log)
         sweeps = {}
         if not args.no_sweeps and {"tracegrad_eager", "tracegrad_compiled"} <= set(args.systems):
-            sweeps = bench.run_sweeps("float32", settings, args.quick, log=lambda m: print(m, flush=True))
+            sweeps = bench.run_sweeps("float32", settings, args.quick, log=log)
         cold = None
-        if not args.no_cold_start and "tracegrad_compiled" in args.systems:
+        want_cold = args.cold_start or not (args.quick or args.no_cold_start)
+        if want_cold and "tracegrad_compiled" in args.systems:
             from perf import cold_start
-            cold = cold_start.measure(runs=1 if args.quick else 3, log=lambda m: print(m, flush=True))
+            cold = cold_start.measure(runs=1 if args.quick else 3, log=log)
     finally:
         if own_cache:
             shutil.rmtree(cache_dir, ignore_errors=True)
@@ -105,7 +111,12 @@ def main(argv=None) -> int:
     if args.quick:
         notes.append("Quick run (`--quick`): float32 only, short timing batches; numbers are noisier "
                      "than a full run.")
-    path = report.write_report(Path(args.out), results, sweeps, cold, report.machine_info(), argv,
+    info = report.machine_info()
+    info["load average (1 min) before / after"] = (
+        f"{load_before:.2f} / {bench.load_average():.2f} on {os.cpu_count()} CPUs "
+        "(other processes on this machine share the cores; see the noise note)"
+        if load_before is not None else "unknown")
+    path = report.write_report(Path(args.out), results, sweeps, cold, info, argv,
                                settings, time.perf_counter() - started, notes)
     print(f"wrote {path} in {time.perf_counter() - started:.1f} s")
     for line in _summary(results):

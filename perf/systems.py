@@ -34,6 +34,7 @@ class Prepared:
     to_numpy: Callable[[Any], tuple]
     memory_method: str = "tracemalloc"
     peak_memory: Callable[[], int] | None = None  # overrides the method's default measurement
+    stages: Callable[[], dict] | None = None       # compile-stage seconds of the first call
 
 
 @dataclass
@@ -98,7 +99,24 @@ def prepare_tracegrad_compiled(w) -> Prepared:
         value, grads = result
         return _np(value), [_np(g) for g in grads]
 
-    return Prepared(call, to_numpy)
+    def stages() -> dict:
+        # tracegrad's Lowered records stage times; its kernel splits codegen further
+        lowered = vg.lower(*args)
+        out = {STAGE_NAMES.get(k, k): v for k, v in (lowered.timings or {}).items()}
+        kernel_times = getattr(lowered.kernel, "timings", None) or {}
+        if kernel_times and "codegen" in out:
+            total = out.pop("codegen")
+            for k, v in kernel_times.items():
+                out[STAGE_NAMES.get(k, k)] = v
+            out["codegen other"] = max(0.0, total - sum(kernel_times.values()))
+        return out
+
+    return Prepared(call, to_numpy, stages=stages)
+
+
+STAGE_NAMES = {"autodiff": "AD", "fuse": "passes: fuse", "passes": "passes",
+               "codegen": "codegen", "import_numba": "import numba",
+               "load_compile": "numba compile / cache load"}
 
 
 # ----------------------------------------------------------------------- numpy
