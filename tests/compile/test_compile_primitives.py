@@ -120,3 +120,17 @@ def test_interpreter_agrees_with_numpy_for_every_case():
             expected = np.asarray(bind(case.prim, *operands, **case.attrs))
             assert out.dtype == expected.dtype, case.id
             np.testing.assert_allclose(out, expected, rtol=1e-6, err_msg=case.id)
+
+
+@pytest.mark.parametrize("case", DIFF_CASES, ids=[c.id for c in DIFF_CASES])
+def test_compiled_gradients_equal_eager_gradients(case):
+    eager = pytest.importorskip("tracegrad.eager")
+    f, args = make_problem(case, "float64")
+    argnums = tuple(range(len(args)))
+    value, grads = tg.value_and_grad(f, argnums=argnums, backend="interpret")(*args)
+    tensors = [eager.tensor(a, requires_grad=True) for a in args]
+    out = f(*tensors)
+    out.backward()
+    assert_close(value, out.detach().numpy(), rtol=1e-12, what="value")
+    for g, t in zip(grads, tensors):
+        assert_close(g, t.grad.numpy(), rtol=1e-10, atol=1e-12, what="grad")
