@@ -57,6 +57,9 @@ def test_attr_dependent_templates():
     assert T.astype.codegen(dtype="float32") == "np.float32({0})"
     assert T.astype.codegen(dtype="bool") == "({0} != 0)"
     assert T.full_like.codegen(value=0, dtype=None) == "0"
+    assert T.full_like.codegen(value=float("-inf"), dtype=None) == "-np.inf"
+    assert T.full_like.codegen(value=1, dtype="bool") == "True"
+    assert T.clip.codegen(lo=None, hi=float("inf")) == "tg_minimum({0}, np.inf)"
 
 
 def test_math_helpers_used_by_templates_are_a_known_set():

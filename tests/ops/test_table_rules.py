@@ -109,3 +109,38 @@ def test_first_order_through_recording_driver(case):
         expected = T.sum_to_shape(case.prim.vjps[i](w, case.prim.impl(*args, **case.attrs), *args,
                                                     **case.attrs), args[i].shape)
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+_X = np.random.default_rng(5).standard_normal((3, 4))
+_Y = np.random.default_rng(6).standard_normal((4,))
+NONDIFF = [  # (primitive, operands, attrs, NumPy reference): no gradient, values and dtypes only
+    (T.gt, (_X, _Y), {}, np.greater), (T.lt, (_X, 0.0), {}, np.less),
+    (T.ge, (_X, _X), {}, np.greater_equal), (T.le, (0.5, _Y), {}, np.less_equal),
+    (T.eq, (_X, _X[0]), {}, np.equal), (T.ne, (_X, _Y), {}, np.not_equal),
+    (T.logical_and, (_X > 0, _Y > 0), {}, np.logical_and),
+    (T.logical_or, (_X > 0, _Y > 0), {}, np.logical_or),
+    (T.logical_not, (_X > 0,), {}, np.logical_not),
+    (T.isfinite, (np.array([1.0, np.inf, -np.inf, np.nan]),), {}, np.isfinite),
+    (T.argmax, (_X,), {"axis": 1}, lambda x, axis: np.argmax(x, axis)),
+    (T.argmax, (_X,), {}, np.argmax),
+    (T.argmin, (_X,), {"axis": 0, "keepdims": True},
+     lambda x, axis, keepdims: np.argmin(x, axis, keepdims=keepdims)),
+    (T.full_like, (_X,), {"value": 2.5}, lambda x, value: np.full_like(x, value)),
+    (T.full_like, (_X,), {"value": 1, "dtype": "bool"},
+     lambda x, value, dtype: np.full(x.shape, value, dtype)),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("prim, operands, attrs, ref", NONDIFF,
+                         ids=[f"{p.name}{i}" for i, (p, *_) in enumerate(NONDIFF)])
+def test_nondiff_impl_matches_numpy(prim, operands, attrs, ref, dtype):
+    operands = [o.astype(dtype) if isinstance(o, np.ndarray) and o.dtype.kind == "f" else o
+                for o in operands]
+    out = prim.impl(*operands, **attrs)
+    aval = prim.shape_rule(*[o if T.is_static_scalar(o) else T.aval_of(o) for o in operands],
+                           **attrs)
+    assert isinstance(out, np.ndarray)
+    assert out.shape == tuple(aval.shape) and out.dtype == aval.dtype
+    np.testing.assert_array_equal(out, ref(*operands, **attrs))
+    assert prim.nondiff

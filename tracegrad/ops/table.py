@@ -290,12 +290,22 @@ def _clip_vjp(g, out, x, lo=None, hi=None):
     return g if inside is None else where(inside, g, 0)
 
 
+def literal(value) -> str:
+    """A Python literal for a static scalar in generated code (inf and nan spelled via np)."""
+    if isinstance(value, (bool, np.bool_)):
+        return repr(bool(value))
+    value = value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, float) and not math.isfinite(value):
+        return "np.nan" if math.isnan(value) else ("np.inf" if value > 0 else "-np.inf")
+    return repr(value)
+
+
 def _clip_codegen(lo=None, hi=None):
     expr = "{0}"
     if lo is not None:
-        expr = f"tg_maximum({expr}, {lo!r})"
+        expr = f"tg_maximum({expr}, {literal(lo)})"
     if hi is not None:
-        expr = f"tg_minimum({expr}, {hi!r})"
+        expr = f"tg_minimum({expr}, {literal(hi)})"
     return expr
 
 
@@ -330,7 +340,7 @@ def _full_like_rule(x, value, dtype=None):
 
 
 def _full_like_codegen(value, dtype=None):
-    return repr(bool(value)) if dtype == "bool" else repr(value)
+    return literal(bool(value)) if dtype == "bool" else literal(value)
 
 
 full_like = primitive(
