@@ -30,8 +30,8 @@ from tracegrad.eager import autograd  # noqa: F401,E402
 from tracegrad.eager.autograd import detect_anomaly, set_detect_anomaly  # noqa: F401,E402
 
 _LAZY = {"nn": "tracegrad.eager.nn", "optim": "tracegrad.eager.optim",
-         "checkpoint": ("tracegrad.eager.checkpoint", "checkpoint"),
-         "checkpoint_sequential": ("tracegrad.eager.checkpoint", "checkpoint_sequential"),
+         "checkpoint": ("tracegrad.eager.checkpointing", "checkpoint"),
+         "checkpoint_sequential": ("tracegrad.eager.checkpointing", "checkpoint_sequential"),
          "utils": "tracegrad.eager.utils"}
 
 

@@ -1,0 +1,20 @@
+"""`tracegrad.eager.nn`: Module, Parameter, Linear, activations, Sequential, losses.
+
+    >>> import tracegrad.eager as torch
+    >>> from tracegrad.eager import nn
+    >>> torch.manual_seed(0) and None
+    >>> model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    >>> model
+    Sequential(
+      (0): Linear(in_features=2, out_features=3, bias=True)
+      (1): ReLU()
+      (2): Linear(in_features=3, out_features=1, bias=True)
+    )
+    >>> len(list(model.parameters())), model[0].weight.shape
+    (4, torch.Size([3, 2]))
+"""
+from tracegrad.eager.nn import functional  # noqa: F401
+from tracegrad.eager.nn.modules import (CrossEntropyLoss, Identity, Linear, Module,  # noqa: F401
+                                        ModuleList, MSELoss, Parameter, ReLU, Sequential,
+                                        Sigmoid, Tanh)
+from tracegrad.eager.nn import init  # noqa: F401

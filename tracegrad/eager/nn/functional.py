@@ -1,0 +1,84 @@
+"""`tracegrad.eager.nn.functional`: relu, softmax, log_softmax, linear, mse_loss, cross_entropy.
+
+Losses are compositions of table primitives; the last node carries PyTorch's
+name (MseLossBackward0, NllLossBackward0). log_softmax subtracts the row max,
+so logits of +-1e4 stay finite.
+
+    >>> import tracegrad.eager as torch
+    >>> import tracegrad.eager.nn.functional as F
+    >>> logits = torch.tensor([[1e4, -1e4], [0.0, 0.0]], requires_grad=True)
+    >>> F.cross_entropy(logits, torch.tensor([0, 1]))
+    tensor(0.3466, grad_fn=<NllLossBackward0>)
+"""
+from __future__ import annotations
+
+from tracegrad.eager import functions as _f
+from tracegrad.eager.tensor import Tensor, apply_op
+from tracegrad.ops import table as T
+
+relu = _f.relu
+tanh = _f.tanh
+sigmoid = _f.sigmoid
+
+
+def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
+    return _f.softmax(input, dim, dtype)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
+    return _f.log_softmax(input, dim, dtype)
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """input @ weight.T + bias (PyTorch names the 2-D case with bias AddmmBackward0)."""
+    out = _f.matmul(input, _f.t(weight))
+    if bias is None:
+        return out
+    name = "AddmmBackward0" if input.ndim == 2 else None
+    return apply_op(T.add, (out, bias), {}, name=name)
+
+
+def _reduce(values: Tensor, reduction: str, name: str) -> Tensor:
+    if reduction == "mean":
+        return apply_op(T.mean, (values,), {"axis": None, "keepdims": False}, name=name)
+    if reduction == "sum":
+        return apply_op(T.sum_, (values,), {"axis": None, "keepdims": False}, name=name)
+    if reduction == "none":
+        return values
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean squared error."""
+    if tuple(input.shape) != tuple(target.shape):
+        import warnings
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
+                      f"({input.shape}). This will likely lead to incorrect results due to "
+                      "broadcasting. Please ensure they have the same size.", stacklevel=2)
+    diff = input - target
+    return _reduce(diff * diff, reduction, "MseLossBackward0")
+
+
+def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of class indices `target` under log-probabilities `input`."""
+    if input.ndim != 2 or target.ndim != 1:
+        raise ValueError(f"nll_loss: expected input (N, C) and target (N,), got "
+                         f"{tuple(input.shape)} and {tuple(target.shape)}")
+    if target.dtype.np.kind not in "iu":
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype._tensor_type[:-6]}")
+    n_classes = input.shape[1]
+    t = target.numpy()
+    if t.size and (t.min() < 0 or t.max() >= n_classes):
+        raise IndexError(f"Target {int(t.max() if t.max() >= n_classes else t.min())} is out of "
+                         f"bounds.")
+    picked = apply_op(T.take_along_axis, (input, t.reshape(-1, 1)), {"axis": 1})
+    return _reduce(-picked, reduction, "NllLossBackward0")
+
+
+def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """log_softmax + nll_loss; `target` holds class indices or class probabilities."""
+    logp = log_softmax(input, dim=1)
+    if target.dtype.is_floating_point:
+        per_row = -(logp * target).sum(dim=1)
+        return _reduce(per_row, reduction, None)
+    return nll_loss(logp, target, reduction)
