@@ -144,3 +144,17 @@ def test_nondiff_impl_matches_numpy(prim, operands, attrs, ref, dtype):
     assert out.shape == tuple(aval.shape) and out.dtype == aval.dtype
     np.testing.assert_array_equal(out, ref(*operands, **attrs))
     assert prim.nondiff
+
+
+@pytest.mark.parametrize("g_shape, shape", [((2, 3, 4), (3, 1)), ((2, 3), (2, 3)), ((3,), ()),
+                                            ((1, 3), (1, 3)), ((4, 1), (1,)), ((2, 5), (1, 1))])
+def test_sum_to_shape_is_the_adjoint_of_broadcasting(g_shape, shape):
+    g = np.arange(1.0, 1 + np.prod(g_shape)).reshape(g_shape)
+    v = np.arange(2.0, 2 + np.prod(shape)).reshape(shape)
+    out = T.sum_to_shape(g, shape)
+    assert np.shape(out) == shape
+    assert np.isclose(np.vdot(out, v), np.vdot(g, np.broadcast_to(v, g_shape)))
+
+
+def test_sum_to_shape_widens_a_smaller_cotangent():
+    np.testing.assert_array_equal(T.sum_to_shape(np.array(2.0), (2, 2)), np.full((2, 2), 2.0))

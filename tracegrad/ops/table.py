@@ -958,6 +958,8 @@ def sum_to_shape(g, shape):
     gshape = tuple(np.shape(g))
     if gshape == shape:
         return g
+    if len(gshape) < len(shape):  # a cotangent smaller than its operand: widen it first
+        return broadcast_to(g, shape=shape)
     lead = len(gshape) - len(shape)
     axes = tuple(range(lead)) + tuple(
         i + lead for i, d in enumerate(shape) if d == 1 and gshape[i + lead] != 1)
