@@ -100,7 +100,12 @@ def template_of(node: Node) -> str:
 # ------------------------------------------------------------------ emitter
 
 class Emitter:
-    """Generates one segment: a list of scheduled units, as an njit function body."""
+    """Generates one njit function body for a list of scheduled units.
+
+    Temporaries live in one workspace array per dtype (`ws_f32`, ...), at
+    offsets planned here: a value's region is handed to a later value of the
+    same dtype and size once its last reader has run. Graph outputs get their
+    own arrays (`o12`), allocated in their final shape."""
 
     def __init__(self, graph: Graph, kernel_name: str):
         self.graph = graph
@@ -112,13 +117,13 @@ class Emitter:
         self.indent = 1
         self.access: dict[int, Access] = {}
         self.shaped: dict[int, str] = {}
-        self.free: dict[tuple, list[str]] = {}
-        self.owned: set[str] = set()       # buffers this kernel allocated (reusable)
+        self.free: dict[tuple, list[int]] = {}
+        self.ws_size: dict[str, int] = {}      # workspace name -> elements
+        self.ws_dtype: dict[str, str] = {}
         self.parallel = False
         self.exprs: list[str] = []         # scalar expressions, to find mathlib helpers
         self.counter = 0
         self.const_values: dict[int, object] = {}   # size-1 consts, by node id
-        self.buf_sizes: dict[str, int] = {}
         self.uses_gemm = False
 
     # ---------------------------------------------------------- small tools
@@ -133,26 +138,52 @@ class Emitter:
         self.counter += 1
         return f"{prefix}{self.counter}"
 
-    def alloc(self, node: Node, name: str | None = None) -> str:
-        """A flat buffer for node's value: a freed one of the same kind, or np.empty."""
-        key = (np.dtype(node.dtype).str, node.size)
-        name = name or f"a{node.id}"
-        pool = self.free.get(key)
-        if pool and node.id not in self.output_ids:
-            reused = pool.pop()
-            self.emit(f"{name} = {reused}  # reuse the buffer of a dead value")
-        else:
-            self.emit(f"{name} = np.empty({node.size}, np.{np_dtype_name(node.dtype)})")
-        self.owned.add(name)
-        self.buf_sizes[name] = node.size
+    def workspace(self, dtype) -> str:
+        name = f"ws_{np.dtype(dtype).name}"
+        if name not in self.ws_size:
+            self.ws_size[name] = 0
+            self.ws_dtype[name] = np.dtype(dtype).name
         return name
 
-    def release(self, buf: str, dtype, size: int) -> None:
-        if buf in self.owned:
-            self.free.setdefault((np.dtype(dtype).str, size), []).append(buf)
+    def alloc(self, node: Node, own_array: bool | None = None) -> Access:
+        """Storage for node's value: its own output array if it is a graph
+        output, else a region of the workspace (a dead value's, if one fits)."""
+        shape = tuple(node.shape)
+        if own_array or (own_array is None and node.id in self.output_ids
+                         and node.id not in self.shaped):
+            name = f"o{node.id}"
+            self.emit(f"{name} = np.empty({shape!r}, np.{np_dtype_name(node.dtype)})")
+            self.emit(f"{name}_f = tg_flat({name})")
+            self.shaped[node.id] = name
+            return Access(f"{name}_f", shape, c_strides(shape))
+        ws = self.workspace(node.dtype)
+        key = (ws, node.size)
+        pool = self.free.get(key)
+        if pool:
+            offset = pool.pop()
+        else:
+            offset = self.ws_size[ws]
+            self.ws_size[ws] += node.size
+        return Access(ws, shape, c_strides(shape), offset)
 
-    def set_materialized(self, node: Node, buf: str) -> None:
-        self.access[node.id] = Access(buf, tuple(node.shape), c_strides(tuple(node.shape)))
+    def release(self, a: Access, size: int) -> None:
+        if a.buf in self.ws_size:
+            self.free.setdefault((a.buf, size), []).append(a.offset)
+
+    def set_materialized(self, node: Node, a: Access) -> None:
+        self.access[node.id] = Access(a.buf, tuple(node.shape), c_strides(tuple(node.shape)),
+                                      a.offset)
+
+    def prologue(self) -> list[str]:
+        """Workspace allocations, to put at the top of the body."""
+        return [f"    {ws} = np.empty({max(n, 1)}, np.{self.ws_dtype[ws]})"
+                for ws, n in self.ws_size.items()]
+
+    def loop_fill(self, a: Access, size: int, value: str) -> None:
+        """a[0:size] = value, as a loop (slice assignment compiles slowly)."""
+        self.emit(f"for q in range({size}):")
+        self.emit(f"    {a.buf}[{a.offset} + q] = {value}" if a.offset else
+                  f"    {a.buf}[q] = {value}")
 
     # ------------------------------------------------------- array access
     def acc(self, node: Node) -> Access:
@@ -161,62 +192,39 @@ class Emitter:
             raise KeyError(f"{node.name} is read before it is computed")
         return a
 
-    def contiguous_flat(self, node: Node) -> tuple[str, int]:
-        """(buffer, offset) holding node's elements in C order, copying if needed."""
+    def contiguous(self, node: Node) -> Access:
+        """node's elements in C order (copying a strided view if needed)."""
         a = self.acc(node)
         if a.scalar is None and a.contiguous:
-            return a.buf, a.offset
-        buf = self.copy_to_buffer(node)
-        return buf, 0
+            return a
+        return self.copy_to_buffer(node)
 
-    def copy_to_buffer(self, node: Node) -> str:
-        a = self.acc(node)
-        buf = self.alloc(node, f"m{node.id}")
+    def copy_to_buffer(self, node: Node, own_array: bool | None = None) -> Access:
+        src = self.acc(node)
+        out = self.alloc(node, own_array)
         self.emit(f"# materialize {node.name} ({node.type_str()}) from its view")
-        shape = tuple(node.shape)
-        dims = [d for d in shape]
-        out = Access(buf, shape, c_strides(shape))
-        self.loop_nest_copy(a, out, dims)
+        loop_dims, (ss, ds) = coalesce(list(node.shape), [src.strides, out.strides])
+        vars_ = tuple(f"i{k}" for k in range(len(loop_dims)))
+        for k, d in enumerate(loop_dims):
+            self.emit(f"for i{k} in range({d}):")
+            self.indent += 1
+        self.emit(f"{out.index_expr(ds, vars_)} = {src.index_expr(ss, vars_)}")
+        self.indent -= len(loop_dims)
         self.access[node.id] = out
-        return buf
-
-    def loop_nest_copy(self, src: Access, dst: Access, dims) -> None:
-        strides = [src.strides, dst.strides]
-        loop_dims, loop_strides = coalesce(dims, strides)
-        vars_ = self.open_loops(loop_dims, parallel=False)
-        self.emit(f"{dst.index_expr(loop_strides[1], vars_)} = "
-                  f"{src.index_expr(loop_strides[0], vars_)}")
-        self.close_loops(len(loop_dims))
+        return out
 
     def array(self, node: Node) -> str:
-        """A C-contiguous array of node's shape (a reshaped view of its buffer)."""
+        """An expression for a C-contiguous array of node's shape."""
         if node.id in self.shaped:
             return self.shaped[node.id]
-        buf, off = self.contiguous_flat(node)
-        shape = tuple(node.shape)
+        a = self.contiguous(node)
+        if node.id in self.shaped:
+            return self.shaped[node.id]
         name = f"s{node.id}"
-        flat = buf if off == 0 and self._buf_size(buf) == node.size else \
-            f"{buf}[{off}:{off + node.size}]"
-        self.emit(f"{name} = {flat}.reshape({shape!r})")
+        self.emit(f"{name} = {a.buf}[{a.offset}:{a.offset + node.size}]"
+                  f".reshape({tuple(node.shape)!r})")
         self.shaped[node.id] = name
         return name
-
-    def _buf_size(self, buf: str) -> int | None:
-        return self.buf_sizes.get(buf)
-
-    # ------------------------------------------------------------ loops
-    def open_loops(self, dims, parallel: bool) -> tuple:
-        vars_ = []
-        for level, n in enumerate(dims):
-            v = f"i{level}"
-            rng = "prange" if (parallel and level == 0) else "range"
-            self.emit(f"for {v} in {rng}({n}):")
-            self.indent += 1
-            vars_.append(v)
-        return tuple(vars_)
-
-    def close_loops(self, count: int) -> None:
-        self.indent -= count
 
 
 def coalesce(dims, stride_sets):

@@ -68,10 +68,11 @@ def combine(op: str, acc: str, v: str) -> str:
 
 
 class _Reduction:
-    def __init__(self, node: Node, domain: tuple, buf: str, loop_strides: tuple, nlevels: int):
+    def __init__(self, node: Node, domain: tuple, out: Access, loop_strides: tuple,
+                 nlevels: int):
         self.node = node
         self.op = node.op
-        self.buf = buf
+        self.out = out
         self.strides = loop_strides
         # innermost run of reduced levels: accumulate those in a scalar
         level = nlevels
@@ -88,7 +89,7 @@ class _Reduction:
         self.acc = f"acc{node.id}"
 
     def index(self, loop_vars) -> str:
-        return Access(self.buf, (), ()).index_expr(self.strides, loop_vars)
+        return self.out.index_expr(self.strides, loop_vars)
 
 
 def emit_group(em: Emitter, gid: int) -> None:
@@ -113,7 +114,8 @@ def emit_group(em: Emitter, gid: int) -> None:
         if is_fusible_reduction(m):
             reductions.append((m, em.alloc(m)))
         elif materialized(m):
-            writes[m.id] = Access(em.alloc(m), domain, c_strides(domain))
+            a = em.alloc(m)
+            writes[m.id] = Access(a.buf, domain, c_strides(domain), a.offset)
 
     read_ids, write_ids = list(reads), list(writes)
     stride_sets = ([reads[i].strides for i in read_ids] + [writes[i].strides for i in write_ids]
@@ -134,7 +136,7 @@ def emit_group(em: Emitter, gid: int) -> None:
 
     for r in reds:
         if r.preinit:
-            em.emit(f"{r.buf}[:] = {identity_literal(r.op, r.node.dtype)}")
+            em.loop_fill(r.out, r.node.size, identity_literal(r.op, r.node.dtype))
 
     loop_vars = tuple(f"i{k}" for k in range(nlev))
 
@@ -158,13 +160,15 @@ def emit_group(em: Emitter, gid: int) -> None:
     emit_level(0)
     for r in reds:
         if r.op == "mean" and r.preinit:
-            em.emit(f"{r.buf}[:] *= {literal(1.0 / max(r.count, 1), r.node.dtype)}")
+            scale = literal(1.0 / max(r.count, 1), r.node.dtype)
+            em.emit(f"for q in range({r.node.size}):")
+            em.emit(f"    {r.out.buf}[{r.out.offset} + q] *= {scale}")
 
     for m in members:
         if m.id in writes:
-            em.set_materialized(m, writes[m.id].buf)
+            em.set_materialized(m, writes[m.id])
     for r in reds:
-        em.set_materialized(r.node, r.buf)
+        em.set_materialized(r.node, r.out)
 
 
 def emit_writeback(em: Emitter, r: _Reduction, loop_vars) -> None:

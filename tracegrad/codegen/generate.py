@@ -134,7 +134,8 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int]) -> EmittedModule
             driver.append(f"    a{node.id} = _numpy({node.id}, {args})")
             continue
         fname = kernel_name if single else f"{kernel_name}_s{si}"
-        defined = {n.id for p in positions for n in unit_nodes(groups, units[p])}
+        defined = {n.id for p in positions for n in unit_nodes(groups, units[p])
+                   if n.op not in ("input", "const")}
         needed = []
         for p in positions:
             for n in unit_nodes(groups, units[p]):
@@ -168,14 +169,15 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int]) -> EmittedModule
             ", parallel=True)" if em.parallel else ")")
         if not params:
             deco = deco.replace("((,), ", "((), ")
-        functions.append("\n".join([deco, f"def {fname}({names}):"] + em.lines))
+        functions.append("\n".join([deco, f"def {fname}({names}):"] + em.prologue() + em.lines))
         any_parallel |= em.parallel
         exprs += em.exprs
         uses_gemm |= em.uses_gemm
         if not single:
             rets = ", ".join(f"a{r}" for r in returns)
-            driver.append(f"    {rets}{',' if len(returns) == 1 else ''} = {fname}({names})"
-                          if returns else f"    {fname}({names})")
+            call_args = ", ".join(_driver_name(p, param_name) for p in params)
+            driver.append(f"    {rets}{',' if len(returns) == 1 else ''} = {fname}({call_args})"
+                          if returns else f"    {fname}({call_args})")
 
     for name in mathlib.helpers_used(exprs):
         src, _ = mathlib.FUNCTIONS[name]
@@ -187,8 +189,8 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int]) -> EmittedModule
         "import numpy as np",
         "from numba import njit, prange, types",
     ]
-    if uses_gemm:
-        header.append("from tracegrad.codegen.intrinsics import tg_gemm")
+    header.append("from tracegrad.codegen.intrinsics import tg_flat" +
+                  (", tg_gemm" if uses_gemm else ""))
     header.append("\n_FASTMATH = {" + ", ".join(map(repr, sorted(FASTMATH)))
                   + "}  # no 'nnan'/'ninf': NaN and inf checks still work")
     header.append("_NUMPY = {}  # node id -> NumPy impl, filled in by the loader")
@@ -223,9 +225,8 @@ def _ir_line(node: Node) -> str:
 
 def _bind_param(em: Emitter, node: Node, name: str) -> None:
     flat = f"{name}_f"
-    em.emit(f"{flat} = {name}.reshape({max(node.size, 0) if node.ndim else 1})")
+    em.emit(f"{flat} = tg_flat({name})")
     em.access[node.id] = Access(flat, tuple(node.shape), c_strides(tuple(node.shape)))
-    em.buf_sizes[flat] = node.size
     em.shaped[node.id] = name
 
 
@@ -285,27 +286,47 @@ def _emit_view(em: Emitter, node: Node) -> None:
 
 def _release_dead(em: Emitter, groups, units, p: int, last_use, keep) -> None:
     keep = set(keep)
+    released = em.__dict__.setdefault("released", set())
     for n in unit_nodes(groups, units[p]):
         for i in n.inputs:
             r = view_root(i)
             if last_use.get(r.id) == p and r.id not in keep and r.id in em.access:
                 a = em.access[r.id]
-                if a.scalar is None and a.buf in em.owned:
-                    em.release(a.buf, r.dtype, r.size)
-                    em.owned.discard(a.buf)
+                if a.scalar is None and r.id not in released:
+                    released.add(r.id)
+                    em.release(a, r.size)
 
 
 def _return_outputs(em: Emitter, graph: Graph, param_name) -> list[str]:
+    """Names of the output arrays; a fresh copy where the value is an input,
+    a const, a view of another value, or returned twice."""
     outs = []
-    seen_roots: set[int] = set()
+    returned: set[str] = set()
     for o in graph.outputs:
-        root = view_root(o)
-        name = em.array(o)
-        if root.op in ("input", "const") or root.id in seen_roots:
-            if o.op == "const" and o.size <= SMALL_CONST:
-                name = f"np.full({tuple(o.shape)!r}, {em.acc(o).scalar})"
-            else:
-                name = f"{name}.copy()"
-        seen_roots.add(root.id)
+        name = em.shaped.get(o.id, "")
+        if name.startswith("o") and name not in returned:
+            outs.append(name)
+            returned.add(name)
+            continue
+        src = em.acc(o)
+        name = em.fresh("r")
+        shape = tuple(o.shape)
+        em.emit(f"# output {o.name} ({o.type_str()}) as a fresh array")
+        em.emit(f"{name} = np.empty({shape!r}, np.{np.dtype(o.dtype).name})")
+        em.emit(f"{name}_f = tg_flat({name})")
+        dst = Access(f"{name}_f", shape, c_strides(shape))
+        loop_dims, (ss, ds) = _coalesce(list(shape), [src.strides, dst.strides])
+        for k, d in enumerate(loop_dims):
+            em.emit(f"for i{k} in range({d}):")
+            em.indent += 1
+        vars_ = tuple(f"i{k}" for k in range(len(loop_dims)))
+        em.emit(f"{dst.index_expr(ds, vars_)} = {src.index_expr(ss, vars_)}")
+        em.indent -= len(loop_dims)
         outs.append(name)
+        returned.add(name)
     return outs
+
+
+def _coalesce(dims, strides):
+    from tracegrad.codegen.emit import coalesce
+    return coalesce(dims, strides)

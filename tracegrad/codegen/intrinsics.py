@@ -1,8 +1,12 @@
 """Low-level Numba intrinsics the generated kernels import.
 
-- `tg_gemm`: C = op(A) @ op(B) through the BLAS that SciPy ships, called the way
-  Numba's own `np.dot` does (its C helper `numba_xxgemm`), but without the
-  layout dispatch that makes `np.dot` cost ~0.4 s of compile per signature.
+- `tg_gemm`: C = op(A) @ op(B) through CBLAS. It prefers the OpenBLAS that
+  NumPy itself ships (already loaded with numpy, so no import cost), found by
+  symbol name: `llvmlite.binding.add_symbol` registers it, and the generated
+  code refers to the name, not an address, so Numba can cache it. Without
+  it, it falls back to Numba's own C helper `numba_xxgemm` over SciPy's BLAS
+  (importing scipy.linalg costs ~0.2 s). Either way it skips the layout
+  dispatch that makes `np.dot` inside njit cost ~0.4 s of compile per signature.
 - `tg_f64_from_bits` / `tg_f32_from_bits`: reinterpret an integer's bits as a
   float, which the exp approximation needs to build 2**n without a libm call.
 
@@ -14,31 +18,65 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
-from numba.np.linalg import ensure_blas, get_blas_kind
 
-ensure_blas()  # SciPy's cython_blas must be importable for numba_xxgemm
+_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_TRANS = 101, 111, 112
+
+
+def _register_numpy_cblas() -> bool:
+    """Make NumPy's bundled OpenBLAS cblas_?gemm callable by name from LLVM code."""
+    import ctypes
+    import glob
+    import os
+
+    import llvmlite.binding as llvm
+    import numpy as np
+    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libdir, "libscipy_openblas64_*"))):
+        try:
+            lib = ctypes.CDLL(path)
+            for kind in "sd":
+                fn = getattr(lib, f"scipy_cblas_{kind}gemm64_")
+                llvm.add_symbol(f"tg_cblas_{kind}gemm", ctypes.cast(fn, ctypes.c_void_p).value)
+            return True
+        except (OSError, AttributeError):
+            continue
+    return False
+
+
+NUMPY_CBLAS = _register_numpy_cblas()
+if not NUMPY_CBLAS:
+    from numba.np.linalg import ensure_blas
+    ensure_blas()  # SciPy's cython_blas must be importable for numba_xxgemm
 
 _char = ir.IntType(8)
 _void_p = ir.IntType(8).as_pointer()
 
 
 @intrinsic
-def tg_gemm(typingctx, transa, transb, m, n, k, a, lda, b, ldb, beta, c, ldc):
+def tg_gemm(typingctx, transa, transb, m, n, k, a, offa, lda, b, offb, ldb, beta, c, offc, ldc):
     """Row-major C[m,n] = op(A)[m,k] @ op(B)[k,n] + beta*C; trans* are 0/1 (int).
 
-    `a`, `b`, `c` are arrays (any view); only their data pointers are used, so
-    the caller guarantees the leading dimensions `lda`, `ldb`, `ldc` match
-    their memory (row-major, C-contiguous rows).
+    `a`, `b`, `c` are 1-D arrays and `off*` element offsets into them: the
+    matrices start at a[offa], b[offb], c[offc]. The caller guarantees the
+    leading dimensions `lda`, `ldb`, `ldc` fit their memory (row-major rows).
     """
-    sig = types.void(transa, transb, m, n, k, a, lda, b, ldb, beta, c, ldc)
+    sig = types.void(transa, transb, m, n, k, a, offa, lda, b, offb, ldb, beta, c, offc, ldc)
 
-    def codegen(context, builder, signature, args):
+    def codegen(context, builder, signature, all_args):
+        sa = signature.args
+        ta, tb, vm, vn, vk, va, voa, vlda, vb, vob, vldb, vbeta, vc, voc, vldc = all_args
+        arr_a = _offset_view(context, builder, sa[5], va, voa, sa[6])
+        arr_b = _offset_view(context, builder, sa[8], vb, vob, sa[9])
+        arr_c = _offset_view(context, builder, sa[12], vc, voc, sa[13])
+        signature = types.void(sa[0], sa[1], sa[2], sa[3], sa[4], sa[5], sa[7], sa[8], sa[10],
+                               sa[11], sa[12], sa[14])
+        args = (ta, tb, vm, vn, vk, va, vlda, vb, vldb, vbeta, vc, vldc)
         ta, tb, vm, vn, vk, va, vlda, vb, vldb, vbeta, vc, vldc = args
-        arr_a = context.make_array(signature.args[5])(context, builder, va)
-        arr_b = context.make_array(signature.args[7])(context, builder, vb)
-        arr_c = context.make_array(signature.args[10])(context, builder, vc)
         dtype = signature.args[10].dtype
         intp_t = context.get_value_type(types.intp)
+        if NUMPY_CBLAS:
+            _call_numpy_cblas(context, builder, signature, args, arr_a, arr_b, arr_c, dtype)
+            return context.get_dummy_value()
         fnty = ir.FunctionType(ir.IntType(32), [
             _char, _char, _char, intp_t, intp_t, intp_t, _void_p, _void_p, intp_t,
             _void_p, intp_t, _void_p, _void_p, intp_t])
@@ -46,6 +84,7 @@ def tg_gemm(typingctx, transa, transb, m, n, k, a, lda, b, ldb, beta, c, ldc):
         alpha = cgutils.alloca_once_value(builder, context.get_constant(dtype, 1.0))
         beta_val = context.cast(builder, vbeta, signature.args[9], dtype)
         beta_slot = cgutils.alloca_once_value(builder, beta_val)
+        from numba.np.linalg import get_blas_kind
         kind = ir.Constant(_char, ord(get_blas_kind(dtype)))
 
         def flag(v, ty):
@@ -71,6 +110,46 @@ def tg_gemm(typingctx, transa, transb, m, n, k, a, lda, b, ldb, beta, c, ldc):
     return sig, codegen
 
 
+class _Ptr:
+    """Just a data pointer, standing in for an array struct."""
+
+    def __init__(self, data):
+        self.data = data
+
+
+def _offset_view(context, builder, arr_ty, arr, offset, offset_ty):
+    ary = context.make_array(arr_ty)(context, builder, arr)
+    off = context.cast(builder, offset, offset_ty, types.intp)
+    return _Ptr(builder.gep(ary.data, [off]))
+
+
+def _call_numpy_cblas(context, builder, signature, args, arr_a, arr_b, arr_c, dtype):
+    ta, tb, vm, vn, vk, va, vlda, vb, vldb, vbeta, vc, vldc = args
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    fty = context.get_value_type(dtype)
+    ptr = fty.as_pointer()
+    fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, fty, ptr, i64,
+                                           ptr, i64, fty, ptr, i64])
+    name = "tg_cblas_sgemm" if dtype == types.float32 else "tg_cblas_dgemm"
+    fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+
+    def flag(v, ty):
+        v = context.cast(builder, v, ty, types.intp)
+        is_t = builder.icmp_signed("!=", v, ir.Constant(v.type, 0))
+        return builder.select(is_t, ir.Constant(i32, _CBLAS_TRANS), ir.Constant(i32, _CBLAS_NO_TRANS))
+
+    def i(v, ty):
+        return context.cast(builder, v, ty, types.int64)
+
+    sa = signature.args
+    builder.call(fn, (
+        ir.Constant(i32, _CBLAS_ROW_MAJOR), flag(ta, sa[0]), flag(tb, sa[1]),
+        i(vm, sa[2]), i(vn, sa[3]), i(vk, sa[4]), context.get_constant(dtype, 1.0),
+        builder.bitcast(arr_a.data, ptr), i(vlda, sa[6]), builder.bitcast(arr_b.data, ptr),
+        i(vldb, sa[8]), context.cast(builder, vbeta, sa[9], dtype),
+        builder.bitcast(arr_c.data, ptr), i(vldc, sa[11])))
+
+
 @intrinsic
 def tg_f64_from_bits(typingctx, bits):
     """The float64 whose bit pattern is the int64 `bits`."""
@@ -91,3 +170,25 @@ def tg_f32_from_bits(typingctx, bits):
         return builder.bitcast(v, ir.FloatType())
 
     return types.float32(bits), codegen
+
+
+@intrinsic
+def tg_flat(typingctx, arr):
+    """A C-contiguous array of any ndim seen as 1-D (a view; cheaper to compile
+    than `arr.reshape(n)`, which carries shape checks)."""
+    if not isinstance(arr, types.Array) or arr.layout != "C":
+        return None
+    ret = types.Array(arr.dtype, 1, "C", readonly=not arr.mutable)
+
+    def codegen(context, builder, signature, args):
+        from numba.core.imputils import impl_ret_borrowed
+        from numba.np.arrayobj import populate_array
+        src = context.make_array(signature.args[0])(context, builder, args[0])
+        dst = context.make_array(ret)(context, builder)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(
+            context.get_data_type(arr.dtype)))
+        populate_array(dst, data=src.data, shape=[src.nitems], strides=[itemsize],
+                       itemsize=itemsize, meminfo=src.meminfo, parent=src.parent)
+        return impl_ret_borrowed(context, builder, ret, dst._getvalue())
+
+    return ret(arr), codegen

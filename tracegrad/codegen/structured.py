@@ -70,7 +70,7 @@ def emit_matmul(em: Emitter, node: Node) -> None:
         return
     k = x.shape[-1]
     if k == 0:
-        em.emit(f"{out}[:] = 0")
+        em.loop_fill(out, node.size, literal(0, node.dtype))
         return
     ops = []
     for operand, first in ((x, True), (y, False)):
@@ -94,13 +94,12 @@ def emit_matmul(em: Emitter, node: Node) -> None:
         em.indent += 1
     out_batch = c_strides(batch + (m * n,))[:nb] if nb else ()
 
-    def ptr(buf, off, strides):
-        idx = Access(buf, (), (), off).index_expr(strides, vars_)
-        inner = idx[len(buf) + 1:-1]
-        return buf if inner == "0" else f"{buf}[{inner}:]"
+    def offset(a: Access, strides) -> str:
+        idx = Access("", (), (), a.offset).index_expr(strides, vars_)
+        return idx[1:-1]
 
-    em.emit(f"tg_gemm({tx}, {ty}, {m}, {n}, {k}, {ptr(bx.buf, bx.offset, bx.strides[:nb])}, "
-            f"{ldx}, {ptr(by.buf, by.offset, by.strides[:nb])}, {ldy}, 0.0, "
-            f"{ptr(out, 0, out_batch)}, {max(n, 1)})")
+    em.emit(f"tg_gemm({tx}, {ty}, {m}, {n}, {k}, {bx.buf}, {offset(bx, bx.strides[:nb])}, {ldx}, "
+            f"{by.buf}, {offset(by, by.strides[:nb])}, {ldy}, 0.0, "
+            f"{out.buf}, {offset(out, out_batch)}, {max(n, 1)})")
     em.indent -= nb
     em.uses_gemm = True
