@@ -57,3 +57,14 @@ def test_same_structure_as_pytorch_on_the_seed(parse_dot):
         assert ours.labels(cls) == theirs.labels(cls)
     assert sorted(ours.labels("saved")) == sorted(theirs.labels("saved"))
     assert len(ours.edges) == len(theirs.edges)
+
+
+def test_after_backward_the_freed_saved_tensors_are_noted(parse_dot):
+    z, params = seed_graph(torch_like)
+    z.backward()
+    parsed = parse_dot(eager_graph(z, params))
+    assert not parsed.of_class("saved")
+    labels = parsed.labels("grad_fn")
+    assert "MulBackward0\n(saved tensors freed)" in labels
+    assert "PowBackward0\n(saved tensors freed)" in labels
+    assert "AddBackward0" in labels  # saved nothing, so nothing was freed

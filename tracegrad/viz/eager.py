@@ -116,10 +116,11 @@ class _Walker:
                               tooltip=f"{node_name(fn)}: accumulates into .grad",
                               **{"class": "leaf"})
             return
-        self.drawing.node(fn_id, label=node_name(fn), fillcolor=COLORS["grad_fn"],
-                          **{"class": "grad_fn"})
+        saved = saved_tensors(fn)
+        label = node_name(fn) if saved is not None else f"{node_name(fn)}\n(saved tensors freed)"
+        self.drawing.node(fn_id, label=label, fillcolor=COLORS["grad_fn"], **{"class": "grad_fn"})
         if self.show_saved:
-            for i, (label, shape, dtype) in enumerate(saved_tensors(fn)):
+            for i, (label, shape, dtype) in enumerate(saved or ()):
                 saved_id = f"{fn_id}_saved{i}"
                 self.drawing.node(saved_id, label=f"{label}\n{format_type(shape, dtype)}",
                                   fillcolor=COLORS["saved"], fontsize="10",
@@ -141,16 +142,19 @@ def _next_functions(fn: Any) -> Iterable[tuple[Any, int]]:
     return getattr(fn, "next_functions", ()) or ()
 
 
-def saved_tensors(fn: Any) -> list[tuple[str, tuple, str]]:
-    """(label, shape, dtype) of each tensor `fn` keeps for backward; [] once freed."""
+def saved_tensors(fn: Any) -> list[tuple[str, tuple, str]] | None:
+    """(label, shape, dtype) of each tensor `fn` keeps for backward; None once a
+    backward without retain_graph has freed them."""
+    if getattr(fn, "freed", False):
+        return None
     try:
         info = getattr(fn, "saved_tensors_info", None)
         if info is not None:
             info = info() if callable(info) else info
             return [(str(label), tuple(shape), str(dtype)) for label, shape, dtype in info]
         return _torch_saved_tensors(fn)
-    except RuntimeError:  # freed by a backward without retain_graph
-        return []
+    except RuntimeError:  # PyTorch raises once they are freed
+        return None
 
 
 def _torch_saved_tensors(fn: Any) -> list[tuple[str, tuple, str]]:
