@@ -149,12 +149,16 @@ def test_elementwise_op_reads_the_unbroadcast_operand():  # x + broadcast_to(b) 
     assert ops(h) == ["add"] and h.outputs[0].inputs[1] is h.inputs[1]
 
 
-def test_broadcast_that_sets_the_output_shape_stays():
+def test_broadcasts_sink_below_elementwise_ops():
+    # broadcast_to(x) + y -> broadcast_to(x + y): 3 additions instead of 6
     gm = GraphMaker()
     x, y = gm.input((3,)), gm.input((3,))
-    g = gm.output(gm.op("add", gm.op("broadcast_to", x, shape=(2, 3)), y))
+    wide = gm.op("add", gm.op("broadcast_to", x, shape=(2, 3)), y)
+    g = gm.output(gm.op("tanh", wide), gm.op("exp", gm.op("broadcast_to", y, shape=(4, 3))))
     h = simplified(g)
-    assert ops(h) == ["broadcast_to", "add"]
+    assert [o.op for o in h.outputs] == ["broadcast_to", "broadcast_to"]
+    assert [o.inputs[0].op for o in h.outputs] == ["tanh", "exp"]
+    assert ops(h) == ["add", "tanh", "broadcast_to", "exp", "broadcast_to"]
 
 
 # ------------------------------------------------------------- shape ops

@@ -172,7 +172,7 @@ def is_power_of_two(value: np.ndarray) -> bool:
     return mantissa == 0.5 and abs(exponent) < 100
 
 
-def mul_const_const(node, b):   # c1*(c2*x) -> (c1*c2)*x when c1 or c2 is ±2^k (exact barring over/underflow)
+def mul_const_const(node, b):   # c1*(c2*x) -> (c1*c2)*x if c1 or c2 is ±2^k (exact but for under/overflow)
     for side in (0, 1):
         outer, inner = scalar_const(node.inputs[side]), node.inputs[1 - side]
         if outer is None or inner.op != "mul" or not np.issubdtype(node.dtype, np.floating):
@@ -191,16 +191,15 @@ def neg_neg(node, b):           # -(-x) -> x
     return None
 
 
-def implicit_broadcast(node, b):  # op(x, broadcast_to(y)) -> op(x, y) when x already has the output shape
-    operands = list(node.inputs)
-    for k, operand in enumerate(operands):
-        if operand.op == "broadcast_to":
-            trial = operands[:k] + [operand.inputs[0]] + operands[k + 1:]
-            if np.broadcast_shapes(*[o.shape for o in trial]) == node.shape:
-                operands = trial
-    if operands == list(node.inputs):
+def sink_broadcasts(node, b):   # op(broadcast_to(x), y) -> broadcast_to(op(x, y)) or op(x, y)
+    """Elementwise ops commute with broadcasting, so compute on the small
+    operands and broadcast the result (once, or not at all when implicit
+    broadcasting already gives the output shape). XLA's simplifier sinks
+    broadcasts the same way."""
+    operands = [o.inputs[0] if o.op == "broadcast_to" else o for o in node.inputs]
+    if all(o is i for o, i in zip(operands, node.inputs)):
         return None
-    return b.emit(node.op, *operands, **node.attrs)
+    return same(node, b, b.emit(node.op, *operands, **node.attrs))
 
 
 # ------------------------------------------------------------ shape ops
@@ -399,8 +398,8 @@ RULES: list[Rule] = [
          where_known),
     Rule("full_like", "full_like(x, v) -> broadcast_to(v)", full_like_const),
     Rule("astype", "astype(x, x.dtype) -> x", astype_same),
-    Rule("*", "op(x, broadcast_to(y)) -> op(x, y) when the output shape is unchanged",
-         implicit_broadcast),
+    Rule("*", "op(broadcast_to(x), y) -> broadcast_to(op(x, y)), or op(x, y) if that has the shape",
+         sink_broadcasts),
     # shape ops
     Rule("reshape", "reshape(x, x.shape) -> x", reshape_same),
     Rule("reshape", "reshape(reshape(x)) -> reshape(x)", reshape_reshape),
