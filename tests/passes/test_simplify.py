@@ -351,3 +351,12 @@ def test_constant_factors_merge_when_exact(c1, c2, merged):  # c1*(c2*x) -> (c1*
     from tracegrad.ir import interpret
     x_value = np.array([1.0, -3.3, 1e-300, 7e-3])
     np.testing.assert_array_equal(interpret(h, x_value)[0], interpret(g, x_value)[0])
+
+
+def test_sum_over_an_empty_broadcast_is_left_alone():
+    gm = GraphMaker()
+    x = gm.input((3,))
+    g = gm.output(gm.op("sum", gm.op("broadcast_to", x, shape=(0, 3)), axis=0))
+    h = simplified(g)
+    assert "sum" in ops(h)
+    assert_same_results(g, h, np.array([np.inf, 1.0, -2.0], np.float32))

@@ -36,6 +36,12 @@ VIEW_OPS = frozenset({"reshape", "broadcast_to", "transpose", "expand_dims", "sq
 FUSIBLE_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "prod", "amax", "amin"})
 
 
+def is_view(node: Node) -> bool:
+    """Ops the code generator turns into index arithmetic on their input
+    (no copy): reshape, broadcast_to, transpose, and basic-index getitem."""
+    return node.op in VIEW_OPS or (node.op == "getitem" and len(node.inputs) == 1)
+
+
 def op_kind(node: Node) -> str:
     """The rule-table kind of a node's primitive ("input"/"const" for leaves)."""
     if node.op in ("input", "const"):
@@ -105,7 +111,7 @@ class _Grouper:
                 if is_fusible_reduction(e):  # terminal: its value is final only after the loop
                     return False
                 continue
-            if e.op in VIEW_OPS and self._view_base(e).group == gid:
+            if is_view(e) and self._view_base(e).group == gid:
                 return False
             if self.depends_on_group(e, gid):
                 return False
@@ -113,7 +119,7 @@ class _Grouper:
 
     @staticmethod
     def _view_base(node: Node) -> Node:
-        while node.op in VIEW_OPS:
+        while is_view(node):
             node = node.inputs[0]
         return node
 

@@ -7,8 +7,10 @@ re-adds the broadcast/cast, so `mul(x[3], broadcast_to(1.0, (2, 3)))` becomes
 `broadcast_to(x, (2, 3))`.
 
 Floating-point care: only identities that hold for every float value are
-used. `x*0 -> 0` would turn inf and NaN into 0, so it applies to integers only;
-`x + 0 -> x` may turn -0.0 into 0.0's sign twin, which compares equal.
+used. `x*0 -> 0` would turn inf and NaN into 0, so it applies to integers only.
+(`x + 0 -> x` keeps a -0.0 that IEEE addition would turn into +0.0; the two
+compare equal.) A few rules are exact only up to rounding, which the tests'
+tolerances cover: sum of n broadcast copies -> x * n, mean of copies -> x.
 
     >>> import numpy as np
     >>> from tracegrad.ir.graph import Graph
@@ -279,8 +281,8 @@ def reduced_axes(node: Node) -> tuple[int, ...]:
     axis = node.attrs.get("axis")
     if axis is None:
         return tuple(range(x.ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    return tuple(sorted({a % max(x.ndim, 1) for a in axes}))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(sorted({int(a) % max(x.ndim, 1) for a in axes}))
 
 
 def sum_trivial(node, b):       # sum(x, axes of length 1 or none) -> reshape(x)  (nothing is added)
@@ -296,7 +298,7 @@ def reduce_of_broadcast(node, b):  # sum/mean/max/min(broadcast_to(x), A): reduc
     still need reducing, on the small x; the remaining axes of the output stay
     repeated (a smaller broadcast)."""
     bcast = node.inputs[0]
-    if bcast.op != "broadcast_to":
+    if bcast.op != "broadcast_to" or 0 in bcast.shape:  # empty: sum is 0 even where x is inf
         return None
     x, full = bcast.inputs[0], bcast.shape
     x_full = (1,) * (len(full) - x.ndim) + x.shape   # x with full's rank
