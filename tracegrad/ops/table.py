@@ -22,110 +22,32 @@ Always index `prim.vjps[i]`; do not call len() on it.
 Gradients returned by a rule may have the broadcast output shape; the autodiff
 drivers sum them back to each input's shape (`sum_to_shape`), once, for all ops.
 
+Shared shape/dtype machinery lives in tracegrad.ops.rulekit.
 Families, in order: arithmetic, elementwise functions, comparisons and logic,
 reductions, softmax family, shape ops, matmul, indexing.
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
-from tracegrad.ops.core import (Aval, DTypeError, ShapeError, TracegradError, aval_of,  # noqa: F401
-                                op_error, primitive, promote)
-
-# ------------------------------------------------------------------ helpers
-
-
-def _aval(v) -> Aval:
-    return v if isinstance(v, Aval) else aval_of(v)
-
-
-def _avals(*vs):
-    """The operands that are arrays (Python scalars are left out of error texts)."""
-    return [v for v in vs if isinstance(v, Aval)]
-
-
-def is_static_scalar(v) -> bool:
-    """A Python (or NumPy) scalar operand: static, weakly typed, never differentiated."""
-    return isinstance(v, (int, float, np.generic)) and not isinstance(v, np.ndarray)
-
-
-def dtype_name(v) -> str:
-    """The NumPy dtype name of any value kind ("float32", ...), for `astype` attrs."""
-    return np.dtype(aval_of(v).dtype).name
-
-
-def _as_array(fn):
-    """Wrap a NumPy function so 0-d results are ndarrays, not NumPy scalars."""
-    def impl(*args, **attrs):
-        return np.asarray(fn(*args, **attrs))
-    impl.__name__ = getattr(fn, "__name__", "impl")
-    return impl
-
-
-def broadcast_shapes(name, *avals):
-    shapes = [a.shape if isinstance(a, Aval) else () for a in avals]
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise op_error(name, _avals(*avals), "shapes cannot be broadcast together") from None
-
-
-def elementwise_rule(name, float_only=False, no_bool=False, float_out=False):
-    """Broadcast shapes, promote dtypes (Python scalars are weak).
-
-    float_only: int/bool operands are a DTypeError (exp, log, ...).
-    no_bool: bool operands are a DTypeError (sub, neg, as in NumPy/PyTorch).
-    float_out: int operands give float64, as NumPy's true_divide does.
-    """
-    def rule(*avals, **attrs):
-        shape = broadcast_shapes(name, *avals)
-        dtype = promote(*avals)
-        if float_only and not np.issubdtype(dtype, np.floating):
-            raise op_error(name, _avals(*avals),
-                           f"expected floating-point operands, got {dtype}", cls=DTypeError)
-        if no_bool and dtype == np.bool_:
-            raise op_error(name, _avals(*avals), "not supported for bool operands", cls=DTypeError)
-        if float_out and not np.issubdtype(dtype, np.floating):
-            dtype = np.dtype(np.float64)
-        return Aval(shape, np.dtype(dtype))
-    return rule
-
-
-def comparison_rule(name):
-    def rule(*avals, **attrs):
-        return Aval(broadcast_shapes(name, *avals), np.dtype(bool))
-    return rule
-
-
-class PerOperand:
-    """The vjps of a variadic primitive: `vjps[i]` is `rule(i, g, out, *operands, **attrs)`."""
-
-    def __init__(self, rule):
-        self.rule = rule
-
-    def __getitem__(self, i: int):
-        return functools.partial(self.rule, i)
-
-    def __repr__(self) -> str:
-        return f"PerOperand({self.rule.__name__})"
-
-
-def _no_grad(*_args, **_attrs):
-    return None
+from tracegrad.ops.core import Aval, DTypeError, aval_of, op_error, primitive, promote  # noqa: F401
+from tracegrad.ops.rulekit import (  # noqa: F401  (re-exported: drivers and tests use T.<name>)
+    PerOperand, array_avals, as_aval, broadcast_shapes, comparison_rule, dtype_name,
+    elementwise_rule, index_shape, is_static_scalar, kept_shape, literal, no_grad,
+    normalize_axes, reduce_rule, returns_array, slice_length, spec_to_index, along_axis_shape)
 
 
 # --------------------------------------------------------------- arithmetic
 
 add = primitive(
-    "add", impl=_as_array(np.add), shape_rule=elementwise_rule("add"), kind="elementwise",
+    "add", impl=returns_array(np.add), shape_rule=elementwise_rule("add"), kind="elementwise",
     vjps=(lambda g, out, x, y: g, lambda g, out, x, y: g),
     torch_name="AddBackward0", saves=(), codegen="({0} + {1})")
 
 sub = primitive(
-    "sub", impl=_as_array(np.subtract), shape_rule=elementwise_rule("sub", no_bool=True),
+    "sub", impl=returns_array(np.subtract), shape_rule=elementwise_rule("sub", no_bool=True),
     kind="elementwise",
     vjps=(lambda g, out, x, y: g, lambda g, out, x, y: neg(g)),
     # PyTorch: `1 - x` is rsub
@@ -133,12 +55,12 @@ sub = primitive(
     saves=(), codegen="({0} - {1})")
 
 mul = primitive(
-    "mul", impl=_as_array(np.multiply), shape_rule=elementwise_rule("mul"), kind="elementwise",
+    "mul", impl=returns_array(np.multiply), shape_rule=elementwise_rule("mul"), kind="elementwise",
     vjps=(lambda g, out, x, y: mul(g, y), lambda g, out, x, y: mul(g, x)),
     torch_name="MulBackward0", saves=(0, 1), codegen="({0} * {1})")
 
 div = primitive(
-    "div", impl=_as_array(np.true_divide), shape_rule=elementwise_rule("div", float_out=True),
+    "div", impl=returns_array(np.true_divide), shape_rule=elementwise_rule("div", float_out=True),
     kind="elementwise",
     vjps=(lambda g, out, x, y: div(g, y),
           # PyTorch's form: -g * ((x / y) / y), which overflows later than x / y**2
@@ -146,7 +68,7 @@ div = primitive(
     torch_name="DivBackward0", saves=(0, 1), codegen="({0} / {1})")
 
 neg = primitive(
-    "neg", impl=_as_array(np.negative), shape_rule=elementwise_rule("neg", no_bool=True),
+    "neg", impl=returns_array(np.negative), shape_rule=elementwise_rule("neg", no_bool=True),
     kind="elementwise",
     vjps=(lambda g, out, x: neg(g),),
     torch_name="NegBackward0", saves=(), codegen="(-{0})")
@@ -182,7 +104,7 @@ def _pow_torch_name(x, y):
 
 
 pow_ = primitive(
-    "pow", impl=_as_array(np.power), shape_rule=elementwise_rule("pow"), kind="elementwise",
+    "pow", impl=returns_array(np.power), shape_rule=elementwise_rule("pow"), kind="elementwise",
     vjps=(_pow_vjp_base, _pow_vjp_exponent),
     # x ** 2 keeps x only (so `y = x**2; y += 1; y.backward()` works); scalars are never saved
     torch_name=_pow_torch_name, saves=(0, 1), codegen="tg_pow({0}, {1})")
@@ -192,7 +114,7 @@ pow_ = primitive(
 
 def _unary(name, impl, vjp, codegen, saves, torch_name=None, float_only=True):
     return primitive(
-        name, impl=_as_array(impl), shape_rule=elementwise_rule(name, float_only=float_only),
+        name, impl=returns_array(impl), shape_rule=elementwise_rule(name, float_only=float_only),
         kind="elementwise", vjps=(vjp,),
         torch_name=torch_name or name.capitalize() + "Backward0", saves=saves, codegen=codegen)
 
@@ -241,12 +163,12 @@ def _minimum_vjp(first):
 
 
 maximum = primitive(
-    "maximum", impl=_as_array(np.maximum), shape_rule=elementwise_rule("maximum"),
+    "maximum", impl=returns_array(np.maximum), shape_rule=elementwise_rule("maximum"),
     kind="elementwise", vjps=(_maximum_vjp(True), _maximum_vjp(False)),
     torch_name="MaximumBackward0", saves=(0, 1), codegen="tg_maximum({0}, {1})")
 
 minimum = primitive(
-    "minimum", impl=_as_array(np.minimum), shape_rule=elementwise_rule("minimum"),
+    "minimum", impl=returns_array(np.minimum), shape_rule=elementwise_rule("minimum"),
     kind="elementwise", vjps=(_minimum_vjp(True), _minimum_vjp(False)),
     torch_name="MinimumBackward0", saves=(0, 1), codegen="tg_minimum({0}, {1})")
 
@@ -254,14 +176,14 @@ minimum = primitive(
 def _where_rule(cond, x, y):
     shape = broadcast_shapes("where", cond, x, y)
     if isinstance(cond, Aval) and cond.dtype != np.bool_:
-        raise op_error("where", _avals(cond, x, y),
+        raise op_error("where", array_avals(cond, x, y),
                        f"condition must be bool, got {cond.dtype}", cls=DTypeError)
     return Aval(shape, np.dtype(promote(x, y)))
 
 
 where = primitive(
-    "where", impl=_as_array(np.where), shape_rule=_where_rule, kind="elementwise",
-    vjps=(_no_grad,
+    "where", impl=returns_array(np.where), shape_rule=_where_rule, kind="elementwise",
+    vjps=(no_grad,
           lambda g, out, c, x, y: where(c, g, 0),
           lambda g, out, c, x, y: where(c, 0, g)),
     torch_name="WhereBackward0", saves=(0,), codegen="tg_where({0}, {1}, {2})")
@@ -274,7 +196,7 @@ def _clip_impl(x, lo=None, hi=None):
 
 
 def _clip_rule(x, lo=None, hi=None):
-    x = _aval(x)
+    x = as_aval(x)
     bounds = [b for b in (lo, hi) if b is not None]
     return Aval(x.shape, np.dtype(promote(x, *bounds)))
 
@@ -288,16 +210,6 @@ def _clip_vjp(g, out, x, lo=None, hi=None):
         below = le(x, hi)
         inside = below if inside is None else logical_and(inside, below)
     return g if inside is None else where(inside, g, 0)
-
-
-def literal(value) -> str:
-    """A Python literal for a static scalar in generated code (inf and nan spelled via np)."""
-    if isinstance(value, (bool, np.bool_)):
-        return repr(bool(value))
-    value = value.item() if isinstance(value, np.generic) else value
-    if isinstance(value, float) and not math.isfinite(value):
-        return "np.nan" if math.isnan(value) else ("np.inf" if value > 0 else "-np.inf")
-    return repr(value)
 
 
 def _clip_codegen(lo=None, hi=None):
@@ -315,7 +227,7 @@ clip = primitive(
 
 
 def _astype_rule(x, dtype):
-    return Aval(_aval(x).shape, np.dtype(dtype))
+    return Aval(as_aval(x).shape, np.dtype(dtype))
 
 
 def _astype_vjp(g, out, x, dtype):
@@ -335,7 +247,7 @@ astype = primitive(
 
 
 def _full_like_rule(x, value, dtype=None):
-    x = _aval(x)
+    x = as_aval(x)
     return Aval(x.shape, np.dtype(dtype) if dtype is not None else x.dtype)
 
 
@@ -348,15 +260,15 @@ full_like = primitive(
     impl=lambda x, value, dtype=None: np.full(np.shape(x), value,
                                               dtype=dtype or np.asarray(x).dtype),
     shape_rule=_full_like_rule, kind="elementwise", nondiff=True,
-    vjps=(_no_grad,), torch_name="FullLikeBackward0", saves=(), codegen=_full_like_codegen)
+    vjps=(no_grad,), torch_name="FullLikeBackward0", saves=(), codegen=_full_like_codegen)
 
 # ----------------------------------------------- comparisons and logic (no gradient)
 
 
 def _nondiff(name, impl, codegen, arity=2):
     return primitive(
-        name, impl=_as_array(impl), shape_rule=comparison_rule(name), kind="elementwise",
-        nondiff=True, vjps=(_no_grad,) * arity, torch_name=None, saves=(), codegen=codegen)
+        name, impl=returns_array(impl), shape_rule=comparison_rule(name), kind="elementwise",
+        nondiff=True, vjps=(no_grad,) * arity, torch_name=None, saves=(), codegen=codegen)
 
 
 gt = _nondiff("gt", np.greater, "({0} > {1})")
@@ -371,65 +283,6 @@ logical_not = _nondiff("logical_not", np.logical_not, "(not {0})", arity=1)
 isfinite = _nondiff("isfinite", np.isfinite, "tg_isfinite({0})", arity=1)
 
 # --------------------------------------------------------------- reductions
-
-
-def normalize_axes(name, aval, axis) -> tuple:
-    """`axis` (None, int or tuple) as a sorted tuple of non-negative axes."""
-    aval = _aval(aval)
-    if axis is None:
-        return tuple(range(aval.ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out = []
-    for a in axes:
-        if not -aval.ndim <= a < aval.ndim:
-            raise op_error(name, [aval], f"axis {a} is out of range for {aval.ndim}-d input")
-        out.append(int(a) % aval.ndim)
-    if len(set(out)) != len(out):
-        raise op_error(name, [aval], f"repeated axis in {axis}")
-    return tuple(sorted(out))
-
-
-_norm_axis = normalize_axes  # old name
-
-
-@functools.lru_cache(maxsize=None)
-def _reduced_dtype(fn_name: str, dtype: np.dtype) -> np.dtype:
-    """What NumPy's reduction returns for this dtype (sum of bool -> int64, mean of int -> f64)."""
-    sample = np.ones(2, dtype=dtype)
-    return np.asarray(getattr(np, fn_name)(sample)).dtype
-
-
-def reduce_rule(name, numpy_name=None, float_only=False, single_axis=False):
-    def rule(x, axis=None, keepdims=False, **_):
-        x = _aval(x)
-        if float_only and not np.issubdtype(x.dtype, np.floating):
-            raise op_error(name, [x], f"expected a floating-point operand, got {x.dtype}",
-                           cls=DTypeError)
-        if single_axis and axis is not None and not isinstance(axis, (int, np.integer)):
-            raise op_error(name, [x], f"axis must be an int or None, got {axis!r}")
-        axes = normalize_axes(name, x, axis)
-        if name in ("max", "min", "argmax", "argmin", "logsumexp"):
-            empty = [i for i in axes if x.shape[i] == 0]
-            if empty or (axis is None and int(np.prod(x.shape)) == 0):
-                raise op_error(name, [x], "zero-size reduction has no identity")
-        if keepdims:
-            shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
-        else:
-            shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
-        dtype = _reduced_dtype(numpy_name or name, x.dtype)
-        return Aval(shape, dtype)
-    return rule
-
-
-def kept_shape(shape, axis) -> tuple:
-    """`shape` with the reduced axes kept as size 1."""
-    nd = len(shape)
-    axes = range(nd) if axis is None else [
-        a % nd for a in ((axis,) if isinstance(axis, (int, np.integer)) else axis)]
-    return tuple(1 if i in axes else d for i, d in enumerate(shape))
-
-
-_kept_shape = kept_shape  # old name
 
 
 def _keep(v, x, axis, keepdims):
@@ -512,13 +365,13 @@ argmax = primitive(
     "argmax",
     impl=lambda x, axis=None, keepdims=False: np.asarray(np.argmax(x, axis=axis, keepdims=keepdims)),
     shape_rule=reduce_rule("argmax", single_axis=True), kind="reduction", nondiff=True,
-    vjps=(_no_grad,), torch_name=None, saves=(), codegen="reduce_argmax")
+    vjps=(no_grad,), torch_name=None, saves=(), codegen="reduce_argmax")
 
 argmin = primitive(
     "argmin",
     impl=lambda x, axis=None, keepdims=False: np.asarray(np.argmin(x, axis=axis, keepdims=keepdims)),
     shape_rule=reduce_rule("argmin", single_axis=True), kind="reduction", nondiff=True,
-    vjps=(_no_grad,), torch_name=None, saves=(), codegen="reduce_argmin")
+    vjps=(no_grad,), torch_name=None, saves=(), codegen="reduce_argmin")
 
 var = primitive(
     "var",
@@ -547,7 +400,7 @@ def _log_softmax_impl(x, axis):
 
 def _softmax_rule(name):
     def rule(x, axis):
-        x = _aval(x)
+        x = as_aval(x)
         if not np.issubdtype(x.dtype, np.floating):
             raise op_error(name, [x], f"expected a floating-point operand, got {x.dtype}",
                            cls=DTypeError)
@@ -572,7 +425,7 @@ log_softmax = primitive(
 
 
 def _reshape_rule(x, shape):
-    x = _aval(x)
+    x = as_aval(x)
     shape = tuple(shape)
     if any(d < 0 for d in shape) or (
             int(np.prod(shape, dtype=np.int64)) != int(np.prod(x.shape, dtype=np.int64))):
@@ -588,7 +441,7 @@ reshape = primitive(
 
 
 def _broadcast_to_rule(x, shape):
-    x = _aval(x)
+    x = as_aval(x)
     shape = tuple(shape)
     try:
         ok = len(shape) >= x.ndim and tuple(np.broadcast_shapes(x.shape, shape)) == shape
@@ -607,7 +460,7 @@ broadcast_to = primitive(
 
 
 def _transpose_rule(x, axes):
-    x = _aval(x)
+    x = as_aval(x)
     if sorted(axes) != list(range(x.ndim)):
         raise op_error("transpose", [x], f"axes {tuple(axes)} are not a permutation of "
                                          f"the {x.ndim} axes")
@@ -627,7 +480,7 @@ transpose = primitive(
 
 
 def _concatenate_rule(*xs, axis):
-    xs = [_aval(x) for x in xs]
+    xs = [as_aval(x) for x in xs]
     if not xs:
         raise op_error("concatenate", [], "needs at least one array")
     first = xs[0]
@@ -664,7 +517,7 @@ concatenate = primitive(
 
 
 def _matmul_rule(x, y):
-    x, y = _aval(x), _aval(y)
+    x, y = as_aval(x), as_aval(y)
     if x.ndim == 0 or y.ndim == 0:
         raise op_error("matmul", [x, y], "both operands must have at least one dimension")
     if x.dtype == np.bool_ or y.dtype == np.bool_:
@@ -731,83 +584,18 @@ def _matmul_torch_name(x, y):
 
 
 matmul = primitive(
-    "matmul", impl=_as_array(np.matmul), shape_rule=_matmul_rule, kind="matmul",
+    "matmul", impl=returns_array(np.matmul), shape_rule=_matmul_rule, kind="matmul",
     vjps=(_matmul_vjp_x, _matmul_vjp_y), torch_name=_matmul_torch_name, saves=(0, 1),
     codegen="matmul")
 
 # ----------------------------------------------------------------- indexing
-# getitem's `spec` has one entry per indexed axis of x (tracegrad.ops.indexing
-# builds it from a NumPy index, expanding `...` and trailing axes):
-#   int i (0 <= i < dim)            select
-#   ("slice", start, stop, step)    normalized by slice.indices; stop None = "run to the start"
-#   None                            a new axis of size 1 (consumes no axis of x)
-#   ("array", k)                    the k-th index-array operand (integer, may be negative)
-# As in NumPy, ints count as advanced indices when any array is present.
-
-
-def spec_to_index(spec, arrays) -> tuple:
-    """The NumPy index tuple that `spec` stands for."""
-    out = []
-    for e in spec:
-        if e is None or isinstance(e, (int, np.integer)):
-            out.append(e)
-        elif e[0] == "slice":
-            out.append(slice(e[1], e[2], e[3]))
-        else:
-            out.append(np.asarray(arrays[e[1]]))
-    return tuple(out)
-
-
-def slice_length(start, stop, step) -> int:
-    return len(range(start, -1 if stop is None else stop, step))
-
-
-def index_shape(name, x: Aval, spec, arrays) -> tuple:
-    """Result shape of x[spec] under NumPy's rules (checked against NumPy in the tests)."""
-    has_array = any(isinstance(e, tuple) and e[0] == "array" for e in spec)
-    consumed = sum(1 for e in spec if e is not None)
-    if consumed != x.ndim:
-        raise op_error(name, [x] + list(arrays),
-                       f"index has {consumed} entries for a {x.ndim}-d array")
-    out, advanced, advanced_at, dim = [], [], [], 0
-    for pos, e in enumerate(spec):
-        if e is None:
-            out.append(1)
-            continue
-        n = x.shape[dim]
-        dim += 1
-        if isinstance(e, (int, np.integer)):
-            if not 0 <= e < n:
-                raise op_error(name, [x], f"index {e} is out of range for axis {dim - 1} "
-                                          f"with size {n}", cls=ShapeError)
-            if has_array:
-                advanced.append(())
-                advanced_at.append((pos, len(out)))
-        elif e[0] == "slice":
-            out.append(slice_length(*e[1:]))
-        else:
-            arr = arrays[e[1]]
-            if not np.issubdtype(arr.dtype, np.integer):
-                raise op_error(name, [x, arr], f"index arrays must be integers, got {arr.dtype}",
-                               cls=DTypeError)
-            advanced.append(arr.shape)
-            advanced_at.append((pos, len(out)))
-    if not has_array:
-        return tuple(out)
-    try:
-        block = tuple(np.broadcast_shapes(*advanced))
-    except ValueError:
-        raise op_error(name, [x] + list(arrays),
-                       "index arrays cannot be broadcast together") from None
-    positions = [p for p, _ in advanced_at]
-    adjacent = positions == list(range(positions[0], positions[-1] + 1))
-    insert_at = advanced_at[0][1] if adjacent else 0
-    return tuple(out[:insert_at]) + block + tuple(out[insert_at:])
-
-
+# getitem(x, *index_arrays, spec): `spec` is a static tuple with one entry per
+# axis of x (int, ("slice", start, stop, step), None, ("array", k)); see
+# rulekit.spec_to_index. tracegrad.ops.indexing builds it from a NumPy index.
+# Its vjp scatters with index_add_zeros, whose own vjp is getitem again.
 def _getitem_rule(x, *arrays, spec):
-    x = _aval(x)
-    arrays = [_aval(a) for a in arrays]
+    x = as_aval(x)
+    arrays = [as_aval(a) for a in arrays]
     return Aval(index_shape("getitem", x, spec, arrays), x.dtype)
 
 
@@ -860,8 +648,8 @@ def _index_add_impl(g, *arrays, spec, shape):
 
 
 def _index_add_rule(g, *arrays, spec, shape):
-    g = _aval(g)
-    arrays = [_aval(a) for a in arrays]
+    g = as_aval(g)
+    arrays = [as_aval(a) for a in arrays]
     expected = index_shape("index_add_zeros", Aval(tuple(shape), g.dtype), spec, arrays)
     if tuple(g.shape) != expected:
         raise op_error("index_add_zeros", [g] + arrays,
@@ -880,22 +668,9 @@ index_add_zeros = primitive(
     saves=(), codegen="index_add_zeros")
 
 
-def _along_axis_shape(name, x, idx, axis):
-    x, idx = _aval(x), _aval(idx)
-    if not np.issubdtype(idx.dtype, np.integer):
-        raise op_error(name, [x, idx], f"indices must be integers, got {idx.dtype}",
-                       cls=DTypeError)
-    if idx.ndim != x.ndim:
-        raise op_error(name, [x, idx], "indices and array must have the same number of dims")
-    ax = normalize_axes(name, x, axis)[0]
-    others = [Aval(tuple(d for i, d in enumerate(a.shape) if i != ax), a.dtype) for a in (x, idx)]
-    batch = broadcast_shapes(name, *others)
-    return batch[:ax] + (idx.shape[ax],) + batch[ax:], ax
-
-
 def _take_along_axis_rule(x, idx, axis):
-    shape, _ = _along_axis_shape("take_along_axis", x, idx, axis)
-    return Aval(shape, _aval(x).dtype)
+    shape, _ = along_axis_shape("take_along_axis", x, idx, axis)
+    return Aval(shape, as_aval(x).dtype)
 
 
 def _take_along_axis_vjp(g, out, x, idx, axis):
@@ -907,7 +682,7 @@ def _take_along_axis_vjp(g, out, x, idx, axis):
 
 def _take_along_axis_impl(x, idx, axis):
     # broadcast the non-axis dims explicitly, so impl and shape rule agree
-    shape, ax = _along_axis_shape("take_along_axis", aval_of(x), aval_of(idx), axis)
+    shape, ax = along_axis_shape("take_along_axis", aval_of(x), aval_of(idx), axis)
     x_shape = shape[:ax] + (np.shape(x)[ax],) + shape[ax + 1:]
     return np.take_along_axis(np.broadcast_to(x, x_shape), np.broadcast_to(idx, shape), ax)
 
@@ -915,7 +690,7 @@ def _take_along_axis_impl(x, idx, axis):
 take_along_axis = primitive(
     "take_along_axis", impl=_take_along_axis_impl,
     shape_rule=_take_along_axis_rule, kind="index",
-    vjps=(_take_along_axis_vjp, _no_grad), torch_name="GatherBackward0", saves=(1,),
+    vjps=(_take_along_axis_vjp, no_grad), torch_name="GatherBackward0", saves=(1,),
     codegen="take_along_axis")
 
 
@@ -935,10 +710,10 @@ def _put_along_axis_add_impl(g, idx, axis, shape):
 
 
 def _put_along_axis_add_rule(g, idx, axis, shape):
-    g = _aval(g)
-    expected, _ = _along_axis_shape("put_along_axis_add", Aval(tuple(shape), g.dtype), idx, axis)
+    g = as_aval(g)
+    expected, _ = along_axis_shape("put_along_axis_add", Aval(tuple(shape), g.dtype), idx, axis)
     if tuple(g.shape) != expected:
-        raise op_error("put_along_axis_add", [g, _aval(idx)],
+        raise op_error("put_along_axis_add", [g, as_aval(idx)],
                        f"values have shape {g.shape}, expected {expected}")
     return Aval(tuple(shape), g.dtype)
 
@@ -946,7 +721,7 @@ def _put_along_axis_add_rule(g, idx, axis, shape):
 put_along_axis_add = primitive(
     "put_along_axis_add", impl=_put_along_axis_add_impl, shape_rule=_put_along_axis_add_rule,
     kind="index",
-    vjps=(lambda gg, out, g, idx, axis, shape: take_along_axis(gg, idx, axis=axis), _no_grad),
+    vjps=(lambda gg, out, g, idx, axis, shape: take_along_axis(gg, idx, axis=axis), no_grad),
     torch_name="ScatterAddBackward0", saves=(1,), codegen="put_along_axis_add")
 
 # ------------------------------------------------------------ the AD drivers' helper
