@@ -219,7 +219,8 @@ def _make_node_class():
             for k in entry.diff_outputs:
                 node = entry.traced.graph.outputs[k]
                 if k == self.output_index:
-                    cts.append(np.ascontiguousarray(np.asarray(g, dtype=node.dtype)))
+                    # (not np.ascontiguousarray: it turns 0-d arrays into 1-d ones)
+                    cts.append(_canonical_leaf(np.asarray(g, dtype=node.dtype)))
                 else:
                     cts.append(np.zeros(node.shape, node.dtype))
             return list(entry.backward(*self.saved_arrays, *cts))
@@ -265,6 +266,11 @@ def _make_node_class():
                     for i, a in enumerate(self.saved_arrays)]
 
     return CompiledFunctionBackward
+
+
+def _canonical_leaf(value):
+    from tracegrad.compiler import _canonical_leaf as canonical
+    return canonical(value)
 
 
 def _freed_message() -> str:
