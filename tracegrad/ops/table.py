@@ -81,7 +81,8 @@ def _pow_vjp_base(g, out, x, y):
         if y == 0:  # PyTorch: zeros, not g * 0 * x**-1
             return full_like(g, value=0)
         return mul(g, mul(y, pow_(x, y - 1)))
-    return mul(g, mul(y, pow_(x, sub(y, 1))))
+    # PyTorch: zero where y == 0 (else 0 * x**-1 is nan at x == 0)
+    return where(eq(y, 0), 0, mul(g, mul(y, pow_(x, sub(y, 1)))))
 
 
 def _pow_vjp_exponent(g, out, x, y):
