@@ -100,42 +100,25 @@ class Lowered:
                 f"backend {self.backend}>")
 
 
-def _optional_stage(module: str, name: str):
-    """A pipeline stage, or None while its module is not written yet."""
-    import importlib
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        log.info("stage %s.%s unavailable (%s); skipping it", module, name, exc)
-        return None
-
-
 def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = True) -> Lowered:
-    """Run passes and code generation on a joint graph."""
+    """Run passes, fusion and code generation on a joint graph."""
     timings: dict[str, float] = {}
     graph = joint
     if optimize:
-        optimize_fn = _optional_stage("tracegrad.passes", "optimize")
-        if optimize_fn is not None:
-            t0 = time.perf_counter()
-            graph = optimize_fn(graph)
-            timings["passes"] = time.perf_counter() - t0
-        fuse_fn = _optional_stage("tracegrad.passes.fuse", "fuse_elementwise")
-        if fuse_fn is not None:
-            t0 = time.perf_counter()
-            graph = fuse_fn(graph)
-            timings["fuse"] = time.perf_counter() - t0
-    kernel = None
+        from tracegrad.passes import optimize as optimize_graph
+        from tracegrad.passes.fuse import fuse_elementwise
+        t0 = time.perf_counter()
+        graph = optimize_graph(graph)
+        timings["passes"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        graph = fuse_elementwise(graph)
+        timings["fuse"] = time.perf_counter() - t0
     if backend == "numba":
-        build_kernel = _optional_stage("tracegrad.codegen", "build_kernel")
-        if build_kernel is None:
-            backend = "interpret"
-            log.info("codegen unavailable: falling back to the interpreter")
-        else:
-            t0 = time.perf_counter()
-            kernel = build_kernel(graph)
-            timings["codegen"] = time.perf_counter() - t0
-    if kernel is None:
+        from tracegrad.codegen import build_kernel
+        t0 = time.perf_counter()
+        kernel = build_kernel(graph)
+        timings["codegen+numba"] = time.perf_counter() - t0
+    else:
         kernel = _Interpreted(graph)
     return Lowered(traced, joint, graph, kernel, backend, timings)
 

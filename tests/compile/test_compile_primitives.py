@@ -134,3 +134,20 @@ def test_compiled_gradients_equal_eager_gradients(case):
     assert_close(value, out.detach().numpy(), rtol=1e-12, what="value")
     for g, t in zip(grads, tensors):
         assert_close(g, t.grad.numpy(), rtol=1e-10, atol=1e-12, what="grad")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", DIFF_CASES, ids=[c.id for c in DIFF_CASES])
+def test_numba_kernels_equal_interpreter_for_every_case(case):
+    """Every row through generated kernels (slow: one Numba compile per row)."""
+    for dtype in case.dtypes:
+        f, args = make_problem(case, dtype)
+        argnums = tuple(range(len(args)))
+        value, grads = tg.value_and_grad(f, argnums=argnums)(*args)
+        ref_value, ref_grads = tg.value_and_grad(f, argnums=argnums, backend="interpret")(*args)
+        tol = dict(rtol=1e-10, atol=1e-12) if dtype == "float64" else dict(rtol=1e-4, atol=1e-5)
+        assert value.dtype == ref_value.dtype
+        assert_close(value, ref_value, **tol, what=f"{dtype} value")
+        for g, r in zip(grads, ref_grads):
+            assert g.dtype == r.dtype
+            assert_close(g, r, **tol, what=f"{dtype} grad")
