@@ -168,3 +168,14 @@ def test_expand_dims_and_squeeze_axes():
     assert "squeeze" in msg and "(1, 3)" in msg
     msg = raises_here(ShapeError, tg.squeeze, np.ones((1, 3)), 2)
     assert "squeeze: axis 2 is out of range" in msg and "f64[1,3]" in msg
+
+
+def test_dtype_error_while_tracing_points_at_the_user_line():
+    def f(x):
+        return tg.exp(x)  # the line the error must name
+    line = f.__code__.co_firstlineno + 1
+    with pytest.raises(DTypeError) as info:
+        tg.trace(f, np.arange(3))
+    message = str(info.value)
+    assert message.startswith("exp: expected floating-point operands, got int64 (operands: i64[3])")
+    assert f"{__file__}:{line}" in message
