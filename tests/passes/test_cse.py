@@ -55,3 +55,14 @@ def test_cse_keeps_the_first_nodes_source_and_tag():
     g = gm.output(gm.op("add", first, second))
     (exp,) = [n for n in cse(g).nodes if n.op == "exp"]
     assert (exp.id, exp.source, exp.tag) == (first.id, "user.py:1", "fwd")
+
+
+def test_cse_merges_commutative_ops_in_either_order():
+    gm = GraphMaker()
+    x, y = gm.input((2, 3)), gm.input((3,))
+    g = gm.output(gm.op("mul", x, y), gm.op("mul", y, x), gm.op("add", y, x), gm.op("add", x, y),
+                  gm.op("sub", x, y), gm.op("sub", y, x))  # sub does not commute
+    h = cse(g)
+    assert ops(h) == ["mul", "add", "sub", "sub"]
+    assert h.outputs[0] is h.outputs[1] and h.outputs[2] is h.outputs[3]
+    assert_same_results(g, h)

@@ -27,10 +27,11 @@ from tracegrad.passes.cse import cse, cse_counted
 from tracegrad.passes.dce import dce, dce_counted
 from tracegrad.passes.fold import MAX_FOLD_ELEMENTS, fold, fold_counted
 from tracegrad.passes.rewrite import copy_graph, rewrite_graph
-from tracegrad.passes.simplify import RULES, Rule, simplify, simplify_counted
+from tracegrad.passes.simplify import RULES, Rule, describe_rules, simplify, simplify_counted
 
 __all__ = ["optimize", "optimize_with_stats", "OptimizeStats", "RewriteLimitWarning",
-           "dce", "cse", "fold", "simplify", "Rule", "RULES", "rewrite_graph", "copy_graph"]
+           "dce", "cse", "fold", "simplify", "Rule", "RULES", "describe_rules", "rewrite_graph",
+           "copy_graph"]
 
 MAX_ROUNDS = 50
 

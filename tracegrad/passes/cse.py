@@ -2,8 +2,10 @@
 
 Two nodes merge when they have the same op, the same (already merged)
 operands, equal attributes, shape and dtype (`Node.key()`); consts merge when
-their values are bitwise equal. The first occurrence survives, with its
-source and tag. Inputs never merge.
+their values are bitwise equal. For commutative ops the operand order does not
+matter: `x*y` and `y*x` merge (IEEE addition and multiplication commute
+exactly). The first occurrence survives, with its source and tag. Inputs never
+merge.
 
     >>> import numpy as np
     >>> from tracegrad.ir.graph import Graph
@@ -45,9 +47,17 @@ def cse_counted(graph: Graph) -> tuple[Graph, int]:
     return rewrite_graph(graph, merge)
 
 
+# Ops whose result does not depend on operand order, bit for bit.
+# (Not maximum/minimum: which of 0.0 and -0.0 they return depends on the order.)
+COMMUTATIVE_OPS = frozenset({"add", "mul", "eq", "ne", "logical_and", "logical_or"})
+
+
 def structural_key(node: Node):
     """`Node.key()`, made hashable when attrs hold nested slices or lists."""
     key = node.key()
+    if node.op in COMMUTATIVE_OPS:
+        op, input_ids, *rest = key
+        key = (op, tuple(sorted(input_ids)), *rest)
     try:
         hash(key)
         return key

@@ -65,6 +65,15 @@ def simplify_counted(graph: Graph, rules: "list[Rule] | None" = None) -> tuple[G
     return rewrite_graph(graph, rewrite)
 
 
+def describe_rules(rules: "list[Rule] | None" = None) -> str:
+    """The rewrite table as text, one rule per line.
+
+    >>> print(describe_rules()[:40])
+    mul           x*1 -> x, 1*x -> x (broadc
+    """
+    return "\n".join(f"{rule.op:<13} {rule.algebra}" for rule in (RULES if rules is None else rules))
+
+
 def rules_by_op(rules: list[Rule]) -> dict[str, tuple[Rule, ...]]:
     table: dict[str, tuple[Rule, ...]] = {}
     for rule in rules:
