@@ -288,7 +288,7 @@ isfinite = _nondiff("isfinite", np.isfinite, "tg_isfinite({0})", arity=1)
 
 def _keep(v, x, axis, keepdims):
     """Reshape a reduction's result (or cotangent) so it broadcasts against x."""
-    if keepdims:
+    if keepdims or np.ndim(v) == 0:  # a 0-d value already broadcasts against anything
         return v
     return reshape(v, shape=kept_shape(np.shape(x), axis))
 
@@ -540,30 +540,27 @@ def _swap_last(v):
     return transpose(v, axes=tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
-def _matmul_promoted(g, x, y):
-    """View a matmul with 1-D operands as matrix x matrix: x (k,) -> (1,k), y (k,) -> (k,1)."""
-    x2 = reshape(x, shape=(1,) + np.shape(x)) if np.ndim(x) == 1 else x
-    y2 = reshape(y, shape=np.shape(y) + (1,)) if np.ndim(y) == 1 else y
-    gshape = tuple(np.shape(g))
+def _as_matrices(g, x, y):
+    """g with the axes that 1-D operands drop put back as size 1 (x (k,) is a row, y a column)."""
+    shape = tuple(np.shape(g))
     if np.ndim(x) == 1:
-        gshape = gshape[:len(gshape) - (0 if np.ndim(y) == 1 else 1)] + (1,) + (
-            gshape[-1:] if np.ndim(y) != 1 else ())
+        shape = shape[:-1] + (1,) + shape[-1:] if np.ndim(y) != 1 else shape + (1,)
     if np.ndim(y) == 1:
-        gshape = gshape + (1,)
-    return reshape(g, shape=gshape), x2, y2
+        shape = shape + (1,)
+    return g if shape == tuple(np.shape(g)) else reshape(g, shape=shape)
 
 
 def _matmul_vjp_x(g, out, x, y):
-    g2, x2, y2 = _matmul_promoted(g, x, y)
-    gx = matmul(g2, _swap_last(y2))  # (..., n, k)
+    y2 = reshape(y, shape=np.shape(y) + (1,)) if np.ndim(y) == 1 else y
+    gx = matmul(_as_matrices(g, x, y), _swap_last(y2))  # (..., n, k)
     if np.ndim(x) == 1:  # drop the promoted row; the driver sums any batch dims
         gx = reshape(gx, shape=np.shape(gx)[:-2] + np.shape(gx)[-1:])
     return gx
 
 
 def _matmul_vjp_y(g, out, x, y):
-    g2, x2, y2 = _matmul_promoted(g, x, y)
-    gy = matmul(_swap_last(x2), g2)  # (..., k, m)
+    x2 = reshape(x, shape=(1,) + np.shape(x)) if np.ndim(x) == 1 else x
+    gy = matmul(_swap_last(x2), _as_matrices(g, x, y))  # (..., k, m)
     if np.ndim(y) == 1:
         gy = reshape(gy, shape=np.shape(gy)[:-1])
     return gy
