@@ -29,7 +29,8 @@ COLORS = {
     "output": "#caff70",
 }
 # Frame colours for fusion groups, cycled.
-GROUP_COLORS = ["#2b7a3b", "#8a2be2", "#b8860b", "#c2185b", "#00838f", "#5d4037"]
+GROUP_COLORS = ["#2b7a3b", "#8a2be2", "#b8860b", "#c2185b", "#00838f", "#5d4037",
+                "#1f4fd1", "#d35400", "#6d8b00", "#7b1fa2"]
 LEGEND = ("blue: forward   orange: backward   framed: one fusion group (one loop)   "
           "edge label: shape and dtype of the value")
 
