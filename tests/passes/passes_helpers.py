@@ -69,4 +69,5 @@ def ops(graph: Graph) -> list[str]:
 def snapshot(graph: Graph):
     """Everything a pass must not change in its input graph."""
     return ([(n, n.key(), n.inputs, n.source, n.tag, n.group)
-             for n in graph.nodes], list(graph.inputs), list(graph.outputs), str(graph))
+             for n in graph.nodes], list(graph.inputs), list(graph.outputs), str(graph),
+            graph._next_id, graph.name)

@@ -108,3 +108,22 @@ def test_a_long_chain_collapses_in_few_rounds():
         y = gm.op("neg", y) if k % 2 else gm.op("mul", y, gm.const(1.0))
     h, stats = optimize_with_stats(gm.output(y))
     assert ops(h) == [] and stats.rounds <= 3
+
+
+def test_a_rule_that_gives_up_leaves_no_dead_nodes():
+    def emits_then_gives_up(node, b):
+        b.emit("neg", node.inputs[0])
+        return None
+
+    def aborts_midway(node, b):
+        b.emit("neg", node.inputs[0])
+        b.emit("transpose", node.inputs[0], axes=(0, 0))  # the shape rule refuses
+
+    gm = GraphMaker()
+    x = gm.input((3,))
+    g = gm.output(gm.op("mul", x, gm.const(1.0)))
+    rules = [Rule("mul", "emits -> nothing", emits_then_gives_up),
+             Rule("mul", "aborts -> nothing", aborts_midway)] + RULES
+    h, stats = optimize_with_stats(g, rules=rules)
+    assert stats.reached_fixpoint and stats.rounds == 2
+    assert ops(h) == [] and h.outputs[0] is h.inputs[0]  # the later x*1 rule still ran

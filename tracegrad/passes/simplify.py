@@ -32,7 +32,8 @@ import numpy as np
 
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ops.core import REGISTRY
-from tracegrad.passes.rewrite import Builder, const_value, is_filled_with, rewrite_graph
+from tracegrad.passes.rewrite import (Builder, RewriteAbort, const_value, is_filled_with,
+                                      rewrite_graph)
 
 RuleFn = Callable[[Node, Builder], "Node | None"]
 
@@ -57,9 +58,14 @@ def simplify_counted(graph: Graph, rules: "list[Rule] | None" = None) -> tuple[G
         for rule in by_op.get(node.op, ()) + by_op.get("*", ()):
             if rule.op == "*" and not is_elementwise(node):
                 continue
-            result = rule.apply(node, b)
+            made = len(b.pending)
+            try:
+                result = rule.apply(node, b)
+            except RewriteAbort:
+                result = None
             if result is not None:
                 return result
+            del b.pending[made:]  # a rule that gave up leaves no nodes behind
         return None
 
     return rewrite_graph(graph, rewrite)
