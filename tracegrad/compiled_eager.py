@@ -75,14 +75,56 @@ def call_with_tensors(cf, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
         entry = _build_entry(cf, key, args, kwargs, avals, wrt)
     else:
         cf._hits += 1
+    if not kwargs and len(cf._eager_fast) < 256:
+        fast = _fast_tensor_key(args, Tensor, STATE.grad_enabled)
+        canonical = all(a is (v._data if isinstance(v, Tensor) else v)
+                        for a, v in zip(arrays, leaves))
+        if fast is not None and canonical and len(leaves) == sum(
+                1 for a in args if type(a) is Tensor or type(a) is np.ndarray):
+            cf._eager_fast[fast] = entry
+    return run_entry(entry, leaves, arrays, graph_mod, Tensor)
+
+
+def try_fast(cf, args):
+    """The hot path for tensor arguments: one dict lookup, or None on a miss."""
+    tensor_mod, graph_mod, STATE = _eager()
+    Tensor = tensor_mod.Tensor
+    key = _fast_tensor_key(args, Tensor, STATE.grad_enabled)
+    entry = cf._eager_fast.get(key) if key is not None else None
+    if entry is None:
+        return None
+    cf._hits += 1
+    leaves = [a for a in args if type(a) is Tensor or type(a) is np.ndarray]
+    arrays = [a._data if type(a) is Tensor else a for a in leaves]
+    return run_entry(entry, leaves, arrays, graph_mod, Tensor)
+
+
+def _fast_tensor_key(args, Tensor, grad_enabled):
+    key = ()
+    for a in args:
+        if type(a) is Tensor:
+            d = a._data
+            key += (d.shape, d.strides, d.dtype, d.flags.writeable,
+                    bool(a._requires_grad and grad_enabled))
+        elif type(a) is np.ndarray:
+            key += (a.shape, a.strides, a.dtype, a.flags.writeable, None)
+        elif type(a) in (float, int, bool):
+            key += (type(a), a)
+        else:
+            return None
+    return key
+
+
+def run_entry(entry, leaves, arrays, graph_mod, Tensor):
     outs = entry.forward(*arrays)
-    values = list(outs[:entry.n_out])
-    saved = list(outs[entry.n_out:])
-    tensors = [Tensor._wrap(np.asarray(v)) for v in values]
-    if wrt:
-        inputs = [leaves[i] for i in wrt]
+    n_out = entry.n_out
+    saved = list(outs[n_out:])
+    tensors = [Tensor._wrap(np.asarray(v)) for v in outs[:n_out]]
+    if entry.wrt:
+        inputs = [leaves[i] for i in entry.wrt]
+        make_node = node_class()
         for k in entry.diff_outputs:
-            node = node_class()(entry, k, inputs, saved, arrays, graph_mod)
+            node = make_node(entry, k, inputs, saved, arrays, graph_mod)
             tensors[k]._requires_grad = True
             tensors[k]._grad_fn = node
     return _unflatten(entry.out_tree, tensors)
@@ -124,7 +166,8 @@ def _build_entry(cf, key, args, kwargs, avals, wrt) -> _EagerEntry:
                             saved_ids, diff_outputs, wrt, traced.out_tree, lowered_fwd,
                             lowered_bwd)
         cf._entries[key] = entry
-        cf._traces += 1
+        from tracegrad.compiler import _Signature
+        cf._note_new_signature(_Signature(key[1], avals, wrt, kw_names), args)
         return entry
 
 
@@ -181,6 +224,8 @@ def _node_base():
 def _make_node_class():
     EagerNode = _node_base()
 
+    _BASE_SLOTS = tuple(s for s in EagerNode.__slots__ if s != "__weakref__")
+
     class CompiledFunctionBackward(EagerNode):
         """The eager backward node of a compiled call: runs the compiled backward kernel."""
 
@@ -190,9 +235,8 @@ def _make_node_class():
         def __init__(self, entry, output_index, inputs, saved, primal_arrays, graph_mod):
             # Fill the eager Node's fields by name (not through its __init__, whose
             # signature belongs to eager mode), then ours.
-            for slot in EagerNode.__slots__:
-                if slot != "__weakref__":
-                    setattr(self, slot, None)
+            for slot in _BASE_SLOTS:
+                setattr(self, slot, None)
             out = entry.traced.graph.outputs[output_index]
             self.attrs, self._name, self.operands = {}, "CompiledFunctionBackward", ()
             self.inputs = tuple((t._grad_fn or graph_mod.grad_accumulator(t)) for t in inputs)

@@ -280,7 +280,8 @@ class CompiledFunction:
         self.backend = backend
         self.check_finite = check_finite
         self.optimize = optimize
-        self._fast: dict = {}                 # fast key -> (entry, needs_canonical)
+        self._fast: dict = {}                 # fast key -> (entry, how to pass args)
+        self._eager_fast: dict = {}           # fast key of tensor args -> eager entry
         self._entries: dict = {}              # signature key -> _Entry
         self._signatures: list[_Signature] = []
         self._traces = 0
@@ -304,6 +305,11 @@ class CompiledFunction:
 
     # ---- everything else: pytrees, tensors, tracers, first calls
     def _call_slow(self, args: tuple, kwargs: dict):
+        if self._eager_fast and not kwargs:
+            from tracegrad.compiled_eager import try_fast
+            result = try_fast(self, args)
+            if result is not None:
+                return result
         nargs = len(args)
         wrt_args = _resolve_argnums(self.argnums, nargs, self.fn) if self.argnums else ()
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
@@ -385,13 +391,17 @@ class CompiledFunction:
             reason = self._miss_reason(signature)
             log.info("%s: cache miss (%s); tracing", _fn_name(self.fn), reason)
             entry = self._build(signature, args, kwargs, self.backend, self.optimize)
-            self._traces += 1
             self._entries[key] = entry
-            self._signatures.append(signature)
-            if len(self._signatures) > MAX_SIGNATURES and not self._warned:
-                self._warned = True
-                warnings.warn(self._retrace_message(args), RuntimeWarning, stacklevel=4)
+            self._note_new_signature(signature, args)
         return entry
+
+    def _note_new_signature(self, signature: _Signature, args) -> None:
+        """Count a trace; warn once when signatures keep changing."""
+        self._traces += 1
+        self._signatures.append(signature)
+        if len(self._signatures) > MAX_SIGNATURES and not self._warned:
+            self._warned = True
+            warnings.warn(self._retrace_message(args), RuntimeWarning, stacklevel=5)
 
     def _build(self, signature: _Signature, args, kwargs, backend: str,
                optimize: bool) -> _Entry:
@@ -513,6 +523,7 @@ class CompiledFunction:
     def cache_clear(self) -> None:
         with _BUILD_LOCK:
             self._fast.clear()
+            self._eager_fast.clear()
             self._entries.clear()
             self._signatures.clear()
             self._traces = self._hits = 0
