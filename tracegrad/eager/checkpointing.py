@@ -29,7 +29,7 @@ import numpy as np
 
 from tracegrad.eager.engine import run_backward
 from tracegrad.eager.grad_mode import STATE, enable_grad, no_grad
-from tracegrad.eager.graph import Node, OperandMeta, grad_accumulator
+from tracegrad.eager.graph import Node, grad_accumulator
 from tracegrad.eager.tensor import Tensor
 
 
@@ -48,7 +48,7 @@ class CheckpointFunctionBackward(Node):
                 inputs.append(None)
                 in_meta.append(None)
         super().__init__(None, {}, "CheckpointFunctionBackward", tuple(inputs), tuple(in_meta),
-                         (), None, OperandMeta(out.shape, out.dtype))
+                         (), None, (out.shape, out.dtype))
         self.saved = True
         self.fn = fn
         # Inputs are kept with their versions so an in-place change is caught.

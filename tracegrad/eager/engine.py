@@ -14,13 +14,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tracegrad.eager.graph import AccumulateGrad, grad_accumulator
+from tracegrad.eager.graph import AccumulateGrad, Node, grad_accumulator
 from tracegrad.eager.grad_mode import STATE
 
 
+_TENSOR = None
+
+
 def _tensor_cls():
-    from tracegrad.eager.tensor import Tensor
-    return Tensor
+    global _TENSOR
+    if _TENSOR is None:
+        from tracegrad.eager.tensor import Tensor
+        _TENSOR = Tensor
+    return _TENSOR
 
 
 def _size_str(shape) -> str:
@@ -86,19 +92,21 @@ def _run_tensor_hooks(hooks: dict, g, as_tensors: bool):
     return g
 
 
-def _collect(roots):
-    """Edge counts of every node reachable from the roots, and its parents."""
+def _collect(roots, want_parents: bool):
+    """Edge counts of every node reachable from the roots (and, if asked, its parents)."""
     deps: dict = {}
     parents: dict = {}
     stack = list(dict.fromkeys(roots))
     seen = set(stack)
+    get = deps.get
     while stack:
         node = stack.pop()
         for nxt in node.inputs:
             if nxt is None:
                 continue
-            deps[nxt] = deps.get(nxt, 0) + 1
-            parents.setdefault(nxt, []).append(node)
+            deps[nxt] = get(nxt, 0) + 1
+            if want_parents:
+                parents.setdefault(nxt, []).append(node)
             if nxt not in seen:
                 seen.add(nxt)
                 stack.append(nxt)
@@ -126,7 +134,7 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
     are returned as {node: grad}. With `accumulate`, leaves
     (AccumulateGrad nodes) add their gradient into `.grad`; when targets are
     given only target leaves do."""
-    deps, parents = _collect(roots)
+    deps, parents = _collect(roots, targets is not None)
     needed = _needed(targets, parents) if targets is not None else None
     grads: dict = {}
     for node, g in zip(roots, root_grads):
@@ -141,11 +149,17 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
             node = ready.pop()
             g = grads.pop(node, None)
             results = None
-            if g is not None and (needed is None or node in needed):
+            if g is None or (needed is not None and node not in needed):
+                if not retain_graph:
+                    node.release()
+            elif targets is None and not anomaly and type(node) is Node and \
+                    node.pre_hooks is None and node.retain_ref is None and node.post_hooks is None:
+                results = node.apply(g, create_graph)  # the common case, inlined
+                if not retain_graph:
+                    node.release()
+            else:
                 results = _run_node(node, g, create_graph, retain_graph, targets, captured,
                                     accumulate, anomaly)
-            elif not retain_graph:
-                node.release()
             inputs = node.inputs
             for i in range(len(inputs)):
                 nxt = inputs[i]

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tracegrad.eager.grad_mode import STATE
+from tracegrad.ops.table import sum_to_shape
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -114,9 +115,9 @@ class Node:
         self.inputs = inputs          # next node per operand, None where no grad flows
         self.visible = visible        # operand indices PyTorch shows in next_functions
         self.in_meta = in_meta        # (shape, dtype) per operand, None for Python scalars
-        self.operands = operands      # per operand: scalar, OperandMeta, or SavedValue
+        self.operands = operands      # per operand: scalar, array, SavedValue, or None (unsaved)
         self.out_saved = out_saved    # SavedValue of the output, or None
-        self.out_meta = out_meta      # OperandMeta of the output (rules may read its shape)
+        self.out_meta = out_meta      # (shape, dtype) of the output (rules may read its shape)
         self.saved = out_saved is not None or any(type(o) is SavedValue for o in operands)
         self.freed = False
         self.pre_hooks = None
@@ -180,12 +181,19 @@ class Node:
             self.freed = True
 
     def unpack(self, as_tensors: bool):
-        """Operands and output for the vjp rules, after the version checks."""
+        """Operands and output for the vjp rules, after the version checks.
+
+        Unsaved operands (and an unsaved output) become OperandMeta stand-ins
+        that carry only shape and dtype."""
         if self.freed:
             raise RuntimeError(FREED_MESSAGE)
         operands = []
-        for op in self.operands:
-            if type(op) is SavedValue:
+        in_meta = self.in_meta
+        for i, op in enumerate(self.operands):
+            if op is None:
+                shape, dtype = in_meta[i]
+                operands.append(OperandMeta(shape, dtype))
+            elif type(op) is SavedValue:
                 if op.counter is not None and op.counter[0] != op.version:
                     raise RuntimeError(version_message(op, self))
                 operands.append(op.tensor if as_tensors and op.tensor is not None else op.data)
@@ -193,7 +201,8 @@ class Node:
                 operands.append(op)
         out = self.out_saved
         if out is None:
-            return operands, self.out_meta
+            meta = self.out_meta
+            return operands, (OperandMeta(*meta) if type(meta) is tuple else meta)
         if out.counter[0] != out.version:
             raise RuntimeError(version_message(out, self))
         return operands, _output_value(out, self, as_tensors)
@@ -233,7 +242,6 @@ def _output_value(saved: SavedValue, node: Node, as_tensors: bool):
 
 def fit_to(g, meta, as_tensors: bool):
     """Undo broadcasting and cast to the operand's dtype (once, for every op)."""
-    from tracegrad.ops.table import sum_to_shape
     shape, dtype = meta
     if as_tensors:
         if tuple(g.shape) != shape:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tracegrad.eager import dtypes as _dt
-from tracegrad.eager.graph import Node, OperandMeta, SavedValue, grad_accumulator
+from tracegrad.eager.graph import Node, SavedValue, grad_accumulator
 from tracegrad.eager.grad_mode import STATE
 from tracegrad.ops import table as T
 from tracegrad.ops.core import TracegradError, as_operand, aval_of, register_value_kind
@@ -162,17 +162,36 @@ def _clear_error(prim, arrays, attrs, exc) -> Exception:
     return op_error(prim, [a for a in arrays if not isinstance(a, (int, float))], str(exc))
 
 
+class _EagerRules:
+    """Per-primitive eager policy, looked up once per primitive."""
+
+    __slots__ = ("saves", "saves_by_call", "policy", "visible", "diff")
+
+    def __init__(self, prim):
+        self.saves = prim.saves
+        self.saves_by_call = _SAVES_BY_CALL.get(prim.name)
+        self.policy = _SAVE_ONLY_IF_NEEDED.get(prim.name)
+        self.visible = _VISIBLE.get(prim.name)
+
+
+_RULES: dict = {}
+
+
 def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
-    saves = prim.saves
-    by_call = _SAVES_BY_CALL.get(prim.name)
-    if by_call is not None:
-        saves = by_call(args)
-    policy = _SAVE_ONLY_IF_NEEDED.get(prim.name)
+    rules = _RULES.get(prim)
+    if rules is None:
+        rules = _RULES[prim] = _EagerRules(prim)
+    saves = rules.saves if rules.saves_by_call is None else rules.saves_by_call(args)
+    policy = rules.policy
     inputs, in_meta, operands = [], [], []
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
             d = a._data
-            inputs.append((a._grad_fn or grad_accumulator(a)) if a._requires_grad else None)
+            if a._requires_grad:
+                fn = a._grad_fn
+                inputs.append(fn if fn is not None else grad_accumulator(a))
+            else:
+                inputs.append(None)
             in_meta.append((d.shape, d.dtype))
             # integer/bool operands (indices, masks) are data the rules read, always kept
             needed = i in saves or d.dtype.kind not in "fc"
@@ -182,34 +201,27 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
             if needed:
                 if a._inference:
                     raise RuntimeError(INFERENCE_SAVE_MESSAGE)
-                if a is inplace_of:
-                    operands.append(_snapshot(a))
-                else:
-                    operands.append(SavedValue(d, a._version, a, False))
+                operands.append(_snapshot(a) if a is inplace_of else
+                                SavedValue(d, a._version, a, False))
             else:
-                operands.append(OperandMeta(d.shape, d.dtype))
+                operands.append(None)
         else:
             d = arrays[i]
             inputs.append(None)
             if type(d) is np.ndarray:
                 in_meta.append((d.shape, d.dtype))
-                keep = i in saves or d.dtype.kind not in "fc"
-                operands.append(d if keep else OperandMeta(d.shape, d.dtype))
+                operands.append(d if i in saves or d.dtype.kind not in "fc" else None)
             else:
                 in_meta.append(None)
                 operands.append(d)
-    out_saved = None
-    if "out" in saves:
-        out_saved = SavedValue(result._data, result._version, None, True)
+    out = result._data
+    out_saved = SavedValue(out, result._version, None, True) if "out" in saves else None
     if name is None:
         name = prim.node_name(*args, **attrs)
-    if visible is None:
-        vis = _VISIBLE.get(prim.name)
-        if vis is not None:
-            visible = vis(args)
-    out = result._data
+    if visible is None and rules.visible is not None:
+        visible = rules.visible(args)
     node = Node(prim, attrs, name, tuple(inputs), tuple(in_meta), tuple(operands), out_saved,
-                OperandMeta(out.shape, out.dtype), visible)
+                (out.shape, out.dtype), visible)
     if STATE.anomaly:
         node.trace = traceback.format_stack()[:-3]
     return node
@@ -552,7 +564,29 @@ class Tensor(ArrayOperators):
     def contiguous(self) -> "Tensor":
         return self
 
-    # ------------------------------------------------- reflected operators
+    # ------------------------------------------------------------ operators
+    # Same primitives as ArrayOperators, applied directly (skips bind's dispatch).
+    def __add__(self, other):
+        return apply_op(T.add, (self, other), {})
+
+    def __sub__(self, other):
+        return apply_op(T.sub, (self, other), {})
+
+    def __mul__(self, other):
+        return apply_op(T.mul, (self, other), {})
+
+    def __truediv__(self, other):
+        return apply_op(T.div, (self, other), {})
+
+    def __pow__(self, other):
+        return apply_op(T.pow_, (self, other), {})
+
+    def __matmul__(self, other):
+        return apply_op(T.matmul, (self, other), {})
+
+    def __neg__(self):
+        return apply_op(T.neg, (self,), {})
+
     # PyTorch keeps the tensor first for commutative ops (2 * x -> mul(x, 2)).
     def __radd__(self, other):
         return apply_op(T.add, (self, other), {})
