@@ -30,8 +30,11 @@ def test_every_node_and_edge_is_drawn(lowered, stage, parse_dot):
     assert set(parsed.nodes) == {f"n{n.id}" for n in drawn} | {f"out{k}" for k in range(len(graph.outputs))}
     n_edges = sum(1 for n in graph.nodes for i in n.inputs if i.id not in scalar_consts)
     assert len(parsed.edges) == n_edges + len(graph.outputs)
+    by_id = {f"n{n.id}": n for n in graph.nodes}
     for tail, head, attrs in parsed.edges:
-        assert re.fullmatch(r"f32\[[0-9,]*\]", attrs["label"].strip()), attrs["label"]
+        # each edge carries its value's type, e.g. f32[6,8]
+        assert attrs["label"].strip() == by_id[tail].type_str()
+        assert re.fullmatch(r"(f32|bool|i64)\[[0-9,]*\]", attrs["label"].strip())
     for n in drawn:
         assert n.name in parsed.nodes[f"n{n.id}"]["label"]
 
