@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 
 from tracegrad.ir.graph import Graph, Node
-from tracegrad.ops.core import REGISTRY, Aval, TracegradError
+from tracegrad.ops.core import REGISTRY, Aval
 
 
 class RewriteAbort(Exception):
@@ -65,8 +65,8 @@ class Builder:
             raise RewriteAbort(f"no primitive {op!r}")
         try:
             aval = prim.shape_rule(*[i.aval for i in inputs], **attrs)
-        except (TracegradError, TypeError, ValueError) as exc:
-            raise RewriteAbort(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - any refusal means "no rewrite"
+            raise RewriteAbort(f"{op}: {exc}") from None
         return self._make(op, inputs, attrs, aval)
 
     def const(self, value, dtype) -> Node:
