@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tracegrad.eager.errors import EagerIndexError, shape_error
 from tracegrad.eager.tensor import Tensor, apply_op, tensor
 from tracegrad.ops import table as T
 
@@ -23,11 +24,11 @@ def _t(x) -> Tensor:
     return x if isinstance(x, Tensor) else tensor(x)
 
 
-def _dim(dim: int, ndim: int) -> int:
+def _dim(dim: int, ndim: int, op: str = "dim") -> int:
     n = _bmax(ndim, 1)
     if not -n <= dim < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {dim})")
+        raise shape_error(op, f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                              f"but got {dim})", cls=EagerIndexError)
     return dim % n
 
 
@@ -376,29 +377,29 @@ def log_softmax(input, dim=None, dtype=None):
 # -------------------------------------------------------------- shape ops
 
 
-def _infer_shape(shape: tuple, numel: int, op: str) -> tuple:
+def _infer_shape(shape: tuple, numel: int, op: str, x=None) -> tuple:
     if shape.count(-1) > 1:
-        raise RuntimeError("only one dimension can be inferred")
+        raise shape_error(op, "only one dimension can be inferred", x)
     if -1 in shape:
         known = 1
         for d in shape:
             if d != -1:
                 known *= d
         if known == 0 or numel % known:
-            raise RuntimeError(f"shape '[{', '.join(map(str, shape))}]' is invalid for input of "
-                               f"size {numel}")
+            raise shape_error(op, f"shape '[{', '.join(map(str, shape))}]' is invalid for input "
+                                  f"of size {numel}", x)
         shape = tuple(numel // known if d == -1 else d for d in shape)
     n = 1
     for d in shape:
         n *= d
     if n != numel or any(d < 0 for d in shape):
-        raise RuntimeError(f"shape '[{', '.join(map(str, shape))}]' is invalid for input of size "
-                           f"{numel}")
+        raise shape_error(op, f"shape '[{', '.join(map(str, shape))}]' is invalid for input of "
+                              f"size {numel}", x)
     return shape
 
 
 def reshape(input, *shape):
-    shape = _infer_shape(_sizes(shape), input._data.size, "reshape")
+    shape = _infer_shape(_sizes(shape), input._data.size, "reshape", input)
     contiguous = input._data.flags.c_contiguous
     return apply_op(T.reshape, (input,), {"shape": shape},
                     name="ViewBackward0" if contiguous else "UnsafeViewBackward0")
@@ -407,13 +408,14 @@ def reshape(input, *shape):
 def view(input, *shape):
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
         return input.to(shape[0])  # view(dtype)
-    shape = _infer_shape(_sizes(shape), input._data.size, "view")
+    shape = _infer_shape(_sizes(shape), input._data.size, "view", input)
     try:
         np.reshape(input._data, shape, copy=False)
     except ValueError:
-        raise RuntimeError(
-            "view size is not compatible with input tensor's size and stride (at least one "
-            "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
+        raise shape_error(
+            "view", "view size is not compatible with input tensor's size and stride (at least one "
+            "dimension spans across two contiguous subspaces). Use .reshape(...) instead.",
+            input) from None
     return apply_op(T.reshape, (input,), {"shape": shape}, name="ViewBackward0")
 
 
@@ -461,10 +463,10 @@ def expand(input, *sizes):
     sizes = _sizes(sizes)
     shape = input._data.shape
     if len(sizes) < len(shape):
-        raise RuntimeError(
+        raise shape_error("expand",
             f"expand(torch.{input.dtype._tensor_type}{{[{', '.join(map(str, shape))}]}}, "
             f"size=[{', '.join(map(str, sizes))}]): the number of sizes provided ({len(sizes)}) "
-            f"must be greater or equal to the number of dimensions in the tensor ({len(shape)})")
+            f"must be greater or equal to the number of dimensions in the tensor ({len(shape)})", input)
     lead = len(sizes) - len(shape)
     target = tuple(shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
     return apply_op(T.broadcast_to, (input,), {"shape": target}, name="ExpandBackward0")
@@ -494,7 +496,7 @@ swapaxes = swapdims = transpose
 def t(input):
     nd = input._data.ndim
     if nd > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {nd}D")
+        raise shape_error("t", f"t() expects a tensor with <= 2 dimensions, but self is {nd}D", input)
     axes = tuple(reversed(range(nd)))
     return apply_op(T.transpose, (input,), {"axes": axes}, name="TBackward0")
 
@@ -503,9 +505,9 @@ def permute(input, *dims):
     dims = _sizes(dims)
     nd = input._data.ndim
     if len(dims) != nd:
-        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
-                           f"not match the length of the desired ordering of dimensions i.e. "
-                           f"input.dim() = {nd} is not equal to len(dims) = {len(dims)}")
+        raise shape_error("permute", f"permute(sparse_coo): number of dimensions in the tensor "
+                          f"input does not match the length of the desired ordering of dimensions "
+                          f"i.e. input.dim() = {nd} is not equal to len(dims) = {len(dims)}", input)
     return apply_op(T.transpose, (input,), {"axes": tuple(_dim(d, nd) for d in dims)},
                     name="PermuteBackward0")
 
@@ -513,18 +515,19 @@ def permute(input, *dims):
 def cat(tensors: Sequence[Tensor], dim: int = 0):
     tensors = list(tensors)
     if not tensors:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+        raise shape_error("cat", "torch.cat(): expected a non-empty list of Tensors")
     nd = tensors[0].ndim
     d = _dim(dim, nd)
     for i, x in enumerate(tensors[1:], 1):
         if x.ndim != nd:
-            raise RuntimeError(f"Tensors must have same number of dimensions: got {nd} and {x.ndim}")
+            raise shape_error("cat", f"Tensors must have same number of dimensions: got {nd} and "
+                                     f"{x.ndim}", *tensors)
         for k in range(nd):
             if k != d and x.shape[k] != tensors[0].shape[k]:
-                raise RuntimeError(
-                    f"Sizes of tensors must match except in dimension {d}. Expected size "
+                raise shape_error(
+                    "cat", f"Sizes of tensors must match except in dimension {d}. Expected size "
                     f"{tensors[0].shape[k]} but got size {x.shape[k]} for tensor number {i} in "
-                    f"the list.")
+                    f"the list.", *tensors)
     return apply_op(T.concatenate, tuple(tensors), {"axis": d})
 
 
@@ -534,13 +537,13 @@ concat = concatenate = cat
 def stack(tensors: Sequence[Tensor], dim: int = 0):
     tensors = list(tensors)
     if not tensors:
-        raise RuntimeError("stack expects a non-empty TensorList")
+        raise shape_error("stack", "stack expects a non-empty TensorList")
     shape = tensors[0].shape
     for i, x in enumerate(tensors[1:], 1):
         if x.shape != shape:
-            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
-                               f"[{', '.join(map(str, shape))}] at entry 0 and "
-                               f"[{', '.join(map(str, x.shape))}] at entry {i}")
+            raise shape_error("stack", f"stack expects each tensor to be equal size, but got "
+                                       f"[{', '.join(map(str, shape))}] at entry 0 and "
+                                       f"[{', '.join(map(str, x.shape))}] at entry {i}", *tensors)
     d = _dim(dim, len(shape) + 1)
     new = tuple(shape[:d]) + (1,) + tuple(shape[d:])
     parts = [apply_op(T.reshape, (x,), {"shape": new}, name="UnsqueezeBackward0")
@@ -557,11 +560,12 @@ def matmul(input, other):
 
 def mm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
-        raise RuntimeError(f"self must be a matrix" if input.ndim != 2 else "mat2 must be a matrix")
+        raise shape_error("mm", "self must be a matrix" if input.ndim != 2 else
+                          "mat2 must be a matrix", input, mat2)
     if input.shape[1] != mat2.shape[0]:
-        raise RuntimeError(
-            f"mat1 and mat2 shapes cannot be multiplied ({input.shape[0]}x{input.shape[1]} and "
-            f"{mat2.shape[0]}x{mat2.shape[1]})")
+        raise shape_error(
+            "mm", f"mat1 and mat2 shapes cannot be multiplied ({input.shape[0]}x{input.shape[1]} "
+            f"and {mat2.shape[0]}x{mat2.shape[1]})", input, mat2)
     return apply_op(T.matmul, (input, mat2), {})
 
 
@@ -571,7 +575,8 @@ def bmm(input, mat2):
 
 def dot(input, other):
     if input.ndim != 1 or other.ndim != 1:
-        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+        raise shape_error("dot", f"1D tensors expected, but got {input.ndim}D and {other.ndim}D "
+                                 "tensors", input, other)
     return apply_op(T.matmul, (input, other), {})
 
 

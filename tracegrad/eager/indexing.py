@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from tracegrad.eager.errors import EagerIndexError
 from tracegrad.eager.grad_mode import STATE
+from tracegrad.ops.core import ShapeError
 from tracegrad.ops import table as T
 from tracegrad.ops.indexing import index_spec
 
@@ -30,10 +32,17 @@ def _plain_index(index: Any) -> Any:
     return index
 
 
+def _spec(x, index):
+    try:
+        return index_spec(tuple(x._data.shape), index)
+    except ShapeError as exc:  # PyTorch raises IndexError for these
+        raise EagerIndexError(str(exc)) from None
+
+
 def getitem(x, index):
     from tracegrad.eager.tensor import apply_op
     index = _plain_index(index)
-    spec, arrays = index_spec(tuple(x._data.shape), index)
+    spec, arrays = _spec(x, index)
     if not arrays and all(e == ("slice", 0, n, 1) for e, n in zip(spec, x._data.shape)) \
             and len(spec) == x._data.ndim and spec:
         pass  # a full slice still makes a new node in PyTorch (SliceBackward0/AliasBackward0)
@@ -56,7 +65,7 @@ def setitem(x, index, value) -> None:
         x._data[plain] = v
         x._version[0] += 1
         return
-    spec, arrays = index_spec(tuple(x._data.shape), plain)
+    spec, arrays = _spec(x, plain)
     selected_shape = np.empty(x._data.shape, dtype=np.bool_)[plain].shape
     if not isinstance(value, Tensor):
         value = tensor(np.asarray(value, dtype=x._data.dtype))

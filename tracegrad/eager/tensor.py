@@ -27,6 +27,7 @@ import numpy as np
 
 from tracegrad.eager import dtypes as _dt
 from tracegrad.eager.graph import Node, SavedValue, grad_accumulator
+from tracegrad.eager.errors import with_pytorch_class
 from tracegrad.eager.grad_mode import STATE
 from tracegrad.ops import table as T
 from tracegrad.ops.core import TracegradError, as_operand, aval_of, register_value_kind
@@ -117,10 +118,10 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
             arrays.append(d)
     try:
         out = prim.impl(*arrays, **attrs)
-    except TracegradError:
-        raise
+    except TracegradError as exc:
+        raise with_pytorch_class(exc) from None
     except Exception as exc:
-        raise _clear_error(prim, arrays, attrs, exc) from None
+        raise with_pytorch_class(_clear_error(prim, arrays, attrs, exc)) from None
     if type(out) is not np.ndarray:
         out = np.asarray(out)
     if out.dtype == np.float64 and not _has_f64(arrays):
@@ -855,4 +856,4 @@ def _to_array(data: Any, dtype) -> np.ndarray:
             npd = np.dtype(np.bool_)
         elif arr.dtype.kind in "US":
             raise TypeError("tensor(): strings are not numbers")
-    return np.ascontiguousarray(arr, dtype=npd)
+    return np.asarray(arr, dtype=npd, order="C")  # (ascontiguousarray would make 0-d 1-d)

@@ -1,0 +1,51 @@
+"""Eager errors: PyTorch's class and text, plus the op, the operand types and the user's line.
+
+Shape errors are both `tracegrad.ShapeError` and PyTorch's class (RuntimeError,
+or IndexError for indexing), so `except RuntimeError` written for PyTorch and
+`except tracegrad.ShapeError` both catch them. The text starts with PyTorch's
+message verbatim; the context follows on the next line:
+
+    shape '[4]' is invalid for input of size 6
+      (reshape of f32[2,3] at train.py:12)
+"""
+from __future__ import annotations
+
+from tracegrad.ops.core import DTypeError, ShapeError, dtype_short, user_location
+
+
+class EagerShapeError(ShapeError, RuntimeError):
+    """Operand shapes do not fit the op (PyTorch raises RuntimeError)."""
+
+
+class EagerIndexError(ShapeError, IndexError):
+    """An index does not fit the tensor (PyTorch raises IndexError)."""
+
+
+class EagerDTypeError(DTypeError, RuntimeError):
+    """An operand's dtype does not fit the op."""
+
+
+def _describe(t) -> str:
+    data = getattr(t, "_data", None)
+    if data is None:
+        return type(t).__name__
+    return f"{dtype_short(data.dtype)}[{','.join(map(str, data.shape))}]"
+
+
+def context(op: str, operands=()) -> str:
+    parts = f"{op} of {', '.join(_describe(t) for t in operands)}" if operands else op
+    loc = user_location()
+    return f"\n  ({parts}{' at ' + loc if loc else ''})"
+
+
+def shape_error(op: str, text: str, *operands, cls=EagerShapeError) -> Exception:
+    return cls(text + context(op, operands))
+
+
+def with_pytorch_class(exc: Exception) -> Exception:
+    """A table ShapeError/DTypeError re-raised with PyTorch's class as well."""
+    if isinstance(exc, ShapeError) and not isinstance(exc, RuntimeError):
+        return EagerShapeError(str(exc))
+    if isinstance(exc, DTypeError) and not isinstance(exc, RuntimeError):
+        return EagerDTypeError(str(exc))
+    return exc
