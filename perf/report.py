@@ -151,7 +151,12 @@ def section_machine(info: dict, argv: list, settings) -> list[str]:
               "reported and not timed.",
               "- **first call**: wall time of the first value-and-grad call after setup (includes "
               "tracing and compiling for tracegrad compiled, torch.compile and jax.jit; tracegrad's "
-              "disk cache starts empty in a fresh temporary TRACEGRAD_CACHE_DIR, so this is a cold compile).",
+              "disk cache starts empty in a fresh temporary TRACEGRAD_CACHE_DIR, so this is a cold compile; "
+              + ("torch inductor's on-disk cache also starts empty (TORCHINDUCTOR_CACHE_DIR)."
+                 if os.environ.get("TORCHINDUCTOR_CACHE_DIR") else
+                 "torch inductor's default on-disk cache was left as it was (warm after earlier runs), so "
+                 "torch.compile's first call may be faster than a cold one). PyTorch's dynamo caches per "
+                 "code object, so the float64 run of a workload recompiles rather than compiling afresh."),
               "- **peak memory**: bytes allocated at peak during one call above what was live before it. "
               "Method per system: tracemalloc for NumPy, HIPS autograd and tracegrad (numpy and Numba's "
               "runtime both allocate through traced allocators); torch's profiler (running sum of its "
@@ -198,7 +203,7 @@ def section_tables(results) -> list[str]:
                 r = idx.get((w, dtype, k))
                 if r is None:
                     continue
-                status = r.status if r.status == "ok" else f"{r.status}: {r.detail}".replace("|", "\\|")
+                status = (r.status if not r.detail else f"{r.status}: {r.detail}").replace("|", "\\|")
                 lines.append(f"| `{w}` | {SYSTEMS[k].label} | {status} | {fmt_time(r.median)} | "
                              f"{fmt_ratio(r.ratio)} | {fmt_time(r.best)} | {fmt_time(r.first_call)} | "
                              f"{fmt_bytes(r.peak_bytes)} | {r.memory_method if r.status == 'ok' else ''} | "
@@ -296,11 +301,21 @@ def section_cold(cold) -> list[str]:
     return lines
 
 
+PIPELINE = ("trace", "AD", "passes", "passes: fuse", "codegen (emit source)", "import numba",
+            "numba compile / cache load", "codegen other")
+
+
+def _stage_order(rows) -> list[str]:
+    """Stages in pipeline order, unknown names after them."""
+    seen = {s for r in rows for s in r.stages}
+    return [s for s in PIPELINE if s in seen] + sorted(seen - set(PIPELINE))
+
+
 def section_stages(results) -> list[str]:
     rows = [r for r in results if r.system == "tracegrad_compiled" and r.first_call is not None]
     if not rows:
         return []
-    stages = sorted({s for r in rows for s in r.stages})
+    stages = _stage_order(rows)
     lines = ["## Compile time by stage (tracegrad compiled, first call)", ""]
     if not stages:
         lines += ["No stage times were found in the `tracegrad` logger's records (TRACEGRAD_LOG=1). "
@@ -351,7 +366,7 @@ def section_missing(results) -> list[str]:
 
 
 # -------------------------------------------------------------------- plots
-def plot_times(results, path: Path) -> bool:
+def plot_times(results, path: Path, stamp: str = "") -> bool:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -361,7 +376,7 @@ def plot_times(results, path: Path) -> bool:
     idx = _index(results)
     if not dtypes:
         return False
-    fig, axes = plt.subplots(len(dtypes), 1, figsize=(11, 4.2 * len(dtypes)), squeeze=False)
+    fig, axes = plt.subplots(len(dtypes), 1, figsize=(12, 4.4 * len(dtypes)), squeeze=False)
     width = 0.8 / max(1, len(keys))
     colors = plt.get_cmap("tab10")
     for ax, dtype in zip(axes[:, 0], dtypes):
@@ -378,14 +393,14 @@ def plot_times(results, path: Path) -> bool:
         ax.set_ylabel("µs per value-and-grad call (log)")
         ax.set_title(f"Time per call, {dtype} (lower is better)")
         ax.grid(axis="y", which="both", alpha=0.3)
-    axes[0, 0].legend(ncol=4, fontsize=8)
-    fig.tight_layout()
+    axes[0, 0].legend(ncol=len(keys), fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.08))
+    _stamp(fig, stamp)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
 
 
-def plot_stages(results, path: Path) -> bool:
+def plot_stages(results, path: Path, stamp: str = "") -> bool:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -393,7 +408,7 @@ def plot_stages(results, path: Path) -> bool:
     rows = [r for r in results if r.system == "tracegrad_compiled" and r.first_call is not None]
     if not rows:
         return False
-    stages = sorted({s for r in rows for s in r.stages})
+    stages = _stage_order(rows)
     labels = [f"{r.workload}\n{r.dtype}" for r in rows]
     fig, ax = plt.subplots(figsize=(11, 4.5))
     bottom = [0.0] * len(rows)
@@ -410,13 +425,13 @@ def plot_stages(results, path: Path) -> bool:
                  + ("" if stages else " — no stage times logged yet"))
     ax.legend(fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
-    fig.tight_layout()
+    _stamp(fig, stamp)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
 
 
-def plot_sweeps(sweeps, path: Path) -> bool:
+def plot_sweeps(sweeps, path: Path, stamp: str = "") -> bool:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -441,10 +456,16 @@ def plot_sweeps(sweeps, path: Path) -> bool:
             ax.legend(fontsize=8)
         else:
             ax.text(0.5, 0.5, "no verified pair of results", transform=ax.transAxes, ha="center")
-    fig.tight_layout()
+    _stamp(fig, stamp)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def _stamp(fig, stamp: str) -> None:
+    """Mark the figure with the date and machine it was measured on."""
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.text(0.995, 0.005, stamp, ha="right", va="bottom", fontsize=7, color="0.35")
 
 
 def _try_plot(fn, *args) -> str | None:
@@ -460,10 +481,11 @@ def write_report(out_dir: Path, results, sweeps, cold, info: dict, argv: list, s
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     problems = {}
+    stamp = f"tracegrad perf/run.py · {info['date']} · {info['cpu']} · {os.cpu_count()} CPUs"
     for name, fn, arg in (("time_per_call.png", plot_times, results),
                           ("compile_stages.png", plot_stages, results),
                           ("speedup_vs_size.png", plot_sweeps, sweeps)):
-        err = _try_plot(fn, arg, out_dir / name)
+        err = _try_plot(fn, arg, out_dir / name, stamp)
         if err:
             problems[name] = err
     lines = [f"# tracegrad performance report", "",

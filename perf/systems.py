@@ -102,20 +102,20 @@ def prepare_tracegrad_compiled(w) -> Prepared:
     def stages() -> dict:
         # tracegrad's Lowered records stage times; its kernel splits codegen further
         lowered = vg.lower(*args)
-        out = {STAGE_NAMES.get(k, k): v for k, v in (lowered.timings or {}).items()}
+        out = dict(lowered.timings or {})
         kernel_times = getattr(lowered.kernel, "timings", None) or {}
-        if kernel_times and "codegen" in out:
-            total = out.pop("codegen")
-            for k, v in kernel_times.items():
-                out[STAGE_NAMES.get(k, k)] = v
+        total_key = next((k for k in out if k.startswith("codegen")), None)
+        if kernel_times and total_key:
+            total = out.pop(total_key)
+            out.update(kernel_times)
             out["codegen other"] = max(0.0, total - sum(kernel_times.values()))
-        return out
+        return {STAGE_NAMES.get(k, k): v for k, v in out.items()}
 
     return Prepared(call, to_numpy, stages=stages)
 
 
 STAGE_NAMES = {"autodiff": "AD", "fuse": "passes: fuse", "passes": "passes",
-               "codegen": "codegen", "import_numba": "import numba",
+               "codegen": "codegen (emit source)", "import_numba": "import numba",
                "load_compile": "numba compile / cache load"}
 
 
