@@ -7,10 +7,14 @@ instead of being drawn as nodes of their own: they would only add clutter.
 
     >>> import numpy as np, tracegrad as tg
     >>> from tracegrad.viz import ir_graph
-    >>> lowered = tg.value_and_grad(lambda x: tg.sum(tg.tanh(x))).lower(np.ones(3, np.float32))
-    >>> drawing = ir_graph(lowered.joint)
-    >>> print(drawing.to_dot()[:16])
-    digraph "joint" {
+    >>> def loss(x):
+    ...     return tg.sum(tg.tanh(x))
+    >>> lowered = tg.value_and_grad(loss).lower(np.ones(3, np.float32))
+    >>> drawing = ir_graph(lowered.joint, output_names=["loss", "grad x"])
+    >>> drawing.to_dot().splitlines()[0]
+    'digraph "loss" {'
+    >>> sorted(a["label"] for a in drawing.nodes.values() if a["class"] == "output")
+    ['grad x', 'loss']
 """
 from __future__ import annotations
 
