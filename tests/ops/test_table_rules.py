@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from op_cases import CASES
-from opkit import Rec, grad, value
+from opkit import grad, value
 from tracegrad.ops import table as T
+from tracegrad.ops.core import REGISTRY
 
 
 def _rng(case, salt=""):
@@ -158,3 +159,20 @@ def test_sum_to_shape_is_the_adjoint_of_broadcasting(g_shape, shape):
 
 def test_sum_to_shape_widens_a_smaller_cotangent():
     np.testing.assert_array_equal(T.sum_to_shape(np.array(2.0), (2, 2)), np.full((2, 2), 2.0))
+
+
+SCALAR_ATTRS = {"clip": {"lo": 0.0, "hi": 1.0}, "astype": {"dtype": "float32"},
+                "full_like": {"value": 3}}
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in REGISTRY.items() if p.kind == "elementwise"))
+def test_elementwise_impls_accept_python_scalars(name):
+    prim = REGISTRY[name]
+    arity = len(prim.vjps)
+    operands = [True] + [0.75] * (arity - 1) if name == "where" else [0.75] * arity
+    if name.startswith("logical"):
+        operands = [True] * arity
+    attrs = SCALAR_ATTRS.get(name, {})
+    out = prim.impl(*operands, **attrs)
+    assert isinstance(out, np.ndarray) and out.shape == ()
+    assert out.dtype == prim.shape_rule(*operands, **attrs).dtype

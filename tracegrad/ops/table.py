@@ -127,7 +127,7 @@ def _sigmoid_impl(x):
 
 
 def _relu_impl(x):
-    return np.maximum(x, 0) if x.dtype != np.bool_ else x.copy()
+    return np.array(x, copy=True) if np.asarray(x).dtype == np.bool_ else np.maximum(x, 0)
 
 
 exp = _unary("exp", np.exp, lambda g, out, x: mul(g, out), "tg_exp({0})", ("out",))
