@@ -22,6 +22,10 @@ Always index `prim.vjps[i]`; do not call len() on it.
 Gradients returned by a rule may have the broadcast output shape; the autodiff
 drivers sum them back to each input's shape (`sum_to_shape`), once, for all ops.
 
+Adding an op: define it here (impl, shape_rule, vjps in tracegrad ops,
+torch_name, saves, codegen), add a row to tests/ops/op_cases.py (the table
+tests then check impl, vjp and grad-of-grad), and a NumPy-named function to
+tracegrad/ops/api.py; structured kinds also need an emitter in tracegrad.codegen.
 Shared shape/dtype machinery lives in tracegrad.ops.rulekit.
 Families, in order: arithmetic, elementwise functions, comparisons and logic,
 reductions, softmax family, shape ops, matmul, indexing.
