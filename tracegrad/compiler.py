@@ -245,17 +245,20 @@ def _fast_key(args: tuple):
 
 
 def _canonical_leaf(value: Any) -> np.ndarray:
-    """A C-contiguous, writeable ndarray for the kernel (never the user's array
-    mutated; copies only when layout or flags require it)."""
+    """A C-contiguous, writeable, native-byte-order ndarray for the kernel (the
+    user's array is never mutated; copies only when layout or flags require it)."""
     if type(value) is np.ndarray:
-        if value.flags.c_contiguous and value.flags.writeable:
+        if value.flags.c_contiguous and value.flags.writeable and value.dtype.isnative:
             return value
-        return np.array(value, order="C", copy=True)
-    if isinstance(value, (np.generic, float, int, bool)):
+        arr = value
+    elif isinstance(value, (np.generic, float, int, bool)):
         return np.array(value)
-    arr = core.as_operand(value)
-    if not isinstance(arr, np.ndarray):
-        arr = np.asarray(arr)
+    else:
+        arr = core.as_operand(value)
+        if not isinstance(arr, np.ndarray):
+            arr = np.asarray(arr)
+    if not arr.dtype.isnative:
+        return arr.astype(arr.dtype.newbyteorder("="), order="C")
     if not (arr.flags.c_contiguous and arr.flags.writeable):
         arr = np.array(arr, order="C", copy=True)
     return arr
@@ -319,12 +322,12 @@ class CompiledFunction:
             from tracegrad.compiled_eager import call_with_tensors
             return call_with_tensors(self, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args)
         leaves = [_plain_leaf(v) for v in leaves]
-        avals = tuple(_leaf_aval(v) for v in leaves)
+        arrays = [_canonical_leaf(v) for v in leaves]
+        avals = tuple(_leaf_aval(v) for v in arrays)
         wrt = tuple(i for i, a in enumerate(arg_of_leaf) if a in wrt_args)
         self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
         entry = self._entry_for(signature, args, kwargs)
-        arrays = [_canonical_leaf(v) for v in leaves]
         if not kwargs:
             self._remember_fast(args, wrt_args, entry, arrays, leaves)
         return entry.call(arrays)
@@ -508,7 +511,7 @@ class CompiledFunction:
         nargs = len(args)
         wrt_args = _resolve_argnums(self.argnums, nargs, self.fn) if self.argnums else ()
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
-        leaves = [_plain_leaf(v) for v in leaves]
+        leaves = [_canonical_leaf(_plain_leaf(v)) for v in leaves]
         avals = tuple(_leaf_aval(v) for v in leaves)
         wrt = tuple(i for i, a in enumerate(arg_of_leaf) if a in wrt_args)
         self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)

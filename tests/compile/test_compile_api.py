@@ -404,3 +404,53 @@ def test_import_does_not_import_numba():
             "print('numba' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_big_endian_inputs():
+    x = np.linspace(-1, 1, 4).astype(">f8")
+    g = tg.grad(lambda x: tg.sum(x ** 2), **I)
+    np.testing.assert_allclose(g(x), 2 * x.astype(np.float64))
+    assert g(x).dtype == np.float64
+
+
+def test_ragged_list_is_a_clear_error():
+    with pytest.raises(tg.ShapeError, match="cannot make an array") as info:
+        tg.compile(lambda x: x * 2, **I)([[1.0, 2.0], [3.0]])
+    assert "test_compile_api.py" in str(info.value)
+
+
+def test_where_trap_and_the_safe_idiom():
+    # The untaken branch still differentiates: sqrt'(x) at x < 0 is NaN, and 0 * NaN = NaN.
+    safe = lambda x: tg.sum(tg.where(x > 0, tg.sqrt(tg.where(x > 0, x, 1.0)), 0.0))  # noqa: E731
+    g = tg.grad(safe, **I)(np.array([-1.0, 4.0]))
+    np.testing.assert_allclose(g, [0.0, 0.25])
+
+
+def test_tracegrad_log_env_prints_stage_times():
+    import subprocess
+    code = ("import numpy as np, tracegrad as tg; "
+            "f = tg.value_and_grad(lambda x: tg.sum(x*x), backend='interpret'); "
+            "f(np.ones(2)); f(np.ones(3))")
+    env = dict(__import__("os").environ, TRACEGRAD_LOG="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env)
+    assert "cache miss (first call)" in out.stderr
+    assert "trace" in out.stderr and "autodiff" in out.stderr and "passes" in out.stderr
+    assert "x: f64[2] -> f64[3]" in out.stderr
+
+
+def test_memory_stays_flat_over_many_compiled_steps():
+    import tracemalloc
+    f = tg.value_and_grad(lambda w, x: tg.sum(tg.tanh(x @ w) ** 2), **I)
+    w, x = np.full((3, 2), 0.1), np.ones((4, 3))
+    tracemalloc.start()
+    try:  # warm up under tracing, then measure the slope
+        for _ in range(500):
+            f(w, x)
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(2000):
+            f(w, x)
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert after - before < 16 * 1024, after - before

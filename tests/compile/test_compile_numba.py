@@ -116,3 +116,58 @@ def test_check_finite_through_kernels():
     f(np.array([1.0, 2.0]))
     with pytest.raises(tg.TracegradError, match="NaN"):
         f(np.array([-1.0, 2.0]))
+
+
+def test_memory_flat_over_10000_compiled_steps(mlp_numba):
+    import tracemalloc
+    params, x, labels = make_mlp(np.float32, seed=3)
+    tracemalloc.start()
+    try:  # warm up under tracing (allocator caches fill once), then measure the slope
+        for _ in range(2000):
+            mlp_numba(params, x, labels)
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(10_000):
+            mlp_numba(params, x, labels)
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert after - before < 16 * 1024, after - before
+
+
+def test_memory_flat_over_compiled_eager_training_steps():
+    import tracemalloc
+    torch = pytest.importorskip("tracegrad.eager")
+    W = torch.tensor(np.full((3, 2), 0.1), requires_grad=True)
+    x = torch.tensor(np.ones((4, 3)))
+    step = tg.compile(lambda x, W: tg.sum(tg.tanh(x @ W) ** 2))
+
+    def train_step():
+        loss = step(x, W)
+        loss.backward()
+        W.grad = None
+    tracemalloc.start()
+    try:  # warm up under tracing, then measure the slope
+        for _ in range(1000):
+            train_step()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(3000):
+            train_step()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert after - before < 16 * 1024, after - before
+
+
+def stable_ops(x):
+    return (tg.sum(tg.log_softmax(x, axis=-1)) + tg.sum(tg.softmax(x, axis=-1) * x)
+            + tg.sum(tg.logsumexp(x, axis=-1)) + tg.sum(tg.sigmoid(x)))
+
+
+@pytest.mark.parametrize("scale", [1e4, -1e4])
+def test_numerics_at_large_magnitudes_through_kernels(scale):
+    x = np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -3.0]]) * scale
+    value, g = tg.value_and_grad(stable_ops)(x)
+    ref_value, ref_g = tg.value_and_grad(stable_ops, backend="interpret")(x)
+    assert np.isfinite(value) and np.all(np.isfinite(g))
+    assert_close(value, ref_value, rtol=1e-10)
+    assert_close(g, ref_g, rtol=1e-9, atol=1e-9)
