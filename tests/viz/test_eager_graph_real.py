@@ -38,8 +38,7 @@ def test_mlp_leaves_carry_parameter_names_and_shapes(parse_dot):
     x = torch_like.randn(5, 2)
     target = torch_like.tensor(np.array([0, 1, 2, 0, 1]))
     loss = nn.functional.cross_entropy(model(x), target)
-    params = dict(model.named_parameters()) if hasattr(model, "named_parameters") else {
-        f"p{i}": p for i, p in enumerate(model.parameters())}
+    params = dict(model.named_parameters())
     parsed = parse_dot(eager_graph(loss, params))
     shapes = {tuple(p.shape) for p in params.values()}
     assert len(parsed.of_class("leaf")) == len(params) == 4
@@ -47,12 +46,23 @@ def test_mlp_leaves_carry_parameter_names_and_shapes(parse_dot):
         assert f"{name}\nf32[{','.join(map(str, p.shape))}]" in parsed.labels("leaf")
     assert shapes == {(8, 2), (8,), (3, 8), (3,)}
     assert parsed.labels("output") == ["output\nf32[]"]
+    # passing the module itself names its parameters the same way
+    assert parse_dot(eager_graph(loss, model)).labels("leaf") == parsed.labels("leaf")
 
 
-def test_same_structure_as_pytorch_on_the_seed(parse_dot):
+def seed_linear_relu(torch):
+    """The seed's Example 1: relu(x @ W + b).sum()."""
+    x = torch.tensor([[1.0, 2.0]], requires_grad=True)
+    W = torch.tensor([[0.5, -0.3], [0.2, 0.4]], requires_grad=True)
+    b = torch.tensor([[0.1, -0.2]], requires_grad=True)
+    return torch.relu(torch.matmul(x, W) + b).sum(), {"x": x, "W": W, "b": b}
+
+
+@pytest.mark.parametrize("example", [seed_graph, seed_linear_relu])
+def test_same_structure_as_pytorch_on_the_seed(example, parse_dot):
     torch = pytest.importorskip("torch")
-    ours = parse_dot(eager_graph(*seed_graph(torch_like)))
-    theirs = parse_dot(eager_graph(*seed_graph(torch)))
+    ours = parse_dot(eager_graph(*example(torch_like)))
+    theirs = parse_dot(eager_graph(*example(torch)))
     for cls in ("grad_fn", "leaf", "output"):
         assert ours.labels(cls) == theirs.labels(cls)
     assert sorted(ours.labels("saved")) == sorted(theirs.labels("saved"))

@@ -35,13 +35,16 @@ LEGEND = ("green: output   blue: leaf with .grad (AccumulateGrad)   "
           "grey: backward node (grad_fn)   orange: tensor saved for backward")
 
 
-def eager_graph(tensor: Any, params: dict[str, Any] | None = None,
+def eager_graph(tensor: Any, params: dict[str, Any] | Any | None = None,
                 show_saved: bool = True, legend: bool = True) -> Drawing:
     """The backward graph behind `tensor` (or a list of tensors) as a `Drawing`.
 
-    `params` maps names to leaf tensors; their AccumulateGrad nodes are labelled
-    with the name. `show_saved=False` leaves out the saved-tensor nodes.
+    `params` maps names to leaf tensors (a module works too: its
+    `named_parameters()` are used); their AccumulateGrad nodes are labelled with
+    the name. `show_saved=False` leaves out the saved-tensor nodes.
     """
+    if hasattr(params, "named_parameters"):
+        params = dict(params.named_parameters())
     outputs = list(tensor) if isinstance(tensor, (list, tuple)) else [tensor]
     walker = _Walker(params or {}, show_saved)
     for k, out in enumerate(outputs):
