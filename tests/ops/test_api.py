@@ -22,6 +22,7 @@ SAME_AS_NUMPY = [
     ("maximum", lambda m: m.maximum(A, 0.1)), ("minimum", lambda m: m.minimum(A, A[0])),
     ("where", lambda m: m.where(A > 0, A, 0.0)), ("clip", lambda m: m.clip(A, -0.5, 0.5)),
     ("clip_none", lambda m: m.clip(A, None, 0.5)),
+    ("clip_keywords", lambda m: m.clip(A, min=-0.5, max=0.5)),
     ("matmul", lambda m: m.matmul(A, A.T)), ("dot_vec", lambda m: m.dot(A[0], A[1])),
     ("dot_scalar", lambda m: m.dot(2.0, A)), ("dot_nd", lambda m: m.dot(B3, A.T)),
     ("sum", lambda m: m.sum(B3, axis=(0, 2), keepdims=True)), ("sum_list_axis", lambda m: m.sum(B3, axis=[0, 1] if m is tg else (0, 1))),

@@ -249,13 +249,18 @@ def where(condition: Array, x: Array, y: Array) -> Array:
     return bind(T.where, condition, x, y)
 
 
-def clip(x: Array, a_min: float | None = None, a_max: float | None = None) -> Array:
+def clip(x: Array, a_min: float | None = None, a_max: float | None = None, *,
+         min: float | None = None, max: float | None = None) -> Array:  # noqa: A002
     """Limit x to [a_min, a_max] (Python scalar bounds; either may be None).
+
+    NumPy 2.1's keywords `min=` and `max=` are accepted too.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.clip(np.array([-2.0, 0.5, 3.0]), 0.0, 1.0)
     array([0. , 0.5, 1. ])
     """
+    a_min = min if a_min is None else a_min
+    a_max = max if a_max is None else a_max
     for bound in (a_min, a_max):
         if bound is not None and not isinstance(bound, (int, float, np.generic)):
             raise TypeError("clip: bounds must be Python scalars or None; use "
