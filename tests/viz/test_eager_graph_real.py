@@ -65,7 +65,9 @@ def test_same_structure_as_pytorch_on_the_seed(example, parse_dot):
     theirs = parse_dot(eager_graph(*example(torch)))
     for cls in ("grad_fn", "leaf", "output"):
         assert ours.labels(cls) == theirs.labels(cls)
-    assert sorted(ours.labels("saved")) == sorted(theirs.labels("saved"))
+    # Same saved shapes; their names may differ (PyTorch calls mm's second operand "mat2").
+    assert sorted(l.split("\n")[1] for l in ours.labels("saved")) == \
+        sorted(l.split("\n")[1] for l in theirs.labels("saved"))
     assert len(ours.edges) == len(theirs.edges)
 
 
