@@ -1,12 +1,9 @@
 """eager_graph: the walk over grad_fn nodes and what each node shows.
 
-The first tests drive the walker with minimal stand-in nodes (the duck-typed
-contract: `name()`, `next_functions`, `.variable`, `saved_tensors_info`); the
-rest draw real tracegrad.eager graphs, and PyTorch's where it is installed.
+These tests drive the walker with minimal stand-in nodes (the duck-typed
+contract: `name()`, `next_functions`, `.variable`, `saved_tensors_info`);
+test_eager_graph_real.py draws real tracegrad.eager (and PyTorch) graphs.
 """
-import numpy as np
-import pytest
-
 from tracegrad.viz import eager_graph
 from tracegrad.viz.eager import COLORS
 

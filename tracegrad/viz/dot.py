@@ -84,7 +84,7 @@ class Drawing:
             if attrs:
                 lines.append(f"  {kind}{_attr_list(attrs)}")
         in_cluster = set()
-        for i, c in enumerate(self.clusters):
+        for c in self.clusters:
             lines.append(f"  subgraph {quote('cluster_' + c.name)} {{")
             for k, v in c.attrs.items():
                 lines.append(f"    {k}={quote(v)}")
