@@ -244,6 +244,41 @@ def _fast_key(args: tuple):
     return key
 
 
+class _NotFast(Exception):
+    pass
+
+
+def _tree_key(args: tuple):
+    """(key, array leaves) for args made of dicts/lists/tuples of ndarrays and
+    static scalars, without building TreeDefs; (None, None) for anything else."""
+    key: list = []
+    leaves: list = []
+
+    def visit(a):
+        t = type(a)
+        if t is np.ndarray:
+            key.append((a.shape, a.strides, a.dtype, a.flags.writeable))
+            leaves.append(a)
+        elif t is dict:
+            key.append(("{", tuple(a)))
+            for v in a.values():
+                visit(v)
+        elif t is list or t is tuple:
+            key.append((t, len(a)))
+            for v in a:
+                visit(v)
+        elif t is float or t is int or t is bool or t is str or a is None:
+            key.append((t, a))
+        else:
+            raise _NotFast
+    try:
+        for a in args:
+            visit(a)
+    except _NotFast:
+        return None, None
+    return tuple(key), leaves
+
+
 def _canonical_leaf(value: Any) -> np.ndarray:
     """A C-contiguous, writeable, native-byte-order ndarray for the kernel (the
     user's array is never mutated; copies only when layout or flags require it)."""
@@ -285,6 +320,7 @@ class CompiledFunction:
         self.optimize = optimize
         self._fast: dict = {}                 # fast key -> (entry, how to pass args)
         self._eager_fast: dict = {}           # fast key of tensor args -> eager entry
+        self._tree_fast: dict = {}            # fast key of pytree args -> (entry, how)
         self._entries: dict = {}              # signature key -> _Entry
         self._signatures: list[_Signature] = []
         self._traces = 0
@@ -308,11 +344,20 @@ class CompiledFunction:
 
     # ---- everything else: pytrees, tensors, tracers, first calls
     def _call_slow(self, args: tuple, kwargs: dict):
-        if self._eager_fast and not kwargs:
-            from tracegrad.compiled_eager import try_fast
-            result = try_fast(self, args)
-            if result is not None:
-                return result
+        if not kwargs:
+            if self._tree_fast:  # pytrees of arrays (e.g. a dict of parameters)
+                key, tree_leaves = _tree_key(args)
+                hit = self._tree_fast.get(key) if key is not None else None
+                if hit is not None:
+                    self._hits += 1
+                    entry, how = hit
+                    return entry.call(tree_leaves if how == _AS_IS else
+                                      [_canonical_leaf(a) for a in tree_leaves])
+            if self._eager_fast:
+                from tracegrad.compiled_eager import try_fast
+                result = try_fast(self, args)
+                if result is not None:
+                    return result
         nargs = len(args)
         wrt_args = _resolve_argnums(self.argnums, nargs, self.fn) if self.argnums else ()
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
@@ -325,8 +370,9 @@ class CompiledFunction:
         arrays = [_canonical_leaf(v) for v in leaves]
         avals = tuple(_leaf_aval(v) for v in arrays)
         wrt = tuple(i for i, a in enumerate(arg_of_leaf) if a in wrt_args)
-        self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
+        if signature.key() not in self._entries:  # checked once per signature
+            self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
         entry = self._entry_for(signature, args, kwargs)
         if not kwargs:
             self._remember_fast(args, wrt_args, entry, arrays, leaves)
@@ -335,7 +381,10 @@ class CompiledFunction:
     def _remember_fast(self, args, wrt_args, entry, arrays, leaves) -> None:
         """Map this call's cheap key to the entry, if the key describes it fully."""
         key = _fast_key(args)
-        if key is _NOT_FAST or len(self._fast) > 32 * MAX_SIGNATURES:
+        if key is _NOT_FAST:
+            self._remember_tree(args, entry, arrays, leaves)
+            return
+        if len(self._fast) > 32 * MAX_SIGNATURES:
             return
         if any(type(a) is not np.ndarray and i in wrt_args for i, a in enumerate(args)):
             return  # a Python scalar being differentiated is an array leaf
@@ -346,6 +395,17 @@ class CompiledFunction:
         else:
             how = _DROP_STATIC
         self._fast[key] = (entry, how)
+
+    def _remember_tree(self, args, entry, arrays, leaves) -> None:
+        key, tree_leaves = _tree_key(args)
+        if key is None or len(self._tree_fast) > 32 * MAX_SIGNATURES:
+            return
+        # The cheap walk must find exactly the leaves tree_flatten found (it does not
+        # treat lists of numbers or differentiated Python scalars as arrays).
+        if len(tree_leaves) != len(leaves) or any(a is not b for a, b in zip(tree_leaves, leaves)):
+            return
+        how = _AS_IS if all(a is b for a, b in zip(arrays, leaves)) else _CONVERT
+        self._tree_fast[key] = (entry, how)
 
     def _flatten(self, args, kwargs, wrt_args):
         leaves: list = []
@@ -364,7 +424,7 @@ class CompiledFunction:
         return leaves, TreeDef("tuple", trees), arg_of_leaf
 
     def _check_wrt(self, args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args):
-        names = argument_names(self.fn, len(args))
+        names = argument_names(self.fn, len(args))  # (runs once per new signature)
         for i in wrt_args:
             a = args[i]
             if a is None or isinstance(a, str):
@@ -527,6 +587,7 @@ class CompiledFunction:
         with _BUILD_LOCK:
             self._fast.clear()
             self._eager_fast.clear()
+            self._tree_fast.clear()
             self._entries.clear()
             self._signatures.clear()
             self._traces = self._hits = 0
@@ -641,14 +702,16 @@ def _grad_packer(mode: str, n_out: int, aux_tree, grad_trees, argnums_is_tuple) 
             return lambda outs: (outs[0], tuple(outs[1:]))
         return lambda outs: (outs[0], outs[1])
 
+    # (start, stop, structure) of each argument's gradients among the outputs
+    spans, pos = [], n_out
+    for tree in grad_trees:
+        k = tree.num_leaves
+        spans.append((pos, pos + k, None if tree.kind == "array" else _grad_tree(tree)))
+        pos += k
+
     def grads_of(outs):
-        flat = outs[n_out:]
-        trees, pos = [], 0
-        for tree in grad_trees:
-            k = tree.num_leaves
-            trees.append(flat[pos] if tree.kind == "array" else
-                         tree_unflatten(_grad_tree(tree), flat[pos:pos + k]))
-            pos += k
+        trees = [outs[start] if tree is None else tree_unflatten(tree, outs[start:stop])
+                 for start, stop, tree in spans]
         return tuple(trees) if argnums_is_tuple else trees[0]
 
     if aux_tree is None:
