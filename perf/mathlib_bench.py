@@ -34,7 +34,7 @@ def build_module():
     """Naive and mathlib loops, compiled from one real .py file."""
     from tracegrad.codegen import mathlib
     names = mathlib.helpers_used(["tg_tanh_f32(x)", "tg_exp_f32(x)", "tg_sin_f32(x)"])
-    helpers = "\n\n".join(f"@njit(fastmath=HELPER_FM, error_model='numpy')\n{mathlib.FUNCTIONS[n][0]}" for n in names)
+    helpers = "\n\n".join(f"@njit(fastmath=HELPER_FM, error_model='numpy', inline='always')\n{mathlib.FUNCTIONS[n][0]}" for n in names)
     src = f'''
 import numpy as np
 from numba import njit
@@ -149,7 +149,7 @@ def main() -> None:
         print(f"| {name:<20} | {a:>11.3f} | {b:>15.3f} | {c:>12.3f} | {u:>7.2f} |")
     print(f"\nsum(tanh(x)*sin(x) + exp(-x*x)): numpy {numpy_sum_ms:.3f} ms, tracegrad kernel "
           f"{kernel_ms:.3f} ms (built in {compile_s:.2f} s, "
-          f"{'parallel' if 'prange' in k.source else 'serial'})")
+          f"{'parallel' if k.parallel_source else 'serial'})")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,28 @@ class Kernel:
         self.timings = dict(timings or {})
         self.module = module
         self._in_types = [(tuple(n.shape), np.dtype(n.dtype)) for n in graph.inputs]
+        self.parallel_source: str | None = None
+        self.parallel_source_path: str | None = None
+
+    def _swap_in_parallel(self, emitted) -> None:
+        t0 = time.perf_counter()
+        loaded = _load(self.graph, emitted)
+        if loaded is None:
+            return
+        entry, module, path, status, hits = loaded
+        self.entry = entry
+        self.parallel_source = emitted.source
+        self.parallel_source_path = str(path) if path else None
+        self.timings["parallel_load_compile"] = time.perf_counter() - t0
+        log.info("codegen %s: parallel variant ready (%s; numba %s %.1f ms)", self.graph.name,
+                 status, "cache load" if hits else "compile", 1e3 * (time.perf_counter() - t0))
+
+    def wait_parallel(self, timeout: float | None = None) -> bool:
+        """Wait for the background parallel variant; True if it is in use."""
+        thread = getattr(self, "_parallel_thread", None)
+        if thread is not None:
+            thread.join(timeout)
+        return getattr(self, "parallel_source", None) is not None
 
     def __call__(self, *arrays):
         try:
@@ -92,12 +114,24 @@ def ir_hash(graph: Graph) -> str:
     return h.hexdigest()[:16]
 
 
+def parallel_mode() -> str:
+    """TRACEGRAD_PARALLEL: "background" (default), "sync" (build the parallel
+    variant before returning; benchmarks and tests) or "0" (never)."""
+    mode = os.environ.get("TRACEGRAD_PARALLEL", "background").lower()
+    return {"1": "background", "off": "0", "false": "0"}.get(mode, mode)
+
+
 def build_kernel(graph: Graph) -> Kernel:
     """Generate, cache and compile a kernel for `graph` (fused or not).
 
     A graph node without code generation runs its NumPy impl between njit
     segments (logged). If Numba fails to compile the generated code, the
-    kernel falls back to the IR interpreter with a warning, never an error."""
+    kernel falls back to the IR interpreter with a warning, never an error.
+
+    Big loops run on all cores with `prange`, but Numba's parallel compile
+    is slow (seconds), so the first kernel is serial and returned at once; a
+    parallel variant is built in a background thread and swapped in when
+    ready (TRACEGRAD_PARALLEL=sync waits for it, =0 never builds it)."""
     _setup_logging()
     from tracegrad.codegen.generate import generate
     t0 = time.perf_counter()
@@ -106,6 +140,36 @@ def build_kernel(graph: Graph) -> Kernel:
     t1 = time.perf_counter()
     import numba  # noqa: F401  (timed apart from the compile)
     t2 = time.perf_counter()
+    loaded = _load(graph, emitted)
+    if loaded is None:
+        from tracegrad.ir.interpret import interpret
+        return Kernel(lambda *a: interpret(graph, *a), graph, emitted.source, None)
+    entry, module, path, status, hits = loaded
+    t3 = time.perf_counter()
+    timings = {"codegen": t1 - t0, "import_numba": t2 - t1, "load_compile": t3 - t2}
+    log.info("codegen %s: %.1f ms (%d lines%s); module %s: %s; numba %s %.1f ms",
+             graph.name, 1e3 * (t1 - t0), emitted.source.count("\n"),
+             f", {len(emitted.fallback_ids)} NumPy fallbacks" if emitted.fallback_ids else "",
+             path.name if path else "(memory)", status,
+             "cache load" if hits else "compile", 1e3 * (t3 - t2))
+    kernel = Kernel(entry, graph, emitted.source, str(path) if path else None,
+                    emitted.fallback_ids, timings, module)
+    mode = parallel_mode()
+    if emitted.wants_parallel and mode in ("background", "sync"):
+        par = generate(graph, name + "_par", parallel=True)
+        if mode == "sync":
+            kernel._swap_in_parallel(par)
+        else:
+            import threading
+            kernel._parallel_thread = threading.Thread(
+                target=kernel._swap_in_parallel, args=(par,), daemon=True,
+                name=f"tracegrad-parallel-{graph.name}")
+            kernel._parallel_thread.start()
+    return kernel
+
+
+def _load(graph: Graph, emitted):
+    """(entry, module, path, status, numba cache hits) or None if Numba fails."""
     from tracegrad.codegen.cache import load_source
     try:
         module, path, status = load_source(emitted.source)
@@ -113,27 +177,16 @@ def build_kernel(graph: Graph) -> Kernel:
         import warnings
         warnings.warn(f"tracegrad: Numba could not compile the kernel for graph "
                       f"{graph.name!r} ({type(exc).__name__}: {exc}); running it with the "
-                      "IR interpreter instead (slow)", RuntimeWarning, stacklevel=2)
-        from tracegrad.ir.interpret import interpret
-        return Kernel(lambda *a: interpret(graph, *a), graph, emitted.source, None)
-    t3 = time.perf_counter()
+                      "IR interpreter instead (slow)", RuntimeWarning, stacklevel=3)
+        log.warning("codegen %s: Numba failed: %s", graph.name, exc)
+        return None
     fn = getattr(module, emitted.entry)
     _install_numpy_fallbacks(module, graph, emitted.fallback_ids)
-    consts = [np.ascontiguousarray(n.attrs["value"]) for n in graph.nodes
-              if n.id in set(emitted.const_ids)]
-    consts = [next(np.ascontiguousarray(n.attrs["value"], dtype=n.dtype) for n in graph.nodes
-                   if n.id == cid) for cid in emitted.const_ids]
+    consts = [np.ascontiguousarray(by_id.attrs["value"], dtype=by_id.dtype)
+              for cid in emitted.const_ids
+              for by_id in [next(n for n in graph.nodes if n.id == cid)]]
     entry = (lambda *a, _f=fn, _c=tuple(consts): _f(*_c, *a)) if consts else fn
-    numba_hits = _numba_cache_hits(module)
-    timings = {"codegen": t1 - t0, "import_numba": t2 - t1, "load_compile": t3 - t2}
-    log.info("codegen %s: %.1f ms (%d lines%s); module %s: %s; numba %s %.1f ms%s",
-             graph.name, 1e3 * (t1 - t0), emitted.source.count("\n"),
-             f", {len(emitted.fallback_ids)} NumPy fallbacks" if emitted.fallback_ids else "",
-             path.name if path else "(memory)", status,
-             "cache load" if numba_hits else "compile", 1e3 * (t3 - t2),
-             ", parallel" if emitted.parallel else "")
-    return Kernel(entry, graph, emitted.source, str(path) if path else None,
-                  emitted.fallback_ids, timings, module)
+    return entry, module, path, status, _numba_cache_hits(module)
 
 
 def _install_numpy_fallbacks(module, graph: Graph, ids) -> None:

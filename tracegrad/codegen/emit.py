@@ -27,7 +27,7 @@ from tracegrad.codegen import mathlib
 from tracegrad.codegen.access import Access, c_strides, size_of
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ir.printer import format_node
-from tracegrad.passes.fuse import VIEW_OPS, groups_of, is_elementwise
+from tracegrad.passes.fuse import groups_of, is_elementwise, is_view
 
 log = logging.getLogger("tracegrad")
 
@@ -45,7 +45,8 @@ class EmittedModule:
     entry: str                     # name of the function to call
     const_ids: list[int]           # large consts passed as leading arguments
     fallback_ids: list[int]        # nodes run by NumPy in the Python driver
-    parallel: bool = False
+    parallel: bool = False         # this module's kernel uses prange
+    wants_parallel: bool = False   # a parallel variant would differ (some loop is big)
     notes: list[str] = field(default_factory=list)
 
 
@@ -120,7 +121,9 @@ class Emitter:
         self.free: dict[tuple, list[int]] = {}
         self.ws_size: dict[str, int] = {}      # workspace name -> elements
         self.ws_dtype: dict[str, str] = {}
-        self.parallel = False
+        self.parallel = False          # this body uses prange
+        self.allow_parallel = False    # may it? (the parallel variant of a kernel)
+        self.wants_parallel = False    # would it, if allowed?
         self.exprs: list[str] = []         # scalar expressions, to find mathlib helpers
         self.counter = 0
         self.const_values: dict[int, object] = {}   # size-1 consts, by node id
@@ -293,6 +296,6 @@ def unit_nodes(graph_groups, unit) -> list[Node]:
 
 
 def view_root(node: Node) -> Node:
-    while node.op in VIEW_OPS:
+    while is_view(node):
         node = node.inputs[0]
     return node

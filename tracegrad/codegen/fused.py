@@ -132,37 +132,51 @@ def emit_group(em: Emitter, gid: int) -> None:
                 and all(r.strides[0] != 0 or (r.acc_level == 0 and r.op in ("sum", "mean"))
                         for r in reds))
     if parallel:
-        em.parallel = True
+        em.wants_parallel = True
+        parallel = em.allow_parallel
+        em.parallel |= parallel
 
-    for r in reds:
-        if r.preinit:
-            em.loop_fill(r.out, r.node.size, identity_literal(r.op, r.node.dtype))
-
+    guarded = [m for m in members if not is_fusible_reduction(m)
+               and mathlib.is_guarded(str(_safe_template(m)))]
     loop_vars = tuple(f"i{k}" for k in range(nlev))
 
-    def emit_level(k: int) -> None:
+    def emit_nest(exact: bool) -> None:
         for r in reds:
-            if r.acc_level == k and not r.direct:
-                em.emit(f"{r.acc} = {identity_literal(r.op, r.acc_dtype)}")
-        if k == nlev:
-            emit_body(em, members, ids, reads, read_strides, writes, write_strides, reds,
-                      loop_vars)
-        else:
-            rng = "prange" if (parallel and k == 0) else "range"
-            em.emit(f"for i{k} in {rng}({loop_dims[k]}):")
-            em.indent += 1
-            emit_level(k + 1)
-            em.indent -= 1
-        for r in reds:
-            if r.acc_level == k and not r.direct:
-                emit_writeback(em, r, loop_vars)
+            if r.preinit:
+                em.loop_fill(r.out, r.node.size, identity_literal(r.op, r.node.dtype))
 
-    emit_level(0)
-    for r in reds:
-        if r.op == "mean" and r.preinit:
-            scale = literal(1.0 / max(r.count, 1), r.node.dtype)
-            em.emit(f"for q in range({r.node.size}):")
-            em.emit(f"    {r.out.buf}[{r.out.offset} + q] *= {scale}")
+        def emit_level(k: int) -> None:
+            for r in reds:
+                if r.acc_level == k and not r.direct:
+                    em.emit(f"{r.acc} = {identity_literal(r.op, r.acc_dtype)}")
+            if k == nlev:
+                emit_body(em, members, ids, reads, read_strides, writes, write_strides, reds,
+                          loop_vars, exact, guarded)
+            else:
+                rng = "prange" if (parallel and k == 0) else "range"
+                em.emit(f"for i{k} in {rng}({loop_dims[k]}):")
+                em.indent += 1
+                emit_level(k + 1)
+                em.indent -= 1
+            for r in reds:
+                if r.acc_level == k and not r.direct:
+                    emit_writeback(em, r, loop_vars)
+
+        emit_level(0)
+        for r in reds:
+            if r.op == "mean" and r.preinit:
+                scale = literal(1.0 / max(r.count, 1), r.node.dtype)
+                em.emit(f"for q in range({r.node.size}):")
+                em.emit(f"    {r.out.buf}[{r.out.offset} + q] *= {scale}")
+
+    if guarded:
+        em.emit(f"big{gid} = 0  # arguments beyond the fast sin/cos range")
+    emit_nest(exact=False)
+    if guarded:
+        em.emit(f"if big{gid} > 0:  # rare: redo the loop with libm sin/cos")
+        em.indent += 1
+        emit_nest(exact=True)
+        em.indent -= 1
 
     for m in members:
         if m.id in writes:
@@ -190,14 +204,23 @@ def operand_expr(em: Emitter, node: Node, e: Node, ids, reads, read_strides, loo
         # weakly typed scalar consts take the consumer's float precision
         value = em.const_values.get(e.id)
         target = node.dtype if np.issubdtype(node.dtype, np.floating) else None
-        if (value is not None and target is not None and np.issubdtype(e.dtype, np.floating)
-                and np.dtype(target).itemsize < np.dtype(e.dtype).itemsize):
+        numeric = np.dtype(e.dtype) != np.bool_
+        if value is not None and target is not None and numeric and (
+                not np.issubdtype(e.dtype, np.floating)
+                or np.dtype(target).itemsize < np.dtype(e.dtype).itemsize):
             return literal(value, target)
         return a.scalar
     return a.index_expr(read_strides[e.id], loop_vars)
 
 
-def scalar_expr(em: Emitter, node: Node, operands: list[str]) -> str:
+def _safe_template(node: Node):
+    try:
+        return template_of(node)
+    except Exception:
+        return None
+
+
+def scalar_expr(em: Emitter, node: Node, operands: list[str], exact: bool = False) -> str:
     """The scalar expression computing one element of an elementwise node."""
     try:
         template = template_of(node)
@@ -212,11 +235,59 @@ def scalar_expr(em: Emitter, node: Node, operands: list[str]) -> str:
     expr = template.format(*operands)
     float_dt = node.dtype if np.issubdtype(node.dtype, np.floating) else next(
         (i.dtype for i in node.inputs if np.issubdtype(i.dtype, np.floating)), node.dtype)
-    expr = mathlib.specialize(expr, dshort(float_dt))
+    expr = expand_inline(mathlib.specialize(expr, dshort(float_dt), exact))
     em.exprs.append(expr)
-    if np.dtype(node.dtype) != np.bool_:
+    if np.dtype(node.dtype) != np.bool_ and not _keeps_dtype(node):
         expr = f"np.{np_dtype_name(node.dtype)}({expr})"
     return expr
+
+
+def _keeps_dtype(node: Node) -> bool:
+    """Does Numba's scalar arithmetic already give node's dtype? True when all
+    operands share it (float32 op float32 -> float32), False for mixes such as
+    float32 * int64 -> float64, which need a cast back."""
+    return (np.issubdtype(node.dtype, np.floating) and node.op not in ("astype",)
+            and all(np.dtype(i.dtype) == np.dtype(node.dtype) or i.size == 1 and i.op == "const"
+                    for i in node.inputs))
+
+
+def expand_inline(expr: str) -> str:
+    """Replace calls of tiny helpers (mathlib.INLINE) by their expansion."""
+    for name, form in mathlib.INLINE.items():
+        start = 0
+        while True:
+            at = expr.find(name + "(", start)
+            if at < 0 or (at > 0 and (expr[at - 1].isalnum() or expr[at - 1] == "_")):
+                if at < 0:
+                    break
+                start = at + 1
+                continue
+            args, end = _call_args(expr, at + len(name))
+            expr = expr[:at] + form.format(*args) + expr[end:]
+            start = at
+    return expr
+
+
+def _call_args(expr: str, open_at: int) -> tuple[list[str], int]:
+    """Top-level comma-separated arguments of the call whose '(' is at open_at."""
+    depth, args, cur = 0, [], []
+    for i in range(open_at, len(expr)):
+        ch = expr[i]
+        if ch == "(":
+            depth += 1
+            if depth == 1:
+                continue
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                args.append("".join(cur).strip())
+                return args, i + 1
+        elif ch == "," and depth == 1:
+            args.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    raise ValueError(f"unbalanced call in {expr!r}")
 
 
 def pow_by_constant(em: Emitter, node: Node, operands: list[str]) -> str | None:
@@ -234,8 +305,10 @@ def pow_by_constant(em: Emitter, node: Node, operands: list[str]) -> str | None:
     return f"np.{np_dtype_name(node.dtype)}({form.format(x=x)})"
 
 
-def emit_body(em, members, ids, reads, read_strides, writes, write_strides, reds, loop_vars):
+def emit_body(em, members, ids, reads, read_strides, writes, write_strides, reds, loop_vars,
+              exact=False, guarded=()):
     red_by_id = {r.node.id: r for r in reds}
+    guarded_ids = {m.id for m in guarded}
     for m in members:
         em.comment(m)
         if m.id in red_by_id:
@@ -249,6 +322,8 @@ def emit_body(em, members, ids, reads, read_strides, writes, write_strides, reds
             continue
         operands = [operand_expr(em, m, e, ids, reads, read_strides, loop_vars)
                     for e in m.inputs]
-        em.emit(f"v{m.id} = {scalar_expr(em, m, operands)}")
+        if m.id in guarded_ids and not exact:
+            em.emit(f"big{m.group} += abs({operands[0]}) > {mathlib.TRIG_LIMIT!r}")
+        em.emit(f"v{m.id} = {scalar_expr(em, m, operands, exact)}")
         if m.id in writes:
             em.emit(f"{writes[m.id].index_expr(write_strides[m.id], loop_vars)} = v{m.id}")

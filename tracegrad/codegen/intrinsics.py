@@ -192,3 +192,13 @@ def tg_flat(typingctx, arr):
         return impl_ret_borrowed(context, builder, ret, dst._getvalue())
 
     return ret(arr), codegen
+
+
+@intrinsic
+def tg_bits_from_f64(typingctx, value):
+    """The int64 holding the bit pattern of the float64 `value`."""
+    def codegen(context, builder, signature, args):
+        v = context.cast(builder, args[0], signature.args[0], types.float64)
+        return builder.bitcast(v, ir.IntType(64))
+
+    return types.int64(value), codegen

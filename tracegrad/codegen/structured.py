@@ -103,3 +103,298 @@ def emit_matmul(em: Emitter, node: Node) -> None:
             f"{out.buf}, {offset(out, out_batch)}, {max(n, 1)})")
     em.indent -= nb
     em.uses_gemm = True
+
+
+# --------------------------------------------------------- axis-wise helpers
+
+def _axes(node: Node, nd: int, attr="axis") -> tuple:
+    axis = node.attrs.get(attr)
+    if axis is None:
+        return tuple(range(nd))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(sorted(int(a) % max(nd, 1) for a in axes))
+
+
+def _split(shape: tuple, axes: tuple) -> tuple[int, int, int]:
+    """(outer, n, inner) for reducing a contiguous block of axes, else NoCodegen."""
+    if not axes:
+        return size_of(shape), 1, 1
+    if list(axes) != list(range(axes[0], axes[-1] + 1)):
+        raise NoCodegen("axes are not one contiguous block")
+    return (size_of(shape[:axes[0]]), size_of(shape[axes[0]:axes[-1] + 1]),
+            size_of(shape[axes[-1] + 1:]))
+
+
+def _math(em: Emitter, name: str, dtype) -> str:
+    """The dtype-specific mathlib helper name (and remember it is used)."""
+    from tracegrad.codegen import mathlib
+    from tracegrad.codegen.emit import dshort
+    expr = mathlib.specialize(f"{name}(", dshort(dtype))
+    em.exprs.append(expr + ")")
+    return expr[:-1]
+
+
+def _acc_dtype(dtype) -> str:
+    return "np.float64" if np.dtype(dtype) == np.float32 else f"np.{np.dtype(dtype).name}"
+
+
+def _at(a: Access, expr: str) -> str:
+    return f"{a.buf}[{a.offset} + {expr}]" if a.offset else f"{a.buf}[{expr}]"
+
+
+def _open(em: Emitter, var: str, n: int) -> None:
+    em.emit(f"for {var} in range({n}):")
+    em.indent += 1
+
+
+def _where_from(node: Node) -> str:
+    return f" (at {node.source})" if node.source else ""
+
+
+@structured("softmax", "log_softmax")
+def emit_softmax(em: Emitter, node: Node) -> None:
+    x = node.inputs[0]
+    axes = _axes(node, x.ndim)
+    outer, n, inner = _split(tuple(x.shape), axes)
+    src = em.contiguous(x)
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    if node.size == 0:
+        return
+    exp, log = _math(em, "tg_exp", node.dtype), _math(em, "tg_log", node.dtype)
+    dt = f"np.{np.dtype(node.dtype).name}"
+    _open(em, "o", outer)
+    _open(em, "i", inner)
+    em.emit("base = o * %d + i" % (n * inner))
+    em.emit(f"peak = {literal(-np.inf, node.dtype)}")
+    _open(em, "j", n)
+    em.emit(f"v = {_at(src, f'base + j * {inner}')}")
+    em.emit("peak = v if ((v > peak) | (v != v)) else peak")
+    em.indent -= 1
+    em.emit(f"total = {_acc_dtype(node.dtype)}(0.0)")
+    _open(em, "j", n)
+    em.emit(f"e = {exp}({dt}({_at(src, f'base + j * {inner}')} - peak))")
+    em.emit("total += e")
+    if node.op == "softmax":
+        em.emit(f"{_at(out, f'base + j * {inner}')} = e")
+    em.indent -= 1
+    if node.op == "softmax":
+        em.emit(f"inv = {dt}(1.0 / total)")
+        _open(em, "j", n)
+        em.emit(f"{_at(out, f'base + j * {inner}')} *= inv")
+    else:
+        em.emit(f"shift = peak + {dt}({log}({dt}(total)))")
+        _open(em, "j", n)
+        em.emit(f"{_at(out, f'base + j * {inner}')} = {_at(src, f'base + j * {inner}')} - shift")
+    em.indent -= 3
+
+
+@structured("reduce_logsumexp", "logsumexp")
+def emit_logsumexp(em: Emitter, node: Node) -> None:
+    x = node.inputs[0]
+    outer, n, inner = _split(tuple(x.shape), _axes(node, x.ndim))
+    src = em.contiguous(x)
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    exp, log = _math(em, "tg_exp", node.dtype), _math(em, "tg_log", node.dtype)
+    dt = f"np.{np.dtype(node.dtype).name}"
+    _open(em, "o", outer)
+    _open(em, "i", inner)
+    em.emit("base = o * %d + i" % (n * inner))
+    em.emit(f"peak = {literal(-np.inf, node.dtype)}")
+    _open(em, "j", n)
+    em.emit(f"v = {_at(src, f'base + j * {inner}')}")
+    em.emit("peak = v if ((v > peak) | (v != v)) else peak")
+    em.indent -= 1
+    em.emit(f"if not (abs(peak) < {literal(np.inf, node.dtype)}):")
+    em.emit(f"    peak = {literal(0, node.dtype)}  # all -inf (or inf/nan): shift by 0")
+    em.emit(f"total = {_acc_dtype(node.dtype)}(0.0)")
+    _open(em, "j", n)
+    em.emit(f"total += {exp}({dt}({_at(src, f'base + j * {inner}')} - peak))")
+    em.indent -= 1
+    em.emit(f"{_at(out, f'o * {inner} + i')} = {dt}({log}({dt}(total))) + peak")
+    em.indent -= 2
+
+
+@structured("reduce_argmax", "reduce_argmin", "argmax", "argmin")
+def emit_argextremum(em: Emitter, node: Node) -> None:
+    x = node.inputs[0]
+    if x.size == 0:
+        raise NoCodegen("empty argmax")
+    outer, n, inner = _split(tuple(x.shape), _axes(node, x.ndim))
+    src = em.contiguous(x)
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    cmp = ">" if node.op in ("argmax",) or "argmax" in str(node.op) else "<"
+    _open(em, "o", outer)
+    _open(em, "i", inner)
+    em.emit("base = o * %d + i" % (n * inner))
+    em.emit(f"best = {_at(src, 'base')}")
+    em.emit("where = 0")
+    _open(em, "j", n)
+    em.emit(f"v = {_at(src, f'base + j * {inner}')}")
+    em.emit(f"if best == best and ((v {cmp} best) or v != v):  # the first NaN wins, as in NumPy")
+    em.emit("    best = v")
+    em.emit("    where = j")
+    em.indent -= 1
+    em.emit(f"{_at(out, f'o * {inner} + i')} = where")
+    em.indent -= 2
+
+
+@structured("reduce_var", "var")
+def emit_var(em: Emitter, node: Node) -> None:
+    x = node.inputs[0]
+    outer, n, inner = _split(tuple(x.shape), _axes(node, x.ndim))
+    src = em.contiguous(x)
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    ddof = int(node.attrs.get("ddof", 0) or 0)
+    denom = n - ddof
+    scale = "np.nan" if denom <= 0 else repr(1.0 / denom)
+    acc = "np.float64" if np.dtype(x.dtype) in (np.float32, np.float64) else "np.float64"
+    _open(em, "o", outer)
+    _open(em, "i", inner)
+    em.emit("base = o * %d + i" % (n * inner))
+    em.emit(f"total = {acc}(0.0)")
+    _open(em, "j", n)
+    em.emit(f"total += {_at(src, f'base + j * {inner}')}")
+    em.indent -= 1
+    em.emit(f"mu = total / {max(n, 1)}" if n else "mu = np.nan")
+    em.emit(f"sq = {acc}(0.0)")
+    _open(em, "j", n)
+    em.emit(f"d = {_at(src, f'base + j * {inner}')} - mu")
+    em.emit("sq += d * d")
+    em.indent -= 1
+    em.emit(f"{_at(out, f'o * {inner} + i')} = sq * {scale}")
+    em.indent -= 2
+
+
+# ------------------------------------------------------------ gather/scatter
+
+def _nested(em: Emitter, shape: tuple) -> tuple:
+    vars_ = tuple(f"i{k}" for k in range(len(shape)))
+    for v, d in zip(vars_, shape):
+        _open(em, v, d)
+    return vars_
+
+
+def _bounds_check(em: Emitter, node: Node, var: str, n: int) -> None:
+    em.emit(f"if {var} < 0:")
+    em.emit(f"    {var} += {n}")
+    em.emit(f"if {var} < 0 or {var} >= {n}:")
+    em.emit(f"    raise IndexError({(f'{node.op}: index out of range for an axis of size {n}' + _where_from(node))!r})")
+
+
+@structured("take_along_axis")
+def emit_take_along_axis(em: Emitter, node: Node) -> None:
+    x, idx = node.inputs
+    ax = int(node.attrs["axis"]) % node.ndim
+    shape = tuple(node.shape)
+    n = x.shape[ax]
+    x_shape = shape[:ax] + (n,) + shape[ax + 1:]
+    xa = em.acc(x).broadcast(x_shape)
+    ia = em.acc(idx).broadcast(shape)
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    if node.size == 0:
+        return
+    vars_ = _nested(em, shape)
+    em.emit(f"k = {ia.index_expr(ia.strides, vars_)}")
+    _bounds_check(em, node, "k", n)
+    xs = list(xa.strides)
+    x_idx = xa.index_expr(tuple(0 if d == ax else s for d, s in enumerate(xs)), vars_)
+    x_idx = x_idx[:-1] + (f" + k * {xs[ax]}" if xs[ax] else "") + "]"
+    em.emit(f"{out.index_expr(out.strides, vars_)} = {x_idx}")
+    em.indent -= len(shape)
+
+
+@structured("put_along_axis_add")
+def emit_put_along_axis_add(em: Emitter, node: Node) -> None:
+    g, idx = node.inputs
+    ax = int(node.attrs["axis"]) % node.ndim
+    n = node.shape[ax]
+    gshape = tuple(g.shape)
+    ga = em.acc(g).broadcast(gshape)
+    ia = em.acc(idx).broadcast(gshape)
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    em.loop_fill(out, node.size, literal(0, node.dtype))
+    if g.size == 0:
+        return
+    vars_ = _nested(em, gshape)
+    em.emit(f"k = {ia.index_expr(ia.strides, vars_)}")
+    _bounds_check(em, node, "k", n)
+    os_ = list(out.strides)
+    o_idx = out.index_expr(tuple(0 if d == ax else s for d, s in enumerate(os_)), vars_)
+    o_idx = o_idx[:-1] + (f" + k * {os_[ax]}" if os_[ax] else "") + "]"
+    em.emit(f"{o_idx} += {ga.index_expr(ga.strides, vars_)}")
+    em.indent -= len(gshape)
+
+
+@structured("concatenate")
+def emit_concatenate(em: Emitter, node: Node) -> None:
+    ax = int(node.attrs["axis"]) % node.ndim
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    start = 0
+    for x in node.inputs:
+        src = em.acc(x)
+        dst = Access(out.buf, tuple(x.shape), out.strides, out.offset + start * out.strides[ax])
+        start += x.shape[ax]
+        if x.size == 0:
+            continue
+        from tracegrad.codegen.emit import coalesce
+        dims, (ss, ds) = coalesce(list(x.shape), [src.strides, dst.strides])
+        vars_ = _nested(em, tuple(dims))
+        em.emit(f"{dst.index_expr(ds, vars_)} = {src.index_expr(ss, vars_)}")
+        em.indent -= len(dims)
+
+
+def basic_index_view(a: Access, spec) -> Access:
+    """The access of x[spec] for basic indexing (ints, slices, None)."""
+    shape, strides, offset, dim = [], [], a.offset, 0
+    for e in spec:
+        if e is None:
+            shape.append(1)
+            strides.append(0)
+            continue
+        s = a.strides[dim]
+        if isinstance(e, (int, np.integer)):
+            offset += int(e) * s
+        else:
+            _, start, stop, step = e
+            from tracegrad.ops.table import slice_length
+            length = slice_length(start, stop, step)
+            if length > 0:
+                offset += start * s
+            shape.append(length)
+            strides.append(s * step)
+        dim += 1
+    return Access(a.buf, tuple(shape), tuple(strides), offset, a.scalar)
+
+
+@structured("index_add_zeros")
+def emit_index_add_zeros(em: Emitter, node: Node) -> None:
+    if len(node.inputs) != 1:
+        raise NoCodegen("advanced (array) indexing")
+    g = node.inputs[0]
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    em.loop_fill(out, node.size, literal(0, node.dtype))
+    if g.size == 0:
+        return
+    dst = basic_index_view(out, node.attrs["spec"])
+    src = em.acc(g)
+    from tracegrad.codegen.emit import coalesce
+    dims, (ss, ds) = coalesce(list(g.shape), [src.strides, dst.strides])
+    vars_ = _nested(em, tuple(dims))
+    em.emit(f"{dst.index_expr(ds, vars_)} = {src.index_expr(ss, vars_)}")
+    em.indent -= len(dims)
