@@ -70,3 +70,14 @@ def test_tensor_without_a_graph_is_drawn_alone_with_a_note(parse_dot):
     parsed = parse_dot(eager_graph(FakeTensor((2,), requires_grad=False)))
     assert list(parsed.nodes) == ["out0"] and not parsed.edges
     assert "does not require grad" in parsed.nodes["out0"]["label"]
+
+
+def test_several_outputs_share_their_common_subgraph(parse_dot):
+    x = FakeTensor((3,))
+    shared = FakeNode("ExpBackward0", [(FakeAccumulate(x), 0)])
+    first = FakeNode("SumBackward0", [(shared, 0)])
+    second = FakeNode("MeanBackward0", [(shared, 0)])
+    parsed = parse_dot(eager_graph([FakeTensor((), first), FakeTensor((), second)], {"x": x}))
+    assert parsed.labels("output") == ["output 0\nf32[]", "output 1\nf32[]"]
+    assert parsed.labels("grad_fn") == ["ExpBackward0", "MeanBackward0", "SumBackward0"]
+    assert len(parsed.edges) == 2 + 2 + 1  # outputs, sum/mean <- exp, exp <- x
