@@ -253,30 +253,33 @@ def _tree_key(args: tuple):
     static scalars, without building TreeDefs; (None, None) for anything else."""
     key: list = []
     leaves: list = []
-
-    def visit(a):
-        t = type(a)
-        if t is np.ndarray:
-            key.append((a.shape, a.strides, a.dtype, a.flags.writeable))
-            leaves.append(a)
-        elif t is dict:
-            key.append(("{", tuple(a)))
-            for v in a.values():
-                visit(v)
-        elif t is list or t is tuple:
-            key.append((t, len(a)))
-            for v in a:
-                visit(v)
-        elif t is float or t is int or t is bool or t is str or a is None:
-            key.append((t, a))
-        else:
-            raise _NotFast
     try:
         for a in args:
-            visit(a)
+            _visit(a, key, leaves)
     except _NotFast:
         return None, None
     return tuple(key), leaves
+
+
+def _visit(a, key: list, leaves: list) -> None:
+    # A module-level function, not a closure: a self-referencing closure would
+    # make a reference cycle on every call.
+    t = type(a)
+    if t is np.ndarray:
+        key.append((a.shape, a.strides, a.dtype, a.flags.writeable))
+        leaves.append(a)
+    elif t is dict:
+        key.append(("{", tuple(a)))
+        for v in a.values():
+            _visit(v, key, leaves)
+    elif t is list or t is tuple:
+        key.append((t, len(a)))
+        for v in a:
+            _visit(v, key, leaves)
+    elif t is float or t is int or t is bool or t is str or a is None:
+        key.append((t, a))
+    else:
+        raise _NotFast
 
 
 def _canonical_leaf(value: Any) -> np.ndarray:

@@ -454,3 +454,20 @@ def test_memory_stays_flat_over_many_compiled_steps():
     finally:
         tracemalloc.stop()
     assert after - before < 16 * 1024, after - before
+
+
+def test_calls_make_no_reference_cycles():
+    import gc
+    f = tg.value_and_grad(lambda p, x: tg.sum(tg.tanh(x @ p["w"]) ** 2), **I)
+    params, x = {"w": np.full((3, 2), 0.1)}, np.ones((4, 3))
+    g = tg.grad(lambda x: tg.sum(x * x), **I)
+    f(params, x), g(x)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(50):
+            f(params, x)   # pytree path
+            g(x)           # plain-array path
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

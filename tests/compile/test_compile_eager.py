@@ -148,3 +148,19 @@ def test_float32_tensors_stay_float32():
     assert out.dtype == torch.float32
     out.backward()
     assert x.grad.dtype == torch.float32
+
+
+def test_training_steps_make_no_reference_cycles():
+    W = torch.tensor(np.full((3, 2), 0.1), requires_grad=True)
+    x = torch.tensor(np.ones((4, 3)))
+    step = tg.compile(lambda x, W: tg.sum(tg.tanh(x @ W) ** 2), **I)
+    step(x, W).backward()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(50):
+            step(x, W).backward()
+            W.grad = None
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
