@@ -1,0 +1,21 @@
+"""The runnable examples in eager-mode docstrings stay true."""
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "tracegrad.eager", "tracegrad.eager.tensor", "tracegrad.eager.dtypes",
+    "tracegrad.eager.grad_mode", "tracegrad.eager.graph", "tracegrad.eager.autograd",
+    "tracegrad.eager.creation", "tracegrad.eager.nn", "tracegrad.eager.nn.functional",
+    "tracegrad.eager.optim", "tracegrad.eager.checkpointing", "tracegrad.gradcheck",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0
