@@ -37,7 +37,7 @@ import numpy as np
 from tracegrad.ir.graph import Graph
 from tracegrad.ops import core
 from tracegrad.ops.core import TracegradError
-from tracegrad.tracing import (TreeDef, Tracer, TracingError, argument_names, trace_flat,
+from tracegrad.tracing import (TreeDef, Tracer, argument_names, trace_flat,
                                tree_flatten, tree_unflatten)
 
 log = logging.getLogger("tracegrad")

@@ -1,9 +1,15 @@
 """The IR: graphs of typed SSA nodes, their text form, verifier and interpreter.
 
     >>> import numpy as np, tracegrad as tg
-    >>> g = tg.trace(lambda x: tg.exp(x) * 2.0, np.ones(3))
-    >>> print(g)                                  # doctest: +SKIP
+    >>> from tracegrad.ir import interpret, verify
+    >>> g = verify(tg.trace(lambda x: tg.exp(x) * 2.0, np.zeros(2)))
+    >>> interpret(g, np.zeros(2))
+    (array([2., 2.]),)
 """
+__all__ = ["Graph", "Node", "format_graph", "format_node", "interpret", "InterpretError",
+           "verify", "find_problems", "VerifyError", "clone_graph", "clone_graph_with_map",
+           "subgraph"]
+
 from tracegrad.ir.graph import Graph, Node  # noqa: F401
 from tracegrad.ir.printer import format_graph, format_node  # noqa: F401
 from tracegrad.ir.interpret import InterpretError, interpret  # noqa: F401
