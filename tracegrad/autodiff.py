@@ -83,17 +83,18 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], diff_outputs: Sequence[int] | No
                 f"cannot differentiate with respect to input {node.attrs.get('name')} of dtype "
                 f"{node.dtype}: gradients need floating-point inputs")
     context = TraceContext(name or graph.name)
-    primals = [context.new_input(n.aval, n.attrs.get("name", f"arg{k}"))
-               for k, n in enumerate(graph.inputs)]
-    env = replay(graph, primals, context)
-    outputs = [graph.outputs[i] for i in diff_outputs]
-    if seed_ones:
-        seeds = [_seed_one(context, node) for node in outputs]
-    else:
-        seeds = [context.new_input(node.aval, f"ct_{_output_name(graph, i)}")
-                 for i, node in zip(diff_outputs, outputs)]
-    grads = backward_pass(graph, env, context, {n.id: s for n, s in _pairs(outputs, seeds)},
-                          wrt)
+    with context.active():
+        primals = [context.new_input(n.aval, n.attrs.get("name", f"arg{k}"))
+                   for k, n in enumerate(graph.inputs)]
+        env = replay(graph, primals, context)
+        outputs = [graph.outputs[i] for i in diff_outputs]
+        if seed_ones:
+            seeds = [_seed_one(context, node) for node in outputs]
+        else:
+            seeds = [context.new_input(node.aval, f"ct_{_output_name(graph, i)}")
+                     for i, node in zip(diff_outputs, outputs)]
+        grads = backward_pass(graph, env, context, dict(zip([n.id for n in outputs], seeds)),
+                              wrt)
     joint = context.graph
     joint.vjp_origin = context.vjp_origin  # for error messages (check_finite)
     for node in graph.outputs:
@@ -101,10 +102,6 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], diff_outputs: Sequence[int] | No
     for i, g in zip(wrt, grads):
         joint.outputs.append(_node_of(context, g))
     return joint
-
-
-def _pairs(outputs, seeds):
-    return list(zip(outputs, seeds))
 
 
 def _output_name(graph: Graph, index: int) -> str:

@@ -37,8 +37,8 @@ import numpy as np
 from tracegrad.ir.graph import Graph
 from tracegrad.ops import core
 from tracegrad.ops.core import TracegradError
-from tracegrad.tracing import (TreeDef, Tracer, argument_names, trace_flat,
-                               tree_flatten, tree_unflatten)
+from tracegrad.tracing import (TreeDef, Tracer, TracingError, active_contexts, argument_names,
+                               trace_flat, tree_flatten, tree_unflatten)
 
 log = logging.getLogger("tracegrad")
 if os.environ.get("TRACEGRAD_LOG", "") not in ("", "0") and not log.handlers:
@@ -203,7 +203,7 @@ class _Entry:
     """
 
     __slots__ = ("lowered", "kernel", "pack", "signature", "output_names", "leaf_paths",
-                 "call")
+                 "call", "captures")
 
     def __init__(self, lowered, pack, signature, output_names, leaf_paths, check_finite=False):
         self.lowered = lowered
@@ -212,6 +212,7 @@ class _Entry:
         self.signature = signature
         self.output_names = output_names
         self.leaf_paths = leaf_paths
+        self.captures = []  # tracers of enclosing traces the function closed over
         if check_finite:
             def call(arrays):
                 outs = kernel(*arrays)
@@ -364,7 +365,8 @@ class CompiledFunction:
         nargs = len(args)
         wrt_args = _resolve_argnums(self.argnums, nargs, self.fn) if self.argnums else ()
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
-        if any(isinstance(v, Tracer) for v in leaves):
+        if active_contexts() or any(isinstance(v, Tracer) for v in leaves):
+            # Called while an enclosing grad/compile traces: inline into its graph.
             return self._call_traced(args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args)
         if self.mode == "compile" and any(_is_eager_tensor(v) for v in leaves):
             from tracegrad.compiled_eager import call_with_tensors
@@ -457,6 +459,9 @@ class CompiledFunction:
             reason = self._miss_reason(signature)
             log.info("%s: cache miss (%s); tracing", _fn_name(self.fn), reason)
             entry = self._build(signature, args, kwargs, self.backend, self.optimize)
+            if entry.captures:  # cannot happen outside an enclosing trace
+                raise TracingError(f"{_fn_name(self.fn)} closes over a traced value of a "
+                                   "finished trace" + core.user_location_suffix())
             self._entries[key] = entry
             self._note_new_signature(signature, args)
         return entry
@@ -503,8 +508,10 @@ class CompiledFunction:
         log.info("%s: %s", _fn_name(self.fn),
                  ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in timings.items()))
         output_names = _output_names(self, traced, signature)
-        return _Entry(lowered, pack, signature, output_names, traced.input_paths,
-                      self.check_finite)
+        entry = _Entry(lowered, pack, signature, output_names, traced.input_paths,
+                       self.check_finite)
+        entry.captures = traced.captures
+        return entry
 
     def _differentiate(self, traced, signature: _Signature, args):
         from tracegrad.autodiff import vjp_graph
@@ -548,24 +555,32 @@ class CompiledFunction:
     # ---- tracing through: grad(grad(f)), compile inside compile
     def _call_traced(self, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
         from tracegrad.autodiff import replay
+        leaves = [v if isinstance(v, Tracer) else _canonical_leaf(_plain_leaf(v)) for v in leaves]
         avals = tuple(_leaf_aval(v) for v in leaves)
         wrt = tuple(i for i, a in enumerate(arg_of_leaf) if a in wrt_args)
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
+        if signature.key() not in self._entries:
+            self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
         entry = self._entry_for_tracing(signature, args, kwargs)
-        context = next(v.context for v in leaves if isinstance(v, Tracer))
-        env = replay(entry.lowered.joint, leaves, context)
-        outs = tuple(env[n.id] if n.op != "const" else n.attrs["value"]
-                     for n in entry.lowered.joint.outputs)
+        stack = active_contexts()
+        contexts = [v.context for v in list(leaves) + entry.captures if isinstance(v, Tracer)]
+        # Consts join the innermost trace involved (none: plain NumPy evaluation).
+        context = max(contexts, key=lambda c: stack.index(c) if c in stack else -1,
+                      default=None)
+        env = replay(entry.lowered.joint, list(leaves) + entry.captures, context)
+        outs = tuple(env[n.id] for n in entry.lowered.joint.outputs)
         return entry.pack(outs)
 
     def _entry_for_tracing(self, signature, args, kwargs) -> _Entry:
-        # Inlining needs only the joint graph; skip passes and code generation.
+        """The joint graph to inline into an enclosing trace (grad of grad, compile
+        of grad): no passes or code generation, the enclosing pipeline does those."""
         key = ("traced",) + signature.key()
         entry = self._entries.get(key)
         if entry is None:
             with _BUILD_LOCK:
                 entry = self._build(signature, args, kwargs, "interpret", False)
-                self._entries[key] = entry
+                if not entry.captures:  # closures over enclosing tracers differ per call
+                    self._entries[key] = entry
         return entry
 
     # ---- inspection

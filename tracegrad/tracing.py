@@ -60,15 +60,49 @@ def node_source(source: str | None, vjp_of: str | None = None):
         _state.source, _state.vjp_of = previous
 
 
+def active_contexts() -> list:
+    """The traces being recorded in this thread, outermost first."""
+    stack = getattr(_state, "active", None)
+    if stack is None:
+        stack = _state.active = []
+    return stack
+
+
 class TraceContext:
-    """One graph being recorded. Tracers point at their context."""
+    """One graph being recorded. Tracers point at their context.
+
+    While a function runs under `with context.active():`, tracers of enclosing
+    active traces that it closes over are captured: each becomes an extra
+    input of this graph (`captures` lists the outer tracers, in input order).
+    """
 
     def __init__(self, name: str = "f"):
         self.graph = Graph(name=name)
         self.tag = "fwd"
         self.vjp_origin: dict[int, str] = {}  # backward node id -> "sqrt %2" it differentiates
+        self.captures: list[Tracer] = []
+        self._captured: dict[int, Node] = {}
         self._const_by_id: dict[int, tuple[Any, Node]] = {}
         self._scalar_consts: dict[tuple, Node] = {}
+
+    @contextmanager
+    def active(self):
+        """Mark this trace as being recorded (so closures over it can be captured)."""
+        stack = active_contexts()
+        stack.append(self)
+        try:
+            yield self
+        finally:
+            stack.remove(self)
+
+    def capture(self, outer: "Tracer") -> "Tracer":
+        """This trace's input standing for a tracer of an enclosing trace."""
+        node = self._captured.get(id(outer.node))
+        if node is None:
+            node = self.graph.add_input(outer.node.aval, f"captured{outer.node.id}")
+            self._captured[id(outer.node)] = node
+            self.captures.append(outer)
+        return Tracer(self, node)
 
     def new_input(self, aval: Aval, name: str) -> "Tracer":
         return Tracer(self, self.graph.add_input(aval, name))
@@ -225,7 +259,8 @@ def _concrete_error(tracer: Tracer, what: str, how: str) -> TracingError:
 def trace_apply(prim: Primitive, args: tuple, attrs: dict) -> Tracer:
     """Record `prim(*args, **attrs)` as one node of the graph the tracers belong to."""
     context = _context_of(prim, args)
-    operands = [_operand(context, a, prim) for a in args]
+    operands = [(context.capture(a) if isinstance(a, Tracer) and a.context is not context
+                 else _operand(context, a, prim)) for a in args]
     avals = [o.node.aval if isinstance(o, Tracer) else _static_aval(o) for o in operands]
     out_aval = prim.shape_rule(*avals, **attrs)
     scalar_dtype = _weak_scalar_dtype(avals)
@@ -247,18 +282,25 @@ def trace_apply(prim: Primitive, args: tuple, attrs: dict) -> Tracer:
 
 
 def _context_of(prim: Primitive, args: tuple) -> TraceContext:
+    """The innermost active trace among the operands' traces."""
     context = None
+    stack = active_contexts()
     for a in args:
-        if isinstance(a, Tracer):
-            if context is None:
+        if isinstance(a, Tracer) and a.context is not context:
+            if a.context not in stack:
+                raise _escaped_error(prim.name, a)
+            if context is None or stack.index(a.context) > stack.index(context):
                 context = a.context
-            elif a.context is not context:
-                raise TracingError(
-                    f"{prim.name}: operands come from two different traces. A function being "
-                    "traced (by grad/compile) closes over a traced value of an enclosing "
-                    "grad/compile; pass that value as an argument instead."
-                    + core.user_location_suffix())
     return context
+
+
+def _escaped_error(what: str, tracer: "Tracer") -> TracingError:
+    made = f" (made at {tracer.node.source})" if tracer.node.source else ""
+    return TracingError(
+        f"{what}: a traced value escaped from a trace that has finished: {tracer.node.name} = "
+        f"{tracer.node.op} : {tracer.node.type_str()}{made}. Values seen while tracing are "
+        "symbolic and only valid inside the traced function; return them from it instead of "
+        "storing them." + core.user_location_suffix())
 
 
 def _operand(context: TraceContext, value: Any, prim: Primitive):
@@ -592,11 +634,12 @@ class TracedFunction:
     """The result of tracing: the graph plus the argument and output structure."""
 
     def __init__(self, graph: Graph, in_tree: TreeDef, out_tree: TreeDef,
-                 input_paths: list[str]):
+                 input_paths: list[str], captures: list | None = None):
         self.graph = graph
         self.in_tree = in_tree
         self.out_tree = out_tree
         self.input_paths = input_paths
+        self.captures = captures or []  # tracers of enclosing traces, the last graph inputs
 
 
 def argument_names(fn: Callable, count: int) -> list[str]:
@@ -658,12 +701,13 @@ def trace_flat(fn: Callable, args: tuple, avals: Sequence[Aval] | None = None,
     tracers = [context.new_input(aval, _unique(identifier(p), used))
                for aval, p in zip(avals, paths)]
     traced_args = tree_unflatten(in_tree, tracers)
-    result = fn(*traced_args)
-    out_leaves, out_tree = tree_flatten(result, arrays_only_scalars=True)
-    graph = context.graph
-    for leaf in out_leaves:
-        graph.outputs.append(output_node(context, leaf))
-    return TracedFunction(graph, in_tree, out_tree, paths)
+    with context.active():
+        result = fn(*traced_args)
+        out_leaves, out_tree = tree_flatten(result, arrays_only_scalars=True)
+        graph = context.graph
+        for leaf in out_leaves:
+            graph.outputs.append(output_node(context, leaf))
+    return TracedFunction(graph, in_tree, out_tree, paths, context.captures)
 
 
 def _unique(name: str, used: set) -> str:
@@ -677,10 +721,11 @@ def _unique(name: str, used: set) -> str:
 def output_node(context: TraceContext, leaf: Any) -> Node:
     """The node for an output leaf: a tracer's own node, or a const."""
     if isinstance(leaf, Tracer):
-        if leaf.context is not context:
-            raise TracingError("the traced function returned a value traced by an enclosing "
-                               "transformation; return values computed from its arguments")
-        return leaf.node
+        if leaf.context is context:
+            return leaf.node
+        if leaf.context not in active_contexts():
+            raise _escaped_error("output", leaf)
+        return context.capture(leaf).node  # an enclosing trace's value, returned as is
     value = _operand(context, leaf, None)
     return context.const_node(np.asarray(value))
 

@@ -471,3 +471,29 @@ def test_calls_make_no_reference_cycles():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_inner_grad_closing_over_an_outer_traced_value():
+    # d/dy [ d/dx sum(x^2 y^3) ] = d/dy [2 x y^3] summed over x = sum(6 x y^2)
+    x0 = np.array([1.0, 2.0])
+
+    def outer(y):
+        inner = tg.grad(lambda x: tg.sum(x * x * y ** 3), **I)
+        return tg.sum(inner(x0))
+    y = np.array([0.5, 1.5])
+    assert_close(tg.grad(outer, **I)(y), 6 * x0 * y ** 2)
+
+
+def test_compiled_function_closing_over_outer_tracer_inlines():
+    def outer(y):
+        scaled = tg.compile(lambda x: x * y, **I)
+        return tg.sum(scaled(y) * 2.0)
+    y = np.array([1.0, 3.0])
+    assert_close(tg.grad(outer, **I)(y), 4 * y)
+
+
+def test_concrete_call_closing_over_outer_tracer_inlines():
+    def outer(y):
+        scaled = tg.compile(lambda x: x * y, **I)
+        return tg.sum(scaled(np.full(2, 3.0)))
+    assert_close(tg.grad(outer, **I)(np.ones(2)), [3.0, 3.0])
