@@ -52,39 +52,33 @@ class OperandMeta:
         return f"<unsaved operand {self.dtype}{list(self.shape)}>"
 
 
-class SavedValue:
-    """One saved operand or output: the array, the shared version counter and
-    the version at save time (PyTorch's SavedVariable)."""
-
-    __slots__ = ("data", "counter", "version", "tensor", "is_output")
-
-    def __init__(self, data, counter, tensor, is_output):
-        self.data = data
-        self.counter = counter
-        self.version = counter[0] if counter is not None else 0
-        self.tensor = tensor          # the input Tensor (for create_graph); None for outputs
-        self.is_output = is_output
-
-    def check_version(self, node: "Node") -> None:
-        if self.counter is not None and self.counter[0] != self.version:
-            raise RuntimeError(version_message(self, node))
+# A saved value is a plain tuple, cheap to make on every recorded op (PyTorch's
+# SavedVariable): (array, shared version counter or None, version when saved,
+# the input Tensor or None, is_output).
+DATA, COUNTER, VERSION, TENSOR, IS_OUTPUT = range(5)
 
 
-def version_message(saved: SavedValue, node: "Node") -> str:
+def SavedValue(data, counter, tensor, is_output) -> tuple:  # noqa: N802 (reads like a type)
+    return (data, counter, counter[0] if counter is not None else 0, tensor, is_output)
+
+
+def version_message(saved: tuple, node: "Node") -> str:
     from tracegrad.eager.dtypes import from_numpy_dtype
-    kind = from_numpy_dtype(saved.data.dtype)._tensor_type
-    desc = f"[torch.{kind} [{', '.join(map(str, saved.data.shape))}]]"
+    data = saved[DATA]
+    kind = from_numpy_dtype(data.dtype)._tensor_type
+    desc = f"[torch.{kind} [{', '.join(map(str, data.shape))}]]"
     owner = None
-    if saved.is_output:
+    tensor = saved[TENSOR]
+    if saved[IS_OUTPUT]:
         owner = node.name()
-    elif saved.tensor is not None and saved.tensor._grad_fn is not None:
-        owner = saved.tensor._grad_fn.name()
+    elif tensor is not None and tensor._grad_fn is not None:
+        owner = tensor._grad_fn.name()
     if owner is not None:
         desc += f", which is output 0 of {_short_name(owner)},"
     hint = HINT_ANOMALY if STATE.anomaly else HINT_DEFAULT
     return ("one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: {desc} is at version {saved.counter[0]}; expected version "
-            f"{saved.version} instead. {hint}")
+            f"inplace operation: {desc} is at version {saved[COUNTER][0]}; expected version "
+            f"{saved[VERSION]} instead. {hint}")
 
 
 def _short_name(name: str) -> str:
@@ -108,17 +102,19 @@ class Node:
                  "__weakref__")
 
     def __init__(self, prim, attrs, name, inputs, in_meta, operands, out_saved, out_meta,
-                 visible=None):
+                 visible=None, saved=None):
         self.prim = prim
         self.attrs = attrs
         self._name = name
         self.inputs = inputs          # next node per operand, None where no grad flows
         self.visible = visible        # operand indices PyTorch shows in next_functions
         self.in_meta = in_meta        # (shape, dtype) per operand, None for Python scalars
-        self.operands = operands      # per operand: scalar, array, SavedValue, or None (unsaved)
-        self.out_saved = out_saved    # SavedValue of the output, or None
+        self.operands = operands      # per operand: scalar, array, saved tuple, or None (unsaved)
+        self.out_saved = out_saved    # saved tuple of the output, or None
         self.out_meta = out_meta      # (shape, dtype) of the output (rules may read its shape)
-        self.saved = out_saved is not None or any(type(o) is SavedValue for o in operands)
+        if saved is None:
+            saved = out_saved is not None or any(type(o) is tuple for o in operands)
+        self.saved = saved
         self.freed = False
         self.pre_hooks = None
         self.post_hooks = None
@@ -152,11 +148,12 @@ class Node:
             return []
         info = []
         for i, op in enumerate(self.operands):
-            if type(op) is SavedValue:
-                info.append((_operand_label(i), tuple(op.data.shape), str(op.data.dtype)))
+            if type(op) is tuple:
+                data = op[DATA]
+                info.append((_operand_label(i), tuple(data.shape), str(data.dtype)))
         if self.out_saved is not None:
-            op = self.out_saved
-            info.append(("result", tuple(op.data.shape), str(op.data.dtype)))
+            data = self.out_saved[DATA]
+            info.append(("result", tuple(data.shape), str(data.dtype)))
         return info
 
     def register_hook(self, fn):
@@ -176,7 +173,7 @@ class Node:
     # ------------------------------------------------------------ backward
     def release(self) -> None:
         if self.saved:
-            self.operands = tuple(None if type(o) is SavedValue else o for o in self.operands)
+            self.operands = tuple([None if type(o) is tuple else o for o in self.operands])
             self.out_saved = None
             self.freed = True
 
@@ -193,17 +190,18 @@ class Node:
             if op is None:
                 shape, dtype = in_meta[i]
                 operands.append(OperandMeta(shape, dtype))
-            elif type(op) is SavedValue:
-                if op.counter is not None and op.counter[0] != op.version:
+            elif type(op) is tuple:
+                counter = op[COUNTER]
+                if counter is not None and counter[0] != op[VERSION]:
                     raise RuntimeError(version_message(op, self))
-                operands.append(op.tensor if as_tensors and op.tensor is not None else op.data)
+                operands.append(op[TENSOR] if as_tensors and op[TENSOR] is not None else op[DATA])
             else:
                 operands.append(op)
         out = self.out_saved
         if out is None:
             meta = self.out_meta
             return operands, (OperandMeta(*meta) if type(meta) is tuple else meta)
-        if out.counter[0] != out.version:
+        if out[COUNTER][0] != out[VERSION]:
             raise RuntimeError(version_message(out, self))
         return operands, _output_value(out, self, as_tensors)
 
@@ -229,14 +227,14 @@ def _operand_label(i: int) -> str:
     return "self" if i == 0 else ("other" if i == 1 else f"input{i}")
 
 
-def _output_value(saved: SavedValue, node: Node, as_tensors: bool):
+def _output_value(saved: tuple, node: Node, as_tensors: bool):
     if not as_tensors:
-        return saved.data
+        return saved[DATA]
     from tracegrad.eager.tensor import Tensor
-    t = Tensor._wrap(saved.data)
+    t = Tensor._wrap(saved[DATA])
     t._requires_grad = True
     t._grad_fn = node
-    t._version = saved.counter
+    t._version = saved[COUNTER]
     return t
 
 

@@ -67,7 +67,8 @@ _VISIBLE = {
     "take_along_axis": lambda args: (0,),
     "put_along_axis_add": lambda args: (0,),
     "index_add_zeros": lambda args: (0,),
-    "pow": lambda args: tuple(i for i, a in enumerate(args) if not isinstance(a, (int, float))),
+    "pow": lambda args: ((1,) if isinstance(args[0], (int, float)) else
+                         (0,) if isinstance(args[1], (int, float)) else None),
     "sub": lambda args: (1,) if isinstance(args[0], (int, float)) else None,
 }
 
@@ -103,19 +104,15 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
     """
     arrays = []
     requires_grad = False
-    f64 = False
     for a in args:
         if isinstance(a, Tensor):
-            d = a._data
-            arrays.append(d)
+            arrays.append(a._data)
             if a._requires_grad:
                 requires_grad = True
         elif isinstance(a, _PLAIN):
             arrays.append(a)
-            d = a
         else:
-            d = as_operand(a, prim)
-            arrays.append(d)
+            arrays.append(as_operand(a, prim))
     try:
         out = prim.impl(*arrays, **attrs)
     except TracegradError as exc:
@@ -124,23 +121,29 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
         raise with_pytorch_class(_clear_error(prim, arrays, attrs, exc)) from None
     if type(out) is not np.ndarray:
         out = np.asarray(out)
-    if out.dtype == np.float64 and not _has_f64(arrays):
+    dt = out.dtype
+    if dt is _F64 and not _has_f64(arrays):
         out = out.astype(np.float32)  # PyTorch: int / int and int * 2.5 give float32
+        dt = out.dtype
     result = Tensor._wrap(out)
-    if STATE.inference:
+    state = STATE
+    if state.inference:
         result._inference = True
-    if prim.kind == "shape" and isinstance(args[0], Tensor) and out.base is not None \
+    if prim.kind == "shape" and out.base is not None and isinstance(args[0], Tensor) \
             and np.may_share_memory(out, arrays[0]):
         _make_view(result, args[0])
-    if requires_grad and STATE.grad_enabled and not prim.nondiff and out.dtype.kind == "f":
+    if requires_grad and state.grad_enabled and dt.kind == "f" and not prim.nondiff:
         result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
         result._requires_grad = True
     return result
 
 
+_F64 = np.dtype(np.float64)
+
+
 def _has_f64(arrays) -> bool:
     for a in arrays:
-        if type(a) is np.ndarray and a.dtype == np.float64:
+        if type(a) is np.ndarray and a.dtype is _F64:
             return True
     return False
 
@@ -166,9 +169,10 @@ def _clear_error(prim, arrays, attrs, exc) -> Exception:
 class _EagerRules:
     """Per-primitive eager policy, looked up once per primitive."""
 
-    __slots__ = ("saves", "saves_by_call", "policy", "visible", "diff")
+    __slots__ = ("saves", "saves_by_call", "policy", "visible", "name")
 
     def __init__(self, prim):
+        self.name = prim.torch_name if isinstance(prim.torch_name, str) else None
         self.saves = prim.saves
         self.saves_by_call = _SAVES_BY_CALL.get(prim.name)
         self.policy = _SAVE_ONLY_IF_NEEDED.get(prim.name)
@@ -184,51 +188,59 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
         rules = _RULES[prim] = _EagerRules(prim)
     saves = rules.saves if rules.saves_by_call is None else rules.saves_by_call(args)
     policy = rules.policy
-    inputs, in_meta, operands = [], [], []
-    for i, a in enumerate(args):
+    n = len(args)
+    inputs = [None] * n
+    in_meta = [None] * n
+    operands = [None] * n
+    saved = False
+    for i in range(n):
+        a = args[i]
         if isinstance(a, Tensor):
             d = a._data
             if a._requires_grad:
                 fn = a._grad_fn
-                inputs.append(fn if fn is not None else grad_accumulator(a))
-            else:
-                inputs.append(None)
-            in_meta.append((d.shape, d.dtype))
+                inputs[i] = fn if fn is not None else grad_accumulator(a)
+            in_meta[i] = (d.shape, d.dtype)
             # integer/bool operands (indices, masks) are data the rules read, always kept
-            needed = i in saves or d.dtype.kind not in "fc"
-            if needed and policy is not None and i in policy:
-                other = args[policy[i]]
-                needed = isinstance(other, Tensor) and other._requires_grad
-            if needed:
+            if i in saves or d.dtype.kind not in "fc":
+                if policy is not None and i in policy:
+                    other = args[policy[i]]
+                    if not (isinstance(other, Tensor) and other._requires_grad):
+                        continue
                 if a._inference:
                     raise RuntimeError(INFERENCE_SAVE_MESSAGE)
-                operands.append(_snapshot(a) if a is inplace_of else
-                                SavedValue(d, a._version, a, False))
-            else:
-                operands.append(None)
+                if a is inplace_of:
+                    operands[i] = _snapshot(a)
+                else:
+                    counter = a._version
+                    operands[i] = (d, counter, counter[0], a, False)
+                saved = True
         else:
             d = arrays[i]
-            inputs.append(None)
             if type(d) is np.ndarray:
-                in_meta.append((d.shape, d.dtype))
-                operands.append(d if i in saves or d.dtype.kind not in "fc" else None)
+                in_meta[i] = (d.shape, d.dtype)
+                if i in saves or d.dtype.kind not in "fc":
+                    operands[i] = d
             else:
-                in_meta.append(None)
-                operands.append(d)
+                operands[i] = d  # a Python scalar
     out = result._data
-    out_saved = SavedValue(out, result._version, None, True) if "out" in saves else None
+    out_saved = None
+    if "out" in saves:
+        counter = result._version
+        out_saved = (out, counter, counter[0], None, True)
+        saved = True
     if name is None:
-        name = prim.node_name(*args, **attrs)
+        name = rules.name if rules.name is not None else prim.node_name(*args, **attrs)
     if visible is None and rules.visible is not None:
         visible = rules.visible(args)
     node = Node(prim, attrs, name, tuple(inputs), tuple(in_meta), tuple(operands), out_saved,
-                (out.shape, out.dtype), visible)
+                (out.shape, out.dtype), visible, saved)
     if STATE.anomaly:
         node.trace = traceback.format_stack()[:-3]
     return node
 
 
-def _snapshot(t: "Tensor") -> SavedValue:
+def _snapshot(t: "Tensor") -> tuple:
     """The pre-update value of a tensor an in-place op overwrites (PyTorch's original_self)."""
     copy = Tensor._wrap(t._data.copy())
     copy._requires_grad = t._requires_grad

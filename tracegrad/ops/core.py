@@ -118,15 +118,29 @@ def _kind_of(value: Any):
     return entry
 
 
+_PLAIN_TYPES = frozenset({np.ndarray, float, int, bool})
+
+
 def bind(prim: Primitive, *args, **attrs):
     """Apply `prim` to `args`, dispatching on the kind of value."""
     best = None
+    plain = True
     for a in args:
+        if type(a) in _PLAIN_TYPES:  # fast path: arrays and Python scalars need no dispatch
+            continue
+        plain = False
         e = _kind_of(a)
         if e is not None and (best is None or e[0] > best[0]):
             best = e
     if best is not None:
         return best[1](prim, args, attrs)
+    if plain:  # (eager backward runs its vjp rules here, so this path is hot)
+        try:
+            return prim.impl(*args, **attrs)
+        except TracegradError:
+            raise
+        except Exception:
+            pass  # numpy_apply re-runs it and explains the failure
     return numpy_apply(prim, args, attrs)
 
 
