@@ -579,6 +579,7 @@ class CompiledFunction:
         if entry is None:
             with _BUILD_LOCK:
                 entry = self._build(signature, args, kwargs, "interpret", False)
+                self._traces += 1
                 if not entry.captures:  # closures over enclosing tracers differ per call
                     self._entries[key] = entry
         return entry

@@ -171,3 +171,13 @@ def test_numerics_at_large_magnitudes_through_kernels(scale):
     assert np.isfinite(value) and np.all(np.isfinite(g))
     assert_close(value, ref_value, rtol=1e-10)
     assert_close(g, ref_g, rtol=1e-9, atol=1e-9)
+
+
+def test_grad_of_grad_through_kernels():
+    f = lambda x: tg.sum(tg.sin(x) * x ** 3)  # noqa: E731
+    d1 = tg.grad(f)
+    d2 = tg.grad(lambda x: tg.sum(d1(x)))
+    x = np.array([0.3, 1.2, -0.7])
+    s, c = np.sin(x), np.cos(x)
+    assert_close(d2(x), -s * x ** 3 + 6 * x ** 2 * c + 6 * x * s, rtol=1e-12)
+    assert d1.cache_info().traces == 1 and d2.cache_info().traces == 1
