@@ -38,7 +38,7 @@ def build_module():
     src = f'''
 import numpy as np
 from numba import njit
-from tracegrad.codegen.intrinsics import tg_f64_from_bits, tg_bits_from_f64
+from tracegrad.codegen.intrinsics import tg_f64_from_bits, tg_bits_from_f64, tg_cw2, tg_cw3, tg_scale2
 FM = {{'nsz', 'arcp', 'contract', 'afn', 'reassoc'}}
 HELPER_FM = {mathlib.HELPER_FASTMATH!r}
 

@@ -31,7 +31,13 @@ from tracegrad.passes.fuse import groups_of, is_elementwise, is_view
 
 log = logging.getLogger("tracegrad")
 
-FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: isnan must work
+# Fast-math for kernels. Not 'nnan'/'ninf': they make isnan/isinf checks always
+# false. Not 'nsz' either: together with 'reassoc' it lets LLVM fold the inlined
+# math helpers' two-part constants (x - k*ln2_hi - k*ln2_lo -> x - k*ln2) and
+# reorder p * 2**k1 * 2**k2 into an overflow (exp(709.7) = inf); measured, and
+# caught by tests/codegen/test_mathlib.py. 'reassoc' stays: reductions need it
+# to vectorize.
+FASTMATH = {"arcp", "contract", "afn", "reassoc"}
 PARALLEL_MIN_ELEMENTS = 1 << 18   # loops this big run on all cores (prange)
 
 

@@ -232,6 +232,11 @@ def scalar_expr(em: Emitter, node: Node, operands: list[str], exact: bool = Fals
         special = pow_by_constant(em, node, operands)
         if special is not None:
             return special
+    # bitwise forms of and/or on bools: no short-circuit branches, so loops vectorize
+    template = {"logical_and": "({0} & {1})", "logical_or": "({0} | {1})"}.get(node.op, template)
+    if node.op in ("logical_and", "logical_or"):
+        operands = [o if np.dtype(i.dtype) == np.bool_ else f"({o} != 0)"
+                    for o, i in zip(operands, node.inputs)]
     expr = template.format(*operands)
     float_dt = node.dtype if np.issubdtype(node.dtype, np.floating) else next(
         (i.dtype for i in node.inputs if np.issubdtype(i.dtype, np.floating)), node.dtype)

@@ -195,8 +195,7 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
     ]
     header.append("from tracegrad.codegen.intrinsics import tg_flat" +
                   (", tg_gemm" if uses_gemm else "") +
-                  (", tg_f64_from_bits, tg_bits_from_f64" if mathlib.uses_bits(helper_names)
-                   else ""))
+                  "".join(f", {i}" for i in mathlib.intrinsics_used(helper_names)))
     header.append("\n_FASTMATH = {" + ", ".join(map(repr, sorted(FASTMATH)))
                   + "}  # no 'nnan'/'ninf': NaN and inf checks still work")
     header.append("_HELPER_FASTMATH = {" + ", ".join(map(repr, sorted(mathlib.HELPER_FASTMATH)))

@@ -202,3 +202,50 @@ def tg_bits_from_f64(typingctx, value):
         return builder.bitcast(v, ir.IntType(64))
 
     return types.int64(value), codegen
+
+
+# Exact-order arithmetic for the math helpers. The helpers are inlined into
+# kernels compiled with fast-math ('reassoc', 'arcp', ...), which lets LLVM
+# regroup `(x - k*hi) - k*lo` or `p * s1 * s2`; these intrinsics emit the
+# operations WITHOUT fast-math flags, so their order (and rounding) is kept,
+# while staying plain vectorizable instructions.
+
+@intrinsic
+def tg_cw2(typingctx, x, k, c1, c2):
+    """(x - k*c1) - k*c2 in float64, in exactly this order (Cody-Waite)."""
+    def codegen(context, builder, signature, args):
+        vals = [context.cast(builder, v, t, types.float64) for v, t in zip(args, signature.args)]
+        x_, k_, a, b = vals
+        return builder.fsub(builder.fsub(x_, builder.fmul(k_, a)), builder.fmul(k_, b))
+
+    return types.float64(x, k, c1, c2), codegen
+
+
+@intrinsic
+def tg_cw3(typingctx, x, k, c1, c2, c3):
+    """((x - k*c1) - k*c2) - k*c3 in float64, in exactly this order."""
+    def codegen(context, builder, signature, args):
+        vals = [context.cast(builder, v, t, types.float64) for v, t in zip(args, signature.args)]
+        x_, k_, a, b, c = vals
+        r = builder.fsub(x_, builder.fmul(k_, a))
+        r = builder.fsub(r, builder.fmul(k_, b))
+        return builder.fsub(r, builder.fmul(k_, c))
+
+    return types.float64(x, k, c1, c2, c3), codegen
+
+
+@intrinsic
+def tg_scale2(typingctx, p, k1, k2):
+    """p * 2**k1 * 2**k2 (float64; k1, k2 in the normal exponent range), left
+    to right, so a result near overflow or in the subnormals rounds once."""
+    def codegen(context, builder, signature, args):
+        p_ = context.cast(builder, args[0], signature.args[0], types.float64)
+        i64 = ir.IntType(64)
+        out = p_
+        for v, t in zip(args[1:], signature.args[1:]):
+            k = context.cast(builder, v, t, types.int64)
+            bits = builder.shl(builder.add(k, ir.Constant(i64, 1023)), ir.Constant(i64, 52))
+            out = builder.fmul(out, builder.bitcast(bits, ir.DoubleType()))
+        return out
+
+    return types.float64(p, k1, k2), codegen

@@ -25,8 +25,10 @@ polynomial for exp(r) on |r| <= ln2/2, and 2**k built from bits in two halves
 2**e * m with m in [sqrt(1/2), sqrt(2)) from the bits and sums the atanh series
 of s = (m-1)/(m+1). tanh uses Cephes' rational form for |x| < 0.625 and
 1 - 2/(exp(2|x|)+1) above. sigmoid is 1/(1+t) or t/(1+t) with t = exp(-|x|),
-accurate in both tails. The helpers compile with fastmath {'contract'} only:
-no reassociation, which could undo the two-part reductions.
+accurate in both tails. The helpers are inlined into kernels compiled with
+fast-math (reassociation allowed), so the steps whose order matters (the
+Cody-Waite reductions and the two-step 2**k scaling) are intrinsics that emit
+plain IEEE operations: tg_cw2, tg_cw3, tg_scale2.
 """
 from __future__ import annotations
 
@@ -73,12 +75,11 @@ def {name}(x):
     xc = x if x < 710.0 else 710.0
     xc = xc if xc > -746.0 else -746.0
     k = np.floor(xc * 1.4426950408889634 + 0.5)
-    r = (xc - k * 0.6931471803691238) - k * 1.9082149292705877e-10
+    r = tg_cw2(xc, k, 0.6931471803691238, 1.9082149292705877e-10)
     p = {poly}
     ki = np.int64(k)
     k1 = ki >> 1
-    k2 = ki - k1
-    y = p * tg_f64_from_bits((k1 + 1023) << 52) * tg_f64_from_bits((k2 + 1023) << 52)
+    y = tg_scale2(p, k1, ki - k1)
     return y if x == x else x
 '''
 
@@ -189,7 +190,7 @@ def {name}(x):
     a = abs(x)
     ac = a if a < 1.0e7 else 0.0
     k = np.floor(ac * 0.6366197723675814 + 0.5)
-    r = ((ac - k * 1.5707963267341256) - k * 6.077100506303966e-11) - k * 2.0222662487959506e-21
+    r = tg_cw3(ac, k, 1.5707963267341256, 6.077100506303966e-11, 2.0222662487959506e-21)
     z = r * r
     s = r * ({sin_poly})
     c = {cos_poly}
@@ -274,6 +275,9 @@ def helpers_used(exprs) -> list[str]:
     return order
 
 
-def uses_bits(names) -> bool:
-    return any("tg_f64_from_bits" in FUNCTIONS[n][0] or "tg_bits_from_f64" in FUNCTIONS[n][0]
-               for n in names)
+INTRINSICS = ("tg_f64_from_bits", "tg_bits_from_f64", "tg_cw2", "tg_cw3", "tg_scale2")
+
+
+def intrinsics_used(names) -> list[str]:
+    """The tracegrad.codegen.intrinsics the helpers `names` call."""
+    return [i for i in INTRINSICS if any(re.search(rf"\b{i}\(", FUNCTIONS[n][0]) for n in names)]
