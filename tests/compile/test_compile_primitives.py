@@ -151,3 +151,14 @@ def test_numba_kernels_equal_interpreter_for_every_case(case):
         for g, r in zip(grads, ref_grads):
             assert g.dtype == r.dtype
             assert_close(g, r, **tol, what=f"{dtype} grad")
+
+
+@pytest.mark.parametrize("case", DIFF_CASES, ids=[c.id for c in DIFF_CASES])
+def test_every_stage_verifies(case):
+    from tracegrad.ir import verify
+    f, args = make_problem(case, "float32")
+    lowered = tg.value_and_grad(f, argnums=tuple(range(len(args))), backend="interpret").lower(*args)
+    for stage in (lowered.traced, lowered.joint, lowered.optimized):
+        verify(stage)
+    assert any(n.tag == "bwd" for n in lowered.joint.nodes)
+    assert not any(n.tag == "bwd" for n in lowered.traced.nodes)
