@@ -451,6 +451,10 @@ class CompiledFunction:
         entry = self._entries.get(key)
         if entry is not None:
             self._hits += 1
+            if log.isEnabledFor(logging.INFO):  # (the hot path never gets here)
+                log.info("%s: cache hit off the fast path (same signature; new argument layout "
+                         "or structure: %s)", _fn_name(self.fn),
+                         ", ".join(map(str, signature.avals)))
             return entry
         with _BUILD_LOCK:
             entry = self._entries.get(key)
