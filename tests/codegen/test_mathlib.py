@@ -104,9 +104,11 @@ def test_signed_zero_and_specials(kernels, dtype):
     assert np.isnan(got["sin"][2:]).all() and np.isnan(got["cos"][2:]).all()
 
 
-def test_helpers_vectorize():
+def test_helpers_vectorize(tmp_path, monkeypatch):
     """The fused loop has no call left: every helper is inlined (so LLVM can
-    vectorize it). Checked on the LLVM IR of a small float32 kernel."""
+    vectorize it). Checked on the LLVM IR of a small float32 kernel, compiled
+    afresh (a kernel loaded from Numba's cache has no IR to inspect)."""
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "cache"))
     gm = GraphMaker("inline_check")
     x = gm.input((64,), "float32", "x")
     graph = gm.output(gm.op("add", gm.op("tanh", x), gm.op("exp", gm.op("sigmoid", x))))
