@@ -1,0 +1,230 @@
+"""Gradients proven by random programs over every differentiable primitive.
+
+What runs where:
+  - hypothesis programs (float64, 3x the profile's max_examples: 300 in CI,
+    9000 with --hypothesis-profile=thorough; plus 1x with up to 14 steps):
+    compiled side through
+    `backend="interpret"` (the same traced, differentiated and optimized
+    joint graph, run by the NumPy interpreter: no Numba compile per example).
+    Checks: compiled value == NumPy value; compiled grads == eager grads
+    (rtol 1e-10); compiled grads == float64 central differences; eager ==
+    finite differences via `tracegrad.gradcheck`.
+  - hypothesis programs in float32 (the profile's max_examples): eager and
+    compiled agree at float32 tolerance and keep float32.
+  - a fixed set of themed programs through Numba kernels (float64 and
+    float32), which together use every op of the generator: the same checks,
+    plus inputs never mutated and non-contiguous / negative-stride / read-only
+    inputs giving identical results. Kernels are cached on disk, so a second
+    run only loads them.
+  - slow: 40 more seeded programs through Numba.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import tracegrad as tg
+import tracegrad.eager as E
+
+from rel_programs import APPLY, DrawChooser, Program, RngChooser, generate
+
+RTOL_MODES = 1e-10   # eager vs compiled, float64
+
+
+@st.composite
+def programs(draw, max_steps=6):
+    return generate(DrawChooser(draw), max_steps)
+
+
+# ------------------------------------------------------------------ oracles
+
+def central_differences(program: Program, inputs: list, k: int, eps: float = 1e-6) -> np.ndarray:
+    """d program / d inputs[k] by float64 central differences on the NumPy path."""
+    args = [np.array(x, dtype=np.float64) for x in inputs]
+    x = args[k]
+    grad = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        old = x[i]
+        x[i] = old + eps
+        hi = float(program(*args))
+        x[i] = old - eps
+        lo = float(program(*args))
+        x[i] = old
+        grad[i] = (hi - lo) / (2 * eps)
+    return grad
+
+
+def eager_value_and_grads(program: Program, inputs: list):
+    tensors = [E.tensor(x, requires_grad=True) for x in inputs]
+    out = program(*tensors)
+    out.backward()
+    grads = [t.grad.numpy() if t.grad is not None else np.zeros_like(x)
+             for t, x in zip(tensors, inputs)]
+    return out.detach().numpy(), grads
+
+
+def compiled_value_and_grads(program: Program, inputs: list, backend: str):
+    argnums = tuple(range(len(inputs)))
+    vg = tg.value_and_grad(lambda *xs: program(*xs), argnums=argnums, backend=backend)
+    value, grads = vg(*inputs)
+    return vg, value, list(grads)
+
+
+def assert_agree(actual, expected, rtol, what, program):
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    # atol scaled to the array: gradients that cancel to ~0 keep only absolute digits
+    atol = rtol * max(1.0, float(np.max(np.abs(expected), initial=0.0)))
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol,
+                               err_msg=f"{what}\n{program!r}")
+
+
+def check_float64(program: Program, backend: str = "interpret"):
+    inputs = program.inputs
+    reference = float(program(*inputs))
+    _, value, grads = compiled_value_and_grads(program, inputs, backend)
+    eager_value, eager_grads = eager_value_and_grads(program, inputs)
+    assert_agree(value, reference, 1e-12, "compiled value vs NumPy", program)
+    assert_agree(eager_value, reference, 1e-12, "eager value vs NumPy", program)
+    for k, (g, ge, x) in enumerate(zip(grads, eager_grads, inputs)):
+        assert g.dtype == np.float64 and g.shape == x.shape, (g.dtype, g.shape, x.shape)
+        assert_agree(g, ge, RTOL_MODES, f"grad {k}: compiled vs eager", program)
+        assert_agree(g, central_differences(program, inputs, k), 1e-5,
+                     f"grad {k}: compiled vs finite differences", program)
+    tensors = [E.tensor(x, requires_grad=True) for x in inputs]
+    assert tg.gradcheck(lambda *ts: program(*ts), tensors)
+    return grads
+
+
+def check_float32(program: Program, backend: str = "interpret", grads64=None):
+    inputs32, program32 = program.with_dtype(np.float32)
+    _, value, grads = compiled_value_and_grads(program32, inputs32, backend)
+    eager_value, eager_grads = eager_value_and_grads(program32, inputs32)
+    assert np.asarray(value).dtype == np.float32
+    assert_agree(value, eager_value, 1e-4, "float32 value: compiled vs eager", program)
+    if grads64 is None:
+        grads64 = compiled_value_and_grads(program, program.inputs, "interpret")[2]
+    for k, (g, ge, g64) in enumerate(zip(grads, eager_grads, grads64)):
+        assert g.dtype == np.float32 and ge.dtype == np.float32, (g.dtype, ge.dtype)
+        assert_agree(g, ge, 1e-4, f"float32 grad {k}: compiled vs eager", program)
+        assert_agree(g, g64, 1e-3, f"float32 grad {k} vs float64", program)
+
+
+# -------------------------------------------------------- hypothesis programs
+
+@settings(max_examples=3 * settings.default.max_examples)
+@given(programs())
+def test_random_programs_float64_eager_compiled_and_finite_differences(program):
+    check_float64(program)
+
+
+@given(programs(max_steps=14))
+def test_long_random_programs_float64(program):
+    check_float64(program)
+
+
+@given(programs())
+def test_random_programs_float32_eager_and_compiled_agree(program):
+    check_float32(program)
+
+
+def test_generator_reaches_every_op():
+    """The property tests above are only as good as the ops they draw."""
+    seen = set()
+    for seed in range(400):
+        seen |= generate(RngChooser(seed)).ops()
+    assert seen == set(APPLY), sorted(set(APPLY) - seen)
+
+
+# --------------------------------------------- fixed programs through Numba
+
+# theme -> (generators to draw from, ops the program must contain)
+THEMES = {
+    "elementwise": (["exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "neg"],
+                    {"exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "neg"}),
+    "scalars": (["scalar"] * 6 + ["tanh"],
+                {"add_scalar", "scale", "rsub_scalar", "rdiv_scalar", "pow_scalar",
+                 "rpow_scalar"}),
+    "kinks": (["relu", "abs", "times_sign", "maximum", "minimum", "where", "clip"],
+              {"relu", "abs", "times_sign", "maximum", "minimum", "where_gt", "clip"}),
+    "arithmetic": (["add", "sub", "mul", "div", "pow", "broadcast_to"],
+                   {"add", "sub", "mul", "div", "pow", "broadcast_to"}),
+    "reductions": (["sum", "mean", "var", "logsumexp", "max", "min", "broadcast_to"],
+                   {"sum", "mean", "var", "logsumexp", "max", "min", "add_ramp"}),
+    "softmax": (["softmax", "log_softmax", "take_along_axis", "exp"],
+                {"softmax", "log_softmax", "take_along_axis"}),
+    "shapes": (["reshape", "transpose", "expand_squeeze", "broadcast_to", "concatenate",
+                "stack", "tanh"],
+               {"reshape", "transpose", "expand_dims", "squeeze", "broadcast_to",
+                "concatenate", "stack"}),
+    "matmul": (["matmul", "matmul", "matmul", "tanh", "add"], {"matmul", "matmul_op", "gram"}),
+    "indexing": (["getitem", "getitem", "take_along_axis", "mul"],
+                 {"getitem", "take_along_axis"}),
+}
+
+
+def themed_program(theme: str) -> Program:
+    """The first seeded program of a theme that contains all the theme's ops."""
+    generators, required = THEMES[theme]
+    for seed in range(2000):
+        prog = generate(RngChooser(seed), max_steps=2, only=generators,
+                        first=tuple(generators))
+        if required <= prog.ops() and any(x.ndim >= 2 and x.size >= 4 for x in prog.inputs):
+            return prog
+    raise AssertionError(f"no seed gives a {theme} program with all of {sorted(required)}")
+
+
+def test_numba_themes_together_use_every_op():
+    used = set().union(*(themed_program(t).ops() for t in THEMES))
+    assert used == set(APPLY), sorted(set(APPLY) - used)
+
+
+def awkward_layouts(x: np.ndarray) -> dict:
+    """The same values as non-contiguous, negative-stride and read-only arrays."""
+    out = {}
+    if x.ndim:
+        wide = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), x.dtype)
+        wide[..., ::2] = x
+        out["strided"] = wide[..., ::2]
+        flipped = np.ascontiguousarray(x[..., ::-1])
+        out["negative stride"] = flipped[..., ::-1]
+    if x.ndim >= 2:
+        out["fortran"] = np.asfortranarray(x)
+    ro = x.copy()
+    ro.setflags(write=False)
+    out["read-only"] = ro
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("theme", sorted(THEMES))
+def test_themed_program_through_numba(theme, dtype):
+    program = themed_program(theme)
+    if dtype == "float64":
+        check_float64(program, backend="numba")
+        inputs, prog = program.inputs, program
+    else:
+        check_float32(program, backend="numba")
+        inputs, prog = program.with_dtype(np.float32)
+    vg, value, grads = compiled_value_and_grads(prog, inputs, "numba")
+    copies = [x.copy() for x in inputs]
+    for layout in ("strided", "negative stride", "fortran", "read-only"):
+        variants = [awkward_layouts(x).get(layout, x) for x in inputs]
+        before = [v.copy() for v in variants]
+        value2, grads2 = vg(*variants)
+        np.testing.assert_array_equal(value2, value, err_msg=layout)
+        for g2, g in zip(grads2, grads):
+            np.testing.assert_array_equal(g2, g, err_msg=layout)
+        for v, b in zip(variants, before):
+            np.testing.assert_array_equal(v, b, err_msg=f"{layout} input was mutated")
+    for x, c in zip(inputs, copies):
+        np.testing.assert_array_equal(x, c, err_msg="input was mutated")
+    assert vg.cache_info().traces == 1  # layouts convert; they never retrace
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(40))
+def test_seeded_program_through_numba(seed):
+    program = generate(RngChooser(50_000 + seed), max_steps=8)
+    check_float64(program, backend="numba")
