@@ -160,6 +160,11 @@ def _resolve_argnums(argnums: tuple[int, ...], nargs: int, fn: Callable) -> tupl
     return tuple(out)
 
 
+def _wrt_leaves(arg_of_leaf: Sequence[int], wrt_args: Sequence[int]) -> tuple[int, ...]:
+    """Leaf indices to differentiate, in argnums order (duplicates kept, as in JAX)."""
+    return tuple(k for a in wrt_args for k, arg in enumerate(arg_of_leaf) if arg == a)
+
+
 def _fn_name(fn: Callable) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
@@ -374,7 +379,7 @@ class CompiledFunction:
         leaves = [_plain_leaf(v) for v in leaves]
         arrays = [_canonical_leaf(v) for v in leaves]
         avals = tuple(_leaf_aval(v) for v in arrays)
-        wrt = tuple(i for i, a in enumerate(arg_of_leaf) if a in wrt_args)
+        wrt = _wrt_leaves(arg_of_leaf, wrt_args)
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
         if signature.key() not in self._entries:  # checked once per signature
             self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
@@ -561,7 +566,7 @@ class CompiledFunction:
         from tracegrad.autodiff import replay
         leaves = [v if isinstance(v, Tracer) else _canonical_leaf(_plain_leaf(v)) for v in leaves]
         avals = tuple(_leaf_aval(v) for v in leaves)
-        wrt = tuple(i for i, a in enumerate(arg_of_leaf) if a in wrt_args)
+        wrt = _wrt_leaves(arg_of_leaf, wrt_args)
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
         if signature.key() not in self._entries:
             self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
@@ -596,7 +601,7 @@ class CompiledFunction:
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
         leaves = [_canonical_leaf(_plain_leaf(v)) for v in leaves]
         avals = tuple(_leaf_aval(v) for v in leaves)
-        wrt = tuple(i for i, a in enumerate(arg_of_leaf) if a in wrt_args)
+        wrt = _wrt_leaves(arg_of_leaf, wrt_args)
         self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
         entry = self._entries.get(signature.key())  # not a call: no hit counted

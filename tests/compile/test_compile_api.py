@@ -497,3 +497,18 @@ def test_concrete_call_closing_over_outer_tracer_inlines():
         scaled = tg.compile(lambda x: x * y, **I)
         return tg.sum(scaled(np.full(2, 3.0)))
     assert_close(tg.grad(outer, **I)(np.ones(2)), [3.0, 3.0])
+
+
+def test_argnums_order_is_kept():
+    f = lambda x, y: tg.sum(x * y * y)  # noqa: E731  d/dx = y^2, d/dy = 2xy
+    x, y = np.ones(2), np.full(2, 3.0)
+    _, (gy, gx) = tg.value_and_grad(f, argnums=(1, 0), **I)(x, y)
+    np.testing.assert_array_equal(gy, [6.0, 6.0])
+    np.testing.assert_array_equal(gx, [9.0, 9.0])
+    g0, g0_again = tg.grad(f, argnums=(0, 0), **I)(x, y)
+    np.testing.assert_array_equal(g0, g0_again)
+    tree_grads = tg.grad(lambda p, q: tg.sum(p["a"] * q[0]), argnums=(1, 0), **I)(
+        {"a": x}, [y])
+    assert isinstance(tree_grads[0], list) and isinstance(tree_grads[1], dict)
+    np.testing.assert_array_equal(tree_grads[0][0], x)
+    np.testing.assert_array_equal(tree_grads[1]["a"], y)
