@@ -512,3 +512,26 @@ def test_argnums_order_is_kept():
     assert isinstance(tree_grads[0], list) and isinstance(tree_grads[1], dict)
     np.testing.assert_array_equal(tree_grads[0][0], x)
     np.testing.assert_array_equal(tree_grads[1]["a"], y)
+
+
+def test_jax_conventions_for_argnums_order_and_aux():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    jax.config.update("jax_enable_x64", True)
+    x, y = np.array([0.5, -1.0]), np.array([1.5, 0.25])
+
+    def ours_f(x, y):
+        return tg.sum(tg.sin(x) * y ** 3), {"x2": x * 2}
+
+    def jax_f(x, y):
+        return jnp.sum(jnp.sin(x) * y ** 3), {"x2": x * 2}
+    (v1, aux1), g1 = tg.value_and_grad(ours_f, argnums=(1, 0), has_aux=True, **I)(x, y)
+    (v2, aux2), g2 = jax.value_and_grad(jax_f, argnums=(1, 0), has_aux=True)(x, y)
+    assert_close(v1, v2)
+    assert_close(aux1["x2"], np.asarray(aux2["x2"]))
+    assert len(g1) == len(g2) == 2
+    for a, b in zip(g1, g2):
+        assert_close(a, np.asarray(b))
+    ga, auxa = tg.grad(ours_f, has_aux=True, **I)(x, y)
+    gb, auxb = jax.grad(jax_f, has_aux=True)(x, y)
+    assert_close(ga, np.asarray(gb))
