@@ -242,3 +242,73 @@ def test_requires_grad_flags():
         torch.tensor([1, 2], requires_grad=True)
     with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require gradients"):
         torch.tensor([1, 2]).requires_grad_()
+
+
+# ------------------------------------------------------- views and in-place
+
+def _view_cases(M):
+    """Each returns the loss; gradients w.r.t. x and w are compared."""
+    def inplace_on_view(x, w):
+        y = x * 2
+        v = y.view(6)
+        v.mul_(w)
+        return (y * y).sum()
+
+    def base_modified_after_view(x, w):
+        y = x * 2
+        v = y.view(3, 2)
+        y.mul_(w.view(2, 3))
+        return (v * v).sum()
+
+    def transpose_view_add(x, w):
+        y = x * 3  # (with x.exp() this fails in PyTorch too: exp saved y)
+        t = y.t()
+        t.add_(w.view(3, 2))
+        return (y * x).sum()
+
+    def setitem_on_view(x, w):
+        y = x * 1.5
+        v = y.reshape(6)
+        v[1:3] = w[:2] * 4
+        return (y ** 2).sum()
+
+    def view_of_view(x, w):
+        y = x + 0
+        v = y.view(6).view(3, 2)
+        v.sub_(w.reshape(3, 2) ** 2)
+        return (y.sin() * v.view(2, 3)).sum()
+    return [inplace_on_view, base_modified_after_view, transpose_view_add, setitem_on_view,
+            view_of_view]
+
+
+@pytest.mark.parametrize("k", range(5))
+def test_inplace_on_views_gradcheck(k):
+    fn = _view_cases(torch)[k]
+    x = torch.tensor(np.linspace(-1, 1, 6).reshape(2, 3), dtype=torch.float64, requires_grad=True)
+    w = torch.tensor(np.linspace(0.5, 2, 6), dtype=torch.float64, requires_grad=True)
+    assert gradcheck(fn, (x, w))
+
+
+@pytest.mark.parametrize("k", range(5))
+def test_inplace_on_views_matches_torch(k):
+    real = pytest.importorskip("torch")
+    grads = []
+    for M in (torch, real):
+        x = M.tensor(np.linspace(-1, 1, 6).reshape(2, 3), requires_grad=True)
+        w = M.tensor(np.linspace(0.5, 2, 6).astype(np.float32), requires_grad=True)
+        loss = _view_cases(M)[k](x, w)
+        loss.backward()
+        grads.append((loss.item(), x.grad.numpy(), w.grad.numpy()))
+    (l1, gx1, gw1), (l2, gx2, gw2) = grads
+    assert abs(l1 - l2) < 1e-4 * max(1, abs(l2))
+    np.testing.assert_allclose(gx1, gx2, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gw1, gw2, rtol=1e-5, atol=1e-6)
+
+
+def test_inplace_on_view_rebases_base_as_copyslices():
+    x = torch.ones(2, 3, requires_grad=True)
+    y = x * 2
+    v = y.view(6)
+    v.add_(1)
+    assert y.grad_fn.name() == "CopySlices"
+    assert y._version[0] == v._version[0] == 1

@@ -50,8 +50,8 @@ def getitem(x, index):
 
 
 def setitem(x, index, value) -> None:
-    from tracegrad.eager.tensor import Tensor, apply_op, check_inplace, tensor, write_into, \
-        _check_view_recording
+    from tracegrad.eager.tensor import (Tensor, apply_op, check_inplace, commit_inplace,
+                                        refresh_view, tensor)
     if x._requires_grad and x._grad_fn is None and STATE.grad_enabled:
         from tracegrad.eager.tensor import LEAF_VIEW_INPLACE_MESSAGE
         raise RuntimeError(LEAF_VIEW_INPLACE_MESSAGE)  # PyTorch: x[i] = v writes through a view
@@ -59,7 +59,9 @@ def setitem(x, index, value) -> None:
     plain = _plain_index(index)
     value_requires_grad = isinstance(value, Tensor) and value._requires_grad
     recording = STATE.grad_enabled and (x._requires_grad or value_requires_grad)
-    _check_view_recording(x, recording)
+    if x._base is not None:
+        refresh_view(x)
+        recording = recording or (STATE.grad_enabled and x._base._requires_grad)
     if not recording:
         v = value._data if isinstance(value, Tensor) else value
         x._data[plain] = v
@@ -78,7 +80,4 @@ def setitem(x, index, value) -> None:
                          {"spec": spec, "shape": tuple(x._data.shape)})
     name = "IndexPutBackward0" if arrays else "CopySlices"
     result = apply_op(T.where, (mask, scattered, x), {}, name=name, visible=(2, 1))
-    write_into(x, result._data)
-    if result._grad_fn is not None:
-        x._grad_fn = result._grad_fn
-        x._requires_grad = True
+    commit_inplace(x, result)

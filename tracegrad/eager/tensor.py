@@ -106,6 +106,8 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
     requires_grad = False
     for a in args:
         if isinstance(a, Tensor):
+            if a._base is not None:
+                refresh_view(a)
             arrays.append(a._data)
             if a._requires_grad:
                 requires_grad = True
@@ -131,7 +133,7 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
         result._inference = True
     if prim.kind == "shape" and out.base is not None and isinstance(args[0], Tensor) \
             and np.may_share_memory(out, arrays[0]):
-        _make_view(result, args[0])
+        _make_view(result, args[0], prim, attrs)
     if requires_grad and state.grad_enabled and dt.kind == "f" and not prim.nondiff:
         result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
         result._requires_grad = True
@@ -141,6 +143,23 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
 _F64 = np.dtype(np.float64)
 
 
+def refresh_view(view: "Tensor") -> None:
+    """After an in-place change of its base, a view's history is remade from the
+    base's current history (PyTorch regenerates a view's grad_fn the same way)."""
+    info = view.__dict__["_view"]
+    root = view._base
+    if info[1] == root._version[0]:
+        return
+    info[1] = root._version[0]
+    if not (root._requires_grad and STATE.grad_enabled):
+        return
+    t = root
+    for prim, attrs, _ in info[0]:
+        t = apply_op(prim, (t,), attrs)
+    view._grad_fn = t._grad_fn
+    view._requires_grad = t._requires_grad
+
+
 def _has_f64(arrays) -> bool:
     for a in arrays:
         if type(a) is np.ndarray and a.dtype is _F64:
@@ -148,9 +167,15 @@ def _has_f64(arrays) -> bool:
     return False
 
 
-def _make_view(view: "Tensor", base: "Tensor") -> None:
+def _make_view(view: "Tensor", base: "Tensor", prim, attrs) -> None:
+    """`view` shares `base`'s memory: share the version counter and remember how
+    to remake it from the root base (to refresh its history after an in-place
+    change of the base, and to push an in-place change of the view into the base)."""
+    root = base._base if base._base is not None else base
+    ops = base.__dict__["_view"][0] if base._base is not None else ()
     view._version = base._version
-    view._base = base._base if base._base is not None else base
+    view._base = root
+    view.__dict__["_view"] = [ops + ((prim, attrs, base._data.shape),), base._version[0]]
 
 
 def _clear_error(prim, arrays, attrs, exc) -> Exception:
@@ -373,6 +398,8 @@ class Tensor(ArrayOperators):
 
     @property
     def grad_fn(self):
+        if self._base is not None:
+            refresh_view(self)
         return self._grad_fn
 
     @property
@@ -748,31 +775,55 @@ def check_inplace(t: Tensor) -> None:
             raise RuntimeError(LEAF_VIEW_INPLACE_MESSAGE)
 
 
-def _check_view_recording(t: Tensor, recording: bool) -> None:
-    if recording and t._base is not None:
-        raise NotImplementedError(
-            "tracegrad.eager: an in-place op on a view (reshape/transpose/expand result) of a "
-            "tensor in a recorded graph is not supported; use the out-of-place op "
-            "(y = y + 1) or clone() the view first")
-
-
 def inplace(self: Tensor, prim, args: tuple, attrs: dict, name: str | None = None,
             visible: tuple | None = None) -> Tensor:
     """Compute `prim(*args)`, write it into self's memory, bump the version and,
     when recorded, make the new node self's grad_fn (PyTorch's history rebase)."""
     check_inplace(self)
-    recording = STATE.grad_enabled and any(isinstance(a, Tensor) and a._requires_grad
-                                           for a in args)
-    _check_view_recording(self, recording)
+    if self._base is not None:
+        refresh_view(self)
     result = apply_op(prim, args, attrs, name=name, visible=visible, inplace_of=self)
-    write_into(self, result._data)
+    commit_inplace(self, result)
+    return self
+
+
+def commit_inplace(self: Tensor, result: Tensor) -> None:
+    """Write `result` into self's memory and rebase the history of self and,
+    for a view, of its base (whose new node is PyTorch's CopySlices)."""
     node = result._grad_fn
+    base_result = None
+    if self._base is not None and (node is not None or self._base._requires_grad) \
+            and STATE.grad_enabled:
+        # the base's new value is the view's new value put back through the inverse views
+        base_result = result
+        ops = self.__dict__["_view"][0]
+        for k, (prim, attrs, in_shape) in enumerate(reversed(ops)):
+            last = k == len(ops) - 1
+            inv_prim, inv_attrs = _inverse_view(prim, attrs, in_shape)
+            base_result = apply_op(inv_prim, (base_result,), inv_attrs,
+                                   name="CopySlices" if last else None)
+    write_into(self, result._data)
     if node is not None:
         if node.out_saved is not None:  # the output now lives in self's buffer
-            node.out_saved = SavedValue(self._data, self._version, None, True)
+            counter = self._version
+            node.out_saved = (self._data, counter, counter[0], None, True)
         self._grad_fn = node
         self._requires_grad = True
-    return self
+    if base_result is not None:
+        base = self._base
+        base._grad_fn = base_result._grad_fn
+        base._requires_grad = base_result._requires_grad
+        self.__dict__["_view"][1] = self._version[0]  # self's history is already current
+
+
+def _inverse_view(prim, attrs, in_shape):
+    if prim is T.reshape:
+        return T.reshape, {"shape": tuple(in_shape)}
+    if prim is T.transpose:
+        return T.transpose, {"axes": tuple(int(i) for i in np.argsort(attrs["axes"]))}
+    raise NotImplementedError(
+        f"tracegrad.eager: in-place update of a {prim.name} view in a recorded graph; "
+        "clone() the view first")
 
 
 def write_into(self: Tensor, values: np.ndarray) -> None:
