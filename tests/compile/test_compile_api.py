@@ -535,3 +535,17 @@ def test_jax_conventions_for_argnums_order_and_aux():
     ga, auxa = tg.grad(ours_f, has_aux=True, **I)(x, y)
     gb, auxb = jax.grad(jax_f, has_aux=True)(x, y)
     assert_close(ga, np.asarray(gb))
+
+
+@pytest.mark.parametrize("fn, op", [
+    (lambda a, b: a + b.T, "add"),
+    (lambda a, b: a @ b, "matmul"),
+    (lambda a, b: tg.reshape(a, (7,)), "reshape"),
+    (lambda a, b: tg.concatenate([a, b.T], axis=0), "concatenate"),
+    (lambda a, b: a[5], "getitem|index"),
+    (lambda a, b: tg.exp(tg.argmax(a)), "exp"),
+])
+def test_traced_errors_name_the_op_and_the_users_line(fn, op):
+    with pytest.raises(tg.TracegradError, match=op) as info:
+        tg.compile(fn, **I)(np.ones((2, 3)), np.ones((2, 3)))
+    assert f"test_compile_api.py:{fn.__code__.co_firstlineno}" in str(info.value)
