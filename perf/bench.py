@@ -147,6 +147,13 @@ def _short_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}{where}"[:300]
 
 
+def _shorten(message: str, limit: int = 160) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    if "IR interpreter" in line:  # the kernel did not compile: these times are not Numba's
+        return "warning: Numba kernel failed, ran on the IR interpreter (" + line[:limit] + ")"
+    return "warning: " + line[:limit]
+
+
 def prepare_and_verify(workload, key: str, ref) -> tuple[Result, object]:
     """Set up one system, run its first call (timed), and check it against the reference."""
     res = Result(workload.name, workload.dtype, key)
@@ -166,7 +173,7 @@ def prepare_and_verify(workload, key: str, ref) -> tuple[Result, object]:
         value, grads = prepared.to_numpy(out)
         # e.g. "Numba could not compile the kernel ...; running it with the IR interpreter"
         res.detail = "; ".join(dict.fromkeys(
-            str(w.message).splitlines()[0][:200] for w in caught
+            _shorten(str(w.message)) for w in caught
             if issubclass(w.category, RuntimeWarning) and key.startswith("tracegrad")))
     except sysmod.Unavailable as exc:
         res.status, res.detail = "unavailable", str(exc)

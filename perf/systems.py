@@ -170,6 +170,9 @@ def prepare_torch_eager(w) -> Prepared:
 
 def prepare_torch_compile(w) -> Prepared:
     torch, leaves, data = _torch_setup(w)
+    # dynamo caches per code object: without a reset, a workload would reuse (or turn dynamic)
+    # the graphs of an earlier workload built from the same function, hiding its compile time
+    torch._dynamo.reset()
     compiled = torch.compile(w.torch_fn)
 
     def call():
