@@ -134,7 +134,10 @@ class _Interpreted:
         self._run = functools.partial(interpret, graph)
 
     def __call__(self, *arrays):
-        return self._run(*arrays)
+        outs = self._run(*arrays)
+        # Like a kernel, never hand back the caller's buffers (reshape/identity are views).
+        return tuple(o.copy() if any(np.may_share_memory(o, a) for a in arrays) else o
+                     for o in outs)
 
 
 # ------------------------------------------------------------ argument checks

@@ -549,3 +549,10 @@ def test_traced_errors_name_the_op_and_the_users_line(fn, op):
     with pytest.raises(tg.TracegradError, match=op) as info:
         tg.compile(fn, **I)(np.ones((2, 3)), np.ones((2, 3)))
     assert f"test_compile_api.py:{fn.__code__.co_firstlineno}" in str(info.value)
+
+
+def test_outputs_never_alias_inputs():
+    x = np.arange(6.0)
+    for f in (lambda x: x, lambda x: tg.reshape(x, (2, 3)), lambda x: x[1:]):
+        out = tg.compile(f, **I)(x)
+        assert not np.shares_memory(out, x)
