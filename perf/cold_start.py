@@ -41,6 +41,7 @@ if {compiled}:
         def emit(self, record):
             records.append(record.getMessage())
     logging.getLogger("tracegrad").addHandler(Keep())
+    logging.getLogger("tracegrad").setLevel(logging.INFO)
     sys.path.insert(0, {root!r})
     from perf.workloads import make_workload
     w = make_workload("mlp_mnist_b128", "float32")
