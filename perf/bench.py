@@ -51,6 +51,7 @@ class Result:
     memory_method: str = ""
     stages: dict = field(default_factory=dict)  # compile stage -> seconds (tracegrad compiled)
     ratio: float | None = None    # median / best peer's median
+    ratio_library: float | None = None  # median / best autodiff library's (peers without NumPy)
     best: float | None = None     # fastest round (less sensitive to other processes' load)
     load: float | None = None     # mean 1-minute load average over the timing rounds
 
@@ -256,11 +257,15 @@ def run_workload(name: str, dtype: str, keys: list[str], settings: Settings, log
     for key, prepared in ready.items():
         results[key].peak_bytes, results[key].memory_method = sysmod.measure_peak_memory(prepared)
     log(f"  {workload.label:28s} timed in {t1 - t0:.1f} s, memory measured in {time.perf_counter() - t1:.1f} s")
-    peers = [r.median for k, r in results.items() if r.median and sysmod.SYSTEMS[k].is_peer]
-    best = min(peers) if peers else None
+    peers = {k: r.median for k, r in results.items() if r.median and sysmod.SYSTEMS[k].is_peer}
+    best = min(peers.values()) if peers else None
+    libraries = [t for k, t in peers.items() if k != "numpy"]
+    best_library = min(libraries) if libraries else None
     for res in results.values():
         if res.median and best:
             res.ratio = res.median / best
+        if res.median and best_library:
+            res.ratio_library = res.median / best_library
     ready.clear()
     gc.collect()
     return list(results.values())
