@@ -175,6 +175,25 @@ def test_no_grad_context_and_decorator():
     assert not f(x).requires_grad
 
 
+def test_bare_decorators():
+    x = torch.ones(2, requires_grad=True)
+
+    @torch.no_grad
+    def f(t):
+        return t * 2
+
+    @torch.inference_mode
+    def g(t):
+        return t * 2
+
+    @torch.enable_grad
+    def h(t):
+        return t * 2
+    assert not f(x).requires_grad and not g(x).requires_grad and f.__name__ == "f"
+    with torch.no_grad():
+        assert h(x).requires_grad
+
+
 def test_enable_grad_inside_no_grad():
     x = torch.ones(2, requires_grad=True)
     with torch.no_grad():

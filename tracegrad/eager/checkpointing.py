@@ -5,8 +5,10 @@ single `CheckpointFunctionBackward` node. When backward reaches that node it
 re-runs `fn` with grad enabled on detached copies of the inputs and
 backpropagates through the recomputed graph (PyTorch's reentrant variant):
 parameters used inside `fn` get their `.grad` as usual, and the inputs' gradients
-flow on. Like PyTorch's reentrant checkpoint it is meant for `.backward()`,
-not for `autograd.grad(...)` w.r.t. parameters inside `fn`.
+flow on. Like PyTorch's reentrant checkpoint it is meant for `.backward()`:
+`autograd.grad(...)` w.r.t. parameters inside `fn`, and differentiating a
+gradient that went through a checkpoint (double backward), are not supported
+(the recomputation starts from detached inputs).
 
 `checkpoint_sequential(functions, segments, input)` splits a chain into
 `segments` pieces and checkpoints all but the last, so only segment boundaries

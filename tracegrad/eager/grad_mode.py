@@ -37,7 +37,13 @@ def is_inference_mode_enabled() -> bool:
 
 
 class _DecoratorContextManager:
-    """Base: subclasses define _enter/_exit; instances decorate functions too."""
+    """Base: instances are context managers and decorators; `@no_grad` without
+    parentheses works too (as in PyTorch 2)."""
+
+    def __new__(cls, *args, **kwargs):
+        if len(args) == 1 and not kwargs and callable(args[0]) and not isinstance(args[0], bool):
+            return cls()(args[0])  # used as a bare decorator
+        return super().__new__(cls)
 
     def __call__(self, fn: Callable) -> Callable:
         @functools.wraps(fn)
