@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 import tracegrad as tg
 
@@ -134,3 +134,21 @@ def test_random_program_float32(program):
     for g, g64 in zip(grads, grads64):
         assert g.dtype == np.float32
         assert_close(g, g64, rtol=1e-3, atol=1e-4, what="grad")
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None)
+@given(programs(), st.sampled_from([np.float64, np.float32]))
+def test_random_program_kernels_equal_interpreter(program, dtype):
+    """Random programs through generated Numba kernels (slow: a compile per program)."""
+    shapes, steps, seed = program
+    inputs, f = make_case(shapes, steps, seed, dtype)
+    argnums = tuple(range(len(inputs)))
+    value, grads = tg.value_and_grad(f, argnums=argnums)(*inputs)
+    ref_value, ref_grads = tg.value_and_grad(f, argnums=argnums, backend="interpret")(*inputs)
+    tol = dict(rtol=1e-9, atol=1e-10) if dtype == np.float64 else dict(rtol=1e-4, atol=1e-5)
+    assert value.dtype == ref_value.dtype
+    assert_close(value, ref_value, **tol, what="value")
+    for g, r in zip(grads, ref_grads):
+        assert g.dtype == r.dtype
+        assert_close(g, r, **tol, what="grad")
