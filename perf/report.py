@@ -107,6 +107,10 @@ def machine_info() -> dict:
         info["torch threads"] = str(torch.get_num_threads())
     except Exception:
         pass
+    threads = {v: os.environ[v] for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS",
+                                          "XLA_FLAGS") if v in os.environ}
+    info["thread settings"] = (", ".join(f"{k}={v}" for k, v in threads.items()) if threads
+                               else "library defaults (each uses all cores)")
     unset = os.environ.get("TRACEGRAD_PERF_UNSET_OPENBLAS", "")
     info["OPENBLAS env"] = (f"unset for this benchmark process (were: {unset})" if unset
                             else "OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE were not set")

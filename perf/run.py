@@ -18,18 +18,43 @@ import sys
 _OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
-def _reexec_without_openblas_overrides() -> None:
-    """Unset both OpenBLAS overrides for this benchmark process only (before numpy loads)."""
-    present = [v for v in _OPENBLAS_VARS if v in os.environ]
-    if not present:
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+def _threads_from_argv(argv) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == "--threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--threads="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _reexec_with_benchmark_environment() -> None:
+    """Thread counts and OpenBLAS overrides must be fixed before numpy/torch/jax load.
+
+    - OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE: unset both, for this benchmark process only;
+    - --threads N: every library's thread pool (OpenMP, OpenBLAS, MKL, Numba, XLA) gets N threads.
+    """
+    if os.environ.get("TRACEGRAD_PERF_ENV_READY"):
         return
-    env = {k: v for k, v in os.environ.items() if k not in _OPENBLAS_VARS}
-    env["TRACEGRAD_PERF_UNSET_OPENBLAS"] = ", ".join(f"{v}={os.environ[v]}" for v in present)
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+    env = dict(os.environ, TRACEGRAD_PERF_ENV_READY="1")
+    present = [v for v in _OPENBLAS_VARS if v in os.environ]
+    if present:
+        env["TRACEGRAD_PERF_UNSET_OPENBLAS"] = ", ".join(f"{v}={os.environ[v]}" for v in present)
+        for v in present:
+            del env[v]
+    threads = _threads_from_argv(sys.argv[1:])
+    if threads:
+        env.update({v: threads for v in _THREAD_VARS})
+        if threads == "1":
+            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+    if present or threads:
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 
 if __name__ == "__main__":
-    _reexec_without_openblas_overrides()
+    _reexec_with_benchmark_environment()
 
 import argparse  # noqa: E402
 import shutil  # noqa: E402
@@ -62,6 +87,9 @@ def parse_args(argv):
                    help="TRACEGRAD_CACHE_DIR for this run (default: a fresh temporary folder, "
                         "so first calls are cold compiles)")
     p.add_argument("--repeats", type=int, default=None, help="interleaved rounds")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for every library (OpenMP, OpenBLAS, MKL, Numba, torch, XLA); "
+                        "default: each library's own choice (all cores)")
     args = p.parse_args(argv)
     args.systems = [s for s in args.systems.split(",") if s]
     args.workloads = [w for w in args.workloads.split(",") if w]
@@ -83,6 +111,12 @@ def main(argv=None) -> int:
     if not args.quick:  # cold torch.compile too: inductor keeps an on-disk cache of its own
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache_dir, "torchinductor"))
     os.environ.setdefault("TRACEGRAD_LOG", "1")   # stage times for the compile breakdown
+    if args.threads:
+        try:
+            import torch
+            torch.set_num_threads(args.threads)
+        except ImportError:
+            pass
     settings = bench.QUICK if args.quick else bench.FULL
     if args.repeats:
         settings = bench.Settings(**{**settings.__dict__, "repeats": args.repeats})
