@@ -11,6 +11,8 @@ import gc
 import os
 import logging
 import re
+import signal
+import threading
 import statistics
 import time
 import traceback
@@ -148,6 +150,25 @@ def _short_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}{where}"[:300]
 
 
+FIRST_CALL_LIMIT_S = 300  # a setup + first call slower than this is reported, not waited for
+
+
+class FirstCallTimeout(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise FirstCallTimeout(f"setup + first call took over {FIRST_CALL_LIMIT_S} s")
+
+
+def _arm_timeout(seconds: int) -> None:
+    """SIGALRM guard (main thread, POSIX only); 0 disarms."""
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(seconds)
+
+
 def _shorten(message: str, limit: int = 160) -> str:
     line = message.strip().splitlines()[0] if message.strip() else ""
     if "IR interpreter" in line:  # the kernel did not compile: these times are not Numba's
@@ -161,6 +182,7 @@ def prepare_and_verify(workload, key: str, ref) -> tuple[Result, object]:
     system = sysmod.SYSTEMS[key]
     log_handler = None
     try:
+        _arm_timeout(FIRST_CALL_LIMIT_S)
         if key == "tracegrad_compiled":
             logger, log_handler = capture_tracegrad_log()
         t0 = time.perf_counter()
@@ -183,6 +205,7 @@ def prepare_and_verify(workload, key: str, ref) -> tuple[Result, object]:
         res.status, res.detail = "error", _short_error(exc)
         return res, None
     finally:
+        _arm_timeout(0)
         if log_handler is not None:
             logging.getLogger("tracegrad").removeHandler(log_handler)
             res.stages = log_handler.stages()
