@@ -28,7 +28,7 @@ def test_seed_example_structure(parse_dot):
     # out<-add, add<-mul, add<-pow, mul<-x, mul<-y, pow<-x, and 3 saved links
     assert len(parsed.edges) == 9
     fills = {a["class"]: a["fillcolor"] for a in parsed.nodes.values()}
-    assert fills == COLORS
+    assert fills == {k: COLORS[k] for k in ("output", "grad_fn", "leaf", "saved")}
 
 
 def test_mlp_leaves_carry_parameter_names_and_shapes(parse_dot):
@@ -80,3 +80,18 @@ def test_after_backward_the_freed_saved_tensors_are_noted(parse_dot):
     assert "MulBackward0\n(saved tensors freed)" in labels
     assert "PowBackward0\n(saved tensors freed)" in labels
     assert "AddBackward0" in labels  # saved nothing, so nothing was freed
+
+
+def test_a_compiled_function_is_one_lavender_node(parse_dot):
+    import tracegrad as tg
+
+    f = tg.compile(lambda x, w: tg.sum(tg.tanh(x @ w)))
+    x = torch_like.tensor(np.ones((4, 3), np.float32))
+    w = torch_like.tensor(np.full((3, 2), 0.5, np.float32), requires_grad=True)
+    parsed = parse_dot(eager_graph(f(x, w) * 2.0, {"w": w}))
+    compiled = parsed.of_class("compiled")
+    assert [a["label"].split("\n")[0] for a in compiled.values()] == ["CompiledFunctionBackward"]
+    assert all(a["fillcolor"] == COLORS["compiled"] for a in compiled.values())
+    assert parsed.labels("leaf") == ["w\nf32[3,2]"]
+    assert parsed.labels("grad_fn") == sorted(
+        ["MulBackward0", "CompiledFunctionBackward\n(runs the compiled backward kernel)"])

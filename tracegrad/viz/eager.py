@@ -30,7 +30,9 @@ COLORS = {
     "leaf": "#add8e6",     # lightblue
     "saved": "#ffc46b",    # orange, a little softer
     "grad_fn": "#e8e8e8",  # lightgrey
+    "compiled": "#e3d7f7", # lavender: one node standing for a whole compiled backward
 }
+COMPILED_NODE = "CompiledFunctionBackward"
 LEGEND = ("green: output   blue: leaf with .grad (AccumulateGrad)   "
           "grey: backward node (grad_fn)   orange: tensor saved for backward")
 
@@ -51,7 +53,9 @@ def eager_graph(tensor: Any, params: dict[str, Any] | Any | None = None,
         walker.add_output(out, k if len(outputs) > 1 else None)
     walker.walk()
     if legend:
-        walker.drawing.graph_attrs.update(label=LEGEND, labelloc="b", fontsize="10",
+        has_compiled = any("compiled" in a["class"] for a in walker.drawing.nodes.values())
+        text = LEGEND + ("   lavender: a compiled function" if has_compiled else "")
+        walker.drawing.graph_attrs.update(label=text, labelloc="b", fontsize="10",
                                           fontcolor="#555555", fontname="Helvetica")
     return walker.drawing
 
@@ -120,8 +124,14 @@ class _Walker:
                               **{"class": "leaf"})
             return
         saved = saved_tensors(fn)
-        label = node_name(fn) if saved is not None else f"{node_name(fn)}\n(saved tensors freed)"
-        self.drawing.node(fn_id, label=label, fillcolor=COLORS["grad_fn"], **{"class": "grad_fn"})
+        name = node_name(fn)
+        label = name if saved is not None else f"{name}\n(saved tensors freed)"
+        if name == COMPILED_NODE:
+            self.drawing.node(fn_id, label=label + "\n(runs the compiled backward kernel)",
+                              fillcolor=COLORS["compiled"], **{"class": "grad_fn compiled"})
+        else:
+            self.drawing.node(fn_id, label=label, fillcolor=COLORS["grad_fn"],
+                              **{"class": "grad_fn"})
         if self.show_saved:
             for i, (label, shape, dtype) in enumerate(saved or ()):
                 saved_id = f"{fn_id}_saved{i}"
