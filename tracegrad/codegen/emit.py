@@ -137,7 +137,16 @@ class Emitter:
 
     # ---------------------------------------------------------- small tools
     def emit(self, line: str) -> None:
-        self.lines.append("    " * self.indent + line)
+        pad = "    " * self.indent
+        if "tg_" in line and not line.lstrip().startswith("#"):
+            try:
+                expanded = mathlib.expand_statement(line)
+            except SyntaxError:  # a block header (for/if): nothing to expand
+                expanded = [line]
+            if len(expanded) > 1:
+                self.lines.extend(pad + e for e in expanded)
+                return
+        self.lines.append(pad + line)
 
     def comment(self, node: Node) -> None:
         text = format_node(node).replace("\n", " ")

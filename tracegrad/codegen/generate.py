@@ -182,7 +182,8 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
             driver.append(f"    {rets}{',' if len(returns) == 1 else ''} = {fname}({call_args})"
                           if returns else f"    {fname}({call_args})")
 
-    helper_names = mathlib.helpers_used(exprs)
+    body_text = [line for f in functions for line in f.split("\n")]
+    helper_names = mathlib.helpers_used(body_text)  # those not expanded in place
     for name in helper_names:
         src, _ = mathlib.FUNCTIONS[name]
         helpers.append(f"@njit(fastmath=_HELPER_FASTMATH, error_model='numpy', inline='always', cache=True, nogil=True)\n{src}")
@@ -195,7 +196,7 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
     ]
     header.append("from tracegrad.codegen.intrinsics import tg_flat" +
                   (", tg_gemm" if uses_gemm else "") +
-                  "".join(f", {i}" for i in mathlib.intrinsics_used(helper_names)))
+                  "".join(f", {i}" for i in mathlib.intrinsics_used(body_text + helpers)))
     header.append("\n_FASTMATH = {" + ", ".join(map(repr, sorted(FASTMATH)))
                   + "}  # no 'nnan'/'ninf': NaN and inf checks still work")
     header.append("_HELPER_FASTMATH = {" + ", ".join(map(repr, sorted(mathlib.HELPER_FASTMATH)))

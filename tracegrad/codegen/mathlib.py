@@ -278,6 +278,100 @@ def helpers_used(exprs) -> list[str]:
 INTRINSICS = ("tg_f64_from_bits", "tg_bits_from_f64", "tg_cw2", "tg_cw3", "tg_scale2")
 
 
-def intrinsics_used(names) -> list[str]:
-    """The tracegrad.codegen.intrinsics the helpers `names` call."""
-    return [i for i in INTRINSICS if any(re.search(rf"\b{i}\(", FUNCTIONS[n][0]) for n in names)]
+def intrinsics_used(texts) -> list[str]:
+    """The tracegrad.codegen.intrinsics that the source texts call."""
+    return [i for i in INTRINSICS if any(re.search(rf"\b{i}\(", t) for t in texts)]
+
+
+# ------------------------------------------------------- inline expansion
+# Kernels do not call the helpers: each call is expanded in place into plain
+# statements (locals renamed apart). Numba then types a single function, and
+# LLVM vectorizes the loop with the math in it; this compiles faster than
+# Numba's own inline='always' pass and needs no inliner heuristics.
+
+import ast  # noqa: E402
+import itertools  # noqa: E402
+
+_UIDS = itertools.count()
+_PARSED: dict[str, ast.FunctionDef] = {}
+
+
+def _parsed(name: str) -> ast.FunctionDef:
+    fn = _PARSED.get(name)
+    if fn is None:
+        fn = ast.parse(FUNCTIONS[name][0]).body[0]
+        _PARSED[name] = fn
+    return fn
+
+
+def expandable(name: str) -> bool:
+    return name in FUNCTIONS and name not in ("tg_pow", "tg_sign")
+
+
+class _Expander(ast.NodeTransformer):
+    """Replaces helper calls inside an expression by names, collecting the
+    statements that compute them in `self.before`."""
+
+    def __init__(self):
+        self.before: list[ast.stmt] = []
+
+    def visit_Call(self, node: ast.Call):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and expandable(node.func.id):
+            return ast.Name(id=self.inline(node.func.id, node.args), ctx=ast.Load())
+        return node
+
+    def inline(self, name: str, args: list[ast.expr]) -> str:
+        fn = _parsed(name)
+        uid = next(_UIDS)
+        params = [a.arg for a in fn.args.args]
+        local = {p for p in params}
+        for stmt in ast.walk(fn):
+            if isinstance(stmt, ast.Assign):
+                for t in stmt.targets:
+                    local.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        rename = {v: f"{v}_m{uid}" for v in local}
+        for p, a in zip(params, args):
+            self.before.append(ast.Assign(targets=[ast.Name(rename[p], ast.Store())], value=a,
+                                          lineno=0))
+        result = f"ret_m{uid}"
+        for stmt in fn.body:
+            stmt = _Renamer(rename).visit(ast.parse(ast.unparse(stmt)).body[0])
+            if isinstance(stmt, ast.Return):
+                value = self.visit(stmt.value)
+                self.before.append(ast.Assign(targets=[ast.Name(result, ast.Store())],
+                                              value=value, lineno=0))
+            elif isinstance(stmt, ast.Assign):
+                stmt.value = self.visit(stmt.value)
+                self.before.append(stmt)
+            else:  # pragma: no cover - helpers are straight-line code
+                raise ValueError(f"mathlib helper {name}: unsupported statement")
+        return result
+
+
+class _Renamer(ast.NodeTransformer):
+    def __init__(self, rename):
+        self.rename = rename
+
+    def visit_Name(self, node: ast.Name):
+        if node.id in self.rename:
+            return ast.Name(id=self.rename[node.id], ctx=node.ctx)
+        return node
+
+
+def expand_statement(line: str) -> list[str]:
+    """`v5 = np.float32(tg_tanh_f32(x[i]))` -> the statements computing it,
+    with every helper call expanded in place."""
+    if "tg_" not in line and "_exp64" not in line:
+        return [line]
+    tree = ast.parse(line).body[0]
+    exp = _Expander()
+    if isinstance(tree, ast.Assign):
+        tree.value = exp.visit(tree.value)
+    elif isinstance(tree, ast.AugAssign):
+        tree.value = exp.visit(tree.value)
+    else:
+        return [line]
+    if not exp.before:
+        return [line]
+    return [ast.unparse(s) for s in exp.before] + [ast.unparse(tree)]
