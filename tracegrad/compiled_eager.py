@@ -26,13 +26,20 @@ from tracegrad.ir.graph import Graph, Node
 from tracegrad.ops import core
 
 
+_EAGER = None
+
+
 def _eager():
-    # By module path: `tracegrad.eager.tensor` the attribute is the tensor() factory.
-    import importlib
-    tensor_mod = importlib.import_module("tracegrad.eager.tensor")
-    graph_mod = importlib.import_module("tracegrad.eager.graph")
-    from tracegrad.eager.grad_mode import STATE
-    return tensor_mod, graph_mod, STATE
+    """(tensor module, graph module, grad-mode STATE), imported on first use."""
+    global _EAGER
+    if _EAGER is None:
+        # By module path: the attribute `tracegrad.eager.tensor` is the tensor() factory.
+        import importlib
+        tensor_mod = importlib.import_module("tracegrad.eager.tensor")
+        graph_mod = importlib.import_module("tracegrad.eager.graph")
+        from tracegrad.eager.grad_mode import STATE
+        _EAGER = (tensor_mod, graph_mod, STATE)
+    return _EAGER
 
 
 class _EagerEntry:
@@ -51,6 +58,8 @@ class _EagerEntry:
         self.out_tree = out_tree
         self.lowered_forward = lowered_forward
         self.lowered_backward = lowered_backward
+        inputs = traced.graph.inputs
+        self.wrt_meta = tuple((inputs[i].shape, inputs[i].dtype) for i in wrt)
 
 
 def call_with_tensors(cf, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
@@ -240,7 +249,7 @@ def _make_node_class():
             out = entry.traced.graph.outputs[output_index]
             self.attrs, self._name, self.operands = {}, "CompiledFunctionBackward", ()
             self.inputs = tuple((t._grad_fn or graph_mod.grad_accumulator(t)) for t in inputs)
-            self.in_meta = tuple((tuple(t.shape), t.detach().numpy().dtype) for t in inputs)
+            self.in_meta = entry.wrt_meta
             if "out_meta" in EagerNode.__slots__:
                 self.out_meta = (out.shape, out.dtype)
             self.saved = True
