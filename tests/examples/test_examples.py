@@ -34,13 +34,14 @@ def number_after(text: str, label: str) -> float:
 def test_eager_vs_traced(tmp_path):
     out = run_example("eager_vs_traced.py", "--quick", "--out", str(tmp_path))
     assert number_after(out, "max |eager - compiled| over all gradients:") < 1e-4
+    assert number_after(out, "max |eager - compile(mlp_loss) on eager tensors|:") < 1e-4
     for section in ("IR before AD", "IR after AD", "IR after optimization",
                     "Generated kernel source", "Timing: median"):
         assert section in out
     assert re.search(r"backward graph: \d+ nodes", out)
     written = {p.name for p in tmp_path.iterdir()}
-    assert {"eager_backward_graph.dot", "ir_traced.dot", "ir_joint.dot",
-            "ir_optimized.dot"} <= written
+    assert {"eager_backward_graph.dot", "eager_graph_of_compiled_function.dot", "ir_traced.dot",
+            "ir_joint.dot", "ir_optimized.dot"} <= written
     assert (tmp_path / "ir_joint.dot").read_text().startswith("digraph")
 
 
