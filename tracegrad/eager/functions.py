@@ -409,14 +409,21 @@ def view(input, *shape):
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
         return input.to(shape[0])  # view(dtype)
     shape = _infer_shape(_sizes(shape), input._data.size, "view", input)
-    try:
-        np.reshape(input._data, shape, copy=False)
-    except ValueError:
+    if not _reshapes_without_copy(input._data, shape):
         raise shape_error(
             "view", "view size is not compatible with input tensor's size and stride (at least one "
             "dimension spans across two contiguous subspaces). Use .reshape(...) instead.",
             input) from None
     return apply_op(T.reshape, (input,), {"shape": shape}, name="ViewBackward0")
+
+
+def _reshapes_without_copy(arr: np.ndarray, shape: tuple) -> bool:
+    probe = arr.view()
+    try:
+        probe.shape = shape  # NumPy refuses when the strides cannot express it (a copy)
+    except AttributeError:
+        return False
+    return True
 
 
 def view_as(input, other):
