@@ -38,6 +38,17 @@ class DTypeError(TracegradError, TypeError):
     """An op received operands of a dtype it does not accept."""
 
 
+class ArgumentError(TracegradError, TypeError):
+    """An op received something that is not an array (None, a string, ...)."""
+
+
+class OutOfRangeError(ShapeError, IndexError):
+    """An index (or an entry of an index array) lies outside the axis it indexes.
+
+    Compiled functions meet index arrays only at run time, so this is raised
+    when the kernel runs, never from inside generated code."""
+
+
 class Aval(NamedTuple):
     """Abstract value: what the shape rule knows about an operand."""
 
@@ -161,8 +172,8 @@ def as_operand(value: Any, prim: Primitive | None = None):
         return value
     if value is None or isinstance(value, str):
         name = prim.name if prim is not None else "op"
-        raise TypeError(f"{name}: expected an array, got {type(value).__name__} {value!r}"
-                        + user_location_suffix())
+        raise ArgumentError(f"{name}: expected an array, got {type(value).__name__} {value!r}"
+                            + user_location_suffix())
     try:
         arr = np.asarray(value)
     except ValueError as exc:  # ragged nested lists
@@ -170,8 +181,8 @@ def as_operand(value: Any, prim: Primitive | None = None):
                          + user_location_suffix()) from None
     if arr.dtype == object:
         name = prim.name if prim is not None else "op"
-        raise TypeError(f"{name}: cannot use a value of type {type(value).__name__} as an array"
-                        + user_location_suffix())
+        raise ArgumentError(f"{name}: cannot use a value of type {type(value).__name__} as an "
+                            "array" + user_location_suffix())
     return arr
 
 
@@ -197,14 +208,23 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(tracegrad.__file__))
 
 
 def user_frame():
-    """The innermost stack frame outside the tracegrad package (the user's line)."""
+    """The innermost stack frame outside the tracegrad package (the user's line).
+
+    Generated kernel modules (named tg_<hash>, living in the cache directory)
+    count as tracegrad's own code too."""
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        if not os.path.abspath(fn).startswith(_PACKAGE_DIR) and not fn.startswith("<frozen"):
+        if not os.path.abspath(fn).startswith(_PACKAGE_DIR) and not fn.startswith("<frozen") \
+                and not _is_generated_module(f.f_globals.get("__name__", "")):
             return f
         f = f.f_back
     return None
+
+
+def _is_generated_module(name: str) -> bool:
+    """Kernel modules are named tg_<32 hex digits> (tracegrad.codegen.cache)."""
+    return len(name) == 35 and name.startswith("tg_")
 
 
 def user_location() -> str | None:

@@ -36,7 +36,8 @@ import math
 
 import numpy as np
 
-from tracegrad.ops.core import Aval, DTypeError, aval_of, op_error, primitive, promote  # noqa: F401
+from tracegrad.ops.core import (Aval, DTypeError, OutOfRangeError, aval_of, op_error,  # noqa: F401
+                                primitive, promote)
 from tracegrad.ops.rulekit import (  # noqa: F401  (re-exported: drivers and tests use T.<name>)
     PerOperand, array_avals, as_aval, broadcast_shapes, comparison_rule, dtype_name,
     elementwise_rule, index_shape, is_static_scalar, kept_shape, literal, no_grad,
@@ -117,7 +118,19 @@ pow_ = primitive(
 # ------------------------------------------------------ elementwise functions
 
 
+def _float_operand(impl):
+    """Run a float function on int/bool arrays in float64: NumPy would pick float16 for
+    bool/int8/uint8 (eager mode then gives PyTorch's float32, as for int64)."""
+    def run(x):
+        if type(x) is np.ndarray and x.dtype.kind in "biu":
+            x = x.astype(np.float64)
+        return impl(x)
+    run.__name__ = getattr(impl, "__name__", "impl")
+    return run
+
+
 def _unary(name, impl, vjp, codegen, saves, torch_name=None, float_only=True):
+    impl = _float_operand(impl) if float_only else impl
     return primitive(
         name, impl=returns_array(impl), shape_rule=elementwise_rule(name, float_only=float_only),
         kind="elementwise", vjps=(vjp,),
@@ -186,8 +199,16 @@ def _where_rule(cond, x, y):
     return Aval(shape, np.dtype(promote(x, y)))
 
 
+def _where_impl(cond, x, y):
+    # checked here too: eager mode runs impl without the shape rule (PyTorch refuses too)
+    if np.asarray(cond).dtype != np.bool_:
+        raise op_error("where", [aval_of(v) for v in (cond, x, y) if isinstance(v, np.ndarray)],
+                       f"condition must be bool, got {np.asarray(cond).dtype}", cls=DTypeError)
+    return np.asarray(np.where(cond, x, y))
+
+
 where = primitive(
-    "where", impl=returns_array(np.where), shape_rule=_where_rule, kind="elementwise",
+    "where", impl=_where_impl, shape_rule=_where_rule, kind="elementwise",
     vjps=(no_grad,
           lambda g, out, c, x, y: where(c, g, 0),
           lambda g, out, c, x, y: where(c, 0, g)),
@@ -632,14 +653,42 @@ def _consumed_sizes(x, spec):
     return sizes
 
 
+def _check_in_range(name, idx, size, axis, operands):
+    """Index arrays are data: in compiled code they are first seen at run time."""
+    idx = np.asarray(idx)
+    if idx.size and (idx.min() < -size or idx.max() >= size):
+        bad = idx[(idx < -size) | (idx >= size)].flat[0]
+        raise op_error(name, [aval_of(o) for o in operands],
+                       f"index {bad} is out of range for axis {axis} with size {size}",
+                       cls=OutOfRangeError)
+
+
+def _check_spec_arrays(name, shape, spec, arrays, operands):
+    dim = 0
+    for e in spec:
+        if e is None:
+            continue
+        if isinstance(e, tuple) and e[0] == "array":
+            _check_in_range(name, arrays[e[1]], shape[dim], dim, operands)
+        dim += 1
+
+
+def _getitem_impl(x, *arrays, spec):
+    if arrays:
+        _check_spec_arrays("getitem", np.shape(x), spec, arrays, (x,) + arrays)
+    return np.array(x[spec_to_index(spec, arrays)])
+
+
 getitem = primitive(
-    "getitem", impl=lambda x, *arrays, spec: np.array(x[spec_to_index(spec, arrays)]),
+    "getitem", impl=_getitem_impl,
     shape_rule=_getitem_rule, kind="index",
     vjps=PerOperand(_getitem_vjp), torch_name=_getitem_torch_name, saves=(),
     codegen="getitem")
 
 
 def _index_add_impl(g, *arrays, spec, shape):
+    if arrays:
+        _check_spec_arrays("index_add_zeros", shape, spec, arrays, (g,) + arrays)
     out = np.zeros(shape, dtype=np.asarray(g).dtype)
     index = spec_to_index(spec, arrays)
     if arrays:
@@ -685,6 +734,7 @@ def _take_along_axis_vjp(g, out, x, idx, axis):
 def _take_along_axis_impl(x, idx, axis):
     # broadcast the non-axis dims explicitly, so impl and shape rule agree
     shape, ax = along_axis_shape("take_along_axis", aval_of(x), aval_of(idx), axis)
+    _check_in_range("take_along_axis", idx, np.shape(x)[ax], ax, (x, idx))
     x_shape = shape[:ax] + (np.shape(x)[ax],) + shape[ax + 1:]
     return np.take_along_axis(np.broadcast_to(x, x_shape), np.broadcast_to(idx, shape), ax)
 
@@ -706,6 +756,7 @@ def _along_axis_index(idx, axis, shape):
 
 
 def _put_along_axis_add_impl(g, idx, axis, shape):
+    _check_in_range("put_along_axis_add", idx, shape[axis], axis % len(shape), (g, idx))
     out = np.zeros(shape, dtype=np.asarray(g).dtype)
     np.add.at(out, _along_axis_index(idx, axis, tuple(shape)), g)
     return out
