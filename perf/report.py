@@ -263,6 +263,13 @@ def section_targets(results, cold) -> list[str]:
                 ok = None if row.get("first_result") is None else row["first_result"] <= WARM_FIRST_RESULT_TARGET_S
                 lines.append(f"| warm-cache first `mlp_mnist_b128` result ≤ {WARM_FIRST_RESULT_TARGET_S} s after "
                              f"import | {fmt_time(row.get('first_result'))} | {passfail(ok)} |")
+                kernel_log = next((m for m in reversed(row.get("log") or []) if "numba" in m), "")
+                compiled_again = None
+                if "numba compile" in kernel_log or "cache load" in kernel_log:
+                    compiled_again = "numba compile" in kernel_log
+                lines.append(f"| warm cache: no Numba compilation in the new process | "
+                             f"{'–' if compiled_again is None else ('compiled' if compiled_again else 'cache load')} "
+                             f"(tracegrad's log) | {passfail(None if compiled_again is None else not compiled_again)} |")
                 nb = row.get("numba_at_import")
                 lines.append(f"| `import tracegrad` does not import numba | "
                              f"{'numba imported' if nb else ('not imported' if nb is False else '–')} | "
