@@ -16,7 +16,7 @@ import pytest
 import tracegrad as tg
 from tracegrad.compiler import CompileError, NonFiniteError
 
-from compile_helpers import assert_close, numeric_grad
+from compile_helpers import assert_close, assert_memory_flat, numeric_grad
 
 I = dict(backend="interpret")
 
@@ -440,20 +440,9 @@ def test_tracegrad_log_env_prints_stage_times():
 
 
 def test_memory_stays_flat_over_many_compiled_steps():
-    import tracemalloc
     f = tg.value_and_grad(lambda w, x: tg.sum(tg.tanh(x @ w) ** 2), **I)
     w, x = np.full((3, 2), 0.1), np.ones((4, 3))
-    tracemalloc.start()
-    try:  # warm up under tracing, then measure the slope
-        for _ in range(500):
-            f(w, x)
-        before = tracemalloc.get_traced_memory()[0]
-        for _ in range(2000):
-            f(w, x)
-        after = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    assert after - before < 16 * 1024, after - before
+    assert_memory_flat(lambda: f(w, x), warmup=500, window=1000)
 
 
 def test_calls_make_no_reference_cycles():

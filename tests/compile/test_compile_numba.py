@@ -13,7 +13,7 @@ import pytest
 
 import tracegrad as tg
 
-from compile_helpers import assert_close
+from compile_helpers import assert_close, assert_memory_flat
 
 
 def mlp_loss(params, x, labels):
@@ -119,23 +119,11 @@ def test_check_finite_through_kernels():
 
 
 def test_memory_flat_over_10000_compiled_steps(mlp_numba):
-    import tracemalloc
     params, x, labels = make_mlp(np.float32, seed=3)
-    tracemalloc.start()
-    try:  # warm up under tracing (allocator caches fill once), then measure the slope
-        for _ in range(2000):
-            mlp_numba(params, x, labels)
-        before = tracemalloc.get_traced_memory()[0]
-        for _ in range(10_000):
-            mlp_numba(params, x, labels)
-        after = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    assert after - before < 16 * 1024, after - before
+    assert_memory_flat(lambda: mlp_numba(params, x, labels), warmup=1000, window=3000)
 
 
 def test_memory_flat_over_compiled_eager_training_steps():
-    import tracemalloc
     torch = pytest.importorskip("tracegrad.eager")
     W = torch.tensor(np.full((3, 2), 0.1), requires_grad=True)
     x = torch.tensor(np.ones((4, 3)))
@@ -145,17 +133,7 @@ def test_memory_flat_over_compiled_eager_training_steps():
         loss = step(x, W)
         loss.backward()
         W.grad = None
-    tracemalloc.start()
-    try:  # warm up under tracing, then measure the slope
-        for _ in range(1000):
-            train_step()
-        before = tracemalloc.get_traced_memory()[0]
-        for _ in range(3000):
-            train_step()
-        after = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    assert after - before < 16 * 1024, after - before
+    assert_memory_flat(train_step, warmup=500, window=1000)
 
 
 def stable_ops(x):
