@@ -10,7 +10,7 @@ Tensors under grad mode, so the backward pass is itself recorded.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -260,7 +260,7 @@ def _forward_trace_text(node) -> str:
     if not node.trace:
         return ("(no forward traceback: the op was recorded outside detect_anomaly(); "
                 "run the forward pass inside it too)")
-    return (f"Traceback of forward call that caused the error (most recent call last):\n"
+    return ("Traceback of forward call that caused the error (most recent call last):\n"
             + "".join(node.trace))
 
 

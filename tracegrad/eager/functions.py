@@ -9,7 +9,7 @@ the same code.
 from __future__ import annotations
 
 import builtins
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 

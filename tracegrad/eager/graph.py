@@ -13,7 +13,6 @@ reference counting as soon as the last tensor using them goes away.
 from __future__ import annotations
 
 import weakref
-from typing import Any
 
 import numpy as np
 

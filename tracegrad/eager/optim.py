@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 

@@ -17,9 +17,7 @@ mode contains no derivative formulas of its own.
 """
 from __future__ import annotations
 
-import builtins
 import traceback
-import warnings
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -537,7 +535,7 @@ class Tensor(ArrayOperators):
     def __bool__(self) -> bool:
         if self._data.size != 1:
             raise RuntimeError(
-                f"Boolean value of Tensor with more than one value is ambiguous")
+                "Boolean value of Tensor with more than one value is ambiguous")
         return bool(self._data.reshape(()).item())
 
     def __format__(self, spec: str) -> str:
