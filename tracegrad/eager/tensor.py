@@ -44,6 +44,12 @@ LEAF_INPLACE_MESSAGE = "a leaf Variable that requires grad is being used in an i
 LEAF_VIEW_INPLACE_MESSAGE = ("a view of a leaf Variable that requires grad is being used in an "
                              "in-place operation.")
 REQUIRES_GRAD_DTYPE_MESSAGE = "Only Tensors of floating point and complex dtype can require gradients"
+NONLEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
+    "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you "
+    "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead. See "
+    "github.com/pytorch/pytorch/pull/30531 for more information.")
 NUMPY_GRAD_MESSAGE = ("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                       "instead.")
 
@@ -376,6 +382,8 @@ class Tensor(ArrayOperators):
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
         if self._grad_fn is not None:
+            if flag:
+                return  # already requires grad (PyTorch allows this on non-leaves)
             raise RuntimeError(
                 "you can only change requires_grad flags of leaf variables. If you want to use a "
                 "computed variable in a subgraph that doesn't require differentiation use "
@@ -402,6 +410,9 @@ class Tensor(ArrayOperators):
 
     @property
     def grad(self) -> "Tensor | None":
+        if self._grad is None and self._grad_fn is not None and not self._retains_grad:
+            import warnings
+            warnings.warn(NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter
