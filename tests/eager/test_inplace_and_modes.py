@@ -130,7 +130,8 @@ def test_setitem_on_intermediate():
     x = torch.tensor([2.0, 3.0], requires_grad=True)
     y = x * 1
     y[0] = 5.0
-    assert y.grad_fn.name() == "CopySlices"
+    assert y.grad_fn.name() == "torch::autograd::CopySlices"
+    assert repr(y.grad_fn).startswith("<CopySlices object at")
     assert [None if n is None else n.name() for n, _ in y.grad_fn.next_functions] == \
         ["MulBackward0", None]
     (y * x).sum().backward()
@@ -329,5 +330,6 @@ def test_inplace_on_view_rebases_base_as_copyslices():
     y = x * 2
     v = y.view(6)
     v.add_(1)
-    assert y.grad_fn.name() == "CopySlices"
+    assert y.grad_fn.name() == "torch::autograd::CopySlices"
+    assert repr(y.grad_fn).startswith("<CopySlices object at")
     assert y._version[0] == v._version[0] == 1

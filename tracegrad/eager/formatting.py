@@ -147,7 +147,9 @@ def tensor_repr(t) -> str:
             suffixes.append(f"dtype=torch.{dtype_name}")
         body = array_str(values, indent)
     if t._grad_fn is not None:
-        suffixes.append(f"grad_fn=<{t._grad_fn.name()}>")
+        fn = t._grad_fn
+        shown = fn.display_name() if hasattr(fn, "display_name") else fn.name()
+        suffixes.append(f"grad_fn=<{shown}>")
     elif t._requires_grad:
         suffixes.append("requires_grad=True")
     text = _add_suffixes(prefix + body, suffixes, indent)

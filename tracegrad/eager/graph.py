@@ -82,6 +82,7 @@ def version_message(saved: tuple, node: "Node") -> str:
 
 def _short_name(name: str) -> str:
     # torch 2.x names the op, not the node: "ExpBackward0" -> "Exp"
+    name = name.rsplit("::", 1)[-1]
     i = name.rfind("Backward")
     return name[:i] if i > 0 else name
 
@@ -126,7 +127,11 @@ class Node:
         return self._name
 
     def __repr__(self) -> str:
-        return f"<{self._name} object at {hex(id(self))}>"
+        return f"<{self.display_name()} object at {hex(id(self))}>"
+
+    def display_name(self) -> str:
+        """The class name PyTorch shows ("CopySlices" for "torch::autograd::CopySlices")."""
+        return self._name.rsplit("::", 1)[-1]
 
     @property
     def next_functions(self) -> tuple:
@@ -278,6 +283,9 @@ class AccumulateGrad:
 
     def __repr__(self) -> str:
         return f"<AccumulateGrad object at {hex(id(self))}>"
+
+    def display_name(self) -> str:
+        return "AccumulateGrad"
 
     @property
     def next_functions(self) -> tuple:

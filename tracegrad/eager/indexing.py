@@ -78,6 +78,6 @@ def setitem(x, index, value) -> None:
     mask[plain] = True
     scattered = apply_op(T.index_add_zeros, (value, *arrays),
                          {"spec": spec, "shape": tuple(x._data.shape)})
-    name = "IndexPutBackward0" if arrays else "CopySlices"
+    name = "IndexPutBackward0" if arrays else "torch::autograd::CopySlices"
     result = apply_op(T.where, (mask, scattered, x), {}, name=name, visible=(2, 1))
     commit_inplace(x, result)

@@ -810,7 +810,7 @@ def commit_inplace(self: Tensor, result: Tensor) -> None:
             last = k == len(ops) - 1
             inv_prim, inv_attrs = _inverse_view(prim, attrs, in_shape)
             base_result = apply_op(inv_prim, (base_result,), inv_attrs,
-                                   name="CopySlices" if last else None)
+                                   name="torch::autograd::CopySlices" if last else None)
     write_into(self, result._data)
     if node is not None:
         if node.out_saved is not None:  # the output now lives in self's buffer
