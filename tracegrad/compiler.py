@@ -146,9 +146,11 @@ def _normalize_argnums(argnums: Any) -> tuple[int, ...]:
     items = argnums if isinstance(argnums, (tuple, list)) else (argnums,)
     for a in items:
         if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
-            raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
+            raise core.ArgumentError(f"argnums must be an int or a tuple of ints, got {argnums!r}"
+                                     + core.user_location_suffix())
     if isinstance(argnums, (tuple, list)) and not argnums:
-        raise ValueError("argnums must name at least one argument, got ()")
+        raise CompileError("argnums must name at least one argument, got ()"
+                           + core.user_location_suffix())
     return tuple(int(a) for a in items)
 
 

@@ -223,6 +223,7 @@ class Builder:
         self.inputs: list[np.ndarray] = []
         self.steps: list[Step] = []
         self.vals: list[np.ndarray] = []
+        self.too_big: set[int] = set()  # values that were rescaled: only their copy is used
 
     # ---- values
     def new_input(self, shape: tuple) -> int:
@@ -242,14 +243,15 @@ class Builder:
         k = len(self.vals) - 1
         peak = float(np.max(np.abs(value))) if value.size else 0.0
         if peak > LIMIT:  # keep magnitudes small (exp chains, pow)
-            return self.emit("scale", (k,), c=round(2.0 / peak, 6))
+            self.too_big.add(k)
+            return self.emit("scale", (k,), c=2.0 / peak)
         return k
 
     def shape(self, k: int) -> tuple:
         return self.vals[k].shape
 
     def pick(self, ok=lambda k: True) -> int | None:
-        good = [k for k in range(len(self.vals)) if ok(k)]
+        good = [k for k in range(len(self.vals)) if k not in self.too_big and ok(k)]
         return self.ch.pick(good) if good else None
 
     def partner(self, k: int, ok=None) -> int:
@@ -260,7 +262,8 @@ class Builder:
             except ValueError:
                 return False
             return ok is None or ok(j)
-        return self.pick(fits) if any(fits(j) for j in range(len(self.vals))) else k
+        return self.pick(fits) if any(fits(j) for j in range(len(self.vals))
+                                      if j not in self.too_big) else k
 
     # ---- guards
     def positive(self, k: int, floor: float = 0.3) -> int:
@@ -539,12 +542,13 @@ def gen_matmul(b: Builder):
         return
     # the other operand: a reshaped copy of some value with the needed inner dim
     k_dim = shape[-1] if form == "right" else (shape[-2] if len(shape) >= 2 else shape[0])
-    donors = [j for j in range(len(b.vals)) if b.vals[j].size % k_dim == 0]
+    donors = [j for j in range(len(b.vals)) if b.vals[j].size % k_dim == 0
+              and j not in b.too_big]
     d = b.ch.pick(donors)
     m = b.vals[d].size // k_dim
     if form == "right":
         w_shape = b.ch.pick([(k_dim, m), (k_dim * m,)] if m == 1 else [(k_dim, m)])
-        if m > 1 and m % 2 == 0 and len(shape) >= 2 and b.ch.bool():
+        if m > 1 and m % 2 == 0 and len(shape) == 2 and b.ch.bool():
             w_shape = (2, k_dim, m // 2)  # a batched right operand
         w = b.emit("reshape", (d,), shape=w_shape)
         b.emit(b.ch.pick(["matmul", "matmul_op"]), (a, w))

@@ -38,6 +38,10 @@ class DTypeError(TracegradError, TypeError):
     """An op received operands of a dtype it does not accept."""
 
 
+class IndexTypeError(DTypeError, IndexError):
+    """An index array of a non-integer dtype (NumPy and PyTorch raise IndexError)."""
+
+
 class ArgumentError(TracegradError, TypeError):
     """An op received something that is not an array (None, a string, ...)."""
 

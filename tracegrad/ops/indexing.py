@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from tracegrad.ops.core import DTypeError, ShapeError, TracegradError, aval_of, user_location_suffix
+from tracegrad.ops.core import (DTypeError, IndexTypeError, ShapeError, TracegradError, aval_of,
+                                user_location_suffix)
 from tracegrad.ops.table import getitem as getitem_prim
 
 
@@ -114,8 +115,8 @@ def index_spec(shape: tuple, index: Any) -> tuple[tuple, list]:
                 dim += mask.ndim
                 continue
             if not np.issubdtype(aval_of(e).dtype, np.integer):
-                raise _error(DTypeError, f"index arrays must be integers or bools, "
-                                         f"got {aval_of(e).dtype}")
+                raise _error(IndexTypeError, f"index arrays must be integers or bools, "
+                                              f"got {aval_of(e).dtype}")
             if isinstance(e, np.ndarray) and e.size and (e.max() >= n or e.min() < -n):
                 bad = e.max() if e.max() >= n else e.min()
                 raise _error(ShapeError, f"index {bad} is out of range for axis {dim} with size {n}")

@@ -554,7 +554,11 @@ def _matmul_rule(x, y):
         raise op_error("matmul", [x, y], f"inner dimensions differ ({k1} vs {k2})")
     xb = x.shape[:-2] if x.ndim >= 2 else ()
     yb = y.shape[:-2] if y.ndim >= 2 else ()
-    batch = broadcast_shapes("matmul", Aval(xb, x.dtype), Aval(yb, y.dtype))
+    try:
+        batch = tuple(np.broadcast_shapes(xb, yb))
+    except ValueError:  # name the real operands, not just their batch parts
+        raise op_error("matmul", [x, y], f"batch dimensions {xb} and {yb} cannot be "
+                                         "broadcast together") from None
     core = (x.shape[-2],) if x.ndim >= 2 else ()
     core += (y.shape[-1],) if y.ndim >= 2 else ()
     return Aval(batch + core, np.dtype(promote(x, y)))
