@@ -84,6 +84,13 @@ class Kernel:
     def __call__(self, *arrays):
         try:
             return self.entry(*arrays)
+        except IndexError:
+            # An index array (data) was out of range inside generated code. Re-run the
+            # graph with the interpreter: the op's own check raises tracegrad's
+            # OutOfRangeError naming the index, the axis, the shapes and the user's line.
+            from tracegrad.ir.interpret import interpret
+            interpret(self.graph, *arrays)
+            raise
         except TypeError:
             if len(arrays) != len(self._in_types):
                 raise TypeError(f"kernel for graph {self.graph.name!r} takes "
