@@ -27,7 +27,8 @@ def error_text(fn: Callable) -> str:
     try:
         fn()
     except Exception as exc:  # the snippets that the document says fail
-        return f"{type(exc).__name__}: {exc}"
+        # PyTorch's text; tracegrad may add a second line naming the op and your line
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
     return "no error"
 
 

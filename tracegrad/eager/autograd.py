@@ -58,7 +58,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
         retain_graph = create_graph
     if allow_unused is None:
         allow_unused = materialize_grads
-    roots, grads = make_root_grads(outputs, grad_outputs, create_graph)
+    roots, grads = make_root_grads(outputs, grad_outputs, create_graph, for_grad=True)
     nodes = []
     for t in inputs:
         if not isinstance(t, Tensor):

@@ -7,7 +7,8 @@ import numpy as np
 
 from tracegrad.eager import dtypes as _dt
 from tracegrad.eager.grad_mode import STATE
-from tracegrad.eager.tensor import REQUIRES_GRAD_DTYPE_MESSAGE, Tensor, tensor  # noqa: F401
+from tracegrad.eager.tensor import (REQUIRES_GRAD_DTYPE_MESSAGE, Tensor,  # noqa: F401
+                                    requires_grad_message, tensor)
 
 _rng = np.random.default_rng()
 
@@ -33,7 +34,7 @@ def _finish(arr: np.ndarray, requires_grad: bool) -> Tensor:
     t = Tensor._wrap(arr)
     if requires_grad:
         if arr.dtype.kind != "f":
-            raise RuntimeError(REQUIRES_GRAD_DTYPE_MESSAGE)
+            raise RuntimeError(requires_grad_message(REQUIRES_GRAD_DTYPE_MESSAGE, arr))
         t._requires_grad = True
     if STATE.inference:
         t._inference = True

@@ -46,7 +46,9 @@ def make_root_grads(outputs: Sequence, grad_outputs: Sequence | None, create_gra
         g = None if grad_outputs is None else grad_outputs[i]
         if g is None:
             if out._data.size != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                from tracegrad.eager.errors import context
+                raise RuntimeError("grad can be implicitly created only for scalar outputs"
+                                   + context("grad" if for_grad else "backward", (out,)))
             g = np.ones(out._data.shape, out._data.dtype)
             if create_graph:
                 g = Tensor._wrap(g)

@@ -21,8 +21,16 @@ class EagerIndexError(ShapeError, IndexError):
     """An index does not fit the tensor (PyTorch raises IndexError)."""
 
 
+class EagerValueError(ShapeError):
+    """Operands that do not fit together where PyTorch raises ValueError (loss batch sizes)."""
+
+
 class EagerDTypeError(DTypeError, RuntimeError):
     """An operand's dtype does not fit the op."""
+
+
+class EagerNotImplementedError(DTypeError, NotImplementedError):
+    """PyTorch has no kernel for this dtype (softmax of an integer tensor)."""
 
 
 def _describe(t) -> str:
@@ -40,6 +48,11 @@ def context(op: str, operands=()) -> str:
 
 def shape_error(op: str, text: str, *operands, cls=EagerShapeError) -> Exception:
     return cls(text + context(op, operands))
+
+
+def with_context(text: str, op: str, *operands) -> str:
+    """PyTorch's text verbatim on the first line, then what and where."""
+    return text + context(op, operands)
 
 
 def with_pytorch_class(exc: Exception) -> Exception:

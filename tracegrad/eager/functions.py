@@ -13,7 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
-from tracegrad.eager.errors import EagerIndexError, shape_error
+from tracegrad.eager.errors import (EagerDTypeError, EagerIndexError, EagerNotImplementedError,
+                                    shape_error)
 from tracegrad.eager.tensor import Tensor, apply_op, tensor
 from tracegrad.ops import table as T
 
@@ -32,15 +33,15 @@ def _dim(dim: int, ndim: int, op: str = "dim") -> int:
     return dim % n
 
 
-def _dims(dim, ndim: int):
+def _dims(dim, ndim: int, op: str = "dim"):
     """None, an int or a sequence of ints -> axis attr for the table."""
     if dim is None:
         return None
     if isinstance(dim, (list, tuple)):
         if len(dim) == 0:
             return None
-        return tuple(_dim(d, ndim) for d in dim)
-    return _dim(dim, ndim)
+        return tuple(_dim(d, ndim, op) for d in dim)
+    return _dim(dim, ndim, op)
 
 
 def _sizes(args) -> tuple:
@@ -238,16 +239,16 @@ def equal(input, other) -> bool:
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     x = input if dtype is None else input.to(dtype)
-    return apply_op(T.sum_, (x,), {"axis": _dims(dim, x.ndim), "keepdims": bool(keepdim)})
+    return apply_op(T.sum_, (x,), {"axis": _dims(dim, x.ndim, "sum"), "keepdims": bool(keepdim)})
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
     if x._data.dtype.kind != "f":
-        raise RuntimeError(
-            "mean(): could not infer output dtype. Input dtype must be either a floating point "
-            f"or complex dtype. Got: {x.dtype._tensor_type[:-6]}")
-    return apply_op(T.mean, (x,), {"axis": _dims(dim, x.ndim), "keepdims": bool(keepdim)})
+        raise shape_error(
+            "mean", "mean(): could not infer output dtype. Input dtype must be either a floating "
+            f"point or complex dtype. Got: {_torch_type(x)}", x, cls=EagerDTypeError)
+    return apply_op(T.mean, (x,), {"axis": _dims(dim, x.ndim, "mean"), "keepdims": bool(keepdim)})
 
 
 class _ReturnTypes(tuple):
@@ -282,7 +283,7 @@ def _extremum(input, dim, keepdim, full_prim, arg_prim, result_cls, name):
     if dim is None:
         return apply_op(full_prim, (input,), {})
     shape = input._data.shape
-    ax = _dim(dim, len(shape))
+    ax = _dim(dim, len(shape), name[:3].lower())
     idx = apply_op(arg_prim, (input,), {"axis": ax, "keepdims": bool(keepdim)})
     if not shape:
         return result_cls(apply_op(T.reshape, (input,), {"shape": ()}, name=name), idx)
@@ -316,22 +317,22 @@ def min(input, dim=None, keepdim=False):  # noqa: A001
 
 
 def amax(input, dim=None, keepdim=False):
-    return apply_op(T.max_, (input,), {"axis": _dims(dim, input.ndim), "keepdims": bool(keepdim)},
+    return apply_op(T.max_, (input,), {"axis": _dims(dim, input.ndim, "amax"), "keepdims": bool(keepdim)},
                     name="AmaxBackward0")
 
 
 def amin(input, dim=None, keepdim=False):
-    return apply_op(T.min_, (input,), {"axis": _dims(dim, input.ndim), "keepdims": bool(keepdim)},
+    return apply_op(T.min_, (input,), {"axis": _dims(dim, input.ndim, "amin"), "keepdims": bool(keepdim)},
                     name="AminBackward0")
 
 
 def argmax(input, dim=None, keepdim=False):
-    return apply_op(T.argmax, (input,), {"axis": None if dim is None else _dim(dim, input.ndim),
+    return apply_op(T.argmax, (input,), {"axis": None if dim is None else _dim(dim, input.ndim, "argmax"),
                                          "keepdims": bool(keepdim) and dim is not None})
 
 
 def argmin(input, dim=None, keepdim=False):
-    return apply_op(T.argmin, (input,), {"axis": None if dim is None else _dim(dim, input.ndim),
+    return apply_op(T.argmin, (input,), {"axis": None if dim is None else _dim(dim, input.ndim, "argmin"),
                                          "keepdims": bool(keepdim) and dim is not None})
 
 
@@ -344,7 +345,7 @@ def _ddof(unbiased, correction) -> int:
 def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     if isinstance(unbiased, (int, list, tuple)) and not isinstance(unbiased, bool):
         dim, unbiased = unbiased, True  # var(x, 1) in the old positional form
-    return apply_op(T.var, (input,), {"axis": _dims(dim, input.ndim), "keepdims": bool(keepdim),
+    return apply_op(T.var, (input,), {"axis": _dims(dim, input.ndim, "var"), "keepdims": bool(keepdim),
                                       "ddof": _ddof(unbiased, correction)})
 
 
@@ -354,7 +355,7 @@ def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
 
 
 def logsumexp(input, dim, keepdim=False):
-    return apply_op(T.logsumexp, (input,), {"axis": _dims(dim, input.ndim),
+    return apply_op(T.logsumexp, (input,), {"axis": _dims(dim, input.ndim, "logsumexp"),
                                             "keepdims": bool(keepdim)})
 
 
@@ -362,16 +363,28 @@ def _softmax_dim(ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1  # PyTorch's implicit choice
 
 
+def _check_float_kernel(x, kernel: str, op: str) -> None:
+    if x._data.dtype.kind != "f":
+        raise shape_error(op, f'"{kernel}" not implemented for \'{_torch_type(x)}\'', x,
+                          cls=EagerNotImplementedError)
+
+
 def softmax(input, dim=None, dtype=None):
     x = input if dtype is None else input.to(dtype)
-    d = _softmax_dim(x.ndim) if dim is None else _dim(dim, x.ndim)
+    d = _softmax_dim(x.ndim) if dim is None else _dim(dim, x.ndim, "softmax")
+    _check_float_kernel(x, "softmax_lastdim_kernel_impl", "softmax")
     return apply_op(T.softmax, (x,), {"axis": d})
 
 
 def log_softmax(input, dim=None, dtype=None):
     x = input if dtype is None else input.to(dtype)
-    d = _softmax_dim(x.ndim) if dim is None else _dim(dim, x.ndim)
+    d = _softmax_dim(x.ndim) if dim is None else _dim(dim, x.ndim, "log_softmax")
+    _check_float_kernel(x, "log_softmax_lastdim_kernel_impl", "log_softmax")
     return apply_op(T.log_softmax, (x,), {"axis": d})
+
+
+def _torch_type(x) -> str:
+    return x.dtype._tensor_type[:-len("Tensor")]
 
 
 # -------------------------------------------------------------- shape ops
@@ -453,7 +466,7 @@ def squeeze(input, dim=None):
         name = "SqueezeBackward0"
     else:
         dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-        axes = {_dim(d, len(shape)) for d in dims}
+        axes = {_dim(d, len(shape), "squeeze") for d in dims}
         new = tuple(d for i, d in enumerate(shape) if not (i in axes and d == 1))
         name = "SqueezeBackward1" if not isinstance(dim, (tuple, list)) else "SqueezeBackward2"
     return apply_op(T.reshape, (input,), {"shape": new}, name=name)
@@ -491,7 +504,7 @@ def transpose(input, dim0, dim1):
     nd = input._data.ndim
     if nd == 0:
         return apply_op(T.transpose, (input,), {"axes": ()}, name="TransposeBackward0")
-    a, b = _dim(dim0, nd), _dim(dim1, nd)
+    a, b = _dim(dim0, nd, "transpose"), _dim(dim1, nd, "transpose")
     axes = list(range(nd))
     axes[a], axes[b] = axes[b], axes[a]
     return apply_op(T.transpose, (input,), {"axes": tuple(axes)}, name="TransposeBackward0")
@@ -515,7 +528,11 @@ def permute(input, *dims):
         raise shape_error("permute", f"permute(sparse_coo): number of dimensions in the tensor "
                           f"input does not match the length of the desired ordering of dimensions "
                           f"i.e. input.dim() = {nd} is not equal to len(dims) = {len(dims)}", input)
-    return apply_op(T.transpose, (input,), {"axes": tuple(_dim(d, nd) for d in dims)},
+    axes = tuple(_dim(d, nd, "permute") for d in dims)
+    if len(set(axes)) != len(axes):
+        raise shape_error(f"permute with dims {dims}", "permute(): duplicate dims are not allowed.",
+                          input)
+    return apply_op(T.transpose, (input,), {"axes": axes},
                     name="PermuteBackward0")
 
 
@@ -561,7 +578,20 @@ def stack(tensors: Sequence[Tensor], dim: int = 0):
 # ------------------------------------------------------------------ matmul
 
 
+_MM_NAMES = {"float32": "float", "float64": "double", "int64": "long int", "int32": "int",
+             "bool": "bool", "float16": "c10::Half"}
+
+
+def check_matmul_dtypes(a, b) -> None:
+    """PyTorch multiplies matrices of one dtype only (no promotion)."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype != b._data.dtype:
+        names = [_MM_NAMES.get(t._data.dtype.name, t._data.dtype.name) for t in (a, b)]
+        raise shape_error("matmul", f"expected m1 and m2 to have the same dtype, but got: "
+                                    f"{names[0]} != {names[1]}", a, b, cls=EagerDTypeError)
+
+
 def matmul(input, other):
+    check_matmul_dtypes(input, other)
     return apply_op(T.matmul, (input, other), {})
 
 

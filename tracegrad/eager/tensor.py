@@ -55,6 +55,13 @@ NUMPY_GRAD_MESSAGE = ("Can't call numpy() on Tensor that requires grad. Use tens
 
 _PLAIN = (float, int, bool, np.ndarray, np.generic)
 
+
+def requires_grad_message(text: str, data: np.ndarray) -> str:
+    """PyTorch's text, then the offending dtype and the user's line."""
+    from tracegrad.eager.errors import context
+    return text + context(f"requires_grad on a {data.dtype.name} tensor of shape "
+                          f"{tuple(data.shape)}")
+
 # PyTorch saves operand i of these ops only when operand j needs a gradient
 # (e.g. MulBackward0 keeps `other` only to differentiate `self`). This is a
 # saving policy, not a derivative: it decides when version checks can fire.
@@ -389,12 +396,13 @@ class Tensor(ArrayOperators):
                 "computed variable in a subgraph that doesn't require differentiation use "
                 "var_no_grad = var.detach().")
         if flag and self._data.dtype.kind not in "fc":
-            raise RuntimeError(REQUIRES_GRAD_DTYPE_MESSAGE)
+            raise RuntimeError(requires_grad_message(REQUIRES_GRAD_DTYPE_MESSAGE, self._data))
         self._requires_grad = bool(flag)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if requires_grad and self._data.dtype.kind not in "fc":
-            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+            raise RuntimeError(requires_grad_message(
+                "only Tensors of floating point dtype can require gradients", self._data))
         self.requires_grad = requires_grad
         return self
 
@@ -631,6 +639,9 @@ class Tensor(ArrayOperators):
         return apply_op(T.pow_, (self, other), {})
 
     def __matmul__(self, other):
+        if isinstance(other, Tensor) and other._data.dtype != self._data.dtype:
+            from tracegrad.eager.functions import check_matmul_dtypes
+            check_matmul_dtypes(self, other)
         return apply_op(T.matmul, (self, other), {})
 
     def __neg__(self):
@@ -888,7 +899,7 @@ def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> T
     t = Tensor._wrap(arr)
     if requires_grad:
         if arr.dtype.kind not in "fc":
-            raise RuntimeError(REQUIRES_GRAD_DTYPE_MESSAGE)
+            raise RuntimeError(requires_grad_message(REQUIRES_GRAD_DTYPE_MESSAGE, arr))
         t._requires_grad = True
     if STATE.inference:
         t._inference = True
@@ -902,10 +913,15 @@ def _to_array(data: Any, dtype) -> np.ndarray:
         return np.array(arr, dtype=npd or arr.dtype, copy=True)
     if isinstance(data, np.ndarray):
         return np.array(data, dtype=npd or data.dtype, copy=True)
-    if data is None or isinstance(data, (str, bytes, dict, set)):
-        from tracegrad.ops.core import user_location_suffix
-        raise TypeError(f"tensor(): could not infer dtype of {type(data).__name__}; expected a "
-                        f"number, a (nested) list of numbers or an array" + user_location_suffix())
+    if data is None or isinstance(data, (dict, set)):
+        from tracegrad.eager.errors import EagerDTypeError, context
+        raise EagerDTypeError(f"Could not infer dtype of {type(data).__name__}"
+                              + context("tensor(): expected a number, a (nested) list of numbers "
+                                        "or an array"))
+    if isinstance(data, (str, bytes)):
+        from tracegrad.eager.errors import context
+        raise TypeError(f"new(): invalid data type '{type(data).__name__}'"
+                        + context("tensor(): strings are not numbers"))
     if isinstance(data, (list, tuple)):
         data = [x._data if isinstance(x, Tensor) else x for x in data] \
             if any(isinstance(x, Tensor) for x in data) else data

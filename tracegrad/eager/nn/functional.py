@@ -13,6 +13,7 @@ so logits of +-1e4 stay finite.
 from __future__ import annotations
 
 from tracegrad.eager import functions as _f
+from tracegrad.eager.errors import EagerIndexError, EagerValueError, shape_error
 from tracegrad.eager.tensor import Tensor, apply_op
 from tracegrad.ops import table as T
 
@@ -61,16 +62,18 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 
 def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Negative log likelihood of class indices `target` under log-probabilities `input`."""
-    if input.ndim != 2 or target.ndim != 1:
-        raise ValueError(f"nll_loss: expected input (N, C) and target (N,), got "
-                         f"{tuple(input.shape)} and {tuple(target.shape)}")
+    if input.ndim != 2 or target.ndim != 1 or input.shape[0] != target.shape[0]:
+        raise shape_error("nll_loss", f"Expected input batch_size ({input.shape[0]}) to match "
+                                      f"target batch_size ({target.shape[0]}).", input, target,
+                          cls=EagerValueError)
     if target.dtype.np.kind not in "iu":
         raise RuntimeError(f"expected scalar type Long but found {target.dtype._tensor_type[:-6]}")
     n_classes = input.shape[1]
     t = target.numpy()
     if t.size and (t.min() < 0 or t.max() >= n_classes):
-        raise IndexError(f"Target {int(t.max() if t.max() >= n_classes else t.min())} is out of "
-                         f"bounds.")
+        bad = int(t.max() if t.max() >= n_classes else t.min())
+        raise shape_error("nll_loss", f"Target {bad} is out of bounds.", input, target,
+                          cls=EagerIndexError)
     picked = apply_op(T.take_along_axis, (input, t.reshape(-1, 1)), {"axis": 1})
     return _reduce(-picked, reduction, "NllLossBackward0")
 
