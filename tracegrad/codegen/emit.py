@@ -133,6 +133,11 @@ class Emitter:
         self.exprs: list[str] = []         # scalar expressions, to find mathlib helpers
         self.counter = 0
         self.const_values: dict[int, object] = {}   # size-1 consts, by node id
+        self.outline_enabled = True
+        self.outlined: dict[str, str] = {}       # canonical loop text -> function name
+        self.outlined_src: dict[str, str] = {}   # function name -> its source
+        self.outline_uses: dict[str, list] = {}  # function name -> [(line index, body)]
+        self.flat_dtypes: dict[str, str] = {}    # flat param/output name -> dtype name
         self.uses_gemm = False
 
     # ---------------------------------------------------------- small tools
@@ -156,6 +161,92 @@ class Emitter:
         self.counter += 1
         return f"{prefix}{self.counter}"
 
+    # ------------------------------------------------------ outlining
+    # Deep graphs repeat the same loop many times (50 layers: 50 identical
+    # tanh loops, differing only in buffer offsets). Numba's compile time grows
+    # with code size, so each distinct loop body becomes ONE njit function,
+    # called with its arrays and offsets; the kernel keeps only the calls.
+    _ARRAY_REF = re.compile(r"\b(ws_\w+|\w+_f)\[")
+    _OFFSET = re.compile(r"\b(A\d+)\[(\d+)( \+ |\])")
+    _LOCAL = re.compile(r"\b(v|acc|big)(\d+)\b|\b([a-z0-9]+)_m(\d+)\b")
+    _NO_OFFSET = re.compile(r"\b(A\d+)\[(?!\d)")
+
+    def outline(self, start: int, label: str) -> None:
+        """Move em.lines[start:] (one loop nest, at the current indent) into a
+        shared function when another unit has the same body (see above)."""
+        body = self.lines[start:]
+        if not body or not self.outline_enabled:
+            return
+        pad = "    " * self.indent
+        text = "\n".join(line[len(pad):] if line.startswith(pad) else line.strip()
+                         for line in body)
+        arrays: list[str] = []
+
+        def array_param(m):
+            name = m.group(1)
+            if name not in arrays:
+                arrays.append(name)
+            return f"A{arrays.index(name)}["
+        canon = self._ARRAY_REF.sub(array_param, text)
+        canon = self._NO_OFFSET.sub(lambda m: f"{m.group(1)}[0 + ", canon)
+        offsets: list[str] = []
+
+        def offset_param(m):
+            offsets.append(m.group(2))
+            return f"{m.group(1)}[O{len(offsets) - 1}{m.group(3)}"
+        canon = self._OFFSET.sub(offset_param, canon)
+        locals_: dict[str, str] = {}
+
+        def local_name(m):
+            key = m.group(0)
+            if key not in locals_:
+                locals_[key] = (f"{m.group(1)}{len(locals_)}" if m.group(1)
+                                else f"{m.group(3)}_t{len(locals_)}")
+            return locals_[key]
+        canon = self._LOCAL.sub(local_name, canon)
+        key = "\n".join(line for line in canon.split("\n") if not line.lstrip().startswith("#"))
+        fn = self.outlined.get(key)
+        if fn is None:
+            fn = f"{self.name}_loop{len(self.outlined)}"
+            self.outlined[key] = fn
+            params = [f"A{i}" for i in range(len(arrays))] + [f"O{i}" for i in range(len(offsets))]
+            sig = ", ".join([self.array_type(a) for a in arrays] + ["types.int64"] * len(offsets))
+            self.outlined_src[fn] = (f"@njit(({sig},), fastmath=_FASTMATH, error_model='numpy', "
+                                     "cache=True, nogil=True)\n"
+                                     f"def {fn}({', '.join(params)}):\n"
+                                     + "\n".join("    " + line for line in canon.split("\n"))
+                                     + f"\n\n\ntg_noinline({fn})")
+        del self.lines[start:]
+        comments = [line for line in body if line.lstrip().startswith("# %")][:1]
+        self.lines.extend(comments)
+        # np.int64(...): a bare literal would make Numba compile one specialization
+        # of the function per distinct offset value (measured: 4x slower compiles)
+        call = f"{fn}({', '.join(arrays + [f'np.int64({o})' for o in offsets])})"
+        self.emit(call)
+        self.outline_uses.setdefault(fn, []).append((len(self.lines) - 1, body))
+
+    def finish_outlining(self) -> None:
+        """Put back in place the loops that turned out to be used once."""
+        restore = {}
+        for fn, uses in self.outline_uses.items():
+            if len(uses) == 1:
+                line_no, body = uses[0]
+                restore[line_no] = body
+                self.outlined_src.pop(fn)
+        if restore:
+            out = []
+            for i, line in enumerate(self.lines):
+                if i in restore:
+                    out.extend(restore[i])
+                else:
+                    out.append(line)
+            self.lines = out
+
+    def array_type(self, flat_name: str) -> str:
+        """The Numba type of a flat array variable (workspace, param or output)."""
+        dtype = self.ws_dtype.get(flat_name) or self.flat_dtypes[flat_name]
+        return numba_array_type((1,), dtype)
+
     def workspace(self, dtype) -> str:
         name = f"ws_{np.dtype(dtype).name}"
         if name not in self.ws_size:
@@ -172,6 +263,7 @@ class Emitter:
             name = f"o{node.id}"
             self.emit(f"{name} = np.empty({shape!r}, np.{np_dtype_name(node.dtype)})")
             self.emit(f"{name}_f = tg_flat({name})")
+            self.flat_dtypes[f"{name}_f"] = np.dtype(node.dtype).name
             self.shaped[node.id] = name
             return Access(f"{name}_f", shape, c_strides(shape))
         ws = self.workspace(node.dtype)

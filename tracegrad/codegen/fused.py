@@ -171,7 +171,10 @@ def emit_group(em: Emitter, gid: int) -> None:
 
     if guarded:
         em.emit(f"big{gid} = 0  # arguments beyond the fast sin/cos range")
+    start = len(em.lines)
     emit_nest(exact=False)
+    if not guarded and not parallel:
+        em.outline(start, f"g{gid}")
     if guarded:
         em.emit(f"if big{gid} > 0:  # rare: redo the loop with libm sin/cos")
         em.indent += 1

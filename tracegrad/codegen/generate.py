@@ -171,6 +171,8 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
             ", parallel=True)" if em.parallel else ")")
         if not params:
             deco = deco.replace("((,), ", "((), ")
+        em.finish_outlining()
+        functions.extend(em.outlined_src.values())
         functions.append("\n".join([deco, f"def {fname}({names}):"] + em.prologue() + em.lines))
         any_parallel |= em.parallel
         wants_parallel |= em.wants_parallel
@@ -194,7 +196,7 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
         "import numpy as np",
         "from numba import njit, prange, types",
     ]
-    header.append("from tracegrad.codegen.intrinsics import tg_flat" +
+    header.append("from tracegrad.codegen.intrinsics import tg_flat, tg_noinline" +
                   (", tg_gemm" if uses_gemm else "") +
                   "".join(f", {i}" for i in mathlib.intrinsics_used(body_text + helpers)))
     header.append("\n_FASTMATH = {" + ", ".join(map(repr, sorted(FASTMATH)))
@@ -234,6 +236,7 @@ def _ir_line(node: Node) -> str:
 def _bind_param(em: Emitter, node: Node, name: str) -> None:
     flat = f"{name}_f"
     em.emit(f"{flat} = tg_flat({name})")
+    em.flat_dtypes[flat] = np.dtype(node.dtype).name
     em.access[node.id] = Access(flat, tuple(node.shape), c_strides(tuple(node.shape)))
     em.shaped[node.id] = name
 

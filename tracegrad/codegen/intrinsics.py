@@ -249,3 +249,19 @@ def tg_scale2(typingctx, p, k1, k2):
         return out
 
     return types.float64(p, k1, k2), codegen
+
+
+def tg_noinline(dispatcher):
+    """Mark a compiled njit function `noinline` for LLVM, so the callers that
+    share it (outlined loops, called many times) keep ONE copy instead of
+    each call site re-optimizing an inlined copy. Call it right after the
+    function's (eager, explicit-signature) compilation, before any caller
+    compiles. Harmless on a function loaded from Numba's cache."""
+    for cres in dispatcher.overloads.values():
+        try:
+            module = cres.library._final_module
+            fn = module.get_function(cres.fndesc.llvm_func_name)
+            fn.add_function_attribute("noinline")
+        except Exception:  # a cache-loaded library: nothing to link, nothing to do
+            pass
+    return dispatcher
