@@ -78,7 +78,10 @@ def _numerical(fn, args: list, checked: list[int], eps: float) -> list:
     base = _outputs(fn(*args))
     jac = [[np.zeros((o.numel(), args[i].numel())) for i in checked] for o in base]
     for col, i in enumerate(checked):
-        flat = args[i].detach().numpy().reshape(-1)  # the leaf's own memory
+        data = args[i].detach().numpy()
+        flat = data.reshape(-1)
+        if not np.shares_memory(flat, data):  # must perturb the leaf's own memory
+            raise AssertionError("gradcheck: prepared inputs must be C-contiguous")
         for k in range(flat.size):
             orig = flat[k]
             flat[k] = orig + eps

@@ -58,3 +58,11 @@ def test_second_order_gradcheck():
         (g,) = torch.autograd.grad((t.tanh() ** 2).sum(), [t], create_graph=True)
         return g
     assert gradcheck(first_grad, (x,))
+
+
+def test_gradcheck_on_non_contiguous_inputs():
+    # regression: perturbing a reshape(-1) copy of an F-ordered input left the function unchanged
+    a = np.asfortranarray(np.random.default_rng(1).standard_normal((2, 3, 4)))
+    assert gradcheck(lambda t: (t.exp() * t).sum(), (a,))
+    assert gradcheck(lambda t: (t.exp() * t).sum(), (a.transpose(2, 0, 1),))
+    assert torch.tensor(a).numpy().flags.c_contiguous

@@ -910,9 +910,9 @@ def _to_array(data: Any, dtype) -> np.ndarray:
     npd = None if dtype is None else _dt.to_numpy_dtype(dtype)
     if isinstance(data, Tensor):
         arr = data._data
-        return np.array(arr, dtype=npd or arr.dtype, copy=True)
+        return np.array(arr, dtype=npd or arr.dtype, copy=True, order="C")
     if isinstance(data, np.ndarray):
-        return np.array(data, dtype=npd or data.dtype, copy=True)
+        return np.array(data, dtype=npd or data.dtype, copy=True, order="C")
     if data is None or isinstance(data, (dict, set)):
         from tracegrad.eager.errors import EagerDTypeError, context
         raise EagerDTypeError(f"Could not infer dtype of {type(data).__name__}"
