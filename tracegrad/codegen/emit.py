@@ -39,6 +39,9 @@ log = logging.getLogger("tracegrad")
 # to vectorize.
 FASTMATH = {"arcp", "contract", "afn", "reassoc"}
 PARALLEL_MIN_ELEMENTS = 1 << 18   # loops this big run on all cores (prange)
+# A loop body repeated this often becomes one shared function (a function costs
+# ~0.1 s to compile on its own, an inline copy of a loop ~0.03 s).
+OUTLINE_MIN_USES = 4
 
 
 class NoCodegen(Exception):
@@ -212,7 +215,7 @@ class Emitter:
             params = [f"A{i}" for i in range(len(arrays))] + [f"O{i}" for i in range(len(offsets))]
             sig = ", ".join([self.array_type(a) for a in arrays] + ["types.int64"] * len(offsets))
             self.outlined_src[fn] = (f"@njit(({sig},), fastmath=_FASTMATH, error_model='numpy', "
-                                     "cache=True, nogil=True)\n"
+                                     "cache=True, nogil=True, no_cpython_wrapper=True)\n"
                                      f"def {fn}({', '.join(params)}):\n"
                                      + "\n".join("    " + line for line in canon.split("\n"))
                                      + f"\n\n\ntg_noinline({fn})")
@@ -229,9 +232,9 @@ class Emitter:
         """Put back in place the loops that turned out to be used once."""
         restore = {}
         for fn, uses in self.outline_uses.items():
-            if len(uses) == 1:
-                line_no, body = uses[0]
-                restore[line_no] = body
+            if len(uses) < OUTLINE_MIN_USES:
+                for line_no, body in uses:
+                    restore[line_no] = body
                 self.outlined_src.pop(fn)
         if restore:
             out = []

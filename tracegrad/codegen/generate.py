@@ -8,6 +8,7 @@ driver calls the segments and, between them, the NumPy impl of those nodes.
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 
@@ -219,6 +220,7 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
              f"def {kernel_name}({entry_names}):"] + driver +
             [f"    return ({', '.join(out_names)}{',' if len(out_names) == 1 else ''})"]))
     source = "\n\n\n".join(parts) + "\n"
+    source = _hoist_typed_literals(source)
     return EmittedModule(source=source, entry=kernel_name,
                          const_ids=[c.id for c in big_consts], fallback_ids=fallback_ids,
                          parallel=any_parallel, wants_parallel=wants_parallel)
@@ -344,3 +346,27 @@ def _return_outputs(em: Emitter, graph: Graph, param_name) -> list[str]:
 def _coalesce(dims, strides):
     from tracegrad.codegen.emit import coalesce
     return coalesce(dims, strides)
+
+
+_TYPED_LITERAL = re.compile(
+    r"np\.(float32|float64|int64|int32|int8|uint8|int16)\((-?(?:np\.inf|np\.nan|[0-9][0-9.e+-]*))\)")
+
+
+def _hoist_typed_literals(source: str) -> str:
+    """`np.float32(0.5)` in code -> a module constant `_f32_0p5`: Numba types a
+    global scalar once, instead of resolving a call at every use."""
+    names: dict[str, str] = {}
+
+    def name_for(m) -> str:
+        key = m.group(0)
+        if key not in names:
+            short = {"float32": "f32", "float64": "f64"}.get(m.group(1), m.group(1))
+            names[key] = f"_{short}_{len(names)}"
+        return names[key]
+
+    head, sep, body = source.partition("\n\n\n")
+    body = _TYPED_LITERAL.sub(name_for, body)
+    if not names:
+        return source
+    decls = "\n".join(f"{n} = {k}" for k, n in names.items())
+    return head + "\n" + decls + sep + body
