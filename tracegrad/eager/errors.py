@@ -10,7 +10,7 @@ message verbatim; the context follows on the next line:
 """
 from __future__ import annotations
 
-from tracegrad.ops.core import DTypeError, ShapeError, dtype_short, user_location
+from tracegrad.ops.core import DTypeError, ShapeError, dtype_short, user_frame
 
 
 class EagerShapeError(ShapeError, RuntimeError):
@@ -40,9 +40,28 @@ def _describe(t) -> str:
     return f"{dtype_short(data.dtype)}[{','.join(map(str, data.shape))}]"
 
 
+def _where() -> str | None:
+    """The user's file:line, plus the lines in the same file that called it
+    (a helper such as `def step(): loss.backward()` is then traced to its caller)."""
+    frame = user_frame()
+    if frame is None:
+        return None
+    filename = frame.f_code.co_filename
+    text = f"{filename}:{frame.f_lineno}"
+    callers = []
+    outer = frame.f_back
+    while outer is not None and len(callers) < 2:
+        if outer.f_code.co_filename == filename:
+            callers.append(f"{filename}:{outer.f_lineno}")
+        outer = outer.f_back
+    if callers:
+        text += ", called from " + ", ".join(callers)
+    return text
+
+
 def context(op: str, operands=()) -> str:
     parts = f"{op} of {', '.join(_describe(t) for t in operands)}" if operands else op
-    loc = user_location()
+    loc = _where()
     return f"\n  ({parts}{' at ' + loc if loc else ''})"
 
 
