@@ -260,6 +260,11 @@ def _make_node_class():
             self.input_tensors = list(inputs)
             self.primal_arrays = primal_arrays
             self.versions = [(t._version, t._version[0]) for t in inputs]
+            if graph_mod.STATE.anomaly:  # detect_anomaly() shows where the forward ran
+                import traceback
+                user = [f for f in traceback.extract_stack()
+                        if not f.filename.startswith(core._PACKAGE_DIR)]
+                self.trace = traceback.format_list(user)
 
         def apply(self, g, as_tensors: bool):
             if self.freed:

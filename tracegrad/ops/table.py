@@ -356,6 +356,9 @@ def _logsumexp_impl(x, axis=None, keepdims=False):
 
 
 def _logsumexp_vjp(g, out, x, axis=None, keepdims=False):
+    # PyTorch's form. At |x| ~ 1e4, float32 rounds `out` by ~1e-3 and the gradient keeps
+    # ~4 digits: that is the input's own conditioning (|x| * eps), and the joint graph
+    # shares `x - out` with the forward (tests/passes/test_joint_graphs.py)
     return mul(_keep(g, x, axis, keepdims), exp(sub(x, _keep(out, x, axis, keepdims))))
 
 
