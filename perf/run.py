@@ -144,6 +144,10 @@ def main(argv=None) -> int:
         if own_cache:
             shutil.rmtree(cache_dir, ignore_errors=True)
     notes = []
+    if args.threads:
+        notes.append(f"Every library's thread pool was pinned to {args.threads} thread(s) for this run "
+                     "(`--threads`): a per-core comparison that is far less sensitive to other processes "
+                     "on this shared 2-core machine than the default all-cores run.")
     if args.quick:
         notes.append("Quick run (`--quick`): float32 only, short timing batches; numbers are noisier "
                      "than a full run.")
