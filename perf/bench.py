@@ -8,12 +8,12 @@ reported time is the median over rounds of the per-call time within a batch.
 from __future__ import annotations
 
 import gc
-import os
 import logging
+import os
 import re
 import signal
-import threading
 import statistics
+import threading
 import time
 import traceback
 import warnings
@@ -25,11 +25,11 @@ from perf.workloads import compare, make_workload, reference
 
 @dataclass
 class Settings:
-    repeats: int = 11             # rounds
-    batch_seconds: float = 0.05   # target wall time of one batch of calls
+    repeats: int = 15             # rounds
+    batch_seconds: float = 0.04   # target wall time of one batch of calls
     max_calls: int = 20000        # cap on calls per batch
     warmup_calls: int = 2
-    cooldown: float = 0.15        # idle seconds before each batch: lets the previous system's
+    cooldown: float = 0.12        # idle seconds before each batch: lets the previous system's
     #                               spinning thread pools (OpenBLAS, OpenMP, XLA) go to sleep
 
 
