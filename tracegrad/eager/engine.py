@@ -157,8 +157,13 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
             elif targets is None and not anomaly and type(node) is Node and \
                     node.pre_hooks is None and node.retain_ref is None and node.post_hooks is None:
                 results = node.apply(g, create_graph)  # the common case, inlined
-                if not retain_graph:
+                if not retain_graph and node.saved:
                     node.release()
+            elif targets is None and type(node) is AccumulateGrad and node.pre_hooks is None \
+                    and node.post_hooks is None and not node.variable._hooks:
+                if accumulate:
+                    accumulate_grad(node.variable, g, create_graph)  # a leaf, inlined
+                continue
             else:
                 results = _run_node(node, g, create_graph, retain_graph, targets, captured,
                                     accumulate, anomaly)

@@ -215,15 +215,20 @@ class Node:
         vjps = self.prim.vjps
         attrs = self.attrs
         in_meta = self.in_meta
-        results = []
-        for i, nxt in enumerate(self.inputs):
-            if nxt is None:
-                results.append(None)
+        inputs = self.inputs
+        results = [None] * len(inputs)
+        for i in range(len(inputs)):
+            if inputs[i] is None:
                 continue
             gi = vjps[i](g, out, *operands, **attrs)
-            if gi is not None:
-                gi = fit_to(gi, in_meta[i], as_tensors)
-            results.append(gi)
+            if gi is None:
+                continue
+            meta = in_meta[i]
+            # the common case needs no fitting: same shape and dtype already
+            if as_tensors or type(gi) is not np.ndarray or gi.shape != meta[0] \
+                    or gi.dtype is not meta[1]:
+                gi = fit_to(gi, meta, as_tensors)
+            results[i] = gi
         return results
 
 

@@ -290,8 +290,14 @@ def _snapshot(t: "Tensor") -> tuple:
 class Tensor(ArrayOperators):
     """A multi-dimensional array with PyTorch's autograd (see module docstring)."""
 
-    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_grad", "_version", "_acc_ref",
-                 "_hooks", "_inference", "_base", "_retains_grad", "__weakref__", "__dict__")
+    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_version", "__weakref__", "__dict__")
+    # Rarely set per tensor: class-level defaults, so making a tensor assigns 4 fields.
+    _grad = None
+    _acc_ref = None
+    _hooks = None
+    _inference = False
+    _base = None
+    _retains_grad = False
     __array_ufunc__ = None  # numpy_array * tensor -> Tensor.__rmul__
     __hash__ = object.__hash__
 
@@ -306,13 +312,7 @@ class Tensor(ArrayOperators):
         self._data = data
         self._requires_grad = False
         self._grad_fn = None
-        self._grad = None
         self._version = [0]
-        self._acc_ref = None
-        self._hooks = None
-        self._inference = False
-        self._base = None
-        self._retains_grad = False
 
     @classmethod
     def _wrap(cls, data: np.ndarray) -> "Tensor":
@@ -320,13 +320,7 @@ class Tensor(ArrayOperators):
         t._data = data
         t._requires_grad = False
         t._grad_fn = None
-        t._grad = None
         t._version = [0]
-        t._acc_ref = None
-        t._hooks = None
-        t._inference = False
-        t._base = None
-        t._retains_grad = False
         return t
 
     # ------------------------------------------------------------ metadata
