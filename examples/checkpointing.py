@@ -72,15 +72,27 @@ def _apply(chunk, h):
     return h
 
 
+def minor_page_faults() -> int:
+    """Fresh memory pages this process has touched so far (0 where unsupported)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def measure(forward, params, x: np.ndarray, repeats: int):
-    """Peak bytes allocated during forward + backward, median seconds, and the grads."""
-    times = []
+    """Peak bytes allocated during forward + backward, median seconds, median
+    page faults per run, and the grads."""
+    times, faults = [], []
     for _ in range(repeats):
         for p in params:
             p.grad = None
+        faults_before = minor_page_faults()
         start = time.perf_counter()
         forward(eager.tensor(x, requires_grad=True)).backward()
         times.append(time.perf_counter() - start)
+        faults.append(minor_page_faults() - faults_before)
     for p in params:
         p.grad = None
     inputs = eager.tensor(x, requires_grad=True)
@@ -90,7 +102,7 @@ def measure(forward, params, x: np.ndarray, repeats: int):
     peak = tracemalloc.get_traced_memory()[1] - base
     tracemalloc.stop()
     grads = [p.grad.numpy().copy() for p in params]
-    return peak, statistics.median(times), grads
+    return peak, statistics.median(times), statistics.median(faults), grads
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -116,11 +128,12 @@ def main(argv: list[str] | None = None) -> None:
     for depth in depths:
         layers, params = make_layers(depth, width)
         segments = max(1, round(math.sqrt(depth)))
-        peak_plain, t_plain, g_plain = measure(lambda h: run_plain(layers, h), params, x, repeats)
-        peak_ckpt, t_ckpt, g_ckpt = measure(
+        peak_plain, t_plain, faults_plain, g_plain = measure(
+            lambda h: run_plain(layers, h), params, x, repeats)
+        peak_ckpt, t_ckpt, faults_ckpt, g_ckpt = measure(
             lambda h: run_checkpoint_sequential(layers, h, segments), params, x, repeats)
         diff = max(float(np.max(np.abs(a - b))) for a, b in zip(g_plain, g_ckpt))
-        results.append((depth, peak_plain, peak_ckpt, t_ckpt / t_plain))
+        results.append((depth, peak_plain, peak_ckpt, t_ckpt / t_plain, faults_plain, faults_ckpt))
         print(f"{depth:>5} {segments:>8} | {_mib(peak_plain):>12} {_mib(peak_ckpt):>11} "
               f"{peak_plain / activation:>6.0f} -> {peak_ckpt / activation:<5.0f} "
               f"{2 * math.sqrt(depth):>9.0f} | {t_plain * 1e3:>8.1f}ms {t_ckpt * 1e3:>8.1f}ms "
@@ -129,9 +142,9 @@ def main(argv: list[str] | None = None) -> None:
     depth = depths[-1]
     layers, params = make_layers(depth, width)
     block = max(1, round(math.sqrt(depth)))
-    peak_blocks, t_blocks, g_blocks = measure(lambda h: run_checkpoint_blocks(layers, h, block),
+    peak_blocks, t_blocks, _, g_blocks = measure(lambda h: run_checkpoint_blocks(layers, h, block),
                                               params, x, repeats)
-    _, _, g_plain = measure(lambda h: run_plain(layers, h), params, x, 1)
+    *_, g_plain = measure(lambda h: run_plain(layers, h), params, x, 1)
     diff = max(float(np.max(np.abs(a - b))) for a, b in zip(g_plain, g_blocks))
     print(f"\ncheckpoint(fn, h) around blocks of {block} layers, N = {depth}: peak "
           f"{_mib(peak_blocks)} ({peak_blocks / activation:.0f} activations), "
@@ -141,15 +154,16 @@ def main(argv: list[str] | None = None) -> None:
 
 def summarize(results) -> None:
     """What the table shows, in numbers: growth rates of memory, and the time cost."""
-    (n0, plain0, ckpt0, _), (n1, plain1, ckpt1, _) = results[0], results[-1]
+    (n0, plain0, ckpt0, *_), (n1, plain1, ckpt1, _, faults_plain, faults_ckpt) = results[0], results[-1]
     growth = n1 / n0
-    ratios = [r for *_, r in results]
+    ratios = [r[3] for r in results]
     print(f"\nFrom N = {n0} to N = {n1} ({growth:.0f}x deeper): plain peak memory grew "
           f"{plain1 / plain0:.1f}x (linear: {growth:.0f}x), checkpointed grew "
           f"{ckpt1 / ckpt0:.1f}x (sqrt: {np.sqrt(growth):.0f}x). Gradients are identical.")
     print(f"Time with checkpointing was {min(ratios):.2f}x-{max(ratios):.2f}x of plain. "
-          f"Recomputing costs about one extra forward pass, but at large N the plain run "
-          f"also pays for touching far more memory, which can cancel that cost.")
+          f"Recomputing costs about one extra forward pass,\nbut memory costs time too: at "
+          f"N = {n1} one plain forward+backward touched {faults_plain:.0f} fresh memory pages "
+          f"(page faults),\nthe checkpointed one {faults_ckpt:.0f}.")
 
 
 def _mib(n_bytes: float) -> str:
