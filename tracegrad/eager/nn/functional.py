@@ -12,6 +12,8 @@ so logits of +-1e4 stay finite.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tracegrad.eager import functions as _f
 from tracegrad.eager.errors import EagerIndexError, EagerValueError, shape_error
 from tracegrad.eager.tensor import Tensor, apply_op
@@ -74,7 +76,9 @@ def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
         bad = int(t.max() if t.max() >= n_classes else t.min())
         raise shape_error("nll_loss", f"Target {bad} is out of bounds.", input, target,
                           cls=EagerIndexError)
-    picked = apply_op(T.take_along_axis, (input, t.reshape(-1, 1)), {"axis": 1})
+    # input[arange(N), target]: one advanced-index gather (cheaper than take_along_axis)
+    rows = np.arange(t.shape[0])
+    picked = apply_op(T.getitem, (input, rows, t), {"spec": (("array", 0), ("array", 1))})
     return _reduce(-picked, reduction, "NllLossBackward0")
 
 
