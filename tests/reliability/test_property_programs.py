@@ -13,8 +13,8 @@ What runs where:
     compiled agree at float32 tolerance and keep float32.
   - a fixed set of themed programs through Numba kernels (float64 and
     float32), which together use every op of the generator: the same checks,
-    plus inputs never mutated and non-contiguous / negative-stride / read-only
-    inputs giving identical results. Kernels are cached on disk, so a second
+    plus non-contiguous / negative-stride / read-only inputs giving identical
+    results. Every check also asserts that no input array was mutated. Kernels are cached on disk, so a second
     run only loads them.
   - slow: 40 more seeded programs through Numba.
 """
@@ -82,9 +82,12 @@ def assert_agree(actual, expected, rtol, what, program):
 
 def check_float64(program: Program, backend: str = "interpret"):
     inputs = program.inputs
+    originals = [x.copy() for x in inputs]
     reference = float(program(*inputs))
     _, value, grads = compiled_value_and_grads(program, inputs, backend)
     eager_value, eager_grads = eager_value_and_grads(program, inputs)
+    for x, x0 in zip(inputs, originals):  # neither mode may write into the caller's arrays
+        np.testing.assert_array_equal(x, x0, err_msg=f"an input was mutated\n{program!r}")
     assert_agree(value, reference, 1e-12, "compiled value vs NumPy", program)
     assert_agree(eager_value, reference, 1e-12, "eager value vs NumPy", program)
     for k, (g, ge, x) in enumerate(zip(grads, eager_grads, inputs)):
