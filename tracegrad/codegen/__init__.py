@@ -140,6 +140,8 @@ def build_kernel(graph: Graph) -> Kernel:
     parallel variant is built in a background thread and swapped in when
     ready (TRACEGRAD_PARALLEL=sync waits for it, =0 never builds it)."""
     _setup_logging()
+    if any(np.dtype(n.dtype) == np.float16 for n in graph.nodes):
+        return _build_float16(graph)
     from tracegrad.codegen.generate import generate
     t0 = time.perf_counter()
     name = f"kernel_{ir_hash(graph)}"
@@ -173,6 +175,31 @@ def build_kernel(graph: Graph) -> Kernel:
                 name=f"tracegrad-parallel-{graph.name}")
             kernel._parallel_thread.start()
     return kernel
+
+
+def _build_float16(graph: Graph) -> Kernel:
+    """Numba has no float16 arrays: compute a float32 copy of the graph, and
+    convert at the edges (values round once, at the end, instead of per op)."""
+    from tracegrad.passes.fuse import copy_graph
+    wide = copy_graph(graph)
+    for n in wide.nodes:
+        if np.dtype(n.dtype) == np.float16:
+            n.dtype = np.dtype(np.float32)
+            if n.op == "const":
+                n.attrs["value"] = np.asarray(n.attrs["value"], np.float32)
+        for key in ("dtype",):
+            if n.attrs.get(key) in ("float16", np.float16):
+                n.attrs[key] = "float32"
+    inner = build_kernel(wide)
+    out_dtypes = [np.dtype(n.dtype) for n in graph.outputs]
+    in_dtypes = [np.dtype(n.dtype) for n in wide.inputs]
+
+    def entry(*arrays, _k=inner, _in=in_dtypes, _out=out_dtypes):
+        outs = _k(*[np.asarray(a, dtype=d) for a, d in zip(arrays, _in)])
+        return tuple(o.astype(d, copy=False) for o, d in zip(outs, _out))
+
+    return Kernel(entry, graph, inner.source, inner.source_path, inner.fallback_ids,
+                  inner.timings, inner.module)
 
 
 def _load(graph: Graph, emitted):

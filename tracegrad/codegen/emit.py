@@ -66,7 +66,8 @@ def np_dtype_name(dtype) -> str:
 
 
 def dshort(dtype) -> str:
-    return {"float32": "f32", "float64": "f64"}.get(np.dtype(dtype).name, "")
+    """Which mathlib variant serves this dtype (float16 computes in float32)."""
+    return {"float32": "f32", "float64": "f64", "float16": "f32"}.get(np.dtype(dtype).name, "f64")
 
 
 def literal(value, dtype) -> str:
@@ -220,12 +221,10 @@ class Emitter:
                                      + "\n".join("    " + line for line in canon.split("\n"))
                                      + f"\n\n\ntg_noinline({fn})")
         del self.lines[start:]
-        comments = [line for line in body if line.lstrip().startswith("# %")][:1]
-        self.lines.extend(comments)
         # np.int64(...): a bare literal would make Numba compile one specialization
         # of the function per distinct offset value (measured: 4x slower compiles)
         call = f"{fn}({', '.join(arrays + [f'np.int64({o})' for o in offsets])})"
-        self.emit(call)
+        self.emit(call + "  # one shared loop for all groups like this")
         self.outline_uses.setdefault(fn, []).append((len(self.lines) - 1, body))
 
     def finish_outlining(self) -> None:

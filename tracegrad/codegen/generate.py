@@ -245,8 +245,8 @@ def _bind_param(em: Emitter, node: Node, name: str) -> None:
 
 def _bind_small_const(em: Emitter, node: Node) -> None:
     value = np.asarray(node.attrs["value"]).reshape(-1)
-    if value.size == 0:
-        em.access[node.id] = Access("_empty", tuple(node.shape), (0,) * node.ndim)
+    if value.size == 0:  # an empty region: loops over it run zero times
+        em.access[node.id] = em.alloc(node, own_array=False)
         return
     v = value[0].item()
     em.const_values[node.id] = v
