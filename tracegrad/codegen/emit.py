@@ -142,6 +142,21 @@ class Emitter:
         self.outlined_src: dict[str, str] = {}   # function name -> its source
         self.outline_uses: dict[str, list] = {}  # function name -> [(line index, body)]
         self.flat_dtypes: dict[str, str] = {}    # flat param/output name -> dtype name
+        # value id -> the output that is a plain reshape of it (e.g. a loss
+        # computed as f32[1] and returned as f32[]): written in place
+        self.reshaped_outputs: dict[int, Node] = {}
+        seen: set[int] = set()
+        for o in graph.outputs:
+            if o.id in seen:
+                continue
+            seen.add(o.id)
+            root = o
+            while root.op == "reshape":
+                root = root.inputs[0]
+            if (root is not o and root.op not in ("input", "const") and not is_view(root)
+                    and root.id not in self.output_ids and root.id not in self.reshaped_outputs
+                    and np.dtype(root.dtype) == np.dtype(o.dtype)):
+                self.reshaped_outputs[root.id] = o
         self.uses_gemm = False
 
     # ---------------------------------------------------------- small tools
@@ -260,6 +275,17 @@ class Emitter:
         """Storage for node's value: its own output array if it is a graph
         output, else a region of the workspace (a dead value's, if one fits)."""
         shape = tuple(node.shape)
+        view_out = self.reshaped_outputs.get(node.id)
+        if own_array is None and view_out is not None and view_out.id not in self.shaped:
+            # the value is returned only through a reshape: compute it straight
+            # into that output array (no copy at the end)
+            name = f"o{view_out.id}"
+            self.emit(f"{name} = np.empty({tuple(view_out.shape)!r}, "
+                      f"np.{np_dtype_name(view_out.dtype)})")
+            self.emit(f"{name}_f = tg_flat({name})")
+            self.flat_dtypes[f"{name}_f"] = np.dtype(node.dtype).name
+            self.shaped[view_out.id] = name
+            return Access(f"{name}_f", shape, c_strides(shape))
         if own_array or (own_array is None and node.id in self.output_ids
                          and node.id not in self.shaped):
             name = f"o{node.id}"
