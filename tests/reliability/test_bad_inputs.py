@@ -296,3 +296,14 @@ def test_forward_kernels_on_integer_and_bool_arrays_match_numpy(dtypes):
     expected = a * b + 1
     assert out.dtype == expected.dtype
     np.testing.assert_array_equal(out, expected)
+
+
+def test_readme_lists_every_bad_input_row():
+    """tests/README.md's table of bad inputs names exactly the rows of this file."""
+    import re
+    readme = open(os.path.join(os.path.dirname(__file__), os.pardir, "README.md")).read()
+    listed = set(re.findall(r"`(test_\w+_bad_input\[[^\]]+\])`", readme))
+    rows = {f"test_eager_bad_input[{r.id}]" for r in EAGER + EAGER_ONLY}
+    rows |= {f"test_compiled_bad_input[{r.id}]" for r in COMPILED}
+    rows |= {f"test_numba_bad_input[{r.id}]" for r in NUMBA}
+    assert listed == rows, (sorted(rows - listed), sorted(listed - rows))
