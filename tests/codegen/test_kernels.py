@@ -147,7 +147,38 @@ def max_paren_depth(text):
     return best
 
 
-def test_numpy_fallback_for_advanced_indexing(rng):
+def test_advanced_indexing_gather_and_scatter(dtype, rng):
+    gm = GraphMaker("advanced_index")
+    x = gm.input((5, 4, 3), dtype, "x")
+    i = gm.input((2, 3), "int64", "i")
+    j = gm.input((3,), "int64", "j")
+    specs = [
+        (("array", 0), ("slice", 0, 4, 1), ("slice", 0, 3, 1)),        # x[i]
+        (("slice", 1, 5, 2), ("array", 1), ("slice", 2, None, -1)),     # x[1::2, j, ::-1]
+        (("array", 0), ("slice", 0, 4, 1), ("array", 1)),               # non-adjacent: block first
+        (2, ("array", 1), None, ("slice", 0, 3, 1)),                    # int counts as advanced
+    ]
+    outs = []
+    for spec in specs:
+        arrays = [n for k, n in enumerate((i, j)) if ("array", k) in spec]
+        renum = tuple(("array", arrays.index((i, j)[e[1]])) if isinstance(e, tuple) and
+                      e[0] == "array" else e for e in spec)
+        picked = gm.op("getitem", gm.op("exp", x), *arrays, spec=renum)
+        outs.append(picked)
+        outs.append(gm.op("index_add_zeros", gm.op("sin", picked), *arrays, spec=renum,
+                          shape=(5, 4, 3)))
+    graph = gm.output(*outs)
+    kernel = build_kernel(graph)
+    assert not kernel.fallback_ids
+    xs = _rand(rng, (5, 4, 3), dtype)
+    ii = np.array([[0, 4, -1], [2, 2, 1]])  # repeats accumulate in the scatter
+    jj = np.array([2, -3, 1])
+    assert_matches_interpreter(kernel, graph, [xs, ii, jj], dtype)
+
+
+def test_numpy_fallback_for_a_node_without_codegen(rng, monkeypatch):
+    from tracegrad.codegen import structured
+    monkeypatch.delitem(structured.STRUCTURED, "getitem")  # pretend gathers have no codegen
     gm = GraphMaker("fallback")
     x = gm.input((5, 3), "float64", "x")
     i = gm.input((4,), "int64", "i")

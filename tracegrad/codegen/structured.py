@@ -370,8 +370,7 @@ def basic_index_view(a: Access, spec) -> Access:
             offset += int(e) * s
         else:
             _, start, stop, step = e
-            from tracegrad.ops.table import slice_length
-            length = slice_length(start, stop, step)
+            length = len(range(start, -1 if stop is None else stop, step))
             if length > 0:
                 offset += start * s
             shape.append(length)
@@ -380,10 +379,87 @@ def basic_index_view(a: Access, spec) -> Access:
     return Access(a.buf, tuple(shape), tuple(strides), offset, a.scalar)
 
 
+def _advanced_index(em: Emitter, node: Node, base: Access, spec, index_nodes, shape):
+    """Loop over the result of an advanced (array) index and yield, inside the
+    innermost loop, (flat index into `base`, loop variables). NumPy's rules:
+    ints count as advanced indices; the broadcast block of index arrays goes
+    where the first advanced index stands if they are adjacent, else in front."""
+    basic, advanced, positions, dim = [], [], [], 0
+    block_at = None
+    for pos, e in enumerate(spec):
+        if e is None:
+            basic.append(None)
+            continue
+        d, dim = dim, dim + 1
+        if isinstance(e, (int, np.integer)) or e[0] == "array":
+            advanced.append((d, e))
+            positions.append(pos)
+            if block_at is None:
+                block_at = len(basic)
+        else:
+            basic.append((d, e[1], e[3]))
+    if positions != list(range(positions[0], positions[-1] + 1)):
+        block_at = 0
+    arrays = [(d, index_nodes[e[1]]) for d, e in advanced if not isinstance(e, (int, np.integer))]
+    block = tuple(np.broadcast_shapes(*[a.shape for _, a in arrays]))
+    nb = len(block)
+    vars_ = _nested(em, tuple(shape))
+    block_vars = vars_[block_at:block_at + nb]
+    basic_vars = vars_[:block_at] + vars_[block_at + nb:]
+    terms = [str(base.offset)] if base.offset else []
+    for var, b in zip(basic_vars, basic):
+        if b is None:
+            continue
+        d, start, step = b
+        stride = base.strides[d]
+        if stride:
+            terms.append(f"({start} + {var} * {step}) * {stride}" if (start or step != 1)
+                         else f"{var} * {stride}")
+    for j, (d, e) in enumerate(advanced):
+        stride = base.strides[d]
+        if isinstance(e, (int, np.integer)):
+            if e and stride:
+                terms.append(str(int(e) * stride))
+            continue
+        idx = em.acc(index_nodes[e[1]]).broadcast(block)
+        em.emit(f"k{j} = {idx.index_expr(idx.strides, block_vars)}")
+        _bounds_check(em, node, f"k{j}", base.shape[d])
+        if stride:
+            terms.append(f"k{j} * {stride}")
+    return " + ".join(terms) or "0", vars_
+
+
+@structured("getitem")
+def emit_getitem(em: Emitter, node: Node) -> None:
+    """Advanced indexing (basic indexing is a view, see generate._emit_view)."""
+    x, index_nodes = node.inputs[0], node.inputs[1:]
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    if node.size == 0:
+        return
+    src = em.acc(x)
+    flat, vars_ = _advanced_index(em, node, src, node.attrs["spec"], index_nodes, node.shape)
+    em.emit(f"{out.index_expr(out.strides, vars_)} = {src.buf}[{flat}]"
+            if src.scalar is None else f"{out.index_expr(out.strides, vars_)} = {src.scalar}")
+    em.indent -= len(vars_)
+
+
 @structured("index_add_zeros")
 def emit_index_add_zeros(em: Emitter, node: Node) -> None:
     if len(node.inputs) != 1:
-        raise NoCodegen("advanced (array) indexing")
+        g, index_nodes = node.inputs[0], node.inputs[1:]
+        em.comment(node)
+        out = em.alloc(node)
+        em.set_materialized(node, out)
+        em.loop_fill(out, node.size, literal(0, node.dtype))
+        if g.size == 0:
+            return
+        ga = em.acc(g)
+        flat, vars_ = _advanced_index(em, node, out, node.attrs["spec"], index_nodes, g.shape)
+        em.emit(f"{out.buf}[{flat}] += {ga.index_expr(ga.strides, vars_)}")
+        em.indent -= len(vars_)
+        return
     g = node.inputs[0]
     em.comment(node)
     out = em.alloc(node)
