@@ -231,3 +231,48 @@ def test_themed_program_through_numba(theme, dtype):
 def test_seeded_program_through_numba(seed):
     program = generate(RngChooser(50_000 + seed), max_steps=8)
     check_float64(program, backend="numba")
+
+
+# ------------------------------------------------------------- second order
+
+def hessian_vector_products(program: Program, inputs: list, directions: list, backend: str):
+    """(compiled H v, eager H v, finite differences of the compiled gradient along v)."""
+    n = len(inputs)
+    argnums = tuple(range(n))
+    grad = tg.grad(lambda *xs: program(*xs), argnums=argnums, backend=backend)
+
+    def directional(*xs):
+        total = 0.0
+        for g, v in zip(grad(*xs), directions):
+            total = total + tg.sum(g * v)
+        return total
+    compiled = tg.grad(directional, argnums=argnums, backend=backend)(*inputs)
+    tensors = [E.tensor(x, requires_grad=True) for x in inputs]
+    first = E.autograd.grad(program(*tensors), tensors, create_graph=True, allow_unused=True)
+    total = 0.0
+    for g, v in zip(first, directions):
+        if g is not None:
+            total = total + (g * E.tensor(v)).sum()
+    if isinstance(total, float) or not total.requires_grad:  # a constant gradient
+        eager = [np.zeros_like(x) for x in inputs]
+    else:
+        second = E.autograd.grad(total, tensors, allow_unused=True)
+        eager = [np.zeros_like(x) if s is None else s.numpy() for s, x in zip(second, inputs)]
+    eps = 1e-6
+    plus = grad(*[x + eps * v for x, v in zip(inputs, directions)])
+    minus = grad(*[x - eps * v for x, v in zip(inputs, directions)])
+    numeric = [(p - m) / (2 * eps) for p, m in zip(plus, minus)]
+    return list(compiled), eager, numeric
+
+
+@given(programs(max_steps=5))
+def test_random_programs_second_order_eager_compiled_and_finite_differences(program):
+    """grad of grad (compiled, traced through) == eager double backward == finite
+    differences of the gradient, as Hessian-vector products."""
+    rng = np.random.default_rng(len(program.steps))
+    directions = [rng.uniform(-1, 1, x.shape) for x in program.inputs]
+    compiled, eager, numeric = hessian_vector_products(program, program.inputs, directions,
+                                                       "interpret")
+    for k, (c, e, fd) in enumerate(zip(compiled, eager, numeric)):
+        assert_agree(c, e, 1e-9, f"H v {k}: compiled vs eager", program)
+        assert_agree(c, fd, 1e-4, f"H v {k}: compiled vs finite differences", program)
