@@ -738,7 +738,18 @@ def _take_along_axis_vjp(g, out, x, idx, axis):
     return put_along_axis_add(g, idx, axis=axis, shape=tuple(full))
 
 
+def _same_batch(x, idx, ax):
+    """True when x and idx agree on every dim but `ax` (the common case: no broadcasting)."""
+    xs, js = np.shape(x), np.shape(idx)
+    return (len(xs) == len(js) and np.issubdtype(np.asarray(idx).dtype, np.integer)
+            and xs[:ax] == js[:ax] and xs[ax + 1:] == js[ax + 1:])
+
+
 def _take_along_axis_impl(x, idx, axis):
+    ax = axis % max(np.ndim(x), 1)
+    if _same_batch(x, idx, ax):  # fast path: skip the broadcast bookkeeping
+        _check_in_range("take_along_axis", idx, np.shape(x)[ax], ax, (x, idx))
+        return np.take_along_axis(x, idx, ax)
     # broadcast the non-axis dims explicitly, so impl and shape rule agree
     shape, ax = along_axis_shape("take_along_axis", aval_of(x), aval_of(idx), axis)
     _check_in_range("take_along_axis", idx, np.shape(x)[ax], ax, (x, idx))
@@ -765,6 +776,11 @@ def _along_axis_index(idx, axis, shape):
 def _put_along_axis_add_impl(g, idx, axis, shape):
     _check_in_range("put_along_axis_add", idx, shape[axis], axis % len(shape), (g, idx))
     out = np.zeros(shape, dtype=np.asarray(g).dtype)
+    ax = axis % len(shape)
+    if np.shape(idx)[ax] == 1 and _same_batch(out, idx, ax) and np.shape(g) == np.shape(idx):
+        # one index per row cannot collide, so a plain put is an add into zeros
+        np.put_along_axis(out, idx, g, ax)
+        return out
     np.add.at(out, _along_axis_index(idx, axis, tuple(shape)), g)
     return out
 
