@@ -16,6 +16,9 @@ What runs where:
     plus non-contiguous / negative-stride / read-only inputs giving identical
     results. Every check also asserts that no input array was mutated. Kernels are cached on disk, so a second
     run only loads them.
+  - second order (hypothesis, interpreter): compiled grad of grad == eager
+    double backward == finite differences of the gradient (Hessian-vector
+    products); slow: the same for each themed program through Numba.
   - slow: 40 more seeded programs through Numba.
 """
 from __future__ import annotations
@@ -273,6 +276,19 @@ def test_random_programs_second_order_eager_compiled_and_finite_differences(prog
     directions = [rng.uniform(-1, 1, x.shape) for x in program.inputs]
     compiled, eager, numeric = hessian_vector_products(program, program.inputs, directions,
                                                        "interpret")
+    for k, (c, e, fd) in enumerate(zip(compiled, eager, numeric)):
+        assert_agree(c, e, 1e-9, f"H v {k}: compiled vs eager", program)
+        assert_agree(c, fd, 1e-4, f"H v {k}: compiled vs finite differences", program)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("theme", sorted(THEMES))
+def test_themed_program_second_order_through_numba(theme):
+    program = themed_program(theme)
+    rng = np.random.default_rng(0)
+    directions = [rng.uniform(-1, 1, x.shape) for x in program.inputs]
+    compiled, eager, numeric = hessian_vector_products(program, program.inputs, directions,
+                                                       "numba")
     for k, (c, e, fd) in enumerate(zip(compiled, eager, numeric)):
         assert_agree(c, e, 1e-9, f"H v {k}: compiled vs eager", program)
         assert_agree(c, fd, 1e-4, f"H v {k}: compiled vs finite differences", program)
