@@ -142,6 +142,7 @@ class Emitter:
         self.outlined_src: dict[str, str] = {}   # function name -> its source
         self.outline_uses: dict[str, list] = {}  # function name -> [(line index, body)]
         self.flat_dtypes: dict[str, str] = {}    # flat param/output name -> dtype name
+        self.out_allocs: list[str] = []          # output arrays, allocated in the prologue
         # value id -> the output that is a plain reshape of it (e.g. a loss
         # computed as f32[1] and returned as f32[]): written in place
         self.reshaped_outputs: dict[int, Node] = {}
@@ -280,17 +281,17 @@ class Emitter:
             # the value is returned only through a reshape: compute it straight
             # into that output array (no copy at the end)
             name = f"o{view_out.id}"
-            self.emit(f"{name} = np.empty({tuple(view_out.shape)!r}, "
-                      f"np.{np_dtype_name(view_out.dtype)})")
-            self.emit(f"{name}_f = tg_flat({name})")
+            self.out_allocs.append(f"{name} = np.empty({tuple(view_out.shape)!r}, "
+                                   f"np.{np_dtype_name(view_out.dtype)})")
+            self.out_allocs.append(f"{name}_f = tg_flat({name})")
             self.flat_dtypes[f"{name}_f"] = np.dtype(node.dtype).name
             self.shaped[view_out.id] = name
             return Access(f"{name}_f", shape, c_strides(shape))
         if own_array or (own_array is None and node.id in self.output_ids
                          and node.id not in self.shaped):
             name = f"o{node.id}"
-            self.emit(f"{name} = np.empty({shape!r}, np.{np_dtype_name(node.dtype)})")
-            self.emit(f"{name}_f = tg_flat({name})")
+            self.out_allocs.append(f"{name} = np.empty({shape!r}, np.{np_dtype_name(node.dtype)})")
+            self.out_allocs.append(f"{name}_f = tg_flat({name})")
             self.flat_dtypes[f"{name}_f"] = np.dtype(node.dtype).name
             self.shaped[node.id] = name
             return Access(f"{name}_f", shape, c_strides(shape))
@@ -313,9 +314,11 @@ class Emitter:
                                       a.offset)
 
     def prologue(self) -> list[str]:
-        """Workspace allocations, to put at the top of the body."""
-        return [f"    {ws} = np.empty({max(n, 1)}, np.{self.ws_dtype[ws]})"
-                for ws, n in self.ws_size.items()]
+        """Workspace and output allocations, to put at the top of the body (all
+        allocation first keeps the rest a plain sequence of loops and calls,
+        which `reroll` can fold)."""
+        return ([f"    {ws} = np.empty({max(n, 1)}, np.{self.ws_dtype[ws]})"
+                 for ws, n in self.ws_size.items()] + ["    " + a for a in self.out_allocs])
 
     def loop_fill(self, a: Access, size: int, value: str) -> None:
         """a[0:size] = value, as a loop (slice assignment compiles slowly)."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from tracegrad.codegen import mathlib
 from tracegrad.codegen.access import Access, c_strides
+from tracegrad.codegen.reroll import reroll
 from tracegrad.codegen.emit import (FASTMATH, EmittedModule, Emitter, NoCodegen, ident, literal,
                                     numba_array_type, schedule, unit_nodes, view_root)
 from tracegrad.ir.graph import Graph, Node
@@ -110,6 +111,7 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
     functions: list[str] = []
     driver: list[str] = []
     any_parallel = False
+    module_tables: list[str] = []
     wants_parallel = False
     fallback_ids: list[int] = []
     exprs: list[str] = []
@@ -173,6 +175,8 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
         if not params:
             deco = deco.replace("((,), ", "((), ")
         em.finish_outlining()
+        em.lines, int_tables = reroll(em.lines, em.array_type)
+        module_tables.extend(int_tables)
         functions.extend(em.outlined_src.values())
         functions.append("\n".join([deco, f"def {fname}({names}):"] + em.prologue() + em.lines))
         any_parallel |= em.parallel
@@ -205,6 +209,7 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
     header.append("_HELPER_FASTMATH = {" + ", ".join(map(repr, sorted(mathlib.HELPER_FASTMATH)))
                   + "}  # math helpers: no reassociation (it would undo their reductions)")
     header.append("_NUMPY = {}  # node id -> NumPy impl, filled in by the loader")
+    header.extend(module_tables)
     parts = ["\n".join(header)] + helpers + functions
     if not single:
         entry_names = ", ".join(param_name[p] for p in entry_params)
