@@ -148,6 +148,47 @@ APPLY: dict[str, Callable[..., Any]] = {
 }
 
 
+# The same ops spelled with NumPy's functions and methods: on tracers they are captured
+# through __array_ufunc__ / __array_function__ (compiled mode only; eager tensors follow
+# PyTorch, which does not take part in NumPy's protocols for tensors that need grad).
+APPLY_NUMPY: dict[str, Callable[..., Any]] = {
+    "add": lambda a, b: np.add(a, b),
+    "sub": lambda a, b: np.subtract(a, b),
+    "mul": lambda a, b: np.multiply(a, b),
+    "div": lambda a, b: np.divide(a, b),
+    "neg": lambda a: np.negative(a),
+    "pow": lambda a, b: np.power(a, b),
+    "exp": lambda a: np.exp(a),
+    "log": lambda a: np.log(a),
+    "sqrt": lambda a: np.sqrt(a),
+    "sin": lambda a: np.sin(a),
+    "cos": lambda a: np.cos(a),
+    "tanh": lambda a: np.tanh(a),
+    "abs": lambda a: np.abs(a),
+    "times_sign": lambda a, b: a * np.sign(b),
+    "maximum": lambda a, b: np.maximum(a, b),
+    "minimum": lambda a, b: np.minimum(a, b),
+    "where_gt": lambda u, a, b, t: np.where(u > t, a, b),
+    "sum": lambda a, axis, keepdims: np.sum(a, axis=axis, keepdims=keepdims),
+    "mean": lambda a, axis, keepdims: a.mean(axis=axis, keepdims=keepdims),
+    "max": lambda a, axis, keepdims: np.max(a, axis=axis, keepdims=keepdims),
+    "min": lambda a, axis, keepdims: a.min(axis=axis, keepdims=keepdims),
+    "var": lambda a, axis, keepdims, ddof: np.var(a, axis=axis, keepdims=keepdims, ddof=ddof),
+    "reshape": lambda a, shape: np.reshape(a, shape),
+    "transpose": lambda a, axes: np.transpose(a, axes),
+    "expand_dims": lambda a, axis: np.expand_dims(a, axis),
+    "squeeze": lambda a, axis: np.squeeze(a, axis),
+    "broadcast_to": lambda a, shape: np.broadcast_to(a, shape),
+    "concatenate": lambda *xs, axis: np.concatenate(list(xs), axis=axis),
+    "stack": lambda *xs, axis: np.stack(list(xs), axis=axis),
+    "matmul": lambda a, b: np.matmul(a, b),
+    "gram": lambda a: a @ (a if np.ndim(a) == 1 else np.transpose(
+        a, tuple(range(np.ndim(a) - 2)) + (np.ndim(a) - 1, np.ndim(a) - 2))),
+    "getitem": lambda a, index: a[_unfreeze(index)],
+    "take_along_axis": lambda a, idx, axis: np.take_along_axis(a, _unfreeze(idx), axis=axis),
+}
+
+
 def _freeze(index):
     """Index arrays become (marker, tuple) so steps print and compare nicely."""
     if isinstance(index, np.ndarray):
@@ -189,15 +230,16 @@ class Program:
         lines += [f"v{n + i} = {s!r}" for i, s in enumerate(self.steps)]
         return "Program(\n  " + "\n  ".join(lines) + "\n)"
 
-    def values(self, inputs) -> list:
+    def values(self, inputs, numpy_spelling: bool = False) -> list:
         vals = list(inputs)
         for step in self.steps:
-            vals.append(APPLY[step.op](*[vals[a] for a in step.args], **dict(step.params)))
+            fn = APPLY_NUMPY.get(step.op, APPLY[step.op]) if numpy_spelling else APPLY[step.op]
+            vals.append(fn(*[vals[a] for a in step.args], **dict(step.params)))
         return vals
 
-    def __call__(self, *inputs):
+    def __call__(self, *inputs, numpy_spelling: bool = False):
         """The program's scalar output: sum over every value of sum(value * weight)."""
-        vals = self.values(inputs)
+        vals = self.values(inputs, numpy_spelling)
         total = 0.0
         for v, w in zip(vals, self.weights):
             total = total + tg.sum(v * w)
