@@ -12,6 +12,37 @@
 
 Importing this package does not import Numba; `build_kernel` does.
 Set TRACEGRAD_LOG=1 to log codegen time, Numba compile time and cache hits.
+
+How a graph becomes a kernel (one module each; read them in this order):
+
+  passes/fuse.py   groups elementwise chains (+ broadcasts, + a trailing
+                   reduction) into fusion groups: one loop nest each.
+  emit.py          the Emitter: every temporary lives in one workspace array
+                   per dtype at planned offsets (a dead value's region is
+                   reused); outputs get their own arrays; views (reshape,
+                   broadcast_to, transpose, basic indexing) are index
+                   arithmetic (access.py), never copies.
+  fused.py         a fusion group -> loop nest over scalars, dims merged where
+                   every access is contiguous; reductions accumulate in
+                   registers (float64 for float32 sums).
+  structured.py    matmul (BLAS gemm via intrinsics.tg_gemm, transposes as
+                   flags), softmax family, argmax, var, gather/scatter,
+                   concatenate, advanced indexing.
+  mathlib.py       exp/log/tanh/sigmoid/sin/cos as straight-line source,
+                   expanded in place so loops vectorize (accuracy: see there).
+  generate.py      the module: one @njit function for the whole graph (one
+                   dispatch per call); nodes without code generation run
+                   their NumPy impl between njit segments. Loop bodies that
+                   repeat 4+ times become one shared noinline function, and
+                   runs of repeated calls are folded back into loops
+                   (reroll.py), which keeps deep nets' compile time in check.
+  cache.py         the module is a real, hash-named .py file in the cache dir
+                   (written once, verified before import) so Numba's own
+                   cache=True works across processes.
+
+Big loops (>= 2**18 elements) get a parallel (prange) variant, compiled in a
+background thread and swapped in when ready (TRACEGRAD_PARALLEL=sync|0).
+Measured numbers are in perf/mathlib_bench.py and perf/codegen_latency.py.
 """
 from __future__ import annotations
 
