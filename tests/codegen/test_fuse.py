@@ -77,3 +77,14 @@ def test_comparison_and_where_fuse_with_arithmetic():
     g = fuse_elementwise(gm.output(y))
     assert len({n.group for n in g.nodes if n.op not in ("input", "const")}) == 1
     assert np.dtype(g.outputs[0].dtype) == np.float64
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import tracegrad.codegen
+    import tracegrad.codegen.cache
+    import tracegrad.passes.fuse
+    for module in (tracegrad.passes.fuse, tracegrad.codegen, tracegrad.codegen.cache):
+        result = doctest.testmod(module)
+        assert result.failed == 0, module.__name__

@@ -231,10 +231,23 @@ class Emitter:
             self.outlined[key] = fn
             params = [f"A{i}" for i in range(len(arrays))] + [f"O{i}" for i in range(len(offsets))]
             sig = ", ".join([self.array_type(a) for a in arrays] + ["types.int64"] * len(offsets))
+            # Index views from offsets, not `A0[O0 + i]`: with a run-time offset Numba
+            # cannot prove the index non-negative, adds a wraparound select, and the
+            # loop no longer vectorizes. `V0 = A0[O0:]` then `V0[i]` does.
+            views = []
+
+            def view(m):
+                views.append((m.group(1), m.group(2)))
+                return f"V{m.group(2)[1:]}[" + ("" if m.group(3) == "]" else "")
+            body_text = re.sub(r"\b(A\d+)\[(O\d+)( \+ |\])",
+                               lambda m: view(m) + ("0]" if m.group(3) == "]" else ""), canon)
+            prologue = [f"V{o[1:]} = {a}[{o}:]"
+                        for a, o in sorted(set(views), key=lambda t: int(t[1][1:]))]
             self.outlined_src[fn] = (f"@njit(({sig},), fastmath=_FASTMATH, error_model='numpy', "
                                      "cache=True, nogil=True, no_cpython_wrapper=True)\n"
                                      f"def {fn}({', '.join(params)}):\n"
-                                     + "\n".join("    " + line for line in canon.split("\n"))
+                                     + "\n".join("    " + line for line in
+                                                  prologue + body_text.split("\n"))
                                      + f"\n\n\ntg_noinline({fn})")
         del self.lines[start:]
         # np.int64(...): a bare literal would make Numba compile one specialization
