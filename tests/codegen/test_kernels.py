@@ -216,3 +216,17 @@ def test_noncontiguous_and_readonly_inputs(rng):
     ro.setflags(write=False)
     for arr in (view, ro, view[::-1, ::-1][::-1, ::-1]):
         np.testing.assert_allclose(kernel(arr)[0], arr * arr)
+
+
+def test_big_loops_get_a_parallel_variant(monkeypatch, rng):
+    from tracegrad.codegen.emit import PARALLEL_MIN_ELEMENTS
+    monkeypatch.setenv("TRACEGRAD_PARALLEL", "sync")
+    gm = GraphMaker("parallel")
+    n = PARALLEL_MIN_ELEMENTS
+    x = gm.input((n,), "float64", "x")
+    y = gm.op("mul", gm.op("exp", gm.op("neg", x)), x)
+    graph = gm.output(y, gm.op("sum", y, axis=None, keepdims=False))
+    kernel = build_kernel(graph)
+    assert kernel.parallel_source is not None and "prange(" in kernel.parallel_source
+    assert "prange(" not in kernel.source.split("_FASTMATH = ")[1]
+    assert_matches_interpreter(kernel, graph, [rng.standard_normal(n)], "float64")

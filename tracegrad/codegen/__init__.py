@@ -201,8 +201,10 @@ def build_kernel(graph: Graph) -> Kernel:
             kernel._swap_in_parallel(par)
         else:
             import threading
+            # not a daemon: interpreter exit waits for it, rather than killing
+            # a Numba compile half way (which can crash the process at exit)
             kernel._parallel_thread = threading.Thread(
-                target=kernel._swap_in_parallel, args=(par,), daemon=True,
+                target=kernel._swap_in_parallel, args=(par,), daemon=False,
                 name=f"tracegrad-parallel-{graph.name}")
             kernel._parallel_thread.start()
     return kernel

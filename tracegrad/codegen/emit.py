@@ -293,21 +293,13 @@ class Emitter:
         if own_array is None and view_out is not None and view_out.id not in self.shaped:
             # the value is returned only through a reshape: compute it straight
             # into that output array (no copy at the end)
-            name = f"o{view_out.id}"
-            self.out_allocs.append(f"{name} = np.empty({tuple(view_out.shape)!r}, "
-                                   f"np.{np_dtype_name(view_out.dtype)})")
-            self.out_allocs.append(f"{name}_f = tg_flat({name})")
-            self.flat_dtypes[f"{name}_f"] = np.dtype(node.dtype).name
+            name = self._output_array(view_out)
             self.shaped[view_out.id] = name
-            return Access(f"{name}_f", shape, c_strides(shape))
+            return Access(f"o{view_out.id}_f", shape, c_strides(shape))
         if own_array or (own_array is None and node.id in self.output_ids
                          and node.id not in self.shaped):
-            name = f"o{node.id}"
-            self.out_allocs.append(f"{name} = np.empty({shape!r}, np.{np_dtype_name(node.dtype)})")
-            self.out_allocs.append(f"{name}_f = tg_flat({name})")
-            self.flat_dtypes[f"{name}_f"] = np.dtype(node.dtype).name
-            self.shaped[node.id] = name
-            return Access(f"{name}_f", shape, c_strides(shape))
+            self.shaped[node.id] = self._output_array(node)
+            return Access(f"o{node.id}_f", shape, c_strides(shape))
         ws = self.workspace(node.dtype)
         key = (ws, node.size)
         pool = self.free.get(key)
@@ -317,6 +309,20 @@ class Emitter:
             offset = self.ws_size[ws]
             self.ws_size[ws] += node.size
         return Access(ws, shape, c_strides(shape), offset)
+
+    def _output_array(self, node: Node) -> str:
+        """Allocate output `o<id>` (flat view `o<id>_f`); returns what to return."""
+        name, dtype, shape = f"o{node.id}", np_dtype_name(node.dtype), tuple(node.shape)
+        self.flat_dtypes[f"{name}_f"] = np.dtype(node.dtype).name
+        if self.allow_parallel:
+            # Under parallel=True, Numba's parfor lowering loses writes made through
+            # a tg_flat view inside prange (measured: the output stayed unwritten),
+            # so parallel kernels allocate flat and reshape on return.
+            self.out_allocs.append(f"{name}_f = np.empty({node.size}, np.{dtype})")
+            return f"{name}_f.reshape({shape!r})"
+        self.out_allocs.append(f"{name} = np.empty({shape!r}, np.{dtype})")
+        self.out_allocs.append(f"{name}_f = tg_flat({name})")
+        return name
 
     def release(self, a: Access, size: int) -> None:
         if a.buf in self.ws_size:
