@@ -97,3 +97,22 @@ def test_float16_kernel_failed_numba_typing_and_fell_back_with_a_warning():
         value, grad = tg.value_and_grad(lambda a: tg.sum(tg.tanh(a) * 2.0))(x)
     assert grad.dtype == np.float16
     np.testing.assert_allclose(grad, 2 * (1 - np.tanh(0.5) ** 2), rtol=1e-2)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "codegen (H5): a fused chain of ~100 tanh/sin/cos ops makes Numba's SSA pass recurse "
+    "past Python's recursion limit (numba/core/ssa.py _find_def_from_bottom); build_kernel "
+    "then falls back to the interpreter with a RuntimeWarning. Raising the limit compiles it, "
+    "but in ~80 s: the inlined, branchy math helpers make one huge function."))
+def test_long_elementwise_chain_hit_numbas_recursion_limit_and_fell_back_to_the_interpreter():
+    def chain(x):
+        for _ in range(100):
+            x = tg.tanh(x) * 0.9
+        return tg.sum(x)
+    x = np.linspace(-1, 1, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        value, grad = tg.value_and_grad(chain)(x)
+    ref_value, ref_grad = tg.value_and_grad(chain, backend="interpret")(x)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-10)
