@@ -143,6 +143,8 @@ class Emitter:
         self.outline_uses: dict[str, list] = {}  # function name -> [(line index, body)]
         self.flat_dtypes: dict[str, str] = {}    # flat param/output name -> dtype name
         self.out_allocs: list[str] = []          # output arrays, allocated in the prologue
+        self.out_size: dict[str, int] = {}       # per-dtype output buffer -> elements
+        self.own_outputs: set[str] = set()       # expressions of arrays made for outputs
         # value id -> the output that is a plain reshape of it (e.g. a loss
         # computed as f32[1] and returned as f32[]): written in place
         self.reshaped_outputs: dict[int, Node] = {}
@@ -186,7 +188,7 @@ class Emitter:
     # tanh loops, differing only in buffer offsets). Numba's compile time grows
     # with code size, so each distinct loop body becomes ONE njit function,
     # called with its arrays and offsets; the kernel keeps only the calls.
-    _ARRAY_REF = re.compile(r"\b(ws_\w+|\w+_f)\[")
+    _ARRAY_REF = re.compile(r"\b(ws_\w+|out_\w+|\w+_f)\[")
     _OFFSET = re.compile(r"\b(A\d+)\[(\d+)( \+ |\])")
     _LOCAL = re.compile(r"\b(v|acc|big)(\d+)\b|\b([a-z0-9]+)_m(\d+)\b")
     _NO_OFFSET = re.compile(r"\b(A\d+)\[(?!\d)")
@@ -293,13 +295,13 @@ class Emitter:
         if own_array is None and view_out is not None and view_out.id not in self.shaped:
             # the value is returned only through a reshape: compute it straight
             # into that output array (no copy at the end)
-            name = self._output_array(view_out)
+            name, a = self._output_array(view_out)
             self.shaped[view_out.id] = name
-            return Access(f"o{view_out.id}_f", shape, c_strides(shape))
+            return Access(a.buf, shape, c_strides(shape), a.offset)
         if own_array or (own_array is None and node.id in self.output_ids
                          and node.id not in self.shaped):
-            self.shaped[node.id] = self._output_array(node)
-            return Access(f"o{node.id}_f", shape, c_strides(shape))
+            self.shaped[node.id], a = self._output_array(node)
+            return a
         ws = self.workspace(node.dtype)
         key = (ws, node.size)
         pool = self.free.get(key)
@@ -310,19 +312,35 @@ class Emitter:
             self.ws_size[ws] += node.size
         return Access(ws, shape, c_strides(shape), offset)
 
-    def _output_array(self, node: Node) -> str:
-        """Allocate output `o<id>` (flat view `o<id>_f`); returns what to return."""
-        name, dtype, shape = f"o{node.id}", np_dtype_name(node.dtype), tuple(node.shape)
-        self.flat_dtypes[f"{name}_f"] = np.dtype(node.dtype).name
+    def _output_array(self, node: Node, name: str | None = None) -> tuple[str, Access]:
+        """Allocate output `o<id>`: (expression to return, flat access to write)."""
+        return self.output_region(name or f"o{node.id}", tuple(node.shape), node.dtype)
+
+    def output_region(self, name: str, shape: tuple, dtype) -> tuple[str, Access]:
+        ret, a = self._output_region(name, shape, dtype)
+        self.own_outputs.add(ret)
+        return ret, a
+
+    def _output_region(self, name: str, shape: tuple, dtype) -> tuple[str, Access]:
+        dtype = np_dtype_name(dtype)
+        size = int(np.prod(shape, dtype=np.int64))
         if self.allow_parallel:
             # Under parallel=True, Numba's parfor lowering loses writes made through
-            # a tg_flat view inside prange (measured: the output stayed unwritten),
-            # so parallel kernels allocate flat and reshape on return.
-            self.out_allocs.append(f"{name}_f = np.empty({node.size}, np.{dtype})")
-            return f"{name}_f.reshape({shape!r})"
-        self.out_allocs.append(f"{name} = np.empty({shape!r}, np.{dtype})")
-        self.out_allocs.append(f"{name}_f = tg_flat({name})")
-        return name
+            # an intrinsic view inside prange (measured: the output stayed unwritten),
+            # so parallel kernels allocate each output flat and reshape on return.
+            self.flat_dtypes[f"{name}_f"] = dtype
+            self.out_allocs.append(f"{name}_f = np.empty({size}, np.{dtype})")
+            return f"{name}_f.reshape({shape!r})", Access(f"{name}_f", shape, c_strides(shape))
+        # All outputs of one dtype are carved from one array (tg_view): one np.empty
+        # signature to compile, whatever the outputs' ranks (~0.1 s less per kernel).
+        buf = f"out_{dtype}"
+        if buf not in self.out_size:
+            self.out_size[buf] = 0
+            self.flat_dtypes[buf] = dtype
+        offset = self.out_size[buf]
+        self.out_size[buf] += size
+        self.out_allocs.append(f"{name} = tg_view({buf}, {offset}, {shape!r})")
+        return name, Access(buf, shape, c_strides(shape), offset)
 
     def release(self, a: Access, size: int) -> None:
         if a.buf in self.ws_size:
@@ -337,7 +355,10 @@ class Emitter:
         allocation first keeps the rest a plain sequence of loops and calls,
         which `reroll` can fold)."""
         return ([f"    {ws} = np.empty({max(n, 1)}, np.{self.ws_dtype[ws]})"
-                 for ws, n in self.ws_size.items()] + ["    " + a for a in self.out_allocs])
+                 for ws, n in self.ws_size.items()]
+                + [f"    {buf} = np.empty({max(n, 1)}, np.{self.flat_dtypes[buf]})"
+                   for buf, n in self.out_size.items()]
+                + ["    " + a for a in self.out_allocs])
 
     def loop_fill(self, a: Access, size: int, value: str) -> None:
         """a[0:size] = value, as a loop (slice assignment compiles slowly)."""

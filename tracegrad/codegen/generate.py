@@ -201,7 +201,7 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
         "import numpy as np",
         "from numba import njit, prange, types",
     ]
-    header.append("from tracegrad.codegen.intrinsics import tg_flat, tg_noinline" +
+    header.append("from tracegrad.codegen.intrinsics import tg_flat, tg_noinline, tg_view" +
                   (", tg_gemm" if uses_gemm else "") +
                   "".join(f", {i}" for i in mathlib.intrinsics_used(body_text + helpers)))
     header.append("\n_FASTMATH = {" + ", ".join(map(repr, sorted(FASTMATH)))
@@ -325,17 +325,14 @@ def _return_outputs(em: Emitter, graph: Graph, param_name) -> list[str]:
     returned: set[str] = set()
     for o in graph.outputs:
         name = em.shaped.get(o.id, "")
-        if name.startswith("o") and name not in returned:
+        if name in em.own_outputs and name not in returned:
             outs.append(name)
             returned.add(name)
             continue
         src = em.acc(o)
-        name = em.fresh("r")
         shape = tuple(o.shape)
         em.emit(f"# output {o.name} ({o.type_str()}) as a fresh array")
-        em.emit(f"{name} = np.empty({shape!r}, np.{np.dtype(o.dtype).name})")
-        em.emit(f"{name}_f = tg_flat({name})")
-        dst = Access(f"{name}_f", shape, c_strides(shape))
+        name, dst = em.output_region(em.fresh("r"), shape, o.dtype)
         loop_dims, (ss, ds) = _coalesce(list(shape), [src.strides, dst.strides])
         for k, d in enumerate(loop_dims):
             em.emit(f"for i{k} in range({d}):")

@@ -265,3 +265,37 @@ def tg_noinline(dispatcher):
         except Exception:  # a cache-loaded library: nothing to link, nothing to do
             pass
     return dispatcher
+
+
+@intrinsic
+def tg_view(typingctx, arr, offset, shape):
+    """A C-contiguous array of `shape` viewing `arr[offset:]` (a 1-D C array),
+    sharing its memory. Kernels carve all their outputs out of one allocation
+    per dtype this way: one `np.empty` signature to compile instead of one per
+    output rank, and one allocation per call."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
+            and isinstance(shape, types.BaseTuple)):
+        return None
+    ndim = len(shape)
+    ret = types.Array(arr.dtype, ndim, "C")
+
+    def codegen(context, builder, signature, args):
+        from numba.core.imputils import impl_ret_borrowed
+        from numba.np.arrayobj import populate_array
+        src = context.make_array(signature.args[0])(context, builder, args[0])
+        off = context.cast(builder, args[1], signature.args[1], types.intp)
+        dims = [context.cast(builder, v, t, types.intp) for v, t in
+                zip(cgutils.unpack_tuple(builder, args[2], ndim), signature.args[2])]
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(
+            context.get_data_type(arr.dtype)))
+        strides, step = [], itemsize
+        for d in reversed(dims):
+            strides.append(step)
+            step = builder.mul(step, d)
+        dst = context.make_array(ret)(context, builder)
+        populate_array(dst, data=builder.gep(src.data, [off]), shape=dims,
+                       strides=list(reversed(strides)), itemsize=itemsize,
+                       meminfo=src.meminfo, parent=None)
+        return impl_ret_borrowed(context, builder, ret, dst._getvalue())
+
+    return ret(arr, offset, shape), codegen

@@ -28,7 +28,7 @@ MIN_REPEATS = 3
 MAX_PERIOD = 8
 
 _CALL = re.compile(r"^    [A-Za-z_][\w.]*\(.*\)\s*(#.*)?$")
-_TOKEN = re.compile(r"(?<![\w.])(-?\d+)(?![\w.])|\b(ws_\w+|\w+_f)\b")
+_TOKEN = re.compile(r"(?<![\w.])(-?\d+)(?![\w.])|\b(ws_\w+|out_\w+|\w+_f)\b")
 
 
 def _canon(line: str):
