@@ -88,3 +88,16 @@ def test_docstring_examples_run():
     for module in (tracegrad.passes.fuse, tracegrad.codegen, tracegrad.codegen.cache):
         result = doctest.testmod(module)
         assert result.failed == 0, module.__name__
+
+
+def test_group_size_is_capped():
+    from tracegrad.passes.fuse import MAX_GROUP_COST, node_cost
+    gm = GraphMaker()
+    x = gm.input((8,), "float64")
+    for _ in range(40):
+        x = gm.op("mul", gm.op("tanh", x), gm.const(0.9, "float64"))
+    g = fuse_elementwise(gm.output(gm.op("sum", x, axis=None, keepdims=False)))
+    groups = groups_of(g)
+    assert len(groups) > 1
+    assert all(sum(node_cost(n) for n in members) <= MAX_GROUP_COST
+               for members in groups.values())

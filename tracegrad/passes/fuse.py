@@ -13,7 +13,10 @@ Rules:
   - views (reshape, broadcast_to, transpose, ...) never join: the generator
     reads their base array with adjusted strides. A member may not read a view
     of a member of its own group (that element is not computed yet);
-  - a join is refused if it would make groups depend on each other in a cycle.
+  - a join is refused if it would make groups depend on each other in a cycle;
+  - a group's size is capped (MAX_GROUP_COST, math functions counting more):
+    the generator expands exp/tanh/... in place, and one huge loop body makes
+    Numba's compile slow and, past ~100 tanh, overflow its recursion limit.
 
 Members used outside their group or returned as outputs are materialized by
 the code generator; the others stay scalar temporaries.
@@ -78,9 +81,24 @@ def copy_graph(graph: Graph) -> Graph:
     return new
 
 
+MAX_GROUP_COST = 64
+_MATH = ("tg_exp", "tg_log", "tg_tanh", "tg_sigmoid", "tg_sin", "tg_cos", "tg_pow")
+
+
+def node_cost(node: Node) -> int:
+    """Rough size of a member's code: math helpers expand to ~20 statements."""
+    if is_fusible_reduction(node):
+        return 1
+    from tracegrad.ops.core import REGISTRY
+    cg = REGISTRY[node.op].codegen
+    template = cg if isinstance(cg, str) else ""
+    return 8 if any(m in template for m in _MATH) else 1
+
+
 class _Grouper:
     def __init__(self, graph: Graph):
         self.graph = graph
+        self.cost: dict[int, int] = {}
         self.members: dict[int, list[Node]] = {}
         self.domain: dict[int, tuple] = {}
         self.latest_by_domain: dict[tuple, int] = {}
@@ -134,13 +152,16 @@ class _Grouper:
         return out
 
     def place(self, node: Node, domain: tuple, operands) -> None:
+        cost = node_cost(node)
         for gid in self.candidates(node, domain, operands):
-            if self.can_join(node, gid, operands):
+            if self.cost[gid] + cost <= MAX_GROUP_COST and self.can_join(node, gid, operands):
                 node.group = gid
                 self.members[gid].append(node)
+                self.cost[gid] += cost
                 return
         gid = len(self.members)
         node.group = gid
+        self.cost[gid] = cost
         self.members[gid] = [node]
         self.domain[gid] = domain
         self.latest_by_domain[domain] = gid
