@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tracegrad.ir.clone import subgraph
+from tracegrad.ir.clone import needed_ids, subgraph
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ops import core
 
@@ -192,7 +192,7 @@ def partition(joint: Graph, n_out: int, n_primals: int) -> tuple[Graph, Graph, l
             depends_on_ct.add(node.id)
     grads = joint.outputs[n_out:]
     # Forward values the backward reads: not consts (copied instead), not cotangent-side.
-    backward_nodes = _needed(grads, depends_on_ct)
+    backward_nodes = needed_ids(grads, set())
     saved: dict[int, Node] = {}
     for node in joint.nodes:
         if node.id not in backward_nodes or node.id not in depends_on_ct:
@@ -211,18 +211,6 @@ def partition(joint: Graph, n_out: int, n_primals: int) -> tuple[Graph, Graph, l
     backward = subgraph(joint, saved_nodes + list(cotangents), grads,
                         name=joint.name + "_backward")
     return forward, backward, [n.id for n in saved_nodes]
-
-
-def _needed(outputs, depends_on_ct) -> set[int]:
-    needed: set[int] = set()
-    stack = list(outputs)
-    while stack:
-        node = stack.pop()
-        if node.id in needed:
-            continue
-        needed.add(node.id)
-        stack.extend(node.inputs)
-    return needed
 
 
 def _node_base():

@@ -8,6 +8,7 @@ import sys
 os.environ["TRACEGRAD_CACHE_DIR"] = sys.argv[1]
 os.environ["TRACEGRAD_LOG"] = "1"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
 
 import numpy as np  # noqa: E402
 

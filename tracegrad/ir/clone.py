@@ -56,7 +56,7 @@ def subgraph(graph: Graph, inputs: list[Node], outputs: list[Node], name: str | 
         mapping[node.id] = copy
         new.nodes.append(copy)
         new.inputs.append(copy)
-    needed = _needed_ids(outputs, set(mapping))
+    needed = needed_ids(outputs, set(mapping))
     for node in graph.nodes:
         if node.id not in needed or node.id in mapping:
             continue
@@ -78,7 +78,7 @@ def _input_name(node: Node) -> str:
     return f"saved{node.id}_{node.op}"
 
 
-def _needed_ids(outputs: list[Node], stop: set[int]) -> set[int]:
+def needed_ids(outputs: list[Node], stop: set[int]) -> set[int]:
     needed: set[int] = set()
     stack = list(outputs)
     while stack:
