@@ -16,6 +16,7 @@ from typing import Iterable
 import numpy as np
 
 from tracegrad.eager.tensor import Tensor
+from tracegrad.eager.nn.modules import zero_grads
 
 
 class Optimizer:
@@ -40,14 +41,7 @@ class Optimizer:
             self.param_groups.append(group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad._data[...] = 0
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def _params_with_grad(self):
         for group in self.param_groups:

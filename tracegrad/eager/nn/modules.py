@@ -35,6 +35,17 @@ class Parameter(Tensor):
 register_value_kind(Parameter, 10, eager_apply)
 
 
+def zero_grads(params, set_to_none: bool = True) -> None:
+    """Clear `.grad` of each parameter: drop it (PyTorch's default) or fill it with zeros."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            p.grad._data[...] = 0
+
+
 class Module:
     """Base class: registers Parameters and sub-Modules assigned as attributes."""
 
@@ -119,13 +130,7 @@ class Module:
 
     # ------------------------------------------------------------ state
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad._data[...] = 0
+        zero_grads(self.parameters(), set_to_none)
 
     def train(self, mode: bool = True) -> "Module":
         for m in self.modules():
