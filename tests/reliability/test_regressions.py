@@ -116,3 +116,23 @@ def test_long_elementwise_chain_hit_numbas_recursion_limit_and_fell_back_to_the_
         value, grad = tg.value_and_grad(chain)(x)
     ref_value, ref_grad = tg.value_and_grad(chain, backend="interpret")(x)
     np.testing.assert_allclose(grad, ref_grad, rtol=1e-10)
+
+
+def test_same_graph_built_twice_gave_different_source_so_each_new_compiled_function_recompiled():
+    """mathlib's inline expansion numbered its temporaries with a process-wide counter
+    (tracegrad/codegen/mathlib.py `_UIDS`), so the same graph produced different source
+    on every build: a new content hash, a new module in sys.modules and in the cache
+    directory, and a Numba compile or cache load each time. `tg.grad(f)(x)` inside a
+    loop grew memory by ~50 KB per call, and the disk cache only hit when processes
+    happened to build kernels in the same order."""
+    import sys
+    x = np.linspace(-1.0, 1.0, 5)
+
+    def f(v):
+        return tg.sum(tg.tanh(v) * v)
+    first, second = tg.grad(f).lower(x), tg.grad(f).lower(x)
+    assert first.source == second.source and first.source_path == second.source_path
+    modules = sum(name.startswith("tg_") for name in sys.modules)
+    for _ in range(3):
+        tg.grad(f)(x)  # a new compiled function each time, as in a careless loop
+    assert sum(name.startswith("tg_") for name in sys.modules) == modules
