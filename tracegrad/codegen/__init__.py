@@ -49,6 +49,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
 import time
 from typing import Any, Callable
 
@@ -173,10 +174,9 @@ def build_kernel(graph: Graph) -> Kernel:
     _setup_logging()
     if any(np.dtype(n.dtype) == np.float16 for n in graph.nodes):
         return _build_float16(graph)
-    from tracegrad.codegen.generate import generate
     t0 = time.perf_counter()
     name = f"kernel_{ir_hash(graph)}"
-    emitted = generate(graph, name)
+    emitted = _generate(graph, name)
     t1 = time.perf_counter()
     import numba  # noqa: F401  (timed apart from the compile)
     t2 = time.perf_counter()
@@ -196,7 +196,7 @@ def build_kernel(graph: Graph) -> Kernel:
                     emitted.fallback_ids, timings, module)
     mode = parallel_mode()
     if emitted.wants_parallel and mode in ("background", "sync"):
-        par = generate(graph, name + "_par", parallel=True)
+        par = _generate(graph, name + "_par", parallel=True)
         if mode == "sync":
             kernel._swap_in_parallel(par)
         else:
@@ -208,6 +208,25 @@ def build_kernel(graph: Graph) -> Kernel:
                 name=f"tracegrad-parallel-{graph.name}")
             kernel._parallel_thread.start()
     return kernel
+
+
+_GENERATE_LOCK = threading.RLock()
+
+
+def _generate(graph: Graph, name: str, **options):
+    """The generated module, the same text for the same graph every time.
+
+    mathlib numbers the temporaries of the helpers it inlines from a counter;
+    restarting it per kernel keeps the source (and so its content hash, cache
+    file and module) identical across builds and processes. Otherwise every new
+    compiled function of the same graph compiled and imported a new module."""
+    import itertools
+
+    from tracegrad.codegen import mathlib
+    from tracegrad.codegen.generate import generate
+    with _GENERATE_LOCK:
+        mathlib._UIDS = itertools.count()
+        return generate(graph, name, **options)
 
 
 def _build_float16(graph: Graph) -> Kernel:
