@@ -263,7 +263,7 @@ def section_targets(results, cold) -> list[str]:
                 ok = None if row.get("first_result") is None else row["first_result"] <= WARM_FIRST_RESULT_TARGET_S
                 lines.append(f"| warm-cache first `mlp_mnist_b128` result ≤ {WARM_FIRST_RESULT_TARGET_S} s after "
                              f"import | {fmt_time(row.get('first_result'))} | {passfail(ok)} |")
-                kernel_log = next((m for m in reversed(row.get("log") or []) if "numba" in m), "")
+                kernel_log = _kernel_log_line(row)
                 compiled_again = None
                 if "numba compile" in kernel_log or "cache load" in kernel_log:
                     compiled_again = "numba compile" in kernel_log
@@ -346,6 +346,13 @@ def section_summary(results, target_lines, eager_lines) -> list[str]:
     return lines
 
 
+def _kernel_log_line(row) -> str:
+    """tracegrad's log line about building the kernel (says cache hit/miss, compile or load)."""
+    logs = row.get("log") or []
+    return next((m for m in reversed(logs) if "numba compile" in m or "cache load" in m),
+                next((m for m in reversed(logs) if "numba" in m), ""))
+
+
 def section_cold(cold) -> list[str]:
     if not cold:
         return []
@@ -355,7 +362,7 @@ def section_cold(cold) -> list[str]:
     for row in cold.get("rows", []):
         nb = row.get("numba_at_import")
         # tracegrad's own log line about the kernel: says whether the disk cache hit
-        kernel_log = next((m for m in reversed(row.get("log") or []) if "numba" in m), "")
+        kernel_log = _kernel_log_line(row)
         status = row.get("status", "") + (f"; log: `{kernel_log[:200]}`" if kernel_log else "")
         lines.append(f"| {row['case']} | {fmt_time(row.get('import'))} | "
                      f"{'–' if nb is None else ('yes' if nb else 'no')} | {fmt_time(row.get('first_result'))} | "

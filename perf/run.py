@@ -158,10 +158,19 @@ def main(argv=None) -> int:
         if load_before is not None else "unknown")
     path = report.write_report(Path(args.out), results, sweeps, cold, info, argv,
                                settings, time.perf_counter() - started, notes)
+    _save_raw(Path(args.out), results, sweeps, cold)
     print(f"wrote {path} in {time.perf_counter() - started:.1f} s")
     for line in _summary(results):
         print(line)
     return 0
+
+
+def _save_raw(out_dir: Path, results, sweeps, cold) -> None:
+    """The measurements behind the report, as JSON (results.json beside report.md)."""
+    import dataclasses
+    import json
+    raw = {"results": [dataclasses.asdict(r) for r in results], "sweeps": sweeps, "cold_start": cold}
+    (out_dir / "results.json").write_text(json.dumps(raw, indent=1, default=str))
 
 
 def _summary(results):
