@@ -8,7 +8,12 @@ and the fused expression `tanh(x)*sin(x) + exp(-x*x)` the same three ways
 plus tracegrad's generated kernel for `sum(...)` of it (whatever it picks:
 parallel over both cores at this size).
 
+Then the full `elementwise_1M` workload (value and gradient through
+`tracegrad.value_and_grad`), serial and parallel, interleaved with the
+hand-written NumPy forward+backward in the same run (medians).
+
     python perf/mathlib_bench.py          # prints a table (ms per 1M values)
+    python perf/mathlib_bench.py --vg     # only the value_and_grad comparison
 """
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ def build_module():
     src = f'''
 import numpy as np
 from numba import njit
-from tracegrad.codegen.intrinsics import tg_f64_from_bits, tg_bits_from_f64, tg_cw2, tg_cw3, tg_scale2
+from tracegrad.codegen.intrinsics import {', '.join(mathlib.intrinsics_used([mathlib.FUNCTIONS[n][0] for n in names]))}
 FM = {{'nsz', 'arcp', 'contract', 'afn', 'reassoc'}}
 HELPER_FM = {mathlib.HELPER_FASTMATH!r}
 
@@ -113,7 +118,55 @@ def tracegrad_kernel():
     return build_kernel(g)
 
 
+def median_ms(fns: dict, rounds: int = 15, number: int = 5) -> dict:
+    """Median ms per call of each fn, timed in interleaved rounds (fair under load)."""
+    times = {k: [] for k in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            times[k].append((time.perf_counter() - t0) / number * 1e3)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def value_and_grad_rows(dtype: str = "float32") -> dict:
+    """elementwise_1M value+gradient: tracegrad serial / parallel vs NumPy."""
+    import tracegrad as tg
+    x = np.random.default_rng(0).standard_normal(N).astype(dtype)
+
+    def f(x):
+        return tg.sum(tg.tanh(x) * tg.sin(x) + tg.exp(-x ** 2))
+
+    def numpy_vg():
+        t, s, e = np.tanh(x), np.sin(x), np.exp(-x * x)
+        return (t * s + e).sum(), (1 - t * t) * s + t * np.cos(x) - 2 * x * e
+
+    os.environ["TRACEGRAD_PARALLEL"] = "0"
+    serial = tg.value_and_grad(f)
+    serial(x)
+    os.environ["TRACEGRAD_PARALLEL"] = "sync"
+    par = tg.value_and_grad(lambda x: f(x) * 1.0)   # a distinct function: its own kernels
+    par(x)
+    ref_v, ref_g = numpy_vg()
+    v, g = serial(x)
+    err = float(np.max(np.abs(g - ref_g)))
+    return {**median_ms({"numpy": numpy_vg, "tracegrad serial": lambda: serial(x),
+                         "tracegrad parallel": lambda: par(x)}), "max |grad - numpy|": err}
+
+
+def print_value_and_grad() -> None:
+    rows = value_and_grad_rows()
+    print(f"\nelementwise_1M float32 value_and_grad, median ms (interleaved): " +
+          ", ".join(f"{k} {v:.3f}" if "|" not in k else f"{k} {v:.2g}" for k, v in rows.items()))
+
+
 def main() -> None:
+    if "--vg" in sys.argv:
+        print_value_and_grad()
+        return
     rng = np.random.default_rng(0)
     x = rng.uniform(-3, 3, N).astype(np.float32)
     out = np.empty_like(x)
@@ -154,6 +207,7 @@ def main() -> None:
     print(f"\nsum(tanh(x)*sin(x) + exp(-x*x)): numpy {numpy_sum_ms:.3f} ms, tracegrad kernel "
           f"{kernel_ms:.3f} ms serial (built in {compile_s:.2f} s), {parallel_ms:.3f} ms with "
           "prange on all cores")
+    print_value_and_grad()
 
 
 if __name__ == "__main__":

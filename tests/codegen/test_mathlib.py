@@ -1,9 +1,8 @@
 """Accuracy of tracegrad.codegen.mathlib, through compiled kernels.
 
 Reference: the correctly rounded value (NumPy in float64, or in float64 then
-rounded to float32). float32 results must be within 1 ulp of it (so within
-2 ulp of NumPy's float32 ufuncs, which are themselves up to ~3 ulp off for
-log/exp), float64 within 1e-14 relative. Dense grids plus edges: 0, -0,
+rounded to float32). float32 results (computed natively in float32) must be
+within 2 ulp of it, float64 within 1e-14 relative. Dense grids plus edges: 0, -0,
 tiny and subnormal, huge, +-inf, nan; sin/cos also beyond their fast range.
 """
 from __future__ import annotations
@@ -80,7 +79,7 @@ def test_accuracy(kernels, dtype, big_trig):
     xs = grids(np.dtype(dtype), rng, big_trig)
     with np.errstate(all="ignore"):
         outs = kernels[dtype](*[xs[name] for name in FUNCTIONS])
-    bound = 1.0 if dtype == "float32" else 1e-14
+    bound = 2.0 if dtype == "float32" else 1e-14
     for name, got in zip(FUNCTIONS, outs):
         err = errors(name, xs[name], got)
         worst = int(np.argmax(err))
@@ -116,4 +115,31 @@ def test_helpers_vectorize(tmp_path, monkeypatch):
     dispatcher = kernel.module.__dict__[next(k for k in kernel.module.__dict__
                                               if k.startswith("kernel_"))]
     ir = dispatcher.inspect_llvm(dispatcher.signatures[0])
-    assert "x double>" in ir or "x float>" in ir, "the loop did not vectorize"
+    # float32 math runs in float32 lanes (not widened to float64)
+    assert "x float>" in ir, "the float32 loop did not vectorize in float32"
+
+
+def test_parallel_variant_with_sin_and_cos(monkeypatch, tmp_path):
+    """sin and cos in one prange loop share one range-guard update (a prange
+    reduction variable may be updated only once per iteration), and an
+    argument beyond the fast range still takes the libm re-run."""
+    from tracegrad.codegen.emit import PARALLEL_MIN_ELEMENTS
+    monkeypatch.setenv("TRACEGRAD_PARALLEL", "sync")
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "cache"))
+    n = PARALLEL_MIN_ELEMENTS
+    gm = GraphMaker("trig_parallel")
+    x = gm.input((n,), "float32", "x")
+    y = gm.input((n,), "float32", "y")
+    s = gm.op("add", gm.op("mul", gm.op("sin", x), gm.op("cos", x)), gm.op("sin", y))
+    graph = gm.output(s, gm.op("sum", s, axis=None, keepdims=False))
+    kernel = build_kernel(graph)
+    assert kernel.parallel_source is not None and "prange(" in kernel.parallel_source
+    rng = np.random.default_rng(3)
+    xv = rng.uniform(-10, 10, n).astype(np.float32)
+    yv = rng.uniform(-10, 10, n).astype(np.float32)
+    yv[7] = 3e7   # beyond the fast range
+    x64, y64 = xv.astype(np.float64), yv.astype(np.float64)
+    want = np.sin(x64) * np.cos(x64) + np.sin(y64)
+    got, total = kernel(xv, yv)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(total, want.sum(), rtol=1e-5)

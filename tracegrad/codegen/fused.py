@@ -317,6 +317,7 @@ def emit_body(em, members, ids, reads, read_strides, writes, write_strides, reds
               exact=False, guarded=()):
     red_by_id = {r.node.id: r for r in reds}
     guarded_ids = {m.id for m in guarded}
+    guard_args: list[str] = []   # sin/cos arguments to check against the fast range
     for m in members:
         em.comment(m)
         if m.id in red_by_id:
@@ -330,8 +331,12 @@ def emit_body(em, members, ids, reads, read_strides, writes, write_strides, reds
             continue
         operands = [operand_expr(em, m, e, ids, reads, read_strides, loop_vars)
                     for e in m.inputs]
-        if m.id in guarded_ids and not exact:
-            em.emit(f"big{m.group} += abs({operands[0]}) > {mathlib.TRIG_LIMIT!r}")
+        if m.id in guarded_ids and not exact and operands[0] not in guard_args:
+            guard_args.append(operands[0])
         em.emit(f"v{m.id} = {scalar_expr(em, m, operands, exact)}")
         if m.id in writes:
             em.emit(f"{writes[m.id].index_expr(write_strides[m.id], loop_vars)} = v{m.id}")
+    if guard_args:
+        # one update per iteration: a prange reduction variable may be updated only once
+        beyond = " | ".join(f"(abs({a}) > {mathlib.TRIG_LIMIT!r})" for a in guard_args)
+        em.emit(f"big{guarded[0].group} += {beyond}")

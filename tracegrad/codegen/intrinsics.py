@@ -299,3 +299,42 @@ def tg_view(typingctx, arr, offset, shape):
         return impl_ret_borrowed(context, builder, ret, dst._getvalue())
 
     return ret(arr, offset, shape), codegen
+
+
+# float32 twins of the helpers above, for the native float32 math helpers.
+
+@intrinsic
+def tg_bits_from_f32(typingctx, value):
+    """The int32 holding the bit pattern of the float32 `value`."""
+    def codegen(context, builder, signature, args):
+        v = context.cast(builder, args[0], signature.args[0], types.float32)
+        return builder.bitcast(v, ir.IntType(32))
+
+    return types.int32(value), codegen
+
+
+@intrinsic
+def tg_cw2_f32(typingctx, x, k, c1, c2):
+    """(x - k*c1) - k*c2 in float32, in exactly this order (Cody-Waite)."""
+    def codegen(context, builder, signature, args):
+        vals = [context.cast(builder, v, t, types.float32) for v, t in zip(args, signature.args)]
+        x_, k_, a, b = vals
+        return builder.fsub(builder.fsub(x_, builder.fmul(k_, a)), builder.fmul(k_, b))
+
+    return types.float32(x, k, c1, c2), codegen
+
+
+@intrinsic
+def tg_scale2_f32(typingctx, p, k1, k2):
+    """p * 2**k1 * 2**k2 in float32 (k1, k2 in the normal exponent range), left
+    to right, so a result near overflow or in the subnormals rounds once."""
+    def codegen(context, builder, signature, args):
+        out = context.cast(builder, args[0], signature.args[0], types.float32)
+        i32 = ir.IntType(32)
+        for v, t in zip(args[1:], signature.args[1:]):
+            k = context.cast(builder, v, t, types.int32)
+            bits = builder.shl(builder.add(k, ir.Constant(i32, 127)), ir.Constant(i32, 23))
+            out = builder.fmul(out, builder.bitcast(bits, ir.FloatType()))
+        return out
+
+    return types.float32(p, k1, k2), codegen
