@@ -99,13 +99,11 @@ def test_float16_kernel_failed_numba_typing_and_fell_back_with_a_warning():
     np.testing.assert_allclose(grad, 2 * (1 - np.tanh(0.5) ** 2), rtol=1e-2)
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "codegen (H5): a fused chain of ~100 tanh/sin/cos ops makes Numba's SSA pass recurse "
-    "past Python's recursion limit (numba/core/ssa.py _find_def_from_bottom); build_kernel "
-    "then falls back to the interpreter with a RuntimeWarning. Raising the limit compiles it, "
-    "but in ~80 s: the inlined, branchy math helpers make one huge function."))
+@pytest.mark.slow  # (a long fused kernel: several seconds of Numba compile)
 def test_long_elementwise_chain_hit_numbas_recursion_limit_and_fell_back_to_the_interpreter():
+    """A fused chain of ~100 tanh ops made Numba's SSA pass recurse past Python's
+    recursion limit (numba/core/ssa.py); build_kernel fell back to the interpreter
+    with a RuntimeWarning (fixed in codegen by outlining/rerolling long loops)."""
     def chain(x):
         for _ in range(100):
             x = tg.tanh(x) * 0.9
