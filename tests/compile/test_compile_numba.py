@@ -133,7 +133,9 @@ def test_memory_flat_over_compiled_eager_training_steps():
         loss = step(x, W)
         loss.backward()
         W.grad = None
-    assert_memory_flat(train_step, warmup=500, window=1000)
+    # A leak of even one small tensor per step is >= 100 kB per window; allocator noise
+    # through the eager bridge was seen at ~34 kB, so 64 kB separates the two.
+    assert_memory_flat(train_step, warmup=500, window=1000, limit_bytes=64 * 1024)
 
 
 def stable_ops(x):
