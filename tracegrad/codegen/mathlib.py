@@ -308,7 +308,7 @@ def {name}(x):
     z = r * r
     s = r + r * z * ({_horner32("z", _SINF_S)})
     c = {_f(1.0)} - {_f(0.5)} * z + z * z * ({_horner32("z", _COSF_C)})
-    q = np.int64(k) & 3
+    q = np.int32(k) & np.int32(3)  # int32: AVX2 has no vector float64 -> int64 conversion
 {tail}
     return y if a <= {_f(3.4028234663852886e38)} else x - x
 """
