@@ -33,7 +33,9 @@ of s = (m-1)/(m+1). tanh uses Cephes' rational form for |x| < 0.625 and
 accurate in both tails. The helpers are inlined into kernels compiled with
 fast-math (reassociation allowed), so the steps whose order matters (the
 Cody-Waite reductions and the two-step 2**k scaling) are intrinsics that emit
-plain IEEE operations: tg_cw2, tg_cw3, tg_scale2.
+plain IEEE operations: tg_cw2, tg_cw3, tg_scale2 (float32: tg_cw2_f32,
+tg_scale2_f32). The float32 helpers follow Cephes' expf/logf/tanhf/sinf/cosf
+polynomials with the same structure, all in float32 except sin/cos's reduction.
 """
 from __future__ import annotations
 
@@ -204,8 +206,9 @@ for _fn in ("sin", "cos"):
 # the float64 helpers above. Every constant is spelled np.float32(...) (a bare
 # Python float would promote the arithmetic to float64). Cephes' single
 # precision polynomials; sin/cos keep the float64 Cody-Waite reduction (exact
-# up to TRIG_LIMIT, where float32 reductions are not) and evaluate the
-# polynomials in float32.
+# up to TRIG_LIMIT) and evaluate the polynomials in float32: a three-part
+# float32 reduction (no FMA) measured 478 ulp off at x = 505.8, just next to
+# a multiple of pi/2, already for |x| < 1024.
 
 
 def _f(c: float) -> str:
