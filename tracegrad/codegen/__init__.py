@@ -217,16 +217,18 @@ def _generate(graph: Graph, name: str, **options):
     """The generated module, the same text for the same graph every time.
 
     mathlib numbers the temporaries of the helpers it inlines from a counter;
-    restarting it per kernel keeps the source (and so its content hash, cache
+    restarting it (and its expansion budget) per kernel keeps the source (and so its content hash, cache
     file and module) identical across builds and processes. Otherwise every new
     compiled function of the same graph compiled and imported a new module."""
-    import itertools
-
     from tracegrad.codegen import mathlib
     from tracegrad.codegen.generate import generate
     with _GENERATE_LOCK:
-        mathlib._UIDS = itertools.count()
-        return generate(graph, name, **options)
+        mathlib.start_kernel()
+        emitted = generate(graph, name, **options)
+        if mathlib.expanded_sites(emitted.source) > mathlib.EXPANSION_BUDGET:
+            mathlib.start_kernel(expand=False)  # keep compile time bounded
+            emitted = generate(graph, name, **options)
+        return emitted
 
 
 def _build_float16(graph: Graph) -> Kernel:

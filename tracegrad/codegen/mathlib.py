@@ -406,6 +406,32 @@ import itertools  # noqa: E402
 _UIDS = itertools.count()
 _PARSED: dict[str, ast.FunctionDef] = {}
 
+# Each expanded call site costs compile time (~0.3 s for sin or cos), so a
+# chain of 30 sins took 18 s to compile. A kernel whose source would hold more
+# than this many expansions is generated again with helper calls left as calls
+# to shared noinline helpers: scalar speed in those loops, but a compile cost
+# that no longer grows with the chain.
+EXPANSION_BUDGET = 24
+_expand = True
+_EXPANDED_SITE = re.compile(r"\bret_m\d+ =")
+
+
+def start_kernel(expand: bool = True) -> None:
+    """Per-kernel state: temporaries numbered from 0 (same graph, same source)
+    and whether helper calls are expanded in place."""
+    global _UIDS, _expand
+    _UIDS = itertools.count()
+    _expand = expand
+
+
+def expanded_sites(source: str) -> int:
+    return len(_EXPANDED_SITE.findall(source))
+
+
+def outlined(name: str) -> bool:
+    """Helpers that, when left as calls, are compiled once and not inlined."""
+    return name.startswith("tg_") and expandable(name)
+
 
 def _parsed(name: str) -> ast.FunctionDef:
     fn = _PARSED.get(name)
@@ -429,6 +455,8 @@ class _Expander(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call):
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and expandable(node.func.id):
+            if not _expand and node.func.id.startswith("tg_"):
+                return node  # stays a call (see EXPANSION_BUDGET)
             return ast.Name(id=self.inline(node.func.id, node.args), ctx=ast.Load())
         return node
 
