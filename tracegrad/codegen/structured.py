@@ -306,11 +306,15 @@ def emit_take_along_axis(em: Emitter, node: Node) -> None:
     vars_ = _nested(em, shape)
     em.emit(f"k = {ia.index_expr(ia.strides, vars_)}")
     _bounds_check(em, node, "k", n)
-    xs = list(xa.strides)
-    x_idx = xa.index_expr(tuple(0 if d == ax else s for d, s in enumerate(xs)), vars_)
-    x_idx = x_idx[:-1] + (f" + k * {xs[ax]}" if xs[ax] else "") + "]"
-    em.emit(f"{out.index_expr(out.strides, vars_)} = {x_idx}")
+    em.emit(f"{out.index_expr(out.strides, vars_)} = {_at_k_along(xa, ax, vars_)}")
     em.indent -= len(shape)
+
+
+def _at_k_along(acc, ax: int, vars_) -> str:
+    """`acc` indexed by the loop variables, except position `k` along `ax`."""
+    strides = list(acc.strides)
+    idx = acc.index_expr(tuple(0 if d == ax else st for d, st in enumerate(strides)), vars_)
+    return idx[:-1] + (f" + k * {strides[ax]}" if strides[ax] else "") + "]"
 
 
 @structured("put_along_axis_add")
@@ -330,10 +334,7 @@ def emit_put_along_axis_add(em: Emitter, node: Node) -> None:
     vars_ = _nested(em, gshape)
     em.emit(f"k = {ia.index_expr(ia.strides, vars_)}")
     _bounds_check(em, node, "k", n)
-    os_ = list(out.strides)
-    o_idx = out.index_expr(tuple(0 if d == ax else s for d, s in enumerate(os_)), vars_)
-    o_idx = o_idx[:-1] + (f" + k * {os_[ax]}" if os_[ax] else "") + "]"
-    em.emit(f"{o_idx} += {ga.index_expr(ga.strides, vars_)}")
+    em.emit(f"{_at_k_along(out, ax, vars_)} += {ga.index_expr(ga.strides, vars_)}")
     em.indent -= len(gshape)
 
 
