@@ -146,20 +146,22 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
     prev_mode = STATE.grad_enabled
     STATE.grad_enabled = create_graph
     anomaly = STATE.anomaly
+    plain = targets is None and not anomaly  # the fast paths below apply
     try:
         while ready:
             node = ready.pop()
             g = grads.pop(node, None)
             results = None
+            kind = type(node)
             if g is None or (needed is not None and node not in needed):
                 if not retain_graph:
                     node.release()
-            elif targets is None and not anomaly and type(node) is Node and \
+            elif plain and kind is Node and \
                     node.pre_hooks is None and node.retain_ref is None and node.post_hooks is None:
                 results = node.apply(g, create_graph)  # the common case, inlined
                 if not retain_graph and node.saved:
                     node.release()
-            elif targets is None and type(node) is AccumulateGrad and node.pre_hooks is None \
+            elif targets is None and kind is AccumulateGrad and node.pre_hooks is None \
                     and node.post_hooks is None and not node.variable._hooks:
                 if accumulate:
                     accumulate_grad(node.variable, g, create_graph)  # a leaf, inlined

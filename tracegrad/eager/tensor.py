@@ -763,7 +763,7 @@ def _dim(dim: int, ndim: int, op: str) -> int:
     return dim % n
 
 
-register_value_kind(Tensor, 10, eager_apply)
+register_value_kind(Tensor, 10, apply_op)  # = eager_apply, one call frame fewer per op
 
 
 # ==================================================================== in-place

@@ -159,6 +159,10 @@ def bind(prim: Primitive, *args, **attrs):
     return numpy_apply(prim, args, attrs)
 
 
+# Calling a primitive IS bind (no extra frame on this hot path).
+Primitive.__call__ = bind
+
+
 def numpy_apply(prim: Primitive, args: tuple, attrs: dict):
     arrays = [as_operand(a, prim) for a in args]
     try:

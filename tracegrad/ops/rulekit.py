@@ -38,8 +38,12 @@ def dtype_name(v) -> str:
 
 def returns_array(fn):
     """Wrap a NumPy function so 0-d results are ndarrays, not NumPy scalars."""
+    ndarray = np.ndarray
+    asarray = np.asarray
+
     def impl(*args, **attrs):
-        return np.asarray(fn(*args, **attrs))
+        out = fn(*args, **attrs)
+        return out if type(out) is ndarray else asarray(out)  # skip asarray when already one
     impl.__name__ = getattr(fn, "__name__", "impl")
     return impl
 

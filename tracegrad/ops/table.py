@@ -199,8 +199,13 @@ def _where_rule(cond, x, y):
     return Aval(shape, np.dtype(promote(x, y)))
 
 
+_BOOL = np.dtype(np.bool_)
+
+
 def _where_impl(cond, x, y):
     # checked here too: eager mode runs impl without the shape rule (PyTorch refuses too)
+    if type(cond) is np.ndarray and cond.dtype is _BOOL:  # the common case, no conversion
+        return np.where(cond, x, y)
     if np.asarray(cond).dtype != np.bool_:
         raise op_error("where", [aval_of(v) for v in (cond, x, y) if isinstance(v, np.ndarray)],
                        f"condition must be bool, got {np.asarray(cond).dtype}", cls=DTypeError)
@@ -366,8 +371,14 @@ def _by_axis(full: str, with_axis: str):
     return lambda x, axis=None, keepdims=False, **_: full if axis is None else with_axis
 
 
+def _sum_impl(x, axis=None, keepdims=False):
+    if type(x) is np.ndarray:  # np.sum on an ndarray is exactly this reduce, minus a wrapper
+        return np.asarray(np.add.reduce(x, axis=axis, keepdims=keepdims))
+    return np.asarray(np.sum(x, axis=axis, keepdims=keepdims))
+
+
 sum_ = primitive(
-    "sum", impl=lambda x, axis=None, keepdims=False: np.asarray(np.sum(x, axis=axis, keepdims=keepdims)),
+    "sum", impl=_sum_impl,
     shape_rule=reduce_rule("sum"), kind="reduction",
     vjps=(_sum_vjp,), torch_name=_by_axis("SumBackward0", "SumBackward1"),
     saves=(), codegen="reduce_sum")
@@ -423,6 +434,10 @@ def _softmax_impl(x, axis):
 
 
 def _log_softmax_impl(x, axis):
+    if type(x) is np.ndarray:  # np.max/np.sum on an ndarray are exactly these reduces
+        shifted = x - np.maximum.reduce(x, axis=axis, keepdims=True)
+        return np.asarray(shifted - np.log(np.add.reduce(np.exp(shifted), axis=axis,
+                                                         keepdims=True)))
     shifted = x - np.max(x, axis=axis, keepdims=True)
     return np.asarray(shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True)))
 
@@ -574,6 +589,8 @@ def _swap_last(v):
 
 def _as_matrices(g, x, y):
     """g with the axes that 1-D operands drop put back as size 1 (x (k,) is a row, y a column)."""
+    if type(x) is np.ndarray and type(y) is np.ndarray and x.ndim != 1 and y.ndim != 1:
+        return g  # no 1-D operand: nothing to put back (the common case, without np.shape)
     shape = tuple(np.shape(g))
     if np.ndim(x) == 1:
         shape = shape[:-1] + (1,) + shape[-1:] if np.ndim(y) != 1 else shape + (1,)
@@ -583,6 +600,8 @@ def _as_matrices(g, x, y):
 
 
 def _matmul_vjp_x(g, out, x, y):
+    if type(x) is np.ndarray and type(y) is np.ndarray and x.ndim == 2 and y.ndim == 2:
+        return matmul(g, transpose(y, axes=(1, 0)))  # plain matrices: the common case
     y2 = reshape(y, shape=np.shape(y) + (1,)) if np.ndim(y) == 1 else y
     gx = matmul(_as_matrices(g, x, y), _swap_last(y2))  # (..., n, k)
     if np.ndim(x) == 1:  # drop the promoted row; the driver sums any batch dims
@@ -591,6 +610,8 @@ def _matmul_vjp_x(g, out, x, y):
 
 
 def _matmul_vjp_y(g, out, x, y):
+    if type(x) is np.ndarray and type(y) is np.ndarray and x.ndim == 2 and y.ndim == 2:
+        return matmul(transpose(x, axes=(1, 0)), g)  # plain matrices: the common case
     x2 = reshape(x, shape=(1,) + np.shape(x)) if np.ndim(x) == 1 else x
     gy = matmul(_swap_last(x2), _as_matrices(g, x, y))  # (..., k, m)
     if np.ndim(y) == 1:
@@ -806,7 +827,7 @@ put_along_axis_add = primitive(
 def sum_to_shape(g, shape):
     """Undo broadcasting: sum `g` down to `shape`. Used once, by the AD drivers."""
     shape = tuple(shape)
-    gshape = tuple(np.shape(g))
+    gshape = g.shape if type(g) is np.ndarray else tuple(np.shape(g))
     if gshape == shape:
         return g
     if len(gshape) < len(shape):  # a cotangent smaller than its operand: widen it first
