@@ -99,19 +99,22 @@ def _collect(roots, want_parents: bool):
     deps: dict = {}
     parents: dict = {}
     stack = list(dict.fromkeys(roots))
-    seen = set(stack)
+    seen = set(stack)  # the roots; any other node is seen once it has a count in deps
     get = deps.get
     while stack:
         node = stack.pop()
         for nxt in node.inputs:
             if nxt is None:
                 continue
-            deps[nxt] = get(nxt, 0) + 1
+            count = get(nxt)
+            if count is None:
+                deps[nxt] = 1
+                if nxt not in seen:
+                    stack.append(nxt)
+            else:
+                deps[nxt] = count + 1
             if want_parents:
                 parents.setdefault(nxt, []).append(node)
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
     return deps, parents
 
 

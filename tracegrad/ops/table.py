@@ -761,6 +761,10 @@ def _take_along_axis_vjp(g, out, x, idx, axis):
 
 def _same_batch(x, idx, ax):
     """True when x and idx agree on every dim but `ax` (the common case: no broadcasting)."""
+    if type(x) is np.ndarray and type(idx) is np.ndarray:  # same test, without np.shape/issubdtype
+        xs, js = x.shape, idx.shape
+        return (len(xs) == len(js) and idx.dtype.kind in "iu"
+                and xs[:ax] == js[:ax] and xs[ax + 1:] == js[ax + 1:])
     xs, js = np.shape(x), np.shape(idx)
     return (len(xs) == len(js) and np.issubdtype(np.asarray(idx).dtype, np.integer)
             and xs[:ax] == js[:ax] and xs[ax + 1:] == js[ax + 1:])
@@ -837,6 +841,6 @@ def sum_to_shape(g, shape):
         i + lead for i, d in enumerate(shape) if d == 1 and gshape[i + lead] != 1)
     if axes:
         g = sum_(g, axis=axes, keepdims=False)
-    if tuple(np.shape(g)) != shape:
+    if (g.shape if type(g) is np.ndarray else tuple(np.shape(g))) != shape:
         g = reshape(g, shape=shape)
     return g
