@@ -205,7 +205,7 @@ def _clear_error(prim, arrays, attrs, exc) -> Exception:
 class _EagerRules:
     """Per-primitive eager policy, looked up once per primitive."""
 
-    __slots__ = ("saves", "saves_by_call", "policy", "visible", "name")
+    __slots__ = ("saves", "saves_by_call", "policy", "visible", "name", "name_from_arrays")
 
     def __init__(self, prim):
         self.name = prim.torch_name if isinstance(prim.torch_name, str) else None
@@ -213,6 +213,8 @@ class _EagerRules:
         self.saves_by_call = _SAVES_BY_CALL.get(prim.name)
         self.policy = _SAVE_ONLY_IF_NEEDED.get(prim.name)
         self.visible = _VISIBLE.get(prim.name)
+        # matmul's name reads only the operands' ndim: the arrays answer it faster than tensors
+        self.name_from_arrays = prim.name == "matmul"
 
 
 _RULES: dict = {}
@@ -236,9 +238,10 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
             if a._requires_grad:
                 fn = a._grad_fn
                 inputs[i] = fn if fn is not None else grad_accumulator(a)
-            in_meta[i] = (d.shape, d.dtype)
+            dt = d.dtype
+            in_meta[i] = (d.shape, dt)
             # integer/bool operands (indices, masks) are data the rules read, always kept
-            if i in saves or d.dtype.kind not in "fc":
+            if i in saves or dt.kind not in "fc":
                 if policy is not None and i in policy:
                     other = args[policy[i]]
                     if not (isinstance(other, Tensor) and other._requires_grad):
@@ -266,7 +269,10 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
         out_saved = (out, counter, counter[0], None, True)
         saved = True
     if name is None:
-        name = rules.name if rules.name is not None else prim.node_name(*args, **attrs)
+        if rules.name is not None:
+            name = rules.name
+        else:
+            name = prim.node_name(*(arrays if rules.name_from_arrays else args), **attrs)
     if visible is None and rules.visible is not None:
         visible = rules.visible(args)
     node = Node(prim, attrs, name, tuple(inputs), tuple(in_meta), tuple(operands), out_saved,

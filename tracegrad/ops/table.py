@@ -620,7 +620,8 @@ def _matmul_vjp_y(g, out, x, y):
 
 
 def _matmul_torch_name(x, y):
-    nx, ny = np.ndim(x), np.ndim(y)
+    nx = x.ndim if type(x) is np.ndarray else np.ndim(x)
+    ny = y.ndim if type(y) is np.ndarray else np.ndim(y)
     if nx == 1 and ny == 1:
         return "DotBackward0"
     if nx == 2 and ny == 1:
