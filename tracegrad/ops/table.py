@@ -771,10 +771,20 @@ def _same_batch(x, idx, ax):
             and xs[:ax] == js[:ax] and xs[ax + 1:] == js[ax + 1:])
 
 
+def _same_batch_index(shape, idx, ax):
+    """NumPy's own take/put_along_axis index (as _make_along_axis_idx builds it), for an
+    integer ndarray idx already checked by _same_batch: skips NumPy's wrapper checks."""
+    ones = (1,) * len(shape)
+    return tuple(idx if d == ax else np.arange(n).reshape(ones[:d] + (-1,) + ones[d + 1:])
+                 for d, n in enumerate(shape))
+
+
 def _take_along_axis_impl(x, idx, axis):
     ax = axis % max(np.ndim(x), 1)
     if _same_batch(x, idx, ax):  # fast path: skip the broadcast bookkeeping
         _check_in_range("take_along_axis", idx, np.shape(x)[ax], ax, (x, idx))
+        if type(x) is np.ndarray and type(idx) is np.ndarray:
+            return x[_same_batch_index(x.shape, idx, ax)]
         return np.take_along_axis(x, idx, ax)
     # broadcast the non-axis dims explicitly, so impl and shape rule agree
     shape, ax = along_axis_shape("take_along_axis", aval_of(x), aval_of(idx), axis)
@@ -805,7 +815,10 @@ def _put_along_axis_add_impl(g, idx, axis, shape):
     ax = axis % len(shape)
     if np.shape(idx)[ax] == 1 and _same_batch(out, idx, ax) and np.shape(g) == np.shape(idx):
         # one index per row cannot collide, so a plain put is an add into zeros
-        np.put_along_axis(out, idx, g, ax)
+        if type(idx) is np.ndarray:
+            out[_same_batch_index(out.shape, idx, ax)] = g  # what np.put_along_axis does
+        else:
+            np.put_along_axis(out, idx, g, ax)
         return out
     np.add.at(out, _along_axis_index(idx, axis, tuple(shape)), g)
     return out
