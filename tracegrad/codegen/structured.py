@@ -190,14 +190,20 @@ def emit_softmax(em: Emitter, node: Node) -> None:
     em.indent -= 3
 
 
-@structured("reduce_logsumexp", "logsumexp")
-def emit_logsumexp(em: Emitter, node: Node) -> None:
-    x = node.inputs[0]
+def _reduction_prologue(em: Emitter, node: Node, x: Node):
+    """Split x's shape around the reduced axes, and allocate the node's output."""
     outer, n, inner = _split(tuple(x.shape), _axes(node, x.ndim))
     src = em.contiguous(x)
     em.comment(node)
     out = em.alloc(node)
     em.set_materialized(node, out)
+    return outer, n, inner, src, out
+
+
+@structured("reduce_logsumexp", "logsumexp")
+def emit_logsumexp(em: Emitter, node: Node) -> None:
+    x = node.inputs[0]
+    outer, n, inner, src, out = _reduction_prologue(em, node, x)
     exp, log = _math(em, "tg_exp", node.dtype), _math(em, "tg_log", node.dtype)
     dt = f"np.{np.dtype(node.dtype).name}"
     _open(em, "o", outer)
@@ -223,11 +229,7 @@ def emit_argextremum(em: Emitter, node: Node) -> None:
     x = node.inputs[0]
     if x.size == 0:
         raise NoCodegen("empty argmax")
-    outer, n, inner = _split(tuple(x.shape), _axes(node, x.ndim))
-    src = em.contiguous(x)
-    em.comment(node)
-    out = em.alloc(node)
-    em.set_materialized(node, out)
+    outer, n, inner, src, out = _reduction_prologue(em, node, x)
     cmp = ">" if node.op in ("argmax",) or "argmax" in str(node.op) else "<"
     _open(em, "o", outer)
     _open(em, "i", inner)
@@ -247,11 +249,7 @@ def emit_argextremum(em: Emitter, node: Node) -> None:
 @structured("reduce_var", "var")
 def emit_var(em: Emitter, node: Node) -> None:
     x = node.inputs[0]
-    outer, n, inner = _split(tuple(x.shape), _axes(node, x.ndim))
-    src = em.contiguous(x)
-    em.comment(node)
-    out = em.alloc(node)
-    em.set_materialized(node, out)
+    outer, n, inner, src, out = _reduction_prologue(em, node, x)
     ddof = int(node.attrs.get("ddof", 0) or 0)
     denom = n - ddof
     scale = "np.nan" if denom <= 0 else repr(1.0 / denom)

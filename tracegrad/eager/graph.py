@@ -211,32 +211,7 @@ class Node:
 
     def apply(self, g, as_tensors: bool):
         """Gradients for each operand (None where not needed)."""
-        # self.unpack(as_tensors), inlined (one call frame fewer per node)
-        if self.freed:
-            raise RuntimeError(FREED_MESSAGE)
-        operands = []
-        in_meta = self.in_meta
-        i = 0
-        for op in self.operands:
-            if op is None:
-                shape, dtype = in_meta[i]
-                operands.append(OperandMeta(shape, dtype))
-            elif type(op) is tuple:
-                counter = op[COUNTER]
-                if counter is not None and counter[0] != op[VERSION]:
-                    raise RuntimeError(version_message(op, self))
-                operands.append(op[TENSOR] if as_tensors and op[TENSOR] is not None else op[DATA])
-            else:
-                operands.append(op)
-            i += 1
-        out = self.out_saved
-        if out is None:
-            meta = self.out_meta
-            out = OperandMeta(*meta) if type(meta) is tuple else meta
-        else:
-            if out[COUNTER][0] != out[VERSION]:
-                raise RuntimeError(version_message(out, self))
-            out = _output_value(out, self, as_tensors)
+        operands, out = self.unpack(as_tensors)
         vjps = self.prim.vjps
         attrs = self.attrs
         in_meta = self.in_meta
