@@ -228,6 +228,14 @@ class _Entry:
                 outs = kernel(*arrays)
                 _check_finite(self, arrays, outs)
                 return pack(outs)
+        elif hasattr(kernel, "entry"):  # a codegen Kernel: call its Numba entry directly
+            def call(arrays):
+                # kernel.entry is read per call: a parallel variant may be swapped in.
+                try:
+                    outs = kernel.entry(*arrays)
+                except (TypeError, IndexError):
+                    outs = kernel(*arrays)  # copies unusual layouts, or explains the error
+                return pack(outs)
         else:
             def call(arrays):
                 return pack(kernel(*arrays))
@@ -235,19 +243,20 @@ class _Entry:
 
 
 _NOT_FAST = object()  # a fast key that cannot be cached (pytrees, lists, tensors...)
-_AS_IS, _DROP_STATIC, _CONVERT = 0, 1, 2  # how a fast hit turns args into kernel arrays
+_AS_IS, _CONVERT = 0, 1  # how a pytree fast hit turns leaves into kernel arrays
 
 
 def _fast_key(args: tuple):
     """The hot-path key: cheap, and only for plain ndarray / Python scalar args.
 
-    One flat tuple: per array its shape, strides, dtype and writeability
-    (layout and flags decide whether the kernel may take the array as is).
+    One flat tuple: per array its shape and dtype. Layout and flags are left
+    out: the kernel's Numba signature rejects a non-contiguous or read-only
+    array with TypeError, and the entry then copies it (see `_Entry`).
     """
     key = ()
     for a in args:
         if type(a) is np.ndarray:
-            key += (a.shape, a.strides, a.dtype, a.flags.writeable)
+            key += (a.shape, a.dtype)
         elif type(a) in (float, int, bool):
             key += (type(a), a)
         else:
@@ -345,15 +354,19 @@ class CompiledFunction:
     # ---- the hot path
     def __call__(self, *args, **kwargs):
         if not kwargs:
-            hit = self._fast.get(_fast_key(args))
-            if hit is not None:
-                self._hits += 1
-                entry, how = hit
-                if how == _AS_IS:
-                    return entry.call(args)
-                if how == _DROP_STATIC:
-                    return entry.call([a for a in args if type(a) is np.ndarray])
-                return entry.call([_canonical_leaf(a) for a in args if type(a) is np.ndarray])
+            key = ()  # _fast_key, inlined: this is the whole per-call overhead
+            for a in args:
+                if type(a) is np.ndarray:
+                    key += (a.shape, a.dtype)
+                elif type(a) in (float, int, bool):
+                    key += (type(a), a)
+                else:
+                    break
+            else:
+                fast_call = self._fast.get(key)
+                if fast_call is not None:
+                    self._hits += 1
+                    return fast_call(args)
         return self._call_slow(args, kwargs)
 
     # ---- everything else: pytrees, tensors, tracers, first calls
@@ -403,13 +416,15 @@ class CompiledFunction:
             return
         if any(type(a) is not np.ndarray and i in wrt_args for i, a in enumerate(args)):
             return  # a Python scalar being differentiated is an array leaf
-        if any(a is not b for a, b in zip(arrays, leaves)):
-            how = _CONVERT
+        # Layout and flags are not in the key; the entry copies unusual layouts itself.
+        call = entry.call
+        if any(type(a) is np.ndarray and not a.dtype.isnative for a in args):
+            self._fast[key] = lambda args: call([_canonical_leaf(a) for a in args
+                                                 if type(a) is np.ndarray])
         elif all(type(a) is np.ndarray for a in args):
-            how = _AS_IS
+            self._fast[key] = call
         else:
-            how = _DROP_STATIC
-        self._fast[key] = (entry, how)
+            self._fast[key] = lambda args: call([a for a in args if type(a) is np.ndarray])
 
     def _remember_tree(self, args, entry, arrays, leaves) -> None:
         key, tree_leaves = _tree_key(args)
