@@ -182,6 +182,12 @@ CASES = [
     Case("matmul_bcast_batch", T.matmul, [("n", (2, 1, 3, 4)), ("n", (5, 4, 2))], ref=np.matmul),
     Case("matmul_v_batch", T.matmul, [("n", (4,)), ("n", (2, 4, 5))], ref=np.matmul),
     Case("matmul_batch_v", T.matmul, [("n", (2, 3, 4)), ("n", (4,))], ref=np.matmul),
+    Case("addmm_row_bias", T.addmm, [("n", (5,)), ("n", (3, 4)), ("n", (4, 5))],
+         ref=lambda b, x, y: b + x @ y),
+    Case("addmm_full_bias", T.addmm, [("n", (3, 5)), ("n", (3, 4)), ("n", (4, 5))],
+         ref=lambda b, x, y: b + x @ y),
+    Case("addmm_column_bias", T.addmm, [("n", (3, 1)), ("n", (3, 4)), ("n", (4, 2))],
+         ref=lambda b, x, y: b + x @ y),
     # ----------------------------------------------------------------- indexing
     Case("getitem_int", T.getitem, [("n", (3, 4))], {"spec": (1, sl(0, 4))},
          ref=lambda x, spec: x[1]),

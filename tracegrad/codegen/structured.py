@@ -57,21 +57,53 @@ def _as_matrix(a: Access, ndim: int, first: bool) -> Access:
     return Access(a.buf, a.shape + (1,), a.strides + (0,), a.offset, a.scalar)
 
 
+def _check_blas_dtypes(node: Node, operands) -> None:
+    if not (np.dtype(node.dtype) in (np.float32, np.float64)
+            and all(o.dtype == node.dtype for o in operands)):
+        raise NoCodegen(f"{node.op}: BLAS needs float32/float64 operands of one dtype")
+
+
 @structured("matmul")
 def emit_matmul(em: Emitter, node: Node) -> None:
     x, y = node.inputs
-    if not (np.dtype(node.dtype) in (np.float32, np.float64)
-            and x.dtype == node.dtype and y.dtype == node.dtype):
-        raise NoCodegen("matmul: BLAS needs float32/float64 operands of one dtype")
+    _check_blas_dtypes(node, (x, y))
     em.comment(node)
     out = em.alloc(node)
     em.set_materialized(node, out)
     if node.size == 0:
         return
-    k = x.shape[-1]
-    if k == 0:
+    if x.shape[-1] == 0:
         em.loop_fill(out, node.size, literal(0, node.dtype))
         return
+    _emit_gemm(em, node, x, y, out, beta="0.0")
+
+
+@structured("addmm")
+def emit_addmm(em: Emitter, node: Node) -> None:
+    """bias + mat1 @ mat2: the output starts as the broadcast bias, then GEMM adds to it."""
+    bias, x, y = node.inputs
+    _check_blas_dtypes(node, (bias, x, y))
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    if node.size == 0:
+        return
+    m, n = node.shape
+    b = em.acc(bias).broadcast((m, n))
+    i, j = em.fresh("i"), em.fresh("j")
+    em.emit(f"for {i} in range({m}):")
+    em.indent += 1
+    em.emit(f"for {j} in range({n}):")
+    em.indent += 1
+    em.emit(f"{out.index_expr((n, 1), (i, j))} = {b.index_expr(b.strides, (i, j))}")
+    em.indent -= 2
+    if x.shape[-1] != 0:
+        _emit_gemm(em, node, x, y, out, beta="1.0")
+
+
+def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str) -> None:
+    """out = x @ y + beta * out through BLAS, batched over leading axes."""
+    k = x.shape[-1]
     ops = []
     for operand, first in ((x, True), (y, False)):
         a = _as_matrix(em.acc(operand), operand.ndim, first)
@@ -99,7 +131,7 @@ def emit_matmul(em: Emitter, node: Node) -> None:
         return idx[1:-1]
 
     em.emit(f"tg_gemm({tx}, {ty}, {m}, {n}, {k}, {bx.buf}, {offset(bx, bx.strides[:nb])}, {ldx}, "
-            f"{by.buf}, {offset(by, by.strides[:nb])}, {ldy}, 0.0, "
+            f"{by.buf}, {offset(by, by.strides[:nb])}, {ldy}, {beta}, "
             f"{out.buf}, {offset(out, out_batch)}, {max(n, 1)})")
     em.indent -= nb
     em.uses_gemm = True

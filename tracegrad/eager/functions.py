@@ -596,14 +596,27 @@ def matmul(input, other):
 
 
 def mm(input, mat2):
+    _check_mm_shapes("mm", input, mat2)
+    return apply_op(T.matmul, (input, mat2), {})
+
+
+def _check_mm_shapes(op, input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
-        raise shape_error("mm", "self must be a matrix" if input.ndim != 2 else
+        raise shape_error(op, "self must be a matrix" if input.ndim != 2 else
                           "mat2 must be a matrix", input, mat2)
     if input.shape[1] != mat2.shape[0]:
         raise shape_error(
-            "mm", f"mat1 and mat2 shapes cannot be multiplied ({input.shape[0]}x{input.shape[1]} "
+            op, f"mat1 and mat2 shapes cannot be multiplied ({input.shape[0]}x{input.shape[1]} "
             f"and {mat2.shape[0]}x{mat2.shape[1]})", input, mat2)
-    return apply_op(T.matmul, (input, mat2), {})
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """beta * input + alpha * (mat1 @ mat2); one AddmmBackward0 node saving mat1 and mat2."""
+    _check_mm_shapes("addmm", mat1, mat2)
+    check_matmul_dtypes(mat1, mat2)
+    if beta != 1 or alpha != 1:
+        return input * beta + mm(mat1, mat2) * alpha
+    return apply_op(T.addmm, (input, mat1, mat2), {})
 
 
 def bmm(input, mat2):
@@ -635,7 +648,7 @@ _METHODS = [
     "logical_and", "logical_or", "sum", "mean", "max", "min", "amax", "amin", "argmax",
     "argmin", "var", "std", "logsumexp", "softmax", "log_softmax", "reshape", "view", "view_as",
     "reshape_as", "flatten", "squeeze", "unsqueeze", "expand", "expand_as", "transpose",
-    "swapaxes", "t", "permute", "matmul", "mm", "bmm", "dot", "mv", "outer", "allclose", "equal",
+    "swapaxes", "t", "permute", "matmul", "mm", "addmm", "bmm", "dot", "mv", "outer", "allclose", "equal",
     "subtract", "multiply", "divide", "true_divide", "absolute", "greater", "less",
     "greater_equal", "less_equal", "not_equal", "broadcast_to",
 ]

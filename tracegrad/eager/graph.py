@@ -154,11 +154,28 @@ class Node:
         for i, op in enumerate(self.operands):
             if type(op) is tuple:
                 data = op[DATA]
-                info.append((_operand_label(i), tuple(data.shape), str(data.dtype)))
+                info.append((_operand_label(self._name, i), tuple(data.shape), str(data.dtype)))
         if self.out_saved is not None:
             data = self.out_saved[DATA]
             info.append(("result", tuple(data.shape), str(data.dtype)))
         return info
+
+    def __getattr__(self, attr: str):
+        # PyTorch's saved-value attributes: `_saved_self`, `_saved_mat2`, `_saved_result`...
+        if attr.startswith("_saved_"):
+            return self._saved_value(attr[len("_saved_"):])
+        raise AttributeError(f"'{self.display_name()}' object has no attribute '{attr}'")
+
+    def _saved_value(self, label: str):
+        from tracegrad.eager.tensor import Tensor
+        if self.freed:
+            raise RuntimeError(FREED_MESSAGE)
+        if label == "result" and self.out_saved is not None:
+            return Tensor._wrap(self.out_saved[DATA])
+        for i, op in enumerate(self.operands):
+            if type(op) is tuple and _operand_label(self._name, i) == label:
+                return Tensor._wrap(op[DATA])
+        raise AttributeError(f"'{self.display_name()}' object has no attribute '_saved_{label}'")
 
     def register_hook(self, fn):
         """Post-hook fn(grad_inputs, grad_outputs), called after this node runs."""
@@ -232,7 +249,21 @@ class Node:
         return results
 
 
-def _operand_label(i: int) -> str:
+# PyTorch's argument names where they are not (self, other, ...): the `_saved_<name>`
+# attributes of its nodes.
+_ARG_NAMES = {
+    "MmBackward0": ("self", "mat2"), "BmmBackward0": ("self", "mat2"),
+    "AddmmBackward0": ("self", "mat1", "mat2"), "MvBackward0": ("self", "vec"),
+    "DotBackward0": ("self", "tensor"), "PowBackward0": ("self", "exponent"),
+    "PowBackward1": ("self", "exponent"), "PowBackward2": ("self", "exponent"),
+    "WhereBackward0": ("condition", "self", "other"),
+}
+
+
+def _operand_label(node_name: str, i: int) -> str:
+    names = _ARG_NAMES.get(node_name)
+    if names is not None and i < len(names):
+        return names[i]
     return "self" if i == 0 else ("other" if i == 1 else f"input{i}")
 
 

@@ -640,6 +640,37 @@ matmul = primitive(
     vjps=(_matmul_vjp_x, _matmul_vjp_y), torch_name=_matmul_torch_name, saves=(0, 1),
     codegen="matmul")
 
+
+def _addmm_rule(bias, mat1, mat2):
+    bias, mat1, mat2 = as_aval(bias), as_aval(mat1), as_aval(mat2)
+    if mat1.ndim != 2 or mat2.ndim != 2:
+        raise op_error("addmm", [bias, mat1, mat2], "mat1 and mat2 must be matrices")
+    out = _matmul_rule(mat1, mat2)
+    try:
+        np.broadcast_shapes(bias.shape, out.shape)
+    except ValueError:
+        raise op_error("addmm", [bias, mat1, mat2],
+                       f"bias of shape {bias.shape} cannot be broadcast to {out.shape}") from None
+    if np.broadcast_shapes(bias.shape, out.shape) != out.shape:
+        raise op_error("addmm", [bias, mat1, mat2],
+                       f"bias of shape {bias.shape} cannot be broadcast to {out.shape}")
+    return Aval(out.shape, np.dtype(promote(bias, out)))
+
+
+def _addmm_impl(bias, mat1, mat2):
+    out = np.matmul(mat1, mat2)
+    if np.result_type(out, bias) == out.dtype:
+        return np.add(out, bias, out=out)  # out is fresh: add the bias in place
+    return np.add(out, bias)
+
+
+addmm = primitive(  # bias + mat1 @ mat2: nn.Linear's one node, as in PyTorch
+    "addmm", impl=_addmm_impl, shape_rule=_addmm_rule, kind="matmul",
+    vjps=(lambda g, out, bias, mat1, mat2: g,  # the driver sums it to bias's shape
+          lambda g, out, bias, mat1, mat2: matmul(g, transpose(mat2, axes=(1, 0))),
+          lambda g, out, bias, mat1, mat2: matmul(transpose(mat1, axes=(1, 0)), g)),
+    torch_name="AddmmBackward0", saves=(1, 2), codegen="addmm")
+
 # ----------------------------------------------------------------- indexing
 # getitem(x, *index_arrays, spec): `spec` is a static tuple with one entry per
 # axis of x (int, ("slice", start, stop, step), None, ("array", k)); see

@@ -33,12 +33,18 @@ def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """input @ weight.T + bias (PyTorch names the 2-D case with bias AddmmBackward0)."""
-    out = _f.matmul(input, _f.t(weight))
-    if bias is None:
-        return out
-    name = "AddmmBackward0" if input.ndim == 2 else None
-    return apply_op(T.add, (out, bias), {}, name=name)
+    """input @ weight.T + bias; a 2-D input with a bias is one AddmmBackward0 node, as in PyTorch.
+
+    >>> import tracegrad.eager as torch
+    >>> w, b = torch.ones(2, 3, requires_grad=True), torch.zeros(2, requires_grad=True)
+    >>> torch.nn.functional.linear(torch.ones(4, 3), w, b).grad_fn
+    <AddmmBackward0 object at ...>
+    """
+    wt = _f.t(weight)
+    if bias is not None and input.ndim == 2 and weight.ndim == 2:
+        return _f.addmm(bias, input, wt)
+    out = _f.matmul(input, wt)
+    return out if bias is None else out + bias
 
 
 def _reduce(values: Tensor, reduction: str, name: str) -> Tensor:

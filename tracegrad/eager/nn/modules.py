@@ -145,6 +145,31 @@ class Module:
             p.requires_grad_(requires_grad)
         return self
 
+    def to(self, dtype=None, *args, **kwargs) -> "Module":
+        """Cast every floating parameter (and its grad) in place, keeping the Parameter objects.
+
+        >>> import tracegrad.eager as torch
+        >>> torch.nn.Linear(2, 1).to(torch.float64).weight.dtype
+        torch.float64
+        """
+        dtype = kwargs.get("dtype", dtype)
+        if dtype is None or isinstance(dtype, str) and dtype == "cpu":
+            return self
+        target = _dt.to_numpy_dtype(dtype)
+        for p in self.parameters():
+            if p._data.dtype.kind == "f" and p._data.dtype != target:
+                p._data = p._data.astype(target)
+                p._version[0] += 1
+                if p.grad is not None:
+                    p.grad = p.grad.to(dtype)
+        return self
+
+    def double(self) -> "Module":
+        return self.to(dtype=_dt.float64)
+
+    def float(self) -> "Module":
+        return self.to(dtype=_dt.float32)
+
     def state_dict(self) -> "OrderedDict[str, Tensor]":
         return OrderedDict((n, p.detach()) for n, p in self.named_parameters())
 
