@@ -80,16 +80,36 @@ class Lowered:
     source_path: the file that holds it.
     """
 
-    def __init__(self, traced: Graph, joint: Graph, optimized: Graph, kernel: Any,
-                 backend: str, timings: dict):
+    def __init__(self, traced: Graph, joint: Graph | None, optimized: Graph | None, kernel: Any,
+                 backend: str, timings: dict, make_joint: Callable[[], Graph] | None = None,
+                 optimize: bool = True):
         self.traced = traced
-        self.joint = joint
-        self.optimized = optimized
+        self._joint = joint
+        self._optimized = optimized
+        self._make_joint = make_joint   # for a kernel found through the cache index:
+        self._optimize = optimize       # the graphs are rebuilt only if asked for
         self.kernel = kernel
         self.backend = backend
         self.timings = timings
         self.source = getattr(kernel, "source", None)
         self.source_path = getattr(kernel, "source_path", None)
+
+    @property
+    def joint(self) -> Graph:
+        if self._joint is None:
+            with _BUILD_LOCK:
+                if self._joint is None:
+                    self._joint = self._make_joint()
+        return self._joint
+
+    @property
+    def optimized(self) -> Graph:
+        if self._optimized is None:
+            joint = self.joint
+            with _BUILD_LOCK:
+                if self._optimized is None:
+                    self._optimized = _optimize_graph(joint, self._optimize, {})
+        return self._optimized
 
     def __str__(self) -> str:
         return str(self.optimized)
@@ -100,27 +120,34 @@ class Lowered:
                 f"backend {self.backend}>")
 
 
-def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = True) -> Lowered:
-    """Run passes, fusion and code generation on a joint graph."""
+def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = True,
+                 index_key: str | None = None) -> Lowered:
+    """Run passes, fusion and code generation on a joint graph (`index_key`:
+    record the kernel in the cache index, see codegen/index.py)."""
     timings: dict[str, float] = {}
-    graph = joint
-    if optimize:
-        from tracegrad.passes import optimize as optimize_graph
-        from tracegrad.passes.fuse import fuse_elementwise
-        t0 = time.perf_counter()
-        graph = optimize_graph(graph)
-        timings["passes"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        graph = fuse_elementwise(graph)
-        timings["fuse"] = time.perf_counter() - t0
+    graph = _optimize_graph(joint, optimize, timings)
     if backend == "numba":
         from tracegrad.codegen import build_kernel
         t0 = time.perf_counter()
-        kernel = build_kernel(graph)
+        kernel = build_kernel(graph, index_key=index_key)
         timings["codegen+numba"] = time.perf_counter() - t0
     else:
         kernel = _Interpreted(graph)
-    return Lowered(traced, joint, graph, kernel, backend, timings)
+    return Lowered(traced, joint, graph, kernel, backend, timings, optimize=optimize)
+
+
+def _optimize_graph(joint: Graph, optimize: bool, timings: dict) -> Graph:
+    if not optimize:
+        return joint
+    from tracegrad.passes import optimize as optimize_graph
+    from tracegrad.passes.fuse import fuse_elementwise
+    t0 = time.perf_counter()
+    graph = optimize_graph(joint)
+    timings["passes"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    graph = fuse_elementwise(graph)
+    timings["fuse"] = time.perf_counter() - t0
+    return graph
 
 
 class _Interpreted:
@@ -525,13 +552,21 @@ class CompiledFunction:
         timings["trace"] = time.perf_counter() - t0
         graph = traced.graph
         if self.mode == "compile":
-            joint = graph
             pack = _forward_packer(traced.out_tree)
         else:
-            t0 = time.perf_counter()
-            joint, pack = self._differentiate(traced, signature, args)
-            timings["autodiff"] = time.perf_counter() - t0
-        lowered = lower_graphs(graph, joint, backend, optimize=optimize)
+            pack = self._grad_pack(traced, signature, args)
+        lowered = None
+        index_key = None
+        if backend == "numba" and not traced.captures:
+            lowered, index_key = self._lower_from_index(traced, signature, optimize, timings)
+        if lowered is None:
+            if self.mode == "compile":
+                joint = graph
+            else:
+                t0 = time.perf_counter()
+                joint = self._joint_graph(graph, signature)
+                timings["autodiff"] = time.perf_counter() - t0
+            lowered = lower_graphs(graph, joint, backend, optimize=optimize, index_key=index_key)
         timings.update(lowered.timings)
         lowered.timings = timings
         log.info("%s: %s", _fn_name(self.fn),
@@ -542,8 +577,46 @@ class CompiledFunction:
         entry.captures = traced.captures
         return entry
 
-    def _differentiate(self, traced, signature: _Signature, args):
+    def _lower_from_index(self, traced, signature: _Signature, optimize: bool, timings: dict):
+        """(Lowered, key) from the cache index (no autodiff, passes or codegen), or
+        (None, key to record the kernel under once built). See codegen/index.py."""
+        from tracegrad.codegen import index, load_indexed
+        t0 = time.perf_counter()
+        graph = traced.graph
+        key = index.graph_key(graph, mode=self.mode, wrt=tuple(signature.wrt),
+                              optimize=bool(optimize), has_aux=bool(self.has_aux))
+        timings["index_key"] = time.perf_counter() - t0
+        if key is None:
+            log.info("%s: no index key (an attribute has no exact encoding)", _fn_name(self.fn))
+            return None, None
+        if self.mode == "compile":
+            def make_joint():
+                return graph
+        else:
+            def make_joint():
+                return self._joint_graph(graph, signature)
+        holder: list = []
+
+        def optimized_graph():
+            return holder[0].optimized
+        t0 = time.perf_counter()
+        kernel = load_indexed(key, [(n.shape, n.dtype) for n in graph.inputs], optimized_graph,
+                              label=graph.name)
+        if kernel is None:
+            return None, key
+        timings["index+numba"] = time.perf_counter() - t0
+        lowered = Lowered(graph, None, None, kernel, "numba", {}, make_joint=make_joint,
+                          optimize=optimize)
+        holder.append(lowered)
+        return lowered, key
+
+    @staticmethod
+    def _joint_graph(graph: Graph, signature: _Signature) -> Graph:
         from tracegrad.autodiff import vjp_graph
+        return vjp_graph(graph, list(signature.wrt), diff_outputs=[0], seed_ones=True)
+
+    def _grad_pack(self, traced, signature: _Signature, args):
+        """Check that the traced function can be differentiated; its result packer."""
         graph = traced.graph
         out_tree = traced.out_tree
         aux_tree = None
@@ -570,11 +643,9 @@ class CompiledFunction:
             raise core.DTypeError(
                 f"{self.mode} requires real-valued outputs (a floating-point dtype), but "
                 f"{_fn_name(self.fn)} returned {value.dtype}{_fn_location(self.fn)}")
-        joint = vjp_graph(graph, list(signature.wrt), diff_outputs=[0], seed_ones=True)
         n_out = len(graph.outputs)
         grad_trees = self._grad_trees(signature, args)
-        pack = _grad_packer(self.mode, n_out, aux_tree, grad_trees, self.argnums_is_tuple)
-        return joint, pack
+        return _grad_packer(self.mode, n_out, aux_tree, grad_trees, self.argnums_is_tuple)
 
     def _grad_trees(self, signature: _Signature, args) -> list[TreeDef]:
         """The argument structure each gradient is returned in."""

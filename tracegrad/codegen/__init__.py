@@ -80,18 +80,29 @@ class Kernel:
     (non-contiguous, read-only, Python scalars) is converted on a slower path.
     """
 
-    def __init__(self, entry: Callable, graph: Graph, source: str, source_path: str | None,
-                 fallback_ids=(), timings: dict | None = None, module: Any = None):
+    def __init__(self, entry: Callable, graph: Graph | None, source: str, source_path: str | None,
+                 fallback_ids=(), timings: dict | None = None, module: Any = None,
+                 graph_factory: Callable[[], Graph] | None = None, in_types=None):
         self.entry = entry
-        self.graph = graph
+        self._graph = graph
+        self._graph_factory = graph_factory  # rebuilds the graph when loaded from the index
         self.source = source
         self.source_path = source_path
         self.fallback_ids = tuple(fallback_ids)
         self.timings = dict(timings or {})
         self.module = module
-        self._in_types = [(tuple(n.shape), np.dtype(n.dtype)) for n in graph.inputs]
+        self._in_types = in_types if in_types is not None else \
+            [(tuple(n.shape), np.dtype(n.dtype)) for n in graph.inputs]
         self.parallel_source: str | None = None
         self.parallel_source_path: str | None = None
+
+    @property
+    def graph(self) -> Graph:
+        """The graph the kernel computes (for a kernel found through the index,
+        rebuilt from the traced graph on first use: errors, parallel variant)."""
+        if self._graph is None:
+            self._graph = self._graph_factory()
+        return self._graph
 
     def _swap_in_parallel(self, emitted) -> None:
         t0 = time.perf_counter()
@@ -160,7 +171,7 @@ def parallel_mode() -> str:
     return {"1": "background", "off": "0", "false": "0"}.get(mode, mode)
 
 
-def build_kernel(graph: Graph) -> Kernel:
+def build_kernel(graph: Graph, index_key: str | None = None) -> Kernel:
     """Generate, cache and compile a kernel for `graph` (fused or not).
 
     A graph node without code generation runs its NumPy impl between njit
@@ -170,7 +181,10 @@ def build_kernel(graph: Graph) -> Kernel:
     Big loops run on all cores with `prange`, but Numba's parallel compile
     is slow (seconds), so the first kernel is serial and returned at once; a
     parallel variant is built in a background thread and swapped in when
-    ready (TRACEGRAD_PARALLEL=sync waits for it, =0 never builds it)."""
+    ready (TRACEGRAD_PARALLEL=sync waits for it, =0 never builds it).
+
+    With `index_key` (see index.py), a kernel that depends on its inputs only
+    is recorded in the index under that key once it is loaded."""
     _setup_logging()
     if any(np.dtype(n.dtype) == np.float16 for n in graph.nodes):
         return _build_float16(graph)
@@ -178,7 +192,8 @@ def build_kernel(graph: Graph) -> Kernel:
     name = f"kernel_{ir_hash(graph)}"
     emitted = _generate(graph, name)
     t1 = time.perf_counter()
-    import numba  # noqa: F401  (timed apart from the compile)
+    from tracegrad.codegen.runtime import import_numba
+    import_numba()  # timed apart from the compile
     t2 = time.perf_counter()
     loaded = _load(graph, emitted)
     if loaded is None:
@@ -194,19 +209,88 @@ def build_kernel(graph: Graph) -> Kernel:
              "cache load" if hits else "compile", 1e3 * (t3 - t2))
     kernel = Kernel(entry, graph, emitted.source, str(path) if path else None,
                     emitted.fallback_ids, timings, module)
+    if (index_key is not None and path is not None and not emitted.const_ids
+            and not emitted.fallback_ids):
+        from tracegrad.codegen import index
+        index.write_entry(path.parent, index_key, {
+            "module": path.stem, "entry": emitted.entry, "name": name,
+            "parallel": bool(emitted.wants_parallel),
+            "in_types": [[list(s), d.str] for s, d in kernel._in_types]})
+    if emitted.wants_parallel:
+        _start_parallel(kernel, name)
+    return kernel
+
+
+def _start_parallel(kernel: Kernel, name: str) -> None:
+    """Build the parallel variant (TRACEGRAD_PARALLEL: in a background thread, now, or never)."""
     mode = parallel_mode()
-    if emitted.wants_parallel and mode in ("background", "sync"):
-        par = _generate(graph, name + "_par", parallel=True)
-        if mode == "sync":
-            kernel._swap_in_parallel(par)
-        else:
-            import threading
-            # not a daemon: interpreter exit waits for it, rather than killing
-            # a Numba compile half way (which can crash the process at exit)
-            kernel._parallel_thread = threading.Thread(
-                target=kernel._swap_in_parallel, args=(par,), daemon=False,
-                name=f"tracegrad-parallel-{graph.name}")
-            kernel._parallel_thread.start()
+    if mode == "sync":
+        kernel._swap_in_parallel(_generate(kernel.graph, name + "_par", parallel=True))
+    elif mode == "background":
+        def run():
+            kernel._swap_in_parallel(_generate(kernel.graph, name + "_par", parallel=True))
+        # not a daemon: interpreter exit waits for it, rather than killing
+        # a Numba compile half way (which can crash the process at exit)
+        kernel._parallel_thread = threading.Thread(
+            target=run, daemon=False, name=f"tracegrad-parallel-{name}")
+        kernel._parallel_thread.start()
+
+
+def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
+                 label: str = "f") -> Kernel | None:
+    """The kernel the index records for `index_key`, loaded without building
+    any graph or source; None (reason logged) when there is no usable entry.
+
+    `in_types` are the traced graph's input (shape, dtype)s: an entry whose
+    kernel takes anything else is not used. `graph_factory` rebuilds the
+    kernel's graph if it is ever needed (errors, the parallel variant)."""
+    _setup_logging()
+    from tracegrad.codegen import cache, index
+    t0 = time.perf_counter()
+    directory = cache.cache_dir()
+    if directory is None:
+        return None
+    payload, why = index.read_entry(directory, index_key)
+    if payload is None:
+        log.info("codegen %s: index miss (%s)", label, why)
+        return None
+    try:
+        types_ = [(tuple(int(d) for d in shape), np.dtype(dt)) for shape, dt in payload["in_types"]]
+        module_name, entry_name = str(payload["module"]), str(payload["entry"])
+        name, wants_parallel = str(payload["name"]), bool(payload["parallel"])
+    except (KeyError, TypeError, ValueError):
+        log.info("codegen %s: index miss (entry tgi_%s has a bad payload)", label, index_key)
+        return None
+    if types_ != [(tuple(s), np.dtype(d)) for s, d in in_types]:
+        log.info("codegen %s: index miss (entry's input types differ)", label)
+        return None
+    t1 = time.perf_counter()
+    from tracegrad.codegen.runtime import import_numba
+    import_numba()
+    t2 = time.perf_counter()
+    try:
+        module, path, status = cache.load_named(module_name)
+    except Exception as exc:  # the module's Numba load failed: rebuild on the full path
+        log.info("codegen %s: index miss (loading %s failed: %s)", label, module_name, exc)
+        return None
+    if module is None:
+        log.info("codegen %s: index miss (%s)", label, status)
+        return None
+    entry = getattr(module, entry_name, None)
+    if entry is None or not hasattr(module, "_NUMPY"):
+        log.info("codegen %s: index miss (%s has no %s)", label, module_name, entry_name)
+        return None
+    t3 = time.perf_counter()
+    hits = _numba_cache_hits(module)
+    timings = {"index": t1 - t0, "import_numba": t2 - t1, "load_compile": t3 - t2}
+    log.info("codegen %s: index hit tgi_%s -> %s (%s); numba %s %.1f ms", label, index_key,
+             path.name if path else module_name, status, "cache load" if hits else "compile",
+             1e3 * (t3 - t2))
+    source = path.read_text() if path is not None else ""
+    kernel = Kernel(entry, None, source, str(path) if path else None, (), timings, module,
+                    graph_factory=graph_factory, in_types=types_)
+    if wants_parallel:
+        _start_parallel(kernel, name)
     return kernel
 
 

@@ -98,6 +98,8 @@ def unsafe_reason(st: os.stat_result) -> str | None:
 
 
 def version_salt() -> str:
+    from tracegrad.codegen.runtime import import_numba
+    import_numba()
     import numba
 
     import tracegrad
@@ -184,6 +186,33 @@ def load_source(source: str) -> tuple[types.ModuleType, Path | None, str]:
                 "cache write failed: compiled in memory"
         importlib.invalidate_caches()
     raise RuntimeError(f"tracegrad cache: {path} keeps failing its hash check")
+
+
+def load_named(name: str) -> tuple[types.ModuleType | None, Path | None, str]:
+    """Import the cached module `name` (from an index entry) if its file exists
+    and its content still hashes to its name; (None, None, why) otherwise. Unlike
+    `load_source`, a mismatch is not repaired here (the caller rebuilds the
+    module from the graph, which rewrites a corrupt file)."""
+    if not (name.startswith("tg_") and len(name) == 3 + HASH_CHARS
+            and all(c in "0123456789abcdef" for c in name[3:])):
+        return None, None, f"bad module name {name!r}"
+    if name in sys.modules and getattr(sys.modules[name], "__tg_verified__", False):
+        mod = sys.modules[name]
+        return mod, Path(mod.__file__) if mod.__file__ else None, "already imported"
+    directory = cache_dir()
+    if directory is None:
+        return None, None, "no usable cache dir"
+    path = directory / f"{name}.py"
+    try:
+        existing = path.read_bytes()
+    except OSError as exc:
+        return None, None, f"module {path.name} unreadable ({type(exc).__name__})"
+    if f"tg_{content_hash(existing)}" != name:
+        return None, None, f"module {path.name} fails its hash check (stale or corrupt)"
+    with _LOCK:
+        if name in sys.modules:
+            return sys.modules[name], path, "already imported"
+        return _exec_module(name, existing.decode(), path), path, "file hit"
 
 
 def _exec_module(name: str, text: str, path: Path | None) -> types.ModuleType:

@@ -1,0 +1,54 @@
+"""codegen.runtime: loading kernels does not import scipy.linalg, and Numba's
+own BLAS probe still sees SciPy's BLAS (and the real module is importable after)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+CHILD = r"""
+import sys
+import numpy as np
+from tracegrad.codegen import build_kernel
+sys.path.insert(0, {here!r}); sys.path.insert(0, {tests!r})
+from codegen_helpers import GraphMaker
+gm = GraphMaker("runtime_probe")
+x = gm.input((3,), "float64", "x")
+k = build_kernel(gm.output(gm.op("mul", x, x)))
+assert np.array_equal(k(np.arange(3.0))[0], np.arange(3.0) ** 2)
+import numba.np.arraymath
+print("HAVE_BLAS", numba.np.arraymath._HAVE_BLAS)
+print("SCIPY_LINALG", "scipy.linalg" in sys.modules, "scipy.linalg.cython_blas" in sys.modules)
+import scipy.linalg.cython_blas as cb
+print("REAL", hasattr(cb, "__pyx_capi__"))
+"""
+
+
+def run(tmp_path, **env):
+    full_env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(tmp_path), **env,
+                    PYTHONPATH=os.pathsep.join([str(HERE.parents[1])]
+                                               + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+    proc = subprocess.run([sys.executable, "-c", CHILD.format(here=str(HERE), tests=str(HERE.parent))],
+                          capture_output=True, text=True, env=full_env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split("\n")
+
+
+def test_kernel_load_skips_scipy_but_numba_still_sees_blas(tmp_path):
+    pytest.importorskip("scipy.linalg.cython_blas")
+    out = run(tmp_path)
+    assert "HAVE_BLAS True" in out
+    assert "SCIPY_LINALG False False" in out  # the placeholder was removed again
+    assert "REAL True" in out                  # and the real module imports afterwards
+
+
+def test_probe_can_be_restored(tmp_path):
+    pytest.importorskip("scipy.linalg.cython_blas")
+    out = run(tmp_path, TRACEGRAD_NUMBA_SCIPY_PROBE="1")
+    assert "HAVE_BLAS True" in out
+    assert "SCIPY_LINALG True True" in out

@@ -1,0 +1,169 @@
+"""The second cache level: traced graph -> generated module, skipping the pipeline.
+
+A warm process used to re-run autodiff, the passes, fusion and code
+generation (~40 ms for an MLP) only to find that the module they produce is
+already in the cache. This index maps a key of what *determines* that module
+to the module's name, so the work is skipped:
+
+    key = sha256(traced graph (every node: op, operand ids, attrs with full
+                 const bytes, shape, dtype, tag; inputs, outputs, name),
+                 what the compiler does with it (mode, differentiated leaves,
+                 optimize flag), the content of tracegrad's own compile
+                 pipeline source files, and the NumPy and Python versions)
+
+The traced IR plus the code that transforms it fully determine the module;
+the Numba version is not in the key because the module's own name (its
+content hash) covers it: after an upgrade the referenced module fails its
+hash check and the entry is rebuilt.
+
+An entry is `<cache dir>/tgi_<key>.json` with the module name, its entry
+function, the kernel's input types and a checksum of all that (a truncated or
+edited entry is detected and rebuilt, with the reason logged). The module
+itself is loaded by `cache.load_named`, with the same content-hash check as
+every load. Entries are written atomically (temp file + os.replace; unlike a
+module, an entry may be replaced: Numba's cache does not key on it) and only
+after the full pipeline built and loaded that very module.
+
+Only kernels that are a function of their inputs alone get entries: no
+constant arrays passed as arguments (their values live in the graph), no
+NumPy fallbacks (they are installed from graph nodes), no float16 wrapper.
+Anything else takes the full path, as before.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tracegrad.ir.graph import Graph
+
+log = logging.getLogger("tracegrad")
+
+FORMAT = 1
+_PIPELINE_HASH: str | None = None
+# What produces a module from a traced graph (eager/ and viz/ do not).
+_PIPELINE_PARTS = ("__init__.py", "compiler.py", "tracing.py", "autodiff.py", "ir", "ops",
+                   "passes", "codegen")
+
+
+class _Unkeyable(Exception):
+    pass
+
+
+def pipeline_hash() -> str:
+    """sha256 over the source of tracegrad's trace -> kernel pipeline (once per process)."""
+    global _PIPELINE_HASH
+    if _PIPELINE_HASH is None:
+        root = Path(__file__).resolve().parents[1]
+        h = hashlib.sha256()
+        for part in _PIPELINE_PARTS:
+            p = root / part
+            files = [p] if p.is_file() else sorted(p.rglob("*.py"))
+            for f in files:
+                h.update(str(f.relative_to(root)).encode() + b"\0")
+                h.update(f.read_bytes() + b"\0")
+        _PIPELINE_HASH = h.hexdigest()
+    return _PIPELINE_HASH
+
+
+def graph_key(graph: Graph, **context) -> str | None:
+    """The index key of a traced graph and what is done with it; None if some
+    attribute has no exact, stable encoding (then there is no index entry)."""
+    h = hashlib.sha256()
+    h.update(f"tracegrad index {FORMAT}; numpy {np.__version__}; python "
+             f"{sys.version_info[:3]}; pipeline {pipeline_hash()}\0".encode())
+    try:
+        h.update(_encode(sorted(context.items())).encode())
+        h.update(_encode((graph.name, [n.id for n in graph.inputs],
+                          [n.id for n in graph.outputs])).encode())
+        for n in graph.nodes:
+            h.update(_encode((n.id, n.op, [i.id for i in n.inputs], n.shape, n.dtype, n.tag,
+                              sorted(n.attrs.items()))).encode())
+            for v in n.attrs.values():
+                _hash_arrays(h, v)
+    except _Unkeyable:
+        return None
+    return h.hexdigest()[:32]
+
+
+def _encode(v) -> str:
+    """An exact text for attribute values (arrays only by dtype and shape: their
+    bytes go into the hash directly)."""
+    if v is None or isinstance(v, (bool, int, str, bytes)):
+        return repr(v)
+    if isinstance(v, float):
+        return float.hex(v)
+    if isinstance(v, np.ndarray):
+        return f"ndarray({v.dtype.str}, {v.shape})"
+    if isinstance(v, np.generic):
+        return f"{v.dtype.str}:{v.tobytes().hex()}"
+    if isinstance(v, np.dtype):
+        return f"dtype({v.str})"
+    if isinstance(v, slice):
+        return f"slice({_encode(v.start)}, {_encode(v.stop)}, {_encode(v.step)})"
+    if isinstance(v, (tuple, list)):
+        return ("(" if isinstance(v, tuple) else "[") + ", ".join(_encode(x) for x in v) + ")"
+    if isinstance(v, type) and v.__module__ in ("builtins", "numpy"):
+        return f"type({v.__module__}.{v.__qualname__})"
+    raise _Unkeyable(type(v).__name__)
+
+
+def _hash_arrays(h, v) -> None:
+    if isinstance(v, np.ndarray):
+        h.update(np.ascontiguousarray(v).tobytes())
+    elif isinstance(v, (tuple, list)):
+        for x in v:
+            _hash_arrays(h, x)
+
+
+def entry_path(directory: Path, key: str) -> Path:
+    return directory / f"tgi_{key}.json"
+
+
+def _checksum(key: str, payload: dict) -> str:
+    text = key + "\0" + json.dumps(payload, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_entry(directory: Path, key: str) -> tuple[dict | None, str]:
+    """(payload, "") or (None, why not)."""
+    path = entry_path(directory, key)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None, "no entry"
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"cannot read {path.name} ({exc})"
+    try:
+        data = json.loads(text)
+        payload, check = data["payload"], data["check"]
+        ok = isinstance(payload, dict) and check == _checksum(key, payload)
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if not ok or payload.get("format") != FORMAT:
+        return None, f"{path.name} is corrupt or from another format (checksum mismatch)"
+    return payload, ""
+
+
+def write_entry(directory: Path, key: str, payload: dict) -> None:
+    """Atomically create or replace the entry (errors are logged, never raised)."""
+    payload = {"format": FORMAT, **payload}
+    data = json.dumps({"payload": payload, "check": _checksum(key, payload)}, sort_keys=True)
+    path = entry_path(directory, key)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    except OSError as exc:
+        log.info("cache: cannot write index entry %s (%s)", path.name, exc)

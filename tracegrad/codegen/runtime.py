@@ -1,0 +1,83 @@
+"""Importing Numba for the kernels, without the SciPy import it does not need.
+
+The first kernel a process loads (even from Numba's disk cache) makes Numba
+import its whole library of implementations ("refresh" of the target
+context). One of them, `numba.np.arraymath`, probes at import time whether a
+BLAS is available for `np.dot` by importing `scipy.linalg.cython_blas`, which
+imports all of `scipy.linalg` (and, through it, `numpy.f2py`): ~0.1-0.17 s, a
+third of a warm process's time to its first compiled result, for a BLAS the
+generated kernels never use (`intrinsics.tg_gemm` calls the OpenBLAS NumPy
+already loaded).
+
+`import_numba()` imports Numba and `numba.np.arraymath` with a placeholder
+module standing in for `scipy.linalg.cython_blas` during that one import, when
+the real one is installed (its extension file exists), and removes the
+placeholder right after. Numba then records the same answer (BLAS available)
+as it would have, and the real `scipy.linalg.cython_blas` is imported the
+first time Numba compiles something that needs it (its `np.dot` /
+`np.linalg` implementations call `ensure_blas()` again at compile time; the
+C helpers look the BLAS functions up lazily). Without SciPy installed, or
+with `scipy.linalg` already imported, nothing is substituted.
+
+The placeholder is in `sys.modules` only for the duration of
+`import numba.np.arraymath`, under a lock, and only if nobody else imported
+the real module first. Set TRACEGRAD_NUMBA_SCIPY_PROBE=1 to let Numba import
+SciPy as usual.
+"""
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import threading
+import types
+
+_LOCK = threading.Lock()
+_READY = False
+_BLAS_MODULE = "scipy.linalg.cython_blas"
+
+
+def import_numba() -> None:
+    """Import numba and the implementation modules a cached kernel load needs."""
+    global _READY
+    if _READY:
+        return
+    with _LOCK:
+        if _READY:
+            return
+        import numba  # noqa: F401
+        if "numba.np.arraymath" not in sys.modules:
+            _import_arraymath()
+        _READY = True
+
+
+def _import_arraymath() -> None:
+    placeholder = None
+    if (os.environ.get("TRACEGRAD_NUMBA_SCIPY_PROBE", "") in ("", "0")
+            and _BLAS_MODULE not in sys.modules and "scipy.linalg" not in sys.modules
+            and _scipy_blas_installed()):
+        placeholder = types.ModuleType(_BLAS_MODULE, "tracegrad placeholder: see "
+                                                     "tracegrad/codegen/runtime.py")
+        sys.modules[_BLAS_MODULE] = placeholder
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        if placeholder is not None and sys.modules.get(_BLAS_MODULE) is placeholder:
+            del sys.modules[_BLAS_MODULE]
+
+
+def _scipy_blas_installed() -> bool:
+    """Whether scipy/linalg/cython_blas.<extension> exists (without importing scipy)."""
+    try:
+        spec = importlib.util.find_spec("scipy")
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    for root in spec.submodule_search_locations:
+        linalg = os.path.join(root, "linalg")
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            if os.path.exists(os.path.join(linalg, "cython_blas" + suffix)):
+                return True
+    return False
