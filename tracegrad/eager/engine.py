@@ -9,6 +9,7 @@ Tensors under grad mode, so the backward pass is itself recorded.
 """
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Sequence
 
@@ -150,6 +151,7 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
     STATE.grad_enabled = create_graph
     anomaly = STATE.anomaly
     plain = targets is None and not anomaly  # the fast paths below apply
+    prev = gi = None  # (the loop's last gradients; the ownership check counts them)
     try:
         while ready:
             node = ready.pop()
@@ -167,7 +169,16 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
             elif targets is None and kind is AccumulateGrad and node.pre_hooks is None \
                     and node.post_hooks is None and not node.variable._hooks:
                 if accumulate:
-                    accumulate_grad(node.variable, g, create_graph)  # a leaf, inlined
+                    var = node.variable
+                    if var._grad is None and _OWNERSHIP and type(g) is _ndarray \
+                            and _refcount(g) == _EXCLUSIVE_LOCAL + (prev is g) + (gi is g) \
+                            and g.base is None \
+                            and g.dtype is var._data.dtype and g.shape == var._data.shape \
+                            and g.flags.writeable:
+                        # nothing else references this gradient: it becomes .grad (no copy)
+                        var._grad = _tensor_cls()._wrap(g)
+                    else:
+                        accumulate_grad(var, g, create_graph)  # a leaf, inlined
                 continue
             else:
                 results = _run_node(node, g, create_graph, retain_graph, targets, captured,
@@ -181,7 +192,10 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
                     gi = results[i]
                     if gi is not None:
                         prev = grads.get(nxt)
-                        grads[nxt] = gi if prev is None else prev + gi
+                        if prev is None:
+                            grads[nxt] = gi
+                        else:
+                            grads[nxt] = _sum_into(grads, nxt, prev, gi)
                 left = deps[nxt] - 1
                 deps[nxt] = left
                 if left == 0:
@@ -189,6 +203,31 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
     finally:
         STATE.grad_enabled = prev_mode
     return captured
+
+
+# Gradient buffers the engine alone holds are reused in place (PyTorch does the same
+# with its use_count checks): a sum of contributions is written into one of them, and a
+# leaf's first gradient becomes its .grad without a copy. An array is the engine's alone
+# when CPython's reference count shows no other holder (no tensor, saved value, view,
+# hook, other gradient slot or user variable); the counts below are those of the code
+# that checks them, and interpreters that may borrow references skip the reuse.
+_OWNERSHIP = sys.implementation.name == "cpython" and sys.version_info < (3, 14)
+_refcount = sys.getrefcount
+_ndarray = np.ndarray
+_EXCLUSIVE_LOCAL = 2     # run_backward's `g` + getrefcount's argument
+_EXCLUSIVE_SLOT = 4      # grads[node] + the caller's `prev` + _sum_into's `prev` + argument
+_EXCLUSIVE_RESULT = 4    # results[i] + the caller's `gi` + _sum_into's `gi` + argument
+
+
+def _sum_into(grads: dict, node, prev, gi):
+    """prev + gi, written into whichever of them only the engine holds (else a new array)."""
+    if _OWNERSHIP and type(prev) is _ndarray and type(gi) is _ndarray \
+            and prev.shape == gi.shape and prev.dtype is gi.dtype:
+        if _refcount(prev) == _EXCLUSIVE_SLOT and prev.base is None and prev.flags.writeable:
+            return np.add(prev, gi, out=prev)
+        if _refcount(gi) == _EXCLUSIVE_RESULT and gi.base is None and gi.flags.writeable:
+            return np.add(prev, gi, out=gi)
+    return prev + gi
 
 
 def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate, anomaly):

@@ -30,6 +30,9 @@ from tracegrad.eager.grad_mode import STATE
 from tracegrad.ops import table as T
 from tracegrad.ops.core import TracegradError, as_operand, aval_of, register_value_kind
 from tracegrad.ops.operators import ArrayOperators
+from tracegrad.ops.parallel import keep_freed_memory
+
+keep_freed_memory()  # eager steps reuse their large temporaries (tracegrad/ops/parallel.py)
 
 INFERENCE_SAVE_MESSAGE = (
     "Inference tensors cannot be saved for backward. Please do not use Tensors created in "

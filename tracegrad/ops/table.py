@@ -38,6 +38,7 @@ import numpy as np
 
 from tracegrad.ops.core import (Aval, DTypeError, OutOfRangeError, aval_of, op_error,  # noqa: F401
                                 primitive, promote)
+from tracegrad.ops.parallel import elementwise_impl
 from tracegrad.ops.rulekit import (  # noqa: F401  (re-exported: drivers and tests use T.<name>)
     PerOperand, array_avals, as_aval, broadcast_shapes, comparison_rule, dtype_name,
     elementwise_rule, index_shape, is_static_scalar, kept_shape, literal, no_grad,
@@ -47,12 +48,12 @@ from tracegrad.ops.rulekit import (  # noqa: F401  (re-exported: drivers and tes
 # --------------------------------------------------------------- arithmetic
 
 add = primitive(
-    "add", impl=returns_array(np.add), shape_rule=elementwise_rule("add"), kind="elementwise",
+    "add", impl=elementwise_impl(np.add), shape_rule=elementwise_rule("add"), kind="elementwise",
     vjps=(lambda g, out, x, y: g, lambda g, out, x, y: g),
     torch_name="AddBackward0", saves=(), codegen="({0} + {1})")
 
 sub = primitive(
-    "sub", impl=returns_array(np.subtract), shape_rule=elementwise_rule("sub", no_bool=True),
+    "sub", impl=elementwise_impl(np.subtract), shape_rule=elementwise_rule("sub", no_bool=True),
     kind="elementwise",
     vjps=(lambda g, out, x, y: g, lambda g, out, x, y: neg(g)),
     # PyTorch: `1 - x` is rsub
@@ -60,12 +61,12 @@ sub = primitive(
     saves=(), codegen="({0} - {1})")
 
 mul = primitive(
-    "mul", impl=returns_array(np.multiply), shape_rule=elementwise_rule("mul"), kind="elementwise",
+    "mul", impl=elementwise_impl(np.multiply), shape_rule=elementwise_rule("mul"), kind="elementwise",
     vjps=(lambda g, out, x, y: mul(g, y), lambda g, out, x, y: mul(g, x)),
     torch_name="MulBackward0", saves=(0, 1), codegen="({0} * {1})")
 
 div = primitive(
-    "div", impl=returns_array(np.true_divide), shape_rule=elementwise_rule("div", float_out=True),
+    "div", impl=elementwise_impl(np.true_divide), shape_rule=elementwise_rule("div", float_out=True),
     kind="elementwise",
     vjps=(lambda g, out, x, y: div(g, y),
           # PyTorch's form: -g * ((x / y) / y), which overflows later than x / y**2
@@ -73,7 +74,7 @@ div = primitive(
     torch_name="DivBackward0", saves=(0, 1), codegen="({0} / {1})")
 
 neg = primitive(
-    "neg", impl=returns_array(np.negative), shape_rule=elementwise_rule("neg", no_bool=True),
+    "neg", impl=elementwise_impl(np.negative), shape_rule=elementwise_rule("neg", no_bool=True),
     kind="elementwise",
     vjps=(lambda g, out, x: neg(g),),
     torch_name="NegBackward0", saves=(), codegen="(-{0})")
@@ -85,6 +86,8 @@ def _pow_vjp_base(g, out, x, y):
     if is_static_scalar(y):
         if y == 0:  # PyTorch: zeros, not g * 0 * x**-1
             return full_like(g, value=0)
+        if y == 2:  # x ** 1 is x exactly: skip a pow (NumPy's float64 pow(x, 1) is slow)
+            return mul(g, mul(y, x))
         return mul(g, mul(y, pow_(x, y - 1)))
     # PyTorch: zero where y == 0 (else 0 * x**-1 is nan at x == 0)
     return where(eq(y, 0), 0, mul(g, mul(y, pow_(x, sub(y, 1)))))
@@ -110,7 +113,7 @@ def _pow_torch_name(x, y):
 
 
 pow_ = primitive(
-    "pow", impl=returns_array(np.power), shape_rule=elementwise_rule("pow"), kind="elementwise",
+    "pow", impl=elementwise_impl(np.power), shape_rule=elementwise_rule("pow"), kind="elementwise",
     vjps=(_pow_vjp_base, _pow_vjp_exponent),
     # x ** 2 keeps x only (so `y = x**2; y += 1; y.backward()` works); scalars are never saved
     torch_name=_pow_torch_name, saves=(0, 1), codegen="tg_pow({0}, {1})")
@@ -130,9 +133,10 @@ def _float_operand(impl):
 
 
 def _unary(name, impl, vjp, codegen, saves, torch_name=None, float_only=True):
+    impl = elementwise_impl(impl) if isinstance(impl, np.ufunc) else returns_array(impl)
     impl = _float_operand(impl) if float_only else impl
     return primitive(
-        name, impl=returns_array(impl), shape_rule=elementwise_rule(name, float_only=float_only),
+        name, impl=impl, shape_rule=elementwise_rule(name, float_only=float_only),
         kind="elementwise", vjps=(vjp,),
         torch_name=torch_name or name.capitalize() + "Backward0", saves=saves, codegen=codegen)
 
@@ -181,12 +185,12 @@ def _minimum_vjp(first):
 
 
 maximum = primitive(
-    "maximum", impl=returns_array(np.maximum), shape_rule=elementwise_rule("maximum"),
+    "maximum", impl=elementwise_impl(np.maximum), shape_rule=elementwise_rule("maximum"),
     kind="elementwise", vjps=(_maximum_vjp(True), _maximum_vjp(False)),
     torch_name="MaximumBackward0", saves=(0, 1), codegen="tg_maximum({0}, {1})")
 
 minimum = primitive(
-    "minimum", impl=returns_array(np.minimum), shape_rule=elementwise_rule("minimum"),
+    "minimum", impl=elementwise_impl(np.minimum), shape_rule=elementwise_rule("minimum"),
     kind="elementwise", vjps=(_minimum_vjp(True), _minimum_vjp(False)),
     torch_name="MinimumBackward0", saves=(0, 1), codegen="tg_minimum({0}, {1})")
 
@@ -516,8 +520,13 @@ def _transpose_torch_name(x, axes):
     return "TransposeBackward0" if len(moved) == 2 and np.ndim(x) > 2 else "PermuteBackward0"
 
 
+def _transpose_impl(x, axes):
+    # np.transpose calls this method on an ndarray (minus the wrapper)
+    return x.transpose(axes) if type(x) is np.ndarray else np.transpose(x, axes)
+
+
 transpose = primitive(
-    "transpose", impl=lambda x, axes: np.transpose(x, axes), shape_rule=_transpose_rule,
+    "transpose", impl=_transpose_impl, shape_rule=_transpose_rule,
     kind="shape",
     vjps=(lambda g, out, x, axes: transpose(g, axes=tuple(int(i) for i in np.argsort(axes))),),
     torch_name=_transpose_torch_name, saves=(), codegen="transpose")

@@ -1,0 +1,219 @@
+"""Intra-op parallelism for large elementwise ufuncs (the NumPy impls of the rule table).
+
+NumPy runs a ufunc on one core. For large arrays (at least `MIN_PARALLEL`
+elements) an elementwise impl splits its flat index range into one chunk per
+thread: the caller computes the last chunk while a small pool computes the
+others (NumPy releases the GIL inside the loop). Each output element is
+computed by the same ufunc loop from the same inputs, so the result is the one
+the serial call gives, bit for bit (chunk boundaries are multiples of 64
+elements, so every chunk keeps the alignment of the whole array).
+
+The split applies only where the serial call's result is known in advance:
+every array operand is an ndarray of the same float32/float64 dtype, either of
+the output's full shape (C-contiguous, or any strides for 1-D) or of size one
+(broadcast); the other operands are Python floats or ints. Anything else runs
+the plain serial call. Floating-point errors keep NumPy's semantics: the chunks
+run with errors recorded, and if any chunk saw one the whole call is redone
+serially under the caller's `np.errstate`, so warnings and exceptions are
+exactly the serial ones.
+
+Threads: TRACEGRAD_EAGER_THREADS, else OMP_NUM_THREADS, else the CPUs this
+process may run on. One thread means always serial.
+
+`keep_freed_memory()` (called when tracegrad.eager is imported) tells glibc's
+malloc to keep freed blocks of up to 32 MB for reuse instead of handing them
+back to the kernel. Eager steps allocate and free the same large temporaries
+every step; by default glibc returns them (its trim threshold is a few MB) and
+every new array page-faults its memory in again: on a 1M-element float32 step
+that was ~5800 page faults and about half the step's time. The cost is that the
+process keeps up to 128 MB of freed memory (the trim threshold) for reuse.
+TRACEGRAD_MALLOC_TUNING=0 leaves malloc as it is; other C libraries are untouched.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+
+import numpy as np
+
+MIN_PARALLEL = 1 << 17  # elements: below this the pool hand-off costs more than it saves
+_ALIGN = 64             # chunk boundaries, in elements
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_ndarray = np.ndarray
+_asarray = np.asarray
+_empty = np.empty
+
+
+def _thread_count() -> int:
+    for var in ("TRACEGRAD_EAGER_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(var, "").strip()
+        if value:
+            try:
+                return max(1, int(value))
+            except ValueError:
+                pass
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+THREADS = _thread_count()
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _get_pool():
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+                _pool = ThreadPoolExecutor(max_workers=THREADS - 1,
+                                           thread_name_prefix="tracegrad-elementwise")
+    return _pool
+
+
+class _Flag:
+    """np.errstate(call=...) target: remembers that a chunk raised an FP error."""
+
+    __slots__ = ("hit",)
+
+    def __init__(self):
+        self.hit = False
+
+    def __call__(self, kind, flag):
+        self.hit = True
+
+
+def _run_chunk(ufunc, operands, out, flag):
+    with np.errstate(all="call", call=flag):
+        ufunc(*operands, out=out)
+
+
+def _flat_operands(args):
+    """(flat operands, output shape, dtype, size) when the call can be split, else None."""
+    shape = None
+    dtype = None
+    for a in args:
+        if type(a) is _ndarray:
+            if a.size >= MIN_PARALLEL:
+                shape = a.shape
+                dtype = a.dtype
+                break
+    if shape is None or (dtype is not _F32 and dtype is not _F64):
+        return None
+    n = 1
+    for d in shape:
+        n *= d
+    flat = []
+    for a in args:
+        t = type(a)
+        if t is _ndarray:
+            if a.dtype is not dtype:
+                return None
+            if a.shape == shape:
+                if len(shape) == 1:
+                    flat.append(a)
+                elif a.flags.c_contiguous:
+                    flat.append(a.reshape(n))
+                else:
+                    return None
+            elif a.size == 1 and a.ndim <= len(shape):
+                flat.append(a.reshape(()))
+            else:
+                return None
+        elif t is float or t is int:
+            flat.append(a)
+        else:
+            return None
+    return flat, shape, dtype, n
+
+
+def elementwise_impl(ufunc):
+    """The impl of an elementwise primitive: `ufunc` on its operands, split across
+    threads when large (see module docstring); 0-d results are ndarrays."""
+    if ufunc.nin == 1:
+        def impl(x):
+            if type(x) is _ndarray and x.size >= MIN_PARALLEL and THREADS > 1:
+                plan = _flat_operands((x,))
+                if plan is not None:
+                    return _parallel_call(ufunc, (x,), plan)
+            out = ufunc(x)
+            return out if type(out) is _ndarray else _asarray(out)
+    elif ufunc.nin == 2:
+        def impl(x, y):
+            if ((type(x) is _ndarray and x.size >= MIN_PARALLEL)
+                    or (type(y) is _ndarray and y.size >= MIN_PARALLEL)) and THREADS > 1:
+                plan = _flat_operands((x, y))
+                if plan is not None:
+                    return _parallel_call(ufunc, (x, y), plan)
+            out = ufunc(x, y)
+            return out if type(out) is _ndarray else _asarray(out)
+    else:
+        raise ValueError(f"elementwise_impl: {ufunc.__name__} takes {ufunc.nin} operands")
+    impl.__name__ = getattr(ufunc, "__name__", "impl")
+    impl.ufunc = ufunc
+    return impl
+
+
+def _parallel_call(ufunc, args, plan):
+    flat, shape, dtype, n = plan
+    out = _empty(shape, dtype)
+    flat_out = out.reshape(n)
+    parts = min(THREADS, max(1, n // (MIN_PARALLEL // 2)))
+    step = -(-n // parts)
+    step = -(-step // _ALIGN) * _ALIGN
+    bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+    pool = _get_pool()
+    flags = [_Flag() for _ in bounds]
+    futures = []
+    failed = False
+    try:
+        for (lo, hi), flag in zip(bounds[:-1], flags):
+            ops = [op[lo:hi] if type(op) is _ndarray and op.ndim == 1 else op for op in flat]
+            futures.append(pool.submit(_run_chunk, ufunc, ops, flat_out[lo:hi], flag))
+        lo, hi = bounds[-1]
+        ops = [op[lo:hi] if type(op) is _ndarray and op.ndim == 1 else op for op in flat]
+        _run_chunk(ufunc, ops, flat_out[lo:hi], flags[-1])
+    except Exception:
+        failed = True
+    for f in futures:
+        if f.exception() is not None:
+            failed = True
+    if failed or any(flag.hit for flag in flags):
+        # an FP error or a failure: NumPy's own warning, exception or result, from one serial call
+        out = ufunc(*args)
+        return out if type(out) is _ndarray else _asarray(out)
+    return out
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+_malloc_tuned = None
+
+
+def keep_freed_memory() -> bool:
+    """glibc only: reuse freed large blocks instead of re-faulting fresh pages (see the
+    module docstring). Returns whether the setting was applied; done once per process."""
+    global _malloc_tuned
+    if _malloc_tuned is not None:
+        return _malloc_tuned
+    _malloc_tuned = False
+    if os.environ.get("TRACEGRAD_MALLOC_TUNING", "1").strip() == "0" \
+            or not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # glibc, not musl
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    _malloc_tuned = bool(mallopt(_M_MMAP_THRESHOLD, 32 << 20)) and \
+        bool(mallopt(_M_TRIM_THRESHOLD, 128 << 20))
+    return _malloc_tuned
