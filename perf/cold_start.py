@@ -8,10 +8,17 @@ Each case runs in a new Python process:
     generates code and compiles it with Numba;
   - "warm cache": the same folder again, now filled by the first run, so the
     first call should load the generated module and Numba's cached machine code;
-  - "eager only": `import tracegrad.eager`, which must not import numba.
+  - "eager only": `import tracegrad.eager`, which must not import numba;
+  - two "Numba floor" peers: the same fresh process loads a trivial cached
+    njit function (one np.empty, one loop) instead, through plain `import numba`
+    and through tracegrad's `codegen.runtime.import_numba` (which skips Numba's
+    scipy.linalg probe). What the warm-cache row spends above the second is
+    tracegrad's own cost.
 For each it records `import numpy`, `import tracegrad` time, whether numba is in
 sys.modules right after `import tracegrad`, and the time from the end of the
-import (inputs already built) to the first result.
+import (inputs already built) to the first result. The warm-cache row also
+has `stages`: tracegrad's per-stage timings of that first call (index lookup,
+import numba, Numba cache load, ...; the rest is the kernel's first call).
 """
 from __future__ import annotations
 
@@ -51,14 +58,43 @@ if {compiled}:
     vg = tracegrad.value_and_grad(w.tracegrad_fn, argnums=tuple(range(len(w.params))))
     value, grads = vg(*args)
     t4 = time.perf_counter()
+    lowered = vg.lower(*args)
+    stages = dict(lowered.timings)
+    stages.update({{"kernel " + k: v for k, v in getattr(lowered.kernel, "timings", {{}}).items()}})
     out.update(first_result=t4 - t3, inputs=t3 - t2, value=float(value),
-               numba_before_call=numba_before_call, log=records[-12:])
+               numba_before_call=numba_before_call, log=records[-12:], stages=stages)
+if {floor!r}:
+    import numpy as np
+    sys.path.insert(0, {floor_dir!r})
+    t3 = time.perf_counter()
+    if {floor!r} == "tracegrad":
+        from tracegrad.codegen.runtime import import_numba
+        import_numba()
+    import tg_floor_probe
+    tg_floor_probe.f(np.ones((4, 3), np.float32))
+    out.update(first_result=time.perf_counter() - t3)
 print("COLD_START_JSON " + json.dumps(out))
 """
 
+FLOOR_SOURCE = """import numpy as np
+from numba import njit, types
 
-def _run_child(module: str, compiled: bool, cache_dir: str) -> dict:
-    code = CHILD.format(module=module, compiled=compiled, root=str(ROOT))
+
+@njit((types.float32[:, ::1],), cache=True, nogil=True)
+def f(x):
+    out = np.empty(x.size, np.float32)
+    acc = np.float32(0.0)
+    for i in range(x.size):
+        out[i] = x.flat[i] * np.float32(2.0)
+        acc += out[i]
+    return acc
+"""
+
+
+def _run_child(module: str, compiled: bool, cache_dir: str, floor: str = "") -> dict:
+    floor_dir = os.path.join(cache_dir, "floor")
+    code = CHILD.format(module=module, compiled=compiled, root=str(ROOT), floor=floor,
+                        floor_dir=floor_dir)
     env = {**os.environ, "TRACEGRAD_CACHE_DIR": cache_dir, "TRACEGRAD_LOG": "1",
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
@@ -97,12 +133,23 @@ def measure(runs: int = 3, log=print) -> dict:
         eager = _run_child("tracegrad.eager", False, cache_dir)
         rows.append({"case": "eager only (`import tracegrad.eager`)", **eager})
         log(f"  cold start, eager only: {eager}")
+        floor_dir = Path(cache_dir) / "floor"
+        floor_dir.mkdir(mode=0o700)
+        (floor_dir / "tg_floor_probe.py").write_text(FLOOR_SOURCE)
+        _run_child("tracegrad", False, cache_dir, floor="numba")  # fills Numba's cache
+        for how, label in (("numba", "plain `import numba`"),
+                           ("tracegrad", "tracegrad's import_numba")):
+            floor = [_run_child("tracegrad", False, cache_dir, floor=how) for _ in range(runs)]
+            rows.append({"case": f"Numba floor: trivial cached njit, {label}", **_median_row(floor)})
+            log(f"  cold start, numba floor ({how}): {rows[-1]}")
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     note = ("Each row is a new Python process. `first result` is the time from the end of "
             "`import tracegrad` (inputs already built) to the first `mlp_mnist_b128` value and "
             "gradients, float32; the import column excludes `import numpy`. Warm cache: the same "
-            "TRACEGRAD_CACHE_DIR as the empty-cache run, after it filled it.")
+            "TRACEGRAD_CACHE_DIR as the empty-cache run, after it filled it. The Numba floor rows "
+            "load a trivial cached njit function instead: Numba's own import and first-dispatch "
+            "cost, which tracegrad's warm first result cannot go below.")
     return {"rows": rows, "note": note}
 
 
@@ -124,6 +171,10 @@ def main(argv=None) -> int:
         print(f"{r['case']:40s} {ms('import_numpy'):>12s} {ms('import'):>9s} "
               f"{'-' if nb is None else ('yes' if nb else 'no'):>7s} {ms('first_result'):>13s}  {r['status']}")
     print(result["note"])
+    warm = next((r for r in result["rows"] if r["case"] == "warm cache"), {})
+    if warm.get("stages"):
+        print("warm cache, first call by stage: " + ", ".join(
+            f"{k} {v * 1e3:.1f} ms" for k, v in warm["stages"].items()))
     return 0
 
 

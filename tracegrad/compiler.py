@@ -595,19 +595,16 @@ class CompiledFunction:
         else:
             def make_joint():
                 return self._joint_graph(graph, signature)
-        holder: list = []
-
-        def optimized_graph():
-            return holder[0].optimized
+        lowered = Lowered(graph, None, None, None, "numba", {}, make_joint=make_joint,
+                          optimize=optimize)
         t0 = time.perf_counter()
-        kernel = load_indexed(key, [(n.shape, n.dtype) for n in graph.inputs], optimized_graph,
-                              label=graph.name)
+        kernel = load_indexed(key, [(n.shape, n.dtype) for n in graph.inputs],
+                              lambda: lowered.optimized, label=graph.name)
         if kernel is None:
             return None, key
         timings["index+numba"] = time.perf_counter() - t0
-        lowered = Lowered(graph, None, None, kernel, "numba", {}, make_joint=make_joint,
-                          optimize=optimize)
-        holder.append(lowered)
+        lowered.kernel, lowered.source, lowered.source_path = \
+            kernel, kernel.source, kernel.source_path
         return lowered, key
 
     @staticmethod

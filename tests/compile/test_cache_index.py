@@ -191,3 +191,24 @@ def test_second_process_loads_from_the_index(tmp_path):
     if "scipy" in sys.modules or os.path.isdir(os.path.join(os.path.dirname(np.__file__),
                                                             os.pardir, "scipy")):
         assert "SCIPY_LINALG False" in runs[1].stdout  # see codegen/runtime.py
+
+
+def test_parallel_variant_after_an_index_hit(monkeypatch, caplog):
+    # The session's cache dir (tests/conftest.py): the parallel compile is paid once per run.
+    from tracegrad.codegen.emit import PARALLEL_MIN_ELEMENTS
+    monkeypatch.setenv("TRACEGRAD_PARALLEL", "sync")
+    x = np.linspace(-1.0, 1.0, PARALLEL_MIN_ELEMENTS)
+
+    def f(x):
+        return tg.sum(tg.exp(-x) * x)
+    first = tg.value_and_grad(f)
+    v1, g1 = first(x)
+    second = tg.value_and_grad(f)
+    with caplog.at_level(logging.INFO, logger="tracegrad"):
+        v2, g2 = second(x)
+    assert "index hit" in caplog.text
+    kernel = second.lower(x).kernel
+    assert kernel.wait_parallel() and "prange(" in kernel.parallel_source
+    np.testing.assert_allclose(v2, np.sum(np.exp(-x) * x), rtol=1e-10)
+    np.testing.assert_allclose(g2, np.exp(-x) * (1 - x), rtol=1e-10)
+    np.testing.assert_array_equal(g1, g2)

@@ -283,9 +283,10 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
     t3 = time.perf_counter()
     hits = _numba_cache_hits(module)
     timings = {"index": t1 - t0, "import_numba": t2 - t1, "load_compile": t3 - t2}
-    log.info("codegen %s: index hit tgi_%s -> %s (%s); numba %s %.1f ms", label, index_key,
-             path.name if path else module_name, status, "cache load" if hits else "compile",
-             1e3 * (t3 - t2))
+    how = "module already loaded" if status == "already imported" else \
+        ("numba cache load" if hits else "numba compile")
+    log.info("codegen %s: index hit tgi_%s -> %s (%s); %s %.1f ms", label, index_key,
+             path.name if path else module_name, status, how, 1e3 * (t3 - t2))
     source = path.read_text() if path is not None else ""
     kernel = Kernel(entry, None, source, str(path) if path else None, (), timings, module,
                     graph_factory=graph_factory, in_types=types_)
