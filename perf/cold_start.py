@@ -19,6 +19,10 @@ sys.modules right after `import tracegrad`, and the time from the end of the
 import (inputs already built) to the first result. The warm-cache row also
 has `stages`: tracegrad's per-stage timings of that first call (index lookup,
 import numba, Numba cache load, ...; the rest is the kernel's first call).
+On a busy 2-core machine the kernel's first call can take ~80 ms instead of
+~15: NumPy's OpenBLAS runs the GEMMs on 2 threads and waits for a time slice
+when another process holds the second core (OPENBLAS_NUM_THREADS=1 avoids it);
+the floor rows have no GEMM.
 """
 from __future__ import annotations
 
@@ -60,7 +64,9 @@ if {compiled}:
     t4 = time.perf_counter()
     lowered = vg.lower(*args)
     stages = dict(lowered.timings)
-    stages.update({{"kernel " + k: v for k, v in getattr(lowered.kernel, "timings", {{}}).items()}})
+    stages["first kernel call and packing (the rest)"] = (t4 - t3) - sum(stages.values())
+    stages.update({{"(of which) kernel " + k: v
+                   for k, v in getattr(lowered.kernel, "timings", {{}}).items()}})
     out.update(first_result=t4 - t3, inputs=t3 - t2, value=float(value),
                numba_before_call=numba_before_call, log=records[-12:], stages=stages)
 if {floor!r}:

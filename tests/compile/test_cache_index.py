@@ -212,3 +212,33 @@ def test_parallel_variant_after_an_index_hit(monkeypatch, caplog):
     np.testing.assert_allclose(v2, np.sum(np.exp(-x) * x), rtol=1e-10)
     np.testing.assert_allclose(g2, np.exp(-x) * (1 - x), rtol=1e-10)
     np.testing.assert_array_equal(g1, g2)
+
+
+def test_world_writable_dir_gets_no_index(tmp_path, monkeypatch, caplog):
+    from tracegrad.codegen import cache
+    d = tmp_path / "shared"
+    d.mkdir()
+    d.chmod(0o777)
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(d))
+    monkeypatch.setattr(cache, "_WARNED", set())
+    with pytest.warns(cache.CacheWarning, match="writable by group or others"):
+        run_vg(caplog)
+        run_vg(caplog)
+    assert not list(d.iterdir())  # neither modules nor index entries
+
+
+def test_read_only_dir_warns_once_and_gets_no_index(tmp_path, monkeypatch, caplog):
+    from tracegrad.codegen import cache
+    d = tmp_path / "ro"
+    d.mkdir(mode=0o500)
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(d))
+    monkeypatch.setattr(cache, "_WARNED", set())
+    real_access = os.access
+    # root ignores mode bits, so make the check see what a normal user would
+    monkeypatch.setattr(cache.os, "access",
+                        lambda p, mode: False if Path(p) == d else real_access(p, mode))
+    with pytest.warns(cache.CacheWarning, match="not writable") as record:
+        run_vg(caplog)
+        run_vg(caplog)
+    assert len([w for w in record if issubclass(w.category, cache.CacheWarning)]) == 1
+    assert not list(d.iterdir())

@@ -95,7 +95,7 @@ def graph_key(graph: Graph, **context) -> str | None:
 def _encode(v) -> str:
     """An exact text for attribute values (arrays only by dtype and shape: their
     bytes go into the hash directly)."""
-    if v is None or isinstance(v, (bool, int, str, bytes)):
+    if v is None or v is Ellipsis or isinstance(v, (bool, int, str, bytes)):
         return repr(v)
     if isinstance(v, float):
         return float.hex(v)
