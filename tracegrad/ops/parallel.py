@@ -18,7 +18,11 @@ serially under the caller's `np.errstate`, so warnings and exceptions are
 exactly the serial ones.
 
 Threads: TRACEGRAD_EAGER_THREADS, else OMP_NUM_THREADS, else the CPUs this
-process may run on. One thread means always serial.
+process may run on. One thread means always serial. Like OpenMP's dynamic mode
+(OMP_DYNAMIC), the split uses only CPUs no other process is running on: on Linux
+the count of runnable tasks (/proc/loadavg, re-read at most every 50 ms) decides,
+so on a machine whose cores are all busy the call stays serial (a split then
+waits for a core and is slower than one thread).
 
 `keep_freed_memory()` (called when tracegrad.eager is imported) tells glibc's
 malloc to keep freed blocks of up to 32 MB for reuse instead of handing them
@@ -35,6 +39,7 @@ import ctypes
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -63,6 +68,10 @@ def _thread_count() -> int:
 
 
 THREADS = _thread_count()
+try:
+    _CPUS = len(os.sched_getaffinity(0))
+except (AttributeError, OSError):
+    _CPUS = os.cpu_count() or 1
 _pool = None
 _pool_lock = threading.Lock()
 
@@ -76,6 +85,25 @@ def _get_pool():
                 _pool = ThreadPoolExecutor(max_workers=THREADS - 1,
                                            thread_name_prefix="tracegrad-elementwise")
     return _pool
+
+
+_free = [0.0, 1]  # (time of the last look, threads to use now)
+
+
+def _threads_now() -> int:
+    """Threads worth using now: THREADS, less the CPUs other runnable tasks occupy."""
+    now = time.monotonic()
+    if now - _free[0] < 0.05:
+        return _free[1]
+    _free[0] = now
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            running = int(f.read().split()[3].split(b"/")[0])
+        others = max(0, running - 1)  # this thread is one of the runnable tasks
+        _free[1] = max(1, min(THREADS, _CPUS - others))
+    except (OSError, ValueError, IndexError):
+        _free[1] = THREADS
+    return _free[1]
 
 
 class _Flag:
@@ -142,7 +170,9 @@ def elementwise_impl(ufunc):
             if type(x) is _ndarray and x.size >= MIN_PARALLEL and THREADS > 1:
                 plan = _flat_operands((x,))
                 if plan is not None:
-                    return _parallel_call(ufunc, (x,), plan)
+                    k = _threads_now()
+                    if k > 1:
+                        return _parallel_call(ufunc, (x,), plan, k)
             out = ufunc(x)
             return out if type(out) is _ndarray else _asarray(out)
     elif ufunc.nin == 2:
@@ -151,7 +181,9 @@ def elementwise_impl(ufunc):
                     or (type(y) is _ndarray and y.size >= MIN_PARALLEL)) and THREADS > 1:
                 plan = _flat_operands((x, y))
                 if plan is not None:
-                    return _parallel_call(ufunc, (x, y), plan)
+                    k = _threads_now()
+                    if k > 1:
+                        return _parallel_call(ufunc, (x, y), plan, k)
             out = ufunc(x, y)
             return out if type(out) is _ndarray else _asarray(out)
     else:
@@ -161,11 +193,11 @@ def elementwise_impl(ufunc):
     return impl
 
 
-def _parallel_call(ufunc, args, plan):
+def _parallel_call(ufunc, args, plan, threads):
     flat, shape, dtype, n = plan
     out = _empty(shape, dtype)
     flat_out = out.reshape(n)
-    parts = min(THREADS, max(1, n // (MIN_PARALLEL // 2)))
+    parts = min(threads, max(1, n // (MIN_PARALLEL // 2)))
     step = -(-n // parts)
     step = -(-step // _ALIGN) * _ALIGN
     bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
