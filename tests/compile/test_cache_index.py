@@ -76,7 +76,8 @@ def test_miss_is_logged_then_hit_skips_the_pipeline(cache_env, caplog):
     second = run_vg(caplog)
     assert "index hit" in caplog.text
     timings = second.lower(X, W).timings
-    assert "autodiff" not in timings and "passes" not in timings and "index+numba" in timings
+    assert "autodiff" not in timings and "passes" not in timings
+    assert "index" in second.lower(X, W).kernel.timings
     a, b = first.lower(X, W), second.lower(X, W)
     assert a.source == b.source and a.source_path == b.source_path
     # the graphs the hit skipped are rebuilt on demand, identical

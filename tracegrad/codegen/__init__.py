@@ -39,6 +39,12 @@ How a graph becomes a kernel (one module each; read them in this order):
   cache.py         the module is a real, hash-named .py file in the cache dir
                    (written once, verified before import) so Numba's own
                    cache=True works across processes.
+  index.py         second cache level: a key of the *traced* graph (plus what
+                   is done with it and the pipeline's own source) -> the
+                   module's name, so a warm process loads the module without
+                   autodiff, passes or code generation (`load_indexed`).
+  runtime.py       imports Numba for the kernels without the scipy.linalg
+                   import Numba's BLAS probe would do (~0.1-0.17 s).
 
 Big loops (>= 2**18 elements) get a parallel (prange) variant, compiled in a
 background thread and swapped in when ready (TRACEGRAD_PARALLEL=sync|0).
@@ -213,26 +219,29 @@ def build_kernel(graph: Graph, index_key: str | None = None) -> Kernel:
             and not emitted.fallback_ids):
         from tracegrad.codegen import index
         index.write_entry(path.parent, index_key, {
-            "module": path.stem, "entry": emitted.entry, "name": name,
-            "parallel": bool(emitted.wants_parallel),
+            "module": path.stem, "entry": emitted.entry, "parallel": bool(emitted.wants_parallel),
             "in_types": [[list(s), d.str] for s, d in kernel._in_types]})
     if emitted.wants_parallel:
         _start_parallel(kernel, name)
     return kernel
 
 
-def _start_parallel(kernel: Kernel, name: str) -> None:
-    """Build the parallel variant (TRACEGRAD_PARALLEL: in a background thread, now, or never)."""
+def _start_parallel(kernel: Kernel, name: str | None, label: str = "") -> None:
+    """Build the parallel variant (TRACEGRAD_PARALLEL: in a background thread, now, or
+    never). `name` None: the kernel's name is computed from its (rebuilt) graph."""
     mode = parallel_mode()
+
+    def run():
+        graph = kernel.graph
+        kernel._swap_in_parallel(_generate(graph, (name or f"kernel_{ir_hash(graph)}") + "_par",
+                                           parallel=True))
     if mode == "sync":
-        kernel._swap_in_parallel(_generate(kernel.graph, name + "_par", parallel=True))
+        run()
     elif mode == "background":
-        def run():
-            kernel._swap_in_parallel(_generate(kernel.graph, name + "_par", parallel=True))
         # not a daemon: interpreter exit waits for it, rather than killing
         # a Numba compile half way (which can crash the process at exit)
         kernel._parallel_thread = threading.Thread(
-            target=run, daemon=False, name=f"tracegrad-parallel-{name}")
+            target=run, daemon=False, name=f"tracegrad-parallel-{name or label}")
         kernel._parallel_thread.start()
 
 
@@ -257,7 +266,9 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
     try:
         types_ = [(tuple(int(d) for d in shape), np.dtype(dt)) for shape, dt in payload["in_types"]]
         module_name, entry_name = str(payload["module"]), str(payload["entry"])
-        name, wants_parallel = str(payload["name"]), bool(payload["parallel"])
+        wants_parallel = bool(payload["parallel"])
+        if not entry_name.isidentifier():
+            raise ValueError(entry_name)
     except (KeyError, TypeError, ValueError):
         log.info("codegen %s: index miss (entry tgi_%s has a bad payload)", label, index_key)
         return None
@@ -277,7 +288,7 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
         log.info("codegen %s: index miss (%s)", label, status)
         return None
     entry = getattr(module, entry_name, None)
-    if entry is None or not hasattr(module, "_NUMPY"):
+    if not callable(entry) or not hasattr(module, "_NUMPY"):
         log.info("codegen %s: index miss (%s has no %s)", label, module_name, entry_name)
         return None
     t3 = time.perf_counter()
@@ -291,7 +302,7 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
     kernel = Kernel(entry, None, source, str(path) if path else None, (), timings, module,
                     graph_factory=graph_factory, in_types=types_)
     if wants_parallel:
-        _start_parallel(kernel, name)
+        _start_parallel(kernel, None, label)
     return kernel
 
 
