@@ -18,6 +18,7 @@ from tracegrad.eager.grad_mode import STATE
 from tracegrad.ops.core import ShapeError
 from tracegrad.ops import table as T
 from tracegrad.ops.indexing import index_spec
+from tracegrad.ops.rulekit import spec_to_index
 
 
 def _plain_index(index: Any) -> Any:
@@ -40,13 +41,17 @@ def _spec(x, index):
 
 
 def getitem(x, index):
-    from tracegrad.eager.tensor import apply_op
+    """x[index]; basic indexing (ints, slices, None) returns a view sharing x's memory
+    and version counter, as in PyTorch, so an in-place change of it writes into x."""
+    from tracegrad.eager.tensor import _make_view, apply_op
     index = _plain_index(index)
     spec, arrays = _spec(x, index)
-    if not arrays and all(e == ("slice", 0, n, 1) for e, n in zip(spec, x._data.shape)) \
-            and len(spec) == x._data.ndim and spec:
-        pass  # a full slice still makes a new node in PyTorch (SliceBackward0/AliasBackward0)
-    return apply_op(T.getitem, (x, *arrays), {"spec": spec})
+    out = apply_op(T.getitem, (x, *arrays), {"spec": spec})
+    if not arrays:
+        # The table's impl copies (compiled mode never aliases); eager reads through a view.
+        out._data = x._data[spec_to_index(spec, ()) + (Ellipsis,)]
+        _make_view(out, x, T.getitem, {"spec": spec})
+    return out
 
 
 def setitem(x, index, value) -> None:

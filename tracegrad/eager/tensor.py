@@ -817,14 +817,7 @@ def commit_inplace(self: Tensor, result: Tensor) -> None:
     base_result = None
     if self._base is not None and (node is not None or self._base._requires_grad) \
             and STATE.grad_enabled:
-        # the base's new value is the view's new value put back through the inverse views
-        base_result = result
-        ops = self.__dict__["_view"][0]
-        for k, (prim, attrs, in_shape) in enumerate(reversed(ops)):
-            last = k == len(ops) - 1
-            inv_prim, inv_attrs = _inverse_view(prim, attrs, in_shape)
-            base_result = apply_op(inv_prim, (base_result,), inv_attrs,
-                                   name="torch::autograd::CopySlices" if last else None)
+        base_result = _through_inverse_views(self, result)
     write_into(self, result._data)
     if node is not None:
         if node.out_saved is not None:  # the output now lives in self's buffer
@@ -837,6 +830,30 @@ def commit_inplace(self: Tensor, result: Tensor) -> None:
         base._grad_fn = base_result._grad_fn
         base._requires_grad = base_result._requires_grad
         self.__dict__["_view"][1] = self._version[0]  # self's history is already current
+
+
+def _through_inverse_views(view: Tensor, result: Tensor) -> Tensor:
+    """The root base's new value: the view's new value put back through the inverse
+    of each view op, outermost last (that node is PyTorch's CopySlices)."""
+    ops = view.__dict__["_view"][0]
+    chain = [view._base]  # the values each view op was applied to, as they are now
+    for prim, attrs, _ in ops[:-1]:
+        chain.append(apply_op(prim, (chain[-1],), attrs))
+    value = result
+    for k in reversed(range(len(ops))):
+        prim, attrs, in_shape = ops[k]
+        name = "torch::autograd::CopySlices" if k == 0 else None
+        if prim is T.getitem:  # a part of the parent: scatter into the parent's old value
+            from tracegrad.ops.rulekit import spec_to_index
+            spec = attrs["spec"]
+            mask = np.zeros(in_shape, dtype=np.bool_)
+            mask[spec_to_index(spec, ())] = True
+            scattered = apply_op(T.index_add_zeros, (value,), {"spec": spec, "shape": in_shape})
+            value = apply_op(T.where, (mask, scattered, chain[k]), {}, name=name, visible=(2, 1))
+        else:
+            inv_prim, inv_attrs = _inverse_view(prim, attrs, in_shape)
+            value = apply_op(inv_prim, (value,), inv_attrs, name=name)
+    return value
 
 
 def _inverse_view(prim, attrs, in_shape):
