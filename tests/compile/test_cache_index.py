@@ -243,3 +243,12 @@ def test_read_only_dir_warns_once_and_gets_no_index(tmp_path, monkeypatch, caplo
         run_vg(caplog)
     assert len([w for w in record if issubclass(w.category, cache.CacheWarning)]) == 1
     assert not list(d.iterdir())
+
+
+def test_no_index_without_readable_pipeline_source(monkeypatch):
+    # .pyc-only installs: a code change could not be detected, so no key at all
+    monkeypatch.setattr(index, "_PIPELINE_HASH", "")
+    assert key_of(loss, X, W) is None
+    monkeypatch.setattr(index, "_PIPELINE_HASH", None)
+    monkeypatch.setattr(index, "_PIPELINE_PARTS", ("no_such_part",))
+    assert key_of(loss, X, W) is None

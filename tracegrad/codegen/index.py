@@ -57,27 +57,38 @@ class _Unkeyable(Exception):
 
 
 def pipeline_hash() -> str:
-    """sha256 over the source of tracegrad's trace -> kernel pipeline (once per process)."""
+    """sha256 over the source of tracegrad's trace -> kernel pipeline (once per
+    process); "" when the sources cannot be read (then there is no index: a
+    change of the code could not be detected)."""
     global _PIPELINE_HASH
     if _PIPELINE_HASH is None:
         root = Path(__file__).resolve().parents[1]
         h = hashlib.sha256()
-        for part in _PIPELINE_PARTS:
-            p = root / part
-            files = [p] if p.is_file() else sorted(p.rglob("*.py"))
-            for f in files:
-                h.update(str(f.relative_to(root)).encode() + b"\0")
-                h.update(f.read_bytes() + b"\0")
-        _PIPELINE_HASH = h.hexdigest()
+        try:
+            for part in _PIPELINE_PARTS:
+                p = root / part
+                files = [p] if p.is_file() else sorted(p.rglob("*.py"))
+                if not files:
+                    raise FileNotFoundError(p)
+                for f in files:
+                    h.update(str(f.relative_to(root)).encode() + b"\0")
+                    h.update(f.read_bytes() + b"\0")
+            _PIPELINE_HASH = h.hexdigest()
+        except OSError as exc:
+            log.info("cache index disabled: cannot read tracegrad's source (%s)", exc)
+            _PIPELINE_HASH = ""
     return _PIPELINE_HASH
 
 
 def graph_key(graph: Graph, **context) -> str | None:
     """The index key of a traced graph and what is done with it; None if some
     attribute has no exact, stable encoding (then there is no index entry)."""
+    pipeline = pipeline_hash()
+    if not pipeline:
+        return None
     h = hashlib.sha256()
     h.update(f"tracegrad index {FORMAT}; numpy {np.__version__}; python "
-             f"{sys.version_info[:3]}; pipeline {pipeline_hash()}\0".encode())
+             f"{sys.version_info[:3]}; pipeline {pipeline}\0".encode())
     try:
         h.update(_encode(sorted(context.items())).encode())
         h.update(_encode((graph.name, [n.id for n in graph.inputs],
