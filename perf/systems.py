@@ -65,8 +65,11 @@ def prepare_tracegrad_eager(w) -> Prepared:
         if not hasattr(tge, attr):
             raise Unavailable(f"tracegrad.eager.{attr} not implemented yet")
     leaves = [tge.tensor(p.copy(), requires_grad=True) for p in w.params]
-    data = [tge.from_numpy(d.copy()) for d in w.data]
-    fn = w.tracegrad_fn
+    if w.eager_fn is not None:  # PyTorch's spelling (F.relu, F.cross_entropy), as a user writes it
+        fn, raw = w.eager_fn, (w.torch_data(w.data) if w.torch_data else w.data)
+    else:
+        fn, raw = w.tracegrad_fn, w.data
+    data = [tge.from_numpy(np.array(d, copy=True)) for d in raw]
 
     def call():
         for p in leaves:

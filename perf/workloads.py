@@ -42,6 +42,7 @@ class Workload:
     description: str = ""
     torch_data: Callable = None   # numpy data -> the data list torch_fn expects
     peer_data: Callable = None    # numpy data -> the data list jax/autograd expect
+    eager_fn: Callable = None     # tracegrad eager's own spelling, on torch_data (default: tracegrad_fn)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -143,14 +144,21 @@ def mlp(dtype: str, rng, batch: int, sizes=(784, 256, 256, 10), name: str | None
                 g = g @ params[2 * i].T
         return value, grads
 
-    def torch_fn(*args):
-        import torch.nn.functional as F
+    def pytorch_style(*args, F):
         weights, (h, t) = args[:-2], args[-2:]
         for i in range(n_layers):
             h = h @ weights[2 * i] + weights[2 * i + 1]
             if i < n_layers - 1:
                 h = F.relu(h)
         return F.cross_entropy(h, t)
+
+    def torch_fn(*args):
+        import torch.nn.functional as F
+        return pytorch_style(*args, F=F)
+
+    def eager_fn(*args):  # the same code under `import tracegrad.eager as torch`
+        import tracegrad.eager.nn.functional as F
+        return pytorch_style(*args, F=F)
 
     def jax_fn(*args):
         import jax
@@ -179,7 +187,7 @@ def mlp(dtype: str, rng, batch: int, sizes=(784, 256, 256, 10), name: str | None
                     f"batch {batch}, {'->'.join(map(str, sizes))}, ReLU, softmax cross-entropy",
                     torch_data=lambda d: [d[0], d[1][:, 0].copy()],
                     peer_data=lambda d: [d[0], d[1][:, 0].copy()],
-                    extra={"batch": batch, "sizes": sizes})
+                    eager_fn=eager_fn, extra={"batch": batch, "sizes": sizes})
 
 
 def _tg_relu(h):

@@ -188,6 +188,12 @@ CASES = [
          ref=lambda b, x, y: b + x @ y),
     Case("addmm_column_bias", T.addmm, [("n", (3, 1)), ("n", (3, 4)), ("n", (4, 2))],
          ref=lambda b, x, y: b + x @ y),
+    Case("nll_loss_mean", T.nll_loss, [("n", (4, 5)), ("i", (4,), 5)], {"reduction": "mean"},
+         ref=lambda lp, t, reduction: -lp[np.arange(len(t)), t].mean()),
+    Case("nll_loss_sum", T.nll_loss, [("n", (4, 5)), ("i", (4,), 5)], {"reduction": "sum"},
+         ref=lambda lp, t, reduction: -lp[np.arange(len(t)), t].sum()),
+    Case("nll_loss_none", T.nll_loss, [("n", (3, 2)), ("i", (3,), 2)], {"reduction": "none"},
+         ref=lambda lp, t, reduction: -lp[np.arange(len(t)), t]),
     # ----------------------------------------------------------------- indexing
     Case("getitem_int", T.getitem, [("n", (3, 4))], {"spec": (1, sl(0, 4))},
          ref=lambda x, spec: x[1]),

@@ -319,6 +319,32 @@ def _bounds_check(em: Emitter, node: Node, var: str, n: int) -> None:
     em.emit(f"    raise IndexError({(f'{node.op}: index out of range for an axis of size {n}' + _where_from(node))!r})")
 
 
+@structured("nll_loss")
+def emit_nll_loss(em: Emitter, node: Node) -> None:
+    logp, target = node.inputs
+    n, c = logp.shape
+    la, ta = em.acc(logp), em.acc(target)
+    reduction = node.attrs["reduction"]
+    dt = f"np.{np.dtype(node.dtype).name}"
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    if reduction != "none":
+        em.emit(f"total = {_acc_dtype(node.dtype)}(0.0)")
+    _open(em, "r", n)
+    em.emit(f"k = {ta.index_expr(ta.strides, ('r',))}")
+    _bounds_check(em, node, "k", c)
+    picked = la.index_expr(la.strides, ("r", "k"))
+    if reduction == "none":
+        em.emit(f"{out.index_expr(out.strides, ('r',))} = -{picked}")
+    else:
+        em.emit(f"total += {picked}")
+    em.indent -= 1
+    if reduction != "none":
+        mean = f" / {n}" if reduction == "mean" else ""
+        em.emit(f"{_at(out, '0')} = {dt}(-total{mean})")
+
+
 @structured("take_along_axis")
 def emit_take_along_axis(em: Emitter, node: Node) -> None:
     x, idx = node.inputs

@@ -879,6 +879,51 @@ put_along_axis_add = primitive(
     vjps=(lambda gg, out, g, idx, axis, shape: take_along_axis(gg, idx, axis=axis), no_grad),
     torch_name="ScatterAddBackward0", saves=(1,), codegen="put_along_axis_add")
 
+# --------------------------------------------------------------- nll_loss
+# -logp[i, target[i]], reduced: PyTorch's one NllLossBackward0 node of cross_entropy.
+
+_NLL_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _nll_loss_rule(logp, target, reduction):
+    logp, target = as_aval(logp), as_aval(target)
+    if reduction not in _NLL_REDUCTIONS:
+        raise op_error("nll_loss", [logp, target], f"reduction must be one of {_NLL_REDUCTIONS}, "
+                                                   f"got {reduction!r}")
+    if logp.ndim != 2 or target.ndim != 1 or logp.shape[0] != target.shape[0]:
+        raise op_error("nll_loss", [logp, target], "expects log-probabilities (N, C) and class "
+                                                   "indices (N,)")
+    if logp.dtype.kind != "f" or target.dtype.kind not in "iu":
+        raise op_error("nll_loss", [logp, target], "expects float log-probabilities and integer "
+                                                   "class indices", cls=DTypeError)
+    return Aval((logp.shape[0],) if reduction == "none" else (), logp.dtype)
+
+
+def _nll_loss_impl(logp, target, reduction):
+    n, c = np.shape(logp)
+    _check_in_range("nll_loss", target, c, 1, (logp, target))
+    picked = np.asarray(logp)[np.arange(n), target]
+    if reduction == "none":
+        return np.negative(picked)
+    total = -picked.sum()
+    return np.asarray(total / n if reduction == "mean" else total, dtype=picked.dtype)
+
+
+def _nll_loss_vjp(g, out, logp, target, reduction):
+    n, c = logp.shape
+    if reduction == "none":
+        per_row = neg(g)
+    else:
+        per_row = broadcast_to(mul(g, -1.0 / n) if reduction == "mean" else neg(g), shape=(n,))
+    return put_along_axis_add(reshape(per_row, shape=(n, 1)), reshape(target, shape=(n, 1)),
+                              axis=1, shape=(n, c))
+
+
+nll_loss = primitive(
+    "nll_loss", impl=_nll_loss_impl, shape_rule=_nll_loss_rule, kind="index",
+    vjps=(_nll_loss_vjp, no_grad), torch_name="NllLossBackward0", saves=(1,),
+    codegen="nll_loss")
+
 # ------------------------------------------------------------ the AD drivers' helper
 
 

@@ -82,10 +82,9 @@ def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
         bad = int(t.max() if t.max() >= n_classes else t.min())
         raise shape_error("nll_loss", f"Target {bad} is out of bounds.", input, target,
                           cls=EagerIndexError)
-    # input[arange(N), target]: one advanced-index gather (cheaper than take_along_axis)
-    rows = np.arange(t.shape[0])
-    picked = apply_op(T.getitem, (input, rows, t), {"spec": (("array", 0), ("array", 1))})
-    return _reduce(-picked, reduction, "NllLossBackward0")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return apply_op(T.nll_loss, (input, target), {"reduction": reduction}, visible=(0,))
 
 
 def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
