@@ -911,6 +911,13 @@ def _nll_loss_impl(logp, target, reduction):
 
 def _nll_loss_vjp(g, out, logp, target, reduction):
     n, c = logp.shape
+    if type(g) is np.ndarray and type(target) is np.ndarray:  # eager backward: NumPy directly
+        grad = np.zeros((n, c), dtype=g.dtype)
+        scale = -1.0 / n if reduction == "mean" else -1.0
+        grad[np.arange(n), target] = g if reduction == "none" else g * scale
+        if reduction == "none":
+            np.negative(grad, out=grad)
+        return grad
     if reduction == "none":
         per_row = neg(g)
     else:
@@ -938,6 +945,8 @@ def sum_to_shape(g, shape):
     lead = len(gshape) - len(shape)
     axes = tuple(range(lead)) + tuple(
         i + lead for i, d in enumerate(shape) if d == 1 and gshape[i + lead] != 1)
+    if type(g) is np.ndarray:  # eager backward on arrays: NumPy directly, same result
+        return np.add.reduce(g, axis=axes).reshape(shape) if axes else g.reshape(shape)
     if axes:
         g = sum_(g, axis=axes, keepdims=False)
     if (g.shape if type(g) is np.ndarray else tuple(np.shape(g))) != shape:
