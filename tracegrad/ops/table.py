@@ -160,7 +160,13 @@ tanh = _unary("tanh", np.tanh, lambda g, out, x: mul(g, sub(1, mul(out, out))),
               "tg_tanh({0})", ("out",))
 sigmoid = _unary("sigmoid", _sigmoid_impl, lambda g, out, x: mul(mul(g, sub(1, out)), out),
                  "tg_sigmoid({0})", ("out",))
-relu = _unary("relu", _relu_impl, lambda g, out, x: where(le(out, 0), 0, g),
+def _relu_vjp(g, out, x):
+    if type(g) is np.ndarray and type(out) is np.ndarray:  # eager backward: NumPy directly
+        return np.where(out <= 0, 0, g)
+    return where(le(out, 0), 0, g)
+
+
+relu = _unary("relu", _relu_impl, _relu_vjp,
               "tg_relu({0})", ("out",), float_only=False)
 abs_ = _unary("abs", np.abs, lambda g, out, x: mul(g, sign(x)), "abs({0})", (0,),
               float_only=False)
@@ -610,7 +616,9 @@ def _as_matrices(g, x, y):
 
 def _matmul_vjp_x(g, out, x, y):
     if type(x) is np.ndarray and type(y) is np.ndarray and x.ndim == 2 and y.ndim == 2:
-        return matmul(g, transpose(y, axes=(1, 0)))  # plain matrices: the common case
+        if type(g) is np.ndarray:  # eager backward on plain matrices: NumPy directly
+            return np.matmul(g, y.T)
+        return matmul(g, transpose(y, axes=(1, 0)))
     y2 = reshape(y, shape=np.shape(y) + (1,)) if np.ndim(y) == 1 else y
     gx = matmul(_as_matrices(g, x, y), _swap_last(y2))  # (..., n, k)
     if np.ndim(x) == 1:  # drop the promoted row; the driver sums any batch dims
@@ -620,7 +628,9 @@ def _matmul_vjp_x(g, out, x, y):
 
 def _matmul_vjp_y(g, out, x, y):
     if type(x) is np.ndarray and type(y) is np.ndarray and x.ndim == 2 and y.ndim == 2:
-        return matmul(transpose(x, axes=(1, 0)), g)  # plain matrices: the common case
+        if type(g) is np.ndarray:  # eager backward on plain matrices: NumPy directly
+            return np.matmul(x.T, g)
+        return matmul(transpose(x, axes=(1, 0)), g)
     x2 = reshape(x, shape=(1,) + np.shape(x)) if np.ndim(x) == 1 else x
     gy = matmul(_swap_last(x2), _as_matrices(g, x, y))  # (..., k, m)
     if np.ndim(y) == 1:
