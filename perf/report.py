@@ -157,7 +157,7 @@ def section_machine(info: dict, argv: list, settings) -> list[str]:
               "tracing and compiling for tracegrad compiled, torch.compile and jax.jit; tracegrad's "
               "disk cache starts empty in a fresh temporary TRACEGRAD_CACHE_DIR, so this is a cold compile; "
               + ("torch inductor's on-disk cache also starts empty (TORCHINDUCTOR_CACHE_DIR)."
-                 if os.environ.get("TORCHINDUCTOR_CACHE_DIR") else
+                 if os.environ.get("TRACEGRAD_PERF_COLD_INDUCTOR") else
                  "torch inductor's default on-disk cache was left as it was (warm after earlier runs), so "
                  "torch.compile's first call may be faster than a cold one). PyTorch's dynamo caches per "
                  "code object, so the float64 run of a workload recompiles rather than compiling afresh."),

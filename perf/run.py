@@ -110,6 +110,7 @@ def main(argv=None) -> int:
     os.environ["TRACEGRAD_CACHE_DIR"] = cache_dir
     if not args.quick:  # cold torch.compile too: inductor keeps an on-disk cache of its own
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache_dir, "torchinductor"))
+        os.environ["TRACEGRAD_PERF_COLD_INDUCTOR"] = "1"  # (torch sets the variable above itself)
     os.environ.setdefault("TRACEGRAD_LOG", "1")   # stage times for the compile breakdown
     if args.threads:
         try:
