@@ -435,6 +435,23 @@ def _np_stack(arrays, axis=0, **kwargs):
     return _api("stack")(list(arrays), axis=axis)
 
 
+def _np_swapaxes(a, axis1, axis2):
+    nd = len(_static_shape(a))
+    axes = list(range(nd))
+    axes[axis1 % nd], axes[axis2 % nd] = axes[axis2 % nd], axes[axis1 % nd]
+    return _api("transpose")(a, tuple(axes))
+
+
+def _np_moveaxis(a, source, destination):
+    nd = len(_static_shape(a))
+    src = [s % nd for s in np.atleast_1d(source).tolist()]
+    dst = [d % nd for d in np.atleast_1d(destination).tolist()]
+    order = [n for n in range(nd) if n not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return _api("transpose")(a, tuple(order))
+
+
 # NumPy function name -> handler. Anything else raises naming the function.
 _NUMPY_FUNCTIONS: dict[str, Callable] = {
     "shape": _static_shape,
@@ -453,6 +470,8 @@ _NUMPY_FUNCTIONS: dict[str, Callable] = {
     "matmul": lambda a, b, **kw: _api("matmul")(a, b),
     "where": _np_where,
     "transpose": _np_transpose,
+    "swapaxes": _np_swapaxes,
+    "moveaxis": _np_moveaxis,
     "reshape": _np_reshape,
     "concatenate": _np_concatenate,
     "stack": _np_stack,

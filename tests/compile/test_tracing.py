@@ -63,6 +63,8 @@ NUMPY_PROGRAMS = {
     "stack": lambda x, w: np.stack([x, x], axis=0),
     "reshape": lambda x, w: np.reshape(x, (4, 3)) + x.reshape(4, 3) + x.reshape((4, 3)),
     "transpose": lambda x, w: np.transpose(x) + x.T + x.transpose(1, 0),
+    "swapaxes": lambda x, w: np.swapaxes(x, 0, 1) + x.swapaxes(-1, 0) + np.moveaxis(x, 0, -1),
+    "moveaxis_3d": lambda x, w: np.moveaxis(x[None], [0, 1], [2, 0]).sum(axis=1),
     "methods": lambda x, w: x.sum() + x.mean(axis=0) + x.max(axis=1, keepdims=True).sum(),
     "clip": lambda x, w: np.clip(x, -0.5, 0.5),
     "expand_squeeze": lambda x, w: np.squeeze(np.expand_dims(x, 0), 0),

@@ -152,6 +152,11 @@ class ArrayMethods:
     def dot(self, other):
         return api.dot(self, other)
 
+    def swapaxes(self, axis1, axis2):
+        axes = list(range(len(self.shape)))
+        axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+        return api.transpose(self, tuple(axes))
+
     def flatten(self):
         return api.reshape(self, (-1,))
 
