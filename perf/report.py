@@ -173,9 +173,12 @@ def section_machine(info: dict, argv: list, settings) -> list[str]:
               "each parallel region waits for its slowest thread. Interleaving spreads the noise across "
               "systems; the fastest round is shown beside the median as a less load-sensitive figure. "
               "Before each batch the harness idles briefly so the previous system's spinning worker "
-              "threads go to sleep.",
+              "threads go to sleep, then makes one untimed call so the system's own threads (and the "
+              "idle virtual CPU they run on) are awake: the timed batch is a loop's steady state.",
               "- **× best peer**: time divided by the fastest peer (PyTorch eager, torch.compile, "
-              "jax.jit, HIPS autograd, NumPy by hand) on the same workload in the same run.", ""]
+              "jax.jit, HIPS autograd, NumPy by hand) on the same workload in the same run. Issue 4's "
+              "verdicts use the best autodiff library instead (NumPy by hand excluded), as its "
+              "orientation table does; see the targets section.", ""]
     return lines
 
 

@@ -83,11 +83,31 @@ def _get_pool():
             if _pool is None:
                 from concurrent.futures import ThreadPoolExecutor
                 _pool = ThreadPoolExecutor(max_workers=THREADS - 1,
-                                           thread_name_prefix="tracegrad-elementwise")
+                                           thread_name_prefix="tracegrad-elementwise",
+                                           initializer=_remember_worker)
     return _pool
 
 
 _free = [0.0, 1]  # (time of the last look, threads to use now)
+_workers: list[int] = []  # native thread ids of the pool's workers
+
+
+def _remember_worker() -> None:
+    _workers.append(threading.get_native_id())
+
+
+def _own_workers_running() -> int:
+    """How many of our pool's workers the kernel counts as runnable right now (one that
+    has just finished a chunk may not have gone back to sleep yet): they are not load."""
+    running = 0
+    for tid in _workers:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        running += state == b"R"
+    return running
 
 
 def _threads_now() -> int:
@@ -99,7 +119,8 @@ def _threads_now() -> int:
     try:
         with open("/proc/loadavg", "rb") as f:
             running = int(f.read().split()[3].split(b"/")[0])
-        others = max(0, running - 1)  # this thread is one of the runnable tasks
+        # this thread is one of the runnable tasks, and our own idle workers are not load
+        others = max(0, running - 1 - _own_workers_running())
         _free[1] = max(1, min(THREADS, _CPUS - others))
     except (OSError, ValueError, IndexError):
         _free[1] = THREADS
