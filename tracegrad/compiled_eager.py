@@ -247,7 +247,7 @@ def _make_node_class():
             self.saved_arrays = saved
             self.input_tensors = list(inputs)
             self.primal_arrays = primal_arrays
-            self.versions = [(t._version, t._version[0]) for t in inputs]
+            self.versions = [(t._counter, t._counter[0]) for t in inputs]
             if graph_mod.STATE.anomaly:  # detect_anomaly() shows where the forward ran
                 import traceback
                 user = [f for f in traceback.extract_stack()

@@ -28,7 +28,7 @@ def test_views_share_the_version_counter():
     x = torch.arange(6.0).reshape(2, 3)
     v = x[1, ::2]
     v.zero_()
-    assert x._version == v._version and x._version[0] >= 1
+    assert x._counter is v._counter and x._version == v._version == 1
 
 
 def test_scalar_index_is_a_zero_dim_view():
@@ -107,3 +107,12 @@ def test_a_view_saved_by_an_in_place_op_on_its_own_base_fails_as_in_pytorch():
     b[:, 0].mul_(b[:, 2])  # mul_ saves b[:, 2], which the same mul_ then modifies
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         (b * b).sum().backward()
+
+
+def test_version_is_an_int_as_in_pytorch():
+    x = torch.zeros(3)
+    assert x._version == 0 and isinstance(x._version, int)
+    x.add_(1)
+    x[0] = 5.0
+    x[1].mul_(2)
+    assert x._version == 3

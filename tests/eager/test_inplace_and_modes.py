@@ -71,13 +71,13 @@ def test_version_counter_shared_by_detach_and_views():
     y = x.exp()
     d = y.detach()
     d.zero_()
-    assert y.tolist() == [0.0, 0.0] and y._version[0] == 1
+    assert y.tolist() == [0.0, 0.0] and y._version == 1
     with pytest.raises(RuntimeError, match="which is output 0 of Exp"):
         y.sum().backward()
     a = torch.zeros(2, 3)
     v = a.view(6)
     v.add_(1)
-    assert a._version[0] == 1 and a.sum().item() == 6.0
+    assert a._version == 1 and a.sum().item() == 6.0
 
 
 def test_leaf_inplace_errors():
@@ -94,7 +94,7 @@ def test_leaf_inplace_errors():
         x.view(1).mul_(2)
     with torch.no_grad():
         x.add_(1)       # optimizer-style update is fine
-    assert x.tolist() == [2.0] and x._version[0] == 1
+    assert x.tolist() == [2.0] and x._version == 1
 
 
 def test_inplace_rebases_history_with_correct_gradients():
@@ -332,4 +332,4 @@ def test_inplace_on_view_rebases_base_as_copyslices():
     v.add_(1)
     assert y.grad_fn.name() == "torch::autograd::CopySlices"
     assert repr(y.grad_fn).startswith("<CopySlices object at")
-    assert y._version[0] == v._version[0] == 1
+    assert y._version == v._version == 1

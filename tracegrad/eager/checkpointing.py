@@ -54,7 +54,7 @@ class CheckpointFunctionBackward(Node):
         self.saved = True
         self.fn = fn
         # Inputs are kept with their versions so an in-place change is caught.
-        self.args = [(a, a._version[0]) if isinstance(a, Tensor) else (a, None) for a in args]
+        self.args = [(a, a._counter[0]) if isinstance(a, Tensor) else (a, None) for a in args]
         self.kwargs = kwargs
 
     @property
@@ -76,10 +76,10 @@ class CheckpointFunctionBackward(Node):
         detached = []
         for a, version in self.args:
             if isinstance(a, Tensor):
-                if a._version[0] != version:
+                if a._counter[0] != version:
                     raise RuntimeError(
                         "checkpoint: an input was modified in place between the forward pass and "
-                        f"backward (version {a._version[0]}, expected {version})")
+                        f"backward (version {a._counter[0]}, expected {version})")
                 d = a.detach()
                 d._requires_grad = a._requires_grad
                 detached.append(d)

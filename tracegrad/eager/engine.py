@@ -286,7 +286,7 @@ def accumulate_grad(var, g, create_graph: bool) -> None:
         var._grad = Tensor._wrap(old._data + g)
     else:
         np.add(old._data, g, out=old._data, casting="unsafe")
-        old._version[0] += 1
+        old._counter[0] += 1
 
 
 def _apply_with_anomaly(node, g, create_graph):

@@ -274,7 +274,7 @@ def _output_value(saved: tuple, node: Node, as_tensors: bool):
     t = Tensor._wrap(saved[DATA])
     t._requires_grad = True
     t._grad_fn = node
-    t._version = saved[COUNTER]
+    t._counter = saved[COUNTER]
     return t
 
 

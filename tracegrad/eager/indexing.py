@@ -70,7 +70,7 @@ def setitem(x, index, value) -> None:
     if not recording:
         v = value._data if isinstance(value, Tensor) else value
         x._data[plain] = v
-        x._version[0] += 1
+        x._counter[0] += 1
         return
     spec, arrays = _spec(x, plain)
     selected_shape = np.empty(x._data.shape, dtype=np.bool_)[plain].shape

@@ -52,7 +52,7 @@ class Optimizer:
     @staticmethod
     def _write(p: Tensor, new_values: np.ndarray) -> None:
         np.copyto(p._data, new_values, casting="unsafe")
-        p._version[0] += 1
+        p._counter[0] += 1
 
     def step(self, closure=None):
         raise NotImplementedError

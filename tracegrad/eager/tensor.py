@@ -162,9 +162,9 @@ def refresh_view(view: "Tensor") -> None:
     base's current history (PyTorch regenerates a view's grad_fn the same way)."""
     info = view.__dict__["_view"]
     root = view._base
-    if info[1] == root._version[0]:
+    if info[1] == root._counter[0]:
         return
-    info[1] = root._version[0]
+    info[1] = root._counter[0]
     if not (root._requires_grad and STATE.grad_enabled):
         return
     t = root
@@ -187,9 +187,9 @@ def _make_view(view: "Tensor", base: "Tensor", prim, attrs) -> None:
     change of the base, and to push an in-place change of the view into the base)."""
     root = base._base if base._base is not None else base
     ops = base.__dict__["_view"][0] if base._base is not None else ()
-    view._version = base._version
+    view._counter = base._counter
     view._base = root
-    view.__dict__["_view"] = [ops + ((prim, attrs, base._data.shape),), base._version[0]]
+    view.__dict__["_view"] = [ops + ((prim, attrs, base._data.shape),), base._counter[0]]
 
 
 def _clear_error(prim, arrays, attrs, exc) -> Exception:
@@ -254,7 +254,7 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
                 if a is inplace_of:
                     operands[i] = _snapshot(a)
                 else:
-                    counter = a._version
+                    counter = a._counter
                     operands[i] = (d, counter, counter[0], a, False)
                 saved = True
         else:
@@ -268,7 +268,7 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
     out = result._data
     out_saved = None
     if "out" in saves:
-        counter = result._version
+        counter = result._counter
         out_saved = (out, counter, counter[0], None, True)
         saved = True
     if name is None:
@@ -299,7 +299,7 @@ def _snapshot(t: "Tensor") -> tuple:
 class Tensor(ArrayOperators):
     """A multi-dimensional array with PyTorch's autograd (see module docstring)."""
 
-    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_version", "__weakref__", "__dict__")
+    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_counter", "__weakref__", "__dict__")
     # Rarely set per tensor: class-level defaults, so making a tensor assigns 4 fields.
     _grad = None
     _acc_ref = None
@@ -321,7 +321,7 @@ class Tensor(ArrayOperators):
         self._data = data
         self._requires_grad = False
         self._grad_fn = None
-        self._version = [0]
+        self._counter = [0]
 
     @classmethod
     def _wrap(cls, data: np.ndarray) -> "Tensor":
@@ -329,7 +329,7 @@ class Tensor(ArrayOperators):
         t._data = data
         t._requires_grad = False
         t._grad_fn = None
-        t._version = [0]
+        t._counter = [0]
         return t
 
     # ------------------------------------------------------------ metadata
@@ -453,12 +453,10 @@ class Tensor(ArrayOperators):
         self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
 
     @property
-    def _version_value(self) -> int:
-        return self._version[0]
-
-    @property
-    def version(self) -> int:
-        return self._version[0]
+    def _version(self) -> int:
+        """PyTorch's version counter: how many in-place changes this tensor's memory has seen
+        (shared with its views). Internally `_counter` is the shared one-element list."""
+        return self._counter[0]
 
     def backward(self, gradient: "Tensor | None" = None, retain_graph: bool | None = None,
                  create_graph: bool = False, inputs: Sequence["Tensor"] | None = None) -> None:
@@ -504,7 +502,7 @@ class Tensor(ArrayOperators):
     def detach(self) -> "Tensor":
         """Same memory and version counter, no history, requires_grad=False."""
         t = Tensor._wrap(self._data)
-        t._version = self._version
+        t._counter = self._counter
         t._inference = self._inference
         return t
 
@@ -754,7 +752,7 @@ class Tensor(ArrayOperators):
     def _fill_values(self, values: np.ndarray) -> "Tensor":
         check_inplace(self)
         self._data[...] = values
-        self._version[0] += 1
+        self._counter[0] += 1
         return self
 
 
@@ -821,7 +819,7 @@ def commit_inplace(self: Tensor, result: Tensor) -> None:
     write_into(self, result._data)
     if node is not None:
         if node.out_saved is not None:  # the output now lives in self's buffer
-            counter = self._version
+            counter = self._counter
             node.out_saved = (self._data, counter, counter[0], None, True)
         self._grad_fn = node
         self._requires_grad = True
@@ -829,7 +827,7 @@ def commit_inplace(self: Tensor, result: Tensor) -> None:
         base = self._base
         base._grad_fn = base_result._grad_fn
         base._requires_grad = base_result._requires_grad
-        self.__dict__["_view"][1] = self._version[0]  # self's history is already current
+        self.__dict__["_view"][1] = self._counter[0]  # self's history is already current
 
 
 def _through_inverse_views(view: Tensor, result: Tensor) -> Tensor:
@@ -885,7 +883,7 @@ def write_into(self: Tensor, values: np.ndarray) -> None:
                            "tensor refers to a single memory location. Please clone() the "
                            "tensor before performing the operation.")
     np.copyto(dst, values, casting="unsafe")
-    self._version[0] += 1
+    self._counter[0] += 1
 
 
 def _bcastable(a, b) -> bool:

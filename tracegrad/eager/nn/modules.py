@@ -159,7 +159,7 @@ class Module:
         for p in self.parameters():
             if p._data.dtype.kind == "f" and p._data.dtype != target:
                 p._data = p._data.astype(target)
-                p._version[0] += 1
+                p._counter[0] += 1
                 if p.grad is not None:
                     p.grad = p.grad.to(dtype)
         return self
@@ -183,7 +183,7 @@ class Module:
         for k, p in own.items():
             src = state[k]
             p._data[...] = src._data if isinstance(src, Tensor) else np.asarray(src)
-            p._version[0] += 1
+            p._counter[0] += 1
 
     def apply(self, fn) -> "Module":
         for m in list(self.modules())[::-1]:
