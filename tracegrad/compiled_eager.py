@@ -9,7 +9,10 @@ and partitions it:
 
 The call runs the forward kernel and returns eager tensors whose `grad_fn` is
 one `CompiledFunctionBackward` node; `loss.backward()` reaches that node, which
-runs the backward kernel, so `.grad` fills exactly as in eager mode.
+runs the backward kernel, so `.grad` fills exactly as in eager mode. With several
+differentiable outputs (of one dtype), each output's `CompiledFunctionBackward`
+places its gradient in a slice of one flat cotangent bundle that flows to a
+shared node, so the backward kernel runs once per backward pass, not per output.
 
 A node is "backward" when it depends on a cotangent input; everything else
 (including parts of vjp rules that only need forward values, e.g. 1 - tanh^2)
@@ -60,6 +63,22 @@ class _EagerEntry:
         self.lowered_backward = lowered_backward
         inputs = traced.graph.inputs
         self.wrt_meta = tuple((inputs[i].shape, inputs[i].dtype) for i in wrt)
+        self.bundle = _bundle_layout(traced.graph.outputs, diff_outputs)
+
+
+def _bundle_layout(outputs, diff_outputs):
+    """(total size, dtype, [(output index, offset, size, shape)]) when several outputs
+    carry gradients: their cotangents travel to the one backward node as one flat
+    array (each output's node fills its own slice), so the backward kernel runs once
+    per backward pass. None for a single output or outputs of mixed dtypes."""
+    if len(diff_outputs) < 2 or len({np.dtype(outputs[k].dtype) for k in diff_outputs}) != 1:
+        return None
+    slots, offset = [], 0
+    for k in diff_outputs:
+        size = int(np.prod(outputs[k].shape, dtype=np.int64))
+        slots.append((k, offset, size, tuple(outputs[k].shape)))
+        offset += size
+    return offset, np.dtype(outputs[diff_outputs[0]].dtype), slots
 
 
 def call_with_tensors(cf, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
@@ -132,10 +151,16 @@ def run_entry(entry, leaves, arrays, graph_mod, Tensor):
     if entry.wrt:
         inputs = [leaves[i] for i in entry.wrt]
         make_node = node_class()
-        for k in entry.diff_outputs:
-            node = make_node(entry, k, inputs, saved, arrays, graph_mod)
-            tensors[k]._requires_grad = True
-            tensors[k]._grad_fn = node
+        if entry.bundle is None:
+            for k in entry.diff_outputs:
+                tensors[k]._requires_grad = True
+                tensors[k]._grad_fn = make_node(entry, k, inputs, saved, arrays, graph_mod)
+        else:
+            shared = make_node(entry, None, inputs, saved, arrays, graph_mod)
+            make_output_node = output_node_class()
+            for slot in entry.bundle[2]:
+                tensors[slot[0]]._requires_grad = True
+                tensors[slot[0]]._grad_fn = make_output_node(shared, slot)
     return _unflatten(entry.out_tree, tensors)
 
 
@@ -234,12 +259,18 @@ def _make_node_class():
             # signature belongs to eager mode), then ours.
             for slot in _BASE_SLOTS:
                 setattr(self, slot, None)
-            out = entry.traced.graph.outputs[output_index]
-            self.attrs, self._name, self.operands = {}, "CompiledFunctionBackward", ()
+            if output_index is None:  # one node for all outputs: g is their flat bundle
+                total, dtype, slots = entry.bundle
+                name = f"CompiledFunctionBackward (shared by {len(slots)} outputs)"
+                out_meta = ((total,), dtype)
+            else:
+                out = entry.traced.graph.outputs[output_index]
+                name, out_meta = "CompiledFunctionBackward", (out.shape, out.dtype)
+            self.attrs, self._name, self.operands = {}, name, ()
             self.inputs = tuple((t._grad_fn or graph_mod.grad_accumulator(t)) for t in inputs)
             self.in_meta = entry.wrt_meta
             if "out_meta" in EagerNode.__slots__:
-                self.out_meta = (out.shape, out.dtype)
+                self.out_meta = out_meta
             self.saved = True
             self.freed = False
             self.entry = entry
@@ -262,6 +293,11 @@ def _make_node_class():
             if as_tensors:  # create_graph=True: record the backward as eager ops
                 return self._apply_recorded(g)
             cts = []
+            if self.output_index is None:
+                flat = np.asarray(g, dtype=entry.bundle[1])
+                for _, offset, size, shape in entry.bundle[2]:
+                    cts.append(np.ascontiguousarray(flat[offset:offset + size]).reshape(shape))
+                return list(entry.backward(*self.saved_arrays, *cts))
             for k in entry.diff_outputs:
                 node = entry.traced.graph.outputs[k]
                 if k == self.output_index:
@@ -281,7 +317,10 @@ def _make_node_class():
             for k, i in enumerate(entry.wrt):
                 args[i] = self.input_tensors[k]
             cts = []
-            for k in entry.diff_outputs:
+            if self.output_index is None:
+                cts = [g[offset:offset + size].reshape(shape)
+                       for _, offset, size, shape in entry.bundle[2]]
+            for k in entry.diff_outputs if self.output_index is not None else ():
                 node = entry.traced.graph.outputs[k]
                 cts.append(g if k == self.output_index else
                            tensor_mod.Tensor._wrap(np.zeros(node.shape, node.dtype)))
@@ -312,6 +351,63 @@ def _make_node_class():
                     for i, a in enumerate(self.saved_arrays)]
 
     return CompiledFunctionBackward
+
+
+def _make_output_node_class():
+    EagerNode = _node_base()
+    _BASE_SLOTS = tuple(s for s in EagerNode.__slots__ if s != "__weakref__")
+
+    class CompiledFunctionOutputBackward(EagerNode):
+        """One output of a multi-output compiled call (PyTorch's name for it,
+        CompiledFunctionBackward): places the output's gradient in its slice of the
+        shared node's flat cotangent bundle; the shared node runs the kernel once."""
+
+        __slots__ = ("slot",)
+
+        def __init__(self, shared, slot):
+            for name in _BASE_SLOTS:
+                setattr(self, name, None)
+            total, dtype = shared.out_meta
+            _, _, _, shape = slot
+            self.attrs, self._name, self.operands = {}, "CompiledFunctionBackward", ()
+            self.inputs = (shared,)
+            self.in_meta = ((total, dtype),)
+            if "out_meta" in EagerNode.__slots__:
+                self.out_meta = (shape, dtype)
+            self.saved = False
+            self.freed = False
+            self.slot = slot
+
+        def apply(self, g, as_tensors: bool):
+            _, offset, size, _ = self.slot
+            (total,), dtype = self.in_meta[0]
+            if as_tensors:  # recorded: the bundle is built from g with eager ops
+                import tracegrad.eager as E
+                parts = [E.zeros(offset, dtype=g.dtype), g.reshape(-1),
+                         E.zeros(total - offset - size, dtype=g.dtype)]
+                return [E.cat(parts)]
+            bundle = np.zeros(total, dtype)
+            bundle[offset:offset + size] = np.asarray(g).reshape(-1)
+            return [bundle]
+
+        def release(self) -> None:
+            pass  # nothing saved here; the shared node refuses a second backward
+
+        @property
+        def saved_tensors_info(self) -> list:
+            return []
+
+    return CompiledFunctionOutputBackward
+
+
+_OUTPUT_NODE_CLASS = None
+
+
+def output_node_class():
+    global _OUTPUT_NODE_CLASS
+    if _OUTPUT_NODE_CLASS is None:
+        _OUTPUT_NODE_CLASS = _make_output_node_class()
+    return _OUTPUT_NODE_CLASS
 
 
 def _canonical_leaf(value):

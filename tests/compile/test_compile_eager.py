@@ -1,4 +1,4 @@
-"""compile(fn) called with eager tensors: one CompiledFunctionBackward node."""
+"""compile(fn) called with eager tensors: one CompiledFunctionBackward node per call (multi-output calls: one per output, sharing one backward run)."""
 from __future__ import annotations
 
 import gc
@@ -164,3 +164,63 @@ def test_training_steps_make_no_reference_cycles():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def _count_backward_runs(monkeypatch):
+    """Count calls of compiled backward kernels (one per run of the backward graph)."""
+    from tracegrad import compiled_eager
+    runs = []
+    original = compiled_eager.run_entry
+
+    def counting_run_entry(entry, *args):
+        if not getattr(entry.backward, "_counted", False):
+            kernel = entry.backward
+
+            def backward(*arrays):
+                runs.append(1)
+                return kernel(*arrays)
+            backward._counted = True
+            entry.backward = backward
+        return original(entry, *args)
+    monkeypatch.setattr(compiled_eager, "run_entry", counting_run_entry)
+    return runs
+
+
+def test_multiple_outputs_share_one_backward_run(monkeypatch):
+    runs = _count_backward_runs(monkeypatch)
+    x = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    f = tg.compile(lambda x: (tg.sin(x), tg.cos(x) * 3.0, tg.sum(x * x)), **I)
+    s, c, q = f(x)
+    shared = s.grad_fn.next_functions[0][0]
+    assert c.grad_fn.next_functions[0][0] is shared and q.grad_fn.next_functions[0][0] is shared
+    assert shared.name() == "CompiledFunctionBackward (shared by 3 outputs)"
+    (s.sum() + 2 * c.sum() - q).backward()
+    assert len(runs) == 1
+    xn = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(xn) - 6 * np.sin(xn) - 2 * xn, rtol=1e-12)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        s.sum().backward()
+
+
+def test_multiple_outputs_partly_used_and_double_backward():
+    x = torch.tensor([0.3, 1.2], dtype=torch.float64, requires_grad=True)
+    f = tg.compile(lambda x: (tg.tanh(x) * x, tg.exp(x)), **I)
+    a, b = f(x)
+    (ga,) = torch.autograd.grad(a.sum(), x, create_graph=True)  # b's slot stays zero
+    t, xn = np.tanh([0.3, 1.2]), np.array([0.3, 1.2])
+    np.testing.assert_allclose(ga.detach().numpy(), t + xn * (1 - t ** 2), rtol=1e-12)
+    ga.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * (1 - t ** 2) - 2 * xn * t * (1 - t ** 2),
+                               rtol=1e-12)
+    x.grad = None
+    a, b = f(x)
+    assert tg.gradcheck(lambda x: sum(o.sum() * w for o, w in zip(f(x), (1.5, -0.5))), (x,))
+
+
+def test_multiple_outputs_of_mixed_dtypes_keep_one_node_each():
+    x = torch.tensor([0.5, 1.0], dtype=torch.float64, requires_grad=True)
+    f = tg.compile(lambda x: (tg.sin(x), tg.astype(x, "float32") * 2.0), **I)
+    s, d = f(x)
+    assert s.grad_fn is not d.grad_fn and s.grad_fn.name() == d.grad_fn.name()
+    (s.sum() + d.sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.cos([0.5, 1.0]) + 2.0, rtol=1e-6)
