@@ -169,17 +169,17 @@ def emit_group(em: Emitter, gid: int) -> None:
                 em.emit(f"for q in range({r.node.size}):")
                 em.emit(f"    {r.out.buf}[{r.out.offset} + q] *= {scale}")
 
+    start = len(em.lines)
     if guarded:
         em.emit(f"big{gid} = 0  # arguments beyond the fast sin/cos range")
-    start = len(em.lines)
     emit_nest(exact=False)
-    if not guarded and not parallel:
-        em.outline(start, f"g{gid}")
     if guarded:
         em.emit(f"if big{gid} > 0:  # rare: redo the loop with libm sin/cos")
         em.indent += 1
         emit_nest(exact=True)
         em.indent -= 1
+    if not parallel:  # (with its exact fallback, a guarded loop is one unit to share)
+        em.outline(start, f"g{gid}")
 
     for m in members:
         if m.id in writes:
