@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import sys
 from typing import Sequence
 
 from tracegrad.eager.engine import make_root_grads, run_backward
@@ -151,3 +152,9 @@ def is_anomaly_enabled() -> bool:
 def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, **kwargs):
     from tracegrad.gradcheck import gradcheck as _gradcheck
     return _gradcheck(fn, inputs, eps=eps, atol=atol, rtol=rtol)
+
+
+from tracegrad.eager import functional  # noqa: E402  (torch.autograd.functional)
+
+# `from tracegrad.eager.autograd.functional import jacobian` works as in PyTorch
+sys.modules[__name__ + ".functional"] = functional
