@@ -21,6 +21,8 @@ _LAZY = {
     "compile": "tracegrad.compiler",
     "grad": "tracegrad.compiler",
     "value_and_grad": "tracegrad.compiler",
+    "jacobian": "tracegrad.compiler",
+    "hessian": "tracegrad.compiler",
     "gradcheck": "tracegrad.gradcheck",
     "viz": None,
     "eager": None,

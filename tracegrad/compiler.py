@@ -944,3 +944,51 @@ def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, 
     """
     return CompiledFunction(fn, "grad", argnums, has_aux, backend=backend,
                             check_finite=check_finite, optimize=optimize)
+
+
+def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, backend: str = "numba",
+             optimize: bool = True) -> CompiledFunction:
+    """JAX's `jacrev`: d fn(args) / d args[argnums], shaped `output.shape + arg.shape`.
+
+    Reverse mode, one gradient per output element, all traced into one graph and
+    compiled once per signature (so it suits outputs of modest size). With a tuple
+    `argnums` the result is a tuple, one Jacobian per argument.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.jacobian(lambda x: x ** 2, backend="interpret")(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    """
+    positions = _normalize_argnums(argnums)
+
+    def jacobian_of_fn(*args):
+        from tracegrad.ops import api
+        out = fn(*args)
+        out_shape = tuple(np.shape(out))
+        size = int(np.prod(out_shape, dtype=np.int64))
+        rows = [grad(lambda *a, i=i: api.ravel(fn(*a))[i], argnums=positions,
+                     backend=backend)(*args) for i in range(size)]
+        jacobians = []
+        for k, pos in enumerate(positions):
+            arg_shape = tuple(np.shape(args[pos]))
+            stacked = api.stack([row[k] for row in rows]) if rows else \
+                api.zeros_like(api.reshape(api.ravel(args[pos])[:0], (0,) + arg_shape))
+            jacobians.append(api.reshape(stacked, out_shape + arg_shape))
+        return tuple(jacobians) if isinstance(argnums, (tuple, list)) else jacobians[0]
+
+    jacobian_of_fn.__name__ = f"jacobian({_fn_name(fn)})"
+    jacobian_of_fn.__qualname__ = jacobian_of_fn.__name__
+    return CompiledFunction(jacobian_of_fn, "compile", backend=backend, optimize=optimize)
+
+
+def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, backend: str = "numba",
+            optimize: bool = True) -> CompiledFunction:
+    """JAX's `hessian` of a scalar-valued `fn`: the Jacobian of its gradient.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.hessian(lambda x: tg.sum(x ** 3), backend="interpret")(np.array([1.0, 2.0]))
+    array([[ 6.,  0.],
+           [ 0., 12.]])
+    """
+    return jacobian(grad(fn, argnums, backend=backend), argnums, backend=backend,
+                    optimize=optimize)
