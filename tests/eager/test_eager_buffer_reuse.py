@@ -39,6 +39,11 @@ def test_chunked_ufuncs_match_numpy_bit_for_bit(two_threads, dtype):
         for a in (x, m, m.T):
             got, want = elementwise_impl(uf)(a), uf(a)
             assert got.dtype == want.dtype and got.strides == want.strides
+            if uf in (np.sin, np.cos) and a.dtype == np.float64 and a.flags.c_contiguous:
+                # large float64 sin/cos run codegen's kernels: a few ulp, not bit for bit
+                # (tests/eager/test_eager_fast_math.py)
+                np.testing.assert_allclose(got, want, rtol=4e-16, atol=2e-16)
+                continue
             np.testing.assert_array_equal(got, want)
 
 

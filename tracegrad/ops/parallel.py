@@ -186,7 +186,24 @@ def _flat_operands(args):
 def elementwise_impl(ufunc):
     """The impl of an elementwise primitive: `ufunc` on its operands, split across
     threads when large (see module docstring); 0-d results are ndarrays."""
-    if ufunc.nin == 1:
+    if ufunc in _SCALAR_F64_UFUNCS:
+        short = _SCALAR_F64_UFUNCS[ufunc]
+
+        def impl(x):
+            if type(x) is _ndarray and x.dtype is _F64 and x.size >= MIN_PARALLEL \
+                    and x.flags.c_contiguous:
+                out = _fast_math_call(short, x)
+                if out is not None:
+                    return out
+            if type(x) is _ndarray and x.size >= MIN_PARALLEL and THREADS > 1:
+                plan = _flat_operands((x,))
+                if plan is not None:
+                    k = _threads_now()
+                    if k > 1:
+                        return _parallel_call(ufunc, (x,), plan, k)
+            out = ufunc(x)
+            return out if type(out) is _ndarray else _asarray(out)
+    elif ufunc.nin == 1:
         def impl(x):
             if type(x) is _ndarray and x.size >= MIN_PARALLEL and THREADS > 1:
                 plan = _flat_operands((x,))
@@ -212,6 +229,36 @@ def elementwise_impl(ufunc):
     impl.__name__ = getattr(ufunc, "__name__", "impl")
     impl.ufunc = ufunc
     return impl
+
+
+# NumPy's float64 sin/cos are scalar libm loops (~8x slower than a vectorized loop):
+# large arrays go to codegen's eager_math kernels, loaded on first use (see there).
+_SCALAR_F64_UFUNCS = {np.sin: "sin", np.cos: "cos"}
+
+
+def _fast_math_call(short: str, x: np.ndarray):
+    """short(x) by the eager_math kernel, split across idle cores (the kernel releases
+    the GIL); None when the caller must use NumPy (disabled, or an argument beyond the
+    kernel's range: NumPy then gives its own results and warnings)."""
+    from tracegrad.codegen import eager_math
+    if not eager_math.enabled():
+        return None
+    flat = x.reshape(-1)
+    out = _empty(x.shape, _F64)
+    flat_out = out.reshape(-1)
+    n = flat.shape[0]
+    threads = _threads_now() if THREADS > 1 else 1
+    step = -(-n // threads)
+    step = -(-step // _ALIGN) * _ALIGN
+    bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+    apply = eager_math.apply
+    futures = [_get_pool().submit(apply, short, flat[lo:hi], flat_out[lo:hi])
+               for lo, hi in bounds[:-1]]
+    lo, hi = bounds[-1]
+    ok = apply(short, flat[lo:hi], flat_out[lo:hi])
+    for f in futures:
+        ok = f.result() and ok
+    return out if ok else None
 
 
 def _parallel_call(ufunc, args, plan, threads):

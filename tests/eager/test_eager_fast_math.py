@@ -1,0 +1,71 @@
+"""Large float64 sin/cos in the NumPy impls run codegen's vectorized kernels (NumPy's
+are scalar libm loops, ~8x slower), with NumPy's own results wherever the kernel's
+range ends (huge, inf, nan) and NumPy's warnings."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad.eager as torch
+from tracegrad.codegen import eager_math
+from tracegrad.ops import parallel
+from tracegrad.ops import table as T
+
+N = parallel.MIN_PARALLEL + 1001  # above the threshold, not a round number
+
+
+@pytest.fixture
+def x():
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal(N) * np.logspace(-300, 5, N)  # tiny to large, both signs
+    return v
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_kernel_matches_numpy_to_a_few_ulp(x, name):
+    got = getattr(T, name).impl(x)
+    want = getattr(np, name)(x)
+    assert eager_math.kernel(name) is not None, "the kernel did not load"
+    assert got.dtype == np.float64 and got.shape == x.shape
+    np.testing.assert_allclose(got, want, rtol=4e-16, atol=2e-16)
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan, 3e7])
+def test_arguments_beyond_the_range_give_numpys_results_and_warnings(x, bad):
+    x[17] = bad
+    with warnings.catch_warnings(record=True) as got_warnings:
+        warnings.simplefilter("always")
+        got = T.sin.impl(x)
+    with warnings.catch_warnings(record=True) as want_warnings:
+        warnings.simplefilter("always")
+        want = np.sin(x)
+    np.testing.assert_array_equal(got, want)
+    assert [str(w.message) for w in got_warnings] == [str(w.message) for w in want_warnings]
+
+
+def test_strided_and_float32_inputs_take_numpy(x):
+    np.testing.assert_array_equal(T.sin.impl(x[::2]), np.sin(x[::2]))
+    x32 = x.astype(np.float32)
+    np.testing.assert_array_equal(T.cos.impl(x32), np.cos(x32))
+
+
+def test_eager_sin_gradient_uses_the_fast_cos(x):
+    t = torch.tensor(x[:N], requires_grad=True)
+    torch.sin(t).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), np.cos(x), rtol=4e-16, atol=2e-16)
+
+
+def test_switch_off_and_no_numba_at_import():
+    code = ("import sys, numpy as np, tracegrad.eager as torch\n"
+            "from tracegrad.ops import table as T\n"
+            "assert 'numba' not in sys.modules\n"
+            "x = np.linspace(-3, 3, 300000)\n"
+            "assert (T.sin.impl(x) == np.sin(x)).all()\n"
+            "assert 'numba' not in sys.modules\n")
+    env = dict(os.environ, TRACEGRAD_EAGER_NUMBA="0")
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
