@@ -69,3 +69,33 @@ def test_switch_off_and_no_numba_at_import():
             "assert 'numba' not in sys.modules\n")
     env = dict(os.environ, TRACEGRAD_EAGER_NUMBA="0")
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_vjps_match_the_table_op_formulas(dtype):
+    rng = np.random.default_rng(1)
+    g = rng.standard_normal(N).astype(dtype)
+    x = (rng.standard_normal(N) * 3).astype(dtype)
+    y = np.tanh(x)
+    fused_tanh = parallel.fused_vjp("tanh_backward", g, y)
+    fused_sin = parallel.fused_vjp("sin_backward", g, x)
+    assert fused_tanh is not None and fused_sin is not None
+    tol = dict(rtol=4e-7, atol=4e-7) if dtype == "float32" else dict(rtol=4e-16, atol=4e-16)
+    np.testing.assert_allclose(fused_tanh, g * (1 - y * y), **tol)
+    np.testing.assert_allclose(fused_sin, g * np.cos(x), **tol)
+    assert fused_tanh.dtype == np.dtype(dtype)
+    # the rules themselves, through eager backward
+    t = torch.tensor(x, requires_grad=True)
+    (torch.tanh(t) * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), g * (1 - y * y), **tol)
+
+
+def test_fused_vjps_fall_back_where_they_do_not_apply():
+    g = np.ones(N)
+    assert parallel.fused_vjp("tanh_backward", g[:100], g[:100]) is None      # small
+    assert parallel.fused_vjp("tanh_backward", g, g.astype(np.float32)) is None  # mixed
+    assert parallel.fused_vjp("tanh_backward", g[::2], g[::2]) is None          # strided
+    x = np.linspace(-1, 1, N)
+    x[3] = 5e7  # beyond the fast cos range: the rule computes g * cos(x) with NumPy
+    assert parallel.fused_vjp("sin_backward", g, x) is None
+    np.testing.assert_array_equal(T.sin.vjps[0](g, None, x), np.cos(x))

@@ -246,16 +246,41 @@ def _fast_math_call(short: str, x: np.ndarray):
     flat = x.reshape(-1)
     out = _empty(x.shape, _F64)
     flat_out = out.reshape(-1)
-    n = flat.shape[0]
+    return _split_kernel(lambda lo, hi: eager_math.apply(short, flat[lo:hi], flat_out[lo:hi]),
+                         out)
+
+
+def fused_vjp(name: str, g, y):
+    """A fused vjp loop from codegen's eager_math (`tanh_backward`: g * (1 - y*y);
+    `sin_backward`: g * cos(y)) for large same-shape float32/float64 arrays, split
+    across idle cores; None when the rule must use table ops (tracers, tensors of a
+    recorded backward, small or mixed arrays, kernel unavailable)."""
+    if type(g) is not _ndarray or type(y) is not _ndarray or g.size < MIN_PARALLEL \
+            or g.shape != y.shape or g.dtype is not y.dtype \
+            or (g.dtype is not _F32 and g.dtype is not _F64) \
+            or not (g.flags.c_contiguous and y.flags.c_contiguous):
+        return None
+    from tracegrad.codegen import eager_math
+    if not eager_math.enabled():
+        return None
+    out = _empty(g.shape, g.dtype)
+    flat_out, flat_g, flat_y = out.reshape(-1), g.reshape(-1), y.reshape(-1)
+
+    def run(lo, hi):
+        return eager_math.apply_fused(name, flat_g[lo:hi], flat_y[lo:hi], flat_out[lo:hi])
+    return _split_kernel(run, out)
+
+
+def _split_kernel(run, out):
+    """run(lo, hi) over chunks of out's flat range, on idle cores; out, or None if any
+    chunk asked for the fallback."""
+    n = out.size
     threads = _threads_now() if THREADS > 1 else 1
     step = -(-n // threads)
     step = -(-step // _ALIGN) * _ALIGN
     bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
-    apply = eager_math.apply
-    futures = [_get_pool().submit(apply, short, flat[lo:hi], flat_out[lo:hi])
-               for lo, hi in bounds[:-1]]
-    lo, hi = bounds[-1]
-    ok = apply(short, flat[lo:hi], flat_out[lo:hi])
+    futures = [_get_pool().submit(run, lo, hi) for lo, hi in bounds[:-1]]
+    ok = run(*bounds[-1])
     for f in futures:
         ok = f.result() and ok
     return out if ok else None

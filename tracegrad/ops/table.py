@@ -38,7 +38,7 @@ import numpy as np
 
 from tracegrad.ops.core import (Aval, DTypeError, OutOfRangeError, aval_of, op_error,  # noqa: F401
                                 primitive, promote)
-from tracegrad.ops.parallel import elementwise_impl
+from tracegrad.ops.parallel import elementwise_impl, fused_vjp
 from tracegrad.ops.rulekit import (  # noqa: F401  (re-exported: drivers and tests use T.<name>)
     PerOperand, array_avals, as_aval, broadcast_shapes, comparison_rule, dtype_name,
     elementwise_rule, index_shape, is_static_scalar, kept_shape, literal, no_grad,
@@ -154,10 +154,19 @@ def _relu_impl(x):
 exp = _unary("exp", np.exp, lambda g, out, x: mul(g, out), "tg_exp({0})", ("out",))
 log = _unary("log", np.log, lambda g, out, x: div(g, x), "tg_log({0})", (0,))
 sqrt = _unary("sqrt", np.sqrt, lambda g, out, x: div(g, mul(2, out)), "tg_sqrt({0})", ("out",))
-sin = _unary("sin", np.sin, lambda g, out, x: mul(g, cos(x)), "tg_sin({0})", (0,))
+def _sin_vjp(g, out, x):
+    fused = fused_vjp("sin_backward", g, x)  # large plain arrays: one pass, g * cos(x)
+    return fused if fused is not None else mul(g, cos(x))
+
+
+def _tanh_vjp(g, out, x):
+    fused = fused_vjp("tanh_backward", g, out)  # large plain arrays: one pass
+    return fused if fused is not None else mul(g, sub(1, mul(out, out)))
+
+
+sin = _unary("sin", np.sin, _sin_vjp, "tg_sin({0})", (0,))
 cos = _unary("cos", np.cos, lambda g, out, x: mul(g, neg(sin(x))), "tg_cos({0})", (0,))
-tanh = _unary("tanh", np.tanh, lambda g, out, x: mul(g, sub(1, mul(out, out))),
-              "tg_tanh({0})", ("out",))
+tanh = _unary("tanh", np.tanh, _tanh_vjp, "tg_tanh({0})", ("out",))
 sigmoid = _unary("sigmoid", _sigmoid_impl, lambda g, out, x: mul(mul(g, sub(1, out)), out),
                  "tg_sigmoid({0})", ("out",))
 def _relu_vjp(g, out, x):
