@@ -244,6 +244,8 @@ def run_interleaved(ready: dict, results: dict, settings: Settings) -> None:
     """Round-robin timing of every verified system; fills median and samples."""
     keys = list(ready)
     for key in keys:
+        if ready[key].settle is not None:
+            ready[key].settle()
         results[key].calls_per_batch = calibrate(ready[key], settings)
     loads = []
     for r in range(settings.repeats):

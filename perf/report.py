@@ -149,7 +149,9 @@ def section_machine(info: dict, argv: list, settings) -> list[str]:
     lines += [f"- **command**: `python perf/run.py {' '.join(argv)}`",
               f"- **timing**: {settings.repeats} interleaved rounds; in each round every system runs one "
               f"batch of calls (~{settings.batch_seconds * 1e3:.0f} ms), starting system rotating; the "
-              "time is the median over rounds of (batch time / calls). Every system's value and "
+              "time is the median over rounds of (batch time / calls); tracegrad compiled is timed "
+              "after its background build of the multi-core variant of big loops has finished (its "
+              "first call returns at once with the one-core kernel). Every system's value and "
               "gradients were checked against a float64 NumPy reference before timing (relative "
               "tolerance 2e-3 for float32, 1e-8 for float64); a system that fails the check is "
               "reported and not timed.",
