@@ -316,14 +316,14 @@ def _make_node_class():
             args = list(self.primal_arrays)
             for k, i in enumerate(entry.wrt):
                 args[i] = self.input_tensors[k]
-            cts = []
             if self.output_index is None:
                 cts = [g[offset:offset + size].reshape(shape)
                        for _, offset, size, shape in entry.bundle[2]]
-            for k in entry.diff_outputs if self.output_index is not None else ():
-                node = entry.traced.graph.outputs[k]
-                cts.append(g if k == self.output_index else
-                           tensor_mod.Tensor._wrap(np.zeros(node.shape, node.dtype)))
+            else:
+                outputs = entry.traced.graph.outputs
+                cts = [g if k == self.output_index else
+                       tensor_mod.Tensor._wrap(np.zeros(outputs[k].shape, outputs[k].dtype))
+                       for k in entry.diff_outputs]
             env = replay(joint, args[:n_primals] + cts)
             return [env[n.id] if n.op != "const" else tensor_mod.Tensor._wrap(n.attrs["value"])
                     for n in joint.outputs[entry.n_out:]]

@@ -183,30 +183,24 @@ def _flat_operands(args):
     return flat, shape, dtype, n
 
 
+# NumPy's float64 sin/cos are scalar libm loops (~8x slower than a vectorized loop):
+# large arrays go to codegen's eager_math kernels, loaded on first use (see there).
+_SCALAR_F64_UFUNCS = {np.sin: "sin", np.cos: "cos"}
+
+
 def elementwise_impl(ufunc):
     """The impl of an elementwise primitive: `ufunc` on its operands, split across
     threads when large (see module docstring); 0-d results are ndarrays."""
-    if ufunc in _SCALAR_F64_UFUNCS:
-        short = _SCALAR_F64_UFUNCS[ufunc]
+    if ufunc.nin == 1:
+        fast_math = _SCALAR_F64_UFUNCS.get(ufunc)
 
         def impl(x):
-            if type(x) is _ndarray and x.dtype is _F64 and x.size >= MIN_PARALLEL \
-                    and x.flags.c_contiguous:
-                out = _fast_math_call(short, x)
-                if out is not None:
-                    return out
-            if type(x) is _ndarray and x.size >= MIN_PARALLEL and THREADS > 1:
-                plan = _flat_operands((x,))
-                if plan is not None:
-                    k = _threads_now()
-                    if k > 1:
-                        return _parallel_call(ufunc, (x,), plan, k)
-            out = ufunc(x)
-            return out if type(out) is _ndarray else _asarray(out)
-    elif ufunc.nin == 1:
-        def impl(x):
-            if type(x) is _ndarray and x.size >= MIN_PARALLEL and THREADS > 1:
-                plan = _flat_operands((x,))
+            if type(x) is _ndarray and x.size >= MIN_PARALLEL:
+                if fast_math is not None and x.dtype is _F64 and x.flags.c_contiguous:
+                    out = _fast_math_call(fast_math, x)
+                    if out is not None:
+                        return out
+                plan = _flat_operands((x,)) if THREADS > 1 else None
                 if plan is not None:
                     k = _threads_now()
                     if k > 1:
@@ -229,11 +223,6 @@ def elementwise_impl(ufunc):
     impl.__name__ = getattr(ufunc, "__name__", "impl")
     impl.ufunc = ufunc
     return impl
-
-
-# NumPy's float64 sin/cos are scalar libm loops (~8x slower than a vectorized loop):
-# large arrays go to codegen's eager_math kernels, loaded on first use (see there).
-_SCALAR_F64_UFUNCS = {np.sin: "sin", np.cos: "cos"}
 
 
 def _fast_math_call(short: str, x: np.ndarray):
