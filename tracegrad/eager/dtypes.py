@@ -73,3 +73,77 @@ def to_numpy_dtype(d: Any) -> np.dtype:
 import builtins as _b  # noqa: E402
 
 builtins_float, builtins_int, builtins_bool = _b.float, _b.int, _b.bool
+
+
+# ------------------------------------------------------------ type promotion
+# PyTorch's rules (c10/core/ScalarType.h promoteTypes and ATen's ResultTypeState):
+# operands fall in three priority classes -- tensors with dimensions, 0-d tensors,
+# Python scalars ("wrapped numbers") -- each promoted within itself; a lower class
+# only counts when its category (bool < integer < floating) is higher than that of
+# every higher class. A Python float is the default dtype (float32), int int64.
+
+_NP_F32 = np.dtype(np.float32)
+_NP_I64 = np.dtype(np.int64)
+_NP_BOOL = np.dtype(np.bool_)
+
+
+def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
+    """torch.promote_types on NumPy dtypes: any float beats any integer (int64 and
+    float16 give float16, where NumPy says float64); bool loses to everything."""
+    if a is b or a == b:
+        return a
+    ka, kb = a.kind, b.kind
+    if ka == "b":
+        return b
+    if kb == "b":
+        return a
+    if ka == "f" and kb != "f":
+        return a
+    if kb == "f" and ka != "f":
+        return b
+    return np.promote_types(a, b)
+
+
+def _category(d: np.dtype) -> int:
+    k = d.kind
+    return 0 if k == "b" else (2 if k == "f" else (3 if k == "c" else 1))
+
+
+def _combine(higher, lower):
+    """ATen's combine_categories."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if _category(higher) >= _category(lower):
+        if higher.kind != "b" or lower.kind == "b":
+            return higher
+    return promote_types(higher, lower)
+
+
+def result_type(operands) -> np.dtype | None:
+    """torch.result_type over NumPy arrays (tensor data) and Python scalars; None
+    if there is no operand."""
+    dim = zero = wrapped = None
+    for a in operands:
+        if type(a) is np.ndarray:
+            d = a.dtype
+            if a.ndim:
+                dim = d if dim is None else promote_types(dim, d)
+            else:
+                zero = d if zero is None else promote_types(zero, d)
+            continue
+        if isinstance(a, builtins_bool) or type(a) is np.bool_:
+            d = _NP_BOOL
+        elif isinstance(a, builtins_int):
+            d = _NP_I64
+        elif isinstance(a, builtins_float):
+            d = _NP_F32  # the default dtype (np.float64 is a float too)
+        elif isinstance(a, np.generic):
+            d = a.dtype
+            zero = d if zero is None else promote_types(zero, d)
+            continue
+        else:
+            continue
+        wrapped = d if wrapped is None else promote_types(wrapped, d)
+    return _combine(dim, _combine(zero, wrapped))

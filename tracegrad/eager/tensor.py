@@ -138,8 +138,9 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
     if type(out) is not np.ndarray:
         out = np.asarray(out)
     dt = out.dtype
-    if dt is _F64 and not _has_f64(arrays):
-        out = out.astype(np.float32)  # PyTorch: int / int and int * 2.5 give float32
+    kind = dt.kind
+    if (kind == "f" or (kind in "iu" and prim.kind == "elementwise")) and "dtype" not in attrs:
+        out = _promoted(out, arrays)  # PyTorch's result dtype, where NumPy's differs
         dt = out.dtype
     result = Tensor._wrap(out)
     state = STATE
@@ -174,11 +175,35 @@ def refresh_view(view: "Tensor") -> None:
     view._requires_grad = t._requires_grad
 
 
-def _has_f64(arrays) -> bool:
-    for a in arrays:
-        if type(a) is np.ndarray and a.dtype is _F64:
-            return True
-    return False
+def _promoted(out: np.ndarray, arrays) -> np.ndarray:
+    """`out` cast to PyTorch's result dtype for these operands (dtypes.result_type:
+    0-d tensors and Python scalars do not promote within their category, a Python
+    float is float32, an integer op with a float result gives float32), where
+    NumPy's differs: `f64_0d * f32` is float32, `int * 2.5` and `int / int` float32."""
+    dt = out.dtype
+    has_dim = False
+    for a in arrays:  # the common case: operands of out's own dtype, and scalars
+        if type(a) is np.ndarray:
+            if a.dtype is not dt:
+                break
+            if a.ndim:
+                has_dim = True
+        elif not isinstance(a, _SCALARS):
+            break
+    else:
+        if has_dim:
+            return out
+    want = _dt.result_type(arrays)
+    if dt.kind == "f":
+        if want is None or want.kind != "f":
+            want = _F32  # the default dtype
+    elif want is None or want.kind not in "iu":
+        return out
+    return out if want == dt else out.astype(want)
+
+
+_SCALARS = (int, float)
+_F32 = np.dtype(np.float32)
 
 
 def _make_view(view: "Tensor", base: "Tensor", prim, attrs) -> None:
