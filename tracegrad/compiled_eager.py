@@ -27,6 +27,7 @@ import numpy as np
 from tracegrad.ir.clone import needed_ids, subgraph
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ops import core
+from tracegrad.tracing import static_scalar_key
 
 
 _EAGER = None
@@ -137,7 +138,7 @@ def _fast_tensor_key(args, Tensor, grad_enabled):
         elif type(a) is np.ndarray:
             key += (a.shape, a.strides, a.dtype, a.flags.writeable, None)
         elif type(a) in (float, int, bool):
-            key += (type(a), a)
+            key += (type(a), static_scalar_key(a))
         else:
             return None
     return key
@@ -181,12 +182,8 @@ def _build_entry(cf, key, args, kwargs, avals, wrt) -> _EagerEntry:
             return entry
         log.info("%s: cache miss (eager tensors, gradients for leaves %s); tracing",
                  _fn_name(cf.fn), list(wrt))
-        nargs = len(args)
         kw_names = tuple(kwargs)
-
-        def flat_fn(*all_args):
-            return cf.fn(*all_args[:nargs], **dict(zip(kw_names, all_args[nargs:])))
-        flat_fn.__name__ = getattr(cf.fn, "__name__", "f")
+        flat_fn = cf._flat_function(len(args), kw_names)
         example = tuple(args) + tuple(kwargs[k] for k in kw_names)
         traced = trace_flat(flat_fn, example, avals=list(avals))
         graph = traced.graph

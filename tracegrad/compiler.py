@@ -24,6 +24,7 @@ reason on the "tracegrad" logger.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 import threading
@@ -37,8 +38,10 @@ import numpy as np
 from tracegrad.ir.graph import Graph
 from tracegrad.ops import core
 from tracegrad.ops.core import TracegradError
+from tracegrad.implicit import StaleExternal, find_externals, read_all, swapped_in
 from tracegrad.tracing import (TreeDef, Tracer, TracingError, active_contexts, argument_names,
-                               trace_flat, tree_flatten, tree_unflatten)
+                               identifier, static_scalar_key, trace_flat, tree_flatten,
+                               tree_unflatten)
 
 log = logging.getLogger("tracegrad")
 if os.environ.get("TRACEGRAD_LOG", "") not in ("", "0") and not log.handlers:
@@ -285,7 +288,7 @@ def _fast_key(args: tuple):
         if type(a) is np.ndarray:
             key += (a.shape, a.dtype)
         elif type(a) in (float, int, bool):
-            key += (type(a), a)
+            key += (type(a), static_scalar_key(a))
         else:
             return _NOT_FAST
     return key
@@ -324,7 +327,7 @@ def _visit(a, key: list, leaves: list) -> None:
         for v in a:
             _visit(v, key, leaves)
     elif t is float or t is int or t is bool or t is str or a is None:
-        key.append((t, a))
+        key.append((t, static_scalar_key(a)))
     else:
         raise _NotFast
 
@@ -358,6 +361,14 @@ class CompiledFunction:
                  backend: str = "numba", check_finite: bool = False, optimize: bool = True):
         if not callable(fn):
             raise TypeError(f"expected a callable, got {type(fn).__name__}")
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn) or \
+                inspect.iscoroutinefunction(fn):
+            kind = "a coroutine function" if inspect.iscoroutinefunction(fn) else \
+                "a generator function"
+            raise TypeError(f"tracegrad.{mode}: {_fn_name(fn)} is {kind}; its body runs only "
+                            "when the result is iterated, so there is nothing to trace. Return "
+                            "arrays (e.g. a tuple or list of them) instead of yielding them"
+                            + _fn_location(fn))
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.fn = fn
@@ -376,16 +387,30 @@ class CompiledFunction:
         self._traces = 0
         self._hits = 0
         self._warned = False
-        functools.update_wrapper(self, fn)
+        self._externals: list | None = None   # implicit inputs (tracegrad.implicit); None: not looked for yet
+        self._n_ext = 0
+        # name and docs only: copying fn.__dict__ would overwrite our own state when fn
+        # is itself a CompiledFunction (grad(grad(f)) silently became grad(f))
+        functools.update_wrapper(self, fn, updated=())
 
     # ---- the hot path
     def __call__(self, *args, **kwargs):
+        externals = self._externals
+        if externals:  # closed-over arrays and globals, read on every call
+            try:
+                args = args + read_all(externals, args)
+            except StaleExternal:
+                return self._rescan_and_call(args, kwargs)
+        elif externals is None:
+            return self._rescan_and_call(args, kwargs)
         if not kwargs:
             key = ()  # _fast_key, inlined: this is the whole per-call overhead
             for a in args:
                 if type(a) is np.ndarray:
                     key += (a.shape, a.dtype)
-                elif type(a) in (float, int, bool):
+                elif type(a) is float:  # 0.0 vs -0.0 and NaN: see static_scalar_key
+                    key += (float, a) if a == a and a else (float, repr(a))
+                elif type(a) in (int, bool):
                     key += (type(a), a)
                 else:
                     break
@@ -395,6 +420,60 @@ class CompiledFunction:
                     self._hits += 1
                     return fast_call(args)
         return self._call_slow(args, kwargs)
+
+    def _rescan_and_call(self, args: tuple, kwargs: dict):
+        """Find the arrays and scalars fn reads from outside its arguments (first
+        call, or a path that no longer resolves), then call."""
+        with _BUILD_LOCK:
+            externals = find_externals(self.fn, args)
+            if self._externals is not None and [e.label for e in externals] != [
+                    e.label for e in self._externals]:
+                log.info("%s: implicit inputs changed: %s", _fn_name(self.fn),
+                         [e.label for e in externals])
+            self._externals, self._n_ext = externals, len(externals)
+        return self(*args, **kwargs)
+
+    def _with_externals(self, args: tuple) -> tuple:
+        if self._externals is None:
+            self._externals = find_externals(self.fn, args)
+            self._n_ext = len(self._externals)
+        return args + read_all(self._externals, args) if self._externals else args
+
+    def _arg_names(self, nargs: int) -> list[str]:
+        """Names of the explicit arguments, then of the implicit inputs."""
+        n_explicit = nargs - self._n_ext
+        names = argument_names(self.fn, n_explicit)
+        return names + [e.label for e in (self._externals or [])][:nargs - n_explicit]
+
+    def _wrt_args(self, nargs: int) -> tuple[int, ...]:
+        """Argument positions to differentiate (implicit inputs never are)."""
+        return _resolve_argnums(self.argnums, nargs - self._n_ext, self.fn) if self.argnums else ()
+
+    def _flat_function(self, nargs: int, kw_names: tuple) -> Callable:
+        """fn taking every leaf position flat: explicit args, implicit inputs, kwargs.
+        While it is traced, implicit arrays are swapped for their tracers."""
+        fn, externals, n_explicit = self.fn, list(self._externals or ()), nargs - self._n_ext
+
+        def flat_fn(*all_args):
+            explicit = all_args[:n_explicit]
+            kw = dict(zip(kw_names, all_args[nargs:]))
+            if not externals:
+                return fn(*explicit, **kw)
+            values = all_args[n_explicit:nargs]
+            originals = read_all(externals, explicit)
+            context = active_contexts()[-1]
+            for original, value in zip(originals, values):
+                if isinstance(value, Tracer) and value is not original:
+                    context.substitute(original, value)
+            with swapped_in(externals, explicit, values, originals):
+                return fn(*explicit, **kw)
+        flat_fn.__name__ = getattr(fn, "__name__", "f")
+        try:
+            names = self._arg_names(nargs)
+            flat_fn.__signature__ = _signature_of(names, kw_names)
+        except (TypeError, ValueError):
+            pass
+        return flat_fn
 
     # ---- everything else: pytrees, tensors, tracers, first calls
     def _call_slow(self, args: tuple, kwargs: dict):
@@ -412,12 +491,12 @@ class CompiledFunction:
                 result = try_fast(self, args)
                 if result is not None:
                     return result
-        nargs = len(args)
-        wrt_args = _resolve_argnums(self.argnums, nargs, self.fn) if self.argnums else ()
+        wrt_args = self._wrt_args(len(args))
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
         if active_contexts() or any(isinstance(v, Tracer) for v in leaves):
             # Called while an enclosing grad/compile traces: inline into its graph.
             return self._call_traced(args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args)
+        _check_leaves(self, args, leaves, arg_of_leaf)
         if self.mode == "compile" and any(_is_eager_tensor(v) for v in leaves):
             from tracegrad.compiled_eager import call_with_tensors
             return call_with_tensors(self, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args)
@@ -481,7 +560,7 @@ class CompiledFunction:
         return leaves, TreeDef("tuple", trees), arg_of_leaf
 
     def _check_wrt(self, args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args):
-        names = argument_names(self.fn, len(args))  # (runs once per new signature)
+        names = self._arg_names(len(args))  # (runs once per new signature)
         for i in wrt_args:
             a = args[i]
             if a is None or isinstance(a, str):
@@ -535,18 +614,9 @@ class CompiledFunction:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         kw_names = signature.kwarg_names
-        nargs = len(args)
-
-        def flat_fn(*all_args):
-            return self.fn(*all_args[:nargs], **dict(zip(kw_names, all_args[nargs:])))
-        flat_fn.__name__ = getattr(self.fn, "__name__", "f")
-        try:
-            flat_fn.__signature__ = _signature_of(self.fn, nargs, kw_names)
-        except (TypeError, ValueError):
-            pass
+        flat_fn = self._flat_function(len(args), kw_names)
         example = tuple(args) + tuple(kwargs[k] for k in kw_names)
-        wrt_args = {a for a in (_resolve_argnums(self.argnums, nargs, self.fn)
-                                if self.argnums else ())}
+        wrt_args = set(self._wrt_args(len(args)))
         traced = trace_flat(flat_fn, example, avals=list(signature.avals),
                             scalar_argnums=tuple(wrt_args))
         timings["trace"] = time.perf_counter() - t0
@@ -648,8 +718,7 @@ class CompiledFunction:
 
     def _grad_trees(self, signature: _Signature, args) -> list[TreeDef]:
         """The argument structure each gradient is returned in."""
-        wrt_args = _resolve_argnums(self.argnums, len(args), self.fn)
-        return [signature.in_tree.children[i] for i in wrt_args]
+        return [signature.in_tree.children[i] for i in self._wrt_args(len(args))]
 
     # ---- tracing through: grad(grad(f)), compile inside compile
     def _call_traced(self, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
@@ -686,9 +755,10 @@ class CompiledFunction:
     # ---- inspection
     def lower(self, *args, **kwargs) -> Lowered:
         """The stages (traced, joint, optimized graphs; generated source) for these args."""
-        nargs = len(args)
-        wrt_args = _resolve_argnums(self.argnums, nargs, self.fn) if self.argnums else ()
+        args = self._with_externals(args)
+        wrt_args = self._wrt_args(len(args))
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
+        _check_leaves(self, args, leaves, arg_of_leaf)
         leaves = [_canonical_leaf(_plain_leaf(v)) for v in leaves]
         avals = tuple(_leaf_aval(v) for v in leaves)
         wrt = _wrt_leaves(arg_of_leaf, wrt_args)
@@ -710,18 +780,19 @@ class CompiledFunction:
             self._signatures.clear()
             self._traces = self._hits = 0
             self._warned = False
+            self._externals, self._n_ext = None, 0
 
     # ---- retrace reports
     def _miss_reason(self, signature: _Signature) -> str:
         if not self._signatures:
             return "first call"
         last = self._signatures[-1]
-        changed = _changed_arguments(last, signature, argument_names(
-            self.fn, len(signature.in_tree.children)))
+        changed = _changed_arguments(last, signature, self._arg_names(
+            len(signature.in_tree.children) - len(signature.kwarg_names)))
         return "changed: " + "; ".join(changed) if changed else "new signature"
 
     def _retrace_message(self, args) -> str:
-        names = argument_names(self.fn, len(args))
+        names = self._arg_names(len(args))
         counts = {}
         for pos in range(len(self._signatures[-1].in_tree.children)):
             seen = {_arg_part(s, pos) for s in self._signatures}
@@ -743,11 +814,16 @@ class CompiledFunction:
         return self if obj is None else functools.partial(self, obj)
 
 
-def _signature_of(fn, nargs, kw_names):
+def _signature_of(names: list[str], kw_names):
     import inspect
-    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY)
-              for n in argument_names(fn, nargs)]
-    params += [inspect.Parameter(k, inspect.Parameter.POSITIONAL_ONLY) for k in kw_names]
+    unique: list[str] = []
+    for n in list(names) + list(kw_names):
+        n = base = identifier(n)
+        k = 1
+        while n in unique:
+            n, k = f"{base}_{k}", k + 1
+        unique.append(n)
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in unique]
     return inspect.Signature(params)
 
 
@@ -776,6 +852,51 @@ def _describe(part) -> str:
     if tree.kind == "array":
         return str(avals[0])
     return f"{tree} of {', '.join(map(str, avals))}"
+
+
+# NumPy's ufunc and iterator machinery stops at 32 dimensions (NPY_MAXARGS) even
+# where arrays may have 64.
+MAX_RANK = 32
+_SUPPORTED_KINDS = "biuf"  # bool, ints, floats
+
+
+def _check_leaves(cf: CompiledFunction, args: tuple, leaves: list, arg_of_leaf: list) -> None:
+    """Refuse leaves that would be silently changed or crash deep inside codegen."""
+    for value, pos in zip(leaves, arg_of_leaf):
+        if isinstance(value, Tracer):
+            continue
+        problem, cls = _leaf_problem(value)
+        if problem is not None:
+            names = cf._arg_names(len(args))
+            name = names[pos] if 0 <= pos < len(names) else "a keyword argument"
+            raise cls(f"{_fn_name(cf.fn)}: argument {name!r} {problem}"
+                      + core.user_location_suffix())
+
+
+def _leaf_problem(value: Any) -> tuple[str | None, type]:
+    if isinstance(value, np.ma.MaskedArray):
+        return ("is a masked array; tracegrad would drop its mask. Pass "
+                "np.ma.filled(x, fill) or the data and the mask as two arrays"), core.DTypeError
+    dtype = getattr(value, "dtype", None)
+    if isinstance(value, (list, tuple)):
+        try:
+            dtype = np.asarray(value).dtype
+        except ValueError:
+            return None, TypeError
+    try:
+        dtype = np.dtype(dtype) if dtype is not None else None
+    except TypeError:  # an eager dtype object
+        dtype = np.dtype(str(dtype).rsplit(".", 1)[-1])
+    if dtype is not None and dtype.kind not in _SUPPORTED_KINDS:
+        what = {"c": "complex", "O": "object", "U": "string", "S": "bytes", "V": "structured",
+                "M": "datetime", "m": "timedelta"}.get(dtype.kind, dtype.kind)
+        return (f"has dtype {dtype} ({what}); tracegrad supports bool, integer and real "
+                "floating-point arrays"), core.DTypeError
+    ndim = getattr(value, "ndim", None)
+    if isinstance(ndim, int) and ndim > MAX_RANK:
+        return (f"has {ndim} dimensions; tracegrad supports at most {MAX_RANK} (NumPy's "
+                "ufuncs stop there)"), core.ShapeError
+    return None, TypeError
 
 
 def _plain_leaf(value: Any):
@@ -903,12 +1024,25 @@ def compile(fn: Callable | None = None, *, backend: str = "numba", check_finite:
     that require grad it returns an eager tensor whose grad_fn is one
     CompiledFunctionBackward node.
 
+    Arrays that `fn` reads from its closure, from module globals or from
+    attributes of the object it is bound to are implicit inputs, read again on
+    every call: an in-place change (`W -= lr * g`) or a rebinding is seen by the
+    next call (a new shape or dtype retraces), and a closed-over eager tensor
+    that requires grad gets its `.grad`. Closed-over Python scalars are static
+    values: a new value retraces. `grad` never differentiates implicit inputs.
+    Details and limits: `help(tracegrad.implicit)`.
+
     >>> import numpy as np, tracegrad as tg
     >>> @tg.compile(backend="interpret")
     ... def f(x):
     ...     return tg.tanh(x) * 2.0
     >>> f(np.zeros(2))
     array([0., 0.])
+    >>> W = np.ones(2)
+    >>> g = tg.compile(lambda x: x * W, backend="interpret")
+    >>> W *= 3
+    >>> g(np.ones(2))
+    array([3., 3.])
     """
     def wrap(f):
         return CompiledFunction(f, "compile", backend=backend, check_finite=check_finite,

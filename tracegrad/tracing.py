@@ -84,6 +84,12 @@ class TraceContext:
         self._captured: dict[int, Node] = {}
         self._const_by_id: dict[int, tuple[Any, Node]] = {}
         self._scalar_consts: dict[tuple, Node] = {}
+        self._substitutes: dict[int, tuple[Any, "Tracer"]] = {}
+
+    def substitute(self, original: Any, tracer: "Tracer") -> None:
+        """Use `tracer` wherever the object `original` (an implicit input read from a
+        closure or global) reaches a traced op as an operand."""
+        self._substitutes[id(original)] = (original, tracer)  # keeps `original` alive
 
     @contextmanager
     def active(self):
@@ -259,6 +265,7 @@ def _concrete_error(tracer: Tracer, what: str, how: str) -> TracingError:
 def trace_apply(prim: Primitive, args: tuple, attrs: dict) -> Tracer:
     """Record `prim(*args, **attrs)` as one node of the graph the tracers belong to."""
     context = _context_of(prim, args)
+    args = [_substituted(a) for a in args] if _any_substitutes() else args
     operands = [(context.capture(a) if isinstance(a, Tracer) and a.context is not context
                  else _operand(context, a, prim)) for a in args]
     avals = [o.node.aval if isinstance(o, Tracer) else _static_aval(o) for o in operands]
@@ -279,6 +286,21 @@ def trace_apply(prim: Primitive, args: tuple, attrs: dict) -> Tracer:
     if origin is not None:
         context.vjp_origin[node.id] = origin
     return Tracer(context, node)
+
+
+def _any_substitutes() -> bool:
+    return any(c._substitutes for c in active_contexts())
+
+
+def _substituted(value: Any) -> Any:
+    """The tracer standing for `value` if it is an implicit input of an active trace."""
+    if isinstance(value, Tracer) or type(value) in (bool, int, float):
+        return value
+    for context in reversed(active_contexts()):
+        hit = context._substitutes.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+    return value
 
 
 def _context_of(prim: Primitive, args: tuple) -> TraceContext:
@@ -561,7 +583,15 @@ class TreeDef:
 
 def _static_key(value):
     # Static values are compared by type and value (1 and 1.0 and True differ).
-    return (type(value).__name__, value)
+    return (type(value).__name__, static_scalar_key(value))
+
+
+def static_scalar_key(value):
+    """A float's key tells 0.0 from -0.0 (they compare equal) and makes every NaN
+    equal to itself (NaN != NaN would retrace on every call)."""
+    if type(value) is float and not (value == value and value):
+        return repr(value)
+    return value
 
 
 def is_array_like_leaf(value: Any) -> bool:
@@ -722,6 +752,13 @@ def trace_flat(fn: Callable, args: tuple, avals: Sequence[Aval] | None = None,
     traced_args = tree_unflatten(in_tree, tracers)
     with context.active():
         result = fn(*traced_args)
+        if inspect.isgenerator(result) or inspect.iscoroutine(result) or \
+                inspect.isasyncgen(result):
+            raise TracingError(
+                f"{getattr(fn, '__name__', 'the function')} returned a "
+                f"{type(result).__name__} object, not arrays: its body runs only when it is "
+                "iterated, after tracing ended. Return a tuple or list of arrays instead"
+                + core.user_location_suffix())
         out_leaves, out_tree = tree_flatten(result, arrays_only_scalars=True)
         graph = context.graph
         for leaf in out_leaves:

@@ -189,7 +189,11 @@ COMPILED = [
     # dtypes
     Row("grad wrt int array", lambda: vg(lambda a: tg.sum(a * 2.0))(i3), tg.DTypeError, ("int64", "'a'")),
     Row("grad wrt bool array", lambda: vg(lambda a: tg.sum(a * 2.0))(i3 > 0), tg.DTypeError, ("bool", "'a'")),
-    Row("grad wrt complex array", lambda: vg(lambda a: tg.sum(tg.tanh(a)))(x3 + 0j), tg.DTypeError, ("tanh", "complex128")),
+    Row("grad wrt complex array", lambda: vg(lambda a: tg.sum(tg.tanh(a)))(x3 + 0j), tg.DTypeError, ("'a'", "complex128")),
+    Row("compile of complex array", lambda: cc(lambda a: a * 2)(x3 + 0j), tg.DTypeError, ("'a'", "complex128")),
+    Row("compile of object array", lambda: cc(lambda a: a * 2)(np.array([1.0, None])), tg.DTypeError, ("'a'", "object")),
+    Row("masked array", lambda: vg(lambda a: tg.sum(a))(np.ma.array(x3, mask=[0, 1, 0])), tg.DTypeError, ("'a'", "masked array")),
+    Row("rank 33 array", lambda: cc(lambda a: a * 2)(np.ones((1,) * 33)), tg.ShapeError, ("'a'", "33 dimensions")),
     Row("grad wrt object array", lambda: vg(lambda a: tg.sum(a))(np.array([1.0, None])), tg.DTypeError, ("object", "'a'")),
     Row("exp of int", lambda: cc(lambda a: tg.exp(a))(i3), tg.DTypeError, ("exp", "int64", "i64[3]")),
     Row("log of bool", lambda: cc(lambda a: tg.log(a))(i3 > 0), tg.DTypeError, ("log", "bool")),

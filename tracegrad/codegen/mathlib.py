@@ -329,7 +329,8 @@ for _dt in ("f32", "f64"):
 # Tiny helpers are expanded inline by the code generator (see INLINE); these
 # definitions serve anything that still calls them by name.
 _define("tg_pow", "def tg_pow(x, y):\n    return x ** y\n")
-_define("tg_relu", "def tg_relu(x):\n    return x if x > 0 else x * 0\n")
+# relu(-1) is +0.0 as in NumPy and PyTorch (x * 0 would give -0.0); NaN propagates
+_define("tg_relu", "def tg_relu(x):\n    return x if (x > 0) | (x != x) else 0\n")
 _define("tg_sign", "def tg_sign(x):\n    return np.sign(x)\n")
 _define("tg_maximum", "def tg_maximum(x, y):\n    return x if (x >= y or x != x) else y\n")
 _define("tg_minimum", "def tg_minimum(x, y):\n    return x if (x <= y or x != x) else y\n")
@@ -340,7 +341,7 @@ _define("tg_isfinite", "def tg_isfinite(x):\n    return np.isfinite(x)\n")
 # Each operand appears in the expansion as given; the generator only passes
 # plain names, literals and array loads, so repeating them is free.
 INLINE = {
-    "tg_relu": "({0} if {0} > 0 else {0} * 0)",
+    "tg_relu": "({0} if ({0} > 0) | ({0} != {0}) else 0)",
     "tg_where": "({1} if {0} else {2})",
     "tg_maximum": "({0} if (({0} >= {1}) | ({0} != {0})) else {1})",
     "tg_minimum": "({0} if (({0} <= {1}) | ({0} != {0})) else {1})",

@@ -1,0 +1,329 @@
+"""Issue 10, compiled mode: no silent wrong answers.
+
+Each test names a case that gave a wrong value without any error before the
+fix (the old value is in the docstring). Values are checked against hand
+derivations and finite differences, and against JAX / PyTorch where installed.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+import tracegrad.eager as teager
+from tracegrad.ops.core import DTypeError, ShapeError
+
+from compile_helpers import numeric_grad
+
+INTERP = dict(backend="interpret")
+
+
+# ------------------------------------------------------------------ composition
+
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+def test_grad_of_grad_of_numpy_ufunc(backend):
+    """Was cos(1) = 0.540: the outer grad copied the inner one's state over its own."""
+    d2 = tg.grad(tg.grad(np.sin, backend=backend), backend=backend)
+    assert float(d2(1.0)) == pytest.approx(-math.sin(1.0), rel=1e-12)
+    d3 = tg.grad(tg.grad(tg.grad(np.sin, **INTERP), **INTERP), **INTERP)
+    assert float(d3(1.0)) == pytest.approx(-math.cos(1.0), rel=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+def test_grad_of_compiled_function(backend):
+    """Was 9.0 (the value x*x, not its derivative)."""
+    f = tg.grad(tg.compile(lambda x: x * x, backend=backend), backend=backend)
+    assert float(f(3.0)) == 6.0
+
+
+def test_value_and_grad_of_compiled_function_returns_the_pair():
+    """Was 5.0 alone (compile's result, no gradient)."""
+    f = lambda x: tg.sum(x * x)
+    value, g = tg.value_and_grad(tg.compile(f, **INTERP), **INTERP)(np.arange(3.0))
+    assert float(value) == 5.0
+    np.testing.assert_array_equal(g, [0.0, 2.0, 4.0])
+
+
+def test_hessian_of_compiled_function_is_a_matrix():
+    """Was the gradient [0, 3, 12] (shape (3,)) instead of diag(6x)."""
+    h = tg.hessian(tg.compile(lambda x: tg.sum(x ** 3), **INTERP), **INTERP)(np.arange(3.0))
+    np.testing.assert_allclose(h, np.diag(6 * np.arange(3.0)))
+
+
+def test_grad_of_jacobian_and_compile_of_grad():
+    x = np.array([0.5, -1.0, 2.0])
+    g = tg.grad(lambda x: tg.sum(tg.jacobian(lambda y: y ** 3, **INTERP)(x)), **INTERP)(x)
+    np.testing.assert_allclose(g, 6 * x)
+    cg = tg.compile(tg.grad(lambda x: tg.sum(x ** 3), **INTERP), **INTERP)(x)
+    np.testing.assert_allclose(cg, 3 * x ** 2)
+
+
+def test_compiled_wrapper_keeps_its_own_state():
+    inner = tg.grad(lambda x: tg.sum(x ** 2), **INTERP)
+    outer = tg.compile(inner, **INTERP)
+    assert outer.mode == "compile" and inner.mode == "grad"
+    assert outer.__name__ == inner.__name__ and outer.__wrapped__ is inner
+
+
+def test_composition_matches_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    x = np.array([0.3, -0.7, 1.1])
+    ours = tg.hessian(tg.compile(lambda x: tg.sum(tg.sin(x) * x ** 2), **INTERP), **INTERP)(x)
+    theirs = jax.hessian(jax.jit(lambda x: jnp.sum(jnp.sin(x) * x ** 2)))(x)
+    np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-12)
+    assert float(tg.grad(tg.grad(np.sin, **INTERP), **INTERP)(1.0)) == pytest.approx(
+        float(jax.grad(jax.grad(jnp.sin))(1.0)), rel=1e-12)
+
+
+# ---------------------------------------------------- closures and globals
+
+W_GLOBAL = np.ones(3)
+
+
+def _loss_reading_global(x):
+    return tg.sum(W_GLOBAL * x)
+
+
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+def test_closure_array_changed_in_place_is_seen(backend):
+    """Was frozen at the first call: [1, 1, 1] after W *= 2."""
+    W = np.ones(3)
+    g = tg.grad(lambda x: tg.sum(W * x), backend=backend)
+    np.testing.assert_array_equal(g(np.ones(3)), [1, 1, 1])
+    W *= 2
+    np.testing.assert_array_equal(g(np.ones(3)), [2, 2, 2])
+    W -= 0.5 * np.array([1.0, 2.0, 3.0])  # a training step
+    np.testing.assert_array_equal(g(np.ones(3)), [1.5, 1.0, 0.5])
+    assert g.cache_info().traces == 1  # read as an input, not retraced
+
+
+def test_global_array_rebound_is_seen():
+    """Was frozen: the old global's values after `W_GLOBAL = new array`."""
+    global W_GLOBAL
+    old = W_GLOBAL
+    try:
+        g = tg.grad(_loss_reading_global, **INTERP)
+        np.testing.assert_array_equal(g(np.ones(3)), [1, 1, 1])
+        W_GLOBAL = np.full(3, 5.0)
+        np.testing.assert_array_equal(g(np.ones(3)), [5, 5, 5])
+        W_GLOBAL = np.arange(4.0)  # a new shape retraces
+        np.testing.assert_array_equal(g(np.ones(4)), np.arange(4.0))
+        assert g.cache_info().traces == 2
+    finally:
+        W_GLOBAL = old
+
+
+def test_closure_rebinding_and_numpy_views_are_traced():
+    """`W.T` and `W[0]` are computed by NumPy on the closed-over array; they must
+    follow W too (W is swapped for its tracer while tracing)."""
+    W = np.arange(6.0).reshape(2, 3)
+
+    def f(x):
+        return tg.sum((x @ W.T) * W[0, 0:2])
+    g = tg.grad(f, **INTERP)
+    x = np.array([1.0, -1.0, 2.0])
+    np.testing.assert_allclose(g(x), numeric_grad(f, [x], 0))
+    W[:] = np.array([[1.0, 0.5, -2.0], [3.0, 1.0, 0.0]])
+    np.testing.assert_allclose(g(x), numeric_grad(f, [x], 0))
+    W = np.ones((2, 3))  # rebinding the closure cell
+    np.testing.assert_allclose(g(x), numeric_grad(f, [x], 0))
+    np.testing.assert_array_equal(W, np.ones((2, 3)))  # restored after tracing
+
+
+def test_closure_scalar_is_a_static_value_that_retraces():
+    """Was frozen: the first value of a closed-over Python float."""
+    scale = 2.0
+    f = tg.compile(lambda x: x * scale, **INTERP)
+    np.testing.assert_array_equal(f(np.ones(2)), [2, 2])
+    scale = 3.0
+    np.testing.assert_array_equal(f(np.ones(2)), [3, 3])
+
+
+def test_parameters_in_a_dict_and_on_self():
+    params = {"w": np.ones(2), "b": np.zeros(2)}
+    f = tg.compile(lambda x: x * params["w"] + params["b"], **INTERP)
+    np.testing.assert_array_equal(f(np.ones(2)), [1, 1])
+    params["w"] *= 3
+    params["b"] = np.full(2, 0.5)
+    np.testing.assert_array_equal(f(np.ones(2)), [3.5, 3.5])
+
+    class Model:
+        def __init__(self):
+            self.W = np.eye(2)
+
+        @tg.compile
+        def forward(self, x):
+            return x @ self.W
+
+        def loss(self, x):
+            return tg.sum(x @ self.W)
+
+    m = Model()
+    np.testing.assert_array_equal(m.forward(np.ones(2)), [1, 1])
+    m.W = 2 * np.eye(2)
+    np.testing.assert_array_equal(m.forward(np.ones(2)), [2, 2])
+    g = tg.grad(m.loss, **INTERP)
+    np.testing.assert_array_equal(g(np.ones(2)), [2, 2])
+    m.W[0, 0] = 7.0
+    np.testing.assert_array_equal(g(np.ones(2)), [7, 2])
+
+
+def test_helper_function_reading_a_global_and_nested_transforms():
+    W = np.array([1.0, 2.0])
+
+    def helper(x):
+        return tg.sin(W * x)
+
+    g2 = tg.grad(tg.grad(lambda x: tg.sum(helper(x)), **INTERP), **INTERP)
+    x = 0.5
+    # d^2/dx^2 sum(sin(W x)) = -sum(W^2 sin(W x))
+    assert float(g2(x)) == pytest.approx(-np.sum(W ** 2 * np.sin(W * x)), rel=1e-12)
+    W *= 2
+    assert float(g2(x)) == pytest.approx(-np.sum(W ** 2 * np.sin(W * x)), rel=1e-12)
+    J = tg.jacobian(helper, **INTERP)
+    np.testing.assert_allclose(J(np.ones(2)), np.diag(W * np.cos(W)))
+
+
+def test_closed_over_array_is_never_differentiated_or_mutated():
+    W = np.array([1.0, 2.0])
+    before = W.copy()
+    value, g = tg.value_and_grad(lambda x: tg.sum(W * x * x), **INTERP)(np.ones(2))
+    np.testing.assert_array_equal(g, 2 * W)
+    np.testing.assert_array_equal(W, before)
+
+
+def test_closure_design_is_documented():
+    assert "closure" in tg.compile.__doc__ and "global" in tg.compile.__doc__
+    import tracegrad.implicit as implicit
+    assert "in-place" in implicit.__doc__
+
+
+# ------------------------------------------- eager parameters in a closure
+
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+def test_compile_closing_over_eager_parameter_gives_it_grad(backend):
+    """Was: the tensor became a frozen constant and w.grad stayed None."""
+    w = teager.tensor([1.0, 2.0], requires_grad=True)
+    f = tg.compile(lambda x: (x * w).sum(), backend=backend)
+    x = teager.tensor([3.0, 4.0])
+    out = f(x)
+    out.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 4.0])
+    with teager.no_grad():
+        w.mul_(2)  # an optimizer step
+    w.grad = None
+    out = f(x)
+    assert float(out.item()) == 3.0 * 2 + 4.0 * 4
+    out.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 4.0])
+    # also when called on plain arrays: the result still carries w's graph
+    out = f(np.array([1.0, 1.0], np.float32))
+    out.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [4.0, 5.0])
+
+
+def test_compile_closing_over_eager_parameter_matches_torch():
+    torch = pytest.importorskip("torch")
+    w_np = np.array([0.5, -1.5, 2.0], np.float32)
+    x_np = np.array([1.0, 2.0, 3.0], np.float32)
+    w = teager.tensor(w_np, requires_grad=True)
+    tg.compile(lambda x: (tg.tanh(x * w) ** 2).sum(), **INTERP)(teager.tensor(x_np)).backward()
+    tw = torch.tensor(w_np, requires_grad=True)
+    (torch.tanh(torch.tensor(x_np) * tw) ** 2).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+# ------------------------------------------------ static scalars in the key
+
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+def test_negative_zero_is_its_own_static_key(backend):
+    """Was [0.] for x * -0.0: -0.0 hit the entry traced for 0.0."""
+    f = tg.compile(lambda x, s: x * s, backend=backend)
+    assert not np.signbit(f(np.ones(1), 0.0))[0]
+    assert np.signbit(f(np.ones(1), -0.0))[0]
+    assert not np.signbit(f(np.ones(1), 0.0))[0]
+    g = tg.compile(lambda x, s: x * s, backend=backend)
+    assert np.signbit(g(np.ones(1), -0.0))[0]
+    assert not np.signbit(g(np.ones(1), 0.0))[0]
+
+
+def test_static_nan_is_traced_once():
+    """Was traced on every call (NaN != NaN)."""
+    f = tg.compile(lambda x, s: x + s, **INTERP)
+    for _ in range(5):
+        assert np.isnan(f(np.ones(1), float("nan"))[0])
+    assert f.cache_info().traces == 1
+    h = tg.compile(lambda x, s: x + s, **INTERP)
+    for _ in range(3):
+        h({"a": np.ones(1)}["a"], float("nan"))
+        h([np.ones(1)][0], s=float("nan"))
+    assert h.cache_info().traces == 2  # positional and keyword: two signatures
+
+
+# ------------------------------------------------------------- relu(-1) = +0
+
+def test_relu_of_negative_is_positive_zero_in_a_kernel():
+    """Was -0.0 (x * 0 for x < 0)."""
+    x = np.array([-1.0, -np.inf, -0.0, 0.0, np.nan, 2.0])
+    for dtype in (np.float32, np.float64):
+        out = tg.compile(lambda x: tg.relu(x))(x.astype(dtype))
+        ref = np.maximum(x.astype(dtype), 0)
+        np.testing.assert_array_equal(out, ref)
+        np.testing.assert_array_equal(np.signbit(out), np.signbit(ref))
+    ints = np.array([-3, 0, 4], np.int32)
+    out = tg.compile(lambda x: tg.relu(x))(ints)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, [0, 0, 4])
+
+
+# ------------------------------------------------------- inputs we refuse
+
+@pytest.mark.parametrize("mode", ["compile", "grad"])
+def test_masked_array_is_refused_not_unmasked(mode):
+    """Was [2., 4.]: the mask was dropped."""
+    x = np.ma.array([1.0, 2.0], mask=[0, 1])
+    f = tg.compile(lambda x: x * 2, **INTERP) if mode == "compile" else \
+        tg.grad(lambda x: tg.sum(x * 2), **INTERP)
+    with pytest.raises(DTypeError, match=r"argument 'x' is a masked array") as info:
+        f(x)
+    assert __file__ in str(info.value)
+    assert isinstance(info.value, TypeError)
+
+
+@pytest.mark.parametrize("dtype", [object, complex, "U3"])
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+def test_object_complex_string_dtypes_are_refused(dtype, backend):
+    """Was AttributeError ('int' object has no attribute 'item') for object and a
+    TypeError from float() for complex, from inside the pipeline."""
+    x = np.array([1, 2], dtype=dtype)
+    with pytest.raises(DTypeError, match=r"argument 'x' has dtype"):
+        tg.compile(lambda x: x * 2, backend=backend)(x)
+    if dtype is not object and dtype != "U3":
+        with pytest.raises(DTypeError, match=r"argument 'x' has dtype complex128"):
+            tg.grad(lambda x: tg.sum(x * 2), backend=backend)(x)
+
+
+def test_rank_above_32_is_refused():
+    """Was RuntimeError 'this function only supports up to 32 dimensions' from
+    inside NumPy, with no argument name."""
+    x = np.ones((1,) * 33)
+    with pytest.raises(ShapeError, match=r"argument 'x' has 33 dimensions"):
+        tg.compile(lambda x: x * 2, **INTERP)(x)
+    np.testing.assert_array_equal(tg.compile(lambda x: tg.sum(x * 2), **INTERP)(
+        np.ones((1,) * 32)), 2.0)
+
+
+def test_generator_function_is_refused():
+    """Was: compile returned an unrun generator object."""
+    def gen(x):
+        yield x * 2
+    for make in (tg.compile, tg.grad, tg.value_and_grad):
+        with pytest.raises(TypeError, match="generator function"):
+            make(gen)
+    with pytest.raises(tg.TracingError, match="returned a generator"):
+        tg.compile(lambda x: (v for v in (x,)), **INTERP)(np.ones(2))

@@ -1,0 +1,272 @@
+"""Arrays a compiled function reads from outside its arguments: implicit inputs.
+
+A function may read arrays from its closure, from module globals, or from
+attributes of an object it is bound to (`self.W`). tracegrad does not freeze
+them at the first call: every array (or eager tensor) found that way becomes an
+implicit input of the traced graph, read again on every call (as torch.compile
+does with module parameters):
+
+- an in-place change (`W -= lr * g`) is seen by the next call, with no retrace;
+- rebinding (`W = new_array`) is seen too; a new shape or dtype retraces;
+- a Python scalar found the same way (`scale = 0.5`) is a static value: a new
+  value retraces;
+- an eager tensor that requires grad, read by `tg.compile(f)`, gets its `.grad`
+  through the `CompiledFunctionBackward` node, like an argument.
+
+`grad`/`value_and_grad` never differentiate implicit inputs (as in JAX, values
+closed over are constants of the derivative); pass an array as an argument to
+differentiate it.
+
+Where they are looked for: the function's closure cells, the globals its code
+names, and from there dicts, lists and tuples (two levels), attributes named in
+the code of objects found (`self.W`), bound methods, `functools.partial`, other
+Python functions it calls (three levels), and wrapped compiled functions.
+Module attributes (`mymodule.W`) are not followed: pass such arrays as
+arguments. While the function is traced, each implicit array is swapped for its
+tracer where it lives (cell, global, attribute, dict or list item) and restored
+afterwards, so NumPy-side views such as `W.T` or `W[0]` are traced too.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> W = np.ones(3)
+    >>> f = tg.grad(lambda x: tg.sum(W * x), backend="interpret")
+    >>> f(np.ones(3))
+    array([1., 1., 1.])
+    >>> W *= 2
+    >>> f(np.ones(3))
+    array([2., 2., 2.])
+"""
+from __future__ import annotations
+
+import functools
+import types
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+_MAX_EXTERNALS = 256
+_MAX_FUNCTION_DEPTH = 3
+_MAX_CONTAINER_DEPTH = 2
+_MAX_CONTAINER_ITEMS = 128
+
+
+class External:
+    """One place a function reads a value from: a root and a path of steps."""
+
+    __slots__ = ("label", "root", "steps")
+
+    def __init__(self, label: str, root: tuple, steps: tuple):
+        self.label = label
+        self.root = root    # ("arg", i) | ("cell", cell) | ("global", dict, name) | ("obj", obj)
+        self.steps = steps  # (("attr", name) | ("item", key), ...)
+
+    def read(self, args: tuple) -> Any:
+        value = _root_value(self.root, args)
+        for kind, key in self.steps:
+            value = value.__dict__[key] if kind == "attr" else value[key]
+        return value
+
+    def write(self, args: tuple, value: Any) -> bool:
+        """Put `value` where this external lives; False if that place is read-only."""
+        if not self.steps:
+            kind = self.root[0]
+            if kind == "cell":
+                self.root[1].cell_contents = value
+                return True
+            if kind == "global":
+                self.root[1][self.root[2]] = value
+                return True
+            return False
+        parent = _root_value(self.root, args)
+        for kind, key in self.steps[:-1]:
+            parent = parent.__dict__[key] if kind == "attr" else parent[key]
+        kind, key = self.steps[-1]
+        if kind == "attr":
+            parent.__dict__[key] = value
+        elif isinstance(parent, (dict, list)):
+            parent[key] = value
+        else:
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"<External {self.label}>"
+
+
+def _root_value(root: tuple, args: tuple) -> Any:
+    kind = root[0]
+    if kind == "arg":
+        return args[root[1]]
+    if kind == "cell":
+        return root[1].cell_contents
+    if kind == "global":
+        return root[1][root[2]]
+    return root[1]
+
+
+class StaleExternal(Exception):
+    """An external's path no longer resolves (a global was deleted, ...): rescan."""
+
+
+def read_all(externals: list[External], args: tuple) -> tuple:
+    try:
+        return tuple(e.read(args) for e in externals)
+    except (KeyError, IndexError, AttributeError, ValueError, TypeError) as exc:
+        raise StaleExternal(str(exc)) from None
+
+
+def is_lifted_value(value: Any) -> bool:
+    """Values read on every call: arrays, eager tensors and Python/NumPy scalars."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return True
+    if type(value) in (int, float, bool):
+        return True
+    return _is_eager_tensor(value)
+
+
+def _is_eager_tensor(value: Any) -> bool:
+    return (type(value).__module__.startswith("tracegrad.eager")
+            and hasattr(value, "requires_grad") and hasattr(value, "detach"))
+
+
+def find_externals(fn: Callable, args: tuple) -> list[External]:
+    """Every place `fn` reads an array or scalar from outside its arguments.
+
+    `args` are the call's positional arguments: attributes of static objects
+    among them (`self` of a method) are looked at too.
+    """
+    finder = _Finder()
+    finder.function(fn, depth=0)
+    names = finder.names_used
+    for i, a in enumerate(args):
+        if _is_plain_object(a):
+            finder.attributes(a, ("arg", i), (), f"arg{i}", names, 0)
+    return finder.found
+
+
+class _Finder:
+    def __init__(self):
+        self.found: list[External] = []
+        self.names_used: set[str] = set()
+        self._seen_functions: set[int] = set()
+        self._seen_places: set[tuple] = set()
+
+    def add(self, label: str, root: tuple, steps: tuple) -> None:
+        place = (root[0], id(root[1]), root[2] if len(root) > 2 else None, steps)
+        if place in self._seen_places or len(self.found) >= _MAX_EXTERNALS:
+            return
+        self._seen_places.add(place)
+        self.found.append(External(label, root, steps))
+
+    def function(self, fn: Any, depth: int) -> None:
+        if depth > _MAX_FUNCTION_DEPTH or id(fn) in self._seen_functions:
+            return
+        self._seen_functions.add(id(fn))
+        wrapped = getattr(fn, "__wrapped__", None)
+        if isinstance(fn, functools.partial):
+            self.function(fn.func, depth + 1)
+            for i, a in enumerate(fn.args):
+                self.value(a, ("obj", fn.args), (("item", i),), f"partial arg {i}",
+                           self.names_used, 0, depth)
+            for k, a in fn.keywords.items():
+                self.value(a, ("obj", fn.keywords), (("item", k),), k, self.names_used, 0, depth)
+            return
+        if isinstance(fn, types.MethodType):
+            self.function(fn.__func__, depth + 1)
+            owner = fn.__self__
+            if _is_plain_object(owner):
+                self.attributes(owner, ("obj", owner), (), type(owner).__name__.lower(),
+                                _code_names(fn.__func__), 0)
+            return
+        if not isinstance(fn, types.FunctionType):
+            if wrapped is not None:  # a CompiledFunction or another wrapper
+                self.function(wrapped, depth + 1)
+            inner = getattr(fn, "fn", None)
+            if callable(inner) and wrapped is None:
+                self.function(inner, depth + 1)
+            return
+        names = _code_names(fn)
+        self.names_used |= names
+        code = fn.__code__
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell (a name assigned later)
+                continue
+            self.value(value, ("cell", cell), (), name, names, 0, depth)
+        g = fn.__globals__
+        for name in sorted(names):
+            if name in g:
+                self.value(g[name], ("global", g, name), (), name, names, 0, depth)
+        if wrapped is not None:
+            self.function(wrapped, depth + 1)
+
+    def value(self, value, root, steps, label, names, level, depth) -> None:
+        if is_lifted_value(value):
+            self.add(label, root, steps)
+        elif isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or (
+                getattr(value, "__wrapped__", None) is not None and callable(value)):
+            self.function(value, depth + 1)
+        elif level < _MAX_CONTAINER_DEPTH:
+            if type(value) is dict:
+                for k in list(value)[:_MAX_CONTAINER_ITEMS]:
+                    self.value(value[k], root, steps + (("item", k),), f"{label}[{k!r}]",
+                               names, level + 1, depth)
+            elif type(value) in (list, tuple):
+                for i, v in enumerate(value[:_MAX_CONTAINER_ITEMS]):
+                    self.value(v, root, steps + (("item", i),), f"{label}[{i}]",
+                               names, level + 1, depth)
+            elif _is_plain_object(value):
+                self.attributes(value, root, steps, label, names, level + 1)
+
+    def attributes(self, obj, root, steps, label, names, level) -> None:
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict):
+            return
+        for name in sorted(names & attrs.keys()):
+            self.value(attrs[name], root, steps + (("attr", name),), f"{label}.{name}",
+                       names, level, _MAX_FUNCTION_DEPTH)
+
+
+def _code_names(fn) -> set[str]:
+    """Global and attribute names the function's code (and nested code) uses."""
+    names: set[str] = set()
+    stack = [fn.__code__]
+    while stack:
+        code = stack.pop()
+        names.update(code.co_names)
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return names
+
+
+def _is_plain_object(value: Any) -> bool:
+    """An instance whose attributes may hold parameters (not a module, class,
+    function, array, or builtin value)."""
+    if isinstance(value, (types.ModuleType, type, types.FunctionType, types.MethodType,
+                          types.BuiltinFunctionType, functools.partial, np.ndarray,
+                          np.generic, str, bytes, int, float, bool, complex)) or value is None:
+        return False
+    if type(value).__module__ in ("builtins", "numpy") or _is_eager_tensor(value):
+        return False
+    return isinstance(getattr(value, "__dict__", None), dict)
+
+
+@contextmanager
+def swapped_in(externals: list[External], args: tuple, values: tuple,
+               originals: tuple) -> Iterator[None]:
+    """While tracing: each external array that now has a tracer lives as that
+    tracer in its place; restored afterwards, also on errors."""
+    done = []
+    try:
+        for ext, value, original in zip(externals, values, originals):
+            if value is original:  # static scalars pass through unchanged
+                continue
+            try:
+                if ext.read(args) is original and ext.write(args, value):
+                    done.append((ext, original))
+            except Exception:  # an unusual container: the tracer is used where passed
+                continue
+        yield
+    finally:
+        for ext, original in reversed(done):
+            ext.write(args, original)
