@@ -24,7 +24,11 @@ Python functions it calls (three levels), and wrapped compiled functions.
 Module attributes (`mymodule.W`) are not followed: pass such arrays as
 arguments. While the function is traced, each implicit array is swapped for its
 tracer where it lives (cell, global, attribute, dict or list item) and restored
-afterwards, so NumPy-side views such as `W.T` or `W[0]` are traced too.
+afterwards, so NumPy-side views such as `W.T` or `W[0]` are traced too. Other
+compiled functions called from other threads meanwhile still read the real
+value; plain Python code in another thread that reads the same global during
+that trace sees the tracer and gets tracegrad's "escaped trace" error, never a
+silently wrong value.
 
     >>> import numpy as np, tracegrad as tg
     >>> W = np.ones(3)
@@ -110,9 +114,25 @@ class StaleExternal(Exception):
 
 def read_all(externals: list[External], args: tuple) -> tuple:
     try:
-        return tuple(e.read(args) for e in externals)
+        values = tuple(e.read(args) for e in externals)
     except (KeyError, IndexError, AttributeError, ValueError, TypeError) as exc:
         raise StaleExternal(str(exc)) from None
+    if _SWAPPED:  # some thread is tracing with tracers swapped in
+        values = tuple(_unswapped(v) for v in values)
+    return values
+
+
+# id(tracer) -> (tracer, the value it replaced) while a trace has it swapped in:
+# another thread reading that place gets the real value, not a foreign tracer.
+_SWAPPED: dict[int, tuple[Any, Any]] = {}
+
+
+def _unswapped(value: Any) -> Any:
+    hit = _SWAPPED.get(id(value))
+    if hit is None or hit[0] is not value:
+        return value
+    from tracegrad.tracing import active_contexts
+    return value if value.context in active_contexts() else hit[1]
 
 
 def is_lifted_value(value: Any) -> bool:
@@ -263,10 +283,12 @@ def swapped_in(externals: list[External], args: tuple, values: tuple,
                 continue
             try:
                 if ext.read(args) is original and ext.write(args, value):
-                    done.append((ext, original))
+                    done.append((ext, value, original))
+                    _SWAPPED[id(value)] = (value, original)
             except Exception:  # an unusual container: the tracer is used where passed
                 continue
         yield
     finally:
-        for ext, original in reversed(done):
+        for ext, value, original in reversed(done):
             ext.write(args, original)
+            _SWAPPED.pop(id(value), None)

@@ -327,3 +327,34 @@ def test_generator_function_is_refused():
             make(gen)
     with pytest.raises(tg.TracingError, match="returned a generator"):
         tg.compile(lambda x: (v for v in (x,)), **INTERP)(np.ones(2))
+
+
+def test_other_threads_read_real_values_while_a_trace_has_swapped_a_global():
+    """While thread A traces g (with the shared global swapped for its tracer),
+    thread B's compiled f, closing over the same global, must still compute with
+    the real array."""
+    import threading
+    shared = {"W": np.arange(3.0)}
+    W = shared["W"]
+    f = tg.compile(lambda x: x * shared["W"], **INTERP)
+    np.testing.assert_array_equal(f(np.ones(3)), W)
+    inside, release = threading.Event(), threading.Event()
+
+    def slow(x):
+        y = x + shared["W"]
+        inside.set()
+        release.wait(10)
+        return y
+    g = tg.compile(slow, **INTERP)
+    t = threading.Thread(target=g, args=(np.ones(3),))
+    t.start()
+    try:
+        assert inside.wait(10)
+        assert isinstance(shared["W"], tg.tracing.Tracer)  # swapped in while tracing
+        results = [f(np.ones(3)) for _ in range(3)]
+    finally:
+        release.set()
+        t.join()
+    for r in results:
+        np.testing.assert_array_equal(r, W)
+    assert shared["W"] is W
