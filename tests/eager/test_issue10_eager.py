@@ -120,3 +120,178 @@ def test_gradients_have_the_dtype_of_their_leaf():
                    ("float64", 6.0), ("float16", [2.0, 2.0])]
     torch = _torch()
     assert got == _grad_dtypes(torch)
+
+
+# ------------------------------------------- 4. second backward through a freed graph
+
+_SECOND_BACKWARD_OPS = {
+    "a*2": lambda M, a, b: a * 2, "2*a": lambda M, a, b: 2 * a, "a/2": lambda M, a, b: a / 2,
+    "a*(-1.0)": lambda M, a, b: a * (-1.0), "mul(a, 2)": lambda M, a, b: M.mul(a, 2),
+    "2/a": lambda M, a, b: 2 / a, "a+2": lambda M, a, b: a + 2, "a-2": lambda M, a, b: a - 2,
+    "2-a": lambda M, a, b: 2 - a, "-a": lambda M, a, b: -a, "a+b": lambda M, a, b: a + b,
+    "a*b": lambda M, a, b: a * b, "a**2": lambda M, a, b: a ** 2,
+    "add alpha": lambda M, a, b: M.add(a, b, alpha=2), "sub alpha": lambda M, a, b: M.sub(a, b, alpha=2),
+    "sum": lambda M, a, b: a.sum(), "mean": lambda M, a, b: a.mean(),
+    "reshape": lambda M, a, b: a.reshape(3, 1), "expand": lambda M, a, b: a.expand(2, 3),
+    "cat": lambda M, a, b: M.cat([a, b]), "stack": lambda M, a, b: M.stack([a, b]),
+    "index": lambda M, a, b: a[1:], "clone": lambda M, a, b: a.clone(),
+    "double": lambda M, a, b: a.double(), "where": lambda M, a, b: M.where(a > 1, a, b),
+    "exp": lambda M, a, b: a.exp(), "relu": lambda M, a, b: M.relu(a),
+    "matmul": lambda M, a, b: a @ b, "clamp": lambda M, a, b: a.clamp(0, 2),
+}
+
+
+def _second_backward(M, op):
+    a = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = M.tensor([0.5, 1.5, 2.5], requires_grad=True)
+    y = op(M, a, b).sum()
+    y.backward()
+    try:
+        y.backward()
+    except RuntimeError as exc:
+        assert "Trying to backward through the graph a second time" in str(exc)
+        return "raises"
+    return "ok"
+
+
+def test_second_backward_through_mul_by_scalar_raises():
+    # before: y = (a * 2).sum(); y.backward(); y.backward() silently doubled a.grad
+    a = tg.ones(3, requires_grad=True)
+    y = (a * 2).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        y.backward()
+    assert a.grad.tolist() == [2.0, 2.0, 2.0]
+    assert _second_backward(tg, _SECOND_BACKWARD_OPS["a/2"]) == "raises"
+    # ops that save nothing in PyTorch (add, sum, views, add with alpha) may run twice
+    for name in ("a+2", "sum", "add alpha", "cat", "index"):
+        assert _second_backward(tg, _SECOND_BACKWARD_OPS[name]) == "ok", name
+
+
+def test_second_backward_per_op_matches_torch():
+    torch = _torch()
+    got = {k: _second_backward(tg, op) for k, op in _SECOND_BACKWARD_OPS.items()}
+    want = {k: _second_backward(torch, op) for k, op in _SECOND_BACKWARD_OPS.items()}
+    assert got == want
+
+
+# ------------------------------------------------------ 5. hooks returning bad values
+
+def _hook_error(M, hook, leaf=False):
+    a = M.ones(3, requires_grad=True)
+    b = a if leaf else a * 2
+    b.register_hook(hook)
+    try:
+        (b * 1).sum().backward()
+    except Exception as exc:  # noqa: BLE001
+        return type(exc).__name__, str(exc)
+    return None
+
+
+def _named_wrong_size(g):
+    return g[:2]
+
+
+_BAD_HOOKS = {
+    "size": (lambda M: (lambda g: M.ones(2)), False),
+    "size 0-d": (lambda M: (lambda g: M.tensor(1.0)), False),
+    "size named": (lambda M: _named_wrong_size, False),
+    "type": (lambda M: (lambda g: g.double()), False),
+    "type and size": (lambda M: (lambda g: M.ones(2, dtype=M.float64)), False),
+    "int": (lambda M: (lambda g: 3), False),
+    "tuple": (lambda M: (lambda g: (g,)), False),
+    "leaf size": (lambda M: (lambda g: M.ones(2)), True),
+    "leaf type": (lambda M: (lambda g: g.double()), True),
+    "leaf int": (lambda M: (lambda g: 3), True),
+}
+
+
+def test_hook_returning_wrong_size_dtype_or_non_tensor_raises():
+    # before: ValueError from NumPy's reshape, silent acceptance of float64, AttributeError
+    assert _hook_error(tg, lambda g: tg.ones(2)) == (
+        "RuntimeError", "hook '<lambda>' has changed the size of value")
+    assert _hook_error(tg, _named_wrong_size, leaf=True) == (
+        "RuntimeError", "hook '_named_wrong_size' has changed the size of value")
+    assert _hook_error(tg, lambda g: g.double()) == (
+        "RuntimeError", "hook '<lambda>' has changed the type of value "
+                        "(was torch.FloatTensor got torch.DoubleTensor)")
+    assert _hook_error(tg, lambda g: 3) == ("TypeError", "expected Variable, but hook returned 'int'")
+    assert _hook_error(tg, lambda g: g * 2) is None  # a good hook still works
+
+
+def test_hook_errors_match_torch():
+    torch = _torch()
+    for name, (make, leaf) in _BAD_HOOKS.items():
+        assert _hook_error(tg, make(tg), leaf) == _hook_error(torch, make(torch), leaf), name
+
+
+# -------------------------------------- 6. autograd.grad frees only what it ran
+
+def _partial_free_programs(M):
+    def grad_then_backward():
+        a = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = a * a
+        z = (y * y).sum()
+        (g,) = M.autograd.grad(z, y)
+        y.sum().backward()
+        return g.tolist(), a.grad.tolist()
+
+    def grad_twice():
+        a = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = a * a
+        z = (y * y).sum()
+        M.autograd.grad(z, y)
+        M.autograd.grad(z, y)
+
+    def grad_to_leaf_then_backward():
+        a = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = a * a
+        M.autograd.grad((y * y).sum(), a)
+        y.sum().backward()
+
+    def side_branch():
+        a = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        b = M.tensor([0.0, 1.0, 2.0], requires_grad=True)
+        w = b.exp()
+        (g,) = M.autograd.grad((a * a * w).sum(), a)
+        w.sum().backward()
+        return np.round(g.numpy(), 4).tolist(), np.round(b.grad.numpy(), 4).tolist()
+
+    def hooks_and_retain_grad_at_target():
+        a = M.tensor([1.0, 2.0], requires_grad=True)
+        y = a * a
+        y.retain_grad()
+        seen = []
+        y.register_hook(lambda g: seen.append(g.tolist()))
+        (g,) = M.autograd.grad((y * y).sum(), y)
+        return g.tolist(), y.grad.tolist(), seen
+
+    out = {}
+    for f in (grad_then_backward, grad_twice, grad_to_leaf_then_backward, side_branch,
+              hooks_and_retain_grad_at_target):
+        try:
+            out[f.__name__] = f()
+        except RuntimeError as exc:
+            out[f.__name__] = "raises" if "second time" in str(exc) else str(exc)
+    return out
+
+
+def test_autograd_grad_frees_only_the_part_it_ran():
+    # before: autograd.grad(z, y) released y's own node too (y = a * a), so a later
+    # y.backward() raised "Trying to backward through the graph a second time"
+    got = _partial_free_programs(tg)
+    # dz/dy = 2y = 2a^2 ; d(sum y)/da = 2a ; d/da sum(a^2 e^b) = 2a e^b ; d/db sum e^b = e^b
+    e = np.exp([0.0, 1.0, 2.0])
+    assert got == {
+        "grad_then_backward": ([2.0, 8.0, 18.0], [2.0, 4.0, 6.0]),
+        "grad_twice": "raises",
+        "grad_to_leaf_then_backward": "raises",
+        "side_branch": (np.round(np.float32(2 * np.array([1, 2, 3]) * e), 4).tolist(),
+                        np.round(np.float32(e), 4).tolist()),
+        "hooks_and_retain_grad_at_target": ([2.0, 8.0], [2.0, 8.0], [[2.0, 8.0]]),
+    }
+
+
+def test_autograd_grad_partial_free_matches_torch():
+    torch = _torch()
+    assert _partial_free_programs(tg) == _partial_free_programs(torch)

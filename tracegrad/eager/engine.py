@@ -91,8 +91,32 @@ def _run_tensor_hooks(hooks: dict, g, as_tensors: bool):
     for fn in list(hooks.values()):
         r = fn(_to_tensor(g))
         if r is not None:
+            _check_hook_result(fn, r, g)
             g = _from_hook(r, as_tensors)
     return g
+
+
+def _check_hook_result(fn, r, g) -> None:
+    """PyTorch's checks of a value a hook returned (python_hook.cpp check_single_result):
+    a tensor, of the gradient's dtype, then of its size."""
+    Tensor = _tensor_cls()
+    if not isinstance(r, Tensor):
+        t = type(r)
+        kind = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+        raise TypeError(f"expected Variable, but hook returned '{kind}'")
+    name = getattr(fn, "hook_name", None) or getattr(fn, "__name__", None) or "<unknown>"
+    if not isinstance(name, str):
+        name = "<unknown>"
+    was = g._data if isinstance(g, Tensor) else np.asarray(g)
+    got = r._data
+    if got.dtype != was.dtype:
+        from tracegrad.eager.dtypes import from_numpy_dtype
+        raise RuntimeError(
+            f"hook '{name}' has changed the type of value (was "
+            f"torch.{from_numpy_dtype(was.dtype)._tensor_type} got "
+            f"torch.{from_numpy_dtype(got.dtype)._tensor_type})")
+    if got.shape != was.shape:
+        raise RuntimeError(f"hook '{name}' has changed the size of value")
 
 
 def _collect(roots, want_parents: bool):
@@ -119,9 +143,12 @@ def _collect(roots, want_parents: bool):
     return deps, parents
 
 
-def _needed(targets, parents) -> set:
-    """Nodes from which some target is reachable (only these need to run)."""
-    needed = set(targets)
+def _needed(targets, parents, include_targets: bool = True) -> set:
+    """Nodes from which some target is reachable (only these need to run). Without
+    include_targets a target itself runs only when another target is below it:
+    autograd.grad captures the gradient flowing into a target and stops there, so
+    the graph below stays intact (PyTorch's exec_info needed_ flags)."""
+    needed = set(targets) if include_targets else set()
     stack = list(targets)
     while stack:
         n = stack.pop()
@@ -141,7 +168,7 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
     (AccumulateGrad nodes) add their gradient into `.grad`; when targets are
     given only target leaves do."""
     deps, parents = _collect(roots, targets is not None)
-    needed = _needed(targets, parents) if targets is not None else None
+    needed = _needed(targets, parents, accumulate) if targets is not None else None
     grads: dict = {}
     for node, g in zip(roots, root_grads):
         grads[node] = _add(grads.get(node), g)
@@ -158,7 +185,13 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
             g = grads.pop(node, None)
             results = None
             kind = type(node)
-            if g is None or (needed is not None and node not in needed):
+            if needed is not None and node not in needed:
+                # not run (no target below it): PyTorch leaves its buffers alone; a
+                # target's gradient is still captured, after its tensor hooks
+                if g is not None and node in targets:
+                    _run_node(node, g, create_graph, retain_graph, targets, captured,
+                              accumulate, anomaly, execute=False)
+            elif g is None:
                 if not retain_graph:
                     node.release()
             elif plain and kind is Node and \
@@ -230,7 +263,8 @@ def _sum_into(grads: dict, node, prev, gi):
     return prev + gi
 
 
-def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate, anomaly):
+def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate, anomaly,
+              execute: bool = True):
     if node.pre_hooks:
         g = _run_tensor_hooks(node.pre_hooks, g, create_graph)
     if type(node) is AccumulateGrad:
@@ -243,7 +277,7 @@ def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate
                 accumulate_grad(var, g, create_graph)
         elif accumulate and targets is None:
             accumulate_grad(var, g, create_graph)
-        if node.post_hooks:
+        if node.post_hooks and execute:
             for fn in list(node.post_hooks.values()):
                 fn(var)
         return None
@@ -257,6 +291,8 @@ def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate
         retained = node.retain_ref() if node.retain_ref is not None else None
         if accumulate and tensor is not None and tensor is not retained:
             accumulate_grad(tensor, g, create_graph)  # backward(inputs=[non_leaf]) fills .grad
+    if not execute:
+        return None
     if anomaly:
         results = _apply_with_anomaly(node, g, create_graph)
     else:

@@ -15,7 +15,7 @@ import numpy as np
 
 from tracegrad.eager.errors import (EagerDTypeError, EagerIndexError, EagerNotImplementedError,
                                     shape_error)
-from tracegrad.eager.tensor import Tensor, apply_op, tensor
+from tracegrad.eager.tensor import Tensor, apply_op, scaled_by_alpha, tensor
 from tracegrad.ops import table as T
 
 _bmax, _bmin, _bsum = builtins.max, builtins.min, builtins.sum
@@ -55,11 +55,11 @@ def _sizes(args) -> tuple:
 
 
 def add(input, other, *, alpha=1):
-    return apply_op(T.add, (input, other if alpha == 1 else other * alpha), {})
+    return apply_op(T.add, (input, other if alpha == 1 else scaled_by_alpha(other, alpha)), {})
 
 
 def sub(input, other, *, alpha=1):
-    return apply_op(T.sub, (input, other if alpha == 1 else other * alpha), {})
+    return apply_op(T.sub, (input, other if alpha == 1 else scaled_by_alpha(other, alpha)), {})
 
 
 subtract = sub

@@ -189,7 +189,7 @@ class Node:
         from tracegrad.eager.hooks import add_hook
         if self.pre_hooks is None:
             self.pre_hooks = {}
-        return add_hook(self.pre_hooks, lambda g: fn((g,)), node_level=True)
+        return add_hook(self.pre_hooks, _NodePrehook(fn), node_level=True)
 
     # ------------------------------------------------------------ backward
     def release(self) -> None:
@@ -247,6 +247,23 @@ class Node:
                 gi = fit_to(gi, meta, as_tensors)
             results[i] = gi
         return results
+
+
+class _NodePrehook:
+    """A node pre-hook fn(grad_outputs) -> new grad_outputs or None, called by the
+    engine like a tensor hook (one gradient in, one out)."""
+
+    __slots__ = ("fn", "hook_name")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.hook_name = getattr(fn, "__name__", None) or "<unknown>"
+
+    def __call__(self, g):
+        r = self.fn((g,))
+        if isinstance(r, (tuple, list)) and len(r) == 1:
+            return r[0]
+        return r
 
 
 # PyTorch's argument names where they are not (self, other, ...): the `_saved_<name>`

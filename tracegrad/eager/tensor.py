@@ -233,7 +233,8 @@ def _clear_error(prim, arrays, attrs, exc) -> Exception:
 class _EagerRules:
     """Per-primitive eager policy, looked up once per primitive."""
 
-    __slots__ = ("saves", "saves_by_call", "policy", "visible", "name", "name_from_arrays")
+    __slots__ = ("saves", "saves_by_call", "policy", "visible", "name", "name_from_arrays",
+                 "saves_scalars")
 
     def __init__(self, prim):
         self.name = prim.torch_name if isinstance(prim.torch_name, str) else None
@@ -243,6 +244,9 @@ class _EagerRules:
         self.visible = _VISIBLE.get(prim.name)
         # matmul's name reads only the operands' ndim: the arrays answer it faster than tensors
         self.name_from_arrays = prim.name == "matmul"
+        # MulBackward0/DivBackward0 keep a Python scalar operand as a saved (wrapped)
+        # tensor, so a second backward through `x * 2` raises as it does in PyTorch
+        self.saves_scalars = prim.name in ("mul", "div")
 
 
 _RULES: dict = {}
@@ -290,6 +294,8 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
                     operands[i] = d
             else:
                 operands[i] = d  # a Python scalar
+                if rules.saves_scalars and i in saves:
+                    saved = True  # PyTorch saves it as a wrapped tensor, freed by backward
     out = result._data
     out_saved = None
     if "out" in saves:
@@ -714,12 +720,12 @@ class Tensor(ArrayOperators):
 
     def add_(self, other, alpha=1) -> "Tensor":
         if alpha != 1:
-            other = other * alpha
+            other = scaled_by_alpha(other, alpha)
         return inplace(self, T.add, (self, other), {})
 
     def sub_(self, other, alpha=1) -> "Tensor":
         if alpha != 1:
-            other = other * alpha
+            other = scaled_by_alpha(other, alpha)
         return inplace(self, T.sub, (self, other), {})
 
     def mul_(self, other) -> "Tensor":
@@ -779,6 +785,18 @@ class Tensor(ArrayOperators):
         self._data[...] = values
         self._counter[0] += 1
         return self
+
+
+def scaled_by_alpha(other, alpha):
+    """`other * alpha` for add/sub's alpha. PyTorch's AddBackward0/SubBackward0 keep
+    alpha as a number and save nothing, so this product's node does not count as
+    saving the scalar (a second backward through it does not raise)."""
+    out = other * alpha
+    node = out._grad_fn if isinstance(out, Tensor) else None
+    if node is not None and node.out_saved is None \
+            and not any(type(o) is tuple for o in node.operands):
+        node.saved = False
+    return out
 
 
 def _rebuild(data, requires_grad):
