@@ -55,6 +55,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -256,7 +257,7 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
     _setup_logging()
     from tracegrad.codegen import cache, index
     t0 = time.perf_counter()
-    directory = cache.cache_dir()
+    directory = cache.open_cache_dir()
     if directory is None:
         return None
     payload, why = index.read_entry(directory, index_key)
@@ -265,9 +266,10 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
         return None
     try:
         types_ = [(tuple(int(d) for d in shape), np.dtype(dt)) for shape, dt in payload["in_types"]]
-        module_name, entry_name = str(payload["module"]), str(payload["entry"])
-        wants_parallel = bool(payload["parallel"])
-        if not entry_name.isidentifier():
+        module_name, entry_name = payload["module"], payload["entry"]
+        wants_parallel = payload["parallel"]
+        if not (cache.is_module_name(module_name) and isinstance(entry_name, str)
+                and _KERNEL_NAME.fullmatch(entry_name) and isinstance(wants_parallel, bool)):
             raise ValueError(entry_name)
     except (KeyError, TypeError, ValueError):
         log.info("codegen %s: index miss (entry tgi_%s has a bad payload)", label, index_key)
@@ -287,9 +289,10 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
     if module is None:
         log.info("codegen %s: index miss (%s)", label, status)
         return None
-    entry = getattr(module, entry_name, None)
-    if not callable(entry) or not hasattr(module, "_NUMPY"):
-        log.info("codegen %s: index miss (%s has no %s)", label, module_name, entry_name)
+    entry = vars(module).get(entry_name)
+    why = _not_a_kernel(entry, module, entry_name, types_)
+    if why:
+        log.info("codegen %s: index miss (%s.%s %s)", label, module_name, entry_name, why)
         return None
     t3 = time.perf_counter()
     hits = _numba_cache_hits(module)
@@ -298,12 +301,37 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
         ("numba cache load" if hits else "numba compile")
     log.info("codegen %s: index hit tgi_%s -> %s (%s); %s %.1f ms", label, index_key,
              path.name if path else module_name, status, how, 1e3 * (t3 - t2))
-    source = path.read_text() if path is not None else ""
+    source = getattr(module, "__tg_source__", "")
     kernel = Kernel(entry, None, source, str(path) if path else None, (), timings, module,
                     graph_factory=graph_factory, in_types=types_)
     if wants_parallel:
         _start_parallel(kernel, None, label)
     return kernel
+
+
+_KERNEL_NAME = re.compile(r"kernel_[0-9a-f]{16}")
+
+
+def _not_a_kernel(entry, module, entry_name: str, in_types) -> str:
+    """Why `entry` is not the generated kernel an index entry may name ("" if it
+    is): a Numba dispatcher defined in that very module under that name (not an
+    imported `njit`, an intrinsic or a helper), compiled for exactly the entry's
+    input types, in a module with the loader's NumPy-fallback table."""
+    from numba.core.dispatcher import Dispatcher
+    if not isinstance(entry, Dispatcher) or not hasattr(module, "_NUMPY"):
+        return "is not a compiled kernel"
+    py_func = entry.py_func
+    if py_func.__module__ != module.__name__ or py_func.__name__ != entry_name \
+            or py_func.__globals__ is not vars(module):
+        return "is not defined by that module"
+    from numba import from_dtype, types
+    sigs = entry.signatures
+    want = tuple(types.Array(from_dtype(dt), len(shape), "C") for shape, dt in in_types)
+    if len(sigs) != 1 or len(sigs[0]) != len(want) or any(
+            not isinstance(a, types.Array) or (a.dtype, a.ndim, a.layout) != (w.dtype, w.ndim, "C")
+            for a, w in zip(sigs[0], want)):
+        return "is compiled for other input types"
+    return ""
 
 
 _GENERATE_LOCK = threading.RLock()
@@ -325,6 +353,19 @@ def _generate(graph: Graph, name: str, **options):
             mathlib.start_kernel(expand=False)  # keep compile time bounded
             emitted = generate(graph, name, **options)
         return emitted
+
+
+def _after_fork_in_child() -> None:
+    """The child of a fork has only the forking thread: a background build that held
+    the generator's lock is gone, so the lock is new (unless the forking thread
+    holds it itself)."""
+    global _GENERATE_LOCK
+    if not _GENERATE_LOCK._is_owned():
+        _GENERATE_LOCK = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _build_float16(graph: Graph) -> Kernel:

@@ -89,24 +89,37 @@ def kernel(short: str):
     fn = _KERNELS.get(short)
     if fn is not None or not enabled():
         return fn
+    # No lock is held while the module loads (Numba may compile it): two threads may
+    # both load it, and cache.load_source runs it once.
+    try:
+        from tracegrad.codegen.cache import load_source
+        from tracegrad.codegen.runtime import import_numba
+        import_numba()
+        module, path, status = load_source(source())
+        loaded = {name: getattr(module, f"eager_{name}_f64") for name in FUNCTIONS}
+        for name in FUSED:
+            for suffix in ("f32", "f64"):
+                loaded[f"{name}_{suffix}"] = getattr(module, f"eager_{name}_{suffix}")
+    except Exception as exc:  # no Numba, a read-only world...: NumPy it is
+        with _LOCK:
+            _FAILED = True
+        log.warning("eager math: Numba kernels unavailable (%s: %s); using NumPy",
+                    type(exc).__name__, exc)
+        return None
     with _LOCK:
-        if not _KERNELS and not _FAILED:
-            try:
-                from tracegrad.codegen.cache import load_source
-                from tracegrad.codegen.runtime import import_numba
-                import_numba()
-                module, path, status = load_source(source())
-                for name in FUNCTIONS:
-                    _KERNELS[name] = getattr(module, f"eager_{name}_f64")
-                for name in FUSED:
-                    for suffix in ("f32", "f64"):
-                        _KERNELS[f"{name}_{suffix}"] = getattr(module, f"eager_{name}_{suffix}")
-                log.info("eager math: float64 sin/cos kernels loaded (%s, %s)", status, path)
-            except Exception as exc:  # no Numba, a read-only world...: NumPy it is
-                _FAILED = True
-                log.warning("eager math: Numba kernels unavailable (%s: %s); using NumPy",
-                            type(exc).__name__, exc)
+        if not _KERNELS:
+            _KERNELS.update(loaded)
+            log.info("eager math: float64 sin/cos kernels loaded (%s, %s)", status, path)
     return _KERNELS.get(short)
+
+
+def _after_fork_in_child() -> None:
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def apply(short: str, x: np.ndarray, out: np.ndarray) -> bool:

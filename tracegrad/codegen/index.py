@@ -36,7 +36,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +44,7 @@ from tracegrad.ir.graph import Graph
 
 log = logging.getLogger("tracegrad")
 
-FORMAT = 1
+FORMAT = 2  # 2: the payload names its graph key
 _PIPELINE_HASH: str | None = None
 # What produces a module from a traced graph (eager/ and viz/ do not).
 _PIPELINE_PARTS = ("__init__.py", "compiler.py", "tracing.py", "autodiff.py", "ir", "ops",
@@ -142,39 +141,60 @@ def _checksum(key: str, payload: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def read_entry(directory: Path, key: str) -> tuple[dict | None, str]:
-    """(payload, "") or (None, why not)."""
-    path = entry_path(directory, key)
+def _open_dir(directory):
+    """The checked cache directory behind `directory` (a CacheDir, or the path of
+    the process's cache directory); None if it is not usable."""
+    from tracegrad.codegen import cache
+    if isinstance(directory, cache.CacheDir):
+        return directory
+    d = cache.open_cache_dir()
+    if d is not None and Path(directory) == d.path:
+        return d
+    return None
+
+
+def read_entry(directory, key: str) -> tuple[dict | None, str]:
+    """(payload, "") or (None, why not). The entry is read through the cache
+    directory's handle (a FIFO or other non-file in its place is not opened),
+    and its checksum binds it to `key`, the traced graph's hash."""
+    from tracegrad.codegen import cache
+    name = entry_path(Path("."), key).name
+    d = _open_dir(directory)
+    if d is None:
+        return None, "no usable cache dir"
     try:
-        text = path.read_text()
-    except FileNotFoundError:
+        raw = cache.read_file(d, name, limit=1 << 16)
+    except cache.NotAFile as exc:
+        cache.remove(d, name)
+        return None, f"{name} skipped ({exc})"
+    except OSError as exc:
+        return None, f"cannot read {name} ({exc})"
+    if raw is None:
         return None, "no entry"
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, f"cannot read {path.name} ({exc})"
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode())
         payload, check = data["payload"], data["check"]
         ok = isinstance(payload, dict) and check == _checksum(key, payload)
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         ok = False
     if not ok or payload.get("format") != FORMAT:
-        return None, f"{path.name} is corrupt or from another format (checksum mismatch)"
+        return None, f"{name} is corrupt or from another format (checksum mismatch)"
+    if payload.get("graph") != key:
+        return None, f"{name} is bound to another graph (its payload names {payload.get('graph')!r})"
     return payload, ""
 
 
-def write_entry(directory: Path, key: str, payload: dict) -> None:
+def write_entry(directory, key: str, payload: dict) -> None:
     """Atomically create or replace the entry (errors are logged, never raised)."""
-    payload = {"format": FORMAT, **payload}
+    from tracegrad.codegen import cache
+    payload = {**payload, "format": FORMAT, "graph": key}
     data = json.dumps({"payload": payload, "check": _checksum(key, payload)}, sort_keys=True)
-    path = entry_path(directory, key)
+    name = entry_path(Path("."), key).name
+    d = _open_dir(directory)
+    if d is None:
+        log.info("cache: no usable cache dir for index entry %s", name)
+        return
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        cache.write_file(d, name, data.encode(), replace=True)
     except OSError as exc:
-        log.info("cache: cannot write index entry %s (%s)", path.name, exc)
+        log.info("cache: cannot write index entry %s (%s)", name, exc)

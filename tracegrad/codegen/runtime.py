@@ -49,7 +49,42 @@ def import_numba() -> None:
         import numba  # noqa: F401
         if "numba.np.arraymath" not in sys.modules:
             _import_arraymath()
+        _fork_safe_numba()
         _READY = True
+
+
+_FORK_HOOKED = False
+
+
+def _fork_safe_numba() -> None:
+    """fork() while another thread compiles (the background parallel build) must not
+    leave the child with Numba's compiler lock held by a thread that does not exist
+    there, nor with LLVM half way through a compile: before a fork, wait for the
+    compile in flight by taking Numba's (re-entrant) compiler lock, and give it back
+    on both sides afterwards. tracegrad itself holds none of its locks across a
+    Numba compile, and resets its locks in the child (cache.py, compiler's build lock
+    below)."""
+    global _FORK_HOOKED
+    if _FORK_HOOKED or not hasattr(os, "register_at_fork"):
+        return
+    try:
+        from numba.core.compiler_lock import global_compiler_lock
+        lock = global_compiler_lock._lock
+        acquire, release = lock.acquire, lock.release
+    except (ImportError, AttributeError):
+        return
+    held = threading.local()
+
+    def before():
+        held.ok = acquire()
+
+    def after():
+        if getattr(held, "ok", False):
+            held.ok = False
+            release()
+
+    os.register_at_fork(before=before, after_in_parent=after, after_in_child=after)
+    _FORK_HOOKED = True
 
 
 def _import_arraymath() -> None:
@@ -81,3 +116,14 @@ def _scipy_blas_installed() -> bool:
             if os.path.exists(os.path.join(linalg, "cython_blas" + suffix)):
                 return True
     return False
+
+
+def _reset_lock_in_child() -> None:
+    """After fork only the forking thread exists: a lock another thread held would
+    stay held forever in the child."""
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_lock_in_child)

@@ -306,6 +306,29 @@ def _parallel_call(ufunc, args, plan, threads):
     return out
 
 
+def _after_fork_in_child() -> None:
+    """fork() copies only the forking thread: the pool's workers do not exist in the
+    child, yet the copied pool would count them as idle and queue work nobody runs
+    (a hang). The child starts with no pool (made again on first use) and fresh
+    locks. Also here, because this module is imported with tracegrad itself: the
+    compiler's build lock (an RLock another thread, such as a background parallel
+    build, may have held at the fork) is made new, unless the forking thread holds it."""
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+    _workers.clear()
+    _free[0], _free[1] = 0.0, 1
+    compiler = sys.modules.get("tracegrad.compiler")
+    lock = getattr(compiler, "_BUILD_LOCK", None)
+    if lock is not None and hasattr(lock, "_at_fork_reinit") and hasattr(lock, "_is_owned") \
+            and not lock._is_owned():
+        lock._at_fork_reinit()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 _malloc_tuned = None
 
