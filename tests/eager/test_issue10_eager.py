@@ -295,3 +295,78 @@ def test_autograd_grad_frees_only_the_part_it_ran():
 def test_autograd_grad_partial_free_matches_torch():
     torch = _torch()
     assert _partial_free_programs(tg) == _partial_free_programs(torch)
+
+
+# ------------------------------------- 9. grad-mode decorators on generator functions
+
+def _generator_modes(M):
+    a = M.ones(1, requires_grad=True)
+
+    def run(deco, outer):
+        @deco
+        def gen(x):
+            got = yield (x * 2).requires_grad
+            yield got, (x * 3).requires_grad, M.is_grad_enabled(), M.is_inference_mode_enabled()
+            return "done"
+
+        prev = M.is_grad_enabled()
+        M.set_grad_enabled(outer)
+        try:
+            it = gen(a)
+            first = next(it)
+            between = M.is_grad_enabled()  # the caller's mode between resumptions
+            second = it.send("sent")
+            with pytest.raises(StopIteration) as stop:
+                next(it)
+            return first, between, second, stop.value.value
+        finally:
+            M.set_grad_enabled(prev)
+
+    return {
+        "@no_grad()": run(M.no_grad(), True),
+        "@no_grad": run(M.no_grad, True),
+        "@enable_grad()": run(M.enable_grad(), False),
+        "@inference_mode()": run(M.inference_mode(), True),
+        "@inference_mode(False)": run(M.inference_mode(False), True),
+        "@set_grad_enabled(False)": run(M.set_grad_enabled(False), True),
+        "@set_grad_enabled(True)": run(M.set_grad_enabled(True), False),
+    }
+
+
+def test_grad_mode_decorators_apply_inside_generator_bodies():
+    # before: @no_grad() on a generator function only wrapped the call that creates
+    # the generator, so tensors made in its body required grad
+    assert _generator_modes(tg) == {
+        "@no_grad()": (False, True, ("sent", False, False, False), "done"),
+        "@no_grad": (False, True, ("sent", False, False, False), "done"),
+        "@enable_grad()": (True, False, ("sent", True, True, False), "done"),
+        "@inference_mode()": (False, True, ("sent", False, False, True), "done"),
+        "@inference_mode(False)": (True, True, ("sent", True, True, False), "done"),
+        "@set_grad_enabled(False)": (False, True, ("sent", False, False, False), "done"),
+        "@set_grad_enabled(True)": (True, False, ("sent", True, True, False), "done"),
+    }
+
+
+def test_grad_mode_decorators_on_generators_match_torch():
+    torch = _torch()
+    assert _generator_modes(tg) == _generator_modes(torch)
+
+
+def test_no_grad_generator_close_and_throw_run_in_the_mode():
+    seen = []
+
+    @tg.no_grad()
+    def gen():
+        try:
+            yield 1
+        except ValueError:
+            seen.append(("throw", tg.is_grad_enabled()))
+            yield 2
+        finally:
+            seen.append(("finally", tg.is_grad_enabled()))
+
+    it = gen()
+    next(it)
+    assert it.throw(ValueError) == 2
+    it.close()
+    assert seen == [("throw", False), ("finally", False)] and tg.is_grad_enabled()

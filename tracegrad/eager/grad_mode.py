@@ -13,6 +13,8 @@ is per thread, as in PyTorch.
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
 import threading
 from typing import Any, Callable
 
@@ -46,6 +48,9 @@ class _DecoratorContextManager:
         return super().__new__(cls)
 
     def __call__(self, fn: Callable) -> Callable:
+        if inspect.isgeneratorfunction(fn):
+            return _wrap_generator(self.clone, fn)
+
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any):
             with self.clone():
@@ -54,6 +59,33 @@ class _DecoratorContextManager:
 
     def clone(self):
         return self.__class__()
+
+
+def _wrap_generator(ctx_factory: Callable, fn: Callable) -> Callable:
+    """A generator function whose body runs in the mode at every resumption, and the
+    caller's mode between them (PyTorch's torch.utils._contextlib._wrap_generator)."""
+    @functools.wraps(fn)
+    def generator_context(*args: Any, **kwargs: Any):
+        gen = fn(*args, **kwargs)
+        try:
+            with ctx_factory():
+                response = gen.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with ctx_factory():
+                        gen.close()
+                    raise
+                except BaseException:
+                    with ctx_factory():
+                        response = gen.throw(*sys.exc_info())
+                else:
+                    with ctx_factory():
+                        response = gen.send(request)
+        except StopIteration as e:
+            return e.value
+    return generator_context
 
 
 class no_grad(_DecoratorContextManager):  # noqa: N801
