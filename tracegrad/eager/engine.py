@@ -10,6 +10,7 @@ Tensors under grad mode, so the backward pass is itself recorded.
 from __future__ import annotations
 
 import sys
+import threading
 import warnings
 from typing import Sequence
 
@@ -203,15 +204,16 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
                     and node.post_hooks is None and not node.variable._hooks:
                 if accumulate:
                     var = node.variable
-                    if var._grad is None and _OWNERSHIP and type(g) is _ndarray \
-                            and _refcount(g) == _EXCLUSIVE_LOCAL + (prev is g) + (gi is g) \
-                            and g.base is None \
-                            and g.dtype is var._data.dtype and g.shape == var._data.shape \
-                            and g.flags.writeable:
-                        # nothing else references this gradient: it becomes .grad (no copy)
-                        var._grad = _tensor_cls()._wrap(g)
-                    else:
-                        accumulate_grad(var, g, create_graph)  # a leaf, inlined
+                    with _grad_lock(var):  # other threads may be accumulating into var
+                        if var._grad is None and _OWNERSHIP and type(g) is _ndarray \
+                                and _refcount(g) == _EXCLUSIVE_LOCAL + (prev is g) + (gi is g) \
+                                and g.base is None \
+                                and g.dtype is var._data.dtype and g.shape == var._data.shape \
+                                and g.flags.writeable:
+                            # nothing else references this gradient: it becomes .grad (no copy)
+                            var._grad = _tensor_cls()._wrap(g)
+                        else:
+                            _accumulate_unlocked(var, g, create_graph)  # a leaf, inlined
                 continue
             else:
                 results = _run_node(node, g, create_graph, retain_graph, targets, captured,
@@ -306,8 +308,24 @@ def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate
     return results
 
 
+# `.grad` accumulation is a read-modify-write (is .grad None? then add in place, and
+# NumPy releases the GIL inside large adds): backward calls in several threads into
+# one leaf would lose contributions. Each leaf's accumulation holds one of these
+# locks (striped by identity, as PyTorch's AccumulateGrad holds a per-node mutex).
+_GRAD_LOCKS = tuple(threading.Lock() for _ in range(64))
+
+
+def _grad_lock(var) -> threading.Lock:
+    return _GRAD_LOCKS[(id(var) >> 4) & 63]
+
+
 def accumulate_grad(var, g, create_graph: bool) -> None:
-    """var.grad += g, in place when possible (PyTorch's AccumulateGrad)."""
+    """var.grad += g, in place when possible (PyTorch's AccumulateGrad); thread-safe."""
+    with _grad_lock(var):
+        _accumulate_unlocked(var, g, create_graph)
+
+
+def _accumulate_unlocked(var, g, create_graph: bool) -> None:
     Tensor = _tensor_cls()
     old = var._grad
     if create_graph:
