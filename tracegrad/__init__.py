@@ -24,6 +24,10 @@ _LAZY = {
     "jacobian": "tracegrad.compiler",
     "hessian": "tracegrad.compiler",
     "gradcheck": "tracegrad.gradcheck",
+    "scan": "tracegrad.loops",
+    "fori_loop": "tracegrad.loops",
+    "while_loop": "tracegrad.loops",
+    "cond": "tracegrad.loops",
     "viz": None,
     "eager": None,
 }

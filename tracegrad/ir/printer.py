@@ -50,6 +50,10 @@ def format_graph(graph: Graph, show_source: bool = False) -> str:
         if node.op == "input" and node.id in input_ids:
             continue
         lines.append("  " + format_node(node, show_source=show_source))
+        for key in sorted(node.attrs):  # sub-graphs of loops and branches, nested
+            sub = node.attrs[key]
+            if isinstance(sub, Graph):
+                lines.append(f"    {key} = " + _indent(format_graph(sub, show_source), "    "))
     lines.append(f"  return {outs}")
     lines.append("}")
     return "\n".join(lines)
@@ -85,7 +89,16 @@ def format_attrs(attrs: dict) -> str:
     return "[" + ", ".join(parts) + "]"
 
 
+def _indent(text: str, prefix: str) -> str:
+    first, *rest = text.split("\n")
+    return "\n".join([first] + [prefix + line for line in rest])
+
+
 def _format_attr_value(value) -> str:
+    if isinstance(value, Graph):
+        # the digest covers large consts, which the printed body abbreviates
+        from tracegrad.ops.control import graph_digest
+        return f"{value.name}#{graph_digest(value)[:8]}"
     if isinstance(value, np.ndarray):
         return format_const(value)
     if isinstance(value, np.dtype):

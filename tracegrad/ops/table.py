@@ -971,3 +971,8 @@ def sum_to_shape(g, shape):
     if (g.shape if type(g) is np.ndarray else tuple(np.shape(g))) != shape:
         g = reshape(g, shape=shape)
     return g
+
+# -------------------------------------------------------- structured control flow
+# scan, cond and while hold sub-graphs; they live in control.py (their rules run
+# the body graphs) and register here with the rest of the table.
+from tracegrad.ops.control import cond_p, scan_p, while_p  # noqa: E402,F401

@@ -1,0 +1,358 @@
+"""Structured control flow in the rule table: scan, cond and while.
+
+Each primitive holds its body as a sub-graph (an IR `Graph` in its attrs),
+traced once however many times it runs. Node inputs and body inputs line up:
+
+    scan:  inputs (carry..., xs..., consts...); body (carry, x_t, consts) -> (carry', y_t)
+    cond:  inputs (pred, operands...);          true/false: (operands) -> outs
+    while: inputs (carry..., consts...);        cond: (carry, consts) -> bool[]
+                                                body: (carry, consts) -> carry'
+
+IR nodes hold one array, so a control-flow node's value is its results packed
+into one flat array of one dtype (`packing`); the front end
+(tracegrad/loops.py) slices it apart with ordinary getitem/reshape nodes.
+
+Reverse mode:
+- scan: a forward scan that also emits each step's carry (the residuals), then
+  one reversed scan over the body's VJP, which re-runs the body's forward per
+  step from the stored carry (per-step rematerialization: memory holds carries
+  only, never the body's intermediates).
+- cond: a cond over the two branches' VJPs: only the taken branch runs.
+- while: no reverse mode (its trip count is data), as in JAX.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import weakref
+from typing import Any, Sequence
+
+import numpy as np
+
+from tracegrad.ir.graph import Graph
+from tracegrad.ops.core import Aval, DTypeError, ShapeError, TracegradError, primitive
+from tracegrad.ops.rulekit import PerOperand, as_aval
+
+
+class ControlFlowError(TracegradError, TypeError):
+    """A loop or branch whose parts do not fit together (carry types, branch outputs)."""
+
+
+# ------------------------------------------------------------------- packing
+
+def packed_layout(avals: Sequence[Aval]) -> tuple[np.dtype, list[tuple[int, int, tuple, np.dtype]]]:
+    """The one dtype and [(offset, size, shape, dtype)] of results packed into one
+    array. Results of several dtypes travel as float64, which holds every bool,
+    int32 and float32 exactly, and int64 up to 2**53 (checked when packing)."""
+    dtypes = {np.dtype(a.dtype) for a in avals}
+    for d in dtypes:
+        if d.kind not in "biuf":
+            raise ControlFlowError(f"loops and branches carry bool, integer or real "
+                                   f"floating-point values, got {d}")
+    dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float64)
+    slots, offset = [], 0
+    for a in avals:
+        size = int(np.prod(a.shape, dtype=np.int64))
+        slots.append((offset, size, tuple(a.shape), np.dtype(a.dtype)))
+        offset += size
+    return dtype, slots
+
+
+_EXACT_IN_FLOAT64 = 2 ** 53
+
+
+def pack(values: Sequence[np.ndarray], dtype) -> np.ndarray:
+    if not values:
+        return np.zeros(0, dtype)
+    parts = []
+    for v in values:
+        v = np.asarray(v)
+        if dtype.kind == "f" and v.dtype.kind in "iu" and v.dtype.itemsize == 8 and v.size and \
+                np.max(np.abs(v.astype(np.float64))) >= _EXACT_IN_FLOAT64:
+            raise ControlFlowError(
+                f"a loop carries an {v.dtype} value of magnitude >= 2**53 next to values of "
+                "other dtypes; tracegrad packs them as float64, which would round it. Carry "
+                "it in a loop of its own, or as float64")
+        parts.append(v.astype(dtype, copy=False).ravel())
+    return np.concatenate(parts)
+
+
+def unpack(packed, avals: Sequence[Aval]) -> list:
+    """Slices of a packed value (arrays or tracers), reshaped and cast back."""
+    from tracegrad.ops import api
+    dtype, slots = packed_layout(avals)
+    out = []
+    for off, size, shape, part_dtype in slots:
+        part = api.reshape(packed[off:off + size], shape)
+        out.append(part if part_dtype == dtype else api.astype(part, part_dtype))
+    return out
+
+
+# --------------------------------------------------------------- running bodies
+
+_RUNNERS: "weakref.WeakKeyDictionary[Graph, Any]" = weakref.WeakKeyDictionary()
+
+
+def body_runner(body: Graph):
+    """A callable running `body` on arrays: the NumPy interpreter (loop bodies
+    are small; each step calls it once)."""
+    run = _RUNNERS.get(body)
+    if run is None:
+        from tracegrad.ir.interpret import interpret
+        run = _RUNNERS[body] = functools.partial(interpret, body)
+    return run
+
+
+def graph_digest(graph: Graph) -> str:
+    """A content hash of a body graph, consts included (its printed form shows
+    large consts abbreviated)."""
+    from tracegrad.ir.printer import format_graph
+    h = hashlib.sha256(format_graph(graph).encode())
+    for node in graph.nodes:
+        if node.op == "const":
+            value = np.asarray(node.attrs["value"])
+            h.update(value.dtype.str.encode() + repr(value.shape).encode() + value.tobytes())
+    return h.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------- scan
+
+def _scan_avals(body: Graph, length: int, n_carry: int) -> list[Aval]:
+    outs = body.outputs
+    return [o.aval for o in outs[:n_carry]] + [
+        Aval((length,) + tuple(o.shape), o.dtype) for o in outs[n_carry:]]
+
+
+def _scan_rule(*operands, body, length, reverse, n_carry, n_xs):
+    avals = [as_aval(v) for v in operands]
+    if len(avals) != len(body.inputs):
+        raise ShapeError(f"scan: the body takes {len(body.inputs)} inputs, got {len(avals)}")
+    for k, (a, node) in enumerate(zip(avals, body.inputs)):
+        want = node.shape if not n_carry <= k < n_carry + n_xs else (length,) + node.shape
+        if tuple(a.shape) != tuple(want) or np.dtype(a.dtype) != node.dtype:
+            raise ShapeError(f"scan: operand {k} is {a}, the body expects "
+                             f"{Aval(tuple(want), node.dtype)}")
+    dtype, slots = packed_layout(_scan_avals(body, length, n_carry))
+    total = sum(slot[1] for slot in slots)
+    return Aval((total,), dtype)
+
+
+def _scan_impl(*operands, body, length, reverse, n_carry, n_xs):
+    run = body_runner(body)
+    carry = list(operands[:n_carry])
+    xs = operands[n_carry:n_carry + n_xs]
+    consts = operands[n_carry + n_xs:]
+    y_nodes = body.outputs[n_carry:]
+    ys = [np.empty((length,) + tuple(n.shape), n.dtype) for n in y_nodes]
+    for t in range(length):
+        i = length - 1 - t if reverse else t
+        outs = run(*carry, *[x[i] for x in xs], *consts)
+        carry = list(outs[:n_carry])
+        for y, o in zip(ys, outs[n_carry:]):
+            y[i] = o
+    dtype, _ = packed_layout(_scan_avals(body, length, n_carry))
+    return pack(carry + ys, dtype)
+
+
+def _is_float(dtype) -> bool:
+    return np.issubdtype(np.dtype(dtype), np.floating)
+
+
+@functools.lru_cache(maxsize=256)
+def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int):
+    """(history body, backward body, float positions) for reverse mode of a scan
+    with this body; built once per body."""
+    from tracegrad.autodiff import replay, vjp_graph
+    from tracegrad.tracing import TraceContext, Tracer, output_node
+    from tracegrad.ops import api
+
+    n_in = len(body.inputs)
+    carry_in = body.inputs[:n_carry]
+    float_in = [k for k, n in enumerate(body.inputs) if _is_float(n.dtype)]
+    float_out = [k for k, n in enumerate(body.outputs) if _is_float(n.dtype)]
+    float_carry = [k for k in range(n_carry) if _is_float(carry_in[k].dtype)]
+
+    # history body: the forward body that also emits the carry it started from
+    ctx = TraceContext(f"{body.name}_history")
+    history = ctx.graph
+    with ctx.active():
+        ins = [ctx.new_input(n.aval, n.attrs.get("name", f"in{k}"))
+               for k, n in enumerate(body.inputs)]
+        env = replay(body, ins, ctx)
+        for o in body.outputs:
+            history.outputs.append(output_node(ctx, env[o.id]))
+        for c in ins[:n_carry]:
+            history.outputs.append(output_node(ctx, c))
+
+    # backward body: carry (ct of carry', acc of const grads), xs (carry_t, x_t, ct of y_t)
+    joint = vjp_graph(body, wrt=float_in, diff_outputs=float_out, seed_ones=False)
+    consts_float = [k for k in float_in if k >= n_carry + n_xs]
+    xs_float = [k for k in float_in if n_carry <= k < n_carry + n_xs]
+    ct_carry_nodes = [body.outputs[k] for k in float_out if k < n_carry]
+    ct_y_nodes = [body.outputs[k] for k in float_out if k >= n_carry]
+    bctx = TraceContext(f"{body.name}_vjp")
+    backward = bctx.graph
+    with bctx.active():
+        ct_carry = [bctx.new_input(n.aval, f"ct_carry{k}") for k, n in enumerate(ct_carry_nodes)]
+        acc = [bctx.new_input(body.inputs[k].aval, f"acc{k}") for k in consts_float]
+        carry_t = [bctx.new_input(n.aval, f"carry{k}") for k, n in enumerate(carry_in)]
+        x_t = [bctx.new_input(body.inputs[k].aval, f"x{k}") for k in range(n_carry, n_carry + n_xs)]
+        ct_y = [bctx.new_input(n.aval, f"ct_y{k}") for k, n in enumerate(ct_y_nodes)]
+        consts = [bctx.new_input(body.inputs[k].aval, f"const{k}")
+                  for k in range(n_carry + n_xs, n_in)]
+        primals = carry_t + x_t + consts
+        cts = []
+        ci = yi = 0
+        for k in float_out:
+            if k < n_carry:
+                cts.append(ct_carry[ci])
+                ci += 1
+            else:
+                cts.append(ct_y[yi])
+                yi += 1
+        env = replay(joint, primals + cts, bctx)
+        grads = dict(zip(float_in, [env[o.id] for o in joint.outputs[len(body.outputs):]]))
+        outs = [grads[k] for k in float_carry]
+        outs += [api.add(a, grads[k]) for a, k in zip(acc, consts_float)]
+        outs += [grads[k] for k in xs_float]
+        for v in outs:
+            backward.outputs.append(output_node(bctx, v if isinstance(v, Tracer) else
+                                                np.asarray(v)))
+    return history, backward, float_carry, consts_float, xs_float
+
+
+def _scan_vjp(i, g, out, *operands, body, length, reverse, n_carry, n_xs):
+    """The cotangent of operand i: from one reversed scan over the body's VJP
+    (CSE merges the scans that the rules of the other operands build)."""
+    from tracegrad.ops import api
+    history, backward, float_carry, consts_float, xs_float = _scan_backward_parts(
+        body, n_carry, n_xs)
+    if i not in float_carry and i not in consts_float and i not in xs_float:
+        return None
+    carries = list(operands[:n_carry])
+    xs = list(operands[n_carry:n_carry + n_xs])
+    consts = list(operands[n_carry + n_xs:])
+    # forward again, keeping each step's starting carry
+    hist_packed = scan_p(*carries, *xs, *consts, body=history, length=length, reverse=reverse,
+                         n_carry=n_carry, n_xs=n_xs)
+    hist_vals = unpack(hist_packed, _scan_avals(history, length, n_carry))
+    carry_hist = hist_vals[len(body.outputs):]
+    # the cotangent of this scan's packed value, split
+    out_avals = _scan_avals(body, length, n_carry)
+    g_parts = unpack(g, out_avals)
+    float_out = [k for k, n in enumerate(body.outputs) if _is_float(n.dtype)]
+    ct_carry = [g_parts[k] for k in float_out if k < n_carry]
+    ct_ys = [g_parts[k] for k in float_out if k >= n_carry]
+    acc0 = [api.zeros_like(operands[k]) for k in consts_float]
+    bwd = scan_p(*ct_carry, *acc0, *carry_hist, *xs, *ct_ys, *consts, body=backward,
+                 length=length, reverse=not reverse, n_carry=len(ct_carry) + len(acc0),
+                 n_xs=len(carry_hist) + len(xs) + len(ct_ys))
+    parts = unpack(bwd, _scan_avals(backward, length, len(ct_carry) + len(acc0)))
+    if i in float_carry:
+        return parts[float_carry.index(i)]
+    if i in consts_float:
+        return parts[len(float_carry) + consts_float.index(i)]
+    return parts[len(float_carry) + len(consts_float) + xs_float.index(i)]
+
+
+scan_p = primitive(
+    "scan", impl=_scan_impl, shape_rule=_scan_rule, kind="other",
+    vjps=PerOperand(_scan_vjp), torch_name="ScanBackward", saves=(), codegen=None)
+
+
+# ---------------------------------------------------------------------- cond
+
+def _cond_rule(pred, *operands, true_branch, false_branch):
+    p = as_aval(pred)
+    if p.shape != () or np.dtype(p.dtype) != np.bool_:
+        raise DTypeError(f"cond: the predicate must be a bool scalar, got {p}")
+    avals = [n.aval for n in true_branch.outputs]
+    dtype, slots = packed_layout(avals)
+    return Aval((sum(slot[1] for slot in slots),), dtype)
+
+
+def _cond_impl(pred, *operands, true_branch, false_branch):
+    branch = true_branch if bool(pred) else false_branch
+    outs = body_runner(branch)(*operands)
+    dtype, _ = packed_layout([n.aval for n in true_branch.outputs])
+    return pack(outs, dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _cond_backward_branch(branch: Graph):
+    """(operands..., ct_packed) -> packed cotangents of every float operand."""
+    from tracegrad.autodiff import replay, vjp_graph
+    from tracegrad.tracing import TraceContext, output_node
+    from tracegrad.ops import api
+    float_in = [k for k, n in enumerate(branch.inputs) if _is_float(n.dtype)]
+    float_out = [k for k, n in enumerate(branch.outputs) if _is_float(n.dtype)]
+    joint = vjp_graph(branch, wrt=float_in, diff_outputs=float_out, seed_ones=False)
+    out_avals = [n.aval for n in branch.outputs]
+    _, slots = packed_layout(out_avals)
+    ctx = TraceContext(f"{branch.name}_vjp")
+    graph = ctx.graph
+    with ctx.active():
+        ins = [ctx.new_input(n.aval, n.attrs.get("name", f"in{k}"))
+               for k, n in enumerate(branch.inputs)]
+        total = sum(slot[1] for slot in slots)
+        dtype, _ = packed_layout(out_avals)
+        g = ctx.new_input(Aval((total,), dtype), "ct")
+        parts = unpack(g, out_avals)
+        env = replay(joint, ins + [parts[k] for k in float_out], ctx)
+        grads = [env[o.id] for o in joint.outputs[len(branch.outputs):]]
+        for v in grads:
+            graph.outputs.append(output_node(ctx, v))
+    return graph, float_in
+
+
+def _cond_vjp(i, g, out, pred, *operands, true_branch, false_branch):
+    if i == 0:
+        return None
+    k = i - 1
+    t_graph, float_in = _cond_backward_branch(true_branch)
+    f_graph, _ = _cond_backward_branch(false_branch)
+    if k not in float_in:
+        return None
+    packed = cond_p(pred, *operands, g, true_branch=t_graph, false_branch=f_graph)
+    return unpack(packed, [as_aval(operands[j]) for j in float_in])[float_in.index(k)]
+
+
+cond_p = primitive(
+    "cond", impl=_cond_impl, shape_rule=_cond_rule, kind="other",
+    vjps=PerOperand(_cond_vjp), torch_name="CondBackward", saves=(), codegen=None)
+
+
+# --------------------------------------------------------------------- while
+
+def _while_rule(*operands, cond, body, n_carry):
+    pred = cond.outputs[0]
+    if pred.shape != () or pred.dtype != np.bool_:
+        raise DTypeError(f"while_loop: cond_fun must return a bool scalar, got {pred.aval}")
+    dtype, slots = packed_layout([n.aval for n in body.outputs])
+    return Aval((sum(slot[1] for slot in slots),), dtype)
+
+
+def _while_impl(*operands, cond, body, n_carry):
+    carry = list(operands[:n_carry])
+    consts = operands[n_carry:]
+    n_cond_consts = len(cond.inputs) - n_carry
+    cond_consts, body_consts = consts[:n_cond_consts], consts[n_cond_consts:]
+    run_cond, run_body = body_runner(cond), body_runner(body)
+    while bool(run_cond(*carry, *cond_consts)[0]):
+        carry = list(run_body(*carry, *body_consts))
+    dtype, _ = packed_layout([n.aval for n in body.outputs])
+    return pack(carry, dtype)
+
+
+def _while_vjp(i, g, out, *operands, cond, body, n_carry):
+    from tracegrad.autodiff import AutodiffError
+    raise AutodiffError(
+        "Reverse-mode differentiation does not work for tracegrad.while_loop: its trip "
+        "count depends on data, so the residuals of every step cannot be stored in a "
+        "static graph (JAX says the same). Use tracegrad.fori_loop with static bounds or "
+        "tracegrad.scan, which are differentiable.")
+
+
+while_p = primitive(
+    "while", impl=_while_impl, shape_rule=_while_rule, kind="other",
+    vjps=PerOperand(_while_vjp), torch_name="WhileBackward", saves=(), codegen=None)
