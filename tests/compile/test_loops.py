@@ -210,7 +210,7 @@ def test_printer_nests_the_body():
 
 def test_scan_with_mixed_dtype_carry_differentiates_the_float_part():
     def f(x):
-        (v, k), ks = tg.scan(lambda c, _: ((c[0] * x + c[1], c[1] + 1), c[1]),
+        (v, k), ks = tg.scan(lambda c, _: ((c[0] * x + c[1].astype(np.float32), c[1] + 1), c[1]),
                              (np.float32(1.0) * x, np.int32(0)), None, length=3)
         assert k.dtype == np.int32 and ks.dtype == np.int32
         return v
