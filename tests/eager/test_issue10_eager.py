@@ -424,3 +424,128 @@ def test_concurrent_backward_matches_torch():
     n, iters = 1 << 18, 10
     assert _concurrent_backward(tg, n, iters) == _concurrent_backward(torch, n, iters) \
         == (80.0, 80.0)
+
+
+# ---------------------------- 3. retain_grad / hooks, then an in-place op (tensor and view)
+
+def _retain_inplace_programs(M):
+    def A():
+        return M.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+
+    def L(t):
+        return None if t is None else t.tolist()
+
+    def retain_then_inplace():
+        a = A(); b = a * 2; b.retain_grad(); b.mul_(3); b.sum().backward()
+        return L(b.grad), L(a.grad)
+
+    def retain_then_two_inplace():
+        a = A(); b = a * 2; b.retain_grad(); b.mul_(3); b.add_(1); (b * b).sum().backward()
+        return L(b.grad), L(a.grad)
+
+    def retain_inplace_backward_twice():
+        a = A(); b = a * 2; b.retain_grad(); b.mul_(3)
+        b.sum().backward(retain_graph=True); b.sum().backward()
+        return L(b.grad)
+
+    def view_retain_then_inplace():
+        a = A(); b = a * 2; v = b[1:]; v.retain_grad(); v.mul_(3); b.sum().backward()
+        return L(v.grad), L(a.grad)
+
+    def reshape_view_retain_then_inplace():
+        a = A(); b = a * 2; v = b.view(2, 2); v.retain_grad(); v.mul_(3); b.sum().backward()
+        return L(v.grad), L(a.grad)
+
+    def view_hook_then_inplace():
+        a = A(); b = a * 2; v = b[1:]; seen = []
+        v.register_hook(lambda g: seen.append(g.tolist())); v.mul_(3); b.sum().backward()
+        return seen, L(a.grad)
+
+    def view_hook_then_inplace_backward_of_view():
+        a = A(); b = a * 2; v = b[1:]; seen = []
+        v.register_hook(lambda g: seen.append(g.tolist())); v.mul_(3); v.sum().backward()
+        return seen, L(a.grad)
+
+    def tensor_hook_then_inplace():
+        a = A(); b = a * 2; seen = []
+        b.register_hook(lambda g: seen.append(g.tolist())); b.mul_(3)
+        b.register_hook(lambda g: seen.append(("new", g.tolist()))); (b * b).sum().backward()
+        return seen, L(a.grad)
+
+    def base_retain_then_view_inplace():
+        a = A(); b = a * 2; b.retain_grad(); b[1:].mul_(3); b.sum().backward()
+        return L(b.grad), L(a.grad)
+
+    def view_retain_then_base_inplace():
+        a = A(); b = a * 2; v = b[1:]; v.retain_grad(); b.mul_(3); v.sum().backward()
+        return L(v.grad), L(a.grad)
+
+    def view_retain_inplace_backward_of_view():
+        a = A(); b = a * 2; v = b[1:]; v.retain_grad(); v.mul_(3); v.sum().backward()
+        return L(v.grad), L(a.grad)
+
+    def view_inplace_then_retain():
+        a = A(); b = a * 2; v = b[1:]; v.mul_(3); v.retain_grad(); b.sum().backward()
+        return L(v.grad), L(a.grad)
+
+    def view_inplace_then_hook():
+        a = A(); b = a * 2; v = b[1:]; v.mul_(3); seen = []
+        v.register_hook(lambda g: seen.append(g.tolist())); b.sum().backward()
+        return seen, L(a.grad)
+
+    def nested_view_retain_and_hook():
+        a = A(); b = a * 2; v = b[1:]; w = v[1:]; w.retain_grad(); seen = []
+        v.register_hook(lambda g: seen.append(g.tolist())); w.mul_(3); b.sum().backward()
+        return L(w.grad), seen, L(a.grad)
+
+    def setitem_on_view_with_hook():
+        a = A(); b = a * 2; v = b[1:]; seen = []
+        v.register_hook(lambda g: seen.append(g.tolist())); v[0] = 5.0; b.sum().backward()
+        return seen, L(a.grad)
+
+    import warnings
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # .grad of a non-leaf that is not retained
+        for f in (retain_then_inplace, retain_then_two_inplace, retain_inplace_backward_twice,
+                  view_retain_then_inplace, reshape_view_retain_then_inplace,
+                  view_hook_then_inplace, view_hook_then_inplace_backward_of_view,
+                  tensor_hook_then_inplace, base_retain_then_view_inplace,
+                  view_retain_then_base_inplace, view_retain_inplace_backward_of_view,
+                  view_inplace_then_retain, view_inplace_then_hook, nested_view_retain_and_hook,
+                  setitem_on_view_with_hook):
+            out[f.__name__] = f()
+    return out
+
+
+def test_retain_grad_and_hooks_then_inplace_hand_derived():
+    # before: b.retain_grad(); b.mul_(3) gave b.grad == 3s (the gradient of the old b),
+    # and on a view v.grad == 3s and the view's hook fired (PyTorch: None, not fired)
+    got = _retain_inplace_programs(tg)
+    assert got == {
+        # b_new = 3 b_old: d sum(b_new)/d b_new = 1; a.grad = 6
+        "retain_then_inplace": ([1.0] * 4, [6.0] * 4),
+        # b = 6a + 1; d sum(b^2)/db = 2b; a.grad = 12 b
+        "retain_then_two_inplace": ([14.0, 26.0, 38.0, 50.0], [84.0, 156.0, 228.0, 300.0]),
+        "retain_inplace_backward_twice": [2.0] * 4,
+        # the view's old node is bypassed by the base's CopySlices
+        "view_retain_then_inplace": (None, [2.0, 6.0, 6.0, 6.0]),
+        "reshape_view_retain_then_inplace": (None, [6.0] * 4),
+        "view_hook_then_inplace": ([], [2.0, 6.0, 6.0, 6.0]),
+        "view_hook_then_inplace_backward_of_view": ([], [0.0, 6.0, 6.0, 6.0]),
+        # a tensor hook stays with the old grad_fn: it sees 3 * d/db_new = 3 * 2 b_new
+        "tensor_hook_then_inplace": ([("new", [12.0, 24.0, 36.0, 48.0]), [36.0, 72.0, 108.0, 144.0]],
+                                     [72.0, 144.0, 216.0, 288.0]),
+        "base_retain_then_view_inplace": ([1.0] * 4, [2.0, 6.0, 6.0, 6.0]),
+        "view_retain_then_base_inplace": ([1.0] * 3, [0.0, 6.0, 6.0, 6.0]),
+        "view_retain_inplace_backward_of_view": ([1.0] * 3, [0.0, 6.0, 6.0, 6.0]),
+        "view_inplace_then_retain": (None, [2.0, 6.0, 6.0, 6.0]),
+        "view_inplace_then_hook": ([], [2.0, 6.0, 6.0, 6.0]),
+        "nested_view_retain_and_hook": (None, [], [2.0, 2.0, 6.0, 6.0]),
+        "setitem_on_view_with_hook": ([], [2.0, 0.0, 2.0, 2.0]),
+    }
+
+
+def test_retain_grad_and_hooks_then_inplace_match_torch():
+    torch = _torch()
+    assert _retain_inplace_programs(tg) == _retain_inplace_programs(torch)

@@ -56,7 +56,7 @@ def getitem(x, index):
 
 def setitem(x, index, value) -> None:
     from tracegrad.eager.tensor import (Tensor, apply_op, check_inplace, commit_inplace,
-                                        refresh_view, tensor)
+                                        inplace_operand, refresh_view, tensor)
     if x._requires_grad and x._grad_fn is None and STATE.grad_enabled:
         from tracegrad.eager.tensor import LEAF_VIEW_INPLACE_MESSAGE
         raise RuntimeError(LEAF_VIEW_INPLACE_MESSAGE)  # PyTorch: x[i] = v writes through a view
@@ -84,5 +84,6 @@ def setitem(x, index, value) -> None:
     scattered = apply_op(T.index_add_zeros, (value, *arrays),
                          {"spec": spec, "shape": tuple(x._data.shape)})
     name = "IndexPutBackward0" if arrays else "torch::autograd::CopySlices"
-    result = apply_op(T.where, (mask, scattered, x), {}, name=name, visible=(2, 1))
+    target = inplace_operand(x) if x._base is not None else x
+    result = apply_op(T.where, (mask, scattered, target), {}, name=name, visible=(2, 1))
     commit_inplace(x, result)

@@ -171,8 +171,43 @@ def refresh_view(view: "Tensor") -> None:
     t = root
     for prim, attrs, _ in info[0]:
         t = apply_op(prim, (t,), attrs)
+    old = view._grad_fn
     view._grad_fn = t._grad_fn
     view._requires_grad = t._requires_grad
+    if view._retains_grad:  # PyTorch moves the retains_grad hook to the new grad_fn
+        _move_retain_grad(view, old, t._grad_fn)
+
+
+def _move_retain_grad(t: "Tensor", old, new) -> None:
+    """retain_grad() follows `t` to its new grad_fn (tensor hooks stay with the old one)."""
+    if old is not None and old.retain_ref is not None and old.retain_ref() is t:
+        old.retain_ref = None
+    if new is not None and type(new) is Node:
+        new.retain_ref = weakref.ref(t)
+
+
+def _fresh_view(view: "Tensor") -> "Tensor":
+    """`view` with a history remade from its root base's current one: an in-place op on
+    a view takes this as its operand, so the view's own node -- and any hook or
+    retain_grad on it or on an intermediate view -- is not part of the new graph
+    (PyTorch's CopySlices links the base's old history directly). Same memory and
+    version counter as `view`."""
+    t = view._base
+    for prim, attrs, _ in view.__dict__["_view"][0]:
+        t = apply_op(prim, (t,), attrs)
+    proxy = Tensor._wrap(view._data)
+    proxy._counter = view._counter
+    proxy._grad_fn = t._grad_fn
+    proxy._requires_grad = t._requires_grad
+    proxy._inference = view._inference
+    return proxy
+
+
+def inplace_operand(view: "Tensor") -> "Tensor":
+    """What an in-place op on `view` (a view, refreshed) records as its operand."""
+    if STATE.grad_enabled and view._base._requires_grad:
+        return _fresh_view(view)
+    return view
 
 
 def _promoted(out: np.ndarray, arrays) -> np.ndarray:
@@ -506,6 +541,8 @@ class Tensor(ArrayOperators):
         """Call `hook(grad)` when this tensor's gradient is computed; a returned
         tensor replaces the gradient. Returns a handle with `.remove()`."""
         from tracegrad.eager.hooks import add_hook
+        if self._base is not None:
+            refresh_view(self)
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._grad_fn is None:
@@ -519,6 +556,8 @@ class Tensor(ArrayOperators):
 
     def retain_grad(self) -> None:
         """Keep `.grad` for this non-leaf tensor after backward."""
+        if self._base is not None:
+            refresh_view(self)
         if not self._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self._grad_fn is None:
@@ -844,9 +883,13 @@ def inplace(self: Tensor, prim, args: tuple, attrs: dict, name: str | None = Non
     """Compute `prim(*args)`, write it into self's memory, bump the version and,
     when recorded, make the new node self's grad_fn (PyTorch's history rebase)."""
     check_inplace(self)
+    target = self
     if self._base is not None:
         refresh_view(self)
-    result = apply_op(prim, args, attrs, name=name, visible=visible, inplace_of=self)
+        target = inplace_operand(self)
+        if target is not self:
+            args = tuple(target if a is self else a for a in args)
+    result = apply_op(prim, args, attrs, name=name, visible=visible, inplace_of=target)
     commit_inplace(self, result)
     return self
 
@@ -860,17 +903,29 @@ def commit_inplace(self: Tensor, result: Tensor) -> None:
             and STATE.grad_enabled:
         base_result = _through_inverse_views(self, result)
     write_into(self, result._data)
+    old = self._grad_fn
     if node is not None:
         if node.out_saved is not None:  # the output now lives in self's buffer
             counter = self._counter
             node.out_saved = (self._data, counter, counter[0], None, True)
         self._grad_fn = node
         self._requires_grad = True
+        if self._retains_grad and self._base is None:
+            _move_retain_grad(self, old, node)
     if base_result is not None:
         base = self._base
+        base_old = base._grad_fn
         base._grad_fn = base_result._grad_fn
         base._requires_grad = base_result._requires_grad
-        self.__dict__["_view"][1] = self._counter[0]  # self's history is already current
+        if base._retains_grad:
+            _move_retain_grad(base, base_old, base._grad_fn)
+        # The view's history is remade from the base's new one when next used (PyTorch
+        # regenerates it too): the op's own node lives inside the base's CopySlices and
+        # is not the view's grad_fn, so a retain_grad() of the view moves there then.
+        if self._retains_grad and old is not None and old.retain_ref is not None \
+                and old.retain_ref() is self:
+            old.retain_ref = None
+        self.__dict__["_view"][1] = -1
 
 
 def _through_inverse_views(view: Tensor, result: Tensor) -> Tensor:
