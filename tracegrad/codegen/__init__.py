@@ -56,8 +56,10 @@ import hashlib
 import logging
 import os
 import re
+import sys
 import threading
 import time
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -117,7 +119,11 @@ class Kernel:
         if loaded is None:
             return
         entry, module, path, status, hits = loaded
+        if _NO_PARALLEL:  # forked from a process whose OpenMP threads are gone
+            return
+        self._serial_entry = self.entry
         self.entry = entry
+        _PARALLEL_KERNELS.add(self)
         self.parallel_source = emitted.source
         self.parallel_source_path = str(path) if path else None
         self.timings["parallel_load_compile"] = time.perf_counter() - t0
@@ -231,6 +237,8 @@ def _start_parallel(kernel: Kernel, name: str | None, label: str = "") -> None:
     """Build the parallel variant (TRACEGRAD_PARALLEL: in a background thread, now, or
     never). `name` None: the kernel's name is computed from its (rebuilt) graph."""
     mode = parallel_mode()
+    if _NO_PARALLEL:
+        return
 
     def run():
         graph = kernel.graph
@@ -355,13 +363,34 @@ def _generate(graph: Graph, name: str, **options):
         return emitted
 
 
+_PARALLEL_KERNELS: "weakref.WeakSet[Kernel]" = weakref.WeakSet()  # parallel variant in use
+_NO_PARALLEL = False
+
+
 def _after_fork_in_child() -> None:
     """The child of a fork has only the forking thread: a background build that held
     the generator's lock is gone, so the lock is new (unless the forking thread
-    holds it itself)."""
-    global _GENERATE_LOCK
+    holds it itself).
+
+    Parallel variants run on Numba's threading layer; with GNU OpenMP ("omp", the
+    layer Numba picks when TBB is not installed) a child forked after the parent
+    started OpenMP's threads is killed by Numba's guard the first time it runs a
+    parallel kernel ("fork() called from a process already using GNU OpenMP"). In
+    such a child every kernel goes back to its serial variant and no parallel
+    variant is built (results are the same)."""
+    global _GENERATE_LOCK, _NO_PARALLEL
     if not _GENERATE_LOCK._is_owned():
         _GENERATE_LOCK = threading.RLock()
+    par = sys.modules.get("numba.np.ufunc.parallel")
+    if par is not None and getattr(par, "_is_initialized", False) \
+            and getattr(par, "_threading_layer", None) != "tbb":
+        _NO_PARALLEL = True
+        for kernel in list(_PARALLEL_KERNELS):
+            serial = getattr(kernel, "_serial_entry", None)
+            if serial is not None:
+                kernel.entry = serial
+                kernel.parallel_source = kernel.parallel_source_path = None
+        _PARALLEL_KERNELS.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -420,6 +449,10 @@ def _install_numpy_fallbacks(module, graph: Graph, ids) -> None:
     for nid in ids:
         node = by_id[nid]
         impl, attrs, shape, dtype = REGISTRY[node.op].impl, dict(node.attrs), node.shape, node.dtype
+        if node.op == "scan":  # its body runs as a kernel of its own (codegen/loops.py)
+            from tracegrad.codegen.loops import scan_runner
+            runner = scan_runner(node)
+            impl, attrs = (lambda *a, _run=runner, **_: _run(*a)), {}
 
         def run(*args, _impl=impl, _attrs=attrs, _shape=shape, _dtype=dtype):
             out = np.asarray(_impl(*args, **_attrs))
