@@ -1,0 +1,151 @@
+"""Native loops for `scan` nodes: the body's kernel called from one njit loop.
+
+A scan node runs where a kernel's driver calls NumPy impls (it has no per-node
+template). Instead of its impl (a Python loop over the interpreter), the loader
+installs the runner built here: the body graph is optimized, fused and
+generated as its own kernel, and a small njit loop in the same generated module
+calls that kernel once per step and writes carries and per-step outputs into
+the packed result. The module's size does not depend on the trip count.
+
+    @njit(cache=True)
+    def scan_loop(consts..., carry..., xs..., scan_consts..., length):
+        out = np.empty(total, dtype)
+        for t in range(length):
+            i = length - 1 - t      # or t
+            res = body(consts..., carry..., tg_view(xs_f, i * size, shape)..., scan_consts...)
+            carry = res[0], ...
+            out[offset_y + i * size_y : ...] = res[k]      (elementwise copies)
+        out[:carry sizes] = carry...
+        return out
+
+Bodies that cannot be generated as one njit function (a nested loop inside, a
+node without codegen), or results of several dtypes, use a Python loop over the
+body's kernel instead: slower per step, still compiled once.
+"""
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any, Callable
+
+import numpy as np
+
+from tracegrad.ir.graph import Graph, Node
+
+log = logging.getLogger("tracegrad")
+
+_RUNNERS: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
+
+
+def scan_runner(node: Node) -> Callable | None:
+    """A callable computing the scan node's packed value from its operands."""
+    attrs = node.attrs
+    body = attrs["body"]
+    key = (attrs["length"], attrs["reverse"], attrs["n_carry"], attrs["n_xs"])
+    per_body = _RUNNERS.setdefault(body, {})
+    run = per_body.get(key)
+    if run is None:
+        run = per_body[key] = _build(body, *key)
+    return run
+
+
+def _optimized_body(body: Graph) -> Graph:
+    from tracegrad.passes import optimize
+    from tracegrad.passes.fuse import fuse_elementwise
+    return fuse_elementwise(optimize(body))
+
+
+def _build(body: Graph, length: int, reverse: bool, n_carry: int, n_xs: int) -> Callable:
+    from tracegrad.codegen import build_kernel, ir_hash
+    from tracegrad.codegen.generate import generate
+    from tracegrad.ops.control import _scan_avals, packed_layout, pack
+    graph = _optimized_body(body)
+    dtype, slots = packed_layout(_scan_avals(graph, length, n_carry))
+    same_dtype = all(slot[3] == dtype for slot in slots)
+    name = f"scan_body_{ir_hash(graph)}"
+    emitted = generate(graph, name)
+    if same_dtype and not emitted.fallback_ids:
+        try:
+            return _native(graph, emitted, name, length, reverse, n_carry, n_xs, dtype, slots)
+        except Exception as exc:  # never the user's fault: run the body kernel per step
+            log.warning("scan %s: native loop failed (%s: %s); Python loop over the body "
+                        "kernel", body.name, type(exc).__name__, exc)
+    kernel = build_kernel(graph)
+    y_nodes = graph.outputs[n_carry:]
+
+    def run_python_loop(*operands):
+        carry = [np.ascontiguousarray(c) for c in operands[:n_carry]]
+        xs = operands[n_carry:n_carry + n_xs]
+        consts = operands[n_carry + n_xs:]
+        ys = [np.empty((length,) + tuple(n.shape), n.dtype) for n in y_nodes]
+        for t in range(length):
+            i = length - 1 - t if reverse else t
+            outs = kernel(*carry, *[np.ascontiguousarray(x[i]) for x in xs], *consts)
+            carry = list(outs[:n_carry])
+            for y, o in zip(ys, outs[n_carry:]):
+                y[i] = o
+        return pack(carry + ys, dtype)
+    return run_python_loop
+
+
+def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, slots):
+    from tracegrad.codegen import _load
+    n_in = len(graph.inputs)
+    consts = [f"c{cid}" for cid in emitted.const_ids]
+    carry = [f"carry{k}" for k in range(n_carry)]
+    xs = [f"xs{k}" for k in range(n_xs)]
+    scan_consts = [f"k{k}" for k in range(n_in - n_carry - n_xs)]
+    x_nodes = graph.inputs[n_carry:n_carry + n_xs]
+    loop_name = f"{body_name}_loop"
+    total = sum(slot[1] for slot in slots)
+    lines = [f"@njit(cache=True, nogil=True)",
+             f"def {loop_name}({', '.join(consts + carry + xs + scan_consts)}):",
+             f"    out = np.empty({max(total, 1)}, np.{dtype.name})"]
+    for k, node in enumerate(x_nodes):
+        lines.append(f"    xs{k}_f = tg_flat(xs{k})")
+    lines.append(f"    for t in range({length}):")
+    lines.append(f"        i = {length - 1} - t" if reverse else "        i = t")
+    x_args = [f"tg_view(xs{k}_f, i * {max(node.size, 0)}, {tuple(node.shape)!r})"
+              for k, node in enumerate(x_nodes)]
+    call_args = consts + carry + x_args + scan_consts
+    lines.append(f"        res = {body_name}({', '.join(call_args)})")
+    for k in range(n_carry):
+        lines.append(f"        carry{k} = res[{k}]")
+    for k, (off, size, shape, _) in enumerate(slots[n_carry:]):
+        step = size // length if length else 0
+        if step == 0:
+            continue
+        lines.append(f"        r{k} = tg_flat(res[{n_carry + k}])")
+        lines.append(f"        for j in range({step}):")
+        lines.append(f"            out[{off} + i * {step} + j] = r{k}[j]")
+    for k, (off, size, shape, _) in enumerate(slots[:n_carry]):
+        if size == 0:
+            continue
+        lines.append(f"    cf{k} = tg_flat(carry{k})")
+        lines.append(f"    for j in range({size}):")
+        lines.append(f"        out[{off} + j] = cf{k}[j]")
+    lines.append("    return out")
+    emitted.source = emitted.source.rstrip("\n") + "\n\n\n" + "\n".join(lines) + "\n"
+    loaded = _load(graph, emitted)
+    if loaded is None:
+        raise RuntimeError("Numba could not compile the loop")
+    module = loaded[1]
+    loop = getattr(module, loop_name)
+    const_values = [np.ascontiguousarray(next(n for n in graph.nodes if n.id == cid)
+                                         .attrs["value"], dtype=next(
+                                             n for n in graph.nodes if n.id == cid).dtype)
+                    for cid in emitted.const_ids]
+    in_dtypes = [n.dtype for n in graph.inputs]
+
+    def run_native(*operands):
+        args = [_kernel_array(a, d) for a, d in zip(operands, in_dtypes)]
+        return loop(*const_values, *args)
+    return run_native
+
+
+def _kernel_array(value: Any, dtype) -> np.ndarray:
+    """A C-contiguous, writeable array of the body's input dtype."""
+    arr = np.asarray(value)
+    if arr.dtype != dtype or not arr.flags.c_contiguous or not arr.flags.writeable:
+        arr = np.array(arr, dtype=dtype, order="C", copy=True)
+    return arr
