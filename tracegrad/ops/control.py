@@ -158,6 +158,14 @@ def _is_float(dtype) -> bool:
     return np.issubdtype(np.dtype(dtype), np.floating)
 
 
+_HISTORY_BASE: "weakref.WeakKeyDictionary[Graph, Graph]" = weakref.WeakKeyDictionary()
+
+
+def history_base(graph: Graph) -> Graph | None:
+    """The body whose history body `graph` is (see passes/loops.py), else None."""
+    return _HISTORY_BASE.get(graph)
+
+
 @functools.lru_cache(maxsize=256)
 def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int):
     """(history body, backward body, float positions) for reverse mode of a scan
@@ -183,6 +191,7 @@ def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int):
             history.outputs.append(output_node(ctx, env[o.id]))
         for c in ins[:n_carry]:
             history.outputs.append(output_node(ctx, c))
+    _HISTORY_BASE[history] = body
 
     # backward body: carry (ct of carry', acc of const grads), xs (carry_t, x_t, ct of y_t)
     joint = vjp_graph(body, wrt=float_in, diff_outputs=float_out, seed_ones=False)
