@@ -17,6 +17,7 @@ import weakref
 import numpy as np
 
 from tracegrad.eager.grad_mode import STATE
+from tracegrad.ops.rulekit import PerOperand
 from tracegrad.ops.table import sum_to_shape
 
 FREED_MESSAGE = (
@@ -234,10 +235,13 @@ class Node:
         in_meta = self.in_meta
         inputs = self.inputs
         results = [None] * len(inputs)
+        batch = vjps.batch if type(vjps) is PerOperand else None
+        if batch is not None:  # one pass over all operands (cat/stack of thousands)
+            batched = batch([n is not None for n in inputs], g, out, *operands, **attrs)
         for i in range(len(inputs)):
             if inputs[i] is None:
                 continue
-            gi = vjps[i](g, out, *operands, **attrs)
+            gi = vjps[i](g, out, *operands, **attrs) if batch is None else batched[i]
             if gi is None:
                 continue
             meta = in_meta[i]

@@ -87,10 +87,16 @@ def comparison_rule(name):
 
 
 class PerOperand:
-    """The vjps of a variadic primitive: `vjps[i]` is `rule(i, g, out, *operands, **attrs)`."""
+    """The vjps of a variadic primitive: `vjps[i]` is `rule(i, g, out, *operands, **attrs)`.
 
-    def __init__(self, rule):
+    `batch`, if given, is `batch(needed, g, out, *operands, **attrs)` -> one gradient
+    (or None) per operand, computed in one pass: eager backward calls it once per node
+    instead of the per-operand rule once per operand (n calls of n operands each is
+    quadratic in the operand count)."""
+
+    def __init__(self, rule, batch=None):
         self.rule = rule
+        self.batch = batch
 
     def __getitem__(self, i: int):
         return functools.partial(self.rule, i)

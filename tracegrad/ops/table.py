@@ -575,10 +575,28 @@ def _concatenate_vjp(i, g, out, *xs, axis):
     return getitem(g, spec=spec)
 
 
+def _concatenate_vjps(needed, g, out, *xs, axis):
+    """Every operand's slice of g, with a running offset (linear in len(xs))."""
+    ax = axis % np.ndim(xs[0])
+    shape = np.shape(out)
+    results = []
+    start = 0
+    for i, x in enumerate(xs):
+        stop = start + np.shape(x)[ax]
+        if needed[i]:
+            spec = tuple(("slice", start, stop, 1) if d == ax else ("slice", 0, n, 1)
+                         for d, n in enumerate(shape))
+            results.append(getitem(g, spec=spec))
+        else:
+            results.append(None)
+        start = stop
+    return results
+
+
 concatenate = primitive(
     "concatenate", impl=lambda *xs, axis: np.concatenate(xs, axis=axis),
     shape_rule=_concatenate_rule, kind="shape",
-    vjps=PerOperand(_concatenate_vjp), torch_name="CatBackward0", saves=(),
+    vjps=PerOperand(_concatenate_vjp, batch=_concatenate_vjps), torch_name="CatBackward0", saves=(),
     codegen="concatenate")
 
 # ------------------------------------------------------------------- matmul
