@@ -80,3 +80,16 @@ def test_checkpointing():
     peaks_plain = [float(r[1].split()[0]) for r in rows]
     peaks_ckpt = [float(r[1].split()[2]) for r in rows]
     assert peaks_ckpt[-1] < peaks_plain[-1]  # checkpointing saves memory at depth 64
+
+
+def test_loops(tmp_path):
+    out = run_example("loops.py", "--quick", "--out", str(tmp_path))
+    assert number_after(out, "max |unrolled - scan| over gradients:") < 1e-5
+    assert number_after(out, "max |scan compiled - eager| over gradients:") < 1e-5
+    rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+(\d+) \(.*?\)\s+(\d+)\s+(\d+) \(", out, re.M)
+    assert len(rows) == 2
+    (_, u1, _, s1, k1), (_, u2, _, s2, k2) = rows
+    assert int(u2) > int(u1) and (s1, k1) == (s2, k2)  # unrolled grows, scan does not
+    assert "cond gradient 0.0000, naive where gradient nan" in out
+    assert "\n    body = graph scan_body_step(" in out
+    assert (tmp_path / "loops_scan_joint.dot").read_text().startswith("digraph")

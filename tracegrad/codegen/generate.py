@@ -133,7 +133,7 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
         if kind == "numpy":
             node = units[positions[0]][1]
             fallback_ids.append(node.id)
-            args = ", ".join(_driver_name(i.id, param_name) for i in node.inputs)
+            args = ", ".join(_driver_operand(i, param_name) for i in node.inputs)
             driver.append(f"    # {_ir_line(node)}  (NumPy: no code generation)")
             driver.append(f"    a{node.id} = _numpy({node.id}, {args})")
             continue
@@ -234,6 +234,17 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
 
 def _driver_name(node_id: int, param_name: dict[int, str]) -> str:
     return param_name.get(node_id, f"a{node_id}")
+
+
+def _driver_operand(node: Node, param_name: dict[int, str]) -> str:
+    """An operand of a NumPy-run node: small consts are literals, not variables."""
+    if node.op == "const" and node.id not in param_name:
+        value = np.asarray(node.attrs["value"]).reshape(-1)
+        items = ", ".join(repr(v.item()) if v.dtype.kind != "f" or np.isfinite(v) else
+                          f"float({str(v.item())!r})" for v in value)
+        return (f"np.array([{items}], dtype=np.{np.dtype(node.dtype).name})"
+                f".reshape({tuple(node.shape)!r})")
+    return _driver_name(node.id, param_name)
 
 
 def _ir_line(node: Node) -> str:
