@@ -632,3 +632,258 @@ def test_cat_gradients_with_uneven_operands_and_double_backward():
     assert gb2 == (2 * w[:, 3:5]).tolist() and gd2 == (2 * w[:, 6:]).tolist()
     torch = _torch()
     assert _cat_grads(tg) == _cat_grads(torch)
+
+
+# --------------------------------------- 8. non-reentrant checkpoint fires hooks once
+
+def _checkpoint_hook_counts(M, checkpoint):
+    def mk():
+        return M.tensor([1.0, 2.0, 3.0], requires_grad=True), [0]
+
+    def bump(c):
+        return lambda g: c.__setitem__(0, c[0] + 1)
+
+    def hook_inside_fn():  # registered during the forward (and again while recomputing)
+        a, c = mk()
+
+        def fn(t):
+            b = t * 2
+            b.register_hook(bump(c))
+            return b * 3
+        checkpoint(fn, a, use_reentrant=False).sum().backward()
+        return c[0], a.grad.tolist()
+
+    def hook_on_param_used_inside_and_outside():
+        a, c = mk()
+        w = M.tensor([0.5, 0.25, 0.125], requires_grad=True)
+        w.register_hook(bump(c))
+        y = checkpoint(lambda t: (t * w).exp(), a, use_reentrant=False) + w
+        y.sum().backward()
+        return c[0]
+
+    def hook_on_input():
+        a, c = mk()
+        x = a * 1
+        x.register_hook(bump(c))
+        checkpoint(lambda t: (t * 2).exp(), x, use_reentrant=False).sum().backward()
+        return c[0]
+
+    def hook_on_leaf_input():
+        a, c = mk()
+        a.register_hook(bump(c))
+        checkpoint(lambda t: (t * 2).exp(), a, use_reentrant=False).sum().backward()
+        return c[0]
+
+    def hook_on_output():
+        a, c = mk()
+        y = checkpoint(lambda t: (t * 2).exp(), a, use_reentrant=False)
+        y.register_hook(bump(c))
+        y.sum().backward()
+        return c[0]
+
+    def hook_on_leaf_registered_inside():  # registered twice (forward + recompute), like PyTorch
+        a, c = mk()
+        w = M.tensor([0.5, 0.25, 0.125], requires_grad=True)
+
+        def fn(t):
+            w.register_hook(bump(c))
+            return (t * w).exp()
+        checkpoint(fn, a, use_reentrant=False).sum().backward()
+        return c[0]
+
+    def retain_grad_inside():
+        a, _ = mk()
+        keep = []
+
+        def fn(t):
+            b = t * 2
+            b.retain_grad()
+            keep.append(b)
+            return b * b
+        checkpoint(fn, a, use_reentrant=False).sum().backward()
+        return [k.grad.tolist() if k.grad is not None else None for k in keep]
+
+    def autograd_grad_with_leaf_hook():
+        a, c = mk()
+        a.register_hook(bump(c))
+        y = checkpoint(lambda t: (t * t).sum(), a, use_reentrant=False)
+        (g,) = M.autograd.grad(y, a)
+        return c[0], g.tolist()
+
+    return {f.__name__: f() for f in (
+        hook_inside_fn, hook_on_param_used_inside_and_outside, hook_on_input,
+        hook_on_leaf_input, hook_on_output, hook_on_leaf_registered_inside, retain_grad_inside,
+        autograd_grad_with_leaf_hook)}
+
+
+def test_nonreentrant_checkpoint_fires_tensor_hooks_once():
+    # before: a hook on a parameter used inside and outside the checkpointed function
+    # fired twice (once in the recomputation's own backward, once in the outer one),
+    # and hooks or retain_grad() inside the function raised (it ran under no_grad)
+    from tracegrad.eager.utils.checkpoint import checkpoint
+    assert _checkpoint_hook_counts(tg, checkpoint) == {
+        "hook_inside_fn": (1, [6.0, 6.0, 6.0]),
+        "hook_on_param_used_inside_and_outside": 1,
+        "hook_on_input": 1,
+        "hook_on_leaf_input": 1,
+        "hook_on_output": 1,
+        "hook_on_leaf_registered_inside": 2,
+        "retain_grad_inside": [[4.0, 8.0, 12.0], None],  # the recomputed b gets no grad
+        "autograd_grad_with_leaf_hook": (1, [2.0, 4.0, 6.0]),
+    }
+
+
+def test_nonreentrant_checkpoint_hook_counts_match_torch():
+    torch = _torch()
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+    from tracegrad.eager.utils.checkpoint import checkpoint
+    assert _checkpoint_hook_counts(tg, checkpoint) == _checkpoint_hook_counts(torch, torch_checkpoint)
+
+
+def _nonreentrant_programs(M, checkpoint):
+    def R(t):
+        return np.round(t.detach().numpy().astype(np.float64), 4).tolist()
+
+    def f(t):
+        return (t.exp() * t).tanh().sin()
+
+    def gradients_and_recompute_count():
+        a = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
+        calls = [0]
+
+        def fn(t):
+            calls[0] += 1
+            return f(t)
+        y = checkpoint(fn, a, use_reentrant=False)
+        forward_calls = calls[0]
+        y.sum().backward()
+        b = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
+        f(b).sum().backward()
+        return forward_calls, calls[0], R(a.grad) == R(b.grad)
+
+    def nested():
+        a = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
+
+        def outer(t):
+            return checkpoint(lambda u: (u * u).exp(), t.sin(), use_reentrant=False).tanh()
+        checkpoint(outer, a, use_reentrant=False).sum().backward()
+        return R(a.grad)
+
+    def double_backward():
+        a = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
+        y = checkpoint(lambda t: (t * t * t).sin(), a, use_reentrant=False).sum()
+        (g,) = M.autograd.grad(y, a, create_graph=True)
+        g.sum().backward()
+        return R(g), R(a.grad)
+
+    def retain_graph_twice():
+        a = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
+        y = checkpoint(lambda t: (t * t).exp(), a, use_reentrant=False).sum()
+        y.backward(retain_graph=True)
+        y.backward()
+        return R(a.grad)
+
+    def second_backward():
+        a = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
+        y = checkpoint(lambda t: (t * t).exp(), a, use_reentrant=False).sum()
+        y.backward()
+        try:
+            y.backward()
+        except RuntimeError as exc:
+            return "raises" if "second time" in str(exc) else str(exc)
+
+    def tuple_output():
+        a = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
+        u, v = checkpoint(lambda t: (t.exp(), t * t), a, use_reentrant=False)
+        (u * v).sum().backward()
+        return R(a.grad)
+
+    def input_changed_in_place():
+        a = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
+        x = a * 1
+        y = checkpoint(lambda t: (t * t).exp(), x, use_reentrant=False).sum()
+        with M.no_grad():
+            x.mul_(2)
+        try:
+            y.backward()
+        except RuntimeError as exc:
+            return str(exc).split(" Hint")[0]
+
+    return {g.__name__: g() for g in (gradients_and_recompute_count, nested, double_backward,
+                                      retain_graph_twice, second_backward, tuple_output,
+                                      input_changed_in_place)}
+
+
+def test_nonreentrant_checkpoint_recomputes_saved_values_only():
+    from tracegrad.eager.utils.checkpoint import checkpoint
+    got = _nonreentrant_programs(tg, checkpoint)
+    t = np.array([0.5, 1.0, 1.5])
+    assert got["gradients_and_recompute_count"] == (1, 2, True)  # forward once, recompute once
+    close = dict(rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(got["nested"], _nested_grad(t), **close)
+    np.testing.assert_allclose(got["retain_graph_twice"], 2 * 2 * t * np.exp(t * t), **close)
+    np.testing.assert_allclose(got["tuple_output"], np.exp(t) * (t * t + 2 * t), **close)
+    # g = d/dt sin(t^3) = 3 t^2 cos(t^3); a.grad = dg/dt = 6 t cos(t^3) - 9 t^4 sin(t^3)
+    np.testing.assert_allclose(got["double_backward"][0], 3 * t * t * np.cos(t ** 3), **close)
+    np.testing.assert_allclose(got["double_backward"][1],
+                               6 * t * np.cos(t ** 3) - 9 * t ** 4 * np.sin(t ** 3), **close)
+    assert got["second_backward"] == "raises"
+    assert got["input_changed_in_place"].startswith(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        "operation: [torch.FloatTensor [3]], which is output 0 of Mul, is at version 1; "
+        "expected version 0 instead.")
+
+
+def _nested_grad(t):
+    # d/dt tanh(exp(sin(t)^2)) = (1 - tanh(e)^2) * e * 2 sin(t) cos(t), e = exp(sin(t)^2)
+    e = np.exp(np.sin(t) ** 2)
+    return (1 - np.tanh(e) ** 2) * e * 2 * np.sin(t) * np.cos(t)
+
+
+def test_nonreentrant_checkpoint_programs_match_torch():
+    torch = _torch()
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+    from tracegrad.eager.utils.checkpoint import checkpoint
+    got = _nonreentrant_programs(tg, checkpoint)
+    want = _nonreentrant_programs(torch, torch_checkpoint)
+    for key in want:
+        if isinstance(want[key], list):
+            np.testing.assert_allclose(got[key], want[key], rtol=2e-4, atol=2e-4, err_msg=key)
+        elif key == "double_backward":
+            np.testing.assert_allclose(np.array(got[key]), np.array(want[key]), rtol=2e-4, atol=2e-4)
+        else:
+            assert got[key] == want[key], key
+
+
+def test_nonreentrant_checkpoint_replays_the_random_state_and_drops_activations():
+    import gc
+    import tracemalloc
+
+    from tracegrad.eager import nn
+    from tracegrad.eager.utils.checkpoint import checkpoint
+    tg.manual_seed(0)
+    a = tg.ones(6, requires_grad=True)
+    y = checkpoint(lambda t: t * tg.rand(6), a, use_reentrant=False)
+    mask = y.detach().numpy().copy()
+    (y * y).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), 2 * mask * mask, rtol=1e-6)  # same rand values
+
+    def peak(segments):
+        tg.manual_seed(0)
+        layers = nn.Sequential(*[nn.Tanh() for _ in range(36)])
+        x = tg.randn(64, 256, requires_grad=True)
+        gc.collect()
+        tracemalloc.start()
+        out = layers(x) if segments is None else \
+            tg.checkpoint_sequential(layers, segments, x, use_reentrant=False)
+        _, top = tracemalloc.get_traced_memory()
+        out.sum().backward()
+        tracemalloc.stop()
+        return top, x.grad.numpy().copy()
+
+    (plain, g_plain), (ckpt, g_ckpt) = peak(None), peak(6)
+    activation = 64 * 256 * 4
+    assert plain > 34 * activation and ckpt < 13 * activation
+    np.testing.assert_allclose(g_ckpt, g_plain, rtol=1e-6)

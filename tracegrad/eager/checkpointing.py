@@ -101,9 +101,132 @@ class CheckpointFunctionBackward(Node):
         return results
 
 
+# ------------------------------------------------------------ non-reentrant
+# PyTorch's use_reentrant=False: `fn` runs once with grad enabled and records its graph
+# as usual, but every node it makes hands its saved values to a _Frame, which drops
+# them at once. When backward first needs one of them, the frame re-runs `fn` on the
+# same inputs (same RNG state) while a _Recompute collects the nodes it makes, in
+# order, and copies their saved values into the original nodes. Backward then runs
+# through the ORIGINAL graph only: hooks, retain_grad and leaf accumulation happen
+# once, exactly as without checkpointing; the recomputed graph is never run (hooks
+# registered while recomputing never fire), as in PyTorch.
+
+MISMATCH_MESSAGE = (
+    "torch.utils.checkpoint: A different number of tensors was saved during the original "
+    "forward and recomputation.\nNumber of tensors saved during forward: {}\nNumber of "
+    "tensors saved during recomputation: {}")
+
+
+class _Frame:
+    """One non-reentrant checkpoint call: its nodes (weakly) and how to recompute them."""
+
+    __slots__ = ("fn", "args", "kwargs", "versions", "rng_state", "nodes", "filled",
+                 "__weakref__")
+
+    def __init__(self, fn, args, kwargs):
+        from tracegrad.eager.creation import generator
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.versions = [a._counter[0] if isinstance(a, Tensor) else None for a in args]
+        self.rng_state = generator().bit_generator.state
+        self.nodes: list = []
+        self.filled = False
+
+    def record(self, node: Node) -> None:
+        import weakref
+        self.nodes.append(weakref.ref(node))
+        node.ckpt = self
+        self.strip(node)
+
+    @staticmethod
+    def strip(node: Node) -> None:
+        """Drop the node's saved arrays (and saved input tensors); keep versions."""
+        node.operands = tuple([(None, o[1], o[2], None, o[4]) if type(o) is tuple else o
+                               for o in node.operands])
+        out = node.out_saved
+        if out is not None:
+            node.out_saved = (None, out[1], out[2], None, out[4])
+
+    def fill(self, node: Node) -> None:
+        if self.filled:
+            return
+        for a, version in zip(self.args, self.versions):
+            if isinstance(a, Tensor) and a._counter[0] != version:
+                # recomputing from a changed input would give different values: PyTorch
+                # saves the inputs and raises its usual version error
+                from tracegrad.eager.graph import version_message
+                raise RuntimeError(version_message((a._data, a._counter, version, a, False), node))
+        from tracegrad.eager import creation
+        rec = _Recompute()
+        prev = (STATE.grad_enabled, STATE.inference, STATE.ckpt)
+        rng = creation.generator().bit_generator.state
+        creation.generator().bit_generator.state = self.rng_state
+        STATE.grad_enabled, STATE.inference, STATE.ckpt = True, False, rec
+        try:
+            self.fn(*self.args, **self.kwargs)
+        finally:
+            STATE.grad_enabled, STATE.inference, STATE.ckpt = prev
+            creation.generator().bit_generator.state = rng
+        if len(rec.nodes) != len(self.nodes) or any(
+                ref() is not None and ref()._name != new._name
+                for ref, new in zip(self.nodes, rec.nodes)):
+            raise RuntimeError(MISMATCH_MESSAGE.format(len(self.nodes), len(rec.nodes)))
+        for ref, new in zip(self.nodes, rec.nodes):
+            node = ref()
+            if node is None:
+                continue
+            node.ckpt = None
+            if node.freed:
+                continue
+            node.operands = tuple([n if type(o) is tuple else o
+                                   for o, n in zip(node.operands, new.operands)])
+            if node.out_saved is not None:
+                node.out_saved = new.out_saved
+        self.filled = True
+        self.fn = self.args = self.kwargs = None  # the recomputed values now live in the nodes
+
+
+class _Recompute:
+    """Collects the nodes a recomputation makes, in order (their saved values are kept)."""
+
+    __slots__ = ("nodes",)
+
+    def __init__(self):
+        self.nodes: list = []
+
+    def record(self, node: Node) -> None:
+        self.nodes.append(node)
+
+    @staticmethod
+    def strip(node: Node) -> None:
+        pass
+
+
+def _checkpoint_without_reentrant(function, args, kwargs):
+    if not STATE.grad_enabled:
+        return function(*args, **kwargs)
+    frame = _Frame(function, args, kwargs)
+    prev = STATE.ckpt
+    STATE.ckpt = frame
+    try:
+        return function(*args, **kwargs)
+    finally:
+        STATE.ckpt = prev
+
+
 def checkpoint(function: Callable[..., Tensor], *args: Any, use_reentrant: bool | None = None,
                **kwargs: Any) -> Tensor:
-    """`function(*args)` whose intermediate activations are recomputed in backward."""
+    """`function(*args)` whose intermediate activations are recomputed in backward.
+
+    use_reentrant=False is PyTorch's recommended variant: the graph is recorded as
+    usual (any output structure, hooks and retain_grad inside `function` behave as
+    without checkpointing, autograd.grad works) and only the values it saves are
+    dropped and recomputed. use_reentrant=True (or None, PyTorch's current default)
+    is the single-node CheckpointFunctionBackward described above.
+    """
+    if use_reentrant is False:
+        return _checkpoint_without_reentrant(function, args, kwargs)
     with no_grad():
         out = function(*args, **kwargs)
     if not isinstance(out, Tensor):
@@ -143,7 +266,7 @@ def checkpoint_sequential(functions: Sequence[Callable] | Any, segments: int, in
     for start in range(0, size * (segments - 1), size):
         end = start + size - 1
         chunk = funcs[start:end + 1]
-        input = checkpoint(_Chunk(chunk), input)
+        input = checkpoint(_Chunk(chunk), input, use_reentrant=use_reentrant)
     for f in funcs[end + 1:]:
         input = f(input)
     return input

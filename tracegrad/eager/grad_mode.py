@@ -24,6 +24,7 @@ class _State(threading.local):
     inference = False
     anomaly = False
     anomaly_check_nan = True
+    ckpt = None  # the innermost non-reentrant checkpoint frame recording nodes, if any
 
 
 STATE = _State()

@@ -100,7 +100,7 @@ class Node:
 
     __slots__ = ("prim", "attrs", "_name", "inputs", "visible", "in_meta", "saved", "operands", "out_saved", "out_meta",
                  "freed", "pre_hooks", "post_hooks", "retain_ref", "_metadata", "trace",
-                 "__weakref__")
+                 "ckpt", "__weakref__")
 
     def __init__(self, prim, attrs, name, inputs, in_meta, operands, out_saved, out_meta,
                  visible=None, saved=None):
@@ -122,6 +122,7 @@ class Node:
         self.retain_ref = None
         self._metadata = None
         self.trace = None
+        self.ckpt = None              # non-reentrant checkpoint frame holding its saved values
 
     # ---------------------------------------------------------- PyTorch API
     def name(self) -> str:
@@ -154,11 +155,12 @@ class Node:
         info = []
         for i, op in enumerate(self.operands):
             if type(op) is tuple:
-                data = op[DATA]
-                info.append((_operand_label(self._name, i), tuple(data.shape), str(data.dtype)))
+                shape, dtype = self.in_meta[i] if op[DATA] is None else (op[DATA].shape, op[DATA].dtype)
+                info.append((_operand_label(self._name, i), tuple(shape), str(dtype)))
         if self.out_saved is not None:
-            data = self.out_saved[DATA]
-            info.append(("result", tuple(data.shape), str(data.dtype)))
+            shape, dtype = self.out_meta if self.out_saved[DATA] is None else \
+                (self.out_saved[DATA].shape, self.out_saved[DATA].dtype)
+            info.append(("result", tuple(shape), str(dtype)))
         return info
 
     def __getattr__(self, attr: str):
@@ -171,6 +173,8 @@ class Node:
         from tracegrad.eager.tensor import Tensor
         if self.freed:
             raise RuntimeError(FREED_MESSAGE)
+        if self.ckpt is not None:
+            self.ckpt.fill(self)
         if label == "result" and self.out_saved is not None:
             return Tensor._wrap(self.out_saved[DATA])
         for i, op in enumerate(self.operands):
@@ -206,6 +210,8 @@ class Node:
         that carry only shape and dtype."""
         if self.freed:
             raise RuntimeError(FREED_MESSAGE)
+        if self.ckpt is not None:
+            self.ckpt.fill(self)  # recompute the checkpointed forward (checkpointing.py)
         operands = []
         in_meta = self.in_meta
         for i, op in enumerate(self.operands):

@@ -346,8 +346,11 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
         visible = rules.visible(args)
     node = Node(prim, attrs, name, tuple(inputs), tuple(in_meta), tuple(operands), out_saved,
                 (out.shape, out.dtype), visible, saved)
-    if STATE.anomaly:
+    state = STATE
+    if state.anomaly:
         node.trace = traceback.format_stack()[:-3]
+    if state.ckpt is not None:  # inside a non-reentrant checkpoint (checkpointing.py)
+        state.ckpt.record(node)
     return node
 
 
@@ -908,6 +911,8 @@ def commit_inplace(self: Tensor, result: Tensor) -> None:
         if node.out_saved is not None:  # the output now lives in self's buffer
             counter = self._counter
             node.out_saved = (self._data, counter, counter[0], None, True)
+            if node.ckpt is not None:
+                node.ckpt.strip(node)
         self._grad_fn = node
         self._requires_grad = True
         if self._retains_grad and self._base is None:
