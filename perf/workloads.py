@@ -25,7 +25,8 @@ from typing import Callable
 
 import numpy as np
 
-WORKLOAD_NAMES = ("seed_scalar", "mlp_small_b16", "mlp_mnist_b128", "elementwise_1M", "tanh_chain_d50")
+WORKLOAD_NAMES = ("seed_scalar", "mlp_small_b16", "mlp_mnist_b128", "elementwise_1M", "tanh_chain_d50",
+                  "rnn_scan_t100")
 
 
 @dataclass
@@ -58,6 +59,7 @@ def make_workload(name: str, dtype: str = "float32", seed: int = 0, **size) -> W
         "mlp_mnist_b128": lambda dt, rng: mlp(dt, rng, batch=128, sizes=(784, 256, 256, 10),
                                               name="mlp_mnist_b128"),
         "elementwise_1M": lambda dt, rng: elementwise(dt, rng, n=1_000_000, name="elementwise_1M"),
+        "rnn_scan_t100": lambda dt, rng: rnn_scan(dt, rng, steps=100, name="rnn_scan_t100"),
         "tanh_chain_d50": lambda dt, rng: tanh_chain(dt, rng, depth=50, batch=32, width=64,
                                                      name="tanh_chain_d50"),
         # sized variants, used by the size sweeps
@@ -282,6 +284,64 @@ def tanh_chain(dtype: str, rng, depth: int = 50, batch: int = 32, width: int = 6
                     numpy_value_and_grad, torch_fn, jax_fn, autograd_fn,
                     f"batch {batch}, h = tanh(h @ W_i) for {depth} {width}x{width} matrices, loss h.sum()",
                     extra={"depth": depth})
+
+
+# ------------------------------------------------------------------ RNN (scan)
+def rnn_scan(dtype: str, rng, steps: int = 100, batch: int = 16, width: int = 32,
+             name: str | None = None) -> Workload:
+    """h = tanh(h @ W + x_t @ U) for `steps` steps, loss sum(h_T^2); grads of W and U.
+    tracegrad writes it with tg.scan (one loop in the kernel), JAX with lax.scan,
+    PyTorch and autograd with a Python loop."""
+    W = (rng.standard_normal((width, width)) * (0.9 / np.sqrt(width))).astype(dtype)
+    U = (rng.standard_normal((width, width)) * (0.9 / np.sqrt(width))).astype(dtype)
+    xs = rng.standard_normal((steps, batch, width)).astype(dtype)
+    h0 = np.zeros((batch, width), dtype)
+
+    def tracegrad_fn(W, U, xs, h0):
+        import tracegrad as tg
+        h, _ = tg.scan(lambda h, x: (tg.tanh(h @ W + x @ U), None), h0, xs)
+        return tg.sum(h * h)
+
+    def numpy_value_and_grad(params, data):
+        W, U = params
+        xs, h0 = data
+        hs = [h0]
+        for x in xs:
+            hs.append(np.tanh(hs[-1] @ W + x @ U))
+        g = 2 * hs[-1]
+        gW, gU = np.zeros_like(W), np.zeros_like(U)
+        for t in reversed(range(len(xs))):
+            g = g * (1 - hs[t + 1] * hs[t + 1])
+            gW += hs[t].T @ g
+            gU += xs[t].T @ g
+            g = g @ W.T
+        return (hs[-1] * hs[-1]).sum(), [gW, gU]
+
+    def torch_fn(W, U, xs, h0):
+        import torch
+        h = h0
+        for t in range(xs.shape[0]):
+            h = torch.tanh(h @ W + xs[t] @ U)
+        return (h * h).sum()
+
+    def jax_fn(W, U, xs, h0):
+        import jax
+        import jax.numpy as jnp
+        h, _ = jax.lax.scan(lambda h, x: (jnp.tanh(h @ W + x @ U), None), h0, xs)
+        return jnp.sum(h * h)
+
+    def autograd_fn(params, xs, h0):
+        import autograd.numpy as anp
+        W, U = params
+        h = h0
+        for x in xs:
+            h = anp.tanh(anp.dot(h, W) + anp.dot(x, U))
+        return anp.sum(h * h)
+
+    return Workload(name or f"rnn_scan_t{steps}", dtype, [W, U], [xs, h0], tracegrad_fn,
+                    numpy_value_and_grad, torch_fn, jax_fn, autograd_fn,
+                    f"RNN, batch {batch}, width {width}, {steps} steps: tg.scan / lax.scan / "
+                    "Python loop", extra={"steps": steps})
 
 
 # -------------------------------------------------------------- verification
