@@ -28,6 +28,9 @@ def _dtype_programs(M):
         "x.to(float64) * 2": (x.to(M.float64) * 2).dtype,
         "x.to(dtype=float64) * 2": (x.to(dtype=M.float64) * 2).dtype,
         "x.double().float() * 2": (x.double().float() * 2).dtype,
+        "x.to('cpu', float64) * 2": (x.to("cpu", M.float64) * 2).dtype,
+        "x.to(f64 tensor) * 2": (x.to(M.ones(1, dtype=M.float64)) * 2).dtype,
+        "x.type('torch.DoubleTensor')": x.type("torch.DoubleTensor").dtype,
         "tensor(f64) * tensor": (M.tensor([1.0], dtype=M.float64) * M.tensor([2.0])).dtype,
         "0-d f64 * ones(2)": (M.tensor(2.0, dtype=M.float64) * M.ones(2)).dtype,
         "ones(2) * 0-d f64": (M.ones(2) * M.tensor(2.0, dtype=M.float64)).dtype,
@@ -47,6 +50,8 @@ def _dtype_programs(M):
 _EXPECTED_DTYPES = {
     "x.double() * 2": "float64", "x.double() + x": "float64", "x.to(float64) * 2": "float64",
     "x.to(dtype=float64) * 2": "float64", "x.double().float() * 2": "float32",
+    "x.to('cpu', float64) * 2": "float64", "x.to(f64 tensor) * 2": "float64",
+    "x.type('torch.DoubleTensor')": "float64",
     "tensor(f64) * tensor": "float64", "0-d f64 * ones(2)": "float32",
     "ones(2) * 0-d f64": "float32", "0-d f64 * 0-d f32": "float64", "int + 1.5": "float32",
     "int / int": "float32", "int * 0-d f64": "float64", "int32 + 0-d int64": "int32",

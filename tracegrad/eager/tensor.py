@@ -659,19 +659,43 @@ class Tensor(ArrayOperators):
     def clone(self) -> "Tensor":
         return apply_op(T.astype, (self,), {"dtype": self._data.dtype.name}, name="CloneBackward0")
 
-    def to(self, dtype=None, *args, **kwargs) -> "Tensor":
-        if dtype is None or isinstance(dtype, str) and dtype in ("cpu",):
-            dtype = kwargs.get("dtype")
-            if dtype is None:
-                return self
+    def to(self, *args, **kwargs) -> "Tensor":
+        """PyTorch's forms: to(dtype), to(device), to(device, dtype), to(other),
+        to(dtype=..., device=..., copy=...). The device must be the CPU."""
+        dtype = kwargs.pop("dtype", None)
+        copy = kwargs.pop("copy", False)
+        device = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype = a.dtype
+            elif isinstance(a, str):
+                device = a
+            elif isinstance(a, bool):
+                continue  # non_blocking / copy flags
+            elif a is not None:
+                dtype = a
+        if device is not None and not str(device).startswith("cpu"):
+            raise RuntimeError(f"tracegrad.eager runs on the CPU only; cannot move a tensor to "
+                               f"device {str(device)!r}")
+        if dtype is None:
+            return self.clone() if copy else self
         npd = _dt.to_numpy_dtype(dtype)
-        if npd == self._data.dtype:
+        if npd == self._data.dtype and not copy:
             return self
         return apply_op(T.astype, (self,), {"dtype": npd.name}, name="ToCopyBackward0")
 
     def type(self, dtype=None):
         if dtype is None:
             return f"torch.{self.dtype._tensor_type}"
+        if isinstance(dtype, str):
+            for d in _dt._BY_NUMPY.values():
+                if dtype == f"torch.{d._tensor_type}":
+                    return self.to(d)
+            raise ValueError(f"invalid type: '{dtype}'")
         return self.to(dtype)
 
     def float(self) -> "Tensor":
