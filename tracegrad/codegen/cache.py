@@ -408,10 +408,24 @@ def load_source(source: str) -> tuple[types.ModuleType, Path | None, str]:
     Returns (module, path or None, a few words on what happened for the log)."""
     data = source.encode()
     name = module_name_for(source)
+    d = open_cache_dir()
     if name in sys.modules and getattr(sys.modules[name], "__tg_verified__", False):
         mod = sys.modules[name]
-        return mod, Path(mod.__file__) if mod.__file__ else None, "already imported"
-    d = open_cache_dir()
+        if d is None or not mod.__file__:
+            return mod, Path(mod.__file__) if mod.__file__ else None, "already imported"
+        # imported from another cache dir (TRACEGRAD_CACHE_DIR changed): put the
+        # file here too, so that this directory's index entries can name it
+        fname = f"{name}.py"
+        try:
+            os.stat(fname, dir_fd=d.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            try:
+                write_file(d, fname, data, sync=True)
+            except OSError:
+                return mod, Path(mod.__file__), "already imported"
+        except OSError:
+            return mod, Path(mod.__file__), "already imported"
+        return mod, d.path / fname, "already imported"
     if d is None:
         return _import(name, source, None, None), None, "no usable cache dir: compiled in memory"
     fname = f"{name}.py"
