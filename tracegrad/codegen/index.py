@@ -17,12 +17,17 @@ content hash) covers it: after an upgrade the referenced module fails its
 hash check and the entry is rebuilt.
 
 An entry is `<cache dir>/tgi_<key>.json` with the module name, its entry
-function, the kernel's input types and a checksum of all that (a truncated or
-edited entry is detected and rebuilt, with the reason logged). The module
-itself is loaded by `cache.load_named`, with the same content-hash check as
-every load. Entries are written atomically (temp file + os.replace; unlike a
-module, an entry may be replaced: Numba's cache does not key on it) and only
-after the full pipeline built and loaded that very module.
+function, the kernel's input types, the key itself (`graph`) and a checksum of
+all that bound to the file's key (a truncated, edited or moved entry is
+detected and rebuilt, with the reason logged). The module itself is loaded by
+`cache.load_named`, with the same content-hash check as every load, and the
+entry is used only if it names a Numba kernel defined by that very module and
+compiled for the traced graph's input types (`codegen._not_a_kernel`): not an
+imported `njit`, an intrinsic or another function's kernel. Entries are read
+and written through the cache directory's handle (cache.py: no symlinks, no
+FIFOs), atomically (temp file + os.replace; unlike a module, an entry may be
+replaced: Numba's cache does not key on it) and only after the full pipeline
+built and loaded that very module.
 
 Only kernels that are a function of their inputs alone get entries: no
 constant arrays passed as arguments (their values live in the graph), no
