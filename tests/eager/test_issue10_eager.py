@@ -143,7 +143,25 @@ _SECOND_BACKWARD_OPS = {
     "double": lambda M, a, b: a.double(), "where": lambda M, a, b: M.where(a > 1, a, b),
     "exp": lambda M, a, b: a.exp(), "relu": lambda M, a, b: M.relu(a),
     "matmul": lambda M, a, b: a @ b, "clamp": lambda M, a, b: a.clamp(0, 2),
+    # indices and masks are saved tensors in PyTorch; CopySlices drops its fn after backward
+    "tensor index": lambda M, a, b: a[M.tensor([0, 2])], "mask index": lambda M, a, b: a[a > 1.5],
+    "list index": lambda M, a, b: a[[0, 1]], "int index": lambda M, a, b: a[1],
+    "max(dim)": lambda M, a, b: a.max(0)[0], "min(dim) keepdim": lambda M, a, b: a.view(1, 3).min(1, True)[0],
+    "nll_loss": lambda M, a, b: M.nn.functional.nll_loss(a.view(1, 3), M.tensor([1])),
+    "in-place on a view": lambda M, a, b: _inplace_on_slice(a * 1),
+    "setitem": lambda M, a, b: _setitem_slice(a + 0, b[0]),
+    "in-place +scalar": lambda M, a, b: (a + 0).add_(2), "in-place *scalar": lambda M, a, b: (a + 0).mul_(2),
 }
+
+
+def _inplace_on_slice(c):
+    c[1:].mul_(2)
+    return c
+
+
+def _setitem_slice(c, value):
+    c[0:1] = value
+    return c
 
 
 def _second_backward(M, op):
@@ -169,8 +187,12 @@ def test_second_backward_through_mul_by_scalar_raises():
     assert a.grad.tolist() == [2.0, 2.0, 2.0]
     assert _second_backward(tg, _SECOND_BACKWARD_OPS["a/2"]) == "raises"
     # ops that save nothing in PyTorch (add, sum, views, add with alpha) may run twice
-    for name in ("a+2", "sum", "add alpha", "cat", "index"):
+    for name in ("a+2", "sum", "add alpha", "cat", "index", "int index", "in-place +scalar"):
         assert _second_backward(tg, _SECOND_BACKWARD_OPS[name]) == "ok", name
+    # before: these ran twice too (their index/mask arrays and CopySlices did not count)
+    for name in ("tensor index", "mask index", "max(dim)", "in-place on a view", "setitem",
+                 "in-place *scalar"):
+        assert _second_backward(tg, _SECOND_BACKWARD_OPS[name]) == "raises", name
 
 
 def test_second_backward_per_op_matches_torch():

@@ -327,6 +327,8 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
                 in_meta[i] = (d.shape, d.dtype)
                 if i in saves or d.dtype.kind not in "fc":
                     operands[i] = d
+                    if d.dtype.kind in "biu":
+                        saved = True  # indices/masks: PyTorch saves them, freed by backward
             else:
                 operands[i] = d  # a Python scalar
                 if rules.saves_scalars and i in saves:
@@ -344,6 +346,8 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
             name = prim.node_name(*(arrays if rules.name_from_arrays else args), **attrs)
     if visible is None and rules.visible is not None:
         visible = rules.visible(args)
+    if name == _COPY_SLICES:
+        saved = True  # PyTorch's CopySlices drops its fn after backward: a second one raises
     node = Node(prim, attrs, name, tuple(inputs), tuple(in_meta), tuple(operands), out_saved,
                 (out.shape, out.dtype), visible, saved)
     state = STATE
@@ -352,6 +356,9 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
     if state.ckpt is not None:  # inside a non-reentrant checkpoint (checkpointing.py)
         state.ckpt.record(node)
     return node
+
+
+_COPY_SLICES = "torch::autograd::CopySlices"
 
 
 def _snapshot(t: "Tensor") -> tuple:
