@@ -1,7 +1,12 @@
 """Gradient checkpointing: run the forward without saving, recompute it in backward.
 
-`checkpoint(fn, *args)` runs `fn` under no_grad and returns its output with a
-single `CheckpointFunctionBackward` node. When backward reaches that node it
+`checkpoint(fn, *args, use_reentrant=False)` (PyTorch's recommended variant) records
+`fn`'s graph as usual but drops the values its nodes save, and recomputes them (same
+RNG state) when backward first needs them; backward runs through the original graph,
+so hooks and `retain_grad` behave exactly as without checkpointing (see below).
+
+`checkpoint(fn, *args)` (use_reentrant True or None, PyTorch's current default) runs
+`fn` under no_grad and returns its output with a single `CheckpointFunctionBackward` node. When backward reaches that node it
 re-runs `fn` with grad enabled on detached copies of the inputs and
 backpropagates through the recomputed graph (PyTorch's reentrant variant):
 parameters used inside `fn` get their `.grad` as usual, and the inputs' gradients
