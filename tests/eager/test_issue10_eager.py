@@ -914,3 +914,40 @@ def test_nonreentrant_checkpoint_replays_the_random_state_and_drops_activations(
     activation = 64 * 256 * 4
     assert plain > 34 * activation and ckpt < 13 * activation
     np.testing.assert_allclose(g_ckpt, g_plain, rtol=1e-6)
+
+
+def _reentrant_grad(M, checkpoint):
+    a = M.tensor([1.0, 2.0], requires_grad=True)
+    w = M.tensor([3.0, 4.0], requires_grad=True)
+    out = {}
+    for how in ("autograd.grad", "backward(inputs)"):
+        y = checkpoint(lambda t: (t * w).sum(), a, use_reentrant=True)
+        try:
+            if how == "autograd.grad":
+                M.autograd.grad(y, a)
+            else:
+                y.backward(inputs=[a])
+            out[how] = "ok"
+        except RuntimeError as exc:
+            out[how] = str(exc)
+    out["w.grad"] = None if w.grad is None else w.grad.tolist()
+    return out
+
+
+def test_reentrant_checkpoint_refuses_partial_backward():
+    # before: autograd.grad(y, a) through a reentrant checkpoint ran the recomputation's
+    # own full backward, silently filling w.grad ([1, 2]) of a parameter used inside
+    from tracegrad.eager.utils.checkpoint import checkpoint
+    got = _reentrant_grad(tg, checkpoint)
+    message = ("When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad() or "
+               "passing an `inputs` parameter to .backward(). To resolve this error, you can "
+               "either set use_reentrant=False, or call .backward() without passing the "
+               "`inputs` argument.")
+    assert got == {"autograd.grad": message, "backward(inputs)": message, "w.grad": None}
+    torch = _torch()
+    import warnings
+
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert got == _reentrant_grad(torch, torch_checkpoint)

@@ -40,6 +40,12 @@ from tracegrad.eager.graph import Node, grad_accumulator
 from tracegrad.eager.tensor import Tensor
 
 
+REENTRANT_GRAD_MESSAGE = (
+    "When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad() or passing "
+    "an `inputs` parameter to .backward(). To resolve this error, you can either set "
+    "use_reentrant=False, or call .backward() without passing the `inputs` argument.")
+
+
 class CheckpointFunctionBackward(Node):
     """Recomputes `fn(*args)` and backpropagates through it."""
 
@@ -78,6 +84,10 @@ class CheckpointFunctionBackward(Node):
         from tracegrad.eager.graph import FREED_MESSAGE
         if self.freed:
             raise RuntimeError(FREED_MESSAGE)
+        if STATE.partial_backward:
+            # the recomputation's own backward would fill .grad of everything inside
+            # instead of returning the asked-for gradients: PyTorch refuses too
+            raise RuntimeError(REENTRANT_GRAD_MESSAGE)
         detached = []
         for a, version in self.args:
             if isinstance(a, Tensor):

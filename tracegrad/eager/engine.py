@@ -176,7 +176,9 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
     captured: dict = {}
     ready = [n for n in dict.fromkeys(roots) if n not in deps]
     prev_mode = STATE.grad_enabled
+    prev_partial = STATE.partial_backward
     STATE.grad_enabled = create_graph
+    STATE.partial_backward = targets is not None
     anomaly = STATE.anomaly
     plain = targets is None and not anomaly  # the fast paths below apply
     prev = gi = None  # (the loop's last gradients; the ownership check counts them)
@@ -237,6 +239,7 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
                     ready.append(nxt)
     finally:
         STATE.grad_enabled = prev_mode
+        STATE.partial_backward = prev_partial
     return captured
 
 

@@ -25,6 +25,7 @@ class _State(threading.local):
     anomaly = False
     anomaly_check_nan = True
     ckpt = None  # the innermost non-reentrant checkpoint frame recording nodes, if any
+    partial_backward = False  # the running backward is autograd.grad / backward(inputs=...)
 
 
 STATE = _State()
