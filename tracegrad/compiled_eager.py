@@ -27,6 +27,7 @@ import numpy as np
 from tracegrad.ir.clone import needed_ids, subgraph
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ops import core
+from tracegrad.passes.loops import reroll_loops
 from tracegrad.tracing import static_scalar_key
 
 
@@ -186,6 +187,7 @@ def _build_entry(cf, key, args, kwargs, avals, wrt) -> _EagerEntry:
         flat_fn = cf._flat_function(len(args), kw_names)
         example = tuple(args) + tuple(kwargs[k] for k in kw_names)
         traced = trace_flat(flat_fn, example, avals=list(avals))
+        traced.graph = reroll_loops(traced.graph)  # unrolled Python loops -> scan
         graph = traced.graph
         n_out = len(graph.outputs)
         diff_outputs = [i for i, n in enumerate(graph.outputs) if core.is_float(n.dtype)]

@@ -39,6 +39,7 @@ from tracegrad.ir.graph import Graph
 from tracegrad.ops import core
 from tracegrad.ops.core import TracegradError
 from tracegrad.implicit import StaleExternal, find_externals, read_all, swapped_in
+from tracegrad.passes.loops import reroll_loops
 from tracegrad.tracing import (TreeDef, Tracer, TracingError, active_contexts, argument_names,
                                identifier, static_scalar_key, trace_flat, tree_flatten,
                                tree_unflatten)
@@ -619,6 +620,7 @@ class CompiledFunction:
         wrt_args = set(self._wrt_args(len(args)))
         traced = trace_flat(flat_fn, example, avals=list(signature.avals),
                             scalar_argnums=tuple(wrt_args))
+        traced.graph = reroll_loops(traced.graph)  # unrolled Python loops -> scan
         timings["trace"] = time.perf_counter() - t0
         graph = traced.graph
         if self.mode == "compile":

@@ -241,3 +241,106 @@ def test_numba_scan_kernel_source_does_not_grow_with_length(rng):
         assert float(value) == pytest.approx(float(ref), rel=1e-12)
         np.testing.assert_allclose(g, gref, rtol=1e-12)
     assert sources[0] == sources[1]
+
+
+# ------------------------------------------------ unrolled Python loops, rerolled
+
+from tracegrad.passes import loops as reroll_pass  # noqa: E402
+from tracegrad.ir.interpret import interpret  # noqa: E402
+
+
+def unrolled_two_state(h, c, w, b, n=40):
+    outs = []
+    for t in range(n):
+        h, c = tg.tanh(h * w + c), c * 0.9 + tg.sin(h) * b
+        outs.append(tg.sum(h * c))
+    return tg.sum(h) + tg.sum(c ** 2) + outs[3] + outs[-1] + sum(outs[::7])
+
+
+def test_unrolled_python_loop_becomes_one_scan(rng):
+    args = [rng.standard_normal(5) * 0.5 for _ in range(4)]
+    f = tg.value_and_grad(unrolled_two_state, argnums=(0, 1, 2, 3), **INTERP)
+    lowered = f.lower(*args)
+    assert [n.op for n in lowered.traced.nodes].count("scan") == 1
+    assert len(lowered.traced.nodes) < 60  # 40 steps of ~8 nodes each, rerolled
+    value, grads = f(*args)
+    assert float(value) == pytest.approx(float(unrolled_two_state(*args)), rel=1e-12)
+    for k in range(4):
+        np.testing.assert_allclose(grads[k], numeric_grad(unrolled_two_state, list(args), k),
+                                   rtol=1e-6, atol=1e-8)
+
+
+def test_rerolled_gradients_equal_the_unrolled_graph(rng, monkeypatch):
+    args = [rng.standard_normal(5) * 0.5 for _ in range(4)]
+    rerolled = tg.value_and_grad(unrolled_two_state, argnums=(0, 1, 2, 3), **INTERP)(*args)
+    monkeypatch.setattr(reroll_pass, "MIN_STEPS", 10 ** 9)
+    plain = tg.value_and_grad(unrolled_two_state, argnums=(0, 1, 2, 3), **INTERP)
+    assert "scan" not in [n.op for n in plain.lower(*args).traced.nodes]
+    value, grads = plain(*args)
+    assert float(value) == pytest.approx(float(rerolled[0]), rel=1e-12)
+    for a, b in zip(grads, rerolled[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+
+
+def test_chain_with_a_different_weight_per_step_stays_unrolled(rng):
+    Ws = [rng.standard_normal((3, 3)) for _ in range(30)]
+
+    def f(h):
+        for W in Ws:
+            h = tg.tanh(h @ W)
+        return tg.sum(h)
+    traced = tg.compile(f, **INTERP).lower(np.ones(3)).traced
+    assert "scan" not in [n.op for n in traced.nodes]
+
+
+def test_rerolled_numba_kernel_matches_interpreter(rng):
+    args = [rng.standard_normal(5).astype(np.float32) * 0.5 for _ in range(4)]
+    v1, g1 = tg.value_and_grad(unrolled_two_state, argnums=(0, 2))(*args)
+    v2, g2 = tg.value_and_grad(unrolled_two_state, argnums=(0, 2), **INTERP)(*args)
+    assert float(v1) == pytest.approx(float(v2), rel=1e-5)
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+OPS = ("add", "mul", "sub", "tanh", "sin", "exp_neg")
+
+
+def _random_step(seed: int):
+    """A random step function of two carries and two loop invariants."""
+    r = np.random.default_rng(seed)
+    prog = [(OPS[r.integers(len(OPS))], int(r.integers(0, 4)), int(r.integers(0, 4)))
+            for _ in range(int(r.integers(2, 6)))]
+
+    def step(h, c, u, v):
+        vals = [h, c, u, v]
+        for op, i, j in prog:
+            a, b = vals[i % len(vals)], vals[j % len(vals)]
+            vals.append({"add": lambda: a + b, "mul": lambda: a * b * 0.5, "sub": lambda: a - b,
+                         "tanh": lambda: tg.tanh(a), "sin": lambda: tg.sin(a),
+                         "exp_neg": lambda: tg.exp(-a * a)}[op]())
+        return tg.tanh(vals[-1]), 0.5 * c + 0.1 * vals[-2]
+    return step
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_periodic_programs_reroll_exactly(seed, rng):
+    step = _random_step(seed)
+    n = 20 + seed
+
+    def f(h, c, u, v):
+        total = 0.0
+        for t in range(n):
+            h, c = step(h, c, u, v)
+            if t % 5 == 0:
+                total = total + tg.sum(h)
+        return total + tg.sum(c * h)
+    args = [rng.standard_normal(3) * 0.5 for _ in range(4)]
+    graph = tg.trace(f, *args)
+    rerolled = reroll_pass.reroll_loops(graph, min_steps=3)
+    assert [n.op for n in rerolled.nodes].count("scan") >= 1
+    verify(rerolled)
+    assert float(interpret(rerolled, *args)[0]) == pytest.approx(
+        float(interpret(graph, *args)[0]), rel=1e-12, abs=1e-12)
+    g = tg.grad(f, argnums=(0, 1, 2, 3), **INTERP)(*args)
+    for k in range(4):
+        np.testing.assert_allclose(g[k], numeric_grad(f, list(args), k), rtol=1e-5, atol=1e-7)
