@@ -115,6 +115,13 @@ class Lowered:
                     self._optimized = _optimize_graph(joint, self._optimize, {})
         return self._optimized
 
+    @property
+    def scan_residual_bytes(self) -> int:
+        """Bytes reverse mode of the graph's scans keeps between its forward and
+        backward loops: each step's starting carry (0 without scans)."""
+        from tracegrad.ops.control import residual_bytes
+        return residual_bytes(self.optimized)
+
     def __str__(self) -> str:
         return str(self.optimized)
 

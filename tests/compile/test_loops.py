@@ -344,3 +344,11 @@ def test_random_periodic_programs_reroll_exactly(seed, rng):
     g = tg.grad(f, argnums=(0, 1, 2, 3), **INTERP)(*args)
     for k in range(4):
         np.testing.assert_allclose(g[k], numeric_grad(f, list(args), k), rtol=1e-5, atol=1e-7)
+
+
+def test_scan_residual_memory_is_reported(rnn_args):
+    h0, W, xs = rnn_args
+    lowered = tg.value_and_grad(rnn_loss, **INTERP).lower(h0, W, xs)
+    assert lowered.scan_residual_bytes == xs.shape[0] * h0.size * 8  # one f64 carry per step
+    forward_only = tg.compile(rnn_loss, **INTERP).lower(h0, W, xs)
+    assert forward_only.scan_residual_bytes == 0

@@ -166,6 +166,18 @@ def history_base(graph: Graph) -> Graph | None:
     return _HISTORY_BASE.get(graph)
 
 
+def residual_bytes(graph: Graph) -> int:
+    """Memory of the per-step carries that the residual-keeping scans of `graph`
+    store for reverse mode (length x carry sizes)."""
+    total = 0
+    for node in graph.nodes:
+        if node.op == "scan" and history_base(node.attrs["body"]) is not None:
+            body = node.attrs["body"]
+            per_step = sum(n.size * n.dtype.itemsize for n in body.inputs[:node.attrs["n_carry"]])
+            total += node.attrs["length"] * per_step
+    return total
+
+
 @functools.lru_cache(maxsize=256)
 def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int):
     """(history body, backward body, float positions) for reverse mode of a scan
