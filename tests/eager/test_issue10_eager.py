@@ -884,18 +884,28 @@ def test_nonreentrant_checkpoint_programs_match_torch():
             assert got[key] == want[key], key
 
 
-def test_nonreentrant_checkpoint_replays_the_random_state_and_drops_activations():
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_checkpoint_recomputes_with_the_forward_random_state(use_reentrant):
+    # before: the recomputation drew new random numbers, so y = a * rand(6) got the
+    # gradient of a different rand(6) (PyTorch preserves the RNG state by default)
+    from tracegrad.eager.utils.checkpoint import checkpoint
+    tg.manual_seed(0)
+    a = tg.ones(6, requires_grad=True)
+    y = checkpoint(lambda t: t * tg.rand(6), a, use_reentrant=use_reentrant)
+    r = y.detach().numpy().copy()
+    tg.manual_seed(1)
+    expected_next = tg.rand(2).tolist()
+    tg.manual_seed(1)
+    (y * y).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), 2 * r * r, rtol=1e-6)  # d/da sum((a r)^2) = 2 a r^2
+    assert tg.rand(2).tolist() == expected_next  # the caller's random stream is untouched
+
+
+def test_nonreentrant_checkpoint_drops_activations():
     import gc
     import tracemalloc
 
     from tracegrad.eager import nn
-    from tracegrad.eager.utils.checkpoint import checkpoint
-    tg.manual_seed(0)
-    a = tg.ones(6, requires_grad=True)
-    y = checkpoint(lambda t: t * tg.rand(6), a, use_reentrant=False)
-    mask = y.detach().numpy().copy()
-    (y * y).sum().backward()
-    np.testing.assert_allclose(a.grad.numpy(), 2 * mask * mask, rtol=1e-6)  # same rand values
 
     def peak(segments):
         tg.manual_seed(0)

@@ -49,7 +49,7 @@ REENTRANT_GRAD_MESSAGE = (
 class CheckpointFunctionBackward(Node):
     """Recomputes `fn(*args)` and backpropagates through it."""
 
-    __slots__ = ("fn", "args", "kwargs")
+    __slots__ = ("fn", "args", "kwargs", "rng_state")
 
     def __init__(self, fn, args, kwargs, out: np.ndarray):
         inputs, in_meta = [], []
@@ -100,7 +100,7 @@ class CheckpointFunctionBackward(Node):
                 detached.append(d)
             else:
                 detached.append(a)
-        with enable_grad():
+        with enable_grad(), _replayed_rng(self.rng_state):
             out = self.fn(*detached, **self.kwargs)
         if not isinstance(out, Tensor) or not out._requires_grad:
             return [None] * len(self.inputs)
@@ -138,13 +138,12 @@ class _Frame:
     __slots__ = ("fn", "args", "kwargs", "versions", "rng_state", "nodes", "filled",
                  "__weakref__")
 
-    def __init__(self, fn, args, kwargs):
-        from tracegrad.eager.creation import generator
+    def __init__(self, fn, args, kwargs, preserve_rng_state: bool = True):
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
         self.versions = [a._counter[0] if isinstance(a, Tensor) else None for a in args]
-        self.rng_state = generator().bit_generator.state
+        self.rng_state = _rng_state() if preserve_rng_state else None
         self.nodes: list = []
         self.filled = False
 
@@ -172,17 +171,14 @@ class _Frame:
                 # saves the inputs and raises its usual version error
                 from tracegrad.eager.graph import version_message
                 raise RuntimeError(version_message((a._data, a._counter, version, a, False), node))
-        from tracegrad.eager import creation
         rec = _Recompute()
         prev = (STATE.grad_enabled, STATE.inference, STATE.ckpt)
-        rng = creation.generator().bit_generator.state
-        creation.generator().bit_generator.state = self.rng_state
         STATE.grad_enabled, STATE.inference, STATE.ckpt = True, False, rec
         try:
-            self.fn(*self.args, **self.kwargs)
+            with _replayed_rng(self.rng_state):
+                self.fn(*self.args, **self.kwargs)
         finally:
             STATE.grad_enabled, STATE.inference, STATE.ckpt = prev
-            creation.generator().bit_generator.state = rng
         if len(rec.nodes) != len(self.nodes) or any(
                 ref() is not None and ref()._name != new._name
                 for ref, new in zip(self.nodes, rec.nodes)):
@@ -218,10 +214,35 @@ class _Recompute:
         pass
 
 
-def _checkpoint_without_reentrant(function, args, kwargs):
+def _rng_state():
+    from tracegrad.eager.creation import generator
+    return generator().bit_generator.state
+
+
+class _replayed_rng:  # noqa: N801
+    """Run a recomputation from the RNG state of the forward (PyTorch's
+    preserve_rng_state), then give the caller its own state back."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def __enter__(self):
+        if self.state is not None:
+            from tracegrad.eager.creation import generator
+            self.saved = generator().bit_generator.state
+            generator().bit_generator.state = self.state
+
+    def __exit__(self, *exc):
+        if self.state is not None:
+            from tracegrad.eager.creation import generator
+            generator().bit_generator.state = self.saved
+        return False
+
+
+def _checkpoint_without_reentrant(function, args, kwargs, preserve_rng_state: bool = True):
     if not STATE.grad_enabled:
         return function(*args, **kwargs)
-    frame = _Frame(function, args, kwargs)
+    frame = _Frame(function, args, kwargs, preserve_rng_state)
     prev = STATE.ckpt
     STATE.ckpt = frame
     try:
@@ -231,7 +252,8 @@ def _checkpoint_without_reentrant(function, args, kwargs):
 
 
 def checkpoint(function: Callable[..., Tensor], *args: Any, use_reentrant: bool | None = None,
-               **kwargs: Any) -> Tensor:
+               preserve_rng_state: bool = True, context_fn=None, determinism_check=None,
+               debug=None, **kwargs: Any) -> Tensor:
     """`function(*args)` whose intermediate activations are recomputed in backward.
 
     use_reentrant=False is PyTorch's recommended variant: the graph is recorded as
@@ -241,7 +263,8 @@ def checkpoint(function: Callable[..., Tensor], *args: Any, use_reentrant: bool 
     is the single-node CheckpointFunctionBackward described above.
     """
     if use_reentrant is False:
-        return _checkpoint_without_reentrant(function, args, kwargs)
+        return _checkpoint_without_reentrant(function, args, kwargs, preserve_rng_state)
+    rng = _rng_state() if preserve_rng_state else None
     with no_grad():
         out = function(*args, **kwargs)
     if not isinstance(out, Tensor):
@@ -252,6 +275,7 @@ def checkpoint(function: Callable[..., Tensor], *args: Any, use_reentrant: bool 
         _uses_parameters(function)
     if STATE.grad_enabled and needs_grad:
         result._grad_fn = CheckpointFunctionBackward(function, args, kwargs, out._data)
+        result._grad_fn.rng_state = rng
         result._requires_grad = True
     return result
 
