@@ -961,3 +961,23 @@ def test_reentrant_checkpoint_refuses_partial_backward():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert got == _reentrant_grad(torch, torch_checkpoint)
+
+
+def test_mixed_dtype_ops_compute_in_the_result_dtype():
+    # PyTorch casts the operands to the result dtype first: 3 * 0.1234567890123 in float32
+    # is 0.37037038803100586 (NumPy's float64 product rounded once gives 0.37037035822868347)
+    s = 0.1234567890123
+    assert (tg.tensor([3]) * s).item() == float(np.float32(3) * np.float32(s)) == 0.37037038803100586
+    t = 0.10400000000000001
+    y = tg.tensor([1.1]) * tg.tensor(t, dtype=tg.float64)  # float32 result, float32 product
+    assert y.dtype == tg.float32 and y.item() == float(np.float32(1.1) * np.float32(t))
+    torch = _torch()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(10000).astype(np.float32)
+    ints = rng.integers(-10**6, 10**6, 10000)
+    for op in (lambda M, a, i: a * M.tensor(s, dtype=M.float64),
+               lambda M, a, i: a / M.tensor(s, dtype=M.float64),
+               lambda M, a, i: i * s, lambda M, a, i: i / 3, lambda M, a, i: a - i):
+        got, want = (op(M, M.tensor(x), M.tensor(ints)) for M in (tg, torch))
+        assert str(got.dtype) == str(want.dtype)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -140,8 +140,18 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
     dt = out.dtype
     kind = dt.kind
     if (kind == "f" or (kind in "iu" and prim.kind == "elementwise")) and "dtype" not in attrs:
-        out = _promoted(out, arrays)  # PyTorch's result dtype, where NumPy's differs
-        dt = out.dtype
+        want = _promoted_dtype(dt, arrays)  # PyTorch's result dtype, where NumPy's differs
+        if want is not None:
+            if want.kind == "f" and prim.kind == "elementwise":
+                # PyTorch computes in the result dtype (`f32 * f64_0d` multiplies in
+                # float32, `int * 2.5` too): cast the operands and run again
+                out = prim.impl(*[a.astype(want) if type(a) is np.ndarray and a.dtype != want
+                                  and a.dtype.kind in "fiu" else a for a in arrays], **attrs)
+                if type(out) is not np.ndarray:
+                    out = np.asarray(out)
+            if out.dtype != want:
+                out = out.astype(want)
+            dt = out.dtype
     result = Tensor._wrap(out)
     state = STATE
     if state.inference:
@@ -210,12 +220,11 @@ def inplace_operand(view: "Tensor") -> "Tensor":
     return view
 
 
-def _promoted(out: np.ndarray, arrays) -> np.ndarray:
-    """`out` cast to PyTorch's result dtype for these operands (dtypes.result_type:
-    0-d tensors and Python scalars do not promote within their category, a Python
-    float is float32, an integer op with a float result gives float32), where
-    NumPy's differs: `f64_0d * f32` is float32, `int * 2.5` and `int / int` float32."""
-    dt = out.dtype
+def _promoted_dtype(dt: np.dtype, arrays) -> np.dtype | None:
+    """PyTorch's result dtype for these operands where it is not NumPy's `dt`, else
+    None (dtypes.result_type: 0-d tensors and Python scalars do not promote within
+    their category, a Python float is float32, an integer op with a float result gives
+    float32): `f64_0d * f32` is float32, `int * 2.5` and `int / int` float32."""
     has_dim = False
     for a in arrays:  # the common case: operands of out's own dtype, and scalars
         if type(a) is np.ndarray:
@@ -227,14 +236,14 @@ def _promoted(out: np.ndarray, arrays) -> np.ndarray:
             break
     else:
         if has_dim:
-            return out
+            return None
     want = _dt.result_type(arrays)
     if dt.kind == "f":
         if want is None or want.kind != "f":
             want = _F32  # the default dtype
     elif want is None or want.kind not in "iu":
-        return out
-    return out if want == dt else out.astype(want)
+        return None
+    return None if want == dt else want
 
 
 _SCALARS = (int, float)
