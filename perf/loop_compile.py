@@ -26,6 +26,9 @@ import json, resource, sys, time
 t0 = time.perf_counter()
 import numpy as np, tracegrad as tg
 form, n = sys.argv[1], int(sys.argv[2])
+if form == "unrolled, no reroll":
+    import tracegrad.passes.loops
+    tracegrad.passes.loops.MIN_STEPS = 10 ** 9
 
 def unrolled(h, w, b):
     for _ in range(n):
@@ -78,24 +81,55 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _plot(rows: list[dict], path: pathlib.Path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for form in ("scan", "unrolled", "unrolled, no reroll"):
+        pts = [(r["steps"], r["first_s"]) for r in rows if r["form"] == form and "error" not in r]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=form)
+    ax.set_xscale("log")
+    ax.set_xlabel("loop steps")
+    ax.set_ylabel("time to first result (s), fresh process")
+    ax.legend()
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", default="10,100,500,1000")
+    p.add_argument("--no-reroll-steps", default="10,100,500",
+                   help="lengths to also run unrolled with rerolling switched off")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--out", default=str(ROOT / "perf" / "loops.md"))
     args = p.parse_args()
     rows = []
+    no_reroll = {int(s) for s in args.no_reroll_steps.split(",") if s}
     for n in [int(s) for s in args.steps.split(",")]:
-        for form in ("scan", "unrolled"):
+        for form in ("scan", "unrolled", "unrolled, no reroll"):
+            if form == "unrolled, no reroll" and n not in no_reroll:
+                continue
             r = measure(form, n, args.timeout)
             rows.append(r)
             print(json.dumps(r), flush=True)
+    plot = _plot(rows, pathlib.Path(args.out).with_name("loop_compile.png"))
     text = ("# Compile time against loop length\n\n"
             "Made by `python perf/loop_compile.py`: each row is a fresh process with an empty "
             "kernel cache, timed from before `import tracegrad` to the first value-and-gradient "
             "result of `h = tanh(h * w + b)` (64 float32 values, loss sum(h)), written as "
-            "`tg.scan` or as a plain Python loop.\n\n" + table(rows) + "\n")
+            "`tg.scan` or as a plain Python loop (which tracegrad rerolls into a scan when "
+            "it finds 16 or more identical steps; the last form switches that off).\n\n"
+            + table(rows) + "\n" + (f"\n![compile time against loop length]({plot.name})\n"
+                                     if plot else ""))
     pathlib.Path(args.out).write_text(text)
     print(f"wrote {args.out}")
 

@@ -68,6 +68,10 @@ class CompileError(TracegradError):
     """A function cannot be compiled or differentiated as asked."""
 
 
+class GradOutputError(CompileError, TypeError):
+    """`grad` of a function whose output is not one scalar (JAX raises TypeError)."""
+
+
 class NonFiniteError(TracegradError, FloatingPointError):
     """check_finite=True found a NaN or Inf in a compiled function's output."""
 
@@ -707,16 +711,19 @@ class CompiledFunction:
         else:
             value_tree = out_tree
         if value_tree.kind != "array":
-            raise CompileError(
-                f"{_fn_name(self.fn)}: {self.mode} needs a function returning one scalar array, "
-                f"got structure {value_tree}{_fn_location(self.fn)}")
+            raise GradOutputError(
+                f"Gradient only defined for scalar-output functions. {_fn_name(self.fn)}: "
+                f"{self.mode} needs a function returning one scalar array, got structure "
+                f"{value_tree}; for several outputs use tracegrad.jacobian or tracegrad.vjp, "
+                f"or has_aux=True for (value, aux){_fn_location(self.fn)}")
         value = graph.outputs[0]
         if value.shape != ():
-            raise CompileError(
+            raise GradOutputError(
                 f"Gradient only defined for scalar-output functions. Output had shape: "
                 f"{value.shape} ({_fn_name(self.fn)} returned {value.type_str()} made at "
                 f"{value.source}); reduce it, e.g. with tracegrad.sum, or use "
-                "tracegrad.compile with an eager backward for vector outputs")
+                "tracegrad.jacobian (all derivatives) or tracegrad.vjp (a vector-Jacobian "
+                "product) for vector outputs")
         if not np.issubdtype(value.dtype, np.floating):
             raise core.DTypeError(
                 f"{self.mode} requires real-valued outputs (a floating-point dtype), but "
@@ -1135,3 +1142,6 @@ def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, backend: str = "n
     """
     return jacobian(grad(fn, argnums, backend=backend), argnums, backend=backend,
                     optimize=optimize)
+
+
+jacrev = jacobian  # JAX's name for the reverse-mode Jacobian

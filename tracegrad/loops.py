@@ -43,6 +43,13 @@ def _as_array(v: Any) -> Any:
     return np.asarray(v) if type(v) in (int, float, bool) else v
 
 
+def _as_arrays(tree: Any) -> Any:
+    """NumPy scalars that a Python loop produced become 0-d arrays, as traced results are."""
+    leaves, treedef = _leaves(tree)
+    return tree_unflatten(treedef, [np.asarray(v) if isinstance(v, (np.generic, float, int))
+                                    else v for v in leaves])
+
+
 def _tracing(*leaves: Any) -> bool:
     return bool(active_contexts()) or any(isinstance(v, Tracer) for v in leaves)
 
@@ -136,9 +143,9 @@ def _scan_python(f, carry, x_leaves, x_tree, n, reverse):
         carry, y = result
         ys_by_step[i], y_tree = _leaves(y)
     if n == 0:
-        return carry, None
+        return _as_arrays(carry), None
     stacked = [api.stack([ys_by_step[i][k] for i in range(n)]) for k in range(len(ys_by_step[0]))]
-    return carry, tree_unflatten(y_tree, stacked)
+    return _as_arrays(carry), tree_unflatten(y_tree, stacked)
 
 
 # ----------------------------------------------------------------- fori_loop
@@ -151,7 +158,7 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any) -> Any:
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.fori_loop(0, 4, lambda i, v: v * 2.0, np.float64(1.0))
-    16.0
+    array(16.)
     """
     if isinstance(lower, Tracer) or isinstance(upper, Tracer):
         def cond_fun(state):
@@ -165,7 +172,7 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any) -> Any:
         val = init_val
         for i in range(lower, upper):
             val = body_fun(i, val)
-        return val
+        return _as_arrays(val)
     carry, _ = scan(lambda val, i: (body_fun(i, val), None), init_val,
                     np.arange(lower, max(lower, upper)))
     return carry
@@ -188,7 +195,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
         val = tree_unflatten(tree, leaves)
         while bool(cond_fun(val)):
             val = body_fun(val)
-        return val
+        return _as_arrays(val)
     avals = [abstract_leaf(v) for v in leaves]
     cond_graph, cond_tree, cond_caps = _trace_body(cond_fun, TreeDef("tuple", [tree]), avals,
                                                    "while_cond")

@@ -6,7 +6,8 @@ import pytest
 
 MODULES = ["tracegrad.ir", "tracegrad.ir.printer", "tracegrad.ir.interpret", "tracegrad.ir.verify",
            "tracegrad.ir.clone", "tracegrad.tracing", "tracegrad.autodiff", "tracegrad.compiler",
-           "tracegrad.compiled_eager"]
+           "tracegrad.compiled_eager", "tracegrad.implicit", "tracegrad.loops", "tracegrad.transforms",
+           "tracegrad.ops.control"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,0 +1,222 @@
+"""JAX's function transforms `vjp`, `jvp`, `linearize` and `jacfwd`.
+
+All four are built on the reverse mode tracegrad already has, and each is
+compiled once per input signature like `grad`:
+
+- `vjp(f, *primals)` returns `f(*primals)` and a pullback; the pullback is the
+  gradient of `<f(p), ct>` with respect to every primal.
+- `jvp(f, primals, tangents)` computes `J @ tangents` by transposing the
+  pullback: `u -> J^T u` is linear, so its own pullback applied to the
+  tangents is `J @ tangents` (the "double VJP", exact, not a difference
+  quotient). The pullback's forward work is shared by the passes (CSE, DCE).
+- `jacfwd(f)` stacks one `jvp` per input element (columns), `jacobian` (JAX's
+  `jacrev`) one gradient per output element (rows): the same matrix.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> f = lambda x: x ** 3
+    >>> tg.jvp(f, (np.array([1.0, 2.0]),), (np.array([1.0, 0.5]),), backend="interpret")
+    (array([1., 8.]), array([3., 6.]))
+    >>> out, pullback = tg.vjp(f, np.array([1.0, 2.0]), backend="interpret")
+    >>> pullback(np.array([1.0, 1.0]))
+    (array([ 3., 12.]),)
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tracegrad.ops import api
+from tracegrad.tracing import tree_flatten, tree_unflatten
+
+_CACHE: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def _cached(fn: Callable, key: tuple, make: Callable[[], Any]):
+    """One compiled transform per (function, kind): repeated calls hit its cache."""
+    try:
+        per_fn = _CACHE.setdefault(fn, {})
+    except TypeError:  # not weak-referenceable (a builtin): no reuse
+        return make()
+    compiled = per_fn.get(key)
+    if compiled is None:
+        compiled = per_fn[key] = make()
+    return compiled
+
+
+def _leaves(tree) -> list:
+    return tree_flatten(tree, arrays_only_scalars=True)[0]
+
+
+def _is_float_leaf(v) -> bool:
+    dtype = getattr(v, "dtype", None)
+    return np.issubdtype(np.dtype(dtype if dtype is not None else np.asarray(v).dtype),
+                         np.inexact)
+
+
+def _vdot(out, ct):
+    """<out, ct> over the float leaves of two pytrees of the same structure."""
+    total = None
+    for o, c in zip(_leaves(out), _leaves(ct)):
+        if not _is_float_leaf(o):
+            continue
+        term = api.sum(o * c)
+        total = term if total is None else total + term
+    if total is None:
+        raise TypeError("vjp/jvp: the function has no floating-point output to differentiate")
+    return total
+
+
+def _split_aux(result, has_aux: bool):
+    if not has_aux:
+        return result, None
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise TypeError("with has_aux=True the function must return a pair (output, aux)")
+    return result[0], result[1]
+
+
+def _pullback(fn: Callable, has_aux: bool, primals: tuple, ct):
+    """Traceable: the cotangent of every primal for output cotangent `ct`."""
+    from tracegrad.compiler import grad
+    n = len(primals)
+    return grad(lambda *p: _vdot(_split_aux(fn(*p), has_aux)[0], ct), argnums=tuple(range(n)),
+                backend="interpret", optimize=False)(*primals)
+
+
+def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str = "numba"):
+    """JAX's `vjp`: `(fn(*primals), pullback)`, or `(out, pullback, aux)` with `has_aux`.
+
+    `pullback(ct)` takes a cotangent shaped like the output (a pytree) and returns
+    a tuple with one cotangent per primal.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> out, pb = tg.vjp(lambda x, y: x * y, np.array([2.0]), np.array([3.0]), backend="interpret")
+    >>> pb(np.array([1.0]))
+    (array([3.]), array([2.]))
+    """
+    from tracegrad.compiler import CompiledFunction
+    forward = _cached(fn, ("forward", has_aux, backend),
+                      lambda: CompiledFunction(fn, "compile", backend=backend))
+    result = forward(*primals)
+    out, aux = _split_aux(result, has_aux)
+    backward = _cached(fn, ("pullback", has_aux, backend), lambda: CompiledFunction(
+        lambda primals, ct: _pullback(fn, has_aux, primals, ct), "compile", backend=backend))
+
+    def pullback(ct):
+        return tuple(backward(tuple(primals), ct))
+    pullback.__name__ = f"pullback_of_{getattr(fn, '__name__', 'f')}"
+    return (out, pullback, aux) if has_aux else (out, pullback)
+
+
+def _jvp_traceable(fn: Callable, has_aux: bool, primals: tuple, tangents: tuple):
+    """Traceable: (out, J @ tangents[, aux]) by transposing the pullback."""
+    from tracegrad.compiler import grad
+    result = fn(*primals)
+    out, aux = _split_aux(result, has_aux)
+    out_leaves, out_tree = tree_flatten(out, arrays_only_scalars=True)
+
+    def transposed(u):
+        cts = _pullback(fn, has_aux, primals, u)
+        total = None
+        for g, t in zip(_leaves(cts), _leaves(tangents)):
+            if not _is_float_leaf(g):
+                continue
+            term = api.sum(g * t)
+            total = term if total is None else total + term
+        return total
+    zeros = tree_unflatten(out_tree, [api.zeros_like(o) if _is_float_leaf(o) else o
+                                      for o in out_leaves])
+    tangent_out = grad(transposed, backend="interpret", optimize=False)(zeros)
+    return (out, tangent_out, aux) if has_aux else (out, tangent_out)
+
+
+def _check_tangents(primals: Sequence, tangents: Sequence) -> None:
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("jvp: primals and tangents must be tuples (one entry per argument), got "
+                        f"{type(primals).__name__} and {type(tangents).__name__}")
+    if len(primals) != len(tangents):
+        raise TypeError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
+    for k, (p, t) in enumerate(zip(primals, tangents)):
+        pl, tl = _leaves(p), _leaves(t)
+        if len(pl) != len(tl):
+            raise TypeError(f"jvp: primal {k} and its tangent have different structures")
+        for a, b in zip(pl, tl):
+            if np.shape(a) != np.shape(b):
+                raise TypeError(f"jvp: primal {k} has shape {np.shape(a)} but its tangent has "
+                                f"shape {np.shape(b)}; tangents must match their primals")
+
+
+def jvp(fn: Callable, primals: Sequence, tangents: Sequence, *, has_aux: bool = False,
+        backend: str = "numba"):
+    """JAX's `jvp`: `(fn(*primals), J @ tangents)` (and `aux` with `has_aux`).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.jvp(tg.sin, (np.array(0.0),), (np.array(2.0),), backend="interpret")
+    (array(0.), array(2.))
+    """
+    from tracegrad.compiler import CompiledFunction
+    _check_tangents(primals, tangents)
+    compiled = _cached(fn, ("jvp", has_aux, backend), lambda: CompiledFunction(
+        lambda primals, tangents: _jvp_traceable(fn, has_aux, primals, tangents), "compile",
+        backend=backend))
+    return compiled(tuple(primals), tuple(tangents))
+
+
+def linearize(fn: Callable, *primals: Any, backend: str = "numba"):
+    """JAX's `linearize`: `(fn(*primals), f_jvp)` with `f_jvp(*tangents) = J @ tangents`.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> out, f_jvp = tg.linearize(lambda x: x ** 2, np.array([3.0]), backend="interpret")
+    >>> f_jvp(np.array([1.0]))
+    array([6.])
+    """
+    out = _cached(fn, ("forward", False, backend),
+                  lambda: __import__("tracegrad.compiler", fromlist=["x"]).CompiledFunction(
+                      fn, "compile", backend=backend))(*primals)
+
+    def f_jvp(*tangents):
+        return jvp(fn, tuple(primals), tuple(tangents), backend=backend)[1]
+    return out, f_jvp
+
+
+def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
+           backend: str = "numba"):
+    """JAX's `jacfwd`: the Jacobian by forward mode, one `jvp` per input element,
+    shaped `output.shape + input.shape` (a tuple of them for tuple `argnums`).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.jacfwd(lambda x: x ** 2, backend="interpret")(np.array([1.0, 3.0]))
+    array([[2., 0.],
+           [0., 6.]])
+    """
+    from tracegrad.compiler import CompiledFunction, _normalize_argnums
+    positions = _normalize_argnums(argnums)
+
+    def jacobian_columns(*args):
+        jacobians = []
+        out = aux = None
+        for pos in positions:
+            x = args[pos]
+            shape, n = tuple(np.shape(x)), int(np.prod(np.shape(x), dtype=np.int64))
+            dtype = np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype)
+            cols = []
+            for k in range(n):
+                basis = np.zeros(n, dtype)
+                basis[k] = 1
+                tangents = tuple(basis.reshape(shape) if i == pos else api.zeros_like(a)
+                                 for i, a in enumerate(args))
+                res = _jvp_traceable(fn, has_aux, tuple(args), tangents)
+                out, t = res[0], res[1]
+                aux = res[2] if has_aux else None
+                cols.append(api.ravel(t))
+            out_shape = tuple(np.shape(out))
+            if cols:
+                stacked = api.stack(cols, axis=-1)
+            else:
+                stacked = api.zeros_like(api.reshape(api.ravel(out), (-1, 1))[:, :0])
+            jacobians.append(api.reshape(stacked, out_shape + shape))
+        result = tuple(jacobians) if isinstance(argnums, (tuple, list)) else jacobians[0]
+        return (result, aux) if has_aux else result
+    jacobian_columns.__name__ = f"jacfwd({getattr(fn, '__name__', 'f')})"
+    return CompiledFunction(jacobian_columns, "compile", backend=backend)
