@@ -566,6 +566,14 @@ def _try_plot(fn, *args) -> str | None:
 
 
 # ------------------------------------------------------------------- report
+def section_loops(loops_md: Path) -> list[str]:
+    """Compile time against loop length, from perf/loop_compile.py's own report."""
+    if not loops_md.exists():
+        return []
+    body = loops_md.read_text().split("\n", 1)[1].strip()
+    return ["## Compile time against loop length (perf/loop_compile.py, issue 12)", "", body, ""]
+
+
 def write_report(out_dir: Path, results, sweeps, cold, info: dict, argv: list, settings,
                  total_seconds: float, notes: list[str] = ()) -> Path:
     out_dir = Path(out_dir)
@@ -593,6 +601,7 @@ def write_report(out_dir: Path, results, sweeps, cold, info: dict, argv: list, s
     lines += section_stages(results)
     lines += section_sweeps(sweeps)
     lines += section_cold(cold)
+    lines += section_loops(Path(__file__).resolve().parent / "loops.md")
     lines += section_missing(results)
     if problems:
         lines += ["## Plots not drawn", ""] + [f"- {k}: {v}" for k, v in problems.items()] + [""]
