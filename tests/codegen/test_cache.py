@@ -1,5 +1,7 @@
 """The on-disk kernel cache: names, atomic writes, hits across processes,
-corruption, unsafe and read-only directories, concurrent compiles."""
+corruption, unsafe and read-only directories, concurrent compiles, and the
+verified Numba cache of kernels (user functions keep Numba's own). The attacks
+of issue 11 are in tests/reliability/test_cache_security.py."""
 from __future__ import annotations
 
 import os
@@ -130,3 +132,33 @@ def test_two_processes_compiling_at_once(tmp_path):
     assert len(files) == 1
     assert cache.content_hash(files[0].read_bytes()) == files[0].stem[3:]
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_kernels_get_the_verified_numba_cache_and_user_functions_keep_numbas(tmp_path,
+                                                                             monkeypatch):
+    import importlib.util
+
+    from tracegrad.codegen import numba_cache
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "cache"))
+    k = build_kernel(probe_graph(7.0))
+    assert isinstance(k.entry._cache, numba_cache.VerifiedFunctionCache)
+    assert list((tmp_path / "cache" / "numba").glob("*.nbc"))
+    assert not (tmp_path / "cache" / "__pycache__").exists()
+    user = tmp_path / "user_mod_for_cache_test.py"
+    user.write_text("from numba import njit\n\n@njit(cache=True)\ndef f(x):\n    return x + 1\n")
+    spec = importlib.util.spec_from_file_location("user_mod_for_cache_test", user)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.f(1) == 2
+    assert type(mod.f._cache).__name__ == "FunctionCache"  # Numba's own, untouched
+    assert list((tmp_path / "__pycache__").glob("user_mod_for_cache_test.f-*.nbi"))
+
+
+def test_without_the_verified_hook_kernels_are_not_cached_by_numba(tmp_path, monkeypatch):
+    from tracegrad.codegen import numba_cache
+    monkeypatch.setattr(numba_cache, "_INSTALLED", False)  # e.g. another Numba's internals
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
+    k = build_kernel(probe_graph(8.5))
+    np.testing.assert_array_equal(k(np.ones(4))[0], np.full(4, 8.5))
+    assert Path(k.source_path).is_file()
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".nbi", ".nbc")]
