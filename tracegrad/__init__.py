@@ -29,6 +29,8 @@ _LAZY = {
     "linearize": "tracegrad.transforms",
     "jacfwd": "tracegrad.transforms",
     "jacrev": "tracegrad.compiler",
+    "custom_vjp": "tracegrad.custom",
+    "custom_jvp": "tracegrad.custom",
     "scan": "tracegrad.loops",
     "fori_loop": "tracegrad.loops",
     "while_loop": "tracegrad.loops",

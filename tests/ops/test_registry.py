@@ -15,7 +15,7 @@ ARITY = {  # fixed-arity primitives: operands each vjp tuple must cover
 VARIADIC = {"concatenate", "getitem", "index_add_zeros"}
 # Structured control flow holds sub-graphs: no per-node codegen (the body graphs
 # are compiled on their own) and no op_cases row; tests/compile/test_loops.py.
-CONTROL = {"scan", "cond", "while"}
+CONTROL = {"scan", "cond", "while", "call", "custom_vjp_call"}
 KINDS = {"elementwise", "reduction", "shape", "matmul", "index", "other"}
 
 

@@ -377,3 +377,60 @@ def _while_vjp(i, g, out, *operands, cond, body, n_carry):
 while_p = primitive(
     "while", impl=_while_impl, shape_rule=_while_rule, kind="other",
     vjps=PerOperand(_while_vjp), torch_name="WhileBackward", saves=(), codegen=None)
+
+
+# ---------------------------------------------------------------------- call
+
+def _call_rule(*operands, graph):
+    if len(operands) != len(graph.inputs):
+        raise ShapeError(f"call: {graph.name} takes {len(graph.inputs)} inputs, got "
+                         f"{len(operands)}")
+    dtype, slots = packed_layout([n.aval for n in graph.outputs])
+    return Aval((sum(slot[1] for slot in slots),), dtype)
+
+
+def _call_impl(*operands, graph):
+    outs = body_runner(graph)(*operands)
+    dtype, _ = packed_layout([n.aval for n in graph.outputs])
+    return pack(outs, dtype)
+
+
+def _call_vjp(i, g, out, *operands, graph):
+    """Reverse mode through the called graph (its VJP graph, called the same way)."""
+    backward, float_in = _cond_backward_branch(graph)
+    if i not in float_in:
+        return None
+    packed = call_p(*operands, g, graph=backward)
+    return unpack(packed, [as_aval(operands[j]) for j in float_in])[float_in.index(i)]
+
+
+call_p = primitive(
+    "call", impl=_call_impl, shape_rule=_call_rule, kind="other",
+    vjps=PerOperand(_call_vjp), torch_name="CallBackward", saves=(), codegen=None)
+
+
+# ---------------------------------------------------------- custom_vjp_call
+
+def _custom_rule(*operands, fun, fwd, bwd, n_out):
+    return _call_rule(*operands, graph=fun)
+
+
+def _custom_impl(*operands, fun, fwd, bwd, n_out):
+    return _call_impl(*operands, graph=fun)
+
+
+def _custom_vjp(i, g, out, *operands, fun, fwd, bwd, n_out):
+    """The user's rule: residuals from `fwd`, then `bwd(residuals, g)`."""
+    if not _is_float(fun.inputs[i].dtype):
+        return None
+    fwd_avals = [n.aval for n in fwd.outputs]
+    fwd_parts = unpack(call_p(*operands, graph=fwd), fwd_avals)
+    residuals = fwd_parts[n_out:]
+    g_parts = unpack(g, [n.aval for n in fun.outputs])
+    grads = unpack(call_p(*residuals, *g_parts, graph=bwd), [n.aval for n in bwd.outputs])
+    return grads[i]
+
+
+custom_vjp_p = primitive(
+    "custom_vjp_call", impl=_custom_impl, shape_rule=_custom_rule, kind="other",
+    vjps=PerOperand(_custom_vjp), torch_name="CustomVjpBackward", saves=(), codegen=None)

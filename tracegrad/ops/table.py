@@ -993,4 +993,4 @@ def sum_to_shape(g, shape):
 # -------------------------------------------------------- structured control flow
 # scan, cond and while hold sub-graphs; they live in control.py (their rules run
 # the body graphs) and register here with the rest of the table.
-from tracegrad.ops.control import cond_p, scan_p, while_p  # noqa: E402,F401
+from tracegrad.ops.control import call_p, cond_p, custom_vjp_p, scan_p, while_p  # noqa: E402,F401

@@ -1,0 +1,247 @@
+"""Custom derivative rules with JAX's decorator API: `custom_vjp` and `custom_jvp`.
+
+    @tg.custom_vjp
+    def clip_gradient(x):
+        return x
+    def fwd(x):
+        return x, None                  # (output, residuals)
+    def bwd(res, g):
+        return (tg.clip(g, -1.0, 1.0),)  # one cotangent per argument
+    clip_gradient.defvjp(fwd, bwd)
+
+While tracing, a call becomes one `custom_vjp_call` node holding three traced
+sub-graphs (the function, `fwd`, `bwd`; tracegrad/ops/control.py). Reverse mode
+uses the rule instead of differentiating the function; Numba kernels run the
+sub-graphs like other nodes without a template. On plain arrays the function
+simply runs; on eager tensors the call is compiled (`tg.compile`), so eager
+backward also uses the rule, through one `CompiledFunctionBackward` node.
+
+`custom_jvp` takes JAX's `defjvp` rule `(primals, tangents) -> (out, tangent_out)`
+and gets its reverse mode by transposing that rule (it must be linear in the
+tangents, as JAX requires).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> @tg.custom_jvp
+    ... def f(x):
+    ...     return tg.sin(x)
+    >>> @f.defjvp
+    ... def f_jvp(primals, tangents):
+    ...     (x,), (t,) = primals, tangents
+    ...     return tg.sin(x), 2.0 * t        # a deliberately different derivative
+    >>> float(tg.grad(f, backend="interpret")(0.3))
+    2.0
+
+`nondiff_argnums` arguments are static (Python values, part of the cache key)
+and are passed first to `bwd` and to the jvp rule, as in JAX.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tracegrad.ops import api
+from tracegrad.ops.control import ControlFlowError, custom_vjp_p, unpack
+from tracegrad.ops.core import Aval
+from tracegrad.tracing import (TraceContext, Tracer, TreeDef, abstract_leaf, active_contexts,
+                               output_node, tree_flatten, tree_unflatten)
+
+
+class CustomRuleError(ControlFlowError):
+    """A custom rule that does not fit its function (structure, shapes, closures)."""
+
+
+def _leaves(tree):
+    return tree_flatten(tree, arrays_only_scalars=True)
+
+
+def _is_eager(value) -> bool:
+    return type(value).__module__.startswith("tracegrad.eager") and hasattr(value, "requires_grad")
+
+
+def _trace(fn: Callable, in_tree: TreeDef, avals: list, name: str, what: str):
+    context = TraceContext(name)
+    with context.active():
+        tracers = [context.new_input(a, f"in{k}") for k, a in enumerate(avals)]
+        result = fn(*tree_unflatten(in_tree, tracers))
+        out_leaves, out_tree = _leaves(result)
+        for leaf in out_leaves:
+            context.graph.outputs.append(output_node(context, leaf))
+    if context.captures:
+        raise CustomRuleError(
+            f"{what} closes over a traced value ({context.captures[0].node.type_str()}); pass "
+            "it as an argument instead (or through nondiff_argnums), as JAX requires")
+    return context.graph, out_tree
+
+
+class _CustomBase:
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        functools.update_wrapper(self, fun, updated=())
+        self.fun = fun
+        self.nondiff_argnums = tuple(sorted(int(i) for i in nondiff_argnums))
+        self._building = threading.local()  # tracing this function's own rule
+
+    def _split(self, args: tuple):
+        static = {i: args[i] for i in self.nondiff_argnums}
+        diff = tuple(a for i, a in enumerate(args) if i not in static)
+        return static, diff
+
+    def _merge(self, static: dict, diff: Sequence) -> tuple:
+        it = iter(diff)
+        return tuple(static[i] if i in static else next(it)
+                     for i in range(len(static) + len(diff)))
+
+    def __call__(self, *args: Any) -> Any:
+        self._check_defined()
+        if getattr(self._building, "active", False):
+            return self.fun(*args)  # the rule calling the function itself (`f(x), x` in fwd)
+        static, diff = self._split(args)
+        leaves, tree = _leaves(diff)
+        if not active_contexts() and not any(isinstance(v, Tracer) for v in leaves):
+            if any(_is_eager(v) for v in leaves):  # eager tensors: compiled, rule used
+                from tracegrad.compiler import compile as tg_compile
+                return tg_compile(lambda *a: self(*a))(*args)
+            return self.fun(*args)
+        leaves = [np.asarray(v) if type(v) in (int, float, bool) else v for v in leaves]
+        avals = [abstract_leaf(v) for v in leaves]
+        name = getattr(self.fun, "__name__", "f").strip("<>")
+        fun_graph, out_tree = _trace(lambda *d: self.fun(*self._merge(static, d)),
+                                     tree, avals, name, name)
+        self._building.active = True
+        try:
+            fwd_graph, bwd_graph = self._rule_graphs(static, tree, avals, fun_graph, out_tree,
+                                                     name)
+        finally:
+            self._building.active = False
+        packed = custom_vjp_p(*leaves, fun=fun_graph, fwd=fwd_graph, bwd=bwd_graph,
+                              n_out=len(fun_graph.outputs))
+        return tree_unflatten(out_tree, unpack(packed, [n.aval for n in fun_graph.outputs]))
+
+
+class custom_vjp(_CustomBase):
+    """JAX's `custom_vjp`: `f.defvjp(fwd, bwd)`, with `fwd(*args) -> (out, residuals)`
+    and `bwd(*nondiff, residuals, g) -> one cotangent (or None) per argument`.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> @tg.custom_vjp
+    ... def f(x):
+    ...     return x ** 2
+    >>> f.defvjp(lambda x: (x ** 2, x), lambda x, g: (10.0 * g,))
+    >>> float(tg.grad(f, backend="interpret")(3.0))
+    10.0
+    """
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        super().__init__(fun, nondiff_argnums)
+        self.fwd = self.bwd = None
+
+    def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def _check_defined(self) -> None:
+        if self.fwd is None:
+            raise AttributeError(f"No VJP defined for custom_vjp function "
+                                 f"{getattr(self.fun, '__name__', 'f')} using defvjp.")
+
+    def _rule_graphs(self, static, tree, avals, fun_graph, out_tree, name):
+        fwd_graph, fwd_tree = _trace(lambda *d: self.fwd(*self._merge(static, d)),
+                                     tree, avals, f"{name}_fwd", "fwd")
+        if fwd_tree.kind not in ("tuple", "list") or len(fwd_tree.children) != 2:
+            raise CustomRuleError(f"custom_vjp fwd of {name} must return a pair (output, "
+                                  f"residuals), got structure {fwd_tree}")
+        n_out = len(fun_graph.outputs)
+        fwd_out = [n.aval for n in fwd_graph.outputs[:n_out]]
+        if fwd_tree.children[0] != out_tree or fwd_out != [n.aval for n in fun_graph.outputs]:
+            raise CustomRuleError(
+                f"custom_vjp fwd of {name} must return the same output as the function: "
+                f"{out_tree} of {[str(a) for a in (n.aval for n in fun_graph.outputs)]}, got "
+                f"{fwd_tree.children[0]} of {[str(a) for a in fwd_out]}")
+        res_tree = fwd_tree.children[1]
+        res_avals = [n.aval for n in fwd_graph.outputs[n_out:]]
+        out_avals = [n.aval for n in fun_graph.outputs]
+        arg_trees = tree.children
+
+        def bwd_flat(res, g):
+            statics = [static[i] for i in sorted(static)]
+            cts = self.bwd(*statics, res, g)
+            if not isinstance(cts, (tuple, list)) or len(cts) != len(arg_trees):
+                raise CustomRuleError(
+                    f"custom_vjp bwd of {name} must return a tuple with one cotangent per "
+                    f"differentiable argument ({len(arg_trees)}), got "
+                    f"{type(cts).__name__} of length {len(cts) if hasattr(cts, '__len__') else '?'}")
+            flat = []
+            k = 0
+            for ct, arg_tree in zip(cts, arg_trees):
+                n = arg_tree.num_leaves
+                want = avals[k:k + n]
+                got = [None] * n if ct is None else _leaves(ct)[0]
+                if len(got) != n:
+                    raise CustomRuleError(f"custom_vjp bwd of {name}: a cotangent has structure "
+                                          f"{_leaves(ct)[1]}, its argument {arg_tree}")
+                for v, a in zip(got, want):
+                    flat.append(_fit(v, a, name))
+                k += n
+            return flat
+        bwd_graph, _ = _trace(bwd_flat, TreeDef("tuple", [res_tree, out_tree]),
+                              res_avals + out_avals, f"{name}_bwd", "bwd")
+        return fwd_graph, bwd_graph
+
+
+def _fit(v, aval: Aval, name: str):
+    """A cotangent as its argument's shape and dtype (None: zeros)."""
+    if v is None:
+        return api.zeros_like(np.zeros(aval.shape, aval.dtype))
+    if tuple(np.shape(v)) != tuple(aval.shape):
+        if np.shape(v) == ():
+            v = api.broadcast_to(v, aval.shape)
+        else:
+            raise CustomRuleError(f"custom_vjp bwd of {name} returned a cotangent of shape "
+                                  f"{np.shape(v)} for an argument of shape {aval.shape}")
+    dtype = v.dtype if hasattr(v, "dtype") else np.asarray(v).dtype
+    return api.astype(v, aval.dtype) if np.dtype(dtype) != np.dtype(aval.dtype) else v
+
+
+class custom_jvp(_CustomBase):
+    """JAX's `custom_jvp`: `@f.defjvp` with `rule(*nondiff, primals, tangents) ->
+    (out, tangent_out)`; reverse mode transposes the rule (see the module doc)."""
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        super().__init__(fun, nondiff_argnums)
+        self.jvp = None
+
+    def defjvp(self, jvp: Callable) -> Callable:
+        self.jvp = jvp
+        return jvp
+
+    def _check_defined(self) -> None:
+        if self.jvp is None:
+            raise AttributeError(f"No JVP defined for custom_jvp function "
+                                 f"{getattr(self.fun, '__name__', 'f')} using defjvp.")
+
+    def _rule_graphs(self, static, tree, avals, fun_graph, out_tree, name):
+        from tracegrad.compiler import grad
+        statics = [static[i] for i in sorted(static)]
+
+        def fwd_flat(*diff):
+            return self.fun(*self._merge(static, diff)), diff
+        fwd_graph, _ = _trace(fwd_flat, tree, avals, f"{name}_fwd", "fun")
+
+        def bwd_flat(primals, g):
+            def pairing(*tangents):
+                _, tangent_out = self.jvp(*statics, tuple(primals), tuple(tangents))
+                total = None
+                for t, c in zip(_leaves(tangent_out)[0], _leaves(g)[0]):
+                    term = api.sum(t * c)
+                    total = term if total is None else total + term
+                return total
+            zeros = [tree_unflatten(t, [api.zeros_like(v) for v in _leaves(p)[0]])
+                     for p, t in zip(primals, tree.children)]
+            cts = grad(pairing, argnums=tuple(range(len(primals))), backend="interpret",
+                       optimize=False)(*zeros)
+            return [_leaves(c)[0] for c in cts]
+        bwd_graph, _ = _trace(bwd_flat, TreeDef("tuple", [tree, out_tree]),
+                              avals + [n.aval for n in fun_graph.outputs], f"{name}_bwd",
+                              "the jvp rule")
+        return fwd_graph, bwd_graph
