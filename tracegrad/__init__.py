@@ -28,6 +28,7 @@ _LAZY = {
     "jvp": "tracegrad.transforms",
     "linearize": "tracegrad.transforms",
     "jacfwd": "tracegrad.transforms",
+    "vmap": "tracegrad.transforms",
     "jacrev": "tracegrad.compiler",
     "custom_vjp": "tracegrad.custom",
     "custom_jvp": "tracegrad.custom",
