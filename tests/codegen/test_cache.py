@@ -162,3 +162,21 @@ def test_without_the_verified_hook_kernels_are_not_cached_by_numba(tmp_path, mon
     np.testing.assert_array_equal(k(np.ones(4))[0], np.full(4, 8.5))
     assert Path(k.source_path).is_file()
     assert not [p for p in tmp_path.rglob("*") if p.suffix in (".nbi", ".nbc")]
+
+
+def test_deleting_its_kernels_releases_a_generated_module(tmp_path, monkeypatch):
+    import gc
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
+    k1 = build_kernel(probe_graph(9.25))
+    k2 = build_kernel(probe_graph(9.25))  # the same module, a second user
+    name = k1.module.__name__
+    assert k2.module is k1.module and name in sys.modules
+    del k1
+    gc.collect()
+    assert name in sys.modules  # k2 still uses it
+    del k2
+    gc.collect()
+    assert name not in sys.modules
+    k3 = build_kernel(probe_graph(9.25))  # needed again: run again from the verified file
+    np.testing.assert_array_equal(k3(np.ones(4))[0], np.full(4, 9.25))
+    assert k3.module.__name__ == name and name in sys.modules

@@ -100,6 +100,8 @@ class Kernel:
         self.fallback_ids = tuple(fallback_ids)
         self.timings = dict(timings or {})
         self.module = module
+        if module is not None:
+            _hold_module(self, module)
         self._in_types = in_types if in_types is not None else \
             [(tuple(n.shape), np.dtype(n.dtype)) for n in graph.inputs]
         self.parallel_source: str | None = None
@@ -123,6 +125,7 @@ class Kernel:
             return
         self._serial_entry = self.entry
         self.entry = entry
+        _hold_module(self, module)
         _PARALLEL_KERNELS.add(self)
         self.parallel_source = emitted.source
         self.parallel_source_path = str(path) if path else None
@@ -361,6 +364,33 @@ def _generate(graph: Graph, name: str, **options):
             mathlib.start_kernel(expand=False)  # keep compile time bounded
             emitted = generate(graph, name, **options)
         return emitted
+
+
+_MODULE_USERS: dict[str, int] = {}   # generated module name -> live Kernels using it
+_USERS_LOCK = threading.Lock()
+
+
+def _hold_module(kernel: Kernel, module) -> None:
+    """Count `kernel` as a user of generated `module`; when the last user dies, the
+    module leaves sys.modules (it was put there so that Numba can find it), so that
+    deleting a compiled function releases its modules."""
+    name = getattr(module, "__name__", "")
+    if not name.startswith("tg_"):
+        return
+    with _USERS_LOCK:
+        _MODULE_USERS[name] = _MODULE_USERS.get(name, 0) + 1
+    weakref.finalize(kernel, _release_module, name)
+
+
+def _release_module(name: str) -> None:
+    with _USERS_LOCK:
+        left = _MODULE_USERS.get(name, 0) - 1
+        if left > 0:
+            _MODULE_USERS[name] = left
+            return
+        _MODULE_USERS.pop(name, None)
+    from tracegrad.codegen import cache
+    cache.unload(name)
 
 
 _PARALLEL_KERNELS: "weakref.WeakSet[Kernel]" = weakref.WeakSet()  # parallel variant in use

@@ -540,6 +540,17 @@ def _exec_module(name: str, text: str, path: Path | None, d: CacheDir | None) ->
     return mod
 
 
+def unload(name: str) -> None:
+    """Forget generated module `name` (its last kernel is gone): it leaves
+    sys.modules, and is run again (from the verified file) if it is needed again."""
+    from tracegrad.codegen import numba_cache
+    with _LOCK:
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, "__tg_verified__", False) and name not in _LOADING:
+            del sys.modules[name]
+    numba_cache.unregister(name)
+
+
 def _after_fork_in_child() -> None:
     """Threads other than the forking one are gone: so are their imports in flight."""
     global _LOCK

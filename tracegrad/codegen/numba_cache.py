@@ -53,6 +53,11 @@ def register(module_name: str, store) -> bool:
     return True
 
 
+def unregister(module_name: str) -> None:
+    with _LOCK:
+        _MODULES.pop(module_name, None)
+
+
 def install() -> bool:
     global _INSTALLED
     if _INSTALLED is not None:
