@@ -151,10 +151,15 @@ def _propagate(node: Node, ct: Any, env: dict[int, Any], needs: set[int],
                cotangents: dict[int, Any]) -> None:
     prim = REGISTRY[node.op]
     operands = [env[i.id] for i in node.inputs]
+    batch = getattr(prim.vjps, "batch", None)  # one pass for all operands (PerOperand)
+    if batch is not None:
+        needed = [operand.id in needs for operand in node.inputs]
+        with node_source(node.source, vjp_of=f"{node.op} {node.name}"):
+            batched = batch(needed, ct, env[node.id], *operands, **node.attrs)
     for k, operand in enumerate(node.inputs):
         if operand.id not in needs:
             continue
-        rule = _vjp_rule(prim, k)
+        rule = _vjp_rule(prim, k) if batch is None else (lambda *a, _k=k, **kw: batched[_k])
         if rule is None:
             continue
         with node_source(node.source, vjp_of=f"{node.op} {node.name}"):

@@ -243,13 +243,20 @@ def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int):
 
 
 def _scan_vjp(i, g, out, *operands, body, length, reverse, n_carry, n_xs):
-    """The cotangent of operand i: from one reversed scan over the body's VJP
-    (CSE merges the scans that the rules of the other operands build)."""
+    """The cotangent of operand i (see _scan_vjps, which reverse mode calls once)."""
+    needed = [k == i for k in range(len(operands))]
+    return _scan_vjps(needed, g, out, *operands, body=body, length=length, reverse=reverse,
+                      n_carry=n_carry, n_xs=n_xs)[i]
+
+
+def _scan_vjps(needed, g, out, *operands, body, length, reverse, n_carry, n_xs):
+    """Every operand's cotangent from one reversed scan over the body's VJP."""
     from tracegrad.ops import api
     history, backward, float_carry, consts_float, xs_float = _scan_backward_parts(
         body, n_carry, n_xs)
-    if i not in float_carry and i not in consts_float and i not in xs_float:
-        return None
+    wanted = set(float_carry) | set(consts_float) | set(xs_float)
+    if not any(n and k in wanted for k, n in enumerate(needed)):
+        return [None] * len(operands)
     carries = list(operands[:n_carry])
     xs = list(operands[n_carry:n_carry + n_xs])
     consts = list(operands[n_carry + n_xs:])
@@ -269,16 +276,23 @@ def _scan_vjp(i, g, out, *operands, body, length, reverse, n_carry, n_xs):
                  length=length, reverse=not reverse, n_carry=len(ct_carry) + len(acc0),
                  n_xs=len(carry_hist) + len(xs) + len(ct_ys))
     parts = unpack(bwd, _scan_avals(backward, length, len(ct_carry) + len(acc0)))
-    if i in float_carry:
-        return parts[float_carry.index(i)]
-    if i in consts_float:
-        return parts[len(float_carry) + consts_float.index(i)]
-    return parts[len(float_carry) + len(consts_float) + xs_float.index(i)]
+    grads = []
+    for i in range(len(operands)):
+        if not needed[i] or i not in wanted:
+            grads.append(None)
+        elif i in float_carry:
+            grads.append(parts[float_carry.index(i)])
+        elif i in consts_float:
+            grads.append(parts[len(float_carry) + consts_float.index(i)])
+        else:
+            grads.append(parts[len(float_carry) + len(consts_float) + xs_float.index(i)])
+    return grads
 
 
 scan_p = primitive(
     "scan", impl=_scan_impl, shape_rule=_scan_rule, kind="other",
-    vjps=PerOperand(_scan_vjp), torch_name="ScanBackward", saves=(), codegen=None)
+    vjps=PerOperand(_scan_vjp, batch=_scan_vjps), torch_name="ScanBackward", saves=(),
+    codegen=None)
 
 
 # ---------------------------------------------------------------------- cond
