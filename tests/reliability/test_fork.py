@@ -50,7 +50,12 @@ def shared_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("fork-cache")
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+# spawn and forkserver children share nothing with the parent (they only show the
+# scenario works there too): slow, except the cheap eager case
+FRESH = [pytest.param(m, marks=pytest.mark.slow) for m in ("spawn", "forkserver")]
+
+
+@pytest.mark.parametrize("method", ["fork", *FRESH])
 def test_fork_while_the_background_parallel_build_runs(method, tmp_path, shared_cache):
     # fork: a fresh cache, so the parallel variant is compiled (seconds) while we fork
     out = run(method, "parallel_build", tmp_path / "cache" if method == "fork" else shared_cache)
@@ -64,7 +69,7 @@ def test_fork_after_large_eager_ops(method, shared_cache):
     assert "pool=True" in out, out
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+@pytest.mark.parametrize("method", ["fork", *FRESH])
 def test_fork_after_a_parallel_kernel_ran(method, shared_cache):
     out = run(method, "parallel_kernel", shared_cache)
     assert "parallel=True" in out, out
