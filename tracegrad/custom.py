@@ -45,8 +45,8 @@ import numpy as np
 from tracegrad.ops import api
 from tracegrad.ops.control import ControlFlowError, custom_vjp_p, unpack
 from tracegrad.ops.core import Aval
-from tracegrad.tracing import (TraceContext, Tracer, TreeDef, abstract_leaf, active_contexts,
-                               output_node, tree_flatten, tree_unflatten)
+from tracegrad.tracing import (Tracer, TreeDef, abstract_leaf, active_contexts, trace_subgraph,
+                               tree_flatten, tree_unflatten)
 
 
 class CustomRuleError(ControlFlowError):
@@ -62,18 +62,12 @@ def _is_eager(value) -> bool:
 
 
 def _trace(fn: Callable, in_tree: TreeDef, avals: list, name: str, what: str):
-    context = TraceContext(name)
-    with context.active():
-        tracers = [context.new_input(a, f"in{k}") for k, a in enumerate(avals)]
-        result = fn(*tree_unflatten(in_tree, tracers))
-        out_leaves, out_tree = _leaves(result)
-        for leaf in out_leaves:
-            context.graph.outputs.append(output_node(context, leaf))
-    if context.captures:
+    graph, out_tree, captures = trace_subgraph(fn, in_tree, avals, name)
+    if captures:
         raise CustomRuleError(
-            f"{what} closes over a traced value ({context.captures[0].node.type_str()}); pass "
+            f"{what} closes over a traced value ({captures[0].node.type_str()}); pass "
             "it as an argument instead (or through nondiff_argnums), as JAX requires")
-    return context.graph, out_tree
+    return graph, out_tree
 
 
 class _CustomBase:

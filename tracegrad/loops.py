@@ -30,8 +30,8 @@ import numpy as np
 from tracegrad.ops import api
 from tracegrad.ops.control import ControlFlowError, cond_p, packed_layout, scan_p, unpack, while_p
 from tracegrad.ops.core import Aval
-from tracegrad.tracing import (TraceContext, Tracer, TreeDef, abstract_leaf, active_contexts,
-                               output_node, tree_flatten, tree_unflatten)
+from tracegrad.tracing import (Tracer, TreeDef, abstract_leaf, active_contexts, trace_subgraph,
+                               tree_flatten, tree_unflatten)
 
 
 def _leaves(tree: Any) -> tuple[list, TreeDef]:
@@ -52,19 +52,6 @@ def _as_arrays(tree: Any) -> Any:
 
 def _tracing(*leaves: Any) -> bool:
     return bool(active_contexts()) or any(isinstance(v, Tracer) for v in leaves)
-
-
-def _trace_body(fn: Callable, in_tree: TreeDef, avals: list[Aval], name: str):
-    """Trace `fn(*args)` once into a graph: (graph, output structure, captured outer
-    tracers, which are the graph's last inputs)."""
-    context = TraceContext(name)
-    with context.active():
-        tracers = [context.new_input(a, f"in{k}") for k, a in enumerate(avals)]
-        result = fn(*tree_unflatten(in_tree, tracers))
-        out_leaves, out_tree = _leaves(result)
-        for leaf in out_leaves:
-            context.graph.outputs.append(output_node(context, leaf))
-    return context.graph, out_tree, list(context.captures)
 
 
 def _type_str(avals) -> str:
@@ -92,7 +79,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
                             reverse)
     carry_avals = [abstract_leaf(v) for v in carry_leaves]
     x_avals = [Aval(tuple(abstract_leaf(v).shape[1:]), abstract_leaf(v).dtype) for v in x_leaves]
-    body, out_tree, captures = _trace_body(
+    body, out_tree, captures = trace_subgraph(
         f, TreeDef("tuple", [carry_tree, x_tree]), carry_avals + x_avals,
         f"scan_body_{getattr(f, '__name__', 'f')}".replace("<", "").replace(">", ""))
     if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
@@ -197,9 +184,9 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
             val = body_fun(val)
         return _as_arrays(val)
     avals = [abstract_leaf(v) for v in leaves]
-    cond_graph, cond_tree, cond_caps = _trace_body(cond_fun, TreeDef("tuple", [tree]), avals,
+    cond_graph, cond_tree, cond_caps = trace_subgraph(cond_fun, TreeDef("tuple", [tree]), avals,
                                                    "while_cond")
-    body_graph, body_tree, body_caps = _trace_body(body_fun, TreeDef("tuple", [tree]), avals,
+    body_graph, body_tree, body_caps = trace_subgraph(body_fun, TreeDef("tuple", [tree]), avals,
                                                    "while_body")
     if cond_tree.kind != "array":
         raise ControlFlowError(f"while_loop: cond_fun must return one bool scalar, got "
@@ -238,8 +225,8 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
     if pred.shape != ():
         raise ControlFlowError(f"cond: the predicate must be a scalar, got shape {pred.shape}")
     avals = [abstract_leaf(v) for v in leaves]
-    t_graph, t_tree, t_caps = _trace_body(lambda *a: true_fun(*a), tree, avals, "cond_true")
-    f_graph, f_tree, f_caps = _trace_body(lambda *a: false_fun(*a), tree, avals, "cond_false")
+    t_graph, t_tree, t_caps = trace_subgraph(lambda *a: true_fun(*a), tree, avals, "cond_true")
+    f_graph, f_tree, f_caps = trace_subgraph(lambda *a: false_fun(*a), tree, avals, "cond_false")
     t_out, f_out = [o.aval for o in t_graph.outputs], [o.aval for o in f_graph.outputs]
     if t_tree != f_tree or t_out != f_out:
         raise ControlFlowError(

@@ -766,6 +766,20 @@ def trace_flat(fn: Callable, args: tuple, avals: Sequence[Aval] | None = None,
     return TracedFunction(graph, in_tree, out_tree, paths, context.captures)
 
 
+def trace_subgraph(fn: Callable, in_tree: TreeDef, avals: Sequence[Aval], name: str):
+    """Trace `fn(*args)` (args: `in_tree` of tracers with `avals`) into a graph of its
+    own, for the bodies of loops, branches and custom rules. Returns (graph, output
+    structure, captured outer tracers, which are the graph's last inputs)."""
+    context = TraceContext(name)
+    with context.active():
+        tracers = [context.new_input(a, f"in{k}") for k, a in enumerate(avals)]
+        result = fn(*tree_unflatten(in_tree, tracers))
+        out_leaves, out_tree = tree_flatten(result, arrays_only_scalars=True)
+        for leaf in out_leaves:
+            context.graph.outputs.append(output_node(context, leaf))
+    return context.graph, out_tree, list(context.captures)
+
+
 def _unique(name: str, used: set) -> str:
     candidate, n = name, 1
     while candidate in used:

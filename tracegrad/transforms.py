@@ -56,7 +56,8 @@ def _is_float_leaf(v) -> bool:
 
 
 def _vdot(out, ct):
-    """<out, ct> over the float leaves of two pytrees of the same structure."""
+    """<out, ct> over the float leaves of two pytrees of the same structure (those of
+    `out` decide which leaves are float)."""
     total = None
     for o, c in zip(_leaves(out), _leaves(ct)):
         if not _is_float_leaf(o):
@@ -117,14 +118,7 @@ def _jvp_traceable(fn: Callable, has_aux: bool, primals: tuple, tangents: tuple)
     out_leaves, out_tree = tree_flatten(out, arrays_only_scalars=True)
 
     def transposed(u):
-        cts = _pullback(fn, has_aux, primals, u)
-        total = None
-        for g, t in zip(_leaves(cts), _leaves(tangents)):
-            if not _is_float_leaf(g):
-                continue
-            term = api.sum(g * t)
-            total = term if total is None else total + term
-        return total
+        return _vdot(_pullback(fn, has_aux, primals, u), tangents)
     zeros = tree_unflatten(out_tree, [api.zeros_like(o) if _is_float_leaf(o) else o
                                       for o in out_leaves])
     tangent_out = grad(transposed, backend="interpret", optimize=False)(zeros)
