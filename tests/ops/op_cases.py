@@ -8,6 +8,7 @@ and float64), the dot-product vjp check against finite differences, and (where
 Operand kinds:
   ("n", shape)          normal floats
   ("p", shape)          positive floats in [0.5, 2] (log, sqrt, pow bases)
+  ("u", shape)          floats in (-0.9, 0.9) (arcsin, arccos)
   ("a", shape)          floats with |x| in [0.5, 2] and a random sign (away from kinks)
   ("d", shape)          distinct floats, no ties (max, min, sort-like ops)
   ("i", shape, high)    int64 indices in [0, high)
@@ -50,6 +51,8 @@ def _draw(spec, rng, dtype):
         return rng.standard_normal(shape).astype(dtype)
     if kind == "p":
         return rng.uniform(0.5, 2.0, shape).astype(dtype)
+    if kind == "u":  # inside (-1, 1), away from the edges (arcsin, arccos)
+        return rng.uniform(-0.9, 0.9, shape).astype(dtype)
     if kind == "a":
         return (rng.uniform(0.5, 2.0, shape) * rng.choice([-1, 1], shape)).astype(dtype)
     if kind == "d":
@@ -86,6 +89,15 @@ def _put_along_axis_add_ref(g, idx, axis, shape):
         for c in range(idx.shape[1]):
             out[r, idx[r, c]] += g[r, c]
     return out
+
+
+def _linrec_ref(a, b, axis, reverse=False):
+    a, b = np.moveaxis(a, axis, 0), np.moveaxis(b, axis, 0)
+    out, h = np.zeros_like(b), 0.0
+    for t in (range(len(b) - 1, -1, -1) if reverse else range(len(b))):
+        h = a[t] * h + b[t]
+        out[t] = h
+    return np.moveaxis(out, 0, axis)
 
 
 def sl(start, stop, step=1):
@@ -135,6 +147,17 @@ CASES = [
          ref=lambda x, lo, hi: np.minimum(x, hi)),
     Case("astype_f64", T.astype, [("n", (3,))], {"dtype": "float64"},
          ref=lambda x, dtype: x.astype(dtype)),
+    # NumPy coverage (issue 13): elementwise primitives
+    Case("log1p", T.log1p, [("p", (3, 4))], ref=np.log1p),
+    Case("expm1", T.expm1, [("n", (3, 4))], ref=np.expm1),
+    Case("arcsin", T.arcsin, [("u", (3, 4))], ref=np.arcsin),
+    Case("arccos", T.arccos, [("u", (3, 4))], ref=np.arccos),
+    Case("arctan", T.arctan, [("n", (3, 4))], ref=np.arctan),
+    Case("arctan2", T.arctan2, [("a", (3, 4)), ("a", (4,))], ref=np.arctan2),
+    Case("floor", T.floor, [("a", (3, 4))], ref=np.floor),
+    Case("remainder", T.remainder, [("n", (3, 4)), ("p", (4,))], ref=np.remainder),
+    Case("remainder_negdiv", T.remainder, [("p", (3,)), ("a", (3,))], ref=np.remainder),
+    Case("remainder_scalar", T.remainder, [("n", (3, 4)), 0.75], ref=np.remainder),
     # ---------------------------------------------------------------- reductions
     Case("sum_all", T.sum_, [("n", (3, 4))], ref=np.sum),
     Case("sum_axis", T.sum_, [("n", (2, 3, 4))], {"axis": 1}, ref=np.sum),
@@ -172,6 +195,14 @@ CASES = [
          {"axis": 0}, ref=lambda *xs, axis: np.concatenate(xs, axis=axis)),
     Case("concatenate_last", T.concatenate, [("n", (2, 3)), ("n", (2, 2))], {"axis": -1},
          ref=lambda *xs, axis: np.concatenate(xs, axis=axis)),
+    # NumPy coverage (issue 13): scans along an axis
+    Case("cumsum", T.cumsum, [("n", (3, 4))], {"axis": 1},
+         ref=lambda x, axis: np.cumsum(x, axis=axis)),
+    Case("cumsum_reverse", T.cumsum, [("n", (3, 4))], {"axis": 0, "reverse": True},
+         ref=lambda x, axis, reverse: np.cumsum(x[::-1], axis=0)[::-1]),
+    Case("linrec", T.linrec, [("n", (2, 5)), ("n", (2, 5))], {"axis": 1}, ref=_linrec_ref),
+    Case("linrec_reverse", T.linrec, [("n", (4, 3)), ("n", (4, 3))], {"axis": 0, "reverse": True},
+         ref=_linrec_ref),
     # ------------------------------------------------------------------- matmul
     Case("matmul_mm", T.matmul, [("n", (3, 4)), ("n", (4, 5))], ref=np.matmul),
     Case("matmul_dot", T.matmul, [("n", (4,)), ("n", (4,))], ref=np.matmul),

@@ -968,6 +968,170 @@ nll_loss = primitive(
     vjps=(_nll_loss_vjp, no_grad), torch_name="NllLossBackward0", saves=(1,),
     codegen="nll_loss")
 
+# ------------------------------------------------- NumPy coverage (issue 13)
+# Primitives only where a composite of the ops above would be wrong or slow:
+# log1p/expm1 (cancellation near 0), the inverse trig functions (no composite is
+# exact at the domain edges), floor and remainder, cumsum, the first-order linear
+# recurrence `linrec` (cumprod and prod are composites of it, so their gradients
+# need no division and stay exact at zeros), and argsort (sort is
+# take_along_axis(x, argsort(x))). The rest of NumPy's names are composites in
+# tracegrad/ops/api.py.
+
+
+def _one_minus_x2(x):
+    # (1 - x)(1 + x): exact to the last bits near |x| = 1, where 1 - x*x is not
+    return mul(sub(1, x), add(1, x))
+
+
+log1p = _unary("log1p", np.log1p, lambda g, out, x: div(g, add(x, 1)), "np.log1p({0})", (0,),
+               torch_name="Log1PBackward0")
+expm1 = _unary("expm1", np.expm1, lambda g, out, x: mul(g, add(out, 1)), "np.expm1({0})",
+               ("out",), torch_name="Expm1Backward0")
+# at |x| = 1 the gradient is +-inf, as in JAX and PyTorch
+arcsin = _unary("arcsin", np.arcsin, lambda g, out, x: div(g, sqrt(_one_minus_x2(x))),
+                "np.arcsin({0})", (0,), torch_name="AsinBackward0")
+arccos = _unary("arccos", np.arccos, lambda g, out, x: neg(div(g, sqrt(_one_minus_x2(x)))),
+                "np.arccos({0})", (0,), torch_name="AcosBackward0")
+arctan = _unary("arctan", np.arctan, lambda g, out, x: div(g, add(1, mul(x, x))),
+                "np.arctan({0})", (0,), torch_name="AtanBackward0")
+# floor's gradient is zero almost everywhere (PyTorch's FloorBackward0 gives zeros)
+floor = _unary("floor", np.floor, lambda g, out, x: full_like(g, value=0), "np.floor({0})", ())
+
+
+def _atan2_denominator(y, x):
+    return add(mul(x, x), mul(y, y))
+
+
+arctan2 = primitive(  # arctan2(y, x); at (0, 0) both gradients are nan, as in JAX
+    "arctan2", impl=returns_array(lambda y, x: np.arctan2(*_float_pair(y, x))),
+    shape_rule=elementwise_rule("arctan2", float_only=True), kind="elementwise",
+    vjps=(lambda g, out, y, x: mul(g, div(x, _atan2_denominator(y, x))),
+          lambda g, out, y, x: neg(mul(g, div(y, _atan2_denominator(y, x))))),
+    torch_name="Atan2Backward0", saves=(0, 1), codegen="np.arctan2({0}, {1})")
+
+
+def _float_pair(a, b):
+    """Int/bool array operands of a float-only binary function, as float64."""
+    def conv(v):
+        return v.astype(np.float64) if type(v) is np.ndarray and v.dtype.kind in "biu" else v
+    return conv(a), conv(b)
+
+
+def _remainder_vjp_y(g, out, x, y):
+    if is_static_scalar(y):
+        return None
+    return neg(mul(g, floor(div(x, y))))
+
+
+remainder = primitive(  # x % y with the sign of y (NumPy's and Python's %)
+    "remainder", impl=returns_array(np.remainder),
+    shape_rule=elementwise_rule("remainder", no_bool=True), kind="elementwise",
+    vjps=(lambda g, out, x, y: None if is_static_scalar(x) else g, _remainder_vjp_y),
+    torch_name="RemainderBackward0", saves=(0, 1), codegen="np.remainder({0}, {1})")
+
+
+def _scan_rule(name, float_only=False):
+    def rule(x, axis, reverse=False):
+        x = as_aval(x)
+        normalize_axes(name, x, axis)
+        if float_only and not np.issubdtype(x.dtype, np.floating):
+            raise op_error(name, [x], f"expected a floating-point operand, got {x.dtype}",
+                           cls=DTypeError)
+        dtype = x.dtype if x.dtype.kind in "fc" else np.dtype(np.cumsum(np.ones(1, x.dtype)).dtype)
+        return Aval(tuple(x.shape), np.dtype(dtype))
+    return rule
+
+
+def _flip_axis(x, axis):
+    index = [slice(None)] * np.ndim(x)
+    index[axis] = slice(None, None, -1)
+    return x[tuple(index)]
+
+
+def _cumsum_impl(x, axis, reverse=False):
+    x = np.asarray(x)
+    if not reverse:
+        return np.asarray(np.cumsum(x, axis=axis))
+    return np.ascontiguousarray(_flip_axis(np.cumsum(_flip_axis(x, axis), axis=axis), axis))
+
+
+cumsum = primitive(  # running sum along one axis (from the end when reverse)
+    "cumsum", impl=_cumsum_impl, shape_rule=_scan_rule("cumsum"), kind="other",
+    vjps=(lambda g, out, x, axis, reverse=False: cumsum(g, axis=axis, reverse=not reverse),),
+    torch_name="CumsumBackward0", saves=(), codegen="cumsum")
+
+
+def _linrec_rule(a, b, axis, reverse=False):
+    a, b = as_aval(a), as_aval(b)
+    if tuple(a.shape) != tuple(b.shape):
+        raise op_error("linrec", [a, b], "coefficients and inputs must have the same shape")
+    normalize_axes("linrec", a, axis)
+    dtype = np.dtype(promote(a, b))
+    if dtype == np.bool_:
+        raise op_error("linrec", [a, b], "not supported for bool operands", cls=DTypeError)
+    return Aval(tuple(a.shape), dtype)
+
+
+def _linrec_impl(a, b, axis, reverse=False):
+    dtype = np.result_type(a, b)
+    a = np.moveaxis(np.asarray(a, dtype=dtype), axis, 0)
+    b = np.moveaxis(np.asarray(b, dtype=dtype), axis, 0)
+    out = np.empty(b.shape, dtype)
+    h = np.zeros(b.shape[1:], dtype)
+    steps = range(len(b) - 1, -1, -1) if reverse else range(len(b))
+    for t in steps:
+        h = a[t] * h + b[t]
+        out[t] = h
+    return np.ascontiguousarray(np.moveaxis(out, 0, axis))
+
+
+def _shift(v, axis, toward_end):
+    """v moved one step along `axis` (toward the end or the start), zero-filled."""
+    shape = tuple(np.shape(v))
+    ax = axis % len(shape)
+    n = shape[ax]
+
+    def spec(start, stop):
+        return tuple(("slice", start, stop, 1) if d == ax else ("slice", 0, m, 1)
+                     for d, m in enumerate(shape))
+    if n <= 1:
+        return full_like(v, value=0)
+    if toward_end:  # out[t] = v[t - 1], out[0] = 0
+        kept = getitem(v, spec=spec(0, n - 1))
+        return concatenate(full_like(getitem(v, spec=spec(0, 1)), value=0), kept, axis=ax)
+    kept = getitem(v, spec=spec(1, n))  # out[t] = v[t + 1], out[n - 1] = 0
+    return concatenate(kept, full_like(getitem(v, spec=spec(0, 1)), value=0), axis=ax)
+
+
+def _linrec_vjp_b(g, out, a, b, axis, reverse=False):
+    # h_t = a_t h_{t-1} + b_t  =>  gb_t = g_t + a_{t+1} gb_{t+1}: the same recurrence
+    # run the other way, with the coefficients shifted by one step
+    return linrec(_shift(a, axis, toward_end=reverse), g, axis=axis, reverse=not reverse)
+
+
+def _linrec_vjp_a(g, out, a, b, axis, reverse=False):
+    gb = _linrec_vjp_b(g, out, a, b, axis, reverse)
+    return mul(gb, _shift(out, axis, toward_end=not reverse))  # ga_t = gb_t h_{t-1}
+
+
+linrec = primitive(  # h_t = a_t * h_{t-1} + b_t along `axis`, h_{-1} = 0 (from the end if reverse)
+    "linrec", impl=_linrec_impl, shape_rule=_linrec_rule, kind="other",
+    vjps=(_linrec_vjp_a, _linrec_vjp_b), torch_name="LinrecBackward0", saves=(0, "out"),
+    codegen="linrec")
+
+
+def _argsort_rule(x, axis):
+    x = as_aval(x)
+    normalize_axes("argsort", x, axis)
+    return Aval(tuple(x.shape), np.dtype(np.int64))
+
+
+argsort = primitive(  # stable, NaNs last (NumPy's order); sort is take_along_axis of it
+    "argsort", impl=lambda x, axis: np.asarray(np.argsort(x, axis=axis, kind="stable"),
+                                               dtype=np.int64),
+    shape_rule=_argsort_rule, kind="other", nondiff=True, vjps=(no_grad,), torch_name=None,
+    saves=(), codegen="argsort")
+
 # ------------------------------------------------------------ the AD drivers' helper
 
 
