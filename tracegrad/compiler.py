@@ -1096,13 +1096,16 @@ def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, 
                             check_finite=check_finite, optimize=optimize)
 
 
-def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, backend: str = "numba",
-             optimize: bool = True) -> CompiledFunction:
+def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
+             backend: str = "numba", optimize: bool = True) -> CompiledFunction:
     """JAX's `jacrev`: d fn(args) / d args[argnums], shaped `output.shape + arg.shape`.
 
     Reverse mode, one gradient per output element, all traced into one graph and
-    compiled once per signature (so it suits outputs of modest size). With a tuple
-    `argnums` the result is a tuple, one Jacobian per argument.
+    compiled once per signature (so it suits outputs of modest size). Outputs and
+    arguments may be pytrees: the result has the output's structure, each leaf
+    holding the argument's structure (a tuple of them for tuple `argnums`), as
+    in JAX. With `has_aux=True`, `fn` returns `(output, aux)` and the result is
+    `(jacobian, aux)`.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.jacobian(lambda x: x ** 2, backend="interpret")(np.array([1.0, 2.0]))
@@ -1110,29 +1113,57 @@ def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, backend: str = "
            [0., 4.]])
     """
     positions = _normalize_argnums(argnums)
+    many = isinstance(argnums, (tuple, list))
+
+    def output_of(result):
+        if not has_aux:
+            return result, None
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise CompileError(f"{_fn_name(fn)}: with has_aux=True the function must return "
+                               f"a pair (output, aux){_fn_location(fn)}")
+        return result[0], result[1]
 
     def jacobian_of_fn(*args):
         from tracegrad.ops import api
-        out = fn(*args)
-        out_shape = tuple(np.shape(out))
-        size = int(np.prod(out_shape, dtype=np.int64))
-        rows = [grad(lambda *a, i=i: api.ravel(fn(*a))[i], argnums=positions,
-                     backend=backend)(*args) for i in range(size)]
-        jacobians = []
+        out, aux = output_of(fn(*args))
+        out_leaves, out_tree = tree_flatten(out, arrays_only_scalars=True)
+        shapes = [tuple(np.shape(o)) for o in out_leaves]
+        sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+
+        def flat_output(*a):
+            leaves = tree_flatten(output_of(fn(*a))[0], arrays_only_scalars=True)[0]
+            flat = [api.ravel(o) for o in leaves]
+            return flat[0] if len(flat) == 1 else api.concatenate(flat)
+        rows = [grad(lambda *a, i=i: flat_output(*a)[i], argnums=positions,
+                     backend=backend)(*args) for i in range(sum(sizes))]
+        stacked = []  # per argument: its tree, and per leaf (total,) + leaf shape
         for k, pos in enumerate(positions):
-            arg_shape = tuple(np.shape(args[pos]))
-            stacked = api.stack([row[k] for row in rows]) if rows else \
-                api.zeros_like(api.reshape(api.ravel(args[pos])[:0], (0,) + arg_shape))
-            jacobians.append(api.reshape(stacked, out_shape + arg_shape))
-        return tuple(jacobians) if isinstance(argnums, (tuple, list)) else jacobians[0]
+            arg_leaves, arg_tree = tree_flatten(args[pos], arrays_only_scalars=True)
+            per_leaf = []
+            for j, leaf in enumerate(arg_leaves):
+                shape = tuple(np.shape(leaf))
+                per_leaf.append(api.stack([tree_flatten(row[k], arrays_only_scalars=True)[0][j]
+                                           for row in rows]) if rows else
+                                api.zeros_like(api.reshape(api.ravel(leaf)[:0], (0,) + shape)))
+            stacked.append((arg_tree, arg_leaves, per_leaf))
+        parts, offset = [], 0
+        for shape, size in zip(shapes, sizes):
+            per_arg = [tree_unflatten(arg_tree, [
+                api.reshape(rows_j[offset:offset + size], shape + tuple(np.shape(leaf)))
+                for leaf, rows_j in zip(arg_leaves, per_leaf)])
+                for arg_tree, arg_leaves, per_leaf in stacked]
+            parts.append(tuple(per_arg) if many else per_arg[0])
+            offset += size
+        result = tree_unflatten(out_tree, parts)
+        return (result, aux) if has_aux else result
 
     jacobian_of_fn.__name__ = f"jacobian({_fn_name(fn)})"
     jacobian_of_fn.__qualname__ = jacobian_of_fn.__name__
     return CompiledFunction(jacobian_of_fn, "compile", backend=backend, optimize=optimize)
 
 
-def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, backend: str = "numba",
-            optimize: bool = True) -> CompiledFunction:
+def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
+            backend: str = "numba", optimize: bool = True) -> CompiledFunction:
     """JAX's `hessian` of a scalar-valued `fn`: the Jacobian of its gradient.
 
     >>> import numpy as np, tracegrad as tg
@@ -1140,8 +1171,8 @@ def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, backend: str = "n
     array([[ 6.,  0.],
            [ 0., 12.]])
     """
-    return jacobian(grad(fn, argnums, backend=backend), argnums, backend=backend,
-                    optimize=optimize)
+    return jacobian(grad(fn, argnums, has_aux=has_aux, backend=backend), argnums,
+                    has_aux=has_aux, backend=backend, optimize=optimize)
 
 
 jacrev = jacobian  # JAX's name for the reverse-mode Jacobian

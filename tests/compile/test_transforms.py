@@ -141,3 +141,38 @@ def test_vmap_matches_jax(rng):
     ours = tg.vmap(tg.grad(lambda w, x: tg.sum(tg.sin(w * x)), **INTERP), in_axes=(None, 0))(w, X)
     theirs = jax.vmap(jax.grad(lambda w, x: jnp.sum(jnp.sin(w * x))), in_axes=(None, 0))(w, X)
     np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-12)
+
+
+def test_jacobian_and_hessian_with_pytrees_and_aux(rng):
+    params = {"w": rng.standard_normal(3), "b": rng.standard_normal(2)}
+
+    def f(p):
+        return {"y": tg.sin(p["w"][:2]) * p["b"], "s": tg.sum(p["w"] ** 2)}, "aux"
+    J, aux = tg.jacobian(f, has_aux=True, **INTERP)(params)
+    assert aux == "aux"
+    assert J["y"]["w"].shape == (2, 3) and J["y"]["b"].shape == (2, 2)
+    assert J["s"]["w"].shape == (3,) and J["s"]["b"].shape == (2,)
+    w, b = params["w"], params["b"]
+    expected_yw = np.zeros((2, 3))
+    expected_yw[[0, 1], [0, 1]] = np.cos(w[:2]) * b
+    np.testing.assert_allclose(J["y"]["w"], expected_yw, rtol=1e-12)
+    np.testing.assert_allclose(J["y"]["b"], np.diag(np.sin(w[:2])), rtol=1e-12)
+    np.testing.assert_allclose(J["s"]["w"], 2 * w, rtol=1e-12)
+    np.testing.assert_allclose(J["s"]["b"], np.zeros(2))
+    H, aux = tg.hessian(lambda x: (tg.sum(x ** 3), x[0]), has_aux=True, **INTERP)(w)
+    np.testing.assert_allclose(H, np.diag(6 * w), rtol=1e-12)
+    assert float(aux) == w[0]
+
+
+def test_pytree_jacobian_matches_jax(rng):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    x, y = rng.standard_normal(3), rng.standard_normal(2)
+    ours = tg.jacobian(lambda x, y: (x * tg.sum(y), tg.outer(x, y) if hasattr(tg, "outer")
+                                     else x[:, None] * y[None, :]), argnums=(0, 1), **INTERP)(x, y)
+    theirs = jax.jacrev(lambda x, y: (x * jnp.sum(y), x[:, None] * y[None, :]),
+                        argnums=(0, 1))(x, y)
+    for a_out, b_out in zip(ours, theirs):
+        for a, b in zip(a_out, b_out):
+            np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12)
