@@ -9,6 +9,8 @@ Added here: a cache file whose content was replaced by an attacker is never
 executed (only rebuilt); leftovers of a writer that crashed mid-write do not
 matter; and two processes calling `tg.value_and_grad` on the same function
 at once, in an empty cache, both get correct results and leave one module.
+The attacks of issue 11 (Numba's pickles, symlinks, umask, FIFOs, a full disk,
+forged index entries) are in test_cache_security.py; fork in test_fork.py.
 """
 from __future__ import annotations
 
