@@ -9,7 +9,6 @@ skip without root.
 """
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -19,7 +18,6 @@ import re
 import stat
 import subprocess
 import sys
-import warnings
 
 import numpy as np
 import pytest
