@@ -369,3 +369,18 @@ def test_compiled_scan_on_eager_tensors_fills_grad(rng):
     ref = tg.grad(rnn, argnums=(0, 1, 2), **INTERP)(*args)
     for t, r in zip(tensors, ref):
         np.testing.assert_allclose(t.grad.numpy(), r, rtol=1e-12, atol=1e-14)
+
+
+def test_passes_run_inside_loop_bodies():
+    def f(h, xs):
+        h, _ = tg.scan(lambda h, x: (tg.tanh(h * 1.0 + x * x + 0.0), None), h, xs)
+        return tg.sum(h)
+    lowered = tg.value_and_grad(f, **INTERP).lower(np.zeros(3), np.ones((4, 3)))
+    for node in lowered.optimized.nodes:
+        if node.op == "scan":
+            assert not any(n.op == "mul" and any(i.op == "const" and
+                                                  np.all(i.attrs["value"] == 1.0)
+                                                  for i in n.inputs)
+                           for n in node.attrs["body"].nodes)  # h * 1.0 simplified away
+    value, g = tg.value_and_grad(f, **INTERP)(np.zeros(3), np.ones((4, 3)))
+    assert float(value) == pytest.approx(float(f(np.zeros(3), np.ones((4, 3)))), rel=1e-12)

@@ -26,7 +26,7 @@ from tracegrad.ir.graph import Graph
 from tracegrad.passes.cse import cse, cse_counted
 from tracegrad.passes.dce import dce, dce_counted
 from tracegrad.passes.fold import MAX_FOLD_ELEMENTS, fold, fold_counted
-from tracegrad.passes.loops import share_scan_residuals_counted
+from tracegrad.passes.loops import optimize_bodies_counted, share_scan_residuals_counted
 from tracegrad.passes.rewrite import copy_graph, rewrite_graph
 from tracegrad.passes.simplify import RULES, Rule, describe_rules, simplify, simplify_counted
 
@@ -70,6 +70,7 @@ def optimize_with_stats(graph: Graph, *, rules: "list[Rule] | None" = None,
         ("cse", cse_counted),
         ("dce", dce_counted),
         ("loops", share_scan_residuals_counted),
+        ("bodies", optimize_bodies_counted),
     ]
     stats = OptimizeStats(changes={name: 0 for name, _ in passes})
     current = copy_graph(graph)

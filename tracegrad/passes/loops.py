@@ -297,3 +297,37 @@ def _rebuild_with_scan(graph: Graph, run: list[Node], p: int, count: int, classe
 def np_dtype(dtype):
     import numpy as np
     return np.dtype(dtype)
+
+
+# -------------------------------------------------------- passes inside bodies
+
+_SUBGRAPH_OPS = {"scan": ("body",), "while": ("cond", "body"),
+                 "cond": ("true_branch", "false_branch"), "call": ("graph",),
+                 "custom_vjp_call": ("fun", "fwd", "bwd")}
+
+
+def optimize_bodies_counted(graph: Graph) -> tuple[Graph, int]:
+    """Run the simplification passes inside the sub-graphs of loops and branches
+    (each keeps its inputs and its number of outputs). Counts bodies that shrank."""
+    from tracegrad.passes import optimize
+    changed = 0
+    replacements: dict[int, dict] = {}
+    for node in graph.nodes:
+        keys = _SUBGRAPH_OPS.get(node.op, ())
+        new_attrs = {}
+        for key in keys:
+            body = node.attrs[key]  # (share_scan_residuals pairs bodies by identity; it
+            smaller = optimize(body)  # runs before this pass in each round)
+            if len(smaller.nodes) < len(body.nodes):
+                new_attrs[key] = smaller
+        if new_attrs:
+            replacements[node.id] = new_attrs
+    if not replacements:
+        return graph, 0
+    graph = copy_graph(graph)
+    for node in graph.nodes:
+        if node.id in replacements:
+            node.attrs = {**node.attrs, **replacements[node.id]}
+            changed += 1
+    return graph, changed
+
