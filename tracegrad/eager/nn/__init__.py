@@ -1,4 +1,4 @@
-"""`tracegrad.eager.nn`: Module, Parameter, Linear, activations, Sequential, losses.
+"""`tracegrad.eager.nn`: Module, Parameter, layers, activations, Sequential, losses.
 
     >>> import tracegrad.eager as torch
     >>> from tracegrad.eager import nn
@@ -17,4 +17,9 @@ from tracegrad.eager.nn import functional  # noqa: F401
 from tracegrad.eager.nn.modules import (CrossEntropyLoss, Identity, Linear, Module,  # noqa: F401
                                         ModuleList, MSELoss, Parameter, ReLU, Sequential,
                                         Sigmoid, Tanh)
+from tracegrad.eager.nn.modules import (AvgPool2d, BatchNorm1d, BatchNorm2d,  # noqa: F401
+                                        BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d, Dropout,
+                                        Embedding, Flatten, GELU, L1Loss, LayerNorm, LeakyReLU,
+                                        LogSoftmax, MaxPool2d, SiLU, Softmax, Unflatten)
 from tracegrad.eager.nn import init  # noqa: F401
+from tracegrad.eager.nn import utils  # noqa: F401

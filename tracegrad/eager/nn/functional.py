@@ -94,3 +94,500 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Ten
         per_row = -(logp * target).sum(dim=1)
         return _reduce(per_row, reduction, None)
     return nll_loss(logp, target, reduction)
+
+
+# =========================================================== issue 13: more of torch.nn.functional
+# Everything below is a composition of the rule table's primitives (so autograd, double
+# backward and gradcheck work through the ordinary engine); the last node of each
+# function carries PyTorch's node name. The one addition is `erf` (for exact GELU): an
+# eager-only primitive defined here and not registered in the table (its vjp is written
+# with table primitives, so it differentiates twice).
+
+import math as _math  # noqa: E402
+import warnings as _warnings  # noqa: E402
+
+from tracegrad.ops.core import Primitive as _Primitive  # noqa: E402
+from tracegrad.ops.indexing import index_spec as _index_spec  # noqa: E402
+from tracegrad.ops.rulekit import elementwise_rule as _elementwise_rule  # noqa: E402
+
+
+def _erf_impl(x):
+    from scipy.special import erf as _scipy_erf
+    return np.asarray(_scipy_erf(x))
+
+
+def _erf_vjp(g, out, x):
+    return T.mul(g, T.mul(T.exp(T.neg(T.mul(x, x))), 2.0 / _math.sqrt(_math.pi)))
+
+
+erf_primitive = _Primitive(name="erf", impl=_erf_impl,
+                           shape_rule=_elementwise_rule("erf", float_only=True),
+                           vjps=(_erf_vjp,), torch_name="ErfBackward0", saves=(0,),
+                           kind="elementwise")
+
+
+def erf(input: Tensor) -> Tensor:
+    """The error function (eager-only primitive, see above).
+
+    >>> import tracegrad.eager as torch
+    >>> erf(torch.tensor([0.0, 1.0]))
+    tensor([0.0000, 0.8427])
+    """
+    return apply_op(erf_primitive, (input,), {})
+
+
+def _tuple(value, n: int, name: str = "value") -> tuple:
+    if isinstance(value, (tuple, list)):
+        if len(value) == 1:
+            return tuple(int(value[0]) for _ in range(n))
+        if len(value) != n:
+            raise RuntimeError(f"expected {name} to be a single integer value or a list of {n} "
+                               f"values to match the convolution dimensions, but got {name}="
+                               f"{list(value)}")
+        return tuple(int(v) for v in value)
+    return (int(value),) * n
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """x * Phi(x); approximate='tanh' is PyTorch's tanh formula."""
+    if approximate == "none":
+        inner = erf(input * (1 / _math.sqrt(2.0)))
+        return apply_op(T.mul, (input * 0.5, inner + 1.0), {}, name="GeluBackward0")
+    if approximate == "tanh":
+        inner = _f.tanh((input + input * input * input * 0.044715) * _math.sqrt(2 / _math.pi))
+        return apply_op(T.mul, (input * 0.5, inner + 1.0), {}, name="GeluBackward0")
+    raise RuntimeError(f"approximate argument must be either none or tanh.")
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    return apply_op(T.mul, (input, _f.sigmoid(input)), {}, name="SiluBackward0")
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    return apply_op(T.where, (input._data > 0, input, input * negative_slope), {},
+                    name="LeakyReluBackward0")
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1/(1-p) (training only).
+
+    The mask comes from the generator `torch.manual_seed` seeds (NumPy's, so the mask is
+    not PyTorch's for the same seed)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    from tracegrad.eager.creation import generator
+    shape = input._data.shape
+    if p == 1.0:
+        scale = np.zeros(shape, input._data.dtype)
+    else:
+        keep = generator().random(shape) >= p
+        scale = keep.astype(input._data.dtype) * np.asarray(1.0 / (1.0 - p), input._data.dtype)
+    return apply_op(T.mul, (input, scale), {}, name="MulBackward0")
+
+
+def _reduce_named(values: Tensor, reduction: str, name: str) -> Tensor:
+    if reduction == "none":
+        return values
+    return _reduce(values, reduction, name)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
+                                     size_average=None, reduce=None, reduction: str = "mean",
+                                     pos_weight=None) -> Tensor:
+    """-[pos_weight * t * log sigmoid(x) + (1 - t) * log(1 - sigmoid(x))], stable at any |x|.
+
+    >>> import tracegrad.eager as torch
+    >>> x = torch.tensor([1e4, -1e4, 0.0], requires_grad=True)
+    >>> binary_cross_entropy_with_logits(x, torch.tensor([1.0, 0.0, 1.0]))
+    tensor(0.2310, grad_fn=<BinaryCrossEntropyWithLogitsBackward0>)
+    """
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size "
+                         f"({input.shape})")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    # log(1 + exp(-|x|)) + max(-x, 0) = -log sigmoid(x)
+    neg_log_sig = _f.log(_f.exp(-_f.abs(input)) + 1.0) + _f.relu(-input)
+    if pos_weight is not None:
+        log_weight = (pos_weight - 1) * target + 1
+        loss = (1 - target) * input + log_weight * neg_log_sig
+    else:
+        loss = (1 - target) * input + neg_log_sig
+    if weight is not None:
+        loss = loss * weight
+    if reduction == "none":
+        return apply_op(T.mul, (loss, 1.0), {}, name="BinaryCrossEntropyWithLogitsBackward0")
+    return _reduce(loss, reduction, "BinaryCrossEntropyWithLogitsBackward0")
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
+                         reduce=None, reduction: str = "mean") -> Tensor:
+    """-[t log p + (1 - t) log(1 - p)], logs clamped at -100 as PyTorch does."""
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
+                         f"size ({input.shape}) is deprecated. Please ensure they have the same "
+                         "size.")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    data = input._data
+    if data.size and (data.min() < 0 or data.max() > 1):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    log_p = _f.clamp(_f.log(input), min=-100.0)
+    log_1p = _f.clamp(_f.log(1 - input), min=-100.0)
+    loss = -(target * log_p + (1 - target) * log_1p)
+    if weight is not None:
+        loss = loss * weight
+    if reduction == "none":
+        return apply_op(T.mul, (loss, 1.0), {}, name="BinaryCrossEntropyBackward0")
+    return _reduce(loss, reduction, "BinaryCrossEntropyBackward0")
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    return _reduce_named(_f.abs(input - target), reduction, "MeanBackward0"
+                         if reduction == "mean" else "SumBackward0")
+
+
+# ------------------------------------------------------------------ normalization
+
+
+def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """Normalize over the last len(normalized_shape) dims (biased variance), then scale/shift."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    if tuple(input.shape[input.ndim - k:]) != shape or input.ndim < k:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size"
+                           f"{list(input.shape)}")
+    dims = tuple(range(input.ndim - k, input.ndim))
+    mean = input.mean(dims, keepdim=True)
+    centered = input - mean
+    var = (centered * centered).mean(dims, keepdim=True)
+    out = centered * _f.reciprocal(_f.sqrt(var + eps))
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        return apply_op(T.add, (out, bias), {}, name="NativeLayerNormBackward0")
+    return apply_op(T.mul, (out, 1.0), {}, name="NativeLayerNormBackward0")
+
+
+def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
+               training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Batch statistics over every dim but 1 in training (and an in-place update of the
+    running ones: unbiased variance, as PyTorch); the running statistics otherwise."""
+    c = input.shape[1] if input.ndim > 1 else None
+    axes = (0,) + tuple(range(2, input.ndim))
+    view = (1, c) + (1,) * (input.ndim - 2)
+    if training:
+        count = input._data.size // max(c or 1, 1)
+        if count <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {input.shape}")
+        mean = input.mean(axes, keepdim=True)
+        centered = input - mean
+        var = (centered * centered).mean(axes, keepdim=True)
+        if running_mean is not None:
+            m = momentum
+            bm = mean._data.reshape(c).astype(running_mean._data.dtype)
+            bv = var._data.reshape(c).astype(running_var._data.dtype) * (count / (count - 1))
+            running_mean._data[...] = (1 - m) * running_mean._data + m * bm
+            running_var._data[...] = (1 - m) * running_var._data + m * bv
+            running_mean._counter[0] += 1
+            running_var._counter[0] += 1
+        out = centered * _f.reciprocal(_f.sqrt(var + eps))
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+        rm = running_mean._data.reshape(view)
+        inv = (1.0 / np.sqrt(running_var._data.reshape(view) + eps)).astype(input._data.dtype)
+        out = (input - rm.astype(input._data.dtype)) * inv
+    if weight is not None:
+        out = out * weight.reshape(view)
+    if bias is not None:
+        return apply_op(T.add, (out, bias.reshape(view)), {}, name="NativeBatchNormBackward0")
+    return apply_op(T.mul, (out, 1.0), {}, name="NativeBatchNormBackward0")
+
+
+# ------------------------------------------------------------------ embedding
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Tensor:
+    """weight[input]; rows at padding_idx get no gradient."""
+    idx = input._data if isinstance(input, Tensor) else np.asarray(input)
+    if idx.dtype.kind not in "iu":
+        from tracegrad.eager.functions import _torch_type
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following "
+                           "scalar types: Long, Int; but got torch."
+                           f"{_torch_type(input)} instead (while checking arguments for embedding)")
+    n = weight.shape[0]
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise IndexError("index out of range in self")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
+                                  "supported by tracegrad.eager")
+    spec = (("array", 0), ("slice", 0, weight.shape[1], 1))
+    out = apply_op(T.getitem, (weight, idx), {"spec": spec}, name="EmbeddingBackward0",
+                   visible=(0,))
+    if padding_idx is not None:
+        pad = padding_idx if padding_idx >= 0 else padding_idx + n
+        mask = (idx == pad)[..., None]
+        if mask.any():
+            out = apply_op(T.where, (mask, weight._data[pad], out), {}, name="EmbeddingBackward0",
+                           visible=(2,))
+    return out
+
+
+# ------------------------------------------------------------------ padding, conv, pooling
+
+
+def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
+    """Pad the last len(pad)//2 dims: pad = (left_last, right_last, left_prev, ...).
+
+    'constant' places the input in a filled tensor (index_add_zeros, whose vjp is a slice);
+    'reflect', 'replicate' and 'circular' gather with index arrays."""
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise RuntimeError("Padding length must be divisible by 2" if len(pad) % 2 else
+                           "Padding length should be less than or equal to two times the input "
+                           "dimension")
+    shape = list(input.shape)
+    widths = [(0, 0)] * input.ndim
+    for i in range(len(pad) // 2):
+        widths[input.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    if mode == "constant":
+        if any(lo < 0 or hi < 0 for lo, hi in widths):
+            raise NotImplementedError("pad: negative padding is not supported by tracegrad.eager")
+        out_shape = tuple(n + lo + hi for n, (lo, hi) in zip(shape, widths))
+        spec = tuple(("slice", lo, lo + n, 1) for n, (lo, _) in zip(shape, widths))
+        out = apply_op(T.index_add_zeros, (input,), {"spec": spec, "shape": out_shape},
+                       name="ConstantPadNdBackward0")
+        if value:
+            fill = np.full(out_shape, value, input._data.dtype)
+            fill[tuple(slice(lo, lo + n) for n, (lo, _) in zip(shape, widths))] = 0
+            out = apply_op(T.add, (out, fill), {}, name="ConstantPadNdBackward0")
+        return out
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    out = input
+    for d, (lo, hi) in enumerate(widths):
+        if lo == 0 and hi == 0:
+            continue
+        n = shape[d]
+        i = np.arange(-lo, n + hi)
+        if mode == "replicate":
+            idx = np.clip(i, 0, n - 1)
+        elif mode == "circular":
+            if lo > n or hi > n:
+                raise RuntimeError("Padding value causes wrapping around more than once.")
+            idx = i % n
+        else:
+            if lo >= n or hi >= n:
+                raise RuntimeError(f"Argument #4: Padding size should be less than the "
+                                   f"corresponding input dimension, but got: padding ({lo}, "
+                                   f"{hi}) at dimension {d} of input {list(shape)}")
+            period = 2 * (n - 1)
+            j = np.mod(i, period) if period else np.zeros_like(i)
+            idx = np.where(j < n, j, period - j)
+        index = (slice(None),) * d + (idx,)
+        spec, arrays = _index_spec(tuple(out.shape), index)
+        name = {"reflect": "ReflectionPad", "replicate": "ReplicationPad",
+                "circular": "Circular"}[mode]
+        out = apply_op(T.getitem, (out, *arrays), {"spec": spec},
+                       name=f"{name}{len(pad) // 2}DBackward0" if mode != "circular"
+                       else "IndexBackward0", visible=(0,))
+    return out
+
+
+def _windows(x: Tensor, kernel, stride, dilation, out_size) -> Tensor:
+    """x (N, C, H, W) -> (N, C, kh, kw, Ho, Wo): every kernel offset's strided slice, as
+    one getitem with broadcast index arrays (im2col; its vjp scatters back with add)."""
+    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_size
+    rows = (np.arange(kh) * dh)[:, None] + (np.arange(ho) * sh)[None, :]
+    cols = (np.arange(kw) * dw)[:, None] + (np.arange(wo) * sw)[None, :]
+    index = (slice(None), slice(None), rows[:, None, :, None], cols[None, :, None, :])
+    spec, arrays = _index_spec(tuple(x.shape), index)
+    return apply_op(T.getitem, (x, *arrays), {"spec": spec}, visible=(0,))
+
+
+def _conv_out(size, k, s, p_lo, p_hi, d):
+    return (size + p_lo + p_hi - d * (k - 1) - 1) // s + 1
+
+
+def _conv_padding(padding, n, kernel, dilation, stride):
+    """((lo, hi) per spatial dim) for int/tuple/'valid'/'same' padding."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [(0, 0)] * n
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            out = []
+            for k, d in zip(kernel, dilation):
+                total = d * (k - 1)
+                out.append((total // 2, total - total // 2))
+            return out
+        raise ValueError(f"Invalid padding string '{padding}', should be one of "
+                         "{'valid', 'same'}")
+    return [(p, p) for p in _tuple(padding, n, "padding")]
+
+
+def _convnd(input, weight, bias, stride, padding, dilation, groups, n, padding_mode="zeros"):
+    name = f"conv{n}d"
+    if input.ndim not in (n + 1, n + 2):
+        raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to "
+                           f"{name}, but got input of size: {list(input.shape)}")
+    unbatched = input.ndim == n + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    if weight.ndim != n + 2:
+        raise RuntimeError(f"weight should have at least three dimensions")
+    c_in = input.shape[1]
+    out_ch = weight.shape[0]
+    if groups < 1 or c_in % groups or out_ch % groups:
+        raise RuntimeError("non-positive groups is not supported" if groups < 1 else
+                           f"Given groups={groups}, expected input channels and output channels "
+                           f"to be divisible by groups")
+    if weight.shape[1] * groups != c_in:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected "
+                           f"input{list(input.shape)} to have {weight.shape[1] * groups} "
+                           f"channels, but got {c_in} channels instead")
+    if input._data.dtype != weight._data.dtype:
+        raise RuntimeError(f"Input type ({_f._torch_type(input)}) and weight type "
+                           f"({_f._torch_type(weight)}) should be the same")
+    stride = _tuple(stride, n, "stride")
+    dilation = _tuple(dilation, n, "dilation")
+    kernel = tuple(weight.shape[2:])
+    widths = _conv_padding(padding, n, kernel, dilation, stride)
+    x = input
+    if n == 1:  # (N, C, L) as (N, C, 1, L)
+        x = x.unsqueeze(2)
+        weight = weight.unsqueeze(2)
+        kernel, stride, dilation, widths = (1,) + kernel, (1,) + stride, (1,) + dilation, \
+            [(0, 0)] + widths
+    if any(lo or hi for lo, hi in widths):
+        flat = tuple(v for lo_hi in reversed(widths) for v in lo_hi)
+        x = pad(x, flat, mode="constant" if padding_mode == "zeros" else padding_mode)
+    h, w = x.shape[2], x.shape[3]
+    ho = _conv_out(h, kernel[0], stride[0], 0, 0, dilation[0])
+    wo = _conv_out(w, kernel[1], stride[1], 0, 0, dilation[1])
+    if ho <= 0 or wo <= 0:
+        size = list(input.shape[2:])
+        raise RuntimeError(f"Calculated padded input size per channel: "
+                           f"({' x '.join(map(str, size))}). Kernel size: "
+                           f"({' x '.join(map(str, kernel[-n:]))}). Kernel size can't be greater "
+                           "than actual input size")
+    cols = _windows(x, kernel, stride, dilation, (ho, wo))  # (N, C, kh, kw, ho, wo)
+    batch = x.shape[0]
+    k = (c_in // groups) * kernel[0] * kernel[1]
+    if groups == 1:
+        out = _f.matmul(weight.reshape(out_ch, k), cols.reshape(batch, k, ho * wo))
+    else:
+        out = _f.matmul(weight.reshape(groups, out_ch // groups, k),
+                        cols.reshape(batch, groups, k, ho * wo))
+    out_shape = (batch, out_ch, ho, wo) if n == 2 else (batch, out_ch, wo)
+    if bias is not None:
+        out = out.reshape(out_shape)
+        out = apply_op(T.add, (out, bias.reshape((out_ch,) + (1,) * n)), {},
+                       name="ConvolutionBackward0")
+    else:
+        out = apply_op(T.reshape, (out,), {"shape": out_shape}, name="ConvolutionBackward0")
+    return out.squeeze(0) if unbatched else out
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+           dilation=1, groups: int = 1) -> Tensor:
+    """2-D cross-correlation, as torch.nn.functional.conv2d (im2col + one matmul).
+
+    >>> import tracegrad.eager as torch
+    >>> x = torch.arange(16.0).reshape(1, 1, 4, 4)
+    >>> conv2d(x, torch.ones(1, 1, 2, 2), stride=2)
+    tensor([[[[10., 18.],
+              [42., 50.]]]])
+    """
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+           dilation=1, groups: int = 1) -> Tensor:
+    """1-D cross-correlation, as torch.nn.functional.conv1d (conv2d over a height of 1)."""
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 1)
+
+
+def _pool_out(size, k, s, p, d, ceil_mode):
+    span = size + 2 * p - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
+               ceil_mode: bool = False, return_indices: bool = False):
+    """Max over each window; the gradient goes to the first maximum of a window, as in
+    PyTorch. return_indices gives flat indices into each input plane."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"non-empty 3D or 4D (batch mode) tensor expected for input")
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    kernel = _tuple(kernel_size, 2, "kernel_size")
+    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and not stride) \
+        else _tuple(stride, 2, "stride")
+    padding = _tuple(padding, 2, "padding")
+    dilation = _tuple(dilation, 2, "dilation")
+    for p, k, d in zip(padding, kernel, dilation):
+        if p > (d * (k - 1) + 1) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got "
+                               f"pad={p}, kernel_size={k} and dilation={d}")
+    h, w = x.shape[2], x.shape[3]
+    ho = _pool_out(h, kernel[0], stride[0], padding[0], dilation[0], ceil_mode)
+    wo = _pool_out(w, kernel[1], stride[1], padding[1], dilation[1], ceil_mode)
+    if ho <= 0 or wo <= 0:
+        raise RuntimeError(f"Given input size: ({x.shape[1]}x{h}x{w}). Calculated output size: "
+                           f"({x.shape[1]}x{ho}x{wo}). Output size is too small")
+    # pad with -inf up to what the windows reach (ceil_mode may reach past the right pad)
+    need_h = (ho - 1) * stride[0] + dilation[0] * (kernel[0] - 1) + 1
+    need_w = (wo - 1) * stride[1] + dilation[1] * (kernel[1] - 1) + 1
+    hi_h = max(need_h - h - padding[0], 0)
+    hi_w = max(need_w - w - padding[1], 0)
+    if padding[0] or padding[1] or hi_h or hi_w:
+        x = pad(x, (padding[1], hi_w, padding[0], hi_h), value=-np.inf)
+    win = _windows(x, kernel, stride, dilation, (ho, wo))
+    n, c = x.shape[0], x.shape[1]
+    flat = win.reshape(n, c, kernel[0] * kernel[1], ho, wo)
+    values, arg = _f.max(flat, dim=2)
+    out = apply_op(T.mul, (values, 1.0), {}, name="MaxPool2DWithIndicesBackward0")
+    if unbatched:
+        out = out.squeeze(0)
+    if not return_indices:
+        return out
+    a = arg._data
+    kr, kc = a // kernel[1], a % kernel[1]
+    r = kr * dilation[0] + (np.arange(ho) * stride[0])[:, None] - padding[0]
+    cidx = kc * dilation[1] + (np.arange(wo) * stride[1])[None, :] - padding[1]
+    from tracegrad.eager.tensor import Tensor as _T
+    idx = _T._wrap((r * w + cidx).astype(np.int64))
+    return out, (idx.squeeze(0) if unbatched else idx)
+
+
+def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override=None) -> Tensor:
+    """Mean over each window (zero padding counted, PyTorch's default); no ceil_mode."""
+    if ceil_mode or not count_include_pad or divisor_override is not None:
+        raise NotImplementedError("avg_pool2d: ceil_mode, count_include_pad=False and "
+                                  "divisor_override are not supported by tracegrad.eager")
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    kernel = _tuple(kernel_size, 2, "kernel_size")
+    stride = kernel if stride is None else _tuple(stride, 2, "stride")
+    padding = _tuple(padding, 2, "padding")
+    if padding[0] or padding[1]:
+        x = pad(x, (padding[1], padding[1], padding[0], padding[0]))
+    ho = _conv_out(x.shape[2], kernel[0], stride[0], 0, 0, 1)
+    wo = _conv_out(x.shape[3], kernel[1], stride[1], 0, 0, 1)
+    win = _windows(x, kernel, stride, (1, 1), (ho, wo))
+    out = apply_op(T.mean, (win,), {"axis": (2, 3), "keepdims": False},
+                   name="AvgPool2DBackward0")
+    return out.squeeze(0) if unbatched else out

@@ -14,6 +14,10 @@ from tracegrad.eager.tensor import Tensor, eager_apply
 from tracegrad.ops.core import register_value_kind
 
 
+def _shape_repr(shape) -> str:
+    return f"torch.Size([{', '.join(map(str, shape))}])"
+
+
 class Parameter(Tensor):
     """A leaf tensor that a Module registers; requires grad by default."""
 
@@ -52,6 +56,8 @@ class Module:
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers_set", set())
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -65,6 +71,9 @@ class Module:
             self._modules[name] = value
         elif name in self._parameters and value is None:
             self._parameters[name] = None
+        elif "_buffers" in self.__dict__ and name in self._buffers and (
+                value is None or isinstance(value, Tensor)):
+            self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
             return
@@ -76,6 +85,8 @@ class Module:
             return d["_parameters"][name]
         if "_modules" in d and name in d["_modules"]:
             return d["_modules"][name]
+        if "_buffers" in d and name in d["_buffers"]:
+            return d["_buffers"][name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
@@ -83,6 +94,49 @@ class Module:
 
     def add_module(self, name: str, module: "Module") -> None:
         self._modules[name] = module
+
+    def register_module(self, name: str, module: "Module") -> None:
+        self.add_module(name, module)
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """A tensor that is state but not a parameter (BatchNorm's running statistics):
+        in state_dict (if persistent), cast by .to(), never given to an optimizer."""
+        if "." in name:
+            raise KeyError('buffer name can\'t contain "."')
+        if name == "":
+            raise KeyError('buffer name can\'t be empty string ""')
+        if name in self.__dict__ or name in self._parameters or name in self._modules:
+            if name not in self._buffers:
+                raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                            "(torch Tensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator:
+        seen = set()
+        for mod_prefix, module in (self.named_modules(prefix) if recurse else [(prefix, self)]):
+            for name, b in module.__dict__.get("_buffers", {}).items():
+                if b is None or id(b) in seen:
+                    continue
+                seen.add(id(b))
+                yield (f"{mod_prefix}.{name}" if mod_prefix else name), b
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def get_submodule(self, target: str) -> "Module":
+        mod = self
+        for item in target.split(".") if target else []:
+            if item not in mod._modules:
+                raise AttributeError(f"{type(mod).__name__} has no attribute `{item}`")
+            mod = mod._modules[item]
+        return mod
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"Module [{type(self).__name__}] is missing the required "
@@ -153,7 +207,22 @@ class Module:
         torch.float64
         """
         dtype = kwargs.get("dtype", dtype)
-        if dtype is None or isinstance(dtype, str) and dtype == "cpu":
+        device = kwargs.get("device")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype = a.dtype
+            elif not isinstance(a, (str, bool)) and a is not None:
+                dtype = a
+            elif isinstance(a, str):
+                device = a
+        if isinstance(dtype, Tensor):
+            dtype = dtype.dtype
+        if isinstance(dtype, str):
+            device, dtype = dtype, None
+        if device is not None and not str(device).startswith("cpu"):
+            raise RuntimeError(f"tracegrad.eager runs on the CPU only; cannot move a module to "
+                               f"device {str(device)!r}")
+        if dtype is None:
             return self
         target = _dt.to_numpy_dtype(dtype)
         for p in self.parameters():
@@ -162,6 +231,13 @@ class Module:
                 p._counter[0] += 1
                 if p.grad is not None:
                     p.grad = p.grad.to(dtype)
+        for b in self.buffers():
+            if b._data.dtype.kind == "f" and b._data.dtype != target:
+                b._data = b._data.astype(target)
+                b._counter[0] += 1
+        return self
+
+    def cpu(self) -> "Module":
         return self
 
     def double(self) -> "Module":
@@ -170,20 +246,58 @@ class Module:
     def float(self) -> "Module":
         return self.to(dtype=_dt.float32)
 
-    def state_dict(self) -> "OrderedDict[str, Tensor]":
-        return OrderedDict((n, p.detach()) for n, p in self.named_parameters())
+    def _state_items(self):
+        """(name, tensor) of parameters and persistent buffers, in PyTorch's order (per
+        module: its parameters, then its buffers)."""
+        for mod_prefix, module in self.named_modules():
+            for name, p in module._parameters.items():
+                if p is not None:
+                    yield (f"{mod_prefix}.{name}" if mod_prefix else name), p
+            skip = module.__dict__.get("_non_persistent_buffers_set", ())
+            for name, b in module.__dict__.get("_buffers", {}).items():
+                if b is not None and name not in skip:
+                    yield (f"{mod_prefix}.{name}" if mod_prefix else name), b
 
-    def load_state_dict(self, state: dict) -> None:
-        own = dict(self.named_parameters())
+    def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
+        out = OrderedDict() if destination is None else destination
+        for n, t in self._state_items():
+            out[prefix + n] = t if keep_vars else t.detach()
+        return out
+
+    def load_state_dict(self, state: dict, strict: bool = True, assign: bool = False):
+        """Copy values in place (the Parameter objects stay); returns (missing_keys,
+        unexpected_keys) as PyTorch's _IncompatibleKeys, and raises on them when strict."""
+        from collections import namedtuple
+        own = OrderedDict(self._state_items())
         missing = [k for k in own if k not in state]
         unexpected = [k for k in state if k not in own]
-        if missing or unexpected:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}: "
-                               f"missing keys {missing}, unexpected keys {unexpected}")
+        errors = []
         for k, p in own.items():
+            if k not in state:
+                continue
             src = state[k]
-            p._data[...] = src._data if isinstance(src, Tensor) else np.asarray(src)
-            p._counter[0] += 1
+            arr = src._data if isinstance(src, Tensor) else np.asarray(src)
+            if tuple(arr.shape) != tuple(p._data.shape):
+                errors.append(f"size mismatch for {k}: copying a param with shape "
+                              f"{_shape_repr(arr.shape)} from checkpoint, the shape in current "
+                              f"model is {_shape_repr(p._data.shape)}.")
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                               + "\n\t".join(errors))
+        for k, p in own.items():
+            if k in state:
+                src = state[k]
+                p._data[...] = src._data if isinstance(src, Tensor) else np.asarray(src)
+                p._counter[0] += 1
+        keys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+        return keys(missing, unexpected)
 
     def apply(self, fn) -> "Module":
         for m in list(self.modules())[::-1]:
@@ -326,3 +440,423 @@ class CrossEntropyLoss(Module):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.cross_entropy(input, target, self.reduction)
+
+
+# ================================================================ issue 13: more layers
+
+
+def _factory_dtype(dtype) -> np.dtype:
+    return _dt.to_numpy_dtype(dtype) if dtype is not None else np.dtype(np.float32)
+
+
+def _empty_param(shape, dtype) -> Parameter:
+    return Parameter(Tensor._wrap(np.zeros(shape, _factory_dtype(dtype))))
+
+
+class Flatten(Module):
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim = dim
+        self.unflattened_size = tuple(unflattened_size)
+
+    def forward(self, input: Tensor) -> Tensor:
+        d = self.dim % input.ndim
+        shape = tuple(input.shape[:d]) + self.unflattened_size + tuple(input.shape[d + 1:])
+        return input.reshape(shape)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class Dropout(Module):
+    """Zeroes elements with probability p in training mode; the identity in eval mode."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Softmax(Module):
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softmax(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.log_softmax(input, self.dim)
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.silu(input)
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+        super().__init__()
+        self.negative_slope = negative_slope
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.leaky_relu(input, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
+
+
+class LayerNorm(Module):
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, device=None, dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = _empty_param(self.normalized_shape, dtype)
+            if bias:
+                self.bias = _empty_param(self.normalized_shape, dtype)
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class _BatchNorm(Module):
+    _dims: tuple = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, device=None,
+                 dtype=None, *, bias: bool = True):
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = _empty_param((num_features,), dtype)
+            if bias:
+                self.bias = _empty_param((num_features,), dtype)
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            npd = _factory_dtype(dtype)
+            self.register_buffer("running_mean", Tensor._wrap(np.zeros(num_features, npd)))
+            self.register_buffer("running_var", Tensor._wrap(np.ones(num_features, npd)))
+            self.register_buffer("num_batches_tracked", Tensor._wrap(np.array(0, np.int64)))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            self.running_mean._data[...] = 0
+            self.running_var._data[...] = 1
+            self.num_batches_tracked._data[...] = 0
+
+    def reset_parameters(self) -> None:
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim not in self._dims:
+            want = " or ".join(f"{d}D" for d in self._dims)
+            raise ValueError(f"expected {want} input (got {input.ndim}D input)")
+
+    def forward(self, input: Tensor) -> Tensor:
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked._data[...] += 1
+            self.num_batches_tracked._counter[0] += 1
+            if self.momentum is None:  # cumulative moving average
+                factor = 1.0 / float(self.num_batches_tracked._data)
+        use_batch = self.training or not self.track_running_stats
+        track = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if track else None,
+                            self.running_var if track else None, self.weight, self.bias,
+                            use_batch, factor, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    _dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    _dims = (4,)
+
+
+class Embedding(Module):
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm=None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False, _weight=None, _freeze: bool = False, device=None,
+                 dtype=None):
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        if padding_idx is not None:
+            if padding_idx > 0:
+                assert padding_idx < num_embeddings, "Padding_idx must be within num_embeddings"
+            elif padding_idx < 0:
+                assert padding_idx >= -num_embeddings, "Padding_idx must be within num_embeddings"
+                padding_idx = num_embeddings + padding_idx
+        self.padding_idx = padding_idx
+        self.max_norm = max_norm
+        self.norm_type = norm_type
+        self.scale_grad_by_freq = scale_grad_by_freq
+        self.sparse = sparse
+        if _weight is None:
+            self.weight = _empty_param((num_embeddings, embedding_dim), dtype)
+            self.reset_parameters()
+        else:
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    def reset_parameters(self) -> None:
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            self.weight._data[self.padding_idx] = 0
+
+    @classmethod
+    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True, padding_idx=None, **kw):
+        assert embeddings.dim() == 2, "Embeddings parameter is expected to be 2-dimensional"
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx=padding_idx, _weight=embeddings, _freeze=freeze, **kw)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        return s
+
+
+class _ConvNd(Module):
+    _n = 2
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device=None, dtype=None):
+        super().__init__()
+        n = self._n
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"padding_mode must be one of ['zeros', 'reflect', 'replicate', "
+                             f"'circular'], but got padding_mode='{padding_mode}'")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = F._tuple(kernel_size, n, "kernel_size")
+        self.stride = F._tuple(stride, n, "stride")
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                                 "{'valid', 'same'}")
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            self.padding = padding
+        else:
+            self.padding = F._tuple(padding, n, "padding")
+        self.dilation = F._tuple(dilation, n, "dilation")
+        self.groups = groups
+        self.padding_mode = padding_mode
+        self.transposed = False
+        self.output_padding = (0,) * n
+        self.weight = _empty_param((out_channels, in_channels // groups) + self.kernel_size,
+                                   dtype)
+        if bias:
+            self.bias = _empty_param((out_channels,), dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            if fan_in != 0:
+                bound = 1 / math.sqrt(fan_in)
+                init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F._convnd(input, self.weight, self.bias, self.stride, self.padding,
+                         self.dilation, self.groups, self._n, self.padding_mode)
+
+    def extra_repr(self) -> str:
+        n = self._n
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}"
+             f", stride={self.stride}")
+        if self.padding != (0,) * n:
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * n:
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
+        return s
+
+
+class Conv2d(_ConvNd):
+    _n = 2
+
+
+class Conv1d(_ConvNd):
+    _n = 1
+
+
+class MaxPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
+                 return_indices: bool = False, ceil_mode: bool = False):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = return_indices
+        self.ceil_mode = ceil_mode
+
+    def forward(self, input: Tensor):
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override=None):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class BCEWithLogitsLoss(Module):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean",
+                 pos_weight=None):
+        super().__init__()
+        self.reduction = reduction
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.binary_cross_entropy_with_logits(input, target, self.weight,
+                                                  reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)
+
+
+class BCELoss(Module):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__()
+        self.reduction = reduction
+        self.register_buffer("weight", weight)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
+
+
+class L1Loss(Module):
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.l1_loss(input, target, self.reduction)

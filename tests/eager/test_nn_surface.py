@@ -1,0 +1,473 @@
+"""Issue 13's nn surface: each layer/function against real PyTorch (same weights: values and
+gradients of inputs and parameters), and, without torch, against float64 finite
+differences or hand-derived values."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tracegrad.eager as torch
+import tracegrad.eager.nn.functional as F
+from tracegrad.eager import nn
+from tracegrad.gradcheck import gradcheck
+
+RTOL, ATOL = 1e-5, 1e-5
+
+
+def arr(*shape, seed=0, lo=-1.0, hi=1.0, dtype=np.float32):
+    return np.random.default_rng(seed).uniform(lo, hi, shape).astype(dtype)
+
+
+def close(a, b, rtol=RTOL, atol=ATOL):
+    a = a.detach().numpy() if hasattr(a, "detach") else np.asarray(a)
+    b = b.detach().numpy() if hasattr(b, "detach") else np.asarray(b)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+def copy_to_torch(tg_module, rt_module, rt):
+    state = {k: rt.tensor(v.numpy()) for k, v in tg_module.state_dict().items()}
+    rt_module.load_state_dict(state)
+
+
+def compare_module(tg_module, rt_module, x, rt, train=True, integer_input=False, extra=()):
+    """Same weights, same input, same upstream gradient: outputs, input grads and
+    parameter grads agree."""
+    rt = rt
+    copy_to_torch(tg_module, rt_module, rt)
+    tg_module.train(train)
+    rt_module.train(train)
+    if integer_input:
+        xt, xr = torch.tensor(x), rt.tensor(x)
+    else:
+        xt = torch.tensor(x, requires_grad=True)
+        xr = rt.tensor(x, requires_grad=True)
+    out_t = tg_module(xt, *extra[:1])
+    out_r = rt_module(xr, *extra[1:])
+    close(out_t, out_r)
+    g = arr(*out_r.shape, seed=99)
+    out_t.backward(torch.tensor(g))
+    out_r.backward(rt.tensor(g))
+    if not integer_input:
+        close(xt.grad, xr.grad)
+    rt_params = dict(rt_module.named_parameters())
+    for name, p in tg_module.named_parameters():
+        close(p.grad, rt_params[name].grad)
+    for (name, b), (_, br) in zip(tg_module.named_buffers(), rt_module.named_buffers()):
+        close(b, br)
+    return out_t, out_r
+
+
+# ------------------------------------------------------------------- against PyTorch
+
+
+@pytest.fixture
+def rt():
+    return pytest.importorskip("torch")
+
+
+CONV2D_CASES = [
+    dict(),
+    dict(padding=1),
+    dict(stride=2, padding=1),
+    dict(stride=(2, 1), padding=(0, 2), dilation=(1, 2)),
+    dict(padding="same", dilation=2),
+    dict(padding="valid", bias=False),
+    dict(groups=2, padding=1),
+    dict(padding=1, padding_mode="reflect"),
+    dict(padding=2, padding_mode="replicate"),
+    dict(padding=1, padding_mode="circular"),
+]
+
+
+@pytest.mark.parametrize("kw", CONV2D_CASES, ids=[str(c) for c in CONV2D_CASES])
+def test_conv2d_module_matches_torch(rt, kw):
+    torch.manual_seed(0)
+    m = nn.Conv2d(4, 6, (3, 2) if "dilation" in kw and kw["dilation"] != 2 else 3, **kw)
+    mr = rt.nn.Conv2d(4, 6, m.kernel_size, **kw)
+    assert repr(m) == repr(mr)
+    out, _ = compare_module(m, mr, arr(2, 4, 7, 6), rt)
+    assert out.grad_fn.name() == "ConvolutionBackward0"
+
+
+def test_conv2d_unbatched_and_functional(rt):
+    x, w, b = arr(3, 5, 5), arr(2, 3, 3, 3, seed=1), arr(2, seed=2)
+    close(F.conv2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), stride=2),
+          rt.nn.functional.conv2d(rt.tensor(x), rt.tensor(w), rt.tensor(b), stride=2))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=2), dict(dilation=2, groups=2),
+                                dict(padding="same", bias=False)])
+def test_conv1d_module_matches_torch(rt, kw):
+    torch.manual_seed(1)
+    m = nn.Conv1d(4, 6, 3, **kw)
+    mr = rt.nn.Conv1d(4, 6, 3, **kw)
+    assert repr(m) == repr(mr)
+    compare_module(m, mr, arr(2, 4, 11), rt)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=3, stride=2, ceil_mode=True),
+                                dict(kernel_size=(2, 3), stride=1, dilation=(2, 1)),
+                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)])
+def test_maxpool2d_matches_torch(rt, kw):
+    m, mr = nn.MaxPool2d(**kw), rt.nn.MaxPool2d(**kw)
+    assert repr(m) == repr(mr)
+    out, _ = compare_module(m, mr, arr(2, 3, 7, 8), rt)
+    assert out.grad_fn.name() == "MaxPool2DWithIndicesBackward0"
+
+
+def test_maxpool2d_ties_and_indices_match_torch(rt):
+    # a constant plane: every window is one tie; PyTorch sends the gradient to its first element
+    x = np.ones((1, 1, 4, 4), np.float32)
+    xt, xr = torch.tensor(x, requires_grad=True), rt.tensor(x, requires_grad=True)
+    F.max_pool2d(xt, 2).sum().backward()
+    rt.nn.functional.max_pool2d(xr, 2).sum().backward()
+    close(xt.grad, xr.grad)
+    y = arr(2, 3, 6, 7, seed=3)
+    _, it = F.max_pool2d(torch.tensor(y), 3, 2, 1, return_indices=True)
+    _, ir = rt.nn.functional.max_pool2d(rt.tensor(y), 3, 2, 1, return_indices=True)
+    np.testing.assert_array_equal(it.numpy(), ir.numpy())
+
+
+def test_avgpool2d_matches_torch(rt):
+    compare_module(nn.AvgPool2d(2), rt.nn.AvgPool2d(2), arr(2, 3, 6, 6), rt)
+    compare_module(nn.AvgPool2d(3, 2, 1), rt.nn.AvgPool2d(3, 2, 1), arr(2, 3, 7, 6), rt)
+
+
+@pytest.mark.parametrize("make", [
+    lambda nn_: nn_.Flatten(), lambda nn_: nn_.Flatten(0, 2), lambda nn_: nn_.Softmax(dim=1),
+    lambda nn_: nn_.LogSoftmax(dim=-1), lambda nn_: nn_.GELU(),
+    lambda nn_: nn_.GELU(approximate="tanh"), lambda nn_: nn_.Sigmoid(), lambda nn_: nn_.SiLU(),
+    lambda nn_: nn_.LeakyReLU(0.2), lambda nn_: nn_.Unflatten(1, (2, 2)),
+], ids=["Flatten", "Flatten(0,2)", "Softmax", "LogSoftmax", "GELU", "GELU(tanh)", "Sigmoid",
+        "SiLU", "LeakyReLU", "Unflatten"])
+def test_stateless_modules_match_torch(rt, make):
+    m, mr = make(nn), make(rt.nn)
+    assert repr(m) == repr(mr)
+    compare_module(m, mr, arr(3, 4, 2, 3, lo=-3, hi=3), rt)
+
+
+def test_grad_fn_names_match_torch(rt):
+    x = arr(3, 4)
+    cases = [
+        (lambda F_, x: F_.gelu(x)), (lambda F_, x: F_.softmax(x, dim=1)),
+        (lambda F_, x: F_.layer_norm(x, (4,))),
+        (lambda F_, x: F_.binary_cross_entropy_with_logits(x, x.detach().sigmoid())),
+        (lambda F_, x: F_.mse_loss(x, x.detach() * 2)),
+    ]
+    for case in cases:
+        a = case(F, torch.tensor(x, requires_grad=True))
+        b = case(rt.nn.functional, rt.tensor(x, requires_grad=True))
+        assert a.grad_fn.name() == b.grad_fn.name()
+
+
+def test_layernorm_matches_torch(rt):
+    torch.manual_seed(0)
+    for shape, kw in [((5,), {}), ((3, 5), {"eps": 1e-3}), ((5,), {"elementwise_affine": False}),
+                      ((5,), {"bias": False})]:
+        m, mr = nn.LayerNorm(shape, **kw), rt.nn.LayerNorm(shape, **kw)
+        assert repr(m) == repr(mr)
+        if m.weight is not None:  # non-trivial affine weights
+            nn.init.normal_(m.weight)
+            if m.bias is not None:
+                nn.init.normal_(m.bias)
+        compare_module(m, mr, arr(2, 3, 5, seed=4, lo=-2, hi=3), rt)
+    with pytest.raises(RuntimeError) as ours:
+        nn.LayerNorm(4)(torch.ones(2, 3))
+    with pytest.raises(RuntimeError) as theirs:
+        rt.nn.LayerNorm(4)(rt.ones(2, 3))
+    assert str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(momentum=None), dict(affine=False),
+                                dict(track_running_stats=False), dict(momentum=0.3, eps=1e-3),
+                                dict(bias=False)])
+@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 5)])
+def test_batchnorm1d_matches_torch_train_then_eval(rt, kw, shape):
+    torch.manual_seed(0)
+    m, mr = nn.BatchNorm1d(3, **kw), rt.nn.BatchNorm1d(3, **kw)
+    assert repr(m) == repr(mr)
+    for p in m.parameters():
+        nn.init.normal_(p)
+    assert list(m.state_dict()) == list(mr.state_dict())
+    for step in range(3):  # running statistics follow torch's over several batches
+        compare_module(m, mr, arr(*shape, seed=step, lo=-2, hi=4), rt, train=True)
+        mr.zero_grad()
+        m.zero_grad()
+    compare_module(m, mr, arr(*shape, seed=7), rt, train=False)
+    if m.track_running_stats:
+        assert int(m.num_batches_tracked.item()) == int(mr.num_batches_tracked.item()) == 3
+
+
+def test_batchnorm_errors_match_torch(rt):
+    for bad in [(2,), (1, 2, 3, 4)]:
+        with pytest.raises(ValueError) as ours:
+            nn.BatchNorm1d(2)(torch.ones(*bad))
+        with pytest.raises(ValueError) as theirs:
+            rt.nn.BatchNorm1d(2)(rt.ones(*bad))
+        assert str(ours.value) == str(theirs.value)
+    with pytest.raises(ValueError) as ours:
+        nn.BatchNorm1d(3)(torch.ones(1, 3))
+    with pytest.raises(ValueError) as theirs:
+        rt.nn.BatchNorm1d(3)(rt.ones(1, 3))
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_batchnorm2d_matches_torch(rt):
+    compare_module(nn.BatchNorm2d(3), rt.nn.BatchNorm2d(3), arr(2, 3, 4, 5, lo=0, hi=3), rt)
+
+
+@pytest.mark.parametrize("padding_idx", [None, 0, -1])
+def test_embedding_matches_torch(rt, padding_idx):
+    torch.manual_seed(0)
+    m, mr = nn.Embedding(7, 4, padding_idx=padding_idx), rt.nn.Embedding(7, 4, padding_idx=padding_idx)
+    assert repr(m) == repr(mr)
+    if padding_idx is not None:
+        assert not m.weight[padding_idx].detach().numpy().any()
+    idx = np.array([[0, 2, 6], [2, 2, 1]], np.int64)
+    out, _ = compare_module(m, mr, idx, rt, integer_input=True)
+    assert out.grad_fn.name() == "EmbeddingBackward0"
+    with pytest.raises(IndexError) as ours:
+        m(torch.tensor([7]))
+    with pytest.raises(IndexError) as theirs:
+        mr(rt.tensor([7]))
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_dropout_semantics(rt):
+    torch.manual_seed(0)
+    m = nn.Dropout(0.25)
+    assert repr(m) == repr(rt.nn.Dropout(0.25))
+    x = torch.ones(4000, requires_grad=True)
+    y = m(x)
+    kept = y.detach().numpy() != 0
+    assert abs(kept.mean() - 0.75) < 0.03
+    np.testing.assert_allclose(y.detach().numpy()[kept], 1 / 0.75, rtol=1e-6)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), kept / 0.75, rtol=1e-6)
+    m.eval()
+    assert m(x) is x
+    assert F.dropout(x, 0.5, training=False) is x
+    assert not F.dropout(torch.ones(5), 1.0).numpy().any()
+    with pytest.raises(ValueError) as ours:
+        F.dropout(x, 1.5)
+    with pytest.raises(ValueError) as theirs:
+        rt.nn.functional.dropout(rt.ones(2), 1.5)
+    assert str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(reduction="sum"), dict(reduction="none"),
+                                dict(pos_weight=True), dict(weight=True)])
+def test_bce_with_logits_matches_torch(rt, kw):
+    x = arr(4, 3, lo=-30, hi=30)  # large logits: must stay finite
+    t = arr(4, 3, seed=1, lo=0, hi=1)
+    extra_t, extra_r = {}, {}
+    for key in ("pos_weight", "weight"):
+        if kw.get(key):
+            w = arr(3, seed=2, lo=0.5, hi=2)
+            extra_t[key], extra_r[key] = torch.tensor(w), rt.tensor(w)
+    red = kw.get("reduction", "mean")
+    xt, xr = torch.tensor(x, requires_grad=True), rt.tensor(x, requires_grad=True)
+    a = F.binary_cross_entropy_with_logits(xt, torch.tensor(t), reduction=red, **extra_t)
+    b = rt.nn.functional.binary_cross_entropy_with_logits(xr, rt.tensor(t), reduction=red, **extra_r)
+    close(a, b)
+    a.sum().backward()
+    b.sum().backward()
+    close(xt.grad, xr.grad)
+    m = nn.BCEWithLogitsLoss(reduction=red, **extra_t)
+    close(m(torch.tensor(x), torch.tensor(t)), b)
+
+
+def test_bce_and_l1_match_torch(rt):
+    p, t = arr(5, lo=0.01, hi=0.99), arr(5, seed=1, lo=0, hi=1)
+    for ours, theirs in [(nn.BCELoss(), rt.nn.BCELoss()), (nn.L1Loss(), rt.nn.L1Loss()),
+                         (nn.MSELoss(reduction="sum"), rt.nn.MSELoss(reduction="sum"))]:
+        pt, pr = torch.tensor(p, requires_grad=True), rt.tensor(p, requires_grad=True)
+        a, b = ours(pt, torch.tensor(t)), theirs(pr, rt.tensor(t))
+        close(a, b)
+        a.backward()
+        b.backward()
+        close(pt.grad, pr.grad)
+
+
+def test_functional_softmax_mse_match_torch(rt):
+    x, y = arr(3, 4), arr(3, 4, seed=1)
+    for fn in [lambda F_, a, b: F_.softmax(a, dim=0), lambda F_, a, b: F_.mse_loss(a, b),
+               lambda F_, a, b: F_.mse_loss(a, b, reduction="none"),
+               lambda F_, a, b: F_.log_softmax(a, 1)]:
+        xt, xr = torch.tensor(x, requires_grad=True), rt.tensor(x, requires_grad=True)
+        a, b = fn(F, xt, torch.tensor(y)), fn(rt.nn.functional, xr, rt.tensor(y))
+        close(a, b)
+        (a * torch.tensor(y)).sum().backward()
+        (b * rt.tensor(y)).sum().backward()
+        close(xt.grad, xr.grad)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+def test_pad_matches_torch(rt, mode):
+    x = arr(2, 3, 4, 5)
+    pads = (1, 2, 2, 1)
+    xt, xr = torch.tensor(x, requires_grad=True), rt.tensor(x, requires_grad=True)
+    kw = {"value": 1.5} if mode == "constant" else {}
+    a = F.pad(xt, pads, mode=mode, **kw)
+    b = rt.nn.functional.pad(xr, pads, mode=mode, **kw)
+    close(a, b)
+    g = arr(*b.shape, seed=5)
+    a.backward(torch.tensor(g))
+    b.backward(rt.tensor(g))
+    close(xt.grad, xr.grad)
+
+
+def test_init_functions_follow_torch_rules(rt):
+    assert nn.init.calculate_gain("leaky_relu", 0.2) == rt.nn.init.calculate_gain("leaky_relu", 0.2)
+    for name in ["linear", "relu", "tanh", "sigmoid", "selu", "conv2d"]:
+        assert nn.init.calculate_gain(name) == rt.nn.init.calculate_gain(name)
+    w = torch.empty(64, 32, 3, 3)
+    assert nn.init._calculate_fan_in_and_fan_out(w) == \
+        rt.nn.init._calculate_fan_in_and_fan_out(rt.empty(64, 32, 3, 3))
+    with pytest.raises(ValueError) as ours:
+        nn.init.xavier_uniform_(torch.empty(3))
+    with pytest.raises(ValueError) as theirs:
+        rt.nn.init.xavier_uniform_(rt.empty(3))
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_clip_grad_norm_matches_torch(rt):
+    for norm_type, max_norm in [(2.0, 0.5), (1.0, 0.3), (math.inf, 0.1), (2.0, 100.0), (3, 1.0)]:
+        grads = [arr(3, 4, seed=1), arr(5, seed=2), arr(2, 2, 2, seed=3)]
+        ps = [torch.zeros(*g.shape, requires_grad=True) for g in grads]
+        prs = [rt.zeros(*g.shape, requires_grad=True) for g in grads]
+        for p, pr, g in zip(ps, prs, grads):
+            p.grad, pr.grad = torch.tensor(g), rt.tensor(g)
+        total = nn.utils.clip_grad_norm_(ps, max_norm, norm_type=norm_type)
+        total_r = rt.nn.utils.clip_grad_norm_(prs, max_norm, norm_type=norm_type)
+        close(total, total_r)
+        for p, pr in zip(ps, prs):
+            close(p.grad, pr.grad)
+    p = torch.zeros(2, requires_grad=True)
+    p.grad = torch.tensor([1.0, float("nan")])
+    with pytest.raises(RuntimeError) as ours:
+        nn.utils.clip_grad_norm_(p, 1.0, error_if_nonfinite=True)
+    pr = rt.zeros(2, requires_grad=True)
+    pr.grad = rt.tensor([1.0, float("nan")])
+    with pytest.raises(RuntimeError) as theirs:
+        rt.nn.utils.clip_grad_norm_(pr, 1.0, error_if_nonfinite=True)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_state_dict_keys_and_load_match_torch(rt):
+    def build(nn_):
+        return nn_.Sequential(nn_.Conv2d(1, 2, 3), nn_.BatchNorm2d(2), nn_.Flatten(),
+                              nn_.Linear(2, 2), nn_.LayerNorm(2), nn_.Embedding(3, 2))
+    ours, theirs = build(nn), build(rt.nn)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
+    state = {k: torch.tensor(v.numpy()) for k, v in theirs.state_dict().items()}
+    ours.load_state_dict(state)
+    for (k, a), (_, b) in zip(ours.state_dict().items(), theirs.state_dict().items()):
+        close(a, b)
+    state.pop("1.running_var")
+    state["extra"] = torch.zeros(1)
+    with pytest.raises(RuntimeError, match='Missing key\\(s\\) in state_dict: "1.running_var"'):
+        ours.load_state_dict(state)
+    result = ours.load_state_dict(state, strict=False)
+    assert result.missing_keys == ["1.running_var"] and result.unexpected_keys == ["extra"]
+
+
+# ------------------------------------------------------------- without PyTorch
+
+
+def test_conv_and_pool_gradcheck_float64():
+    x, w, b = arr(2, 3, 5, 4, dtype=np.float64), arr(4, 3, 2, 3, seed=1, dtype=np.float64), \
+        arr(4, seed=2, dtype=np.float64)
+    args = [torch.tensor(v, requires_grad=True) for v in (x, w, b)]
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1), args)
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, None, padding=(0, 1), dilation=(1, 2)), args)
+    wg = torch.tensor(arr(4, 1, 2, 2, seed=5, dtype=np.float64), requires_grad=True)
+    xg = torch.tensor(arr(1, 2, 4, 4, seed=6, dtype=np.float64), requires_grad=True)
+    assert gradcheck(lambda x, w: F.conv2d(x, w, groups=2, stride=2), [xg, wg])
+    assert gradcheck(lambda x: F.max_pool2d(x, 2, 1, 1), args[:1])
+    assert gradcheck(lambda x: F.pad(x, (1, 1, 2, 0), mode="reflect"), args[:1])
+    w1 = torch.tensor(arr(4, 3, 3, seed=3, dtype=np.float64), requires_grad=True)
+    x1 = torch.tensor(arr(2, 3, 7, seed=4, dtype=np.float64), requires_grad=True)
+    assert gradcheck(lambda x, w: F.conv1d(x, w, stride=2, padding=1), [x1, w1])
+
+
+def test_conv2d_hand_values():
+    x = torch.arange(16.0).reshape(1, 1, 4, 4)
+    out = F.conv2d(x, torch.ones(1, 1, 2, 2), torch.tensor([0.5]), stride=2)
+    np.testing.assert_array_equal(out.numpy(), [[[[10.5, 18.5], [42.5, 50.5]]]])
+    xr = torch.arange(16.0).reshape(1, 1, 4, 4).requires_grad_()
+    F.conv2d(xr, torch.ones(1, 1, 3, 3), padding=1).sum().backward()
+    # each input element is counted once per 3x3 window containing it
+    expected = np.array([[4, 6, 6, 4], [6, 9, 9, 6], [6, 9, 9, 6], [4, 6, 6, 4]], np.float32)
+    np.testing.assert_array_equal(xr.grad.numpy()[0, 0], expected)
+    pooled = F.max_pool2d(torch.arange(16.0).reshape(1, 1, 4, 4), 2)
+    np.testing.assert_array_equal(pooled.numpy(), [[[[5, 7], [13, 15]]]])
+
+
+def test_norms_embedding_losses_gradcheck_float64():
+    x = torch.tensor(arr(4, 3, 5, seed=5, dtype=np.float64), requires_grad=True)
+    w = torch.tensor(arr(5, seed=6, dtype=np.float64), requires_grad=True)
+    b = torch.tensor(arr(5, seed=7, dtype=np.float64), requires_grad=True)
+    assert gradcheck(lambda x, w, b: F.layer_norm(x, (5,), w, b), [x, w, b])
+    wc = torch.tensor(arr(3, seed=8, dtype=np.float64), requires_grad=True)
+    assert gradcheck(lambda x, w: F.batch_norm(x, None, None, w, None, training=True), [x, wc])
+    assert gradcheck(lambda x: F.gelu(x), [x])
+    assert gradcheck(lambda x: F.gelu(x, approximate="tanh"), [x])
+    t = torch.tensor(arr(4, 3, 5, seed=9, lo=0, hi=1, dtype=np.float64))
+    assert gradcheck(lambda x: F.binary_cross_entropy_with_logits(x * 10, t, pos_weight=w), [x])
+    emb = torch.tensor(arr(6, 3, seed=10, dtype=np.float64), requires_grad=True)
+    idx = torch.tensor([[1, 0, 1], [5, 1, 0]])
+    assert gradcheck(lambda e: F.embedding(idx, e), [emb])
+    # padding_idx: the row is read (forward) but gets no gradient, as in PyTorch
+    F.embedding(idx, emb, padding_idx=0).sum().backward()
+    np.testing.assert_array_equal(emb.grad.numpy()[:, 0], [0, 3, 0, 0, 0, 1])
+
+
+def test_hand_derived_values():
+    # LayerNorm of [1, 2, 3]: mean 2, var 2/3 -> (x - 2) / sqrt(2/3 + eps)
+    out = F.layer_norm(torch.tensor([1.0, 2.0, 3.0]), (3,), eps=0.0)
+    np.testing.assert_allclose(out.numpy(), [-math.sqrt(1.5), 0, math.sqrt(1.5)], rtol=1e-6)
+    # GELU(1) = Phi(1) = 0.5 * (1 + erf(1/sqrt 2)) = 0.8413447
+    np.testing.assert_allclose(F.gelu(torch.tensor([1.0])).numpy(), [0.8413447], rtol=1e-6)
+    # BCE with logits at x = 0 is log 2 whatever the target
+    loss = F.binary_cross_entropy_with_logits(torch.zeros(3), torch.tensor([0.0, 0.5, 1.0]))
+    np.testing.assert_allclose(loss.item(), math.log(2), rtol=1e-6)
+    # BatchNorm1d running stats after one batch [[0], [2]]: mean 1, unbiased var 2
+    bn = nn.BatchNorm1d(1)
+    bn(torch.tensor([[0.0], [2.0]]))
+    np.testing.assert_allclose(bn.running_mean.numpy(), [0.1], rtol=1e-6)
+    np.testing.assert_allclose(bn.running_var.numpy(), [0.9 + 0.2], rtol=1e-6)
+    # clip_grad_norm_: grads [3, 4] -> norm 5, scaled by 1 / (5 + 1e-6)
+    p = torch.zeros(2, requires_grad=True)
+    p.grad = torch.tensor([3.0, 4.0])
+    assert nn.utils.clip_grad_norm_([p], 1.0).item() == 5.0
+    np.testing.assert_allclose(p.grad.numpy(), [0.6, 0.8], rtol=1e-5)
+
+
+def test_init_distributions_and_module_defaults():
+    torch.manual_seed(0)
+    w = torch.empty(200, 100)
+    nn.init.kaiming_uniform_(w, mode="fan_in", nonlinearity="relu")
+    bound = math.sqrt(2.0) * math.sqrt(3.0 / 100)
+    assert np.abs(w.numpy()).max() <= bound and np.abs(w.numpy()).max() > 0.95 * bound
+    nn.init.kaiming_normal_(w, mode="fan_out")
+    np.testing.assert_allclose(w.numpy().std(), math.sqrt(2.0 / 200), rtol=0.05)
+    nn.init.xavier_normal_(w)
+    np.testing.assert_allclose(w.numpy().std(), math.sqrt(2.0 / 300), rtol=0.05)
+    nn.init.xavier_uniform_(w, gain=2.0)
+    assert np.abs(w.numpy()).max() <= 2.0 * math.sqrt(6.0 / 300)
+    nn.init.normal_(w, 3.0, 0.5)
+    np.testing.assert_allclose([w.numpy().mean(), w.numpy().std()], [3.0, 0.5], rtol=0.05)
+    nn.init.uniform_(w, -2, -1)
+    assert w.numpy().min() >= -2 and w.numpy().max() <= -1
+    assert not nn.init.zeros_(w).numpy().any() and nn.init.ones_(w).numpy().all()
+    conv = nn.Conv2d(3, 8, 3)
+    fan_in = 3 * 9
+    assert np.abs(conv.weight.detach().numpy()).max() <= 1 / math.sqrt(fan_in)
+    assert np.abs(conv.bias.detach().numpy()).max() <= 1 / math.sqrt(fan_in)
+    assert conv.weight.shape == (8, 3, 3, 3) and conv.weight.requires_grad
