@@ -516,6 +516,8 @@ _NUMPY_FUNCTIONS: dict[str, Callable] = {
         _api("argmax")(a, axis=axis, keepdims=keepdims),
     "argmin": lambda a, axis=None, out=None, keepdims=False:
         _api("argmin")(a, axis=axis, keepdims=keepdims),
+    "norm": lambda x, ord=None, axis=None, keepdims=False:  # numpy.linalg.norm
+        _api("norm")(x, ord=ord, axis=axis, keepdims=keepdims),
 }
 
 
@@ -536,7 +538,16 @@ def _numpy_function(func, args: tuple, kwargs: dict):
 
 # NumPy functions whose tracegrad op has the same name and signature.
 _API_PASSTHROUGH = {"softmax", "log_softmax", "logsumexp", "squeeze", "tanh", "exp", "log",
-                    "sqrt", "abs", "sin", "cos"}
+                    "sqrt", "abs", "sin", "cos",
+                    # issue 13: NumPy coverage (tracegrad/ops/api.py, same signatures)
+                    "einsum", "tensordot", "prod", "repeat", "vstack", "row_stack", "hstack",
+                    "dstack", "column_stack", "split", "array_split", "hsplit", "vsplit",
+                    "dsplit", "cumsum", "cumprod", "trace", "roll", "diag", "diagflat",
+                    "diagonal", "triu", "tril", "outer", "inner", "vdot", "kron", "cross",
+                    "std", "sort", "argsort", "sinc", "real", "imag", "tile", "flip", "fliplr",
+                    "flipud", "atleast_1d", "atleast_2d", "atleast_3d", "diff", "tan", "sinh",
+                    "cosh", "log1p", "expm1", "log2", "log10", "arcsin", "arccos", "arctan",
+                    "arctan2", "hypot", "logaddexp", "square", "conj", "conjugate"}
 
 
 # ------------------------------------------------------------------ pytrees

@@ -710,3 +710,1301 @@ def ones_like(x: Array, dtype: Any = None) -> Array:
 
 
 _ = builtins  # builtins stays reachable here although sum/max/min/abs are shadowed
+
+
+# ============================================================ NumPy coverage (issue 13)
+# NumPy's names for functions that NumPy users' code calls. Most are composites of the
+# ops above (their gradients, eager mode and code generation come from those ops);
+# log1p, expm1, arcsin, arccos, arctan, arctan2, floor, remainder, cumsum, argsort and
+# the linear recurrence behind cumprod/prod are primitives (tracegrad/ops/table.py).
+
+import math as _math  # noqa: E402
+
+_LN2 = _math.log(2.0)
+_LN10 = _math.log(10.0)
+
+
+def _shape(x) -> tuple:
+    return tuple(np.shape(x))
+
+
+def _dtype(x) -> np.dtype:
+    return np.dtype(T.aval_of(x).dtype)
+
+
+def _norm_axis(axis, ndim: int, name: str) -> int:
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"{name}: axis {axis} is out of range for a {ndim}-d array"
+                         + user_location_suffix())
+    return axis % ndim
+
+
+def _wrap(x):
+    """Plain Python numbers and lists become arrays; arrays, tensors and tracers stay."""
+    if isinstance(x, (list, tuple)):
+        return array(x)
+    if isinstance(x, (int, float, bool, np.generic)):
+        return np.asarray(x)
+    return x
+
+
+# ------------------------------------------------------ elementwise functions
+
+
+def tan(x: Array) -> Array:
+    """Tangent, elementwise (sin / cos).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.tan(np.array([0.0]))
+    array([0.])
+    """
+    return divide(sin(x), cos(x))
+
+
+def _exp_half(ax):
+    # exp(|x| / 2): halving is exact, so e * e / 2 keeps exp's accuracy and overflows
+    # only where cosh itself does (exp(|x|) / 2 would overflow ln 2 earlier)
+    return exp(multiply(ax, 0.5))
+
+
+def cosh(x: Array) -> Array:
+    """Hyperbolic cosine, finite up to NumPy's overflow threshold (|x| ~ 710.47).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.cosh(np.array([0.0]))
+    array([1.])
+    """
+    e = _exp_half(abs(x))
+    inv = divide(1.0, e)
+    return add(multiply(multiply(e, 0.5), e), multiply(multiply(inv, 0.5), inv))
+
+
+def sinh(x: Array) -> Array:
+    """Hyperbolic sine: (expm1(x) - expm1(-x)) / 2 for |x| < 1 (no cancellation near 0),
+    sign(x) (e^|x| - e^-|x|) / 2 from exp(|x| / 2) above.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.sinh(np.array([0.0]))
+    array([0.])
+    """
+    ax = abs(x)
+    small = less(ax, 1.0)
+    xs = where(small, x, 0.0)  # the untaken branch stays finite (no nan gradients)
+    near_zero = multiply(subtract(expm1(xs), expm1(negative(xs))), 0.5)
+    e = _exp_half(where(small, 2.0, ax))
+    inv = divide(1.0, e)
+    far = multiply(sign(x), subtract(multiply(multiply(e, 0.5), e), multiply(multiply(inv, 0.5), inv)))
+    return where(small, near_zero, far)
+
+
+def log1p(x: Array) -> Array:
+    """log(1 + x), accurate for tiny x.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.log1p(np.array([1e-20]))
+    array([1.e-20])
+    """
+    return bind(T.log1p, x)
+
+
+def expm1(x: Array) -> Array:
+    """exp(x) - 1, accurate for tiny x.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.expm1(np.array([1e-20]))
+    array([1.e-20])
+    """
+    return bind(T.expm1, x)
+
+
+def log2(x: Array) -> Array:
+    """Base-2 logarithm, log(x) / log(2).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.log2(np.array([8.0]))
+    array([3.])
+    """
+    return divide(log(x), _LN2)
+
+
+def log10(x: Array) -> Array:
+    """Base-10 logarithm, log(x) / log(10).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.log10(np.array([100.0]))
+    array([2.])
+    """
+    return divide(log(x), _LN10)
+
+
+def exp2(x: Array) -> Array:
+    """2 ** x, elementwise.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.exp2(np.array([3.0]))
+    array([8.])
+    """
+    return power(2.0, x)
+
+
+def square(x: Array) -> Array:
+    """x * x.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.square(np.array([3.0]))
+    array([9.])
+    """
+    return multiply(x, x)
+
+
+def reciprocal(x: Array) -> Array:
+    """1 / x.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.reciprocal(np.array([4.0]))
+    array([0.25])
+    """
+    return divide(1.0, x)
+
+
+def arcsin(x: Array) -> Array:
+    """Inverse sine; the gradient is +inf at x = +-1 (as in JAX).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.arcsin(np.array([0.0]))
+    array([0.])
+    """
+    return bind(T.arcsin, x)
+
+
+def arccos(x: Array) -> Array:
+    """Inverse cosine; the gradient is -inf at x = +-1 (as in JAX).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.arccos(np.array([1.0]))
+    array([0.])
+    """
+    return bind(T.arccos, x)
+
+
+def arctan(x: Array) -> Array:
+    """Inverse tangent.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.arctan(np.array([0.0]))
+    array([0.])
+    """
+    return bind(T.arctan, x)
+
+
+def arctan2(y: Array, x: Array) -> Array:
+    """The angle of the point (x, y), in [-pi, pi]; gradients at (0, 0) are nan, as in JAX.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.arctan2(np.array([1.0]), np.array([1.0]))
+    array([0.78539816])
+    """
+    return bind(T.arctan2, y, x)
+
+
+def hypot(x: Array, y: Array) -> Array:
+    """sqrt(x**2 + y**2) without overflow: max * sqrt(1 + (min / max)**2), as JAX.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.hypot(np.array([3e300]), np.array([4e300]))
+    array([5.e+300])
+    """
+    ax, ay = abs(x), abs(y)
+    hi, lo = maximum(ax, ay), minimum(ax, ay)
+    safe_hi = where(equal(hi, 0), 1.0, hi)
+    ratio = divide(where(equal(hi, 0), 0.0, lo), safe_hi)
+    out = multiply(hi, sqrt(add(multiply(ratio, ratio), 1.0)))
+    either_inf = logical_or(equal(ax, np.inf), equal(ay, np.inf))
+    return where(either_inf, np.inf, out)
+
+
+def logaddexp(x: Array, y: Array) -> Array:
+    """log(exp(x) + exp(y)) without overflow; exact at +-inf (logaddexp(-inf, -inf) = -inf).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.logaddexp(np.array([1e4]), np.array([1e4]))
+    array([10000.69314718])
+    """
+    top = maximum(x, y)
+    delta = subtract(x, y)
+    undefined = not_equal(delta, delta)  # inf - inf of one sign, or a nan
+    safe = where(undefined, 0.0, delta)
+    out = add(top, log1p(exp(negative(abs(safe)))))
+    return where(undefined, add(x, y), out)
+
+
+def logaddexp2(x: Array, y: Array) -> Array:
+    """log2(2**x + 2**y) without overflow.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.logaddexp2(np.array([1.0]), np.array([1.0]))
+    array([2.])
+    """
+    return divide(logaddexp(multiply(x, _LN2), multiply(y, _LN2)), _LN2)
+
+
+def sinc(x: Array) -> Array:
+    """sin(pi x) / (pi x), 1 at 0 (NumPy's normalized sinc); its gradient at 0 is 0.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.sinc(np.array([0.0, 0.5]))
+    array([1.        , 0.63661977])
+    """
+    zero = equal(x, 0)
+    px = multiply(where(zero, 1.0, x), _math.pi)
+    return where(zero, 1.0, divide(sin(px), px))
+
+
+def floor(x: Array) -> Array:
+    """The largest integer <= x, elementwise (its gradient is zero).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.floor(np.array([-1.5, 1.5]))
+    array([-2.,  1.])
+    """
+    return bind(T.floor, x)
+
+
+def remainder(x: Array, y: Array) -> Array:
+    """x % y with the sign of y (NumPy's and Python's %). Gradients: 1 for x,
+    -floor(x / y) for y.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.remainder(np.array([-3.0, 3.0]), 2.0)
+    array([1., 1.])
+    """
+    return bind(T.remainder, x, y)
+
+
+mod = remainder
+
+
+def fmod(x: Array, y: Array) -> Array:
+    """C's fmod: x % y with the sign of x.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.fmod(np.array([-3.0, 3.0]), 2.0)
+    array([-1.,  1.])
+    """
+    r = remainder(x, y)
+    flip = logical_and(not_equal(r, 0), not_equal(less(x, 0), less(y, 0)))
+    return where(flip, subtract(r, y), r)
+
+
+def deg2rad(x: Array) -> Array:
+    """Degrees to radians.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.deg2rad(np.array([180.0]))
+    array([3.14159265])
+    """
+    return multiply(x, _math.pi / 180.0)
+
+
+def rad2deg(x: Array) -> Array:
+    """Radians to degrees.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.rad2deg(np.array([np.pi]))
+    array([180.])
+    """
+    return multiply(x, 180.0 / _math.pi)
+
+
+radians, degrees = deg2rad, rad2deg
+
+
+def _check_real(x, name):
+    if _dtype(x).kind == "c":
+        raise NotImplementedError(f"tracegrad.{name}: complex arrays are not supported"
+                                  + user_location_suffix())
+
+
+def real(x: Array) -> Array:
+    """The real part: x itself for real arrays (tracegrad has no complex dtypes).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.real(np.array([1.0]))
+    array([1.])
+    """
+    x = _wrap(x)
+    _check_real(x, "real")
+    return x
+
+
+def imag(x: Array) -> Array:
+    """The imaginary part: zeros for real arrays (tracegrad has no complex dtypes).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.imag(np.array([1.0]))
+    array([0.])
+    """
+    x = _wrap(x)
+    _check_real(x, "imag")
+    return zeros_like(x)
+
+
+def conjugate(x: Array) -> Array:
+    """The complex conjugate: x itself for real arrays.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.conj(np.array([1.0]))
+    array([1.])
+    """
+    x = _wrap(x)
+    _check_real(x, "conj")
+    return x
+
+
+conj = conjugate
+
+# ------------------------------------------------------------- reductions and scans
+
+
+def std(x: Array, axis: int | Sequence[int] | None = None, dtype: Any = None, out: Any = None,
+        ddof: int = 0, keepdims: bool = False) -> Array:
+    """Standard deviation, sqrt(var). Its gradient is nan where the spread is 0, as in JAX.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.std(np.array([1.0, 3.0]))
+    array(1.)
+    """
+    _no_dtype_out("std", dtype, out)
+    return sqrt(var(x, axis=axis, ddof=ddof, keepdims=keepdims))
+
+
+def _no_dtype_out(name, dtype=None, out=None):
+    if dtype is not None or out is not None:
+        raise NotImplementedError(f"tracegrad.{name}: dtype= and out= are not supported"
+                                  + user_location_suffix())
+
+
+def _scan_operand(x, axis, name):
+    """(x, axis) for a scan: flattened when axis is None; bools count as int64."""
+    x = _wrap(x)
+    if axis is None:
+        x, axis = ravel(x), 0
+    if _dtype(x) == np.bool_:
+        x = astype(x, "int64")
+    if np.ndim(x) == 0:
+        raise ShapeError(f"{name}: axis {axis} is out of range for a 0-d array"
+                         + user_location_suffix())
+    return x, _norm_axis(axis, np.ndim(x), name)
+
+
+def cumsum(x: Array, axis: int | None = None, dtype: Any = None, out: Any = None) -> Array:
+    """Running sum along `axis` (of the flattened array when axis is None).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.cumsum(np.array([1.0, 2.0, 3.0]))
+    array([1., 3., 6.])
+    """
+    _no_dtype_out("cumsum", dtype, out)
+    x, axis = _scan_operand(x, axis, "cumsum")
+    return bind(T.cumsum, x, axis=axis)
+
+
+def _first_along(x, axis):
+    """A constant bool array, True at index 0 of `axis`, that broadcasts against x."""
+    shape = [1] * np.ndim(x)
+    shape[axis] = _shape(x)[axis]
+    mask = np.zeros(shape, dtype=bool)
+    mask[tuple(0 if d == axis else slice(None) for d in range(np.ndim(x)))] = True
+    return mask
+
+
+def cumprod(x: Array, axis: int | None = None, dtype: Any = None, out: Any = None) -> Array:
+    """Running product along `axis`, as the recurrence h_t = x_t h_(t-1): its gradient
+    has no division, so it is exact where x has zeros.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.cumprod(np.array([1.0, 2.0, 3.0]))
+    array([1., 2., 6.])
+    """
+    _no_dtype_out("cumprod", dtype, out)
+    x, axis = _scan_operand(x, axis, "cumprod")
+    first = _first_along(x, axis)
+    # h_0 = 0 * 0 + x_0 (a coefficient of 0 at the start, so x_0 = inf does not make 0 * inf)
+    return bind(T.linrec, where(first, 0, x), where(first, x, 0), axis=axis)
+
+
+def prod(x: Array, axis: int | Sequence[int] | None = None, dtype: Any = None, out: Any = None,
+         keepdims: bool = False) -> Array:
+    """Product over `axis` (the last value of a cumprod over the reduced axes); its
+    gradient (the product of the other entries) is exact where x has zeros.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.prod(np.array([[1.0, 2.0], [3.0, 4.0]]), axis=1)
+    array([ 2., 12.])
+    """
+    _no_dtype_out("prod", dtype, out)
+    x = _wrap(x)
+    if _dtype(x).kind in "bi" and _dtype(x).itemsize < 8:
+        x = astype(x, "int64")  # NumPy's prod of small ints (and bools) is int64
+    shape = _shape(x)
+    nd = len(shape)
+    axes = normalize_axes("prod", T.aval_of(x), _axis(axis))
+    kept = [d for d in range(nd) if d not in axes]
+    out_shape = tuple(1 if d in axes else shape[d] for d in range(nd)) if keepdims else \
+        tuple(shape[d] for d in kept)
+    n = int(np.prod([shape[d] for d in axes], dtype=np.int64))
+    if n == 0:
+        return full_like(sum(x, axis=axes, keepdims=keepdims), 1)
+    if not axes:
+        return multiply(x, 1)
+    moved = transpose(x, tuple(kept) + tuple(axes)) if kept + list(axes) != list(range(nd)) else x
+    flat = reshape(moved, tuple(shape[d] for d in kept) + (n,))
+    last = getitem(cumprod(flat, axis=-1), (Ellipsis, -1))
+    return reshape(last, out_shape)
+
+
+def argsort(x: Array, axis: int | None = -1, kind: Any = None, order: Any = None) -> Array:
+    """Indices that sort x along `axis` (stable; NaNs last, as NumPy).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.argsort(np.array([3.0, 1.0, 2.0]))
+    array([1, 2, 0])
+    """
+    if order is not None:
+        raise NotImplementedError("tracegrad.argsort: order= (structured arrays) is not "
+                                  "supported" + user_location_suffix())
+    x = _wrap(x)
+    if axis is None:
+        x, axis = ravel(x), 0
+    return bind(T.argsort, x, axis=_norm_axis(axis, np.ndim(x), "argsort"))
+
+
+def sort(x: Array, axis: int | None = -1, kind: Any = None, order: Any = None) -> Array:
+    """x sorted along `axis`; the gradient goes back to each value's original place.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.sort(np.array([3.0, 1.0, 2.0]))
+    array([1., 2., 3.])
+    """
+    x = _wrap(x)
+    if axis is None:
+        x, axis = ravel(x), 0
+    axis = _norm_axis(axis, np.ndim(x), "sort")
+    return take_along_axis(x, argsort(x, axis=axis, order=order), axis=axis)
+
+
+def diff(x: Array, n: int = 1, axis: int = -1) -> Array:
+    """n-th differences along `axis`.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.diff(np.array([1.0, 4.0, 9.0]))
+    array([3., 5.])
+    """
+    x = _wrap(x)
+    axis = _norm_axis(axis, np.ndim(x), "diff")
+    for _ in range(int(n)):
+        hi = [slice(None)] * np.ndim(x)
+        lo = [slice(None)] * np.ndim(x)
+        hi[axis], lo[axis] = slice(1, None), slice(None, -1)
+        x = subtract(getitem(x, tuple(hi)), getitem(x, tuple(lo)))
+    return x
+
+# ------------------------------------------------------------------ shape functions
+
+
+def atleast_1d(*arrays):
+    """Arrays with at least one dimension (NumPy's atleast_1d).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.atleast_1d(np.float64(1.0)).shape
+    (1,)
+    """
+    out = [_wrap(a) if np.ndim(a) >= 1 else reshape(_wrap(a), (1,)) for a in arrays]
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*arrays):
+    """Arrays with at least two dimensions (1-D becomes a row).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.atleast_2d(np.ones(3)).shape
+    (1, 3)
+    """
+    out = []
+    for a in arrays:
+        a = _wrap(a)
+        out.append(a if np.ndim(a) >= 2 else reshape(a, (1,) * (2 - np.ndim(a)) + _shape(a)))
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_3d(*arrays):
+    """Arrays with at least three dimensions ((n,) -> (1, n, 1), (m, n) -> (m, n, 1)).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.atleast_3d(np.ones((2, 3))).shape
+    (2, 3, 1)
+    """
+    out = []
+    for a in arrays:
+        a = _wrap(a)
+        nd = np.ndim(a)
+        new = {0: (1, 1, 1), 1: (1,) + _shape(a) + (1,), 2: _shape(a) + (1,)}.get(nd)
+        out.append(a if new is None else reshape(a, new))
+    return out[0] if len(out) == 1 else out
+
+
+def vstack(tup: Sequence[Array]) -> Array:
+    """Stack arrays as rows (1-D arrays become rows).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.vstack([np.ones(2), np.zeros(2)]).shape
+    (2, 2)
+    """
+    return concatenate([atleast_2d(a) for a in tup], axis=0)
+
+
+row_stack = vstack
+
+
+def hstack(tup: Sequence[Array]) -> Array:
+    """Stack arrays column-wise (1-D arrays are joined end to end).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.hstack([np.ones(2), np.zeros(3)]).shape
+    (5,)
+    """
+    arrays = [atleast_1d(a) for a in tup]
+    return concatenate(arrays, axis=0 if arrays and np.ndim(arrays[0]) == 1 else 1)
+
+
+def dstack(tup: Sequence[Array]) -> Array:
+    """Stack arrays along the third axis.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.dstack([np.ones((2, 3)), np.zeros((2, 3))]).shape
+    (2, 3, 2)
+    """
+    return concatenate([atleast_3d(a) for a in tup], axis=2)
+
+
+def column_stack(tup: Sequence[Array]) -> Array:
+    """Stack 1-D arrays as columns of a 2-D array (2-D arrays as they are).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.column_stack([np.ones(3), np.zeros(3)]).shape
+    (3, 2)
+    """
+    cols = []
+    for a in tup:
+        a = _wrap(a)
+        cols.append(reshape(a, _shape(a) + (1,)) if np.ndim(a) < 2 else a)
+    return concatenate(cols, axis=1)
+
+
+def _split_points(n: int, indices_or_sections, equal: bool, name: str) -> list:
+    if isinstance(indices_or_sections, (int, np.integer)):
+        sections = int(indices_or_sections)
+        if sections <= 0:
+            raise ValueError(f"{name}: number of sections must be larger than 0"
+                             + user_location_suffix())
+        if equal and n % sections:
+            raise ValueError(f"{name}: array split does not result in an equal division "
+                             f"({n} into {sections})" + user_location_suffix())
+        size, extra = divmod(n, sections)
+        bounds, start = [], 0
+        for k in range(sections):
+            stop = start + size + (k < extra)
+            bounds.append((start, stop))
+            start = stop
+        return bounds
+    cuts = [int(i) for i in indices_or_sections]
+    edges = [0] + cuts + [n]
+    return [(builtins.min(builtins.max(a if a >= 0 else a + n, 0), n),
+             builtins.min(builtins.max(b if b >= 0 else b + n, 0), n)) for a, b in
+            zip(edges[:-1], edges[1:])]
+
+
+def _split(x, indices_or_sections, axis, equal, name):
+    x = _wrap(x)
+    axis = _norm_axis(axis, np.ndim(x), name)
+    pieces = []
+    for start, stop in _split_points(_shape(x)[axis], indices_or_sections, equal, name):
+        index = [slice(None)] * np.ndim(x)
+        index[axis] = slice(start, builtins.max(start, stop))
+        pieces.append(getitem(x, tuple(index)))
+    return pieces
+
+
+def split(x: Array, indices_or_sections, axis: int = 0) -> list:
+    """Split into equal sections (an int) or at the given indices, along `axis`.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> [p.shape for p in tg.split(np.ones(6), 3)]
+    [(2,), (2,), (2,)]
+    """
+    return _split(x, indices_or_sections, axis, True, "split")
+
+
+def array_split(x: Array, indices_or_sections, axis: int = 0) -> list:
+    """Like split, but sections may differ in size by one (the first ones are larger).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> [p.shape for p in tg.array_split(np.ones(5), 3)]
+    [(2,), (2,), (1,)]
+    """
+    return _split(x, indices_or_sections, axis, False, "array_split")
+
+
+def hsplit(x: Array, indices_or_sections) -> list:
+    """split along axis 1 (axis 0 for 1-D arrays)."""
+    return split(x, indices_or_sections, axis=1 if np.ndim(x) > 1 else 0)
+
+
+def vsplit(x: Array, indices_or_sections) -> list:
+    """split along axis 0."""
+    return split(x, indices_or_sections, axis=0)
+
+
+def dsplit(x: Array, indices_or_sections) -> list:
+    """split along axis 2."""
+    return split(x, indices_or_sections, axis=2)
+
+
+def repeat(x: Array, repeats, axis: int | None = None) -> Array:
+    """Repeat each element `repeats` times along `axis` (the flattened array if None).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.repeat(np.array([1.0, 2.0]), 2)
+    array([1., 1., 2., 2.])
+    """
+    x = _wrap(x)
+    if axis is None:
+        x, axis = ravel(x), 0
+    axis = _norm_axis(axis, np.ndim(x), "repeat")
+    shape = _shape(x)
+    if isinstance(repeats, (int, np.integer)) or np.ndim(repeats) == 0:
+        r = int(repeats)
+        if r < 0:
+            raise ValueError("repeat: repeats may not contain negative values"
+                             + user_location_suffix())
+        wide = broadcast_to(expand_dims(x, axis + 1), shape[:axis + 1] + (r,) + shape[axis + 1:])
+        return reshape(wide, shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
+    counts = np.asarray(repeats, dtype=np.int64)
+    if counts.shape != (shape[axis],) or (counts < 0).any():
+        raise ValueError(f"repeat: repeats must be non-negative, one per element along axis "
+                         f"{axis} (got shape {counts.shape})" + user_location_suffix())
+    index = [slice(None)] * len(shape)
+    index[axis] = np.repeat(np.arange(shape[axis]), counts)
+    return getitem(x, tuple(index))
+
+
+def tile(x: Array, reps) -> Array:
+    """x repeated `reps` times along each axis (NumPy's tile).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.tile(np.array([1.0, 2.0]), 2)
+    array([1., 2., 1., 2.])
+    """
+    x = _wrap(x)
+    reps = (int(reps),) if np.ndim(reps) == 0 else tuple(int(r) for r in reps)
+    nd = builtins.max(np.ndim(x), len(reps))
+    shape = (1,) * (nd - np.ndim(x)) + _shape(x)
+    reps = (1,) * (nd - len(reps)) + reps
+    inter = tuple(v for d in shape for v in (1, d))
+    wide = tuple(v for r, d in zip(reps, shape) for v in (r, d))
+    return reshape(broadcast_to(reshape(x, inter), wide), tuple(r * d for r, d in zip(reps, shape)))
+
+
+def flip(x: Array, axis: int | Sequence[int] | None = None) -> Array:
+    """Reverse the order of elements along `axis` (all axes by default).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.flip(np.array([1.0, 2.0, 3.0]))
+    array([3., 2., 1.])
+    """
+    x = _wrap(x)
+    axes = normalize_axes("flip", T.aval_of(x), _axis(axis))
+    return getitem(x, tuple(slice(None, None, -1) if d in axes else slice(None)
+                            for d in range(np.ndim(x))))
+
+
+def fliplr(x: Array) -> Array:
+    """Reverse the columns (axis 1)."""
+    return flip(x, 1)
+
+
+def flipud(x: Array) -> Array:
+    """Reverse the rows (axis 0)."""
+    return flip(x, 0)
+
+
+def roll(x: Array, shift, axis: int | Sequence[int] | None = None) -> Array:
+    """Shift elements cyclically along `axis` (the flattened array when axis is None).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.roll(np.array([1.0, 2.0, 3.0]), 1)
+    array([3., 1., 2.])
+    """
+    x = _wrap(x)
+    if axis is None:
+        return reshape(roll(ravel(x), shift, 0), _shape(x))
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    shifts = (shift,) * len(axes) if np.ndim(shift) == 0 else tuple(shift)
+    if len(shifts) != len(axes):
+        raise ValueError("roll: shift and axis must have the same length" + user_location_suffix())
+    for s, a in zip(shifts, axes):
+        a = _norm_axis(a, np.ndim(x), "roll")
+        n = _shape(x)[a]
+        s = int(s) % n if n else 0
+        if s == 0:
+            continue
+        head = [slice(None)] * np.ndim(x)
+        tail = [slice(None)] * np.ndim(x)
+        head[a], tail[a] = slice(n - s, None), slice(0, n - s)
+        x = concatenate([getitem(x, tuple(head)), getitem(x, tuple(tail))], axis=a)
+    return x
+
+
+def swapaxes(x: Array, axis1: int, axis2: int) -> Array:
+    """Exchange two axes.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.swapaxes(np.ones((2, 3)), 0, 1).shape
+    (3, 2)
+    """
+    x = _wrap(x)
+    nd = np.ndim(x)
+    axes = list(range(nd))
+    a, b = _norm_axis(axis1, nd, "swapaxes"), _norm_axis(axis2, nd, "swapaxes")
+    axes[a], axes[b] = axes[b], axes[a]
+    return transpose(x, tuple(axes))
+
+
+def moveaxis(x: Array, source, destination) -> Array:
+    """Move axes to new positions; the others keep their order.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.moveaxis(np.ones((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
+    x = _wrap(x)
+    nd = np.ndim(x)
+    src = [_norm_axis(s, nd, "moveaxis") for s in np.atleast_1d(source).tolist()]
+    dst = [_norm_axis(d, nd, "moveaxis") for d in np.atleast_1d(destination).tolist()]
+    order = [n for n in range(nd) if n not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(x, tuple(order))
+
+# -------------------------------------------------------------- diagonals and triangles
+
+
+def _diag_index(n_rows: int, n_cols: int, k: int):
+    rows = np.arange(builtins.max(builtins.min(n_rows, n_cols - k) if k >= 0 else
+                                  builtins.min(n_rows + k, n_cols), 0))
+    return (rows, rows + k) if k >= 0 else (rows - k, rows)
+
+
+def diagonal(x: Array, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array:
+    """The `offset` diagonal over axes (axis1, axis2), as the last axis of the result.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.diagonal(np.arange(9.0).reshape(3, 3))
+    array([0., 4., 8.])
+    """
+    x = _wrap(x)
+    nd = np.ndim(x)
+    if nd < 2:
+        raise ShapeError("diagonal: needs an array of at least 2 dimensions"
+                         + user_location_suffix())
+    a1, a2 = _norm_axis(axis1, nd, "diagonal"), _norm_axis(axis2, nd, "diagonal")
+    if a1 == a2:
+        raise ShapeError("diagonal: axis1 and axis2 cannot be the same" + user_location_suffix())
+    rest = [d for d in range(nd) if d not in (a1, a2)]
+    if rest + [a1, a2] != list(range(nd)):
+        x = transpose(x, tuple(rest) + (a1, a2))
+    rows, cols = _diag_index(_shape(x)[-2], _shape(x)[-1], int(offset))
+    return getitem(x, (Ellipsis, rows, cols))
+
+
+def trace(x: Array, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None,
+          out: Any = None) -> Array:
+    """Sum of the `offset` diagonal.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.trace(np.eye(3))
+    array(3.)
+    """
+    _no_dtype_out("trace", dtype, out)
+    return sum(diagonal(x, offset, axis1, axis2), axis=-1)
+
+
+def diag(v: Array, k: int = 0) -> Array:
+    """1-D input: a square matrix with v on its k-th diagonal; 2-D input: its k-th diagonal.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.diag(np.array([1.0, 2.0]))
+    array([[1., 0.],
+           [0., 2.]])
+    """
+    v = _wrap(v)
+    if np.ndim(v) == 2:
+        return diagonal(v, k)
+    if np.ndim(v) != 1:
+        raise ShapeError("diag: input must be 1-D or 2-D" + user_location_suffix())
+    n = _shape(v)[0] + builtins.abs(int(k))
+    rows, cols = _diag_index(n, n, int(k))
+    return bind(T.index_add_zeros, v, rows, cols, spec=(("array", 0), ("array", 1)), shape=(n, n))
+
+
+def diagflat(v: Array, k: int = 0) -> Array:
+    """diag of the flattened input."""
+    return diag(ravel(_wrap(v)), k)
+
+
+def _triangle(x, k, lower: bool, name: str):
+    x = _wrap(x)
+    if np.ndim(x) < 2:
+        raise ShapeError(f"{name}: needs an array of at least 2 dimensions"
+                         + user_location_suffix())
+    m, n = _shape(x)[-2:]
+    keep = np.tri(m, n, k=int(k), dtype=bool) if lower else ~np.tri(m, n, k=int(k) - 1, dtype=bool)
+    return where(keep, x, zeros_like(x))
+
+
+def tril(x: Array, k: int = 0) -> Array:
+    """x with the entries above the k-th diagonal set to zero.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.tril(np.ones((2, 2)))
+    array([[1., 0.],
+           [1., 1.]])
+    """
+    return _triangle(x, k, True, "tril")
+
+
+def triu(x: Array, k: int = 0) -> Array:
+    """x with the entries below the k-th diagonal set to zero.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.triu(np.ones((2, 2)))
+    array([[1., 1.],
+           [0., 1.]])
+    """
+    return _triangle(x, k, False, "triu")
+
+# -------------------------------------------------------------- products
+
+
+def outer(a: Array, b: Array) -> Array:
+    """a_i * b_j over the flattened inputs.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.outer(np.array([1.0, 2.0]), np.array([1.0, 10.0]))
+    array([[ 1., 10.],
+           [ 2., 20.]])
+    """
+    a, b = ravel(_wrap(a)), ravel(_wrap(b))
+    return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
+
+
+def _tensordot_axes(axes, nd_a: int, nd_b: int):
+    if isinstance(axes, (int, np.integer)):
+        n = int(axes)
+        if n < 0 or n > builtins.min(nd_a, nd_b):
+            raise ShapeError(f"tensordot: axes={n} is out of range" + user_location_suffix())
+        return list(range(nd_a - n, nd_a)), list(range(n))
+    axes_a, axes_b = axes
+    axes_a = [axes_a] if np.ndim(axes_a) == 0 else list(axes_a)
+    axes_b = [axes_b] if np.ndim(axes_b) == 0 else list(axes_b)
+    if len(axes_a) != len(axes_b):
+        raise ShapeError("tensordot: the two axis lists must have the same length"
+                         + user_location_suffix())
+    return ([_norm_axis(a, nd_a, "tensordot") for a in axes_a],
+            [_norm_axis(b, nd_b, "tensordot") for b in axes_b])
+
+
+def tensordot(a: Array, b: Array, axes=2) -> Array:
+    """Sum of products over the given axes (transposes, reshapes and one matmul).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.tensordot(np.ones((2, 3)), np.ones((3, 4)), axes=1).shape
+    (2, 4)
+    """
+    a, b = _wrap(a), _wrap(b)
+    sa, sb = _shape(a), _shape(b)
+    axes_a, axes_b = _tensordot_axes(axes, len(sa), len(sb))
+    for i, j in zip(axes_a, axes_b):
+        if sa[i] != sb[j]:
+            raise ShapeError(f"tensordot: shape mismatch for sum ({sa} axis {i} vs {sb} axis {j})"
+                             + user_location_suffix())
+    free_a = [d for d in range(len(sa)) if d not in axes_a]
+    free_b = [d for d in range(len(sb)) if d not in axes_b]
+    k = int(np.prod([sa[d] for d in axes_a], dtype=np.int64))
+    fa = int(np.prod([sa[d] for d in free_a], dtype=np.int64))
+    fb = int(np.prod([sb[d] for d in free_b], dtype=np.int64))
+    a2 = reshape(_permuted(a, free_a + axes_a), (fa, k))
+    b2 = reshape(_permuted(b, axes_b + free_b), (k, fb))
+    return reshape(matmul(a2, b2), tuple(sa[d] for d in free_a) + tuple(sb[d] for d in free_b))
+
+
+def _permuted(x, order):
+    return x if list(order) == list(range(len(order))) else transpose(x, tuple(order))
+
+
+def inner(a: Array, b: Array) -> Array:
+    """Sum of products over the last axes of a and b.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.inner(np.array([1.0, 2.0]), np.array([3.0, 4.0]))
+    array(11.)
+    """
+    a, b = _wrap(a), _wrap(b)
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return multiply(a, b)
+    return tensordot(a, b, axes=([-1], [-1]))
+
+
+def vdot(a: Array, b: Array) -> Array:
+    """Dot product of the flattened arrays."""
+    return sum(multiply(ravel(_wrap(a)), ravel(_wrap(b))))
+
+
+def kron(a: Array, b: Array) -> Array:
+    """Kronecker product: blocks a[i, j] * b.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.kron(np.eye(2), np.ones((1, 2)))
+    array([[1., 1., 0., 0.],
+           [0., 0., 1., 1.]])
+    """
+    a, b = _wrap(a), _wrap(b)
+    nd = builtins.max(np.ndim(a), np.ndim(b))
+    sa = (1,) * (nd - np.ndim(a)) + _shape(a)
+    sb = (1,) * (nd - np.ndim(b)) + _shape(b)
+    a2 = reshape(a, tuple(v for d in sa for v in (d, 1)))
+    b2 = reshape(b, tuple(v for d in sb for v in (1, d)))
+    return reshape(multiply(a2, b2), tuple(x * y for x, y in zip(sa, sb)))
+
+
+def cross(a: Array, b: Array, axis: int = -1) -> Array:
+    """Cross product of 3-vectors along `axis`.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.cross(np.array([1.0, 0, 0]), np.array([0.0, 1, 0]))
+    array([0., 0., 1.])
+    """
+    a, b = moveaxis(_wrap(a), axis, -1), moveaxis(_wrap(b), axis, -1)
+    if _shape(a)[-1] != 3 or _shape(b)[-1] != 3:
+        raise ShapeError("cross: only 3-vectors are supported" + user_location_suffix())
+    a0, a1, a2 = (getitem(a, (Ellipsis, i)) for i in range(3))
+    b0, b1, b2 = (getitem(b, (Ellipsis, i)) for i in range(3))
+    c = stack([subtract(multiply(a1, b2), multiply(a2, b1)),
+               subtract(multiply(a2, b0), multiply(a0, b2)),
+               subtract(multiply(a0, b1), multiply(a1, b0))], axis=-1)
+    return moveaxis(c, -1, axis)
+
+# -------------------------------------------------------------------------- einsum
+
+_EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _einsum_parse(subscripts: str, operands) -> tuple[list[str], str]:
+    """Input subscripts (one string per operand, `...` expanded) and the output."""
+    subscripts = subscripts.replace(" ", "")
+    lhs, arrow, rhs = subscripts.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != len(operands):
+        raise ValueError(f"einsum: {len(inputs)} subscripts for {len(operands)} operands"
+                         + user_location_suffix())
+    used = set(subscripts) - set(".,->")
+    for c in used:
+        if c not in _EINSUM_LETTERS:
+            raise ValueError(f"einsum: invalid subscript {c!r}" + user_location_suffix())
+    free = [c for c in _EINSUM_LETTERS if c not in used]
+    n_ell = 0
+    for s, op in zip(inputs, operands):
+        if "..." in s:
+            n_ell = builtins.max(n_ell, np.ndim(op) - (len(s) - 3))
+    ell = "".join(free[:n_ell])
+    expanded = []
+    for s, op in zip(inputs, operands):
+        if "..." in s:
+            k = np.ndim(op) - (len(s) - 3)
+            s = s.replace("...", ell[n_ell - k:] if k else "")
+        if len(s) != np.ndim(op):
+            raise ValueError(f"einsum: subscripts {s!r} do not match an operand of shape "
+                             f"{_shape(op)}" + user_location_suffix())
+        expanded.append(s)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:
+        counts = {}
+        for s in expanded:
+            for c in s:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted((c for c, n in counts.items() if n == 1 and c not in ell),
+                                   key=_EINSUM_LETTERS.index))
+    if len(set(out)) != len(out):
+        raise ValueError(f"einsum: output subscript {out!r} repeats a letter"
+                         + user_location_suffix())
+    for c in out:
+        if not any(c in s for s in expanded):
+            raise ValueError(f"einsum: output subscript {c!r} does not appear in the inputs"
+                             + user_location_suffix())
+    return expanded, out
+
+
+def _einsum_diagonals(x, s: str):
+    """Take the diagonal of every letter repeated within one operand ('ii' -> 'i')."""
+    while len(set(s)) != len(s):
+        c = next(c for c in s if s.count(c) > 1)
+        p = s.index(c)
+        q = s.index(c, p + 1)
+        x = diagonal(x, 0, p, q)  # the diagonal becomes the last axis
+        s = "".join(ch for i, ch in enumerate(s) if i not in (p, q)) + c
+    return x, s
+
+
+def _einsum_sizes(operands, subs) -> dict:
+    sizes: dict = {}
+    for x, s in zip(operands, subs):
+        for c, d in zip(s, _shape(x)):
+            old = sizes.get(c, 1)
+            if d != 1 and old != 1 and d != old:
+                raise ShapeError(f"einsum: size of label {c!r} is {old} in one operand and "
+                                 f"{d} in another" + user_location_suffix())
+            sizes[c] = builtins.max(old, d)
+    return sizes
+
+
+def _einsum_pair(a, sa: str, b, sb: str, keep: set, sizes: dict):
+    """Contract two operands with one (batched) matmul; keep the letters in `keep`."""
+    batch = [c for c in sa if c in sb and c in keep]
+    contract = [c for c in sa if c in sb and c not in keep]
+    only_a = [c for c in sa if c not in sb]
+    only_b = [c for c in sb if c not in sa]
+
+    def arrange(x, s, order):
+        x = _permuted(x, [s.index(c) for c in order])
+        target = tuple(sizes[c] for c in order)
+        return broadcast_to(x, target) if _shape(x) != target else x
+    nb = int(np.prod([sizes[c] for c in batch], dtype=np.int64))
+    na = int(np.prod([sizes[c] for c in only_a], dtype=np.int64))
+    nbb = int(np.prod([sizes[c] for c in only_b], dtype=np.int64))
+    nk = int(np.prod([sizes[c] for c in contract], dtype=np.int64))
+    a3 = reshape(arrange(a, sa, batch + only_a + contract), (nb, na, nk))
+    b3 = reshape(arrange(b, sb, batch + contract + only_b), (nb, nk, nbb))
+    if nb == 1:
+        out = matmul(reshape(a3, (na, nk)), reshape(b3, (nk, nbb)))
+    else:
+        out = matmul(a3, b3)
+    letters = batch + only_a + only_b
+    return reshape(out, tuple(sizes[c] for c in letters)), "".join(letters)
+
+
+def einsum(subscripts: str, *operands, optimize: Any = False, **kwargs) -> Array:
+    """Einstein summation, as transposes, diagonals, sums and batched matmuls.
+
+    Supports explicit and implicit outputs, `...`, repeated letters (traces and
+    diagonals) and any number of operands (contracted left to right).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.einsum("ij,jk->ik", np.eye(2), np.array([[1.0, 2.0], [3.0, 4.0]]))
+    array([[1., 2.],
+           [3., 4.]])
+    """
+    if not isinstance(subscripts, str):
+        raise NotImplementedError("tracegrad.einsum: only the subscript-string form is "
+                                  "supported (not einsum(op, sublist, ...))"
+                                  + user_location_suffix())
+    _no_dtype_out("einsum", kwargs.pop("dtype", None), kwargs.pop("out", None))
+    if kwargs:
+        raise TypeError(f"einsum: unexpected keyword arguments {sorted(kwargs)}")
+    operands = [_wrap(x) for x in operands]
+    subs, out = _einsum_parse(subscripts, operands)
+    xs = []
+    for x, s in zip(operands, subs):
+        x, s = _einsum_diagonals(x, s)
+        xs.append((x, s))
+    sizes = _einsum_sizes([x for x, _ in xs], [s for _, s in xs])
+    for i, (x, s) in enumerate(xs):  # sum out letters no other operand or the output needs
+        others = set(out).union(*[set(t) for j, (_, t) in enumerate(xs) if j != i])
+        gone = [p for p, c in enumerate(s) if c not in others]
+        if gone:
+            x = sum(x, axis=tuple(gone))
+            s = "".join(c for c in s if c in others)
+        xs[i] = (x, s)
+    x, s = xs[0]
+    for k in range(1, len(xs)):
+        y, t = xs[k]
+        keep = set(out).union(*[set(u) for _, u in xs[k + 1:]])
+        x, s = _einsum_pair(x, s, y, t, keep, sizes)
+    gone = [p for p, c in enumerate(s) if c not in out]
+    if gone:
+        x = sum(x, axis=tuple(gone))
+        s = "".join(c for c in s if c in out)
+    x = _permuted(x, [s.index(c) for c in out])
+    target = tuple(sizes[c] for c in out)
+    return broadcast_to(x, target) if _shape(x) != target else x
+
+# --------------------------------------------------------------------- linalg.norm
+
+
+def norm(x: Array, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A002
+    """NumPy's linalg.norm for vectors (any ord) and matrices ('fro', 1, -1, inf, -inf).
+
+    The 2-norm's gradient at x = 0 is nan, as in JAX (x / |x|). Matrix 2-norms and
+    nuclear norms need an SVD, which tracegrad does not have.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.linalg.norm(np.array([3.0, 4.0]))
+    array(5.)
+    """
+    x = _wrap(x)
+    nd = np.ndim(x)
+    if axis is None:
+        if ord is None or (ord in ("fro", "f") and nd == 2) or (ord == 2 and nd == 1):
+            return _keep_all(sqrt(sum(multiply(x, x))), nd, keepdims)
+        if nd == 1:
+            axis = (0,)
+        elif nd == 2:
+            axis = (0, 1)
+        else:
+            raise ValueError("norm: improper number of dimensions to norm"
+                             + user_location_suffix())
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    axes = tuple(_norm_axis(a, nd, "norm") for a in axes)
+    if len(axes) == 1:
+        return _vector_norm(x, ord, axes[0], keepdims)
+    if len(axes) != 2:
+        raise ValueError("norm: improper number of dimensions to norm" + user_location_suffix())
+    r, c = axes
+    if ord is None or ord in ("fro", "f"):
+        return sqrt(sum(multiply(x, x), axis=axes, keepdims=keepdims))
+    if ord in (1, -1):
+        col = sum(abs(x), axis=r, keepdims=True)
+        res = (max if ord == 1 else min)(col, axis=c, keepdims=True)
+    elif ord in (np.inf, -np.inf):
+        row = sum(abs(x), axis=c, keepdims=True)
+        res = (max if ord == np.inf else min)(row, axis=r, keepdims=True)
+    else:
+        raise NotImplementedError(f"tracegrad.linalg.norm: matrix ord={ord!r} needs an SVD, "
+                                  "which tracegrad does not have" + user_location_suffix())
+    return res if keepdims else squeeze(res, axis=axes)
+
+
+def _keep_all(v, nd, keepdims):
+    return reshape(v, (1,) * nd) if keepdims else v
+
+
+def _vector_norm(x, ord, axis, keepdims):
+    if ord is None or ord == 2:
+        return sqrt(sum(multiply(x, x), axis=axis, keepdims=keepdims))
+    if ord == np.inf:
+        return max(abs(x), axis=axis, keepdims=keepdims)
+    if ord == -np.inf:
+        return min(abs(x), axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return sum(astype(not_equal(x, 0), _dtype(x) if _dtype(x).kind == "f" else "float64"),
+                   axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return sum(abs(x), axis=axis, keepdims=keepdims)
+    if isinstance(ord, str):
+        raise ValueError(f"norm: invalid norm order {ord!r} for vectors" + user_location_suffix())
+    p = float(ord)
+    return power(sum(power(abs(x), p), axis=axis, keepdims=keepdims), 1.0 / p)
+
+
+class _Linalg:
+    """`tracegrad.linalg`: the NumPy linalg functions that tracegrad has (norm)."""
+
+    norm = staticmethod(norm)
+
+    def __repr__(self) -> str:
+        return "<tracegrad.linalg: norm>"
+
+
+linalg = _Linalg()
+
+# ------------------------------------------------------------- arrays from values
+
+
+def _contains_traced(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return builtins.any(_contains_traced(v) for v in value)
+    return not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)) and \
+        hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def array(obj: Any, dtype: Any = None, copy: bool = True, ndmin: int = 0, **kwargs) -> Array:
+    """An array from nested lists that may hold traced values or eager tensors.
+
+    `tg.array([x, 2 * x])` stacks traced scalars (or arrays of one shape) into one
+    array while tracing; on plain values it is np.array.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.array([1.0, 2.0])
+    array([1., 2.])
+    """
+    if kwargs:
+        raise TypeError(f"array: unexpected keyword arguments {sorted(kwargs)}")
+    if not _contains_traced(obj):
+        out = np.array(obj, dtype=None if dtype is None else
+                       np.dtype(getattr(dtype, "np_dtype", dtype)), copy=copy, ndmin=ndmin)
+        return out
+    out = _build(obj)
+    if dtype is not None:
+        out = astype(out, dtype)
+    if np.ndim(out) < ndmin:
+        out = reshape(out, (1,) * (ndmin - np.ndim(out)) + _shape(out))
+    return out
+
+
+def _build(obj):
+    if not isinstance(obj, (list, tuple)):
+        return obj if _contains_traced(obj) else np.asarray(obj)
+    if not obj:
+        return np.zeros((0,))
+    parts = [_build(v) for v in obj]
+    dtypes = [_dtype(p) for p in parts if _contains_traced(p)]
+    target = np.result_type(*dtypes, *[p for p in parts if not _contains_traced(p)])
+    parts = [p if _contains_traced(p) and _dtype(p) == target else
+             (astype(p, target.name) if _contains_traced(p) else np.asarray(p, dtype=target))
+             for p in parts]
+    return stack(parts, axis=0)
+
+
+def asarray(obj: Any, dtype: Any = None, **kwargs) -> Array:
+    """Like `array`, without a copy of arrays, tensors and tracers that already fit.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.asarray([1.0, 2.0])
+    array([1., 2.])
+    """
+    if _contains_traced(obj) and not isinstance(obj, (list, tuple)):
+        return obj if dtype is None or _dtype(obj) == np.dtype(dtype) else astype(obj, dtype)
+    if not _contains_traced(obj):
+        return np.asarray(obj, dtype=dtype, **kwargs)
+    return array(obj, dtype=dtype)
+
+
+__all__ += [
+    # NumPy coverage (issue 13): elementwise
+    "tan", "sinh", "cosh", "arcsin", "arccos", "arctan", "arctan2", "hypot", "log1p", "expm1",
+    "log2", "log10", "exp2", "square", "reciprocal", "logaddexp", "logaddexp2", "sinc",
+    "floor", "remainder", "mod", "fmod", "deg2rad", "rad2deg", "radians", "degrees",
+    "real", "imag", "conj", "conjugate",
+    # reductions and scans
+    "std", "prod", "cumsum", "cumprod", "sort", "argsort", "diff",
+    # shape
+    "atleast_1d", "atleast_2d", "atleast_3d", "vstack", "row_stack", "hstack", "dstack",
+    "column_stack", "split", "array_split", "hsplit", "vsplit", "dsplit", "repeat", "tile",
+    "flip", "fliplr", "flipud", "roll", "swapaxes", "moveaxis",
+    # diagonals, triangles, products
+    "diagonal", "trace", "diag", "diagflat", "tril", "triu", "outer", "tensordot", "inner",
+    "vdot", "kron", "cross", "einsum", "linalg", "norm",
+    # arrays from values
+    "array", "asarray",
+]

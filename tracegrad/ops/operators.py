@@ -52,6 +52,12 @@ class ArrayOperators:
     def __rpow__(self, other):
         return bind(T.pow_, other, self)
 
+    def __mod__(self, other):
+        return bind(T.remainder, self, other)
+
+    def __rmod__(self, other):
+        return bind(T.remainder, other, self)
+
     def __matmul__(self, other):
         return bind(T.matmul, self, other)
 
