@@ -23,6 +23,7 @@ _LAZY = {
     "value_and_grad": "tracegrad.compiler",
     "jacobian": "tracegrad.compiler",
     "hessian": "tracegrad.compiler",
+    "clear_caches": "tracegrad.compiler",
     "gradcheck": "tracegrad.gradcheck",
     "vjp": "tracegrad.transforms",
     "jvp": "tracegrad.transforms",

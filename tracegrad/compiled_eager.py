@@ -198,7 +198,7 @@ def _build_entry(cf, key, args, kwargs, avals, wrt) -> _EagerEntry:
         entry = _EagerEntry(traced, joint, lowered_fwd.kernel, lowered_bwd.kernel, n_out,
                             saved_ids, diff_outputs, wrt, traced.out_tree, lowered_fwd,
                             lowered_bwd)
-        cf._entries[key] = entry
+        cf.add_entry(key, entry)
         from tracegrad.compiler import _Signature
         cf._note_new_signature(_Signature(key[1], avals, wrt, kw_names), args)
         return entry

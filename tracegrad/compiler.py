@@ -30,6 +30,7 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from collections import namedtuple
 from typing import Any, Callable, Sequence
 
@@ -60,6 +61,12 @@ _BUILD_LOCK = threading.RLock()
 
 # More distinct signatures than this warns (once) that something keeps retracing.
 MAX_SIGNATURES = 8
+
+# Kernels kept per function: a retrace storm (a new shape every call) evicts the
+# least recently built ones, whose generated modules are then released.
+MAX_ENTRIES = 32
+
+_LIVE: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 
 BACKENDS = ("numba", "interpret")
 
@@ -401,6 +408,7 @@ class CompiledFunction:
         self._warned = False
         self._externals: list | None = None   # implicit inputs (tracegrad.implicit); None: not looked for yet
         self._n_ext = 0
+        _LIVE.add(self)
         # name and docs only: copying fn.__dict__ would overwrite our own state when fn
         # is itself a CompiledFunction (grad(grad(f)) silently became grad(f))
         functools.update_wrapper(self, fn, updated=())
@@ -609,7 +617,7 @@ class CompiledFunction:
             if entry.captures:  # cannot happen outside an enclosing trace
                 raise TracingError(f"{_fn_name(self.fn)} closes over a traced value of a "
                                    "finished trace" + core.user_location_suffix())
-            self._entries[key] = entry
+            self.add_entry(key, entry)
             self._note_new_signature(signature, args)
         return entry
 
@@ -765,7 +773,7 @@ class CompiledFunction:
                 entry = self._build(signature, args, kwargs, "interpret", False)
                 self._traces += 1
                 if not entry.captures:  # closures over enclosing tracers differ per call
-                    self._entries[key] = entry
+                    self.add_entry(key, entry)
         return entry
 
     # ---- inspection
@@ -782,6 +790,20 @@ class CompiledFunction:
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
         entry = self._entries.get(signature.key())  # not a call: no hit counted
         return (entry or self._entry_for(signature, args, kwargs)).lowered
+
+    def add_entry(self, key, entry) -> None:
+        """Keep `entry` for `key`; past MAX_ENTRIES the oldest one is dropped (and
+        the fast-path maps, which may point at it, start again)."""
+        with _BUILD_LOCK:
+            self._entries[key] = entry
+            if len(self._entries) > MAX_ENTRIES:
+                oldest = next(iter(self._entries))
+                del self._entries[oldest]
+                self._fast.clear()
+                self._tree_fast.clear()
+                self._eager_fast.clear()
+                log.info("%s: dropped the oldest of %d kernels (a new signature every call?)",
+                         _fn_name(self.fn), MAX_ENTRIES + 1)
 
     def cache_info(self) -> CacheInfo:
         """CacheInfo(traces, hits): signatures traced, and calls served from the cache."""
@@ -1176,3 +1198,24 @@ def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = F
 
 
 jacrev = jacobian  # JAX's name for the reverse-mode Jacobian
+
+
+def clear_caches() -> None:
+    """Drop every compiled function's traced graphs and kernels, as JAX's
+    `jax.clear_caches()`: generated modules whose kernels are all gone leave
+    `sys.modules` (the disk cache stays, so recompiling loads from it).
+
+    >>> import tracegrad as tg
+    >>> tg.clear_caches()
+    """
+    import gc
+    with _BUILD_LOCK:
+        for cf in list(_LIVE):
+            cf.cache_clear()
+        from tracegrad import transforms
+        from tracegrad.codegen import loops as codegen_loops
+        from tracegrad.ops import control
+        transforms._CACHE.clear()
+        codegen_loops._RUNNERS.clear()
+        control.clear_caches()
+    gc.collect()

@@ -375,3 +375,41 @@ def test_compiled_cat_of_many_operands_has_a_linear_backward():
                     **INTERP)(*xs)
     for k, g in enumerate(grads):
         np.testing.assert_array_equal(g, 2 * xs[k])
+
+
+# ------------------------------------------------- issue 11: memory of compiled functions
+
+def _generated_modules() -> int:
+    return sum(1 for name in sys.modules if name.startswith("tg_"))
+
+
+def test_retrace_storm_keeps_a_bounded_number_of_kernels(monkeypatch):
+    import warnings
+    from tracegrad import compiler
+    monkeypatch.setattr(compiler, "MAX_ENTRIES", 4)
+    f = tg.value_and_grad(lambda x: tg.sum(tg.tanh(x) * x * 3.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the retrace warning
+        for n in range(1, 11):
+            value, g = f(np.linspace(-1, 1, n))
+            np.testing.assert_allclose(value, np.sum(np.tanh(np.linspace(-1, 1, n))
+                                                     * np.linspace(-1, 1, n) * 3.0))
+    assert len(f._entries) == 4
+    value, g = f(np.linspace(-1, 1, 2))  # an evicted shape: traced again, still right
+    np.testing.assert_allclose(value, np.sum(np.tanh(np.linspace(-1, 1, 2))
+                                             * np.linspace(-1, 1, 2) * 3.0))
+
+
+def test_clear_caches_drops_kernels_and_generated_modules():
+    import gc
+    f = tg.value_and_grad(lambda x: tg.sum(tg.sin(x) * x * 5.0))
+    for n in (3, 4, 5):
+        f(np.ones(n))
+    assert len(f._entries) == 3
+    before = _generated_modules()
+    tg.clear_caches()
+    gc.collect()
+    assert len(f._entries) == 0 and f.cache_info().traces == 0
+    assert _generated_modules() < before
+    value, g = f(np.ones(3))  # works again (loaded from the disk cache)
+    np.testing.assert_allclose(g, np.sin(1.0) * 5 + np.cos(1.0) * 5)

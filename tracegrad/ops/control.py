@@ -158,12 +158,20 @@ def _is_float(dtype) -> bool:
     return np.issubdtype(np.dtype(dtype), np.floating)
 
 
-_HISTORY_BASE: "weakref.WeakKeyDictionary[Graph, Graph]" = weakref.WeakKeyDictionary()
+_HISTORY_BASE: "weakref.WeakKeyDictionary[Graph, weakref.ref]" = weakref.WeakKeyDictionary()
 
 
 def history_base(graph: Graph) -> Graph | None:
     """The body whose history body `graph` is (see passes/loops.py), else None."""
-    return _HISTORY_BASE.get(graph)
+    ref = _HISTORY_BASE.get(graph)
+    return ref() if ref is not None else None
+
+
+def clear_caches() -> None:
+    """Forget the reverse-mode graphs built for bodies (tracegrad.clear_caches)."""
+    _scan_backward_parts.cache_clear()
+    _cond_backward_branch.cache_clear()
+    _RUNNERS.clear()
 
 
 def residual_bytes(graph: Graph) -> int:
@@ -203,7 +211,7 @@ def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int):
             history.outputs.append(output_node(ctx, env[o.id]))
         for c in ins[:n_carry]:
             history.outputs.append(output_node(ctx, c))
-    _HISTORY_BASE[history] = body
+    _HISTORY_BASE[history] = weakref.ref(body)  # a strong value would keep body alive
 
     # backward body: carry (ct of carry', acc of const grads), xs (carry_t, x_t, ct of y_t)
     joint = vjp_graph(body, wrt=float_in, diff_outputs=float_out, seed_ones=False)
