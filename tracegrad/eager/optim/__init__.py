@@ -1,4 +1,5 @@
-"""`tracegrad.eager.optim`: SGD (momentum, nesterov, weight decay) and Adam, as PyTorch computes them.
+"""`tracegrad.eager.optim`: SGD (momentum, nesterov, weight decay), Adam, AdamW and RMSprop,
+with PyTorch's update formulas (its single-tensor CPU code path), and `lr_scheduler`.
 
     >>> import tracegrad.eager as torch
     >>> w = torch.tensor([1.0], requires_grad=True)
@@ -39,6 +40,52 @@ class Optimizer:
                     raise TypeError(f"optimizer can only optimize Tensors, but one of the params "
                                     f"is {type(p).__name__}")
             self.param_groups.append(group)
+
+    def add_param_group(self, param_group: dict) -> None:
+        group = dict(self.defaults)
+        group.update(param_group)
+        params = group["params"]
+        group["params"] = [params] if isinstance(params, Tensor) else list(params)
+        self.param_groups.append(group)
+
+    def state_dict(self) -> dict:
+        """PyTorch's layout: {'state': {index: {...}}, 'param_groups': [{..., 'params':
+        [index, ...]}]}, with state arrays as tensors (copies)."""
+        index, groups = {}, []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            packed["params"] = []
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+                packed["params"].append(index[id(p)])
+            groups.append(packed)
+        state = {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p in self.state:
+                    state[index[id(p)]] = {k: (Tensor._wrap(v.copy()) if isinstance(v, np.ndarray)
+                                               else v) for k, v in self.state[p].items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        params = []
+        for mine, saved in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(saved["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't "
+                                 "match the size of optimizer's group")
+            params.extend(zip(saved["params"], mine["params"]))
+            mine.update({k: v for k, v in saved.items() if k != "params"})
+        saved_state = state_dict["state"]
+        self.state = {}
+        for key, p in params:
+            if key in saved_state:
+                self.state[p] = {k: (np.array(v._data if isinstance(v, Tensor) else v,
+                                              dtype=p._data.dtype)
+                                     if isinstance(v, (Tensor, np.ndarray)) else v)
+                                 for k, v in saved_state[key].items()}
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
@@ -88,33 +135,133 @@ class SGD(Optimizer):
         return loss
 
 
+def _check(value, ok: bool, what: str) -> None:
+    if not ok:
+        raise ValueError(f"Invalid {what}: {value}")
+
+
 class Adam(Optimizer):
+    """m = lerp(m, g, 1 - beta1); v = beta2 v + (1 - beta2) g^2;
+    p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps), as PyTorch's
+    _single_tensor_adam. weight_decay adds wd * p to g (L2); AdamW decays p instead."""
+
+    _decoupled = False
+
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
-        if not 0.0 <= betas[0] < 1.0 or not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameters: {betas}")
+                 weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
+                 foreach=None, capturable: bool = False, differentiable: bool = False,
+                 fused=None, decoupled_weight_decay: bool = False):
+        _check(lr, 0.0 <= lr, "learning rate")
+        _check(eps, 0.0 <= eps, "epsilon value")
+        _check(betas[0], 0.0 <= betas[0] < 1.0, "beta parameter at index 0")
+        _check(betas[1], 0.0 <= betas[1] < 1.0, "beta parameter at index 1")
+        _check(weight_decay, 0.0 <= weight_decay, "weight_decay value")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay))
+                                      weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize,
+                                      decoupled_weight_decay=decoupled_weight_decay
+                                      or self._decoupled))
 
     def step(self, closure=None):
         loss = closure() if closure is not None else None
         for group, p, g in self._params_with_grad():
             beta1, beta2 = group["betas"]
-            if group["weight_decay"]:
-                g = g + group["weight_decay"] * p._data
+            lr, wd = group["lr"], group["weight_decay"]
+            if group["maximize"]:
+                g = -g
+            if wd:
+                if group["decoupled_weight_decay"]:
+                    p._data *= np.asarray(1 - lr * wd, p._data.dtype)
+                else:
+                    g = g + wd * p._data
             state = self.state.setdefault(p, {})
             if not state:
                 state["step"] = 0
                 state["exp_avg"] = np.zeros_like(p._data)
                 state["exp_avg_sq"] = np.zeros_like(p._data)
+                if group["amsgrad"]:
+                    state["max_exp_avg_sq"] = np.zeros_like(p._data)
             state["step"] += 1
             m, v, t = state["exp_avg"], state["exp_avg_sq"], state["step"]
-            m *= beta1
-            m += (1 - beta1) * g
+            m += (g - m) * np.asarray(1 - beta1, m.dtype)  # lerp, as torch
             v *= beta2
             v += (1 - beta2) * g * g
             bias1 = 1 - beta1 ** t
-            bias2 = 1 - beta2 ** t
-            denom = np.sqrt(v) / math.sqrt(bias2) + group["eps"]
-            self._write(p, p._data - (group["lr"] / bias1) * (m / denom))
+            bias2_sqrt = math.sqrt(1 - beta2 ** t)
+            if group["amsgrad"]:
+                vmax = state["max_exp_avg_sq"]
+                np.maximum(vmax, v, out=vmax)
+                denom = np.sqrt(vmax) / bias2_sqrt + group["eps"]
+            else:
+                denom = np.sqrt(v) / bias2_sqrt + group["eps"]
+            self._write(p, p._data - (lr / bias1) * (m / denom))
         return loss
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: p *= 1 - lr * weight_decay before the Adam step
+    (default weight_decay 1e-2, as PyTorch)."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 foreach=None, capturable: bool = False, differentiable: bool = False,
+                 fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+
+
+class RMSprop(Optimizer):
+    """v = alpha v + (1 - alpha) g^2; avg = sqrt(v [- gbar^2 if centered]) + eps;
+    p -= lr * g / avg, or through a momentum buffer b = momentum b + g / avg."""
+
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
+                 capturable: bool = False, foreach=None, maximize: bool = False,
+                 differentiable: bool = False):
+        _check(lr, 0.0 <= lr, "learning rate")
+        _check(eps, 0.0 <= eps, "epsilon value")
+        _check(momentum, 0.0 <= momentum, "momentum value")
+        _check(weight_decay, 0.0 <= weight_decay, "weight_decay value")
+        _check(alpha, 0.0 <= alpha, "alpha value")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                      momentum=momentum, centered=centered, maximize=maximize))
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group, p, g in self._params_with_grad():
+            alpha, lr = group["alpha"], group["lr"]
+            if group["maximize"]:
+                g = -g
+            if group["weight_decay"]:
+                g = g + group["weight_decay"] * p._data
+            state = self.state.setdefault(p, {})
+            if not state:
+                state["step"] = 0
+                state["square_avg"] = np.zeros_like(p._data)
+                if group["momentum"] > 0:
+                    state["momentum_buffer"] = np.zeros_like(p._data)
+                if group["centered"]:
+                    state["grad_avg"] = np.zeros_like(p._data)
+            state["step"] += 1
+            v = state["square_avg"]
+            v *= alpha
+            v += (1 - alpha) * g * g
+            if group["centered"]:
+                gbar = state["grad_avg"]
+                gbar += (g - gbar) * np.asarray(1 - alpha, gbar.dtype)
+                avg = np.sqrt(v - gbar * gbar)
+            else:
+                avg = np.sqrt(v)
+            avg += group["eps"]
+            if group["momentum"] > 0:
+                buf = state["momentum_buffer"]
+                buf *= group["momentum"]
+                buf += g / avg
+                self._write(p, p._data - lr * buf)
+            else:
+                self._write(p, p._data - lr * (g / avg))
+        return loss
+
+
+from tracegrad.eager.optim import lr_scheduler  # noqa: E402,F401
