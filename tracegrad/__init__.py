@@ -13,10 +13,26 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from tracegrad.ops.api import *  # noqa: F401,F403  (the NumPy-named ops)
+from tracegrad.ops.api import trace as _numpy_trace
+
+
+def trace(fn_or_array, *args, **kwargs):
+    """`tg.trace(fn, *example_args)` records `fn` into an IR graph (see
+    `tracegrad.tracing.trace`); `tg.trace(array, offset=0, ...)` is NumPy's trace.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> [n.op for n in tg.trace(lambda x: tg.sum(x * x), np.ones(2)).nodes]
+    ['input', 'mul', 'sum']
+    >>> float(tg.trace(np.eye(3)))
+    3.0
+    """
+    if callable(fn_or_array):
+        from tracegrad.tracing import trace as trace_graph
+        return trace_graph(fn_or_array, *args, **kwargs)
+    return _numpy_trace(fn_or_array, *args, **kwargs)
 from tracegrad.ops.core import DTypeError, ShapeError, TracegradError  # noqa: F401
 
 _LAZY = {
-    "trace": "tracegrad.tracing",
     "TracingError": "tracegrad.tracing",
     "compile": "tracegrad.compiler",
     "grad": "tracegrad.compiler",
