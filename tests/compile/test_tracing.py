@@ -99,11 +99,11 @@ def test_static_shape_queries_are_plain_python():
 
 
 @pytest.mark.parametrize("fn, name", [
-    (lambda x: np.linalg.norm(x), "numpy.linalg.norm"),
-    (lambda x: np.cumsum(x), "numpy.cumsum"),
-    (lambda x: np.sort(x), "numpy.sort"),
+    (lambda x: np.linalg.inv(x), "numpy.linalg.inv"),
+    (lambda x: np.median(x), "numpy.median"),
+    (lambda x: np.unique(x), "numpy.unique"),
     (lambda x: np.add.reduce(x), "numpy.add.reduce"),
-    (lambda x: np.arctan2(x, x), "numpy.arctan2"),
+    (lambda x: np.cbrt(x), "numpy.cbrt"),
     (lambda x: np.exp(x, out=np.empty(x.shape)), "numpy.exp"),
 ])
 def test_unsupported_numpy_function_names_it(fn, name):

@@ -1357,17 +1357,32 @@ def array_split(x: Array, indices_or_sections, axis: int = 0) -> list:
 
 
 def hsplit(x: Array, indices_or_sections) -> list:
-    """split along axis 1 (axis 0 for 1-D arrays)."""
+    """split along axis 1 (axis 0 for 1-D arrays).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> [p.shape for p in tg.hsplit(np.ones((2, 4)), 2)]
+    [(2, 2), (2, 2)]
+    """
     return split(x, indices_or_sections, axis=1 if np.ndim(x) > 1 else 0)
 
 
 def vsplit(x: Array, indices_or_sections) -> list:
-    """split along axis 0."""
+    """split along axis 0.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> [p.shape for p in tg.vsplit(np.ones((4, 2)), 2)]
+    [(2, 2), (2, 2)]
+    """
     return split(x, indices_or_sections, axis=0)
 
 
 def dsplit(x: Array, indices_or_sections) -> list:
-    """split along axis 2."""
+    """split along axis 2.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> [p.shape for p in tg.dsplit(np.ones((1, 1, 4)), 2)]
+    [(1, 1, 2), (1, 1, 2)]
+    """
     return split(x, indices_or_sections, axis=2)
 
 
@@ -1430,12 +1445,23 @@ def flip(x: Array, axis: int | Sequence[int] | None = None) -> Array:
 
 
 def fliplr(x: Array) -> Array:
-    """Reverse the columns (axis 1)."""
+    """Reverse the columns (axis 1).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.fliplr(np.array([[1.0, 2.0]]))
+    array([[2., 1.]])
+    """
     return flip(x, 1)
 
 
 def flipud(x: Array) -> Array:
-    """Reverse the rows (axis 0)."""
+    """Reverse the rows (axis 0).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.flipud(np.array([[1.0], [2.0]]))
+    array([[2.],
+           [1.]])
+    """
     return flip(x, 0)
 
 
@@ -1559,7 +1585,13 @@ def diag(v: Array, k: int = 0) -> Array:
 
 
 def diagflat(v: Array, k: int = 0) -> Array:
-    """diag of the flattened input."""
+    """diag of the flattened input.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.diagflat(np.array([[1.0, 2.0]]))
+    array([[1., 0.],
+           [0., 2.]])
+    """
     return diag(ravel(_wrap(v)), k)
 
 
@@ -1667,7 +1699,12 @@ def inner(a: Array, b: Array) -> Array:
 
 
 def vdot(a: Array, b: Array) -> Array:
-    """Dot product of the flattened arrays."""
+    """Dot product of the flattened arrays.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.vdot(np.array([[1.0, 2.0]]), np.array([3.0, 4.0]))
+    array(11.)
+    """
     return sum(multiply(ravel(_wrap(a)), ravel(_wrap(b))))
 
 
@@ -1918,7 +1955,12 @@ def _vector_norm(x, ord, axis, keepdims):
 
 
 class _Linalg:
-    """`tracegrad.linalg`: the NumPy linalg functions that tracegrad has (norm)."""
+    """`tracegrad.linalg`: the NumPy linalg functions that tracegrad has (norm).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.linalg.norm(np.array([[3.0], [4.0]]))
+    array(5.)
+    """
 
     norm = staticmethod(norm)
 
