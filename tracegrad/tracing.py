@@ -226,8 +226,11 @@ class Tracer(ArrayOperators, ArrayMethods):
         raise _concrete_error(self, ".tolist()", "x.tolist()")
 
     def __array__(self, dtype=None, copy=None):
-        raise _concrete_error(self, "a NumPy array", "np.asarray(x) or a NumPy function "
-                              "tracegrad does not capture")
+        # np.array([x, 2 * x]) lands here too: NumPy's array() cannot be overridden and
+        # converts each element with this same call, so it cannot return a traced array
+        raise _concrete_error(self, "a NumPy array", "np.asarray(x), np.array([..., x, ...]) "
+                              "(build arrays of traced values with tracegrad.array([...]) or "
+                              "tracegrad.stack) or a NumPy function tracegrad does not capture")
 
     # ---- NumPy protocol: record NumPy calls instead of computing them
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):

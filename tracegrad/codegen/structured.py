@@ -531,3 +531,73 @@ def emit_index_add_zeros(em: Emitter, node: Node) -> None:
     vars_ = _nested(em, tuple(dims))
     em.emit(f"{dst.index_expr(ds, vars_)} = {src.index_expr(ss, vars_)}")
     em.indent -= len(dims)
+
+
+# ------------------------------------------------- scans along one axis (issue 13)
+
+def _scan_layout(node: Node):
+    ax = int(node.attrs["axis"]) % max(node.ndim, 1)
+    shape = tuple(node.shape)
+    return size_of(shape[:ax]), shape[ax], size_of(shape[ax + 1:])
+
+
+@structured("cumsum", "linrec")
+def emit_scan(em: Emitter, node: Node) -> None:
+    """cumsum: out_t = out_(t-1) + x_t; linrec: out_t = a_t * out_(t-1) + b_t (h_(-1) = 0).
+
+    Walks the axis in the outer loop and the contiguous inner block in the inner
+    loop (each step reads the previous step's row of the output)."""
+    outer, n, inner = _scan_layout(node)
+    srcs = [em.contiguous(x) for x in node.inputs]
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    if node.size == 0:
+        return
+    reverse = bool(node.attrs.get("reverse", False))
+    dt = f"np.{np.dtype(node.dtype).name}"
+    first = n - 1 if reverse else 0
+    _open(em, "o", outer)
+    em.emit(f"base = o * {n * inner}")
+    _open(em, "i", inner)
+    at = f"base + {first * inner} + i"
+    if node.op == "cumsum":
+        em.emit(f"{_at(out, at)} = {dt}({_at(srcs[0], at)})")
+    else:
+        em.emit(f"{_at(out, at)} = {dt}({_at(srcs[0], at)} * 0 + {_at(srcs[1], at)})")
+    em.indent -= 1
+    _open(em, "j", n - 1)
+    em.emit(f"t = {n - 2} - j" if reverse else "t = j + 1")
+    em.emit(f"prev = base + (t {'+' if reverse else '-'} 1) * {inner}")
+    em.emit(f"cur = base + t * {inner}")
+    _open(em, "i", inner)
+    if node.op == "cumsum":
+        em.emit(f"{_at(out, 'cur + i')} = {_at(out, 'prev + i')} + {_at(srcs[0], 'cur + i')}")
+    else:
+        em.emit(f"{_at(out, 'cur + i')} = {_at(srcs[0], 'cur + i')} * {_at(out, 'prev + i')}"
+                f" + {_at(srcs[1], 'cur + i')}")
+    em.indent -= 3
+
+
+@structured("argsort")
+def emit_argsort(em: Emitter, node: Node) -> None:
+    """Stable argsort of each line along the axis (Numba's mergesort: NaNs last, as NumPy)."""
+    x = node.inputs[0]
+    outer, n, inner = _scan_layout(node)
+    src = em.contiguous(x)
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    if node.size == 0:
+        return
+    em.emit(f"line = np.empty({n}, np.{np.dtype(x.dtype).name})")
+    _open(em, "o", outer)
+    _open(em, "i", inner)
+    em.emit(f"base = o * {n * inner} + i")
+    _open(em, "j", n)
+    em.emit(f"line[j] = {_at(src, f'base + j * {inner}')}")
+    em.indent -= 1
+    em.emit("perm = np.argsort(line, kind='mergesort')")
+    _open(em, "j", n)
+    em.emit(f"{_at(out, f'base + j * {inner}')} = perm[j]")
+    em.indent -= 3
