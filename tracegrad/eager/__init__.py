@@ -43,3 +43,9 @@ def __getattr__(name: str):
     if isinstance(target, tuple):
         return getattr(importlib.import_module(target[0]), target[1])
     return importlib.import_module(target)
+
+# issue 13: PyTorch's top level (tracegrad/eager/compat.py)
+from tracegrad.eager.compat import (Generator, Variable, backends, cuda, device,  # noqa: F401,E402
+                                    get_default_device, load, save, set_default_device)
+
+autograd.Variable = Variable

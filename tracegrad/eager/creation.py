@@ -30,6 +30,16 @@ def _shape(size) -> tuple:
     return tuple(int(s) for s in size)
 
 
+def _check_device(device) -> None:
+    if device is not None:
+        from tracegrad.eager.compat import check_device
+        check_device(device)
+
+
+def _rng_of(gen) -> np.random.Generator:
+    return _rng if gen is None else getattr(gen, "_np", gen)
+
+
 def _finish(arr: np.ndarray, requires_grad: bool) -> Tensor:
     t = Tensor._wrap(arr)
     if requires_grad:
@@ -48,18 +58,22 @@ def _np_dtype(dtype, default=np.float32) -> np.dtype:
 def zeros(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """>>> import tracegrad.eager as torch; torch.zeros(2)
     tensor([0., 0.])"""
+    _check_device(device)
     return _finish(np.zeros(_shape(size), _np_dtype(dtype)), requires_grad)
 
 
 def ones(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    _check_device(device)
     return _finish(np.ones(_shape(size), _np_dtype(dtype)), requires_grad)
 
 
 def empty(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    _check_device(device)
     return _finish(np.zeros(_shape(size), _np_dtype(dtype)), requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    _check_device(device)
     if dtype is None:
         default = np.bool_ if isinstance(fill_value, bool) else (
             np.int64 if isinstance(fill_value, int) else np.float32)
@@ -68,13 +82,16 @@ def full(size, fill_value, dtype=None, requires_grad: bool = False, device=None)
     return _finish(np.full(_shape((size,)), fill_value, _np_dtype(dtype, default)), requires_grad)
 
 
-def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False,
+        device=None) -> Tensor:
+    _check_device(device)
     return _finish(np.eye(n, m, dtype=_np_dtype(dtype)), requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """>>> import tracegrad.eager as torch; torch.arange(3), torch.arange(0, 1, 0.5)
     (tensor([0, 1, 2]), tensor([0.0000, 0.5000]))"""
+    _check_device(device)
     if end is None:
         start, end = 0, start
     is_float = any(isinstance(v, float) for v in (start, end, step))
@@ -83,58 +100,77 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False, dev
     return _finish(arr.astype(_np_dtype(dtype, default)), requires_grad)
 
 
-def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) -> Tensor:
+def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False,
+             device=None) -> Tensor:
+    _check_device(device)
     return _finish(np.linspace(start, end, steps).astype(_np_dtype(dtype)), requires_grad)
 
 
-def rand(*size, dtype=None, requires_grad: bool = False, generator=None) -> Tensor:
-    return _finish(_rng.random(_shape(size)).astype(_np_dtype(dtype)), requires_grad)
+def rand(*size, dtype=None, requires_grad: bool = False, generator=None, device=None) -> Tensor:
+    _check_device(device)
+    return _finish(_rng_of(generator).random(_shape(size)).astype(_np_dtype(dtype)), requires_grad)
 
 
-def randn(*size, dtype=None, requires_grad: bool = False, generator=None) -> Tensor:
-    return _finish(_rng.standard_normal(_shape(size)).astype(_np_dtype(dtype)), requires_grad)
+def randn(*size, dtype=None, requires_grad: bool = False, generator=None,
+          device=None) -> Tensor:
+    _check_device(device)
+    return _finish(_rng_of(generator).standard_normal(_shape(size)).astype(_np_dtype(dtype)), requires_grad)
 
 
-def randint(low, high=None, size=(), dtype=None) -> Tensor:
+def randint(low, high=None, size=(), dtype=None, generator=None, device=None) -> Tensor:
+    _check_device(device)
     if high is None:
         low, high = 0, low
-    return _finish(_rng.integers(low, high, size=tuple(size)).astype(_np_dtype(dtype, np.int64)),
+    return _finish(_rng_of(generator).integers(low, high, size=tuple(size)).astype(_np_dtype(dtype, np.int64)),
                    False)
 
 
-def randperm(n: int) -> Tensor:
-    return _finish(_rng.permutation(n).astype(np.int64), False)
+def randperm(n: int, generator=None, dtype=None, device=None) -> Tensor:
+    _check_device(device)
+    return _finish(_rng_of(generator).permutation(n).astype(np.int64), False)
 
 
 def _like(x: Tensor, dtype) -> tuple:
     return x._data.shape, (x._data.dtype if dtype is None else _dt.to_numpy_dtype(dtype))
 
 
-def zeros_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+def zeros_like(input: Tensor, dtype=None, requires_grad: bool = False,
+               device=None) -> Tensor:
+    _check_device(device)
     shape, d = _like(input, dtype)
     return _finish(np.zeros(shape, d), requires_grad)
 
 
-def ones_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+def ones_like(input: Tensor, dtype=None, requires_grad: bool = False,
+              device=None) -> Tensor:
+    _check_device(device)
     shape, d = _like(input, dtype)
     return _finish(np.ones(shape, d), requires_grad)
 
 
-def full_like(input: Tensor, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+def full_like(input: Tensor, fill_value, dtype=None, requires_grad: bool = False,
+              device=None) -> Tensor:
+    _check_device(device)
     shape, d = _like(input, dtype)
     return _finish(np.full(shape, fill_value, d), requires_grad)
 
 
-def empty_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+def empty_like(input: Tensor, dtype=None, requires_grad: bool = False,
+               device=None) -> Tensor:
+    _check_device(device)
     return zeros_like(input, dtype, requires_grad)
 
 
-def rand_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+def rand_like(input: Tensor, dtype=None, requires_grad: bool = False,
+              device=None) -> Tensor:
+    _check_device(device)
     shape, d = _like(input, dtype)
     return _finish(_rng.random(shape).astype(d), requires_grad)
 
 
-def randn_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+def randn_like(input: Tensor, dtype=None, requires_grad: bool = False,
+               device=None) -> Tensor:
+    _check_device(device)
     shape, d = _like(input, dtype)
     return _finish(_rng.standard_normal(shape).astype(d), requires_grad)
 
@@ -147,7 +183,8 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return Tensor._wrap(array)
 
 
-def as_tensor(data: Any, dtype=None) -> Tensor:
+def as_tensor(data: Any, dtype=None, device=None) -> Tensor:
+    _check_device(device)
     if isinstance(data, Tensor) and dtype is None:
         return data
     if isinstance(data, np.ndarray) and (dtype is None or _dt.to_numpy_dtype(dtype) == data.dtype):

@@ -1,4 +1,5 @@
-"""`tracegrad.eager.utils.checkpoint`, at PyTorch's path (torch.utils.checkpoint)."""
+"""`tracegrad.eager.utils`, at PyTorch's paths: torch.utils.checkpoint, torch.utils.data."""
 import importlib as _importlib
 
 checkpoint = _importlib.import_module("tracegrad.eager.utils.checkpoint")
+data = _importlib.import_module("tracegrad.eager.utils.data")

@@ -1,0 +1,322 @@
+"""PyTorch's top-level odds and ends that scripts touch: `torch.device`, `torch.cuda`,
+`torch.backends`, `torch.Generator`, `Variable`, default device, and `torch.save`/`torch.load`.
+
+tracegrad runs on the CPU only: `torch.cuda.is_available()` is False, a "cuda" device
+raises what a CPU-only PyTorch raises, "cpu" is accepted wherever PyTorch takes a device.
+
+    >>> import tracegrad.eager as torch
+    >>> torch.device("cpu"), str(torch.device("cpu")), torch.cuda.is_available()
+    (device(type='cpu'), 'cpu', False)
+    >>> device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    >>> torch.ones(2, device=device).to(device)
+    tensor([1., 1.])
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import types
+import zipfile
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from tracegrad.eager.tensor import Tensor
+
+_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve",
+                 "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia",
+                 "privateuseone")
+
+
+class device(str):
+    """torch.device: a str subclass ("cpu", "cpu:0", "cuda", ...), so every place that
+    takes a device string takes it too; prints as PyTorch's `device(type='cpu')`."""
+
+    def __new__(cls, type_or_device: Any, index: int | None = None):
+        if isinstance(type_or_device, device):
+            return type_or_device if index is None else super().__new__(
+                cls, f"{type_or_device.type}:{index}")
+        if isinstance(type_or_device, int) and not isinstance(type_or_device, bool):
+            raise RuntimeError("tracegrad.eager has no accelerator: a device index alone "
+                               f"({type_or_device}) names no device")
+        text = str(type_or_device)
+        kind, _, idx = text.partition(":")
+        if kind not in _DEVICE_TYPES:
+            raise RuntimeError(f"Expected one of {', '.join(_DEVICE_TYPES)} device type at start "
+                               f"of device string: {text}")
+        if idx and index is not None:
+            raise RuntimeError(f"type (string) must not include an index because index was "
+                               f"passed explicitly: {text}")
+        if idx and not idx.isdigit():
+            raise RuntimeError(f"Invalid device string: '{text}'")
+        if index is not None:
+            text = f"{kind}:{int(index)}"
+        return super().__new__(cls, text)
+
+    @property
+    def type(self) -> str:
+        return str.partition(self, ":")[0]
+
+    @property
+    def index(self) -> int | None:
+        idx = str.partition(self, ":")[2]
+        return int(idx) if idx else None
+
+    def __repr__(self) -> str:
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    __hash__ = str.__hash__
+
+    def __reduce__(self):
+        return (device, (str.__str__(self),))
+
+
+def check_device(dev) -> None:
+    """Accept None and the CPU; raise what a CPU-only PyTorch raises for anything else."""
+    if dev is None:
+        return
+    kind = device(dev).type if not isinstance(dev, device) else dev.type
+    if kind == "cpu":
+        return
+    if kind == "cuda":
+        raise AssertionError("Torch not compiled with CUDA enabled")
+    raise RuntimeError(f"tracegrad.eager runs on the CPU only; got device '{dev}'")
+
+
+_DEFAULT_DEVICE = device("cpu")
+
+
+def set_default_device(dev) -> None:
+    check_device(dev)
+
+
+def get_default_device() -> device:
+    return _DEFAULT_DEVICE
+
+
+# ---------------------------------------------------------------- cuda / backends
+
+def _false(*args, **kwargs) -> bool:
+    return False
+
+
+def _no_cuda(*args, **kwargs):
+    raise AssertionError("Torch not compiled with CUDA enabled")
+
+
+cuda = types.ModuleType("tracegrad.eager.cuda", "torch.cuda on a CPU-only build.")
+cuda.is_available = _false
+cuda.is_initialized = _false
+cuda.device_count = lambda: 0
+cuda.manual_seed = lambda seed: None  # PyTorch: silently ignored without CUDA
+cuda.manual_seed_all = lambda seed: None
+cuda.synchronize = _no_cuda
+cuda.current_device = _no_cuda
+cuda.get_device_name = _no_cuda
+cuda.empty_cache = lambda: None
+
+backends = types.ModuleType("tracegrad.eager.backends", "torch.backends on a CPU-only build.")
+backends.mps = types.SimpleNamespace(is_available=_false, is_built=_false)
+backends.cudnn = types.SimpleNamespace(is_available=_false, enabled=True, deterministic=False,
+                                       benchmark=False)
+
+
+# ---------------------------------------------------------------- Generator
+
+class Generator:
+    """torch.Generator over a NumPy generator (`_np`); `manual_seed` returns self.
+    Samplers and nn.init take it as `generator=`."""
+
+    def __init__(self, device="cpu"):
+        check_device(device)
+        self.device = globals()["device"](device)
+        self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
+        self._np = np.random.default_rng(self._seed)
+
+    def manual_seed(self, seed: int) -> "Generator":
+        self._seed = int(seed)
+        self._np = np.random.default_rng(self._seed)
+        return self
+
+    def seed(self) -> int:
+        self.manual_seed(int(np.random.SeedSequence().entropy % (2 ** 63)))
+        return self._seed
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self):
+        return self._np.bit_generator.state
+
+    def set_state(self, state) -> "Generator":
+        self._np.bit_generator.state = state
+        return self
+
+
+# ---------------------------------------------------------------- Variable
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """The pre-0.4 wrapper, as PyTorch keeps it: `Variable(t, requires_grad=...)` returns a
+    tensor sharing t's memory, detached from t's graph; every tensor is a Variable."""
+
+    def __new__(cls, data=None, requires_grad: bool = False, volatile: bool = False):
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        out = data.detach()
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
+
+
+# ---------------------------------------------------------------- save / load
+# A zip holding `structure.json` (the nested containers, with tensors as references) and
+# one `.npy` per tensor written with allow_pickle=False: loading never unpickles or runs
+# anything, whatever `weights_only` says.
+
+_FORMAT = "tracegrad.eager.save/1"
+
+
+def _encode(obj: Any, arrays: list) -> Any:
+    if isinstance(obj, Tensor):
+        arrays.append(np.array(obj._data, order="C", copy=True))
+        return {"$": "tensor", "i": len(arrays) - 1, "requires_grad": bool(obj.requires_grad),
+                "parameter": bool(getattr(obj, "_is_parameter", False))}
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject:
+            raise TypeError("torch.save (tracegrad): object arrays cannot be saved")
+        arrays.append(np.array(obj, order="C", copy=True))
+        return {"$": "ndarray", "i": len(arrays) - 1}
+    if isinstance(obj, device):
+        return {"$": "device", "v": str(obj)}
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, int):
+        return {"$": "int", "v": str(obj)} if abs(obj) >= 2 ** 53 else obj
+    if isinstance(obj, float):
+        return {"$": "float", "v": repr(obj)}
+    if isinstance(obj, np.generic):
+        return {"$": "npscalar", "dtype": obj.dtype.str, "v": obj.item() if obj.dtype.kind != "f"
+                else repr(obj.item())}
+    if isinstance(obj, dict):
+        kind = "odict" if isinstance(obj, OrderedDict) else "dict"
+        return {"$": kind, "items": [[_encode(k, arrays), _encode(v, arrays)]
+                                     for k, v in obj.items()]}
+    if isinstance(obj, tuple):
+        return {"$": "tuple", "items": [_encode(v, arrays) for v in obj]}
+    if isinstance(obj, (list, set, frozenset)):
+        tag = "list" if isinstance(obj, list) else "set"
+        return {"$": tag, "items": [_encode(v, arrays) for v in obj]}
+    from tracegrad.eager import dtypes as _dt
+    if isinstance(obj, _dt.dtype):
+        return {"$": "dtype", "v": np.dtype(obj.np).name}
+    raise TypeError(f"torch.save (tracegrad) stores tensors, arrays, numbers, strings, None and "
+                    f"dicts/lists/tuples of them; got {type(obj).__name__}")
+
+
+def _decode(obj: Any, arrays: dict) -> Any:
+    if not isinstance(obj, dict):
+        return obj
+    tag = obj["$"]
+    if tag == "tensor":
+        t = Tensor._wrap(arrays[obj["i"]])
+        if obj.get("parameter"):
+            from tracegrad.eager.nn.modules import Parameter
+            return Parameter(t, requires_grad=obj["requires_grad"])
+        if obj["requires_grad"]:
+            t.requires_grad_(True)
+        return t
+    if tag == "ndarray":
+        return arrays[obj["i"]]
+    if tag == "device":
+        return device(obj["v"])
+    if tag == "int":
+        return int(obj["v"])
+    if tag == "float":
+        return float(obj["v"])
+    if tag == "npscalar":
+        dt = np.dtype(obj["dtype"])
+        return dt.type(float(obj["v"]) if dt.kind == "f" else obj["v"])
+    if tag in ("dict", "odict"):
+        items = [(_decode(k, arrays), _decode(v, arrays)) for k, v in obj["items"]]
+        return OrderedDict(items) if tag == "odict" else dict(items)
+    if tag == "tuple":
+        return tuple(_decode(v, arrays) for v in obj["items"])
+    if tag == "list":
+        return [_decode(v, arrays) for v in obj["items"]]
+    if tag == "set":
+        return {_decode(v, arrays) for v in obj["items"]}
+    if tag == "dtype":
+        from tracegrad.eager import dtypes as _dt
+        return _dt.from_numpy_dtype(np.dtype(obj["v"]))
+    raise ValueError(f"torch.load (tracegrad): unknown entry {tag!r}")
+
+
+def save(obj: Any, f, pickle_module=None, pickle_protocol=None,
+         _use_new_zipfile_serialization: bool = True) -> None:
+    """Write `obj` (a state_dict, an optimizer's state_dict, nested containers of tensors)
+    to a path or binary file, as a zip of .npy arrays plus a JSON structure (no pickle)."""
+    if pickle_module is not None:
+        raise ValueError("torch.save (tracegrad) does not pickle; pickle_module is not supported")
+    arrays: list = []
+    structure = {"format": _FORMAT, "root": _encode(obj, arrays)}
+    own = isinstance(f, (str, os.PathLike))
+    fh = open(f, "wb") if own else f
+    try:
+        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as zf:
+            zf.writestr("structure.json", json.dumps(structure))
+            for i, a in enumerate(arrays):
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, a, allow_pickle=False)
+                zf.writestr(f"arrays/{i}.npy", buf.getvalue())
+    finally:
+        if own:
+            fh.close()
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None = None,
+         mmap: bool | None = None, **pickle_load_args) -> Any:
+    """Read what `save` wrote. Nothing is unpickled or executed, so it is as safe as
+    PyTorch's weights_only=True; weights_only=False is accepted and changes nothing."""
+    if map_location is not None and not callable(map_location) and not isinstance(
+            map_location, dict):
+        check_device(map_location)
+    own = isinstance(f, (str, os.PathLike))
+    fh = open(f, "rb") if own else f
+    try:
+        try:
+            zf = zipfile.ZipFile(fh, "r")
+        except zipfile.BadZipFile:
+            raise RuntimeError("torch.load (tracegrad): not a file written by "
+                               "tracegrad.eager.save") from None
+        with zf:
+            names = set(zf.namelist())
+            if "structure.json" not in names:
+                raise RuntimeError("torch.load (tracegrad): not a file written by "
+                                   "tracegrad.eager.save (a PyTorch checkpoint? load it with "
+                                   "PyTorch and pass tensors' .numpy() instead)")
+            structure = json.loads(zf.read("structure.json"))
+            if structure.get("format") != _FORMAT:
+                raise RuntimeError(f"torch.load (tracegrad): unknown format "
+                                   f"{structure.get('format')!r}")
+            arrays = {}
+            for name in names:
+                if name.startswith("arrays/") and name.endswith(".npy"):
+                    i = int(name[len("arrays/"):-len(".npy")])
+                    arrays[i] = np.lib.format.read_array(io.BytesIO(zf.read(name)),
+                                                         allow_pickle=False)
+            return _decode(structure["root"], arrays)
+    finally:
+        if own:
+            fh.close()
