@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tracegrad import config
 from tracegrad.ir.graph import Graph
 from tracegrad.ops import core
 from tracegrad.ops.core import TracegradError
@@ -46,7 +47,7 @@ from tracegrad.tracing import (TreeDef, Tracer, TracingError, active_contexts, a
                                tree_unflatten)
 
 log = logging.getLogger("tracegrad")
-if os.environ.get("TRACEGRAD_LOG", "") not in ("", "0") and not log.handlers:
+if config.log_enabled() and not log.handlers:
     _handler = logging.StreamHandler()
     _handler.setFormatter(logging.Formatter("[tracegrad] %(message)s"))
     log.addHandler(_handler)

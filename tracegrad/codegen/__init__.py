@@ -64,6 +64,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tracegrad import config
 from tracegrad.ir.graph import Graph
 
 log = logging.getLogger("tracegrad")
@@ -72,7 +73,7 @@ __all__ = ["build_kernel", "Kernel"]
 
 
 def _setup_logging() -> None:
-    if os.environ.get("TRACEGRAD_LOG", "") not in ("", "0") and not log.handlers:
+    if config.log_enabled() and not log.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("[tracegrad] %(message)s"))
         log.addHandler(handler)
@@ -183,8 +184,7 @@ def ir_hash(graph: Graph) -> str:
 def parallel_mode() -> str:
     """TRACEGRAD_PARALLEL: "background" (default), "sync" (build the parallel
     variant before returning; benchmarks and tests) or "0" (never)."""
-    mode = os.environ.get("TRACEGRAD_PARALLEL", "background").lower()
-    return {"1": "background", "off": "0", "false": "0"}.get(mode, mode)
+    return config.parallel_mode()
 
 
 def build_kernel(graph: Graph, index_key: str | None = None) -> Kernel:

@@ -80,7 +80,8 @@ _ABSOLUTE: dict[str, Path | None] = {}   # spec -> absolute path, pinned at firs
 
 
 def _spec() -> str:
-    return os.environ.get("TRACEGRAD_CACHE_DIR") or ""
+    from tracegrad.config import cache_dir_spec
+    return cache_dir_spec()
 
 
 def default_cache_dir() -> Path | None:

@@ -38,7 +38,8 @@ _FAILED = False
 
 
 def enabled() -> bool:
-    return not _FAILED and os.environ.get("TRACEGRAD_EAGER_NUMBA", "1").strip() != "0"
+    from tracegrad.config import eager_numba
+    return not _FAILED and eager_numba()
 
 
 def source() -> str:

@@ -89,7 +89,8 @@ def _fork_safe_numba() -> None:
 
 def _import_arraymath() -> None:
     placeholder = None
-    if (os.environ.get("TRACEGRAD_NUMBA_SCIPY_PROBE", "") in ("", "0")
+    from tracegrad.config import numba_scipy_probe
+    if (not numba_scipy_probe()
             and _BLAS_MODULE not in sys.modules and "scipy.linalg" not in sys.modules
             and _scipy_blas_installed()):
         placeholder = types.ModuleType(_BLAS_MODULE, "tracegrad placeholder: see "

@@ -54,13 +54,10 @@ _empty = np.empty
 
 
 def _thread_count() -> int:
-    for var in ("TRACEGRAD_EAGER_THREADS", "OMP_NUM_THREADS"):
-        value = os.environ.get(var, "").strip()
-        if value:
-            try:
-                return max(1, int(value))
-            except ValueError:
-                pass
+    from tracegrad.config import eager_threads
+    threads = eager_threads()
+    if threads is not None:
+        return threads
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
@@ -340,8 +337,8 @@ def keep_freed_memory() -> bool:
     if _malloc_tuned is not None:
         return _malloc_tuned
     _malloc_tuned = False
-    if os.environ.get("TRACEGRAD_MALLOC_TUNING", "1").strip() == "0" \
-            or not sys.platform.startswith("linux"):
+    from tracegrad.config import malloc_tuning
+    if not malloc_tuning() or not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(None)

@@ -1,0 +1,101 @@
+"""Every TRACEGRAD_* environment variable, read with one parsing rule.
+
+Switches accept `1/true/yes/on` and `0/false/no/off` (any case); anything else
+warns once and keeps the default. `VARIABLES` lists them all (the README's
+table is checked against it).
+
+    >>> import os, tracegrad.config as config
+    >>> os.environ["TRACEGRAD_EAGER_NUMBA"] = "false"
+    >>> config.eager_numba()
+    False
+    >>> del os.environ["TRACEGRAD_EAGER_NUMBA"]
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+# name -> (default, what it does)
+VARIABLES: dict[str, tuple[str, str]] = {
+    "TRACEGRAD_CACHE_DIR": ("the user cache directory",
+                            "where generated kernels and their Numba code are cached"),
+    "TRACEGRAD_LOG": ("0", "log every stage's time and each cache hit or miss"),
+    "TRACEGRAD_PARALLEL": ("background", "multi-core kernel variants: background, sync "
+                                         "(build before returning) or 0 (never)"),
+    "TRACEGRAD_EAGER_NUMBA": ("1", "eager mode's Numba kernels for large float64 sin/cos"),
+    "TRACEGRAD_EAGER_THREADS": ("OMP_NUM_THREADS, else the idle CPUs",
+                                "threads for large eager ufuncs"),
+    "TRACEGRAD_MALLOC_TUNING": ("1", "let glibc keep freed blocks of up to 32 MB for reuse"),
+    "TRACEGRAD_NUMBA_SCIPY_PROBE": ("0", "let Numba import scipy.linalg for its BLAS probe"),
+}
+
+_warned: set[str] = set()
+
+
+def _warn(name: str, value: str, expected: str) -> None:
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(f"{name}={value!r} is not one of {expected}; using the default "
+                      f"({VARIABLES[name][0]})", RuntimeWarning, stacklevel=3)
+
+
+def flag(name: str, default: bool) -> bool:
+    """A switch: 1/true/yes/on or 0/false/no/off (unset or empty: `default`)."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    _warn(name, value, "1/true/yes/on or 0/false/no/off")
+    return default
+
+
+def log_enabled() -> bool:
+    return flag("TRACEGRAD_LOG", False)
+
+
+def parallel_mode() -> str:
+    """"background" (default), "sync" or "0" (never)."""
+    value = os.environ.get("TRACEGRAD_PARALLEL", "").strip().lower()
+    if not value or value in _TRUE or value == "background":
+        return "background"
+    if value in _FALSE:
+        return "0"
+    if value == "sync":
+        return "sync"
+    _warn("TRACEGRAD_PARALLEL", value, "background, sync, or a switch")
+    return "background"
+
+
+def eager_numba() -> bool:
+    return flag("TRACEGRAD_EAGER_NUMBA", True)
+
+
+def malloc_tuning() -> bool:
+    return flag("TRACEGRAD_MALLOC_TUNING", True)
+
+
+def numba_scipy_probe() -> bool:
+    return flag("TRACEGRAD_NUMBA_SCIPY_PROBE", False)
+
+
+def cache_dir_spec() -> str:
+    return os.environ.get("TRACEGRAD_CACHE_DIR") or ""
+
+
+def eager_threads() -> int | None:
+    """TRACEGRAD_EAGER_THREADS, else OMP_NUM_THREADS, as a positive int (None: unset)."""
+    for name in ("TRACEGRAD_EAGER_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            try:
+                return max(1, int(value))
+            except ValueError:
+                if name in VARIABLES:
+                    _warn(name, value, "a positive integer")
+    return None
