@@ -93,3 +93,72 @@ def test_loops(tmp_path):
     assert "cond gradient 0.0000, naive where gradient nan" in out
     assert "\n    body = graph scan_body_step(" in out
     assert (tmp_path / "loops_scan_joint.dot").read_text().startswith("digraph")
+
+
+def test_cnn_classifier():
+    out = run_example("cnn_classifier.py", "--quick")
+    losses = [float(v) for v in re.findall(r"^epoch\s+\d+\s+loss ([0-9.]+)", out, re.M)]
+    assert len(losses) == 4
+    assert losses[-1] < 0.5 * losses[0]  # the loss falls
+    final = number_after(out, "final held-out accuracy:")
+    assert final > 0.9  # chance is 1/3
+    assert number_after(out, "reloaded from torch.save: accuracy") == final
+    for layer in ("Conv2d(1, 8, kernel_size=(3, 3)", "MaxPool2d(kernel_size=2", "Flatten(",
+                  "Linear(in_features=64, out_features=32"):
+        assert layer in out
+
+
+def _load_cnn_script(backend: str):
+    """examples/cnn_classifier.py as a module; backend "torch" swaps its imports of
+    tracegrad.eager for torch (the only change a PyTorch user would make)."""
+    import types
+    path = EXAMPLES / "cnn_classifier.py"
+    lines = path.read_text().splitlines(keepends=True)
+    imports = [i for i, line in enumerate(lines) if line.startswith(("import ", "from "))
+               and "tracegrad.eager" in line]
+    assert len(imports) == 3
+    if backend == "torch":
+        for i in imports:
+            lines[i] = lines[i].replace("tracegrad.eager", "torch")
+    src = "".join(lines)
+    module = types.ModuleType(f"cnn_classifier_{backend}")
+    module.__file__ = str(path)
+    exec(compile(src, str(path), "exec"), module.__dict__)
+    return module
+
+
+def test_cnn_classifier_model_matches_pytorch():
+    """The script's model code under tracegrad and under real PyTorch, same weights and
+    batches: the first-step loss and every parameter gradient agree, and so do the
+    parameters after 5 Adam steps."""
+    rt = pytest.importorskip("torch")
+    import numpy as np
+    ours, theirs = _load_cnn_script("tracegrad"), _load_cnn_script("torch")
+    assert ours.torch.__name__ == "tracegrad.eager" and theirs.torch is rt
+    ours.torch.manual_seed(0)
+    model = ours.SmallCNN(3)
+    model_rt = theirs.SmallCNN(3)
+    model_rt.load_state_dict({k: rt.tensor(v.numpy()) for k, v in model.state_dict().items()})
+    opt = ours.optim.Adam(model.parameters(), lr=1e-2)
+    opt_rt = theirs.optim.Adam(model_rt.parameters(), lr=1e-2)
+    crit, crit_rt = ours.nn.CrossEntropyLoss(), theirs.nn.CrossEntropyLoss()
+    x, y = ours.make_images(64, seed=3)
+    for step in range(6):
+        xb, yb = x[(step * 16) % 64:][:16], y[(step * 16) % 64:][:16]
+        loss = crit(model(ours.torch.tensor(xb)), ours.torch.tensor(yb))
+        loss_rt = crit_rt(model_rt(rt.tensor(xb)), rt.tensor(yb))
+        opt.zero_grad()
+        opt_rt.zero_grad()
+        loss.backward()
+        loss_rt.backward()
+        tol = 1e-5 if step == 0 else 1e-4
+        np.testing.assert_allclose(loss.item(), loss_rt.item(), rtol=tol)
+        grads_rt = {n: p.grad.numpy() for n, p in model_rt.named_parameters()}
+        for name, p in model.named_parameters():
+            np.testing.assert_allclose(p.grad.numpy(), grads_rt[name], rtol=tol,
+                                       atol=tol * np.abs(grads_rt[name]).max(), err_msg=name)
+        opt.step()
+        opt_rt.step()
+    for name, p in model_rt.named_parameters():
+        np.testing.assert_allclose(dict(model.named_parameters())[name].detach().numpy(),
+                                   p.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
