@@ -402,14 +402,16 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
 
 
 def _windows(x: Tensor, kernel, stride, dilation, out_size) -> Tensor:
-    """x (N, C, H, W) -> (N, C, kh, kw, Ho, Wo): every kernel offset's strided slice, as
-    one getitem with broadcast index arrays (im2col; its vjp scatters back with add)."""
+    """x (N, C, H, W) -> (N, C, kh*kw, Ho, Wo): the strided slice of x under each kernel
+    offset, stacked (im2col). Each slice is a view; the backward of a basic slice writes
+    into zeros (no scatter-add), and the stack is the one copy."""
     (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_size
-    rows = (np.arange(kh) * dh)[:, None] + (np.arange(ho) * sh)[None, :]
-    cols = (np.arange(kw) * dw)[:, None] + (np.arange(wo) * sw)[None, :]
-    index = (slice(None), slice(None), rows[:, None, :, None], cols[None, :, None, :])
-    spec, arrays = _index_spec(tuple(x.shape), index)
-    return apply_op(T.getitem, (x, *arrays), {"spec": spec}, visible=(0,))
+    parts = []
+    for i in range(kh):
+        for j in range(kw):
+            r0, c0 = i * dh, j * dw
+            parts.append(x[:, :, r0:r0 + sh * (ho - 1) + 1:sh, c0:c0 + sw * (wo - 1) + 1:sw])
+    return _f.stack(parts, 2)
 
 
 def _conv_out(size, k, s, p_lo, p_hi, d):
@@ -479,7 +481,7 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, n, padding_m
                            f"({' x '.join(map(str, size))}). Kernel size: "
                            f"({' x '.join(map(str, kernel[-n:]))}). Kernel size can't be greater "
                            "than actual input size")
-    cols = _windows(x, kernel, stride, dilation, (ho, wo))  # (N, C, kh, kw, ho, wo)
+    cols = _windows(x, kernel, stride, dilation, (ho, wo))  # (N, C, kh*kw, ho, wo)
     batch = x.shape[0]
     k = (c_in // groups) * kernel[0] * kernel[1]
     if groups == 1:
@@ -554,10 +556,8 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
     hi_w = max(need_w - w - padding[1], 0)
     if padding[0] or padding[1] or hi_h or hi_w:
         x = pad(x, (padding[1], hi_w, padding[0], hi_h), value=-np.inf)
-    win = _windows(x, kernel, stride, dilation, (ho, wo))
-    n, c = x.shape[0], x.shape[1]
-    flat = win.reshape(n, c, kernel[0] * kernel[1], ho, wo)
-    values, arg = _f.max(flat, dim=2)
+    win = _windows(x, kernel, stride, dilation, (ho, wo))  # (N, C, kh*kw, ho, wo)
+    values, arg = _f.max(win, dim=2)
     out = apply_op(T.mul, (values, 1.0), {}, name="MaxPool2DWithIndicesBackward0")
     if unbatched:
         out = out.squeeze(0)
@@ -588,6 +588,6 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     ho = _conv_out(x.shape[2], kernel[0], stride[0], 0, 0, 1)
     wo = _conv_out(x.shape[3], kernel[1], stride[1], 0, 0, 1)
     win = _windows(x, kernel, stride, (1, 1), (ho, wo))
-    out = apply_op(T.mean, (win,), {"axis": (2, 3), "keepdims": False},
+    out = apply_op(T.mean, (win,), {"axis": 2, "keepdims": False},
                    name="AvgPool2DBackward0")
     return out.squeeze(0) if unbatched else out
