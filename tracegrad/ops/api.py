@@ -925,7 +925,8 @@ def hypot(x: Array, y: Array) -> Array:
 
 
 def logaddexp(x: Array, y: Array) -> Array:
-    """log(exp(x) + exp(y)) without overflow; exact at +-inf (logaddexp(-inf, -inf) = -inf).
+    """log(exp(x) + exp(y)) without overflow; exact at +-inf (logaddexp(-inf, -inf) = -inf,
+    where each side's gradient is 1/2; JAX gives nan there).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.logaddexp(np.array([1e4]), np.array([1e4]))
@@ -936,7 +937,8 @@ def logaddexp(x: Array, y: Array) -> Array:
     undefined = not_equal(delta, delta)  # inf - inf of one sign, or a nan
     safe = where(undefined, 0.0, delta)
     out = add(top, log1p(exp(negative(abs(safe)))))
-    return where(undefined, add(x, y), out)
+    # x = y = +-inf: the value is x; each side gets half the gradient (the limit along x = y)
+    return where(undefined, multiply(add(x, y), 0.5), out)
 
 
 def logaddexp2(x: Array, y: Array) -> Array:
