@@ -315,10 +315,25 @@ def test_pad_matches_torch(rt, mode):
     a = F.pad(xt, pads, mode=mode, **kw)
     b = rt.nn.functional.pad(xr, pads, mode=mode, **kw)
     close(a, b)
+    assert a.grad_fn.name() == b.grad_fn.name()
     g = arr(*b.shape, seed=5)
     a.backward(torch.tensor(g))
     b.backward(rt.tensor(g))
     close(xt.grad, xr.grad)
+
+
+def test_pad_and_softmax_messages_match_torch(rt):
+    with pytest.raises(NotImplementedError) as ours:
+        F.pad(torch.ones(2, 3), (1, 1, 1, 1), mode="reflect")
+    with pytest.raises(NotImplementedError) as theirs:
+        rt.nn.functional.pad(rt.ones(2, 3), (1, 1, 1, 1), mode="reflect")
+    assert str(ours.value) == str(theirs.value)
+    for name in ("softmax", "log_softmax"):
+        with pytest.warns(UserWarning) as ours:
+            getattr(F, name)(torch.ones(2, 2))
+        with pytest.warns(UserWarning) as theirs:
+            getattr(rt.nn.functional, name)(rt.ones(2, 2))
+        assert str(ours[0].message) == str(theirs[0].message)
 
 
 def test_init_functions_follow_torch_rules(rt):

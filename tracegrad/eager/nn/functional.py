@@ -24,11 +24,22 @@ tanh = _f.tanh
 sigmoid = _f.sigmoid
 
 
-def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
+def _implicit_dim_warning(name: str) -> None:
+    import warnings
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to "
+                  "include dim=X as an argument.", stacklevel=3)
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    if dim is None:
+        _implicit_dim_warning("softmax")
     return _f.softmax(input, dim, dtype)
 
 
-def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+                dtype=None) -> Tensor:
+    if dim is None:
+        _implicit_dim_warning("log_softmax")
     return _f.log_softmax(input, dim, dtype)
 
 
@@ -371,6 +382,14 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
         return out
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    k = len(pad) // 2
+    if not 1 <= k <= 3 or input.ndim not in (k + 1, k + 2):
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
     out = input
     for d, (lo, hi) in enumerate(widths):
         if lo == 0 and hi == 0:
@@ -393,11 +412,10 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
             idx = np.where(j < n, j, period - j)
         index = (slice(None),) * d + (idx,)
         spec, arrays = _index_spec(tuple(out.shape), index)
-        name = {"reflect": "ReflectionPad", "replicate": "ReplicationPad",
-                "circular": "Circular"}[mode]
-        out = apply_op(T.getitem, (out, *arrays), {"spec": spec},
-                       name=f"{name}{len(pad) // 2}DBackward0" if mode != "circular"
-                       else "IndexBackward0", visible=(0,))
+        name = {"reflect": f"ReflectionPad{k}DBackward0",
+                "replicate": f"ReplicationPad{k}DBackward0",
+                "circular": "torch::autograd::CopySlices"}[mode]
+        out = apply_op(T.getitem, (out, *arrays), {"spec": spec}, name=name, visible=(0,))
     return out
 
 
