@@ -500,6 +500,10 @@ OPTIM_CASES = [
     ("RMSprop", dict()),
     ("RMSprop", dict(lr=0.01, alpha=0.9, momentum=0.5, weight_decay=0.1)),
     ("RMSprop", dict(lr=0.01, centered=True, momentum=0.9, eps=1e-6)),
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8, weight_decay=0.1)),
+    ("Adagrad", dict(lr=0.1)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.2)),
 ]
 
 
@@ -592,3 +596,18 @@ def test_cosine_schedule_by_hand():
         lrs.append(sched.get_last_lr()[0])
     np.testing.assert_allclose(lrs, [(1 + math.cos(math.pi * t / 4)) / 2 for t in range(5)],
                                atol=1e-12)
+
+
+def test_double_backward_through_conv_pool_gelu_matches_torch(rt):
+    """A gradient penalty (create_graph through conv2d, GELU, max_pool2d, layer_norm)."""
+    x, w = arr(2, 3, 6, 6, seed=11), arr(4, 3, 3, 3, seed=12)
+
+    def penalty(lib, Fm):
+        X, W = lib.tensor(x, requires_grad=True), lib.tensor(w, requires_grad=True)
+        y = Fm.max_pool2d(Fm.gelu(Fm.conv2d(X, W, padding=1)), 2)
+        y = Fm.layer_norm(y, (3, 3))
+        (gx,) = lib.autograd.grad((y ** 2).sum() + y.sum(), X, create_graph=True)
+        (gx ** 2).sum().backward()
+        return W.grad, X.grad
+    for a, b in zip(penalty(torch, F), penalty(rt, rt.nn.functional)):
+        close(a, b, rtol=1e-4, atol=1e-5)

@@ -264,4 +264,79 @@ class RMSprop(Optimizer):
         return loss
 
 
+class Adadelta(Optimizer):
+    """v = rho v + (1 - rho) g^2; d = sqrt(u + eps) / sqrt(v + eps) * g;
+    u = rho u + (1 - rho) d^2; p -= lr * d (PyTorch's _single_tensor_adadelta)."""
+
+    def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
+                 weight_decay: float = 0.0, foreach=None, *, capturable: bool = False,
+                 maximize: bool = False, differentiable: bool = False):
+        _check(lr, 0.0 <= lr, "learning rate")
+        _check(rho, 0.0 <= rho <= 1.0, "rho value")
+        _check(eps, 0.0 <= eps, "epsilon value")
+        _check(weight_decay, 0.0 <= weight_decay, "weight_decay value")
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize))
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group, p, g in self._params_with_grad():
+            rho, eps = group["rho"], group["eps"]
+            if group["maximize"]:
+                g = -g
+            if group["weight_decay"]:
+                g = g + group["weight_decay"] * p._data
+            state = self.state.setdefault(p, {})
+            if not state:
+                state["step"] = 0
+                state["square_avg"] = np.zeros_like(p._data)
+                state["acc_delta"] = np.zeros_like(p._data)
+            state["step"] += 1
+            v, u = state["square_avg"], state["acc_delta"]
+            v *= rho
+            v += (1 - rho) * g * g
+            delta = np.sqrt(u + eps) / np.sqrt(v + eps) * g
+            u *= rho
+            u += (1 - rho) * delta * delta
+            self._write(p, p._data - group["lr"] * delta)
+        return loss
+
+
+class Adagrad(Optimizer):
+    """s += g^2; p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(s) + eps)."""
+
+    def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0,
+                 weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
+                 eps: float = 1e-10, foreach=None, *, maximize: bool = False,
+                 differentiable: bool = False, fused=None):
+        _check(lr, 0.0 <= lr, "learning rate")
+        _check(lr_decay, 0.0 <= lr_decay, "lr_decay value")
+        _check(weight_decay, 0.0 <= weight_decay, "weight_decay value")
+        _check(initial_accumulator_value, 0.0 <= initial_accumulator_value,
+               "initial_accumulator_value value")
+        _check(eps, 0.0 <= eps, "epsilon value")
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value,
+                                      eps=eps, maximize=maximize))
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p] = {"step": 0, "sum": np.full_like(
+                    p._data, group["initial_accumulator_value"])}
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group, p, g in self._params_with_grad():
+            if group["maximize"]:
+                g = -g
+            state = self.state[p]
+            state["step"] += 1
+            if group["weight_decay"]:
+                g = g + group["weight_decay"] * p._data
+            clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+            state["sum"] += g * g
+            std = np.sqrt(state["sum"]) + group["eps"]
+            self._write(p, p._data - clr * (g / std))
+        return loss
+
+
 from tracegrad.eager.optim import lr_scheduler  # noqa: E402,F401
