@@ -384,3 +384,20 @@ def test_passes_run_inside_loop_bodies():
                            for n in node.attrs["body"].nodes)  # h * 1.0 simplified away
     value, g = tg.value_and_grad(f, **INTERP)(np.zeros(3), np.ones((4, 3)))
     assert float(value) == pytest.approx(float(f(np.zeros(3), np.ones((4, 3)))), rel=1e-12)
+
+
+def test_verifier_checks_loop_bodies(rnn_args):
+    from tracegrad.ir.verify import VerifyError, find_problems
+    lowered = tg.value_and_grad(rnn_loss, **INTERP).lower(*rnn_args)
+    verify(lowered.optimized)
+    scan = next(n for n in lowered.traced.nodes if n.op == "scan")
+    body = scan.attrs["body"]
+    broken = next(n for n in body.nodes if n.op == "tanh")
+    broken.shape = (99,)  # a malformed body
+    try:
+        problems = find_problems(lowered.traced)
+        assert any("body" in p and "tanh" in p for p in problems), problems
+        with pytest.raises(VerifyError):
+            verify(lowered.traced)
+    finally:
+        broken.shape = body.nodes[body.nodes.index(broken) - 1].shape

@@ -51,6 +51,9 @@ def find_problems(graph: Graph) -> list[str]:
                 problems.append(f"{node.name} = {node.op}: operand {operand.name} is not "
                                 "defined by an earlier node of this graph")
         problems.extend(_check_node(node))
+        for key, sub in node.attrs.items():  # bodies of loops, branches, custom rules
+            if isinstance(sub, Graph):
+                problems.extend(f"{node.name} = {node.op}, {key}: {p}" for p in find_problems(sub))
         defined[node.id] = node
     input_ids = set()
     for node in graph.inputs:
