@@ -15,7 +15,7 @@ import numpy as np
 
 from tracegrad.eager.errors import (EagerDTypeError, EagerIndexError, EagerNotImplementedError,
                                     shape_error)
-from tracegrad.eager.tensor import Tensor, apply_op, scaled_by_alpha, tensor
+from tracegrad.eager.tensor import VIEW_SCATTERS, Tensor, apply_op, scaled_by_alpha, tensor
 from tracegrad.ops import table as T
 
 _bmax, _bmin, _bsum = builtins.max, builtins.min, builtins.sum
@@ -161,20 +161,32 @@ def _clip_args(min, max) -> dict:  # noqa: A002
 
 
 def clamp(input, min=None, max=None):  # noqa: A002
-    if isinstance(min, Tensor) and min.numel() > 1 or isinstance(max, Tensor) and max.numel() > 1:
-        out = input
-        if min is not None:
-            out = maximum(out, min)
-        if max is not None:
-            out = minimum(out, max)
-        return out
+    """PyTorch's two overloads: numbers (ClampBackward1, one `clip`) or tensors
+    (ClampBackward0: min and max get gradients too). A 0-d tensor next to a number is
+    read as a number, as PyTorch's argument parser does."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        if not any(b is not None and not isinstance(b, Tensor) for b in (min, max)):
+            return _clamp_tensors(input, min, max)
+        for b in (min, max):
+            if isinstance(b, Tensor) and b.ndim != 0:
+                kinds = ", ".join(f"{k}={'Tensor' if isinstance(v, Tensor) else type(v).__name__}"
+                                  for k, v in (("max", max), ("min", min)) if v is not None)
+                raise TypeError(f"clamp() received an invalid combination of arguments - got "
+                                f"({kinds}, ), but expected one of:\n"
+                                " * (Tensor min = None, Tensor max = None)\n"
+                                " * (Number min = None, Number max = None)")
     return apply_op(T.clip, (input,), _clip_args(min, max), name="ClampBackward1")
 
 
 clip = clamp
 
 
-def where(condition, input, other):
+def where(condition, input=None, other=None):
+    """torch.where(cond, x, y); torch.where(cond) is cond.nonzero(as_tuple=True)."""
+    if input is None and other is None:
+        return tuple(tensor(np.asarray(i, dtype=np.int64)) for i in np.nonzero(_t(condition)._data))
     return apply_op(T.where, (condition, input, other), {})
 
 
@@ -638,6 +650,561 @@ def outer(input, vec2):
     return apply_op(T.mul, (unsqueeze(input, 1), vec2), {})
 
 
+# =================================================== issue 13: more of PyTorch's tensor surface
+# Views (narrow, select, split, chunk, unbind) are basic indexing (`getitem`), so they share
+# memory and version counter with their base. repeat, gather, index_select and scatter_add
+# are one `getitem` / `take_along_axis` / scatter node each, named as PyTorch names them.
+# Three eager-only primitives (not in the rule table; their vjps are written with table
+# primitives, so they differentiate twice): clamp with tensor bounds (one ClampBackward0
+# node with PyTorch's masks), the vector norm (PyTorch's zero gradient at x = 0, where
+# sqrt(sum(x*x)) would give nan), and diagonal / its scatter (a writable strided view).
+
+from tracegrad.ops.core import Aval as _Aval, Primitive as _Primitive  # noqa: E402
+from tracegrad.ops.rulekit import broadcast_shapes as _broadcast_shapes, promote as _promote  # noqa: E402
+
+
+def _index_view(input, index, name, multi=None):
+    from tracegrad.eager.indexing import getitem
+    out = getitem(input, index, name=name)
+    if multi is not None:
+        out.__dict__["_multi_view"] = multi
+    return out
+
+
+def narrow(input, dim, start, length):
+    if input.ndim == 0:
+        raise shape_error("narrow", "narrow() cannot be applied to a 0-dim tensor.", input)
+    d = _dim(dim, input.ndim, "narrow")
+    size = input._data.shape[d]
+    start = int(start.item()) if isinstance(start, Tensor) else int(start)
+    length = int(length)
+    if not -size <= start <= size:
+        raise shape_error("narrow", f"start out of range (expected to be in range of [{-size}, "
+                                    f"{size}], but got {start})", input, cls=EagerIndexError)
+    if start < 0:
+        start += size
+    if length < 0:
+        raise shape_error("narrow", "narrow(): length must be non-negative.", input)
+    if start + length > size:
+        raise shape_error("narrow", f"start ({start}) + length ({length}) exceeds dimension "
+                                    f"size ({size}).", input)
+    return _index_view(input, (slice(None),) * d + (slice(start, start + length),),
+                       "SliceBackward0")
+
+
+def select(input, dim, index):
+    if input.ndim == 0:
+        raise shape_error("select", "select() cannot be applied to a 0-dim tensor.", input,
+                          cls=EagerIndexError)
+    d = _dim(dim, input.ndim, "select")
+    size = input._data.shape[d]
+    index = int(index)
+    if not -size <= index < size:
+        raise shape_error("select", f"select(): index {index} out of range for tensor of size "
+                                    f"[{', '.join(map(str, input.shape))}] at dimension {d}",
+                          input, cls=EagerIndexError)
+    return _index_view(input, (slice(None),) * d + (index % size,), "SelectBackward0")
+
+
+def _multi_views(input, d, bounds, name, op):
+    return tuple(_index_view(input, (slice(None),) * d + (slice(a, b),), name + "Backward0",
+                             (op, i)) for i, (a, b) in enumerate(bounds))
+
+
+def split(tensor, split_size_or_sections, dim=0):  # noqa: F811 (PyTorch's argument name)
+    input = tensor
+    if input.ndim == 0:
+        raise shape_error("split", "split expects at least a 1-dimensional tensor", input)
+    d = _dim(dim, input.ndim, "split")
+    size = input._data.shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [int(s) for s in split_size_or_sections]
+        if _bsum(sizes) != size or any(s < 0 for s in sizes):
+            raise shape_error("split", f"split_with_sizes expects split_sizes to sum exactly to "
+                                       f"{size} (input tensor's size at dimension {d}), but got "
+                                       f"split_sizes=[{', '.join(map(str, sizes))}]", input)
+        bounds, a = [], 0
+        for s in sizes:
+            bounds.append((a, a + s))
+            a += s
+        return _multi_views(input, d, bounds, "SplitWithSizes", "SplitWithSizes")
+    step = int(split_size_or_sections)
+    if step < 0 or (step == 0 and size != 0):
+        raise shape_error("split", f"split_size can only be 0 if dimension size is 0, but got "
+                                   f"dimension size of {size}" if step == 0 else
+                          "split expects split_size be non-negative, but got split_size="
+                          f"{step}", input)
+    bounds = [(a, _bmin(a + step, size)) for a in range(0, size, step)] if step else [(0, 0)]
+    return _multi_views(input, d, bounds or [(0, 0)], "Split", "Split")
+
+
+def chunk(input, chunks, dim=0):
+    chunks = int(chunks)
+    if chunks <= 0:
+        raise shape_error("chunk", f"chunk expects `chunks` to be greater than 0, got: {chunks}",
+                          input)
+    if input.ndim == 0:
+        raise shape_error("chunk", "chunk expects at least a 1-dimensional tensor", input)
+    d = _dim(dim, input.ndim, "chunk")
+    size = input._data.shape[d]
+    return split(input, _bmax(-(-size // chunks), 1), d)
+
+
+def unbind(input, dim=0):
+    if input.ndim == 0:
+        raise shape_error("unbind", "Dimension specified as 0 but tensor has no dimensions",
+                          input, cls=EagerIndexError)
+    d = _dim(dim, input.ndim, "unbind")
+    return tuple(_index_view(input, (slice(None),) * d + (i,), "UnbindBackward0", ("Unbind", i))
+                 for i in range(input._data.shape[d]))
+
+
+def repeat(input, *sizes):
+    """One node: a gather of x with per-axis index arrays (its backward adds repeats up)."""
+    sizes = _sizes(sizes)
+    shape = input._data.shape
+    if len(sizes) < len(shape):
+        raise shape_error("repeat", "Number of dimensions of repeat dims can not be smaller "
+                                    "than number of dimensions of tensor", input)
+    if any(r < 0 for r in sizes):
+        raise shape_error("repeat", f"Trying to create tensor with negative dimension "
+                                    f"{_bmin(sizes)}: [{', '.join(map(str, sizes))}]", input)
+    lead = len(sizes) - len(shape)
+    full = (1,) * lead + tuple(shape)
+    out_shape = tuple(n * r for n, r in zip(full, sizes))
+    if all(n == 1 for n in shape):  # a broadcast
+        return apply_op(T.broadcast_to, (input,), {"shape": out_shape}, name="RepeatBackward0")
+    arrays = []
+    for k, n in enumerate(shape):
+        axis = lead + k
+        view = [1] * len(out_shape)
+        view[axis] = out_shape[axis]
+        arrays.append((np.arange(out_shape[axis]) % _bmax(n, 1)).reshape(view))
+    arrays[0] = np.broadcast_to(arrays[0], out_shape[:lead] + arrays[0].shape[lead:])
+    spec = tuple(("array", k) for k in range(len(shape)))
+    return apply_op(T.getitem, (input, *arrays), {"spec": spec}, name="RepeatBackward0")
+
+
+def _index_tensor(index, op: str):
+    if not isinstance(index, Tensor):
+        raise TypeError(f"{op}(): argument 'index' must be Tensor, not {type(index).__name__}")
+    return index
+
+
+def _along_checks(op, input, d, idx, other=None, other_name="self"):
+    """gather / scatter_add: PyTorch's checks of an index against self (and src)."""
+    if idx.dtype.kind not in "iu":
+        raise shape_error(op, f"{op}(): Expected dtype int64 for index" if op == "scatter_add"
+                          else f"{op}(): Expected dtype int32/int64 for index", input,
+                          cls=RuntimeError)
+    nd = _bmax(input.ndim, 1)
+    if _bmax(idx.ndim, 1) != nd:
+        raise shape_error(op, "Index tensor must have the same number of dimensions as "
+                          + ("input tensor" if op == "gather" else "self tensor"), input)
+    for k in range(idx.ndim):
+        if k != d and idx.shape[k] > input._data.shape[k]:
+            raise shape_error(op, f"Size does not match at dimension {k} expected index "
+                                  f"[{', '.join(map(str, idx.shape))}] to be no larger than self "
+                                  f"[{', '.join(map(str, input.shape))}] apart from dimension {d}",
+                              input)
+        if other is not None and idx.shape[k] > other._data.shape[k]:
+            raise shape_error(op, f"Expected index [{', '.join(map(str, idx.shape))}] to be no "
+                                  f"larger than self [{', '.join(map(str, input.shape))}] apart "
+                                  f"from dimension {d} and to be no larger size than src "
+                                  f"[{', '.join(map(str, other.shape))}]", input)
+    size = input._data.shape[d]
+    if idx.size:
+        bad = idx[(idx < 0) | (idx >= size)]
+        if bad.size:
+            raise shape_error(op, f"index {bad.flat[0]} is out of bounds for dimension {d} with "
+                                  f"size {size}", input)
+
+
+def _grid_index(idx: np.ndarray, d: int):
+    """(arrays, spec) addressing x[..., idx, ...] element by element (index smaller than x)."""
+    arrays = []
+    for k, n in enumerate(idx.shape):
+        if k == d:
+            arrays.append(idx)
+        else:
+            view = [1] * idx.ndim
+            view[k] = n
+            arrays.append(np.arange(n).reshape(view))
+    return arrays, tuple(("array", k) for k in range(idx.ndim))
+
+
+def gather(input, dim, index, *, sparse_grad=False):
+    index = _index_tensor(index, "gather")
+    d = _dim(dim, input.ndim, "gather")
+    idx = index._data
+    _along_checks("gather", input, d, idx)
+    shape = input._data.shape
+    if idx.shape[:d] == shape[:d] and idx.shape[d + 1:] == shape[d + 1:]:
+        return apply_op(T.take_along_axis, (input, index), {"axis": d})  # GatherBackward0
+    arrays, spec = _grid_index(idx, d)
+    return apply_op(T.getitem, (input, *arrays), {"spec": spec}, name="GatherBackward0")
+
+
+def scatter_add(input, dim, index, src):
+    """self + src scattered (added) at index along dim: one ScatterAddBackward0 node over
+    self and the scattered src."""
+    index = _index_tensor(index, "scatter_add")
+    src = _t(src)
+    d = _dim(dim, input.ndim, "scatter_add")
+    idx = index._data
+    if src._data.dtype != input._data.dtype:
+        raise shape_error("scatter_add", "scatter(): Expected self.dtype to be equal to "
+                                         "src.dtype", input, src)
+    _along_checks("scatter_add", input, d, idx, src)
+    part = src
+    if src._data.shape != idx.shape:
+        part = _index_view(src, tuple(slice(0, n) for n in idx.shape), "SliceBackward0")
+    shape = tuple(input._data.shape)
+    if idx.shape[:d] == shape[:d] and idx.shape[d + 1:] == shape[d + 1:]:
+        scattered = apply_op(T.put_along_axis_add, (part, index), {"axis": d, "shape": shape})
+    else:
+        arrays, spec = _grid_index(idx, d)
+        scattered = apply_op(T.index_add_zeros, (part, *arrays), {"spec": spec, "shape": shape},
+                             name="ScatterAddBackward0")
+    return apply_op(T.add, (input, scattered), {}, name="ScatterAddBackward0")
+
+
+def index_select(input, dim, index):
+    index = _index_tensor(index, "index_select")
+    idx = index._data
+    if idx.ndim > 1:
+        raise shape_error("index_select", "index_select(): Index is supposed to be a vector",
+                          input, cls=EagerIndexError)
+    if idx.dtype.kind not in "iu":
+        raise shape_error("index_select", "index_select(): Expected dtype int32 or int64 for "
+                                          "index", input)
+    nd = input.ndim
+    d = _dim(dim, nd, "index_select")
+    size = input._data.shape[d] if nd else 1
+    if idx.size and ((idx < 0) | (idx >= size)).any():
+        raise shape_error("index_select", "index out of range in self", input,
+                          cls=EagerIndexError)
+    if nd == 0:
+        return apply_op(T.reshape, (input,), {"shape": ()} if idx.ndim == 0 else {"shape": (1,)},
+                        name="IndexSelectBackward0")
+    operand = index if idx.ndim == 1 else idx.reshape(1)
+    spec = tuple(("array", 0) if k == d else ("slice", 0, n, 1)
+                 for k, n in enumerate(input._data.shape))
+    return apply_op(T.getitem, (input, operand), {"spec": spec}, name="IndexSelectBackward0")
+
+
+def _fill_value_for(input, value):
+    """masked_fill's value in self's dtype (PyTorch casts it: 1.7 into int64 is 1)."""
+    kind = input._data.dtype.kind
+    if kind == "b":
+        return bool(value)
+    if kind in "iu":
+        return int(value)
+    return value
+
+
+def masked_fill_args(input, mask, value):
+    """(operands of `where`, node name, visible operands) for masked_fill(_), after
+    PyTorch's checks of the mask and the value."""
+    if not isinstance(mask, Tensor) or mask._data.dtype != np.bool_:
+        got = _MM_NAMES.get(mask._data.dtype.name, mask._data.dtype.name) \
+            if isinstance(mask, Tensor) else type(mask).__name__
+        raise shape_error("masked_fill", f"masked_fill_ only supports boolean masks, but got mask "
+                                         f"with dtype {got}", input)
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise shape_error("masked_fill", f"masked_fill_ only supports a 0-dimensional value "
+                                             f"tensor, but got tensor with {value.ndim} "
+                                             f"dimension(s).", input)
+        if value._data.dtype != input._data.dtype:
+            value = value.to(input.dtype)
+        return (mask, value, input), "MaskedFillBackward1", (2, 1)
+    return (mask, _fill_value_for(input, value), input), "MaskedFillBackward0", (2,)
+
+
+def masked_fill(input, mask, value):
+    args, name, visible = masked_fill_args(input, mask, value)
+    return apply_op(T.where, args, {}, name=name, visible=visible)
+
+
+def _tensor_where(self, condition, other):
+    return where(condition, self, other)
+
+
+# --------------------------------------------------------- clamp with tensor bounds
+
+
+def _clamp_impl(x, lo, hi, has_lo, has_hi):
+    out = x
+    if has_lo:
+        out = np.maximum(out, lo)
+    if has_hi:
+        out = np.minimum(out, hi)
+    return np.array(out, copy=True) if out is x else np.asarray(out)
+
+
+def _clamp_rule(x, lo, hi, has_lo, has_hi):
+    ops = [x] + [b for b, has in ((lo, has_lo), (hi, has_hi)) if has]
+    return _Aval(_broadcast_shapes("clamp", *ops), np.dtype(_promote(*ops)))
+
+
+def _clamp_vjp_self(g, out, x, lo, hi, has_lo, has_hi):
+    # PyTorch's clamp_backward: the gradient passes where min <= x <= max
+    inside = None
+    if has_lo:
+        inside = T.ge(x, lo)
+    if has_hi:
+        below = T.le(x, hi)
+        inside = below if inside is None else T.logical_and(inside, below)
+    return T.where(inside, g, 0)
+
+
+def _clamp_vjp_min(g, out, x, lo, hi, has_lo, has_hi):
+    # clamp_backward_min_max: min gets it where x < min (and min < max when both are given)
+    mask = T.lt(x, lo)
+    if has_hi:
+        mask = T.logical_and(mask, T.lt(lo, hi))
+    return T.where(mask, g, 0)
+
+
+def _clamp_vjp_max(g, out, x, lo, hi, has_lo, has_hi):
+    mask = T.gt(x, hi)
+    if has_lo:
+        mask = T.logical_or(mask, T.lt(hi, lo))
+    return T.where(mask, g, 0)
+
+
+clamp_tensor_primitive = _Primitive(
+    name="clamp_tensor", impl=_clamp_impl, shape_rule=_clamp_rule,
+    vjps=(_clamp_vjp_self, _clamp_vjp_min, _clamp_vjp_max), torch_name="ClampBackward0",
+    saves=(0, 1, 2), kind="elementwise")
+
+
+def _clamp_tensors(input, min, max):  # noqa: A002
+    attrs = {"has_lo": min is not None, "has_hi": max is not None}
+    return apply_op(clamp_tensor_primitive, (input, 0 if min is None else min,
+                                             0 if max is None else max), attrs)
+
+
+# ------------------------------------------------------------------ vector norm
+
+
+def _norm_keep(v, x, axis, keepdims):
+    return T._keep(v, x, axis, keepdims)
+
+
+def _vector_norm_impl(x, ord, axis, keepdims):
+    a = np.abs(x)
+    if ord == np.inf:
+        out = np.max(a, axis=axis, keepdims=keepdims)
+    elif ord == -np.inf:
+        out = np.min(a, axis=axis, keepdims=keepdims)
+    elif ord == 0:
+        out = np.sum(a != 0, axis=axis, keepdims=keepdims).astype(x.dtype)
+    elif ord == 1:
+        out = np.sum(a, axis=axis, keepdims=keepdims)
+    elif ord == 2:
+        out = np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdims))
+    else:
+        out = np.sum(a ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    return np.asarray(out, dtype=x.dtype)
+
+
+def _vector_norm_rule(x, ord, axis, keepdims):
+    from tracegrad.ops.rulekit import kept_shape
+    x = T.as_aval(x)
+    shape = kept_shape(tuple(x.shape), axis) if keepdims else tuple(
+        n for k, n in enumerate(x.shape) if axis is not None and k not in axis)
+    return _Aval(shape, x.dtype)
+
+
+def _vector_norm_vjp(g, out, x, ord, axis, keepdims):
+    """PyTorch's linalg_vector_norm_backward, in table primitives."""
+    gk = _norm_keep(g, x, axis, keepdims)
+    nk = _norm_keep(out, x, axis, keepdims)
+    if ord == 0:
+        return T.full_like(x, value=0)
+    if ord == 1:
+        return T.mul(T.sign(x), gk)
+    if ord in (np.inf, -np.inf):
+        mask = T.astype(T.eq(T.abs_(x), nk), dtype=np.dtype(x.dtype).name)
+        count = T.sum_(mask, axis=axis, keepdims=True)
+        return T.mul(T.sign(x), T.mul(T.div(gk, count), mask))
+    if ord == 2:
+        return T.mul(x, T.where(T.eq(nk, 0), 0, T.div(gk, nk)))
+    scale = T.where(T.eq(nk, 0), 0, T.div(gk, T.pow_(nk, ord - 1)))
+    return T.mul(T.mul(x, T.pow_(T.abs_(x), ord - 2)), scale)
+
+
+vector_norm_primitive = _Primitive(
+    name="vector_norm", impl=_vector_norm_impl, shape_rule=_vector_norm_rule,
+    vjps=(_vector_norm_vjp,), torch_name="LinalgVectorNormBackward0", saves=(0, "out"),
+    kind="reduction")
+
+
+def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    """torch.norm: every p except 'nuc' is linalg.vector_norm over `dim` (all dims if None)."""
+    if out is not None:
+        raise NotImplementedError("tracegrad.eager: norm(out=...) is not supported")
+    x = input if dtype is None else input.to(dtype)
+    if x._data.dtype.kind != "f":
+        raise shape_error("norm", f"linalg.vector_norm: Expected a floating point or complex "
+                                  f"tensor as input. Got {_torch_type(x)}", x,
+                          cls=EagerDTypeError)
+    if isinstance(p, str):
+        if p != "fro":
+            raise EagerNotImplementedError(
+                f"tracegrad.eager: norm(p={p!r}) needs a matrix decomposition, which tracegrad "
+                "does not have")
+        if isinstance(dim, (list, tuple)) and len(dim) > 2:
+            raise shape_error("norm", "linalg.matrix_norm: dim must be a 2-tuple. Got "
+                              + " ".join(map(str, dim)), x)
+        p = 2
+    p = 2.0 if p is None else float(p)
+    nd = x.ndim
+    axis = None if dim is None else _dims(dim if isinstance(dim, (list, tuple)) else (dim,),
+                                          nd, "norm")
+    if axis is not None and nd == 0:
+        axis = None
+    return apply_op(vector_norm_primitive, (x,), {"ord": p, "axis": axis,
+                                                  "keepdims": bool(keepdim)})
+
+
+# ------------------------------------------------------------------ diagonal (a view)
+
+
+def _diag_strided(x: np.ndarray, offset: int, axis1: int, axis2: int) -> np.ndarray:
+    """A writable view of x's diagonal, diagonal last (NumPy's own view is read-only)."""
+    n1, n2 = x.shape[axis1], x.shape[axis2]
+    length = _bmax(_bmin(n1, n2 - offset) if offset >= 0 else _bmin(n1 + offset, n2), 0)
+    rest = [k for k in range(x.ndim) if k not in (axis1, axis2)]
+    shape = tuple(x.shape[k] for k in rest) + (length,)
+    if length == 0:
+        return np.zeros(shape, x.dtype)
+    idx = [slice(None)] * x.ndim
+    if offset >= 0:
+        idx[axis2] = slice(offset, None)
+    else:
+        idx[axis1] = slice(-offset, None)
+    start = x[tuple(idx)]  # a view whose first element is the diagonal's first
+    strides = tuple(x.strides[k] for k in rest) + (x.strides[axis1] + x.strides[axis2],)
+    return np.lib.stride_tricks.as_strided(start, shape=shape, strides=strides,
+                                           writeable=bool(x.flags.writeable))
+
+
+def _diagonal_impl(x, offset, axis1, axis2):
+    return _diag_strided(np.asarray(x), offset, axis1, axis2)
+
+
+def _diag_scatter_impl(g, offset, axis1, axis2, shape):
+    out = np.zeros(shape, dtype=np.asarray(g).dtype)
+    _diag_strided(out, offset, axis1, axis2)[...] = g
+    return out
+
+
+def _diagonal_rule(x, offset, axis1, axis2):
+    x = T.as_aval(x)
+    return _Aval(_diag_strided(np.empty(x.shape, np.bool_), offset, axis1, axis2).shape, x.dtype)
+
+
+def _diag_scatter_rule(g, offset, axis1, axis2, shape):
+    return _Aval(tuple(shape), T.as_aval(g).dtype)
+
+
+diagonal_primitive = _Primitive(
+    name="diagonal", impl=_diagonal_impl, shape_rule=_diagonal_rule,
+    vjps=(lambda g, out, x, offset, axis1, axis2: diagonal_scatter_primitive(
+        g, offset=offset, axis1=axis1, axis2=axis2, shape=tuple(np.shape(x))),),
+    torch_name="DiagonalBackward0", saves=(), kind="shape")
+
+diagonal_scatter_primitive = _Primitive(
+    name="diagonal_scatter_zeros", impl=_diag_scatter_impl, shape_rule=_diag_scatter_rule,
+    vjps=(lambda gg, out, g, offset, axis1, axis2, shape: diagonal_primitive(
+        gg, offset=offset, axis1=axis1, axis2=axis2),),
+    torch_name="DiagonalBackwardBackward0", saves=(), kind="other")
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    nd = input.ndim
+    if nd < 2:
+        raise shape_error("diagonal", f"Dimension out of range (expected to be in range of [{-_bmax(nd, 1)}, "
+                          f"{_bmax(nd, 1) - 1}], but got 1)", input, cls=EagerIndexError)
+    a, b = _dim(dim1, nd, "diagonal"), _dim(dim2, nd, "diagonal")
+    if a == b:
+        raise shape_error("diagonal", f"diagonal dimensions cannot be identical {dim1}, {dim2}",
+                          input)
+    return apply_op(diagonal_primitive, (input,), {"offset": int(offset), "axis1": a, "axis2": b})
+
+
+def _diagonal_inverse(attrs, in_shape):
+    """How an in-place change of a diagonal view goes back into its base (CopySlices)."""
+    mask = np.zeros(in_shape, dtype=np.bool_)
+    _diag_strided(mask, attrs["offset"], attrs["axis1"], attrs["axis2"])[...] = True
+    return mask, diagonal_scatter_primitive, dict(attrs, shape=tuple(in_shape))
+
+
+VIEW_SCATTERS[diagonal_primitive] = _diagonal_inverse
+
+
+# ------------------------------------------------------------------ cumsum
+
+
+def cumsum(input, dim, *, dtype=None):
+    x = input if dtype is None else input.to(dtype)
+    if x.ndim == 0:
+        _dim(dim, 0, "cumsum")
+        return apply_op(T.reshape, (x,), {"shape": ()}, name="CumsumBackward0") \
+            if x._data.dtype.kind == "f" else x.to(_int64())
+    return apply_op(T.cumsum, (x,), {"axis": _dim(dim, x.ndim, "cumsum")})
+
+
+def _int64():
+    from tracegrad.eager.dtypes import int64
+    return int64
+
+
+# ------------------------------------------------------------ new_* constructors
+
+
+def _new_dtype(self, dtype):
+    from tracegrad.eager.dtypes import to_numpy_dtype
+    return self._data.dtype if dtype is None else to_numpy_dtype(dtype)
+
+
+def _new(arr, requires_grad):
+    t = tensor(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    if isinstance(data, Tensor):
+        import warnings
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() or sourceTensor.detach().clone()"
+                      ".requires_grad_(True), rather than tensor.new_tensor(sourceTensor).",
+                      UserWarning, stacklevel=2)
+        data = data._data
+    return _new(np.array(data, dtype=_new_dtype(self, dtype)), requires_grad)
+
+
+def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+    return _new(np.zeros(_sizes(size), _new_dtype(self, dtype)), requires_grad)
+
+
+def _new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+    return _new(np.ones(_sizes(size), _new_dtype(self, dtype)), requires_grad)
+
+
+def _new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+    return _new(np.empty(_sizes(size), _new_dtype(self, dtype)), requires_grad)
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return _new(np.full(_sizes((size,)), fill_value, _new_dtype(self, dtype)), requires_grad)
+
+
 # ------------------------------------------------------------- install
 
 
@@ -651,6 +1218,8 @@ _METHODS = [
     "swapaxes", "t", "permute", "matmul", "mm", "addmm", "bmm", "dot", "mv", "outer", "allclose", "equal",
     "subtract", "multiply", "divide", "true_divide", "absolute", "greater", "less",
     "greater_equal", "less_equal", "not_equal", "broadcast_to",
+    "narrow", "select", "split", "chunk", "unbind", "repeat", "gather", "scatter_add",
+    "index_select", "masked_fill", "norm", "diagonal", "cumsum",
 ]
 
 
@@ -662,6 +1231,12 @@ def install_methods() -> None:
         T.transpose, (self,), {"axes": tuple(reversed(range(self._data.ndim)))},
         name="PermuteBackward0"))
     Tensor.mT = property(lambda self: transpose(self, -2, -1))
+    Tensor.where = _tensor_where
+    Tensor.new_tensor = _new_tensor
+    Tensor.new_zeros = _new_zeros
+    Tensor.new_ones = _new_ones
+    Tensor.new_empty = _new_empty
+    Tensor.new_full = _new_full
 
 
 install_methods()

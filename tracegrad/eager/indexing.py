@@ -40,17 +40,17 @@ def _spec(x, index):
         raise EagerIndexError(str(exc)) from None
 
 
-def getitem(x, index):
+def getitem(x, index, name: str | None = None):
     """x[index]; basic indexing (ints, slices, None) returns a view sharing x's memory
     and version counter, as in PyTorch, so an in-place change of it writes into x."""
     from tracegrad.eager.tensor import _make_view, apply_op
     index = _plain_index(index)
     spec, arrays = _spec(x, index)
-    out = apply_op(T.getitem, (x, *arrays), {"spec": spec})
+    out = apply_op(T.getitem, (x, *arrays), {"spec": spec}, name=name)
     if not arrays:
         # The table's impl copies (compiled mode never aliases); eager reads through a view.
         out._data = x._data[spec_to_index(spec, ()) + (Ellipsis,)]
-        _make_view(out, x, T.getitem, {"spec": spec})
+        _make_view(out, x, T.getitem, {"spec": spec}, name)
     return out
 
 

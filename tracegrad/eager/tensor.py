@@ -158,7 +158,7 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
         result._inference = True
     if prim.kind == "shape" and out.base is not None and isinstance(args[0], Tensor) \
             and np.may_share_memory(out, arrays[0]):
-        _make_view(result, args[0], prim, attrs)
+        _make_view(result, args[0], prim, attrs, name)
     if requires_grad and state.grad_enabled and dt.kind == "f" and not prim.nondiff:
         result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
         result._requires_grad = True
@@ -179,8 +179,8 @@ def refresh_view(view: "Tensor") -> None:
     if not (root._requires_grad and STATE.grad_enabled):
         return
     t = root
-    for prim, attrs, _ in info[0]:
-        t = apply_op(prim, (t,), attrs)
+    for prim, attrs, _, name in info[0]:
+        t = apply_op(prim, (t,), attrs, name=name)
     old = view._grad_fn
     view._grad_fn = t._grad_fn
     view._requires_grad = t._requires_grad
@@ -203,8 +203,8 @@ def _fresh_view(view: "Tensor") -> "Tensor":
     (PyTorch's CopySlices links the base's old history directly). Same memory and
     version counter as `view`."""
     t = view._base
-    for prim, attrs, _ in view.__dict__["_view"][0]:
-        t = apply_op(prim, (t,), attrs)
+    for prim, attrs, _, name in view.__dict__["_view"][0]:
+        t = apply_op(prim, (t,), attrs, name=name)
     proxy = Tensor._wrap(view._data)
     proxy._counter = view._counter
     proxy._grad_fn = t._grad_fn
@@ -250,7 +250,7 @@ _SCALARS = (int, float)
 _F32 = np.dtype(np.float32)
 
 
-def _make_view(view: "Tensor", base: "Tensor", prim, attrs) -> None:
+def _make_view(view: "Tensor", base: "Tensor", prim, attrs, name: str | None = None) -> None:
     """`view` shares `base`'s memory: share the version counter and remember how
     to remake it from the root base (to refresh its history after an in-place
     change of the base, and to push an in-place change of the view into the base)."""
@@ -258,7 +258,12 @@ def _make_view(view: "Tensor", base: "Tensor", prim, attrs) -> None:
     ops = base.__dict__["_view"][0] if base._base is not None else ()
     view._counter = base._counter
     view._base = root
-    view.__dict__["_view"] = [ops + ((prim, attrs, base._data.shape),), base._counter[0]]
+    view.__dict__["_view"] = [ops + ((prim, attrs, base._data.shape, name),), base._counter[0]]
+
+
+# View primitives defined outside the table (functions.diagonal): prim -> fn(attrs, in_shape)
+# returning (mask of the base's elements the view covers, scatter primitive, its attrs).
+VIEW_SCATTERS: dict = {}
 
 
 def _clear_error(prim, arrays, attrs, exc) -> Exception:
@@ -820,10 +825,72 @@ class Tensor(ArrayOperators):
         return inplace(self, T.pow_, (self, exponent), {})
 
     def clamp_(self, min=None, max=None) -> "Tensor":
-        from tracegrad.eager.functions import _clip_args
-        return inplace(self, T.clip, (self,), _clip_args(min, max), name="ClampBackward1")
+        from tracegrad.eager import functions as F
+        if isinstance(min, Tensor) or isinstance(max, Tensor):
+            if min is None or max is None or (isinstance(min, Tensor) and isinstance(max, Tensor)):
+                return inplace(self, F.clamp_tensor_primitive,
+                               (self, 0 if min is None else min, 0 if max is None else max),
+                               {"has_lo": min is not None, "has_hi": max is not None})
+            F.clamp(self, min, max)  # PyTorch's error for a mixed (tensor, number) call
+        return inplace(self, T.clip, (self,), F._clip_args(min, max), name="ClampBackward1")
 
     clip_ = clamp_
+
+    def clamp_min_(self, min) -> "Tensor":  # noqa: A002
+        return self.clamp_(min=min)
+
+    def clamp_max_(self, max) -> "Tensor":  # noqa: A002
+        return self.clamp_(max=max)
+
+    def clamp_min(self, min) -> "Tensor":  # noqa: A002
+        from tracegrad.eager.functions import clamp
+        return clamp(self, min=min)
+
+    def clamp_max(self, max) -> "Tensor":  # noqa: A002
+        from tracegrad.eager.functions import clamp
+        return clamp(self, max=max)
+
+    def masked_fill_(self, mask, value) -> "Tensor":
+        from tracegrad.eager.functions import masked_fill_args
+        args, name, visible = masked_fill_args(self, mask, value)
+        return inplace(self, T.where, args, {}, name=name, visible=visible)
+
+    # The in-place forms of the elementwise ops: same primitive and node name as the
+    # out-of-place op; the pre-update value is what the node saves (see `inplace`).
+    def cos_(self) -> "Tensor":
+        return inplace(self, T.cos, (self,), {})
+
+    def sin_(self) -> "Tensor":
+        return inplace(self, T.sin, (self,), {})
+
+    def log_(self) -> "Tensor":
+        return inplace(self, T.log, (self,), {})
+
+    def sqrt_(self) -> "Tensor":
+        return inplace(self, T.sqrt, (self,), {})
+
+    def abs_(self) -> "Tensor":
+        return inplace(self, T.abs_, (self,), {})
+
+    absolute_ = abs_
+
+    def sign_(self) -> "Tensor":
+        return inplace(self, T.sign, (self,), {})
+
+    def square_(self) -> "Tensor":
+        return inplace(self, T.pow_, (self, 2), {})
+
+    def reciprocal_(self) -> "Tensor":
+        return inplace(self, T.div, (1.0, self), {}, name="ReciprocalBackward0", visible=(1,))
+
+    def log1p_(self) -> "Tensor":
+        return inplace(self, T.log1p, (self,), {})
+
+    def expm1_(self) -> "Tensor":
+        return inplace(self, T.expm1, (self,), {})
+
+    def floor_(self) -> "Tensor":
+        return inplace(self, T.floor, (self,), {})
 
     def exp_(self) -> "Tensor":
         return inplace(self, T.exp, (self,), {})
@@ -919,6 +986,13 @@ def check_inplace(t: Tensor) -> None:
         base = t._base
         if base is not None and base._requires_grad and base._grad_fn is None:
             raise RuntimeError(LEAF_VIEW_INPLACE_MESSAGE)
+        multi = t.__dict__.get("_multi_view")
+        if multi is not None and base is not None and base._requires_grad:
+            raise RuntimeError(
+                f"Output {multi[1]} of {multi[0]} is a view and is being modified "
+                "inplace. This view is the output of a function that returns multiple views. "
+                "Such functions do not allow the output views to be modified inplace. You should "
+                "replace the inplace operation by an out-of-place one.")
 
 
 def inplace(self: Tensor, prim, args: tuple, attrs: dict, name: str | None = None,
@@ -978,13 +1052,17 @@ def _through_inverse_views(view: Tensor, result: Tensor) -> Tensor:
     of each view op, outermost last (that node is PyTorch's CopySlices)."""
     ops = view.__dict__["_view"][0]
     chain = [view._base]  # the values each view op was applied to, as they are now
-    for prim, attrs, _ in ops[:-1]:
-        chain.append(apply_op(prim, (chain[-1],), attrs))
+    for prim, attrs, _, vname in ops[:-1]:
+        chain.append(apply_op(prim, (chain[-1],), attrs, name=vname))
     value = result
     for k in reversed(range(len(ops))):
-        prim, attrs, in_shape = ops[k]
+        prim, attrs, in_shape, _ = ops[k]
         name = "torch::autograd::CopySlices" if k == 0 else None
-        if prim is T.getitem:  # a part of the parent: scatter into the parent's old value
+        if prim in VIEW_SCATTERS:
+            mask, scatter, scatter_attrs = VIEW_SCATTERS[prim](attrs, in_shape)
+            scattered = apply_op(scatter, (value,), scatter_attrs)
+            value = apply_op(T.where, (mask, scattered, chain[k]), {}, name=name, visible=(2, 1))
+        elif prim is T.getitem:  # a part of the parent: scatter into the parent's old value
             from tracegrad.ops.rulekit import spec_to_index
             spec = attrs["spec"]
             mask = np.zeros(in_shape, dtype=np.bool_)
