@@ -550,7 +550,10 @@ _API_PASSTHROUGH = {"softmax", "log_softmax", "logsumexp", "squeeze", "tanh", "e
                     "std", "sort", "argsort", "sinc", "real", "imag", "tile", "flip", "fliplr",
                     "flipud", "atleast_1d", "atleast_2d", "atleast_3d", "diff", "tan", "sinh",
                     "cosh", "log1p", "expm1", "log2", "log10", "arcsin", "arccos", "arctan",
-                    "arctan2", "hypot", "logaddexp", "square", "conj", "conjugate"}
+                    "arctan2", "hypot", "logaddexp", "square", "conj", "conjugate",
+                    "arcsinh", "arccosh", "arctanh", "isnan", "isinf", "ceil", "trunc", "fix",
+                    "fmax", "fmin", "nan_to_num", "angle", "real_if_close", "rot90", "rollaxis",
+                    "linspace"}
 
 
 # ------------------------------------------------------------------ pytrees

@@ -61,6 +61,13 @@ CASES = [
     ("mod_operator", lambda m, x, y: x % y + 2.5 % y, [("n", (3, 4)), ("a", (3, 4))]),
     ("fmod", lambda m, x, y: m.fmod(x * 3, y), [("n", (3, 4)), ("a", (4,))]),
     ("degrees", lambda m, x: m.deg2rad(m.rad2deg(x) * 2), [("n", (3,))]),
+    ("arcsinh", lambda m, x: m.arcsinh(x * 3), [("n", (3, 4))]),
+    ("arccosh", lambda m, x: m.arccosh(x + 1.0), [("p", (3, 4))]),
+    ("arctanh", lambda m, x: m.arctanh(x), [("u", (3, 4))]),
+    ("fmax_fmin", lambda m, x, y: m.fmax(x, y) + m.fmin(x, y) * 2, [("n", (3, 4)), ("n", (4,))]),
+    ("nan_to_num", lambda m, x: m.nan_to_num(x) * 2, [("n", (3, 4))]),
+    ("rounding", lambda m, x: m.ceil(x * 3) + m.trunc(x * 3) * 2 + m.floor(x) + m.angle(x) + x,
+     [("a", (3, 4))]),
     # reductions and scans
     ("prod_all", lambda m, x: m.prod(x), [("a", (3, 4))]),
     ("prod_axis", lambda m, x: m.prod(x, axis=1), [("n", (3, 4))]),
@@ -107,6 +114,10 @@ CASES = [
     ("swap_move", lambda m, x: m.swapaxes(x, 0, 2) + m.moveaxis(x, [0, 1], [2, 1]) * 2,
      [("n", (2, 3, 2))]),
     ("atleast_2d", lambda m, x: m.atleast_2d(x) * 2, [("n", (3,))]),
+    ("rot90", lambda m, x: m.rot90(x) + m.rot90(x, 3) * 2 + m.rot90(x, 2, axes=(1, 0)),
+     [("n", (3, 3))]),
+    ("rollaxis", lambda m, x: m.rollaxis(x, 2) * 2 + m.rollaxis(x, 1, 0), [("n", (3, 3, 3))]),
+    ("linspace_traced", lambda m, x: m.linspace(x[0], x[1], 5) * x[2], [("n", (3,))]),
     # diagonals, triangles, products
     ("trace", lambda m, x: m.trace(x), [("n", (3, 4))]),
     ("trace_offset", lambda m, x: m.trace(x, offset=1), [("n", (3, 4))]),
@@ -262,6 +273,20 @@ def test_inverse_trig_at_the_domain_edges():
     assert tg.compile(np.arcsin, backend="interpret")(x).tolist() == [np.pi / 2, -np.pi / 2]
 
 
+def test_inverse_hyperbolic_functions_at_their_edges():
+    x = np.array([0.0, 1e-12, -1e300, 1e300])
+    np.testing.assert_allclose(tg.arcsinh(x), np.arcsinh(x), rtol=1e-15)
+    _, (g,) = _grad(np.arcsinh, x[:2])
+    np.testing.assert_allclose(g, [1.0, 1.0])  # 1 / sqrt(1 + x^2), also exactly at 0
+    _, (g,) = _grad(np.arctanh, np.array([0.0, 1.0, -1.0]))
+    np.testing.assert_array_equal(g, [1.0, np.inf, np.inf])
+    value, (g,) = _grad(np.arccosh, np.array([1.0, 1e300]))
+    assert g[0] == np.inf and np.isfinite(value)
+    z = np.array([-0.999999, 0.99999999, 1 + 1e-12, 1e9])
+    np.testing.assert_allclose(tg.arctanh(z[:2]), np.arctanh(z[:2]), rtol=1e-15)
+    np.testing.assert_allclose(tg.arccosh(z[2:]), np.arccosh(z[2:]), rtol=1e-10)
+
+
 def test_log1p_expm1_keep_tiny_arguments():
     x = np.array([1e-17, -1e-300, 3e-9])
     for f in (np.log1p, np.expm1):
@@ -368,6 +393,12 @@ def test_tg_array_and_stack_of_traced_scalars():
     assert tg.array([1, 2]).dtype == np.array([1, 2]).dtype
     traced = tg.trace(lambda x: tg.array([x[0], x[1]], dtype=np.float32), x)
     assert traced.outputs[0].dtype == np.float32 and traced.outputs[0].shape == (2,)
+
+
+def test_full_with_a_traced_fill_value():
+    value, g = tg.value_and_grad(lambda x: tg.sum(tg.full((2, 3), x[0] * 2)),
+                                 backend="interpret")(np.array([1.5, 0.0]))
+    assert value == 18.0 and g.tolist() == [12.0, 0.0]
 
 
 def test_np_array_of_tracers_points_to_tg_array():

@@ -2052,3 +2052,248 @@ __all__ += [
     # arrays from values
     "array", "asarray",
 ]
+
+# ------------------------------------------------ more of HIPS autograd's numpy_vjps names
+
+
+def _abs1(x):
+    """|x| whose derivative at 0 is +1 (abs's is 0), for odd functions built from |x|."""
+    return where(greater_equal(x, 0), x, negative(x))
+
+
+def _odd(x, magnitude):
+    """sign(x) * f(|x|) with f's slope kept at x = 0."""
+    m = magnitude(_abs1(x))
+    return where(greater_equal(x, 0), m, negative(m))
+
+
+_ASINH_BIG = 1e8  # beyond this, asinh(a) = log(2a) to double precision
+
+
+def arcsinh(x: Array) -> Array:
+    """Inverse hyperbolic sine: log1p(a + a^2 / (1 + sqrt(1 + a^2))) for a = |x|
+    (accurate near 0), log(2a) for huge a (no overflow of a^2).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.arcsinh(np.array([0.0]))
+    array([0.])
+    """
+    def magnitude(a):
+        big = greater(a, _ASINH_BIG)
+        s = where(big, 1.0, a)  # the untaken branch stays finite
+        near = log1p(add(s, divide(multiply(s, s), add(sqrt(add(multiply(s, s), 1.0)), 1.0))))
+        far = add(log(where(big, a, 1.0)), _LN2)
+        return where(big, far, near)
+    return _odd(x, magnitude)
+
+
+def arccosh(x: Array) -> Array:
+    """Inverse hyperbolic cosine (x >= 1): log1p(t + sqrt(t) sqrt(t + 2)) for t = x - 1,
+    log(2x) for huge x; the gradient at x = 1 is +inf.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.arccosh(np.array([1.0]))
+    array([0.])
+    """
+    big = greater(x, _ASINH_BIG)
+    t = subtract(where(big, 2.0, x), 1.0)
+    near = log1p(add(t, multiply(sqrt(t), sqrt(add(t, 2.0)))))  # sqrt(t): +inf slope at 1
+    far = add(log(where(big, x, 1.0)), _LN2)
+    return where(big, far, near)
+
+
+def arctanh(x: Array) -> Array:
+    """Inverse hyperbolic tangent, (log1p(x) - log1p(-x)) / 2: no cancellation near 0, exact
+    1 - x near 1; +-inf at +-1, where the gradient is +inf (as in JAX).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.arctanh(np.array([0.0]))
+    array([0.])
+    """
+    return multiply(subtract(log1p(x), log1p(negative(x))), 0.5)
+
+
+def isnan(x: Array) -> Array:
+    """True where x is nan.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.isnan(np.array([1.0, np.nan]))
+    array([False,  True])
+    """
+    return not_equal(x, x)
+
+
+def isinf(x: Array) -> Array:
+    """True where x is +inf or -inf.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.isinf(np.array([1.0, -np.inf]))
+    array([False,  True])
+    """
+    return equal(abs(x), np.inf)
+
+
+def ceil(x: Array) -> Array:
+    """The smallest integer >= x (zero gradient).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.ceil(np.array([-1.5, 1.5]))
+    array([-1.,  2.])
+    """
+    return negative(floor(negative(x)))
+
+
+def trunc(x: Array) -> Array:
+    """x rounded toward zero (zero gradient).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.trunc(np.array([-1.5, 1.5]))
+    array([-1.,  1.])
+    """
+    return where(less(x, 0), ceil(x), floor(x))
+
+
+fix = trunc
+
+
+def fmax(x: Array, y: Array) -> Array:
+    """Elementwise maximum that ignores a nan on one side (NumPy's fmax).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.fmax(np.array([1.0, np.nan]), np.array([np.nan, 2.0]))
+    array([1., 2.])
+    """
+    return where(isnan(y), x, where(isnan(x), y, maximum(x, y)))
+
+
+def fmin(x: Array, y: Array) -> Array:
+    """Elementwise minimum that ignores a nan on one side (NumPy's fmin).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.fmin(np.array([1.0, np.nan]), np.array([np.nan, 2.0]))
+    array([1., 2.])
+    """
+    return where(isnan(y), x, where(isnan(x), y, minimum(x, y)))
+
+
+def nan_to_num(x: Array, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Array:
+    """nan -> 0 and +-inf -> the largest finite values; the gradient passes where x is finite.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.nan_to_num(np.array([np.nan, 1.0]))
+    array([0., 1.])
+    """
+    x = _wrap(x)
+    if _dtype(x).kind != "f":
+        return x
+    info = np.finfo(_dtype(x))
+    hi = float(info.max) if posinf is None else float(posinf)
+    lo = float(info.min) if neginf is None else float(neginf)
+    fill = where(isnan(x), full_like(x, float(nan)),
+                 where(greater(x, 0), full_like(x, hi), full_like(x, lo)))
+    return where(isfinite(x), x, fill)
+
+
+def angle(x: Array, deg: bool = False) -> Array:
+    """The argument of real numbers: 0 for x >= 0, pi for x < 0 (zero gradient).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.angle(np.array([-2.0, 3.0]))
+    array([3.14159265, 0.        ])
+    """
+    x = _wrap(x)
+    _check_real(x, "angle")
+    half_turn = 180.0 if deg else _math.pi
+    return where(less(x, 0), full_like(x, half_turn, "float64" if _dtype(x).kind != "f" else None),
+                 zeros_like(x, "float64" if _dtype(x).kind != "f" else None))
+
+
+def real_if_close(x: Array, tol: float = 100) -> Array:
+    """x itself (tracegrad arrays are real).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.real_if_close(np.array([1.0]))
+    array([1.])
+    """
+    return real(x)
+
+
+def rot90(x: Array, k: int = 1, axes: tuple = (0, 1)) -> Array:
+    """Rotate by 90 degrees k times in the plane of `axes` (NumPy's rot90).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.rot90(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    array([[2., 4.],
+           [1., 3.]])
+    """
+    x = _wrap(x)
+    k = int(k) % 4
+    a, b = axes
+    if k == 0:
+        return x
+    if k == 2:
+        return flip(flip(x, a), b)
+    if k == 1:
+        return swapaxes(flip(x, b), a, b)
+    return flip(swapaxes(x, a, b), b)
+
+
+def rollaxis(x: Array, axis: int, start: int = 0) -> Array:
+    """Roll `axis` back until it lies before position `start` (NumPy's rollaxis).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.rollaxis(np.ones((2, 3, 4)), 2).shape
+    (4, 2, 3)
+    """
+    x = _wrap(x)
+    nd = np.ndim(x)
+    axis = _norm_axis(axis, nd, "rollaxis")
+    start = start + nd if start < 0 else start
+    order = [d for d in range(nd) if d != axis]
+    order.insert(start - 1 if axis < start else start, axis)
+    return transpose(x, tuple(order))
+
+
+def linspace(start: Array, stop: Array, num: int = 50, endpoint: bool = True,
+             retstep: bool = False, dtype: Any = None, axis: int = 0) -> Array:
+    """`num` evenly spaced values from start to stop; start and stop may be traced scalars.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.linspace(0.0, 1.0, 3)
+    array([0. , 0.5, 1. ])
+    """
+    if not (_contains_traced(start) or _contains_traced(stop)):
+        return np.linspace(start, stop, num, endpoint=endpoint, retstep=retstep, dtype=dtype,
+                           axis=axis)
+    if np.ndim(start) or np.ndim(stop) or axis != 0:
+        raise NotImplementedError("tracegrad.linspace: traced start/stop must be scalars "
+                                  "(axis=0)" + user_location_suffix())
+    num = int(num)
+    div_ = (num - 1) if endpoint else num
+    frac = np.arange(num, dtype=np.float64) / div_ if div_ > 0 else np.zeros(num)
+    step = divide(subtract(stop, start), div_) if div_ > 0 else np.nan
+    out = add(multiply(subtract(1.0, frac), start), multiply(frac, stop))
+    if dtype is not None:
+        out = astype(out, dtype)
+    return (out, step) if retstep else out
+
+
+def full(shape, fill_value: Array, dtype: Any = None) -> Array:
+    """An array of `shape` filled with `fill_value` (which may be traced).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.full((2,), 3.0)
+    array([3., 3.])
+    """
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
+    if not _contains_traced(fill_value):
+        return np.full(shape, fill_value, dtype=dtype)
+    out = broadcast_to(fill_value, shape)
+    out = multiply(out, 1) if _shape(out) == _shape(fill_value) else out
+    return astype(out, dtype) if dtype is not None else out
+
+
+__all__ += ["arcsinh", "arccosh", "arctanh", "isnan", "isinf", "ceil", "trunc", "fix", "fmax",
+            "fmin", "nan_to_num", "angle", "real_if_close", "rot90", "rollaxis", "linspace",
+            "full"]
