@@ -20,6 +20,7 @@ runs in the forward kernel and is saved.
 """
 from __future__ import annotations
 
+from types import FunctionType
 from typing import Any
 
 import numpy as np
@@ -140,6 +141,8 @@ def _fast_tensor_key(args, Tensor, grad_enabled):
             key += (a.shape, a.strides, a.dtype, a.flags.writeable, None)
         elif type(a) in (float, int, bool):
             key += (type(a), static_scalar_key(a))
+        elif type(a) is FunctionType:  # a helper function it calls (implicit)
+            key += (a,)
         else:
             return None
     return key

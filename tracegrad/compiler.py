@@ -32,6 +32,7 @@ import time
 import warnings
 import weakref
 from collections import namedtuple
+from types import FunctionType
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -309,6 +310,8 @@ def _fast_key(args: tuple):
             key += (a.shape, a.dtype)
         elif type(a) in (float, int, bool):
             key += (type(a), static_scalar_key(a))
+        elif type(a) is FunctionType:
+            key += (a,)
         else:
             return _NOT_FAST
     return key
@@ -433,6 +436,8 @@ class CompiledFunction:
                     key += (float, a) if a == a and a else (float, repr(a))
                 elif type(a) in (int, bool):
                     key += (type(a), a)
+                elif type(a) is FunctionType:  # a helper function it calls (implicit)
+                    key += (a,)
                 else:
                     break
             else:

@@ -9,7 +9,8 @@ does with module parameters):
 - an in-place change (`W -= lr * g`) is seen by the next call, with no retrace;
 - rebinding (`W = new_array`) is seen too; a new shape or dtype retraces;
 - a Python scalar found the same way (`scale = 0.5`) is a static value: a new
-  value retraces;
+  value retraces; so is a function it calls (`act = tg.tanh` rebound to
+  `tg.sin` retraces, by identity);
 - an eager tensor that requires grad, read by `tg.compile(f)`, gets its `.grad`
   through the `CompiledFunctionBackward` node, like an argument.
 
@@ -226,6 +227,8 @@ class _Finder:
             self.add(label, root, steps)
         elif isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or (
                 getattr(value, "__wrapped__", None) is not None and callable(value)):
+            if not isinstance(value, types.MethodType):  # (a bound method is new each time)
+                self.add(label, root, steps)  # rebinding a helper function retraces
             self.function(value, depth + 1)
         elif level < _MAX_CONTAINER_DEPTH:
             if type(value) is dict:

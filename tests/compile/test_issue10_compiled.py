@@ -413,3 +413,23 @@ def test_clear_caches_drops_kernels_and_generated_modules():
     assert _generated_modules() < before
     value, g = f(np.ones(3))  # works again (loaded from the disk cache)
     np.testing.assert_allclose(g, np.sin(1.0) * 5 + np.cos(1.0) * 5)
+
+
+def _activation(x):
+    return tg.tanh(x)
+
+
+def test_rebinding_a_helper_function_retraces():
+    """A global helper the function calls is keyed by identity: rebinding it is seen."""
+    global _activation
+    original = _activation
+    try:
+        f = tg.grad(lambda x: tg.sum(_activation(x)), **INTERP)
+        np.testing.assert_allclose(f(np.zeros(2)), [1.0, 1.0])
+
+        def _activation(x):  # noqa: F811
+            return tg.sin(x) * 2.0
+        np.testing.assert_allclose(f(np.zeros(2)), [2.0, 2.0])
+        assert f.cache_info().traces == 2
+    finally:
+        _activation = original
