@@ -457,6 +457,13 @@ def test_hand_derived_values():
     bn(torch.tensor([[0.0], [2.0]]))
     np.testing.assert_allclose(bn.running_mean.numpy(), [0.1], rtol=1e-6)
     np.testing.assert_allclose(bn.running_var.numpy(), [0.9 + 0.2], rtol=1e-6)
+    # weighted NLL: mean divides by the summed weights of the counted targets
+    logp = torch.tensor([[math.log(0.5), math.log(0.5)], [math.log(0.25), math.log(0.75)],
+                         [0.0, -1.0]], requires_grad=True)
+    loss = F.nll_loss(logp, torch.tensor([0, 1, -100]), weight=torch.tensor([1.0, 3.0]))
+    np.testing.assert_allclose(loss.item(), (math.log(2) + 3 * -math.log(0.75)) / 4, rtol=1e-6)
+    loss.backward()
+    np.testing.assert_allclose(logp.grad.numpy(), [[-0.25, 0], [0, -0.75], [0, 0]], rtol=1e-6)
     # clip_grad_norm_: grads [3, 4] -> norm 5, scaled by 1 / (5 + 1e-6)
     p = torch.zeros(2, requires_grad=True)
     p.grad = torch.tensor([3.0, 4.0])
@@ -611,3 +618,50 @@ def test_double_backward_through_conv_pool_gelu_matches_torch(rt):
         return W.grad, X.grad
     for a, b in zip(penalty(torch, F), penalty(rt, rt.nn.functional)):
         close(a, b, rtol=1e-4, atol=1e-5)
+
+
+CE_CASES = [
+    dict(), dict(reduction="sum"), dict(reduction="none"), dict(weight=True),
+    dict(weight=True, reduction="sum"), dict(ignore_index=1), dict(ignore_index=1, weight=True),
+    dict(label_smoothing=0.1), dict(label_smoothing=0.2, weight=True),
+    dict(label_smoothing=0.2, weight=True, ignore_index=2), dict(label_smoothing=0.3,
+                                                                  reduction="none"),
+    dict(label_smoothing=0.1, ignore_index=0, reduction="sum"),
+    dict(probs=True), dict(probs=True, label_smoothing=0.2, weight=True),
+]
+
+
+@pytest.mark.parametrize("kw", CE_CASES, ids=[str(c) for c in CE_CASES])
+def test_cross_entropy_options_match_torch(rt, kw):
+    kw = dict(kw)
+    x = arr(6, 4, seed=20, lo=-3, hi=3)
+    if kw.pop("probs", False):
+        p = arr(6, 4, seed=21, lo=0, hi=1)
+        t_ours, t_rt = torch.tensor(p / p.sum(1, keepdims=True)), rt.tensor(p / p.sum(1, keepdims=True))
+    else:
+        t = np.array([0, 1, 2, 3, 1, 2])
+        t_ours, t_rt = torch.tensor(t), rt.tensor(t)
+    kw_rt = dict(kw)
+    if kw.pop("weight", False):
+        w = arr(4, seed=22, lo=0.2, hi=2)
+        kw["weight"], kw_rt["weight"] = torch.tensor(w), rt.tensor(w)
+    xt, xr = torch.tensor(x, requires_grad=True), rt.tensor(x, requires_grad=True)
+    a = nn.CrossEntropyLoss(**kw)(xt, t_ours)
+    b = rt.nn.CrossEntropyLoss(**kw_rt)(xr, t_rt)
+    close(a, b)
+    a.sum().backward()
+    b.sum().backward()
+    close(xt.grad, xr.grad)
+    if "label_smoothing" not in kw and t_ours.dtype == torch.int64:
+        lp, lpr = F.log_softmax(torch.tensor(x), 1), rt.log_softmax(rt.tensor(x), 1)
+        kw.pop("label_smoothing", None)
+        kw_rt.pop("label_smoothing", None)
+        close(nn.NLLLoss(**kw)(lp, t_ours), rt.nn.NLLLoss(**kw_rt)(lpr, t_rt))
+        assert nn.NLLLoss(**kw)(lp.requires_grad_(), t_ours).grad_fn.name() == "NllLossBackward0"
+
+
+def test_legacy_size_average_reduce_flags(rt):
+    x, y = arr(3, 2), arr(3, 2, seed=1)
+    for flags in [dict(size_average=False), dict(reduce=False), dict(size_average=True, reduce=True)]:
+        close(nn.MSELoss(**flags)(torch.tensor(x), torch.tensor(y)),
+              rt.nn.MSELoss(**flags)(rt.tensor(x), rt.tensor(y)))

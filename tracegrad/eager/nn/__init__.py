@@ -20,6 +20,7 @@ from tracegrad.eager.nn.modules import (CrossEntropyLoss, Identity, Linear, Modu
 from tracegrad.eager.nn.modules import (AvgPool2d, BatchNorm1d, BatchNorm2d,  # noqa: F401
                                         BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d, Dropout,
                                         Embedding, Flatten, GELU, L1Loss, LayerNorm, LeakyReLU,
-                                        LogSoftmax, MaxPool2d, SiLU, Softmax, Unflatten)
+                                        LogSoftmax, MaxPool2d, NLLLoss, SiLU, Softmax,
+                                        Unflatten)
 from tracegrad.eager.nn import init  # noqa: F401
 from tracegrad.eager.nn import utils  # noqa: F401

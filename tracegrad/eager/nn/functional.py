@@ -68,19 +68,38 @@ def _reduce(values: Tensor, reduction: str, name: str) -> Tensor:
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+             reduction: str = "mean", weight=None) -> Tensor:
     """Mean squared error."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(input.shape) != tuple(target.shape):
         import warnings
         warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
                       f"({input.shape}). This will likely lead to incorrect results due to "
                       "broadcasting. Please ensure they have the same size.", stacklevel=2)
     diff = input - target
-    return _reduce(diff * diff, reduction, "MseLossBackward0")
+    sq = diff * diff
+    if weight is not None:
+        sq = sq * weight
+    return _reduce(sq, reduction, "MseLossBackward0")
 
 
-def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """Negative log likelihood of class indices `target` under log-probabilities `input`."""
+def _legacy_reduction(size_average, reduce, reduction: str) -> str:
+    """PyTorch's deprecated size_average/reduce flags, mapped to a reduction."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return "none" if not reduce else ("mean" if size_average else "sum")
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of class indices `target` under log-probabilities `input`.
+
+    With a class `weight` or targets equal to `ignore_index`, the mean divides by the
+    summed weight of the counted targets, as PyTorch's does."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     if input.ndim != 2 or target.ndim != 1 or input.shape[0] != target.shape[0]:
         raise shape_error("nll_loss", f"Expected input batch_size ({input.shape[0]}) to match "
                                       f"target batch_size ({target.shape[0]}).", input, target,
@@ -89,22 +108,68 @@ def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
         raise RuntimeError(f"expected scalar type Long but found {target.dtype._tensor_type[:-6]}")
     n_classes = input.shape[1]
     t = target.numpy()
-    if t.size and (t.min() < 0 or t.max() >= n_classes):
-        bad = int(t.max() if t.max() >= n_classes else t.min())
+    valid = t != ignore_index
+    tv = t[valid]
+    if tv.size and (tv.min() < 0 or tv.max() >= n_classes):
+        bad = int(tv.max() if tv.max() >= n_classes else tv.min())
         raise shape_error("nll_loss", f"Target {bad} is out of bounds.", input, target,
                           cls=EagerIndexError)
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
-    return apply_op(T.nll_loss, (input, target), {"reduction": reduction}, visible=(0,))
+    if weight is not None and tuple(weight.shape) != (n_classes,):
+        raise RuntimeError(f"weight tensor should be defined either for all {n_classes} classes "
+                           f"or no classes but got weight tensor of shape: {list(weight.shape)}")
+    if weight is None and valid.all():
+        return apply_op(T.nll_loss, (input, target), {"reduction": reduction}, visible=(0,))
+    # weights per row (0 where ignored), as a constant: -w[t_i] * input[i, t_i]
+    safe = np.where(valid, t, 0).astype(np.int64)
+    w = np.ones(n_classes, input._data.dtype) if weight is None else \
+        weight._data.astype(input._data.dtype)
+    w_row = np.where(valid, w[safe], 0).astype(input._data.dtype)
+    picked = apply_op(T.take_along_axis, (input, safe[:, None]), {"axis": 1})
+    per_row = picked.reshape(-1) * (-w_row)
+    if reduction == "none":
+        return apply_op(T.mul, (per_row, 1.0), {}, name="NllLossBackward0")
+    total = apply_op(T.sum_, (per_row,), {"axis": None, "keepdims": False})
+    if reduction == "sum":
+        return apply_op(T.mul, (total, 1.0), {}, name="NllLossBackward0")
+    return apply_op(T.div, (total, np.asarray(w_row.sum(), input._data.dtype)), {},
+                    name="NllLossBackward0")
 
 
-def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """log_softmax + nll_loss; `target` holds class indices or class probabilities."""
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                  size_average=None, ignore_index: int = -100, reduce=None,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """log_softmax + nll_loss; `target` holds class indices or class probabilities.
+    weight, ignore_index and label_smoothing follow PyTorch's formulas."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     logp = log_softmax(input, dim=1)
+    n_classes = input.shape[1]
     if target.dtype.is_floating_point:
-        per_row = -(logp * target).sum(dim=1)
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / n_classes
+        weighted = logp * target if weight is None else logp * target * weight.reshape(1, -1)
+        per_row = -weighted.sum(dim=1)
         return _reduce(per_row, reduction, None)
-    return nll_loss(logp, target, reduction)
+    nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
+    if label_smoothing <= 0:
+        return nll
+    t = target.numpy()
+    ignored = t == ignore_index
+    smooth = -(logp if weight is None else logp * weight.reshape(1, -1)).sum(dim=1)
+    if ignored.any():
+        smooth = smooth * (~ignored).astype(logp._data.dtype)
+    if reduction == "mean":
+        if weight is not None:
+            denom = weight._data[t[~ignored]].sum()
+        else:
+            denom = (~ignored).sum()
+        smooth = smooth.sum() / float(denom)
+    elif reduction == "sum":
+        smooth = smooth.sum()
+    return nll * (1 - label_smoothing) + smooth * (label_smoothing / n_classes)
 
 
 # =========================================================== issue 13: more of torch.nn.functional
@@ -214,6 +279,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
     >>> binary_cross_entropy_with_logits(x, torch.tensor([1.0, 0.0, 1.0]))
     tensor(0.2310, grad_fn=<BinaryCrossEntropyWithLogitsBackward0>)
     """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
@@ -236,6 +302,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
 def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
                          reduce=None, reduction: str = "mean") -> Tensor:
     """-[t log p + (1 - t) log(1 - p)], logs clamped at -100 as PyTorch does."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
                          f"size ({input.shape}) is deprecated. Please ensure they have the same "
@@ -255,7 +322,9 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_averag
     return _reduce(loss, reduction, "BinaryCrossEntropyBackward0")
 
 
-def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+            reduction: str = "mean") -> Tensor:
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     return _reduce_named(_f.abs(input - target), reduction, "MeanBackward0"
                          if reduction == "mean" else "SumBackward0")
 
