@@ -412,9 +412,9 @@ def _np_reduction(op_name: str):
 
 
 def _np_dot(a, b, out=None):
-    if np.ndim(a) > 2 or np.ndim(b) > 2:
-        raise TracingError("numpy.dot on arrays of more than 2 dimensions is not supported; "
-                           f"use tracegrad.matmul{core.user_location_suffix()}")
+    if out is not None:
+        raise TracingError("numpy.dot: out= is not supported on traced values"
+                           + core.user_location_suffix())
     return _api("dot")(a, b)
 
 

@@ -137,6 +137,7 @@ CASES = [
     ("tensordot_pairs", lambda m, x, y: m.tensordot(x, y, axes=([0, 2], [2, 0])),
      [("n", (2, 3, 4)), ("n", (4, 5, 2))]),
     ("tensordot_0", lambda m, x, y: m.tensordot(x, y, axes=0), [("n", (2,)), ("n", (3,))]),
+    ("dot_nd", lambda m, x, y: m.dot(x, y), [("n", (2, 3, 4)), ("n", (2, 4, 3))]),
     # einsum
     ("einsum_matmul", _e("ij,jk->ik"), [("n", (3, 4)), ("n", (4, 2))]),
     ("einsum_bmm", _e("bij,bjk->bik"), [("n", (2, 3, 4)), ("n", (2, 4, 5))]),
@@ -309,7 +310,9 @@ def test_hypot_does_not_overflow_and_is_zero_safe():
 def test_logaddexp_at_infinities_and_large_values():
     x = np.array([-np.inf, np.inf, np.inf, 1e4, 2.0, -np.inf])
     y = np.array([-np.inf, np.inf, 1.0, 1e4, -np.inf, 3.0])
-    value = tg.compile(np.logaddexp, backend="interpret")(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # inf - inf inside the composite, NumPy's interpreter
+        value = tg.compile(np.logaddexp, backend="interpret")(x, y)
     np.testing.assert_array_equal(value, np.logaddexp(x, y))
     _, (gx, gy) = _grad(np.logaddexp, x, y)
     # exp(x - out): 1/2 each where x = y (JAX gives nan at (-inf, -inf) and e at (inf, 1))
@@ -348,8 +351,10 @@ def test_cosh_sinh_reach_numpys_overflow_threshold():
         out = tg.compile(f, backend="interpret")(x)
         assert np.all(np.isfinite(out))
         np.testing.assert_allclose(out, f(x), rtol=4e-16)
-        np.testing.assert_allclose(f(x.astype(np.float32)), getattr(tg, f.__name__)(
-            x.astype(np.float32)), rtol=5e-7)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # float32: 710 overflows (NumPy and tracegrad)
+            np.testing.assert_allclose(f(x.astype(np.float32)), getattr(tg, f.__name__)(
+                x.astype(np.float32)), rtol=5e-7)
 
 
 def test_remainder_by_zero_and_sign_of_divisor():

@@ -511,7 +511,8 @@ def matmul(x: Array, y: Array) -> Array:
 
 
 def dot(x: Array, y: Array) -> Array:
-    """NumPy's dot for scalars, vectors and matrices (and N-d x 1-d/2-d).
+    """NumPy's dot: scalars, vectors, matrices, and N-d operands (tensordot over x's last
+    axis and y's second-to-last).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.dot(np.array([1.0, 2.0]), np.array([3.0, 4.0]))
@@ -521,9 +522,8 @@ def dot(x: Array, y: Array) -> Array:
         return bind(T.mul, x, y)
     if np.ndim(y) <= 2:
         return bind(T.matmul, x, y)
-    raise NotImplementedError("tracegrad.dot: for operands with more than 2 dims use matmul "
-                              f"(got shapes {np.shape(x)} and {np.shape(y)})"
-                              + user_location_suffix())
+    # N-d y: sum over x's last axis and y's second-to-last (NumPy's rule)
+    return tensordot(x, y, axes=([-1], [-2]))
 
 # --------------------------------------------------------------- shape ops
 
