@@ -665,3 +665,42 @@ def test_legacy_size_average_reduce_flags(rt):
     for flags in [dict(size_average=False), dict(reduce=False), dict(size_average=True, reduce=True)]:
         close(nn.MSELoss(**flags)(torch.tensor(x), torch.tensor(y)),
               rt.nn.MSELoss(**flags)(rt.tensor(x), rt.tensor(y)))
+
+
+ERROR_CASES = [
+    ("conv channels", lambda M: M.nn.functional.conv2d(M.ones(1, 3, 5, 5), M.ones(2, 4, 3, 3))),
+    ("conv dtype", lambda M: M.nn.functional.conv2d(M.ones(1, 3, 5, 5, dtype=M.float64),
+                                                    M.ones(2, 3, 3, 3))),
+    ("conv kernel too big", lambda M: M.nn.functional.conv2d(M.ones(1, 3, 2, 2),
+                                                             M.ones(2, 3, 3, 3))),
+    ("conv rank", lambda M: M.nn.functional.conv2d(M.ones(3, 5), M.ones(2, 3, 3, 3))),
+    ("conv groups", lambda M: M.nn.functional.conv2d(M.ones(1, 4, 5, 5), M.ones(3, 2, 3, 3),
+                                                     groups=2)),
+    ("conv1d channels", lambda M: M.nn.Conv1d(2, 3, 3)(M.ones(1, 1, 5))),
+    ("Conv2d same + stride", lambda M: M.nn.Conv2d(2, 3, 3, stride=2, padding="same")),
+    ("Conv2d groups", lambda M: M.nn.Conv2d(3, 4, 3, groups=2)),
+    ("pool padding", lambda M: M.nn.functional.max_pool2d(M.ones(1, 1, 5, 5), 2, padding=2)),
+    ("pool too small", lambda M: M.nn.functional.max_pool2d(M.ones(1, 1, 1, 1), 2)),
+    ("embedding float", lambda M: M.nn.functional.embedding(M.ones(2), M.ones(3, 2))),
+    ("bce size", lambda M: M.nn.functional.binary_cross_entropy_with_logits(M.ones(2),
+                                                                            M.ones(3))),
+    ("bce range", lambda M: M.nn.functional.binary_cross_entropy(M.tensor([1.5]),
+                                                                 M.tensor([1.0]))),
+    ("label smoothing", lambda M: M.nn.functional.cross_entropy(M.ones(2, 3), M.tensor([0, 1]),
+                                                                label_smoothing=1.5)),
+    ("nll weight", lambda M: M.nn.functional.nll_loss(M.ones(2, 3), M.tensor([0, 1]),
+                                                      weight=M.ones(2))),
+    ("gelu approximate", lambda M: M.nn.functional.gelu(M.ones(2), approximate="x")),
+    ("LayerNorm shape", lambda M: M.nn.LayerNorm((2, 3))(M.ones(3, 2))),
+    ("adam lr", lambda M: M.optim.Adam([M.ones(1, requires_grad=True)], lr=-1)),
+    ("rmsprop alpha", lambda M: M.optim.RMSprop([M.ones(1, requires_grad=True)], alpha=-1)),
+]
+
+
+@pytest.mark.parametrize("name,call", ERROR_CASES, ids=[c[0] for c in ERROR_CASES])
+def test_error_texts_match_torch(rt, name, call):
+    with pytest.raises(Exception) as theirs:
+        call(rt)
+    with pytest.raises(type(theirs.value)) as ours:
+        call(torch)
+    assert str(ours.value).splitlines()[0] == str(theirs.value).splitlines()[0]

@@ -401,7 +401,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None,
         from tracegrad.eager.functions import _torch_type
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following "
                            "scalar types: Long, Int; but got torch."
-                           f"{_torch_type(input)} instead (while checking arguments for embedding)")
+                           f"{_torch_type(input)}Tensor instead (while checking arguments for embedding)")
     n = weight.shape[0]
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         raise IndexError("index out of range in self")
@@ -535,17 +535,20 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, n, padding_m
         raise RuntimeError(f"weight should have at least three dimensions")
     c_in = input.shape[1]
     out_ch = weight.shape[0]
-    if groups < 1 or c_in % groups or out_ch % groups:
-        raise RuntimeError("non-positive groups is not supported" if groups < 1 else
-                           f"Given groups={groups}, expected input channels and output channels "
-                           f"to be divisible by groups")
+    if groups < 1:
+        raise RuntimeError("non-positive groups is not supported")
+    if out_ch % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
+                           f"at dimension 0, but got weight of size [{list(weight.shape)}] "
+                           "instead")
     if weight.shape[1] * groups != c_in:
         raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected "
                            f"input{list(input.shape)} to have {weight.shape[1] * groups} "
                            f"channels, but got {c_in} channels instead")
     if input._data.dtype != weight._data.dtype:
-        raise RuntimeError(f"Input type ({_f._torch_type(input)}) and weight type "
-                           f"({_f._torch_type(weight)}) should be the same")
+        names = {"float64": "Double", "float32": "Float", "float16": "Half"}
+        raise RuntimeError(f"expected scalar type {names.get(input._data.dtype.name, 'Long')} but "
+                           f"found {names.get(weight._data.dtype.name, 'Long')}")
     stride = _tuple(stride, n, "stride")
     dilation = _tuple(dilation, n, "dilation")
     kernel = tuple(weight.shape[2:])
