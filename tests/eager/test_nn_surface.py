@@ -704,3 +704,41 @@ def test_error_texts_match_torch(rt, name, call):
     with pytest.raises(type(theirs.value)) as ours:
         call(torch)
     assert str(ours.value).splitlines()[0] == str(theirs.value).splitlines()[0]
+
+
+def test_forward_hooks_and_containers(rt):
+    def build(nn_):
+        class Net(nn_.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn_.ModuleDict({"conv": nn_.Conv2d(1, 2, 3), "act": nn_.ReLU()})
+                self.scales = nn_.ParameterList([_ones(nn_, 2)])
+                self.extra = nn_.ParameterDict({"b": _ones(nn_, 1)})
+
+            def forward(self, x):
+                return self.blocks["act"](self.blocks["conv"](x)) * self.scales[0].reshape(
+                    1, 2, 1, 1) + self.extra["b"]
+        return Net()
+
+    def _ones(nn_, n):
+        return nn_.Parameter((torch if nn_ is nn else rt).ones(n))
+
+    ours, theirs = build(nn), build(rt.nn)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    seen = []
+    handle = ours.blocks["conv"].register_forward_hook(lambda m, args, out: seen.append(
+        tuple(out.shape)))
+    pre = ours.register_forward_pre_hook(lambda m, args: (args[0] * 0,))
+    out = ours(torch.ones(1, 1, 4, 4))
+    assert seen == [(1, 2, 2, 2)]
+    expected = np.maximum(ours.blocks["conv"].bias.detach().numpy(), 0).reshape(1, 2, 1, 1) + 1
+    np.testing.assert_allclose(out.detach().numpy(), np.broadcast_to(expected, (1, 2, 2, 2)),
+                               rtol=1e-6)
+    handle.remove()
+    pre.remove()
+    ours(torch.ones(1, 1, 4, 4))
+    assert len(seen) == 1
+    swap = ours.register_forward_hook(lambda m, args, out: out.sum())
+    assert ours(torch.ones(1, 1, 4, 4)).ndim == 0
+    swap.remove()

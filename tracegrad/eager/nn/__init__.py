@@ -22,5 +22,6 @@ from tracegrad.eager.nn.modules import (AvgPool2d, BatchNorm1d, BatchNorm2d,  # 
                                         Embedding, Flatten, GELU, L1Loss, LayerNorm, LeakyReLU,
                                         LogSoftmax, MaxPool2d, NLLLoss, SiLU, Softmax,
                                         Unflatten)
+from tracegrad.eager.nn.modules import ModuleDict, ParameterDict, ParameterList  # noqa: F401,E501
 from tracegrad.eager.nn import init  # noqa: F401
 from tracegrad.eager.nn import utils  # noqa: F401

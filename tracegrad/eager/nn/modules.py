@@ -39,6 +39,26 @@ class Parameter(Tensor):
 register_value_kind(Parameter, 10, eager_apply)
 
 
+class RemovableHandle:
+    """What register_*_hook returns; remove() unregisters the hook."""
+
+    _next_id = 0
+
+    def __init__(self, hooks: dict):
+        self.hooks = hooks
+        self.id = RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+
+    def remove(self) -> None:
+        self.hooks.pop(self.id, None)
+
+    def __enter__(self) -> "RemovableHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
 def zero_grads(params, set_to_none: bool = True) -> None:
     """Clear `.grad` of each parameter: drop it (PyTorch's default) or fill it with zeros."""
     for p in params:
@@ -143,7 +163,36 @@ class Module:
                                   "\"forward\" function")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        hooks = self.__dict__.get("_forward_hooks")
+        if not hooks:
+            return self.forward(*args, **kwargs)
+        for hook in list(hooks["pre"].values()):
+            result = hook(self, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+        out = self.forward(*args, **kwargs)
+        for hook in list(hooks["post"].values()):
+            result = hook(self, args, out)
+            if result is not None:
+                out = result
+        return out
+
+    def _add_hook(self, kind: str, hook) -> "RemovableHandle":
+        hooks = self.__dict__.get("_forward_hooks")
+        if hooks is None:
+            hooks = {"pre": OrderedDict(), "post": OrderedDict()}
+            object.__setattr__(self, "_forward_hooks", hooks)
+        handle = RemovableHandle(hooks[kind])
+        hooks[kind][handle.id] = hook
+        return handle
+
+    def register_forward_pre_hook(self, hook) -> "RemovableHandle":
+        """hook(module, args) -> None or new args, before forward."""
+        return self._add_hook("pre", hook)
+
+    def register_forward_hook(self, hook) -> "RemovableHandle":
+        """hook(module, args, output) -> None or a new output, after forward."""
+        return self._add_hook("post", hook)
 
     # ------------------------------------------------------------ traversal
     def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator:
@@ -422,6 +471,113 @@ class ModuleList(Module):
     def append(self, module: Module) -> "ModuleList":
         self.add_module(str(len(self._modules)), module)
         return self
+
+
+class ModuleDict(Module):
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def pop(self, key: str) -> Module:
+        return self._modules.pop(key)
+
+    def clear(self) -> None:
+        self._modules.clear()
+
+    def update(self, modules) -> None:
+        items = modules.items() if hasattr(modules, "items") else modules
+        for key, module in items:
+            self[key] = module
+
+
+class ParameterList(Module):
+    def __init__(self, values=None):
+        super().__init__()
+        for v in values or ():
+            self.append(v)
+
+    def append(self, value) -> "ParameterList":
+        if not isinstance(value, Parameter):
+            value = Parameter(value)
+        self.register_parameter(str(len(self._parameters)), value)
+        return self
+
+    def extend(self, values) -> "ParameterList":
+        for v in values:
+            self.append(v)
+        return self
+
+    def __getitem__(self, idx):
+        return list(self._parameters.values())[idx]
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+
+class ParameterDict(Module):
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            items = parameters.items() if hasattr(parameters, "items") else parameters
+            for k, v in items:
+                self[k] = v
+
+    def __setitem__(self, key: str, value) -> None:
+        if not isinstance(value, Parameter):
+            value = Parameter(value)
+        self.register_parameter(key, value)
+
+    def __getitem__(self, key: str):
+        return self._parameters[key]
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def items(self):
+        return self._parameters.items()
+
+    def values(self):
+        return self._parameters.values()
 
 
 class MSELoss(Module):
