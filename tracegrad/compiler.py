@@ -23,6 +23,7 @@ reason on the "tracegrad" logger.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import logging
@@ -1060,6 +1061,64 @@ def _first_nonfinite_node(entry: _Entry, arrays) -> str:
 
 # ------------------------------------------------------------- public API
 
+# `tg.grad(lambda w: loss(w, X))` made inside a training loop is a new function
+# object every step: functions with the same code, closure cells, defaults and
+# globals (so the same behaviour: closed-over values are read on every call)
+# share one CompiledFunction, and its kernels.
+_SHARED: "collections.OrderedDict[tuple, CompiledFunction]" = collections.OrderedDict()
+_SHARED_MAX = 128
+_UNKEYED_WARN_AFTER = 100
+_unkeyed = {"count": 0, "warned": False}
+
+
+def _reuse_key(fn: Callable, settings: tuple):
+    if type(fn) is not FunctionType:
+        return None
+    try:
+        kwdefaults = tuple(sorted(fn.__kwdefaults__.items())) if fn.__kwdefaults__ else None
+        key = (fn.__code__, fn.__closure__, id(fn.__globals__), fn.__defaults__, kwdefaults,
+               settings)
+        hash(key)
+    except TypeError:  # an unhashable default value
+        return None
+    return key
+
+
+def shared_compiled(fn: Callable, mode: str, argnums: Any = 0, has_aux: bool = False,
+                    **options) -> CompiledFunction:
+    """The CompiledFunction for `fn`, shared with earlier ones made from an
+    equivalent function (see `_SHARED`)."""
+    settings = (mode, argnums if not isinstance(argnums, list) else tuple(argnums), has_aux,
+                tuple(sorted(options.items())))
+    key = _reuse_key(fn, settings)
+    if key is None:
+        _note_unkeyed(fn, mode)
+        return CompiledFunction(fn, mode, argnums, has_aux, **options)
+    with _BUILD_LOCK:
+        cf = _SHARED.get(key)
+        if cf is not None:
+            _SHARED.move_to_end(key)
+            return cf
+        cf = _SHARED[key] = CompiledFunction(fn, mode, argnums, has_aux, **options)
+        if len(_SHARED) > _SHARED_MAX:
+            _SHARED.popitem(last=False)
+        return cf
+
+
+def _note_unkeyed(fn: Callable, mode: str) -> None:
+    """Warn once when many compiled functions are made of callables that cannot be
+    recognised again (each one traces and compiles anew)."""
+    _unkeyed["count"] += 1
+    if _unkeyed["count"] >= _UNKEYED_WARN_AFTER and not _unkeyed["warned"]:
+        _unkeyed["warned"] = True
+        warnings.warn(
+            f"tracegrad: {_unkeyed['count']} compiled functions were made from callables "
+            f"that cannot be matched to earlier ones (the latest: tracegrad.{mode} of "
+            f"{_fn_name(fn)}, a {type(fn).__name__}); each traces and compiles again. Make "
+            f"tracegrad.{mode}(...) once, outside the loop, and call it inside.",
+            RuntimeWarning, stacklevel=3)
+
+
 def compile(fn: Callable | None = None, *, backend: str = "numba", check_finite: bool = False,
             optimize: bool = True):
     """Compile `fn` per input signature into a kernel; usable as `@compile`.
@@ -1089,7 +1148,7 @@ def compile(fn: Callable | None = None, *, backend: str = "numba", check_finite:
     array([3., 3.])
     """
     def wrap(f):
-        return CompiledFunction(f, "compile", backend=backend, check_finite=check_finite,
+        return shared_compiled(f, "compile", backend=backend, check_finite=check_finite,
                                 optimize=optimize)
     return wrap if fn is None else wrap(fn)
 
@@ -1107,7 +1166,7 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool
     >>> vg(np.array([1.0, 2.0]))
     (array(5.), array([2., 4.]))
     """
-    return CompiledFunction(fn, "value_and_grad", argnums, has_aux, backend=backend,
+    return shared_compiled(fn, "value_and_grad", argnums, has_aux, backend=backend,
                             check_finite=check_finite, optimize=optimize)
 
 
@@ -1120,7 +1179,7 @@ def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, 
     >>> tg.grad(lambda x: tg.sum(x ** 3), backend="interpret")(np.array([1.0, 2.0]))
     array([ 3., 12.])
     """
-    return CompiledFunction(fn, "grad", argnums, has_aux, backend=backend,
+    return shared_compiled(fn, "grad", argnums, has_aux, backend=backend,
                             check_finite=check_finite, optimize=optimize)
 
 
@@ -1216,6 +1275,7 @@ def clear_caches() -> None:
     """
     import gc
     with _BUILD_LOCK:
+        _SHARED.clear()
         for cf in list(_LIVE):
             cf.cache_clear()
         from tracegrad import transforms

@@ -43,6 +43,7 @@ silently wrong value.
 from __future__ import annotations
 
 import functools
+import os
 import types
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -215,6 +216,8 @@ class _Finder:
             except ValueError:  # an empty cell (a name assigned later)
                 continue
             self.value(value, ("cell", cell), (), name, names, 0, depth)
+        if _is_library(fn):  # tracegrad's own wrappers: only what they close over
+            return
         g = fn.__globals__
         for name in sorted(names):
             if name in g:
@@ -227,8 +230,9 @@ class _Finder:
             self.add(label, root, steps)
         elif isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or (
                 getattr(value, "__wrapped__", None) is not None and callable(value)):
-            if not isinstance(value, types.MethodType):  # (a bound method is new each time)
+            if not isinstance(value, types.MethodType) and not _is_library(value):
                 self.add(label, root, steps)  # rebinding a helper function retraces
+                # (a bound method is new on each access; library functions do not change)
             self.function(value, depth + 1)
         elif level < _MAX_CONTAINER_DEPTH:
             if type(value) is dict:
@@ -249,6 +253,21 @@ class _Finder:
         for name in sorted(names & attrs.keys()):
             self.value(attrs[name], root, steps + (("attr", name),), f"{label}.{name}",
                        names, level, _MAX_FUNCTION_DEPTH)
+
+
+_TRACEGRAD_DIR = os.path.dirname(os.path.abspath(__file__))
+_LIBRARIES = ("tracegrad", "numpy", "scipy", "numba", "torch", "jax", "jaxlib", "autograd",
+              "functools")
+
+
+def _is_library(fn) -> bool:
+    """Library code (tracegrad's own wrappers, NumPy...): its globals are not the
+    user's state, and it is not rebound between calls."""
+    module = (getattr(fn, "__module__", None) or "").split(".")[0]
+    if module != "tracegrad":
+        return module in _LIBRARIES
+    code = getattr(fn, "__code__", None)  # (doctests run in tracegrad's namespaces)
+    return code is not None and code.co_filename.startswith(_TRACEGRAD_DIR)
 
 
 def _code_names(fn) -> set[str]:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
+from tracegrad.compiler import CompiledFunction
 from tracegrad.codegen import index
 from tracegrad.tracing import trace_flat
 
@@ -56,7 +57,9 @@ def key_of(fn, *args, mode="value_and_grad", wrt=(0, 1)):
 
 
 def run_vg(caplog):
-    f = tg.value_and_grad(loss, argnums=(0, 1))
+    # a new CompiledFunction each time (tg.value_and_grad(loss) would return the
+    # shared one for the same function): what a new process would build
+    f = CompiledFunction(loss, "value_and_grad", argnums=(0, 1))
     with caplog.at_level(logging.INFO, logger="tracegrad"):
         value, (gx, gw) = f(X, W)
     v, ex, ew = expected(X, W)
@@ -145,8 +148,8 @@ def test_errors_on_an_index_hit_use_the_rebuilt_graph(cache_env, caplog):
         return -tg.sum(tg.take_along_axis(tg.log_softmax(logits, axis=-1), labels[:, None], axis=1))
     logits = np.zeros((2, 3))
     ok = np.array([0, 2])
-    tg.value_and_grad(nll)(logits, ok)
-    f = tg.value_and_grad(nll)
+    CompiledFunction(nll, "value_and_grad")(logits, ok)
+    f = CompiledFunction(nll, "value_and_grad")  # a fresh one, as a new process builds
     with caplog.at_level(logging.INFO, logger="tracegrad"):
         value, g = f(logits, ok)
     assert "index hit" in caplog.text
@@ -202,9 +205,9 @@ def test_parallel_variant_after_an_index_hit(monkeypatch, caplog):
 
     def f(x):
         return tg.sum(tg.exp(-x) * x)
-    first = tg.value_and_grad(f)
+    first = CompiledFunction(f, "value_and_grad")
     v1, g1 = first(x)
-    second = tg.value_and_grad(f)
+    second = CompiledFunction(f, "value_and_grad")  # fresh, as in a new process
     with caplog.at_level(logging.INFO, logger="tracegrad"):
         v2, g2 = second(x)
     assert "index hit" in caplog.text

@@ -433,3 +433,42 @@ def test_rebinding_a_helper_function_retraces():
         assert f.cache_info().traces == 2
     finally:
         _activation = original
+
+
+# ------------------------------------------- issue 14: tg.grad made inside a loop
+
+def test_grad_made_inside_a_loop_is_traced_once_and_sees_new_data():
+    X = np.ones((4, 3))
+    w = np.array([0.5, -1.0, 2.0])
+    made = []
+    for step in range(20):
+        X[:] = step  # the closed-over data changes every step
+        g = tg.grad(lambda w: tg.sum((X @ w) ** 2), **INTERP)
+        made.append(g)
+        np.testing.assert_allclose(g(w), 2 * X.T @ (X @ w))
+    assert all(m is made[0] for m in made)  # one shared CompiledFunction
+    assert made[0].cache_info().traces == 1
+
+
+def test_functions_with_different_closures_are_not_shared():
+    def make(scale_array):
+        return tg.grad(lambda x: tg.sum(x * scale_array), **INTERP)
+    a, b = make(np.full(2, 2.0)), make(np.full(2, 3.0))
+    assert a is not b
+    np.testing.assert_array_equal(a(np.ones(2)), [2.0, 2.0])
+    np.testing.assert_array_equal(b(np.ones(2)), [3.0, 3.0])
+
+
+def test_unrecognisable_callables_made_repeatedly_warn_once(monkeypatch):
+    import functools
+    from tracegrad import compiler
+    monkeypatch.setattr(compiler, "_UNKEYED_WARN_AFTER", 5)
+    monkeypatch.setitem(compiler._unkeyed, "count", 0)
+    monkeypatch.setitem(compiler._unkeyed, "warned", False)
+
+    def loss(x, k):
+        return tg.sum(x * k)
+    with pytest.warns(RuntimeWarning, match="cannot be matched to earlier ones") as record:
+        for _ in range(8):
+            tg.grad(functools.partial(loss, k=2.0), **INTERP)
+    assert sum("cannot be matched" in str(w.message) for w in record) == 1
