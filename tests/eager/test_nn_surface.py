@@ -572,6 +572,8 @@ SCHED_CASES = [
     ("CosineAnnealingLR", dict(T_max=4, eta_min=0.01)),
     ("MultiStepLR", dict(milestones=[2, 5, 5], gamma=0.3)),
     ("ExponentialLR", dict(gamma=0.9)),
+    ("LinearLR", dict(start_factor=0.25, total_iters=4)),
+    ("LinearLR", dict(start_factor=1.0, end_factor=0.1, total_iters=6)),
 ]
 
 
@@ -591,6 +593,40 @@ def test_lr_schedulers_match_torch(rt, name, kw):
             s.step()
         assert sched.get_last_lr() == pytest.approx(sched_r.get_last_lr(), rel=1e-12, abs=1e-15)
         close(w, wr, rtol=1e-5, atol=1e-7)
+
+
+def test_reduce_lr_on_plateau_matches_torch(rt):
+    metrics = [5, 4, 4.1, 4.2, 4.0, 4.3, 3.0, 3.1, 3.2, 3.3, 3.4, 3.5, 2.0, 2.5, 2.6, 2.7]
+    for kw in [dict(patience=1), dict(patience=2, cooldown=2, factor=0.5),
+               dict(mode="max", patience=0, threshold_mode="abs", threshold=0.5, min_lr=0.02)]:
+        opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+        opt_r = rt.optim.SGD([rt.zeros(1, requires_grad=True)], lr=0.1)
+        s, s_r = (torch.optim.lr_scheduler.ReduceLROnPlateau(opt, **kw),
+                  rt.optim.lr_scheduler.ReduceLROnPlateau(opt_r, **kw))
+        for m in metrics:
+            s.step(m)
+            s_r.step(m)
+            assert s.get_last_lr() == pytest.approx(s_r.get_last_lr(), rel=1e-12)
+            assert opt.param_groups[0]["lr"] == pytest.approx(opt_r.param_groups[0]["lr"])
+
+
+def test_plateau_and_linear_by_hand():
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=1)
+    lrs = []
+    for metric in [1.0, 1.0, 1.0, 0.5, 0.5, 0.5]:
+        plateau.step(metric)
+        lrs.append(plateau.get_last_lr()[0])
+    # two calls without improvement exceed patience 1: x0.1; 0.5 improves; two more: x0.1
+    assert lrs == pytest.approx([1.0, 1.0, 0.1, 0.1, 0.1, 0.01])
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    warm = torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.25, total_iters=3)
+    seen = [opt.param_groups[0]["lr"]]
+    for _ in range(4):
+        opt.step()
+        warm.step()
+        seen.append(warm.get_last_lr()[0])
+    assert seen == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0])
 
 
 def test_cosine_schedule_by_hand():

@@ -1,5 +1,5 @@
 """`torch.optim.lr_scheduler`: StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR,
-LambdaLR, with PyTorch's recursive (chainable) formulas, so a schedule gives the same
+LambdaLR, LinearLR and ReduceLROnPlateau, with PyTorch's recursive (chainable) formulas, so a schedule gives the same
 learning rates as PyTorch's step by step.
 
     >>> import tracegrad.eager as torch
@@ -18,7 +18,7 @@ import math
 import warnings
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
-           "LambdaLR"]
+           "LambdaLR", "LinearLR", "ReduceLROnPlateau"]
 
 
 class LRScheduler:
@@ -163,3 +163,111 @@ class LambdaLR(LRScheduler):
 
     def state_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+
+
+class LinearLR(LRScheduler):
+    def __init__(self, optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
+                 total_iters: int = 5, last_epoch: int = -1):
+        if start_factor > 1.0 or start_factor <= 0:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 and "
+                             "less or equal to 1.")
+        if end_factor > 1.0 or end_factor < 0:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+        self.start_factor = start_factor
+        self.end_factor = end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0:
+            return [group["lr"] * self.start_factor for group in groups]
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return [group["lr"] for group in groups]
+        return [group["lr"] * (1.0 + (self.end_factor - self.start_factor)
+                               / (self.total_iters * self.start_factor + (self.last_epoch - 1)
+                                  * (self.end_factor - self.start_factor)))
+                for group in groups]
+
+    def _get_closed_form_lr(self) -> list:
+        return [base_lr * (self.start_factor + (self.end_factor - self.start_factor)
+                           * min(self.total_iters, self.last_epoch) / self.total_iters)
+                for base_lr in self.base_lrs]
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Multiply the learning rates by `factor` once the metric passed to step() has not
+    improved for more than `patience` calls (PyTorch's rules for threshold and cooldown)."""
+
+    def __init__(self, optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
+                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0,
+                 min_lr=0, eps: float = 1e-8):
+        from tracegrad.eager.optim import Optimizer
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        self.factor = factor
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != len(optimizer.param_groups):
+                raise ValueError(f"expected {len(optimizer.param_groups)} min_lrs, got "
+                                 f"{len(min_lr)}")
+            self.default_min_lr = None
+            self.min_lrs = list(min_lr)
+        else:
+            self.default_min_lr = min_lr
+            self.min_lrs = [min_lr] * len(optimizer.param_groups)
+        self.patience = patience
+        self.cooldown = cooldown
+        self.eps = eps
+        self.last_epoch = 0
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+        if mode not in {"min", "max"}:
+            raise ValueError("mode " + mode + " is unknown!")
+        if threshold_mode not in {"rel", "abs"}:
+            raise ValueError("threshold mode " + threshold_mode + " is unknown!")
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.mode = mode
+        self.threshold = threshold
+        self.threshold_mode = threshold_mode
+        self._reset()
+
+    def _reset(self) -> None:
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def is_better(self, a: float, best: float) -> bool:
+        if self.mode == "min" and self.threshold_mode == "rel":
+            return a < best * (1.0 - self.threshold)
+        if self.mode == "min":
+            return a < best - self.threshold
+        if self.threshold_mode == "rel":
+            return a > best * (self.threshold + 1.0)
+        return a > best + self.threshold
+
+    def step(self, metrics, epoch=None) -> None:
+        current = float(metrics)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if self.is_better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for i, group in enumerate(self.optimizer.param_groups):
+                old_lr = float(group["lr"])
+                new_lr = max(old_lr * self.factor, self.min_lrs[i])
+                if old_lr - new_lr > self.eps:
+                    group["lr"] = new_lr
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
