@@ -1076,8 +1076,10 @@ def _reuse_key(fn: Callable, settings: tuple):
         return None
     try:
         kwdefaults = tuple(sorted(fn.__kwdefaults__.items())) if fn.__kwdefaults__ else None
-        key = (fn.__code__, fn.__closure__, id(fn.__globals__), fn.__defaults__, kwdefaults,
-               settings)
+        # cells compare by contents and do not hash: by identity (the shared
+        # CompiledFunction's fn keeps them alive while its key exists)
+        cells = tuple(id(c) for c in fn.__closure__) if fn.__closure__ else None
+        key = (fn.__code__, cells, id(fn.__globals__), fn.__defaults__, kwdefaults, settings)
         hash(key)
     except TypeError:  # an unhashable default value
         return None
