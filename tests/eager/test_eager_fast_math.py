@@ -19,6 +19,12 @@ from tracegrad.ops import table as T
 N = parallel.MIN_PARALLEL + 1001  # above the threshold, not a round number
 
 
+@pytest.fixture(autouse=True, scope="module")
+def kernels_loaded():
+    """Eager math loads its kernels in the background; these tests check the kernels."""
+    eager_math.kernel("sin", wait=True)
+
+
 @pytest.fixture
 def x():
     rng = np.random.default_rng(0)
@@ -30,7 +36,7 @@ def x():
 def test_kernel_matches_numpy_to_a_few_ulp(x, name):
     got = getattr(T, name).impl(x)
     want = getattr(np, name)(x)
-    assert eager_math.kernel(name) is not None, "the kernel did not load"
+    assert eager_math.kernel(name, wait=True) is not None, "the kernel did not load"
     assert got.dtype == np.float64 and got.shape == x.shape
     np.testing.assert_allclose(got, want, rtol=4e-16, atol=2e-16)
 
@@ -99,3 +105,26 @@ def test_fused_vjps_fall_back_where_they_do_not_apply():
     x[3] = 5e7  # beyond the fast cos range: the rule computes g * cos(x) with NumPy
     assert parallel.fused_vjp("sin_backward", g, x) is None
     np.testing.assert_array_equal(T.sin.vjps[0](g, None, x), np.cos(x))
+
+
+def test_first_large_sin_does_not_wait_for_the_kernels(monkeypatch, x):
+    """Issue 14: eager mode never stalls for a compile it chose on its own. While the
+    loader is (held) busy, the call runs NumPy's sin and returns."""
+    import threading
+    release = threading.Event()
+    monkeypatch.setattr(eager_math, "_KERNELS", {})
+    monkeypatch.setattr(eager_math, "_LOADED", threading.Event())
+    monkeypatch.setattr(eager_math, "_loader", None)
+    real_load = eager_math._load
+
+    def slow_load():
+        release.wait(30)
+        real_load()
+    monkeypatch.setattr(eager_math, "_load", slow_load)
+    try:
+        got = T.sin.impl(x)  # returns although the loader has not finished
+        assert not eager_math._LOADED.is_set()
+        np.testing.assert_array_equal(got, np.sin(x))
+    finally:
+        release.set()
+    assert eager_math.kernel("sin", wait=True) is not None

@@ -11,8 +11,10 @@ generated module.
 The kernel returns how many arguments were outside its fast range (|x| > 1e6,
 inf or nan); then the caller runs NumPy's own ufunc instead, so huge
 arguments, NaN/inf results and NumPy's floating-point warnings are exactly
-NumPy's. Numba is imported the first time a large float64 sin/cos runs (not by
-`import tracegrad.eager`); if Numba is missing or the build fails, NumPy is used.
+NumPy's. The first large float64 sin/cos starts loading the kernels in a
+background thread (not `import tracegrad.eager`) and runs NumPy's own ufunc;
+later calls use the kernels once they are ready, so eager mode never stalls for
+a compile. If Numba is missing or the build fails, NumPy is used.
 TRACEGRAD_EAGER_NUMBA=0 turns this off.
 """
 from __future__ import annotations
@@ -84,14 +86,37 @@ def source() -> str:
     return "\n\n\n".join(parts) + "\n"
 
 
-def kernel(short: str):
-    """The compiled loop for `short` ("sin", "cos"), or None (disabled or failed)."""
-    global _FAILED
+def kernel(short: str, wait: bool = False):
+    """The compiled loop for `short` ("sin", "cos", a fused vjp), or None.
+
+    Eager mode never waits for a compile it chose on its own: the first request
+    starts loading the module in a background thread (from the kernel cache, or
+    compiling it) and returns None, so the caller uses NumPy until the kernels
+    are ready. `wait=True` (tests, benchmarks) blocks until they are."""
     fn = _KERNELS.get(short)
     if fn is not None or not enabled():
         return fn
-    # No lock is held while the module loads (Numba may compile it): two threads may
-    # both load it, and cache.load_source runs it once.
+    _start_loading()
+    if wait:
+        _LOADED.wait()
+    return _KERNELS.get(short)
+
+
+_LOADED = threading.Event()
+_loader: threading.Thread | None = None
+
+
+def _start_loading() -> None:
+    global _loader
+    with _LOCK:
+        if _loader is not None or _LOADED.is_set():
+            return
+        _loader = threading.Thread(target=_load, name="tracegrad-eager-math", daemon=True)
+        _loader.start()
+
+
+def _load() -> None:
+    global _FAILED
     try:
         from tracegrad.codegen.cache import load_source
         from tracegrad.codegen.runtime import import_numba
@@ -101,22 +126,22 @@ def kernel(short: str):
         for name in FUSED:
             for suffix in ("f32", "f64"):
                 loaded[f"{name}_{suffix}"] = getattr(module, f"eager_{name}_{suffix}")
-    except Exception as exc:  # no Numba, a read-only world...: NumPy it is
         with _LOCK:
-            _FAILED = True
+            _KERNELS.update(loaded)
+        log.info("eager math: float64 sin/cos kernels loaded (%s, %s)", status, path)
+    except Exception as exc:  # no Numba, a read-only world...: NumPy it is
+        _FAILED = True
         log.warning("eager math: Numba kernels unavailable (%s: %s); using NumPy",
                     type(exc).__name__, exc)
-        return None
-    with _LOCK:
-        if not _KERNELS:
-            _KERNELS.update(loaded)
-            log.info("eager math: float64 sin/cos kernels loaded (%s, %s)", status, path)
-    return _KERNELS.get(short)
+    finally:
+        _LOADED.set()
 
 
 def _after_fork_in_child() -> None:
-    global _LOCK
+    global _LOCK, _loader
     _LOCK = threading.Lock()
+    if not _LOADED.is_set():  # the loading thread did not survive the fork
+        _loader = None
 
 
 if hasattr(os, "register_at_fork"):
