@@ -553,7 +553,9 @@ _API_PASSTHROUGH = {"softmax", "log_softmax", "logsumexp", "squeeze", "tanh", "e
                     "arctan2", "hypot", "logaddexp", "square", "conj", "conjugate",
                     "arcsinh", "arccosh", "arctanh", "isnan", "isinf", "ceil", "trunc", "fix",
                     "fmax", "fmin", "nan_to_num", "angle", "real_if_close", "rot90", "rollaxis",
-                    "linspace"}
+                    "linspace", "floor_divide", "round", "around", "rint", "cbrt", "heaviside",
+                    "any", "all", "ptp", "average", "nansum", "nanmean", "quantile",
+                    "percentile", "median", "pad", "meshgrid"}
 
 
 # ------------------------------------------------------------------ pytrees

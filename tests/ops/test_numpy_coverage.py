@@ -68,7 +68,25 @@ CASES = [
     ("nan_to_num", lambda m, x: m.nan_to_num(x) * 2, [("n", (3, 4))]),
     ("rounding", lambda m, x: m.ceil(x * 3) + m.trunc(x * 3) * 2 + m.floor(x) + m.angle(x) + x,
      [("a", (3, 4))]),
+    ("floor_divide", lambda m, x, y: m.floor_divide(x * 5, y) + (x * 7) // 2.0 + x,
+     [("n", (3, 4)), ("a", (4,))]),
+    ("round", lambda m, x: m.round(x * 10, 1) + m.rint(x * 3) + m.round(x * 100, -1) + x,
+     [("n", (3, 4))]),
+    ("cbrt", lambda m, x: m.cbrt(x), [("a", (3, 4))]),
+    ("heaviside", lambda m, x: m.heaviside(x, 0.5) + x, [("a", (3, 4))]),
     # reductions and scans
+    ("any_all", lambda m, x: (m.any(x > 1, axis=0) * 1.0 + m.all(x > -1, axis=0)) * x,
+     [("n", (3, 4))]),
+    ("ptp", lambda m, x: m.ptp(x, axis=1), [("d", (3, 4))]),
+    ("average", lambda m, x, w: m.average(x, axis=1, weights=w), [("n", (3, 4)), ("p", (4,))]),
+    ("nansum_nanmean", lambda m, x: m.nansum(x, axis=0) + m.nanmean(x), [("n", (3, 4))]),
+    ("median", lambda m, x: m.median(x, axis=1), [("d", (3, 4))]),
+    ("median_odd_all", lambda m, x: m.median(x), [("d", (3, 5))]),
+    ("quantile", lambda m, x: m.quantile(x, np.array([0.1, 0.75]), axis=0), [("d", (5, 3))]),
+    ("percentile", lambda m, x: m.percentile(x, 30, keepdims=True), [("d", (2, 3))]),
+    ("methods", lambda m, x: (x.cumsum(axis=0) + x.cumprod(axis=1) + x.prod() + x.std()
+                              + x.repeat(1, axis=0) + x.trace() + x.round(1)),
+     [("a", (3, 3))]),
     ("prod_all", lambda m, x: m.prod(x), [("a", (3, 4))]),
     ("prod_axis", lambda m, x: m.prod(x, axis=1), [("n", (3, 4))]),
     ("prod_axes_keep", lambda m, x: m.prod(x, axis=(0, 2), keepdims=True), [("a", (2, 3, 2))]),
@@ -114,6 +132,10 @@ CASES = [
     ("swap_move", lambda m, x: m.swapaxes(x, 0, 2) + m.moveaxis(x, [0, 1], [2, 1]) * 2,
      [("n", (2, 3, 2))]),
     ("atleast_2d", lambda m, x: m.atleast_2d(x) * 2, [("n", (3,))]),
+    ("pad", lambda m, x: m.pad(x, ((1, 0), (2, 1))) + m.pad(x, ((1, 0), (3, 0)), constant_values=2.0),
+     [("n", (2, 3))]),
+    ("meshgrid", lambda m, x, y: _pieces(m, m.meshgrid(x, y) + m.meshgrid(y, x, indexing="ij")),
+     [("n", (3,)), ("n", (2,))]),
     ("rot90", lambda m, x: m.rot90(x) + m.rot90(x, 3) * 2 + m.rot90(x, 2, axes=(1, 0)),
      [("n", (3, 3))]),
     ("rollaxis", lambda m, x: m.rollaxis(x, 2) * 2 + m.rollaxis(x, 1, 0), [("n", (3, 3, 3))]),
@@ -157,6 +179,7 @@ CASES = [
     ("einsum_attention", _e("bhqd,bhkd->bhqk"), [("n", (2, 2, 3, 4)), ("n", (2, 2, 5, 4))]),
 ]
 IDS = [c[0] for c in CASES]
+NUMPY_METHODS = {"methods"}  # ndarray method spelling: eager tensors follow PyTorch's instead
 _BY_NAME = {c[0]: c for c in CASES}
 
 
@@ -219,6 +242,8 @@ def test_tg_spelling_runs_on_plain_arrays_and_float32(name):
 def test_eager_tensors(name):
     """The tg.* spelling on eager tensors: values and .grad from backward()."""
     import tracegrad.eager as torch
+    if name in NUMPY_METHODS:
+        pytest.skip("eager tensors spell methods as PyTorch does (x.cumsum(dim))")
     _, fn, _ = _BY_NAME[name]
     args = _args(name)
     w = _weights(fn, args)

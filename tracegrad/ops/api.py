@@ -1789,7 +1789,7 @@ def _einsum_parse(subscripts: str, operands) -> tuple[list[str], str]:
         raise ValueError(f"einsum: output subscript {out!r} repeats a letter"
                          + user_location_suffix())
     for c in out:
-        if not any(c in s for s in expanded):
+        if not builtins.any(c in s for s in expanded):
             raise ValueError(f"einsum: output subscript {c!r} does not appear in the inputs"
                              + user_location_suffix())
     return expanded, out
@@ -2297,3 +2297,304 @@ def full(shape, fill_value: Array, dtype: Any = None) -> Array:
 __all__ += ["arcsinh", "arccosh", "arctanh", "isnan", "isinf", "ceil", "trunc", "fix", "fmax",
             "fmin", "nan_to_num", "angle", "real_if_close", "rot90", "rollaxis", "linspace",
             "full"]
+
+# ------------------------------------------- rounding, nan-aware and order statistics
+
+
+def floor_divide(x: Array, y: Array) -> Array:
+    """x // y as NumPy computes it: (x - remainder(x, y)) / y, rounded (so 1 // 0.1 is 9,
+    not floor(10.0)); integer operands give integers (exact below 2**53). Zero gradient.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.floor_divide(np.array([1.0, -7.0]), np.array([0.1, 2.0]))
+    array([ 9., -4.])
+    """
+    x, y = _wrap(x), _wrap(y)
+    ints = builtins.all(_dtype(v).kind in "biu" for v in (x, y) if not isinstance(v, (int, bool)))
+    if ints:
+        xf = astype(x, "float64") if not isinstance(x, int) else float(x)
+        yf = astype(y, "float64") if not isinstance(y, int) else float(y)
+        q = floor(divide(xf, where(equal(yf, 0), 1.0, yf)))
+        out_dtype = np.result_type(*[v if isinstance(v, (int, bool)) else _dtype(v)
+                                     for v in (x, y)])
+        return astype(where(equal(yf, 0), 0.0, q), out_dtype.name)  # NumPy: x // 0 is 0 for ints
+    q = divide(subtract(x, remainder(x, y)), y)
+    rounded = floor(add(q, 0.5))
+    return where(equal(y, 0), divide(x, y), rounded)
+
+
+def _round_half_even(x):
+    f = floor(x)
+    d = subtract(x, f)  # exact: no x + 0.5 rounding (0.49999999999999994 stays below 1/2)
+    up = logical_or(greater(d, 0.5),
+                    logical_and(equal(d, 0.5), not_equal(remainder(f, 2.0), 0)))
+    r = add(f, astype(up, _dtype(f).name))
+    r = where(equal(r, 0), multiply(x, 0.0), r)  # -0.5 rounds to -0.0, as in NumPy
+    return where(less(abs(x), 2.0 ** 52), r, x)  # larger floats are integers already
+
+
+def round(x: Array, decimals: int = 0, out: Any = None) -> Array:  # noqa: A001
+    """Round half to even to `decimals` places, as NumPy (zero gradient).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.round(np.array([0.5, 1.5, 2.5, -0.5]))
+    array([ 0.,  2.,  2., -0.])
+    """
+    _no_dtype_out("round", None, out)
+    x = _wrap(x)
+    if _dtype(x).kind in "biu" and decimals >= 0:
+        return x
+    if decimals == 0:
+        return _round_half_even(x)
+    scale = 10.0 ** int(decimals)
+    if decimals > 0:
+        return divide(_round_half_even(multiply(x, scale)), scale)
+    return multiply(_round_half_even(divide(x, 1.0 / scale)), 1.0 / scale)
+
+
+around = round
+
+
+def rint(x: Array) -> Array:
+    """Round to the nearest integer, halves to even.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.rint(np.array([0.5, 1.5]))
+    array([0., 2.])
+    """
+    return round(x)
+
+
+def cbrt(x: Array) -> Array:
+    """Cube root, real for negative x; the gradient at 0 is +inf (as in JAX).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.cbrt(np.array([-8.0, 8.0]))
+    array([-2.,  2.])
+    """
+    return _odd(x, lambda a: power(a, 1.0 / 3.0))
+
+
+def heaviside(x: Array, h0: Array) -> Array:
+    """0 for x < 0, h0 at 0, 1 for x > 0 (zero gradient in x).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.heaviside(np.array([-1.0, 0.0, 2.0]), 0.5)
+    array([0. , 0.5, 1. ])
+    """
+    return where(less(x, 0), zeros_like(x), where(greater(x, 0), ones_like(x), multiply(h0, ones_like(x))))
+
+
+def any(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """True where any element along `axis` is nonzero.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.any(np.array([0.0, 2.0]))
+    array(True)
+    """
+    _no_dtype_out("any", None, out)
+    return greater(sum(astype(not_equal(_wrap(x), 0), "int64"), axis=axis, keepdims=keepdims), 0)
+
+
+def all(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """True where every element along `axis` is nonzero.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.all(np.array([0.0, 2.0]))
+    array(False)
+    """
+    _no_dtype_out("all", None, out)
+    return equal(sum(astype(equal(_wrap(x), 0), "int64"), axis=axis, keepdims=keepdims), 0)
+
+
+def ptp(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
+    """max - min along `axis`.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.ptp(np.array([3.0, -1.0, 2.0]))
+    array(4.)
+    """
+    _no_dtype_out("ptp", None, out)
+    x = _wrap(x)
+    return subtract(max(x, axis=axis, keepdims=keepdims), min(x, axis=axis, keepdims=keepdims))
+
+
+def average(x: Array, axis: Any = None, weights: Array | None = None, returned: bool = False,
+            keepdims: bool = False) -> Array:
+    """Mean, or sum(x * w) / sum(w) along `axis` (weights broadcast against x).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.average(np.array([1.0, 3.0]), weights=np.array([3.0, 1.0]))
+    array(1.5)
+    """
+    x = _wrap(x)
+    if weights is None:
+        out, total = mean(x, axis=axis, keepdims=keepdims), None
+        if returned:
+            count = _reduced_size(x, axis)
+            total = full_like(out, count)
+    else:
+        w = _wrap(weights)
+        if np.ndim(w) == 1 and np.ndim(x) > 1 and axis is not None and np.ndim(axis) == 0:
+            shape = [1] * np.ndim(x)
+            shape[_norm_axis(axis, np.ndim(x), "average")] = _shape(w)[0]
+            w = reshape(w, tuple(shape))
+        total = sum(multiply(ones_like(x), w), axis=axis, keepdims=keepdims)
+        out = divide(sum(multiply(x, w), axis=axis, keepdims=keepdims), total)
+    return (out, total) if returned else out
+
+
+def _reduced_size(x, axis) -> int:
+    axes = normalize_axes("reduce", T.aval_of(x), _axis(axis))
+    return int(np.prod([_shape(x)[a] for a in axes], dtype=np.int64))
+
+
+def nansum(x: Array, axis: Any = None, dtype: Any = None, out: Any = None,
+           keepdims: bool = False) -> Array:
+    """Sum, treating nan as 0 (the gradient is 0 at nan entries).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.nansum(np.array([1.0, np.nan, 2.0]))
+    array(3.)
+    """
+    _no_dtype_out("nansum", dtype, out)
+    x = _wrap(x)
+    return sum(where(isnan(x), zeros_like(x), x), axis=axis, keepdims=keepdims)
+
+
+def nanmean(x: Array, axis: Any = None, dtype: Any = None, out: Any = None,
+            keepdims: bool = False) -> Array:
+    """Mean of the non-nan entries.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.nanmean(np.array([1.0, np.nan, 2.0]))
+    array(1.5)
+    """
+    _no_dtype_out("nanmean", dtype, out)
+    x = _wrap(x)
+    count = sum(astype(logical_not(isnan(x)), _dtype(x).name), axis=axis, keepdims=keepdims)
+    return divide(nansum(x, axis=axis, keepdims=keepdims), count)
+
+
+def quantile(x: Array, q, axis: int | None = None, out: Any = None, overwrite_input: bool = False,
+             method: str = "linear", keepdims: bool = False) -> Array:
+    """The q-th quantile (static q in [0, 1], a scalar or a list) by sorting, with NumPy's
+    default linear interpolation; the gradient goes to the one or two order statistics used.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.quantile(np.array([1.0, 2.0, 3.0, 4.0]), 0.5)
+    array(2.5)
+    """
+    _no_dtype_out("quantile", None, out)
+    if method != "linear":
+        raise NotImplementedError("tracegrad.quantile: only method='linear' is supported"
+                                  + user_location_suffix())
+    x = _wrap(x)
+    if axis is None:
+        kept_nd = np.ndim(x)
+        x, ax = ravel(x), 0
+    else:
+        kept_nd = None
+        ax = _norm_axis(axis, np.ndim(x), "quantile")
+    n = _shape(x)[ax]
+    qs = np.asarray(q, dtype=np.float64)
+    if qs.size and (qs.min() < 0 or qs.max() > 1):
+        raise ValueError("quantile: quantiles must be in the range [0, 1]" + user_location_suffix())
+    s = moveaxis(sort(x, axis=ax), ax, -1)
+    pos = qs.ravel() * (n - 1)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    frac = pos - lo
+    # NumPy's result dtype: float32 data with a Python-float q stays float32, an array q
+    # (or list) promotes
+    weak_q = isinstance(q, (int, float))
+    target = np.result_type(_dtype(x), q if weak_q else qs.dtype)
+    frac = frac.astype(target)
+    if _dtype(x) != target:
+        x = astype(x, target.name)
+    vlo, vhi = getitem(s, (Ellipsis, lo)), getitem(s, (Ellipsis, hi))
+    vals = add(vlo, multiply(subtract(vhi, vlo), frac))  # (..., len(q))
+    vals = moveaxis(vals, -1, 0)
+    if keepdims:
+        base = (1,) * kept_nd if kept_nd is not None else tuple(
+            1 if d == ax else m for d, m in enumerate(_shape(x)))
+        vals = reshape(vals, (pos.size,) + base)
+    return reshape(vals, qs.shape + _shape(vals)[1:])
+
+
+def percentile(x: Array, q, axis: int | None = None, out: Any = None,
+               overwrite_input: bool = False, method: str = "linear",
+               keepdims: bool = False) -> Array:
+    """quantile(x, q / 100).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.percentile(np.array([1.0, 2.0, 3.0]), 50)
+    array(2.)
+    """
+    q = q / 100.0 if isinstance(q, (int, float)) else np.asarray(q, dtype=np.float64) / 100.0
+    return quantile(x, q, axis=axis, out=out,
+                    method=method, keepdims=keepdims)
+
+
+def median(x: Array, axis: int | None = None, out: Any = None, overwrite_input: bool = False,
+           keepdims: bool = False) -> Array:
+    """The middle value (mean of the two middle values for even counts) along `axis`.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.median(np.array([3.0, 1.0, 2.0, 10.0]))
+    array(2.5)
+    """
+    return quantile(x, 0.5, axis=axis, out=out, keepdims=keepdims)
+
+
+def pad(x: Array, pad_width, mode: str = "constant", constant_values: float = 0) -> Array:
+    """Pad with a constant (mode='constant' only); the gradient is the inner slice.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.pad(np.array([1.0, 2.0]), 1)
+    array([0., 1., 2., 0.])
+    """
+    if mode != "constant" or np.ndim(constant_values) != 0:
+        raise NotImplementedError("tracegrad.pad: only mode='constant' with one scalar value "
+                                  "is supported" + user_location_suffix())
+    x = _wrap(x)
+    nd = np.ndim(x)
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64).reshape(-1, 2)
+                             if np.ndim(pad_width) else np.full((1, 2), int(pad_width)), (nd, 2))
+    shape = tuple(int(d + a + b) for d, (a, b) in zip(_shape(x), widths))
+    spec = tuple(("slice", int(a), int(a) + d, 1) for d, (a, _) in zip(_shape(x), widths))
+    out = bind(T.index_add_zeros, x, spec=spec, shape=shape)
+    if constant_values != 0:
+        border = np.full(shape, float(constant_values))
+        border[tuple(slice(int(a), int(a) + d) for d, (a, _) in zip(_shape(x), widths))] = 0
+        out = add(out, border.astype(_dtype(x)) if _dtype(x).kind == "f" else border)
+    return out
+
+
+def meshgrid(*xs, indexing: str = "xy", sparse: bool = False, copy: bool = True) -> list:
+    """Coordinate arrays from 1-D coordinate vectors (NumPy's meshgrid).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> [g.shape for g in tg.meshgrid(np.ones(2), np.ones(3))]
+    [(3, 2), (3, 2)]
+    """
+    xs = [ravel(_wrap(v)) for v in xs]
+    n = len(xs)
+    shape = [_shape(v)[0] for v in xs]
+    if indexing == "xy" and n > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, v in enumerate(xs):
+        pos = i
+        if indexing == "xy" and n > 1 and i < 2:
+            pos = 1 - i
+        s = [1] * n
+        s[pos] = _shape(v)[0]
+        g = reshape(v, tuple(s))
+        out.append(g if sparse else broadcast_to(g, tuple(shape)))
+    return out
+
+
+__all__ += ["floor_divide", "round", "around", "rint", "cbrt", "heaviside", "any", "all", "ptp",
+            "average", "nansum", "nanmean", "quantile", "percentile", "median", "pad",
+            "meshgrid"]

@@ -58,6 +58,12 @@ class ArrayOperators:
     def __rmod__(self, other):
         return bind(T.remainder, other, self)
 
+    def __floordiv__(self, other):
+        return api.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return api.floor_divide(other, self)
+
     def __matmul__(self, other):
         return bind(T.matmul, self, other)
 
@@ -165,5 +171,53 @@ class ArrayMethods:
 
     def flatten(self):
         return api.reshape(self, (-1,))
+
+    # issue 13: more of ndarray's methods
+    def prod(self, axis=None, keepdims=False):
+        return api.prod(self, axis=axis, keepdims=keepdims)
+
+    def std(self, axis=None, ddof=0, keepdims=False):
+        return api.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def cumsum(self, axis=None):
+        return api.cumsum(self, axis=axis)
+
+    def cumprod(self, axis=None):
+        return api.cumprod(self, axis=axis)
+
+    def repeat(self, repeats, axis=None):
+        return api.repeat(self, repeats, axis=axis)
+
+    def trace(self, offset=0, axis1=0, axis2=1):
+        return api.trace(self, offset, axis1, axis2)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return api.diagonal(self, offset, axis1, axis2)
+
+    def any(self, axis=None, keepdims=False):
+        return api.any(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis=None, keepdims=False):
+        return api.all(self, axis=axis, keepdims=keepdims)
+
+    def round(self, decimals=0):
+        return api.round(self, decimals)
+
+    def ptp(self, axis=None, keepdims=False):
+        return api.ptp(self, axis=axis, keepdims=keepdims)
+
+    def argsort(self, axis=-1):
+        return api.argsort(self, axis=axis)
+
+    def conj(self):
+        return api.conj(self)
+
+    @property
+    def real(self):
+        return api.real(self)
+
+    @property
+    def imag(self):
+        return api.imag(self)
 
     ravel = flatten
