@@ -149,12 +149,50 @@ def is_anomaly_enabled() -> bool:
     return STATE.anomaly
 
 
-def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, **kwargs):
+def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+              raise_exception: bool = True, **kwargs):
+    """Finite differences against backward, in float64 (tracegrad.gradcheck)."""
     from tracegrad.gradcheck import gradcheck as _gradcheck
-    return _gradcheck(fn, inputs, eps=eps, atol=atol, rtol=rtol)
+    return _gradcheck(fn, inputs, eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception)
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5,
+                  rtol: float = 1e-3, gen_non_contig_grad_outputs: bool = False,
+                  raise_exception: bool = True, **kwargs) -> bool:
+    """PyTorch's gradgradcheck: gradcheck of (inputs, grad_outputs) -> the gradients of
+    func(inputs) (created with create_graph=True), so second derivatives are checked
+    against finite differences of first ones. Random grad_outputs if none are given."""
+    import numpy as np
+    tupled_inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    if grad_outputs is None:
+        outputs = func(*tupled_inputs)
+        outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+        rng = np.random.default_rng(0)
+        grad_outputs = tuple(
+            Tensor._wrap(rng.standard_normal(o.shape).astype(o._data.dtype)).requires_grad_()
+            for o in outputs if isinstance(o, Tensor) and o.requires_grad)
+    else:
+        grad_outputs = (grad_outputs,) if isinstance(grad_outputs, Tensor) else tuple(grad_outputs)
+    num_outputs = len(grad_outputs)
+
+    def new_func(*args):
+        input_args = args[:len(args) - num_outputs]
+        gos = args[len(args) - num_outputs:]
+        outputs = func(*input_args)
+        outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+        outputs = tuple(o for o in outputs if isinstance(o, Tensor) and o.requires_grad)
+        diff_inputs = tuple(x for x in input_args if isinstance(x, Tensor) and x.requires_grad)
+        grads = grad(outputs, diff_inputs, gos, create_graph=True, allow_unused=True)
+        return tuple(g for g in grads if g is not None)
+
+    return gradcheck(new_func, tupled_inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)
 
 
 from tracegrad.eager import functional  # noqa: E402  (torch.autograd.functional)
+from tracegrad.eager import graph  # noqa: E402  (torch.autograd.graph)
+from tracegrad.eager.graph import Node  # noqa: E402,F401
 
 # `from tracegrad.eager.autograd.functional import jacobian` works as in PyTorch
 sys.modules[__name__ + ".functional"] = functional
+sys.modules[__name__ + ".graph"] = graph

@@ -197,13 +197,14 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
             elif g is None:
                 if not retain_graph:
                     node.release()
-            elif plain and kind is Node and \
+            elif plain and kind is Node and node.tensor_hooks is None and \
                     node.pre_hooks is None and node.retain_ref is None and node.post_hooks is None:
                 results = node.apply(g, create_graph)  # the common case, inlined
                 if not retain_graph and node.saved:
                     node.release()
             elif targets is None and kind is AccumulateGrad and node.pre_hooks is None \
-                    and node.post_hooks is None and not node.variable._hooks:
+                    and node.post_hooks is None and not node.variable._hooks \
+                    and not node.variable._post_acc_hooks:
                 if accumulate:
                     var = node.variable
                     with _grad_lock(var):  # other threads may be accumulating into var
@@ -270,22 +271,36 @@ def _sum_into(grads: dict, node, prev, gi):
 
 def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate, anomaly,
               execute: bool = True):
-    if node.pre_hooks:
-        g = _run_tensor_hooks(node.pre_hooks, g, create_graph)
+    """One node with its hooks, in PyTorch's order: the tensor's hooks, retain_grad and the
+    capture of autograd.grad's inputs, then (only if the node runs) the node's pre-hooks,
+    the node itself, and its post-hooks."""
     if type(node) is AccumulateGrad:
         var = node.variable
         if var._hooks:
             g = _run_tensor_hooks(var._hooks, g, create_graph)
         if targets is not None and node in targets:
             captured[node] = g
-            if accumulate:
-                accumulate_grad(var, g, create_graph)
-        elif accumulate and targets is None:
-            accumulate_grad(var, g, create_graph)
-        if node.post_hooks and execute:
+        runs = execute and accumulate and (targets is None or node in targets)
+        if not runs:
+            return None
+        if node.pre_hooks:
+            g = _run_tensor_hooks(node.pre_hooks, g, create_graph)
+        first = var._grad is None
+        accumulate_grad(var, g, create_graph)
+        if var._post_acc_hooks:
+            for fn in list(var._post_acc_hooks.values()):
+                r = fn(var)
+                if r is not None:
+                    raise RuntimeError("post accumulate grad hooks should return None.")
+        if node.post_hooks:
+            # PyTorch's first accumulation makes the incoming gradient .grad itself, so the
+            # post-hook sees .grad (with whatever post-accumulate hooks did to it)
+            grad_outputs = (var._grad if first and var._grad is not None else _to_tensor(g),)
             for fn in list(node.post_hooks.values()):
-                fn(var)
+                fn((), grad_outputs)
         return None
+    if node.tensor_hooks:
+        g = _run_tensor_hooks(node.tensor_hooks, g, create_graph)
     if node.retain_ref is not None:
         t = node.retain_ref()
         if t is not None:
@@ -298,6 +313,8 @@ def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate
             accumulate_grad(tensor, g, create_graph)  # backward(inputs=[non_leaf]) fills .grad
     if not execute:
         return None
+    if node.pre_hooks:
+        g = _run_tensor_hooks(node.pre_hooks, g, create_graph)
     if anomaly:
         results = _apply_with_anomaly(node, g, create_graph)
     else:
@@ -305,9 +322,32 @@ def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate
     if not retain_graph:
         node.release()
     if node.post_hooks:
-        grad_inputs = tuple(_to_tensor(r) if r is not None else None for r in results)
-        for fn in list(node.post_hooks.values()):
-            fn(grad_inputs, (_to_tensor(g),))
+        results = _run_post_hooks(node, results, g, create_graph)
+    return results
+
+
+def _run_post_hooks(node, results, g, create_graph):
+    """fn(grad_inputs, grad_outputs), one entry per next_functions edge; a returned tuple
+    replaces the gradients (PyTorch's function post hooks)."""
+    idx = range(len(node.inputs)) if node.visible is None else node.visible
+    grad_outputs = (_to_tensor(g),)
+    for fn in list(node.post_hooks.values()):
+        grad_inputs = tuple(_to_tensor(results[i]) if results[i] is not None else None
+                            for i in idx)
+        r = fn(grad_inputs, grad_outputs)
+        if r is None:
+            continue
+        if not isinstance(r, (tuple, list)) or len(r) != len(grad_inputs):
+            raise RuntimeError(f"hook '{getattr(fn, '__name__', '<unknown>')}' has returned an "
+                               f"incorrect number of values (got "
+                               f"{len(r) if isinstance(r, (tuple, list)) else 1}, but expected "
+                               f"{len(grad_inputs)})")
+        results = list(results)
+        for k, i in enumerate(idx):
+            v = r[k]
+            if v is not None and results[i] is not None:
+                _check_hook_result(fn, v, results[i])
+            results[i] = None if v is None else _from_hook(v, create_graph)
     return results
 
 

@@ -100,39 +100,138 @@ def hessian(func: Callable, inputs, create_graph: bool = False, strict: bool = F
                     strict=strict)
 
 
+def _validate_v(v: tuple, other: tuple, is_other_tuple: bool) -> None:
+    """PyTorch's checks of v against the outputs (vjp) or inputs (jvp, vhp, hvp)."""
+    if len(other) != len(v):
+        if is_other_tuple:
+            raise RuntimeError(f"v is a tuple of invalid length: should be {len(other)} but got "
+                               f"{len(v)}.")
+        raise RuntimeError("The given v should contain a single Tensor.")
+    for idx, (el_v, el_other) in enumerate(zip(v, other)):
+        if tuple(el_v.shape) != tuple(el_other.shape):
+            prepend = f"Entry {idx} in " if is_other_tuple else ""
+            raise RuntimeError(f"{prepend}v has invalid size: should be {el_other.shape} but got "
+                               f"{el_v.shape}.")
+
+
+def _grad_sum(outputs: tuple, inputs: tuple, vs: tuple, create_graph: bool, strict: bool,
+              what: str = "output") -> tuple:
+    """sum_k vs[k]^T d outputs[k] / d inputs (zeros for inputs no output depends on)."""
+    from tracegrad.eager.autograd import grad
+    pairs = [(o, v) for o, v in zip(outputs, vs) if o.requires_grad]
+    if not pairs:
+        if strict:
+            raise RuntimeError(f"The {what} of the user-provided function is independent of "
+                               "input 0. This is not allowed in strict mode.")
+        return tuple(E.zeros_like(x) for x in inputs)
+    gs = grad([o for o, _ in pairs], inputs, [v for _, v in pairs], retain_graph=True,
+              create_graph=create_graph, allow_unused=True)
+    if strict and any(g is None for g in gs):
+        i = next(k for k, g in enumerate(gs) if g is None)
+        raise RuntimeError(f"The {what} of the user-provided function is independent of input "
+                           f"{i}. This is not allowed in strict mode.")
+    return tuple(E.zeros_like(x) if g is None else g for x, g in zip(inputs, gs))
+
+
+def _finish(values: tuple, is_tuple: bool, create_graph: bool):
+    if not create_graph:
+        values = tuple(t.detach() for t in values)
+    return values if is_tuple else values[0]
+
+
 def vjp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool = False):
-    """(func(inputs), v^T J)."""
+    """(func(inputs), v^T J); func may return a tuple of tensors (then v is a tuple too)."""
     is_tuple_in, inputs = _as_tuple(inputs, "inputs", "vjp")
     with enable_grad():
         inputs = _prepare_inputs(inputs, create_graph)
-        out = func(*inputs)
-        if v is None and out.numel() != 1:
-            raise RuntimeError("The vector v can only be None if the user-provided function "
-                               "returns a single Tensor with a single element.")
-        gs = _grads_or_zeros(out, inputs, v, create_graph, strict)
-    if not create_graph:
-        out, gs = out.detach(), tuple(g.detach() for g in gs)
-    return out, (gs if is_tuple_in else gs[0])
+        outputs = func(*inputs)
+        is_tuple_out, outputs = _as_tuple(outputs, "outputs of the user-provided function",
+                                          "vjp")
+        if v is None:
+            if len(outputs) != 1 or outputs[0].numel() != 1:
+                raise RuntimeError("The vector v can only be None if the user-provided function "
+                                   "returns a single Tensor with a single element.")
+            vs = (E.ones_like(outputs[0]),)
+        else:
+            _, vs = _as_tuple(v, "v", "vjp")
+            _validate_v(vs, outputs, is_tuple_out)
+        gs = _grad_sum(outputs, inputs, vs, create_graph, strict)
+    return _finish(outputs, is_tuple_out, create_graph), _finish(gs, is_tuple_in, create_graph)
 
 
 def jvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool = False):
-    """(func(inputs), J v), by the double-vjp trick (PyTorch does the same)."""
+    """(func(inputs), J v), by the double-vjp trick (PyTorch does the same); func may
+    return a tuple of tensors (then J v is a tuple too)."""
+    from tracegrad.eager.autograd import grad
     is_tuple_in, inputs = _as_tuple(inputs, "inputs", "jvp")
     if v is None:
-        if any(x.numel() != 1 for x in inputs):
+        if len(inputs) != 1 or inputs[0].numel() != 1:
             raise RuntimeError("The vector v can only be None if the input to the "
                                "user-provided function is a single Tensor with a single element.")
-        v = tuple(E.ones_like(x) for x in inputs)
-    _, v = _as_tuple(v, "v", "jvp")
+        vs = (E.ones_like(inputs[0]),)
+    else:
+        _, vs = _as_tuple(v, "v", "jvp")
+        _validate_v(vs, inputs, is_tuple_in)
+    with enable_grad():
+        inputs = _prepare_inputs(inputs, create_graph)
+        outputs = func(*inputs)
+        is_tuple_out, outputs = _as_tuple(outputs, "outputs of the user-provided function",
+                                          "jvp")
+        us = tuple(E.zeros_like(o).requires_grad_(o.dtype.is_floating_point) for o in outputs)
+        g_u = _grad_sum(outputs, inputs, us, True, strict)
+        total = None
+        for gi, vi in zip(g_u, vs):
+            if gi.requires_grad:
+                term = (gi * vi).sum()
+                total = term if total is None else total + term
+        if total is None:
+            jv = tuple(E.zeros_like(o) for o in outputs)
+        else:
+            found = grad(total, [u for u in us if u.requires_grad], create_graph=create_graph,
+                         allow_unused=True)
+            it = iter(found)
+            jv = tuple(E.zeros_like(o) if not u.requires_grad else
+                       (lambda g, o: E.zeros_like(o) if g is None else g)(next(it), o)
+                       for u, o in zip(us, outputs))
+        if strict and any(not o.requires_grad for o in outputs):
+            i = next(k for k, o in enumerate(outputs) if not o.requires_grad)
+            raise RuntimeError(f"The output of the user-provided function is independent of "
+                               f"input {i}. This is not allowed in strict mode.")
+    return _finish(outputs, is_tuple_out, create_graph), _finish(jv, is_tuple_out, create_graph)
+
+
+def _second_order(name: str, func: Callable, inputs, v, create_graph: bool, strict: bool):
+    is_tuple_in, inputs = _as_tuple(inputs, "inputs", name)
+    if v is None:
+        if len(inputs) != 1 or inputs[0].numel() != 1:
+            raise RuntimeError("The vector v can only be None if the input to the "
+                               "user-provided function is a single Tensor with a single element.")
+        vs = (E.ones_like(inputs[0]),)
+    else:
+        _, vs = _as_tuple(v, "v", name)
+        _validate_v(vs, inputs, is_tuple_in)
     with enable_grad():
         inputs = _prepare_inputs(inputs, create_graph)
         out = func(*inputs)
-        u = E.zeros_like(out).requires_grad_(True)
-        (g_u,) = (_grads_or_zeros(out, inputs, u, True, strict),)
-        from tracegrad.eager.autograd import grad
-        total = sum((gi * vi).sum() for gi, vi in zip(g_u, v))
-        (jv,) = grad(total, [u], create_graph=create_graph, allow_unused=True)
-        jv = E.zeros_like(out) if jv is None else jv
-    if not create_graph:
-        out, jv = out.detach(), jv.detach()
-    return out, jv
+        is_tuple_out, outs = _as_tuple(out, "outputs of the user-provided function", name)
+        if is_tuple_out or len(outs) != 1:
+            raise RuntimeError(f"The function given to {name} should return a single Tensor")
+        if outs[0].numel() != 1:
+            raise RuntimeError(f"The Tensor returned by the function given to {name} should "
+                               "contain a single element")
+        out = outs[0]
+        jac = _grad_sum((out.reshape(()),), inputs, (E.ones_like(out.reshape(())),), True,
+                        strict)
+        result = _grad_sum(jac, inputs, vs, create_graph, strict, what="jacobian")
+    return _finish((out,), False, create_graph), _finish(result, is_tuple_in, create_graph)
+
+
+def vhp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool = False):
+    """(func(inputs), v^T H) for a function returning one element."""
+    return _second_order("vhp", func, inputs, v, create_graph, strict)
+
+
+def hvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool = False):
+    """(func(inputs), H v) for a function returning one element (H is symmetric, so this
+    is v^T H; PyTorch computes the same numbers by double backward)."""
+    return _second_order("hvp", func, inputs, v, create_graph, strict)

@@ -660,7 +660,7 @@ def outer(input, vec2):
 # sqrt(sum(x*x)) would give nan), and diagonal / its scatter (a writable strided view).
 
 from tracegrad.ops.core import Aval as _Aval, Primitive as _Primitive  # noqa: E402
-from tracegrad.ops.rulekit import broadcast_shapes as _broadcast_shapes, promote as _promote  # noqa: E402
+from tracegrad.ops.rulekit import broadcast_shapes as _broadcast_shapes, dtype_name as _dtype_name, promote as _promote  # noqa: E402
 
 
 def _index_view(input, index, name, multi=None):
@@ -1027,7 +1027,7 @@ def _vector_norm_vjp(g, out, x, ord, axis, keepdims):
     if ord == 1:
         return T.mul(T.sign(x), gk)
     if ord in (np.inf, -np.inf):
-        mask = T.astype(T.eq(T.abs_(x), nk), dtype=np.dtype(x.dtype).name)
+        mask = T.astype(T.eq(T.abs_(x), nk), dtype=_dtype_name(g))
         count = T.sum_(mask, axis=axis, keepdims=True)
         return T.mul(T.sign(x), T.mul(T.div(gk, count), mask))
     if ord == 2:

@@ -12,6 +12,7 @@ reference counting as soon as the last tensor using them goes away.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
@@ -81,6 +82,98 @@ def version_message(saved: tuple, node: "Node") -> str:
             f"{saved[VERSION]} instead. {hint}")
 
 
+# ------------------------------------------------------- saved-tensor hooks
+# torch.autograd.graph.saved_tensors_hooks(pack, unpack): while active (per thread, the
+# innermost pair wins), every tensor a node saves goes through pack() at once and the
+# node keeps only what pack returned; backward (and `_saved_*`) calls unpack() on it.
+# As in PyTorch, values saved through hooks are not version-checked.
+
+_HOOKS_LOCAL = threading.local()
+HOOKS_ACTIVE = [0]  # contexts entered in any thread (a cheap test before the thread-local one)
+
+
+def saved_hooks_stack() -> list:
+    stack = getattr(_HOOKS_LOCAL, "stack", None)
+    if stack is None:
+        stack = _HOOKS_LOCAL.stack = []
+    return stack
+
+
+class Packed:
+    """A saved value that went through a pack hook: what pack returned, the unpack hook,
+    and what the unpacked tensor needs to stand in for the original."""
+
+    __slots__ = ("packed", "unpack_hook", "shape", "dtype", "is_output")
+
+    def __init__(self, packed, unpack_hook, shape, dtype, is_output):
+        self.packed = packed
+        self.unpack_hook = unpack_hook
+        self.shape = shape
+        self.dtype = dtype
+        self.is_output = is_output
+
+    def unpack(self):
+        from tracegrad.eager.tensor import Tensor
+        t = self.unpack_hook(self.packed)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got "
+                            f"result of type {type(t).__name__}")
+        return t
+
+
+def _pack_one(pack_hook, unpack_hook, tensor, is_output) -> Packed:
+    with _hooks_disabled():  # ops inside pack are not themselves packed (PyTorch)
+        packed = pack_hook(tensor)
+    return Packed(packed, unpack_hook, tuple(tensor._data.shape), tensor._data.dtype, is_output)
+
+
+class _hooks_disabled:  # noqa: N801
+    def __enter__(self):
+        stack = saved_hooks_stack()
+        stack.append(None)
+        HOOKS_ACTIVE[0] += 1
+
+    def __exit__(self, *exc):
+        saved_hooks_stack().pop()
+        HOOKS_ACTIVE[0] -= 1
+
+
+def pack_saved(node: "Node", args, result) -> None:
+    """Send the node's saved values through the innermost active pack hook."""
+    stack = saved_hooks_stack()
+    if not stack or stack[-1] is None:
+        return
+    pack_hook, unpack_hook = stack[-1]
+    from tracegrad.eager.tensor import Tensor
+    ops = list(node.operands)
+    for i, op in enumerate(ops):
+        if type(op) is tuple:
+            t = op[TENSOR]
+            if t is None:
+                t = Tensor._wrap(op[DATA])
+            ops[i] = _pack_one(pack_hook, unpack_hook, t, False)
+    node.operands = tuple(ops)
+    if node.out_saved is not None and type(node.out_saved) is tuple:
+        node.out_saved = _pack_one(pack_hook, unpack_hook, result, True)
+
+
+def _unpacked_operand(node: "Node", i: int, p: Packed, as_tensors: bool):
+    t = p.unpack()
+    if not as_tensors:
+        return t._data
+    # stand in for the original operand: same history, so double backward reaches it
+    from tracegrad.eager.tensor import Tensor
+    edge = node.inputs[i]
+    w = Tensor._wrap(t._data)
+    if edge is not None:
+        w._requires_grad = True
+        if type(edge) is AccumulateGrad:
+            w._acc_ref = weakref.ref(edge)
+        else:
+            w._grad_fn = edge
+    return w
+
+
 def _short_name(name: str) -> str:
     # torch 2.x names the op, not the node: "ExpBackward0" -> "Exp"
     name = name.rsplit("::", 1)[-1]
@@ -99,8 +192,8 @@ class Node:
     """
 
     __slots__ = ("prim", "attrs", "_name", "inputs", "visible", "in_meta", "saved", "operands", "out_saved", "out_meta",
-                 "freed", "pre_hooks", "post_hooks", "retain_ref", "_metadata", "trace",
-                 "ckpt", "__weakref__")
+                 "freed", "tensor_hooks", "pre_hooks", "post_hooks", "retain_ref", "_metadata",
+                 "trace", "ckpt", "__weakref__")
 
     def __init__(self, prim, attrs, name, inputs, in_meta, operands, out_saved, out_meta,
                  visible=None, saved=None):
@@ -117,8 +210,9 @@ class Node:
             saved = out_saved is not None or any(type(o) is tuple for o in operands)
         self.saved = saved
         self.freed = False
-        self.pre_hooks = None
-        self.post_hooks = None
+        self.tensor_hooks = None      # Tensor.register_hook on the tensor this node made
+        self.pre_hooks = None         # register_prehook: fn(grad_outputs)
+        self.post_hooks = None        # register_hook: fn(grad_inputs, grad_outputs)
         self.retain_ref = None
         self._metadata = None
         self.trace = None
@@ -157,30 +251,66 @@ class Node:
             if type(op) is tuple:
                 shape, dtype = self.in_meta[i] if op[DATA] is None else (op[DATA].shape, op[DATA].dtype)
                 info.append((_operand_label(self._name, i), tuple(shape), str(dtype)))
-        if self.out_saved is not None:
-            shape, dtype = self.out_meta if self.out_saved[DATA] is None else \
-                (self.out_saved[DATA].shape, self.out_saved[DATA].dtype)
+            elif type(op) is Packed:
+                info.append((_operand_label(self._name, i), op.shape, str(op.dtype)))
+        out = self.out_saved
+        if type(out) is Packed:
+            info.append(("result", out.shape, str(out.dtype)))
+        elif out is not None:
+            shape, dtype = self.out_meta if out[DATA] is None else (out[DATA].shape, out[DATA].dtype)
             info.append(("result", tuple(shape), str(dtype)))
         return info
 
     def __getattr__(self, attr: str):
         # PyTorch's saved-value attributes: `_saved_self`, `_saved_mat2`, `_saved_result`...
+        # and `_raw_saved_*`, the SavedTensor objects behind them.
         if attr.startswith("_saved_"):
             return self._saved_value(attr[len("_saved_"):])
+        if attr.startswith("_raw_saved_"):
+            slot = self._saved_slot(attr[len("_raw_saved_"):])
+            if slot is None:
+                raise AttributeError(f"'{self.display_name()}' object has no attribute '{attr}'")
+            return SavedTensor(self, slot)
         raise AttributeError(f"'{self.display_name()}' object has no attribute '{attr}'")
 
+    def _saved_slot(self, label: str):
+        """"out", an operand index, or None: where the saved value `label` lives."""
+        if label == "result" and (self.out_saved is not None
+                                  or (self.freed and "out" in _saves_of(self))):
+            return "out"
+        for i, op in enumerate(self.operands):
+            if (type(op) is tuple or type(op) is Packed or (op is None and self.freed
+                                                            and i in _saves_of(self))) \
+                    and _operand_label(self._name, i) == label:
+                return i
+        return None
+
     def _saved_value(self, label: str):
+        slot = self._saved_slot(label)
+        if slot is None:
+            raise AttributeError(f"'{self.display_name()}' object has no attribute "
+                                 f"'_saved_{label}'")
+        return self.saved_tensor(slot)
+
+    def saved_tensor(self, slot):
+        """The saved value at `slot` as a tensor (PyTorch's `_saved_*`): the original
+        input tensor, or the output with this node as its grad_fn; through the unpack
+        hook when one packed it."""
         from tracegrad.eager.tensor import Tensor
         if self.freed:
             raise RuntimeError(FREED_MESSAGE)
         if self.ckpt is not None:
             self.ckpt.fill(self)
-        if label == "result" and self.out_saved is not None:
-            return Tensor._wrap(self.out_saved[DATA])
-        for i, op in enumerate(self.operands):
-            if type(op) is tuple and _operand_label(self._name, i) == label:
-                return Tensor._wrap(op[DATA])
-        raise AttributeError(f"'{self.display_name()}' object has no attribute '_saved_{label}'")
+        if slot == "out":
+            out = self.out_saved
+            if type(out) is Packed:
+                t = out.unpack()
+                return _output_value((t._data, out_counter_stub(), 0, None, True), self, True)
+            return _output_value(out, self, True)
+        op = self.operands[slot]
+        if type(op) is Packed:
+            return _unpacked_operand(self, slot, op, True)
+        return op[TENSOR] if op[TENSOR] is not None else Tensor._wrap(op[DATA])
 
     def register_hook(self, fn):
         """Post-hook fn(grad_inputs, grad_outputs), called after this node runs."""
@@ -190,7 +320,8 @@ class Node:
         return add_hook(self.post_hooks, fn)
 
     def register_prehook(self, fn):
-        """Pre-hook fn(grad_outputs) -> new grad_outputs or None."""
+        """Pre-hook fn(grad_outputs) -> new grad_outputs or None (runs after the tensor's
+        own hooks and retain_grad, as in PyTorch)."""
         from tracegrad.eager.hooks import add_hook
         if self.pre_hooks is None:
             self.pre_hooks = {}
@@ -199,7 +330,8 @@ class Node:
     # ------------------------------------------------------------ backward
     def release(self) -> None:
         if self.saved:
-            self.operands = tuple([None if type(o) is tuple else o for o in self.operands])
+            self.operands = tuple([None if type(o) is tuple or type(o) is Packed else o
+                                   for o in self.operands])
             self.out_saved = None
             self.freed = True
 
@@ -223,12 +355,18 @@ class Node:
                 if counter is not None and counter[0] != op[VERSION]:
                     raise RuntimeError(version_message(op, self))
                 operands.append(op[TENSOR] if as_tensors and op[TENSOR] is not None else op[DATA])
+            elif type(op) is Packed:
+                operands.append(_unpacked_operand(self, i, op, as_tensors))
             else:
                 operands.append(op)
         out = self.out_saved
         if out is None:
             meta = self.out_meta
             return operands, (OperandMeta(*meta) if type(meta) is tuple else meta)
+        if type(out) is Packed:
+            t = out.unpack()
+            return operands, (_output_value((t._data, out_counter_stub(), 0, None, True), self,
+                                            True) if as_tensors else t._data)
         if out[COUNTER][0] != out[VERSION]:
             raise RuntimeError(version_message(out, self))
         return operands, _output_value(out, self, as_tensors)
@@ -259,6 +397,53 @@ class Node:
         return results
 
 
+def out_counter_stub() -> list:
+    return [0]
+
+
+def _saves_of(node) -> tuple:
+    saves = node.prim.saves
+    return saves if isinstance(saves, tuple) else ()
+
+
+class SavedTensor:
+    """`grad_fn._raw_saved_<name>` (PyTorch's torch._C._autograd.SavedTensor):
+    `register_hooks(pack, unpack)` packs this one saved value now and unpacks it
+    whenever backward or `_saved_<name>` needs it."""
+
+    __slots__ = ("node", "slot")
+
+    def __init__(self, node, slot):
+        self.node = node
+        self.slot = slot
+
+    def register_hooks(self, pack_hook, unpack_hook) -> None:
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("register_hooks expects pack_hook and unpack_hook to be callable")
+        node = self.node
+        value = node.out_saved if self.slot == "out" else node.operands[self.slot]
+        if node.freed or value is None:
+            raise RuntimeError("Calling register_hooks on a saved tensor after it has been freed. "
+                               "Saved intermediate values of the graph are freed when you call "
+                               ".backward() or autograd.grad(). Specify retain_graph=True if you "
+                               "need to backward through the graph a second time or if you need "
+                               "to access saved variables after calling backward.")
+        if type(value) is Packed:
+            raise RuntimeError("SavedTensor hooks have already been set on this SavedTensor. "
+                               "Please make sure to call register_hooks only once.")
+        tensor = node.saved_tensor(self.slot)
+        packed = _pack_one(pack_hook, unpack_hook, tensor, self.slot == "out")
+        if self.slot == "out":
+            node.out_saved = packed
+        else:
+            ops = list(node.operands)
+            ops[self.slot] = packed
+            node.operands = tuple(ops)
+
+    def __repr__(self) -> str:
+        return f"<torch._C._autograd.SavedTensor object at {hex(id(self))}>"
+
+
 class _NodePrehook:
     """A node pre-hook fn(grad_outputs) -> new grad_outputs or None, called by the
     engine like a tensor hook (one gradient in, one out)."""
@@ -284,6 +469,9 @@ _ARG_NAMES = {
     "DotBackward0": ("self", "tensor"), "PowBackward0": ("self", "exponent"),
     "PowBackward1": ("self", "exponent"), "PowBackward2": ("self", "exponent"),
     "WhereBackward0": ("condition", "self", "other"),
+    "MaskedFillBackward0": ("mask", "value", "self"), "MaskedFillBackward1": ("mask", "value", "self"),
+    "GatherBackward0": ("self", "index"), "IndexSelectBackward0": ("self", "index"),
+    "ScatterAddBackward0": ("src", "index"), "ClampBackward0": ("self", "min", "max"),
 }
 
 
@@ -333,6 +521,7 @@ class AccumulateGrad:
     freed = False
     retain_ref = None
     trace = None
+    tensor_hooks = None  # a leaf's own hooks live on the tensor (variable._hooks)
     saved_tensors_info: list = []
 
     def __init__(self, variable):
@@ -361,10 +550,18 @@ class AccumulateGrad:
         return self._metadata
 
     def register_hook(self, fn):
+        """Post-hook fn(grad_inputs=(), grad_outputs=(grad,)), after accumulation."""
         from tracegrad.eager.hooks import add_hook
         if self.post_hooks is None:
             self.post_hooks = {}
         return add_hook(self.post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """Pre-hook fn((grad,)) -> new (grad,) or None, after the tensor's own hooks."""
+        from tracegrad.eager.hooks import add_hook
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        return add_hook(self.pre_hooks, _NodePrehook(fn), node_level=True)
 
     def release(self) -> None:
         pass
@@ -381,3 +578,66 @@ def grad_accumulator(tensor) -> AccumulateGrad:
     acc = AccumulateGrad(tensor)
     tensor._acc_ref = weakref.ref(acc)
     return acc
+
+
+class saved_tensors_hooks:  # noqa: N801
+    """torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook): inside the
+    `with`, every tensor a node saves for backward is replaced by pack_hook(tensor), and
+    backward uses unpack_hook(packed) in its place.
+
+    >>> import tracegrad.eager as torch
+    >>> seen = []
+    >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
+    >>> with torch.autograd.graph.saved_tensors_hooks(lambda t: seen.append(t) or t * 1,
+    ...                                               lambda p: p):
+    ...     y = x * x
+    >>> len(seen), y.sum().backward(), x.grad
+    (2, None, tensor([2., 4.]))
+    """
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self):
+        if _DISABLED_MESSAGE is not None:
+            raise RuntimeError(_DISABLED_MESSAGE)
+        saved_hooks_stack().append((self.pack_hook, self.unpack_hook))
+        HOOKS_ACTIVE[0] += 1
+        return self
+
+    def __exit__(self, *exc):
+        stack = saved_hooks_stack()
+        if stack:  # an extra __exit__ (PyTorch's test does this) must not crash
+            stack.pop()
+            HOOKS_ACTIVE[0] -= 1
+        return False
+
+
+class save_on_cpu(saved_tensors_hooks):  # noqa: N801
+    """PyTorch's save_on_cpu: saved tensors are kept as CPU copies (tracegrad is all CPU,
+    so this keeps a copy of each saved tensor, detached from later in-place changes)."""
+
+    def __init__(self, pin_memory: bool = False, device_type: str = "cuda"):
+        super().__init__(lambda t: t.detach().clone(), lambda packed: packed)
+
+
+class disable_saved_tensors_hooks:  # noqa: N801
+    """Inside the `with`, entering saved_tensors_hooks raises `error_message`."""
+
+    def __init__(self, error_message: str):
+        self.error_message = error_message
+
+    def __enter__(self):
+        global _DISABLED_MESSAGE
+        self._prev = _DISABLED_MESSAGE
+        _DISABLED_MESSAGE = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        global _DISABLED_MESSAGE
+        _DISABLED_MESSAGE = self._prev
+        return False
+
+
+_DISABLED_MESSAGE = None

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tracegrad.eager import dtypes as _dt
-from tracegrad.eager.graph import Node, SavedValue, grad_accumulator
+from tracegrad.eager.graph import HOOKS_ACTIVE, Node, SavedValue, grad_accumulator, pack_saved
 from tracegrad.eager.errors import with_pytorch_class
 from tracegrad.eager.grad_mode import STATE
 from tracegrad.ops import table as T
@@ -369,6 +369,8 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
         node.trace = traceback.format_stack()[:-3]
     if state.ckpt is not None:  # inside a non-reentrant checkpoint (checkpointing.py)
         state.ckpt.record(node)
+    elif HOOKS_ACTIVE[0] and saved:  # saved_tensors_hooks (graph.py)
+        pack_saved(node, args, result)
     return node
 
 
@@ -394,6 +396,7 @@ class Tensor(ArrayOperators):
     _grad = None
     _acc_ref = None
     _hooks = None
+    _post_acc_hooks = None
     _inference = False
     _base = None
     _retains_grad = False
@@ -574,9 +577,21 @@ class Tensor(ArrayOperators):
                 self._hooks = {}
             return add_hook(self._hooks, hook)
         node = self._grad_fn
-        if node.pre_hooks is None:
-            node.pre_hooks = {}
-        return add_hook(node.pre_hooks, hook)
+        if node.tensor_hooks is None:
+            node.tensor_hooks = {}
+        return add_hook(node.tensor_hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[["Tensor"], None]):
+        """Call `hook(tensor)` after the gradient is accumulated into this leaf's `.grad`."""
+        from tracegrad.eager.hooks import add_hook
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = {}
+        return add_hook(self._post_acc_hooks, hook)
 
     def retain_grad(self) -> None:
         """Keep `.grad` for this non-leaf tensor after backward."""
@@ -1022,7 +1037,7 @@ def commit_inplace(self: Tensor, result: Tensor) -> None:
     write_into(self, result._data)
     old = self._grad_fn
     if node is not None:
-        if node.out_saved is not None:  # the output now lives in self's buffer
+        if type(node.out_saved) is tuple:  # the output now lives in self's buffer
             counter = self._counter
             node.out_saved = (self._data, counter, counter[0], None, True)
             if node.ckpt is not None:
