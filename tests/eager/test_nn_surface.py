@@ -248,6 +248,8 @@ def test_dropout_semantics(rt):
     np.testing.assert_allclose(y.detach().numpy()[kept], 1 / 0.75, rtol=1e-6)
     y.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), kept / 0.75, rtol=1e-6)
+    h = x * 1
+    assert F.dropout(h, 0.5, inplace=True) is h and h._version == 1
     m.eval()
     assert m(x) is x
     assert F.dropout(x, 0.5, training=False) is x
@@ -405,6 +407,8 @@ def test_conv_and_pool_gradcheck_float64():
     xg = torch.tensor(arr(1, 2, 4, 4, seed=6, dtype=np.float64), requires_grad=True)
     assert gradcheck(lambda x, w: F.conv2d(x, w, groups=2, stride=2), [xg, wg])
     assert gradcheck(lambda x: F.max_pool2d(x, 2, 1, 1), args[:1])
+    assert gradcheck(lambda x: F.adaptive_avg_pool2d(x, (3, 2)), args[:1])
+    assert gradcheck(lambda x: F.leaky_relu(x * 1, 0.1, inplace=True), args[:1])
     assert gradcheck(lambda x: F.pad(x, (1, 1, 2, 0), mode="reflect"), args[:1])
     w1 = torch.tensor(arr(4, 3, 3, seed=3, dtype=np.float64), requires_grad=True)
     x1 = torch.tensor(arr(2, 3, 7, seed=4, dtype=np.float64), requires_grad=True)
@@ -422,6 +426,9 @@ def test_conv2d_hand_values():
     np.testing.assert_array_equal(xr.grad.numpy()[0, 0], expected)
     pooled = F.max_pool2d(torch.arange(16.0).reshape(1, 1, 4, 4), 2)
     np.testing.assert_array_equal(pooled.numpy(), [[[[5, 7], [13, 15]]]])
+    # adaptive bins of 4 rows into 3: [0, 2), [1, 3), [2, 4)
+    ada = F.adaptive_avg_pool2d(torch.arange(16.0).reshape(1, 4, 4), (3, 1))
+    np.testing.assert_allclose(ada.numpy().ravel(), [3.5, 7.5, 11.5])
 
 
 def test_norms_embedding_losses_gradcheck_float64():
@@ -778,3 +785,30 @@ def test_forward_hooks_and_containers(rt):
     swap = ours.register_forward_hook(lambda m, args, out: out.sum())
     assert ours(torch.ones(1, 1, 4, 4)).ndim == 0
     swap.remove()
+
+
+@pytest.mark.parametrize("size", [(1, 1), 2, (3, 2), (None, 4), 5])
+def test_adaptive_avg_pool2d_matches_torch(rt, size):
+    m, mr = nn.AdaptiveAvgPool2d(size), rt.nn.AdaptiveAvgPool2d(size)
+    assert repr(m) == repr(mr)
+    out, out_r = compare_module(m, mr, arr(2, 3, 7, 6), rt)
+    assert out.grad_fn.name() == out_r.grad_fn.name()
+    compare_module(m, mr, arr(3, 8, 8), rt)
+
+
+@pytest.mark.parametrize("make", [
+    lambda nn_: nn_.ReLU(inplace=True), lambda nn_: nn_.LeakyReLU(0.2, inplace=True),
+    lambda nn_: nn_.SiLU(inplace=True)], ids=["ReLU", "LeakyReLU", "SiLU"])
+def test_inplace_activations_match_torch(rt, make):
+    m, mr = make(nn), make(rt.nn)
+    assert repr(m) == repr(mr)
+    x = arr(3, 4, lo=-2, hi=2)
+    xt, xr = torch.tensor(x, requires_grad=True), rt.tensor(x, requires_grad=True)
+    ht, hr = xt * 1.5, xr * 1.5
+    yt, yr = m(ht), mr(hr)
+    assert yt is ht and yr is hr  # the activation wrote into its input
+    close(ht, hr)
+    assert ht._version == hr._version == 1
+    (yt * yt).sum().backward()
+    (yr * yr).sum().backward()
+    close(xt.grad, xr.grad)

@@ -17,7 +17,7 @@ from tracegrad.eager.nn import functional  # noqa: F401
 from tracegrad.eager.nn.modules import (CrossEntropyLoss, Identity, Linear, Module,  # noqa: F401
                                         ModuleList, MSELoss, Parameter, ReLU, Sequential,
                                         Sigmoid, Tanh)
-from tracegrad.eager.nn.modules import (AvgPool2d, BatchNorm1d, BatchNorm2d,  # noqa: F401
+from tracegrad.eager.nn.modules import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d,  # noqa: F401
                                         BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d, Dropout,
                                         Embedding, Flatten, GELU, L1Loss, LayerNorm, LeakyReLU,
                                         LogSoftmax, MaxPool2d, NLLLoss, SiLU, Softmax,

@@ -19,7 +19,10 @@ from tracegrad.eager.errors import EagerIndexError, EagerValueError, shape_error
 from tracegrad.eager.tensor import Tensor, apply_op
 from tracegrad.ops import table as T
 
-relu = _f.relu
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    return input.relu_() if inplace else _f.relu(input)
+
+
 tanh = _f.tanh
 sigmoid = _f.sigmoid
 
@@ -236,12 +239,16 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
-    return apply_op(T.mul, (input, _f.sigmoid(input)), {}, name="SiluBackward0")
+    x = input.clone() if inplace else input  # what the backward reads must stay unchanged
+    out = apply_op(T.mul, (x, _f.sigmoid(x)), {}, name="SiluBackward0")
+    return input.copy_(out) if inplace else out
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    return apply_op(T.where, (input._data > 0, input, input * negative_slope), {},
-                    name="LeakyReluBackward0")
+    x = input.clone() if inplace else input
+    out = apply_op(T.where, (x._data > 0, x, x * negative_slope), {},
+                   name="LeakyReluBackward0")
+    return input.copy_(out) if inplace else out
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
@@ -260,6 +267,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     else:
         keep = generator().random(shape) >= p
         scale = keep.astype(input._data.dtype) * np.asarray(1.0 / (1.0 - p), input._data.dtype)
+    if inplace:
+        return input.mul_(Tensor._wrap(scale))
     return apply_op(T.mul, (input, scale), {}, name="MulBackward0")
 
 
@@ -681,3 +690,31 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     out = apply_op(T.mean, (win,), {"axis": 2, "keepdims": False},
                    name="AvgPool2DBackward0")
     return out.squeeze(0) if unbatched else out
+
+
+def _adaptive_bins(size: int, out: int) -> list:
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
+    """Mean over PyTorch's adaptive bins (start floor(i*H/oh), end ceil((i+1)*H/oh))."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError("adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got "
+                           f"{list(input.shape)}")
+    h, w = input.shape[-2], input.shape[-1]
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
+    oh = h if oh is None else int(oh)
+    ow = w if ow is None else int(ow)
+    if oh == 1 and ow == 1:
+        return input.mean((-2, -1), keepdim=True)
+    if h % oh == 0 and w % ow == 0:
+        x = input.unsqueeze(0) if input.ndim == 3 else input
+        out = avg_pool2d(x, (h // oh, w // ow))
+        out = out.squeeze(0) if input.ndim == 3 else out
+        return apply_op(T.mul, (out, 1.0), {}, name="AdaptiveAvgPool2DBackward0")
+    rows = []
+    for r0, r1 in _adaptive_bins(h, oh):
+        cells = [input[..., r0:r1, c0:c1].mean((-2, -1)) for c0, c1 in _adaptive_bins(w, ow)]
+        rows.append(_f.stack(cells, -1))
+    out = _f.stack(rows, -2)
+    return apply_op(T.mul, (out, 1.0), {}, name="AdaptiveAvgPool2DBackward0")
