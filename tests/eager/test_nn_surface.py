@@ -450,6 +450,27 @@ def test_norms_embedding_losses_gradcheck_float64():
     np.testing.assert_array_equal(emb.grad.numpy()[:, 0], [0, 3, 0, 0, 0, 1])
 
 
+def test_losses_with_options_gradcheck_float64():
+    x = torch.tensor(arr(5, 4, seed=30, lo=-2, hi=2, dtype=np.float64), requires_grad=True)
+    t = torch.tensor([0, 3, -100, 2, 3])
+    w = torch.tensor(arr(4, seed=31, lo=0.5, hi=2, dtype=np.float64))
+    for kw in [dict(weight=w), dict(ignore_index=-100, label_smoothing=0.2),
+               dict(weight=w, label_smoothing=0.1, reduction="sum")]:
+        assert gradcheck(lambda x: F.cross_entropy(x, t, **kw), [x])
+    probs = torch.tensor(np.full((5, 4), 0.25))
+    assert gradcheck(lambda x: F.cross_entropy(x, probs, weight=w, label_smoothing=0.3), [x])
+
+
+def test_parameters_to_vector_roundtrip_and_cuda_refused():
+    model = nn.Sequential(nn.Linear(3, 2), nn.Conv1d(1, 2, 2))
+    vec = nn.utils.parameters_to_vector(model.parameters())
+    assert vec.shape == (sum(p.numel() for p in model.parameters()),)
+    nn.utils.vector_to_parameters(vec * 0 + 1, model.parameters())
+    assert all(p.detach().numpy().min() == 1 for p in model.parameters())
+    with pytest.raises(AssertionError, match="Torch not compiled with CUDA enabled"):
+        model.cuda()
+
+
 def test_hand_derived_values():
     # LayerNorm of [1, 2, 3]: mean 2, var 2/3 -> (x - 2) / sqrt(2/3 + eps)
     out = F.layer_norm(torch.tensor([1.0, 2.0, 3.0]), (3,), eps=0.0)

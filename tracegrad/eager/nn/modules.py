@@ -289,6 +289,9 @@ class Module:
     def cpu(self) -> "Module":
         return self
 
+    def cuda(self, device=None) -> "Module":
+        raise AssertionError("Torch not compiled with CUDA enabled")
+
     def double(self) -> "Module":
         return self.to(dtype=_dt.float64)
 
