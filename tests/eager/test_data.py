@@ -111,6 +111,8 @@ def test_device_cuda_variable():
     assert torch.device("cpu").type == "cpu" and torch.device("cpu:0").index == 0
     assert repr(torch.device("cuda", 1)) == "device(type='cuda', index=1)"
     assert torch.cuda.is_available() is False and torch.cuda.device_count() == 0
+    assert torch.accelerator.is_available() is False  # the PyTorch quickstart's device test
+    assert torch.accelerator.current_accelerator() is None
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     x = torch.randn(2, 3, device=dev).to(dev)
     model = nn.Linear(3, 1).to(dev)

@@ -45,7 +45,8 @@ def __getattr__(name: str):
     return importlib.import_module(target)
 
 # issue 13: PyTorch's top level (tracegrad/eager/compat.py)
-from tracegrad.eager.compat import (Generator, Variable, backends, cuda, device,  # noqa: F401,E402
+from tracegrad.eager.compat import (Generator, Variable, accelerator, backends, cuda,  # noqa: F401,E402
+                                    device,
                                     get_default_device, load, save, set_default_device)
 
 autograd.Variable = Variable

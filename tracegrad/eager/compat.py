@@ -122,6 +122,13 @@ cuda.current_device = _no_cuda
 cuda.get_device_name = _no_cuda
 cuda.empty_cache = lambda: None
 
+accelerator = types.ModuleType("tracegrad.eager.accelerator",
+                               "torch.accelerator with no accelerator.")
+accelerator.is_available = _false
+accelerator.current_accelerator = lambda check_available=False: None
+accelerator.device_count = lambda: 0
+accelerator.synchronize = lambda device=None: None
+
 backends = types.ModuleType("tracegrad.eager.backends", "torch.backends on a CPU-only build.")
 backends.mps = types.SimpleNamespace(is_available=_false, is_built=_false)
 backends.cudnn = types.SimpleNamespace(is_available=_false, enabled=True, deterministic=False,
