@@ -25,8 +25,30 @@ log = logging.getLogger("tracegrad")
 SMALL_CONST = 1  # consts of at most this many elements become literals
 
 
+# Loops and branches run outside njit segments (their bodies are kernels of their
+# own). When what is left around them is this small, NumPy runs it: a pure Python
+# driver needs no Numba compile (~0.5 s at a cold start) and costs microseconds.
+SMALL_AROUND_LOOPS = 65_536
+_SUBGRAPH_OPS = ("scan", "while", "cond", "call", "custom_vjp_call")
+
+
+def _numpy_driver_suffices(graph: Graph) -> bool:
+    if not any(n.op in _SUBGRAPH_OPS for n in graph.nodes):
+        return False
+    work = sum(n.size for n in graph.nodes
+               if n.op not in ("input", "const") + _SUBGRAPH_OPS and not is_view(n))
+    return work <= SMALL_AROUND_LOOPS
+
+
 def generate(graph: Graph, kernel_name: str, parallel: bool = False) -> EmittedModule:
     """Source of a module whose `kernel_name` runs `graph` (see module doc)."""
+    if _numpy_driver_suffices(graph):
+        from tracegrad.passes.rewrite import copy_graph
+        plain = copy_graph(graph)
+        for n in plain.nodes:
+            n.group = None
+        forced = {n.id for n in plain.nodes if n.op not in ("input", "const")}
+        return _generate(plain, kernel_name, forced, parallel)
     if not any(n.group is not None for n in graph.nodes) and any(
             is_elementwise(n) for n in graph.nodes):
         graph = fuse_elementwise(graph)
