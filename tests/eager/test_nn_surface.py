@@ -833,3 +833,52 @@ def test_inplace_activations_match_torch(rt, make):
     (yt * yt).sum().backward()
     (yr * yr).sum().backward()
     close(xt.grad, xr.grad)
+
+
+CONVT_CASES = [dict(), dict(stride=2), dict(stride=2, padding=1, output_padding=1),
+               dict(stride=3, padding=2, dilation=2, output_padding=1),
+               dict(groups=2, stride=2, bias=False), dict(padding=2)]
+
+
+@pytest.mark.parametrize("kw", CONVT_CASES, ids=[str(c) for c in CONVT_CASES])
+def test_conv_transpose2d_matches_torch(rt, kw):
+    torch.manual_seed(0)
+    m, mr = nn.ConvTranspose2d(4, 6, 3, **kw), rt.nn.ConvTranspose2d(4, 6, 3, **kw)
+    assert repr(m) == repr(mr)
+    assert m.weight.shape == tuple(mr.weight.shape)
+    out, _ = compare_module(m, mr, arr(2, 4, 5, 4), rt)
+    assert out.grad_fn.name() == "ConvolutionBackward0"
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1, output_padding=1)])
+def test_conv_transpose1d_matches_torch(rt, kw):
+    m, mr = nn.ConvTranspose1d(3, 2, 4, **kw), rt.nn.ConvTranspose1d(3, 2, 4, **kw)
+    assert repr(m) == repr(mr)
+    compare_module(m, mr, arr(2, 3, 6), rt)
+
+
+def test_conv_transpose_output_size_matches_torch(rt):
+    m, mr = nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1), rt.nn.ConvTranspose2d(2, 3, 3,
+                                                                                     stride=2,
+                                                                                     padding=1)
+    copy_to_torch(m, mr, rt)
+    x = arr(1, 2, 4, 4)
+    close(m(torch.tensor(x), output_size=[8, 8]), mr(rt.tensor(x), output_size=[8, 8]))
+
+
+def test_conv_transpose_is_the_adjoint_of_conv_float64():
+    # <conv(x, w), y> == <x, conv_transpose(y, w)> for the same stride/padding/dilation
+    x = torch.tensor(arr(2, 3, 9, 8, seed=40, dtype=np.float64))
+    w = torch.tensor(arr(4, 3, 3, 2, seed=41, dtype=np.float64))
+    for kw in [dict(), dict(stride=2, padding=1), dict(stride=(2, 3), dilation=(2, 1))]:
+        y_shape = F.conv2d(x, w, **kw).shape
+        y = torch.tensor(np.random.default_rng(42).normal(size=tuple(y_shape)))
+        lhs = (F.conv2d(x, w, **kw) * y).sum().item()
+        back = F.conv_transpose2d(y, w, **kw)
+        pad = [(0, a - b) for a, b in zip(x.shape[2:], back.shape[2:])]
+        back = F.pad(back, (0, pad[1][1], 0, pad[0][1]))
+        assert lhs == pytest.approx((back * x).sum().item(), rel=1e-10)
+    xg = torch.tensor(arr(1, 2, 3, 3, seed=43, dtype=np.float64), requires_grad=True)
+    wg = torch.tensor(arr(2, 2, 2, 2, seed=44, dtype=np.float64), requires_grad=True)
+    assert gradcheck(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1,
+                                                     output_padding=1), [xg, wg])

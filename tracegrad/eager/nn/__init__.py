@@ -18,7 +18,8 @@ from tracegrad.eager.nn.modules import (CrossEntropyLoss, Identity, Linear, Modu
                                         ModuleList, MSELoss, Parameter, ReLU, Sequential,
                                         Sigmoid, Tanh)
 from tracegrad.eager.nn.modules import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d,  # noqa: F401
-                                        BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d, Dropout,
+                                        BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d,
+                                        ConvTranspose1d, ConvTranspose2d, Dropout,
                                         Embedding, Flatten, GELU, L1Loss, LayerNorm, LeakyReLU,
                                         LogSoftmax, MaxPool2d, NLLLoss, SiLU, Softmax,
                                         Unflatten)

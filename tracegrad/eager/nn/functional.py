@@ -718,3 +718,80 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
         rows.append(_f.stack(cells, -1))
     out = _f.stack(rows, -2)
     return apply_op(T.mul, (out, 1.0), {}, name="AdaptiveAvgPool2DBackward0")
+
+
+def _conv_transposend(input, weight, bias, stride, padding, output_padding, groups, dilation,
+                      n):
+    """The gradient of conv w.r.t. its input, as a forward op: spread the input out by
+    `stride` (zeros between), pad by dilation*(k-1) - padding, and correlate with the
+    flipped kernel whose in/out channels are swapped."""
+    name = f"conv_transpose{n}d"
+    if input.ndim not in (n + 1, n + 2):
+        raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to "
+                           f"{name}, but got input of size: {list(input.shape)}")
+    unbatched = input.ndim == n + 1
+    x = input.unsqueeze(0) if unbatched else input
+    c_in = x.shape[1]
+    if weight.shape[0] != c_in:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected "
+                           f"input{list(x.shape)} to have {weight.shape[0]} channels, but got "
+                           f"{c_in} channels instead")
+    stride = _tuple(stride, n, "stride")
+    padding = _tuple(padding, n, "padding")
+    output_padding = _tuple(output_padding, n, "output_padding")
+    dilation = _tuple(dilation, n, "dilation")
+    for op, s, d in zip(output_padding, stride, dilation):
+        if op >= s and op >= d:
+            raise RuntimeError("output padding must be smaller than either stride or dilation, "
+                               f"but got output_padding_height: {output_padding[0]} "
+                               f"output_padding_width: {output_padding[-1]} stride_height: "
+                               f"{stride[0]} stride_width: {stride[-1]} dilation_height: "
+                               f"{dilation[0]} dilation_width: {dilation[-1]}")
+    if n == 1:
+        x = x.unsqueeze(2)
+        weight = weight.unsqueeze(2)
+        stride, padding, output_padding, dilation = ((1,) + stride, (0,) + padding,
+                                                     (0,) + output_padding, (1,) + dilation)
+    kernel = tuple(weight.shape[2:])
+    nb, _, h, w = x.shape
+    # 1. zeros between input elements
+    if stride != (1, 1):
+        spread = ((h - 1) * stride[0] + 1, (w - 1) * stride[1] + 1)
+        spec = (("slice", 0, nb, 1), ("slice", 0, c_in, 1),
+                ("slice", 0, spread[0], stride[0]), ("slice", 0, spread[1], stride[1]))
+        x = apply_op(T.index_add_zeros, (x,), {"spec": spec, "shape": (nb, c_in) + spread})
+    # 2. pad (or crop) each side; output_padding adds to the bottom/right
+    lo = [d * (k - 1) - p for d, k, p in zip(dilation, kernel, padding)]
+    hi = [lo_i + op for lo_i, op in zip(lo, output_padding)]
+    crop = tuple(slice(max(-a, 0), x.shape[2 + i] - max(-b, 0))
+                 for i, (a, b) in enumerate(zip(lo, hi)))
+    if any(a < 0 or b < 0 for a, b in zip(lo, hi)):
+        x = x[:, :, crop[0], crop[1]]
+    widths = (max(lo[1], 0), max(hi[1], 0), max(lo[0], 0), max(hi[0], 0))
+    if any(widths):
+        x = pad(x, widths)
+    # 3. flipped kernel, (in, out/g) channels swapped per group
+    c_out_g = weight.shape[1]
+    wf = weight[:, :, ::-1, ::-1]
+    wf = wf.reshape(groups, c_in // groups, c_out_g, *kernel).transpose(1, 2)
+    wf = wf.reshape(groups * c_out_g, c_in // groups, *kernel)
+    out = _convnd(x, wf, None, 1, 0, dilation, groups, 2)
+    if n == 1:
+        out = out.squeeze(2)
+    if bias is not None:
+        out = out + bias.reshape((-1,) + (1,) * n)
+    out = apply_op(T.mul, (out, 1.0), {}, name="ConvolutionBackward0")
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
+                     padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """Transposed 2-D convolution (the adjoint of conv2d), as torch's."""
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
+                             dilation, 2)
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
+                     padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
+                             dilation, 1)

@@ -960,6 +960,8 @@ class _ConvNd(Module):
             s += f", padding={self.padding}"
         if self.dilation != (1,) * n:
             s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * n:
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
@@ -974,6 +976,74 @@ class Conv2d(_ConvNd):
 
 
 class Conv1d(_ConvNd):
+    _n = 1
+
+
+class _ConvTransposeNd(_ConvNd):
+    """Weight (in, out/groups, *kernel), as PyTorch's; forward is F.conv_transpose{1,2}d."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
+                 padding_mode: str = "zeros", device=None, dtype=None):
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for '
+                             f"{type(self).__name__}")
+        Module.__init__(self)
+        n = self._n
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = F._tuple(kernel_size, n, "kernel_size")
+        self.stride = F._tuple(stride, n, "stride")
+        self.padding = F._tuple(padding, n, "padding")
+        self.dilation = F._tuple(dilation, n, "dilation")
+        self.output_padding = F._tuple(output_padding, n, "output_padding")
+        self.groups = groups
+        self.padding_mode = padding_mode
+        self.transposed = True
+        self.weight = _empty_param((in_channels, out_channels // groups) + self.kernel_size,
+                                   dtype)
+        if bias:
+            self.bias = _empty_param((out_channels,), dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def _output_padding(self, input: Tensor, output_size) -> tuple:
+        if output_size is None:
+            return self.output_padding
+        n = self._n
+        size = tuple(output_size)[-n:]
+        spatial = tuple(input.shape[-n:])
+        padding = []
+        for d in range(n):
+            smallest = ((spatial[d] - 1) * self.stride[d] - 2 * self.padding[d]
+                        + self.dilation[d] * (self.kernel_size[d] - 1) + 1)
+            extra = size[d] - smallest
+            if not 0 <= extra < max(self.stride[d], self.dilation[d]):
+                raise ValueError(f"requested an output size of {list(size)}, but valid sizes "
+                                 f"range from {smallest} to "
+                                 f"{smallest + max(self.stride[d], self.dilation[d]) - 1} "
+                                 f"(for an input of {list(spatial)})")
+            padding.append(extra)
+        return tuple(padding)
+
+    def forward(self, input: Tensor, output_size=None) -> Tensor:
+        fn = F.conv_transpose2d if self._n == 2 else F.conv_transpose1d
+        return fn(input, self.weight, self.bias, self.stride, self.padding,
+                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    _n = 2
+
+
+class ConvTranspose1d(_ConvTransposeNd):
     _n = 1
 
 
