@@ -25,7 +25,7 @@ def test_linear_is_one_addmm_node_with_pytorchs_inputs_and_saved_names():
     # (bias, input, weight.T): PyTorch's addmm(bias, input, weight.t()) operand order
     assert names(y.grad_fn) == ["torch::autograd::AccumulateGrad"] * 2 + ["TBackward0"]
     assert [label for label, _, _ in y.grad_fn.saved_tensors_info] == ["mat1", "mat2"]
-    np.testing.assert_array_equal(y.grad_fn._saved_mat1.numpy(), x.detach().numpy())
+    np.testing.assert_array_equal(y.grad_fn._saved_mat1.detach().numpy(), x.detach().numpy())
     assert tuple(y.grad_fn._saved_mat2.shape) == (3, 2)
     # an input that needs no grad shows up as (None, 0)
     z = layer(torch.randn(4, 3))
@@ -81,10 +81,10 @@ def test_saved_value_attributes_follow_pytorch_and_are_freed_after_backward():
     x = torch.randn(3, requires_grad=True)
     y = torch.randn(3, requires_grad=True)
     z = x * y
-    np.testing.assert_array_equal(z.grad_fn._saved_self.numpy(), x.detach().numpy())
-    np.testing.assert_array_equal(z.grad_fn._saved_other.numpy(), y.detach().numpy())
+    np.testing.assert_array_equal(z.grad_fn._saved_self.detach().numpy(), x.detach().numpy())
+    np.testing.assert_array_equal(z.grad_fn._saved_other.detach().numpy(), y.detach().numpy())
     e = x.exp()
-    np.testing.assert_array_equal(e.grad_fn._saved_result.numpy(), e.detach().numpy())
+    np.testing.assert_array_equal(e.grad_fn._saved_result.detach().numpy(), e.detach().numpy())
     with pytest.raises(AttributeError, match="_saved_mat2"):
         z.grad_fn._saved_mat2
     z.sum().backward()

@@ -833,3 +833,16 @@ def test_functional_vhp_hvp(lib):
     _, g = F.vhp(lambda a: (a ** 3).sum(), x, torch.ones(3, dtype=torch.float64),
                  create_graph=True)
     assert g.requires_grad and g.tolist() == [6.0, 12.0, 18.0]  # create_graph: part of a graph
+
+
+def test_saved_attributes_are_the_tensors_themselves(lib):
+    torch = lib
+    x = torch.randn(3, requires_grad=True)
+    y = torch.randn(3, requires_grad=True)
+    z = x * y
+    assert z.grad_fn._saved_self is x and z.grad_fn._saved_other is y
+    e = x.exp()
+    r = e.grad_fn._saved_result
+    assert r.grad_fn is e.grad_fn and r.requires_grad and torch.equal(r, e)
+    with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires grad"):
+        r.numpy()

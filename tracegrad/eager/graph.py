@@ -293,9 +293,9 @@ class Node:
         return self.saved_tensor(slot)
 
     def saved_tensor(self, slot):
-        """The saved value at `slot` as a tensor (PyTorch's `_saved_*`): the original
-        input tensor, or the output with this node as its grad_fn; through the unpack
-        hook when one packed it."""
+        """The saved value at `slot` as a tensor (PyTorch's `_saved_*`): the input tensor
+        itself, or the output with this node as its grad_fn (so, as in PyTorch, both may
+        require grad); through the unpack hook when one packed it."""
         from tracegrad.eager.tensor import Tensor
         if self.freed:
             raise RuntimeError(FREED_MESSAGE)
@@ -402,7 +402,7 @@ def out_counter_stub() -> list:
 
 
 def _saves_of(node) -> tuple:
-    saves = node.prim.saves
+    saves = getattr(node.prim, "saves", None)
     return saves if isinstance(saves, tuple) else ()
 
 
