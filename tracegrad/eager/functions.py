@@ -747,7 +747,9 @@ def chunk(input, chunks, dim=0):
         raise shape_error("chunk", "chunk expects at least a 1-dimensional tensor", input)
     d = _dim(dim, input.ndim, "chunk")
     size = input._data.shape[d]
-    return split(input, _bmax(-(-size // chunks), 1), d)
+    if size == 0:  # PyTorch: `chunks` empty pieces
+        return _multi_views(input, d, [(0, 0)] * chunks, "Split", "Split")
+    return split(input, -(-size // chunks), d)
 
 
 def unbind(input, dim=0):
