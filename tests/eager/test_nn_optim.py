@@ -137,6 +137,7 @@ def test_checkpoint_sequential_saves_sqrt_n_activations():
     assert ckpt < 2 * 6 * activation + activation  # ~ segments boundaries + one segment
 
 
+@pytest.mark.slow  # the same check as reliability's 10,000-step cross-entropy + Adam loop
 def test_training_loop_memory_is_flat():
     """10,000 steps under tracemalloc: no graph survives its backward. Tracing
     starts before the first step, so the allocator's bounded pools are filled by

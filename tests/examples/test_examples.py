@@ -55,7 +55,6 @@ def test_control_flow():
 
 
 def test_train_mlp(tmp_path):
-    pytest.importorskip("tracegrad.eager.nn")
     out = run_example("train_mlp.py", "--quick", "--out", str(tmp_path))
     rows = {line.split()[0]: line.split() for line in out.splitlines()
             if line.startswith(("eager ", "compiled "))}
@@ -68,10 +67,6 @@ def test_train_mlp(tmp_path):
 
 
 def test_checkpointing():
-    try:
-        from tracegrad.eager import checkpoint_sequential  # noqa: F401
-    except ImportError:
-        pytest.skip("tracegrad.eager.checkpoint_sequential is not built yet")
     out = run_example("checkpointing.py", "--quick")
     rows = [line.split("|") for line in out.splitlines() if re.match(r"\s*\d+\s+\d+ \|", line)]
     assert len(rows) == 2
