@@ -198,11 +198,49 @@ def test_load_refuses_other_files(tmp_path):
     bad.write_bytes(b"not a zip")
     with pytest.raises(RuntimeError, match="not a file written by tracegrad.eager.save"):
         torch.load(bad)
+    # a PyTorch-format zip whose pickle names os.system: refused before anything runs
+    import pickle
+    import zipfile
+
+    class Evil:
+        def __reduce__(self):
+            import os
+            return (os.system, ("echo pwned",))
+    evil = tmp_path / "evil.pt"
+    with zipfile.ZipFile(evil, "w") as zf:
+        zf.writestr("evil/data.pkl", pickle.dumps({"w": Evil()}))
+        zf.writestr("evil/byteorder", "little")
+    with pytest.raises(pickle.UnpicklingError, match="Unsupported global: GLOBAL posix.system"):
+        torch.load(evil)
+
+
+def test_load_reads_pytorch_checkpoints(tmp_path):
+    """A state dict saved by real PyTorch loads into the same model here (restricted
+    unpickler: only tensors, OrderedDict, Parameters)."""
     rt = pytest.importorskip("torch")
-    real = tmp_path / "real.pt"
-    rt.save({"w": rt.ones(2)}, real)
-    with pytest.raises(RuntimeError, match="a PyTorch checkpoint"):
-        torch.load(real)
+
+    def build(lib):
+        return lib.nn.Sequential(lib.nn.Conv2d(1, 2, 3), lib.nn.BatchNorm2d(2),
+                                 lib.nn.Flatten(), lib.nn.Linear(8, 3))
+    theirs = build(rt)
+    theirs(rt.randn(4, 1, 4, 4))  # moves the BatchNorm running statistics
+    extra = {"strided": rt.arange(12.0).reshape(3, 4).t(), "offset": rt.arange(10)[3:7],
+             "param": rt.nn.Parameter(rt.ones(2)), "half": rt.ones(2, dtype=rt.float16),
+             "flag": rt.tensor(True), "epoch": 7}
+    path = tmp_path / "real.pt"
+    rt.save({"model": theirs.state_dict(), **extra}, path)
+    loaded = torch.load(path, weights_only=True)
+    ours = build(torch)
+    ours.load_state_dict(loaded["model"])
+    theirs.eval(), ours.eval()
+    x = np.random.default_rng(0).normal(size=(2, 1, 4, 4)).astype(np.float32)
+    np.testing.assert_allclose(ours(torch.tensor(x)).detach().numpy(),
+                               theirs(rt.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+    for key in ("strided", "offset", "half", "flag"):
+        np.testing.assert_array_equal(loaded[key].numpy(), extra[key].numpy())
+        assert str(loaded[key].dtype) == str(extra[key].dtype)
+    assert isinstance(loaded["param"], torch.nn.Parameter) and loaded["param"].requires_grad
+    assert loaded["epoch"] == 7
 
 
 @pytest.mark.parametrize("name", ["tracegrad.eager.compat", "tracegrad.eager.utils.data",

@@ -294,8 +294,10 @@ def save(obj: Any, f, pickle_module=None, pickle_protocol=None,
 
 def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None = None,
          mmap: bool | None = None, **pickle_load_args) -> Any:
-    """Read what `save` wrote. Nothing is unpickled or executed, so it is as safe as
-    PyTorch's weights_only=True; weights_only=False is accepted and changes nothing."""
+    """Read what `save` wrote (nothing is unpickled), or a file PyTorch's torch.save wrote
+    (its pickle read by an unpickler that resolves only OrderedDict, tensor/Parameter
+    rebuilds and storage types, as PyTorch's weights_only=True). weights_only=False is
+    accepted and changes nothing: no other globals are ever resolved."""
     if map_location is not None and not callable(map_location) and not isinstance(
             map_location, dict):
         check_device(map_location)
@@ -310,9 +312,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
         with zf:
             names = set(zf.namelist())
             if "structure.json" not in names:
+                pickles = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
+                if len(pickles) == 1:
+                    return _load_pytorch_zip(zf, pickles[0][:-len("data.pkl")])
                 raise RuntimeError("torch.load (tracegrad): not a file written by "
-                                   "tracegrad.eager.save (a PyTorch checkpoint? load it with "
-                                   "PyTorch and pass tensors' .numpy() instead)")
+                                   "tracegrad.eager.save or by PyTorch's torch.save")
             structure = json.loads(zf.read("structure.json"))
             if structure.get("format") != _FORMAT:
                 raise RuntimeError(f"torch.load (tracegrad): unknown format "
@@ -327,3 +331,75 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
     finally:
         if own:
             fh.close()
+
+
+
+# ---------------------------------------------------------------- PyTorch's own files
+# torch.save's zip: <name>/data.pkl refers to raw little-endian storages <name>/data/<key>.
+# It is read with an unpickler that resolves only the globals a state dict needs (as
+# PyTorch's weights_only=True does), so a crafted file cannot run code.
+
+_TORCH_STORAGES = {"FloatStorage": "<f4", "DoubleStorage": "<f8", "HalfStorage": "<f2",
+                   "LongStorage": "<i8", "IntStorage": "<i4", "ShortStorage": "<i2",
+                   "CharStorage": "i1", "ByteStorage": "u1", "BoolStorage": "?"}
+
+
+class _StorageType:
+    def __init__(self, dtype: str):
+        self.dtype = np.dtype(dtype)
+
+
+def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False,
+                       backward_hooks=None, metadata=None):
+    itemsize = storage.dtype.itemsize
+    if not size:
+        arr = storage[storage_offset:storage_offset + 1].reshape(())
+    else:
+        arr = np.lib.stride_tricks.as_strided(
+            storage[storage_offset:], shape=tuple(size),
+            strides=tuple(st * itemsize for st in stride), writeable=False)
+    t = Tensor._wrap(np.array(arr, copy=True))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _rebuild_parameter(data, requires_grad, backward_hooks, *args):
+    from tracegrad.eager.nn.modules import Parameter
+    return Parameter(data, requires_grad=requires_grad)
+
+
+def _load_pytorch_zip(zf: zipfile.ZipFile, prefix: str) -> Any:
+    import pickle
+
+    if f"{prefix}byteorder" in zf.namelist() and zf.read(f"{prefix}byteorder") != b"little":
+        raise RuntimeError("torch.load (tracegrad): big-endian PyTorch files are not supported")
+    allowed = {("collections", "OrderedDict"): OrderedDict,
+               ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+               ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+               ("torch", "device"): device}
+    storages: dict = {}
+
+    class Restricted(pickle.Unpickler):
+        def find_class(self, module: str, name: str):
+            if module == "torch" and name in _TORCH_STORAGES:
+                return _StorageType(_TORCH_STORAGES[name])
+            found = allowed.get((module, name))
+            if found is None:
+                raise pickle.UnpicklingError(
+                    f"Weights only load failed: Unsupported global: GLOBAL {module}.{name} "
+                    "(tracegrad reads state dicts of tensors, containers and numbers only)")
+            return found
+
+        def persistent_load(self, pid):
+            if not (isinstance(pid, tuple) and pid and pid[0] == "storage"
+                    and isinstance(pid[1], _StorageType)):
+                raise pickle.UnpicklingError(f"torch.load (tracegrad): unsupported storage "
+                                             f"record {pid!r:.80}")
+            _, kind, key, _location, numel = pid[:5]
+            if key not in storages:
+                raw = zf.read(f"{prefix}data/{key}")
+                storages[key] = np.frombuffer(raw, dtype=kind.dtype, count=int(numel))
+            return storages[key]
+
+    return Restricted(io.BytesIO(zf.read(f"{prefix}data.pkl"))).load()
