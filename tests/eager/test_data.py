@@ -212,6 +212,15 @@ def test_load_refuses_other_files(tmp_path):
         zf.writestr("evil/byteorder", "little")
     with pytest.raises(pickle.UnpicklingError, match="Unsupported global: GLOBAL posix.system"):
         torch.load(evil)
+    # a tensor record whose strides reach past its storage: refused, not read out of bounds
+    from tracegrad.eager import compat
+    storage = np.zeros(4, np.float32)
+    with pytest.raises(RuntimeError, match="does not fit its storage"):
+        compat._rebuild_tensor_v2(storage, 0, (2, 3), (3, 1))
+    with pytest.raises(RuntimeError, match="does not fit its storage"):
+        compat._rebuild_tensor_v2(storage, 4, (), ())
+    assert compat._rebuild_tensor_v2(storage, 1, (3,), (1,)).shape == (3,)
+    assert compat._rebuild_tensor_v2(storage, 9, (0, 5), (5, 1)).shape == (0, 5)
 
 
 def test_load_reads_pytorch_checkpoints(tmp_path):

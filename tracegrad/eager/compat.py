@@ -352,6 +352,17 @@ class _StorageType:
 def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False,
                        backward_hooks=None, metadata=None):
     itemsize = storage.dtype.itemsize
+    size, stride = tuple(int(v) for v in size), tuple(int(v) for v in stride)
+    offset = int(storage_offset)
+    # as_strided does not check bounds: a crafted file must not reach outside its storage
+    last = offset + sum((n - 1) * st for n, st in zip(size, stride) if n > 0)
+    if (len(size) != len(stride) or offset < 0 or any(n < 0 for n in size)
+            or any(st < 0 for st in stride)
+            or (0 not in size and (last >= storage.size or offset >= storage.size))):
+        raise RuntimeError(f"torch.load (tracegrad): tensor of size {list(size)}, stride "
+                           f"{list(stride)} and offset {offset} does not fit its storage of "
+                           f"{storage.size} elements")
+    storage_offset = offset
     if not size:
         arr = storage[storage_offset:storage_offset + 1].reshape(())
     else:
