@@ -905,7 +905,7 @@ def _fill_value_for(input, value):
     return value
 
 
-def masked_fill_args(input, mask, value):
+def _masked_fill_args(input, mask, value):
     """(operands of `where`, node name, visible operands) for masked_fill(_), after
     PyTorch's checks of the mask and the value."""
     if not isinstance(mask, Tensor) or mask._data.dtype != np.bool_:
@@ -925,7 +925,7 @@ def masked_fill_args(input, mask, value):
 
 
 def masked_fill(input, mask, value):
-    args, name, visible = masked_fill_args(input, mask, value)
+    args, name, visible = _masked_fill_args(input, mask, value)
     return apply_op(T.where, args, {}, name=name, visible=visible)
 
 
@@ -1245,4 +1245,4 @@ install_methods()
 
 __all__ = [n for n, v in list(globals().items())
            if callable(v) and getattr(v, "__module__", None) == __name__ and not n.startswith("_")
-           and n not in ("install_methods",)]
+           and n not in ("install_methods", "repeat")]  # (torch.repeat does not exist)

@@ -866,8 +866,8 @@ class Tensor(ArrayOperators):
         return clamp(self, max=max)
 
     def masked_fill_(self, mask, value) -> "Tensor":
-        from tracegrad.eager.functions import masked_fill_args
-        args, name, visible = masked_fill_args(self, mask, value)
+        from tracegrad.eager.functions import _masked_fill_args
+        args, name, visible = _masked_fill_args(self, mask, value)
         return inplace(self, T.where, args, {}, name=name, visible=visible)
 
     # The in-place forms of the elementwise ops: same primitive and node name as the
