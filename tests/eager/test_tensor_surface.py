@@ -846,3 +846,38 @@ def test_saved_attributes_are_the_tensors_themselves(lib):
     assert r.grad_fn is e.grad_fn and r.requires_grad and torch.equal(r, e)
     with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires grad"):
         r.numpy()
+
+
+SECOND_BACKWARD = {  # does a second backward (without retain_graph) raise? PyTorch's answers
+    "repeat": (lambda L, x: x.repeat(2, 1), False),
+    "gather": (lambda L, x: x.gather(1, L.tensor([[0, 1, 2]] * 4)), True),
+    "gather_small_index": (lambda L, x: x.gather(1, L.tensor([[0]])), True),
+    "index_select": (lambda L, x: x.index_select(0, L.tensor([1])), True),
+    "scatter_add_const_src": (lambda L, x: x.scatter_add(0, L.tensor([[0, 1, 2]]), L.ones(1, 3)),
+                              False),
+    "masked_fill": (lambda L, x: x.masked_fill(x > 0, 0.0), True),
+    "narrow": (lambda L, x: x.narrow(0, 1, 2), False),
+    "diagonal": (lambda L, x: x.diagonal(), False),
+    "cumsum": (lambda L, x: x.cumsum(0), False),
+    "clamp": (lambda L, x: x.clamp(0, 1), True),
+    "clamp_tensors": (lambda L, x: x.clamp(L.zeros(3), L.ones(3)), True),
+    "norm": (lambda L, x: x.norm(), True),
+    "where": (lambda L, x: L.where(x > 0, x, 0.0), True),
+    "split": (lambda L, x: x.split(2)[0], False),
+    "unbind": (lambda L, x: x.unbind()[0], False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECOND_BACKWARD))
+def test_second_backward_raises_where_pytorch_saved_tensors(name, lib):
+    fn, raises = SECOND_BACKWARD[name]
+    x = lib.tensor(_arrays([(4, 3)])[0], requires_grad=True)
+    y = fn(lib, x).sum()
+    y.backward()
+    if raises:
+        with pytest.raises(RuntimeError, match="Trying to backward through the graph a second "
+                                               "time"):
+            y.backward()
+    else:
+        y.backward()
+        assert x.grad is not None

@@ -784,7 +784,12 @@ def repeat(input, *sizes):
         arrays.append((np.arange(out_shape[axis]) % _bmax(n, 1)).reshape(view))
     arrays[0] = np.broadcast_to(arrays[0], out_shape[:lead] + arrays[0].shape[lead:])
     spec = tuple(("array", k) for k in range(len(shape)))
-    return apply_op(T.getitem, (input, *arrays), {"spec": spec}, name="RepeatBackward0")
+    out = apply_op(T.getitem, (input, *arrays), {"spec": spec}, name="RepeatBackward0")
+    if out._grad_fn is not None:
+        # PyTorch's RepeatBackward0 keeps only the repeat counts: a second backward works
+        # (the index arrays here are constants made from them, never user data)
+        out._grad_fn.saved = False
+    return out
 
 
 def _index_tensor(index, op: str):
