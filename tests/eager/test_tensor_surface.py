@@ -881,3 +881,34 @@ def test_second_backward_raises_where_pytorch_saved_tensors(name, lib):
     else:
         y.backward()
         assert x.grad is not None
+
+
+SAVED_ATTRS = [  # PyTorch's non-tensor saved attributes of the new nodes (torch 2.13)
+    ("narrow", lambda L, x: x.narrow(1, 1, 2),
+     {"dim": 1, "start": 1, "end": 3, "step": 1, "self_sym_sizes": (4, 5)}),
+    ("select", lambda L, x: x.select(0, 1), {"dim": 0, "index": 1, "self_sym_sizes": (4, 5)}),
+    ("split", lambda L, x: x.split(2, 1)[0], {"dim": 1, "self_sym_sizes": (4, 5), "split_size": 2}),
+    ("split_sizes", lambda L, x: x.split([1, 4], 1)[1],
+     {"dim": 1, "self_sym_sizes": (4, 5), "split_sizes": (1, 4)}),
+    ("unbind", lambda L, x: x.unbind(1)[0], {"dim": 1}),
+    ("repeat", lambda L, x: x.repeat(2, 1), {"repeats": (2, 1), "self_sym_sizes": (4, 5)}),
+    ("diagonal", lambda L, x: x.diagonal(1),
+     {"dim1": 0, "dim2": 1, "offset": 1, "self_sym_sizes": (4, 5)}),
+    ("gather", lambda L, x: x.gather(0, L.tensor([[1]])), {"dim": 0, "sparse_grad": False}),
+    ("scatter_add", lambda L, x: x.scatter_add(0, L.tensor([[1]]), L.ones(1, 1)), {"dim": 0}),
+    ("index_select", lambda L, x: x.index_select(1, L.tensor([0])),
+     {"dim": 1, "self_sym_sizes": (4, 5)}),
+    ("clamp", lambda L, x: x.clamp(0, None), {"min": 0, "max": None}),
+    ("norm_1_dim", lambda L, x: x.norm(p=1, dim=1), {"dim": (1,), "keepdim": False, "ord": 1}),
+    ("norm", lambda L, x: x.norm(), {"dim": None, "keepdim": False, "ord": 2}),
+    ("cumsum", lambda L, x: x.cumsum(1), {"dim": 1}),
+]
+
+
+@pytest.mark.parametrize("case", SAVED_ATTRS, ids=[c[0] for c in SAVED_ATTRS])
+def test_non_tensor_saved_attributes(case, lib):
+    _, fn, expected = case
+    x = lib.randn(4, 5, requires_grad=True)
+    node = fn(lib, x).grad_fn
+    got = {k: getattr(node, f"_saved_{k}") for k in expected}
+    assert got == expected

@@ -177,7 +177,9 @@ def clamp(input, min=None, max=None):  # noqa: A002
                                 f"({kinds}, ), but expected one of:\n"
                                 " * (Tensor min = None, Tensor max = None)\n"
                                 " * (Number min = None, Number max = None)")
-    return apply_op(T.clip, (input,), _clip_args(min, max), name="ClampBackward1")
+    attrs = _clip_args(min, max)
+    return _with_saved(apply_op(T.clip, (input,), attrs, name="ClampBackward1"),
+                       {"min": attrs.get("lo"), "max": attrs.get("hi")})
 
 
 clip = clamp
@@ -663,11 +665,18 @@ from tracegrad.ops.core import Aval as _Aval, Primitive as _Primitive  # noqa: E
 from tracegrad.ops.rulekit import broadcast_shapes as _broadcast_shapes, dtype_name as _dtype_name, promote as _promote  # noqa: E402
 
 
-def _index_view(input, index, name, multi=None):
+def _index_view(input, index, name, multi=None, saved=None):
     from tracegrad.eager.indexing import getitem
     out = getitem(input, index, name=name)
     if multi is not None:
         out.__dict__["_multi_view"] = multi
+    return _with_saved(out, saved)
+
+
+def _with_saved(out, saved: dict | None):
+    """Attach PyTorch's non-tensor saved attributes (`grad_fn._saved_dim`, ...) to out's node."""
+    if saved is not None and out._grad_fn is not None:
+        out._grad_fn.extra = saved
     return out
 
 
@@ -689,7 +698,8 @@ def narrow(input, dim, start, length):
         raise shape_error("narrow", f"start ({start}) + length ({length}) exceeds dimension "
                                     f"size ({size}).", input)
     return _index_view(input, (slice(None),) * d + (slice(start, start + length),),
-                       "SliceBackward0")
+                       "SliceBackward0", saved={"dim": d, "start": start, "end": start + length,
+                                                "step": 1, "self_sym_sizes": tuple(input.shape)})
 
 
 def select(input, dim, index):
@@ -703,12 +713,13 @@ def select(input, dim, index):
         raise shape_error("select", f"select(): index {index} out of range for tensor of size "
                                     f"[{', '.join(map(str, input.shape))}] at dimension {d}",
                           input, cls=EagerIndexError)
-    return _index_view(input, (slice(None),) * d + (index % size,), "SelectBackward0")
+    return _index_view(input, (slice(None),) * d + (index % size,), "SelectBackward0",
+                       saved={"dim": d, "index": index, "self_sym_sizes": tuple(input.shape)})
 
 
-def _multi_views(input, d, bounds, name, op):
+def _multi_views(input, d, bounds, name, op, saved=None):
     return tuple(_index_view(input, (slice(None),) * d + (slice(a, b),), name + "Backward0",
-                             (op, i)) for i, (a, b) in enumerate(bounds))
+                             (op, i), saved) for i, (a, b) in enumerate(bounds))
 
 
 def split(tensor, split_size_or_sections, dim=0):  # noqa: F811 (PyTorch's argument name)
@@ -727,7 +738,9 @@ def split(tensor, split_size_or_sections, dim=0):  # noqa: F811 (PyTorch's argum
         for s in sizes:
             bounds.append((a, a + s))
             a += s
-        return _multi_views(input, d, bounds, "SplitWithSizes", "SplitWithSizes")
+        return _multi_views(input, d, bounds, "SplitWithSizes", "SplitWithSizes",
+                            {"dim": d, "self_sym_sizes": tuple(input.shape),
+                             "split_sizes": tuple(sizes)})
     step = int(split_size_or_sections)
     if step < 0 or (step == 0 and size != 0):
         raise shape_error("split", f"split_size can only be 0 if dimension size is 0, but got "
@@ -735,7 +748,8 @@ def split(tensor, split_size_or_sections, dim=0):  # noqa: F811 (PyTorch's argum
                           "split expects split_size be non-negative, but got split_size="
                           f"{step}", input)
     bounds = [(a, _bmin(a + step, size)) for a in range(0, size, step)] if step else [(0, 0)]
-    return _multi_views(input, d, bounds or [(0, 0)], "Split", "Split")
+    return _multi_views(input, d, bounds or [(0, 0)], "Split", "Split",
+                        {"dim": d, "self_sym_sizes": tuple(input.shape), "split_size": step})
 
 
 def chunk(input, chunks, dim=0):
@@ -757,8 +771,8 @@ def unbind(input, dim=0):
         raise shape_error("unbind", "Dimension specified as 0 but tensor has no dimensions",
                           input, cls=EagerIndexError)
     d = _dim(dim, input.ndim, "unbind")
-    return tuple(_index_view(input, (slice(None),) * d + (i,), "UnbindBackward0", ("Unbind", i))
-                 for i in range(input._data.shape[d]))
+    return tuple(_index_view(input, (slice(None),) * d + (i,), "UnbindBackward0", ("Unbind", i),
+                             {"dim": d}) for i in range(input._data.shape[d]))
 
 
 def repeat(input, *sizes):
@@ -774,8 +788,10 @@ def repeat(input, *sizes):
     lead = len(sizes) - len(shape)
     full = (1,) * lead + tuple(shape)
     out_shape = tuple(n * r for n, r in zip(full, sizes))
+    saved = {"repeats": tuple(sizes), "self_sym_sizes": tuple(shape)}
     if all(n == 1 for n in shape):  # a broadcast
-        return apply_op(T.broadcast_to, (input,), {"shape": out_shape}, name="RepeatBackward0")
+        return _with_saved(apply_op(T.broadcast_to, (input,), {"shape": out_shape},
+                                    name="RepeatBackward0"), saved)
     arrays = []
     for k, n in enumerate(shape):
         axis = lead + k
@@ -789,7 +805,7 @@ def repeat(input, *sizes):
         # PyTorch's RepeatBackward0 keeps only the repeat counts: a second backward works
         # (the index arrays here are constants made from them, never user data)
         out._grad_fn.saved = False
-    return out
+    return _with_saved(out, saved)
 
 
 def _index_tensor(index, op: str):
@@ -846,10 +862,12 @@ def gather(input, dim, index, *, sparse_grad=False):
     idx = index._data
     _along_checks("gather", input, d, idx)
     shape = input._data.shape
-    if idx.shape[:d] == shape[:d] and idx.shape[d + 1:] == shape[d + 1:]:
-        return apply_op(T.take_along_axis, (input, index), {"axis": d})  # GatherBackward0
+    saved = {"dim": d, "sparse_grad": bool(sparse_grad)}
+    if idx.shape[:d] == shape[:d] and idx.shape[d + 1:] == shape[d + 1:]:  # GatherBackward0
+        return _with_saved(apply_op(T.take_along_axis, (input, index), {"axis": d}), saved)
     arrays, spec = _grid_index(idx, d)
-    return apply_op(T.getitem, (input, *arrays), {"spec": spec}, name="GatherBackward0")
+    return _with_saved(apply_op(T.getitem, (input, *arrays), {"spec": spec},
+                                name="GatherBackward0"), saved)
 
 
 def scatter_add(input, dim, index, src):
@@ -873,7 +891,8 @@ def scatter_add(input, dim, index, src):
         arrays, spec = _grid_index(idx, d)
         scattered = apply_op(T.index_add_zeros, (part, *arrays), {"spec": spec, "shape": shape},
                              name="ScatterAddBackward0")
-    return apply_op(T.add, (input, scattered), {}, name="ScatterAddBackward0")
+    return _with_saved(apply_op(T.add, (input, scattered), {}, name="ScatterAddBackward0"),
+                       {"dim": d})
 
 
 def index_select(input, dim, index):
@@ -897,7 +916,9 @@ def index_select(input, dim, index):
     operand = index if idx.ndim == 1 else idx.reshape(1)
     spec = tuple(("array", 0) if k == d else ("slice", 0, n, 1)
                  for k, n in enumerate(input._data.shape))
-    return apply_op(T.getitem, (input, operand), {"spec": spec}, name="IndexSelectBackward0")
+    return _with_saved(apply_op(T.getitem, (input, operand), {"spec": spec},
+                                name="IndexSelectBackward0"),
+                       {"dim": d, "self_sym_sizes": tuple(input.shape)})
 
 
 def _fill_value_for(input, value):
@@ -1073,8 +1094,10 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
                                           nd, "norm")
     if axis is not None and nd == 0:
         axis = None
-    return apply_op(vector_norm_primitive, (x,), {"ord": p, "axis": axis,
-                                                  "keepdims": bool(keepdim)})
+    out = apply_op(vector_norm_primitive, (x,), {"ord": p, "axis": axis,
+                                                 "keepdims": bool(keepdim)})
+    return _with_saved(out, {"dim": axis, "keepdim": bool(keepdim),
+                             "ord": int(p) if float(p).is_integer() else p})
 
 
 # ------------------------------------------------------------------ diagonal (a view)
@@ -1140,7 +1163,10 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     if a == b:
         raise shape_error("diagonal", f"diagonal dimensions cannot be identical {dim1}, {dim2}",
                           input)
-    return apply_op(diagonal_primitive, (input,), {"offset": int(offset), "axis1": a, "axis2": b})
+    return _with_saved(apply_op(diagonal_primitive, (input,),
+                                {"offset": int(offset), "axis1": a, "axis2": b}),
+                       {"dim1": a, "dim2": b, "offset": int(offset),
+                        "self_sym_sizes": tuple(input.shape)})
 
 
 def _diagonal_inverse(attrs, in_shape):
@@ -1162,7 +1188,8 @@ def cumsum(input, dim, *, dtype=None):
         _dim(dim, 0, "cumsum")
         return apply_op(T.reshape, (x,), {"shape": ()}, name="CumsumBackward0") \
             if x._data.dtype.kind == "f" else x.to(_int64())
-    return apply_op(T.cumsum, (x,), {"axis": _dim(dim, x.ndim, "cumsum")})
+    d = _dim(dim, x.ndim, "cumsum")
+    return _with_saved(apply_op(T.cumsum, (x,), {"axis": d}), {"dim": d})
 
 
 def _int64():

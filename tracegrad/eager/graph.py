@@ -193,7 +193,7 @@ class Node:
 
     __slots__ = ("prim", "attrs", "_name", "inputs", "visible", "in_meta", "saved", "operands", "out_saved", "out_meta",
                  "freed", "tensor_hooks", "pre_hooks", "post_hooks", "retain_ref", "_metadata",
-                 "trace", "ckpt", "__weakref__")
+                 "trace", "ckpt", "extra", "__weakref__")
 
     def __init__(self, prim, attrs, name, inputs, in_meta, operands, out_saved, out_meta,
                  visible=None, saved=None):
@@ -217,6 +217,7 @@ class Node:
         self._metadata = None
         self.trace = None
         self.ckpt = None              # non-reentrant checkpoint frame holding its saved values
+        self.extra = None             # PyTorch's non-tensor saved attributes: {"dim": 1, ...}
 
     # ---------------------------------------------------------- PyTorch API
     def name(self) -> str:
@@ -287,6 +288,8 @@ class Node:
 
     def _saved_value(self, label: str):
         slot = self._saved_slot(label)
+        if slot is None and self.extra is not None and label in self.extra:
+            return self.extra[label]  # a number or sizes: kept after backward, as in PyTorch
         if slot is None:
             raise AttributeError(f"'{self.display_name()}' object has no attribute "
                                  f"'_saved_{label}'")
