@@ -882,3 +882,77 @@ def test_conv_transpose_is_the_adjoint_of_conv_float64():
     wg = torch.tensor(arr(2, 2, 2, 2, seed=44, dtype=np.float64), requires_grad=True)
     assert gradcheck(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1,
                                                      output_padding=1), [xg, wg])
+
+
+@pytest.mark.parametrize("make", [
+    lambda nn_: nn_.Softplus(), lambda nn_: nn_.Softplus(beta=2.0, threshold=3.0),
+    lambda nn_: nn_.ELU(), lambda nn_: nn_.ELU(0.5), lambda nn_: nn_.GroupNorm(2, 4),
+    lambda nn_: nn_.GroupNorm(4, 4, affine=False), lambda nn_: nn_.GroupNorm(1, 4, eps=1e-3)],
+    ids=["Softplus", "Softplus(2,3)", "ELU", "ELU(0.5)", "GroupNorm(2,4)", "GroupNorm(4,4)",
+         "GroupNorm(1,4)"])
+def test_more_modules_match_torch(rt, make):
+    torch.manual_seed(3)
+    m, mr = make(nn), make(rt.nn)
+    assert repr(m) == repr(mr)
+    for p in m.parameters():
+        nn.init.normal_(p)
+    out, out_r = compare_module(m, mr, arr(2, 4, 3, 5, lo=-25, hi=25, seed=5), rt)
+    assert out.grad_fn.name() == out_r.grad_fn.name()
+
+
+LOSS_CASES = [
+    ("SmoothL1Loss", dict()), ("SmoothL1Loss", dict(beta=0.5, reduction="sum")),
+    ("SmoothL1Loss", dict(beta=0.0)), ("HuberLoss", dict(delta=0.7)),
+    ("HuberLoss", dict(reduction="none")), ("KLDivLoss", dict(reduction="batchmean")),
+    ("KLDivLoss", dict(reduction="sum", log_target=True)), ("KLDivLoss", dict(reduction="none")),
+]
+
+
+@pytest.mark.parametrize("name,kw", LOSS_CASES, ids=[f"{n}{k}" for n, k in LOSS_CASES])
+def test_more_losses_match_torch(rt, name, kw):
+    x, y = arr(4, 5, seed=6, lo=-2, hi=2), arr(4, 5, seed=7, lo=-2, hi=2)
+    if name == "KLDivLoss":
+        x = np.log(np.exp(x) / np.exp(x).sum(1, keepdims=True)).astype(np.float32)
+        y = np.exp(y) / np.exp(y).sum(1, keepdims=True)
+        y[0, :2] = 0  # zero target probabilities contribute 0
+        y = (np.log(np.maximum(y, 1e-30)) if kw.get("log_target") else y).astype(np.float32)
+    xt, xr = torch.tensor(x, requires_grad=True), rt.tensor(x, requires_grad=True)
+    a = getattr(nn, name)(**kw)(xt, torch.tensor(y))
+    b = getattr(rt.nn, name)(**kw)(xr, rt.tensor(y))
+    close(a, b)
+    a.sum().backward()
+    b.sum().backward()
+    close(xt.grad, xr.grad)
+
+
+def test_one_hot_and_normalize_match_torch(rt):
+    idx = np.array([[0, 3], [2, 1]])
+    np.testing.assert_array_equal(F.one_hot(torch.tensor(idx)).numpy(),
+                                  rt.nn.functional.one_hot(rt.tensor(idx)).numpy())
+    assert F.one_hot(torch.tensor(idx), 6).dtype == torch.int64
+    x = arr(3, 4, seed=8)
+    x[1] = 0  # a zero row: finite output and gradient, as torch
+    for kw in [dict(), dict(p=1, dim=0)]:
+        xt, xr = torch.tensor(x, requires_grad=True), rt.tensor(x, requires_grad=True)
+        a, b = F.normalize(xt, **kw), rt.nn.functional.normalize(xr, **kw)
+        close(a, b)
+        (a * torch.tensor(x + 1)).sum().backward()
+        (b * rt.tensor(x + 1)).sum().backward()
+        close(xt.grad, xr.grad)
+
+
+def test_more_functions_gradcheck_float64():
+    x = torch.tensor(arr(3, 4, 2, seed=50, lo=-3, hi=3, dtype=np.float64), requires_grad=True)
+    y = torch.tensor(arr(3, 4, 2, seed=51, lo=-3, hi=3, dtype=np.float64))
+    assert gradcheck(lambda x: F.softplus(x, beta=2.0), [x])
+    assert gradcheck(lambda x: F.elu(x, 0.7), [x])
+    assert gradcheck(lambda x: F.group_norm(x, 2), [x])
+    assert gradcheck(lambda x: F.smooth_l1_loss(x, y, beta=0.5), [x])
+    assert gradcheck(lambda x: F.huber_loss(x, y, delta=0.5), [x])
+    assert gradcheck(lambda x: F.normalize(x, dim=1), [x])
+    p = torch.tensor(np.full((3, 4, 2), 0.125))
+    assert gradcheck(lambda x: F.kl_div(F.log_softmax(x, 1), p, reduction="batchmean"), [x])
+    # hand values: softplus(0) = log 2, elu(-inf) = -alpha, huber at |d| = 2 > 1: 1 * (2 - 0.5)
+    assert F.softplus(torch.zeros(1)).item() == pytest.approx(math.log(2))
+    assert F.elu(torch.tensor([-1e4]), 0.5).item() == pytest.approx(-0.5)
+    assert F.huber_loss(torch.tensor([2.0]), torch.zeros(1)).item() == pytest.approx(1.5)

@@ -24,5 +24,7 @@ from tracegrad.eager.nn.modules import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1
                                         LogSoftmax, MaxPool2d, NLLLoss, SiLU, Softmax,
                                         Unflatten)
 from tracegrad.eager.nn.modules import ModuleDict, ParameterDict, ParameterList  # noqa: F401,E501
+from tracegrad.eager.nn.modules import (ELU, GroupNorm, HuberLoss, KLDivLoss,  # noqa: F401
+                                        SmoothL1Loss, Softplus)
 from tracegrad.eager.nn import init  # noqa: F401
 from tracegrad.eager.nn import utils  # noqa: F401

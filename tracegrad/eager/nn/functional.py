@@ -795,3 +795,123 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                      padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
                              dilation, 1)
+
+
+# ------------------------------------------------------------------ more common functions
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot encoding along a new last dim (no gradient)."""
+    idx = tensor._data
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        num_classes = int(idx.max()) + 1 if idx.size else 0
+    if idx.size and (idx.min() < 0):
+        raise RuntimeError("Class values must be non-negative.")
+    if idx.size and idx.max() >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return Tensor._wrap((idx[..., None] == np.arange(num_classes)).astype(np.int64))
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):
+    """input / max(||input||_p along dim, eps) (the norm's gradient is 0 at 0, as torch)."""
+    denom = input.norm(p, dim, keepdim=True).clamp_min(eps)
+    return input / denom.expand_as(input)
+
+
+def _softplus_stable(x: Tensor) -> Tensor:
+    """log(1 + exp(x)) without overflow: max(x, 0) + log(1 + exp(-|x|))."""
+    return _f.relu(x) + _f.log(_f.exp(-_f.abs(x)) + 1.0)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (torch's rule)."""
+    soft = _softplus_stable(input * beta) * (1.0 / beta) if beta != 1 else \
+        _softplus_stable(input)
+    linear = (input._data * beta) > threshold
+    return apply_op(T.where, (linear, input, soft), {}, name="SoftplusBackward0")
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    x = input.clone() if inplace else input
+    neg = (_f.exp(_f.minimum(x, Tensor._wrap(np.zeros((), x._data.dtype)))) - 1.0) * alpha
+    out = apply_op(T.where, (x._data > 0, x, neg), {}, name="EluBackward0")
+    return input.copy_(out) if inplace else out
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                   reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    d = input - target
+    ad = _f.abs(d)
+    if beta == 0:
+        loss = ad
+    else:
+        loss = apply_op(T.where, (ad._data < beta, d * d * (0.5 / beta), ad - 0.5 * beta), {})
+    if reduction == "none":
+        return apply_op(T.mul, (loss, 1.0), {}, name="SmoothL1LossBackward0")
+    return _reduce(loss, reduction, "SmoothL1LossBackward0")
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight=None) -> Tensor:
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
+    d = input - target
+    ad = _f.abs(d)
+    loss = apply_op(T.where, (ad._data < delta, d * d * 0.5, (ad - 0.5 * delta) * delta), {})
+    if weight is not None:
+        loss = loss * weight
+    if reduction == "none":
+        return apply_op(T.mul, (loss, 1.0), {}, name="HuberLossBackward0")
+    return _reduce(loss, reduction, "HuberLossBackward0")
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
+           reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """target * (log target - input) pointwise (input holds log-probabilities); 0 where
+    target is 0. reduction 'batchmean' divides the sum by the batch size."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if log_target:
+        loss = _f.exp(target) * (target - input)
+    else:
+        t = target._data if isinstance(target, Tensor) else np.asarray(target)
+        safe_log = np.where(t > 0, np.log(np.where(t > 0, t, 1)), 0).astype(t.dtype)
+        if isinstance(target, Tensor) and target.requires_grad:
+            log_t = _f.log(apply_op(T.where, (t > 0, target, 1.0), {}))
+            loss = target * (log_t - input)
+        else:
+            loss = target * (safe_log - input)
+    if reduction == "batchmean":
+        total = apply_op(T.sum_, (loss,), {"axis": None, "keepdims": False})
+        return apply_op(T.div, (total, float(input.shape[0]) if input.ndim else 1.0), {},
+                        name="DivBackward0")
+    if reduction == "mean":
+        import warnings
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", stacklevel=2)
+    return _reduce_named(loss, reduction, "MeanBackward0" if reduction == "mean" else
+                         "SumBackward0")
+
+
+def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
+    """Normalize each group of channels of each sample (biased variance), then scale/shift."""
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {list(input.shape)} and "
+                           f"num_groups={num_groups}")
+    grouped = input.reshape(n, num_groups, -1)
+    mean = grouped.mean(2, keepdim=True)
+    centered = grouped - mean
+    var = (centered * centered).mean(2, keepdim=True)
+    out = (centered * _f.reciprocal(_f.sqrt(var + eps))).reshape(tuple(input.shape))
+    view = (1, c) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        out = out * weight.reshape(view)
+    if bias is not None:
+        return apply_op(T.add, (out, bias.reshape(view)), {}, name="NativeGroupNormBackward0")
+    return apply_op(T.mul, (out, 1.0), {}, name="NativeGroupNormBackward0")
