@@ -391,6 +391,9 @@ def test_remainder_by_zero_and_sign_of_divisor():
     _, (gx, gy) = _grad(lambda a, b: a % b, x[:3], y[:3])
     np.testing.assert_array_equal(gx, [1.0, 1.0, 1.0])
     np.testing.assert_array_equal(gy, -np.floor(x[:3] / y[:3]))
+    # the quotient NumPy used: 1 % 0.1 = 1 - 9 * 0.1 (floor(1 / 0.1) would say 10)
+    _, (gx, gy) = _grad(lambda a, b: a % b, np.array([1.0]), np.array([0.1]))
+    assert gy.tolist() == [-9.0] and np.remainder(1.0, 0.1) == pytest.approx(1.0 - 9 * 0.1, abs=1e-15)
 
 
 def test_sort_gradient_goes_to_original_positions_with_ties():

@@ -1020,7 +1020,10 @@ def _float_pair(a, b):
 def _remainder_vjp_y(g, out, x, y):
     if is_static_scalar(y):
         return None
-    return neg(mul(g, floor(div(x, y))))
+    # x % y = x - q y for the integer q that NumPy's divmod used: q = (x - x % y) / y
+    # rounded, not floor(x / y) (1 % 0.1 is 1 - 9 * 0.1, while floor(1 / 0.1) rounds to 10).
+    # x % y is recomputed, not read from `out`: eager nodes keep only the operands
+    return neg(mul(g, floor(add(div(sub(x, remainder(x, y)), y), 0.5))))
 
 
 remainder = primitive(  # x % y with the sign of y (NumPy's and Python's %)
