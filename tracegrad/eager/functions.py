@@ -1184,17 +1184,14 @@ VIEW_SCATTERS[diagonal_primitive] = _diagonal_inverse
 
 def cumsum(input, dim, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
-    if x.ndim == 0:
+    if x.ndim == 0:  # the running sum of one value is that value (integers become int64)
         _dim(dim, 0, "cumsum")
-        return apply_op(T.reshape, (x,), {"shape": ()}, name="CumsumBackward0") \
-            if x._data.dtype.kind == "f" else x.to(_int64())
+        if x._data.dtype.kind != "f":
+            return tensor(x._data.astype(np.int64))
+        return _with_saved(apply_op(T.reshape, (x,), {"shape": ()}, name="CumsumBackward0"),
+                           {"dim": 0})
     d = _dim(dim, x.ndim, "cumsum")
     return _with_saved(apply_op(T.cumsum, (x,), {"axis": d}), {"dim": d})
-
-
-def _int64():
-    from tracegrad.eager.dtypes import int64
-    return int64
 
 
 # ------------------------------------------------------------ new_* constructors
