@@ -22,6 +22,7 @@ values raises `TracingError`, which points at `tracegrad.where`.
 from __future__ import annotations
 
 import inspect
+import sys
 import re
 import threading
 from contextlib import contextmanager
@@ -222,6 +223,15 @@ class Tracer(ArrayOperators, ArrayMethods):
     def item(self, *args):
         raise _concrete_error(self, ".item()", "x.item()")
 
+    def __setitem__(self, index, value):
+        loc = core.user_location()
+        raise TracingError(
+            "item assignment on a traced value (x[i] = v) is not supported: traced arrays "
+            "are immutable, each op makes a new value" + (f"\n  at {loc}" if loc else "")
+            + "\n  Build the result instead: tracegrad.where(mask, v, x) to replace "
+            "elements where a mask holds, or tracegrad.concatenate / tracegrad.stack of "
+            "the pieces.")
+
     def tolist(self):
         raise _concrete_error(self, ".tolist()", "x.tolist()")
 
@@ -256,10 +266,42 @@ def _concrete_error(tracer: Tracer, what: str, how: str) -> TracingError:
         f"cannot convert a traced value to {what}: {how}{where}\n"
         f"  The value is {node.name} = {node.op} : {node.type_str()}{made}.\n"
         "  While tracing, arrays are symbolic: a static graph cannot depend on data.\n"
-        "  Use tracegrad.where(cond, a, b) to select values elementwise, e.g.\n"
-        "      tg.where(x > 0, x, 0.0)   instead of   x if x > 0 else 0.0\n"
-        "  or make the value a static Python scalar argument (it is then part of the "
-        "cache key).")
+        + _hint_for_caller())
+
+
+def _hint_for_caller() -> str:
+    """The fix that fits what the user's line does (an eager op, a `while`, an `if`)."""
+    eager_fn, user = None, None
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("tracegrad.eager"):
+            eager_fn = frame.f_code.co_name
+        elif not module.startswith(("tracegrad", "numpy")):
+            user = frame
+            break
+        frame = frame.f_back
+    if eager_fn is not None:
+        return (f"  tracegrad.eager's {eager_fn}() got a traced value: inside tracegrad.compile, "
+                f"grad or value_and_grad write it with tracegrad's ops (tg.{eager_fn}(x), "
+                "NumPy names) or as an array method, which trace.")
+    line = ""
+    if user is not None:
+        import linecache
+        line = linecache.getline(user.f_code.co_filename, user.f_lineno).strip()
+    if line.startswith("while ") or line.startswith("while("):
+        return ("  A loop that runs until a traced value says stop: use "
+                "tracegrad.while_loop(cond_fun, body_fun, init) (forward only), or "
+                "tracegrad.fori_loop(lower, upper, body, init) / tracegrad.scan when the trip "
+                "count is known; they run inside the graph.")
+    if line.startswith(("if ", "elif ", "if(")):
+        return ("  Use tracegrad.cond(pred, true_fun, false_fun, *operands) to run one branch "
+                "(its gradient only), or tracegrad.where(cond, a, b) to select elementwise, e.g.\n"
+                "      tg.where(x > 0, x, 0.0)   instead of   x if x > 0 else 0.0")
+    return ("  Use tracegrad.where(cond, a, b) to select values elementwise, e.g.\n"
+            "      tg.where(x > 0, x, 0.0)   instead of   x if x > 0 else 0.0\n"
+            "  or make the value a static Python scalar argument (it is then part of the "
+            "cache key).")
 
 
 # -------------------------------------------------------------- trace_apply
