@@ -161,9 +161,11 @@ def summarize(results) -> None:
           f"{plain1 / plain0:.1f}x (linear: {growth:.0f}x), checkpointed grew "
           f"{ckpt1 / ckpt0:.1f}x (sqrt: {np.sqrt(growth):.0f}x). Gradients are identical.")
     print(f"Time with checkpointing was {min(ratios):.2f}x-{max(ratios):.2f}x of plain. "
-          f"Recomputing costs about one extra forward pass,\nbut memory costs time too: at "
-          f"N = {n1} one plain forward+backward touched {faults_plain:.0f} fresh memory pages "
-          f"(page faults),\nthe checkpointed one {faults_ckpt:.0f}.")
+          "Recomputing costs about one extra forward pass.")
+    if faults_plain or faults_ckpt:  # (none when the allocator reuses freed blocks)
+        print(f"Memory costs time too: at N = {n1} one plain forward+backward touched "
+              f"{faults_plain:.0f} fresh memory pages (page faults), the checkpointed one "
+              f"{faults_ckpt:.0f}.")
 
 
 def _mib(n_bytes: float) -> str:

@@ -236,7 +236,12 @@ SNIPPETS = [step1_forward, step2_backward, example1_linear_relu, example2_retain
 
 def main(argv: list[str]) -> int:
     if "--torch" in argv:
-        import torch
+        try:
+            import torch
+        except ImportError:
+            print("--torch runs the snippets under real PyTorch, which is not installed here.\n"
+                  "Install it with:  pip install -e '.[oracle]'   (or: pip install torch)")
+            return 2
     else:
         import tracegrad.eager as torch
     print(f"Seed walkthrough with {torch.__name__}\n")
