@@ -26,5 +26,6 @@ from tracegrad.eager.nn.modules import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1
 from tracegrad.eager.nn.modules import ModuleDict, ParameterDict, ParameterList  # noqa: F401,E501
 from tracegrad.eager.nn.modules import (ELU, GroupNorm, HuberLoss, KLDivLoss,  # noqa: F401
                                         SmoothL1Loss, Softplus)
+from tracegrad.eager.nn.modules import GRU, LSTM, RNN  # noqa: F401
 from tracegrad.eager.nn import init  # noqa: F401
 from tracegrad.eager.nn import utils  # noqa: F401

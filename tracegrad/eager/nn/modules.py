@@ -1217,3 +1217,171 @@ class KLDivLoss(Module):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+# ------------------------------------------------------------------ recurrent layers
+
+
+class _RNNBase(Module):
+    """RNN / LSTM / GRU with PyTorch's parameter names and layouts (weight_ih_l{k}[_reverse]
+    of shape (gates*hidden, input), gate order i,f,g,o for LSTM and r,z,n for GRU), run as a
+    Python loop over time of table ops (the input projection is one matmul per layer)."""
+
+    _gates = 1
+    mode = "RNN_TANH"
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, device=None, dtype=None):
+        super().__init__()
+        if not 0 <= dropout <= 1 or isinstance(dropout, bool):
+            raise ValueError("dropout should be a number in range [0, 1] representing the "
+                             "probability of an element being zeroed")
+        if hidden_size <= 0:
+            raise ValueError("hidden_size must be greater than zero")
+        if num_layers <= 0:
+            raise ValueError("num_layers must be greater than zero")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.proj_size = 0
+        directions = 2 if bidirectional else 1
+        g = self._gates * hidden_size
+        self._flat_weights_names = []
+        for layer in range(num_layers):
+            layer_in = input_size if layer == 0 else hidden_size * directions
+            for d in range(directions):
+                suffix = f"_l{layer}" + ("_reverse" if d else "")
+                shapes = [("weight_ih", (g, layer_in)), ("weight_hh", (g, hidden_size))]
+                if bias:
+                    shapes += [("bias_ih", (g,)), ("bias_hh", (g,))]
+                for name, shape in shapes:
+                    setattr(self, name + suffix, _empty_param(shape, dtype))
+                    self._flat_weights_names.append(name + suffix)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for p in self.parameters():
+            init.uniform_(p, -stdv, stdv)
+
+    def _cell(self, xw: Tensor, state, w_hh: Tensor, b_hh):
+        raise NotImplementedError
+
+    def _init_state(self, batch: int, dtype) -> tuple:
+        directions = 2 if self.bidirectional else 1
+        z = Tensor._wrap(np.zeros((self.num_layers * directions, batch, self.hidden_size), dtype))
+        return (z,)
+
+    def forward(self, input: Tensor, hx=None):
+        from tracegrad.eager.functions import cat, stack
+        unbatched = input.ndim == 2
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got "
+                             f"{input.ndim}D instead")
+        x = input.unsqueeze(1 if not self.batch_first else 0) if unbatched else input
+        if self.batch_first:
+            x = x.transpose(0, 1)  # (T, B, F)
+        if x.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {x.shape[-1]}")
+        steps, batch = x.shape[0], x.shape[1]
+        if hx is None:
+            states = self._init_state(batch, x._data.dtype)
+        else:
+            hx = hx if isinstance(hx, tuple) else (hx,)
+            states = tuple(h.unsqueeze(1) if unbatched else h for h in hx)
+        directions = 2 if self.bidirectional else 1
+        finals = [[] for _ in states]
+        layer_input = x
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(directions):
+                suffix = f"_l{layer}" + ("_reverse" if d else "")
+                w_ih = getattr(self, "weight_ih" + suffix)
+                w_hh = getattr(self, "weight_hh" + suffix)
+                b_ih = getattr(self, "bias_ih" + suffix) if self.bias else None
+                b_hh = getattr(self, "bias_hh" + suffix) if self.bias else None
+                xw = F.linear(layer_input, w_ih, b_ih)  # (T, B, gates*H) in one matmul
+                k = layer * directions + d
+                state = tuple(s[k] for s in states)
+                order = range(steps - 1, -1, -1) if d else range(steps)
+                hs = [None] * steps
+                for t in order:
+                    state = self._cell(xw[t], state, w_hh, b_hh)
+                    hs[t] = state[0]
+                outs.append(stack(hs, 0))
+                for i, s in enumerate(state):
+                    finals[i].append(s)
+            layer_input = outs[0] if directions == 1 else cat(outs, 2)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                layer_input = F.dropout(layer_input, self.dropout, True)
+        output = layer_input.transpose(0, 1) if self.batch_first else layer_input
+        final = tuple(stack(f, 0) for f in finals)
+        if unbatched:
+            output = output.squeeze(0 if self.batch_first else 1)
+            final = tuple(f.squeeze(1) for f in final)
+        return output, (final if len(final) > 1 else final[0])
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
+        return s
+
+
+class RNN(_RNNBase):
+    def __init__(self, *args, nonlinearity: str = "tanh", **kwargs):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
+                             "'relu'.")
+        object.__setattr__(self, "nonlinearity", nonlinearity)
+        super().__init__(*args, **kwargs)
+
+    def _cell(self, xw, state, w_hh, b_hh):
+        pre = xw + F.linear(state[0], w_hh, b_hh)
+        return (F.tanh(pre) if self.nonlinearity == "tanh" else F.relu(pre),)
+
+
+class LSTM(_RNNBase):
+    _gates = 4
+
+    def _init_state(self, batch: int, dtype) -> tuple:
+        (h,) = super()._init_state(batch, dtype)
+        return (h, Tensor._wrap(np.zeros_like(h._data)))
+
+    def _cell(self, xw, state, w_hh, b_hh):
+        h, c = state
+        gates = xw + F.linear(h, w_hh, b_hh)
+        n = self.hidden_size
+        i = F.sigmoid(gates[..., :n])
+        f = F.sigmoid(gates[..., n:2 * n])
+        g = F.tanh(gates[..., 2 * n:3 * n])
+        o = F.sigmoid(gates[..., 3 * n:])
+        c = f * c + i * g
+        return (o * F.tanh(c), c)
+
+
+class GRU(_RNNBase):
+    _gates = 3
+
+    def _cell(self, xw, state, w_hh, b_hh):
+        (h,) = state
+        hw = F.linear(h, w_hh, b_hh)
+        n = self.hidden_size
+        r = F.sigmoid(xw[..., :n] + hw[..., :n])
+        z = F.sigmoid(xw[..., n:2 * n] + hw[..., n:2 * n])
+        cand = F.tanh(xw[..., 2 * n:] + r * hw[..., 2 * n:])
+        return ((1 - z) * cand + z * h,)
