@@ -103,6 +103,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="folder for the DOT/SVG drawings (default: examples/out)")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--show-ir", action="store_true",
+                        help="print the traced, joint and optimized IR graphs")
+    parser.add_argument("--show-source", action="store_true",
+                        help="print the generated Numba kernel source")
     args = parser.parse_args(argv)
     calls = 20 if args.quick else 300
 
@@ -133,25 +137,25 @@ def main(argv: list[str] | None = None) -> None:
     value, compiled_grads = value_and_grad(*inputs)
     first_call = time.perf_counter() - start
     lowered = value_and_grad.lower(*inputs)
-    print(f"loss = {float(value):.6f}   (first call, trace + compile: {fmt_time(first_call).strip()})")
+    from_disk = "autodiff" not in lowered.timings  # the cache index skipped the pipeline
+    how = ("loaded from the disk cache" if from_disk else "trace + autodiff + compile")
+    print(f"loss = {float(value):.6f}   (first call, {how}: {fmt_time(first_call).strip()})")
     for stage in ("traced", "joint", "optimized"):
         print(f"{stage:>9} graph: {len(getattr(lowered, stage).nodes):3d} nodes")
     calls_before = _cache_info(value_and_grad)
     for _ in range(5):
         value_and_grad(*inputs)
     print(f"5 more calls with the same shapes: {_describe_cache(calls_before, value_and_grad)}")
-    print(f"\nSo: eager records {n_nodes} backward nodes on every call and frees them after "
-          f"backward.\nCompiled traced the forward once ({len(lowered.traced.nodes)} nodes), "
-          f"differentiated it into one joint forward+backward\ngraph ({len(lowered.joint.nodes)} "
-          f"nodes), optimized that to {len(lowered.optimized.nodes)} nodes, and runs its kernel "
-          f"on every call.")
+    print(f"So: eager records {n_nodes} backward nodes on every call and frees them after "
+          f"backward;\ncompiled traced the forward once, differentiated it into one joint "
+          f"graph and runs its kernel on every call.")
 
     # --- both: a compiled function called on eager tensors --------------------
     compiled_loss = tg.compile(mlp_loss)
     mixed_loss, mixed_params = eager_step(arrays, compiled_loss)
-    print(f"\nAnd both at once: tracegrad.compile(mlp_loss) called on eager tensors returns a "
-          f"tensor whose\ngrad_fn is {mixed_loss.grad_fn.name()}: its backward graph has "
-          f"{count_backward_nodes(mixed_loss)} nodes, one for the whole function plus the leaves.")
+    print(f"Both at once: tracegrad.compile(mlp_loss) on eager tensors gives one "
+          f"{mixed_loss.grad_fn.name()} node ({count_backward_nodes(mixed_loss)} nodes with the "
+          f"leaves).")
     mixed_drawing = eager_graph(mixed_loss, params=mixed_params)
 
     heading("Gradients from both modes")
@@ -159,24 +163,27 @@ def main(argv: list[str] | None = None) -> None:
     for name, ge, gc in zip(PARAM_NAMES, eager_grads, compiled_grads):
         diff = float(np.max(np.abs(ge - np.asarray(gc))))
         worst = max(worst, diff)
-        print(f"d loss / d {name}  ({ge.dtype}, shape {ge.shape})")
-        print(f"  eager     {_preview(ge)}")
-        print(f"  compiled  {_preview(gc)}   max |diff| = {diff:.2e}")
-    print(f"\nmax |eager - compiled| over all gradients: {worst:.2e} (float32)")
+        if args.show_ir:
+            print(f"d loss / d {name}  ({ge.dtype}, shape {ge.shape})")
+            print(f"  eager     {_preview(ge)}")
+            print(f"  compiled  {_preview(gc)}   max |diff| = {diff:.2e}")
+    print(f"max |eager - compiled| over all gradients: {worst:.2e} (float32)")
     mixed_loss.backward()
     mixed_diff = max(float(np.max(np.abs(mixed_params[k].grad.numpy() - g)))
                      for k, g in zip(PARAM_NAMES, eager_grads))
     print(f"max |eager - compile(mlp_loss) on eager tensors|: {mixed_diff:.2e} "
           f"(.grad filled by CompiledFunctionBackward)")
 
-    heading("IR before AD (traced forward graph)")
-    print(lowered.traced)
-    heading("IR after AD (joint forward + backward graph)")
-    print(lowered.joint)
-    heading("IR after optimization (simplified, fused)")
-    print(lowered.optimized)
-    heading(f"Generated kernel source ({lowered.source_path})")
-    print(lowered.source)
+    if args.show_ir:
+        heading("IR before AD (traced forward graph)")
+        print(lowered.traced)
+        heading("IR after AD (joint forward + backward graph)")
+        print(lowered.joint)
+        heading("IR after optimization (simplified, fused)")
+        print(lowered.optimized)
+    if args.show_source:
+        heading(f"Generated kernel source ({lowered.source_path})")
+        print(lowered.source)
 
     heading(f"Timing: median over {calls} calls (value and gradients of all 4 parameters)")
 
@@ -192,9 +199,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"compiled is {t_eager / t_compiled:.1f}x faster per call; the first call pays "
           f"for tracing and compiling (and is cached on disk for the next process)")
 
-    heading("Drawings")
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    for stage in ("traced", "joint", "optimized"):
+        (out_dir / f"ir_{stage}.txt").write_text(str(getattr(lowered, stage)) + "\n")
+    (out_dir / "kernel.py").write_text(lowered.source or "")
     svg = find_dot() is not None
     written = write_drawing(eager_drawing, out_dir, "eager_backward_graph", svg)
     written += write_drawing(mixed_drawing, out_dir, "eager_graph_of_compiled_function", svg)
@@ -203,11 +212,11 @@ def main(argv: list[str] | None = None) -> None:
         names = ["loss"] if stage == "traced" else ["loss"] + [f"grad {k}" for k in PARAM_NAMES]
         drawing = ir_graph(graph, output_names=names)
         written += write_drawing(drawing, out_dir, f"ir_{stage}", svg)
-    for path in written:
-        print(f"wrote {path}")
+    print(f"\nwrote {len(written)} drawings, the IR of each stage (ir_*.txt) and the kernel "
+          f"(kernel.py) to {out_dir}\n(--show-ir and --show-source print them here)")
     if not svg:
-        print("(Graphviz's `dot` is not installed, so only DOT files were written: "
-              "apt-get install graphviz, or paste a .dot file into any Graphviz viewer)")
+        print("(Graphviz's `dot` is not installed, so the drawings are DOT files: "
+              "apt-get install graphviz to get SVGs)")
 
 
 def _preview(values, n: int = 4) -> str:

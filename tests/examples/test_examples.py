@@ -32,7 +32,12 @@ def number_after(text: str, label: str) -> float:
 
 
 def test_eager_vs_traced(tmp_path):
-    out = run_example("eager_vs_traced.py", "--quick", "--out", str(tmp_path))
+    short = run_example("eager_vs_traced.py", "--quick", "--out", str(tmp_path / "short"))
+    assert len(short.splitlines()) <= 45  # the story fits one screen
+    assert "IR before AD" not in short and "Timing: median" in short
+    assert (tmp_path / "short" / "ir_joint.txt").read_text().startswith("graph ")
+    out = run_example("eager_vs_traced.py", "--quick", "--show-ir", "--show-source",
+                      "--out", str(tmp_path))
     assert number_after(out, "max |eager - compiled| over all gradients:") < 1e-4
     assert number_after(out, "max |eager - compile(mlp_loss) on eager tensors|:") < 1e-4
     for section in ("IR before AD", "IR after AD", "IR after optimization",
