@@ -597,7 +597,8 @@ _API_PASSTHROUGH = {"softmax", "log_softmax", "logsumexp", "squeeze", "tanh", "e
                     "fmax", "fmin", "nan_to_num", "angle", "real_if_close", "rot90", "rollaxis",
                     "linspace", "floor_divide", "round", "around", "rint", "cbrt", "heaviside",
                     "any", "all", "ptp", "average", "nansum", "nanmean", "quantile",
-                    "percentile", "median", "pad", "meshgrid"}
+                    "percentile", "median", "pad", "meshgrid", "nanmax", "nanmin", "nanprod",
+                    "nanvar", "nanstd", "nancumsum"}
 
 
 # ------------------------------------------------------------------ pytrees

@@ -29,6 +29,13 @@ def _e(subscripts):
     return lambda m, *xs: m.einsum(subscripts, *xs)
 
 
+def _holes(m, x):
+    """x with nans at fixed places (for the nan-aware reductions)."""
+    mask = np.zeros(x.shape, bool)
+    mask.flat[[1, 6]] = True
+    return m.where(mask, np.nan, x)
+
+
 def _pieces(m, parts):
     """A list of arrays as one array, each piece weighted differently."""
     return m.concatenate([m.ravel(p) * (i + 1.0) for i, p in enumerate(parts)])
@@ -80,6 +87,11 @@ CASES = [
     ("ptp", lambda m, x: m.ptp(x, axis=1), [("d", (3, 4))]),
     ("average", lambda m, x, w: m.average(x, axis=1, weights=w), [("n", (3, 4)), ("p", (4,))]),
     ("nansum_nanmean", lambda m, x: m.nansum(x, axis=0) + m.nanmean(x), [("n", (3, 4))]),
+    ("nan_reductions", lambda m, x: (m.nanmax(_holes(m, x), axis=0) + m.nanmin(_holes(m, x))
+                                     + m.nanprod(_holes(m, x), axis=1).sum()
+                                     + m.nanvar(_holes(m, x), axis=0, ddof=1)
+                                     + m.nanstd(_holes(m, x)) + m.nancumsum(_holes(m, x))[5]),
+     [("d", (3, 4))]),
     ("median", lambda m, x: m.median(x, axis=1), [("d", (3, 4))]),
     ("median_odd_all", lambda m, x: m.median(x), [("d", (3, 5))]),
     ("quantile", lambda m, x: m.quantile(x, np.array([0.1, 0.75]), axis=0), [("d", (5, 3))]),
@@ -132,7 +144,8 @@ CASES = [
     ("swap_move", lambda m, x: m.swapaxes(x, 0, 2) + m.moveaxis(x, [0, 1], [2, 1]) * 2,
      [("n", (2, 3, 2))]),
     ("atleast_2d", lambda m, x: m.atleast_2d(x) * 2, [("n", (3,))]),
-    ("pad", lambda m, x: m.pad(x, ((1, 0), (2, 1))) + m.pad(x, ((1, 0), (3, 0)), constant_values=2.0),
+    ("pad", lambda m, x: (m.pad(x, ((1, 0), (2, 1)))
+                          + m.pad(x, ((1, 0), (3, 0)), constant_values=2.0)),
      [("n", (2, 3))]),
     ("meshgrid", lambda m, x, y: _pieces(m, m.meshgrid(x, y) + m.meshgrid(y, x, indexing="ij")),
      [("n", (3,)), ("n", (2,))]),
@@ -177,6 +190,9 @@ CASES = [
     ("einsum_batch_outer", _e("bi,bj->bij"), [("n", (2, 3)), ("n", (2, 4))]),
     ("einsum_bilinear", _e("i,ij,j->"), [("n", (3,)), ("n", (3, 4)), ("n", (4,))]),
     ("einsum_attention", _e("bhqd,bhkd->bhqk"), [("n", (2, 2, 3, 4)), ("n", (2, 2, 5, 4))]),
+    ("einsum_sublists", lambda m, x, y: (m.einsum(x, [0, 1], y, [1, 2], [0, 2])
+                                         + m.einsum(x, [0, 1], x, [0, 1])),
+     [("n", (3, 4)), ("n", (4, 3))]),
 ]
 IDS = [c[0] for c in CASES]
 NUMPY_METHODS = {"methods"}  # ndarray method spelling: eager tensors follow PyTorch's instead
@@ -393,7 +409,8 @@ def test_remainder_by_zero_and_sign_of_divisor():
     np.testing.assert_array_equal(gy, -np.floor(x[:3] / y[:3]))
     # the quotient NumPy used: 1 % 0.1 = 1 - 9 * 0.1 (floor(1 / 0.1) would say 10)
     _, (gx, gy) = _grad(lambda a, b: a % b, np.array([1.0]), np.array([0.1]))
-    assert gy.tolist() == [-9.0] and np.remainder(1.0, 0.1) == pytest.approx(1.0 - 9 * 0.1, abs=1e-15)
+    assert gy.tolist() == [-9.0]
+    assert np.remainder(1.0, 0.1) == pytest.approx(1.0 - 9 * 0.1, abs=1e-15)
 
 
 def test_sort_gradient_goes_to_original_positions_with_ties():

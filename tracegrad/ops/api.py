@@ -794,7 +794,8 @@ def sinh(x: Array) -> Array:
     near_zero = multiply(subtract(expm1(xs), expm1(negative(xs))), 0.5)
     e = _exp_half(where(small, 2.0, ax))
     inv = divide(1.0, e)
-    far = multiply(sign(x), subtract(multiply(multiply(e, 0.5), e), multiply(multiply(inv, 0.5), inv)))
+    far = multiply(sign(x), subtract(multiply(multiply(e, 0.5), e),
+                                     multiply(multiply(inv, 0.5), inv)))
     return where(small, near_zero, far)
 
 
@@ -974,8 +975,9 @@ def floor(x: Array) -> Array:
 
 
 def remainder(x: Array, y: Array) -> Array:
-    """x % y with the sign of y (NumPy's and Python's %). Gradients: 1 for x,
-    -floor(x / y) for y.
+    """x % y with the sign of y (NumPy's and Python's %). Gradients: 1 for x, -q for y,
+    where q is the integer quotient NumPy's divmod used (1 % 0.1 = 1 - 9 * 0.1: q = 9,
+    although floor(1 / 0.1) rounds to 10).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.remainder(np.array([-3.0, 3.0]), 2.0)
@@ -1843,6 +1845,16 @@ def _einsum_pair(a, sa: str, b, sb: str, keep: set, sizes: dict):
     return reshape(out, tuple(sizes[c] for c in letters)), "".join(letters)
 
 
+def _einsum_sublists(args) -> tuple[str, tuple]:
+    def letters(sub):
+        return "".join("..." if s is Ellipsis else _EINSUM_LETTERS[int(s)] for s in sub)
+    out = args[-1] if len(args) % 2 == 1 else None  # an odd count ends with the output
+    pairs = args[:-1] if out is not None else args
+    ops, subs = list(pairs[0::2]), list(pairs[1::2])
+    text = ",".join(letters(s) for s in subs) + ("" if out is None else "->" + letters(out))
+    return text, tuple(ops)
+
+
 def einsum(subscripts: str, *operands, optimize: Any = False, **kwargs) -> Array:
     """Einstein summation, as transposes, diagonals, sums and batched matmuls.
 
@@ -1854,10 +1866,8 @@ def einsum(subscripts: str, *operands, optimize: Any = False, **kwargs) -> Array
     array([[1., 2.],
            [3., 4.]])
     """
-    if not isinstance(subscripts, str):
-        raise NotImplementedError("tracegrad.einsum: only the subscript-string form is "
-                                  "supported (not einsum(op, sublist, ...))"
-                                  + user_location_suffix())
+    if not isinstance(subscripts, str):  # einsum(op0, sublist0, op1, sublist1, ..., [out])
+        subscripts, operands = _einsum_sublists((subscripts,) + operands)
     _no_dtype_out("einsum", kwargs.pop("dtype", None), kwargs.pop("out", None))
     if kwargs:
         raise TypeError(f"einsum: unexpected keyword arguments {sorted(kwargs)}")
@@ -1891,7 +1901,8 @@ def einsum(subscripts: str, *operands, optimize: Any = False, **kwargs) -> Array
 # --------------------------------------------------------------------- linalg.norm
 
 
-def norm(x: Array, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A002
+def norm(x: Array, ord: Any = None, axis: Any = None,  # noqa: A002  (NumPy's name)
+         keepdims: bool = False) -> Array:
     """NumPy's linalg.norm for vectors (any ord) and matrices ('fro', 1, -1, inf, -inf).
 
     The 2-norm's gradient at x = 0 is nan, as in JAX (x / |x|). Matrix 2-norms and
@@ -2382,7 +2393,8 @@ def heaviside(x: Array, h0: Array) -> Array:
     >>> tg.heaviside(np.array([-1.0, 0.0, 2.0]), 0.5)
     array([0. , 0.5, 1. ])
     """
-    return where(less(x, 0), zeros_like(x), where(greater(x, 0), ones_like(x), multiply(h0, ones_like(x))))
+    one = ones_like(x)
+    return where(less(x, 0), zeros_like(x), where(greater(x, 0), one, multiply(h0, one)))
 
 
 def any(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
@@ -2474,6 +2486,89 @@ def nanmean(x: Array, axis: Any = None, dtype: Any = None, out: Any = None,
     x = _wrap(x)
     count = sum(astype(logical_not(isnan(x)), _dtype(x).name), axis=axis, keepdims=keepdims)
     return divide(nansum(x, axis=axis, keepdims=keepdims), count)
+
+
+def _nan_filled(x, value):
+    x = _wrap(x)
+    return where(isnan(x), full_like(x, value), x)
+
+
+def nanmax(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
+    """max ignoring nans (nan where a whole slice is nan; NumPy also warns).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.nanmax(np.array([1.0, np.nan, 2.0]))
+    array(2.)
+    """
+    _no_dtype_out("nanmax", None, out)
+    x = _wrap(x)
+    res = max(_nan_filled(x, -np.inf), axis=axis, keepdims=keepdims)
+    return where(all(isnan(x), axis=axis, keepdims=keepdims), np.nan, res)
+
+
+def nanmin(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
+    """min ignoring nans (nan where a whole slice is nan; NumPy also warns).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.nanmin(np.array([1.0, np.nan, 2.0]))
+    array(1.)
+    """
+    _no_dtype_out("nanmin", None, out)
+    x = _wrap(x)
+    res = min(_nan_filled(x, np.inf), axis=axis, keepdims=keepdims)
+    return where(all(isnan(x), axis=axis, keepdims=keepdims), np.nan, res)
+
+
+def nanprod(x: Array, axis: Any = None, dtype: Any = None, out: Any = None,
+            keepdims: bool = False) -> Array:
+    """Product treating nan as 1.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.nanprod(np.array([2.0, np.nan, 3.0]))
+    array(6.)
+    """
+    _no_dtype_out("nanprod", dtype, out)
+    return prod(_nan_filled(x, 1.0), axis=axis, keepdims=keepdims)
+
+
+def nanvar(x: Array, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
+           keepdims: bool = False) -> Array:
+    """Variance of the non-nan entries (dividing by their count - ddof).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.nanvar(np.array([1.0, np.nan, 3.0]))
+    array(1.)
+    """
+    _no_dtype_out("nanvar", dtype, out)
+    x = _wrap(x)
+    valid = astype(logical_not(isnan(x)), _dtype(x).name)
+    count = sum(valid, axis=axis, keepdims=True)
+    centered = multiply(subtract(_nan_filled(x, 0.0),
+                                 divide(nansum(x, axis=axis, keepdims=True), count)), valid)
+    total = sum(multiply(centered, centered), axis=axis, keepdims=keepdims)
+    dof = subtract(sum(valid, axis=axis, keepdims=keepdims), float(ddof))
+    return divide(total, dof)
+
+
+def nanstd(x: Array, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
+           keepdims: bool = False) -> Array:
+    """Standard deviation of the non-nan entries.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.nanstd(np.array([1.0, np.nan, 3.0]))
+    array(1.)
+    """
+    return sqrt(nanvar(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims))
+
+
+def nancumsum(x: Array, axis: int | None = None, dtype: Any = None, out: Any = None) -> Array:
+    """Running sum treating nan as 0.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.nancumsum(np.array([1.0, np.nan, 2.0]))
+    array([1., 1., 3.])
+    """
+    return cumsum(_nan_filled(x, 0.0), axis=axis, dtype=dtype, out=out)
 
 
 def quantile(x: Array, q, axis: int | None = None, out: Any = None, overwrite_input: bool = False,
@@ -2597,4 +2692,4 @@ def meshgrid(*xs, indexing: str = "xy", sparse: bool = False, copy: bool = True)
 
 __all__ += ["floor_divide", "round", "around", "rint", "cbrt", "heaviside", "any", "all", "ptp",
             "average", "nansum", "nanmean", "quantile", "percentile", "median", "pad",
-            "meshgrid"]
+            "meshgrid", "nanmax", "nanmin", "nanprod", "nanvar", "nanstd", "nancumsum"]
