@@ -90,6 +90,25 @@ OP_CASES = [
     ("masked_fill_", lambda L, x: (x * 1).masked_fill_(x > 0, 2.0), [(4, 5)]),
     ("clamp_numbers_", lambda L, x: (x * 1).clamp_(-0.3, 0.3), [(4, 5)]),
     ("clamp_tensor_", lambda L, x, lo: (x * 1).clamp_(min=lo), [(4, 5), (5,)]),
+    # more of what real scripts use (composites; the last node has PyTorch's name)
+    ("addcmul", lambda L, x, y, z: x.addcmul(y, z, value=0.5), [(4, 5), (4, 5), (5,)]),
+    ("addcdiv", lambda L, x, y, z: L.addcdiv(x, y, z * z + 1, value=2), [(4, 5)] * 3),
+    ("lerp_scalar", lambda L, x, y: x.lerp(y, 0.3), [(4, 5), (4, 5)]),
+    ("lerp_tensor", lambda L, x, y, w: x.lerp(y, w.sigmoid()), [(4, 5)] * 3),
+    ("index_add", lambda L, x, s: x.index_add(0, I(L, [0, 0, 3]), s, alpha=2), [(4, 5), (3, 5)]),
+    ("index_add_dim1", lambda L, x, s: L.index_add(x, 1, I(L, [4, 1]), s), [(4, 5), (4, 2)]),
+    ("flip", lambda L, x: x.flip(0, 1), [(4, 5)]),
+    ("flip_last", lambda L, x: L.flip(x, [-1]), [(3, 4, 5)]),
+    ("tril", lambda L, x: x.tril(1), [(4, 5)]),
+    ("triu_batched", lambda L, x: L.triu(x, -1), [(2, 4, 5)]),
+    ("masked_select", lambda L, x: x.masked_select(I(L, [True, False, True, False, True])),
+     [(4, 5)]),
+    ("scatter_add_", lambda L, x, s: (x * 1).scatter_add_(0, I(L, [[1, 0, 3, 3, 2]]), s),
+     [(4, 5), (1, 5)]),
+    ("index_add_", lambda L, x, s: (x * 1).index_add_(0, I(L, [1, 1]), s), [(4, 5), (2, 5)]),
+    ("addcmul_", lambda L, x, y, z: (x * 1).addcmul_(y, z), [(4, 5)] * 3),
+    ("addcdiv_", lambda L, x, y, z: (x * 1).addcdiv_(y, z.exp(), value=-1), [(4, 5)] * 3),
+    ("lerp_", lambda L, x, y: (x * 1).lerp_(y, 0.75), [(4, 5), (4, 5)]),
 ]
 
 
@@ -912,3 +931,17 @@ def test_non_tensor_saved_attributes(case, lib):
     node = fn(lib, x).grad_fn
     got = {k: getattr(node, f"_saved_{k}") for k in expected}
     assert got == expected
+
+
+def test_predicates_and_nonzero(lib):
+    L = lib
+    x = L.tensor(np.array([[1.0, np.nan], [np.inf, 0.0]], np.float32))
+    assert x.isnan().tolist() == [[False, True], [False, False]]
+    assert L.isinf(x).tolist() == [[False, False], [True, False]]
+    assert x.all().item() is False and x.any(0).tolist() == [True, True]
+    assert (x > 0).all(1, keepdim=True).tolist() == [[False], [False]]
+    assert x.nonzero().tolist() == [[0, 0], [0, 1], [1, 0]]
+    assert [t.tolist() for t in x.nonzero(as_tuple=True)] == [[0, 0, 1], [0, 1, 0]]
+    assert x.type_as(L.ones(1, dtype=L.float64)).dtype == L.float64
+    with pytest.raises(RuntimeError, match="masked_select: expected BoolTensor for mask"):
+        x.masked_select(L.tensor([[1, 0], [0, 1]]))

@@ -19,6 +19,7 @@ from tracegrad.eager.tensor import VIEW_SCATTERS, Tensor, apply_op, scaled_by_al
 from tracegrad.ops import table as T
 
 _bmax, _bmin, _bsum = builtins.max, builtins.min, builtins.sum
+_ball, _bany = builtins.all, builtins.any
 
 
 def _t(x) -> Tensor:
@@ -167,7 +168,7 @@ def clamp(input, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        if not any(b is not None and not isinstance(b, Tensor) for b in (min, max)):
+        if not _bany(b is not None and not isinstance(b, Tensor) for b in (min, max)):
             return _clamp_tensors(input, min, max)
         for b in (min, max):
             if isinstance(b, Tensor) and b.ndim != 0:
@@ -419,7 +420,7 @@ def _infer_shape(shape: tuple, numel: int, op: str, x=None) -> tuple:
     n = 1
     for d in shape:
         n *= d
-    if n != numel or any(d < 0 for d in shape):
+    if n != numel or _bany(d < 0 for d in shape):
         raise shape_error(op, f"shape '[{', '.join(map(str, shape))}]' is invalid for input of "
                               f"size {numel}", x)
     return shape
@@ -730,7 +731,7 @@ def split(tensor, split_size_or_sections, dim=0):  # noqa: F811 (PyTorch's argum
     size = input._data.shape[d]
     if isinstance(split_size_or_sections, (list, tuple)):
         sizes = [int(s) for s in split_size_or_sections]
-        if _bsum(sizes) != size or any(s < 0 for s in sizes):
+        if _bsum(sizes) != size or _bany(s < 0 for s in sizes):
             raise shape_error("split", f"split_with_sizes expects split_sizes to sum exactly to "
                                        f"{size} (input tensor's size at dimension {d}), but got "
                                        f"split_sizes=[{', '.join(map(str, sizes))}]", input)
@@ -782,14 +783,14 @@ def repeat(input, *sizes):
     if len(sizes) < len(shape):
         raise shape_error("repeat", "Number of dimensions of repeat dims can not be smaller "
                                     "than number of dimensions of tensor", input)
-    if any(r < 0 for r in sizes):
+    if _bany(r < 0 for r in sizes):
         raise shape_error("repeat", f"Trying to create tensor with negative dimension "
                                     f"{_bmin(sizes)}: [{', '.join(map(str, sizes))}]", input)
     lead = len(sizes) - len(shape)
     full = (1,) * lead + tuple(shape)
     out_shape = tuple(n * r for n, r in zip(full, sizes))
     saved = {"repeats": tuple(sizes), "self_sym_sizes": tuple(shape)}
-    if all(n == 1 for n in shape):  # a broadcast
+    if _ball(n == 1 for n in shape):  # a broadcast
         return _with_saved(apply_op(T.broadcast_to, (input,), {"shape": out_shape},
                                     name="RepeatBackward0"), saved)
     arrays = []
@@ -1194,6 +1195,141 @@ def cumsum(input, dim, *, dtype=None):
     return _with_saved(apply_op(T.cumsum, (x,), {"axis": d}), {"dim": d})
 
 
+# ------------------------------------------ more of the surface real scripts use (issue 13)
+# Compositions of table primitives; the last node carries PyTorch's name (its
+# next_functions may show an intermediate node where PyTorch shows an operand).
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    prod = tensor1 * tensor2 if value == 1 else tensor1 * tensor2 * value
+    return apply_op(T.add, (input, prod), {}, name="AddcmulBackward0")
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    quot = tensor1 / tensor2 if value == 1 else tensor1 / tensor2 * value
+    return apply_op(T.add, (input, quot), {}, name="AddcdivBackward0")
+
+
+def lerp(input, end, weight):
+    step = (end - input) * weight
+    return apply_op(T.add, (input, step), {},
+                    name="LerpBackward1" if isinstance(weight, Tensor) else "LerpBackward0")
+
+
+def index_add(input, dim, index, source, *, alpha=1):
+    index = _index_tensor(index, "index_add")
+    if index._data.ndim > 1:
+        raise shape_error("index_add", "index_add_(): Index is supposed to be a vector", input,
+                          cls=EagerIndexError)
+    if index._data.dtype.kind not in "iu":
+        raise shape_error("index_add", "index_add_(): Expected dtype int32/int64 for index",
+                          input)
+    d = _dim(dim, input.ndim, "index_add")
+    source = _t(source)
+    if alpha != 1:
+        source = source * alpha
+    spec = tuple(("array", 0) if k == d else ("slice", 0, n, 1)
+                 for k, n in enumerate(input._data.shape))
+    idx = index if index._data.ndim == 1 else index._data.reshape(1)
+    scattered = apply_op(T.index_add_zeros, (source, idx),
+                         {"spec": spec, "shape": tuple(input._data.shape)})
+    return _with_saved(apply_op(T.add, (input, scattered), {}, name="IndexAddBackward0"),
+                       {"dim": d, "alpha": alpha})
+
+
+def _grid(shape, flipped=()):
+    """Index arrays addressing every element of `shape` (reversed along `flipped`)."""
+    arrays = []
+    for k, n in enumerate(shape):
+        view = [1] * len(shape)
+        view[k] = n
+        idx = np.arange(n)[::-1] if k in flipped else np.arange(n)
+        arrays.append(idx.reshape(view))
+    return arrays, tuple(("array", k) for k in range(len(shape)))
+
+
+def flip(input, *dims):
+    dims = _sizes(dims)
+    nd = input.ndim
+    axes = {_dim(d, nd, "flip") for d in dims}
+    if len(axes) != len(dims):
+        raise shape_error("flip", "dims has duplicates, original flip dims size="
+                          f"{len(dims)}, but unique flip dims size={len(axes)}", input)
+    if nd == 0 or not axes:
+        return input.clone()
+    arrays, spec = _grid(input._data.shape, axes)
+    out = apply_op(T.getitem, (input, *arrays), {"spec": spec}, name="FlipBackward0")
+    if out._grad_fn is not None:
+        out._grad_fn.saved = False  # PyTorch keeps only the dims (the arrays are made from them)
+    return _with_saved(out, {"dims": tuple(sorted(axes))})
+
+
+def _triangle(input, diagonal, lower: bool):
+    if input.ndim < 2:
+        raise shape_error("tril" if lower else "triu", f"{'tril' if lower else 'triu'}: input "
+                          "tensor must have at least 2 dimensions", input)
+    rows, cols = input._data.shape[-2:]
+    keep = (np.tril if lower else np.triu)(np.ones((rows, cols), dtype=np.bool_), int(diagonal))
+    out = apply_op(T.where, (keep, input, 0), {},
+                   name="TrilBackward0" if lower else "TriuBackward0", visible=(1,))
+    if out._grad_fn is not None:
+        out._grad_fn.saved = False  # PyTorch keeps only `diagonal`
+    return _with_saved(out, {"diagonal": int(diagonal)})
+
+
+def tril(input, diagonal=0):
+    return _triangle(input, diagonal, True)
+
+
+def triu(input, diagonal=0):
+    return _triangle(input, diagonal, False)
+
+
+def masked_select(input, mask):
+    if not isinstance(mask, Tensor) or mask._data.dtype != np.bool_:
+        raise shape_error("masked_select", "masked_select: expected BoolTensor for mask", input)
+    shape = np.broadcast_shapes(input._data.shape, mask._data.shape)
+    x = input if input._data.shape == shape else expand(input, shape)
+    where_true = np.nonzero(np.broadcast_to(mask._data, shape))
+    spec = tuple(("array", k) for k in range(len(shape)))
+    if not shape:
+        return reshape(x, (1,))[tensor(np.asarray(mask._data).reshape(1))]
+    return apply_op(T.getitem, (x, *where_true), {"spec": spec}, name="MaskedSelectBackward0")
+
+
+def nonzero(input, *, as_tuple=False):
+    data = _t(input)._data
+    if as_tuple:
+        return tuple(tensor(np.asarray(i, dtype=np.int64)) for i in np.nonzero(data))
+    return tensor(np.argwhere(data).astype(np.int64).reshape(-1, data.ndim))
+
+
+def isnan(input):
+    return tensor(np.isnan(_t(input)._data))
+
+
+def isinf(input):
+    return tensor(np.isinf(_t(input)._data))
+
+
+def _logical_reduce(fn, input, dim, keepdim):
+    data = _t(input)._data.astype(np.bool_)
+    axis = None if dim is None else _dims(dim, data.ndim, fn.__name__)
+    return tensor(np.asarray(fn(data, axis=axis, keepdims=bool(keepdim) and dim is not None)))
+
+
+def all(input, dim=None, keepdim=False):  # noqa: A001
+    return _logical_reduce(np.all, input, dim, keepdim)
+
+
+def any(input, dim=None, keepdim=False):  # noqa: A001
+    return _logical_reduce(np.any, input, dim, keepdim)
+
+
+def _type_as(self, other):
+    return self.to(other.dtype)
+
+
 # ------------------------------------------------------------ new_* constructors
 
 
@@ -1250,7 +1386,9 @@ _METHODS = [
     "subtract", "multiply", "divide", "true_divide", "absolute", "greater", "less",
     "greater_equal", "less_equal", "not_equal", "broadcast_to",
     "narrow", "select", "split", "chunk", "unbind", "repeat", "gather", "scatter_add",
-    "index_select", "masked_fill", "norm", "diagonal", "cumsum",
+    "index_select", "masked_fill", "norm", "diagonal", "cumsum", "addcmul", "addcdiv", "lerp",
+    "index_add", "flip", "tril", "triu", "masked_select", "nonzero", "isnan", "isinf", "all",
+    "any",
 ]
 
 
@@ -1263,6 +1401,7 @@ def install_methods() -> None:
         name="PermuteBackward0"))
     Tensor.mT = property(lambda self: transpose(self, -2, -1))
     Tensor.where = _tensor_where
+    Tensor.type_as = _type_as
     Tensor.new_tensor = _new_tensor
     Tensor.new_zeros = _new_zeros
     Tensor.new_ones = _new_ones

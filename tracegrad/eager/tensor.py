@@ -870,6 +870,26 @@ class Tensor(ArrayOperators):
         args, name, visible = _masked_fill_args(self, mask, value)
         return inplace(self, T.where, args, {}, name=name, visible=visible)
 
+    def scatter_add_(self, dim, index, src) -> "Tensor":
+        from tracegrad.eager.functions import scatter_add
+        return inplace_composite(self, lambda t: scatter_add(t, dim, index, src))
+
+    def index_add_(self, dim, index, source, *, alpha=1) -> "Tensor":
+        from tracegrad.eager.functions import index_add
+        return inplace_composite(self, lambda t: index_add(t, dim, index, source, alpha=alpha))
+
+    def addcmul_(self, tensor1, tensor2, *, value=1) -> "Tensor":
+        from tracegrad.eager.functions import addcmul
+        return inplace_composite(self, lambda t: addcmul(t, tensor1, tensor2, value=value))
+
+    def addcdiv_(self, tensor1, tensor2, *, value=1) -> "Tensor":
+        from tracegrad.eager.functions import addcdiv
+        return inplace_composite(self, lambda t: addcdiv(t, tensor1, tensor2, value=value))
+
+    def lerp_(self, end, weight) -> "Tensor":
+        from tracegrad.eager.functions import lerp
+        return inplace_composite(self, lambda t: lerp(t, end, weight))
+
     # The in-place forms of the elementwise ops: same primitive and node name as the
     # out-of-place op; the pre-update value is what the node saves (see `inplace`).
     def cos_(self) -> "Tensor":
@@ -1023,6 +1043,18 @@ def inplace(self: Tensor, prim, args: tuple, attrs: dict, name: str | None = Non
             args = tuple(target if a is self else a for a in args)
     result = apply_op(prim, args, attrs, name=name, visible=visible, inplace_of=target)
     commit_inplace(self, result)
+    return self
+
+
+def inplace_composite(self: Tensor, fn) -> Tensor:
+    """In-place form of a composite op `fn(self)` whose nodes keep nothing of `self`
+    itself (it only enters sums and differences), so no pre-update snapshot is needed."""
+    check_inplace(self)
+    target = self
+    if self._base is not None:
+        refresh_view(self)
+        target = inplace_operand(self)
+    commit_inplace(self, fn(target))
     return self
 
 
