@@ -1015,3 +1015,76 @@ def test_recurrent_layers_gradcheck_float64():
     out, (h, c) = lstm(torch.zeros(1, 1, 1))
     assert c.item() == pytest.approx(math.tanh(0.8) / 2, rel=1e-6)
     assert h.item() == pytest.approx(0.5 * math.tanh(math.tanh(0.8) / 2), rel=1e-6)
+
+
+def _masks(lib, kind, n_batch, length):
+    if kind == "none":
+        return {}
+    if kind == "causal":
+        m = np.triu(np.ones((length, length), bool), 1)
+        return {"attn_mask": lib.tensor(m)}
+    pad = np.zeros((n_batch, length), bool)
+    pad[0, -2:] = True
+    return {"key_padding_mask": lib.tensor(pad)}
+
+
+@pytest.mark.parametrize("mask", ["none", "causal", "padding"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_multihead_attention_matches_torch(rt, mask, batch_first):
+    torch.manual_seed(0)
+    m = nn.MultiheadAttention(8, 2, batch_first=batch_first)
+    mr = rt.nn.MultiheadAttention(8, 2, batch_first=batch_first)
+    assert [n for n, _ in m.named_parameters()] == [n for n, _ in mr.named_parameters()]
+    for p in m.parameters():
+        nn.init.normal_(p, 0, 0.3)
+    copy_to_torch(m, mr, rt)
+    x = arr(5, 3, 8, seed=80) if not batch_first else arr(3, 5, 8, seed=80)
+    xt, xr = torch.tensor(x, requires_grad=True), rt.tensor(x, requires_grad=True)
+    out, w = m(xt, xt, xt, **_masks(torch, mask, 3, 5))
+    out_r, w_r = mr(xr, xr, xr, **_masks(rt, mask, 3, 5))
+    close(out, out_r)
+    close(w, w_r)
+    (out.sum() + (w * w).sum()).backward()
+    (out_r.sum() + (w_r * w_r).sum()).backward()
+    close(xt.grad, xr.grad, rtol=1e-4, atol=1e-5)
+    grads_r = dict(mr.named_parameters())
+    for name, p in m.named_parameters():
+        close(p.grad, grads_r[name].grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(norm_first=True, activation="gelu"),
+                                dict(batch_first=True)])
+def test_transformer_encoder_matches_torch(rt, kw):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, **kw)
+    layer_r = rt.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, **kw)
+    m = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8))
+    mr = rt.nn.TransformerEncoder(layer_r, 2, norm=rt.nn.LayerNorm(8), enable_nested_tensor=False)
+    assert list(m.state_dict()) == list(mr.state_dict())
+    out, _ = compare_module(m, mr, arr(5, 3, 8, seed=81), rt)
+
+
+def test_scaled_dot_product_attention_matches_torch(rt):
+    q, k, v = arr(2, 3, 4, 8, seed=82), arr(2, 3, 6, 8, seed=83), arr(2, 3, 6, 5, seed=84)
+    bool_mask = np.random.default_rng(85).random((4, 6)) > 0.3
+    bool_mask[:, 0] = True
+    for kw_t, kw_r in [({}, {}), ({"is_causal": True}, {"is_causal": True}),
+                       ({"attn_mask": torch.tensor(bool_mask)}, {"attn_mask": rt.tensor(bool_mask)}),
+                       ({"scale": 0.3}, {"scale": 0.3})]:
+        ts = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+        rs = [rt.tensor(a, requires_grad=True) for a in (q, k, v)]
+        a = F.scaled_dot_product_attention(*ts, **kw_t)
+        b = rt.nn.functional.scaled_dot_product_attention(*rs, **kw_r)
+        close(a, b)
+        a.sum().backward()
+        b.sum().backward()
+        for x, y in zip(ts, rs):
+            close(x.grad, y.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_attention_gradcheck_float64():
+    torch.manual_seed(2)
+    m = nn.MultiheadAttention(4, 2).double()
+    x = torch.tensor(arr(3, 2, 4, seed=86, dtype=np.float64), requires_grad=True)
+    pad = torch.tensor(np.array([[False, False, True], [False, False, False]]))
+    assert gradcheck(lambda x: m(x, x, x, key_padding_mask=pad)[0], [x])

@@ -27,5 +27,7 @@ from tracegrad.eager.nn.modules import ModuleDict, ParameterDict, ParameterList 
 from tracegrad.eager.nn.modules import (ELU, GroupNorm, HuberLoss, KLDivLoss,  # noqa: F401
                                         SmoothL1Loss, Softplus)
 from tracegrad.eager.nn.modules import GRU, LSTM, RNN  # noqa: F401
+from tracegrad.eager.nn.modules import (MultiheadAttention, TransformerEncoder,  # noqa: F401
+                                        TransformerEncoderLayer)
 from tracegrad.eager.nn import init  # noqa: F401
 from tracegrad.eager.nn import utils  # noqa: F401

@@ -915,3 +915,33 @@ def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: floa
     if bias is not None:
         return apply_op(T.add, (out, bias.reshape(view)), {}, name="NativeGroupNormBackward0")
     return apply_op(T.mul, (out, 1.0), {}, name="NativeGroupNormBackward0")
+
+
+# ------------------------------------------------------------------ attention
+
+
+def _attn_bias(mask, dtype, shape=None):
+    """A boolean mask (True = attend, PyTorch's SDPA convention) or an additive float mask,
+    as an additive array."""
+    m = mask._data if isinstance(mask, Tensor) else np.asarray(mask)
+    if m.dtype == np.bool_:
+        return np.where(m, 0.0, -np.inf).astype(dtype)
+    return mask
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale=None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """softmax(q k^T * scale + mask) v; a boolean attn_mask marks the allowed positions."""
+    l, s = query.shape[-2], key.shape[-2]
+    scale = 1.0 / _math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = _f.matmul(query, key.transpose(-2, -1)) * scale
+    if is_causal:
+        scores = scores + np.where(np.tril(np.ones((l, s), bool)), 0.0, -np.inf).astype(
+            scores._data.dtype)
+    if attn_mask is not None:
+        scores = scores + _attn_bias(attn_mask, scores._data.dtype)
+    weights = _f.softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return _f.matmul(weights, value)

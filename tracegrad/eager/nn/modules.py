@@ -1385,3 +1385,175 @@ class GRU(_RNNBase):
         z = F.sigmoid(xw[..., n:2 * n] + hw[..., n:2 * n])
         cand = F.tanh(xw[..., 2 * n:] + r * hw[..., 2 * n:])
         return ((1 - z) * cand + z * h,)
+
+
+# ------------------------------------------------------------------ attention / transformer
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """PyTorch's name for MultiheadAttention.out_proj (a plain Linear)."""
+
+
+class MultiheadAttention(Module):
+    """PyTorch's parameters (in_proj_weight (3E, E), in_proj_bias, out_proj) and its
+    need_weights computation (scaled q, softmax, dropout on the weights, bmm, out_proj)."""
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim=None, vdim=None,
+                 batch_first: bool = False, device=None, dtype=None):
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"embed_dim and num_heads must be greater than 0, got "
+                             f"embed_dim={embed_dim} and num_heads={num_heads} instead")
+        if add_bias_kv or add_zero_attn or (kdim not in (None, embed_dim)) or (
+                vdim not in (None, embed_dim)):
+            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and "
+                                      "kdim/vdim != embed_dim are not supported by "
+                                      "tracegrad.eager")
+        self.embed_dim = embed_dim
+        self.kdim = self.vdim = embed_dim
+        self._qkv_same_embed_dim = True
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+        if self.head_dim * num_heads != embed_dim:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        self.in_proj_weight = _empty_param((3 * embed_dim, embed_dim), dtype)
+        if bias:
+            self.in_proj_bias = _empty_param((3 * embed_dim,), dtype)
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
+                                                        dtype=dtype)
+        self.bias_k = self.bias_v = None
+        self.add_zero_attn = False
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        init.xavier_uniform_(self.in_proj_weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask=None,
+                need_weights: bool = True, attn_mask=None, average_attn_weights: bool = True,
+                is_causal: bool = False):
+        unbatched = query.ndim == 2
+        if unbatched:
+            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        tgt_len, bsz, e = query.shape
+        src_len = key.shape[0]
+        h, hd = self.num_heads, self.head_dim
+        w, b = self.in_proj_weight, self.in_proj_bias
+        q = F.linear(query, w[:e], None if b is None else b[:e])
+        k = F.linear(key, w[e:2 * e], None if b is None else b[e:2 * e])
+        v = F.linear(value, w[2 * e:], None if b is None else b[2 * e:])
+        q = q.reshape(tgt_len, bsz * h, hd).transpose(0, 1)
+        k = k.reshape(src_len, bsz * h, hd).transpose(0, 1)
+        v = v.reshape(src_len, bsz * h, hd).transpose(0, 1)
+        bias = np.zeros((1, tgt_len, src_len), q._data.dtype)
+        if is_causal and attn_mask is None:
+            raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use "
+                               "the Transformer module method `generate_square_subsequent_mask` "
+                               "to create this mask.")
+        if attn_mask is not None:  # True = not allowed (MultiheadAttention's convention)
+            m = attn_mask._data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
+            m = np.where(m, -np.inf, 0.0) if m.dtype == np.bool_ else m
+            bias = bias + (m.reshape(1, tgt_len, src_len) if m.ndim == 2 else m)
+        if key_padding_mask is not None:
+            kp = key_padding_mask._data if isinstance(key_padding_mask, Tensor) \
+                else np.asarray(key_padding_mask)
+            kp = np.where(kp, -np.inf, 0.0) if kp.dtype == np.bool_ else kp
+            kp = np.repeat(kp.reshape(bsz, 1, 1, src_len), h, axis=1).reshape(
+                bsz * h, 1, src_len)
+            bias = bias + kp
+        scores = _bmm(q * (1.0 / math.sqrt(hd)), k.transpose(-2, -1))
+        if bias.any():
+            scores = scores + bias.astype(q._data.dtype)
+        weights = F.softmax(scores, -1)
+        if self.dropout > 0.0 and self.training:
+            weights = F.dropout(weights, self.dropout)
+        out = _bmm(weights, v)  # (B*H, L, hd)
+        out = out.transpose(0, 1).reshape(tgt_len * bsz, e)
+        out = F.linear(out, self.out_proj.weight, self.out_proj.bias).reshape(tgt_len, bsz, e)
+        if unbatched:
+            out = out.squeeze(1)
+        elif self.batch_first:
+            out = out.transpose(0, 1)
+        if not need_weights:
+            return out, None
+        weights = weights.reshape(bsz, h, tgt_len, src_len)
+        if average_attn_weights:
+            weights = weights.mean(1)
+        if unbatched:
+            weights = weights.squeeze(0)
+        return out, weights
+
+
+def _bmm(a: Tensor, b: Tensor) -> Tensor:
+    from tracegrad.eager.functions import bmm
+    return bmm(a, b)
+
+
+class TransformerEncoderLayer(Module):
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation="relu", layer_norm_eps: float = 1e-5,
+                 batch_first: bool = False, norm_first: bool = False, bias: bool = True,
+                 device=None, dtype=None):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first, dtype=dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        if isinstance(activation, str):
+            if activation not in ("relu", "gelu"):
+                raise RuntimeError(f"activation should be relu/gelu, not {activation}")
+            activation = F.relu if activation == "relu" else F.gelu
+        self.activation = activation
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def forward(self, src: Tensor, src_mask=None, src_key_padding_mask=None,
+                is_causal: bool = False) -> Tensor:
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+            x = self.norm2(x + self._ff_block(x))
+        return x
+
+
+class TransformerEncoder(Module):
+    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm=None,
+                 enable_nested_tensor: bool = True, mask_check: bool = True):
+        import copy
+        super().__init__()
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, src: Tensor, mask=None, src_key_padding_mask=None, is_causal=None):
+        out = src
+        for layer in self.layers:
+            out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                        is_causal=bool(is_causal))
+        return self.norm(out) if self.norm is not None else out
