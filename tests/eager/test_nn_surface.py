@@ -237,10 +237,10 @@ def test_embedding_matches_torch(rt, padding_idx):
     assert str(ours.value) == str(theirs.value)
 
 
-def test_dropout_semantics(rt):
+def test_dropout_semantics():
     torch.manual_seed(0)
     m = nn.Dropout(0.25)
-    assert repr(m) == repr(rt.nn.Dropout(0.25))
+    assert repr(m) == "Dropout(p=0.25, inplace=False)"
     x = torch.ones(4000, requires_grad=True)
     y = m(x)
     kept = y.detach().numpy() != 0
@@ -254,8 +254,15 @@ def test_dropout_semantics(rt):
     assert m(x) is x
     assert F.dropout(x, 0.5, training=False) is x
     assert not F.dropout(torch.ones(5), 1.0).numpy().any()
-    with pytest.raises(ValueError) as ours:
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but "
+                                         "got 1.5"):
         F.dropout(x, 1.5)
+
+
+def test_dropout_matches_torch_repr_and_error(rt):
+    assert repr(nn.Dropout(0.25)) == repr(rt.nn.Dropout(0.25))
+    with pytest.raises(ValueError) as ours:
+        F.dropout(torch.ones(2), 1.5)
     with pytest.raises(ValueError) as theirs:
         rt.nn.functional.dropout(rt.ones(2), 1.5)
     assert str(ours.value) == str(theirs.value)
@@ -572,6 +579,20 @@ def test_adamw_decay_by_hand():
     torch.optim.RMSprop([q], lr=0.01, alpha=0.99, eps=0.0).step()
     np.testing.assert_allclose(q.detach().numpy(), [1.0 - 0.01 * 2.0 / math.sqrt(0.01 * 4)],
                                rtol=1e-6)
+
+
+def test_adadelta_adagrad_first_step_by_hand():
+    # Adadelta: v = (1 - rho) g^2, delta = sqrt(eps) / sqrt(v + eps) * g
+    p = torch.tensor([1.0], requires_grad=True)
+    p.grad = torch.tensor([2.0])
+    torch.optim.Adadelta([p], lr=1.0, rho=0.9, eps=1e-6).step()
+    delta = math.sqrt(1e-6) / math.sqrt(0.1 * 4 + 1e-6) * 2.0
+    np.testing.assert_allclose(p.detach().numpy(), [1.0 - delta], rtol=1e-6)
+    # Adagrad: s = g^2, p -= lr * g / (sqrt(s) + eps) = lr * sign(g)
+    q = torch.tensor([1.0], requires_grad=True)
+    q.grad = torch.tensor([-3.0])
+    torch.optim.Adagrad([q], lr=0.1).step()
+    np.testing.assert_allclose(q.detach().numpy(), [1.1], rtol=1e-6)
 
 
 def test_optimizer_state_dict_roundtrip():
