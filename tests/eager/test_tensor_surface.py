@@ -109,6 +109,10 @@ OP_CASES = [
     ("addcmul_", lambda L, x, y, z: (x * 1).addcmul_(y, z), [(4, 5)] * 3),
     ("addcdiv_", lambda L, x, y, z: (x * 1).addcdiv_(y, z.exp(), value=-1), [(4, 5)] * 3),
     ("lerp_", lambda L, x, y: (x * 1).lerp_(y, 0.75), [(4, 5), (4, 5)]),
+    ("sort", lambda L, x: x.sort(1).values, [(4, 5)]),
+    ("sort_descending_dim0", lambda L, x: L.sort(x, dim=0, descending=True)[0], [(4, 5)]),
+    ("topk", lambda L, x: x.topk(2, 1).values, [(4, 5)]),
+    ("topk_smallest", lambda L, x: L.topk(x, 3, dim=0, largest=False)[0], [(4, 5)]),
 ]
 
 
@@ -945,3 +949,22 @@ def test_predicates_and_nonzero(lib):
     assert x.type_as(L.ones(1, dtype=L.float64)).dtype == L.float64
     with pytest.raises(RuntimeError, match="masked_select: expected BoolTensor for mask"):
         x.masked_select(L.tensor([[1, 0], [0, 1]]))
+
+
+def test_sort_topk_indices_and_ties(lib):
+    L = lib
+    x = L.tensor([[3.0, 1.0, 2.0, 1.0], [0.0, 5.0, 5.0, -1.0]], requires_grad=True)
+    v, i = x.sort(dim=1)
+    assert i.tolist() == [[1, 3, 2, 0], [3, 0, 1, 2]] and v.grad_fn.name() == "SortBackward0"
+    assert x.sort(dim=1, descending=True).indices.tolist() == [[0, 2, 1, 3], [1, 2, 0, 3]]
+    assert x.argsort(1, descending=True).tolist() == [[0, 2, 1, 3], [1, 2, 0, 3]]
+    v, i = x.topk(2, 1)
+    assert i.tolist() == [[0, 2], [1, 2]] and v.tolist() == [[3.0, 2.0], [5.0, 5.0]]
+    assert x.topk(2, 1, largest=False).indices.tolist() == [[1, 3], [3, 0]]
+    v.sum().backward()  # the gradient goes to the chosen indices only
+    assert x.grad.tolist() == [[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0]]
+    n = L.tensor([1.0, float("nan"), 0.0])
+    assert n.sort().indices.tolist() == [2, 0, 1]
+    assert n.sort(descending=True).indices.tolist() == [1, 0, 2]  # NaN is the largest
+    assert type(x.sort()).__name__ == "sort"
+    assert x.stride() == (4, 1) and x.t().stride() == (1, 4) and x.element_size() == 4

@@ -1326,6 +1326,72 @@ def any(input, dim=None, keepdim=False):  # noqa: A001
     return _logical_reduce(np.any, input, dim, keepdim)
 
 
+class _SortResult(_ReturnTypes):
+    _name = "sort"
+
+
+class _TopkResult(_ReturnTypes):
+    _name = "topk"
+
+
+_SortResult.__name__ = _SortResult.__qualname__ = "sort"   # type(x.sort()).__name__, as torch
+_TopkResult.__name__ = _TopkResult.__qualname__ = "topk"
+
+
+def _sorted_indices(data: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    """Stable order along axis (PyTorch's CPU order: ties keep their order, NaN is largest)."""
+    if not descending:
+        return np.argsort(data, axis=axis, kind="stable").astype(np.int64)
+    n = data.shape[axis]
+    rev = np.flip(data, axis=axis)
+    return np.flip(n - 1 - np.argsort(rev, axis=axis, kind="stable"), axis=axis).astype(np.int64)
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    x = _t(input)
+    if x.ndim == 0:
+        return tensor(np.zeros((), np.int64))
+    return tensor(_sorted_indices(x._data, _dim(dim, x.ndim, "argsort"), descending))
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """(values, indices); values gather x along dim (SortBackward0)."""
+    x = _t(input)
+    if x.ndim == 0:
+        return _SortResult(apply_op(T.reshape, (x,), {"shape": ()}, name="SortBackward0"),
+                           tensor(np.zeros((), np.int64)))
+    d = _dim(dim, x.ndim, "sort")
+    idx = tensor(_sorted_indices(x._data, d, descending))
+    values = apply_op(T.take_along_axis, (x, idx), {"axis": d}, name="SortBackward0")
+    return _SortResult(_with_saved(values, {"dim": d}), idx)
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    x = _t(input)
+    d = _dim(dim, x.ndim, "topk") if x.ndim else 0
+    size = x._data.shape[d] if x.ndim else 1
+    if not 0 <= k <= size:
+        raise shape_error("topk", "selected index k out of range", x)
+    if x.ndim == 0:
+        return _TopkResult(apply_op(T.reshape, (x,), {"shape": ()}, name="TopkBackward0"),
+                           tensor(np.zeros((), np.int64)))
+    order = _sorted_indices(x._data, d, bool(largest))
+    keep = [slice(None)] * x.ndim
+    keep[d] = slice(0, int(k))
+    idx = tensor(np.ascontiguousarray(order[tuple(keep)]))
+    values = apply_op(T.take_along_axis, (x, idx), {"axis": d}, name="TopkBackward0")
+    return _TopkResult(_with_saved(values, {"dim": d}), idx)
+
+
+def _stride(self, dim=None):
+    strides = tuple(st // self._data.itemsize for st in self._data.strides)
+    return strides if dim is None else strides[_dim(dim, self.ndim, "stride")]
+
+
+def _element_size(self):
+    return int(self._data.itemsize)
+
+
 def _type_as(self, other):
     return self.to(other.dtype)
 
@@ -1388,7 +1454,7 @@ _METHODS = [
     "narrow", "select", "split", "chunk", "unbind", "repeat", "gather", "scatter_add",
     "index_select", "masked_fill", "norm", "diagonal", "cumsum", "addcmul", "addcdiv", "lerp",
     "index_add", "flip", "tril", "triu", "masked_select", "nonzero", "isnan", "isinf", "all",
-    "any",
+    "any", "sort", "argsort", "topk",
 ]
 
 
@@ -1402,6 +1468,8 @@ def install_methods() -> None:
     Tensor.mT = property(lambda self: transpose(self, -2, -1))
     Tensor.where = _tensor_where
     Tensor.type_as = _type_as
+    Tensor.stride = _stride
+    Tensor.element_size = _element_size
     Tensor.new_tensor = _new_tensor
     Tensor.new_zeros = _new_zeros
     Tensor.new_ones = _new_ones
