@@ -1,5 +1,14 @@
 """`tracegrad.eager.nn`: Module, Parameter, layers, activations, Sequential, losses.
 
+Layers: Linear, Conv1d/Conv2d, ConvTranspose1d/2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,
+Flatten/Unflatten, Dropout, BatchNorm1d/2d, LayerNorm, GroupNorm, Embedding, RNN/LSTM/GRU,
+MultiheadAttention, TransformerEncoder(Layer); activations ReLU, Tanh, Sigmoid, GELU, SiLU,
+LeakyReLU, ELU, Softplus, Softmax, LogSoftmax; losses CrossEntropyLoss, NLLLoss, MSELoss,
+L1Loss, SmoothL1Loss, HuberLoss, BCELoss, BCEWithLogitsLoss, KLDivLoss; containers
+Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict; `nn.init`, `nn.utils`.
+Each is a composition of the rule table's primitives (GELU's erf is the one eager-only
+primitive), with PyTorch's parameter names, reprs, node names and error texts.
+
     >>> import tracegrad.eager as torch
     >>> from tracegrad.eager import nn
     >>> torch.manual_seed(0) and None
