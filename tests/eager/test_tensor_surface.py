@@ -968,3 +968,29 @@ def test_sort_topk_indices_and_ties(lib):
     assert n.sort(descending=True).indices.tolist() == [1, 0, 2]  # NaN is the largest
     assert type(x.sort()).__name__ == "sort"
     assert x.stride() == (4, 1) and x.t().stride() == (1, 4) and x.element_size() == 4
+
+
+def test_hook_return_value_errors(lib):
+    torch = lib
+    x = torch.ones(2, requires_grad=True)
+    h = x.register_post_accumulate_grad_hook(lambda t: t * 2)
+    with pytest.raises(RuntimeError, match="^Tensor post accumulate grad hooks should return "
+                                           "None.$"):
+        x.sum().backward()
+    h.remove()
+    x.register_post_accumulate_grad_hook(lambda t: 5)
+    with pytest.raises(TypeError, match="^expected Variable, but hook returned 'int'$"):
+        x.sum().backward()
+    y = torch.ones(2, requires_grad=True)
+    for hook, cls, text in [
+            (lambda gi, go: (gi[0], gi[0]), RuntimeError,
+             "can't replace a None gradient with a non-None value"),
+            (lambda gi, go: 3, TypeError, "expected tuple, but hook returned 'int'"),
+            (lambda gi, go: (gi[0],), RuntimeError,
+             "hook '<lambda>' has returned an incorrect number of values (got 1, but expected "
+             "2)")]:
+        z = y * 2
+        z.grad_fn.register_hook(hook)
+        with pytest.raises(cls) as info:
+            z.sum().backward()
+        assert str(info.value) == text

@@ -290,8 +290,11 @@ def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate
         if var._post_acc_hooks:
             for fn in list(var._post_acc_hooks.values()):
                 r = fn(var)
-                if r is not None:
-                    raise RuntimeError("post accumulate grad hooks should return None.")
+                if r is not None:  # PyTorch's two texts
+                    if not isinstance(r, _tensor_cls()):
+                        raise TypeError(f"expected Variable, but hook returned "
+                                        f"'{type(r).__name__}'")
+                    raise RuntimeError("Tensor post accumulate grad hooks should return None.")
         if node.post_hooks:
             # PyTorch's first accumulation makes the incoming gradient .grad itself, so the
             # post-hook sees .grad (with whatever post-accumulate hooks did to it)
@@ -337,15 +340,18 @@ def _run_post_hooks(node, results, g, create_graph):
         r = fn(grad_inputs, grad_outputs)
         if r is None:
             continue
-        if not isinstance(r, (tuple, list)) or len(r) != len(grad_inputs):
+        if not isinstance(r, tuple):
+            raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
+        if len(r) != len(grad_inputs):
             raise RuntimeError(f"hook '{getattr(fn, '__name__', '<unknown>')}' has returned an "
-                               f"incorrect number of values (got "
-                               f"{len(r) if isinstance(r, (tuple, list)) else 1}, but expected "
+                               f"incorrect number of values (got {len(r)}, but expected "
                                f"{len(grad_inputs)})")
         results = list(results)
         for k, i in enumerate(idx):
             v = r[k]
-            if v is not None and results[i] is not None:
+            if v is not None and results[i] is None:
+                raise RuntimeError("can't replace a None gradient with a non-None value")
+            if v is not None:
                 _check_hook_result(fn, v, results[i])
             results[i] = None if v is None else _from_hook(v, create_graph)
     return results
