@@ -162,3 +162,10 @@ def test_cnn_classifier_model_matches_pytorch():
     for name, p in model_rt.named_parameters():
         np.testing.assert_allclose(dict(model.named_parameters())[name].detach().numpy(),
                                    p.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_distributed_training():
+    pytest.importorskip("dask.distributed")
+    out = run_example("distributed_training.py", "--quick", timeout=300)
+    assert number_after(out, "max |distributed - single-process| loss over all epochs:") < 1e-10
+    assert re.search(r"^\s+2\s+[0-9.]+$", out, re.M)  # seconds per epoch with 2 workers
