@@ -994,3 +994,28 @@ def test_hook_return_value_errors(lib):
         with pytest.raises(cls) as info:
             z.sum().backward()
         assert str(info.value) == text
+
+
+def test_node_prehook_return_values(lib):
+    torch = lib
+    y = torch.ones(2, requires_grad=True)
+    for hook, cls, text in [
+            (lambda go: 3, TypeError, "expected tuple, but hook returned 'int'"),
+            (lambda go: (go[0], go[0]), RuntimeError,
+             "hook '<lambda>' has returned an incorrect number of values (got 2, but expected 1)"),
+            (lambda go: go[0], TypeError, "expected tuple, but hook returned 'Tensor'"),
+            (lambda go: (torch.ones(3),), RuntimeError, "hook '<lambda>' has changed the size of "
+                                                        "value")]:
+        z = y * 2
+        z.grad_fn.register_prehook(hook)
+        with pytest.raises(cls) as info:
+            z.sum().backward()
+        assert str(info.value) == text
+    z = y * 2
+    z.grad_fn.register_prehook(lambda go: (None,))  # the gradient stops here
+    z.sum().backward()
+    assert y.grad is None
+    acc = (y * 1).grad_fn.next_functions[0][0]
+    acc.register_prehook(lambda go: (go[0] * 5,))
+    (y * 1).sum().backward()
+    assert y.grad.tolist() == [5.0, 5.0]

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tracegrad.eager.graph import AccumulateGrad, Node, grad_accumulator
+from tracegrad.eager.graph import DROP_GRAD, AccumulateGrad, Node, grad_accumulator
 from tracegrad.eager.grad_mode import STATE
 
 
@@ -91,6 +91,8 @@ def _from_hook(result, as_tensors: bool):
 def _run_tensor_hooks(hooks: dict, g, as_tensors: bool):
     for fn in list(hooks.values()):
         r = fn(_to_tensor(g))
+        if r is DROP_GRAD:
+            return None
         if r is not None:
             _check_hook_result(fn, r, g)
             g = _from_hook(r, as_tensors)
@@ -285,6 +287,8 @@ def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate
             return None
         if node.pre_hooks:
             g = _run_tensor_hooks(node.pre_hooks, g, create_graph)
+            if g is None:
+                return None
         first = var._grad is None
         accumulate_grad(var, g, create_graph)
         if var._post_acc_hooks:
@@ -318,6 +322,10 @@ def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate
         return None
     if node.pre_hooks:
         g = _run_tensor_hooks(node.pre_hooks, g, create_graph)
+        if g is None:  # a pre-hook returned (None,): nothing flows on
+            if not retain_graph:
+                node.release()
+            return None
     if anomaly:
         results = _apply_with_anomaly(node, g, create_graph)
     else:

@@ -459,9 +459,17 @@ class _NodePrehook:
 
     def __call__(self, g):
         r = self.fn((g,))
-        if isinstance(r, (tuple, list)) and len(r) == 1:
-            return r[0]
-        return r
+        if r is None:
+            return None  # unchanged
+        if not isinstance(r, tuple):
+            raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
+        if len(r) != 1:
+            raise RuntimeError(f"hook '{self.hook_name}' has returned an incorrect number of "
+                               f"values (got {len(r)}, but expected 1)")
+        return DROP_GRAD if r[0] is None else r[0]
+
+
+DROP_GRAD = object()  # a node pre-hook returned (None,): no gradient flows on from here
 
 
 # PyTorch's argument names where they are not (self, other, ...): the `_saved_<name>`
