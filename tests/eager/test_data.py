@@ -181,13 +181,29 @@ def test_save_load_state_dicts(tmp_path):
     opt2 = torch.optim.Adam(fresh.parameters(), lr=0.01)
     opt2.load_state_dict(loaded["opt"])
     assert opt2.state_dict()["state"][0]["step"] == 1
-    # file objects work too; the file holds no pickle
+    # file objects work too
     buf = io.BytesIO()
     torch.save(model.state_dict(), buf)
     buf.seek(0)
     assert list(torch.load(buf)) == list(model.state_dict())
+    # PyTorch's layout: one pickle naming only weights-only globals, raw storages
+    import pickletools
     import zipfile
     with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        assert "archive/data.pkl" in names and "archive/byteorder" in names
+        globals_named = {arg for op, arg, _ in pickletools.genops(zf.read("archive/data.pkl"))
+                         if op.name == "GLOBAL"}
+    assert globals_named <= {"collections OrderedDict", "torch._utils _rebuild_tensor_v2",
+                             "torch._utils _rebuild_parameter", "torch FloatStorage",
+                             "torch LongStorage"}
+    # what PyTorch's weights-only reader would refuse goes to the JSON + .npy layout
+    torch.save({"device": torch.device("cpu"), "arr": np.arange(3), "ids": {1, 2}},
+               tmp_path / "other.pt")
+    other = torch.load(tmp_path / "other.pt")
+    assert repr(other["device"]) == "device(type='cpu')" and other["ids"] == {1, 2}
+    np.testing.assert_array_equal(other["arr"], np.arange(3))
+    with zipfile.ZipFile(tmp_path / "other.pt") as zf:
         assert all(n == "structure.json" or n.endswith(".npy") for n in zf.namelist())
     with pytest.raises(TypeError, match="torch.save \\(tracegrad\\) stores tensors"):
         torch.save({"f": lambda: 0}, tmp_path / "bad.pt")
@@ -221,6 +237,37 @@ def test_load_refuses_other_files(tmp_path):
         compat._rebuild_tensor_v2(storage, 4, (), ())
     assert compat._rebuild_tensor_v2(storage, 1, (3,), (1,)).shape == (3,)
     assert compat._rebuild_tensor_v2(storage, 9, (0, 5), (5, 1)).shape == (0, 5)
+
+
+def test_pytorch_reads_our_checkpoints(tmp_path):
+    """torch.save here, torch.load(weights_only=True) in real PyTorch: same tensors, dtypes,
+    Parameters, containers and numbers; the model predicts the same."""
+    rt = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    ours = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.Linear(8, 3))
+    ours(torch.randn(4, 1, 4, 4))
+    payload = {"model": ours.state_dict(), "epoch": 7, "lr": 1e-3, "big": -2 ** 70,
+               "names": ["a", "b"], "shape": (2, 3), "nan": float("nan"),
+               "param": nn.Parameter(torch.ones(2)), "half": torch.ones(2, dtype=torch.float16),
+               "flag": torch.tensor([True, False]), "empty": torch.zeros(0, 3),
+               "leaf": torch.tensor(2.0, requires_grad=True), "t": torch.arange(6).reshape(2, 3).T}
+    path = tmp_path / "ours.pt"
+    torch.save(payload, path)
+    loaded = rt.load(path, weights_only=True)
+    assert type(loaded["model"]).__name__ == "OrderedDict"
+    assert loaded["epoch"] == 7 and loaded["big"] == -2 ** 70 and loaded["shape"] == (2, 3)
+    assert loaded["names"] == ["a", "b"] and math.isnan(loaded["nan"]) and loaded["lr"] == 1e-3
+    assert isinstance(loaded["param"], rt.nn.Parameter) and loaded["leaf"].requires_grad
+    for key in ("half", "flag", "empty", "t"):
+        assert str(loaded[key].dtype) == str(payload[key].dtype)
+        np.testing.assert_array_equal(loaded[key].numpy(), payload[key].numpy())
+    theirs = rt.nn.Sequential(rt.nn.Conv2d(1, 2, 3), rt.nn.BatchNorm2d(2), rt.nn.Flatten(),
+                              rt.nn.Linear(8, 3))
+    theirs.load_state_dict(loaded["model"])
+    ours.eval(), theirs.eval()
+    x = np.random.default_rng(1).normal(size=(2, 1, 4, 4)).astype(np.float32)
+    np.testing.assert_allclose(ours(torch.tensor(x)).detach().numpy(),
+                               theirs(rt.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_load_reads_pytorch_checkpoints(tmp_path):

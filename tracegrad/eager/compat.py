@@ -188,9 +188,11 @@ class Variable(metaclass=_VariableMeta):
 
 
 # ---------------------------------------------------------------- save / load
-# A zip holding `structure.json` (the nested containers, with tensors as references) and
-# one `.npy` per tensor written with allow_pickle=False: loading never unpickles or runs
-# anything, whatever `weights_only` says.
+# save writes PyTorch's zip layout when it can (see _TorchPickleWriter below), else this
+# fallback: a zip holding `structure.json` (the nested containers, with tensors as
+# references) and one `.npy` per tensor written with allow_pickle=False. load reads both;
+# PyTorch's pickles go through a restricted unpickler, so nothing is ever executed,
+# whatever `weights_only` says.
 
 _FORMAT = "tracegrad.eager.save/1"
 
@@ -272,15 +274,22 @@ def _decode(obj: Any, arrays: dict) -> Any:
 
 def save(obj: Any, f, pickle_module=None, pickle_protocol=None,
          _use_new_zipfile_serialization: bool = True) -> None:
-    """Write `obj` (a state_dict, an optimizer's state_dict, nested containers of tensors)
-    to a path or binary file, as a zip of .npy arrays plus a JSON structure (no pickle)."""
+    """Write `obj` (a state_dict, an optimizer's state_dict, nested containers of tensors,
+    numbers, strings) to a path or binary file in PyTorch's own zip layout, so that real
+    PyTorch's torch.load(weights_only=True) reads it; its pickle names only the globals
+    such a reader allows. Anything else PyTorch's weights-only reader would refuse
+    (devices, dtypes, NumPy arrays, sets) is written instead as a zip of .npy arrays plus
+    a JSON structure, which only tracegrad reads."""
     if pickle_module is not None:
-        raise ValueError("torch.save (tracegrad) does not pickle; pickle_module is not supported")
-    arrays: list = []
-    structure = {"format": _FORMAT, "root": _encode(obj, arrays)}
+        raise ValueError("torch.save (tracegrad) writes its own pickle; pickle_module is not "
+                         "supported")
     own = isinstance(f, (str, os.PathLike))
     fh = open(f, "wb") if own else f
     try:
+        if _save_pytorch_zip(obj, fh):
+            return
+        arrays: list = []
+        structure = {"format": _FORMAT, "root": _encode(obj, arrays)}
         with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as zf:
             zf.writestr("structure.json", json.dumps(structure))
             for i, a in enumerate(arrays):
@@ -414,3 +423,136 @@ def _load_pytorch_zip(zf: zipfile.ZipFile, prefix: str) -> Any:
             return storages[key]
 
     return Restricted(io.BytesIO(zf.read(f"{prefix}data.pkl"))).load()
+
+
+
+# ---------------------------------------------------------------- writing PyTorch's format
+# torch.save writes PyTorch's own zip layout, so real PyTorch reads our checkpoints with
+# torch.load(weights_only=True). The pickle is emitted opcode by opcode (protocol 2) and
+# names only the globals a weights-only reader allows: collections.OrderedDict,
+# torch._utils._rebuild_tensor_v2 / _rebuild_parameter and torch.<Type>Storage.
+
+_STORAGE_NAMES = {np.dtype(v): k for k, v in _TORCH_STORAGES.items()}
+
+
+class _TorchPickleWriter:
+    def __init__(self):
+        self.out = io.BytesIO()
+        self.storages: list = []
+
+    def _global(self, module: str, name: str) -> None:
+        self.out.write(b"c" + f"{module}\n{name}\n".encode())
+
+    def _empty_ordered_dict(self) -> None:
+        self._global("collections", "OrderedDict")
+        self.out.write(b")R")
+
+    def dump(self, obj) -> bytes:
+        self.out.write(b"\x80\x02")
+        self._obj(obj)
+        self.out.write(b".")
+        return self.out.getvalue()
+
+    def _obj(self, o) -> None:
+        import struct
+        w = self.out.write
+        if o is None:
+            w(b"N")
+        elif o is True or o is False:
+            w(b"\x88" if o else b"\x89")
+        elif isinstance(o, Tensor):
+            self._tensor(o)
+        elif isinstance(o, (int, np.integer)) and not isinstance(o, (bool, np.bool_)):
+            o = int(o)
+            if -2 ** 31 <= o < 2 ** 31:
+                w(b"J" + struct.pack("<i", o))
+            else:
+                n = (o.bit_length() + 8) // 8
+                w(b"\x8a" + bytes([n]) + o.to_bytes(n, "little", signed=True))
+        elif isinstance(o, (float, np.floating)):
+            w(b"G" + struct.pack(">d", float(o)))
+        elif isinstance(o, device):
+            raise TypeError("device")  # kept as a device by the JSON layout
+        elif isinstance(o, str):
+            data = o.encode("utf-8")
+            w(b"X" + struct.pack("<I", len(data)) + data)
+        elif isinstance(o, tuple):
+            w(b"(")
+            for v in o:
+                self._obj(v)
+            w(b"t")
+        elif isinstance(o, list):
+            w(b"]")
+            if o:
+                w(b"(")
+                for v in o:
+                    self._obj(v)
+                w(b"e")
+        elif isinstance(o, dict):
+            if isinstance(o, OrderedDict):
+                self._empty_ordered_dict()
+            else:
+                w(b"}")
+            if o:
+                w(b"(")
+                for k, v in o.items():
+                    self._obj(k)
+                    self._obj(v)
+                w(b"u")
+        else:
+            raise TypeError(type(o).__name__)
+
+    def _tensor(self, t: Tensor) -> None:
+        w = self.out.write
+        param = bool(getattr(t, "_is_parameter", False))
+        a = np.ascontiguousarray(t._data).reshape(t._data.shape)
+        if a.dtype.byteorder == ">":
+            a = a.astype(a.dtype.newbyteorder("<"))
+        kind = _STORAGE_NAMES.get(np.dtype(a.dtype))
+        if kind is None:
+            raise TypeError(f"tensor of dtype {a.dtype}")
+        if param:
+            self._global("torch._utils", "_rebuild_parameter")
+            w(b"(")
+        key = str(len(self.storages))
+        self.storages.append(a)
+        self._global("torch._utils", "_rebuild_tensor_v2")
+        w(b"((")
+        for v in ("storage",):
+            self._obj(v)
+        self._global("torch", kind)
+        self._obj(key)
+        self._obj("cpu")
+        self._obj(int(a.size))
+        w(b"tQ")
+        self._obj(0)
+        self._obj(tuple(int(n) for n in a.shape))
+        strides, step = [], 1
+        for n in reversed(a.shape):
+            strides.append(step)
+            step *= max(int(n), 1)
+        self._obj(tuple(reversed(strides)))
+        self._obj(bool(t.requires_grad) and not param)
+        self._empty_ordered_dict()
+        w(b"tR")
+        if param:
+            self._obj(bool(t.requires_grad))
+            self._empty_ordered_dict()
+            w(b"tR")
+
+
+def _save_pytorch_zip(obj, fh) -> bool:
+    """Write obj in PyTorch's layout; False (nothing written) if it holds something a
+    weights-only reader cannot take (then save falls back to the JSON + .npy layout)."""
+    writer = _TorchPickleWriter()
+    try:
+        pkl = writer.dump(obj)
+    except TypeError:
+        return False
+    with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr("archive/data.pkl", pkl)
+        zf.writestr("archive/byteorder", b"little")
+        for i, a in enumerate(writer.storages):
+            zf.writestr(f"archive/data/{i}", a.tobytes())
+        zf.writestr("archive/version", b"3\n")
+    return True
