@@ -1019,3 +1019,19 @@ def test_node_prehook_return_values(lib):
     acc.register_prehook(lambda go: (go[0] * 5,))
     (y * 1).sum().backward()
     assert y.grad.tolist() == [5.0, 5.0]
+
+
+def test_inplace_methods_through_views_rebase_the_base(lib):
+    L = lib
+    x = L.tensor(np.arange(6.0).reshape(2, 3).astype(np.float32), requires_grad=True)
+    y = L.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = x * 1
+    b[0].addcmul_(y, y, value=2)
+    b[1].lerp_(y, 0.25)
+    b.diagonal().clamp_(max=L.tensor([1.5, 2.0]))
+    b.narrow(1, 1, 2).index_add_(1, L.tensor([0, 0]), y[:2].expand(2, 2) * 1)
+    assert b._version == 4 and b.grad_fn.name() == "torch::autograd::CopySlices"
+    (b * b).sum().backward()
+    assert b.tolist() == [[1.5, 12.0, 20.0], [2.5, 5.0, 4.5]]
+    assert x.grad.tolist() == [[0.0, 24.0, 40.0], [3.75, 0.0, 6.75]]
+    assert y.grad.tolist() == [35.25, 226.0, 482.25]
