@@ -26,7 +26,8 @@ from tracegrad.eager.nn import functional  # noqa: F401
 from tracegrad.eager.nn.modules import (CrossEntropyLoss, Identity, Linear, Module,  # noqa: F401
                                         ModuleList, MSELoss, Parameter, ReLU, Sequential,
                                         Sigmoid, Tanh)
-from tracegrad.eager.nn.modules import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d,  # noqa: F401
+from tracegrad.eager.nn.modules import (  # noqa: F401
+                                        AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d,
                                         BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d,
                                         ConvTranspose1d, ConvTranspose2d, Dropout,
                                         Embedding, Flatten, GELU, L1Loss, LayerNorm, LeakyReLU,

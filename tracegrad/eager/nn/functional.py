@@ -410,7 +410,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None,
         from tracegrad.eager.functions import _torch_type
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following "
                            "scalar types: Long, Int; but got torch."
-                           f"{_torch_type(input)}Tensor instead (while checking arguments for embedding)")
+                           f"{_torch_type(input)}Tensor instead (while checking arguments for "
+                           "embedding)")
     n = weight.shape[0]
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         raise IndexError("index out of range in self")

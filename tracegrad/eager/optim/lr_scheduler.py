@@ -1,6 +1,6 @@
 """`torch.optim.lr_scheduler`: StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR,
-LambdaLR, LinearLR and ReduceLROnPlateau, with PyTorch's recursive (chainable) formulas, so a schedule gives the same
-learning rates as PyTorch's step by step.
+LambdaLR, LinearLR and ReduceLROnPlateau, with PyTorch's recursive (chainable) formulas,
+so a schedule gives the same learning rates as PyTorch's, step by step.
 
     >>> import tracegrad.eager as torch
     >>> w = torch.zeros(1, requires_grad=True)
