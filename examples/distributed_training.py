@@ -67,7 +67,7 @@ def main() -> None:
     print(f"{rows:,} rows, MLP 16 -> 32 -> 1, full-batch gradient descent, {epochs} epochs")
     single = tg.value_and_grad(loss)
     single(params, x, y)  # compile first: epochs time the steps only
-    single_losses, single_times = train(lambda p: single(p, x, y), params, epochs, lr=0.5)
+    single_losses, single_times = train(lambda p: single(p, x, y), params, epochs, lr=0.1)
 
     results = {}
     for workers in (1, 2):
@@ -77,7 +77,7 @@ def main() -> None:
             ys = client.scatter(np.array_split(y, workers))
             vg = distributed.value_and_grad(loss, client=client, argnums=0, shard_argnums=(1, 2))
             vg(params, xs, ys)  # first call: each worker compiles (or loads from the cache)
-            results[workers] = train(lambda p: vg(p, xs, ys), params, epochs, lr=0.5)
+            results[workers] = train(lambda p: vg(p, xs, ys), params, epochs, lr=0.1)
 
     print(f"\n{'epoch':>5} {'single-process':>16} {'2 workers':>16}")
     for k in range(epochs):
