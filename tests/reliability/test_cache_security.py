@@ -336,6 +336,7 @@ def test_index_entry_naming_anything_but_its_kernel_is_rebuilt_not_run(attack, t
     d = tmp_path / "cache"
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(d))
     x = np.linspace(-0.5, 1.0, 4)
+    tg.clear_caches()  # each attack starts like a new process (no in-memory kernels)
     tg.value_and_grad(f_index)(x)
     tg.value_and_grad(g_index)(x, x)
     key_f, key_g = _key(f_index, x), _key(g_index, x, x)
@@ -353,6 +354,7 @@ def test_index_entry_naming_anything_but_its_kernel_is_rebuilt_not_run(attack, t
         payload = dict(other, in_types=good["in_types"])
         (d / f"tgi_{key_f}.json").write_text(json.dumps(
             {"payload": payload, "check": index._checksum(key_f, payload)}))
+    tg.clear_caches()
     with caplog.at_level(logging.INFO, logger="tracegrad"):
         value, grad = tg.value_and_grad(f_index)(x)
     np.testing.assert_allclose(value, np.sum(np.tanh(x) * 2.5), rtol=1e-12)
