@@ -164,6 +164,7 @@ def test_cnn_classifier_model_matches_pytorch():
                                    p.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow  # a 2-process LocalCluster per worker count; tests/distributed has the quick check
 def test_distributed_training():
     pytest.importorskip("dask.distributed")
     out = run_example("distributed_training.py", "--quick", timeout=300)
