@@ -28,6 +28,7 @@ import functools
 import inspect
 import logging
 import os
+import sys
 import threading
 import time
 import warnings
@@ -919,7 +920,8 @@ def _check_leaves(cf: CompiledFunction, args: tuple, leaves: list, arg_of_leaf: 
 
 
 def _leaf_problem(value: Any) -> tuple[str | None, type]:
-    if isinstance(value, np.ma.MaskedArray):
+    masked = sys.modules.get("numpy.ma")  # (no masked array exists before numpy.ma is imported;
+    if masked is not None and isinstance(value, masked.MaskedArray):  # importing it is slow)
         return ("is a masked array; tracegrad would drop its mask. Pass "
                 "np.ma.filled(x, fill) or the data and the mask as two arrays"), core.DTypeError
     dtype = getattr(value, "dtype", None)

@@ -82,6 +82,7 @@ def test_checkpointing():
     assert peaks_ckpt[-1] < peaks_plain[-1]  # checkpointing saves memory at depth 64
 
 
+@pytest.mark.slow  # ~7 s of cold compiles; tests/compile/test_loops.py checks the same claims
 def test_loops(tmp_path):
     out = run_example("loops.py", "--quick", "--out", str(tmp_path))
     assert number_after(out, "max |unrolled - scan| over gradients:") < 1e-5
