@@ -472,3 +472,23 @@ def test_unrecognisable_callables_made_repeatedly_warn_once(monkeypatch):
         for _ in range(8):
             tg.grad(functools.partial(loss, k=2.0), **INTERP)
     assert sum("cannot be matched" in str(w.message) for w in record) == 1
+
+
+def test_kernel_finalizer_never_waits_for_a_lock_this_thread_holds():
+    """A Kernel can die inside garbage collection while this thread holds the cache
+    lock (an allocation under it): its module release must be left for later, not
+    deadlock (it once hung tests/compile after tg.clear_caches())."""
+    from tracegrad import codegen
+    from tracegrad.codegen import cache
+    f = tg.value_and_grad(lambda x: tg.sum(tg.cos(x) * x * 7.0))
+    f(np.ones(3))
+    names = [n for n in codegen._MODULE_USERS]
+    assert names
+    with cache._LOCK:  # held, as _import holds it while allocating
+        tg.compiler._SHARED.clear()
+        f.cache_clear()
+        del f
+        import gc
+        gc.collect()  # the finalizers run here and must return
+    codegen.release_pending_modules()
+    assert not codegen._PENDING_RELEASES

@@ -52,6 +52,7 @@ Measured numbers are in perf/mathlib_bench.py and perf/codegen_latency.py.
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import logging
 import os
@@ -377,20 +378,48 @@ def _hold_module(kernel: Kernel, module) -> None:
     name = getattr(module, "__name__", "")
     if not name.startswith("tg_"):
         return
+    release_pending_modules()
     with _USERS_LOCK:
         _MODULE_USERS[name] = _MODULE_USERS.get(name, 0) + 1
     weakref.finalize(kernel, _release_module, name)
 
 
+# Kernels die inside garbage collection, which can run while this very thread
+# holds _USERS_LOCK or the cache's lock (an allocation under the lock): the
+# finalizer then must not wait for them. It takes them only if they are free and
+# otherwise leaves the release here, for the next kernel load to finish.
+_PENDING_RELEASES: "collections.deque[str]" = collections.deque()
+
+
 def _release_module(name: str) -> None:
-    with _USERS_LOCK:
+    if not _USERS_LOCK.acquire(blocking=False):
+        _PENDING_RELEASES.append(name)
+        return
+    try:
         left = _MODULE_USERS.get(name, 0) - 1
         if left > 0:
             _MODULE_USERS[name] = left
             return
         _MODULE_USERS.pop(name, None)
+    finally:
+        _USERS_LOCK.release()
     from tracegrad.codegen import cache
-    cache.unload(name)
+    if not cache.unload(name, blocking=False):
+        _PENDING_RELEASES.append(f"\0{name}")  # counted already: only the unload is left
+
+
+def release_pending_modules() -> None:
+    """Finish module releases that a finalizer had to leave (see _PENDING_RELEASES)."""
+    from tracegrad.codegen import cache
+    while True:
+        try:
+            name = _PENDING_RELEASES.popleft()
+        except IndexError:
+            return
+        if name.startswith("\0"):
+            cache.unload(name[1:])
+        else:
+            _release_module(name)
 
 
 _PARALLEL_KERNELS: "weakref.WeakSet[Kernel]" = weakref.WeakSet()  # parallel variant in use

@@ -541,15 +541,22 @@ def _exec_module(name: str, text: str, path: Path | None, d: CacheDir | None) ->
     return mod
 
 
-def unload(name: str) -> None:
+def unload(name: str, blocking: bool = True) -> bool:
     """Forget generated module `name` (its last kernel is gone): it leaves
-    sys.modules, and is run again (from the verified file) if it is needed again."""
+    sys.modules, and is run again (from the verified file) if it is needed again.
+    With blocking=False (from a finalizer) returns False instead of waiting when
+    the lock is taken, possibly by this very thread."""
     from tracegrad.codegen import numba_cache
-    with _LOCK:
+    if not _LOCK.acquire(blocking=blocking):
+        return False
+    try:
         mod = sys.modules.get(name)
         if mod is not None and getattr(mod, "__tg_verified__", False) and name not in _LOADING:
             del sys.modules[name]
+    finally:
+        _LOCK.release()
     numba_cache.unregister(name)
+    return True
 
 
 def _after_fork_in_child() -> None:

@@ -54,8 +54,9 @@ def register(module_name: str, store) -> bool:
 
 
 def unregister(module_name: str) -> None:
-    with _LOCK:
-        _MODULES.pop(module_name, None)
+    # no lock: called from finalizers (which may run while this thread holds _LOCK);
+    # one dict.pop is atomic, and no code iterates _MODULES
+    _MODULES.pop(module_name, None)
 
 
 def install() -> bool:
