@@ -97,6 +97,16 @@ class Optimizer:
                     yield group, p, p.grad._data
 
     @staticmethod
+    def _coupled_grad(group: dict, p: Tensor, g: np.ndarray) -> np.ndarray:
+        """The gradient with `maximize` and L2 `weight_decay` applied, as PyTorch's
+        single-tensor optimizers do before their update."""
+        if group["maximize"]:
+            g = -g
+        if group["weight_decay"]:
+            g = g + group["weight_decay"] * p._data
+        return g
+
+    @staticmethod
     def _write(p: Tensor, new_values: np.ndarray) -> None:
         np.copyto(p._data, new_values, casting="unsafe")
         p._counter[0] += 1
@@ -231,10 +241,7 @@ class RMSprop(Optimizer):
         loss = closure() if closure is not None else None
         for group, p, g in self._params_with_grad():
             alpha, lr = group["alpha"], group["lr"]
-            if group["maximize"]:
-                g = -g
-            if group["weight_decay"]:
-                g = g + group["weight_decay"] * p._data
+            g = self._coupled_grad(group, p, g)
             state = self.state.setdefault(p, {})
             if not state:
                 state["step"] = 0
@@ -282,10 +289,7 @@ class Adadelta(Optimizer):
         loss = closure() if closure is not None else None
         for group, p, g in self._params_with_grad():
             rho, eps = group["rho"], group["eps"]
-            if group["maximize"]:
-                g = -g
-            if group["weight_decay"]:
-                g = g + group["weight_decay"] * p._data
+            g = self._coupled_grad(group, p, g)
             state = self.state.setdefault(p, {})
             if not state:
                 state["step"] = 0
