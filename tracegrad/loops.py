@@ -30,8 +30,8 @@ import numpy as np
 from tracegrad.ops import api
 from tracegrad.ops.control import ControlFlowError, cond_p, packed_layout, scan_p, unpack, while_p
 from tracegrad.ops.core import Aval
-from tracegrad.tracing import (Tracer, TreeDef, abstract_leaf, active_contexts, trace_subgraph,
-                               tree_flatten, tree_unflatten)
+from tracegrad.pytree import TreeDef, tree_flatten, tree_unflatten
+from tracegrad.tracing import Tracer, abstract_leaf, active_contexts, trace_subgraph
 
 
 def _leaves(tree: Any) -> tuple[list, TreeDef]:

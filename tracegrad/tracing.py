@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import inspect
 import sys
-import re
 import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Sequence
@@ -35,6 +34,8 @@ from tracegrad.ops import core
 from tracegrad.ops.core import Aval, Primitive, TracegradError, register_value_kind
 
 from tracegrad.ops.operators import ArrayMethods, ArrayOperators
+from tracegrad.pytree import (  # noqa: F401  (pytree names are used here and by front ends)
+    TreeDef, identifier, is_array_like_leaf, leaf_paths, static_scalar_key, tree_flatten, tree_unflatten)
 
 
 class TracingError(TracegradError):
@@ -599,144 +600,6 @@ _API_PASSTHROUGH = {"softmax", "log_softmax", "logsumexp", "squeeze", "tanh", "e
                     "any", "all", "ptp", "average", "nansum", "nanmean", "quantile",
                     "percentile", "median", "pad", "meshgrid", "nanmax", "nanmin", "nanprod",
                     "nanvar", "nanstd", "nancumsum"}
-
-
-# ------------------------------------------------------------------ pytrees
-class TreeDef:
-    """The structure of nested tuples/lists/dicts around array leaves.
-
-    A leaf is kind "array" (becomes a graph input / output) or "static" (a
-    Python scalar or other hashable value baked into the graph).
-    """
-
-    __slots__ = ("kind", "children", "keys", "static", "_hash")
-
-    def __init__(self, kind: str, children=(), keys=None, static=None):
-        self.kind = kind            # "array", "static", "tuple", "list", "dict"
-        self.children = tuple(children)
-        self.keys = keys
-        self.static = static
-        self._hash = hash((kind, self.children, keys, _static_key(static)))
-
-    def __eq__(self, other):
-        return (isinstance(other, TreeDef) and self.kind == other.kind
-                and self.children == other.children and self.keys == other.keys
-                and _static_key(self.static) == _static_key(other.static))
-
-    def __hash__(self):
-        return self._hash
-
-    @property
-    def num_leaves(self) -> int:
-        if self.kind == "array":
-            return 1
-        return sum(c.num_leaves for c in self.children)
-
-    def __repr__(self):
-        if self.kind == "array":
-            return "*"
-        if self.kind == "static":
-            return repr(self.static)
-        if self.kind == "dict":
-            return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.keys, self.children)) + "}"
-        body = ", ".join(map(repr, self.children))
-        return f"[{body}]" if self.kind == "list" else f"({body})"
-
-
-def _static_key(value):
-    # Static values are compared by type and value (1 and 1.0 and True differ).
-    return (type(value).__name__, static_scalar_key(value))
-
-
-def static_scalar_key(value):
-    """A float's key tells 0.0 from -0.0 (they compare equal) and makes every NaN
-    equal to itself (NaN != NaN would retrace on every call)."""
-    if type(value) is float and not (value == value and value):
-        return repr(value)
-    return value
-
-
-def is_array_like_leaf(value: Any) -> bool:
-    """Arrays, NumPy scalars, tracers, eager tensors, and nested lists of numbers."""
-    if isinstance(value, (np.ndarray, np.generic, Tracer)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return len(value) > 0 and all(_is_number_tree(v) for v in value)
-    return hasattr(value, "shape") and hasattr(value, "dtype")
-
-
-def _is_number_tree(value) -> bool:
-    if type(value) in (int, float, bool) or isinstance(value, np.generic):
-        return True
-    if isinstance(value, (list, tuple)):
-        return len(value) > 0 and all(_is_number_tree(v) for v in value)
-    return False
-
-
-def tree_flatten(value: Any, arrays_only_scalars: bool = False) -> tuple[list, TreeDef]:
-    """Leaves (in order) and structure. Python scalars are static leaves unless
-    `arrays_only_scalars` makes them array leaves (gradient arguments)."""
-    leaves: list = []
-    treedef = _flatten(value, leaves, arrays_only_scalars)
-    return leaves, treedef
-
-
-def _flatten(value, leaves: list, scalars_are_arrays: bool) -> TreeDef:
-    if isinstance(value, (list, tuple)) and not is_array_like_leaf(value):
-        kind = "list" if isinstance(value, list) else "tuple"
-        return TreeDef(kind, [_flatten(v, leaves, scalars_are_arrays) for v in value])
-    if isinstance(value, dict):
-        keys = tuple(value)
-        return TreeDef("dict", [_flatten(value[k], leaves, scalars_are_arrays) for k in keys],
-                       keys=keys)
-    if is_array_like_leaf(value) or (scalars_are_arrays and type(value) in (int, float, bool)):
-        leaves.append(value)
-        return TreeDef("array")
-    try:
-        hash(value)
-    except TypeError:
-        raise TracingError(f"cannot use a value of type {type(value).__name__} as an argument: "
-                           "arguments must be arrays, Python scalars, or tuples/lists/dicts "
-                           "of them") from None
-    return TreeDef("static", static=value)
-
-
-def tree_unflatten(treedef: TreeDef, leaves: Sequence) -> Any:
-    it = iter(leaves)
-    return _unflatten(treedef, it)
-
-
-def _unflatten(treedef: TreeDef, it):
-    kind = treedef.kind
-    if kind == "array":
-        return next(it)
-    if kind == "static":
-        return treedef.static
-    children = [_unflatten(c, it) for c in treedef.children]
-    if kind == "tuple":
-        return tuple(children)
-    if kind == "list":
-        return children
-    return dict(zip(treedef.keys, children))
-
-
-def leaf_paths(treedef: TreeDef, prefix: str) -> list[str]:
-    """Readable names for the array leaves: `x`, `params['w']`, `xs[0]`."""
-    if treedef.kind == "array":
-        return [prefix]
-    if treedef.kind == "static":
-        return []
-    out = []
-    for i, child in enumerate(treedef.children):
-        key = treedef.keys[i] if treedef.kind == "dict" else i
-        out.extend(leaf_paths(child, f"{prefix}[{key!r}]"))
-    return out
-
-
-def identifier(path: str) -> str:
-    """`params['w']` -> `params_w`: a name valid in generated Python source."""
-    name = re.sub(r"\W+", "_", path).strip("_") or "arg"
-    return name if not name[0].isdigit() else "_" + name
 
 
 # -------------------------------------------------------------------- trace
