@@ -11,7 +11,7 @@ MODULES = [
     "tracegrad.eager.grad_mode", "tracegrad.eager.graph", "tracegrad.eager.autograd",
     "tracegrad.eager.creation", "tracegrad.eager.nn", "tracegrad.eager.nn.functional",
     "tracegrad.eager.optim", "tracegrad.eager.checkpointing", "tracegrad.gradcheck",
-    "tracegrad.eager.functional", "tracegrad.eager.nn.modules", "tracegrad.eager.indexing",
+    "tracegrad.eager.autograd_functional", "tracegrad.eager.nn.modules", "tracegrad.eager.indexing",
 ]
 
 

@@ -20,8 +20,8 @@ from tracegrad.eager.dtypes import (bool_ as bool, double, dtype, float, float16
 from tracegrad.eager.grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                                        is_inference_mode_enabled, no_grad, set_grad_enabled)
 from tracegrad.eager.tensor import Size, Tensor, tensor  # noqa: F401
-from tracegrad.eager.functions import *  # noqa: F401,F403
-from tracegrad.eager.functions import (abs, max, min, pow, sum)  # noqa: F401,A004
+from tracegrad.eager.torch_ops import *  # noqa: F401,F403
+from tracegrad.eager.torch_ops import (abs, max, min, pow, sum)  # noqa: F401,A004
 from tracegrad.eager.creation import (arange, as_tensor, clone, detach, empty, empty_like,  # noqa: F401
                                       eye, from_numpy, full, full_like, is_tensor, linspace,
                                       manual_seed, numel, ones, ones_like, rand, rand_like, randint,

@@ -189,7 +189,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
                      raise_exception=raise_exception)
 
 
-from tracegrad.eager import functional  # noqa: E402  (torch.autograd.functional)
+from tracegrad.eager import autograd_functional as functional  # noqa: E402
 from tracegrad.eager import graph  # noqa: E402  (torch.autograd.graph)
 from tracegrad.eager.graph import Node  # noqa: E402,F401
 

@@ -774,7 +774,7 @@ class Tensor(ArrayOperators):
 
     def __matmul__(self, other):
         if isinstance(other, Tensor) and other._data.dtype != self._data.dtype:
-            from tracegrad.eager.functions import check_matmul_dtypes
+            from tracegrad.eager.torch_ops import check_matmul_dtypes
             check_matmul_dtypes(self, other)
         return apply_op(T.matmul, (self, other), {})
 
@@ -840,7 +840,7 @@ class Tensor(ArrayOperators):
         return inplace(self, T.pow_, (self, exponent), {})
 
     def clamp_(self, min=None, max=None) -> "Tensor":
-        from tracegrad.eager import functions as F
+        from tracegrad.eager import torch_ops as F
         if isinstance(min, Tensor) or isinstance(max, Tensor):
             if min is None or max is None or (isinstance(min, Tensor) and isinstance(max, Tensor)):
                 return inplace(self, F.clamp_tensor_primitive,
@@ -858,36 +858,36 @@ class Tensor(ArrayOperators):
         return self.clamp_(max=max)
 
     def clamp_min(self, min) -> "Tensor":  # noqa: A002
-        from tracegrad.eager.functions import clamp
+        from tracegrad.eager.torch_ops import clamp
         return clamp(self, min=min)
 
     def clamp_max(self, max) -> "Tensor":  # noqa: A002
-        from tracegrad.eager.functions import clamp
+        from tracegrad.eager.torch_ops import clamp
         return clamp(self, max=max)
 
     def masked_fill_(self, mask, value) -> "Tensor":
-        from tracegrad.eager.functions import _masked_fill_args
+        from tracegrad.eager.torch_ops import _masked_fill_args
         args, name, visible = _masked_fill_args(self, mask, value)
         return inplace(self, T.where, args, {}, name=name, visible=visible)
 
     def scatter_add_(self, dim, index, src) -> "Tensor":
-        from tracegrad.eager.functions import scatter_add
+        from tracegrad.eager.torch_ops import scatter_add
         return inplace_composite(self, lambda t: scatter_add(t, dim, index, src))
 
     def index_add_(self, dim, index, source, *, alpha=1) -> "Tensor":
-        from tracegrad.eager.functions import index_add
+        from tracegrad.eager.torch_ops import index_add
         return inplace_composite(self, lambda t: index_add(t, dim, index, source, alpha=alpha))
 
     def addcmul_(self, tensor1, tensor2, *, value=1) -> "Tensor":
-        from tracegrad.eager.functions import addcmul
+        from tracegrad.eager.torch_ops import addcmul
         return inplace_composite(self, lambda t: addcmul(t, tensor1, tensor2, value=value))
 
     def addcdiv_(self, tensor1, tensor2, *, value=1) -> "Tensor":
-        from tracegrad.eager.functions import addcdiv
+        from tracegrad.eager.torch_ops import addcdiv
         return inplace_composite(self, lambda t: addcdiv(t, tensor1, tensor2, value=value))
 
     def lerp_(self, end, weight) -> "Tensor":
-        from tracegrad.eager.functions import lerp
+        from tracegrad.eager.torch_ops import lerp
         return inplace_composite(self, lambda t: lerp(t, end, weight))
 
     # The in-place forms of the elementwise ops: same primitive and node name as the

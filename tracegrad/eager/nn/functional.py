@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracegrad.eager import functions as _f
+from tracegrad.eager import torch_ops as _f
 from tracegrad.eager.errors import EagerIndexError, EagerValueError, shape_error
 from tracegrad.eager.tensor import Tensor, apply_op
 from tracegrad.ops import table as T
@@ -407,7 +407,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None,
     """weight[input]; rows at padding_idx get no gradient."""
     idx = input._data if isinstance(input, Tensor) else np.asarray(input)
     if idx.dtype.kind not in "iu":
-        from tracegrad.eager.functions import _torch_type
+        from tracegrad.eager.torch_ops import _torch_type
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following "
                            "scalar types: Long, Int; but got torch."
                            f"{_torch_type(input)}Tensor instead (while checking arguments for "

@@ -1278,7 +1278,7 @@ class _RNNBase(Module):
         return (z,)
 
     def forward(self, input: Tensor, hx=None):
-        from tracegrad.eager.functions import cat, stack
+        from tracegrad.eager.torch_ops import cat, stack
         unbatched = input.ndim == 2
         if input.ndim not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got "
@@ -1496,7 +1496,7 @@ class MultiheadAttention(Module):
 
 
 def _bmm(a: Tensor, b: Tensor) -> Tensor:
-    from tracegrad.eager.functions import bmm
+    from tracegrad.eager.torch_ops import bmm
     return bmm(a, b)
 
 

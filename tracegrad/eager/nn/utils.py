@@ -88,7 +88,7 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
 
 
 def parameters_to_vector(parameters) -> Tensor:
-    from tracegrad.eager.functions import cat
+    from tracegrad.eager.torch_ops import cat
     return cat([p.reshape(-1) for p in parameters])
 
 

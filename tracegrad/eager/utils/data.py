@@ -227,7 +227,7 @@ class BatchSampler(Sampler):
 def default_collate(batch: list) -> Any:
     """PyTorch's rules: tensors and arrays are stacked, Python floats become float64 and ints
     int64 tensors, sequences are collated per position (a list), dicts per key."""
-    from tracegrad.eager.functions import stack
+    from tracegrad.eager.torch_ops import stack
     from tracegrad.eager.tensor import tensor
     elem = batch[0]
     if isinstance(elem, Tensor):
