@@ -87,6 +87,9 @@ class Primitive:
     codegen: Any = None
     kind: str = "other"     # "elementwise", "reduction", "shape", "matmul", "index", "other"
     nondiff: bool = False   # outputs carry no gradient (comparisons, argmax, ...)
+    # vmap: rule(args, batch_dims, **attrs) -> (out, out_batch_dim); None: the default
+    # for `kind` in tracegrad.batching, else a per-node loop (tracegrad/batching.py)
+    batch_rule: Any = None
 
     def __call__(self, *args, **attrs):
         return bind(self, *args, **attrs)
