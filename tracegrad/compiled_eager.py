@@ -39,9 +39,9 @@ def _eager():
     """(tensor module, graph module, grad-mode STATE), imported on first use."""
     global _EAGER
     if _EAGER is None:
-        # By module path: the attribute `tracegrad.eager.tensor` is the tensor() factory.
+        # By module path (`tracegrad.eager.tensor` is the tensor() factory).
         import importlib
-        tensor_mod = importlib.import_module("tracegrad.eager.tensor")
+        tensor_mod = importlib.import_module("tracegrad.eager._tensor")
         graph_mod = importlib.import_module("tracegrad.eager.graph")
         from tracegrad.eager.grad_mode import STATE
         _EAGER = (tensor_mod, graph_mod, STATE)

@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 MODULES = [
-    "tracegrad.eager", "tracegrad.eager.tensor", "tracegrad.eager.dtypes",
+    "tracegrad.eager", "tracegrad.eager._tensor", "tracegrad.eager.dtypes",
     "tracegrad.eager.grad_mode", "tracegrad.eager.graph", "tracegrad.eager.autograd",
     "tracegrad.eager.creation", "tracegrad.eager.nn", "tracegrad.eager.nn.functional",
     "tracegrad.eager.optim", "tracegrad.eager.checkpointing", "tracegrad.gradcheck",

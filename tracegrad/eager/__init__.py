@@ -19,7 +19,7 @@ from tracegrad.eager.dtypes import (bool_ as bool, double, dtype, float, float16
                                     float64, half, int, int8, int16, int32, int64, long, uint8)
 from tracegrad.eager.grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                                        is_inference_mode_enabled, no_grad, set_grad_enabled)
-from tracegrad.eager.tensor import Size, Tensor, tensor  # noqa: F401
+from tracegrad.eager._tensor import Size, Tensor, tensor  # noqa: F401
 from tracegrad.eager.torch_ops import *  # noqa: F401,F403
 from tracegrad.eager.torch_ops import (abs, max, min, pow, sum)  # noqa: F401,A004
 from tracegrad.eager.creation import (arange, as_tensor, clone, detach, empty, empty_like,  # noqa: F401

@@ -15,7 +15,7 @@ from tracegrad.eager.engine import make_root_grads, run_backward
 from tracegrad.eager.graph import grad_accumulator
 from tracegrad.eager.grad_mode import (STATE, enable_grad, inference_mode,  # noqa: F401
                                        is_grad_enabled, no_grad, set_grad_enabled)
-from tracegrad.eager.tensor import Tensor
+from tracegrad.eager._tensor import Tensor
 
 
 def _as_list(x) -> list:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import tracegrad.eager as E
 from tracegrad.eager.grad_mode import enable_grad
-from tracegrad.eager.tensor import Tensor
+from tracegrad.eager._tensor import Tensor
 
 
 def _as_tuple(value: Any, name: str, fn_name: str) -> tuple[bool, tuple]:

@@ -37,7 +37,7 @@ import numpy as np
 from tracegrad.eager.engine import run_backward
 from tracegrad.eager.grad_mode import STATE, enable_grad, no_grad
 from tracegrad.eager.graph import Node, grad_accumulator
-from tracegrad.eager.tensor import Tensor
+from tracegrad.eager._tensor import Tensor
 
 
 REENTRANT_GRAD_MESSAGE = (

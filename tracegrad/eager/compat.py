@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tracegrad.eager.tensor import Tensor
+from tracegrad.eager._tensor import Tensor
 
 _DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve",
                  "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia",

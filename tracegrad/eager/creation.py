@@ -7,7 +7,7 @@ import numpy as np
 
 from tracegrad.eager import dtypes as _dt
 from tracegrad.eager.grad_mode import STATE
-from tracegrad.eager.tensor import (REQUIRES_GRAD_DTYPE_MESSAGE, Tensor,  # noqa: F401
+from tracegrad.eager._tensor import (REQUIRES_GRAD_DTYPE_MESSAGE, Tensor,  # noqa: F401
                                     requires_grad_message, tensor)
 
 _rng = np.random.default_rng()

@@ -26,7 +26,7 @@ _TENSOR = None
 def _tensor_cls():
     global _TENSOR
     if _TENSOR is None:
-        from tracegrad.eager.tensor import Tensor
+        from tracegrad.eager._tensor import Tensor
         _TENSOR = Tensor
     return _TENSOR
 

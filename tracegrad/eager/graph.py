@@ -113,7 +113,7 @@ class Packed:
         self.is_output = is_output
 
     def unpack(self):
-        from tracegrad.eager.tensor import Tensor
+        from tracegrad.eager._tensor import Tensor
         t = self.unpack_hook(self.packed)
         if not isinstance(t, Tensor):
             raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got "
@@ -144,7 +144,7 @@ def pack_saved(node: "Node", args, result) -> None:
     if not stack or stack[-1] is None:
         return
     pack_hook, unpack_hook = stack[-1]
-    from tracegrad.eager.tensor import Tensor
+    from tracegrad.eager._tensor import Tensor
     ops = list(node.operands)
     for i, op in enumerate(ops):
         if type(op) is tuple:
@@ -162,7 +162,7 @@ def _unpacked_operand(node: "Node", i: int, p: Packed, as_tensors: bool):
     if not as_tensors:
         return t._data
     # stand in for the original operand: same history, so double backward reaches it
-    from tracegrad.eager.tensor import Tensor
+    from tracegrad.eager._tensor import Tensor
     edge = node.inputs[i]
     w = Tensor._wrap(t._data)
     if edge is not None:
@@ -299,7 +299,7 @@ class Node:
         """The saved value at `slot` as a tensor (PyTorch's `_saved_*`): the input tensor
         itself, or the output with this node as its grad_fn (so, as in PyTorch, both may
         require grad); through the unpack hook when one packed it."""
-        from tracegrad.eager.tensor import Tensor
+        from tracegrad.eager._tensor import Tensor
         if self.freed:
             raise RuntimeError(FREED_MESSAGE)
         if self.ckpt is not None:
@@ -496,7 +496,7 @@ def _operand_label(node_name: str, i: int) -> str:
 def _output_value(saved: tuple, node: Node, as_tensors: bool):
     if not as_tensors:
         return saved[DATA]
-    from tracegrad.eager.tensor import Tensor
+    from tracegrad.eager._tensor import Tensor
     t = Tensor._wrap(saved[DATA])
     t._requires_grad = True
     t._grad_fn = node

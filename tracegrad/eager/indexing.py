@@ -23,7 +23,7 @@ from tracegrad.ops.rulekit import spec_to_index
 
 def _plain_index(index: Any) -> Any:
     """Tensors inside an index become arrays (bool masks stay bool)."""
-    from tracegrad.eager.tensor import Tensor
+    from tracegrad.eager._tensor import Tensor
     if isinstance(index, Tensor):
         return index._data
     if isinstance(index, tuple):
@@ -43,7 +43,7 @@ def _spec(x, index):
 def getitem(x, index, name: str | None = None):
     """x[index]; basic indexing (ints, slices, None) returns a view sharing x's memory
     and version counter, as in PyTorch, so an in-place change of it writes into x."""
-    from tracegrad.eager.tensor import _make_view, apply_op
+    from tracegrad.eager._tensor import _make_view, apply_op
     index = _plain_index(index)
     spec, arrays = _spec(x, index)
     out = apply_op(T.getitem, (x, *arrays), {"spec": spec}, name=name)
@@ -55,10 +55,10 @@ def getitem(x, index, name: str | None = None):
 
 
 def setitem(x, index, value) -> None:
-    from tracegrad.eager.tensor import (Tensor, apply_op, check_inplace, commit_inplace,
+    from tracegrad.eager._tensor import (Tensor, apply_op, check_inplace, commit_inplace,
                                         inplace_operand, refresh_view, tensor)
     if x._requires_grad and x._grad_fn is None and STATE.grad_enabled:
-        from tracegrad.eager.tensor import LEAF_VIEW_INPLACE_MESSAGE
+        from tracegrad.eager._tensor import LEAF_VIEW_INPLACE_MESSAGE
         raise RuntimeError(LEAF_VIEW_INPLACE_MESSAGE)  # PyTorch: x[i] = v writes through a view
     check_inplace(x)
     plain = _plain_index(index)

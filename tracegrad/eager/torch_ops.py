@@ -15,7 +15,7 @@ import numpy as np
 
 from tracegrad.eager.errors import (EagerDTypeError, EagerIndexError, EagerNotImplementedError,
                                     shape_error)
-from tracegrad.eager.tensor import VIEW_SCATTERS, Tensor, apply_op, scaled_by_alpha, tensor
+from tracegrad.eager._tensor import VIEW_SCATTERS, Tensor, apply_op, scaled_by_alpha, tensor
 from tracegrad.ops import table as T
 
 _bmax, _bmin, _bsum = builtins.max, builtins.min, builtins.sum

@@ -16,7 +16,7 @@ import numpy as np
 
 from tracegrad.eager import torch_ops as _f
 from tracegrad.eager.errors import EagerIndexError, EagerValueError, shape_error
-from tracegrad.eager.tensor import Tensor, apply_op
+from tracegrad.eager._tensor import Tensor, apply_op
 from tracegrad.ops import table as T
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -667,7 +667,7 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
     kr, kc = a // kernel[1], a % kernel[1]
     r = kr * dilation[0] + (np.arange(ho) * stride[0])[:, None] - padding[0]
     cidx = kc * dilation[1] + (np.arange(wo) * stride[1])[None, :] - padding[1]
-    from tracegrad.eager.tensor import Tensor as _T
+    from tracegrad.eager._tensor import Tensor as _T
     idx = _T._wrap((r * w + cidx).astype(np.int64))
     return out, (idx.squeeze(0) if unbatched else idx)
 

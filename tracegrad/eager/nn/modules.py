@@ -10,7 +10,7 @@ import numpy as np
 from tracegrad.eager import dtypes as _dt
 from tracegrad.eager.nn import functional as F
 from tracegrad.eager.nn import init
-from tracegrad.eager.tensor import Tensor, eager_apply
+from tracegrad.eager._tensor import Tensor, eager_apply
 from tracegrad.ops.core import register_value_kind
 
 

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from tracegrad.eager.tensor import Tensor
+from tracegrad.eager._tensor import Tensor
 
 
 def _grads(parameters):

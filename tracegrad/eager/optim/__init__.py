@@ -16,7 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
-from tracegrad.eager.tensor import Tensor
+from tracegrad.eager._tensor import Tensor
 from tracegrad.eager.nn.modules import zero_grads
 
 

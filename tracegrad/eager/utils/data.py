@@ -21,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from tracegrad.eager.tensor import Tensor
+from tracegrad.eager._tensor import Tensor
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
            "random_split", "Sampler", "SequentialSampler", "RandomSampler", "BatchSampler",
@@ -228,7 +228,7 @@ def default_collate(batch: list) -> Any:
     """PyTorch's rules: tensors and arrays are stacked, Python floats become float64 and ints
     int64 tensors, sequences are collated per position (a list), dicts per key."""
     from tracegrad.eager.torch_ops import stack
-    from tracegrad.eager.tensor import tensor
+    from tracegrad.eager._tensor import tensor
     elem = batch[0]
     if isinstance(elem, Tensor):
         return stack(list(batch), 0)
