@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 
 from tracegrad.ops.api import *  # noqa: F401,F403  (the NumPy-named ops)
 from tracegrad.ops.api import trace as _numpy_trace
+from tracegrad.ops.nn import *  # noqa: F401,F403  (conv2d, max_pool2d, cross_entropy, ...)
 
 
 def trace(fn_or_array, *args, **kwargs):
@@ -40,7 +41,7 @@ _LAZY = {
     "jacobian": "tracegrad.compiler",
     "hessian": "tracegrad.compiler",
     "clear_caches": "tracegrad.compiler",
-    "gradcheck": "tracegrad.gradcheck",
+    "gradcheck": "tracegrad.eager.gradcheck",
     "vjp": "tracegrad.transforms",
     "jvp": "tracegrad.transforms",
     "linearize": "tracegrad.transforms",
