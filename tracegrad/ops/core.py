@@ -82,6 +82,9 @@ class Primitive:
     impl: Callable[..., Any]
     shape_rule: Callable[..., Aval]
     vjps: tuple = ()
+    # forward mode: jvp(primals, tangents, out, **attrs) -> tangent of out, in tracegrad
+    # ops; a None tangent is zero. None here: derived from `vjps` (see `jvp_rule`).
+    jvp: Any = None
     torch_name: Any = None  # str, or callable(*args, **attrs) -> str
     saves: tuple = ()       # input indices and/or "out"
     codegen: Any = None
@@ -103,6 +106,16 @@ class Primitive:
         if callable(tn):
             return tn(*args, **attrs)
         return tn or (self.name.capitalize() + "Backward0")
+
+    def jvp_rule(self) -> Callable:
+        """The forward-mode rule: the table's `jvp`, else one derived from the vjps
+        (exact either way; tracegrad.forward.derived_jvp): an elementwise op's Jacobian
+        is diagonal, so its vjp applied to the tangent is the JVP; any other op's JVP
+        is the transpose of its (linear) vjp."""
+        if self.jvp is not None:
+            return self.jvp
+        from tracegrad.forward import derived_jvp
+        return derived_jvp(self)
 
 
 REGISTRY: dict[str, Primitive] = {}

@@ -1,0 +1,312 @@
+"""Forward mode on the IR: one graph computing outputs and their tangents.
+
+`jvp_graph(graph, wrt)` replays `graph` into a fresh trace and, node by node,
+applies each primitive's JVP rule (`Primitive.jvp_rule()`) to the tangents of
+its operands. The rules are written in tracegrad ops, so applying them to
+tracers records the tangent half into the same graph, next to the primal nodes
+it reads (tag "jvp"); applied to arrays they compute, applied to eager tensors
+they record eager ops. Its signature, as `autodiff.vjp_graph`'s:
+
+    inputs:  the primal inputs, then one tangent per `wrt` input
+    outputs: the original outputs, then one tangent per output (zeros where
+             the output does not depend on a `wrt` input or is not a float)
+
+A tangent of None means zero all along: nodes no tangent reaches cost nothing.
+
+Where the rule table gives no JVP, `derived_jvp` derives one from the VJP rules,
+exactly (never a difference quotient):
+- elementwise primitives have a diagonal Jacobian (up to broadcasting), so
+  `J_i t_i = vjp_i(broadcast(t_i))`: the VJP rule applied to the tangent;
+- any other primitive: `vjp_i` is linear in the cotangent `g`, and the gradient
+  of `g -> <vjp_i(g), t_i>` is `J_i t_i` (the transpose of the transpose). The
+  small graph of that pairing is traced and differentiated by reverse mode.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> g = tg.trace(lambda x: tg.sum(tg.sin(x) * x), np.ones(3))
+    >>> fwd = jvp_graph(g, wrt=[0])
+    >>> from tracegrad.ir import interpret
+    >>> out, tangent = interpret(fwd, np.array([0.0, 1.0, 2.0]), np.array([1.0, 0.0, 0.0]))
+    >>> float(tangent)  # d/dx0 of sum(sin(x) x) at x0 = 0: sin(0) + 0 * cos(0)
+    0.0
+"""
+from __future__ import annotations
+
+import collections
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tracegrad.ir.graph import Graph, Node, attrs_key
+from tracegrad.ops import core
+from tracegrad.ops.core import REGISTRY, Aval, Primitive, TracegradError
+from tracegrad.tracing import TraceContext, Tracer, active_contexts, node_source, output_node
+
+
+class ForwardModeError(TracegradError):
+    """A graph cannot be differentiated in forward mode as asked."""
+
+
+# ------------------------------------------------------------------ the pass
+
+
+def jvp_graph(graph: Graph, wrt: Sequence[int] | None = None, name: str | None = None) -> Graph:
+    """The forward-mode graph of `graph`: (primals, tangents of `wrt`) -> (outputs,
+    output tangents). `wrt` defaults to every floating-point input.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> from tracegrad.ir import interpret
+    >>> fwd = jvp_graph(tg.trace(lambda x, y: x * y, np.ones(2), np.ones(2)))
+    >>> interpret(fwd, np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.ones(2), np.zeros(2))
+    (array([3., 8.]), array([3., 4.]))
+    """
+    if wrt is None:
+        wrt = [k for k, n in enumerate(graph.inputs) if core.is_float(n.dtype)]
+    for k in wrt:
+        node = graph.inputs[k]
+        if not core.is_float(node.dtype):
+            raise ForwardModeError(
+                f"jvp: input {node.attrs.get('name', k)} of {graph.name} has dtype {node.dtype}; "
+                "tangents need floating-point inputs")
+    context = TraceContext(name or f"{graph.name}_jvp")
+    with context.active():
+        primals = [context.new_input(n.aval, n.attrs.get("name", f"arg{k}"))
+                   for k, n in enumerate(graph.inputs)]
+        tangents: list[Any] = [None] * len(graph.inputs)
+        for k in wrt:
+            node = graph.inputs[k]
+            tangents[k] = context.new_input(node.aval, f"t_{node.attrs.get('name', k)}")
+        outs, touts = jvp_apply(graph, primals, tangents, context)
+        for v in outs:
+            context.graph.outputs.append(output_node(context, v))
+        for v, o in zip(touts, outs):
+            context.graph.outputs.append(output_node(context, zeros_like_if_none(v, o)))
+    return context.graph
+
+
+def jvp_apply(graph: Graph, primals: Sequence[Any], tangents: Sequence[Any],
+              context: TraceContext | None = None) -> tuple[list, list]:
+    """Run `graph` on `primals` (any value kind) with `tangents` (None: zero);
+    return (outputs, output tangents), tangents None where zero."""
+    from tracegrad.autodiff import replay
+    context = context if context is not None else _context_among(list(primals) + list(tangents))
+    env = replay(graph, list(primals), context)
+    seeds = {n.id: t for n, t in zip(graph.inputs, tangents) if t is not None}
+    tenv = tangent_pass(graph, env, seeds, context)
+    return [env[n.id] for n in graph.outputs], [tenv.get(n.id) for n in graph.outputs]
+
+
+def tangent_pass(graph: Graph, env: dict[int, Any], seeds: dict[int, Any],
+                 context: TraceContext | None = None) -> dict[int, Any]:
+    """Push the tangents `seeds` (node id -> tangent) forward through `graph`,
+    whose primal values are `env` (from `autodiff.replay`); return node id ->
+    tangent for every node a tangent reaches. Running it again with other seeds
+    reuses the primal values (jacfwd: one pass per basis vector)."""
+    tenv = {nid: _fit(t, node) for node in graph.inputs
+            for nid, t in [(node.id, seeds.get(node.id))] if t is not None}
+    tagging = context.tagging("jvp") if context is not None else _no_tagging()
+    with tagging:
+        for node in graph.nodes:
+            if node.op in ("input", "const"):
+                continue
+            tangents = [tenv.get(i.id) for i in node.inputs]
+            if all(t is None for t in tangents):
+                continue
+            prim = REGISTRY[node.op]
+            if prim.nondiff or not core.is_float(node.dtype):
+                continue
+            with node_source(node.source):
+                t = prim.jvp_rule()(tuple(env[i.id] for i in node.inputs), tuple(tangents),
+                                    env[node.id], **node.attrs)
+            if t is not None:
+                tenv[node.id] = _fit(t, node)
+    return tenv
+
+
+class _no_tagging:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _context_among(values: Sequence[Any]) -> TraceContext | None:
+    """The innermost active trace that any of `values` belongs to (None: no tracer)."""
+    stack = active_contexts()
+    best = None
+    for v in values:
+        if isinstance(v, Tracer) and v.context in stack:
+            if best is None or stack.index(v.context) > stack.index(best):
+                best = v.context
+    return best
+
+
+def _api():
+    from tracegrad.ops import api
+    return api
+
+
+def _table():
+    from tracegrad.ops import table
+    return table
+
+
+def _shape_dtype(value: Any) -> tuple[tuple, np.dtype]:
+    aval = core.aval_of(value)
+    return tuple(aval.shape), np.dtype(aval.dtype)
+
+
+def _fit(t: Any, node: Node | Aval) -> Any:
+    """A tangent as its primal's shape and dtype (rules may return a broadcastable
+    shape or another float dtype)."""
+    T = _table()
+    shape, dtype = _shape_dtype(t)
+    if shape != tuple(node.shape):
+        t = T.broadcast_to(t, shape=tuple(node.shape))
+    if dtype != np.dtype(node.dtype):
+        t = T.astype(t, dtype=np.dtype(node.dtype).name)
+    return t
+
+
+def zeros_like_if_none(t: Any, primal: Any) -> Any:
+    """`t`, or zeros shaped like `primal` (any value kind) for a None (zero) tangent."""
+    if t is not None:
+        return t
+    if _is_static(primal):
+        return np.zeros((), np.asarray(primal).dtype)
+    return _table().full_like(primal, value=0)
+
+
+def add_tangents(a: Any, b: Any) -> Any:
+    """a + b, where None is zero."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return _table().add(a, b)
+
+
+# ------------------------------------------------------- derived JVP rules
+
+def derived_jvp(prim: Primitive) -> Callable:
+    """A JVP rule derived from `prim`'s VJP rules (see the module doc)."""
+    if prim.kind == "elementwise":
+        return _ELEMENTWISE.setdefault(prim.name, _elementwise_jvp(prim))
+    return _TRANSPOSED.setdefault(prim.name, _transposed_jvp(prim))
+
+
+_ELEMENTWISE: dict[str, Callable] = {}
+_TRANSPOSED: dict[str, Callable] = {}
+
+
+def _elementwise_jvp(prim: Primitive) -> Callable:
+    def rule(primals, tangents, out, **attrs):
+        T = _table()
+        shape, dtype = _shape_dtype(out)
+        total = None
+        for i, t in enumerate(tangents):
+            if t is None:
+                continue
+            t = _fit(t, Aval(shape, dtype))  # the diagonal acts on the broadcast tangent
+            contribution = prim.vjps[i](t, out, *primals, **attrs)
+            if contribution is not None:
+                total = add_tangents(total, contribution)
+        return total
+    rule.__name__ = f"{prim.name}_jvp_from_vjp"
+    rule.__doc__ = f"{prim.name}: its vjp applied to the broadcast tangent (diagonal Jacobian)."
+    return rule
+
+
+def _transposed_jvp(prim: Primitive) -> Callable:
+    def rule(primals, tangents, out, **attrs):
+        joint, arg_positions = _transposed_graph(prim, primals, tangents, out, attrs)
+        if joint is None:  # no operand with a tangent has a gradient
+            return None
+        api = _api()
+        from tracegrad.autodiff import replay
+        args = [api.zeros_like(out), out]
+        args += [primals[k] for k in arg_positions]
+        args += [t for t in tangents if t is not None]
+        context = _context_among(args)
+        env = replay(joint, args, context)
+        return env[joint.outputs[-1].id]
+    rule.__name__ = f"{prim.name}_jvp_by_transposition"
+    rule.__doc__ = f"{prim.name}: the transpose of its (linear in g) vjp rules."
+    return rule
+
+
+_TRANSPOSED_GRAPHS: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+_MAX_TRANSPOSED_GRAPHS = 256
+
+
+def _is_static(value: Any) -> bool:
+    return type(value) in (int, float, bool) or isinstance(value, np.generic)
+
+
+def _transposed_graph(prim: Primitive, primals, tangents, out, attrs) -> tuple[Graph, list]:
+    """The joint graph of `g -> sum_i <vjp_i(g), t_i>` with respect to g, traced
+    once per (primitive, attrs, operand types). Inputs: g, out, the non-static
+    primals, the non-None tangents; its last output is the JVP."""
+    positions = [k for k, p in enumerate(primals) if not _is_static(p)]
+    statics = tuple((k, type(p).__name__, repr(p)) for k, p in enumerate(primals)
+                    if _is_static(p))
+    avals = tuple(core.aval_of(primals[k]) for k in positions)
+    with_tangent = tuple(k for k, t in enumerate(tangents) if t is not None)
+    t_avals = tuple(core.aval_of(tangents[k]) for k in with_tangent)
+    out_aval = core.aval_of(out)
+    try:
+        key = (prim.name, attrs_key(attrs), statics, avals, with_tangent, t_avals, out_aval)
+        hash(key)
+    except TypeError:  # an attr without a hashable form: trace every time
+        key = None
+    if key is not None and key in _TRANSPOSED_GRAPHS:
+        _TRANSPOSED_GRAPHS.move_to_end(key)
+        return _TRANSPOSED_GRAPHS[key], positions
+    graph = _trace_pairing(prim, primals, positions, with_tangent, t_avals, out_aval, attrs)
+    from tracegrad.autodiff import vjp_graph
+    joint = None if graph is None else vjp_graph(graph, wrt=[0], seed_ones=True,
+                                                 name=f"{prim.name}_jvp")
+    if key is not None:
+        _TRANSPOSED_GRAPHS[key] = joint
+        if len(_TRANSPOSED_GRAPHS) > _MAX_TRANSPOSED_GRAPHS:
+            _TRANSPOSED_GRAPHS.popitem(last=False)
+    return joint, positions
+
+
+def _trace_pairing(prim, primals, positions, with_tangent, t_avals, out_aval, attrs) -> Graph:
+    from tracegrad.autodiff import fit_cotangent
+    T = _table()
+    context = TraceContext(f"{prim.name}_pairing")
+    graph = context.graph
+    with context.active():
+        g = context.new_input(out_aval, "g")
+        out = context.new_input(out_aval, "out")
+        ps = list(primals)
+        for k in positions:
+            ps[k] = context.new_input(core.aval_of(primals[k]), f"p{k}")
+        ts = {k: context.new_input(a, f"t{k}") for k, a in zip(with_tangent, t_avals)}
+        batch = getattr(prim.vjps, "batch", None)
+        if batch is not None:
+            needed = [k in ts for k in range(len(ps))]
+            cts = batch(needed, g, out, *ps, **attrs)
+        else:
+            cts = [prim.vjps[k](g, out, *ps, **attrs) for k in ts]
+            cts = dict(zip(ts, cts))
+            cts = [cts.get(k) for k in range(len(ps))]
+        total = None
+        for k, t in ts.items():
+            ct = cts[k]
+            if ct is None:
+                continue
+            ct = fit_cotangent(ct, ps[k].node)
+            term = T.sum_(T.mul(ct, t))
+            total = term if total is None else T.add(total, term)
+        if total is None:  # no operand with a tangent has a gradient
+            return None
+        graph.outputs.append(output_node(context, total))
+    return graph
+
+
+def clear_caches() -> None:
+    """Forget the traced transposition graphs."""
+    _TRANSPOSED_GRAPHS.clear()
