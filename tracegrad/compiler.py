@@ -57,6 +57,7 @@ if config.log_enabled() and not log.handlers:
     log.setLevel(logging.INFO)
 
 CacheInfo = namedtuple("CacheInfo", ["traces", "hits"])
+TierInfo = namedtuple("TierInfo", ["pending", "interpreted_calls"])
 
 # One lock for all tracing and kernel building: each signature is traced exactly
 # once even when threads race. Re-entrant, because grad(grad(f)) traces f while
@@ -110,6 +111,7 @@ class Lowered:
         self.kernel = kernel
         self.backend = backend
         self.timings = timings
+        self.tier_build = None          # the background build while kernel is None (tiered)
         self.source = getattr(kernel, "source", None)
         self.source_path = getattr(kernel, "source_path", None)
 
@@ -160,6 +162,19 @@ def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = Tru
     else:
         kernel = _Interpreted(graph)
     return Lowered(traced, joint, graph, kernel, backend, timings, optimize=optimize)
+
+
+def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key: str | None,
+                         timings: dict) -> Lowered:
+    """Passes and fusion now; code generation and Numba in the background worker
+    (codegen/background.py). The Lowered's kernel stays None until it is promoted."""
+    from tracegrad.codegen.background import submit
+    graph = _optimize_graph(joint, optimize, timings)
+    lowered = Lowered(traced, joint, graph, None, "numba", timings, optimize=optimize)
+    lowered.tier_build = submit(graph, index_key)
+    log.info("%s: tiered: interpreter until its kernel is built in the background",
+             traced.name)
+    return lowered
 
 
 def _optimize_graph(joint: Graph, optimize: bool, timings: dict) -> Graph:
@@ -295,6 +310,83 @@ class _Entry:
         self.call = call
 
 
+class _TieredEntry(_Entry):
+    """A signature whose kernel is still being built in the background (tiered
+    execution, TRACEGRAD_TIERED): calls run the optimized graph, the kernel's own
+    graph, on the NumPy interpreter, with floating-point warnings off as in a
+    kernel, and the same finiteness check. Once the kernel is ready, the next call
+    (or `lower`, `wait_kernels`) puts a plain `_Entry` in the function's place.
+    Tiered entries never enter the fast-path maps, so the swap needs no clearing."""
+
+    __slots__ = ("build", "promoted", "owner", "key", "check_finite")
+
+    def __init__(self, lowered, pack, signature, output_names, leaf_paths, check_finite,
+                 owner: "CompiledFunction"):
+        super().__init__(lowered, pack, signature, output_names, leaf_paths)
+        self.build = build = lowered.tier_build
+        self.promoted = None
+        self.owner = weakref.ref(owner)  # (no cycle through the function's entry map)
+        self.key = None                  # set by _entry_for before anyone calls
+        self.check_finite = check_finite
+        run = _Interpreted(lowered.optimized)
+        from tracegrad.codegen.background import ensure_worker
+
+        def call(arrays):
+            if build.kernel is not None:
+                return self.promote().call(arrays)
+            if not build.done:
+                ensure_worker()  # (a forked child starts its own builder)
+            cf = self.owner()
+            if cf is not None:
+                cf._interpreted_calls += 1
+            with np.errstate(all="ignore"):
+                outs = run(*arrays)
+            if check_finite:
+                _check_finite(self, arrays, outs)
+            return pack(outs)
+        self.call = call
+
+    def promote(self) -> _Entry:
+        """The plain entry of the built kernel, put in this entry's place."""
+        real = self.promoted
+        if real is None:
+            lowered, kernel = self.lowered, self.build.kernel
+            lowered.kernel, lowered.source, lowered.source_path = \
+                kernel, kernel.source, kernel.source_path
+            lowered.timings["codegen+numba"] = self.build.seconds or 0.0
+            real = _Entry(lowered, self.pack, self.signature, self.output_names,
+                          self.leaf_paths, self.check_finite)
+            real.captures = self.captures
+            self.promoted = real
+            log.info("tiered: kernel for %s in use (built in %.1f ms in the background)",
+                     lowered.traced.name, 1e3 * (self.build.seconds or 0.0))
+        cf = self.owner()
+        # never wait here: this runs on the call path, and the lock may be held for
+        # a whole compile (the next call tries again)
+        if cf is not None and _BUILD_LOCK.acquire(blocking=False):
+            try:
+                if cf._entries.get(self.key) is self:
+                    cf._entries[self.key] = real
+            finally:
+                _BUILD_LOCK.release()
+        return real
+
+    def finish(self, timeout: float | None = None) -> _Entry | None:
+        """Wait for the kernel (None after `timeout`) and promote it. A build that
+        was dropped (exit, eviction) or failed is redone here, so its error, if any,
+        is raised to the caller as without tiering."""
+        build = self.build
+        if not build.wait(timeout):
+            return None
+        if build.kernel is None:
+            from tracegrad.codegen import build_kernel
+            t0 = time.perf_counter()
+            kernel = build_kernel(self.lowered.optimized, index_key=build.index_key)
+            build.seconds = time.perf_counter() - t0
+            build.kernel = kernel
+        return self.promote()
+
+
 _NOT_FAST = object()  # a fast key that cannot be cached (pytrees, lists, tensors...)
 _AS_IS, _CONVERT = 0, 1  # how a pytree fast hit turns leaves into kernel arrays
 
@@ -404,6 +496,7 @@ class CompiledFunction:
         self.backend = backend
         self.check_finite = check_finite
         self.optimize = optimize
+        self._interpreted_calls = 0           # calls served by the interpreter tier
         self._fast: dict = {}                 # fast key -> (entry, how to pass args)
         self._eager_fast: dict = {}           # fast key of tensor args -> eager entry
         self._tree_fast: dict = {}            # fast key of pytree args -> (entry, how)
@@ -546,7 +639,7 @@ class CompiledFunction:
         if key is _NOT_FAST:
             self._remember_tree(args, entry, arrays, leaves)
             return
-        if len(self._fast) > 32 * MAX_SIGNATURES:
+        if len(self._fast) > 32 * MAX_SIGNATURES or isinstance(entry, _TieredEntry):
             return
         if any(type(a) is not np.ndarray and i in wrt_args for i, a in enumerate(args)):
             return  # a Python scalar being differentiated is an array leaf
@@ -605,7 +698,7 @@ class CompiledFunction:
                     + core.user_location_suffix())
 
     # ---- building (once per signature)
-    def _entry_for(self, signature: _Signature, args, kwargs) -> _Entry:
+    def _entry_for(self, signature: _Signature, args, kwargs, tier: bool = True) -> _Entry:
         key = signature.key()
         entry = self._entries.get(key)
         if entry is not None:
@@ -621,13 +714,28 @@ class CompiledFunction:
                 return entry
             reason = self._miss_reason(signature)
             log.info("%s: cache miss (%s); tracing", _fn_name(self.fn), reason)
-            entry = self._build(signature, args, kwargs, self.backend, self.optimize)
+            entry = self._build(signature, args, kwargs, self.backend, self.optimize,
+                                tier=tier and self._should_tier())
+            if isinstance(entry, _TieredEntry):
+                entry.key = key
             if entry.captures:  # cannot happen outside an enclosing trace
                 raise TracingError(f"{_fn_name(self.fn)} closes over a traced value of a "
                                    "finished trace" + core.user_location_suffix())
             self.add_entry(key, entry)
             self._note_new_signature(signature, args)
         return entry
+
+    def _should_tier(self) -> bool:
+        """Whether a new signature runs on the interpreter while its kernel is built in
+        the background (TRACEGRAD_TIERED: "shapes" once the function has a kernel for
+        another signature, "always", or "0")."""
+        if self.backend != "numba":
+            return False
+        mode = config.tiered_mode()
+        if mode != "shapes":
+            return mode == "always"
+        return any(isinstance(e, _Entry) and e.lowered.backend == "numba"
+                   for e in self._entries.values())
 
     def _note_new_signature(self, signature: _Signature, args) -> None:
         """Count a trace; warn once when signatures keep changing."""
@@ -638,7 +746,7 @@ class CompiledFunction:
             warnings.warn(self._retrace_message(args), RuntimeWarning, stacklevel=5)
 
     def _build(self, signature: _Signature, args, kwargs, backend: str,
-               optimize: bool) -> _Entry:
+               optimize: bool, tier: bool = False) -> _Entry:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         kw_names = signature.kwarg_names
@@ -665,14 +773,22 @@ class CompiledFunction:
                 t0 = time.perf_counter()
                 joint = self._joint_graph(graph, signature)
                 timings["autodiff"] = time.perf_counter() - t0
-            lowered = lower_graphs(graph, joint, backend, optimize=optimize, index_key=index_key)
+            if tier:
+                lowered = _lower_in_background(graph, joint, optimize, index_key, timings)
+            else:
+                lowered = lower_graphs(graph, joint, backend, optimize=optimize,
+                                       index_key=index_key)
         timings.update(lowered.timings)
         lowered.timings = timings
         log.info("%s: %s", _fn_name(self.fn),
                  ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in timings.items()))
         output_names = _output_names(self, traced, signature)
-        entry = _Entry(lowered, pack, signature, output_names, traced.input_paths,
-                       self.check_finite)
+        if lowered.tier_build is not None:
+            entry = _TieredEntry(lowered, pack, signature, output_names, traced.input_paths,
+                                 self.check_finite, self)
+        else:
+            entry = _Entry(lowered, pack, signature, output_names, traced.input_paths,
+                           self.check_finite)
         entry.captures = traced.captures
         return entry
 
@@ -797,7 +913,36 @@ class CompiledFunction:
         self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
         entry = self._entries.get(signature.key())  # not a call: no hit counted
-        return (entry or self._entry_for(signature, args, kwargs)).lowered
+        if entry is None:  # lower() wants the kernel: no interpreter tier
+            entry = self._entry_for(signature, args, kwargs, tier=False)
+        if isinstance(entry, _TieredEntry):  # its kernel is building: wait for it
+            entry = entry.finish()
+        return entry.lowered
+
+    def wait_kernels(self, timeout: float | None = None) -> bool:
+        """Wait until every signature that runs on the interpreter tier (see
+        TRACEGRAD_TIERED) has its Numba kernel in use; False after `timeout` seconds.
+
+        >>> import numpy as np, tracegrad as tg
+        >>> f = tg.compile(lambda x: x * 2.0)
+        >>> _ = f(np.ones(2)); _ = f(np.ones(3))  # the second shape may start tiered
+        >>> f.wait_kernels(), f.tier_info().pending
+        (True, 0)
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for entry in list(self._entries.values()):
+            if isinstance(entry, _TieredEntry):
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if entry.finish(left) is None:
+                    return False
+        return True
+
+    def tier_info(self) -> TierInfo:
+        """TierInfo(pending, interpreted_calls): signatures whose kernel is still being
+        built in the background, and calls the NumPy interpreter answered meanwhile."""
+        pending = sum(isinstance(e, _TieredEntry) and e.build.kernel is None
+                      for e in list(self._entries.values()))
+        return TierInfo(pending, self._interpreted_calls)
 
     def add_entry(self, key, entry) -> None:
         """Keep `entry` for `key`; past MAX_ENTRIES the oldest one is dropped (and
@@ -806,7 +951,9 @@ class CompiledFunction:
             self._entries[key] = entry
             if len(self._entries) > MAX_ENTRIES:
                 oldest = next(iter(self._entries))
-                del self._entries[oldest]
+                dropped = self._entries.pop(oldest)
+                if isinstance(dropped, _TieredEntry):
+                    dropped.build.cancel()
                 self._fast.clear()
                 self._tree_fast.clear()
                 self._eager_fast.clear()
@@ -822,9 +969,12 @@ class CompiledFunction:
             self._fast.clear()
             self._eager_fast.clear()
             self._tree_fast.clear()
+            for entry in self._entries.values():
+                if isinstance(entry, _TieredEntry):
+                    entry.build.cancel()
             self._entries.clear()
             self._signatures.clear()
-            self._traces = self._hits = 0
+            self._traces = self._hits = self._interpreted_calls = 0
             self._warned = False
             self._externals, self._n_ext = None, 0
 

@@ -25,6 +25,9 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "TRACEGRAD_LOG": ("0", "log every stage's time and each cache hit or miss"),
     "TRACEGRAD_PARALLEL": ("background", "multi-core kernel variants: background, sync "
                                          "(build before returning) or 0 (never)"),
+    "TRACEGRAD_TIERED": ("shapes", "run a signature on the NumPy interpreter while its kernel "
+                                   "compiles in the background: shapes (a function's new "
+                                   "signatures once it has a kernel), always, or 0 (never)"),
     "TRACEGRAD_EAGER_NUMBA": ("1", "eager mode's Numba kernels for large float64 sin/cos"),
     "TRACEGRAD_EAGER_THREADS": ("OMP_NUM_THREADS, else the idle CPUs",
                                 "threads for large eager ufuncs"),
@@ -70,6 +73,19 @@ def parallel_mode() -> str:
         return "sync"
     _warn("TRACEGRAD_PARALLEL", value, "background, sync, or a switch")
     return "background"
+
+
+def tiered_mode() -> str:
+    """"shapes" (default), "always" or "0" (never): see compiler.CompiledFunction."""
+    value = os.environ.get("TRACEGRAD_TIERED", "").strip().lower()
+    if not value or value in _TRUE or value == "shapes":
+        return "shapes"
+    if value in _FALSE:
+        return "0"
+    if value == "always":
+        return "always"
+    _warn("TRACEGRAD_TIERED", value, "shapes, always, or a switch")
+    return "shapes"
 
 
 def eager_numba() -> bool:

@@ -1,0 +1,198 @@
+"""Numba kernels built in a background thread, for tiered execution.
+
+A compiled function that meets a new input signature can answer at once with
+the NumPy interpreter on the signature's optimized graph while its Numba
+kernel is built here (see `CompiledFunction` in compiler.py and
+TRACEGRAD_TIERED). One worker thread builds the submitted graphs in order
+(Numba's compiler lock lets one compile run at a time anyway):
+
+    >>> import numpy as np
+    >>> from tracegrad.ir.graph import Graph
+    >>> from tracegrad.ops.core import Aval
+    >>> g = Graph(name="twice")
+    >>> x = g.add_input(Aval((2,), np.dtype("float64")), "x")
+    >>> g.outputs.append(g.new_node("add", (x, x), {}, x.aval))
+    >>> build = submit(g)
+    >>> build.wait() and build.kernel(np.array([1.0, 2.0]))
+    (array([2., 4.]),)
+
+Process life:
+  - exit: the worker is a daemon thread; an atexit handler drops the builds
+    still queued and waits for the one in flight (a Numba compile cut short at
+    interpreter exit can crash the process), so exit waits at most one compile;
+  - fork: this module holds none of its locks across a compile, and the fork
+    waits for a Numba compile in flight (codegen/runtime.py). In the child the
+    worker thread is gone: its lock is new, the build it was running goes back
+    to the front of the queue, and a worker starts again the next time a build
+    is submitted, waited for or its result asked for (`ensure_worker`).
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable
+
+log = logging.getLogger("tracegrad")
+
+_COND = threading.Condition(threading.Lock())
+_QUEUE: "collections.deque[KernelBuild]" = collections.deque()
+_STATE: dict[str, Any] = {"worker": None, "pid": None, "current": None, "closing": False,
+                          "atexit": False}
+
+
+class KernelBuild:
+    """One graph's kernel, built by the background worker.
+
+    `kernel` is None until the build ends; `done` says whether it has ended
+    (`error` holds an exception the build raised; a cancelled build ends with
+    neither). `seconds` is the build's own time, `queued` the wait before it."""
+
+    def __init__(self, graph, index_key: str | None = None,
+                 on_done: Callable[["KernelBuild"], None] | None = None):
+        self.graph = graph
+        self.index_key = index_key
+        self.on_done = on_done
+        self.kernel = None
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self.seconds: float | None = None
+        self.queued: float | None = None
+        self._submitted = time.perf_counter()
+        self._done = threading.Event()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the build to end; True if it has."""
+        if not self._done.is_set():
+            ensure_worker()
+        return self._done.wait(timeout)
+
+    def cancel(self) -> None:
+        """Skip the build if it has not started (its result is no longer wanted)."""
+        self.cancelled = True
+
+    def _run(self) -> None:
+        from tracegrad.codegen import build_kernel
+        t0 = time.perf_counter()
+        self.queued = t0 - self._submitted
+        kernel = None
+        try:
+            if not self.cancelled:
+                kernel = build_kernel(self.graph, index_key=self.index_key)
+        except Exception as exc:  # whoever needs the kernel rebuilds it and sees the error
+            self.error = exc
+            log.warning("codegen %s: background build failed: %s: %s",
+                        getattr(self.graph, "name", "?"), type(exc).__name__, exc)
+        self.seconds = time.perf_counter() - t0
+        self.kernel = kernel  # last: readers take a non-None kernel as "ready"
+        self._finish()
+
+    def _finish(self) -> None:
+        if self.on_done is not None and self.kernel is not None:
+            try:
+                self.on_done(self)
+            except Exception as exc:  # a callback's bug must not kill the worker
+                log.warning("codegen: background build callback failed: %s", exc)
+        self._done.set()
+
+
+def submit(graph, index_key: str | None = None,
+           on_done: Callable[[KernelBuild], None] | None = None) -> KernelBuild:
+    """Queue `graph`'s kernel (codegen.build_kernel) for the background worker."""
+    build = KernelBuild(graph, index_key, on_done)
+    with _COND:
+        if _STATE["closing"]:  # interpreter exit: nothing new starts
+            build._done.set()
+            return build
+        _QUEUE.append(build)
+        _COND.notify()
+    ensure_worker()
+    return build
+
+
+def pending() -> int:
+    """Builds queued or running."""
+    with _COND:
+        return len(_QUEUE) + (_STATE["current"] is not None)
+
+
+def ensure_worker() -> None:
+    """Start the worker thread if this process has none (first use, or a forked child)."""
+    if _STATE["worker"] is not None and _STATE["pid"] == os.getpid():
+        return
+    with _COND:
+        if _STATE["closing"] or (_STATE["worker"] is not None and _STATE["pid"] == os.getpid()):
+            return
+        worker = threading.Thread(target=_work, name="tracegrad-kernel-builder", daemon=True)
+        _STATE["worker"], _STATE["pid"] = worker, os.getpid()
+        if not _STATE["atexit"]:
+            _STATE["atexit"] = True
+            _at_exit(_shutdown)
+        worker.start()
+
+
+def _at_exit(fn: Callable[[], None]) -> None:
+    """Run `fn` at interpreter exit before any atexit handler: threading's own exit
+    hooks run first (concurrent.futures uses them too), so Numba and llvmlite have
+    not started shutting down while the compile in flight finishes."""
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is not None:
+            register(fn)
+            return
+    except RuntimeError:  # exit has begun: too late for threading's hooks
+        pass
+    atexit.register(fn)
+
+
+def _work() -> None:
+    while True:
+        with _COND:
+            while not _QUEUE and not _STATE["closing"]:
+                _COND.wait()
+            if _STATE["closing"]:
+                return
+            build = _STATE["current"] = _QUEUE.popleft()
+        try:
+            build._run()
+        finally:
+            with _COND:
+                _STATE["current"] = None
+                _COND.notify_all()
+
+
+def _shutdown() -> None:
+    """At interpreter exit: drop queued builds, wait for the one in flight."""
+    with _COND:
+        _STATE["closing"] = True
+        dropped = list(_QUEUE)
+        _QUEUE.clear()
+        _COND.notify_all()
+        worker = _STATE["worker"]
+    for build in dropped:
+        build.cancel()
+        build._done.set()
+    if worker is not None and worker is not threading.current_thread() and \
+            _STATE["pid"] == os.getpid():
+        worker.join()
+
+
+def _after_fork_in_child() -> None:
+    global _COND
+    _COND = threading.Condition(threading.Lock())
+    current = _STATE["current"]
+    if current is not None and not current.done:
+        _QUEUE.appendleft(current)  # its thread is gone: build it again here
+    _STATE["current"] = None
+    _STATE["worker"] = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
