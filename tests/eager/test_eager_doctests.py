@@ -10,7 +10,7 @@ MODULES = [
     "tracegrad.eager", "tracegrad.eager._tensor", "tracegrad.eager.dtypes",
     "tracegrad.eager.grad_mode", "tracegrad.eager.graph", "tracegrad.eager.autograd",
     "tracegrad.eager.creation", "tracegrad.eager.nn", "tracegrad.eager.nn.functional",
-    "tracegrad.eager.optim", "tracegrad.eager.checkpointing", "tracegrad.gradcheck",
+    "tracegrad.eager.optim", "tracegrad.eager.checkpointing", "tracegrad.eager.gradcheck",
     "tracegrad.eager.autograd_functional", "tracegrad.eager.nn.modules", "tracegrad.eager.indexing",
 ]
 

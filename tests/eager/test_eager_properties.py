@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracegrad.eager as torch
-from tracegrad.gradcheck import gradcheck
+from tracegrad.eager.gradcheck import gradcheck
 
 # (name, fn, unused flag); every fn keeps its input's shape and its values bounded
 # (|out| <= ~3 for any input), so finite differences stay accurate however deep

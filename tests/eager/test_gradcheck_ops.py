@@ -8,7 +8,7 @@ from eager_op_table import OPS, make_inputs
 
 import tracegrad
 import tracegrad.eager as torch
-from tracegrad.gradcheck import GradcheckError, gradcheck
+from tracegrad.eager.gradcheck import GradcheckError, gradcheck
 
 
 @pytest.mark.parametrize("op_id,fn,shapes,domain", OPS, ids=[o[0] for o in OPS])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tracegrad.eager as torch
-from tracegrad.gradcheck import gradcheck
+from tracegrad.eager.gradcheck import gradcheck
 
 HINT = ("Hint: enable anomaly detection to find the operation that failed to compute its "
         "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")

@@ -11,7 +11,7 @@ import pytest
 import tracegrad.eager as torch
 import tracegrad.eager.nn.functional as F
 from tracegrad.eager import nn
-from tracegrad.gradcheck import gradcheck
+from tracegrad.eager.gradcheck import gradcheck
 
 RTOL, ATOL = 1e-5, 1e-5
 

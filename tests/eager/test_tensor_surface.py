@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import tracegrad.eager as tg
-from tracegrad.gradcheck import gradcheck
+from tracegrad.eager.gradcheck import gradcheck
 
 
 @pytest.fixture(params=["tracegrad", "torch"])

@@ -152,7 +152,7 @@ def is_anomaly_enabled() -> bool:
 def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
               raise_exception: bool = True, **kwargs):
     """Finite differences against backward, in float64 (tracegrad.gradcheck)."""
-    from tracegrad.gradcheck import gradcheck as _gradcheck
+    from tracegrad.eager.gradcheck import gradcheck as _gradcheck
     return _gradcheck(fn, inputs, eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception)
 
 

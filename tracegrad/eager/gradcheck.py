@@ -5,7 +5,7 @@ with central finite differences, entry by entry, and returns True or raises
 `GradcheckError` listing the entries that disagree.
 
     >>> import tracegrad.eager as torch
-    >>> from tracegrad.gradcheck import gradcheck
+    >>> from tracegrad.eager.gradcheck import gradcheck  # also tracegrad.gradcheck
     >>> x = torch.randn(3, dtype=torch.float64, requires_grad=True)
     >>> gradcheck(lambda t: (t.tanh() * t).sum(dim=0), (x,))
     True
@@ -146,15 +146,3 @@ def gradcheck(fn: Callable[..., Any], inputs: Sequence[Any] | Any, eps: float = 
     raise GradcheckError(
         f"Jacobian mismatch for {len(problems)} entr{'y' if len(problems) == 1 else 'ies'} "
         f"(eps={eps}, atol={atol}, rtol={rtol}):\n" + "\n".join(lines) + more)
-
-
-# Importing this submodule binds `tracegrad.gradcheck` to the module itself
-# (Python sets the package attribute), shadowing the lazily exported function.
-# Making the module callable keeps `tracegrad.gradcheck(fn, inputs)` working
-# either way.
-class _CallableModule(__import__("types").ModuleType):
-    def __call__(self, fn, inputs, *args, **kwargs):
-        return gradcheck(fn, inputs, *args, **kwargs)
-
-
-__import__("sys").modules[__name__].__class__ = _CallableModule
