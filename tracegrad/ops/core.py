@@ -23,7 +23,6 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-import tracegrad
 
 
 class TracegradError(Exception):
@@ -228,7 +227,7 @@ def aval_of(value: Any) -> Aval:
 
 
 # -------------------------------------------------------- errors and locations
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(tracegrad.__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tracegrad/
 
 
 def user_frame():
