@@ -224,14 +224,12 @@ def _moveaxis(x, source: int, destination: int):
     return api.transpose(x, tuple(order))
 
 
-def vmap(fn: Callable, in_axes: Any = 0, out_axes: int = 0) -> Callable:
-    """JAX's `vmap`, as a loop: `fn` mapped over an axis of its arguments, results
-    stacked along `out_axes`. `in_axes` is an int, or one int/None per argument
-    (None: the argument is shared by every call).
-
-    It is a `scan` over the mapped axis (one traced body, one loop in a kernel),
-    not a batching transformation: each element runs `fn` once, so batched
-    matmuls are not fused into one larger matmul as JAX's batching rules would.
+def vmap(fn: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None
+         ) -> Callable:
+    """JAX's `vmap`, by batching rules: `fn` traced once on one example, then each
+    node batched (`x @ w` over a batch of vectors is one matrix product). `in_axes`
+    is an int, None, or one int/None/pytree prefix per argument (None: shared by
+    every example); `out_axes` likewise for the output. See `tracegrad.batching`.
 
     >>> import numpy as np, tracegrad as tg
     >>> per_example = tg.vmap(tg.grad(lambda w, x: tg.sum(w * x) ** 2, backend="interpret"),
@@ -240,35 +238,5 @@ def vmap(fn: Callable, in_axes: Any = 0, out_axes: int = 0) -> Callable:
     array([[2., 0.],
            [0., 4.]])
     """
-    from tracegrad.loops import scan
-
-    def mapped(*args):
-        axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
-        if len(axes) != len(args):
-            raise TypeError(f"vmap in_axes has {len(axes)} entries but the function was called "
-                            f"with {len(args)} positional arguments")
-        positions = [i for i, a in enumerate(axes) if a is not None]
-        if not positions:
-            raise TypeError("vmap needs at least one mapped argument (in_axes all None)")
-        moved = []
-        for i in positions:
-            leaves, tree = tree_flatten(args[i], arrays_only_scalars=True)
-            for v in leaves:
-                if np.ndim(v) == 0:
-                    raise TypeError(f"vmap: argument {i} has a 0-d leaf; in_axes={axes[i]} "
-                                    "needs an axis to map over")
-            moved.append(tree_unflatten(tree, [_moveaxis(v, axes[i], 0) if axes[i] else v
-                                               for v in leaves]))
-
-        def body(carry, xs):
-            full = list(args)
-            for i, x in zip(positions, xs):
-                full[i] = x
-            return carry, fn(*full)
-        _, ys = scan(body, None, tuple(moved))
-        if out_axes:
-            leaves, tree = tree_flatten(ys, arrays_only_scalars=True)
-            ys = tree_unflatten(tree, [_moveaxis(v, 0, out_axes) for v in leaves])
-        return ys
-    mapped.__name__ = f"vmap({getattr(fn, '__name__', 'f')})"
-    return mapped
+    from tracegrad import batching
+    return batching.vmap(fn, in_axes, out_axes, axis_size)

@@ -1,0 +1,599 @@
+"""`vmap` by batching rules, as JAX's: one traced function, batched node by node.
+
+`vmap(fn, in_axes, out_axes)(*args)`:
+
+1. traces `fn` once on one example (mapped leaves lose their mapped axis;
+   unmapped leaves keep their shape; closed-over tracers of an enclosing trace
+   are captured as unmapped inputs);
+2. walks that graph node by node with values that carry a batch dimension
+   (`(value, batch_dim)`, batch_dim an int or None), applying each primitive's
+   batching rule. The rules are written in tracegrad ops and run through
+   `bind`, so the batched program is computed on NumPy arrays, recorded into an
+   enclosing trace (`tg.compile`, `tg.grad`, an outer `vmap`), or recorded as
+   eager ops on eager tensors, exactly as `autodiff.replay` does for graphs.
+
+Why trace first and batch the graph rather than batch while tracing (JAX's
+BatchTracer): tracegrad already has one kind of tracer, and nested transforms
+(`grad` inlining its joint graph, `compile`, loops capturing outer tracers)
+already speak "graph in, bind out". A graph walk reuses all of that: nested
+vmap, vmap of grad and grad of vmap need no new value kind.
+
+A batching rule maps `(args, dims, **attrs) -> (out, out_dim)`. A primitive's
+own `batch_rule` wins; otherwise the default for its `kind` (elementwise,
+reduction, shape, matmul) applies; a primitive with neither, or a rule that
+raises `NotImplementedError` for a case it does not handle, falls back to a
+per-node loop: a `scan` over the batch of just that node, so vmap is always
+correct (loop and branch primitives take this path).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.vmap(lambda x, w: x @ w, in_axes=(0, None))(np.ones((4, 3)), np.ones((3, 2))).shape
+    (4, 2)
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tracegrad.ops import table as T
+from tracegrad.ops.core import REGISTRY, Aval, Primitive, TracegradError, aval_of, bind
+from tracegrad.ops.rulekit import normalize_axes
+from tracegrad.tracing import (TraceContext, Tracer, abstract_leaf, active_contexts, argument_names,
+                               node_source, trace_flat, tree_flatten, tree_unflatten)
+
+__all__ = ["vmap", "batch_graph", "BatchingError", "uses_loop_fallback"]
+
+
+class BatchingError(TracegradError, ValueError, TypeError):
+    """Bad vmap arguments (in_axes/out_axes, sizes). A ValueError as in JAX, and a
+    TypeError too, as tracegrad's earlier scan-based vmap raised."""
+
+
+# ------------------------------------------------------------------ helpers
+
+def _shape(v) -> tuple:
+    shape = getattr(v, "shape", None)
+    return tuple(shape) if shape is not None else tuple(np.shape(v))
+
+
+def _ndim(v) -> int:
+    return len(_shape(v))
+
+
+def _moveaxis(x, source: int, destination: int = 0):
+    """x with axis `source` moved to `destination` (one transpose, none if in place)."""
+    nd = _ndim(x)
+    source, destination = source % nd, destination % nd
+    if source == destination:
+        return x
+    order = [d for d in range(nd) if d != source]
+    order.insert(destination, source)
+    return T.transpose(x, axes=tuple(order))
+
+
+def _reshape(x, shape: tuple):
+    shape = tuple(int(d) for d in shape)
+    return x if _shape(x) == shape else T.reshape(x, shape=shape)
+
+
+def _to_front(x, dim: int | None, size: int):
+    """x batched along axis 0; an unbatched x is broadcast to the batch."""
+    if dim is None:
+        return T.broadcast_to(x, shape=(size,) + _shape(x))
+    return _moveaxis(x, dim, 0)
+
+
+def _batch_size(args, dims) -> int:
+    for a, d in zip(args, dims):
+        if d is not None:
+            return _shape(a)[d]
+    raise AssertionError("a batching rule ran with no batched operand")
+
+
+def _norm_axis(axis: int, ndim: int) -> int:
+    return int(axis) % ndim if ndim else 0
+
+
+def _padded(x, size: int, rank: int):
+    """A batched x (axis 0) with size-1 axes after the batch axis so that it has
+    `rank` dims per example: NumPy's broadcasting then lines up per-example axes."""
+    shape = _shape(x)
+    missing = rank - (len(shape) - 1)
+    return _reshape(x, (size,) + (1,) * missing + shape[1:]) if missing > 0 else x
+
+
+# --------------------------------------------------------- the kind defaults
+
+def elementwise_rule(prim: Primitive) -> Callable:
+    """Broadcasting ops: batch axes to the front, per-example ranks aligned."""
+    def rule(args, dims, **attrs):
+        size = _batch_size(args, dims)
+        ranks = [_ndim(a) - (d is not None) for a, d in zip(args, dims)]
+        rank = max(ranks)
+        batched = [d for d in dims if d is not None]
+        same = len(set(batched)) == 1
+        if same and all(r == rank for r, d in zip(ranks, dims) if d is not None) and (
+                batched[0] == 0 or all(r == 0 for r, d in zip(ranks, dims) if d is None)):
+            return prim(*args, **attrs), batched[0]  # already lined up
+        moved = [a if d is None else _padded(_moveaxis(a, d, 0), size, rank)
+                 for a, d in zip(args, dims)]
+        return prim(*moved, **attrs), 0
+    return rule
+
+
+def _reduced_axes(axis, ndim: int, name: str) -> tuple:
+    if axis is None:
+        return tuple(range(ndim))
+    return normalize_axes(name, Aval((1,) * ndim, np.dtype(np.float64)), axis)
+
+
+def reduction_rule(prim: Primitive) -> Callable:
+    """Reductions: shift the axis attribute past the batch axis (no data moved)."""
+    single = prim.name in ("argmax", "argmin")
+
+    def rule(args, dims, axis=None, keepdims=False, **attrs):
+        (x,), (d,) = args, dims
+        nd = _ndim(x) - 1
+        if single and axis is None:  # NumPy flattens the example first
+            size = _shape(x)[d]
+            per_example = int(np.prod(_shape(x), dtype=np.int64)) // size if size else 0
+            flat = _reshape(_moveaxis(x, d, 0), (size, per_example))
+            out = prim(flat, axis=1, keepdims=False, **attrs)
+            return (_reshape(out, (size,) + (1,) * nd) if keepdims else out), 0
+        axes = _reduced_axes(axis, nd, prim.name)
+        full = tuple(a if a < d else a + 1 for a in axes)
+        new_axis = full[0] if single else full
+        out = prim(x, axis=new_axis, keepdims=keepdims, **attrs)
+        return out, (d if keepdims else d - sum(1 for a in full if a < d))
+    return rule
+
+
+def _matmul_core(x, dx, y, dy):
+    """x @ y per example, for any per-example ranks (NumPy's matmul semantics)."""
+    nx, ny = _ndim(x) - (dx is not None), _ndim(y) - (dy is not None)
+    size = _batch_size((x, y), (dx, dy))
+    if dy is None and ny == 2:  # a shared matrix: the batch joins the rows (one GEMM)
+        x = _moveaxis(x, dx, 0)
+        lead, k = _shape(x)[:-1], _shape(x)[-1]
+        rows = _reshape(x, (int(np.prod(lead, dtype=np.int64)), k))
+        return _reshape(T.matmul(rows, y), lead + (_shape(y)[1],)), 0
+    if dx is None and nx == 2 and ny == 1:  # a shared matrix times batched vectors
+        return T.matmul(_moveaxis(y, dy, 0), T.transpose(x, axes=(1, 0))), 0
+    x = x if dx is None else _moveaxis(x, dx, 0)
+    y = y if dy is None else _moveaxis(y, dy, 0)
+    row, col = nx == 1, ny == 1  # 1-d operands act as a row / a column, dropped after
+    if row:
+        x = _reshape(x, _shape(x)[:-1] + (1,) + _shape(x)[-1:])
+    if col:
+        y = _reshape(y, _shape(y) + (1,))
+    nx, ny = max(nx, 2), max(ny, 2)
+    rank = max(nx, ny)
+    if dx is not None:
+        x = _padded(x, size, rank)
+    if dy is not None:
+        y = _padded(y, size, rank)
+    if dx is not None and dy is not None and _shape(x)[-1] == 1:
+        out = T.mul(x, y)  # outer products (per-example weight gradients): no tiny GEMMs
+    else:
+        out = T.matmul(x, y)
+    shape = _shape(out)
+    if row or col:
+        core = shape[-2:]
+        kept = (() if row else core[:1]) + (() if col else core[1:])
+        out = _reshape(out, shape[:-2] + kept)
+    return out, 0
+
+
+def matmul_rule(args, dims):
+    (x, y), (dx, dy) = args, dims
+    return _matmul_core(x, dx, y, dy)
+
+
+def addmm_rule(args, dims):
+    bias, m1, m2 = args
+    db, d1, d2 = dims
+    if d1 is None and d2 is None:
+        prod, dp = T.matmul(m1, m2), None
+    else:
+        prod, dp = _matmul_core(m1, d1, m2, d2)
+    return elementwise_rule(T.add)([bias, prod], [db, dp])
+
+
+def reshape_rule(args, dims, shape):
+    (x,), (d,) = args, dims
+    size = _shape(x)[d]
+    return _reshape(_moveaxis(x, d, 0), (size,) + tuple(shape)), 0
+
+
+def broadcast_to_rule(args, dims, shape):
+    (x,), (d,) = args, dims
+    size = _shape(x)[d]
+    x = _padded(_moveaxis(x, d, 0), size, len(shape))
+    return T.broadcast_to(x, shape=(size,) + tuple(shape)), 0
+
+
+def transpose_rule(args, dims, axes):
+    (x,), (d,) = args, dims
+    order = (d,) + tuple(a if a < d else a + 1 for a in axes)
+    return T.transpose(x, axes=order), 0
+
+
+def concatenate_rule(args, dims, axis):
+    size = _batch_size(args, dims)
+    nd = _ndim(args[0]) - (dims[0] is not None)
+    moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
+    return T.concatenate(*moved, axis=_norm_axis(axis, nd) + 1), 0
+
+
+def _axis_rule(prim: Primitive, n_operands: int = 1) -> Callable:
+    """Ops along one `axis` of same-shaped operands (softmax, cumsum, linrec, ...)."""
+    def rule(args, dims, axis, **attrs):
+        if n_operands == 1:
+            (x,), (d,) = args, dims
+            a = _norm_axis(axis, _ndim(x) - 1)
+            return prim(x, axis=a if a < d else a + 1, **attrs), d
+        size = _batch_size(args, dims)
+        moved = [_to_front(v, d, size) for v, d in zip(args, dims)]
+        return prim(*moved, axis=_norm_axis(axis, _ndim(moved[0]) - 1) + 1, **attrs), 0
+    return rule
+
+
+# ---------------------------------------------------------------- indexing
+
+def _index_batch_dim(spec, arrays) -> int:
+    """Where the batch axis lands in x[(:,) + spec]: first, unless NumPy moves a
+    block of non-adjacent advanced indices to the front."""
+    advanced = [k for k, e in enumerate(spec)
+                if isinstance(e, (int, np.integer)) or (isinstance(e, tuple) and e[0] == "array")]
+    if not any(isinstance(spec[k], tuple) for k in advanced):
+        return 0
+    if advanced == list(range(advanced[0], advanced[-1] + 1)):
+        return 0
+    shapes = [_shape(arrays[spec[k][1]]) for k in advanced if isinstance(spec[k], tuple)]
+    return len(np.broadcast_shapes(*shapes))
+
+
+def getitem_rule(args, dims, spec):
+    x, arrays = args[0], args[1:]
+    if any(d is not None for d in dims[1:]):
+        raise NotImplementedError("getitem with batched index arrays")
+    x = _moveaxis(x, dims[0], 0)
+    spec = (("slice", 0, _shape(x)[0], 1),) + tuple(spec)
+    return T.getitem(x, *arrays, spec=spec), _index_batch_dim(spec[1:], arrays)
+
+
+def index_add_zeros_rule(args, dims, spec, shape):
+    g, arrays = args[0], args[1:]
+    if any(d is not None for d in dims[1:]):
+        raise NotImplementedError("index_add_zeros with batched index arrays")
+    size = _shape(g)[dims[0]]
+    g = _moveaxis(g, dims[0], _index_batch_dim(spec, arrays))
+    return T.index_add_zeros(g, *arrays, spec=(("slice", 0, size, 1),) + tuple(spec),
+                             shape=(size,) + tuple(shape)), 0
+
+
+def _along_axis_operand(v, d):
+    """A take/put_along_axis operand: batched at axis 0, or with a size-1 axis there
+    (those ops broadcast every axis but `axis`)."""
+    return _moveaxis(v, d, 0) if d is not None else _reshape(v, (1,) + _shape(v))
+
+
+def take_along_axis_rule(args, dims, axis):
+    (x, idx), (dx, didx) = args, dims
+    nd = _ndim(x) - (dx is not None)
+    return T.take_along_axis(_along_axis_operand(x, dx), _along_axis_operand(idx, didx),
+                             axis=_norm_axis(axis, nd) + 1), 0
+
+
+def put_along_axis_add_rule(args, dims, axis, shape):
+    (g, idx), (dg, didx) = args, dims
+    size = _batch_size(args, dims)
+    return T.put_along_axis_add(_to_front(g, dg, size), _along_axis_operand(idx, didx),
+                                axis=_norm_axis(axis, len(shape)) + 1,
+                                shape=(size,) + tuple(shape)), 0
+
+
+def nll_loss_rule(args, dims, reduction):
+    """Every example's rows in one unreduced nll_loss, then reduced per example."""
+    (logp, target), (dl, dt) = args, dims
+    size = _batch_size(args, dims)
+    logp, target = _to_front(logp, dl, size), _to_front(target, dt, size)
+    _, n, c = _shape(logp)
+    per_row = _reshape(T.nll_loss(_reshape(logp, (size * n, c)), _reshape(target, (size * n,)),
+                                  reduction="none"), (size, n))
+    if reduction == "none":
+        return per_row, 0
+    reduce = T.mean if reduction == "mean" else T.sum_
+    return reduce(per_row, axis=1, keepdims=False), 0
+
+
+# ------------------------------------------------------- rule registration
+
+_KIND_DEFAULTS: dict[str, Callable[[Primitive], Callable]] = {
+    "elementwise": elementwise_rule,
+    "reduction": reduction_rule,
+}
+
+_RULES: dict[str, Callable] = {
+    "matmul": matmul_rule, "addmm": addmm_rule,
+    "reshape": reshape_rule, "broadcast_to": broadcast_to_rule, "transpose": transpose_rule,
+    "concatenate": concatenate_rule,
+    "getitem": getitem_rule, "index_add_zeros": index_add_zeros_rule,
+    "take_along_axis": take_along_axis_rule, "put_along_axis_add": put_along_axis_add_rule,
+    "nll_loss": nll_loss_rule,
+    "softmax": _axis_rule(T.softmax), "log_softmax": _axis_rule(T.log_softmax),
+    "cumsum": _axis_rule(T.cumsum), "argsort": _axis_rule(T.argsort),
+    "linrec": _axis_rule(T.linrec, n_operands=2),
+}
+
+
+def _register_rules() -> None:
+    """Give each primitive its rule (a `batch_rule=` set in the table wins)."""
+    for name, rule in _RULES.items():
+        prim = REGISTRY[name]
+        if prim.batch_rule is None:
+            prim.batch_rule = rule
+
+
+_register_rules()
+
+
+def rule_for(prim: Primitive) -> Callable | None:
+    """The batching rule of `prim`: its own, else its kind's default, else None."""
+    if prim.batch_rule is not None:
+        return prim.batch_rule
+    make = _KIND_DEFAULTS.get(prim.kind)
+    if make is None:
+        return None
+    rule = prim.batch_rule = make(prim)  # built once per primitive
+    return rule
+
+
+# ------------------------------------------------------ the per-node loop
+
+def _loop_fallback(prim: Primitive, args, dims, attrs, out_aval):
+    """prim applied example by example: a `scan` over the batch of this one node."""
+    from tracegrad.loops import scan
+    size = _batch_size(args, dims)
+    if size == 0:
+        return T.broadcast_to(np.zeros(out_aval.shape, out_aval.dtype),
+                              shape=(0,) + tuple(out_aval.shape)), 0
+    positions = [k for k, d in enumerate(dims) if d is not None]
+    xs = tuple(_moveaxis(args[k], dims[k], 0) for k in positions)
+
+    def one_example(carry, x):
+        full = list(args)
+        for k, v in zip(positions, x):
+            full[k] = v
+        return carry, bind(prim, *full, **attrs)
+    one_example.__name__ = f"vmap_{prim.name}"
+    _, ys = scan(one_example, None, xs)
+    return ys, 0
+
+
+# ------------------------------------------------------- batching a graph
+
+def batch_graph(graph, args: Sequence[Any], dims: Sequence[int | None], size: int):
+    """Run `graph` (traced on one example) on batched `args`; returns a list of
+    (value, batch_dim) per output. Values are computed with `bind`, so this
+    records into the enclosing trace when the arguments are tracers."""
+    context = _innermost_context(args)
+    env: dict[int, tuple[Any, int | None]] = {
+        n.id: (a, d) for n, a, d in zip(graph.inputs, args, dims)}
+    for node in graph.nodes:
+        if node.id in env:
+            continue
+        if node.op == "const":
+            value = node.attrs["value"]
+            if context is not None:
+                value = Tracer(context, context.const_node(value))
+            env[node.id] = (value, None)
+            continue
+        prim = REGISTRY[node.op]
+        vals = [env[i.id][0] for i in node.inputs]
+        in_dims = [env[i.id][1] for i in node.inputs]
+        with node_source(node.source):
+            if all(d is None for d in in_dims):
+                env[node.id] = (bind(prim, *vals, **node.attrs), None)
+            else:
+                env[node.id] = _apply_rule(prim, vals, in_dims, node, size)
+    return [env[o.id] for o in graph.outputs]
+
+
+def _apply_rule(prim, vals, dims, node, size):
+    rule = rule_for(prim)
+    out = None
+    if rule is not None:
+        try:
+            out = rule(vals, dims, **node.attrs)
+        except NotImplementedError:
+            out = None
+    if out is None:
+        out = _loop_fallback(prim, vals, dims, node.attrs, node.aval)
+    value, d = out
+    expected = list(node.shape)
+    expected.insert(d, size)
+    got = aval_of(value)
+    if tuple(got.shape) != tuple(expected) or np.dtype(got.dtype) != node.dtype:
+        raise TracegradError(
+            f"vmap: the batching rule of {prim.name} made {got} with the "
+            f"batch on axis {d}; expected {node.dtype}{tuple(expected)} (a tracegrad bug)")
+    return value, d
+
+
+def _innermost_context(values) -> TraceContext | None:
+    stack = active_contexts()
+    contexts = [v.context for v in values if isinstance(v, Tracer) and v.context in stack]
+    return max(contexts, key=stack.index, default=None)
+
+
+def uses_loop_fallback(graph) -> bool:
+    """Whether a (traced) graph holds a scan made by vmap's per-node loop."""
+    return any(n.op == "scan" and n.attrs["body"].name.startswith("scan_body_vmap_")
+               for n in graph.nodes)
+
+
+# ----------------------------------------------------------- in/out axes
+
+def _is_axis(spec) -> bool:
+    return spec is None or isinstance(spec, (int, np.integer)) and not isinstance(spec, bool)
+
+
+def _leaf_axes(spec, value, path: str, what: str) -> list:
+    """One axis per array leaf of `value` (flattening order), from a prefix `spec`."""
+    if _is_axis(spec):
+        leaves, _ = tree_flatten(value, arrays_only_scalars=False)
+        if spec is not None and what == "in_axes" and len(leaves) != len(
+                tree_flatten(value, arrays_only_scalars=True)[0]):  # a Python scalar to map
+            raise BatchingError(f"vmap was requested to map its argument along axis {spec}, "
+                                f"which implies that its rank should be at least "
+                                f"{spec + 1 if spec >= 0 else -spec}, but is only 0 (a Python "
+                                f"scalar in argument {path})")
+        return [(spec, path) for _ in leaves]
+    _, tree = tree_flatten(value, arrays_only_scalars=False)
+    kind = tree.kind
+    if isinstance(spec, dict) and kind == "dict" and set(spec) == set(value):
+        out = []
+        for key in value:
+            out.extend(_leaf_axes(spec[key], value[key], f"{path}[{key!r}]", what))
+        return out
+    if isinstance(spec, (tuple, list)) and kind in ("tuple", "list") and \
+            len(spec) == len(value) and isinstance(spec, tuple) == isinstance(value, tuple):
+        out = []
+        for k, (s, v) in enumerate(zip(spec, value)):
+            out.extend(_leaf_axes(s, v, f"{path}[{k}]", what))
+        return out
+    raise BatchingError(f"vmap {what} specification must be a tree prefix of the corresponding "
+                        f"value, got specification {spec!r} for value tree {tree} at {path}")
+
+
+def _in_axes_per_argument(in_axes, nargs: int) -> tuple:
+    if _is_axis(in_axes):
+        return (in_axes,) * nargs
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if not isinstance(in_axes, tuple):
+        raise BatchingError(f"vmap in_axes must be an int, None, or a tuple of entries "
+                            f"corresponding to the positional arguments passed to the "
+                            f"function, but got {in_axes!r}")
+    if len(in_axes) != nargs:
+        raise BatchingError(
+            f"vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
+            f"positional arguments passed to the function, but got len(in_axes)={len(in_axes)}, "
+            f"len(args)={nargs} (in_axes has {len(in_axes)} entries but the function was "
+            f"called with {nargs} positional arguments)")
+    return in_axes
+
+
+def _type_of(v) -> str:
+    return str(aval_of(v))
+
+
+def _check_sizes(mapped: list) -> int:
+    """The one batch size of the mapped leaves [(leaf, axis, name)], or JAX's error."""
+    sizes = [_shape(v)[a] for v, a, _ in mapped]
+    if len(set(sizes)) <= 1:
+        return sizes[0]
+    lines = []
+    for size in dict.fromkeys(sizes):
+        where = [(v, a, n) for (v, a, n), s in zip(mapped, sizes) if s == size]
+        v, a, n = where[0]
+        desc = f"axis {a} of argument {n} of type {_type_of(v)}"
+        if len(where) == 1:
+            lines.append(f"  * one axis had size {size}: {desc}")
+        else:
+            lines.append(f"  * {len(where)} axes had size {size}, e.g. {desc}")
+    raise BatchingError("vmap got inconsistent sizes for array axes to be mapped:\n"
+                        + ";\n".join(lines))
+
+
+def _prepare_leaf(v):
+    return np.asarray(v) if isinstance(v, (list, tuple)) else v
+
+
+def vmap(fn: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None
+         ) -> Callable:
+    """JAX's `vmap`: `fn` mapped over an axis of its arguments by batching rules.
+
+    `in_axes` is an int, None, or a tuple with one entry per positional argument,
+    each an int, None or a pytree prefix of that argument (None: shared by every
+    example); negative axes count from the end. `out_axes` is an int, None (the
+    output must not depend on the batch) or a pytree prefix of the output.
+    The batched program has no loop over the examples: `x @ w` over a batch of
+    vectors is one matrix product. Primitives without a batching rule run as a
+    loop over the batch of that one node (see `tracegrad.batching`).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> per_example = tg.vmap(tg.grad(lambda w, x: tg.sum(w * x) ** 2, backend="interpret"),
+    ...                       in_axes=(None, 0))
+    >>> per_example(np.array([1.0, 2.0]), np.array([[1.0, 0.0], [0.0, 1.0]]))
+    array([[2., 0.],
+           [0., 4.]])
+    """
+    def mapped(*args):
+        axes = _in_axes_per_argument(in_axes, len(args))
+        names = argument_names(fn, len(args))
+        args = tuple(args)
+        leaf_axes: list = []
+        for k, (spec, a) in enumerate(zip(axes, args)):
+            leaf_axes.extend(_leaf_axes(spec, a, names[k], "in_axes"))
+        leaves = [_prepare_leaf(v) for v in tree_flatten(args, arrays_only_scalars=False)[0]]
+        mapped_leaves = []
+        norm_axes = []
+        for v, (ax, name) in zip(leaves, leaf_axes):
+            if ax is None:
+                norm_axes.append(None)
+                continue
+            nd = _ndim(v)
+            if not -nd <= ax < nd:
+                raise BatchingError(
+                    f"vmap was requested to map its argument along axis {ax}, which implies "
+                    f"that its rank should be at least {ax + 1 if ax >= 0 else -ax}, but is "
+                    f"only {nd} (its shape is {_shape(v)})")
+            norm_axes.append(int(ax) % nd)
+            mapped_leaves.append((v, int(ax) % nd, name))
+        if not mapped_leaves and axis_size is None:
+            raise BatchingError("vmap must have at least one non-None value in in_axes or "
+                                "axis_size must be specified")
+        size = _check_sizes(mapped_leaves) if mapped_leaves else int(axis_size)
+        if axis_size is not None and size != axis_size:
+            raise BatchingError(f"vmap got axis_size={axis_size} but the mapped arguments have "
+                                f"size {size}")
+        return _run(fn, args, leaves, norm_axes, size, out_axes)
+    mapped.__name__ = f"vmap({getattr(fn, '__name__', 'f')})"
+    mapped.__qualname__ = mapped.__name__
+    mapped.__wrapped__ = fn
+    return mapped
+
+
+def _run(fn, args, leaves, axes, size, out_axes):
+    avals = []
+    for v, ax in zip(leaves, axes):
+        a = abstract_leaf(v)
+        avals.append(a if ax is None else Aval(a.shape[:ax] + a.shape[ax + 1:], a.dtype))
+    traced = trace_flat(fn, tuple(args), avals=avals,
+                        name=f"vmap_{getattr(fn, '__name__', 'f')}".replace("<", "").replace(">", ""))
+    inputs = list(leaves) + list(traced.captures)
+    dims = list(axes) + [None] * len(traced.captures)
+    outs = batch_graph(traced.graph, inputs, dims, size)
+    out_specs = _leaf_axes(out_axes, tree_unflatten(traced.out_tree, [o for o, _ in outs]),
+                           "vmap out_axes", "out_axes")
+    results = []
+    for (value, d), (spec, _) in zip(outs, out_specs):
+        results.append(_place_output(value, d, spec, size))
+    return tree_unflatten(traced.out_tree, results)
+
+
+def _place_output(value, d, spec, size):
+    if spec is None:
+        if d is not None:
+            raise BatchingError(f"at vmap out_axes, got axis spec None but output was batched "
+                                f"on axis {d}")
+        return value
+    if d is None:  # an output that does not depend on the batch: repeated, as in JAX
+        value, d = T.broadcast_to(value, shape=(size,) + _shape(value)), 0
+    nd = _ndim(value)
+    if not -nd <= spec < nd:
+        raise BatchingError(f"vmap out_axes {spec} is out of bounds for an output of "
+                            f"dimension {nd} (shape {_shape(value)} with the batch axis)")
+    return _moveaxis(value, d, int(spec) % nd)
