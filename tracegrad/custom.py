@@ -16,9 +16,10 @@ sub-graphs like other nodes without a template. On plain arrays the function
 simply runs; on eager tensors the call is compiled (`tg.compile`), so eager
 backward also uses the rule, through one `CompiledFunctionBackward` node.
 
-`custom_jvp` takes JAX's `defjvp` rule `(primals, tangents) -> (out, tangent_out)`
-and gets its reverse mode by transposing that rule (it must be linear in the
-tangents, as JAX requires).
+`custom_jvp` takes JAX's `defjvp` rule `(primals, tangents) -> (out, tangent_out)`:
+forward mode (`tg.jvp`, `tg.jacfwd`) calls the rule itself, and reverse mode
+transposes it (it must be linear in the tangents, as JAX requires). Forward mode
+through a `custom_vjp` function transposes its `bwd` (JAX refuses it).
 
     >>> import numpy as np, tracegrad as tg
     >>> @tg.custom_jvp
@@ -238,4 +239,32 @@ class custom_jvp(_CustomBase):
         bwd_graph, _ = _trace(bwd_flat, TreeDef("tuple", [tree, out_tree]),
                               avals + [n.aval for n in fun_graph.outputs], f"{name}_bwd",
                               "the jvp rule")
+        # forward mode calls the rule itself (ops/control.py _custom_jvp reads this)
+        fun_graph.custom_jvp_rule = self._jvp_graph(statics, tree, avals, fun_graph, name)
         return fwd_graph, bwd_graph
+
+    def _jvp_graph(self, statics, tree, avals, fun_graph, name):
+        """The rule as a graph: (primals..., tangents...) -> (outs..., tangents of outs)."""
+        out_avals = [n.aval for n in fun_graph.outputs]
+
+        def jvp_flat(primals, tangents):
+            out, tangent_out = _split_rule_result(self.jvp(*statics, tuple(primals),
+                                                           tuple(tangents)), name)
+            outs, touts = _leaves(out)[0], _leaves(tangent_out)[0]
+            if len(outs) != len(out_avals) or len(touts) != len(out_avals):
+                raise CustomRuleError(
+                    f"custom_jvp rule of {name} must return (out, tangent_out) shaped like the "
+                    f"function's output ({len(out_avals)} arrays), got {len(outs)} and "
+                    f"{len(touts)}")
+            return ([_fit(v, a, name) for v, a in zip(outs, out_avals)] +
+                    [_fit(t, a, name) for t, a in zip(touts, out_avals)])
+        graph, _ = _trace(jvp_flat, TreeDef("tuple", [tree, tree]), avals + avals,
+                          f"{name}_jvp", "the jvp rule")
+        return graph
+
+
+def _split_rule_result(result, name: str):
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise CustomRuleError(f"custom_jvp rule of {name} must return a pair (out, tangent_out), "
+                              f"got {type(result).__name__}")
+    return result

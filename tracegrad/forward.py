@@ -201,7 +201,6 @@ _TRANSPOSED: dict[str, Callable] = {}
 
 def _elementwise_jvp(prim: Primitive) -> Callable:
     def rule(primals, tangents, out, **attrs):
-        T = _table()
         shape, dtype = _shape_dtype(out)
         total = None
         for i, t in enumerate(tangents):

@@ -1,16 +1,15 @@
 """JAX's function transforms `vjp`, `jvp`, `linearize` and `jacfwd`.
 
-All four are built on the reverse mode tracegrad already has, and each is
-compiled once per input signature like `grad`:
+Each is compiled once per input signature like `grad`:
 
 - `vjp(f, *primals)` returns `f(*primals)` and a pullback; the pullback is the
-  gradient of `<f(p), ct>` with respect to every primal.
-- `jvp(f, primals, tangents)` computes `J @ tangents` by transposing the
-  pullback: `u -> J^T u` is linear, so its own pullback applied to the
-  tangents is `J @ tangents` (the "double VJP", exact, not a difference
-  quotient). The pullback's forward work is shared by the passes (CSE, DCE).
-- `jacfwd(f)` stacks one `jvp` per input element (columns), `jacobian` (JAX's
-  `jacrev`) one gradient per output element (rows): the same matrix.
+  gradient of `<f(p), ct>` with respect to every primal (reverse mode).
+- `jvp(f, primals, tangents)` computes `J @ tangents` in forward mode: `f` is
+  traced into a graph and the forward-mode pass (tracegrad/forward.py) applies
+  each primitive's JVP rule node by node, next to the primal computation.
+- `jacfwd(f)` runs the primal once and one tangent pass per input element
+  (columns); `jacobian` (JAX's `jacrev`) one gradient per output element (rows):
+  the same matrix.
 
     >>> import numpy as np, tracegrad as tg
     >>> f = lambda x: x ** 3
@@ -110,18 +109,31 @@ def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str = "numb
     return (out, pullback, aux) if has_aux else (out, pullback)
 
 
-def _jvp_traceable(fn: Callable, has_aux: bool, primals: tuple, tangents: tuple):
-    """Traceable: (out, J @ tangents[, aux]) by transposing the pullback."""
-    from tracegrad.compiler import grad
-    result = fn(*primals)
-    out, aux = _split_aux(result, has_aux)
-    out_leaves, out_tree = tree_flatten(out, arrays_only_scalars=True)
+def _trace_fn(fn: Callable, primals: tuple):
+    """`fn` traced on the flattened `primals` (tracers of the enclosing trace):
+    (graph, out_tree, primal leaves + captured outer values)."""
+    from tracegrad.tracing import abstract_leaf, trace_subgraph
+    leaves, in_tree = tree_flatten(tuple(primals), arrays_only_scalars=True)
+    avals = [abstract_leaf(v) for v in leaves]
+    name = getattr(fn, "__name__", "f").strip("<>")
+    graph, out_tree, captures = trace_subgraph(fn, in_tree, avals, name)
+    return graph, out_tree, list(leaves) + list(captures)
 
-    def transposed(u):
-        return _vdot(_pullback(fn, has_aux, primals, u), tangents)
-    zeros = tree_unflatten(out_tree, [api.zeros_like(o) if _is_float_leaf(o) else o
-                                      for o in out_leaves])
-    tangent_out = grad(transposed, backend="interpret", optimize=False)(zeros)
+
+def _jvp_traceable(fn: Callable, has_aux: bool, primals: tuple, tangents: tuple):
+    """Traceable: (out, J @ tangents[, aux]) by the forward-mode pass over `fn`'s graph."""
+    from tracegrad.forward import jvp_apply, zeros_like_if_none
+    graph, out_tree, args = _trace_fn(fn, primals)
+    t_leaves = _leaves(tuple(tangents))
+    t_leaves += [None] * (len(args) - len(t_leaves))  # closed-over values: no tangent
+    outs, touts = jvp_apply(graph, args, [t if _is_float_leaf(p) else None
+                                          for p, t in zip(args, t_leaves)])
+    result = tree_unflatten(out_tree, outs)
+    out, aux = _split_aux(result, has_aux)
+    n_out = len(_leaves(out)) if has_aux else len(outs)
+    tangent_out = [zeros_like_if_none(t, o) for o, t in zip(outs[:n_out], touts[:n_out])]
+    out_tree_only = out_tree.children[0] if has_aux else out_tree
+    tangent_out = tree_unflatten(out_tree_only, tangent_out)
     return (out, tangent_out, aux) if has_aux else (out, tangent_out)
 
 
@@ -188,22 +200,28 @@ def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = Fa
     positions = _normalize_argnums(argnums)
 
     def jacobian_columns(*args):
+        from tracegrad.autodiff import replay
+        from tracegrad.forward import tangent_pass
+        from tracegrad.tracing import active_contexts
+        graph, out_tree, leaves = _trace_fn(fn, args)
+        env = replay(graph, leaves, active_contexts()[-1])  # the primal, computed once
+        result = tree_unflatten(out_tree, [env[n.id] for n in graph.outputs])
+        out, aux = _split_aux(result, has_aux)
+        out_node = graph.outputs[0]
+        arg_inputs = _argument_inputs(graph, args, positions)
         jacobians = []
-        out = aux = None
         for pos in positions:
-            x = args[pos]
-            shape, n = tuple(np.shape(x)), int(np.prod(np.shape(x), dtype=np.int64))
-            dtype = np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype)
+            node = arg_inputs[pos]
+            shape, n = node.shape, node.size
             cols = []
-            for k in range(n):
-                basis = np.zeros(n, dtype)
+            for k in range(n):  # one tangent pass per basis vector; the primal is shared
+                basis = np.zeros(n, node.dtype)
                 basis[k] = 1
-                tangents = tuple(basis.reshape(shape) if i == pos else api.zeros_like(a)
-                                 for i, a in enumerate(args))
-                res = _jvp_traceable(fn, has_aux, tuple(args), tangents)
-                out, t = res[0], res[1]
-                aux = res[2] if has_aux else None
-                cols.append(api.ravel(t))
+                tenv = tangent_pass(graph, env, {node.id: basis.reshape(shape)},
+                                    active_contexts()[-1])
+                t = tenv.get(out_node.id)
+                cols.append(api.ravel(t) if t is not None else np.zeros(out_node.size,
+                                                                       out_node.dtype))
             out_shape = tuple(np.shape(out))
             if cols:
                 stacked = api.stack(cols, axis=-1)
@@ -214,6 +232,20 @@ def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = Fa
         return (result, aux) if has_aux else result
     jacobian_columns.__name__ = f"jacfwd({getattr(fn, '__name__', 'f')})"
     return CompiledFunction(jacobian_columns, "compile", backend=backend)
+
+
+def _argument_inputs(graph, args: tuple, positions: Sequence[int]) -> dict:
+    """The graph input of each differentiated (array) argument of jacfwd."""
+    nodes, k = {}, 0
+    for i, a in enumerate(args):
+        n_leaves = len(_leaves(a))
+        if i in positions:
+            if n_leaves != 1:
+                raise TypeError(f"jacfwd differentiates array arguments; argument {i} is a "
+                                f"{type(a).__name__} with {n_leaves} leaves")
+            nodes[i] = graph.inputs[k]
+        k += n_leaves
+    return nodes
 
 
 def _moveaxis(x, source: int, destination: int):

@@ -19,6 +19,12 @@ Reverse mode:
   only, never the body's intermediates).
 - cond: a cond over the two branches' VJPs: only the taken branch runs.
 - while: no reverse mode (its trip count is data), as in JAX.
+
+Forward mode (each primitive's `jvp`, tracegrad/forward.py): a scan over the
+body's JVP (carry and tangent carry side by side), a cond over the branches'
+JVPs, a while loop over the body's JVP (forward mode needs no residuals, so
+while loops have it), a call of the called graph's JVP; a `custom_jvp`
+function calls its user rule, a `custom_vjp` one transposes its `bwd`.
 """
 from __future__ import annotations
 
@@ -168,10 +174,15 @@ def history_base(graph: Graph) -> Graph | None:
 
 
 def clear_caches() -> None:
-    """Forget the reverse-mode graphs built for bodies (tracegrad.clear_caches)."""
+    """Forget the reverse- and forward-mode graphs built for bodies (tracegrad.clear_caches)."""
     _scan_backward_parts.cache_clear()
     _cond_backward_branch.cache_clear()
+    _jvp_of.cache_clear()
+    _scan_jvp_body.cache_clear()
+    _while_jvp_graphs.cache_clear()
     _RUNNERS.clear()
+    from tracegrad import forward
+    forward.clear_caches()
 
 
 def residual_bytes(graph: Graph) -> int:
@@ -297,10 +308,107 @@ def _scan_vjps(needed, g, out, *operands, body, length, reverse, n_carry, n_xs):
     return grads
 
 
+# ------------------------------------------------------- forward mode, shared
+
+@functools.lru_cache(maxsize=256)
+def _jvp_of(graph: Graph, wrt: tuple) -> Graph:
+    """(inputs..., tangents of `wrt`) -> (outputs..., one tangent per output)."""
+    from tracegrad.forward import jvp_graph
+    return jvp_graph(graph, wrt=list(wrt))
+
+
+def _float_wrt(graph: Graph, tangents: Sequence, offset: int = 0) -> tuple:
+    """Positions (in graph.inputs) of float inputs whose tangent is not None;
+    tangents[k + offset] belongs to graph.inputs[k]."""
+    return tuple(k for k, node in enumerate(graph.inputs)
+                 if _is_float(node.dtype) and tangents[k + offset] is not None)
+
+
+def pack_tangents(tangents: Sequence, avals: Sequence[Aval]):
+    """The tangent of a packed value: its parts' tangents (None: zero) packed the same
+    way, with tracegrad ops (so it records on tracers)."""
+    from tracegrad.ops import api
+    dtype, slots = packed_layout(avals)
+    parts = []
+    for t, (_, size, _, _) in zip(tangents, slots):
+        if t is None or not _is_float(dtype):
+            parts.append(np.zeros(size, dtype))
+            continue
+        t = api.reshape(t, (size,))
+        parts.append(t if np.dtype(t.dtype) == dtype else api.astype(t, dtype))
+    if all(isinstance(p, np.ndarray) for p in parts):  # every tangent is zero
+        return None
+    return parts[0] if len(parts) == 1 else api.concatenate(parts)
+
+
+def _zeros_if_none(t, primal):
+    from tracegrad.forward import zeros_like_if_none
+    return zeros_like_if_none(t, primal)
+
+
+@functools.lru_cache(maxsize=256)
+def _scan_jvp_body(body: Graph, n_carry: int, n_xs: int, wrt: tuple) -> Graph:
+    """The body of a scan over carry and tangent carry: inputs (carry, tangents of the
+    float carries, x_t, their tangents, consts, their tangents), outputs (carry',
+    tangents of the float carries', y_t, tangents of the float y_t)."""
+    from tracegrad.autodiff import replay
+    from tracegrad.tracing import TraceContext, output_node
+    fwd = _jvp_of(body, wrt)
+    n_in, n_out = len(body.inputs), len(body.outputs)
+    groups = [range(0, n_carry), range(n_carry, n_carry + n_xs), range(n_carry + n_xs, n_in)]
+    ctx = TraceContext(f"{body.name}_jvp")
+    with ctx.active():
+        primals: list = [None] * n_in
+        tangents: dict = {}
+        for group in groups:
+            for k in group:
+                primals[k] = ctx.new_input(body.inputs[k].aval, f"in{k}")
+            for k in group:
+                if k in wrt:
+                    tangents[k] = ctx.new_input(body.inputs[k].aval, f"t_in{k}")
+        env = replay(fwd, primals + [tangents[k] for k in wrt], ctx)
+        outs = [env[o.id] for o in fwd.outputs[:n_out]]
+        touts = [env[o.id] for o in fwd.outputs[n_out:]]
+        float_out = [k for k, n in enumerate(body.outputs) if _is_float(n.dtype)]
+        order = list(range(n_carry)) + [n_out + k for k in float_out if k < n_carry]
+        order += list(range(n_carry, n_out)) + [n_out + k for k in float_out if k >= n_carry]
+        for k in order:
+            ctx.graph.outputs.append(output_node(ctx, outs[k] if k < n_out else touts[k - n_out]))
+    return ctx.graph
+
+
+def _scan_jvp(primals, tangents, out, *, body, length, reverse, n_carry, n_xs):
+    """One scan over the body's JVP; every float carry has a tangent carry (zeros where
+    none enters: the xs' tangents reach the carry after one step)."""
+    float_carry = [k for k in range(n_carry) if _is_float(body.inputs[k].dtype)]
+    given = _float_wrt(body, tangents)
+    wrt = tuple(sorted(set(float_carry) | set(given)))
+    if not given:
+        return None
+    new_body = _scan_jvp_body(body, n_carry, n_xs, wrt)
+    n_in = len(primals)
+    carry, xs, consts = (primals[:n_carry], primals[n_carry:n_carry + n_xs],
+                         primals[n_carry + n_xs:])
+    tcarry = [_zeros_if_none(tangents[k], primals[k]) for k in float_carry]
+    txs = [tangents[k] for k in wrt if n_carry <= k < n_carry + n_xs]
+    tconsts = [tangents[k] for k in wrt if n_carry + n_xs <= k < n_in]
+    new_n_carry = n_carry + len(tcarry)
+    packed = scan_p(*carry, *tcarry, *xs, *txs, *consts, *tconsts, body=new_body, length=length,
+                    reverse=reverse, n_carry=new_n_carry, n_xs=n_xs + len(txs))
+    parts = unpack(packed, _scan_avals(new_body, length, new_n_carry))
+    out_avals = _scan_avals(body, length, n_carry)
+    t_carry = dict(zip(float_carry, parts[n_carry:new_n_carry]))
+    n_y = len(body.outputs) - n_carry
+    float_y = [j for j in range(n_y) if _is_float(body.outputs[n_carry + j].dtype)]
+    t_y = dict(zip(float_y, parts[new_n_carry + n_y:]))
+    return pack_tangents([t_carry.get(k) for k in range(n_carry)] +
+                         [t_y.get(j) for j in range(n_y)], out_avals)
+
+
 scan_p = primitive(
     "scan", impl=_scan_impl, shape_rule=_scan_rule, kind="other",
-    vjps=PerOperand(_scan_vjp, batch=_scan_vjps), torch_name="ScanBackward", saves=(),
-    codegen=None)
+    vjps=PerOperand(_scan_vjp, batch=_scan_vjps), jvp=_scan_jvp, torch_name="ScanBackward",
+    saves=(), codegen=None)
 
 
 # ---------------------------------------------------------------------- cond
@@ -360,9 +468,23 @@ def _cond_vjp(i, g, out, pred, *operands, true_branch, false_branch):
     return unpack(packed, [as_aval(operands[j]) for j in float_in])[float_in.index(k)]
 
 
+def _cond_jvp(primals, tangents, out, *, true_branch, false_branch):
+    """A cond over the two branches' JVPs: only the taken branch runs."""
+    wrt = _float_wrt(true_branch, tangents, offset=1)
+    if not wrt:
+        return None
+    t_graph, f_graph = _jvp_of(true_branch, wrt), _jvp_of(false_branch, wrt)
+    packed = cond_p(primals[0], *primals[1:], *[tangents[1 + k] for k in wrt],
+                    true_branch=t_graph, false_branch=f_graph)
+    n_out = len(true_branch.outputs)
+    parts = unpack(packed, [n.aval for n in t_graph.outputs])
+    return pack_tangents(parts[n_out:], [n.aval for n in true_branch.outputs])
+
+
 cond_p = primitive(
     "cond", impl=_cond_impl, shape_rule=_cond_rule, kind="other",
-    vjps=PerOperand(_cond_vjp), torch_name="CondBackward", saves=(), codegen=None)
+    vjps=PerOperand(_cond_vjp), jvp=_cond_jvp, torch_name="CondBackward", saves=(),
+    codegen=None)
 
 
 # --------------------------------------------------------------------- while
@@ -396,9 +518,66 @@ def _while_vjp(i, g, out, *operands, cond, body, n_carry):
         "tracegrad.scan, which are differentiable.")
 
 
+@functools.lru_cache(maxsize=256)
+def _while_jvp_graphs(cond: Graph, body: Graph, n_carry: int, wrt: tuple):
+    """(cond, body) of a while loop over carry and tangent carry: cond (carry, tangents
+    of the float carries, cond consts) ignores the tangents; body (carry, tangents,
+    body consts, their tangents) -> (carry', tangents')."""
+    from tracegrad.autodiff import replay
+    from tracegrad.tracing import TraceContext, output_node
+    float_carry = [k for k in wrt if k < n_carry]
+    fwd = _jvp_of(body, wrt)
+    ctx = TraceContext(f"{body.name}_jvp")
+    with ctx.active():
+        carry = [ctx.new_input(body.inputs[k].aval, f"carry{k}") for k in range(n_carry)]
+        tcarry = [ctx.new_input(body.inputs[k].aval, f"t_carry{k}") for k in float_carry]
+        consts = [ctx.new_input(n.aval, f"const{k}") for k, n in enumerate(body.inputs[n_carry:])]
+        tconsts = [ctx.new_input(body.inputs[k].aval, f"t_const{k}") for k in wrt if k >= n_carry]
+        env = replay(fwd, carry + consts + tcarry + tconsts, ctx)
+        n_out = len(body.outputs)
+        for o in fwd.outputs[:n_out]:
+            ctx.graph.outputs.append(output_node(ctx, env[o.id]))
+        for k in float_carry:
+            ctx.graph.outputs.append(output_node(ctx, env[fwd.outputs[n_out + k].id]))
+    new_body = ctx.graph
+    cctx = TraceContext(f"{cond.name}_jvp")
+    with cctx.active():
+        carry = [cctx.new_input(cond.inputs[k].aval, f"carry{k}") for k in range(n_carry)]
+        for k in float_carry:
+            cctx.new_input(cond.inputs[k].aval, f"t_carry{k}")
+        consts = [cctx.new_input(n.aval, f"const{k}") for k, n in enumerate(cond.inputs[n_carry:])]
+        env = replay(cond, carry + consts, cctx)
+        cctx.graph.outputs.append(output_node(cctx, env[cond.outputs[0].id]))
+    return cctx.graph, new_body
+
+
+def _while_jvp(primals, tangents, out, *, cond, body, n_carry):
+    """A while loop over the body's JVP (the same trip count as the primal loop)."""
+    n_cond_consts = len(cond.inputs) - n_carry
+    body_tangents = list(tangents[:n_carry]) + list(tangents[n_carry + n_cond_consts:])
+    given = _float_wrt(body, body_tangents)
+    if not given:
+        return None
+    float_carry = [k for k in range(n_carry) if _is_float(body.inputs[k].dtype)]
+    wrt = tuple(sorted(set(float_carry) | set(given)))
+    new_cond, new_body = _while_jvp_graphs(cond, body, n_carry, wrt)
+    carry = primals[:n_carry]
+    cond_consts = primals[n_carry:n_carry + n_cond_consts]
+    body_consts = primals[n_carry + n_cond_consts:]
+    tcarry = [_zeros_if_none(tangents[k], primals[k]) for k in float_carry]
+    tconsts = [body_tangents[k] for k in wrt if k >= n_carry]
+    packed = while_p(*carry, *tcarry, *cond_consts, *body_consts, *tconsts, cond=new_cond,
+                     body=new_body, n_carry=n_carry + len(tcarry))
+    parts = unpack(packed, [n.aval for n in new_body.outputs])
+    t_carry = dict(zip(float_carry, parts[n_carry:]))
+    return pack_tangents([t_carry.get(k) for k in range(n_carry)],
+                         [n.aval for n in body.outputs])
+
+
 while_p = primitive(
     "while", impl=_while_impl, shape_rule=_while_rule, kind="other",
-    vjps=PerOperand(_while_vjp), torch_name="WhileBackward", saves=(), codegen=None)
+    vjps=PerOperand(_while_vjp), jvp=_while_jvp, torch_name="WhileBackward", saves=(),
+    codegen=None)
 
 
 # ---------------------------------------------------------------------- call
@@ -426,9 +605,21 @@ def _call_vjp(i, g, out, *operands, graph):
     return unpack(packed, [as_aval(operands[j]) for j in float_in])[float_in.index(i)]
 
 
+def _call_jvp(primals, tangents, out, *, graph):
+    """A call of the called graph's JVP."""
+    wrt = _float_wrt(graph, tangents)
+    if not wrt:
+        return None
+    fwd = _jvp_of(graph, wrt)
+    packed = call_p(*primals, *[tangents[k] for k in wrt], graph=fwd)
+    parts = unpack(packed, [n.aval for n in fwd.outputs])
+    return pack_tangents(parts[len(graph.outputs):], [n.aval for n in graph.outputs])
+
+
 call_p = primitive(
     "call", impl=_call_impl, shape_rule=_call_rule, kind="other",
-    vjps=PerOperand(_call_vjp), torch_name="CallBackward", saves=(), codegen=None)
+    vjps=PerOperand(_call_vjp), jvp=_call_jvp, torch_name="CallBackward", saves=(),
+    codegen=None)
 
 
 # ---------------------------------------------------------- custom_vjp_call
@@ -453,6 +644,22 @@ def _custom_vjp(i, g, out, *operands, fun, fwd, bwd, n_out):
     return grads[i]
 
 
+def _custom_jvp(primals, tangents, out, *, fun, fwd, bwd, n_out):
+    """A `custom_jvp` function's own rule (tracegrad/custom.py stores its traced graph,
+    (primals..., tangents...) -> (outs..., tangents...), on `fun` as `custom_jvp_rule`);
+    otherwise (custom_vjp) the transpose of the user's `bwd`, exact as it is linear."""
+    rule = getattr(fun, "custom_jvp_rule", None)
+    if rule is None:
+        from tracegrad.forward import derived_jvp
+        return derived_jvp(custom_vjp_p)(primals, tangents, out, fun=fun, fwd=fwd, bwd=bwd,
+                                         n_out=n_out)
+    packed = call_p(*primals, *[_zeros_if_none(t, p) for p, t in zip(primals, tangents)],
+                    graph=rule)
+    parts = unpack(packed, [n.aval for n in rule.outputs])
+    return pack_tangents(parts[n_out:], [n.aval for n in fun.outputs])
+
+
 custom_vjp_p = primitive(
     "custom_vjp_call", impl=_custom_impl, shape_rule=_custom_rule, kind="other",
-    vjps=PerOperand(_custom_vjp), torch_name="CustomVjpBackward", saves=(), codegen=None)
+    vjps=PerOperand(_custom_vjp), jvp=_custom_jvp, torch_name="CustomVjpBackward", saves=(),
+    codegen=None)

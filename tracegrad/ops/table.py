@@ -36,8 +36,8 @@ import math
 
 import numpy as np
 
-from tracegrad.ops.core import (Aval, DTypeError, OutOfRangeError, aval_of, op_error,  # noqa: F401
-                                primitive, promote)
+from tracegrad.ops.core import (REGISTRY, Aval, DTypeError, OutOfRangeError, aval_of,  # noqa: F401
+                                op_error, primitive, promote)
 from tracegrad.ops.parallel import elementwise_impl, fused_vjp
 from tracegrad.ops.rulekit import (  # noqa: F401  (re-exported: drivers and tests use T.<name>)
     PerOperand, array_avals, as_aval, broadcast_shapes, comparison_rule, dtype_name,
@@ -46,23 +46,65 @@ from tracegrad.ops.rulekit import (  # noqa: F401  (re-exported: drivers and tes
 
 
 # --------------------------------------------------------------- arithmetic
+# jvp rules take (primals, tangents, out, **attrs), a None tangent being zero, and
+# return the output's tangent (None: zero); the forward-mode pass (tracegrad/forward.py)
+# broadcasts and casts it to the output. Elementwise ops without one use their vjp
+# applied to the tangent (their Jacobian is diagonal): Primitive.jvp_rule.
+
+
+def _plus(a, b):
+    """a + b where None is zero (tangents)."""
+    return b if a is None else a if b is None else add(a, b)
+
+
+def _minus(a, b):
+    return a if b is None else neg(b) if a is None else sub(a, b)
+
+
+def _or_zeros(t, like):
+    """A tangent, or zeros shaped like its primal."""
+    return full_like(like, value=0) if t is None else t
+
+
+def _linear_jvp(name):
+    """The jvp of primitive `name`, linear in its first operand (the others are index
+    arrays, without tangents): the op applied to the tangent."""
+    def rule(primals, tangents, out, **attrs):
+        t = tangents[0]
+        return None if t is None else REGISTRY[name](t, *primals[1:], **attrs)
+    rule.__name__ = f"{name}_jvp"
+    return rule
+
+
+def _mul_jvp(primals, tangents, out):
+    (x, y), (tx, ty) = primals, tangents
+    return _plus(None if tx is None else mul(tx, y), None if ty is None else mul(x, ty))
+
+
+def _div_jvp(primals, tangents, out):
+    (x, y), (tx, ty) = primals, tangents
+    # d(x / y) = tx / y - ty * (x / y) / y
+    return _minus(None if tx is None else div(tx, y), None if ty is None else div(mul(ty, out), y))
+
 
 add = primitive(
     "add", impl=elementwise_impl(np.add), shape_rule=elementwise_rule("add"), kind="elementwise",
     vjps=(lambda g, out, x, y: g, lambda g, out, x, y: g),
+    jvp=lambda primals, tangents, out: _plus(*tangents),
     torch_name="AddBackward0", saves=(), codegen="({0} + {1})")
 
 sub = primitive(
     "sub", impl=elementwise_impl(np.subtract), shape_rule=elementwise_rule("sub", no_bool=True),
     kind="elementwise",
     vjps=(lambda g, out, x, y: g, lambda g, out, x, y: neg(g)),
+    jvp=lambda primals, tangents, out: _minus(*tangents),
     # PyTorch: `1 - x` is rsub
     torch_name=lambda x, y: "RsubBackward1" if is_static_scalar(x) else "SubBackward0",
     saves=(), codegen="({0} - {1})")
 
 mul = primitive(
     "mul", impl=elementwise_impl(np.multiply), shape_rule=elementwise_rule("mul"), kind="elementwise",
-    vjps=(lambda g, out, x, y: mul(g, y), lambda g, out, x, y: mul(g, x)),
+    vjps=(lambda g, out, x, y: mul(g, y), lambda g, out, x, y: mul(g, x)), jvp=_mul_jvp,
     torch_name="MulBackward0", saves=(0, 1), codegen="({0} * {1})")
 
 div = primitive(
@@ -71,12 +113,13 @@ div = primitive(
     vjps=(lambda g, out, x, y: div(g, y),
           # PyTorch's form: -g * ((x / y) / y), which overflows later than x / y**2
           lambda g, out, x, y: neg(mul(g, div(div(x, y), y)))),
+    jvp=_div_jvp,
     torch_name="DivBackward0", saves=(0, 1), codegen="({0} / {1})")
 
 neg = primitive(
     "neg", impl=elementwise_impl(np.negative), shape_rule=elementwise_rule("neg", no_bool=True),
     kind="elementwise",
-    vjps=(lambda g, out, x: neg(g),),
+    vjps=(lambda g, out, x: neg(g),), jvp=lambda primals, tangents, out: neg(tangents[0]),
     torch_name="NegBackward0", saves=(), codegen="(-{0})")
 
 
@@ -236,6 +279,8 @@ where = primitive(
     vjps=(no_grad,
           lambda g, out, c, x, y: where(c, g, 0),
           lambda g, out, c, x, y: where(c, 0, g)),
+    jvp=lambda primals, tangents, out: None if tangents[1] is None and tangents[2] is None
+    else where(primals[0], _or_zeros(tangents[1], out), _or_zeros(tangents[2], out)),
     torch_name="WhereBackward0", saves=(0,), codegen="tg_where({0}, {1}, {2})")
 
 
@@ -290,10 +335,16 @@ def _astype_codegen(dtype):
     return "({0} != 0)" if np.dtype(dtype) == np.bool_ else f"np.{np.dtype(dtype).name}({{0}})"
 
 
+def _astype_jvp(primals, tangents, out, dtype):
+    return astype(tangents[0], dtype=dtype) if np.issubdtype(np.dtype(dtype), np.floating) \
+        else None
+
+
 astype = primitive(
     "astype", impl=lambda x, dtype: np.array(x, dtype=dtype, copy=True),
     shape_rule=_astype_rule, kind="elementwise",
-    vjps=(_astype_vjp,), torch_name="ToCopyBackward0", saves=(), codegen=_astype_codegen)
+    vjps=(_astype_vjp,), jvp=_astype_jvp, torch_name="ToCopyBackward0", saves=(),
+    codegen=_astype_codegen)
 
 
 def _full_like_rule(x, value, dtype=None):
@@ -371,6 +422,27 @@ def _var_vjp(g, out, x, axis=None, keepdims=False, ddof=0):
     return mul(_keep(g, x, axis, keepdims), mul(centered, scale))
 
 
+def _extremum_jvp(primals, tangents, out, axis=None, keepdims=False):
+    # the mean of the tangents at the ties (the transpose of _extremum_vjp)
+    (x,), (t,) = primals, tangents
+    at_extremum = astype(eq(x, _keep(out, x, axis, keepdims)), dtype=dtype_name(t))
+    ties = sum_(at_extremum, axis=axis, keepdims=keepdims)
+    return div(sum_(mul(t, at_extremum), axis=axis, keepdims=keepdims), ties)
+
+
+def _var_jvp(primals, tangents, out, axis=None, keepdims=False, ddof=0):
+    (x,), (t,) = primals, tangents
+    centered = sub(x, mean(x, axis=axis, keepdims=True))
+    dof = _reduced_count(x, axis) - ddof
+    scale = 2.0 / dof if dof > 0 else math.inf
+    return mul(sum_(mul(centered, t), axis=axis, keepdims=keepdims), scale)
+
+
+def _logsumexp_jvp(primals, tangents, out, axis=None, keepdims=False):
+    (x,), (t,) = primals, tangents
+    return sum_(mul(t, exp(sub(x, _keep(out, x, axis, keepdims)))), axis=axis, keepdims=keepdims)
+
+
 def _logsumexp_impl(x, axis=None, keepdims=False):
     peak = np.max(x, axis=axis, keepdims=True)
     peak = np.where(np.isfinite(peak), peak, 0)  # all -inf rows give -inf, not nan
@@ -399,25 +471,27 @@ def _sum_impl(x, axis=None, keepdims=False):
 sum_ = primitive(
     "sum", impl=_sum_impl,
     shape_rule=reduce_rule("sum"), kind="reduction",
-    vjps=(_sum_vjp,), torch_name=_by_axis("SumBackward0", "SumBackward1"),
+    vjps=(_sum_vjp,), jvp=lambda primals, tangents, out, **attrs: sum_(tangents[0], **attrs),
+    torch_name=_by_axis("SumBackward0", "SumBackward1"),
     saves=(), codegen="reduce_sum")
 
 mean = primitive(
     "mean", impl=lambda x, axis=None, keepdims=False: np.asarray(np.mean(x, axis=axis, keepdims=keepdims)),
     shape_rule=reduce_rule("mean"), kind="reduction",
-    vjps=(_mean_vjp,), torch_name=_by_axis("MeanBackward0", "MeanBackward1"),
+    vjps=(_mean_vjp,), jvp=lambda primals, tangents, out, **attrs: mean(tangents[0], **attrs),
+    torch_name=_by_axis("MeanBackward0", "MeanBackward1"),
     saves=(), codegen="reduce_mean")
 
 max_ = primitive(
     "max", impl=lambda x, axis=None, keepdims=False: np.asarray(np.max(x, axis=axis, keepdims=keepdims)),
     shape_rule=reduce_rule("max"), kind="reduction",
-    vjps=(_extremum_vjp,), torch_name=_by_axis("MaxBackward1", "MaxBackward0"),
+    vjps=(_extremum_vjp,), jvp=_extremum_jvp, torch_name=_by_axis("MaxBackward1", "MaxBackward0"),
     saves=(0, "out"), codegen="reduce_max")
 
 min_ = primitive(
     "min", impl=lambda x, axis=None, keepdims=False: np.asarray(np.min(x, axis=axis, keepdims=keepdims)),
     shape_rule=reduce_rule("min"), kind="reduction",
-    vjps=(_extremum_vjp,), torch_name=_by_axis("MinBackward1", "MinBackward0"),
+    vjps=(_extremum_vjp,), jvp=_extremum_jvp, torch_name=_by_axis("MinBackward1", "MinBackward0"),
     saves=(0, "out"), codegen="reduce_min")
 
 argmax = primitive(
@@ -437,11 +511,11 @@ var = primitive(
     impl=lambda x, axis=None, keepdims=False, ddof=0: np.asarray(
         np.var(x, axis=axis, keepdims=keepdims, ddof=ddof)),
     shape_rule=reduce_rule("var"), kind="reduction",
-    vjps=(_var_vjp,), torch_name="VarBackward0", saves=(0,), codegen="reduce_var")
+    vjps=(_var_vjp,), jvp=_var_jvp, torch_name="VarBackward0", saves=(0,), codegen="reduce_var")
 
 logsumexp = primitive(
     "logsumexp", impl=_logsumexp_impl, shape_rule=reduce_rule("logsumexp", "mean", float_only=True),
-    kind="reduction", vjps=(_logsumexp_vjp,), torch_name="LogsumexpBackward0",
+    kind="reduction", vjps=(_logsumexp_vjp,), jvp=_logsumexp_jvp, torch_name="LogsumexpBackward0",
     saves=(0, "out"), codegen="reduce_logsumexp")
 
 # ------------------------------------------------------------ softmax family
@@ -477,11 +551,16 @@ def _softmax_rule(name):
 softmax = primitive(
     "softmax", impl=_softmax_impl, shape_rule=_softmax_rule("softmax"), kind="other",
     vjps=(lambda g, out, x, axis: mul(out, sub(g, sum_(mul(g, out), axis=axis, keepdims=True))),),
+    # the Jacobian is symmetric: the jvp is the vjp applied to the tangent
+    jvp=lambda primals, tangents, out, axis: mul(out, sub(tangents[0], sum_(
+        mul(tangents[0], out), axis=axis, keepdims=True))),
     torch_name="SoftmaxBackward0", saves=("out",), codegen="softmax")
 
 log_softmax = primitive(
     "log_softmax", impl=_log_softmax_impl, shape_rule=_softmax_rule("log_softmax"), kind="other",
     vjps=(lambda g, out, x, axis: sub(g, mul(exp(out), sum_(g, axis=axis, keepdims=True))),),
+    jvp=lambda primals, tangents, out, axis: sub(tangents[0], sum_(
+        mul(tangents[0], exp(out)), axis=axis, keepdims=True)),
     torch_name="LogSoftmaxBackward0", saves=("out",), codegen="log_softmax")
 
 # --------------------------------------------------------------- shape ops
@@ -500,6 +579,7 @@ reshape = primitive(
     "reshape", impl=lambda x, shape: np.reshape(x, shape), shape_rule=_reshape_rule,
     kind="shape",
     vjps=(lambda g, out, x, shape: reshape(g, shape=tuple(np.shape(x))),),
+    jvp=lambda primals, tangents, out, shape: reshape(tangents[0], shape=shape),
     torch_name="ViewBackward0", saves=(), codegen="reshape")
 
 
@@ -519,6 +599,7 @@ broadcast_to = primitive(
     "broadcast_to", impl=lambda x, shape: np.broadcast_to(x, shape), shape_rule=_broadcast_to_rule,
     kind="shape",
     vjps=(lambda g, out, x, shape: g,),  # the driver sums g back to x's shape
+    jvp=lambda primals, tangents, out, shape: broadcast_to(tangents[0], shape=shape),
     torch_name="ExpandBackward0", saves=(), codegen="broadcast")
 
 
@@ -544,6 +625,7 @@ transpose = primitive(
     "transpose", impl=_transpose_impl, shape_rule=_transpose_rule,
     kind="shape",
     vjps=(lambda g, out, x, axes: transpose(g, axes=tuple(int(i) for i in np.argsort(axes))),),
+    jvp=lambda primals, tangents, out, axes: transpose(tangents[0], axes=axes),
     torch_name=_transpose_torch_name, saves=(), codegen="transpose")
 
 
@@ -596,7 +678,10 @@ def _concatenate_vjps(needed, g, out, *xs, axis):
 concatenate = primitive(
     "concatenate", impl=lambda *xs, axis: np.concatenate(xs, axis=axis),
     shape_rule=_concatenate_rule, kind="shape",
-    vjps=PerOperand(_concatenate_vjp, batch=_concatenate_vjps), torch_name="CatBackward0", saves=(),
+    vjps=PerOperand(_concatenate_vjp, batch=_concatenate_vjps),
+    jvp=lambda primals, tangents, out, axis: concatenate(
+        *[_or_zeros(t, x) for x, t in zip(primals, tangents)], axis=axis),
+    torch_name="CatBackward0", saves=(),
     codegen="concatenate")
 
 # ------------------------------------------------------------------- matmul
@@ -681,9 +766,15 @@ def _matmul_torch_name(x, y):
     return "UnsafeViewBackward0"
 
 
+def _matmul_jvp(primals, tangents, out):
+    (x, y), (tx, ty) = primals, tangents
+    return _plus(None if tx is None else matmul(tx, y), None if ty is None else matmul(x, ty))
+
+
 matmul = primitive(
     "matmul", impl=returns_array(np.matmul), shape_rule=_matmul_rule, kind="matmul",
-    vjps=(_matmul_vjp_x, _matmul_vjp_y), torch_name=_matmul_torch_name, saves=(0, 1),
+    vjps=(_matmul_vjp_x, _matmul_vjp_y), jvp=_matmul_jvp, torch_name=_matmul_torch_name,
+    saves=(0, 1),
     codegen="matmul")
 
 
@@ -715,6 +806,8 @@ addmm = primitive(  # bias + mat1 @ mat2: nn.Linear's one node, as in PyTorch
     vjps=(lambda g, out, bias, mat1, mat2: g,  # the driver sums it to bias's shape
           lambda g, out, bias, mat1, mat2: matmul(g, transpose(mat2, axes=(1, 0))),
           lambda g, out, bias, mat1, mat2: matmul(transpose(mat1, axes=(1, 0)), g)),
+    jvp=lambda primals, tangents, out: _plus(tangents[0],
+                                             _matmul_jvp(primals[1:], tangents[1:], out)),
     torch_name="AddmmBackward0", saves=(1, 2), codegen="addmm")
 
 # ----------------------------------------------------------------- indexing
@@ -789,6 +882,7 @@ getitem = primitive(
     "getitem", impl=_getitem_impl,
     shape_rule=_getitem_rule, kind="index",
     vjps=PerOperand(_getitem_vjp), torch_name=_getitem_torch_name, saves=(),
+    jvp=_linear_jvp("getitem"),
     codegen="getitem")
 
 
@@ -820,7 +914,7 @@ def _index_add_vjp(i, gg, out, g, *arrays, spec, shape):
 
 index_add_zeros = primitive(
     "index_add_zeros", impl=_index_add_impl, shape_rule=_index_add_rule, kind="index",
-    vjps=PerOperand(_index_add_vjp),
+    vjps=PerOperand(_index_add_vjp), jvp=_linear_jvp("index_add_zeros"),
     torch_name=lambda g, *arrays, spec, shape: "IndexPutBackward0" if arrays else "SliceBackwardBackward0",
     saves=(), codegen="index_add_zeros")
 
@@ -874,6 +968,7 @@ take_along_axis = primitive(
     "take_along_axis", impl=_take_along_axis_impl,
     shape_rule=_take_along_axis_rule, kind="index",
     vjps=(_take_along_axis_vjp, no_grad), torch_name="GatherBackward0", saves=(1,),
+    jvp=_linear_jvp("take_along_axis"),
     codegen="take_along_axis")
 
 
@@ -914,6 +1009,7 @@ put_along_axis_add = primitive(
     "put_along_axis_add", impl=_put_along_axis_add_impl, shape_rule=_put_along_axis_add_rule,
     kind="index",
     vjps=(lambda gg, out, g, idx, axis, shape: take_along_axis(gg, idx, axis=axis), no_grad),
+    jvp=_linear_jvp("put_along_axis_add"),
     torch_name="ScatterAddBackward0", saves=(1,), codegen="put_along_axis_add")
 
 # --------------------------------------------------------------- nll_loss
@@ -966,6 +1062,7 @@ def _nll_loss_vjp(g, out, logp, target, reduction):
 nll_loss = primitive(
     "nll_loss", impl=_nll_loss_impl, shape_rule=_nll_loss_rule, kind="index",
     vjps=(_nll_loss_vjp, no_grad), torch_name="NllLossBackward0", saves=(1,),
+    jvp=_linear_jvp("nll_loss"),
     codegen="nll_loss")
 
 # ------------------------------------------------- NumPy coverage (issue 13)
@@ -1061,6 +1158,7 @@ def _cumsum_impl(x, axis, reverse=False):
 cumsum = primitive(  # running sum along one axis (from the end when reverse)
     "cumsum", impl=_cumsum_impl, shape_rule=_scan_rule("cumsum"), kind="other",
     vjps=(lambda g, out, x, axis, reverse=False: cumsum(g, axis=axis, reverse=not reverse),),
+    jvp=_linear_jvp("cumsum"),
     torch_name="CumsumBackward0", saves=(), codegen="cumsum")
 
 
@@ -1122,9 +1220,17 @@ def _linrec_vjp_a(g, out, a, b, axis, reverse=False):
     return mul(gb, _shift(out, axis, toward_end=not reverse))  # ga_t = gb_t h_{t-1}
 
 
+def _linrec_jvp(primals, tangents, out, axis, reverse=False):
+    # dh_t = a_t dh_{t-1} + (da_t h_{t-1} + db_t): the same recurrence, driven by the tangents
+    (a, b), (ta, tb) = primals, tangents
+    drive = _plus(None if ta is None else mul(ta, _shift(out, axis, toward_end=not reverse)), tb)
+    return linrec(a, drive, axis=axis, reverse=reverse)
+
+
 linrec = primitive(  # h_t = a_t * h_{t-1} + b_t along `axis`, h_{-1} = 0 (from the end if reverse)
     "linrec", impl=_linrec_impl, shape_rule=_linrec_rule, kind="other",
-    vjps=(_linrec_vjp_a, _linrec_vjp_b), torch_name="LinrecBackward0", saves=(0, "out"),
+    vjps=(_linrec_vjp_a, _linrec_vjp_b), jvp=_linrec_jvp, torch_name="LinrecBackward0",
+    saves=(0, "out"),
     codegen="linrec")
 
 
