@@ -196,3 +196,8 @@ from tracegrad.eager.graph import Node  # noqa: E402,F401
 # `from tracegrad.eager.autograd.functional import jacobian` works as in PyTorch
 sys.modules[__name__ + ".functional"] = functional
 sys.modules[__name__ + ".graph"] = graph
+
+# torch.autograd.Function and torch.autograd.function (custom functions)
+from tracegrad.eager import function  # noqa: E402
+from tracegrad.eager.function import Function  # noqa: E402,F401
+sys.modules[__name__ + ".function"] = function
