@@ -1,0 +1,423 @@
+"""vmap by batching rules (tracegrad/batching.py, issue 13).
+
+Every case is checked against an explicit Python loop over the batch (NumPy's
+`np.stack` of per-example results) and, where JAX is installed, against
+`jax.vmap`. Cases are ported from JAX's tests/batching_test.py and
+tests/api_test.py. The batched graphs of common functions are checked to hold
+no per-node loop (`scan`), so the rules are what runs.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad import batching
+from tracegrad.batching import BatchingError
+
+from compile_helpers import numeric_grad
+
+INTERP = dict(backend="interpret")
+
+
+@pytest.fixture(scope="module")
+def jax_np():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    return jax, jnp
+
+
+def _take(v, axis, i):
+    return v if axis is None else np.take(np.asarray(v), i, axis=axis)
+
+
+def loop_vmap(fn, in_axes, args, out_axes=0):
+    """The reference: fn on each example, results stacked with np.stack."""
+    axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+    size = next(np.shape(a)[ax] for a, ax in zip(args, axes) if ax is not None)
+    results = [fn(*[_take(a, ax, i) for a, ax in zip(args, axes)]) for i in range(size)]
+    if isinstance(results[0], tuple):
+        outs = out_axes if isinstance(out_axes, tuple) else (out_axes,) * len(results[0])
+        return tuple(np.stack([np.asarray(r[k]) for r in results], axis=o) if o is not None
+                     else np.asarray(results[0][k]) for k, o in enumerate(outs))
+    return np.stack([np.asarray(r) for r in results], axis=out_axes)
+
+
+def traced_ops(fn, *args) -> list[str]:
+    return [n.op for n in tg.trace(fn, *args).nodes]
+
+
+def check(fn, args, in_axes=0, out_axes=0, jax_fn=None, jax_np=None, rtol=1e-12,
+          no_loop=True):
+    """vmap(fn) == a Python loop (== jax.vmap(jax_fn)); its graph has no scan."""
+    ours = tg.vmap(fn, in_axes=in_axes, out_axes=out_axes)(*args)
+    expected = loop_vmap(fn, in_axes, args, out_axes)
+    for a, b in zip(ours if isinstance(ours, tuple) else (ours,),
+                    expected if isinstance(expected, tuple) else (expected,)):
+        assert np.shape(a) == np.shape(b)
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-12)
+    if jax_fn is not None and jax_np is not None:
+        jax, _ = jax_np
+        theirs = jax.vmap(jax_fn, in_axes=in_axes, out_axes=out_axes)(*args)
+        for a, b in zip(ours if isinstance(ours, tuple) else (ours,),
+                        theirs if isinstance(theirs, tuple) else (theirs,)):
+            np.testing.assert_allclose(a, np.asarray(b), rtol=max(rtol, 1e-10), atol=1e-12)
+    if no_loop:
+        graph = tg.trace(tg.vmap(fn, in_axes=in_axes, out_axes=out_axes), *args)
+        assert not batching.uses_loop_fallback(graph), str(graph)
+        assert "scan" not in [n.op for n in graph.nodes]
+    return ours
+
+
+R = np.random.RandomState(0).randn
+
+
+# ------------------------------------------------------------------- matmul
+
+MATMUL_CASES = [  # (x shape, y shape, in_axes): per-example ranks 1, 2 and 3 on each side
+    ((5, 3), (3, 4), (0, None)),
+    ((5, 3), (3,), (0, None)),
+    ((3,), (5, 3, 4), (None, 0)),
+    ((2, 3), (3, 5), (None, 1)),
+    ((5, 3), (5, 3), (0, 0)),
+    ((5, 2, 3), (5, 3), (0, 0)),
+    ((5, 3), (5, 3, 4), (0, 0)),
+    ((5, 2, 3), (5, 3, 4), (0, 0)),
+    ((2, 3, 5), (3, 4), (2, None)),
+    ((6, 2, 3), (3, 4, 5), (None, 2)),
+    ((5, 7, 2, 3), (3, 4), (0, None)),
+    ((2, 3), (6, 5, 3, 4), (None, 1)),
+    ((5, 6, 2, 3), (5, 3, 4), (0, 0)),
+    ((3, 5), (5, 2, 3, 4), (1, 0)),
+]
+
+
+@pytest.mark.parametrize("xs, ys, in_axes", MATMUL_CASES)
+def test_matmul_in_axes(xs, ys, in_axes, jax_np):
+    _, jnp = jax_np
+    check(lambda x, y: x @ y, (R(*xs), R(*ys)), in_axes, jax_fn=jnp.matmul, jax_np=jax_np)
+
+
+def test_dot_cases_from_jax(jax_np):
+    """JAX's testDot2/3/4 and testDot's nested vecvec."""
+    _, jnp = jax_np
+    xs, ys = R(10, 3), R(10, 3)
+    np.testing.assert_allclose(tg.vmap(tg.dot)(xs, ys), np.einsum("ni,ni->n", xs, ys))
+    xs, ys = R(5, 8, 10), R(10, 1)
+    np.testing.assert_allclose(tg.vmap(tg.dot, in_axes=(1, None))(xs, ys),
+                               np.einsum("inj,jk->nik", xs, ys))
+    xs, ys = R(3, 2), R(3)
+    np.testing.assert_allclose(tg.vmap(tg.dot, in_axes=(1, None))(xs, ys),
+                               np.einsum("ij,i->j", xs, ys))
+
+    def vecvec(a, b):
+        dot = tg.dot
+        for ndim in range(1, max(a.ndim, b.ndim)):
+            dot = tg.vmap(dot, in_axes=(0 if a.ndim > ndim else None,
+                                        0 if b.ndim > ndim else None))
+        return dot(a, b)
+    assert vecvec(np.zeros((3,)), np.zeros((3,))).shape == ()
+    assert vecvec(np.zeros((2, 3)), np.zeros((3,))).shape == (2,)
+    assert vecvec(np.zeros((4, 2, 3)), np.zeros((3,))).shape == (4, 2)
+
+
+def test_nested_batching_mat_mat(jax_np):
+    """JAX's testNestedBatchingMatMat: matmat from vdot by two vmaps is A @ B, and its
+    graph is one product and one reduction (JAX: one dot_general), no loop."""
+    matvec = tg.vmap(tg.vdot, in_axes=(0, None))
+    matmat = tg.vmap(matvec, in_axes=(None, 1), out_axes=1)
+    A, B = R(4, 3), R(3, 2)
+    np.testing.assert_allclose(matmat(A, B), A @ B, rtol=1e-12)
+    ops = traced_ops(matmat, A, B)
+    assert "scan" not in ops
+    assert ops.count("mul") == 1 and ops.count("sum") == 1
+
+
+# --------------------------------------------------------------- reductions
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "var", "logsumexp", "argmax",
+                                  "argmin", "std", "prod"])
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (0, False), (-1, True), ((0, 2), False),
+                                            (None, True)])
+@pytest.mark.parametrize("in_axis", [0, 1, -1])
+def test_reductions(name, axis, keepdims, in_axis):
+    if name in ("argmax", "argmin") and isinstance(axis, tuple):
+        pytest.skip("NumPy's argmax takes one axis")
+    op = getattr(tg, name)
+    x = R(4, 5, 3, 2)
+    check(lambda v: op(v, axis=axis, keepdims=keepdims), (x,), in_axis)
+
+
+def test_any_from_jax():
+    ans = tg.vmap(tg.any)(np.array([[True, False], [False, False]]))
+    np.testing.assert_array_equal(ans, [True, False])
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: tg.softmax(x, axis=-1), lambda x: tg.log_softmax(x, axis=0),
+    lambda x: tg.cumsum(x, axis=1), lambda x: tg.sort(x, axis=0), lambda x: tg.cumprod(x, axis=-1)])
+@pytest.mark.parametrize("in_axis", [0, 2])
+def test_axis_ops(fn, in_axis):
+    check(fn, (R(3, 4, 5),), in_axis)
+
+
+# -------------------------------------------------------- elementwise, shape
+
+def test_elementwise_broadcasting_against_unmapped(jax_np):
+    _, jnp = jax_np
+    x, y = R(4, 3), R(2, 3)
+    check(lambda a, b: a * b + 1.0, (x, y), (0, None), jax_fn=lambda a, b: a * b + 1.0,
+          jax_np=jax_np)
+    check(lambda a, b: tg.maximum(a, b), (x, R(3, 4)), (0, 1), jax_fn=jnp.maximum, jax_np=jax_np)
+    check(lambda a, b: tg.where(a > b, a, b ** 2), (R(2, 6), R(6)), (1, 0))
+    check(lambda a: tg.clip(a, -0.5, 0.5) > 0.1, (R(10, 5, 3, 7),), 0)  # testNpGtrThan-like
+
+
+def test_constant_function():
+    """JAX's testConstantFunction: an output that ignores the batch is repeated."""
+    np.testing.assert_array_equal(tg.vmap(lambda x: 3.0)(np.ones(4)), 3.0 * np.ones(4))
+
+
+def test_slices_and_reversal_from_jax():
+    """JAX's testSliceNumpy and testRevNumpy, in_axes/out_axes moved around."""
+    x = R(10, 5, 3, 7)
+    np.testing.assert_array_equal(tg.vmap(lambda v: v[:, 2])(x), x[:, :, 2])
+    x = R(3, 2, 4)
+    fun = lambda v: v[:, ::-1]  # noqa: E731
+    np.testing.assert_array_equal(tg.vmap(fun)(x), x[:, :, ::-1])
+    np.testing.assert_array_equal(tg.vmap(fun, (1,), 1)(x), x[:, :, ::-1])
+    np.testing.assert_array_equal(tg.vmap(fun, (2,), 2)(x), x[:, ::-1, :])
+    check(fun, (x,), 2)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda v: v.reshape(-1), lambda v: v.T, lambda v: tg.broadcast_to(v, (2,) + v.shape),
+    lambda v: tg.expand_dims(v, 1), lambda v: tg.stack([v, 2 * v], axis=-1),
+    lambda v: tg.concatenate([v, v[:1]], axis=0), lambda v: v[None, 1:, [0, 2]],
+    lambda v: v[[1, 0, 1], :, [2, 2, 0]], lambda v: v[1, :, [0, 3]],
+    lambda v: tg.take_along_axis(v, np.array([[[1], [0], [2], [4]]]), axis=2),
+    lambda v: tg.swapaxes(v, 0, 2)])
+@pytest.mark.parametrize("in_axis", [0, 1])
+def test_shape_and_index_ops(fn, in_axis):
+    check(fn, (R(3, 3, 4, 5) if in_axis == 0 else R(3, 6, 4, 5),), in_axis)
+
+
+def test_concatenate_from_jax(jax_np):
+    """JAX's testConcatenate: operands mapped on different axes, one unmapped."""
+    x, y, z = R(10, 2, 3), R(1, 10, 3), R(4, 3)
+    ans = tg.vmap(lambda *a: tg.concatenate(a, axis=0), in_axes=(0, 1, None))(x, y, z)
+    expected = np.concatenate([x, np.swapaxes(y, 0, 1), np.broadcast_to(z, (10, 4, 3))], 1)
+    np.testing.assert_array_equal(ans, expected)
+    x, y, z = R(10, 2, 1), R(2, 3), R(2, 4, 10)
+    ans = tg.vmap(lambda *a: tg.concatenate(a, axis=1), in_axes=(0, None, 2))(x, y, z)
+    expected = np.concatenate([x, np.broadcast_to(y, (10, 2, 3)), np.moveaxis(z, 2, 0)], 2)
+    np.testing.assert_array_equal(ans, expected)
+
+
+def test_dynamic_index_from_jax():
+    """JAX's testDynamicSlice: x[i] with a mapped index runs as a per-node loop, right."""
+    x = np.arange(30.0).reshape((10, 3))
+    np.testing.assert_array_equal(tg.vmap(lambda v, i: v[i], in_axes=(0, None))(x, 1), x[:, 1])
+    idx = np.array([0, 1, 2, 1, 0] * 2)
+    f = tg.vmap(lambda v, i: v[i], in_axes=(0, 0))
+    np.testing.assert_array_equal(f(x, idx), x[np.arange(10), idx])
+    assert batching.uses_loop_fallback(tg.trace(f, x, idx))
+    np.testing.assert_array_equal(tg.vmap(lambda v, i: v[i], in_axes=(None, 0))(x[0], idx),
+                                  x[0][idx])
+
+
+# ------------------------------------------------------- per-example gradients
+
+def _predict(params, inputs):
+    for W, b in params:
+        outputs = tg.dot(W, inputs) + b
+        inputs = tg.tanh(outputs)
+    return outputs
+
+
+def _mlp_loss(params, data):
+    inputs, targets = data
+    return tg.sum((_predict(params, inputs) - targets) ** 2)
+
+
+@pytest.fixture(scope="module")
+def mlp_case():
+    layer_sizes = [3, 2, 4]
+    rng = np.random.RandomState(0)
+    params = [(rng.randn(m, n), rng.randn(m)) for m, n in zip(layer_sizes[1:], layer_sizes[:-1])]
+    return params, (rng.randn(5, 3), rng.randn(5, 4))
+
+
+def test_per_example_gradients_from_jax(mlp_case, jax_np):
+    """JAX's testPerExampleGradients: vmap(partial(grad(loss), params))(batch)."""
+    params, batch = mlp_case
+    grad_loss = tg.grad(_mlp_loss, **INTERP)
+    ans = tg.vmap(functools.partial(grad_loss, params))(batch)
+    for i in range(5):
+        one = grad_loss(params, (batch[0][i], batch[1][i]))
+        for (dW, db), (eW, eb) in zip(ans, one):
+            np.testing.assert_allclose(dW[i], eW, rtol=1e-12)
+            np.testing.assert_allclose(db[i], eb, rtol=1e-12)
+    for (dW, db), (W, b) in zip(ans, params):
+        assert dW.shape == (5,) + W.shape and db.shape == (5,) + b.shape
+    jax, jnp = jax_np
+
+    def jax_loss(params, data):
+        inputs, targets = data
+        for W, b in params:
+            outputs = jnp.dot(W, inputs) + b
+            inputs = jnp.tanh(outputs)
+        return jnp.sum((outputs - targets) ** 2)
+    theirs = jax.vmap(functools.partial(jax.grad(jax_loss), params))(batch)
+    for (dW, db), (tW, tb) in zip(ans, theirs):
+        np.testing.assert_allclose(dW, np.asarray(tW), rtol=1e-10)
+        np.testing.assert_allclose(db, np.asarray(tb), rtol=1e-10)
+    graph = tg.trace(tg.vmap(functools.partial(grad_loss, params)), batch)
+    assert "scan" not in [n.op for n in graph.nodes]
+
+
+def test_np_maximum_per_example_grad():
+    """JAX's testNpMaximumPerExampleGrad, against its hand-derived gradient."""
+    x, W = R(10, 5), R(5, 5)
+    fun = lambda W, x: tg.sum(tg.maximum(tg.dot(x, W), 0.0) ** 2)  # noqa: E731
+    ans = check(functools.partial(tg.grad(fun, **INTERP), W), (x,), 0)
+    for i in range(10):
+        x_ex = x[i:i + 1]
+        expected = (2.0 * np.maximum(W.T @ x_ex.T, 0.0) @ x_ex).T
+        np.testing.assert_allclose(ans[i], expected, rtol=1e-12)
+
+
+def test_grad_of_vmap_matches_finite_differences_and_jax(jax_np):
+    X = R(6, 3)
+    w = R(3, 2)
+
+    def loss(w):
+        per_example = tg.vmap(lambda w, x: tg.sum(tg.tanh(x @ w) ** 2), in_axes=(None, 0))(w, X)
+        return tg.sum(per_example * np.arange(1.0, 7.0))
+    g = tg.grad(loss, **INTERP)(w)
+    assert tg.gradcheck(loss, (w,))
+    jax, jnp = jax_np
+    jax_loss = lambda w: jnp.sum(  # noqa: E731
+        jax.vmap(lambda w, x: jnp.sum(jnp.tanh(x @ w) ** 2), in_axes=(None, 0))(w, X)
+        * np.arange(1.0, 7.0))
+    np.testing.assert_allclose(g, np.asarray(jax.grad(jax_loss)(w)), rtol=1e-10)
+
+
+def test_jacobians_from_jax(jax_np):
+    """JAX's testJacobians: jacrev as vmap of the pullback over the standard basis
+    (out_axes=ndim(y)), jacfwd as vmap of jvp with out_axes=(None, 0)."""
+    A, b, x = R(4, 3), R(4), R(3)
+    f = lambda x: tg.tanh(tg.dot(A, x) + b)  # noqa: E731
+    y, pullback = tg.vjp(f, x, **INTERP)
+    basis = np.eye(y.size).reshape((-1,) + y.shape)
+    jac_rows, = tg.vmap(pullback, out_axes=y.ndim)(basis)
+    push = lambda v: tg.jvp(f, (x,), (v,), **INTERP)  # noqa: E731
+    y2, jac_cols = tg.vmap(push, out_axes=(None, 0))(np.eye(x.size))
+    np.testing.assert_allclose(y2, y, rtol=1e-12)
+    expected = tg.jacobian(f, **INTERP)(x)
+    # the pullback of basis vector i is row i of the Jacobian, placed on axis ndim(y)
+    np.testing.assert_allclose(jac_rows.T, expected, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(jac_cols.T, expected, rtol=1e-10, atol=1e-14)  # jvp of e_j
+    jax, jnp = jax_np
+    np.testing.assert_allclose(expected, np.asarray(jax.jacrev(
+        lambda x: jnp.tanh(A @ x + b))(x)), rtol=1e-10, atol=1e-14)
+
+
+# ------------------------------------------------- nesting, pytrees, out_axes
+
+def test_nested_vmap_closing_over_outer_example(jax_np):
+    xs, ys = R(3, 2), R(4, 2)
+    f = lambda x: tg.vmap(lambda y: tg.sum(x * y) + tg.sin(x[0]))(ys)  # noqa: E731
+    ours = check(f, (xs,), 0)
+    jax, jnp = jax_np
+    theirs = jax.vmap(lambda x: jax.vmap(lambda y: jnp.sum(x * y) + jnp.sin(x[0]))(ys))(xs)
+    np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-12)
+
+
+def test_pytree_in_axes_prefix_and_out_axes():
+    params = {"w": R(3), "b": R(5)}
+    xs = R(3, 5)
+
+    def f(p, x):
+        return {"dot": tg.sum(p["w"] * x), "shift": x + p["b"]}, tg.sum(p["w"])
+    out, total = tg.vmap(f, in_axes=({"w": None, "b": 0}, 1),
+                         out_axes=({"dot": 0, "shift": 1}, None))(params, xs)
+    for i in range(5):
+        one, t = f({"w": params["w"], "b": params["b"][i]}, xs[:, i])
+        np.testing.assert_allclose(out["dot"][i], one["dot"], rtol=1e-12)
+        np.testing.assert_allclose(out["shift"][:, i], one["shift"], rtol=1e-12)
+        np.testing.assert_allclose(total, t, rtol=1e-12)
+    check(lambda a, b: (a - b, a * b), (R(4, 2), R(2, 4)), (0, 1), out_axes=(1, -1))
+
+
+def test_vmap_inside_compile_numba(mlp_case):
+    """vmap of grad inside tg.compile: one compiled kernel, no loop over examples."""
+    params, batch = mlp_case
+    per_example = tg.vmap(tg.grad(_mlp_loss, **INTERP), in_axes=(None, 0))
+    compiled = tg.compile(lambda p, b: per_example(p, b))
+    ours = compiled(params, batch)
+    expected = per_example(params, batch)
+    for (dW, db), (eW, eb) in zip(ours, expected):
+        np.testing.assert_allclose(dW, eW, rtol=1e-10)
+        np.testing.assert_allclose(db, eb, rtol=1e-10)
+    assert "scan" not in [n.op for n in compiled.lower(params, batch).traced.nodes]
+
+
+# ------------------------------------------------------------ the loop fallback
+
+def test_loop_primitives_fall_back_correctly():
+    def running(x):
+        return tg.scan(lambda c, v: (c + v, c * v), x[0] * 0.0, x)[1]
+
+    def branch(x):
+        return tg.cond(tg.sum(x) > 0, lambda v: v * 2.0, lambda v: -v, x)
+    xs = R(5, 4)
+    for fn in (running, branch):
+        f = tg.vmap(fn)
+        np.testing.assert_allclose(f(xs), loop_vmap(fn, 0, (xs,)), rtol=1e-12)
+        assert batching.uses_loop_fallback(tg.trace(f, xs))
+        compiled = tg.compile(f, **INTERP)
+        np.testing.assert_allclose(compiled(xs), loop_vmap(fn, 0, (xs,)), rtol=1e-12)
+    loss = lambda x: tg.sum(tg.vmap(running)(x) ** 2)  # noqa: E731
+    np.testing.assert_allclose(tg.grad(loss, **INTERP)(xs), numeric_grad(loss, [xs], 0),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_eager_tensors_record_a_batched_graph():
+    import tracegrad.eager as torch
+    w = torch.tensor(R(3, 2), requires_grad=True)
+    xs = R(5, 3)
+    out = tg.vmap(lambda w, x: tg.tanh(x @ w), in_axes=(None, 0))(w, xs)
+    out.sum().backward()
+    expected = xs.T @ (1 - np.tanh(xs @ w.detach().numpy()) ** 2)
+    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=1e-12)
+
+
+# ------------------------------------------------------------------- errors
+
+def test_errors_as_jax():
+    x, y = np.ones((3, 2)), np.ones((5, 2))
+    with pytest.raises(ValueError, match=r"inconsistent sizes(.|\n)*size 3: axis 0 of argument "
+                                         r"a of type f64\[3,2\](.|\n)*size 5: axis 0 of argument b"):
+        tg.vmap(lambda a, b: a + b)(x, y)
+    with pytest.raises(ValueError, match=r"2 axes had size 3"):
+        tg.vmap(lambda a, b, c: a + b + c)(x, x, y)
+    with pytest.raises(ValueError, match=r"along axis 2, which implies that its rank should be "
+                                         r"at least 3, but is only 2 \(its shape is \(3, 2\)\)"):
+        tg.vmap(lambda a: a, in_axes=2)(x)
+    with pytest.raises(ValueError, match=r"len\(in_axes\)=1, len\(args\)=2"):
+        tg.vmap(lambda a, b: a, in_axes=(0,))(x, x)
+    with pytest.raises(ValueError, match="at least one non-None value in in_axes"):
+        tg.vmap(lambda a: a, in_axes=None)(x)
+    with pytest.raises(ValueError, match="got axis spec None but output was batched on axis 0"):
+        tg.vmap(lambda a: a, out_axes=None)(x)
+    with pytest.raises(ValueError, match="tree prefix"):
+        tg.vmap(lambda a: a, in_axes=({"x": 0},))({"y": x})
+    with pytest.raises(ValueError, match="rank should be at least 1, but is only 0"):
+        tg.vmap(lambda a: a)(1.0)
+    with pytest.raises(ValueError, match="out of bounds"):
+        tg.vmap(lambda a: a, out_axes=3)(x)
+    assert issubclass(BatchingError, TypeError)  # the scan-based vmap raised TypeError
