@@ -32,6 +32,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "TRACEGRAD_EAGER_THREADS": ("OMP_NUM_THREADS, else the idle CPUs",
                                 "threads for large eager ufuncs"),
     "TRACEGRAD_MALLOC_TUNING": ("1", "let glibc keep freed blocks of up to 32 MB for reuse"),
+    "TRACEGRAD_BLAS_FOLLOW_LOAD": ("1", "OpenBLAS threads follow the idle CPUs (unless "
+                                        "OPENBLAS_NUM_THREADS/OMP_NUM_THREADS is set)"),
     "TRACEGRAD_NUMBA_SCIPY_PROBE": ("0", "let Numba import scipy.linalg for its BLAS probe"),
 }
 
@@ -94,6 +96,10 @@ def eager_numba() -> bool:
 
 def malloc_tuning() -> bool:
     return flag("TRACEGRAD_MALLOC_TUNING", True)
+
+
+def blas_follow_load() -> bool:
+    return flag("TRACEGRAD_BLAS_FOLLOW_LOAD", True)
 
 
 def numba_scipy_probe() -> bool:

@@ -93,11 +93,19 @@ def _remember_worker() -> None:
     _workers.append(threading.get_native_id())
 
 
-def _own_workers_running() -> int:
-    """How many of our pool's workers the kernel counts as runnable right now (one that
-    has just finished a chunk may not have gone back to sleep yet): they are not load."""
+def _own_threads_running() -> int:
+    """How many of this process's other threads the kernel counts as runnable right now:
+    our pool's workers and BLAS's threads that have just finished a chunk may not have
+    gone back to sleep yet, and they are not load."""
+    me = threading.get_native_id()
     running = 0
-    for tid in _workers:
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    for tid in tids:
+        if tid == str(me):
+            continue
         try:
             with open(f"/proc/self/task/{tid}/stat", "rb") as f:
                 state = f.read().rsplit(b")", 1)[1].split()[0]
@@ -107,8 +115,9 @@ def _own_workers_running() -> int:
     return running
 
 
-def _threads_now() -> int:
-    """Threads worth using now: THREADS, less the CPUs other runnable tasks occupy."""
+def threads_now() -> int:
+    """Threads worth using now: THREADS, less the CPUs other processes' runnable tasks
+    occupy (re-read at most every 50 ms); BLAS follows the same count (blas_threads.py)."""
     now = time.monotonic()
     if now - _free[0] < 0.05:
         return _free[1]
@@ -116,8 +125,8 @@ def _threads_now() -> int:
     try:
         with open("/proc/loadavg", "rb") as f:
             running = int(f.read().split()[3].split(b"/")[0])
-        # this thread is one of the runnable tasks, and our own idle workers are not load
-        others = max(0, running - 1 - _own_workers_running())
+        # this thread is one of the runnable tasks, and our own other threads are not load
+        others = max(0, running - 1 - _own_threads_running())
         _free[1] = max(1, min(THREADS, _CPUS - others))
     except (OSError, ValueError, IndexError):
         _free[1] = THREADS
@@ -199,7 +208,7 @@ def elementwise_impl(ufunc):
                         return out
                 plan = _flat_operands((x,)) if THREADS > 1 else None
                 if plan is not None:
-                    k = _threads_now()
+                    k = threads_now()
                     if k > 1:
                         return _parallel_call(ufunc, (x,), plan, k)
             out = ufunc(x)
@@ -210,7 +219,7 @@ def elementwise_impl(ufunc):
                     or (type(y) is _ndarray and y.size >= MIN_PARALLEL)) and THREADS > 1:
                 plan = _flat_operands((x, y))
                 if plan is not None:
-                    k = _threads_now()
+                    k = threads_now()
                     if k > 1:
                         return _parallel_call(ufunc, (x, y), plan, k)
             out = ufunc(x, y)
@@ -261,7 +270,7 @@ def _split_kernel(run, out):
     """run(lo, hi) over chunks of out's flat range, on idle cores; out, or None if any
     chunk asked for the fallback."""
     n = out.size
-    threads = _threads_now() if THREADS > 1 else 1
+    threads = threads_now() if THREADS > 1 else 1
     step = -(-n // threads)
     step = -(-step // _ALIGN) * _ALIGN
     bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]

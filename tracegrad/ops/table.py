@@ -38,6 +38,7 @@ import numpy as np
 
 from tracegrad.ops.core import (REGISTRY, Aval, DTypeError, OutOfRangeError, aval_of,  # noqa: F401
                                 op_error, primitive, promote)
+from tracegrad.ops.blas_threads import follow_load, following_load
 from tracegrad.ops.parallel import elementwise_impl, fused_vjp
 from tracegrad.ops.rulekit import (  # noqa: F401  (re-exported: drivers and tests use T.<name>)
     PerOperand, array_avals, as_aval, broadcast_shapes, comparison_rule, dtype_name,
@@ -772,7 +773,7 @@ def _matmul_jvp(primals, tangents, out):
 
 
 matmul = primitive(
-    "matmul", impl=returns_array(np.matmul), shape_rule=_matmul_rule, kind="matmul",
+    "matmul", impl=returns_array(following_load(np.matmul)), shape_rule=_matmul_rule, kind="matmul",
     vjps=(_matmul_vjp_x, _matmul_vjp_y), jvp=_matmul_jvp, torch_name=_matmul_torch_name,
     saves=(0, 1),
     codegen="matmul")
@@ -795,6 +796,7 @@ def _addmm_rule(bias, mat1, mat2):
 
 
 def _addmm_impl(bias, mat1, mat2):
+    follow_load()  # BLAS threads: the idle CPUs
     out = np.matmul(mat1, mat2)
     if np.result_type(out, bias) == out.dtype:
         return np.add(out, bias, out=out)  # out is fresh: add the bias in place
@@ -1272,3 +1274,5 @@ def sum_to_shape(g, shape):
 # scan, cond and while hold sub-graphs; they live in control.py (their rules run
 # the body graphs) and register here with the rest of the table.
 from tracegrad.ops.control import call_p, cond_p, custom_vjp_p, scan_p, while_p  # noqa: E402,F401
+# cholesky, triangular_solve, solve, inv, det, slogdet live in linalg.py (issue 14)
+from tracegrad.ops import linalg as _linalg  # noqa: E402,F401
