@@ -1,0 +1,63 @@
+"""BLAS threads follow the idle CPUs (tracegrad/ops/blas_threads.py)."""
+import numpy as np
+import pytest
+
+from tracegrad.ops import blas_threads, parallel
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("TRACEGRAD_BLAS_FOLLOW_LOAD", raising=False)
+    blas_threads.reset()
+    yield monkeypatch
+    blas_threads.reset()
+    blas_threads.follow_load()  # back to the real load's count
+
+
+def _library_threads() -> list[int]:
+    import ctypes
+    counts = []
+    for path, _setter, _start in blas_threads._libraries or ():
+        lib = ctypes.CDLL(path)
+        getter = next(getattr(lib, n) for n in blas_threads._GETTERS if hasattr(lib, n))
+        getter.restype = ctypes.c_int
+        counts.append(getter())
+    return counts
+
+
+def test_threads_follow_the_idle_cpu_count(fresh):
+    np.ones((4, 4)) @ np.ones((4, 4))  # NumPy's OpenBLAS is loaded
+    fresh.setattr(blas_threads, "threads_now", lambda: 1)
+    assert blas_threads.follow_load() == 1
+    if not blas_threads._libraries:
+        pytest.skip("no OpenBLAS with a thread-count API in this process")
+    assert _library_threads() == [1] * len(blas_threads._libraries)
+    starts = [start for _, _, start in blas_threads._libraries]
+    fresh.setattr(blas_threads, "threads_now", lambda: 64)
+    blas_threads.follow_load()
+    assert _library_threads() == starts  # never more than the library started with
+
+
+def test_the_users_choice_is_left_alone(fresh):
+    fresh.setenv("OPENBLAS_NUM_THREADS", "2")
+    assert blas_threads.follow_load() is None
+    blas_threads.reset()
+    fresh.delenv("OPENBLAS_NUM_THREADS")
+    fresh.setenv("TRACEGRAD_BLAS_FOLLOW_LOAD", "0")
+    assert blas_threads.follow_load() is None
+
+
+def test_eager_matmul_results_do_not_depend_on_the_thread_count(fresh):
+    import tracegrad.eager as torch
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((300, 200)), rng.standard_normal((200, 100))
+    fresh.setattr(blas_threads, "threads_now", lambda: 1)
+    one = torch.tensor(a) @ torch.tensor(b)
+    np.testing.assert_allclose(one.numpy(), a @ b, rtol=1e-12)
+
+
+def test_own_threads_are_not_counted_as_load():
+    assert parallel._own_threads_running() >= 0
+    assert 1 <= parallel.threads_now() <= parallel.THREADS
