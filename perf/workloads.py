@@ -26,7 +26,11 @@ from typing import Callable
 import numpy as np
 
 WORKLOAD_NAMES = ("seed_scalar", "mlp_small_b16", "mlp_mnist_b128", "elementwise_1M", "tanh_chain_d50",
-                  "rnn_scan_t100")
+                  "rnn_scan_t100",
+                  # issue 14: models people differentiate (perf/workloads_models.py)
+                  "linreg_n1000", "logreg_l2_n1000", "softmax_reg_n256", "mlp_layernorm_b64",
+                  "attention_1h_t64", "attention_4h_t64", "conv2d_b8_32px", "lstm_scan_t20",
+                  "mlp_mnist_b1", "mlp_mnist_b4096")
 
 
 @dataclass
@@ -44,7 +48,7 @@ class Workload:
     torch_data: Callable = None   # numpy data -> the data list torch_fn expects
     peer_data: Callable = None    # numpy data -> the data list jax/autograd expect
     eager_fn: Callable = None     # tracegrad eager's own spelling, on torch_data (default: tracegrad_fn)
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)   # "flops": estimated FLOPs of one value-and-grad call
 
     @property
     def label(self) -> str:
@@ -62,11 +66,30 @@ def make_workload(name: str, dtype: str = "float32", seed: int = 0, **size) -> W
         "rnn_scan_t100": lambda dt, rng: rnn_scan(dt, rng, steps=100, name="rnn_scan_t100"),
         "tanh_chain_d50": lambda dt, rng: tanh_chain(dt, rng, depth=50, batch=32, width=64,
                                                      name="tanh_chain_d50"),
+        **_model_builders(),
         # sized variants, used by the size sweeps
         "elementwise": lambda dt, rng: elementwise(dt, rng, **size),
         "mlp": lambda dt, rng: mlp(dt, rng, **size),
     }
     return builders[name](np.dtype(dtype).name, np.random.default_rng(seed))
+
+
+def _model_builders() -> dict:
+    """The issue-14 workloads, built in perf/workloads_models.py."""
+    from perf import workloads_models as m
+    mnist = (784, 256, 256, 10)
+    return {
+        "linreg_n1000": m.linear_regression,
+        "logreg_l2_n1000": m.logistic_regression,
+        "softmax_reg_n256": m.softmax_regression,
+        "mlp_layernorm_b64": m.mlp_layernorm,
+        "attention_1h_t64": lambda dt, rng: m.attention(dt, rng, heads=1),
+        "attention_4h_t64": lambda dt, rng: m.attention(dt, rng, heads=4),
+        "conv2d_b8_32px": m.conv_net,
+        "lstm_scan_t20": m.lstm_scan,
+        "mlp_mnist_b1": lambda dt, rng: mlp(dt, rng, batch=1, sizes=mnist, name="mlp_mnist_b1"),
+        "mlp_mnist_b4096": lambda dt, rng: mlp(dt, rng, batch=4096, sizes=mnist, name="mlp_mnist_b4096"),
+    }
 
 
 # ------------------------------------------------------------------ seed_scalar
@@ -94,7 +117,8 @@ def seed_scalar(dtype: str, rng) -> Workload:
         return (x * y + x ** 2).sum()
 
     return Workload("seed_scalar", dtype, [x, y], [], tracegrad_fn, numpy_value_and_grad,
-                    torch_fn, jax_fn, autograd_fn, "z = x*y + x**2 on shape (1,), grads x, y")
+                    torch_fn, jax_fn, autograd_fn, "z = x*y + x**2 on shape (1,), grads x, y",
+                    extra={"flops": 3 * 5})
 
 
 # ------------------------------------------------------------------------ mlp
@@ -189,7 +213,12 @@ def mlp(dtype: str, rng, batch: int, sizes=(784, 256, 256, 10), name: str | None
                     f"batch {batch}, {'->'.join(map(str, sizes))}, ReLU, softmax cross-entropy",
                     torch_data=lambda d: [d[0], d[1][:, 0].copy()],
                     peer_data=lambda d: [d[0], d[1][:, 0].copy()],
-                    eager_fn=eager_fn, extra={"batch": batch, "sizes": sizes})
+                    eager_fn=eager_fn, extra={"batch": batch, "sizes": sizes, "flops": _mlp_flops(batch, sizes)})
+
+
+def _mlp_flops(batch: int, sizes) -> int:
+    """One value-and-grad call: 3x the forward's matmuls (2 per multiply-add) and bias/ReLU."""
+    return 3 * sum(2 * batch * a * b + 2 * batch * b for a, b in zip(sizes[:-1], sizes[1:]))
 
 
 def _tg_relu(h):
@@ -229,7 +258,7 @@ def elementwise(dtype: str, rng, n: int = 1_000_000, name: str | None = None) ->
 
     return Workload(name or f"elementwise_{n}", dtype, [x], [], tracegrad_fn, numpy_value_and_grad,
                     torch_fn, jax_fn, autograd_fn, f"sum(tanh(x)*sin(x) + exp(-x**2)) on {n:,} values",
-                    extra={"n": n})
+                    extra={"n": n, "flops": 3 * 8 * n})
 
 
 # ------------------------------------------------------------------ tanh chain
@@ -283,7 +312,7 @@ def tanh_chain(dtype: str, rng, depth: int = 50, batch: int = 32, width: int = 6
     return Workload(name or f"tanh_chain_d{depth}", dtype, weights, [x], tracegrad_fn,
                     numpy_value_and_grad, torch_fn, jax_fn, autograd_fn,
                     f"batch {batch}, h = tanh(h @ W_i) for {depth} {width}x{width} matrices, loss h.sum()",
-                    extra={"depth": depth})
+                    extra={"depth": depth, "flops": 3 * depth * (2 * batch * width * width + 2 * batch * width)})
 
 
 # ------------------------------------------------------------------ RNN (scan)
@@ -341,7 +370,8 @@ def rnn_scan(dtype: str, rng, steps: int = 100, batch: int = 16, width: int = 32
     return Workload(name or f"rnn_scan_t{steps}", dtype, [W, U], [xs, h0], tracegrad_fn,
                     numpy_value_and_grad, torch_fn, jax_fn, autograd_fn,
                     f"RNN, batch {batch}, width {width}, {steps} steps: tg.scan / lax.scan / "
-                    "Python loop", extra={"steps": steps})
+                    "Python loop",
+                    extra={"steps": steps, "flops": 3 * steps * (4 * batch * width * width + 3 * batch * width)})
 
 
 # -------------------------------------------------------------- verification
