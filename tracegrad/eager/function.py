@@ -130,7 +130,7 @@ class BackwardCFunction(FunctionCtx, Node):
     materialize_grads = True
     _materialize_non_diff_grads = True
     _primary = None       # set on the per-output nodes of a multi-output call
-    _user_phase = False   # True while forward/setup_context/backward run (see __setattr__)
+    _user_phase_cls: type = None  # this class with _UserPhase mixed in (see there)
 
     def __init__(self):
         Node.__init__(self, None, {}, type(self).__name__, (), (), (), None, None,
@@ -142,21 +142,6 @@ class BackwardCFunction(FunctionCtx, Node):
         self._arg_is_tensor = ()
         self._fn_pre_hooks = None   # hooks of a multi-output call, run inside apply
         self._fn_post_hooks = None
-
-    # A user may name ctx attributes like the engine's own fields (`ctx.inputs = ...`):
-    # while user code runs, those names live in the instance dict instead.
-    def __setattr__(self, name: str, value) -> None:
-        if name in _NODE_SLOTS and self._user_phase:
-            self.__dict__[name] = value
-        else:
-            object.__setattr__(self, name, value)
-
-    def __getattribute__(self, name: str):
-        if name in _NODE_SLOTS and object.__getattribute__(self, "_user_phase"):
-            d = object.__getattribute__(self, "__dict__")
-            if name in d:
-                return d[name]
-        return object.__getattribute__(self, name)
 
     def __getattr__(self, name: str):
         primary = self.__dict__.get("_primary")
@@ -318,11 +303,11 @@ class BackwardCFunction(FunctionCtx, Node):
         if self._fn_pre_hooks:
             grads = _run_pre_hooks(self._fn_pre_hooks, grads)
         user_fn = self._get_user_fn()
-        self._user_phase = True
+        plain = _enter_user_phase(self)
         try:
             result = user_fn(self, *grads)
         finally:
-            self._user_phase = False
+            object.__setattr__(self, "__class__", plain)
         results = self._check_results(result, as_tensors)
         if self._fn_post_hooks:
             results = self._run_post_hooks(results, grads, as_tensors)
@@ -397,6 +382,32 @@ class BackwardCFunction(FunctionCtx, Node):
         return results
 
 
+class _UserPhase:
+    """Mixed into a node's class while the user's forward/setup_context/backward run:
+    a ctx attribute named like one of the engine's own node fields (`ctx.inputs = ...`)
+    then lives in the instance dict, so neither side overwrites the other. (Swapping
+    the class keeps these Python-level hooks off the engine's path.)"""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _NODE_SLOTS:
+            self.__dict__[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattribute__(self, name: str):
+        if name in _NODE_SLOTS:
+            d = object.__getattribute__(self, "__dict__")
+            if name in d:
+                return d[name]
+        return object.__getattribute__(self, name)
+
+
+def _enter_user_phase(node: BackwardCFunction) -> type:
+    plain = type(node)
+    object.__setattr__(node, "__class__", plain._user_phase_cls)
+    return plain
+
+
 def _run_pre_hooks(hooks: dict, grads: list) -> list:
     for fn in list(hooks.values()):
         out = fn(tuple(grads))
@@ -461,6 +472,8 @@ class FunctionMeta(type):
     def __init__(cls, name, bases, attrs):
         backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls})
         backward_cls._autograd_function_id = next(AUTOGRAD_FUNCTION_COUNTER)
+        backward_cls._user_phase_cls = type(backward_cls.__name__, (_UserPhase, backward_cls),
+                                            {"__module__": backward_cls.__module__})
         cls._backward_cls = backward_cls
         super().__init__(name, bases, attrs)
 
@@ -529,7 +542,7 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
         executable = STATE.grad_enabled and any(ctx.needs_input_grad)
         if executable:
             _link_inputs(ctx, args)
-        ctx._user_phase = True
+        plain = _enter_user_phase(ctx)
         try:
             with no_grad():
                 if has_setup:
@@ -538,7 +551,7 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
                 else:
                     output = cls.forward(ctx, *args, **kwargs)
         finally:
-            ctx._user_phase = False
+            object.__setattr__(ctx, "__class__", plain)
         return _wrap_outputs(ctx, args, output, executable)
 
 
