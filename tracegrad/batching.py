@@ -240,36 +240,81 @@ def _axis_rule(prim: Primitive, n_operands: int = 1) -> Callable:
 
 # ---------------------------------------------------------------- indexing
 
+def _advanced_positions(spec) -> list[int]:
+    """Spec positions of NumPy's advanced indices (ints count once an array is present)."""
+    if not any(isinstance(e, tuple) and e[0] == "array" for e in spec):
+        return []
+    return [k for k, e in enumerate(spec)
+            if isinstance(e, (int, np.integer)) or (isinstance(e, tuple) and e[0] == "array")]
+
+
+def _adjacent(positions: list[int]) -> bool:
+    return positions == list(range(positions[0], positions[-1] + 1))
+
+
 def _index_batch_dim(spec, arrays) -> int:
     """Where the batch axis lands in x[(:,) + spec]: first, unless NumPy moves a
     block of non-adjacent advanced indices to the front."""
-    advanced = [k for k, e in enumerate(spec)
-                if isinstance(e, (int, np.integer)) or (isinstance(e, tuple) and e[0] == "array")]
-    if not any(isinstance(spec[k], tuple) for k in advanced):
-        return 0
-    if advanced == list(range(advanced[0], advanced[-1] + 1)):
+    advanced = _advanced_positions(spec)
+    if not advanced or _adjacent(advanced):
         return 0
     shapes = [_shape(arrays[spec[k][1]]) for k in advanced if isinstance(spec[k], tuple)]
     return len(np.broadcast_shapes(*shapes))
 
 
+def _batched_index(spec, arrays, dims, size: int, with_iota: bool):
+    """(spec, arrays, block position) for an index whose arrays differ per example.
+
+    Batched index arrays get the batch as their leading axis (padded to the block's
+    rank); with `with_iota`, an index arange(B) joins the advanced block, just before
+    its first entry, so each example reads its own slice of a batched operand. The
+    batched block lands where NumPy puts the per-example block (at the first advanced
+    position when the advanced entries are adjacent, else first)."""
+    advanced = _advanced_positions(spec)
+    per_example = [_shape(a)[:d] + _shape(a)[d + 1:] if d is not None else _shape(a)
+                   for a, d in zip(arrays, dims)]
+    rank = len(np.broadcast_shapes(*[per_example[spec[k][1]] for k in advanced
+                                     if isinstance(spec[k], tuple)]))
+    new_arrays = [a if d is None else _padded(_moveaxis(a, d, 0), size, rank)
+                  for a, d in zip(arrays, dims)]
+    first = advanced[0]
+    if with_iota:
+        iota = np.arange(size, dtype=np.int64).reshape((size,) + (1,) * rank)
+        spec = tuple(spec[:first]) + (("array", len(new_arrays)),) + tuple(spec[first:])
+        new_arrays.append(iota)
+    block_at = first if _adjacent(advanced) else 0
+    return spec, new_arrays, block_at, sum(1 for e in spec[:first] if e is not None)
+
+
 def getitem_rule(args, dims, spec):
     x, arrays = args[0], args[1:]
-    if any(d is not None for d in dims[1:]):
-        raise NotImplementedError("getitem with batched index arrays")
-    x = _moveaxis(x, dims[0], 0)
-    spec = (("slice", 0, _shape(x)[0], 1),) + tuple(spec)
-    return T.getitem(x, *arrays, spec=spec), _index_batch_dim(spec[1:], arrays)
+    if all(d is None for d in dims[1:]):
+        x = _moveaxis(x, dims[0], 0)
+        spec = (("slice", 0, _shape(x)[0], 1),) + tuple(spec)
+        return T.getitem(x, *arrays, spec=spec), _index_batch_dim(spec[1:], arrays)
+    size = _batch_size(args, dims)
+    batched_x = dims[0] is not None
+    new_spec, new_arrays, block_at, x_axis = _batched_index(spec, arrays, dims[1:], size,
+                                                            with_iota=batched_x)
+    if batched_x:  # the batch axis of x sits where the iota index reads it
+        x = _moveaxis(x, dims[0], x_axis)
+    return T.getitem(x, *new_arrays, spec=new_spec), block_at
 
 
 def index_add_zeros_rule(args, dims, spec, shape):
     g, arrays = args[0], args[1:]
-    if any(d is not None for d in dims[1:]):
-        raise NotImplementedError("index_add_zeros with batched index arrays")
-    size = _shape(g)[dims[0]]
-    g = _moveaxis(g, dims[0], _index_batch_dim(spec, arrays))
-    return T.index_add_zeros(g, *arrays, spec=(("slice", 0, size, 1),) + tuple(spec),
-                             shape=(size,) + tuple(shape)), 0
+    size = _batch_size(args, dims)
+    if all(d is None for d in dims[1:]):
+        g = _moveaxis(g, dims[0], _index_batch_dim(spec, arrays))
+        return T.index_add_zeros(g, *arrays, spec=(("slice", 0, size, 1),) + tuple(spec),
+                                 shape=(size,) + tuple(shape)), 0
+    new_spec, new_arrays, block_at, x_axis = _batched_index(spec, arrays, dims[1:], size,
+                                                            with_iota=True)
+    g = _moveaxis(g, dims[0], block_at) if dims[0] is not None else T.broadcast_to(
+        _reshape(g, _shape(g)[:block_at] + (1,) + _shape(g)[block_at:]),
+        shape=_shape(g)[:block_at] + (size,) + _shape(g)[block_at:])
+    full = tuple(shape)[:x_axis] + (size,) + tuple(shape)[x_axis:]
+    return T.index_add_zeros(g, *new_arrays, spec=new_spec, shape=full), x_axis
 
 
 def _along_axis_operand(v, d):
