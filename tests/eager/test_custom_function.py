@@ -1198,6 +1198,99 @@ def case_saved_tensors_hooks(M):
     return len(packed), x.grad
 
 
+def case_test_autograd_python_custom_function_inplace(M):
+    """test_autograd_python_custom_function_inplace: in-place Functions with one and two
+    outputs, an in-place op on the output afterwards, a view as the dirty input, a
+    dirty tensor that is not an input (a warning; an error for a view), and a dirty
+    input that is also saved."""
+    bw_called = [0]
+
+    class MyAdder(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            a.add_(b)
+            ctx.mark_dirty(a)
+            return a
+
+        @staticmethod
+        def backward(ctx, grad):
+            bw_called[0] += 1
+            return grad, grad
+
+    class MyAdderBad(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            c = 3 * a
+            c.add_(b)
+            ctx.mark_dirty(c)
+            return c
+
+        @staticmethod
+        def backward(ctx, grad):
+            grad = 3 * grad
+            return grad, grad
+
+    class MyBadAdder(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            a.add_(b)
+            ctx.mark_dirty(a)
+            return a, a + b
+
+        @staticmethod
+        def backward(ctx, ga, gab):
+            bw_called[0] += 1
+            return ga + gab, ga + gab
+
+    class DirtyView(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, inp):
+            out = inp.clone().view_as(inp)
+            ctx.mark_dirty(out)
+            return out
+
+        @staticmethod
+        def backward(ctx, gO):
+            return gO
+
+    class SaveDirty(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            x.mul_(2)
+            ctx.mark_dirty(x)
+            ctx.save_for_backward(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * x
+
+    a = M.ones(2, requires_grad=True)
+    b = M.ones(2, requires_grad=True)
+    MyAdder.apply(a.clone(), b).sum().backward()
+    c = MyAdder.apply(a.clone(), b)
+    c += 2
+    c.sum().backward()
+    MyAdder.apply(a.clone().view_as(a), b).sum().backward()
+    c, d = MyBadAdder.apply(a.clone(), b)
+    c += 2
+    (c * d).sum().backward()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bad = MyAdderBad.apply(a.clone(), b)
+    bad.sum().backward()
+    x = _t(M, V5)
+    y = SaveDirty.apply(x * 1)
+    saved_is_output = y.grad_fn.saved_tensors[0].grad_fn is y.grad_fn
+    y.sum().backward()
+    return (bw_called[0], a.grad, b.grad, [str(w.message).split(" (Triggered")[0]
+                                           for w in caught],
+            _err(lambda: MyBadAdder.apply(a.clone().view_as(a), b)),
+            _err(lambda: DirtyView.apply(a.clone())),
+            _err(lambda: MyAdder.apply(a.view_as(a), b)), saved_is_output, x.grad)
+
+
 CASES = [value for key, value in sorted(globals().items()) if key.startswith("case_")]
 IDS = [c.__name__[len("case_"):] for c in CASES]
 

@@ -68,6 +68,17 @@ DIRTY_NOT_RETURNED_MESSAGE = (
     "Some elements marked as dirty during the forward method were not returned as output. "
     "The inputs that are modified inplace must all be outputs of the Function.")
 DIRTY_LEAF_MESSAGE = "a leaf Variable that requires grad has been used in an in-place operation."
+DIRTY_NOT_INPUT_MESSAGE = ("ctx.mark_dirty() received a tensor that was not an input. Only "
+                           "input Tensors that have been mutated should be passed to "
+                           "ctx.mark_dirty().")
+DIRTY_VIEW_MULTI_OUTPUT_MESSAGE = (
+    "If your Function modifies inplace an input that is a view of another Tensor, your Function "
+    "cannot return more than one Tensor. This is not supported by the current autograd engine. "
+    "You should either make sure the input is not a view (using .clone() for example) or make "
+    "your Function only return one Tensor (potentially splitting it into two Functions: one "
+    "doing the inplace that returns a single Tensor and a second one that does the other "
+    "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do "
+    "this change.")
 ONCE_DIFFERENTIABLE_MESSAGE = ("trying to differentiate twice a function that was marked "
                                "with @once_differentiable")
 
@@ -588,6 +599,7 @@ def _wrap_outputs(ctx: BackwardCFunction, args: tuple, output, executable: bool)
         if not any(d is o for o in raw):
             raise RuntimeError(DIRTY_NOT_RETURNED_MESSAGE)
     input_ids = {id(a) for a in args if isinstance(a, Tensor)}
+    _check_dirty(dirty, input_ids, raw, executable)
     outputs, metas, last_slot = [], [], {}
     for k, o in enumerate(raw):
         if not isinstance(o, Tensor):
@@ -614,6 +626,18 @@ def _wrap_outputs(ctx: BackwardCFunction, args: tuple, output, executable: bool)
     for name in ("to_save", "dirty_tensors", "non_differentiable"):  # they may hold outputs:
         ctx.__dict__.pop(name, None)  # dropped, as PyTorch does, so no cycle outlives them
     return tuple(outputs) if is_tuple else outputs[0]
+
+
+def _check_dirty(dirty, input_ids: set, raw: list, executable: bool) -> None:
+    """PyTorch's checks of mark_dirty's arguments (custom_function.cpp)."""
+    for d in dirty:
+        if id(d) not in input_ids:
+            if d._base is not None:
+                raise RuntimeError(DIRTY_NOT_INPUT_MESSAGE)
+            warnings.warn(DIRTY_NOT_INPUT_MESSAGE, UserWarning, stacklevel=4)
+    if executable and any(d._base is not None for d in dirty) \
+            and sum(isinstance(o, Tensor) for o in raw) > 1:
+        raise RuntimeError(DIRTY_VIEW_MULTI_OUTPUT_MESSAGE)
 
 
 def _link_outputs(ctx: BackwardCFunction, outputs: list, dirty, last_slot: dict) -> None:
