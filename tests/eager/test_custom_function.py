@@ -1291,6 +1291,67 @@ def case_test_autograd_python_custom_function_inplace(M):
             _err(lambda: MyAdder.apply(a.view_as(a), b)), saved_is_output, x.grad)
 
 
+def case_test_grad_mode_restored_reentrant(M):
+    """test_grad_mode_restored_reentrant: autograd.grad inside backward, grad mode
+    restored afterwards, with and without create_graph; test_custom_function_error's
+    missing forward."""
+    modes = []
+
+    class MyFunction(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, inp):
+            return inp.clone()
+
+        @staticmethod
+        def backward(ctx, go):
+            original = M.is_grad_enabled()
+            with M.enable_grad():
+                foo = M.tensor(V5[:3], requires_grad=True)
+                (grad,) = M.autograd.grad(foo ** 3, foo, grad_outputs=go)
+            modes.append((original, M.is_grad_enabled()))
+            return grad
+
+    class BadFw(M.autograd.Function):
+        @staticmethod
+        def backward(ctx, foo):
+            return foo
+
+    inp = M.tensor(V5[:3] + 1, requires_grad=True)
+    MyFunction.apply(inp).sum().backward()
+    MyFunction.apply(inp).sum().backward(create_graph=True)
+    return modes, inp.grad, _err(lambda: BadFw.apply(inp))
+
+
+def case_test_custom_function_saving_mutated_view_no_leak(M):
+    """A dirty view that is also saved is kept without a reference cycle."""
+    import weakref
+
+    class Test(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.mark_dirty(x)
+            ctx.save_for_backward(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            pass
+
+    def scope():
+        x = M.tensor(1.0, requires_grad=True).clone()
+        x = x.view_as(x)
+        Test.apply(x)
+        return weakref.ref(x)
+
+    gc.collect()
+    gc.disable()
+    try:
+        ref = scope()
+        return ref() is None
+    finally:
+        gc.enable()
+
+
 CASES = [value for key, value in sorted(globals().items()) if key.startswith("case_")]
 IDS = [c.__name__[len("case_"):] for c in CASES]
 
@@ -1434,3 +1495,33 @@ def test_anomaly_mode_names_the_custom_node():
         y = Bad.apply(x)
         with pytest.raises(RuntimeError, match="Function 'BadBackward' returned nan values"):
             y.sum().backward()
+
+
+def test_graph_drawing_shows_custom_nodes_and_saved_tensors():
+    from tracegrad.viz.eager import eager_graph
+
+    class Exp(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            r = x.exp()
+            ctx.save_for_backward(r)
+            return r
+
+        @staticmethod
+        def backward(ctx, g):
+            (r,) = ctx.saved_tensors
+            return g * r
+
+    x = tg.tensor(V5, requires_grad=True)
+    y = Exp.apply(x)
+    assert y.grad_fn.saved_tensors_info == [("saved_tensors[0]", (5,), "float64")]
+    dot = eager_graph(y.sum(), {"x": x}).to_dot()
+    assert "ExpBackward" in dot and "saved_tensors[0]" in dot
+
+
+def test_module_doctests():
+    import doctest
+
+    from tracegrad.eager import function
+    result = doctest.testmod(function)
+    assert result.attempted >= 5 and result.failed == 0

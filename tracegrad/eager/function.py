@@ -185,6 +185,24 @@ class BackwardCFunction(FunctionCtx, Node):
         return tuple(self._unpack(entry) for entry in self._saved)
 
     @property
+    def saved_tensors_info(self) -> list:
+        """(label, shape, dtype) of each saved tensor, for the graph drawer (no checks)."""
+        primary = self._primary
+        if primary is not None:
+            return primary.saved_tensors_info
+        info = []
+        for i, entry in enumerate(self._saved or ()):
+            if entry is None:
+                continue
+            if entry[0] == "packed":
+                shape, dtype = entry[1].shape, entry[1].dtype
+            else:
+                data = entry[1] if entry[0] == "out" else entry[1]._data
+                shape, dtype = data.shape, data.dtype
+            info.append((f"saved_tensors[{i}]", tuple(shape), str(dtype)))
+        return info
+
+    @property
     def saved_variables(self) -> tuple:
         warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning,
                       stacklevel=2)
