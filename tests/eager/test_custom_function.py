@@ -1352,6 +1352,32 @@ def case_test_custom_function_saving_mutated_view_no_leak(M):
         gc.enable()
 
 
+def case_single_output_node_hooks(M):
+    """Node pre-hooks and post-hooks on a one-output Function (the engine's own hook
+    path), with a non-tensor argument between two tensors."""
+    log = []
+
+    class Mul(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, k, b):
+            ctx.save_for_backward(a, b)
+            ctx.k = k
+            return a * b * k
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            return g * b * ctx.k, None, g * a * ctx.k
+
+    a = _t(M, V5)
+    b = _t(M, V5[::-1].copy())
+    y = Mul.apply(a, 2.0, b)
+    y.grad_fn.register_prehook(lambda gos: log.append(("pre", _np(gos))) or (gos[0] * 3,))
+    y.grad_fn.register_hook(lambda gis, gos: log.append(("post", _np(gis), _np(gos))))
+    y.sum().backward()
+    return log, a.grad, b.grad, len(y.grad_fn.next_functions)
+
+
 CASES = [value for key, value in sorted(globals().items()) if key.startswith("case_")]
 IDS = [c.__name__[len("case_"):] for c in CASES]
 
