@@ -20,9 +20,12 @@ Per call:
   compiled function is kept per worker (keyed by the pickled function), so a
   worker traces and compiles once; with a shared `TRACEGRAD_CACHE_DIR` it loads
   the kernel from disk instead;
-- values and gradients are combined in shard order (a fixed summation order:
-  deterministic for a fixed number of shards): `reduce="mean"` weights each
-  shard by its rows (for a loss that is a mean over rows), `reduce="sum"` adds.
+- values and gradients are combined on the workers by a pairwise tree in shard
+  order (a fixed summation order: deterministic for a fixed number of shards),
+  so the client receives one gradient message, not one per worker:
+  `reduce="mean"` weights each shard by its rows (for a loss that is a mean over
+  rows), `reduce="sum"` adds. Each shard reports its own row count, so shards
+  given as futures cost no extra round trip.
 
 A worker that dies mid-call: Dask runs its tasks again on the others (up to
 its `allowed_failures`), or the call raises `KilledWorker`; a partial sum is
@@ -41,6 +44,9 @@ import numpy as np
 _LOCAL: dict = {}
 _LOCAL_LOCK = threading.Lock()
 _WORKER_CACHE: dict = {}  # on each worker: function key -> compiled value_and_grad
+# Dask already pins OMP/MKL/OpenBLAS to one thread in its workers; Numba's prange
+# loops would otherwise start one thread per core in every worker process.
+WORKER_ENV = {"NUMBA_NUM_THREADS": "1"}
 
 
 def _dask():
@@ -63,7 +69,7 @@ def local_client(n_workers: int | None = None):
         client = _LOCAL.get(n)
         if client is None:
             cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                               dashboard_address=None)
+                                               dashboard_address=None, env=dict(WORKER_ENV))
             client = _LOCAL[n] = distributed.Client(cluster)
             atexit.register(_close, n)
     return client
@@ -77,19 +83,53 @@ def _close(n: int) -> None:
         cluster.close()
 
 
-def _shard_value_and_grad(key: str, fn_bytes: bytes, argnums, args: tuple):
-    """Runs on a worker: (rows, value, grads) of one shard."""
+def _shard_value_and_grad(key: str, fn_bytes: bytes, argnums, shard_args: tuple,
+                          shard_argnums: tuple, replicated: tuple):
+    """Runs on a worker: (rows, value, grads) of one shard; an empty shard gives
+    (0, None, None) and weighs nothing."""
+    rows = int(np.shape(shard_args[0])[0])
+    if rows == 0:
+        return 0, None, None
     vg = _WORKER_CACHE.get(key)
     if vg is None:
         import cloudpickle
         import tracegrad as tg
         vg = _WORKER_CACHE[key] = tg.value_and_grad(cloudpickle.loads(fn_bytes), argnums=argnums)
+    given = iter(replicated)
+    args = [shard_args[shard_argnums.index(i)] if i in shard_argnums else next(given)
+            for i in range(len(shard_args) + len(replicated))]
     value, grads = vg(*args)
-    return value, grads
+    return rows, value, grads
 
 
-def _rows(shard_args: Sequence) -> int:
-    return int(np.shape(shard_args[0])[0])
+def _merge(a: tuple, b: tuple, reduce: str) -> tuple:
+    """Runs on a worker: two partial results (rows, value, grads) as one, summed in
+    float64 and returned in the inputs' dtypes; `mean` weights each side by its rows."""
+    from tracegrad.tracing import tree_flatten, tree_unflatten
+    (rows_a, value_a, grads_a), (rows_b, value_b, grads_b) = a, b
+    if rows_a == 0 or rows_b == 0:  # an empty shard
+        return b if rows_a == 0 else a
+    rows = rows_a + rows_b
+    w_a, w_b = (rows_a / rows, rows_b / rows) if reduce == "mean" else (1.0, 1.0)
+
+    def mix(x, y):
+        dtype = np.asarray(x).dtype
+        return (np.asarray(x, np.float64) * w_a + np.asarray(y, np.float64) * w_b).astype(dtype)
+    leaves_a, tree = tree_flatten(grads_a, arrays_only_scalars=True)
+    leaves_b = tree_flatten(grads_b, arrays_only_scalars=True)[0]
+    return rows, mix(value_a, value_b), tree_unflatten(tree, [mix(x, y) for x, y in
+                                                           zip(leaves_a, leaves_b)])
+
+
+def _tree_reduce(client, futures: list, reduce: str):
+    """One future for the combination of `futures`: pairs merged level by level in
+    shard order (a fixed order, so the same shards always give the same bits)."""
+    level = list(futures)
+    while len(level) > 1:
+        merged = [client.submit(_merge, level[i], level[i + 1], reduce, pure=False)
+                  for i in range(0, len(level) - 1, 2)]
+        level = merged + ([level[-1]] if len(level) % 2 else [])
+    return level[0]
 
 
 def value_and_grad(fn: Callable, client: Any = None, argnums: int | Sequence[int] = 0,
@@ -111,30 +151,38 @@ def value_and_grad(fn: Callable, client: Any = None, argnums: int | Sequence[int
         shards = _shards(c, args, shard_argnums)
         if not shards:
             raise ValueError("distributed.value_and_grad: every shard is empty (no rows)")
-        # one future per argument (scatter of a bare tuple would scatter its items);
-        # hash=False: a content-named key could be released by the previous call meanwhile
-        replicated = {i: c.scatter([a], broadcast=True, hash=False)[0] for i, a in enumerate(args)
-                      if i not in shard_argnums}
-        futures, rows = [], []
-        for shard_args, n in shards:
-            call_args = tuple(shard_args[shard_argnums.index(i)] if i in shard_argnums
-                              else replicated[i] for i in range(len(args)))
-            futures.append(c.submit(_shard_value_and_grad, key, fn_bytes, argnums, call_args,
-                                    pure=False))
-            rows.append(n)
-        results = c.gather(futures)  # raises if a shard cannot be computed: no partial sums
-        return _combine(results, rows, reduce)
+        replicated = _broadcast(c, args, shard_argnums)
+        futures = [c.submit(_shard_value_and_grad, key, fn_bytes, argnums, tuple(shard_args),
+                            shard_argnums, replicated, pure=False) for shard_args in shards]
+        # raises if a shard cannot be computed: a partial sum is never returned
+        rows, value, grads = c.gather(_tree_reduce(c, futures, reduce))
+        if rows == 0:
+            raise ValueError("distributed.value_and_grad: every shard is empty (no rows)")
+        return value, grads
     distributed_value_and_grad.__name__ = f"distributed_value_and_grad({getattr(fn, '__name__', 'f')})"
     return distributed_value_and_grad
 
 
+def _broadcast(client, args: tuple, shard_argnums: tuple):
+    """One future holding the replicated arguments (the parameters) in order, sent to
+    every worker by one scatter (Dask copies it on from worker to worker)."""
+    replicated = tuple(a for i, a in enumerate(args) if i not in shard_argnums)
+    # a list of one item: scatter of a bare tuple would scatter its items;
+    # hash=False: a content-named key could be released by the previous call meanwhile
+    (future,) = client.scatter([replicated], broadcast=True, hash=False)
+    return future
+
+
 def _shards(client, args: tuple, shard_argnums: tuple) -> list:
-    """[(shard args in shard_argnums order, rows)] with empty shards left out."""
+    """[shard args in shard_argnums order], empty shards left out (for futures, a
+    shard's rows are known only on its worker: empty ones run and weigh 0)."""
     sharded = [args[i] for i in shard_argnums]
     if all(isinstance(a, (list, tuple)) and a and _is_future(a[0]) for a in sharded):
         # shards already on the workers (client.scatter of per-shard lists)
-        sizes = client.gather([client.submit(_rows, parts) for parts in zip(*sharded)])
-        return [(parts, n) for parts, n in zip(zip(*sharded), sizes) if n > 0]
+        if len({len(a) for a in sharded}) != 1:
+            raise ValueError(f"sharded arguments given as futures need the same number of "
+                             f"shards each, got {[len(a) for a in sharded]}")
+        return list(zip(*sharded))
     arrays = [np.asarray(a) for a in sharded]
     n_rows = {a.shape[0] for a in arrays}
     if len(n_rows) != 1:
@@ -142,27 +190,8 @@ def _shards(client, args: tuple, shard_argnums: tuple) -> list:
                          f"{sorted(n_rows)}")
     n_workers = max(1, len(client.scheduler_info().get("workers", {})) or 1)
     pieces = [np.array_split(a, n_workers, axis=0) for a in arrays]
-    return [(parts, len(parts[0])) for parts in zip(*pieces) if len(parts[0]) > 0]
+    return [parts for parts in zip(*pieces) if len(parts[0]) > 0]
 
 
 def _is_future(value) -> bool:
     return type(value).__name__ == "Future" and hasattr(value, "key")
-
-
-def _combine(results: list, rows: list, reduce: str):
-    """Values and gradients summed in shard order (deterministic), weighted by rows
-    for `mean`."""
-    from tracegrad.tracing import tree_flatten, tree_unflatten
-    total = float(sum(rows))
-    weights = [n / total if reduce == "mean" else 1.0 for n in rows]
-    value = None
-    flat_sum, tree = None, None
-    for (v, grads), w in zip(results, weights):
-        leaves, tree = tree_flatten(grads, arrays_only_scalars=True)
-        v = np.asarray(v, dtype=np.float64) * w
-        value = v if value is None else value + v
-        scaled = [np.asarray(g, dtype=np.float64) * w for g in leaves]
-        flat_sum = scaled if flat_sum is None else [a + b for a, b in zip(flat_sum, scaled)]
-    first_leaves = tree_flatten(results[0][1], arrays_only_scalars=True)[0]
-    out = [s.astype(np.asarray(g).dtype) for s, g in zip(flat_sum, first_leaves)]
-    return value.astype(np.asarray(results[0][0]).dtype), tree_unflatten(tree, out)

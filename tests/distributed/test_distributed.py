@@ -25,7 +25,7 @@ def loss(params, x, y):
 @pytest.fixture(scope="module")
 def client():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+                                       dashboard_address=None, env=dict(tgd.WORKER_ENV))
     c = distributed.Client(cluster)
     yield c
     c.close()
@@ -76,6 +76,59 @@ def test_shards_already_on_the_workers(client, data):
     ref_value, ref_grads = tg.value_and_grad(loss)(params, x, y)
     assert float(value) == pytest.approx(float(ref_value), rel=1e-12)
     np.testing.assert_allclose(grads[0], ref_grads[0], rtol=1e-11, atol=1e-14)
+
+
+def test_shards_given_as_futures_may_be_empty(client, data):
+    params, x, y = data
+    xs = client.scatter([x[:0], x[:600], x[600:]])  # the first shard has no rows
+    ys = client.scatter([y[:0], y[:600], y[600:]])
+    value, grads = tgd.value_and_grad(loss, client=client)(params, xs, ys)
+    ref_value, ref_grads = tg.value_and_grad(loss)(params, x, y)
+    assert float(value) == pytest.approx(float(ref_value), rel=1e-12)
+    np.testing.assert_allclose(grads[1], ref_grads[1], rtol=1e-11, atol=1e-14)
+    empty = [client.scatter([x[:0]]), client.scatter([y[:0]])]
+    with pytest.raises(ValueError, match="every shard is empty"):
+        tgd.value_and_grad(loss, client=client)(params, *empty)
+
+
+def _bytes_sent_by_workers(client) -> int:
+    return sum(client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total).values())
+
+
+def test_a_call_moves_parameters_and_gradients_not_data(client):
+    """Regression: resident shards stay where they are, the row counts cost no extra
+    round trip (no `_rows` tasks), and gradients are merged on the workers (one
+    `_merge` per pair), so a call moves about 3 parameter-sized messages."""
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((40_000, 8)), rng.standard_normal((40_000, 1))
+    params = (0.3 * rng.standard_normal((8, 16)), 0.3 * rng.standard_normal((16, 1)))
+    xs, ys = client.scatter(np.array_split(x, 2)), client.scatter(np.array_split(y, 2))
+    vg = tgd.value_and_grad(loss, client=client)
+    vg(params, xs, ys)
+    before = _bytes_sent_by_workers(client)
+    with distributed.get_task_stream(client) as stream:
+        value, grads = vg(params, xs, ys)
+    sent = _bytes_sent_by_workers(client) - before
+    shard_bytes = xs[0].result().nbytes  # 160 kB; the parameters are 1.1 kB
+    assert sent < shard_bytes / 10, sent
+    assert all(len(holders) == 1 for holders in client.who_has(xs + ys).values())
+    names = sorted(distributed.utils.key_split(task["key"]) for task in stream.data)
+    # (key_split drops the leading underscore of _shard_value_and_grad, _merge, _rows)
+    assert names.count("shard_value_and_grad") == 2 and names.count("merge") == 1, names
+    assert "rows" not in names
+    ref_value, ref_grads = tg.value_and_grad(loss)(params, x, y)
+    assert float(value) == pytest.approx(float(ref_value), rel=1e-12)
+    np.testing.assert_allclose(grads[0], ref_grads[0], rtol=1e-11, atol=1e-14)
+
+
+def test_float32_gradients_keep_their_dtype(client, data):
+    params, x, y = (tuple(p.astype(np.float32) for p in data[0]),
+                    data[1].astype(np.float32), data[2].astype(np.float32))
+    value, grads = tgd.value_and_grad(loss, client=client)(params, x, y)
+    ref_value, ref_grads = tg.value_and_grad(loss)(params, x, y)
+    assert np.asarray(value).dtype == np.float32 and grads[0].dtype == np.float32
+    assert float(value) == pytest.approx(float(ref_value), rel=1e-5)
+    np.testing.assert_allclose(grads[0], ref_grads[0], rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.slow
