@@ -155,6 +155,9 @@ class TraceContext:
 # ------------------------------------------------------------------- Tracer
 
 
+OBJECT_ARRAY_LIMIT = 256  # elements: np.array(...) of a larger traced array raises
+
+
 class Tracer(ArrayOperators, ArrayMethods):
     """A symbolic array: shape and dtype are static, values are not.
 
@@ -237,11 +240,25 @@ class Tracer(ArrayOperators, ArrayMethods):
         raise _concrete_error(self, ".tolist()", "x.tolist()")
 
     def __array__(self, dtype=None, copy=None):
-        # np.array([x, 2 * x]) lands here too: NumPy's array() cannot be overridden and
-        # converts each element with this same call, so it cannot return a traced array
-        raise _concrete_error(self, "a NumPy array", "np.asarray(x), np.array([..., x, ...]) "
-                              "(build arrays of traced values with tracegrad.array([...]) or "
-                              "tracegrad.stack) or a NumPy function tracegrad does not capture")
+        # NumPy's array() cannot be overridden: np.array([x, 2 * x]) converts each element
+        # with this call. A small traced array becomes an object array of its traced
+        # elements (NumPy then nests them); tracegrad ops unbox such arrays again
+        # (core.unbox_object_array). Large ones would trace one node per element, and
+        # tracegrad's own code (eager ops given a tracer) gets the error and its hint.
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if (dtype is None or np.dtype(dtype) == object) and self.size <= OBJECT_ARRAY_LIMIT \
+                and not caller.startswith("tracegrad."):
+            out = np.empty(self.shape, dtype=object)
+            if not self.shape:
+                out[()] = self
+            else:
+                for index in np.ndindex(*self.shape):
+                    out[index] = self[index]
+            return out
+        raise _concrete_error(self, "a NumPy array", "np.asarray(x) or np.array(x) of a "
+                              f"traced array of more than {OBJECT_ARRAY_LIMIT} elements, or a "
+                              "NumPy function tracegrad does not capture (build arrays of "
+                              "traced values with tracegrad.array([...]) or tracegrad.stack)")
 
     # ---- NumPy protocol: record NumPy calls instead of computing them
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -376,7 +393,8 @@ def _operand(context: TraceContext, value: Any, prim: Primitive):
     if isinstance(value, Tracer) or type(value) in (bool, int, float):
         return value
     if isinstance(value, np.ndarray):
-        return value
+        unboxed = core.unbox_object_array(value) if value.dtype == object else None
+        return value if unboxed is None else unboxed
     if isinstance(value, np.generic):
         return np.asarray(value)
     detach = getattr(value, "detach", None)
@@ -398,6 +416,23 @@ def _weak_scalar_dtype(avals: Sequence) -> np.dtype:
 
 
 register_value_kind(Tracer, 20, trace_apply)
+
+
+def _object_loop_method(name: str):
+    def method(self):
+        return _api(name)(self)
+    method.__name__ = name
+    return method
+
+
+# NumPy's ufuncs on object arrays (np.tanh(np.array([x, 2 * x]))) call the method of
+# the same name on each element.
+for _name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "sin",
+              "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
+              "arccosh", "arctanh", "square", "reciprocal", "sign", "floor", "ceil", "rint",
+              "deg2rad", "rad2deg", "conjugate"):
+    if not hasattr(Tracer, _name):
+        setattr(Tracer, _name, _object_loop_method(_name))
 
 
 # --------------------------------------------------------- NumPy protocol
@@ -722,6 +757,8 @@ def output_node(context: TraceContext, leaf: Any) -> Node:
             raise _escaped_error("output", leaf)
         return context.capture(leaf).node  # an enclosing trace's value, returned as is
     value = _operand(context, leaf, None)
+    if isinstance(value, Tracer):  # an object array of traced values, unboxed
+        return output_node(context, value)
     return context.const_node(np.asarray(value))
 
 

@@ -131,7 +131,8 @@ def test_if_on_traced_value_raises_with_line_and_hint():
 @pytest.mark.parametrize("convert, what", [
     (float, "float()"), (int, "int()"), (bool, "bool()"), (complex, "complex()"),
     (lambda v: v.item(), ".item()"), (lambda v: v.tolist(), ".tolist()"),
-    (lambda v: np.asarray(v), "a NumPy array"), (lambda v: [0, 1][v], "an index"),
+    (lambda v: np.asarray(np.broadcast_to(v, (300,) + v.shape)), "a NumPy array"),
+    (lambda v: [0, 1][v], "an index"),
     (lambda v: range(v), "an index"),
 ])
 def test_concrete_conversions_raise(convert, what):

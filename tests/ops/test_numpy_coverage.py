@@ -453,10 +453,10 @@ def test_full_with_a_traced_fill_value():
     assert value == 18.0 and g.tolist() == [12.0, 0.0]
 
 
-def test_np_array_of_tracers_points_to_tg_array():
-    from tracegrad.tracing import TracingError
+def test_np_array_of_a_large_traced_array_points_to_tg_array():
+    from tracegrad.tracing import OBJECT_ARRAY_LIMIT, TracingError
     with pytest.raises(TracingError, match=r"tracegrad\.array"):
-        tg.trace(lambda x: np.array([x[0], x[1]]), np.ones(2))
+        tg.trace(lambda x: np.array([x, x]), np.ones(OBJECT_ARRAY_LIMIT + 1))
 
 
 # ------------------------------------------------------------------ errors
@@ -535,3 +535,47 @@ def test_numba_backend(group):
     for k in argnums:
         np.testing.assert_allclose(grads[k], ref_grads[k], rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(grads[k], numeric_grad(loss, args, k), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------- np.array of traced values (issue 13)
+# NumPy's array() cannot be overridden; a small traced array converts to an object
+# array of its traced elements, which tracegrad ops and outputs unbox again.
+def _np_array_programs():
+    return {
+        "scalars": (lambda x: np.array([x, 2 * x, x ** 2]), 3.0),
+        "matrix_of_elements": (lambda x: np.tanh(np.array([[x[0], x[1]], [x[0] * x[1], 1.0]])
+                                                 @ np.array([0.5, -1.0])), np.array([0.3, -0.7])),
+        "rows": (lambda x: np.array([x, np.sin(x)]).T @ np.ones(2), np.array([0.1, 0.2, 0.3])),
+        "summed_by_tg": (lambda x: tg.sum(np.array([x, 2 * x])) * x, 1.5),
+        "asarray_of_small": (lambda x: np.asarray(x).sum() * x[0], np.array([1.0, 2.0])),
+    }
+
+
+@pytest.mark.parametrize("name", list(_np_array_programs()))
+def test_np_array_of_traced_values(name):
+    fn, x = _np_array_programs()[name]
+    interp = dict(backend="interpret")
+    out = tg.compile(fn, **interp)(x)
+    np.testing.assert_allclose(out, fn(x), rtol=1e-12)
+    jac = tg.jacobian(fn, **interp)(x)
+    eps = 1e-6
+    xs = np.asarray(x, float)
+    cols = []
+    for i in range(xs.size):
+        d = np.zeros_like(xs)
+        d.flat[i] = eps
+        cols.append((np.asarray(fn(xs + d if xs.ndim else float(xs + d)))
+                     - np.asarray(fn(xs - d if xs.ndim else float(xs - d)))) / (2 * eps))
+    expected = np.stack(cols, axis=-1).reshape(np.shape(jac))
+    np.testing.assert_allclose(jac, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_np_array_of_traced_values_matches_jax():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    x = np.array([0.3, -0.7])
+    ours = tg.grad(lambda x: np.sum(np.tanh(np.array([[x[0], x[1]], [x[1] * x[0], 1.0]])
+                                            @ np.ones((2, 2)))), backend="interpret")(x)
+    theirs = jax.grad(lambda x: jnp.sum(jnp.tanh(jnp.array([[x[0], x[1]], [x[1] * x[0], 1.0]])
+                                                 @ jnp.ones((2, 2)))))(x)
+    np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-6)

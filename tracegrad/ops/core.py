@@ -167,11 +167,36 @@ def bind(prim: Primitive, *args, **attrs):
     if plain:  # (eager backward runs its vjp rules here, so this path is hot)
         try:
             return prim.impl(*args, **attrs)
-        except TracegradError:
-            raise
-        except Exception:
-            pass  # numpy_apply re-runs it and explains the failure
+        except Exception as exc:
+            unboxed = unbox_object_arrays(args)
+            if unboxed is not None:  # np.array([x, 2 * x]) of traced values
+                return bind(prim, *unboxed, **attrs)
+            if isinstance(exc, TracegradError):
+                raise
+            # else numpy_apply re-runs it and explains the failure
     return numpy_apply(prim, args, attrs)
+
+
+def unbox_object_array(value: Any):
+    """An object array holding values of a registered kind (np.array([x, 2 * x]) of
+    tracers gives one: NumPy's array() cannot be overridden) as one value of that
+    kind, built by tracegrad.array; None if `value` is not such an array."""
+    if type(value) is not np.ndarray or value.dtype != object or value.size == 0:
+        return None
+    if not any(type(v) in _KINDS or _kind_of(v) is not None for v in value.flat):
+        return None
+    from tracegrad.ops import api
+    return api.array(value.tolist())
+
+
+def unbox_object_arrays(args: tuple):
+    """`args` with object arrays of tracers (or tensors) unboxed; None if there were none."""
+    out, changed = list(args), False
+    for i, a in enumerate(args):
+        unboxed = unbox_object_array(a)
+        if unboxed is not None:
+            out[i], changed = unboxed, True
+    return out if changed else None
 
 
 # Calling a primitive IS bind (no extra frame on this hot path).
