@@ -703,7 +703,8 @@ class CompiledFunction:
         entry = self._entries.get(key)
         if entry is not None:
             self._hits += 1
-            if log.isEnabledFor(logging.INFO):  # (the hot path never gets here)
+            if log.isEnabledFor(logging.INFO) and not isinstance(entry, _TieredEntry):
+                # (the hot path never gets here; tiered entries always do)
                 log.info("%s: cache hit off the fast path (same signature; new argument layout "
                          "or structure: %s)", _fn_name(self.fn),
                          ", ".join(map(str, signature.avals)))
