@@ -154,6 +154,7 @@ def case_extending_linear_function(M):
         def forward(self, input):
             return LinearFunction.apply(input, self.weight, self.bias)
 
+    assert M.autograd.gradcheck(LinearFunction.apply, (_t(M, X25), w, b), eps=1e-6, atol=1e-4)
     layer = Linear(5, 4)
     inp = M.tensor(X25.astype(np.float32), requires_grad=True)
     layer(inp).pow(2).sum().backward()
@@ -1376,6 +1377,93 @@ def case_single_output_node_hooks(M):
     y.grad_fn.register_hook(lambda gis, gos: log.append(("post", _np(gis), _np(gos))))
     y.sum().backward()
     return log, a.grad, b.grad, len(y.grad_fn.next_functions)
+
+
+def case_pytorch_docstring_examples(M):
+    """The examples in PyTorch's FunctionCtx docstrings: save_for_backward with a
+    non-tensor on ctx and a saved intermediate (once_differentiable), the sort example
+    of mark_non_differentiable, and both set_materialize_grads examples."""
+    once = M.autograd.function.once_differentiable
+
+    class Func(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y, z):
+            w = x * z
+            out = x * y + y * z + w * y
+            ctx.save_for_backward(x, y, w, out)
+            ctx.z = z
+            return out
+
+        @staticmethod
+        @once
+        def backward(ctx, grad_out):
+            x, y, w, out = ctx.saved_tensors
+            z = ctx.z
+            gx = grad_out * (y + y * z)
+            gy = grad_out * (x + z + w)
+            gz = None
+            return gx, gy, gz
+
+    a = M.tensor(1.0, requires_grad=True, dtype=M.double)
+    b = M.tensor(2.0, requires_grad=True, dtype=M.double)
+    d = Func.apply(a, b, 4)
+    d.backward()
+
+    class Sort(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            sorted, idx = x.sort()
+            ctx.mark_non_differentiable(idx)
+            ctx.save_for_backward(x, idx)
+            return sorted, idx
+
+        @staticmethod
+        @once
+        def backward(ctx, g1, g2):
+            x, idx = ctx.saved_tensors
+            grad_input = M.zeros_like(x)
+            grad_input.index_add_(0, idx, g1)
+            return grad_input
+
+    x = _t(M, V5)
+    values, idx = Sort.apply(x)
+    (values * M.arange(5, dtype=M.float64)).sum().backward()
+    np.testing.assert_allclose(_np(x.grad)[np.argsort(V5)], np.arange(5.0))
+    assert M.autograd.gradcheck(lambda t: Sort.apply(t)[0], (x,))
+
+    class SimpleFunc(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone(), x.clone()
+
+        @staticmethod
+        @once
+        def backward(ctx, g1, g2):
+            return g1 + g2
+
+    class NoMaterialize(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            ctx.save_for_backward(x)
+            return x.clone(), x.clone()
+
+        @staticmethod
+        @once
+        def backward(ctx, g1, g2):
+            (x,) = ctx.saved_tensors
+            grad_input = M.zeros_like(x)
+            if g1 is not None:
+                grad_input += g1
+            if g2 is not None:
+                grad_input += g2
+            return grad_input
+
+    s = M.tensor(1.0, requires_grad=True)
+    SimpleFunc.apply(s)[0].backward()
+    m = M.tensor(1.0, requires_grad=True)
+    NoMaterialize.apply(m)[0].backward()
+    return d, a.grad, b.grad, values, idx, idx.requires_grad, x.grad, s.grad, m.grad
 
 
 CASES = [value for key, value in sorted(globals().items()) if key.startswith("case_")]
