@@ -12,6 +12,8 @@ they record eager ops. Its signature, as `autodiff.vjp_graph`'s:
              the output does not depend on a `wrt` input or is not a float)
 
 A tangent of None means zero all along: nodes no tangent reaches cost nothing.
+Loops, branches and calls (ops/control.py) have rules with a `joint` form that
+computes primal and tangent in one loop, so the primal loop does not run twice.
 
 Where the rule table gives no JVP, `derived_jvp` derives one from the VJP rules,
 exactly (never a difference quotient):
@@ -86,12 +88,15 @@ def jvp_graph(graph: Graph, wrt: Sequence[int] | None = None, name: str | None =
 def jvp_apply(graph: Graph, primals: Sequence[Any], tangents: Sequence[Any],
               context: TraceContext | None = None) -> tuple[list, list]:
     """Run `graph` on `primals` (any value kind) with `tangents` (None: zero);
-    return (outputs, output tangents), tangents None where zero."""
-    from tracegrad.autodiff import replay
+    return (outputs, output tangents), tangents None where zero.
+
+    Primal and tangent are computed node by node; a rule with a `joint` form
+    (loops, branches, calls: `joint(primals, tangents, **attrs) -> (out, tangent)`)
+    computes both in one loop instead of running the primal loop twice."""
     context = context if context is not None else _context_among(list(primals) + list(tangents))
-    env = replay(graph, list(primals), context)
+    env = {n.id: v for n, v in zip(graph.inputs, primals)}
     seeds = {n.id: t for n, t in zip(graph.inputs, tangents) if t is not None}
-    tenv = tangent_pass(graph, env, seeds, context)
+    tenv = _propagate(graph, env, seeds, context, replaying=True)
     return [env[n.id] for n in graph.outputs], [tenv.get(n.id) for n in graph.outputs]
 
 
@@ -101,25 +106,48 @@ def tangent_pass(graph: Graph, env: dict[int, Any], seeds: dict[int, Any],
     whose primal values are `env` (from `autodiff.replay`); return node id ->
     tangent for every node a tangent reaches. Running it again with other seeds
     reuses the primal values (jacfwd: one pass per basis vector)."""
-    tenv = {nid: _fit(t, node) for node in graph.inputs
-            for nid, t in [(node.id, seeds.get(node.id))] if t is not None}
-    tagging = context.tagging("jvp") if context is not None else _no_tagging()
-    with tagging:
-        for node in graph.nodes:
-            if node.op in ("input", "const"):
+    return _propagate(graph, env, seeds, context, replaying=False)
+
+
+def _propagate(graph: Graph, env: dict[int, Any], seeds: dict[int, Any],
+               context: TraceContext | None, replaying: bool) -> dict[int, Any]:
+    """The forward-mode walk; with `replaying`, also fills `env` with primal values."""
+    tenv = {node.id: _fit(seeds[node.id], node) for node in graph.inputs if node.id in seeds}
+    for node in graph.nodes:
+        if node.op in ("input", "const"):
+            if replaying and node.id not in env:
+                env[node.id] = _const_value(node, context)
+            continue
+        tangents = [tenv.get(i.id) for i in node.inputs]
+        prim = REGISTRY[node.op]
+        active = not (all(t is None for t in tangents) or prim.nondiff
+                      or not core.is_float(node.dtype))
+        operands = tuple(env[i.id] for i in node.inputs)
+        rule = prim.jvp_rule() if active else None
+        joint = getattr(rule, "joint", None) if replaying else None
+        with node_source(node.source):
+            if replaying and joint is None:
+                env[node.id] = core.bind(prim, *operands, **node.attrs)
+            if not active:
                 continue
-            tangents = [tenv.get(i.id) for i in node.inputs]
-            if all(t is None for t in tangents):
-                continue
-            prim = REGISTRY[node.op]
-            if prim.nondiff or not core.is_float(node.dtype):
-                continue
-            with node_source(node.source):
-                t = prim.jvp_rule()(tuple(env[i.id] for i in node.inputs), tuple(tangents),
-                                    env[node.id], **node.attrs)
-            if t is not None:
-                tenv[node.id] = _fit(t, node)
+            with _tagging(context):
+                if joint is not None:
+                    env[node.id], t = joint(operands, tuple(tangents), **node.attrs)
+                else:
+                    t = rule(operands, tuple(tangents), env[node.id], **node.attrs)
+        if t is not None:
+            tenv[node.id] = _fit(t, node)
     return tenv
+
+
+def _const_value(node: Node, context: TraceContext | None):
+    value = node.attrs["value"]
+    return value if context is None else Tracer(context, context.const_node(value))
+
+
+def _tagging(context: TraceContext | None):
+    """Tangent nodes get tag "jvp" (printed next to them)."""
+    return context.tagging("jvp") if context is not None else _no_tagging()
 
 
 class _no_tagging:

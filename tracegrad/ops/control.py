@@ -324,21 +324,41 @@ def _float_wrt(graph: Graph, tangents: Sequence, offset: int = 0) -> tuple:
                  if _is_float(node.dtype) and tangents[k + offset] is not None)
 
 
-def pack_tangents(tangents: Sequence, avals: Sequence[Aval]):
-    """The tangent of a packed value: its parts' tangents (None: zero) packed the same
-    way, with tracegrad ops (so it records on tracers)."""
+def pack_values(values: Sequence, avals: Sequence[Aval]):
+    """`pack` with tracegrad ops (records on tracers); a None value packs as zeros."""
     from tracegrad.ops import api
     dtype, slots = packed_layout(avals)
     parts = []
-    for t, (_, size, _, _) in zip(tangents, slots):
-        if t is None or not _is_float(dtype):
+    for v, (_, size, _, _) in zip(values, slots):
+        if v is None:
             parts.append(np.zeros(size, dtype))
             continue
-        t = api.reshape(t, (size,))
-        parts.append(t if np.dtype(t.dtype) == dtype else api.astype(t, dtype))
-    if all(isinstance(p, np.ndarray) for p in parts):  # every tangent is zero
-        return None
+        v = api.reshape(v, (size,))
+        parts.append(v if np.dtype(v.dtype) == dtype else api.astype(v, dtype))
     return parts[0] if len(parts) == 1 else api.concatenate(parts)
+
+
+def pack_tangents(tangents: Sequence, avals: Sequence[Aval]):
+    """The tangent of a packed value: its parts' tangents packed the same way (None,
+    and the tangents of integer parts, are zero); None if every part's is."""
+    dtype, _ = packed_layout(avals)
+    tangents = [t if _is_float(a.dtype) and _is_float(dtype) else None
+                for t, a in zip(tangents, avals)]
+    if all(t is None for t in tangents):
+        return None
+    return pack_values(tangents, avals)
+
+
+def _with_joint(joint):
+    """The jvp rule `(primals, tangents, out) -> tangent` of a `joint(primals, tangents)
+    -> (out, tangent)` rule, which forward mode calls instead (tracegrad/forward.py:
+    one loop computes the primal and its tangent; the plain form serves jacfwd's
+    tangent passes, which share one primal)."""
+    def rule(primals, tangents, out, **attrs):
+        return joint(primals, tangents, **attrs)[1]
+    rule.joint = joint
+    rule.__name__ = joint.__name__.replace("_joint", "")
+    return rule
 
 
 def _zeros_if_none(t, primal):
@@ -377,14 +397,15 @@ def _scan_jvp_body(body: Graph, n_carry: int, n_xs: int, wrt: tuple) -> Graph:
     return ctx.graph
 
 
-def _scan_jvp(primals, tangents, out, *, body, length, reverse, n_carry, n_xs):
+def _scan_jvp_joint(primals, tangents, *, body, length, reverse, n_carry, n_xs):
     """One scan over the body's JVP; every float carry has a tangent carry (zeros where
     none enters: the xs' tangents reach the carry after one step)."""
     float_carry = [k for k in range(n_carry) if _is_float(body.inputs[k].dtype)]
     given = _float_wrt(body, tangents)
     wrt = tuple(sorted(set(float_carry) | set(given)))
     if not given:
-        return None
+        return scan_p(*primals, body=body, length=length, reverse=reverse, n_carry=n_carry,
+                      n_xs=n_xs), None
     new_body = _scan_jvp_body(body, n_carry, n_xs, wrt)
     n_in = len(primals)
     carry, xs, consts = (primals[:n_carry], primals[n_carry:n_carry + n_xs],
@@ -401,8 +422,12 @@ def _scan_jvp(primals, tangents, out, *, body, length, reverse, n_carry, n_xs):
     n_y = len(body.outputs) - n_carry
     float_y = [j for j in range(n_y) if _is_float(body.outputs[n_carry + j].dtype)]
     t_y = dict(zip(float_y, parts[new_n_carry + n_y:]))
-    return pack_tangents([t_carry.get(k) for k in range(n_carry)] +
-                         [t_y.get(j) for j in range(n_y)], out_avals)
+    out = pack_values(parts[:n_carry] + parts[new_n_carry:new_n_carry + n_y], out_avals)
+    return out, pack_tangents([t_carry.get(k) for k in range(n_carry)] +
+                              [t_y.get(j) for j in range(n_y)], out_avals)
+
+
+_scan_jvp = _with_joint(_scan_jvp_joint)
 
 
 scan_p = primitive(
@@ -468,17 +493,21 @@ def _cond_vjp(i, g, out, pred, *operands, true_branch, false_branch):
     return unpack(packed, [as_aval(operands[j]) for j in float_in])[float_in.index(k)]
 
 
-def _cond_jvp(primals, tangents, out, *, true_branch, false_branch):
+def _cond_jvp_joint(primals, tangents, *, true_branch, false_branch):
     """A cond over the two branches' JVPs: only the taken branch runs."""
     wrt = _float_wrt(true_branch, tangents, offset=1)
     if not wrt:
-        return None
+        return cond_p(*primals, true_branch=true_branch, false_branch=false_branch), None
     t_graph, f_graph = _jvp_of(true_branch, wrt), _jvp_of(false_branch, wrt)
     packed = cond_p(primals[0], *primals[1:], *[tangents[1 + k] for k in wrt],
                     true_branch=t_graph, false_branch=f_graph)
     n_out = len(true_branch.outputs)
     parts = unpack(packed, [n.aval for n in t_graph.outputs])
-    return pack_tangents(parts[n_out:], [n.aval for n in true_branch.outputs])
+    avals = [n.aval for n in true_branch.outputs]
+    return pack_values(parts[:n_out], avals), pack_tangents(parts[n_out:], avals)
+
+
+_cond_jvp = _with_joint(_cond_jvp_joint)
 
 
 cond_p = primitive(
@@ -551,13 +580,13 @@ def _while_jvp_graphs(cond: Graph, body: Graph, n_carry: int, wrt: tuple):
     return cctx.graph, new_body
 
 
-def _while_jvp(primals, tangents, out, *, cond, body, n_carry):
+def _while_jvp_joint(primals, tangents, *, cond, body, n_carry):
     """A while loop over the body's JVP (the same trip count as the primal loop)."""
     n_cond_consts = len(cond.inputs) - n_carry
     body_tangents = list(tangents[:n_carry]) + list(tangents[n_carry + n_cond_consts:])
     given = _float_wrt(body, body_tangents)
     if not given:
-        return None
+        return while_p(*primals, cond=cond, body=body, n_carry=n_carry), None
     float_carry = [k for k in range(n_carry) if _is_float(body.inputs[k].dtype)]
     wrt = tuple(sorted(set(float_carry) | set(given)))
     new_cond, new_body = _while_jvp_graphs(cond, body, n_carry, wrt)
@@ -570,8 +599,12 @@ def _while_jvp(primals, tangents, out, *, cond, body, n_carry):
                      body=new_body, n_carry=n_carry + len(tcarry))
     parts = unpack(packed, [n.aval for n in new_body.outputs])
     t_carry = dict(zip(float_carry, parts[n_carry:]))
-    return pack_tangents([t_carry.get(k) for k in range(n_carry)],
-                         [n.aval for n in body.outputs])
+    avals = [n.aval for n in body.outputs]
+    return (pack_values(parts[:n_carry], avals),
+            pack_tangents([t_carry.get(k) for k in range(n_carry)], avals))
+
+
+_while_jvp = _with_joint(_while_jvp_joint)
 
 
 while_p = primitive(
@@ -605,15 +638,19 @@ def _call_vjp(i, g, out, *operands, graph):
     return unpack(packed, [as_aval(operands[j]) for j in float_in])[float_in.index(i)]
 
 
-def _call_jvp(primals, tangents, out, *, graph):
+def _call_jvp_joint(primals, tangents, *, graph):
     """A call of the called graph's JVP."""
     wrt = _float_wrt(graph, tangents)
     if not wrt:
-        return None
+        return call_p(*primals, graph=graph), None
     fwd = _jvp_of(graph, wrt)
     packed = call_p(*primals, *[tangents[k] for k in wrt], graph=fwd)
     parts = unpack(packed, [n.aval for n in fwd.outputs])
-    return pack_tangents(parts[len(graph.outputs):], [n.aval for n in graph.outputs])
+    n_out, avals = len(graph.outputs), [n.aval for n in graph.outputs]
+    return pack_values(parts[:n_out], avals), pack_tangents(parts[n_out:], avals)
+
+
+_call_jvp = _with_joint(_call_jvp_joint)
 
 
 call_p = primitive(
