@@ -68,7 +68,15 @@ def _moveaxis(x, source: int, destination: int = 0):
         return x
     order = [d for d in range(nd) if d != source]
     order.insert(destination, source)
-    return T.transpose(x, axes=tuple(order))
+    return _permute(x, tuple(order))
+
+
+def _permute(x, order: tuple):
+    """transpose(x, order); a reshape when only size-1 axes move (the data order stays)."""
+    shape = _shape(x)
+    if [a for a in order if shape[a] != 1] == [a for a in range(len(shape)) if shape[a] != 1]:
+        return _reshape(x, tuple(shape[a] for a in order))
+    return T.transpose(x, axes=order)
 
 
 def _reshape(x, shape: tuple):
@@ -215,7 +223,7 @@ def broadcast_to_rule(args, dims, shape):
 def transpose_rule(args, dims, axes):
     (x,), (d,) = args, dims
     order = (d,) + tuple(a if a < d else a + 1 for a in axes)
-    return T.transpose(x, axes=order), 0
+    return _permute(x, order), 0
 
 
 def concatenate_rule(args, dims, axis):
