@@ -1172,7 +1172,8 @@ def case_node_api(M):
     return (facts, x.grad, _err(lambda: Scale.jvp(None, None)),
             _err(lambda: Both.apply(x, 1.0).sum().backward()),
             _err(lambda: NoBackward.apply(x).sum().backward()),
-            ctx.to_save[0] is x, ctx.non_differentiable[0] is x, _err(lambda: ctx.materialize_grads),
+            ctx.to_save[0] is x, ctx.non_differentiable[0] is x,
+            _err(lambda: ctx.materialize_grads),
             _err(lambda: ctx.saved_tensors))
 
 

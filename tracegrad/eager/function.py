@@ -49,11 +49,10 @@ from typing import Any
 
 import numpy as np
 
-from tracegrad.eager.graph import (FREED_MESSAGE, HOOKS_ACTIVE, Node, Packed, _pack_one,
-                                   fit_to, grad_accumulator, saved_hooks_stack,
-                                   version_message)
-from tracegrad.eager.grad_mode import STATE, no_grad
 from tracegrad.eager._tensor import Tensor, check_inplace, commit_inplace
+from tracegrad.eager.grad_mode import STATE, no_grad
+from tracegrad.eager.graph import (FREED_MESSAGE, HOOKS_ACTIVE, Node, _pack_one, fit_to,
+                                   grad_accumulator, saved_hooks_stack, version_message)
 
 __all__ = ["FunctionCtx", "BackwardCFunction", "FunctionMeta", "Function",
            "once_differentiable", "InplaceFunction"]
@@ -470,7 +469,7 @@ class _OutputGrads:
     def __init__(self, by_slot: dict):
         self.by_slot = by_slot
 
-    def __add__(self, other: "_OutputGrads") -> "_OutputGrads":
+    def __add__(self, other: _OutputGrads) -> _OutputGrads:
         merged = dict(self.by_slot)
         for k, g in other.by_slot.items():
             merged[k] = g if merged.get(k) is None else merged[k] + g
