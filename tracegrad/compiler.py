@@ -20,6 +20,18 @@ The pipeline, stage by stage (`.lower(*args)` shows each one):
 instead of generating a kernel (slow, but no Numba compile: handy in tests).
 Set TRACEGRAD_LOG=1 to log each stage's time and every cache miss with its
 reason on the "tracegrad" logger.
+
+Tiered execution (TRACEGRAD_TIERED): a new signature of a function that already
+has a kernel (a new batch size, say) does not wait for Numba. Trace, autodiff and
+passes take milliseconds; the optimized graph then answers on the NumPy
+interpreter (same values to float tolerance, same errors and `check_finite`
+checks) while codegen/background.py builds its kernel, which the next call after
+it is ready uses (`f.tier_info()` counts the interpreter's calls; `f.wait_kernels()`
+waits; `f.lower(...)` always returns the real kernel). A signature whose kernel is
+in the disk cache's index loads it at once instead. TRACEGRAD_TIERED=always tiers
+the first signature too, =0 never tiers. This meets the latency of a new shape by
+tiering: the kernel source still has every shape as literals, so each shape is
+its own Numba compile, only no longer on the caller's time.
 """
 from __future__ import annotations
 
@@ -375,8 +387,9 @@ class _TieredEntry(_Entry):
         """Wait for the kernel (None after `timeout`) and promote it. A build that
         was dropped (exit, eviction) or failed is redone here, so its error, if any,
         is raised to the caller as without tiering."""
+        from tracegrad.codegen.background import run_now
         build = self.build
-        if not build.wait(timeout):
+        if not ((timeout is None and run_now(build)) or build.wait(timeout)):
             return None
         if build.kernel is None:
             from tracegrad.codegen import build_kernel

@@ -117,6 +117,19 @@ def submit(graph, index_key: str | None = None,
     return build
 
 
+def run_now(build: KernelBuild) -> bool:
+    """Build `build` in the calling thread if it is still waiting in the queue (True);
+    False if the worker has it already. For callers that need this one kernel now
+    (`lower()`), rather than after every build queued before it."""
+    with _COND:
+        try:
+            _QUEUE.remove(build)
+        except ValueError:
+            return False
+    build._run()
+    return True
+
+
 def pending() -> int:
     """Builds queued or running."""
     with _COND:
