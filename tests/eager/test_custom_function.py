@@ -1467,6 +1467,48 @@ def case_pytorch_docstring_examples(M):
     return d, a.grad, b.grad, values, idx, idx.requires_grad, x.grad, s.grad, m.grad
 
 
+def case_clear_saved_tensors_and_boxed_grads(M):
+    """PyTorch 2.x's class flags: clear_saved_tensors_on_access (saved_tensors readable
+    once) and boxed_grads_call (backward gets one list of gradients)."""
+    seen = []
+
+    class Clear(M.autograd.Function):
+        clear_saved_tensors_on_access = True
+
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            seen.append(_err(lambda: ctx.saved_tensors))
+            return g * x
+
+    class Boxed(M.autograd.Function):
+        boxed_grads_call = True
+
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, grads):
+            seen.append((type(grads).__name__, len(grads)))
+            g1 = grads.pop(0)
+            g2 = grads.pop(0)
+            return g1 * 2 + g2 * 3
+
+    x = _t(M, V5)
+    y = Clear.apply(x)
+    y.sum().backward(retain_graph=True)
+    again = _err(lambda: y.sum().backward())
+    a, b = Boxed.apply(x)
+    (a + b).sum().backward()
+    return seen, again, x.grad
+
+
 CASES = [value for key, value in sorted(globals().items()) if key.startswith("case_")]
 IDS = [c.__name__[len("case_"):] for c in CASES]
 

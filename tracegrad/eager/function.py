@@ -78,6 +78,9 @@ DIRTY_VIEW_MULTI_OUTPUT_MESSAGE = (
     "doing the inplace that returns a single Tensor and a second one that does the other "
     "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do "
     "this change.")
+CLEARED_MESSAGE = ("saved_tensors can only be accessed once when "
+                   "clear_saved_tensors_on_access=True is set on the autograd.Function. Either "
+                   "access saved_tensors only once, or set clear_saved_tensors_on_access=False.")
 ONCE_DIFFERENTIABLE_MESSAGE = ("trying to differentiate twice a function that was marked "
                                "with @once_differentiable")
 
@@ -178,10 +181,16 @@ class BackwardCFunction(FunctionCtx, Node):
         if primary is not None:
             return primary.saved_tensors
         if self._saved is None:
+            if self.__dict__.get("_cleared"):
+                raise RuntimeError(CLEARED_MESSAGE)
             if self.freed:
                 raise RuntimeError(FREED_MESSAGE)
             return tuple(self.__dict__.get("to_save", ()))  # still inside forward
-        return tuple(self._unpack(entry) for entry in self._saved)
+        tensors = tuple(self._unpack(entry) for entry in self._saved)
+        if self._forward_cls.clear_saved_tensors_on_access:
+            self._saved = None  # the caller now holds the only references
+            self._cleared = True
+        return tensors
 
     @property
     def saved_tensors_info(self) -> list:
@@ -333,7 +342,10 @@ class BackwardCFunction(FunctionCtx, Node):
         user_fn = self._get_user_fn()
         plain = _enter_user_phase(self)
         try:
-            result = user_fn(self, *grads)
+            if self._forward_cls.boxed_grads_call:  # one mutable list, to free grads early
+                result = user_fn(self, list(grads))
+            else:
+                result = user_fn(self, *grads)
         finally:
             object.__setattr__(self, "__class__", plain)
         results = self._check_results(result, as_tensors)
@@ -512,7 +524,8 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
     docstring for an example)."""
 
     generate_vmap_rule = False
-    clear_saved_tensors_on_access = False
+    clear_saved_tensors_on_access = False  # True: saved_tensors can be read once
+    boxed_grads_call = False  # True: backward(ctx, grads) gets one list of gradients
 
     def __init__(self, *args, **kwargs):
         warnings.warn(f"{self.__class__} should not be instantiated. Methods on autograd "
