@@ -650,3 +650,35 @@ def _place_output(value, d, spec, size):
         raise BatchingError(f"vmap out_axes {spec} is out of bounds for an output of "
                             f"dimension {nd} (shape {_shape(value)} with the batch axis)")
     return _moveaxis(value, d, int(spec) % nd)
+
+
+# ------------------------------------------------------------ Jacobian rows
+
+def jacobian_rows(flat_output: Callable, args: Sequence[Any], argnums: Sequence[int],
+                  dtype: Any = np.float64, n_out: int | None = None):
+    """Every row of the Jacobian of `flat_output` (a function returning a 1-D array)
+    at `args`, as JAX's `jacrev` builds it: one `vmap` of the pullback over the
+    identity matrix. The forward pass is traced once and stays unbatched; only the
+    backward pass carries the batch of output cotangents.
+
+    Returns, per position in `argnums`, that argument's pytree with leaves shaped
+    `(n_out,) + leaf.shape`, or None when the output is empty (nothing to map).
+    `n_out` (the output size) saves one forward call when the caller knows it.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> from tracegrad.batching import jacobian_rows
+    >>> jacobian_rows(lambda x: x ** 2, (np.array([1.0, 3.0]),), (0,))[0]
+    array([[2., 0.],
+           [0., 6.]])
+    """
+    from tracegrad.compiler import grad
+    from tracegrad.ops import api
+    if n_out is None:
+        n_out = int(np.prod(_shape(flat_output(*args)), dtype=np.int64))
+    if n_out == 0:
+        return None
+
+    def pullback_of(ct):
+        return grad(lambda *a: api.sum(flat_output(*a) * ct), argnums=tuple(argnums),
+                    backend="interpret", optimize=False)(*args)
+    return vmap(pullback_of)(np.eye(n_out, dtype=dtype))
