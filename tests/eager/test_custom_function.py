@@ -1576,6 +1576,27 @@ def test_multi_output_nodes_stand_for_one_call():
     (a.sum() + b.sum()).backward()
     np.testing.assert_allclose(x.grad.numpy(), np.full(5, 5.0))
 
+    class SaveSecond(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            e = x.exp()
+            ctx.save_for_backward(e)
+            return x * 2, e
+
+        @staticmethod
+        def backward(ctx, g, ge):
+            (e,) = ctx.saved_tensors
+            seen.append(type(e.grad_fn))  # its output was dropped: the node is made again
+            return g * 2 + ge * e
+
+    seen = []
+    first = SaveSecond.apply(x)[0]
+    (g,) = tg.autograd.grad(first.sum(), x, create_graph=True)
+    assert seen == [SaveSecond._backward_cls]
+    np.testing.assert_allclose(g.detach().numpy(), np.full(5, 2.0))
+    (gg,) = tg.autograd.grad(g.sum(), x)  # through the saved output: 0 * exp(x)
+    np.testing.assert_allclose(gg.numpy(), np.zeros(5))
+
 
 def test_graph_is_freed_without_cycles():
     """A call that saves its own output keeps no reference cycle: the graph dies with

@@ -493,7 +493,8 @@ class _OutputGrads:
 def _make_alias(primary: BackwardCFunction, slot: int) -> BackwardCFunction:
     """The node of output `slot` of a multi-output call: same class and name as the
     shared node, its only edge leads there."""
-    node = type(primary)()
+    node = primary._forward_cls._backward_cls()  # (not type(primary): in backward that
+    # is the user-phase class, see _UserPhase)
     node._primary = primary
     node._slot = slot
     node.inputs = (primary,)
