@@ -1509,6 +1509,157 @@ def case_clear_saved_tensors_and_boxed_grads(M):
     return seen, again, x.grad
 
 
+def case_test_custom_function_local_inplace(M):
+    """test_custom_function_local_inplace: the output is a view of a temporary, changed
+    in place or not; the node is still the Function's."""
+
+    class MyFn(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, inp, inplace):
+            view = inp.clone()[:3]
+            if inplace:
+                view += 2
+            return view
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, None
+
+    base = _t(M, np.arange(10.0))
+    names = [MyFn.apply(base, inplace).grad_fn.__class__.__name__ for inplace in (False, True)]
+    out = MyFn.apply(base, True)
+    # its backward returns a [3] gradient for the [10] input: PyTorch's shape error
+    return names, out, _err(lambda: out.sum().backward())
+
+
+def case_test_custom_function_cycle(M):
+    """test_custom_function_cycle: a cycle through a ctx attribute (metadata dict holding
+    the output) is collected by gc, with and without backward."""
+    import weakref
+
+    class MyFn(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, metadata):
+            x = x.clone()
+            ctx.meta = metadata
+            ctx.save_for_backward(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, gO):
+            (x,) = ctx.saved_tensors
+            assert x.item() == 3.5 and ctx.meta["foo"].item() == 3.5
+            return gO * x, None
+
+    def get_refs(with_backward):
+        a = M.tensor(3.5, requires_grad=True)
+        metadata = {}
+        out = MyFn.apply(a, metadata)
+        metadata["foo"] = out
+        if with_backward:
+            out.sum().backward()
+            assert a.grad.item() == 3.5
+        return weakref.ref(out)
+
+    alive = []
+    for with_backward in (False, True):
+        gc.disable()
+        try:
+            ref = get_refs(with_backward)
+            alive.append(ref() is not None)
+        finally:
+            gc.enable()
+        gc.collect()
+        alive.append(ref() is not None)
+    assert alive == [True, False, True, False]
+    return alive
+
+
+def case_test_custom_function_save_for_forward(M):
+    """test_custom_function_save_for_forward without forward AD: a vjp-only Function that
+    also calls save_for_forward, backward and gradcheck."""
+
+    class Func(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y, z):
+            ctx.save_for_backward(x, y)
+            ctx.save_for_forward(x, y)
+            ctx.z = z
+            ctx.prod = x * y
+            return z * ctx.prod
+
+        @staticmethod
+        def jvp(ctx, x_t, y_t, _):
+            x_p, y_p = ctx.saved_tensors
+            return ctx.z * (y_p * x_t + x_p * y_t)
+
+        @staticmethod
+        def vjp(ctx, grad_out):
+            x, y = ctx.saved_tensors
+            z = ctx.z
+            return z * grad_out * y, z * grad_out * x, None
+
+    a = M.tensor(1.0, requires_grad=True, dtype=M.double)
+    b = M.tensor(2.0, requires_grad=True, dtype=M.double)
+    out = Func.apply(a, b, 4)
+    out.backward()
+    assert M.autograd.gradcheck(Func.apply, (a, b, 4))
+    bad = _err(lambda: M.autograd.function.FunctionCtx().save_for_forward(a, 3))
+    return out, a.grad, b.grad, bad
+
+
+def case_test_hook_closure_cycle(M):
+    """test_hook_closure_cycle (custom Function): a hook whose closure holds the node
+    survives gc and fires on every backward."""
+    import weakref
+
+    class Identity(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    class Sentinel:
+        pass
+
+    results = []
+    for use_tensor_hook in (True, False):
+        count = [0]
+
+        def scope():
+            a = M.tensor(1.0, requires_grad=True)
+            b = Identity.apply(a)
+            grad_fn_b = b.grad_fn
+            obj = Sentinel()
+
+            def hook(*args):
+                grad_fn_b, obj  # noqa: B018 - the closure holds both
+                count[0] += 1
+
+            if use_tensor_hook:
+                b.register_hook(hook)
+            else:
+                b.grad_fn.register_hook(hook)
+            return b.clone(), weakref.ref(obj)
+
+        gc.disable()
+        try:
+            out, ref = scope()
+            out.backward(retain_graph=True)
+            gc.collect()
+            out.backward(retain_graph=True)
+            results.append((count[0], ref() is not None))
+            del out
+            gc.collect()
+            results.append(ref() is None)
+        finally:
+            gc.enable()
+    return results
+
+
 CASES = [value for key, value in sorted(globals().items()) if key.startswith("case_")]
 IDS = [c.__name__[len("case_"):] for c in CASES]
 
