@@ -17,7 +17,7 @@ N = parallel.MIN_PARALLEL * 2 + 37  # above the threshold, not a multiple of the
 @pytest.fixture
 def two_threads(monkeypatch):
     monkeypatch.setattr(parallel, "THREADS", 2)
-    monkeypatch.setattr(parallel, "_threads_now", lambda: 2)  # even when other tasks busy the CPUs
+    monkeypatch.setattr(parallel, "threads_now", lambda: 2)  # even when other tasks busy the CPUs
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

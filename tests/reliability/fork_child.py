@@ -52,7 +52,7 @@ def main(method: str, scenario: str) -> int:
     from tracegrad.ops import parallel
     # Use the pool whatever the machine's load (its heuristic would keep a busy
     # machine serial, and then there would be no pool to inherit).
-    parallel._threads_now = lambda: max(2, parallel.THREADS)
+    parallel.threads_now = lambda: max(2, parallel.THREADS)
     if parallel.THREADS < 2:
         parallel.THREADS = 2
     xb = np.linspace(-1.0, 1.0, BIG)

@@ -65,28 +65,6 @@ def requires_grad_message(text: str, data: np.ndarray) -> str:
     return text + context(f"requires_grad on a {data.dtype.name} tensor of shape "
                           f"{tuple(data.shape)}")
 
-# PyTorch saves operand i of these ops only when operand j needs a gradient
-# (e.g. MulBackward0 keeps `other` only to differentiate `self`). This is a
-# saving policy, not a derivative: it decides when version checks can fire.
-_SAVE_ONLY_IF_NEEDED = {"mul": {0: 1, 1: 0}, "div": {0: 1}, "matmul": {0: 1, 1: 0}}
-# `saves` that depend on the call: PyTorch's PowBackward1/2 (tensor exponent)
-# also keep the result, PowBackward0 (scalar exponent) does not.
-_SAVES_BY_CALL = {
-    "pow": lambda args: (0, 1, "out") if not isinstance(args[1], (int, float)) else (0,),
-}
-# Operands PyTorch shows in next_functions, when not all of them.
-_VISIBLE = {
-    "where": lambda args: (1, 2),
-    "getitem": lambda args: (0,),
-    "take_along_axis": lambda args: (0,),
-    "put_along_axis_add": lambda args: (0,),
-    "index_add_zeros": lambda args: (0,),
-    "pow": lambda args: ((1,) if isinstance(args[0], (int, float)) else
-                         (0,) if isinstance(args[1], (int, float)) else None),
-    "sub": lambda args: (1,) if isinstance(args[0], (int, float)) else None,
-}
-
-
 class Size(tuple):
     """A shape; prints like PyTorch's `torch.Size([2, 3])`."""
 
@@ -288,14 +266,12 @@ class _EagerRules:
     def __init__(self, prim):
         self.name = prim.torch_name if isinstance(prim.torch_name, str) else None
         self.saves = prim.saves
-        self.saves_by_call = _SAVES_BY_CALL.get(prim.name)
-        self.policy = _SAVE_ONLY_IF_NEEDED.get(prim.name)
-        self.visible = _VISIBLE.get(prim.name)
+        self.saves_by_call = prim.saves_by_call
+        self.policy = prim.save_only_if_needed
+        self.visible = prim.torch_visible
         # matmul's name reads only the operands' ndim: the arrays answer it faster than tensors
-        self.name_from_arrays = prim.name == "matmul"
-        # MulBackward0/DivBackward0 keep a Python scalar operand as a saved (wrapped)
-        # tensor, so a second backward through `x * 2` raises as it does in PyTorch
-        self.saves_scalars = prim.name in ("mul", "div")
+        self.name_from_arrays = prim.kind == "matmul" and callable(prim.torch_name)
+        self.saves_scalars = prim.saves_scalars
 
 
 _RULES: dict = {}

@@ -86,6 +86,11 @@ class Primitive:
     jvp: Any = None
     torch_name: Any = None  # str, or callable(*args, **attrs) -> str
     saves: tuple = ()       # input indices and/or "out"
+    # How the eager node mirrors PyTorch's own (saving policy and display, not derivatives):
+    saves_by_call: Any = None        # args -> saves, where the call decides (PowBackward1/2)
+    save_only_if_needed: Any = None  # {i: j}: operand i is kept only if operand j needs grad
+    torch_visible: Any = None        # args -> the operands PyTorch shows in next_functions
+    saves_scalars: bool = False      # a Python scalar operand is kept as a (wrapped) tensor
     codegen: Any = None
     kind: str = "other"     # "elementwise", "reduction", "shape", "matmul", "index", "other"
     nondiff: bool = False   # outputs carry no gradient (comparisons, argmax, ...)

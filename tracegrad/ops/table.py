@@ -101,12 +101,16 @@ sub = primitive(
     jvp=lambda primals, tangents, out: _minus(*tangents),
     # PyTorch: `1 - x` is rsub
     torch_name=lambda x, y: "RsubBackward1" if is_static_scalar(x) else "SubBackward0",
+    torch_visible=lambda args: (1,) if isinstance(args[0], (int, float)) else None,
     saves=(), codegen="({0} - {1})")
 
 mul = primitive(
     "mul", impl=elementwise_impl(np.multiply), shape_rule=elementwise_rule("mul"), kind="elementwise",
     vjps=(lambda g, out, x, y: mul(g, y), lambda g, out, x, y: mul(g, x)), jvp=_mul_jvp,
-    torch_name="MulBackward0", saves=(0, 1), codegen="({0} * {1})")
+    torch_name="MulBackward0", saves=(0, 1), codegen="({0} * {1})",
+    # PyTorch keeps `other` only to differentiate `self`, and the reverse; a Python scalar
+    # operand is kept as a wrapped tensor (so a second backward through `x * 2` raises)
+    save_only_if_needed={0: 1, 1: 0}, saves_scalars=True)
 
 div = primitive(
     "div", impl=elementwise_impl(np.true_divide), shape_rule=elementwise_rule("div", float_out=True),
@@ -115,7 +119,8 @@ div = primitive(
           # PyTorch's form: -g * ((x / y) / y), which overflows later than x / y**2
           lambda g, out, x, y: neg(mul(g, div(div(x, y), y)))),
     jvp=_div_jvp,
-    torch_name="DivBackward0", saves=(0, 1), codegen="({0} / {1})")
+    torch_name="DivBackward0", saves=(0, 1), codegen="({0} / {1})",
+    save_only_if_needed={0: 1}, saves_scalars=True)
 
 neg = primitive(
     "neg", impl=elementwise_impl(np.negative), shape_rule=elementwise_rule("neg", no_bool=True),
@@ -160,7 +165,11 @@ pow_ = primitive(
     "pow", impl=elementwise_impl(np.power), shape_rule=elementwise_rule("pow"), kind="elementwise",
     vjps=(_pow_vjp_base, _pow_vjp_exponent),
     # x ** 2 keeps x only (so `y = x**2; y += 1; y.backward()` works); scalars are never saved
-    torch_name=_pow_torch_name, saves=(0, 1), codegen="tg_pow({0}, {1})")
+    torch_name=_pow_torch_name, saves=(0, 1), codegen="tg_pow({0}, {1})",
+    # PowBackward1/2 (tensor exponent) also keep the result; PowBackward0 does not
+    saves_by_call=lambda args: (0, 1, "out") if not isinstance(args[1], (int, float)) else (0,),
+    torch_visible=lambda args: ((1,) if isinstance(args[0], (int, float)) else
+                                (0,) if isinstance(args[1], (int, float)) else None))
 
 # ------------------------------------------------------ elementwise functions
 
@@ -282,7 +291,8 @@ where = primitive(
           lambda g, out, c, x, y: where(c, 0, g)),
     jvp=lambda primals, tangents, out: None if tangents[1] is None and tangents[2] is None
     else where(primals[0], _or_zeros(tangents[1], out), _or_zeros(tangents[2], out)),
-    torch_name="WhereBackward0", saves=(0,), codegen="tg_where({0}, {1}, {2})")
+    torch_name="WhereBackward0", saves=(0,), codegen="tg_where({0}, {1}, {2})",
+    torch_visible=lambda args: (1, 2))
 
 
 def _clip_impl(x, lo=None, hi=None):
@@ -775,7 +785,7 @@ def _matmul_jvp(primals, tangents, out):
 matmul = primitive(
     "matmul", impl=returns_array(following_load(np.matmul)), shape_rule=_matmul_rule, kind="matmul",
     vjps=(_matmul_vjp_x, _matmul_vjp_y), jvp=_matmul_jvp, torch_name=_matmul_torch_name,
-    saves=(0, 1),
+    saves=(0, 1), save_only_if_needed={0: 1, 1: 0},
     codegen="matmul")
 
 
@@ -884,6 +894,7 @@ getitem = primitive(
     "getitem", impl=_getitem_impl,
     shape_rule=_getitem_rule, kind="index",
     vjps=PerOperand(_getitem_vjp), torch_name=_getitem_torch_name, saves=(),
+    torch_visible=lambda args: (0,),
     jvp=_linear_jvp("getitem"),
     codegen="getitem")
 
@@ -918,7 +929,7 @@ index_add_zeros = primitive(
     "index_add_zeros", impl=_index_add_impl, shape_rule=_index_add_rule, kind="index",
     vjps=PerOperand(_index_add_vjp), jvp=_linear_jvp("index_add_zeros"),
     torch_name=lambda g, *arrays, spec, shape: "IndexPutBackward0" if arrays else "SliceBackwardBackward0",
-    saves=(), codegen="index_add_zeros")
+    torch_visible=lambda args: (0,), saves=(), codegen="index_add_zeros")
 
 
 def _take_along_axis_rule(x, idx, axis):
@@ -970,6 +981,7 @@ take_along_axis = primitive(
     "take_along_axis", impl=_take_along_axis_impl,
     shape_rule=_take_along_axis_rule, kind="index",
     vjps=(_take_along_axis_vjp, no_grad), torch_name="GatherBackward0", saves=(1,),
+    torch_visible=lambda args: (0,),
     jvp=_linear_jvp("take_along_axis"),
     codegen="take_along_axis")
 
@@ -1012,7 +1024,8 @@ put_along_axis_add = primitive(
     kind="index",
     vjps=(lambda gg, out, g, idx, axis, shape: take_along_axis(gg, idx, axis=axis), no_grad),
     jvp=_linear_jvp("put_along_axis_add"),
-    torch_name="ScatterAddBackward0", saves=(1,), codegen="put_along_axis_add")
+    torch_name="ScatterAddBackward0", saves=(1,), codegen="put_along_axis_add",
+    torch_visible=lambda args: (0,))
 
 # --------------------------------------------------------------- nll_loss
 # -logp[i, target[i]], reduced: PyTorch's one NllLossBackward0 node of cross_entropy.
