@@ -360,6 +360,113 @@ def nll_loss_rule(args, dims, reduction):
     return reduce(per_row, axis=1, keepdims=False), 0
 
 
+# ------------------------------------------------------ loops and branches
+
+def _repack(parts: list, avals: list, size: int):
+    """Batched results (each (B,) + shape) packed per example into (B, total), the
+    layout of a control-flow node's packed value with a batch axis in front."""
+    from tracegrad.ops.control import packed_layout
+    dtype, slots = packed_layout(avals)
+    flat = []
+    for part, (_, n, _, part_dtype) in zip(parts, slots):
+        part = _reshape(part, (size, n))
+        flat.append(part if part_dtype == dtype else T.astype(part, dtype=dtype.name))
+    if not flat:
+        raise NotImplementedError("a loop or branch without results")
+    return flat[0] if len(flat) == 1 else T.concatenate(*flat, axis=1)
+
+
+def _batched_body(graph, dims: list, size: int, force: set, name: str):
+    """A new graph computing `graph` on inputs batched at axis 0 (where dims says so).
+    Outputs in `force` come out batched at axis 0 (broadcast if they do not depend on
+    the batch); the others stay as they are. Returns (graph, output dims)."""
+    from tracegrad.tracing import TreeDef, trace_subgraph
+    avals = [Aval((size,) + n.shape, n.dtype) if d is not None else n.aval
+             for n, d in zip(graph.inputs, dims)]
+    out_dims: list = []
+
+    def batched(*vals):
+        out_dims.clear()
+        results = []
+        for k, (v, d) in enumerate(batch_graph(graph, vals, dims, size)):
+            if d is not None:
+                v, d = _moveaxis(v, d, 0), 0
+            elif k in force:
+                v, d = T.broadcast_to(v, shape=(size,) + _shape(v)), 0
+            results.append(v)
+            out_dims.append(d)
+        return results
+    in_tree = TreeDef("tuple", [TreeDef("array")] * len(avals))
+    body, _, captures = trace_subgraph(batched, in_tree, avals, name)
+    if captures:
+        raise NotImplementedError("a batched body that reads enclosing values")
+    return body, list(out_dims)
+
+
+def scan_rule(args, dims, body, length, reverse, n_carry, n_xs):
+    """scan with a batched body: batched carries ride along (a carry is batched when
+    its start or anything it is updated from is), xs keep the scanned axis first."""
+    from tracegrad.ops.control import _scan_avals, scan_p, unpack
+    size = _batch_size(args, dims)
+    carry_batched = [d is not None for d in dims[:n_carry]]
+    n_out = len(body.outputs)
+    for _ in range(n_carry + 1):  # a fixpoint: each round batches at least one more carry
+        in_dims = [0 if b else None for b in carry_batched] + [
+            None if d is None else 0 for d in dims[n_carry:]]
+        force = {k for k in range(n_carry) if carry_batched[k]} | set(range(n_carry, n_out))
+        new_body, out_dims = _batched_body(body, in_dims, size, force, f"{body.name}_batched")
+        grown = [k for k in range(n_carry) if out_dims[k] is not None and not carry_batched[k]]
+        if not grown:
+            break
+        for k in grown:
+            carry_batched[k] = True
+    carries = [(_to_front(v, d, size) if carry_batched[k] else v)
+               for k, (v, d) in enumerate(zip(args[:n_carry], dims[:n_carry]))]
+    xs = [v if d is None else _moveaxis(v, d, 1)  # (length, B, ...): one batch per step
+          for v, d in zip(args[n_carry:n_carry + n_xs], dims[n_carry:n_carry + n_xs])]
+    consts = [v if d is None else _moveaxis(v, d, 0)
+              for v, d in zip(args[n_carry + n_xs:], dims[n_carry + n_xs:])]
+    packed = scan_p(*carries, *xs, *consts, body=new_body, length=length, reverse=reverse,
+                    n_carry=n_carry, n_xs=n_xs)
+    parts = unpack(packed, _scan_avals(new_body, length, n_carry))
+    parts = [(p if carry_batched[k] else T.broadcast_to(p, shape=(size,) + _shape(p)))
+             if k < n_carry else _moveaxis(p, 1, 0) for k, p in enumerate(parts)]
+    return _repack(parts, _scan_avals(body, length, n_carry), size), 0
+
+
+def cond_rule(args, dims, true_branch, false_branch):
+    """A shared predicate keeps one cond over batched branches; a batched predicate
+    runs both branches on the whole batch and selects per example (as JAX does)."""
+    from tracegrad.ops.control import cond_p, unpack
+    size = _batch_size(args, dims)
+    pred, operands, dp = args[0], args[1:], dims[0]
+    avals = [n.aval for n in true_branch.outputs]
+    if dp is None:
+        moved = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(operands, dims[1:])]
+        in_dims = [None if d is None else 0 for d in dims[1:]]
+        every = set(range(len(avals)))
+        t, _ = _batched_body(true_branch, in_dims, size, every, f"{true_branch.name}_batched")
+        f, _ = _batched_body(false_branch, in_dims, size, every, f"{false_branch.name}_batched")
+        packed = cond_p(pred, *moved, true_branch=t, false_branch=f)
+        parts = unpack(packed, [Aval((size,) + a.shape, a.dtype) for a in avals])
+    else:
+        pred = _moveaxis(pred, dp, 0)
+        parts = []
+        for (tv, td), (fv, fd), a in zip(batch_graph(true_branch, operands, dims[1:], size),
+                                         batch_graph(false_branch, operands, dims[1:], size),
+                                         avals):
+            mask = _reshape(pred, (size,) + (1,) * len(a.shape))
+            parts.append(T.where(mask, _to_front(tv, td, size), _to_front(fv, fd, size)))
+    return _repack(parts, avals, size), 0
+
+
+def call_rule(args, dims, graph):
+    """A called graph is batched inline."""
+    size = _batch_size(args, dims)
+    parts = [_to_front(v, d, size) for v, d in batch_graph(graph, args, dims, size)]
+    return _repack(parts, [n.aval for n in graph.outputs], size), 0
+
+
 # ------------------------------------------------------- rule registration
 
 _KIND_DEFAULTS: dict[str, Callable[[Primitive], Callable]] = {
@@ -377,6 +484,7 @@ _RULES: dict[str, Callable] = {
     "softmax": _axis_rule(T.softmax), "log_softmax": _axis_rule(T.log_softmax),
     "cumsum": _axis_rule(T.cumsum), "argsort": _axis_rule(T.argsort),
     "linrec": _axis_rule(T.linrec, n_operands=2),
+    "scan": scan_rule, "cond": cond_rule, "call": call_rule,
 }
 
 

@@ -51,8 +51,9 @@ def traced_ops(fn, *args) -> list[str]:
 
 
 def check(fn, args, in_axes=0, out_axes=0, jax_fn=None, jax_np=None, rtol=1e-12,
-          no_loop=True):
-    """vmap(fn) == a Python loop (== jax.vmap(jax_fn)); its graph has no scan."""
+          own_loops=0):
+    """vmap(fn) == a Python loop (== jax.vmap(jax_fn)); its graph has no per-node loop
+    and no scan but the `own_loops` scans of fn itself, batched."""
     ours = tg.vmap(fn, in_axes=in_axes, out_axes=out_axes)(*args)
     expected = loop_vmap(fn, in_axes, args, out_axes)
     for a, b in zip(ours if isinstance(ours, tuple) else (ours,),
@@ -65,10 +66,9 @@ def check(fn, args, in_axes=0, out_axes=0, jax_fn=None, jax_np=None, rtol=1e-12,
         for a, b in zip(ours if isinstance(ours, tuple) else (ours,),
                         theirs if isinstance(theirs, tuple) else (theirs,)):
             np.testing.assert_allclose(a, np.asarray(b), rtol=max(rtol, 1e-10), atol=1e-12)
-    if no_loop:
-        graph = tg.trace(tg.vmap(fn, in_axes=in_axes, out_axes=out_axes), *args)
-        assert not batching.uses_loop_fallback(graph), str(graph)
-        assert "scan" not in [n.op for n in graph.nodes]
+    graph = tg.trace(tg.vmap(fn, in_axes=in_axes, out_axes=out_axes), *args)
+    assert not batching.uses_loop_fallback(graph), str(graph)
+    assert [n.op for n in graph.nodes].count("scan") == own_loops
     return ours
 
 
@@ -392,24 +392,70 @@ def test_vmap_inside_compile_numba(mlp_case):
     assert "scan" not in [n.op for n in compiled.lower(params, batch).traced.nodes]
 
 
-# ------------------------------------------------------------ the loop fallback
+# ------------------------------------------------------- loops and branches
 
-def test_loop_primitives_fall_back_correctly():
-    def running(x):
-        return tg.scan(lambda c, v: (c + v, c * v), x[0] * 0.0, x)[1]
+def _running(x):
+    return tg.scan(lambda c, v: (c + v, c * v), x[0] * 0.0, x)[1]
 
-    def branch(x):
-        return tg.cond(tg.sum(x) > 0, lambda v: v * 2.0, lambda v: -v, x)
+
+def _from_constant_carry(x):  # the carry starts shared and becomes per-example
+    return tg.scan(lambda c, v: (c * 0.5 + v, tg.sin(c)), np.zeros(()), x)
+
+
+def _reads_example(x):  # the body reads a per-example value it closes over
+    return tg.scan(lambda c, v: (c + v * x[0], c), np.zeros(()), np.arange(3.0))[1]
+
+
+def _branch(x):  # a per-example predicate: both branches, then a select
+    return tg.cond(tg.sum(x) > 0, lambda v: v * 2.0, lambda v: -tg.exp(v), x)
+
+
+def _shared_branch(x, flag):  # a shared predicate: one cond over batched branches
+    return tg.cond(flag > 0, lambda v: tg.sin(v) * 2.0, lambda v: v ** 2, x)
+
+
+@pytest.mark.parametrize("fn", [_running, _from_constant_carry, _reads_example, _branch])
+def test_loops_and_branches_are_batched(fn):
     xs = R(5, 4)
-    for fn in (running, branch):
+    check(fn, (xs,), 0, own_loops=0 if fn is _branch else 1)
+    compiled = tg.compile(tg.vmap(fn), **INTERP)
+    expected = loop_vmap(fn, 0, (xs,))
+    for a, b in zip(*(v if isinstance(v, tuple) else (v,) for v in (compiled(xs), expected))):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+    def loss(x):
+        out = tg.vmap(fn)(x)
+        return tg.sum(tg.sum(out[0]) * out[1] if isinstance(out, tuple) else out ** 2)
+    np.testing.assert_allclose(tg.grad(loss, **INTERP)(xs), numeric_grad(loss, [xs], 0),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_shared_predicate_keeps_one_cond():
+    xs = R(5, 4)
+    for flag in (1.0, -1.0):
+        check(_shared_branch, (xs, np.array(flag)), (0, None))
+        ops = traced_ops(tg.vmap(_shared_branch, in_axes=(0, None)), xs, np.array(flag))
+        assert ops.count("cond") == 1
+
+
+def test_primitives_without_rules_run_as_a_loop():
+    """while_loop and custom_vjp have no batching rule: a scan over the batch of that
+    one node (the custom rule still gives the gradient)."""
+    @tg.custom_vjp
+    def clipped(x):
+        return x * 1.0
+
+    clipped.defvjp(lambda x: (x * 1.0, None), lambda _, g: (tg.clip(g, -0.1, 0.1),))
+
+    def halve_until_small(x):
+        return tg.while_loop(lambda v: tg.sum(v * v) > 1.0, lambda v: v * 0.5, x)
+    xs = R(5, 4) * 3
+    for fn in (halve_until_small, clipped):
         f = tg.vmap(fn)
         np.testing.assert_allclose(f(xs), loop_vmap(fn, 0, (xs,)), rtol=1e-12)
         assert batching.uses_loop_fallback(tg.trace(f, xs))
-        compiled = tg.compile(f, **INTERP)
-        np.testing.assert_allclose(compiled(xs), loop_vmap(fn, 0, (xs,)), rtol=1e-12)
-    loss = lambda x: tg.sum(tg.vmap(running)(x) ** 2)  # noqa: E731
-    np.testing.assert_allclose(tg.grad(loss, **INTERP)(xs), numeric_grad(loss, [xs], 0),
-                               rtol=1e-6, atol=1e-8)
+    g = tg.grad(lambda x: tg.sum(tg.vmap(clipped)(x) * 5.0), **INTERP)(xs)
+    np.testing.assert_allclose(g, np.full_like(xs, 0.1))
 
 
 def test_eager_tensors_record_a_batched_graph():
