@@ -218,9 +218,12 @@ def add_tangents(a: Any, b: Any) -> Any:
 
 def derived_jvp(prim: Primitive) -> Callable:
     """A JVP rule derived from `prim`'s VJP rules (see the module doc)."""
-    if prim.kind == "elementwise":
-        return _ELEMENTWISE.setdefault(prim.name, _elementwise_jvp(prim))
-    return _TRANSPOSED.setdefault(prim.name, _transposed_jvp(prim))
+    rules, make = ((_ELEMENTWISE, _elementwise_jvp) if prim.kind == "elementwise"
+                   else (_TRANSPOSED, _transposed_jvp))
+    rule = rules.get(prim.name)
+    if rule is None:
+        rule = rules[prim.name] = make(prim)
+    return rule
 
 
 _ELEMENTWISE: dict[str, Callable] = {}

@@ -317,6 +317,22 @@ def test_jvp_of_grad_is_a_hessian_vector_product(rng):
     np.testing.assert_allclose(hvp, tg.hessian(loss, **INTERP)(x) @ t, rtol=1e-10, atol=1e-12)
 
 
+def test_forward_over_reverse_through_a_scan(rng):
+    """jvp of grad of a scan: scans over the JVPs of the history and backward bodies."""
+    def loss_rnn(x, w):
+        return tg.sum(rnn(x, w) ** 2)
+    x, t, w = rng.standard_normal(5), rng.standard_normal(5), np.array(0.7)
+    _, hvp = tg.jvp(lambda x: tg.grad(loss_rnn, **INTERP)(x, w), (x,), (t,), **INTERP)
+    np.testing.assert_allclose(hvp, tg.hessian(loss_rnn, **INTERP)(x, w) @ t, rtol=1e-10,
+                               atol=1e-12)
+
+
+def test_forward_module_doctests():
+    import doctest
+    result = doctest.testmod(forward)
+    assert result.attempted and not result.failed
+
+
 def test_grad_of_jvp(rng):
     x, t = rng.standard_normal(4), rng.standard_normal(4)
 
