@@ -784,8 +784,10 @@ def case_mark_dirty(M):
     out = AddOne.apply(base)
     bumped = base._version - before
     (out * out).sum().backward()
-    return (q, yi.grad, out is base, bumped, _name(out.grad_fn), leaf.grad,
-            _err(lambda: AddOne.apply(_t(M, V5))), _err(lambda: NotReturned.apply(leaf * 1)))
+    dirty_leaf = _t(M, V5)
+    error = _err(lambda: AddOne.apply(dirty_leaf))
+    return (q, yi.grad, out is base, bumped, _name(out.grad_fn), leaf.grad, error,
+            dirty_leaf._version, _err(lambda: NotReturned.apply(leaf * 1)))
 
 
 def case_mark_dirty_view(M):

@@ -686,6 +686,7 @@ def _link_outputs(ctx: BackwardCFunction, outputs: list, dirty, last_slot: dict)
             node = _make_alias(ctx, k)
         if any(o is d for d in dirty):
             if o._requires_grad and o._grad_fn is None and o._base is None:  # a leaf
+                o._counter[0] += 1  # PyTorch bumps the version before it checks
                 raise RuntimeError(DIRTY_LEAF_MESSAGE)
             check_inplace(o)
             result = Tensor._wrap(o._data)
