@@ -35,7 +35,10 @@ them one shared node (`a.grad_fn is b.grad_fn`, told apart by `output_nr`); this
 engine has no output numbers, so each such output gets its own node of the same
 `<ClassName>Backward` class that stands for the shared one (same name, saved
 tensors, ctx attributes and `next_functions`; hooks registered on any of them are
-the shared node's hooks). Forward-mode AD (`jvp`) is not implemented.
+the shared node's hooks). An input returned as it is becomes a new tensor sharing
+its memory and version counter, but not a registered view (`_base` is None).
+Forward-mode AD is not implemented (`jvp` is never called; the default raises
+PyTorch's NotImplementedError), and `grad_fn.apply(*grads)` cannot be called by hand.
 """
 from __future__ import annotations
 
