@@ -562,15 +562,10 @@ def batch_graph(graph, args: Sequence[Any], dims: Sequence[int | None], size: in
 
 
 def _apply_rule(prim, vals, dims, node, size):
-    rule = rule_for(prim)
-    out = None
-    if rule is not None:
-        try:
-            out = rule(vals, dims, **node.attrs)
-        except NotImplementedError:
-            out = None
-    if out is None:
-        out = _loop_fallback(prim, vals, dims, node.attrs, node.aval)
+    if prim.name in _BODY_PRIMITIVES and any(_is_eager_tensor(v) for v in vals):
+        out = _through_compile(prim, vals, dims, node)
+    else:
+        out = _batched_node(prim, vals, dims, node)
     value, d = out
     expected = list(node.shape)
     expected.insert(d, size)
@@ -580,6 +575,41 @@ def _apply_rule(prim, vals, dims, node, size):
             f"vmap: the batching rule of {prim.name} made {got} with the "
             f"batch on axis {d}; expected {node.dtype}{tuple(expected)} (a tracegrad bug)")
     return value, d
+
+
+def _batched_node(prim, vals, dims, node):
+    rule = rule_for(prim)
+    if rule is not None:
+        try:
+            return rule(vals, dims, **node.attrs)
+        except NotImplementedError:
+            pass
+    return _loop_fallback(prim, vals, dims, node.attrs, node.aval)
+
+
+# Primitives holding sub-graphs: bound directly on eager tensors, their eager nodes
+# would not keep the operands their reverse mode re-runs the body on.
+_BODY_PRIMITIVES = frozenset({"scan", "cond", "while", "call", "custom_vjp_call"})
+
+
+def _is_eager_tensor(value) -> bool:
+    return not isinstance(value, (np.ndarray, np.generic, Tracer)) and \
+        hasattr(value, "requires_grad") and hasattr(value, "detach")
+
+
+def _through_compile(prim, vals, dims, node):
+    """The batched node as one compiled call on eager tensors: one eager node
+    (CompiledFunctionBackward) whose backward is the batched node's reverse mode."""
+    from tracegrad.compiler import CompiledFunction
+    out_dims: list = []
+
+    def batched_node(*values):
+        value, d = _batched_node(prim, values, dims, node)
+        out_dims.append(d)
+        return value
+    batched_node.__name__ = f"vmap_{prim.name}"
+    value = CompiledFunction(batched_node, "compile", backend="interpret")(*vals)
+    return value, out_dims[-1] if out_dims else 0  # (these rules all batch on axis 0)
 
 
 def _innermost_context(values) -> TraceContext | None:

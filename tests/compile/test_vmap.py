@@ -466,6 +466,12 @@ def test_eager_tensors_record_a_batched_graph():
     out.sum().backward()
     expected = xs.T @ (1 - np.tanh(xs @ w.detach().numpy()) ** 2)
     np.testing.assert_allclose(w.grad.numpy(), expected, rtol=1e-12)
+    for fn in (_running, _branch):  # a batched loop or branch is one compiled eager node
+        x = torch.tensor(R(5, 4), requires_grad=True)
+        (tg.vmap(fn)(x) ** 2).sum().backward()
+        loss = lambda v: tg.sum(tg.vmap(fn)(v) ** 2)  # noqa: E731
+        np.testing.assert_allclose(x.grad.numpy(), numeric_grad(loss, [x.detach().numpy()], 0),
+                                   rtol=1e-6, atol=1e-8)
 
 
 # ------------------------------------------------------------------- errors
