@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 from tracegrad.ops.api import *  # noqa: F401,F403  (the NumPy-named ops)
 from tracegrad.ops.api import trace as _numpy_trace
 from tracegrad.ops.nn import *  # noqa: F401,F403  (conv2d, max_pool2d, cross_entropy, ...)
+from tracegrad.ops.numpy_names import *  # noqa: F401,F403  (acos, concat, zeros, vecdot, ...)
 
 
 def trace(fn_or_array, *args, **kwargs):
@@ -59,11 +60,27 @@ _LAZY = {
 }
 
 
+# JAX's names for the same things: name -> (module, attribute)
+_ALIASES = {
+    "jit": ("tracegrad.compiler", "compile"),
+    "make_jaxpr": ("tracegrad.tracing", "make_graph"),
+    "eval_shape": ("tracegrad.tracing", "eval_shape"),
+}
+
+
 def __getattr__(name: str):
     import importlib
+    if name in _ALIASES:
+        modname, attr = _ALIASES[name]
+        return getattr(importlib.import_module(modname), attr)
     if name not in _LAZY:
         raise AttributeError(f"module 'tracegrad' has no attribute {name!r}")
     modname = _LAZY[name]
     if modname is None:
         return importlib.import_module(f"tracegrad.{name}")
     return getattr(importlib.import_module(modname), name)
+
+
+def __dir__() -> list[str]:
+    """The public API, with the lazily imported transforms (compile, grad, ...)."""
+    return sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY) | set(_ALIASES))

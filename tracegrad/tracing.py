@@ -774,3 +774,29 @@ def trace(fn: Callable, *example_args: Any) -> Graph:
     ['input', 'input', 'mul', 'sum']
     """
     return trace_flat(fn, example_args).graph
+
+
+def make_graph(fn: Callable) -> Callable:
+    """JAX's `make_jaxpr`: `tg.make_jaxpr(f)(*example_args)` is `tg.trace(f, *example_args)`.
+
+        >>> import numpy as np, tracegrad as tg
+        >>> print(tg.make_jaxpr(lambda x: x * 2.0)(np.ones(2)).nodes[-1].op)
+        mul
+    """
+    def traced(*example_args: Any) -> Graph:
+        return trace(fn, *example_args)
+    return traced
+
+
+def eval_shape(fn: Callable, *example_args: Any) -> Any:
+    """JAX's `eval_shape`: the shapes and dtypes of `fn`'s outputs (as `Aval`s, in the
+    output's pytree structure) without computing anything.
+
+        >>> import numpy as np, tracegrad as tg
+        >>> tg.eval_shape(lambda x, y: (x @ y, x.sum()), np.ones((2, 3)), np.ones((3, 4)))
+        (Aval(shape=(2, 4), dtype=dtype('float64')), Aval(shape=(), dtype=dtype('float64')))
+    """
+    leaves, in_tree = tree_flatten(example_args)
+    traced = trace_flat(lambda *xs: fn(*tree_unflatten(in_tree, xs)), tuple(leaves))
+    avals = [node.aval for node in traced.graph.outputs]
+    return tree_unflatten(traced.out_tree, avals)
