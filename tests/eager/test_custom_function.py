@@ -1178,11 +1178,12 @@ def case_node_api(M):
              node._forward_cls is Scale, node.k, node.needs_input_grad,
              node.saved_tensors[0] is x, _name(node.next_functions[0][0]),
              repr(y).split("grad_fn=")[1], M.autograd.Function.vjp is M.autograd.Function.backward]
+    by_hand = node.apply(M.ones(5, dtype=M.float64))  # PyTorch: the user's backward
     y.sum().backward()
     ctx = M.autograd.function.FunctionCtx()
     ctx.save_for_backward(x)
     ctx.mark_non_differentiable(x)
-    return (facts, x.grad, _err(lambda: Scale.jvp(None, None)),
+    return (facts, by_hand, x.grad, _err(lambda: Scale.jvp(None, None)),
             _err(lambda: Both.apply(x, 1.0).sum().backward()),
             _err(lambda: NoBackward.apply(x).sum().backward()),
             ctx.to_save[0] is x, ctx.non_differentiable[0] is x,

@@ -38,7 +38,7 @@ tensors, ctx attributes and `next_functions`; hooks registered on any of them ar
 the shared node's hooks). An input returned as it is becomes a new tensor sharing
 its memory and version counter, but not a registered view (`_base` is None).
 Forward-mode AD is not implemented (`jvp` is never called; the default raises
-PyTorch's NotImplementedError), and `grad_fn.apply(*grads)` cannot be called by hand.
+PyTorch's NotImplementedError).
 """
 from __future__ import annotations
 
@@ -331,8 +331,21 @@ class BackwardCFunction(FunctionCtx, Node):
             self.freed = True
 
     # ------------------------------------------------------------ backward
-    def apply(self, g, as_tensors: bool):
-        """Run the user's backward on this call's gradients; one result per tensor input."""
+    def apply(self, *args):
+        """The engine's call `apply(g, as_tensors)`: the user's backward on this call's
+        gradients, one result per tensor input. Called by hand with gradients, as
+        `grad_fn.apply(*grads)` in PyTorch: the user's backward, unchecked."""
+        if len(args) == 2 and type(args[1]) is bool:
+            return self._apply_from_engine(*args)
+        primary = self._primary if self._primary is not None else self
+        user_fn = primary._get_user_fn()
+        plain = _enter_user_phase(primary)
+        try:
+            return user_fn(primary, *args)
+        finally:
+            object.__setattr__(primary, "__class__", plain)
+
+    def _apply_from_engine(self, g, as_tensors: bool):
         if self._primary is not None:  # one output of several: hand the gradient on
             return [_OutputGrads({self._slot: g})]
         if type(g) is _OutputGrads:
