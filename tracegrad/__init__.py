@@ -4,9 +4,30 @@
     >>> f = lambda x: tg.sum(tg.tanh(x) ** 2)
     >>> value, grad = tg.value_and_grad(f)(np.ones(3, np.float32))
 
-Eager (PyTorch-like) mode lives in `tracegrad.eager`; `compile`, `grad`,
-`value_and_grad` and `trace` build static graphs. Numba is imported only when a
-kernel is first compiled, so eager-only use starts fast.
+Two modes, one rule table of primitives (tracegrad/ops):
+
+Eager mode, a dynamic graph recorded on every call, like PyTorch's autograd:
+    import tracegrad.eager as torch   (tensors, backward(), nn, optim, utils.data)
+
+Compiled mode, a static graph traced once per input signature, like JAX:
+    compile (alias jit)      trace + differentiate + optimize + Numba kernel, cached on disk
+    grad, value_and_grad     reverse mode; argnums, has_aux, pytrees
+    jacobian (jacrev), hessian, jacfwd, jvp, vjp, linearize, vmap
+    custom_vjp, custom_jvp   user derivative rules
+    scan, fori_loop, while_loop, cond    loops and branches inside one graph
+    trace (make_jaxpr), eval_shape      the IR graph and output shapes, nothing computed
+    gradcheck                finite differences against eager backward, in float64
+    clear_caches             drop every compiled kernel this process holds
+
+The ops: NumPy's names (tg.sin, tg.where, tg.einsum, tg.linalg, ...) work on
+NumPy arrays, on eager tensors and while tracing; NumPy's own functions
+(np.sin(x), x.sum()) are captured while tracing too. `dir(tracegrad)` lists them
+all; each has its own docstring with an example. Errors are TracegradError
+subclasses (ShapeError, DTypeError, TracingError, ...) naming the op, the shapes
+and the user's line.
+
+Numba is imported only when a kernel is first compiled, so eager-only use
+starts fast. Environment variables: `tracegrad.config`.
 """
 from __future__ import annotations
 
