@@ -19,11 +19,13 @@ already speak "graph in, bind out". A graph walk reuses all of that: nested
 vmap, vmap of grad and grad of vmap need no new value kind.
 
 A batching rule maps `(args, dims, **attrs) -> (out, out_dim)`. A primitive's
-own `batch_rule` wins; otherwise the default for its `kind` (elementwise,
-reduction, shape, matmul) applies; a primitive with neither, or a rule that
-raises `NotImplementedError` for a case it does not handle, falls back to a
-per-node loop: a `scan` over the batch of just that node, so vmap is always
-correct (loop and branch primitives take this path).
+own `batch_rule` wins (this module registers rules for matmul, the shape ops,
+indexing, the axis-taking ops, scan, cond and call); otherwise the default for
+its `kind` (elementwise, reduction) applies; a primitive with neither (while,
+custom_vjp_call), or a rule that raises `NotImplementedError` for a case it does
+not handle, falls back to a per-node loop: a `scan` over the batch of just that
+node, so vmap is always correct. `uses_loop_fallback(graph)` tells whether a
+traced graph holds such a loop.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.vmap(lambda x, w: x @ w, in_axes=(0, None))(np.ones((4, 3)), np.ones((3, 2))).shape
@@ -31,17 +33,27 @@ correct (loop and branch primitives take this path).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from tracegrad.ops import table as T
 from tracegrad.ops.core import REGISTRY, Aval, Primitive, TracegradError, aval_of, bind
 from tracegrad.ops.rulekit import normalize_axes
-from tracegrad.tracing import (TraceContext, Tracer, abstract_leaf, active_contexts, argument_names,
-                               node_source, trace_flat, tree_flatten, tree_unflatten)
+from tracegrad.tracing import (
+    TraceContext,
+    Tracer,
+    abstract_leaf,
+    active_contexts,
+    argument_names,
+    node_source,
+    trace_flat,
+    tree_flatten,
+    tree_unflatten,
+)
 
-__all__ = ["vmap", "batch_graph", "BatchingError", "uses_loop_fallback"]
+__all__ = ["BatchingError", "batch_graph", "jacobian_rows", "uses_loop_fallback", "vmap"]
 
 
 class BatchingError(TracegradError, ValueError, TypeError):
@@ -762,8 +774,8 @@ def _run(fn, args, leaves, axes, size, out_axes):
     for v, ax in zip(leaves, axes):
         a = abstract_leaf(v)
         avals.append(a if ax is None else Aval(a.shape[:ax] + a.shape[ax + 1:], a.dtype))
-    traced = trace_flat(fn, tuple(args), avals=avals,
-                        name=f"vmap_{getattr(fn, '__name__', 'f')}".replace("<", "").replace(">", ""))
+    name = f"vmap_{getattr(fn, '__name__', 'f')}".replace("<", "").replace(">", "")
+    traced = trace_flat(fn, tuple(args), avals=avals, name=name)
     inputs = list(leaves) + list(traced.captures)
     dims = list(axes) + [None] * len(traced.captures)
     outs = batch_graph(traced.graph, inputs, dims, size)
