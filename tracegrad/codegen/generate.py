@@ -198,6 +198,9 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
             deco = deco.replace("((,), ", "((), ")
         em.finish_outlining()
         em.lines, int_tables = reroll(em.lines, em.array_type)
+        if int_tables and not single:  # each segment's tables _R0, _R1, ... get their own names
+            em.lines, int_tables = ([re.sub(r"\b_R(\d+)\b", rf"_R{si}_\1", t) for t in ts]
+                                    for ts in (em.lines, int_tables))
         module_tables.extend(int_tables)
         functions.extend(em.outlined_src.values())
         functions.append("\n".join([deco, f"def {fname}({names}):"] + em.prologue() + em.lines))

@@ -1978,9 +1978,12 @@ class _Linalg:
     norm = staticmethod(norm)
 
     def __repr__(self) -> str:
-        return "<tracegrad.linalg: norm>"
+        return "<tracegrad.linalg: " + " ".join(("norm",) + _linalg_ops.PUBLIC) + ">"
 
 
+from tracegrad.ops import linalg as _linalg_ops  # noqa: E402  (issue 14: cholesky, solve, ...)
+for _name in _linalg_ops.PUBLIC:
+    setattr(_Linalg, _name, staticmethod(getattr(_linalg_ops, _name)))
 linalg = _Linalg()
 
 # ------------------------------------------------------------- arrays from values
