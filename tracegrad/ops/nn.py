@@ -40,8 +40,9 @@ IntOrPair = "int | tuple[int, int]"
 
 def _pair(value, op: str, what: str, operands, minimum: int) -> tuple[int, int]:
     """An int or a pair of ints, each at least `minimum`, as a pair."""
-    pair = (value, value) if isinstance(value, (int, np.integer)) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, (int, np.integer)) for v in pair):
+    pair = (value, value) if isinstance(value, (int, np.integer)) else value
+    if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+            and all(isinstance(v, (int, np.integer)) for v in pair)):
         raise op_error(op, operands, f"{what} must be an int or a pair of ints, got {value!r}",
                        cls=TypeError)
     if min(pair) < minimum:
