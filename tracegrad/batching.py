@@ -20,11 +20,11 @@ vmap, vmap of grad and grad of vmap need no new value kind.
 
 A batching rule maps `(args, dims, **attrs) -> (out, out_dim)`. A primitive's
 own `batch_rule` wins (this module registers rules for matmul, the shape ops,
-indexing, the axis-taking ops, scan, cond and call); otherwise the default for
-its `kind` (elementwise, reduction) applies; a primitive with neither (while,
-custom_vjp_call), or a rule that raises `NotImplementedError` for a case it does
-not handle, falls back to a per-node loop: a `scan` over the batch of just that
-node, so vmap is always correct. `uses_loop_fallback(graph)` tells whether a
+indexing, the axis-taking ops, scan, cond, while and call); otherwise the
+default for its `kind` (elementwise, reduction) applies; a primitive with
+neither (custom_vjp_call), or a rule that raises `NotImplementedError` for a
+case it does not handle, falls back to a per-node loop: a `scan` over the batch
+of just that node, so vmap is always correct. `uses_loop_fallback(graph)` tells whether a
 traced graph holds such a loop.
 
     >>> import numpy as np, tracegrad as tg
@@ -472,6 +472,74 @@ def cond_rule(args, dims, true_branch, false_branch):
     return _repack(parts, avals, size), 0
 
 
+def while_rule(args, dims, cond, body, n_carry):
+    """while_loop with a batched body. A shared predicate keeps one loop; a predicate
+    that differs per example loops while any example goes on, and examples that
+    have stopped keep their carry (a select), as JAX does."""
+    from tracegrad.ops import api
+    from tracegrad.ops.control import unpack, while_p
+    from tracegrad.tracing import TreeDef, trace_subgraph
+    size = _batch_size(args, dims)
+    n_cc = len(cond.inputs) - n_carry
+    carry_d, cc_d, bc_d = dims[:n_carry], dims[n_carry:n_carry + n_cc], dims[n_carry + n_cc:]
+    const_dims = ([None if d is None else 0 for d in cc_d],
+                  [None if d is None else 0 for d in bc_d])
+    carry_batched = [d is not None for d in carry_d]
+    for _ in range(n_carry + 2):  # a fixpoint over which carries (and the predicate) vary
+        cdims = [0 if b else None for b in carry_batched]
+        new_cond, pred_dims = _batched_body(cond, cdims + const_dims[0], size, set(),
+                                            "while_cond")
+        if pred_dims[0] is not None:
+            carry_batched = [True] * n_carry
+            break
+        force = {k for k in range(n_carry) if carry_batched[k]}
+        new_body, out_dims = _batched_body(body, cdims + const_dims[1], size, force, "while_body")
+        grown = [k for k in range(n_carry) if out_dims[k] is not None and not carry_batched[k]]
+        if not grown:
+            break
+        for k in grown:
+            carry_batched[k] = True
+    carries = [_to_front(v, d, size) if carry_batched[k] else v
+               for k, (v, d) in enumerate(zip(args[:n_carry], carry_d))]
+    cc = [v if d is None else _moveaxis(v, d, 0)
+          for v, d in zip(args[n_carry:n_carry + n_cc], cc_d)]
+    bc = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(args[n_carry + n_cc:], bc_d)]
+    if pred_dims[0] is None:
+        packed = while_p(*carries, *cc, *bc, cond=new_cond, body=new_body, n_carry=n_carry)
+        avals = [Aval((size,) + n.shape, n.dtype) if b else n.aval
+                 for n, b in zip(body.outputs, carry_batched)]
+    else:
+        all_batched = [0] * n_carry
+
+        def any_goes_on(*vals):
+            pred, _ = batch_graph(cond, vals, all_batched + const_dims[0], size)[0]
+            return api.any(pred)
+
+        def step(*vals):
+            carry = vals[:n_carry]
+            cvals, bvals = vals[n_carry:n_carry + n_cc], vals[n_carry + n_cc:]
+            pred, _ = batch_graph(cond, carry + cvals, all_batched + const_dims[0], size)[0]
+            new = batch_graph(body, carry + bvals, all_batched + const_dims[1], size)
+            return [T.where(_reshape(pred, (size,) + (1,) * (_ndim(c) - 1)),
+                            _to_front(v, d, size), c) for (v, d), c in zip(new, carry)]
+        avals = [Aval((size,) + n.shape, n.dtype) for n in body.outputs]
+        c_avals = avals + [Aval(_shape(v), aval_of(v).dtype) for v in cc]
+        b_avals = c_avals + [Aval(_shape(v), aval_of(v).dtype) for v in bc]
+        def tree(n):
+            return TreeDef("tuple", [TreeDef("array")] * n)
+        new_cond, _, caps_c = trace_subgraph(any_goes_on, tree(len(c_avals)), c_avals,
+                                             "while_cond_batched")
+        new_body, _, caps_b = trace_subgraph(step, tree(len(b_avals)), b_avals,
+                                             "while_body_batched")
+        if caps_c or caps_b:
+            raise NotImplementedError("a batched while body that reads enclosing values")
+        packed = while_p(*carries, *cc, *cc, *bc, cond=new_cond, body=new_body, n_carry=n_carry)
+    parts = unpack(packed, avals)
+    parts = [p if b else T.broadcast_to(p, shape=(size,) + _shape(p))
+             for p, b in zip(parts, carry_batched)]
+    return _repack(parts, [n.aval for n in body.outputs], size), 0
+
+
 def call_rule(args, dims, graph):
     """A called graph is batched inline."""
     size = _batch_size(args, dims)
@@ -496,7 +564,7 @@ _RULES: dict[str, Callable] = {
     "softmax": _axis_rule(T.softmax), "log_softmax": _axis_rule(T.log_softmax),
     "cumsum": _axis_rule(T.cumsum), "argsort": _axis_rule(T.argsort),
     "linrec": _axis_rule(T.linrec, n_operands=2),
-    "scan": scan_rule, "cond": cond_rule, "call": call_rule,
+    "scan": scan_rule, "cond": cond_rule, "while": while_rule, "call": call_rule,
 }
 
 

@@ -448,22 +448,38 @@ def test_shared_predicate_keeps_one_cond():
         assert ops.count("cond") == 1
 
 
-def test_primitives_without_rules_run_as_a_loop():
-    """while_loop and custom_vjp have no batching rule: a scan over the batch of that
-    one node (the custom rule still gives the gradient)."""
+def _halve_until_small(x):  # a per-example predicate: loop while any example goes on
+    return tg.while_loop(lambda v: tg.sum(v * v) > 1.0, lambda v: v * 0.5, x)
+
+
+def _halve_n_times(x, n):  # a shared predicate (the counter): one loop, batched body
+    return tg.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 0.5), (0, x))[1]
+
+
+def test_while_loops_are_batched():
+    xs = R(5, 4) * 3
+    check(_halve_until_small, (xs,), 0)
+    check(_halve_n_times, (xs, np.array(3)), (0, None))
+    for fn, args, axes in [(_halve_until_small, (xs,), 0),
+                           (_halve_n_times, (xs, np.array(3)), (0, None))]:
+        f = tg.vmap(fn, in_axes=axes)
+        assert traced_ops(f, *args).count("while") == 1
+        np.testing.assert_allclose(tg.compile(f, **INTERP)(*args), loop_vmap(fn, axes, args),
+                                   rtol=1e-12)
+
+
+def test_custom_vjp_runs_as_a_loop_with_its_rule():
+    """custom_vjp_call has no batching rule: a scan over the batch of that one node,
+    and the user's rule still gives the gradient."""
     @tg.custom_vjp
     def clipped(x):
         return x * 1.0
 
     clipped.defvjp(lambda x: (x * 1.0, None), lambda _, g: (tg.clip(g, -0.1, 0.1),))
-
-    def halve_until_small(x):
-        return tg.while_loop(lambda v: tg.sum(v * v) > 1.0, lambda v: v * 0.5, x)
-    xs = R(5, 4) * 3
-    for fn in (halve_until_small, clipped):
-        f = tg.vmap(fn)
-        np.testing.assert_allclose(f(xs), loop_vmap(fn, 0, (xs,)), rtol=1e-12)
-        assert batching.uses_loop_fallback(tg.trace(f, xs))
+    xs = R(5, 4)
+    f = tg.vmap(clipped)
+    np.testing.assert_allclose(f(xs), xs, rtol=1e-12)
+    assert batching.uses_loop_fallback(tg.trace(f, xs))
     g = tg.grad(lambda x: tg.sum(tg.vmap(clipped)(x) * 5.0), **INTERP)(xs)
     np.testing.assert_allclose(g, np.full_like(xs, 0.1))
 
@@ -537,3 +553,18 @@ def test_jacobian_rows_by_vmap_match_jacobian(jax_np):
     ops = traced_ops(lambda p, x: batching.jacobian_rows(flat, (p, x), (0, 1), n_out=5), params, x)
     assert ops.count("sin") == 1 and "scan" not in ops
     assert batching.jacobian_rows(lambda v: v[:0], (x,), (0,)) is None
+
+
+def test_empty_batch_and_axis_size():
+    """A batch of 0 examples gives empty results of the right shape (JAX too); with
+    no mapped argument, axis_size says how many copies to make."""
+    w = R(3, 2)
+    assert tg.vmap(lambda x, w: tg.tanh(x @ w), in_axes=(0, None))(np.ones((0, 3)), w).shape \
+        == (0, 2)
+    assert tg.vmap(_running)(np.ones((0, 3))).shape == (0, 3)
+    per_example = tg.vmap(tg.grad(lambda w, x: tg.sum(tg.tanh(x @ w)), **INTERP), (None, 0))
+    assert per_example(w, np.ones((0, 3))).shape == (0, 3, 2)
+    out = tg.vmap(lambda x: x * 2.0, in_axes=None, axis_size=3)(np.arange(2.0))
+    np.testing.assert_array_equal(out, np.tile([0.0, 2.0], (3, 1)))
+    with pytest.raises(ValueError, match="axis_size=4"):
+        tg.vmap(lambda x: x, axis_size=4)(np.ones((3, 2)))
