@@ -1700,12 +1700,6 @@ def _assert_same(ours, theirs, path="result"):
         assert ours == theirs, (path, ours, theirs)
 
 
-# where tracegrad differs from PyTorch on purpose (see tracegrad/eager/function.py)
-_KNOWN = {
-    # torch.float64 prints as "torch.float64" in both; .dtype objects are compared by text
-}
-
-
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_case_matches_torch(case):
     torch = pytest.importorskip("torch")
