@@ -14,6 +14,7 @@ Operand kinds:
   ("i", shape, high)    int64 indices in [0, high)
   ("ineg", shape, high) int64 indices in [-high, high)
   ("b", shape)          bools
+  ("spd", shape)        symmetric positive-definite (..., n, n) matrices
   anything else         used as is (Python scalars, arrays)
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tracegrad.ops import linalg as L
 from tracegrad.ops import table as T
 
 
@@ -64,6 +66,9 @@ def _draw(spec, rng, dtype):
         return rng.integers(-spec[2], spec[2], shape)
     if kind == "b":
         return rng.random(shape) < 0.5
+    if kind == "spd":  # well-conditioned symmetric positive-definite matrices (linalg)
+        m = rng.standard_normal(shape)
+        return (m @ np.swapaxes(m, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dtype)
     raise ValueError(spec)
 
 
@@ -203,6 +208,23 @@ CASES = [
     Case("linrec", T.linrec, [("n", (2, 5)), ("n", (2, 5))], {"axis": 1}, ref=_linrec_ref),
     Case("linrec_reverse", T.linrec, [("n", (4, 3)), ("n", (4, 3))], {"axis": 0, "reverse": True},
          ref=_linrec_ref),
+    # ------------------------------------------------------------------- linalg
+    Case("cholesky", L.cholesky_p, [("spd", (3, 3))], ref=np.linalg.cholesky),
+    Case("cholesky_upper_batch", L.cholesky_p, [("spd", (2, 3, 3))], {"upper": True},
+         ref=lambda a, upper: np.swapaxes(np.linalg.cholesky(a), -1, -2)),
+    Case("triangular_solve_lower", L.triangular_solve_p, [("spd", (3, 3)), ("n", (3, 2))],
+         {"lower": True}, ref=lambda a, b, lower: np.linalg.solve(np.tril(a), b)),
+    Case("triangular_solve_upper_trans_vec", L.triangular_solve_p, [("spd", (3, 3)), ("n", (3,))],
+         {"lower": False, "trans": True},
+         ref=lambda a, b, lower, trans: np.linalg.solve(np.triu(a).T, b)),
+    Case("triangular_solve_unit_batch", L.triangular_solve_p,
+         [("spd", (2, 3, 3)), ("n", (2, 3, 2))], {"lower": True, "unit_diagonal": True},
+         ref=lambda a, b, lower, unit_diagonal: np.linalg.solve(np.tril(a, -1) + np.eye(3), b)),
+    Case("solve", L.solve_p, [("spd", (3, 3)), ("n", (3, 2))], ref=np.linalg.solve),
+    Case("solve_vec_batch", L.solve_p, [("spd", (2, 3, 3)), ("n", (3,))], ref=np.linalg.solve),
+    Case("inv", L.inv_p, [("spd", (3, 3))], ref=np.linalg.inv),
+    Case("det_batch", L.det_p, [("spd", (2, 3, 3))], ref=np.linalg.det),
+    Case("logabsdet", L.logabsdet_p, [("spd", (3, 3))], ref=lambda a: np.linalg.slogdet(a)[1]),
     # ------------------------------------------------------------------- matmul
     Case("matmul_mm", T.matmul, [("n", (3, 4)), ("n", (4, 5))], ref=np.matmul),
     Case("matmul_dot", T.matmul, [("n", (4,)), ("n", (4,))], ref=np.matmul),

@@ -87,11 +87,14 @@ def _rhs_shape(name: str, a: Aval, b: Aval, batch_broadcasts: bool) -> tuple:
     n = a.shape[-1]
     if b.ndim == 0 or b.shape[-1 if b.ndim == 1 else -2] != n:
         raise op_error(name, [a, b], f"b must have {n} rows to solve with {n}x{n} matrices")
+    if not batch_broadcasts and a.ndim > 2 and b.shape[:-2] != a.shape[:-2]:
+        raise op_error(name, [a, b], "a batch of matrices needs b (..., n, k) with the same "
+                                     "batch axes")
     if b.ndim == 1:
         return tuple(a.shape[:-1])
     if not batch_broadcasts:
-        if b.ndim != a.ndim or a.shape[:-2] != b.shape[:-2]:
-            raise op_error(name, [a, b], "b must be a vector, or have the batch axes of a")
+        if b.ndim != a.ndim:
+            raise op_error(name, [a, b], "b must be (n,) or (n, k) for one matrix")
         return tuple(b.shape)
     try:
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -148,6 +151,7 @@ def _cholesky_impl(a, upper=False):
 def _triangular_solve_impl(a, b, lower=True, trans=False, unit_diagonal=False):
     from scipy.linalg import solve_triangular
     a, b = _as_float("triangular_solve", a, b)
+    triangular_solve_p.shape_rule(aval_of(a), aval_of(b))  # scipy would batch b alone
     diag = np.diagonal(a, axis1=-2, axis2=-1)
     if not unit_diagonal and (diag == 0).any():
         raise _failure("triangular_solve", [a, b], "the matrix is singular (a zero on its "
@@ -258,11 +262,15 @@ def _triangular_solve_vjp_a(g, out, a, b, lower=True, trans=False, unit_diagonal
 
 
 def _solve_vjp_b(g, out, a, b):
+    # the driver sums a broadcast batch back to b's shape
+    if np.ndim(b) == 1 and np.ndim(g) > 1:  # a batch of vectors: solve them as (..., n, 1)
+        shape = tuple(np.shape(g))
+        return T.reshape(solve_p(_mT(a), T.reshape(g, shape=shape + (1,))), shape=shape)
     return solve_p(_mT(a), g)
 
 
 def _solve_vjp_a(g, out, a, b):
-    gb = solve_p(_mT(a), g)  # the driver sums a broadcast batch back to a's shape
+    gb = _solve_vjp_b(g, out, a, b)  # the driver sums a broadcast batch back to a's shape
     return _rank_one_or_product(gb, out, np.ndim(b) == 1)
 
 
