@@ -617,7 +617,13 @@ def _loop_fallback(prim: Primitive, args, dims, attrs, out_aval):
 def batch_graph(graph, args: Sequence[Any], dims: Sequence[int | None], size: int):
     """Run `graph` (traced on one example) on batched `args`; returns a list of
     (value, batch_dim) per output. Values are computed with `bind`, so this
-    records into the enclosing trace when the arguments are tracers."""
+    records into the enclosing trace when the arguments are tracers.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> g = tg.trace(lambda x, w: tg.sum(x * w), np.ones(3), np.ones(3))
+    >>> [(v.tolist(), d) for v, d in batch_graph(g, [np.eye(3), np.arange(3.0)], [1, None], 3)]
+    [([0.0, 1.0, 2.0], 0)]
+    """
     context = _innermost_context(args)
     env: dict[int, tuple[Any, int | None]] = {
         n.id: (a, d) for n, a, d in zip(graph.inputs, args, dims)}
@@ -699,7 +705,12 @@ def _innermost_context(values) -> TraceContext | None:
 
 
 def uses_loop_fallback(graph) -> bool:
-    """Whether a (traced) graph holds a scan made by vmap's per-node loop."""
+    """Whether a (traced) graph holds a scan made by vmap's per-node loop.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> uses_loop_fallback(tg.trace(tg.vmap(lambda x: tg.exp(x) @ x), np.ones((4, 3))))
+    False
+    """
     return any(n.op == "scan" and n.attrs["body"].name.startswith("scan_body_vmap_")
                for n in graph.nodes)
 

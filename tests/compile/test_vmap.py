@@ -568,3 +568,9 @@ def test_empty_batch_and_axis_size():
     np.testing.assert_array_equal(out, np.tile([0.0, 2.0], (3, 1)))
     with pytest.raises(ValueError, match="axis_size=4"):
         tg.vmap(lambda x: x, axis_size=4)(np.ones((3, 2)))
+
+
+def test_docstring_examples():
+    import doctest
+    result = doctest.testmod(batching, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted >= 8
