@@ -1863,3 +1863,29 @@ def test_module_doctests():
     from tracegrad.eager import function
     result = doctest.testmod(function)
     assert result.attempted >= 5 and result.failed == 0
+
+
+def test_traced_arguments_are_refused():
+    """Under tracegrad.grad the arguments are tracers: the custom backward would be
+    silently ignored (the gradient of the traced forward used instead), so apply
+    refuses them and points to tracegrad.custom_vjp."""
+    import tracegrad
+
+    class StraightThrough(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return (x > 0) * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    def f(x):
+        return tracegrad.sum(StraightThrough.apply(x) * x)
+
+    with pytest.raises(TypeError, match=r"StraightThrough.apply: argument 0 is a traced value "
+                                        r"\(float64\[3\].*tracegrad.custom_vjp"):
+        tracegrad.grad(f)(np.array([1.0, -2.0, 3.0]))
+    x = tg.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    f(x).backward()  # eager: the custom backward is used, d/dx [ste(x) * x] = ste(x) + x
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, -2.0, 4.0])

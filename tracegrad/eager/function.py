@@ -45,6 +45,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import sys
 import traceback
 import warnings
 import weakref
@@ -595,6 +596,7 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
         elif kwargs:  # PyTorch counts keyword arguments as inputs, in signature order
             bound = inspect.signature(cls.forward).bind(None, *args, **kwargs)
             args, kwargs = bound.args[1:], bound.kwargs
+        _refuse_traced(cls, args)
         ctx = cls._backward_cls()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         executable = STATE.grad_enabled and any(ctx.needs_input_grad)
@@ -611,6 +613,22 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
         finally:
             object.__setattr__(ctx, "__class__", plain)
         return _wrap_outputs(ctx, args, output, executable)
+
+
+def _refuse_traced(cls, args: tuple) -> None:
+    """Under tracegrad.compile/grad the arguments are tracers: their gradient comes from
+    tracing forward, so the custom backward would be silently ignored."""
+    tracing = sys.modules.get("tracegrad.tracing")
+    if tracing is None:
+        return  # nothing was ever traced
+    for i, a in enumerate(args):
+        if isinstance(a, tracing.Tracer):
+            raise TypeError(
+                f"{cls.__name__}.apply: argument {i} is a traced value "
+                f"({np.dtype(a.dtype).name}{list(a.shape)}, inside tracegrad.compile, grad or "
+                "another transform); a custom autograd.Function's backward is eager-only and "
+                "would be ignored there. Define the custom gradient with tracegrad.custom_vjp "
+                "(f.defvjp(fwd, bwd)) instead, or call the function on eager tensors.")
 
 
 def _link_inputs(ctx: BackwardCFunction, args: tuple) -> None:
