@@ -201,37 +201,38 @@ def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = Fa
 
     def jacobian_columns(*args):
         from tracegrad.autodiff import replay
-        from tracegrad.forward import tangent_pass
         from tracegrad.tracing import active_contexts
         graph, out_tree, leaves = _trace_fn(fn, args)
         env = replay(graph, leaves, active_contexts()[-1])  # the primal, computed once
         result = tree_unflatten(out_tree, [env[n.id] for n in graph.outputs])
         out, aux = _split_aux(result, has_aux)
-        out_node = graph.outputs[0]
         arg_inputs = _argument_inputs(graph, args, positions)
-        jacobians = []
-        for pos in positions:
-            node = arg_inputs[pos]
-            shape, n = node.shape, node.size
-            cols = []
-            for k in range(n):  # one tangent pass per basis vector; the primal is shared
-                basis = np.zeros(n, node.dtype)
-                basis[k] = 1
-                tenv = tangent_pass(graph, env, {node.id: basis.reshape(shape)},
-                                    active_contexts()[-1])
-                t = tenv.get(out_node.id)
-                cols.append(api.ravel(t) if t is not None else np.zeros(out_node.size,
-                                                                       out_node.dtype))
-            out_shape = tuple(np.shape(out))
-            if cols:
-                stacked = api.stack(cols, axis=-1)
-            else:
-                stacked = api.zeros_like(api.reshape(api.ravel(out), (-1, 1))[:, :0])
-            jacobians.append(api.reshape(stacked, out_shape + shape))
+        jacobians = [_columns(graph, env, arg_inputs[pos], tuple(np.shape(out)))
+                     for pos in positions]
         result = tuple(jacobians) if isinstance(argnums, (tuple, list)) else jacobians[0]
         return (result, aux) if has_aux else result
     jacobian_columns.__name__ = f"jacfwd({getattr(fn, '__name__', 'f')})"
     return CompiledFunction(jacobian_columns, "compile", backend=backend)
+
+
+def _columns(graph, env: dict, node, out_shape: tuple):
+    """d out / d node as `out_shape + node.shape`: the tangent pass `vmap`ped over the
+    identity (one batched pass whatever the input size: `W @ t` over n basis tangents
+    is one matrix product, as JAX's jacfwd), sharing the primal values `env`."""
+    from tracegrad.batching import vmap
+    from tracegrad.forward import tangent_pass
+    from tracegrad.tracing import active_contexts
+    out_node = graph.outputs[0]
+    n = node.size
+    if n == 0 or out_node.size == 0:
+        return np.zeros(out_shape + node.shape, out_node.dtype)
+
+    def column(basis_vector):
+        t = tangent_pass(graph, env, {node.id: api.reshape(basis_vector, node.shape)},
+                         active_contexts()[-1]).get(out_node.id)
+        return api.zeros_like(env[out_node.id]) if t is None else t
+    cols = vmap(column, out_axes=-1)(np.eye(n, dtype=node.dtype))  # out_shape + (n,)
+    return api.reshape(cols, out_shape + node.shape)
 
 
 def _argument_inputs(graph, args: tuple, positions: Sequence[int]) -> dict:

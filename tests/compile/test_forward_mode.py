@@ -369,6 +369,24 @@ def test_jacfwd_of_a_wide_output_compiled(rng):
     assert sum(n.op == "tanh" for n in traced.nodes) == 1  # the primal runs once
 
 
+def test_jacfwd_is_one_batched_tangent_pass(rng):
+    """The tangent pass is vmapped over the identity (JAX's jacfwd): the graph does
+    not grow with the input size, and W @ t over the basis is one matrix product."""
+    W = rng.standard_normal((7, 9))
+    sizes = {}
+    for n in (3, 9):
+        def f(x):
+            return tg.tanh(W[:, :n] @ x) * 2.0
+        x = rng.standard_normal(n)
+        jf = tg.jacfwd(f, **INTERP)
+        h = np.tanh(W[:, :n] @ x)
+        np.testing.assert_allclose(jf(x), 2 * (1 - h ** 2)[:, None] * W[:, :n], rtol=1e-12)
+        traced = jf.lower(x).traced
+        sizes[n] = len(traced.nodes)
+        assert [m.shape for m in traced.nodes if m.op == "matmul"][-1] == (n, 7)
+    assert sizes[3] == sizes[9], sizes
+
+
 # ------------------------------------------------------------ against JAX
 
 def _jax_pairs():
