@@ -19,6 +19,7 @@ import numpy as np
 
 from tracegrad.eager.grad_mode import STATE
 from tracegrad.ops.rulekit import PerOperand
+from tracegrad.eager.fast_vjps import FAST_VJPS
 from tracegrad.ops.table import sum_to_shape
 
 FREED_MESSAGE = (
@@ -385,10 +386,15 @@ class Node:
         batch = vjps.batch if type(vjps) is PerOperand else None
         if batch is not None:  # one pass over all operands (cat/stack of thousands)
             batched = batch([n is not None for n in inputs], g, out, *operands, **attrs)
+        fast = None if as_tensors else FAST_VJPS.get(self.prim)
         for i in range(len(inputs)):
             if inputs[i] is None:
                 continue
-            gi = vjps[i](g, out, *operands, **attrs) if batch is None else batched[i]
+            gi = NotImplemented
+            if fast is not None and fast[i] is not None:
+                gi = fast[i](g, out, *operands, **attrs)
+            if gi is NotImplemented:
+                gi = vjps[i](g, out, *operands, **attrs) if batch is None else batched[i]
             if gi is None:
                 continue
             meta = in_meta[i]

@@ -223,8 +223,6 @@ tanh = _unary("tanh", np.tanh, _tanh_vjp, "tg_tanh({0})", ("out",))
 sigmoid = _unary("sigmoid", _sigmoid_impl, lambda g, out, x: mul(mul(g, sub(1, out)), out),
                  "tg_sigmoid({0})", ("out",))
 def _relu_vjp(g, out, x):
-    if type(g) is np.ndarray and type(out) is np.ndarray:  # eager backward: NumPy directly
-        return np.where(out <= 0, 0, g)
     return where(le(out, 0), 0, g)
 
 
@@ -739,8 +737,6 @@ def _as_matrices(g, x, y):
 
 def _matmul_vjp_x(g, out, x, y):
     if type(x) is np.ndarray and type(y) is np.ndarray and x.ndim == 2 and y.ndim == 2:
-        if type(g) is np.ndarray:  # eager backward on plain matrices: NumPy directly
-            return np.matmul(g, y.T)
         return matmul(g, transpose(y, axes=(1, 0)))
     y2 = reshape(y, shape=np.shape(y) + (1,)) if np.ndim(y) == 1 else y
     gx = matmul(_as_matrices(g, x, y), _swap_last(y2))  # (..., n, k)
@@ -751,8 +747,6 @@ def _matmul_vjp_x(g, out, x, y):
 
 def _matmul_vjp_y(g, out, x, y):
     if type(x) is np.ndarray and type(y) is np.ndarray and x.ndim == 2 and y.ndim == 2:
-        if type(g) is np.ndarray:  # eager backward on plain matrices: NumPy directly
-            return np.matmul(x.T, g)
         return matmul(transpose(x, axes=(1, 0)), g)
     x2 = reshape(x, shape=(1,) + np.shape(x)) if np.ndim(x) == 1 else x
     gy = matmul(_swap_last(x2), _as_matrices(g, x, y))  # (..., k, m)
@@ -1059,13 +1053,6 @@ def _nll_loss_impl(logp, target, reduction):
 
 def _nll_loss_vjp(g, out, logp, target, reduction):
     n, c = logp.shape
-    if type(g) is np.ndarray and type(target) is np.ndarray:  # eager backward: NumPy directly
-        grad = np.zeros((n, c), dtype=g.dtype)
-        scale = -1.0 / n if reduction == "mean" else -1.0
-        grad[np.arange(n), target] = g if reduction == "none" else g * scale
-        if reduction == "none":
-            np.negative(grad, out=grad)
-        return grad
     if reduction == "none":
         per_row = neg(g)
     else:
