@@ -372,6 +372,52 @@ def nll_loss_rule(args, dims, reduction):
     return reduce(per_row, axis=1, keepdims=False), 0
 
 
+# ------------------------------------------------------------------ linalg
+
+def _stacked_matrices_rule(prim: Primitive) -> Callable:
+    """Ops on (..., n, n) stacks of matrices: the batch is one more leading axis."""
+    def rule(args, dims, **attrs):
+        (a,), (d,) = args, dims
+        return prim(_moveaxis(a, d, 0), **attrs), 0
+    return rule
+
+
+def _solve_batch_rule(prim: Primitive, batch_broadcasts: bool) -> Callable:
+    """A x = b per example: a 1-D b becomes a column (NumPy would read a batch of
+    vectors as a matrix), batch axes are lined up behind the batch axis."""
+    def rule(args, dims, **attrs):
+        (a, b), (da, db) = args, dims
+        size = _batch_size(args, dims)
+        ra, rb = _ndim(a) - (da is not None), _ndim(b) - (db is not None)
+        vec = rb == 1
+        if batch_broadcasts:
+            a = a if da is None else _moveaxis(a, da, 0)
+            b = b if db is None else _moveaxis(b, db, 0)
+        else:  # the batch axes of a and b must match exactly
+            a, b = _to_front(a, da, size), _to_front(b, db, size)
+        if vec:
+            b = _reshape(b, _shape(b) + (1,))
+        if batch_broadcasts:
+            rank = max(ra, rb + vec)
+            a = a if da is None else _padded(a, size, rank)
+            b = b if db is None else _padded(b, size, rank)
+        out = prim(a, b, **attrs)
+        return (_reshape(out, _shape(out)[:-1]) if vec else out), 0
+    return rule
+
+
+def _register_linalg_rules() -> None:
+    """Rules for the linalg primitives (tracegrad/ops/linalg.py), where present."""
+    rules = {name: lambda prim: _stacked_matrices_rule(prim)
+             for name in ("cholesky", "inv", "det", "slogdet_sign", "logabsdet")}
+    rules["solve"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=True)
+    rules["triangular_solve"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=False)
+    for name, make in rules.items():
+        prim = REGISTRY.get(name)
+        if prim is not None and prim.batch_rule is None:
+            prim.batch_rule = make(prim)
+
+
 # ------------------------------------------------------ loops and branches
 
 def _repack(parts: list, avals: list, size: int):
@@ -577,6 +623,11 @@ def _register_rules() -> None:
 
 
 _register_rules()
+try:  # the linalg primitives register when tracegrad.ops.api imports them
+    import tracegrad.ops.linalg  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+_register_linalg_rules()
 
 
 def rule_for(prim: Primitive) -> Callable | None:

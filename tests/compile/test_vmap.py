@@ -574,3 +574,69 @@ def test_docstring_examples():
     import doctest
     result = doctest.testmod(batching, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted >= 8
+
+
+# ------------------------------------------ every row of the op table, batched
+
+def _op_cases():
+    import pathlib
+    import sys
+    ops_dir = str(pathlib.Path(__file__).resolve().parents[1] / "ops")
+    if ops_dir not in sys.path:
+        sys.path.insert(0, ops_dir)
+    import op_cases
+    return op_cases.CASES
+
+
+OP_CASES = _op_cases()
+
+
+@pytest.mark.parametrize("mapped", ["all", "first"])
+@pytest.mark.parametrize("case", OP_CASES, ids=[c.id for c in OP_CASES])
+def test_every_op_table_row_batches_like_a_loop(case, mapped):
+    """Each row of tests/ops/op_cases.py over a batch of 3 draws: every array operand
+    mapped, or only the first (the others shared), against a loop over the examples."""
+    import zlib
+    rng = np.random.default_rng(zlib.crc32(case.id.encode()))
+    samples = [case.draw(rng, "float64") for _ in range(3)]
+    arrays = [k for k, v in enumerate(samples[0]) if isinstance(v, np.ndarray) and v.ndim]
+    if not arrays:
+        pytest.skip("no array operand to map")
+    mapped_at = arrays if mapped == "all" else arrays[:1]
+    args = [np.stack([s[k] for s in samples]) if k in mapped_at else v
+            for k, v in enumerate(samples[0])]
+    in_axes = tuple(0 if k in mapped_at else None for k in range(len(args)))
+
+    def fn(*operands):
+        return case.prim(*operands, **case.attrs)
+    ours = tg.vmap(fn, in_axes=in_axes)(*args)
+    expected = loop_vmap(fn, in_axes, tuple(args))
+    assert np.shape(ours) == np.shape(expected)
+    np.testing.assert_allclose(ours, expected, rtol=1e-12, atol=1e-12)
+
+
+def _spd(*shape):
+    m = R(*shape)
+    return m @ np.swapaxes(m, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+@pytest.mark.parametrize("fn, args, in_axes", [
+    (lambda a, b: tg.linalg.solve(a, b), (_spd(4, 3, 3), R(4, 3)), (0, 0)),
+    (lambda a, b: tg.linalg.solve(a, b), (_spd(3, 3), R(4, 3)), (None, 0)),
+    (lambda a, b: tg.linalg.solve(a, b), (_spd(4, 3, 3), R(3)), (0, None)),
+    (lambda a, b: tg.linalg.solve(a, b), (_spd(2, 4, 3, 3), R(3, 2)), (1, None)),
+    (lambda a, b: tg.linalg.solve(a, b), (_spd(3, 3), R(2, 3, 2, 4)), (None, 3)),
+    (lambda a, b: tg.linalg.solve_triangular(a, b, lower=True), (_spd(4, 3, 3), R(3)), (0, None)),
+    (lambda a, b: tg.linalg.solve_triangular(a, b, trans=1), (_spd(3, 3), R(3, 2, 4)), (None, 2)),
+    (lambda a: tg.linalg.cholesky(a) @ tg.linalg.inv(a), (_spd(4, 2, 3, 3),), 0),
+    (lambda a: tg.linalg.det(a) + tg.linalg.slogdet(a)[1], (np.moveaxis(_spd(4, 3, 3), 0, 1),),
+     1),
+])
+def test_linalg_batched_without_loops(fn, args, in_axes):
+    check(fn, args, in_axes, rtol=1e-10)
+    if in_axes == (0, 0):  # per-example gradients through solve
+        grad = tg.grad(lambda a, b: tg.sum(fn(a, b) ** 2), argnums=(0, 1), **INTERP)
+        ours = tg.vmap(grad, in_axes=in_axes)(*args)
+        for i in range(args[0].shape[0]):
+            for got, want in zip(ours, grad(args[0][i], args[1][i])):
+                np.testing.assert_allclose(got[i], want, rtol=1e-10)
