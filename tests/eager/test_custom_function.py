@@ -1674,6 +1674,50 @@ def case_test_hook_closure_cycle(M):
     return results
 
 
+def case_input_returned_as_is_is_a_view(M):
+    """An input returned as it is becomes a view of the input (`_base`); changing it or
+    its base in place and then using it raises PyTorch's error (the view logic would
+    override the custom backward); using it before the change is fine."""
+
+    class Id(M.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    def runtime_error(fn):
+        try:
+            fn()
+        except RuntimeError as exc:
+            return str(exc)
+        return None
+
+    leaf = M.ones(3, requires_grad=True)
+    x = leaf.clone()
+    r = Id.apply(x)
+    facts = [r._base is x, r is x]
+    facts.append(runtime_error(lambda: r.add_(1)))
+    x = leaf.clone()
+    r = Id.apply(x)
+    x.mul_(2)
+    facts.append(runtime_error(lambda: r * 1))
+    facts.append(runtime_error(lambda: r.grad_fn))
+    x = leaf.clone()
+    r = Id.apply(x)
+    with M.no_grad():
+        r.mul_(2)
+    facts.append(runtime_error(lambda: r * 1))
+    x = leaf.clone()
+    r = Id.apply(x)
+    z = r + 1
+    x.mul_(2)
+    z.sum().backward()  # r was used before the change: PyTorch allows it
+    return facts, leaf.grad
+
+
 CASES = [value for key, value in sorted(globals().items()) if key.startswith("case_")]
 IDS = [c.__name__[len("case_"):] for c in CASES]
 

@@ -35,9 +35,9 @@ them one shared node (`a.grad_fn is b.grad_fn`, told apart by `output_nr`); this
 engine has no output numbers, so each such output gets its own node of the same
 `<ClassName>Backward` class that stands for the shared one (same name, saved
 tensors, ctx attributes and `next_functions`; hooks registered on any of them are
-the shared node's hooks). An input returned as it is becomes a new tensor sharing
-its memory and version counter, but not a registered view (`_base` is None).
-Forward-mode AD is not implemented (`jvp` is never called; the default raises
+the shared node's hooks). An input returned as it is becomes a view of that input,
+and changing either in place and then using the view raises PyTorch's error (for a
+leaf input, the in-place change already raises PyTorch's leaf-view error). Forward-mode AD is not implemented (`jvp` is never called; the default raises
 PyTorch's NotImplementedError).
 """
 from __future__ import annotations
@@ -53,7 +53,9 @@ from typing import Any
 
 import numpy as np
 
-from tracegrad.eager._tensor import Tensor, check_inplace, commit_inplace
+from tracegrad.ops.core import TracegradError
+
+from tracegrad.eager._tensor import Tensor, _make_view, check_inplace, commit_inplace
 from tracegrad.eager.grad_mode import STATE, no_grad
 from tracegrad.eager.graph import (FREED_MESSAGE, HOOKS_ACTIVE, Node, _pack_one, fit_to,
                                    grad_accumulator, saved_hooks_stack, version_message)
@@ -85,6 +87,11 @@ DIRTY_VIEW_MULTI_OUTPUT_MESSAGE = (
 CLEARED_MESSAGE = ("saved_tensors can only be accessed once when "
                    "clear_saved_tensors_on_access=True is set on the autograd.Function. Either "
                    "access saved_tensors only once, or set clear_saved_tensors_on_access=False.")
+AS_IS_VIEW_TAIL = (
+    " This view was created inside a custom Function (or because an input was returned as-is) "
+    "and the autograd logic to handle view+inplace would override the custom backward "
+    "associated with the custom Function, leading to incorrect gradients. This behavior is "
+    "forbidden. You can fix this by cloning the output of the custom Function.")
 ONCE_DIFFERENTIABLE_MESSAGE = ("trying to differentiate twice a function that was marked "
                                "with @once_differentiable")
 
@@ -688,6 +695,9 @@ def _wrap_outputs(ctx: BackwardCFunction, args: tuple, output, executable: bool)
     if executable:
         _link_outputs(ctx, outputs, dirty, last_slot)
         ctx._save_tensors(ctx.__dict__.get("to_save", ()), outputs)
+        for k, (o, r) in enumerate(zip(outputs, raw)):
+            if o is not r and metas[k][2]:  # an input returned as it is, differentiable
+                _make_view(o, r, _AsIsOutput(o, f"Output {k} of {ctx._name[:-8]}"), {})
     for name in ("to_save", "dirty_tensors", "non_differentiable"):  # they may hold outputs:
         ctx.__dict__.pop(name, None)  # dropped, as PyTorch does, so no cycle outlives them
     return tuple(outputs) if is_tuple else outputs[0]
@@ -730,6 +740,36 @@ def _link_outputs(ctx: BackwardCFunction, outputs: list, dirty, last_slot: dict)
         else:
             o._grad_fn = node
             o._requires_grad = True
+
+
+class _CustomFunctionViewError(TracegradError, RuntimeError):
+    """An input a Function returned as it is was changed in place (PyTorch forbids it)."""
+
+
+class _AsIsOutput:
+    """The view op of an input that a Function returned as it is. The output shares the
+    input's memory, so the engine's view logic would remake its history from the input
+    (dropping the custom backward) when either is changed in place; it does that by
+    replaying this op, which raises PyTorch's error instead."""
+
+    kind = "custom_function_view"
+    nondiff = True
+    name = "custom_function_output"
+
+    def __init__(self, output: Tensor, label: str):
+        self.output = weakref.ref(output)
+        self.label = label  # "Output 0 of Id"
+        self.version = output._counter[0]
+        self.counter = output._counter
+
+    def impl(self, *arrays, **attrs):
+        changed = self.counter[0] != self.version
+        output = self.output()
+        if output is not None:
+            output.__dict__["_view"][1] = -1  # raise again at the next use, too
+        what = ("its base or another view of its base has been modified inplace." if changed
+                else "is being modified inplace.")
+        raise _CustomFunctionViewError(f"{self.label} is a view and {what}{AS_IS_VIEW_TAIL}")
 
 
 # ================================================================== once_differentiable
