@@ -51,9 +51,12 @@ class ForwardModeError(TracegradError):
 # ------------------------------------------------------------------ the pass
 
 
-def jvp_graph(graph: Graph, wrt: Sequence[int] | None = None, name: str | None = None) -> Graph:
+def jvp_graph(graph: Graph, wrt: Sequence[int] | None = None, name: str | None = None,
+              joint: bool = True) -> Graph:
     """The forward-mode graph of `graph`: (primals, tangents of `wrt`) -> (outputs,
-    output tangents). `wrt` defaults to every floating-point input.
+    output tangents). `wrt` defaults to every floating-point input. `joint=False`
+    keeps every primal node apart from the tangent nodes (loops run twice), so
+    that `partial_eval` can split the primal from the linear part.
 
     >>> import numpy as np, tracegrad as tg
     >>> from tracegrad.ir import interpret
@@ -77,7 +80,15 @@ def jvp_graph(graph: Graph, wrt: Sequence[int] | None = None, name: str | None =
         for k in wrt:
             node = graph.inputs[k]
             tangents[k] = context.new_input(node.aval, f"t_{node.attrs.get('name', k)}")
-        outs, touts = jvp_apply(graph, primals, tangents, context)
+        if joint:
+            outs, touts = jvp_apply(graph, primals, tangents, context)
+        else:
+            from tracegrad.autodiff import replay
+            env = replay(graph, primals, context)
+            seeds = {n.id: t for n, t in zip(graph.inputs, tangents) if t is not None}
+            tenv = tangent_pass(graph, env, seeds, context)
+            outs = [env[n.id] for n in graph.outputs]
+            touts = [tenv.get(n.id) for n in graph.outputs]
         for v in outs:
             context.graph.outputs.append(output_node(context, v))
         for v, o in zip(touts, outs):
@@ -212,6 +223,68 @@ def add_tangents(a: Any, b: Any) -> Any:
     if b is None:
         return a
     return _table().add(a, b)
+
+
+# ------------------------------------------------------- partial evaluation
+
+def partial_eval(graph: Graph, unknown_inputs: Sequence[int], unknown_outputs: Sequence[int]
+                 ) -> tuple[Graph, Graph]:
+    """Split `graph` for `linearize`: the nodes that do not depend on the inputs
+    `unknown_inputs` (the tangents) run once, the rest run per call.
+
+    Returns (known, rest):
+      known: (the other inputs) -> (every output not in `unknown_outputs`, residuals)
+      rest:  (residuals, the unknown inputs) -> (the `unknown_outputs`)
+    Residuals are the known values the unknown nodes read (and known values that
+    are themselves unknown outputs, e.g. a tangent that is zero).
+    """
+    unknown = {graph.inputs[k].id for k in unknown_inputs}
+    for node in graph.nodes:
+        if node.id not in unknown and any(i.id in unknown for i in node.inputs):
+            unknown.add(node.id)
+    residuals: list[Node] = []
+    seen: set[int] = set()
+
+    def need(node: Node) -> None:
+        if node.id not in unknown and node.op != "const" and node.id not in seen:
+            seen.add(node.id)
+            residuals.append(node)
+    for node in graph.nodes:
+        if node.id in unknown:
+            for i in node.inputs:
+                need(i)
+    for k in unknown_outputs:
+        need(graph.outputs[k])
+    known_inputs = [k for k in range(len(graph.inputs)) if k not in set(unknown_inputs)]
+    known_outputs = [o for k, o in enumerate(graph.outputs) if k not in set(unknown_outputs)]
+    known = _subgraph(graph, [graph.inputs[k] for k in known_inputs], known_outputs + residuals,
+                      lambda n: n.id not in unknown, f"{graph.name}_known")
+    rest = _subgraph(graph, residuals + [graph.inputs[k] for k in unknown_inputs],
+                     [graph.outputs[k] for k in unknown_outputs],
+                     lambda n: n.id in unknown, f"{graph.name}_linear")
+    return known, rest
+
+
+def _subgraph(graph: Graph, inputs: Sequence[Node], outputs: Sequence[Node],
+              keep: Callable[[Node], bool], name: str) -> Graph:
+    """The nodes of `graph` that `keep` selects, fed by `inputs` (any nodes of
+    `graph`, made inputs here), with `outputs`."""
+    context = TraceContext(name)
+    with context.active():
+        env = {n.id: context.new_input(n.aval, n.attrs.get("name", f"r{n.id}"))
+               for n in inputs}
+        for node in graph.nodes:
+            if node.id in env:
+                continue
+            if node.op == "const":
+                env[node.id] = Tracer(context, context.const_node(node.attrs["value"]))
+            elif node.op != "input" and keep(node):
+                with node_source(node.source):
+                    env[node.id] = core.bind(REGISTRY[node.op], *[env[i.id] for i in node.inputs],
+                                             **node.attrs)
+        for o in outputs:
+            context.graph.outputs.append(output_node(context, env[o.id]))
+    return context.graph
 
 
 # ------------------------------------------------------- derived JVP rules

@@ -172,18 +172,55 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence, *, has_aux: bool = 
 def linearize(fn: Callable, *primals: Any, backend: str = "numba"):
     """JAX's `linearize`: `(fn(*primals), f_jvp)` with `f_jvp(*tangents) = J @ tangents`.
 
+    The forward-mode graph is split by partial evaluation (`forward.partial_eval`):
+    the primal and every value the tangents need from it are computed once, here;
+    `f_jvp` runs only the tangent half, one compiled kernel, on the stored values.
+
     >>> import numpy as np, tracegrad as tg
     >>> out, f_jvp = tg.linearize(lambda x: x ** 2, np.array([3.0]), backend="interpret")
     >>> f_jvp(np.array([1.0]))
     array([6.])
     """
-    out = _cached(fn, ("forward", False, backend),
-                  lambda: __import__("tracegrad.compiler", fromlist=["x"]).CompiledFunction(
-                      fn, "compile", backend=backend))(*primals)
+    from tracegrad.compiler import CompiledFunction
+    from tracegrad.forward import jvp_graph, partial_eval
+    from tracegrad.tracing import Tracer, active_contexts, trace_flat
+    leaves = _leaves(tuple(primals))
+    if active_contexts() or any(isinstance(v, Tracer) for v in leaves):
+        # inside an enclosing trace: the primal is symbolic, nothing to store
+        out = fn(*primals)
+        return out, lambda *tangents: jvp(fn, tuple(primals), tuple(tangents),
+                                          backend=backend)[1]
+    traced = trace_flat(fn, tuple(primals), scalar_argnums=tuple(range(len(primals))))
+    graph = traced.graph
+    n_in, n_out = len(graph.inputs), len(graph.outputs)
+    wrt = [k for k, node in enumerate(graph.inputs) if np.issubdtype(node.dtype, np.inexact)]
+    fwd = jvp_graph(graph, wrt, joint=False)
+    known, linear = partial_eval(fwd, unknown_inputs=range(n_in, n_in + len(wrt)),
+                                 unknown_outputs=range(n_out, 2 * n_out))
+    results = CompiledFunction(_graph_runner(known), "compile", backend=backend)(*leaves)
+    out = tree_unflatten(traced.out_tree, list(results[:n_out]))
+    residuals = tuple(results[n_out:])
+    linear_part = CompiledFunction(_graph_runner(linear), "compile", backend=backend)
 
     def f_jvp(*tangents):
-        return jvp(fn, tuple(primals), tuple(tangents), backend=backend)[1]
+        _check_tangents(primals, tangents)
+        t_leaves = _leaves(tuple(tangents))
+        touts = linear_part(*residuals, *[t_leaves[k] for k in wrt])
+        return tree_unflatten(traced.out_tree, list(touts))
+    f_jvp.__name__ = f"jvp_of_{getattr(fn, '__name__', 'f')}"
     return out, f_jvp
+
+
+def _graph_runner(graph) -> Callable:
+    """A traceable function that runs `graph` (for CompiledFunction)."""
+    from tracegrad.autodiff import replay
+    from tracegrad.tracing import active_contexts
+
+    def run(*args):
+        env = replay(graph, args, active_contexts()[-1])
+        return tuple(env[o.id] for o in graph.outputs)
+    run.__name__ = graph.name
+    return run
 
 
 def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,

@@ -208,6 +208,42 @@ def test_jvp_apply_on_eager_tensors_records_an_eager_graph():
     np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-12)
 
 
+def test_partial_eval_leaves_only_the_linear_part_per_call():
+    """linearize's split: tanh and the matmul of the primal run once (known graph);
+    the per-call graph has only tangent ops and reads the stored residuals."""
+    W, x = np.ones((4, 3)), np.ones(3)
+    g = tg.trace(lambda W, x: tg.tanh(W @ x) * 3.0, W, x)
+    fwd = forward.jvp_graph(g, joint=False)
+    known, linear = forward.partial_eval(fwd, unknown_inputs=[2, 3], unknown_outputs=[1])
+    assert "tanh" in [n.op for n in known.nodes]
+    assert "tanh" not in [n.op for n in linear.nodes]
+    assert sum(n.op == "matmul" for n in linear.nodes) == 2  # tW @ x + W @ tx
+    rng = np.random.default_rng(1)
+    W, x, tW, tx = (rng.standard_normal(s) for s in [(4, 3), (3,), (4, 3), (3,)])
+    out, *residuals = interpret(known, W, x)
+    (tangent,) = interpret(linear, *residuals, tW, tx)
+    np.testing.assert_allclose(out, np.tanh(W @ x) * 3.0)
+    np.testing.assert_allclose(tangent, 3.0 * (1 - np.tanh(W @ x) ** 2) * (tW @ x + W @ tx),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+def test_linearize_matches_jvp(rng, backend):
+    W = rng.standard_normal((5, 3))
+
+    def f(x, w):
+        return {"y": tg.tanh(W @ x) * w, "s": rnn(x, w)}
+    x, w = rng.standard_normal(3), np.array(0.4)
+    out, f_jvp = tg.linearize(f, x, w, backend=backend)
+    np.testing.assert_allclose(out["y"], np.tanh(W @ x) * w, rtol=1e-12)
+    for _ in range(2):  # the stored residuals serve every call
+        t = (rng.standard_normal(3), np.array(rng.standard_normal()))
+        got = f_jvp(*t)
+        expected = tg.jvp(f, (x, w), t, **INTERP)[1]
+        for k in ("y", "s"):
+            np.testing.assert_allclose(got[k], expected[k], rtol=1e-10, atol=1e-12)
+
+
 # ------------------------------------------------------------ loops, branches, custom rules
 
 def central(f, primals, tangents, eps=1e-6):
