@@ -1715,6 +1715,24 @@ def case_input_returned_as_is_is_a_view(M):
     z = r + 1
     x.mul_(2)
     z.sum().backward()  # r was used before the change: PyTorch allows it
+
+    class Alias(M.autograd.Function):  # a view made inside forward
+        @staticmethod
+        def forward(ctx, x):
+            return x[1:]
+
+        @staticmethod
+        def backward(ctx, g):
+            return M.cat([M.zeros(1, dtype=g.dtype), g * 3])
+
+    x = leaf.clone()
+    v = Alias.apply(x)
+    facts.append(_name(v.grad_fn))
+    v.sum().backward()
+    x.mul_(2)
+    facts.append(runtime_error(lambda: v * 1))
+    v = Alias.apply(leaf.clone())
+    facts.append(runtime_error(lambda: v.add_(1)))
     return facts, leaf.grad
 
 

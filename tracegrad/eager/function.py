@@ -695,12 +695,26 @@ def _wrap_outputs(ctx: BackwardCFunction, args: tuple, output, executable: bool)
     if executable:
         _link_outputs(ctx, outputs, dirty, last_slot)
         ctx._save_tensors(ctx.__dict__.get("to_save", ()), outputs)
-        for k, (o, r) in enumerate(zip(outputs, raw)):
-            if o is not r and metas[k][2]:  # an input returned as it is, differentiable
-                _make_view(o, r, _AsIsOutput(o, f"Output {k} of {ctx._name[:-8]}"), {})
+        _guard_views(ctx, outputs, raw, metas, dirty)
     for name in ("to_save", "dirty_tensors", "non_differentiable"):  # they may hold outputs:
         ctx.__dict__.pop(name, None)  # dropped, as PyTorch does, so no cycle outlives them
     return tuple(outputs) if is_tuple else outputs[0]
+
+
+def _guard_views(ctx, outputs: list, raw: list, metas: list, dirty) -> None:
+    """Differentiable outputs that share memory with something else (an input returned
+    as it is, or a view made in forward) get a last view op that refuses to be replayed,
+    so in-place changes cannot silently replace this call's backward (see _AsIsOutput)."""
+    done = set()
+    for k, (o, r) in enumerate(zip(outputs, raw)):
+        if not isinstance(o, Tensor) or not metas[k][2] or id(o) in done \
+                or any(r is d for d in dirty):
+            continue
+        done.add(id(o))
+        base = r if o is not r else (o if o._base is not None else None)
+        if base is not None:
+            _make_view(o, base, _AsIsOutput(o, f"Output {k} of {ctx._name[:-len('Backward')]}"),
+                       {})
 
 
 def _check_dirty(dirty, input_ids: set, raw: list, executable: bool) -> None:
