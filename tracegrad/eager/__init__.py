@@ -50,3 +50,5 @@ from tracegrad.eager.compat import (Generator, Variable, accelerator, backends, 
                                     get_default_device, load, save, set_default_device)
 
 autograd.Variable = Variable
+from tracegrad.eager import linalg  # noqa: E402  (torch.linalg; its TOP_LEVEL: torch.det, torch.cholesky_solve, ...)
+globals().update(linalg.TOP_LEVEL)

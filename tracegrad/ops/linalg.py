@@ -137,7 +137,8 @@ def _leading_minor(a: np.ndarray) -> str:
 
 def _cholesky_impl(a, upper=False):
     (a,) = _as_float("cholesky", a)
-    sym = (a + np.swapaxes(a, -1, -2)) * a.dtype.type(0.5)
+    sym = np.add(a, np.swapaxes(a, -1, -2))
+    sym *= a.dtype.type(0.5)
     try:
         low = np.linalg.cholesky(sym)
     except np.linalg.LinAlgError:

@@ -1,0 +1,339 @@
+"""torch.linalg on eager tensors, and torch's top-level linear algebra names.
+
+Every function applies a primitive of tracegrad/ops/linalg.py (the same
+definition compiled mode traces), with PyTorch's argument conventions, node
+names and error texts:
+
+    >>> import tracegrad.eager as torch
+    >>> a = torch.tensor([[4.0, 2.0], [2.0, 3.0]], requires_grad=True)
+    >>> torch.linalg.cholesky(a).grad_fn.name()
+    'LinalgCholeskyExBackward0'
+
+Differences from PyTorch: `slogdet`'s sign has no grad_fn (PyTorch's shares the
+logabsdet node); `cholesky_solve` is two triangular solves, so its grad_fn is
+`LinalgSolveTriangularBackward0`, not `CholeskySolveBackward0`; `left=False`
+solves and torch.linalg.solve's batch-of-vectors form add transposes/reshapes
+around the solve node. Matrix norms that need an SVD (2, -2, 'nuc') raise.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from tracegrad.eager._tensor import Tensor, apply_op, tensor
+from tracegrad.eager.errors import EagerNotImplementedError, shape_error
+from tracegrad.ops import linalg as L
+from tracegrad.ops import table as T
+
+__all__ = ["cholesky", "solve", "inv", "det", "slogdet", "solve_triangular", "norm",
+           "vector_norm", "matrix_norm", "LinAlgError"]
+
+
+class LinAlgError(L.LinAlgError, RuntimeError):
+    """torch.linalg.LinAlgError: a RuntimeError (as PyTorch's) and tracegrad's LinAlgError."""
+
+
+_SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
+_TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+
+
+def _t(x) -> Tensor:
+    return x if isinstance(x, Tensor) else tensor(x)
+
+
+def _check_square(op: str, A: Tensor, name: str = "A") -> None:
+    if A.ndim < 2:
+        raise shape_error(op, f"{op}: The input tensor {name} must have at least 2 dimensions.", A)
+    if A.shape[-1] != A.shape[-2]:
+        raise shape_error(op, f"{op}: {name} must be batches of square matrices, but they are "
+                              f"{A.shape[-2]} by {A.shape[-1]} matrices", A)
+
+
+def _check_float(op: str, *tensors: Tensor) -> None:
+    for x in tensors:
+        if x._data.dtype.kind != "f":
+            raise shape_error(op, f"{op}: Expected a floating point or complex tensor as input. "
+                                  f"Got {str(x.dtype).replace('torch.', '').capitalize()}", x)
+
+
+def _apply(op: str, prim, args, attrs, failure: str, name: str | None = None) -> Tensor:
+    """apply_op, with tracegrad's LinAlgError re-raised as PyTorch's (text and class)."""
+    try:
+        return apply_op(prim, args, attrs, name=name)
+    except L.LinAlgError:
+        raise LinAlgError(failure(args) if callable(failure) else failure) from None
+
+
+def _not_positive_definite(op: str):
+    def text(args) -> str:
+        order = L._leading_minor(np.asarray(args[0]._data, dtype=np.float64))
+        return (f"{op}: The factorization could not be completed because the input is not "
+                f"positive-definite{order.replace(' positive definite)', ' positive-definite)')}.")
+    return text
+
+
+def _singular_pivot(args) -> str:
+    """linalg.inv's text names the first zero pivot of the LU factorization."""
+    from scipy.linalg import lapack
+    a = np.asarray(args[0]._data, dtype=np.float64)
+    for m in a.reshape((-1,) + a.shape[-2:]):
+        info = lapack.dgetrf(m)[2]
+        if info > 0:
+            return (f"linalg.inv: The diagonal element {info} is zero, the inversion could not "
+                    "be completed because the input matrix is singular.")
+    return "linalg.inv: The inversion could not be completed because the input matrix is singular."
+
+
+def _mT(x: Tensor) -> Tensor:
+    return x.transpose(-2, -1)
+
+
+# --------------------------------------------------------------- torch.linalg
+
+
+def cholesky(A, *, upper: bool = False, out=None) -> Tensor:
+    """torch.linalg.cholesky: L with A = L L^H (upper=True: L^H), one LinalgCholeskyExBackward0.
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.cholesky(torch.tensor([[4.0, 2.0], [2.0, 2.0]]))
+    tensor([[2., 0.],
+            [1., 1.]])
+    """
+    A = _t(A)
+    _no_out(out, "linalg.cholesky")
+    _check_square("linalg.cholesky", A)
+    _check_float("linalg.cholesky", A)
+    return _apply("linalg.cholesky", L.cholesky_p, (A,), {"upper": bool(upper)},
+                  _not_positive_definite("linalg.cholesky"))
+
+
+def solve(A, B, *, left: bool = True, out=None) -> Tensor:
+    """torch.linalg.solve: X with A X = B (left=False: X A = B); LinalgSolveExBackward0.
+
+    B is a vector when 1-D or when it has A's shape minus the last axis (PyTorch's rule).
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.solve(torch.tensor([[2.0, 0.0], [0.0, 4.0]]), torch.tensor([2.0, 2.0]))
+    tensor([1.0000, 0.5000])
+    """
+    A, B = _t(A), _t(B)
+    _no_out(out, "linalg.solve")
+    _check_square("linalg.solve", A)
+    _check_float("linalg.solve", A, B)
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        return _mT(solve(_mT(A), _mT(B)))
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    rows = B.shape[-1] if vector else (B.shape[-2] if B.ndim >= 2 else -1)
+    if rows != A.shape[-1]:
+        shape_b = f"{B.shape[-1]}" if vector else f"{B.shape[-2]}x{B.shape[-1]}"
+        raise shape_error("linalg.solve", "linalg.solve: Incompatible shapes of A and B for the "
+                          f"equation {'Ax = b' if vector else 'AX = B'} "
+                          f"({A.shape[-2]}x{A.shape[-1]} and {shape_b})", A, B)
+    singular = "torch.linalg.solve: The solver failed because the input matrix is singular."
+    if vector and B.ndim > 1:  # a batch of vectors: solve them as (..., n, 1)
+        X = _apply("linalg.solve", L.solve_p, (A, B.unsqueeze(-1)), {}, singular)
+        return X.squeeze(-1)
+    return _apply("linalg.solve", L.solve_p, (A, B), {}, singular)
+
+
+def inv(A, *, out=None) -> Tensor:
+    """torch.linalg.inv (and torch.inverse): one LinalgInvExBackward0 node.
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.inv(torch.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.2500]])
+    """
+    A = _t(A)
+    _no_out(out, "linalg.inv")
+    _check_square("linalg.inv", A)
+    _check_float("linalg.inv", A)
+    return _apply("linalg.inv", L.inv_p, (A,), {}, _singular_pivot)
+
+
+def det(A, *, out=None) -> Tensor:
+    """torch.linalg.det (and torch.det): one LinalgDetBackward0 node.
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.det(torch.tensor([[2.0, 1.0], [1.0, 3.0]]))
+    tensor(5.)
+    """
+    A = _t(A)
+    _no_out(out, "linalg.det")
+    _check_square("linalg.det", A)
+    _check_float("linalg.det", A)
+    return _apply("linalg.det", L.det_p, (A,), {}, "linalg.det failed")
+
+
+def slogdet(A, *, out=None):
+    """torch.linalg.slogdet (and torch.slogdet): (sign, logabsdet); logabsdet's node is
+    LinalgSlogdetBackward0 (the sign has no gradient and no grad_fn here).
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.slogdet(torch.tensor([[0.0, 2.0], [3.0, 0.0]])).sign
+    tensor(-1.)
+    """
+    A = _t(A)
+    _no_out(out, "linalg.slogdet")
+    _check_square("linalg.slogdet", A)
+    _check_float("linalg.slogdet", A)
+    sign = apply_op(L.slogdet_sign_p, (A,), {})
+    return _SlogdetResult(sign, apply_op(L.logabsdet_p, (A,), {}))
+
+
+def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: bool = False,
+                     out=None) -> Tensor:
+    """torch.linalg.solve_triangular: X with A X = B (left=False: X A = B), A triangular.
+
+    >>> import tracegrad.eager as torch
+    >>> A = torch.tensor([[2.0, 0.0], [1.0, 1.0]])
+    >>> torch.linalg.solve_triangular(A, torch.tensor([[2.0], [3.0]]), upper=False)
+    tensor([[1.],
+            [2.]])
+    """
+    A, B = _t(A), _t(B)
+    _no_out(out, "linalg.solve_triangular")
+    _check_square("linalg.solve_triangular", A)
+    _check_float("linalg.solve_triangular", A, B)
+    if B.ndim < 2:
+        raise shape_error("linalg.solve_triangular", "linalg.solve_triangular: The input tensor "
+                          f"B must have at least 2 dimensions.", B)
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        X = _triangular(A, _mT(B), lower=not upper, trans=True, unit=unitriangular)
+        return _mT(X)
+    return _triangular(A, B, lower=not upper, trans=False, unit=unitriangular)
+
+
+def _triangular(A, B, lower: bool, trans: bool, unit: bool, name: str | None = None) -> Tensor:
+    n = A.shape[-1]
+    if B.shape[-2] != n:
+        raise shape_error("linalg.solve_triangular", "linalg.solve_triangular: Incompatible "
+                          f"shapes of A and B for the equation AX = B ({n}x{n} and "
+                          f"{B.shape[-2]}x{B.shape[-1]})", A, B)
+    batch = np.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2]))
+    if tuple(A.shape[:-2]) != batch:
+        A = A.expand(*batch, n, n)
+    if tuple(B.shape[:-2]) != batch:
+        B = B.expand(*batch, *B.shape[-2:])
+    return _apply("linalg.solve_triangular", L.triangular_solve_p, (A, B),
+                  {"lower": lower, "trans": trans, "unit_diagonal": bool(unit)},
+                  "linalg.solve_triangular: The diagonal element is zero, the solve could not "
+                  "be completed because the input matrix is singular.", name=name)
+
+
+def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """torch.linalg.vector_norm: one LinalgVectorNormBackward0 node.
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.vector_norm(torch.tensor([3.0, 4.0]))
+    tensor(5.)
+    """
+    from tracegrad.eager import torch_ops
+    return torch_ops.norm(_t(x), p=ord, dim=dim, keepdim=keepdim, dtype=dtype)
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
+    """torch.linalg.matrix_norm for ord 'fro', 1, -1, inf, -inf (2, -2, 'nuc' need an SVD).
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.matrix_norm(torch.tensor([[1.0, -2.0], [3.0, 4.0]]), ord=1)
+    tensor(6.)
+    """
+    from tracegrad.eager import torch_ops
+    A = _t(A) if dtype is None else _t(A).to(dtype)
+    if A.ndim < 2:
+        raise shape_error("linalg.matrix_norm", "linalg.matrix_norm: The input tensor A must "
+                          "have at least 2 dimensions.", A)
+    r, c = (d % A.ndim for d in dim)
+    if ord == "fro":
+        return torch_ops.norm(A, p=2, dim=(r, c), keepdim=keepdim)
+    if ord in (1, -1, np.inf, -np.inf):
+        along, across = (r, c) if ord in (1, -1) else (c, r)  # 1: max column sum
+        sums = torch_ops.sum(torch_ops.abs(A), dim=along, keepdim=keepdim)
+        if not keepdim and along < across:
+            across -= 1
+        pick = torch_ops.amax if ord > 0 else torch_ops.amin
+        return pick(sums, dim=across, keepdim=keepdim)
+    raise EagerNotImplementedError(f"tracegrad.eager: linalg.matrix_norm(ord={ord!r}) needs an "
+                                   "SVD, which tracegrad does not have")
+
+
+def norm(A, ord=None, dim=None, keepdim: bool = False, *, out=None, dtype=None) -> Tensor:
+    """torch.linalg.norm: a vector norm, or a matrix norm when ord is set for 2 dims.
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.norm(torch.tensor([[3.0], [4.0]]))
+    tensor(5.)
+    """
+    _no_out(out, "linalg.norm")
+    A = _t(A)
+    dims = (dim,) if isinstance(dim, int) else dim
+    if ord is None:
+        return vector_norm(A, 2, dim=dims, keepdim=keepdim, dtype=dtype)
+    if dims is None:
+        if A.ndim not in (1, 2):
+            raise shape_error("linalg.norm", "linalg.norm: If dim is not specified but ord is, "
+                              f"the input must be 1D or 2D. Got {A.ndim}D.", A)
+        dims = tuple(range(A.ndim))
+    if len(dims) == 2:
+        return matrix_norm(A, ord, dim=dims, keepdim=keepdim, dtype=dtype)
+    return vector_norm(A, ord, dim=dims, keepdim=keepdim, dtype=dtype)
+
+
+def _no_out(out, op: str) -> None:
+    if out is not None:
+        raise EagerNotImplementedError(f"tracegrad.eager: {op}(out=...) is not supported")
+
+
+# ---------------------------------------------------- torch's top-level names
+
+
+def cholesky_top(input, upper: bool = False, *, out=None) -> Tensor:
+    """torch.cholesky (deprecated in PyTorch): one CholeskyBackward0 node."""
+    A = _t(input)
+    _no_out(out, "cholesky")
+    _check_square("cholesky", A)
+    return _apply("cholesky", L.cholesky_p, (A,), {"upper": bool(upper)},
+                  _not_positive_definite("cholesky"), name="CholeskyBackward0")
+
+
+def cholesky_solve(input, input2, upper: bool = False, *, out=None) -> Tensor:
+    """torch.cholesky_solve(B, L): X with A X = B for A = L L^T (upper: A = U^T U).
+
+    Two triangular solves, so the grad_fn is LinalgSolveTriangularBackward0.
+
+    >>> import tracegrad.eager as torch
+    >>> L = torch.tensor([[2.0, 0.0], [1.0, 1.0]])
+    >>> torch.cholesky_solve(torch.tensor([[4.0], [3.0]]), L)
+    tensor([[1.],
+            [0.]])
+    """
+    B, L_ = _t(input), _t(input2)
+    _no_out(out, "cholesky_solve")
+    _check_square("cholesky_solve", L_)
+    lower = not upper
+    Y = _triangular(L_, B, lower=lower, trans=upper, unit=False)   # L Y = B (U^T Y = B)
+    return _triangular(L_, Y, lower=lower, trans=lower, unit=False)  # L^T X = Y (U X = Y)
+
+
+def triangular_solve(b, A, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False):
+    """torch.triangular_solve(b, A) (deprecated in PyTorch): (solution, cloned_coefficient),
+    the solution's node is TriangularSolveBackward0."""
+    b, A = _t(b), _t(A)
+    _check_square("triangular_solve", A)
+    X = _triangular(A, b, lower=not upper, trans=bool(transpose), unit=unitriangular,
+                    name="TriangularSolveBackward0")
+    return _TriangularSolveResult(X, A.clone())
+
+
+def logdet(input) -> Tensor:
+    """torch.logdet: log det(A), nan where det(A) < 0 (PyTorch's WhereBackward0 node)."""
+    sign, logabsdet = slogdet(input)
+    return apply_op(T.where, (T.lt(sign._data, 0), np.nan, logabsdet), {})
+
+
+TOP_LEVEL = {"cholesky": cholesky_top, "cholesky_solve": cholesky_solve,
+             "triangular_solve": triangular_solve, "logdet": logdet, "det": det,
+             "slogdet": slogdet, "inverse": inv}
