@@ -863,14 +863,18 @@ def vmap(fn: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | Non
     array([[2., 0.],
            [0., 4.]])
     """
-    def mapped(*args):
+    def mapped(*args, **kwargs):
         axes = _in_axes_per_argument(in_axes, len(args))
+        if kwargs:  # keyword arguments are mapped over their axis 0, as in JAX
+            n = len(args)
+            return vmap(lambda *a: fn(*a[:n], **a[n]), axes + (0,), out_axes,
+                        axis_size)(*args, kwargs)
         names = argument_names(fn, len(args))
-        args = tuple(args)
         leaf_axes: list = []
+        leaves: list = []
         for k, (spec, a) in enumerate(zip(axes, args)):
             leaf_axes.extend(_leaf_axes(spec, a, names[k], "in_axes"))
-        leaves = [_prepare_leaf(v) for v in tree_flatten(args, arrays_only_scalars=False)[0]]
+            leaves.extend(_prepare_leaf(v) for v in tree_flatten(a, arrays_only_scalars=False)[0])
         mapped_leaves = []
         norm_axes = []
         for v, (ax, name) in zip(leaves, leaf_axes):

@@ -640,3 +640,13 @@ def test_linalg_batched_without_loops(fn, args, in_axes):
         for i in range(args[0].shape[0]):
             for got, want in zip(ours, grad(args[0][i], args[1][i])):
                 np.testing.assert_allclose(got[i], want, rtol=1e-10)
+
+
+def test_keyword_arguments_are_mapped_over_axis_0(jax_np):
+    xs, scale = R(4, 3), R(4)
+    ours = tg.vmap(lambda x, scale: x * scale, in_axes=(0,))(xs, scale=scale)
+    np.testing.assert_allclose(ours, xs * scale[:, None], rtol=1e-12)
+    if jax_np is not None:
+        jax, _ = jax_np
+        theirs = jax.vmap(lambda x, scale: x * scale, in_axes=(0,))(xs, scale=scale)
+        np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-12)
