@@ -650,3 +650,17 @@ def test_keyword_arguments_are_mapped_over_axis_0(jax_np):
         jax, _ = jax_np
         theirs = jax.vmap(lambda x, scale: x * scale, in_axes=(0,))(xs, scale=scale)
         np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-12)
+
+
+_SHARED_W = np.ones((3, 2))
+
+
+def test_compiled_vmap_reads_globals_on_every_call():
+    f = tg.compile(tg.vmap(lambda x: x @ _SHARED_W), **INTERP)
+    x = np.arange(12.0).reshape(4, 3)
+    np.testing.assert_allclose(f(x), x @ np.ones((3, 2)))
+    _SHARED_W[:] = 2.0
+    try:
+        np.testing.assert_allclose(f(x), x @ np.full((3, 2), 2.0))
+    finally:
+        _SHARED_W[:] = 1.0
