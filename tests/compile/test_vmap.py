@@ -664,3 +664,17 @@ def test_compiled_vmap_reads_globals_on_every_call():
         np.testing.assert_allclose(f(x), x @ np.full((3, 2), 2.0))
     finally:
         _SHARED_W[:] = 1.0
+
+
+def test_hessian_rows_by_vmap_of_grad():
+    """jacobian_rows of a gradient: the Hessian, also compiled to one kernel."""
+    def f(x):
+        return tg.sum(tg.sin(x) * x[::-1]) + tg.sum(x ** 3)
+    x = R(4)
+    g = tg.grad(f, **INTERP)
+    expected = tg.hessian(f, **INTERP)(x)
+    np.testing.assert_allclose(batching.jacobian_rows(g, (x,), (0,), n_out=4)[0], expected,
+                               rtol=1e-12)
+    compiled = tg.compile(lambda x: batching.jacobian_rows(g, (x,), (0,), n_out=4)[0])
+    np.testing.assert_allclose(compiled(x), expected, rtol=1e-10)
+    assert "scan" not in [n.op for n in compiled.lower(x).traced.nodes]
