@@ -327,3 +327,10 @@ def test_process_exit_during_a_background_build(tmp_path):
 def test_fork_during_a_background_build(tmp_path):
     out = run_child(tmp_path, "fork")
     assert "in flight: True" in out
+
+
+def test_background_builder_docstring_example():
+    import doctest
+
+    import tracegrad.codegen.background as background
+    assert doctest.testmod(background).failed == 0
