@@ -137,7 +137,21 @@ def value_and_grad(fn: Callable, client: Any = None, argnums: int | Sequence[int
     """`tracegrad.value_and_grad(fn, argnums)` evaluated data-parallel on Dask.
 
     Returns a function with `tracegrad.value_and_grad(fn)`'s signature and results
-    (NumPy arrays); see the module docstring for sharding and combining.
+    (NumPy arrays); see the module docstring for sharding and combining. Keep the
+    data on the workers between calls by passing lists of futures, one per shard:
+
+        >>> import numpy as np, tracegrad as tg
+        >>> from tracegrad import distributed
+        >>> def loss(w, x, y):
+        ...     return tg.mean((x @ w - y) ** 2)
+        >>> client = distributed.local_client()           # doctest: +SKIP
+        >>> x, y = np.ones((1000, 3)), np.zeros((1000, 1))
+        >>> xs = client.scatter(np.array_split(x, 2))      # doctest: +SKIP
+        >>> ys = client.scatter(np.array_split(y, 2))      # doctest: +SKIP
+        >>> vg = distributed.value_and_grad(loss, client=client)  # doctest: +SKIP
+        >>> value, dw = vg(np.ones((3, 1)), xs, ys)        # doctest: +SKIP
+        >>> float(value), np.round(dw, 9).ravel().tolist()  # doctest: +SKIP
+        (9.0, [6.0, 6.0, 6.0])
     """
     if reduce not in ("mean", "sum"):
         raise ValueError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
