@@ -35,6 +35,11 @@ class Settings:
 
 QUICK = Settings(repeats=5, batch_seconds=0.01, warmup_calls=1, cooldown=0.02)
 FULL = Settings()
+# many workloads in one run (issue 14): fewer, shorter rounds; medians still stable to a few percent
+BRISK = Settings(repeats=7, batch_seconds=0.02, warmup_calls=1, cooldown=0.05)
+
+# Issue 14's verdict compares tracegrad compiled with the best of these (the frameworks people use).
+FRAMEWORK_PEERS = ("torch_eager", "torch_compile", "jax")
 
 
 @dataclass
@@ -56,6 +61,9 @@ class Result:
     ratio_library: float | None = None  # median / best autodiff library's (peers without NumPy)
     best: float | None = None     # fastest round (less sensitive to other processes' load)
     load: float | None = None     # mean 1-minute load average over the timing rounds
+    ratio_frameworks: float | None = None  # median / best of FRAMEWORK_PEERS' medians
+    best_framework: str = ""      # which of FRAMEWORK_PEERS was fastest
+    flops: float | None = None    # the workload's estimated FLOPs per value-and-grad call
 
 
 def load_average() -> float | None:
@@ -272,6 +280,7 @@ def run_workload(name: str, dtype: str, keys: list[str], settings: Settings, log
     results, ready = {}, {}
     for key in keys:
         res, prepared = prepare_and_verify(workload, key, ref)
+        res.flops = workload.extra.get("flops")
         results[key] = res
         note = f"first call {res.first_call:.3f}s" if res.first_call is not None else res.detail
         log(f"  {workload.label:28s} {key:20s} {res.status:11s} {note}")
@@ -289,7 +298,12 @@ def run_workload(name: str, dtype: str, keys: list[str], settings: Settings, log
     best = min(peers.values()) if peers else None
     libraries = [t for k, t in peers.items() if k != "numpy"]
     best_library = min(libraries) if libraries else None
+    frameworks = {k: results[k].median for k in FRAMEWORK_PEERS if k in results and results[k].median}
+    best_framework = min(frameworks, key=frameworks.get) if frameworks else ""
     for res in results.values():
+        if res.median and best_framework:
+            res.ratio_frameworks = res.median / frameworks[best_framework]
+            res.best_framework = best_framework
         if res.median and best:
             res.ratio = res.median / best
         if res.median and best_library:

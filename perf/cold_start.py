@@ -1,6 +1,8 @@
 """Cold start: import time and time to the first compiled result, in fresh processes.
 
     python perf/cold_start.py            # prints a table; --json for machine-readable output
+    python perf/cold_start.py --workloads linreg_n1000,lstm_scan_t20 --out cold.json
+                                         # + each workload's first call per compiler, fresh processes
 
 Each case runs in a new Python process:
   - "empty cache": TRACEGRAD_CACHE_DIR is a new empty folder, so the first
@@ -159,13 +161,108 @@ def measure(runs: int = 3, log=print) -> dict:
     return {"rows": rows, "note": note}
 
 
+# ------------------------------------------------- every workload, every compiler
+WORKLOAD_CHILD = r"""
+import json, sys, time
+sys.path.insert(0, {root!r})
+t0 = time.perf_counter()
+import numpy
+import {module}
+t1 = time.perf_counter()
+from perf import systems
+from perf.workloads import compare, make_workload
+w = make_workload({name!r}, {dtype!r})
+t2 = time.perf_counter()
+prepared = systems.SYSTEMS[{key!r}].prepare(w)
+result = prepared.call()
+t3 = time.perf_counter()
+value, grads = prepared.to_numpy(result)
+problem = compare(w, value, grads)
+t4 = time.perf_counter()
+prepared.call()
+t5 = time.perf_counter()
+print("COLD_START_JSON " + json.dumps({{"import": t1 - t0, "first_result": t3 - t2, "second_call": t5 - t4,
+                                       "status": "ok" if problem is None else "mismatch: " + problem}}))
+"""
+
+COMPILERS = (  # (column, system key, module imported before the clock starts)
+    ("tracegrad, empty cache", "tracegrad_compiled", "tracegrad"),
+    ("tracegrad, warm cache", "tracegrad_compiled", "tracegrad"),
+    ("jax.jit", "jax", "jax"),
+    ("torch.compile", "torch_compile", "torch"),
+)
+CHILD_TIMEOUT_S = 300
+
+
+def _run_workload_child(name: str, dtype: str, key: str, module: str, env: dict) -> dict:
+    code = WORKLOAD_CHILD.format(root=str(ROOT), module=module, name=name, dtype=dtype, key=key)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                              cwd=tempfile.gettempdir(), timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timeout: no result within {CHILD_TIMEOUT_S} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith("COLD_START_JSON "):
+            return json.loads(line[len("COLD_START_JSON "):])
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"status": f"failed: {tail[:200]}"}
+
+
+def measure_workloads(names, dtype: str = "float32", log=print) -> dict:
+    """First value-and-grad result of each workload in fresh processes, per compiler.
+
+    tracegrad runs twice on one new TRACEGRAD_CACHE_DIR per workload: empty (trace,
+    autodiff, codegen, Numba compile), then warm (index + Numba cache load). jax.jit
+    runs without a persistent compilation cache (JAX's default), torch.compile with a
+    new empty TORCHINDUCTOR_CACHE_DIR, so both are cold compiles. The clock starts
+    after the library's import and the inputs are built; the import is timed apart."""
+    root_dir = tempfile.mkdtemp(prefix="tracegrad-cold-workloads-")
+    base = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    base.pop("TRACEGRAD_LOG", None)
+    rows = []
+    try:
+        for name in names:
+            work = Path(root_dir) / name
+            work.mkdir()
+            env = {**base, "TRACEGRAD_CACHE_DIR": str(work / "tracegrad"),
+                   "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor")}
+            row = {"workload": name, "dtype": dtype}
+            for column, key, module in COMPILERS:
+                row[column] = _run_workload_child(name, dtype, key, module, env)
+            log(f"  cold first call {name}: " + ", ".join(
+                f"{c} {r.get('first_result', float('nan')):.2f}s {r['status'][:40]}"
+                for c, r in ((c, row[c]) for c, _, _ in COMPILERS)))
+            rows.append(row)
+    finally:
+        shutil.rmtree(root_dir, ignore_errors=True)
+    note = ("Each cell is a new Python process. `first result`: from after the library's import "
+            "(inputs built) to the first value and gradients, float32, checked against the NumPy "
+            "reference. tracegrad: empty = a new empty TRACEGRAD_CACHE_DIR (trace, autodiff, "
+            "passes, codegen, Numba compile, and Numba's import, which `import tracegrad` defers); "
+            "warm = a second process on that same folder (index hit, Numba cache load). jax.jit: "
+            "no persistent compilation cache (JAX's default), so every process compiles. "
+            "torch.compile: a new empty TORCHINDUCTOR_CACHE_DIR per workload (dynamo + inductor + "
+            "the C++ compiler). `import` is the library's import time in that process.")
+    return {"rows": rows, "columns": [c for c, _, _ in COMPILERS], "dtype": dtype, "note": note}
+
+
 def main(argv=None) -> int:
     import argparse
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=3, help="warm-cache repeats (median)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--workloads", default="",
+                   help="comma list: also time each workload's first call in fresh processes "
+                        "(tracegrad empty/warm cache, jax.jit, torch.compile)")
+    p.add_argument("--out", default="", help="write the result as JSON to this file "
+                                             "(perf/run.py --cold-from reads it)")
     args = p.parse_args(argv)
     result = measure(args.runs, log=lambda m: None)
+    names = [n for n in args.workloads.split(",") if n]
+    if names:
+        result["workloads"] = measure_workloads(names, log=print)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

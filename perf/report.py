@@ -11,6 +11,7 @@ from pathlib import Path
 
 from perf.systems import SYSTEMS
 from perf.workloads import WORKLOAD_NAMES
+from perf.workloads_models import SMALL_FLOPS
 
 # Issue 4: compiled tracegrad's time as a ratio to the best peer, at most.
 COMPILED_TARGETS = {"seed_scalar": 0.25, "mlp_small_b16": 0.5, "mlp_mnist_b128": 1.0,
@@ -18,6 +19,9 @@ COMPILED_TARGETS = {"seed_scalar": 0.25, "mlp_small_b16": 0.5, "mlp_mnist_b128":
 COLD_COMPILE_TARGET_S = 1.5     # first call of mlp_mnist_b128, cold cache
 WARM_FIRST_RESULT_TARGET_S = 0.25  # new process, warm disk cache, after `import tracegrad`
 MEMORY_TARGET_WORKLOADS = ("tanh_chain_d50", "elementwise_1M")
+# Issue 14: compiled tracegrad / best of (jax.jit, torch.compile, PyTorch eager), at most.
+ISSUE14_TARGET = 1.0
+ISSUE14_SMALL_TARGET = 0.5
 # Issue 2: eager speed check workloads (seed, an MLP step, a large elementwise chain).
 EAGER_CHECK_WORKLOADS = ("seed_scalar", "mlp_small_b16", "mlp_mnist_b128", "elementwise_1M")
 
@@ -284,6 +288,82 @@ def section_targets(results, cold) -> list[str]:
     return lines
 
 
+def is_small(flops) -> bool | None:
+    return None if flops is None else flops < SMALL_FLOPS
+
+
+def issue14_target(flops) -> float:
+    return ISSUE14_SMALL_TARGET if is_small(flops) else ISSUE14_TARGET
+
+
+RATIO_COLUMNS = ("tracegrad_compiled", "tracegrad_eager", "torch_eager", "torch_compile", "jax", "autograd",
+                 "numpy")
+
+
+def section_issue14(results) -> list[str]:
+    """Every workload: tracegrad compiled against the best of jax.jit / torch.compile / PyTorch eager."""
+    idx = _index(results)
+    compiled = [r for r in results if r.system == "tracegrad_compiled"]
+    if not compiled:
+        return []
+    keys = [k for k in RATIO_COLUMNS if any(r.system == k for r in results)]
+    lines = ["## Targets from issue 14: every workload against the frameworks", "",
+             f"Target: tracegrad compiled ≤ {ISSUE14_TARGET}× the best of jax.jit / torch.compile / PyTorch "
+             f"eager on every workload, and ≤ {ISSUE14_SMALL_TARGET}× on the small ones. **Small** means "
+             f"under {SMALL_FLOPS / 1e6:g} MFLOP per value-and-grad call, by the workload's own estimate "
+             "(`extra[\"flops\"]` in perf/workloads*.py: 3× the forward pass, a multiply-add counted as 2). "
+             "All ratios below divide by that best framework's median in the same run (same process, "
+             "interleaved rounds), so they hold even though the machine's absolute speed drifts.", "",
+             "| workload | dtype | MFLOP | small | best framework | its time | tracegrad compiled | "
+             "× best | target | verdict | " + " | ".join(f"{SYSTEMS[k].label} ×" for k in keys[1:]) + " |",
+             "|---" * (10 + len(keys) - 1) + "|"]
+    for dtype in _dtypes(results):
+        for w in _workloads(results):
+            r = idx.get((w, dtype, "tracegrad_compiled"))
+            if r is None:
+                continue
+            best = idx.get((w, dtype, r.best_framework)) if r.best_framework else None
+            target = issue14_target(r.flops)
+            ok = None if r.ratio_frameworks is None else r.ratio_frameworks <= target
+            mflop = "–" if r.flops is None else f"{r.flops / 1e6:.3g}"
+            small = {None: "?", True: "yes", False: "no"}[is_small(r.flops)]
+            others = []
+            for k in keys[1:]:
+                o = idx.get((w, dtype, k))
+                others.append("" if o is None else (fmt_ratio(o.ratio_frameworks) if o.status == "ok"
+                                                    else o.status))
+            mine = f"{fmt_time(r.median)}" if r.status == "ok" else r.status
+            lines.append(f"| `{w}` | {dtype} | {mflop} | {small} | "
+                         f"{SYSTEMS[r.best_framework].label if best else '–'} | "
+                         f"{fmt_time(best.median) if best else '–'} | {mine} | {fmt_ratio(r.ratio_frameworks)} | "
+                         f"≤ {target}× | {passfail(ok)} | " + " | ".join(others) + " |")
+    lines.append("")
+    return lines
+
+
+def section_cold_workloads(cold) -> list[str]:
+    table = (cold or {}).get("workloads")
+    if not table:
+        return []
+    cols = table["columns"]
+    lines = [f"## Cold first call of every workload ({table['dtype']}, fresh processes)", "",
+             table["note"], "",
+             "| workload | " + " | ".join(cols) + " | import tracegrad / jax / torch |",
+             "|---" * (len(cols) + 2) + "|"]
+    for row in table["rows"]:
+        cells = []
+        for c in cols:
+            cell = row.get(c, {})
+            text = fmt_time(cell.get("first_result")) if cell.get("first_result") is not None else "–"
+            if cell.get("status", "ok") != "ok":
+                text += f" ({cell['status'][:90]})".replace("|", "/")
+            cells.append(text)
+        imports = " / ".join(fmt_time(row.get(c, {}).get("import")) for c in (cols[0], cols[2], cols[3]))
+        lines.append(f"| `{row['workload']}` | " + " | ".join(cells) + f" | {imports} |")
+    lines.append("")
+    return lines
+
+
 def section_eager(results) -> list[str]:
     idx = _index(results)
     lines = ["## Eager speed check (issue 2)", "",
@@ -330,11 +410,15 @@ def _tally(table_lines, first_verdict_only: bool) -> tuple[int, int, int, list[s
     return passed, failed, unknown, failures
 
 
-def section_summary(results, target_lines, eager_lines) -> list[str]:
+def section_summary(results, target_lines, eager_lines, issue14_lines=()) -> list[str]:
     lines = ["## Summary", ""]
-    for title, table, first in (("Issue 4 targets (compiled tracegrad, vs best peer)", target_lines, True),
+    for title, table, first in (("Issue 14 targets (compiled tracegrad vs best of jax.jit / torch.compile / "
+                                 "PyTorch eager; ≤ 0.5× when small)", issue14_lines, True),
+                                ("Issue 4 targets (compiled tracegrad, vs best peer)", target_lines, True),
                                 ("Issue 2 eager checks (vs PyTorch eager and HIPS autograd)", eager_lines,
                                  False)):
+        if not table:
+            continue
         passed, failed, unknown, failures = _tally(table, first)
         text = f"- **{title}**: {passed} pass, {failed} fail, {unknown} not measurable"
         if failures:
@@ -452,7 +536,8 @@ def plot_times(results, path: Path, stamp: str = "") -> bool:
     idx = _index(results)
     if not dtypes:
         return False
-    fig, axes = plt.subplots(len(dtypes), 1, figsize=(12, 4.4 * len(dtypes)), squeeze=False)
+    fig, axes = plt.subplots(len(dtypes), 1, figsize=(max(12, 0.8 * len(workloads)), 4.8 * len(dtypes)),
+                             squeeze=False)
     width = 0.8 / max(1, len(keys))
     colors = plt.get_cmap("tab10")
     for ax, dtype in zip(axes[:, 0], dtypes):
@@ -465,7 +550,7 @@ def plot_times(results, path: Path, stamp: str = "") -> bool:
                     ys.append(r.median * 1e6)
             ax.bar(xs, ys, width, label=SYSTEMS[key].label, color=colors(j))
         ax.set_yscale("log")
-        ax.set_xticks(np.arange(len(workloads)), workloads)
+        ax.set_xticks(np.arange(len(workloads)), workloads, rotation=30, ha="right", fontsize=7)
         ax.set_ylabel("µs per value-and-grad call (log)")
         ax.set_title(f"Time per call, {dtype} (lower is better)")
         ax.grid(axis="y", which="both", alpha=0.3)
@@ -590,12 +675,14 @@ def write_report(out_dir: Path, results, sweeps, cold, info: dict, argv: list, s
              f"Generated by `perf/run.py` on {info['date']}, machine: {info['cpu']}, {info['cores']}. "
              f"Total run time {total_seconds:.0f} s.", ""]
     lines += [f"> {n}" for n in notes] + ([""] if notes else [])
-    targets, eager = section_targets(results, cold), section_eager(results)
-    lines += section_summary(results, targets, eager)
+    targets, eager, issue14 = section_targets(results, cold), section_eager(results), section_issue14(results)
+    lines += section_summary(results, targets, eager, issue14)
     lines += section_machine(info, argv, settings)
     lines += section_tables(results)
     if "time_per_call.png" not in problems:
         lines += ["![time per call by workload and system](time_per_call.png)", ""]
+    lines += issue14
+    lines += section_cold_workloads(cold)
     lines += targets
     lines += eager
     lines += section_stages(results)

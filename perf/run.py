@@ -87,6 +87,15 @@ def parse_args(argv):
                    help="TRACEGRAD_CACHE_DIR for this run (default: a fresh temporary folder, "
                         "so first calls are cold compiles)")
     p.add_argument("--repeats", type=int, default=None, help="interleaved rounds")
+    p.add_argument("--brisk", action="store_true",
+                   help="full run with shorter timing (7 rounds of ~20 ms batches): all workloads in ~15 min")
+    p.add_argument("--cold-from", default=None,
+                   help="JSON written by `perf/cold_start.py --out` earlier: use its cold-start tables "
+                        "instead of measuring them now (workloads in --cold-workloads are still measured "
+                        "and added)")
+    p.add_argument("--cold-workloads", default=None,
+                   help="comma list of workloads for the fresh-process cold-start table "
+                        "(default: the timed workloads; 'none' for none)")
     p.add_argument("--threads", type=int, default=None,
                    help="threads for every library (OpenMP, OpenBLAS, MKL, Numba, torch, XLA); "
                         "default: each library's own choice (all cores)")
@@ -118,10 +127,11 @@ def main(argv=None) -> int:
             torch.set_num_threads(args.threads)
         except ImportError:
             pass
-    settings = bench.QUICK if args.quick else bench.FULL
+    settings = bench.QUICK if args.quick else (bench.BRISK if args.brisk else bench.FULL)
     if args.repeats:
         settings = bench.Settings(**{**settings.__dict__, "repeats": args.repeats})
     load_before = bench.load_average()
+    uptime_before = _uptime()
 
     def log(message: str) -> None:
         print(f"[{time.perf_counter() - started:6.1f}s] {message}", flush=True)
@@ -139,8 +149,7 @@ def main(argv=None) -> int:
         cold = None
         want_cold = args.cold_start or not (args.quick or args.no_cold_start)
         if want_cold and "tracegrad_compiled" in args.systems:
-            from perf import cold_start
-            cold = cold_start.measure(runs=1 if args.quick else 3, log=log)
+            cold = _cold_start(args, log)
     finally:
         if own_cache:
             shutil.rmtree(cache_dir, ignore_errors=True)
@@ -157,6 +166,7 @@ def main(argv=None) -> int:
         f"{load_before:.2f} / {bench.load_average():.2f} on {os.cpu_count()} CPUs "
         "(other processes on this machine share the cores; see the noise note)"
         if load_before is not None else "unknown")
+    info["uptime before / after"] = f"`{uptime_before}` / `{_uptime()}`"
     path = report.write_report(Path(args.out), results, sweeps, cold, info, argv,
                                settings, time.perf_counter() - started, notes)
     _save_raw(Path(args.out), results, sweeps, cold)
@@ -164,6 +174,38 @@ def main(argv=None) -> int:
     for line in _summary(results):
         print(line)
     return 0
+
+
+def _cold_start(args, log) -> dict:
+    """The cold-start tables: measured now in fresh processes, or read from --cold-from (+ additions)."""
+    import json
+    from perf import cold_start
+    names = args.workloads if args.cold_workloads is None else [
+        w for w in args.cold_workloads.split(",") if w and w != "none"]
+    if args.cold_from:
+        cold = json.loads(Path(args.cold_from).read_text())
+        cold["note"] = (cold.get("note", "") + f" (measured earlier by `perf/cold_start.py`, read from "
+                        f"`{Path(args.cold_from).name}`)")
+        if args.cold_workloads is None:
+            return cold
+    else:
+        cold = cold_start.measure(runs=1 if (args.quick or args.brisk) else 3, log=log)
+    if names:
+        more = cold_start.measure_workloads(names, log=log)
+        if "workloads" in cold:
+            cold["workloads"]["rows"] += more["rows"]
+        else:
+            cold["workloads"] = more
+    return cold
+
+
+def _uptime() -> str:
+    """`uptime`'s line: the machine's load when the run started and ended (recorded in the report)."""
+    import subprocess
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception as exc:
+        return f"uptime unavailable: {exc}"
 
 
 def _save_raw(out_dir: Path, results, sweeps, cold) -> None:

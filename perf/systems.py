@@ -184,7 +184,7 @@ def prepare_torch_compile(w) -> Prepared:
     # dynamo caches per code object: without a reset, a workload would reuse (or turn dynamic)
     # the graphs of an earlier workload built from the same function, hiding its compile time
     torch._dynamo.reset()
-    compiled = torch.compile(w.torch_fn)
+    compiled = torch.compile(w.torch_compile_fn or w.torch_fn)
 
     def call():
         loss = compiled(*leaves, *data)

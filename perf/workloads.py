@@ -16,7 +16,7 @@ the functions that need them, so building a workload costs nothing.
     >>> w = make_workload("seed_scalar", "float32")
     >>> value, grads = w.numpy_value_and_grad(w.params, w.data)
     >>> float(value), [float(g[0]) for g in grads]
-    (10.0, 7.0, 2.0)
+    (10.0, [7.0, 2.0])
 """
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ class Workload:
     torch_data: Callable = None   # numpy data -> the data list torch_fn expects
     peer_data: Callable = None    # numpy data -> the data list jax/autograd expect
     eager_fn: Callable = None     # tracegrad eager's own spelling, on torch_data (default: tracegrad_fn)
+    torch_compile_fn: Callable = None  # what torch.compile gets, where torch_fn does not compile
     extra: dict = field(default_factory=dict)   # "flops": estimated FLOPs of one value-and-grad call
 
     @property
@@ -90,6 +91,43 @@ def _model_builders() -> dict:
         "mlp_mnist_b1": lambda dt, rng: mlp(dt, rng, batch=1, sizes=mnist, name="mlp_mnist_b1"),
         "mlp_mnist_b4096": lambda dt, rng: mlp(dt, rng, batch=4096, sizes=mnist, name="mlp_mnist_b4096"),
     }
+
+
+def make_small_workload(name: str, dtype: str = "float64", seed: int = 0) -> Workload:
+    """The same workload (same code, same name) at a tiny size, for unit tests.
+
+    >>> w = make_small_workload("attention_4h_t64")
+    >>> [p.shape for p in w.params]
+    [(4, 4), (4, 4), (4, 4), (4, 4)]
+    """
+    from perf import workloads_models as m
+    tiny_mlp = (6, 5, 5, 3)
+    builders = {
+        "seed_scalar": seed_scalar,
+        "mlp_small_b16": lambda dt, rng: mlp(dt, rng, batch=4, sizes=tiny_mlp, name=name),
+        "mlp_mnist_b128": lambda dt, rng: mlp(dt, rng, batch=4, sizes=tiny_mlp, name=name),
+        "mlp_mnist_b1": lambda dt, rng: mlp(dt, rng, batch=1, sizes=tiny_mlp, name=name),
+        "mlp_mnist_b4096": lambda dt, rng: mlp(dt, rng, batch=9, sizes=tiny_mlp, name=name),
+        "elementwise_1M": lambda dt, rng: elementwise(dt, rng, n=50, name=name),
+        "tanh_chain_d50": lambda dt, rng: tanh_chain(dt, rng, depth=3, batch=2, width=4, name=name),
+        "rnn_scan_t100": lambda dt, rng: rnn_scan(dt, rng, steps=4, batch=2, width=3, name=name),
+        "linreg_n1000": lambda dt, rng: m.linear_regression(dt, rng, n=12, d=3, name=name),
+        "logreg_l2_n1000": lambda dt, rng: m.logistic_regression(dt, rng, n=12, d=3, name=name),
+        "softmax_reg_n256": lambda dt, rng: m.softmax_regression(dt, rng, n=6, d=4, k=3, name=name),
+        "mlp_layernorm_b64": lambda dt, rng: m.mlp_layernorm(dt, rng, batch=4, sizes=tiny_mlp, name=name),
+        "attention_1h_t64": lambda dt, rng: m.attention(dt, rng, heads=1, batch=2, seq=3, dim=4, name=name),
+        "attention_4h_t64": lambda dt, rng: m.attention(dt, rng, heads=2, batch=2, seq=3, dim=4, name=name),
+        "conv2d_b8_32px": lambda dt, rng: m.conv_net(dt, rng, batch=2, c_in=2, size=5, c_out=3, classes=3,
+                                                     name=name),
+        "lstm_scan_t20": lambda dt, rng: m.lstm_scan(dt, rng, steps=3, batch=2, n_in=3, hidden=4, name=name),
+        **_small_extra_builders(),
+    }
+    return builders[name](np.dtype(dtype).name, np.random.default_rng(seed))
+
+
+def _small_extra_builders() -> dict:
+    """Tiny sizes of workloads defined outside this file (present only when their module is)."""
+    return {}
 
 
 # ------------------------------------------------------------------ seed_scalar

@@ -457,8 +457,9 @@ def lstm_scan(dtype: str, rng, steps: int = 20, batch: int = 32, n_in: int = 32,
               name: str | None = None) -> Workload:
     """One LSTM layer over `steps` steps, loss sum(h_T^2); grads of Wx, Wh, b (gates i, f, g, o).
 
-    tracegrad with tg.scan, JAX with lax.scan, PyTorch with torch.lstm (what nn.LSTM
-    runs: one fused C++ loop), autograd with a Python loop."""
+    tracegrad with tg.scan, JAX with lax.scan, PyTorch eager with torch.lstm (what
+    nn.LSTM runs: one fused C++ loop), torch.compile and autograd with a Python loop
+    over the cell (torch.compile of torch.lstm fails in float32, see torch_loop_fn)."""
     H = hidden
     Wx = _init(rng, (n_in, 4 * H), dtype, n_in)
     Wh = _init(rng, (H, 4 * H), dtype, H)
@@ -508,6 +509,17 @@ def lstm_scan(dtype: str, rng, steps: int = 20, batch: int = 32, n_in: int = 32,
                              True, 1, 0.0, True, False, False)  # biases, layers, dropout, train, bidir, batch_first
         return (h * h).sum()
 
+    def torch_loop_fn(Wx, Wh, b, xs, h0):
+        # torch.compile of torch.lstm fails in float32 (TypeError: expected Tensor() for op:
+        # torch.ops.aten.mkldnn_rnn_layer.default, torch 2.13 CPU): compiled users write the cell
+        import torch
+        h = c = h0
+        for t in range(xs.shape[0]):
+            i, f, g, o = (xs[t] @ Wx + h @ Wh + b).chunk(4, dim=1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        return (h * h).sum()
+
     def jax_fn(Wx, Wh, b, xs, h0):
         import jax
         import jax.numpy as jnp
@@ -536,5 +548,5 @@ def lstm_scan(dtype: str, rng, steps: int = 20, batch: int = 32, n_in: int = 32,
     return Workload(name or f"lstm_scan_t{steps}", dtype, [Wx, Wh, b], [xs, h0], tracegrad_fn,
                     numpy_value_and_grad, torch_fn, jax_fn, autograd_fn,
                     f"LSTM, batch {batch}, {n_in} inputs, {H} hidden, {steps} steps, loss sum(h_T^2): "
-                    "tg.scan / lax.scan / torch.lstm (nn.LSTM's kernel) / Python loop (autograd)",
-                    extra={"flops": 3 * steps * per_step, "steps": steps})
+                    "tg.scan / lax.scan / torch.lstm (nn.LSTM's kernel) / Python loop (torch.compile, autograd)",
+                    torch_compile_fn=torch_loop_fn, extra={"flops": 3 * steps * per_step, "steps": steps})
