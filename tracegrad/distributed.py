@@ -13,8 +13,10 @@ core (multi-process parallelism on one machine); pass your own
 Per call:
 - the sharded arguments (NumPy arrays) are split along axis 0 into one shard per
   worker (`np.array_split`: uneven sizes are fine, empty shards are skipped); a
-  list of Dask futures (from `client.scatter(shards)`) is taken as shards that
-  already live on the workers, so an epoch loop ships only the parameters;
+  list of Dask futures (from `client.scatter(shards)`), or a Dask array chunked
+  along axis 0 only (one shard per block; persist it once with `client.persist`),
+  is taken as shards that already live on the workers, so an epoch loop ships
+  only the parameters;
 - the other arguments (the parameters) are scattered with `broadcast=True`;
 - each shard runs `tracegrad.value_and_grad(f, argnums)` on its worker. The
   compiled function is kept per worker (keyed by the pickled function), so a
@@ -191,6 +193,8 @@ def _shards(client, args: tuple, shard_argnums: tuple) -> list:
     """[shard args in shard_argnums order], empty shards left out (for futures, a
     shard's rows are known only on its worker: empty ones run and weigh 0)."""
     sharded = [args[i] for i in shard_argnums]
+    if any(_is_dask_array(a) for a in sharded):
+        return _dask_array_shards(client, sharded)
     if all(isinstance(a, (list, tuple)) and a and _is_future(a[0]) for a in sharded):
         # shards already on the workers (client.scatter of per-shard lists)
         if len({len(a) for a in sharded}) != 1:
@@ -205,6 +209,36 @@ def _shards(client, args: tuple, shard_argnums: tuple) -> list:
     n_workers = max(1, len(client.scheduler_info().get("workers", {})) or 1)
     pieces = [np.array_split(a, n_workers, axis=0) for a in arrays]
     return [parts for parts in zip(*pieces) if len(parts[0]) > 0]
+
+
+def _is_dask_array(value) -> bool:
+    return type(value).__name__ == "Array" and hasattr(value, "__dask_keys__")
+
+
+def _dask_array_shards(client, arrays: list) -> list:
+    """Each block of rows of the Dask arrays is one shard. A persisted array's blocks
+    stay where they are; any other is persisted for this call (persist it once with
+    `client.persist` so that later calls do not compute it again)."""
+    from dask.core import flatten
+    from dask.distributed import futures_of
+    if not all(_is_dask_array(a) for a in arrays):
+        raise ValueError("sharded arguments: give all as Dask arrays or none")
+    for a in arrays:
+        if any(n != 1 for n in a.numblocks[1:]):
+            raise ValueError(f"a sharded Dask array must be chunked along axis 0 only, got "
+                             f"chunks {a.chunks}: rechunk it, e.g. x.rechunk({{1: -1}})")
+    if len({a.chunks[0] for a in arrays}) != 1:
+        raise ValueError(f"sharded Dask arrays need the same row chunks, got "
+                         f"{[a.chunks[0] for a in arrays]}")
+    per_array = []
+    for a in arrays:
+        keys = list(flatten(a.__dask_keys__()))
+        futures = {f.key: f for f in futures_of(a)}
+        if not all(k in futures for k in keys):
+            a = client.persist(a)
+            futures = {f.key: f for f in futures_of(a)}
+        per_array.append([futures[k] for k in keys])
+    return [parts for parts, rows in zip(zip(*per_array), arrays[0].chunks[0]) if rows > 0]
 
 
 def _is_future(value) -> bool:

@@ -78,6 +78,24 @@ def test_shards_already_on_the_workers(client, data):
     np.testing.assert_allclose(grads[0], ref_grads[0], rtol=1e-11, atol=1e-14)
 
 
+def test_dask_arrays_chunked_by_rows_are_the_shards(client, data):
+    da = pytest.importorskip("dask.array")
+    params, x, y = data
+    xd = client.persist(da.from_array(x, chunks=(334, 8)))  # blocks of 334, 334, 333 rows
+    yd = client.persist(da.from_array(y, chunks=(334, 1)))
+    vg = tgd.value_and_grad(loss, client=client)
+    value, grads = vg(params, xd, yd)
+    ref_value, ref_grads = tg.value_and_grad(loss)(params, x, y)
+    assert float(value) == pytest.approx(float(ref_value), rel=1e-12)
+    np.testing.assert_allclose(grads[0], ref_grads[0], rtol=1e-11, atol=1e-14)
+    lazy = vg(params, da.from_array(x, chunks=(500, 8)), da.from_array(y, chunks=(500, 1)))
+    assert float(lazy[0]) == pytest.approx(float(ref_value), rel=1e-12)
+    with pytest.raises(ValueError, match="chunked along axis 0 only"):
+        vg(params, da.from_array(x, chunks=(500, 4)), yd)
+    with pytest.raises(ValueError, match="same row chunks"):
+        vg(params, xd, da.from_array(y, chunks=(500, 1)))
+
+
 def test_shards_given_as_futures_may_be_empty(client, data):
     params, x, y = data
     xs = client.scatter([x[:0], x[:600], x[600:]])  # the first shard has no rows
