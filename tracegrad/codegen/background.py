@@ -17,14 +17,15 @@ TRACEGRAD_TIERED). One worker thread builds the submitted graphs in order
     (array([2., 4.]),)
 
 Process life:
-  - exit: the worker is a daemon thread; an atexit handler drops the builds
+  - exit: the worker is a daemon thread; an exit hook (threading's, which runs
+    before atexit handlers, so Numba has not begun shutting down) drops the builds
     still queued and waits for the one in flight (a Numba compile cut short at
     interpreter exit can crash the process), so exit waits at most one compile;
   - fork: this module holds none of its locks across a compile, and the fork
     waits for a Numba compile in flight (codegen/runtime.py). In the child the
-    worker thread is gone: its lock is new, the build it was running goes back
-    to the front of the queue, and a worker starts again the next time a build
-    is submitted, waited for or its result asked for (`ensure_worker`).
+    worker thread is gone: its lock is new, the builds that threads were running
+    go back to the front of the queue, and a worker starts again the next time a
+    build is submitted, waited for or its result asked for (`ensure_worker`).
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ log = logging.getLogger("tracegrad")
 
 _COND = threading.Condition(threading.Lock())
 _QUEUE: "collections.deque[KernelBuild]" = collections.deque()
+_DIRECT: "set[KernelBuild]" = set()   # builds other threads run themselves (run_now)
 _STATE: dict[str, Any] = {"worker": None, "pid": None, "current": None, "closing": False,
                           "atexit": False}
 
@@ -126,7 +128,12 @@ def run_now(build: KernelBuild) -> bool:
             _QUEUE.remove(build)
         except ValueError:
             return False
-    build._run()
+        _DIRECT.add(build)
+    try:
+        build._run()
+    finally:
+        with _COND:
+            _DIRECT.discard(build)
     return True
 
 
@@ -200,9 +207,9 @@ def _shutdown() -> None:
 def _after_fork_in_child() -> None:
     global _COND
     _COND = threading.Condition(threading.Lock())
-    current = _STATE["current"]
-    if current is not None and not current.done:
-        _QUEUE.appendleft(current)  # its thread is gone: build it again here
+    lost = [_STATE["current"], *_DIRECT]   # their threads are gone: build them again here
+    _QUEUE.extendleft(b for b in lost if b is not None and not b.done)
+    _DIRECT.clear()
     _STATE["current"] = None
     _STATE["worker"] = None
 
