@@ -916,7 +916,8 @@ class CompiledFunction:
 
     # ---- inspection
     def lower(self, *args, **kwargs) -> Lowered:
-        """The stages (traced, joint, optimized graphs; generated source) for these args."""
+        """The stages (traced, joint, optimized graphs; generated source) for these args.
+        Always the real kernel: a signature still on the interpreter tier waits for it."""
         args = self._with_externals(args)
         wrt_args = self._wrt_args(len(args))
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
