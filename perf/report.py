@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from perf.systems import SYSTEMS
-from perf.workloads import WORKLOAD_NAMES
+from perf.workloads import MISSING_WORKLOADS, WORKLOAD_NAMES
 from perf.workloads_models import SMALL_FLOPS
 
 # Issue 4: compiled tracegrad's time as a ratio to the best peer, at most.
@@ -337,6 +337,8 @@ def section_issue14(results) -> list[str]:
                          f"{SYSTEMS[r.best_framework].label if best else '–'} | "
                          f"{fmt_time(best.median) if best else '–'} | {mine} | {fmt_ratio(r.ratio_frameworks)} | "
                          f"≤ {target}× | {passfail(ok)} | " + " | ".join(others) + " |")
+    lines.append("")
+    lines += [f"- **{name}: missing**, not measured: {reason}." for name, reason in MISSING_WORKLOADS.items()]
     lines.append("")
     return lines
 
