@@ -282,6 +282,17 @@ def test_control_flow_jvp_against_finite_differences(rng, fn, nargs):
     np.testing.assert_allclose(tangent, central(fn, primals, tangents), rtol=1e-6, atol=1e-8)
 
 
+def test_loops_and_branches_jvp_compiled(rng):
+    """Numba: scan, while and cond JVPs in one kernel, against central differences."""
+    def combo(x, w):
+        return rnn(x, w) + tg.sum(while_sum(x) * branch(x))
+    x, w = rng.standard_normal(5), np.array(0.7)
+    t = (rng.standard_normal(5), np.array(0.2))
+    out, tangent = tg.jvp(combo, (x, w), t)
+    np.testing.assert_allclose(out, combo(x, w), rtol=1e-12)
+    np.testing.assert_allclose(tangent, central(combo, [x, w], list(t)), rtol=1e-6)
+
+
 def test_scan_jvp_is_one_forward_scan_over_the_body_jvp(rng):
     """One scan computes the primal and its tangent (the double VJP had four, one of
     them reversed, storing every step's carry); its carry gains the tangent carry."""
