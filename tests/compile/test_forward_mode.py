@@ -402,6 +402,30 @@ def test_jvp_with_pytrees_aux_and_integer_arguments(rng):
     np.testing.assert_allclose(tangent["s"], np.sum(tp["w"] * p["b"] + p["w"] * tp["b"]))
 
 
+def test_jvp_and_aux_basic():
+    """Ported from JAX's tests/api_test.py (test_jvp_and_aux_basic)."""
+    fun = lambda x: (x ** 3, [x ** 2])  # noqa: E731
+    primals, tangents, aux = tg.jvp(fun, (3.,), (4.,), has_aux=True, **INTERP)
+    expected_primals, expected_tangents = tg.jvp(lambda x: x ** 3, (3.,), (4.,), **INTERP)
+    np.testing.assert_allclose(primals, expected_primals)
+    np.testing.assert_allclose(tangents, expected_tangents)
+    np.testing.assert_allclose(tangents, 3 * 3.0 ** 2 * 4.0)
+    np.testing.assert_allclose(aux, [3. ** 2])
+
+
+def test_jvp_of_grad_of_indexing():
+    """Ported from JAX's tests (testJVPOfGradOfIndexing): an integer index argument
+    with a zero tangent; grad scatters, the tangent of a constant gradient is zero."""
+    x = np.ones((3, 4), np.float32)
+    i = np.ones((3,), np.int32)
+    f = lambda x, i: tg.sum(x[i])  # noqa: E731
+    primals, tangents = tg.jvp(tg.grad(f, **INTERP), (x, i), (x, np.zeros_like(i)), **INTERP)
+    expected = np.broadcast_to(np.array([0, 3, 0], dtype=np.float32)[:, None], (3, 4))
+    np.testing.assert_allclose(primals, expected)
+    assert primals.dtype == np.float32
+    np.testing.assert_allclose(tangents, np.zeros_like(x))
+
+
 def test_jacfwd_of_a_wide_output_compiled(rng):
     """Numba: one primal and one tangent pass per input element, equal to jacrev."""
     W = rng.standard_normal((40, 3))
