@@ -620,7 +620,7 @@ def parse_args(argv=None):
                         help="rows per gradient evaluation (global batch; default rows/16)")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats (median taken)")
     parser.add_argument("--calls", type=int, default=2, help="evaluations per repeat")
-    parser.add_argument("--probe-calls", type=int, default=30,
+    parser.add_argument("--probe-calls", type=int, default=20,
                         help="calls per fixed-cost probe (near-empty call, all-reduce)")
     parser.add_argument("--systems", default=",".join(SYSTEMS),
                         help=f"comma-separated subset of {','.join(SYSTEMS)}")
