@@ -281,7 +281,14 @@ def _argument_inputs(graph, args: tuple, positions: Sequence[int]) -> dict:
             if n_leaves != 1:
                 raise TypeError(f"jacfwd differentiates array arguments; argument {i} is a "
                                 f"{type(a).__name__} with {n_leaves} leaves")
-            nodes[i] = graph.inputs[k]
+            node = graph.inputs[k]
+            if not np.issubdtype(node.dtype, np.floating):  # JAX's TypeError and text
+                from tracegrad.ops.core import DTypeError
+                from tracegrad.ops.core import user_location_suffix as core_location
+                raise DTypeError("jacfwd requires real-valued inputs (input dtype that is a "
+                                 f"sub-dtype of np.floating), but got {node.dtype.name} for "
+                                 f"argument {i}" + core_location())
+            nodes[i] = node
         k += n_leaves
     return nodes
 

@@ -426,6 +426,11 @@ def test_jvp_of_grad_of_indexing():
     np.testing.assert_allclose(tangents, np.zeros_like(x))
 
 
+def test_jacfwd_of_an_integer_input_is_a_type_error():
+    with pytest.raises(TypeError, match="jacfwd requires real-valued inputs"):
+        tg.jacfwd(lambda x: x * 2.0, **INTERP)(np.arange(3))
+
+
 def test_jacfwd_of_a_wide_output_compiled(rng):
     """Numba: one primal and one tangent pass per input element, equal to jacrev."""
     W = rng.standard_normal((40, 3))
