@@ -48,6 +48,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -324,8 +325,6 @@ def _free_port() -> int:
 
 
 def run_ddp(cfg: dict) -> dict:
-    import tempfile
-
     import torch.multiprocessing as mp
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rank0.json")
@@ -626,7 +625,7 @@ def parse_args(argv=None):
                         help=f"comma-separated subset of {','.join(SYSTEMS)}")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 16,000 rows, batch 4,000, 2 repeats of 1 call, "
-                             "written to perf/out/distributed_quick.md unless --out")
+                             "written to <tmp>/tracegrad_distributed_quick.md unless --out")
     parser.add_argument("--out", type=Path, default=None, help="markdown report path")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per system")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -649,8 +648,8 @@ def main(argv=None) -> None:
     unknown = sorted(set(systems) - set(SYSTEMS))
     if unknown:
         raise SystemExit(f"unknown systems {unknown}; choose from {', '.join(SYSTEMS)}")
-    out = args.out or (ROOT / "perf" / ("out/distributed_quick.md" if args.quick
-                                         else "distributed.md"))
+    out = args.out or (Path(tempfile.gettempdir()) / "tracegrad_distributed_quick.md"
+                       if args.quick else ROOT / "perf" / "distributed.md")
     out.parent.mkdir(parents=True, exist_ok=True)
     started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
     t0 = time.perf_counter()
