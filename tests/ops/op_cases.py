@@ -275,6 +275,23 @@ CASES = [
          ref=lambda x, i, axis: np.take_along_axis(x, i, axis)),
     Case("put_along_axis_add", T.put_along_axis_add, [("n", (3, 5)), ("i", (3, 5), 4)],
          {"axis": 1, "shape": (3, 4)}, ref=_put_along_axis_add_ref),
+    # ---------------------------------------------- PyTorch's eager surface
+    Case("erf", T.erf, [("n", (3, 4))], ref=lambda x: np.vectorize(__import__("math").erf)(x)),
+    Case("clamp_tensor", T.clamp_tensor, [("n", (3, 4)), ("n", (4,)) , ("n", (3, 1))],
+         {"has_lo": True, "has_hi": True},
+         ref=lambda x, lo, hi, has_lo, has_hi: np.minimum(np.maximum(x, lo), hi), order2=False),
+    Case("clamp_tensor_lo", T.clamp_tensor, [("n", (3, 4)), ("n", (3, 4)), 0.0],
+         {"has_lo": True, "has_hi": False},
+         ref=lambda x, lo, hi, has_lo, has_hi: np.maximum(x, lo), order2=False),
+    Case("vector_norm_2", T.vector_norm, [("a", (3, 4))], {"ord": 2.0, "axis": (1,), "keepdims": False},
+         ref=lambda x, ord, axis, keepdims: np.linalg.norm(x, axis=1)),
+    Case("vector_norm_3_all", T.vector_norm, [("a", (3, 4))], {"ord": 3.0, "axis": None, "keepdims": True},
+         ref=lambda x, ord, axis, keepdims: np.sum(np.abs(x) ** 3, keepdims=True) ** (1 / 3)),
+    Case("diagonal", T.diagonal, [("n", (2, 4, 3))], {"offset": 1, "axis1": 1, "axis2": 2},
+         ref=lambda x, offset, axis1, axis2: np.diagonal(x, offset, axis1, axis2)),
+    Case("diagonal_scatter_zeros", T.diagonal_scatter_zeros, [("n", (3,))],
+         {"offset": -1, "axis1": 0, "axis2": 1, "shape": (4, 3)},
+         ref=lambda g, offset, axis1, axis2, shape: np.diag(g, -1)[:, :3]),
 ]
 
 CASE_IDS = [c.id for c in CASES]

@@ -90,3 +90,15 @@ def test_matches_jax_numpy():
     ]:
         np.testing.assert_allclose(tg.grad(ours, **INTERP)(A), np.asarray(jax.grad(theirs)(A)),
                                    rtol=1e-5, atol=1e-6, err_msg=name)  # JAX computes in float32
+
+
+def test_erf_gelu_compiled_matches_eager_and_jax():
+    gelu = lambda x: tg.sum(0.5 * x * (1 + tg.erf(x / np.sqrt(2.0))))
+    g = tg.grad(gelu)(A)  # through a Numba kernel (erf runs between segments)
+    import tracegrad.eager as torch
+    t = torch.tensor(A, requires_grad=True)
+    torch.nn.functional.gelu(t).sum().backward()
+    np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-12)
+    jax = pytest.importorskip("jax")
+    ref = jax.grad(lambda x: jax.numpy.sum(jax.nn.gelu(x, approximate=False)))(A)  # float32
+    np.testing.assert_allclose(g, np.asarray(ref), rtol=1e-5, atol=1e-6)

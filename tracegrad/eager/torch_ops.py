@@ -657,13 +657,10 @@ def outer(input, vec2):
 # Views (narrow, select, split, chunk, unbind) are basic indexing (`getitem`), so they share
 # memory and version counter with their base. repeat, gather, index_select and scatter_add
 # are one `getitem` / `take_along_axis` / scatter node each, named as PyTorch names them.
-# Three eager-only primitives (not in the rule table; their vjps are written with table
-# primitives, so they differentiate twice): clamp with tensor bounds (one ClampBackward0
-# node with PyTorch's masks), the vector norm (PyTorch's zero gradient at x = 0, where
-# sqrt(sum(x*x)) would give nan), and diagonal / its scatter (a writable strided view).
-
-from tracegrad.ops.core import Aval as _Aval, Primitive as _Primitive  # noqa: E402
-from tracegrad.ops.rulekit import broadcast_shapes as _broadcast_shapes, dtype_name as _dtype_name, promote as _promote  # noqa: E402
+# Three rule-table primitives made for this surface (ops/table.py): clamp with tensor
+# bounds (one ClampBackward0 node with PyTorch's masks), the vector norm (PyTorch's zero
+# gradient at x = 0, where sqrt(sum(x*x)) would give nan), and diagonal / its scatter
+# (a writable strided view).
 
 
 def _index_view(input, index, name, multi=None, saved=None):
@@ -963,50 +960,7 @@ def _tensor_where(self, condition, other):
 # --------------------------------------------------------- clamp with tensor bounds
 
 
-def _clamp_impl(x, lo, hi, has_lo, has_hi):
-    out = x
-    if has_lo:
-        out = np.maximum(out, lo)
-    if has_hi:
-        out = np.minimum(out, hi)
-    return np.array(out, copy=True) if out is x else np.asarray(out)
-
-
-def _clamp_rule(x, lo, hi, has_lo, has_hi):
-    ops = [x] + [b for b, has in ((lo, has_lo), (hi, has_hi)) if has]
-    return _Aval(_broadcast_shapes("clamp", *ops), np.dtype(_promote(*ops)))
-
-
-def _clamp_vjp_self(g, out, x, lo, hi, has_lo, has_hi):
-    # PyTorch's clamp_backward: the gradient passes where min <= x <= max
-    inside = None
-    if has_lo:
-        inside = T.ge(x, lo)
-    if has_hi:
-        below = T.le(x, hi)
-        inside = below if inside is None else T.logical_and(inside, below)
-    return T.where(inside, g, 0)
-
-
-def _clamp_vjp_min(g, out, x, lo, hi, has_lo, has_hi):
-    # clamp_backward_min_max: min gets it where x < min (and min < max when both are given)
-    mask = T.lt(x, lo)
-    if has_hi:
-        mask = T.logical_and(mask, T.lt(lo, hi))
-    return T.where(mask, g, 0)
-
-
-def _clamp_vjp_max(g, out, x, lo, hi, has_lo, has_hi):
-    mask = T.gt(x, hi)
-    if has_lo:
-        mask = T.logical_or(mask, T.lt(hi, lo))
-    return T.where(mask, g, 0)
-
-
-clamp_tensor_primitive = _Primitive(
-    name="clamp_tensor", impl=_clamp_impl, shape_rule=_clamp_rule,
-    vjps=(_clamp_vjp_self, _clamp_vjp_min, _clamp_vjp_max), torch_name="ClampBackward0",
-    saves=(0, 1, 2), kind="elementwise")
+clamp_tensor_primitive = T.clamp_tensor  # tests and Tensor.clamp_ use the name
 
 
 def _clamp_tensors(input, min, max):  # noqa: A002
@@ -1018,57 +972,7 @@ def _clamp_tensors(input, min, max):  # noqa: A002
 # ------------------------------------------------------------------ vector norm
 
 
-def _norm_keep(v, x, axis, keepdims):
-    return T._keep(v, x, axis, keepdims)
-
-
-def _vector_norm_impl(x, ord, axis, keepdims):
-    a = np.abs(x)
-    if ord == np.inf:
-        out = np.max(a, axis=axis, keepdims=keepdims)
-    elif ord == -np.inf:
-        out = np.min(a, axis=axis, keepdims=keepdims)
-    elif ord == 0:
-        out = np.sum(a != 0, axis=axis, keepdims=keepdims).astype(x.dtype)
-    elif ord == 1:
-        out = np.sum(a, axis=axis, keepdims=keepdims)
-    elif ord == 2:
-        out = np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdims))
-    else:
-        out = np.sum(a ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
-    return np.asarray(out, dtype=x.dtype)
-
-
-def _vector_norm_rule(x, ord, axis, keepdims):
-    from tracegrad.ops.rulekit import kept_shape
-    x = T.as_aval(x)
-    shape = kept_shape(tuple(x.shape), axis) if keepdims else tuple(
-        n for k, n in enumerate(x.shape) if axis is not None and k not in axis)
-    return _Aval(shape, x.dtype)
-
-
-def _vector_norm_vjp(g, out, x, ord, axis, keepdims):
-    """PyTorch's linalg_vector_norm_backward, in table primitives."""
-    gk = _norm_keep(g, x, axis, keepdims)
-    nk = _norm_keep(out, x, axis, keepdims)
-    if ord == 0:
-        return T.full_like(x, value=0)
-    if ord == 1:
-        return T.mul(T.sign(x), gk)
-    if ord in (np.inf, -np.inf):
-        mask = T.astype(T.eq(T.abs_(x), nk), dtype=_dtype_name(g))
-        count = T.sum_(mask, axis=axis, keepdims=True)
-        return T.mul(T.sign(x), T.mul(T.div(gk, count), mask))
-    if ord == 2:
-        return T.mul(x, T.where(T.eq(nk, 0), 0, T.div(gk, nk)))
-    scale = T.where(T.eq(nk, 0), 0, T.div(gk, T.pow_(nk, ord - 1)))
-    return T.mul(T.mul(x, T.pow_(T.abs_(x), ord - 2)), scale)
-
-
-vector_norm_primitive = _Primitive(
-    name="vector_norm", impl=_vector_norm_impl, shape_rule=_vector_norm_rule,
-    vjps=(_vector_norm_vjp,), torch_name="LinalgVectorNormBackward0", saves=(0, "out"),
-    kind="reduction")
+vector_norm_primitive = T.vector_norm
 
 
 def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
@@ -1104,55 +1008,9 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
 # ------------------------------------------------------------------ diagonal (a view)
 
 
-def _diag_strided(x: np.ndarray, offset: int, axis1: int, axis2: int) -> np.ndarray:
-    """A writable view of x's diagonal, diagonal last (NumPy's own view is read-only)."""
-    n1, n2 = x.shape[axis1], x.shape[axis2]
-    length = _bmax(_bmin(n1, n2 - offset) if offset >= 0 else _bmin(n1 + offset, n2), 0)
-    rest = [k for k in range(x.ndim) if k not in (axis1, axis2)]
-    shape = tuple(x.shape[k] for k in rest) + (length,)
-    if length == 0:
-        return np.zeros(shape, x.dtype)
-    idx = [slice(None)] * x.ndim
-    if offset >= 0:
-        idx[axis2] = slice(offset, None)
-    else:
-        idx[axis1] = slice(-offset, None)
-    start = x[tuple(idx)]  # a view whose first element is the diagonal's first
-    strides = tuple(x.strides[k] for k in rest) + (x.strides[axis1] + x.strides[axis2],)
-    return np.lib.stride_tricks.as_strided(start, shape=shape, strides=strides,
-                                           writeable=bool(x.flags.writeable))
-
-
-def _diagonal_impl(x, offset, axis1, axis2):
-    return _diag_strided(np.asarray(x), offset, axis1, axis2)
-
-
-def _diag_scatter_impl(g, offset, axis1, axis2, shape):
-    out = np.zeros(shape, dtype=np.asarray(g).dtype)
-    _diag_strided(out, offset, axis1, axis2)[...] = g
-    return out
-
-
-def _diagonal_rule(x, offset, axis1, axis2):
-    x = T.as_aval(x)
-    return _Aval(_diag_strided(np.empty(x.shape, np.bool_), offset, axis1, axis2).shape, x.dtype)
-
-
-def _diag_scatter_rule(g, offset, axis1, axis2, shape):
-    return _Aval(tuple(shape), T.as_aval(g).dtype)
-
-
-diagonal_primitive = _Primitive(
-    name="diagonal", impl=_diagonal_impl, shape_rule=_diagonal_rule,
-    vjps=(lambda g, out, x, offset, axis1, axis2: diagonal_scatter_primitive(
-        g, offset=offset, axis1=axis1, axis2=axis2, shape=tuple(np.shape(x))),),
-    torch_name="DiagonalBackward0", saves=(), kind="shape")
-
-diagonal_scatter_primitive = _Primitive(
-    name="diagonal_scatter_zeros", impl=_diag_scatter_impl, shape_rule=_diag_scatter_rule,
-    vjps=(lambda gg, out, g, offset, axis1, axis2, shape: diagonal_primitive(
-        gg, offset=offset, axis1=axis1, axis2=axis2),),
-    torch_name="DiagonalBackwardBackward0", saves=(), kind="other")
+_diag_strided = T.diagonal_view
+diagonal_primitive = T.diagonal
+diagonal_scatter_primitive = T.diagonal_scatter_zeros
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tracegrad.ops import api
+from tracegrad.ops import table as _table
 
 # Array API / jax.numpy spellings of table ops
 absolute = api.abs
@@ -36,6 +37,7 @@ pow = api.power  # noqa: A001  (NumPy's and the Array API's name)
 true_divide = api.divide
 permute_dims = api.transpose
 cumulative_sum = api.cumsum
+erf = _table.erf  # scipy.special's (jax.scipy.special.erf): GELU's exact form
 
 # constants: NumPy's own constructors and index helpers
 zeros, ones, empty, eye, identity = np.zeros, np.ones, np.empty, np.eye, np.identity
@@ -152,7 +154,7 @@ def polyval(p, x):
 
 
 __all__ = ["absolute", "fabs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh",
-           "amax", "amin", "concat", "pow", "true_divide", "permute_dims", "cumulative_sum",
+           "amax", "amin", "concat", "pow", "true_divide", "permute_dims", "cumulative_sum", "erf",
            "zeros", "ones", "empty", "eye", "identity", "arange", "tri", "indices", "geomspace",
            "logspace", "tril_indices", "triu_indices", "diag_indices", "iscomplexobj",
            "isscalar", "result_type", "promote_types", "can_cast", "shape", "ndim", "size",

@@ -1248,6 +1248,163 @@ argsort = primitive(  # stable, NaNs last (NumPy's order); sort is take_along_ax
     shape_rule=_argsort_rule, kind="other", nondiff=True, vjps=(no_grad,), torch_name=None,
     saves=(), codegen="argsort")
 
+# ------------------------------------------- ops that PyTorch's eager surface needs
+# (torch.erf / nn.GELU, clamp with tensor bounds, linalg.vector_norm, diagonal).
+# They run between kernel segments in compiled mode (codegen="numpy").
+
+
+def _erf_impl(x):
+    from scipy.special import erf as _scipy_erf
+    return np.asarray(_scipy_erf(x))
+
+
+erf = primitive(
+    "erf", impl=_erf_impl, shape_rule=elementwise_rule("erf", float_only=True), kind="other",
+    vjps=(lambda g, out, x: mul(g, mul(exp(neg(mul(x, x))), 2.0 / math.sqrt(math.pi))),),
+    torch_name="ErfBackward0", saves=(0,), codegen="numpy")
+
+
+def _clamp_impl(x, lo, hi, has_lo, has_hi):
+    out = x
+    if has_lo:
+        out = np.maximum(out, lo)
+    if has_hi:
+        out = np.minimum(out, hi)
+    return np.array(out, copy=True) if out is x else np.asarray(out)
+
+
+def _clamp_rule(x, lo, hi, has_lo, has_hi):
+    ops = [x] + [b for b, has in ((lo, has_lo), (hi, has_hi)) if has]
+    return Aval(broadcast_shapes("clamp", *ops), np.dtype(promote(*ops)))
+
+
+def _clamp_vjp_self(g, out, x, lo, hi, has_lo, has_hi):
+    # PyTorch's clamp_backward: the gradient passes where min <= x <= max
+    inside = None
+    if has_lo:
+        inside = ge(x, lo)
+    if has_hi:
+        below = le(x, hi)
+        inside = below if inside is None else logical_and(inside, below)
+    return where(inside, g, 0)
+
+
+def _clamp_vjp_min(g, out, x, lo, hi, has_lo, has_hi):
+    # clamp_backward_min_max: min gets it where x < min (and min < max when both are given)
+    mask = lt(x, lo)
+    if has_hi:
+        mask = logical_and(mask, lt(lo, hi))
+    return where(mask, g, 0)
+
+
+def _clamp_vjp_max(g, out, x, lo, hi, has_lo, has_hi):
+    mask = gt(x, hi)
+    if has_lo:
+        mask = logical_or(mask, lt(hi, lo))
+    return where(mask, g, 0)
+
+
+clamp_tensor = primitive(
+    "clamp_tensor", impl=_clamp_impl, shape_rule=_clamp_rule, kind="other",
+    vjps=(_clamp_vjp_self, _clamp_vjp_min, _clamp_vjp_max), torch_name="ClampBackward0",
+    saves=(0, 1, 2), codegen="numpy")
+
+
+def _vector_norm_impl(x, ord, axis, keepdims):
+    a = np.abs(x)
+    if ord == np.inf:
+        out = np.max(a, axis=axis, keepdims=keepdims)
+    elif ord == -np.inf:
+        out = np.min(a, axis=axis, keepdims=keepdims)
+    elif ord == 0:
+        out = np.sum(a != 0, axis=axis, keepdims=keepdims).astype(x.dtype)
+    elif ord == 1:
+        out = np.sum(a, axis=axis, keepdims=keepdims)
+    elif ord == 2:
+        out = np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdims))
+    else:
+        out = np.sum(a ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    return np.asarray(out, dtype=x.dtype)
+
+
+def _vector_norm_rule(x, ord, axis, keepdims):
+    x = as_aval(x)
+    shape = kept_shape(tuple(x.shape), axis) if keepdims else tuple(
+        n for k, n in enumerate(x.shape) if axis is not None and k not in axis)
+    return Aval(shape, x.dtype)
+
+
+def _vector_norm_vjp(g, out, x, ord, axis, keepdims):
+    """PyTorch's linalg_vector_norm_backward."""
+    gk = _keep(g, x, axis, keepdims)
+    nk = _keep(out, x, axis, keepdims)
+    if ord == 0:
+        return full_like(x, value=0)
+    if ord == 1:
+        return mul(sign(x), gk)
+    if ord in (np.inf, -np.inf):
+        mask = astype(eq(abs_(x), nk), dtype=dtype_name(g))
+        count = sum_(mask, axis=axis, keepdims=True)
+        return mul(sign(x), mul(div(gk, count), mask))
+    if ord == 2:
+        return mul(x, where(eq(nk, 0), 0, div(gk, nk)))
+    scale = where(eq(nk, 0), 0, div(gk, pow_(nk, ord - 1)))
+    return mul(mul(x, pow_(abs_(x), ord - 2)), scale)
+
+
+vector_norm = primitive(
+    "vector_norm", impl=_vector_norm_impl, shape_rule=_vector_norm_rule, kind="other",
+    vjps=(_vector_norm_vjp,), torch_name="LinalgVectorNormBackward0", saves=(0, "out"),
+    codegen="numpy")
+
+
+def diagonal_view(x: np.ndarray, offset: int, axis1: int, axis2: int) -> np.ndarray:
+    """A writable view of x's diagonal, diagonal last (NumPy's own view is read-only)."""
+    n1, n2 = x.shape[axis1], x.shape[axis2]
+    length = max(min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2), 0)
+    rest = [k for k in range(x.ndim) if k not in (axis1, axis2)]
+    shape = tuple(x.shape[k] for k in rest) + (length,)
+    if length == 0:
+        return np.zeros(shape, x.dtype)
+    idx = [slice(None)] * x.ndim
+    if offset >= 0:
+        idx[axis2] = slice(offset, None)
+    else:
+        idx[axis1] = slice(-offset, None)
+    start = x[tuple(idx)]  # a view whose first element is the diagonal's first
+    strides = tuple(x.strides[k] for k in rest) + (x.strides[axis1] + x.strides[axis2],)
+    return np.lib.stride_tricks.as_strided(start, shape=shape, strides=strides,
+                                           writeable=bool(x.flags.writeable))
+
+
+def _diag_scatter_impl(g, offset, axis1, axis2, shape):
+    out = np.zeros(shape, dtype=np.asarray(g).dtype)
+    diagonal_view(out, offset, axis1, axis2)[...] = g
+    return out
+
+
+def _diagonal_rule(x, offset, axis1, axis2):
+    x = as_aval(x)
+    return Aval(diagonal_view(np.empty(x.shape, np.bool_), offset, axis1, axis2).shape, x.dtype)
+
+
+diagonal = primitive(
+    "diagonal", impl=lambda x, offset, axis1, axis2: diagonal_view(np.asarray(x), offset,
+                                                                  axis1, axis2),
+    shape_rule=_diagonal_rule, kind="shape",  # eager: a view of its operand
+    vjps=(lambda g, out, x, offset, axis1, axis2: diagonal_scatter_zeros(
+        g, offset=offset, axis1=axis1, axis2=axis2, shape=tuple(np.shape(x))),),
+    torch_name="DiagonalBackward0", saves=(), codegen="numpy")
+
+diagonal_scatter_zeros = primitive(
+    "diagonal_scatter_zeros", impl=_diag_scatter_impl,
+    shape_rule=lambda g, offset, axis1, axis2, shape: Aval(tuple(shape), as_aval(g).dtype),
+    kind="other",
+    vjps=(lambda gg, out, g, offset, axis1, axis2, shape: diagonal(
+        gg, offset=offset, axis1=axis1, axis2=axis2),),
+    torch_name="DiagonalBackwardBackward0", saves=(), codegen="numpy")
+
+
 # ------------------------------------------------------------ the AD drivers' helper
 
 

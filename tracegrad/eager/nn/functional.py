@@ -183,30 +183,15 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
 # with table primitives, so it differentiates twice).
 
 import math as _math  # noqa: E402
-import warnings as _warnings  # noqa: E402
 
-from tracegrad.ops.core import Primitive as _Primitive  # noqa: E402
 from tracegrad.ops.indexing import index_spec as _index_spec  # noqa: E402
-from tracegrad.ops.rulekit import elementwise_rule as _elementwise_rule  # noqa: E402
 
 
-def _erf_impl(x):
-    from scipy.special import erf as _scipy_erf
-    return np.asarray(_scipy_erf(x))
-
-
-def _erf_vjp(g, out, x):
-    return T.mul(g, T.mul(T.exp(T.neg(T.mul(x, x))), 2.0 / _math.sqrt(_math.pi)))
-
-
-erf_primitive = _Primitive(name="erf", impl=_erf_impl,
-                           shape_rule=_elementwise_rule("erf", float_only=True),
-                           vjps=(_erf_vjp,), torch_name="ErfBackward0", saves=(0,),
-                           kind="elementwise")
+erf_primitive = T.erf
 
 
 def erf(input: Tensor) -> Tensor:
-    """The error function (eager-only primitive, see above).
+    """The error function (the rule table's `erf`).
 
     >>> import tracegrad.eager as torch
     >>> erf(torch.tensor([0.0, 1.0]))
