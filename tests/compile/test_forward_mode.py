@@ -280,6 +280,12 @@ def test_control_flow_jvp_against_finite_differences(rng, fn, nargs):
     out, tangent = tg.jvp(fn, tuple(primals), tuple(tangents), **INTERP)
     np.testing.assert_allclose(out, fn(*primals), rtol=1e-12)
     np.testing.assert_allclose(tangent, central(fn, primals, tangents), rtol=1e-6, atol=1e-8)
+    # jacfwd: the loop's tangent pass vmapped over the basis (batched loop bodies)
+    jac = tg.jacfwd(fn, **INTERP)(*primals)
+    basis = np.eye(primals[0].size)
+    numeric = np.stack([central(fn, primals, [e] + [0 * p for p in primals[1:]]) for e in basis],
+                       axis=-1)
+    np.testing.assert_allclose(jac, numeric, rtol=1e-6, atol=1e-8)
 
 
 def test_loops_and_branches_jvp_compiled(rng):
