@@ -53,13 +53,25 @@ def test_reference_matches_torch(name):
     assert compare(w, value, grads) is None
 
 
-@pytest.mark.parametrize("name", ["attention_4h_t64", "lstm_scan_t20", "conv2d_b8_32px", "mlp_layernorm_b64"])
-def test_float32_stays_float32(name):
+FLOAT32_CASES = ["attention_4h_t64", "lstm_scan_t20", "conv2d_b8_32px", "mlp_layernorm_b64"]
+
+
+def _check_float32(name, key):
     w = make_small_workload(name, "float32")
-    for key in ("tracegrad_eager", "tracegrad_compiled"):
-        value, grads = _run(key, w)
-        assert [g.dtype for g in grads] == [np.dtype(np.float32)] * len(w.params)
-        assert compare(w, value, grads) is None
+    value, grads = _run(key, w)
+    assert [g.dtype for g in grads] == [np.dtype(np.float32)] * len(w.params)
+    assert compare(w, value, grads) is None
+
+
+@pytest.mark.parametrize("name", FLOAT32_CASES)
+def test_float32_stays_float32_eager(name):
+    _check_float32(name, "tracegrad_eager")
+
+
+@pytest.mark.slow  # four more Numba compiles (~10 s each on a busy machine)
+@pytest.mark.parametrize("name", FLOAT32_CASES)
+def test_float32_stays_float32_compiled(name):
+    _check_float32(name, "tracegrad_compiled")
 
 
 def test_workloads_are_not_trivial():
