@@ -5,6 +5,8 @@ A `Primitive` holds, side by side:
   - `shape_rule`: abstract evaluation, `shape_rule(*avals, **attrs) -> Aval`;
   - `vjps`: one vector-Jacobian rule per input, written in tracegrad ops,
     `vjp_i(g, out, *inputs, **attrs) -> cotangent` (None: no gradient);
+  - `jvp`: the forward-mode rule, `jvp(primals, tangents, out, **attrs) ->
+    tangent` (None tangents are zero); without one, `jvp_rule()` derives it;
   - `torch_name`: the name of the eager backward node (PyTorch's);
   - `saves`: which values the eager node keeps for backward (version checks);
   - `codegen`: how the code generator emits it (see tracegrad.codegen).
