@@ -34,6 +34,7 @@ exactly (never a difference quotient):
 from __future__ import annotations
 
 import collections
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -340,6 +341,7 @@ def _transposed_jvp(prim: Primitive) -> Callable:
 
 _TRANSPOSED_GRAPHS: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
 _MAX_TRANSPOSED_GRAPHS = 256
+_TRANSPOSED_LOCK = threading.Lock()
 
 
 def _is_static(value: Any) -> bool:
@@ -362,17 +364,20 @@ def _transposed_graph(prim: Primitive, primals, tangents, out, attrs) -> tuple[G
         hash(key)
     except TypeError:  # an attr without a hashable form: trace every time
         key = None
-    if key is not None and key in _TRANSPOSED_GRAPHS:
-        _TRANSPOSED_GRAPHS.move_to_end(key)
-        return _TRANSPOSED_GRAPHS[key], positions
+    if key is not None:
+        with _TRANSPOSED_LOCK:
+            if key in _TRANSPOSED_GRAPHS:
+                _TRANSPOSED_GRAPHS.move_to_end(key)
+                return _TRANSPOSED_GRAPHS[key], positions
     graph = _trace_pairing(prim, primals, positions, with_tangent, t_avals, out_aval, attrs)
     from tracegrad.autodiff import vjp_graph
     joint = None if graph is None else vjp_graph(graph, wrt=[0], seed_ones=True,
                                                  name=f"{prim.name}_jvp")
     if key is not None:
-        _TRANSPOSED_GRAPHS[key] = joint
-        if len(_TRANSPOSED_GRAPHS) > _MAX_TRANSPOSED_GRAPHS:
-            _TRANSPOSED_GRAPHS.popitem(last=False)
+        with _TRANSPOSED_LOCK:
+            _TRANSPOSED_GRAPHS[key] = joint
+            if len(_TRANSPOSED_GRAPHS) > _MAX_TRANSPOSED_GRAPHS:
+                _TRANSPOSED_GRAPHS.popitem(last=False)
     return joint, positions
 
 
@@ -412,4 +417,5 @@ def _trace_pairing(prim, primals, positions, with_tangent, t_avals, out_aval, at
 
 def clear_caches() -> None:
     """Forget the traced transposition graphs."""
-    _TRANSPOSED_GRAPHS.clear()
+    with _TRANSPOSED_LOCK:
+        _TRANSPOSED_GRAPHS.clear()
