@@ -7,9 +7,11 @@ Each is compiled once per input signature like `grad`:
 - `jvp(f, primals, tangents)` computes `J @ tangents` in forward mode: `f` is
   traced into a graph and the forward-mode pass (tracegrad/forward.py) applies
   each primitive's JVP rule node by node, next to the primal computation.
-- `jacfwd(f)` runs the primal once and one tangent pass per input element
-  (columns); `jacobian` (JAX's `jacrev`) one gradient per output element (rows):
-  the same matrix.
+- `jacfwd(f)` runs the primal once and the tangent pass vmapped over the input's
+  basis (columns, one batched pass); `jacobian` (JAX's `jacrev`) one gradient per
+  output element (rows): the same matrix.
+- `linearize(f, *primals)` splits the forward-mode graph by partial evaluation:
+  the primal and the residuals are computed once, `f_jvp` runs the linear rest.
 
     >>> import numpy as np, tracegrad as tg
     >>> f = lambda x: x ** 3
@@ -225,8 +227,9 @@ def _graph_runner(graph) -> Callable:
 
 def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
            backend: str = "numba"):
-    """JAX's `jacfwd`: the Jacobian by forward mode, one `jvp` per input element,
-    shaped `output.shape + input.shape` (a tuple of them for tuple `argnums`).
+    """JAX's `jacfwd`: the Jacobian by forward mode, the tangent pass `vmap`ped over
+    the input's basis (the primal runs once), shaped `output.shape + input.shape`
+    (a tuple of them for tuple `argnums`).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.jacfwd(lambda x: x ** 2, backend="interpret")(np.array([1.0, 3.0]))
