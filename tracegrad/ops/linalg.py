@@ -114,7 +114,10 @@ def _solve_rule(name: str, batch_broadcasts: bool):
 
 
 def _as_float(name: str, *arrays):
-    dtype = _linalg_dtype(name, *[aval_of(a) for a in arrays])
+    """The operands in their common float dtype; the first must be square matrices."""
+    avals = [aval_of(a) for a in arrays]
+    _square(name, avals[0])  # NumPy's own errors would be reported as a singular matrix
+    dtype = _linalg_dtype(name, *avals)
     return [np.asarray(a, dtype=dtype) for a in arrays]
 
 

@@ -1,0 +1,303 @@
+"""Linear algebra (tracegrad/ops/linalg.py) in NumPy mode and compiled mode.
+
+Values vs NumPy/SciPy, gradients vs float64 central differences and JAX (x64),
+second derivatives vs JAX's hessian and differences of the gradient, errors for
+non-square / non-positive-definite / singular input (also raised from compiled
+kernels), and the Gaussian-process likelihood of perf/gp_nll_workload.py.
+
+Few distinct graphs on purpose: each compiled function is built once per module.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+
+import tracegrad as tg
+from compile_helpers import assert_close, numeric_grad
+from tracegrad.ops.core import DTypeError, ShapeError
+from tracegrad.ops.linalg import LinAlgError
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
+from perf import gp_nll_workload as gp  # noqa: E402
+
+
+def _spd(rng, n, batch=()):
+    m = rng.standard_normal(batch + (n, n))
+    return m @ np.swapaxes(m, -1, -2) + n * np.eye(n)
+
+
+RNG = np.random.default_rng(1234)
+A = _spd(RNG, 4)
+AS = _spd(RNG, 3, (2,))          # a batch of two 3x3 matrices
+B = RNG.standard_normal((4, 3))
+b = RNG.standard_normal(4)
+G = RNG.standard_normal((4, 4)) + 4 * np.eye(4)  # general (non-symmetric), invertible
+
+
+def every_op(A, AS, B, b, G):
+    """One scalar through every primitive, spelled with np.linalg where NumPy has the name."""
+    L = np.linalg.cholesky(A)
+    U = tg.linalg.cholesky(A, upper=True)
+    x = tg.linalg.solve_triangular(L, b, lower=True)
+    Y = tg.linalg.solve_triangular(U, B, lower=False, trans="T")
+    Z = tg.linalg.solve_triangular(L, B, lower=True, unit_diagonal=True)
+    sign, logabsdet = np.linalg.slogdet(G)
+    return (np.sum(x * x) + np.sum(np.sin(Y)) + np.sum(Z ** 2)
+            + np.sum(np.linalg.solve(G, B) ** 2) + np.sum(np.cos(np.linalg.solve(AS, b[:3])))
+            + np.sum(np.linalg.inv(G) ** 2) + 0.1 * np.linalg.det(G) + sign * logabsdet
+            + np.sum(np.linalg.det(AS)) * 1e-3 + np.sum(np.linalg.cholesky(AS)))
+
+
+def every_op_jax(A, AS, B, b, G):
+    import jax.numpy as jnp
+    from jax.scipy.linalg import solve_triangular
+    L = jnp.linalg.cholesky(A)
+    U = jnp.linalg.cholesky(A).T
+    x = solve_triangular(L, b, lower=True)
+    Y = solve_triangular(U, B, lower=False, trans="T")
+    Z = solve_triangular(L, B, lower=True, unit_diagonal=True)
+    sign, logabsdet = jnp.linalg.slogdet(G)
+    return (jnp.sum(x * x) + jnp.sum(jnp.sin(Y)) + jnp.sum(Z ** 2)
+            + jnp.sum(jnp.linalg.solve(G, B) ** 2)
+            + jnp.sum(jnp.cos(jnp.linalg.solve(AS, b[:3])))
+            + jnp.sum(jnp.linalg.inv(G) ** 2) + 0.1 * jnp.linalg.det(G) + sign * logabsdet
+            + jnp.sum(jnp.linalg.det(AS)) * 1e-3 + jnp.sum(jnp.linalg.cholesky(AS)))
+
+
+ARGS = (A, AS, B, b, G)
+ARGNUMS = (0, 1, 2, 3, 4)
+VALUE_AND_GRAD = tg.value_and_grad(every_op, argnums=ARGNUMS)
+
+
+@pytest.fixture(scope="module")
+def compiled_result():
+    return VALUE_AND_GRAD(*ARGS)
+
+
+def _sym(m):
+    return 0.5 * (m + np.swapaxes(m, -1, -2))
+
+
+# ------------------------------------------------------------------ NumPy mode
+
+
+def test_values_match_numpy_and_scipy_on_plain_arrays():
+    L = np.linalg.cholesky(A)
+    assert_close(tg.linalg.cholesky(A), L, rtol=1e-14, atol=0)
+    assert_close(tg.linalg.cholesky(A, upper=True), L.T, rtol=1e-14, atol=0)
+    assert_close(tg.linalg.cholesky(AS), np.linalg.cholesky(AS), rtol=1e-14, atol=0)
+    for lower, trans, unit in [(True, 0, False), (False, 1, False), (True, "T", True)]:
+        tri = np.tril(A) if lower else np.triu(A)
+        for rhs in (b, B):
+            assert_close(tg.linalg.solve_triangular(tri, rhs, lower=lower, trans=trans,
+                                                    unit_diagonal=unit),
+                         sla.solve_triangular(tri, rhs, lower=lower, trans=trans,
+                                              unit_diagonal=unit), rtol=1e-13)
+    assert_close(tg.linalg.solve(G, B), np.linalg.solve(G, B), rtol=1e-13)
+    assert_close(tg.linalg.solve(AS, b[:3]), np.linalg.solve(AS, b[:3]), rtol=1e-13)
+    assert_close(tg.linalg.inv(G), np.linalg.inv(G), rtol=1e-13)
+    assert_close(tg.linalg.det(AS), np.linalg.det(AS), rtol=1e-13)
+    sign, logabsdet = tg.linalg.slogdet(-G)
+    ref = np.linalg.slogdet(-G)
+    assert float(sign) == ref.sign and abs(float(logabsdet) - ref.logabsdet) < 1e-13
+
+
+def test_float32_stays_float32_and_ints_compute_in_float64():
+    a32 = A.astype(np.float32)
+    for out in (tg.linalg.cholesky(a32), tg.linalg.inv(a32), tg.linalg.det(a32),
+                tg.linalg.solve(a32, b.astype(np.float32)), tg.linalg.slogdet(a32).logabsdet):
+        assert np.asarray(out).dtype == np.float32
+    ints = np.array([[2, 1], [1, 2]])
+    assert tg.linalg.cholesky(ints).dtype == np.float64
+    assert_close(tg.linalg.det(ints), 3.0, rtol=1e-14)
+
+
+def test_cholesky_reads_the_symmetric_part_as_jax_does():
+    """NumPy reads the lower triangle; tracegrad (like JAX) factors (A + A^T) / 2."""
+    skew = A + np.triu(np.ones((4, 4)), 1)  # non-symmetric
+    assert_close(tg.linalg.cholesky(skew), np.linalg.cholesky(_sym(skew)), rtol=1e-14)
+
+
+# --------------------------------------------------------------- compiled mode
+
+
+def test_compiled_value_matches_numpy(compiled_result):
+    value, _ = compiled_result
+    assert_close(value, every_op(*ARGS), rtol=1e-12)
+
+
+def test_np_linalg_names_trace_into_the_linalg_primitives():
+    traced = str(VALUE_AND_GRAD.lower(*ARGS).traced)
+    for op in ("cholesky", "triangular_solve", "solve", "inv", "det", "slogdet_sign",
+               "logabsdet"):
+        assert re.search(rf"= {op}[\[ ]", traced), op
+
+
+def test_compiled_gradients_match_finite_differences(compiled_result):
+    _, grads = compiled_result
+    def on_symmetric(A, AS, *rest):
+        return every_op(_sym(A), _sym(AS), *rest)
+
+    for i, grad in zip(ARGNUMS, grads):
+        if i in (0, 1):
+            # NumPy's cholesky (which the differences run) reads only the lower triangle;
+            # along symmetric directions both read the same matrix (JAX covers the rest)
+            grad, expected = _sym(grad), numeric_grad(on_symmetric, list(ARGS), i)
+        else:
+            expected = numeric_grad(every_op, list(ARGS), i)
+        assert_close(grad, expected, rtol=1e-6, atol=1e-7, what=f"argument {i}")
+
+
+def test_compiled_gradients_match_jax(compiled_result):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    value, grads = compiled_result
+    jvalue, jgrads = jax.jit(jax.value_and_grad(every_op_jax, argnums=ARGNUMS))(*ARGS)
+    assert_close(value, float(jvalue), rtol=1e-12)
+    for i, (got, want) in enumerate(zip(grads, jgrads)):
+        assert_close(got, np.asarray(want), rtol=1e-9, atol=1e-11, what=f"argument {i}")
+
+
+def _second_order(A, G, b):
+    """A scalar whose Hessian goes through every vjp rule's own derivative."""
+    L = np.linalg.cholesky(A)
+    x = tg.linalg.solve_triangular(L, b, lower=True, trans=1)
+    return (np.sum(x ** 3) + np.sum(np.linalg.solve(A, b) ** 2) + np.linalg.slogdet(A)[1]
+            + np.sum(np.linalg.inv(G) * G.T) + np.linalg.det(G) * 0.01
+            + np.sum(np.log(np.diagonal(L))))
+
+
+def _second_order_jax(A, G, b):
+    import jax.numpy as jnp
+    from jax.scipy.linalg import solve_triangular
+    L = jnp.linalg.cholesky(A)
+    x = solve_triangular(L, b, lower=True, trans=1)
+    return (jnp.sum(x ** 3) + jnp.sum(jnp.linalg.solve(A, b) ** 2) + jnp.linalg.slogdet(A)[1]
+            + jnp.sum(jnp.linalg.inv(G) * G.T) + jnp.linalg.det(G) * 0.01
+            + jnp.sum(jnp.log(jnp.diagonal(L))))
+
+
+# The second-order graphs hold ~20 linalg nodes, each cutting the kernel into another
+# njit segment (about a second of Numba compile each): the default run checks them on
+# the IR interpreter (same graphs, same rules), the slow run compiles them with Numba.
+BACKENDS = ["interpret", pytest.param("numba", marks=pytest.mark.slow)]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def hessian_result(backend):
+    return tg.hessian(_second_order, argnums=(0, 1), backend=backend)(A, G, b)
+
+
+def test_grad_of_grad_matches_differences_of_the_gradient(hessian_result, backend):
+    """Hessian-vector products along symmetric directions vs differences of tg.grad."""
+    grad = tg.grad(_second_order, argnums=(0, 1), backend=backend)
+    rng = np.random.default_rng(7)
+    va, vg = _sym(rng.standard_normal((4, 4))), rng.standard_normal((4, 4))
+    eps = 1e-5
+    hi = grad(A + eps * va, G + eps * vg, b)
+    lo = grad(A - eps * va, G - eps * vg, b)
+    (haa, hag), (hga, hgg) = hessian_result
+    for k, (row_a, row_g) in enumerate(((haa, hag), (hga, hgg))):
+        hvp = np.tensordot(row_a, va, axes=2) + np.tensordot(row_g, vg, axes=2)
+        numeric = (hi[k] - lo[k]) / (2 * eps)
+        if k == 0:
+            hvp, numeric = _sym(hvp), _sym(numeric)
+        assert_close(hvp, numeric, rtol=1e-5, atol=1e-6, what=f"row {k}")
+
+
+def test_hessian_matches_jax(hessian_result):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    want = jax.jit(jax.hessian(_second_order_jax, argnums=(0, 1)))(A, G, b)
+    for i in range(2):
+        for j in range(2):
+            assert_close(hessian_result[i][j], np.asarray(want[i][j]), rtol=1e-8, atol=1e-10,
+                         what=f"d2/d{i}d{j}")
+
+
+# ----------------------------------------------------------------------- errors
+
+
+def test_non_square_input_names_the_op_and_the_shapes():
+    for fn in (np.linalg.cholesky, np.linalg.inv, np.linalg.det, lambda a: np.linalg.slogdet(a)[1]):
+        with pytest.raises(ShapeError, match=r"square matrices.*f64\[3,2\]"):
+            tg.grad(lambda a, fn=fn: np.sum(fn(a)))(np.ones((3, 2)))
+    with pytest.raises(ShapeError, match=r"solve: b must have 3 rows.*f64\[3,3\], f64\[4\]"):
+        tg.linalg.solve(np.eye(3), np.ones(4))
+    with pytest.raises(ShapeError, match=r"triangular_solve: b must have 3 rows"):
+        tg.grad(lambda a: np.sum(tg.linalg.solve_triangular(a, np.ones(2))))(np.eye(3))
+    with pytest.raises(ShapeError, match="1-D"):
+        tg.linalg.inv(np.ones(3))
+    with pytest.raises(DTypeError, match="float32 or float64"):
+        tg.linalg.inv(np.eye(2, dtype=np.complex128))
+
+
+def test_non_positive_definite_raises_linalg_error_in_numpy_mode():
+    with pytest.raises(LinAlgError, match=r"cholesky: the matrix is not positive definite "
+                                          r"\(the leading minor of order 2 .*f64\[2,2\]"):
+        tg.linalg.cholesky(np.array([[1.0, 2.0], [2.0, 1.0]]))
+    assert issubclass(LinAlgError, np.linalg.LinAlgError)
+
+
+def test_compiled_kernels_raise_linalg_error_not_crash(compiled_result):
+    bad_spd = A.copy()
+    bad_spd[0, 0] = -1.0
+    with pytest.raises(LinAlgError, match=r"cholesky: the matrix is not positive definite.*"
+                                          r"f64\[4,4\]"):
+        VALUE_AND_GRAD(bad_spd, AS, B, b, G)
+    with pytest.raises(LinAlgError, match=r"(solve|inv): the matrix is singular"):
+        VALUE_AND_GRAD(A, AS, B, b, np.zeros((4, 4)))
+    # the kernel still works afterwards, and the user's arrays are untouched
+    value, _ = VALUE_AND_GRAD(*ARGS)
+    assert_close(value, every_op(*ARGS), rtol=1e-12)
+    assert bad_spd[0, 0] == -1.0
+
+
+def test_singular_triangular_solve_raises():
+    with pytest.raises(LinAlgError, match="triangular_solve: the matrix is singular"):
+        tg.linalg.solve_triangular(np.diag([1.0, 0.0]), np.ones(2), lower=True)
+
+
+# -------------------------------------------------------------- GP likelihood
+
+GP_PARAMS, GP_DATA = gp.make_data("float64", seed=3, n=24)
+GP_VALUE_AND_GRAD = tg.value_and_grad(gp.gp_nll, argnums=(0, 1, 2))
+
+
+@pytest.fixture(scope="module")
+def gp_result():
+    return GP_VALUE_AND_GRAD(*GP_PARAMS, *GP_DATA)
+
+
+def test_gp_nll_matches_the_hand_derived_gradient_and_finite_differences(gp_result):
+    value, grads = gp_result
+    ref_value, ref_grads = gp.numpy_value_and_grad(GP_PARAMS, GP_DATA)
+    assert_close(value, ref_value, rtol=1e-12)
+    args = list(GP_PARAMS) + list(GP_DATA)
+    for i in range(3):
+        assert_close(grads[i], ref_grads[i], rtol=1e-9, what=f"param {i}")
+        assert_close(grads[i], numeric_grad(gp.gp_nll, args, i), rtol=1e-6, atol=1e-8)
+    n = GP_DATA[0].shape[0]
+    assert math.isfinite(float(value)) and float(value) > -n
+
+
+def test_gp_nll_matches_jax(gp_result):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    value, grads = gp_result
+    jvalue, jgrads = jax.jit(jax.value_and_grad(gp.gp_nll_jax, argnums=(0, 1, 2)))(*GP_PARAMS,
+                                                                                  *GP_DATA)
+    assert_close(value, float(jvalue), rtol=1e-12)
+    for got, want in zip(grads, jgrads):
+        assert_close(got, float(want), rtol=1e-9)
