@@ -164,8 +164,10 @@ def section_machine(info: dict, argv: list, settings) -> list[str]:
               "disk cache starts empty in a fresh temporary TRACEGRAD_CACHE_DIR, so this is a cold compile; "
               + ("torch inductor's on-disk cache also starts empty (TORCHINDUCTOR_CACHE_DIR)."
                  if os.environ.get("TRACEGRAD_PERF_COLD_INDUCTOR") else
-                 "torch inductor's default on-disk cache was left as it was (warm after earlier runs), so "
-                 "torch.compile's first call may be faster than a cold one). PyTorch's dynamo caches per "
+                 f"torch inductor's on-disk cache was the given TORCHINDUCTOR_CACHE_DIR "
+                 f"(`{os.environ.get('TORCHINDUCTOR_CACHE_DIR', 'its default')}`, possibly warm from earlier "
+                 "runs or the cold-start table), so torch.compile's first call here may be faster than a cold "
+                 "one; the cold-start table has cold ones). PyTorch's dynamo caches per "
                  "code object, so the float64 run of a workload recompiles rather than compiling afresh."),
               "- **peak memory**: bytes allocated at peak during one call above what was live before it. "
               "Method per system: tracemalloc for NumPy, HIPS autograd and tracegrad (numpy and Numba's "
@@ -348,8 +350,10 @@ def section_cold_workloads(cold) -> list[str]:
     if not table:
         return []
     cols = table["columns"]
+    uptime = table.get("uptime") or []
     lines = [f"## Cold first call of every workload ({table['dtype']}, fresh processes)", "",
-             table["note"], "",
+             table["note"] + (f" Machine load (`uptime`) when the table started / ended: `{uptime[0]}` / "
+                              f"`{uptime[-1]}`." if uptime else ""), "",
              "| workload | " + " | ".join(cols) + " | import tracegrad / jax / torch |",
              "|---" * (len(cols) + 2) + "|"]
     for row in table["rows"]:

@@ -117,8 +117,9 @@ def main(argv=None) -> int:
     own_cache = args.cache_dir is None
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="tracegrad-perf-cache-")
     os.environ["TRACEGRAD_CACHE_DIR"] = cache_dir
-    if not args.quick:  # cold torch.compile too: inductor keeps an on-disk cache of its own
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache_dir, "torchinductor"))
+    if not args.quick and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        # cold torch.compile too: inductor keeps an on-disk cache of its own
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache_dir, "torchinductor")
         os.environ["TRACEGRAD_PERF_COLD_INDUCTOR"] = "1"  # (torch sets the variable above itself)
     os.environ.setdefault("TRACEGRAD_LOG", "1")   # stage times for the compile breakdown
     if args.threads:
