@@ -64,6 +64,7 @@ class Result:
     ratio_frameworks: float | None = None  # median / best of FRAMEWORK_PEERS' medians
     best_framework: str = ""      # which of FRAMEWORK_PEERS was fastest
     flops: float | None = None    # the workload's estimated FLOPs per value-and-grad call
+    description: str = ""         # the workload's one-line description
 
 
 def load_average() -> float | None:
@@ -281,6 +282,7 @@ def run_workload(name: str, dtype: str, keys: list[str], settings: Settings, log
     for key in keys:
         res, prepared = prepare_and_verify(workload, key, ref)
         res.flops = workload.extra.get("flops")
+        res.description = workload.description
         results[key] = res
         note = f"first call {res.first_call:.3f}s" if res.first_call is not None else res.detail
         log(f"  {workload.label:28s} {key:20s} {res.status:11s} {note}")

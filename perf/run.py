@@ -93,6 +93,9 @@ def parse_args(argv):
                    help="JSON written by `perf/cold_start.py --out` earlier: use its cold-start tables "
                         "instead of measuring them now (workloads in --cold-workloads are still measured "
                         "and added)")
+    p.add_argument("--merge-results", default=None,
+                   help="results.json of an earlier run (e.g. the float32 half): its rows join this run's "
+                        "report, except those this run measures again")
     p.add_argument("--cold-workloads", default=None,
                    help="comma list of workloads for the fresh-process cold-start table "
                         "(default: the timed workloads; 'none' for none)")
@@ -144,6 +147,8 @@ def main(argv=None) -> int:
         for dtype in args.dtypes:
             for name in args.workloads:
                 results += bench.run_workload(name, dtype, args.systems, settings, log=log)
+        if args.merge_results:
+            results = _merged(args.merge_results, results)
         sweeps = {}
         if not args.no_sweeps and {"tracegrad_eager", "tracegrad_compiled"} <= set(args.systems):
             sweeps = bench.run_sweeps("float32", settings, args.quick, log=log)
@@ -167,10 +172,18 @@ def main(argv=None) -> int:
         f"{load_before:.2f} / {bench.load_average():.2f} on {os.cpu_count()} CPUs "
         "(other processes on this machine share the cores; see the noise note)"
         if load_before is not None else "unknown")
-    info["uptime before / after"] = f"`{uptime_before}` / `{_uptime()}`"
+    uptime_after = _uptime()
+    info["uptime before / after"] = f"`{uptime_before}` / `{uptime_after}`"
+    if args.merge_results:
+        import json
+        earlier = json.loads(Path(args.merge_results).read_text())
+        info["merged rows"] = (f"rows not measured by this command come from `{Path(args.merge_results).name}` "
+                               f"(`perf/run.py {' '.join(earlier.get('argv', []))}`, uptime before / after: "
+                               + " / ".join(f"`{u}`" for u in earlier.get("uptime", ["?"])) + ")")
     path = report.write_report(Path(args.out), results, sweeps, cold, info, argv,
                                settings, time.perf_counter() - started, notes)
-    _save_raw(Path(args.out), results, sweeps, cold)
+    _save_raw(Path(args.out), results, sweeps, cold,
+              {"argv": argv, "uptime": [uptime_before, uptime_after], "date": info["date"]})
     print(f"wrote {path} in {time.perf_counter() - started:.1f} s")
     for line in _summary(results):
         print(line)
@@ -200,6 +213,17 @@ def _cold_start(args, log) -> dict:
     return cold
 
 
+def _merged(path: str, results: list) -> list:
+    """An earlier run's rows (from its results.json) followed by this run's; this run wins on a tie."""
+    import dataclasses
+    import json
+    fields = {f.name for f in dataclasses.fields(bench.Result)}
+    fresh = {(r.workload, r.dtype, r.system) for r in results}
+    earlier = [bench.Result(**{k: v for k, v in row.items() if k in fields})
+               for row in json.loads(Path(path).read_text())["results"]]
+    return [r for r in earlier if (r.workload, r.dtype, r.system) not in fresh] + results
+
+
 def _uptime() -> str:
     """`uptime`'s line: the machine's load when the run started and ended (recorded in the report)."""
     import subprocess
@@ -209,11 +233,12 @@ def _uptime() -> str:
         return f"uptime unavailable: {exc}"
 
 
-def _save_raw(out_dir: Path, results, sweeps, cold) -> None:
+def _save_raw(out_dir: Path, results, sweeps, cold, run_info: dict) -> None:
     """The measurements behind the report, as JSON (results.json beside report.md)."""
     import dataclasses
     import json
-    raw = {"results": [dataclasses.asdict(r) for r in results], "sweeps": sweeps, "cold_start": cold}
+    raw = {"results": [dataclasses.asdict(r) for r in results], "sweeps": sweeps, "cold_start": cold,
+           **run_info}
     (out_dir / "results.json").write_text(json.dumps(raw, indent=1, default=str))
 
 
