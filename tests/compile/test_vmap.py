@@ -678,3 +678,18 @@ def test_hessian_rows_by_vmap_of_grad():
     compiled = tg.compile(lambda x: batching.jacobian_rows(g, (x,), (0,), n_out=4)[0])
     np.testing.assert_allclose(compiled(x), expected, rtol=1e-10)
     assert "scan" not in [n.op for n in compiled.lower(x).traced.nodes]
+
+
+def test_batch_of_compile_traces_once():
+    """JAX's testBatchOfCompile: compile(vmap(compile(f))) traces f once, then hits."""
+    side = []
+
+    @tg.compile
+    def f(x):
+        side.append(None)
+        return x + x
+    g = tg.compile(tg.vmap(f), **INTERP)
+    np.testing.assert_allclose(g(np.ones(2)), 2 * np.ones(2))
+    assert len(side) == 1
+    np.testing.assert_allclose(g(2 * np.ones(2)), 4 * np.ones(2))
+    assert len(side) == 1
