@@ -20,12 +20,12 @@ vmap, vmap of grad and grad of vmap need no new value kind.
 
 A batching rule maps `(args, dims, **attrs) -> (out, out_dim)`. A primitive's
 own `batch_rule` wins (this module registers rules for matmul, the shape ops,
-indexing, the axis-taking ops, scan, cond, while and call); otherwise the
-default for its `kind` (elementwise, reduction) applies; a primitive with
-neither (custom_vjp_call), or a rule that raises `NotImplementedError` for a
-case it does not handle, falls back to a per-node loop: a `scan` over the batch
-of just that node, so vmap is always correct. `uses_loop_fallback(graph)` tells whether a
-traced graph holds such a loop.
+indexing, the axis-taking ops, linalg, scan, cond, while, call and
+custom_vjp_call); otherwise the default for its `kind` (elementwise, reduction)
+applies; a primitive with neither (a new one), or a rule that raises
+`NotImplementedError` for a case it does not handle, falls back to a per-node
+loop: a `scan` over the batch of just that node, so vmap is always correct.
+`uses_loop_fallback(graph)` tells whether a traced graph holds such a loop.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.vmap(lambda x, w: x @ w, in_axes=(0, None))(np.ones((4, 3)), np.ones((3, 2))).shape
@@ -586,6 +586,26 @@ def while_rule(args, dims, cond, body, n_carry):
     return _repack(parts, [n.aval for n in body.outputs], size), 0
 
 
+def custom_vjp_rule(args, dims, fun, fwd, bwd, n_out):
+    """A custom_vjp call with its function, forward and backward rules all batched (the
+    user's rule keeps giving the gradient). Every result comes out batched; a shared
+    operand's cotangent is then summed over the batch by the autodiff driver."""
+    from tracegrad.ops.control import custom_vjp_p, unpack
+    size = _batch_size(args, dims)
+    moved = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(args, dims)]
+    in_dims = [None if d is None else 0 for d in dims]
+
+    def every(graph):
+        return set(range(len(graph.outputs)))
+    fun_b, _ = _batched_body(fun, in_dims, size, every(fun), f"{fun.name}_batched")
+    fwd_b, _ = _batched_body(fwd, in_dims, size, every(fwd), f"{fwd.name}_batched")
+    bwd_b, _ = _batched_body(bwd, [0] * len(bwd.inputs), size, every(bwd), f"{bwd.name}_batched")
+    packed = custom_vjp_p(*moved, fun=fun_b, fwd=fwd_b, bwd=bwd_b, n_out=n_out)
+    avals = [n.aval for n in fun.outputs]
+    parts = unpack(packed, [Aval((size,) + a.shape, a.dtype) for a in avals])
+    return _repack(parts, avals, size), 0
+
+
 def call_rule(args, dims, graph):
     """A called graph is batched inline."""
     size = _batch_size(args, dims)
@@ -611,6 +631,7 @@ _RULES: dict[str, Callable] = {
     "cumsum": _axis_rule(T.cumsum), "argsort": _axis_rule(T.argsort),
     "linrec": _axis_rule(T.linrec, n_operands=2),
     "scan": scan_rule, "cond": cond_rule, "while": while_rule, "call": call_rule,
+    "custom_vjp_call": custom_vjp_rule,
 }
 
 

@@ -468,20 +468,45 @@ def test_while_loops_are_batched():
                                    rtol=1e-12)
 
 
-def test_custom_vjp_runs_as_a_loop_with_its_rule():
-    """custom_vjp_call has no batching rule: a scan over the batch of that one node,
-    and the user's rule still gives the gradient."""
+def test_custom_vjp_is_batched_with_its_rule():
+    """custom_vjp: function, forward and backward rules batched; the user's rule still
+    gives the gradient, summed over the batch for a shared argument."""
     @tg.custom_vjp
-    def clipped(x):
-        return x * 1.0
+    def scaled_mul(w, x):
+        return w * x
 
-    clipped.defvjp(lambda x: (x * 1.0, None), lambda _, g: (tg.clip(g, -0.1, 0.1),))
-    xs = R(5, 4)
-    f = tg.vmap(clipped)
-    np.testing.assert_allclose(f(xs), xs, rtol=1e-12)
-    assert batching.uses_loop_fallback(tg.trace(f, xs))
-    g = tg.grad(lambda x: tg.sum(tg.vmap(clipped)(x) * 5.0), **INTERP)(xs)
-    np.testing.assert_allclose(g, np.full_like(xs, 0.1))
+    scaled_mul.defvjp(lambda w, x: (w * x, (w, x)),
+                      lambda res, g: (2.0 * g * res[1], 3.0 * g * res[0]))
+    w, xs = R(3), R(5, 3)
+    f = tg.vmap(scaled_mul, in_axes=(None, 0))
+    check(scaled_mul, (w, xs), (None, 0))
+    gw, gx = tg.grad(lambda w, X: tg.sum(f(w, X)), argnums=(0, 1), **INTERP)(w, xs)
+    np.testing.assert_allclose(gw, 2.0 * xs.sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(gx, 3.0 * np.broadcast_to(w, xs.shape), rtol=1e-12)
+    per_example = tg.vmap(tg.grad(lambda w, x: tg.sum(scaled_mul(w, x)), **INTERP), (None, 0))
+    np.testing.assert_allclose(per_example(w, xs), 2.0 * xs, rtol=1e-12)
+
+
+def test_a_primitive_without_rule_runs_as_a_per_node_loop(monkeypatch):
+    """A rule that gives up (NotImplementedError), like a primitive with none, leaves a
+    scan over the batch of that one node: right values and gradients, compiled too."""
+    def gives_up(args, dims, **attrs):
+        raise NotImplementedError
+    monkeypatch.setattr(tg.ops.table.tanh, "batch_rule", gives_up)
+    w, xs = R(3, 2), R(5, 3)
+    fn = lambda w, x: tg.sum(tg.tanh(x @ w) ** 2)
+    f = tg.vmap(fn, in_axes=(None, 0))
+    np.testing.assert_allclose(f(w, xs), loop_vmap(fn, (None, 0), (w, xs)), rtol=1e-12)
+    graph = tg.trace(f, w, xs)
+    assert batching.uses_loop_fallback(graph)
+    assert [n.op for n in graph.nodes].count("scan") == 1
+    per_example = tg.vmap(tg.grad(fn, **INTERP), in_axes=(None, 0))
+    expected = loop_vmap(tg.grad(fn, **INTERP), (None, 0), (w, xs))
+    np.testing.assert_allclose(per_example(w, xs), expected, rtol=1e-12)
+    np.testing.assert_allclose(tg.compile(per_example)(w, xs), expected, rtol=1e-10)
+    loss = lambda w: tg.sum(f(w, xs))
+    np.testing.assert_allclose(tg.grad(loss, **INTERP)(w), numeric_grad(loss, [w], 0),
+                               rtol=1e-6, atol=1e-8)
 
 
 def test_eager_tensors_record_a_batched_graph():
