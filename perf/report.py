@@ -160,8 +160,12 @@ def section_machine(info: dict, argv: list, settings) -> list[str]:
               "tolerance 2e-3 for float32, 1e-8 for float64); a system that fails the check is "
               "reported and not timed.",
               "- **first call**: wall time of the first value-and-grad call after setup (includes "
-              "tracing and compiling for tracegrad compiled, torch.compile and jax.jit; tracegrad's "
-              "disk cache starts empty in a fresh temporary TRACEGRAD_CACHE_DIR, so this is a cold compile; "
+              "tracing and compiling for tracegrad compiled, torch.compile and jax.jit; "
+              + ("tracegrad's disk cache starts empty in a fresh temporary TRACEGRAD_CACHE_DIR, so this is a "
+                 "cold compile; " if os.environ.get("TRACEGRAD_PERF_COLD_TRACEGRAD") else
+                 "tracegrad's disk cache was the given --cache-dir, filled before this run, so this is a "
+                 "warm-cache first call (trace + index hit + Numba cache load; the cold-start table has cold "
+                 "ones); ")
               + ("torch inductor's on-disk cache also starts empty (TORCHINDUCTOR_CACHE_DIR)."
                  if os.environ.get("TRACEGRAD_PERF_COLD_INDUCTOR") else
                  f"torch inductor's on-disk cache was the given TORCHINDUCTOR_CACHE_DIR "
@@ -249,10 +253,16 @@ def section_targets(results, cold) -> list[str]:
                          f"{fmt_ratio(r.ratio)} | {passfail(ok_all)} |")
     lines += ["", "| other target | measured | result |", "|---|---|---|"]
     r = idx.get(("mlp_mnist_b128", "float32", "tracegrad_compiled"))
-    if r is not None:
+    if r is not None and os.environ.get("TRACEGRAD_PERF_COLD_TRACEGRAD"):
         ok = None if r.status != "ok" else r.first_call <= COLD_COMPILE_TARGET_S
         lines.append(f"| cold first call of `mlp_mnist_b128` (f32) ≤ {COLD_COMPILE_TARGET_S} s | "
                      f"{fmt_time(r.first_call) if r.status == 'ok' else r.status} | {passfail(ok)} |")
+    elif cold:  # this run's cache was warm: judge the fresh-process empty-cache run (numba's import included)
+        row = next((x for x in cold.get("rows", []) if x["case"] == "empty cache"), {})
+        first = row.get("first_result")
+        ok = None if first is None else first <= COLD_COMPILE_TARGET_S
+        lines.append(f"| cold first call of `mlp_mnist_b128` (f32) ≤ {COLD_COMPILE_TARGET_S} s (fresh process, "
+                     f"empty cache, Numba's import included) | {fmt_time(first)} | {passfail(ok)} |")
     for w in MEMORY_TARGET_WORKLOADS:
         for dtype in _dtypes(results):
             c, t = idx.get((w, dtype, "tracegrad_compiled")), idx.get((w, dtype, "torch_eager"))

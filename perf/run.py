@@ -120,6 +120,8 @@ def main(argv=None) -> int:
     own_cache = args.cache_dir is None
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="tracegrad-perf-cache-")
     os.environ["TRACEGRAD_CACHE_DIR"] = cache_dir
+    if own_cache:
+        os.environ["TRACEGRAD_PERF_COLD_TRACEGRAD"] = "1"
     if not args.quick and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
         # cold torch.compile too: inductor keeps an on-disk cache of its own
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache_dir, "torchinductor")
