@@ -31,7 +31,7 @@ starts fast. Environment variables: `tracegrad.config`.
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from tracegrad.config import VERSION as __version__  # noqa: E402
 
 from tracegrad.ops.api import *  # noqa: F401,F403  (the NumPy-named ops)
 from tracegrad.ops.api import trace as _numpy_trace

@@ -12,11 +12,14 @@ table is checked against it).
 """
 from __future__ import annotations
 
+
 import os
 import warnings
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
+
+VERSION = "0.1.0"  # tracegrad's version (kernel caches are salted with it)
 
 # name -> (default, what it does)
 VARIABLES: dict[str, tuple[str, str]] = {

@@ -1,7 +1,7 @@
 """Forward mode on the IR: one graph computing outputs and their tangents.
 
 `jvp_graph(graph, wrt)` replays `graph` into a fresh trace and, node by node,
-applies each primitive's JVP rule (`Primitive.jvp_rule()`) to the tangents of
+applies each primitive's JVP rule (`jvp_rule(prim)`) to the tangents of
 its operands. The rules are written in tracegrad ops, so applying them to
 tracers records the tangent half into the same graph, next to the primal nodes
 it reads (tag "jvp"); applied to arrays they compute, applied to eager tensors
@@ -135,7 +135,7 @@ def _propagate(graph: Graph, env: dict[int, Any], seeds: dict[int, Any],
         active = not (all(t is None for t in tangents) or prim.nondiff
                       or not core.is_float(node.dtype))
         operands = tuple(env[i.id] for i in node.inputs)
-        rule = prim.jvp_rule() if active else None
+        rule = jvp_rule(prim) if active else None
         joint = getattr(rule, "joint", None) if replaying else None
         with node_source(node.source):
             if replaying and joint is None:
@@ -419,3 +419,10 @@ def clear_caches() -> None:
     """Forget the traced transposition graphs."""
     with _TRANSPOSED_LOCK:
         _TRANSPOSED_GRAPHS.clear()
+
+
+def jvp_rule(prim) -> Callable:
+    """The forward-mode rule of `prim`: the table's `jvp`, else one derived from its vjps
+    (exact either way): an elementwise op's Jacobian is diagonal, so its vjp applied to
+    the tangent is the JVP; any other op's JVP is the transpose of its (linear) vjp."""
+    return prim.jvp if prim.jvp is not None else derived_jvp(prim)

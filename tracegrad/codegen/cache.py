@@ -382,8 +382,8 @@ def version_salt() -> str:
     import_numba()
     import numba
 
-    import tracegrad
-    return f"tracegrad {tracegrad.__version__}; numba {numba.__version__}; python {sys.version_info[:2]}"
+    from tracegrad.config import VERSION
+    return f"tracegrad {VERSION}; numba {numba.__version__}; python {sys.version_info[:2]}"
 
 
 def content_hash(source_bytes: bytes) -> str:

@@ -6,7 +6,7 @@ A `Primitive` holds, side by side:
   - `vjps`: one vector-Jacobian rule per input, written in tracegrad ops,
     `vjp_i(g, out, *inputs, **attrs) -> cotangent` (None: no gradient);
   - `jvp`: the forward-mode rule, `jvp(primals, tangents, out, **attrs) ->
-    tangent` (None tangents are zero); without one, `jvp_rule()` derives it;
+    tangent` (None tangents are zero); without one, `tracegrad.forward.jvp_rule` derives it;
   - `torch_name`: the name of the eager backward node (PyTorch's);
   - `saves`: which values the eager node keeps for backward (version checks);
   - `codegen`: how the code generator emits it (see tracegrad.codegen).
@@ -84,7 +84,7 @@ class Primitive:
     shape_rule: Callable[..., Aval]
     vjps: tuple = ()
     # forward mode: jvp(primals, tangents, out, **attrs) -> tangent of out, in tracegrad
-    # ops; a None tangent is zero. None here: derived from `vjps` (see `jvp_rule`).
+    # ops; a None tangent is zero. None here: derived from `vjps` (tracegrad.forward.jvp_rule).
     jvp: Any = None
     torch_name: Any = None  # str, or callable(*args, **attrs) -> str
     saves: tuple = ()       # input indices and/or "out"
@@ -113,15 +113,6 @@ class Primitive:
             return tn(*args, **attrs)
         return tn or (self.name.capitalize() + "Backward0")
 
-    def jvp_rule(self) -> Callable:
-        """The forward-mode rule: the table's `jvp`, else one derived from the vjps
-        (exact either way; tracegrad.forward.derived_jvp): an elementwise op's Jacobian
-        is diagonal, so its vjp applied to the tangent is the JVP; any other op's JVP
-        is the transpose of its (linear) vjp."""
-        if self.jvp is not None:
-            return self.jvp
-        from tracegrad.forward import derived_jvp
-        return derived_jvp(self)
 
 
 REGISTRY: dict[str, Primitive] = {}

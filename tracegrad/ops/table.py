@@ -50,7 +50,7 @@ from tracegrad.ops.rulekit import (  # noqa: F401  (re-exported: drivers and tes
 # jvp rules take (primals, tangents, out, **attrs), a None tangent being zero, and
 # return the output's tangent (None: zero); the forward-mode pass (tracegrad/forward.py)
 # broadcasts and casts it to the output. Elementwise ops without one use their vjp
-# applied to the tangent (their Jacobian is diagonal): Primitive.jvp_rule.
+# applied to the tangent (their Jacobian is diagonal): tracegrad.forward.jvp_rule.
 
 
 def _plus(a, b):
