@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from tracegrad.ops import blas_threads
 from tracegrad.ops import table as T
 from tracegrad.ops.core import (Aval, DTypeError, TracegradError, aval_of, dtype_short, op_error,
                                 primitive, user_location_suffix)
@@ -113,8 +114,24 @@ def _solve_rule(name: str, batch_broadcasts: bool):
 # ---------------------------------------------------------- NumPy implementations
 
 
+_SCIPY_LAPACK_SEEN = []
+
+
+def _scipy_linalg():
+    """scipy.linalg, imported on first use (~0.2 s); its OpenBLAS then follows the load too."""
+    import scipy.linalg
+    if not _SCIPY_LAPACK_SEEN:
+        blas_threads.note_new_library()
+        _SCIPY_LAPACK_SEEN.append(True)
+    return scipy.linalg
+
+
 def _as_float(name: str, *arrays):
-    """The operands in their common float dtype; the first must be square matrices."""
+    """The operands in their common float dtype; the first must be square matrices.
+
+    Every impl comes here before LAPACK: BLAS threads are set to the idle CPUs first
+    (blas_threads.py: on a busy machine OpenBLAS's threads wait for each other)."""
+    blas_threads.follow_load()
     avals = [aval_of(a) for a in arrays]
     _square(name, avals[0])  # NumPy's own errors would be reported as a singular matrix
     dtype = _linalg_dtype(name, *avals)
@@ -153,7 +170,7 @@ def _cholesky_impl(a, upper=False):
 
 
 def _triangular_solve_impl(a, b, lower=True, trans=False, unit_diagonal=False):
-    from scipy.linalg import solve_triangular
+    solve_triangular = _scipy_linalg().solve_triangular
     a, b = _as_float("triangular_solve", a, b)
     triangular_solve_p.shape_rule(aval_of(a), aval_of(b))  # scipy would batch b alone
     diag = np.diagonal(a, axis1=-2, axis2=-1)
