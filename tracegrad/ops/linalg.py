@@ -132,6 +132,11 @@ def _as_float(name: str, *arrays):
     Every impl comes here before LAPACK: BLAS threads are set to the idle CPUs first
     (blas_threads.py: on a busy machine OpenBLAS's threads wait for each other)."""
     blas_threads.follow_load()
+    first = arrays[0]
+    if type(first) is np.ndarray and first.ndim >= 2 and first.shape[-1] == first.shape[-2] \
+            and all(type(a) is np.ndarray and a.dtype == first.dtype for a in arrays) \
+            and first.dtype in (np.float32, np.float64):
+        return arrays  # the common case, checked without building avals
     avals = [aval_of(a) for a in arrays]
     _square(name, avals[0])  # NumPy's own errors would be reported as a singular matrix
     dtype = _linalg_dtype(name, *avals)
