@@ -406,13 +406,46 @@ def _solve_batch_rule(prim: Primitive, batch_broadcasts: bool) -> Callable:
     return rule
 
 
-def _register_linalg_rules() -> None:
-    """Rules for the linalg primitives (tracegrad/ops/linalg.py), where present."""
-    rules = {name: lambda prim: _stacked_matrices_rule(prim)
-             for name in ("cholesky", "inv", "det", "slogdet_sign", "logabsdet")}
-    rules["solve"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=True)
-    rules["triangular_solve"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=False)
-    for name, make in rules.items():
+# ------------------------------------------------- the eager surface's ops
+
+def vector_norm_rule(args, dims, ord, axis, keepdims):
+    (x,), (d,) = args, dims
+    axes = range(_ndim(x) - 1) if axis is None else [_norm_axis(a, _ndim(x) - 1) for a in axis]
+    full = tuple(a if a < d else a + 1 for a in axes)
+    out = REGISTRY["vector_norm"](x, ord=ord, axis=full, keepdims=keepdims)
+    return out, (d if keepdims else d - sum(1 for a in full if a < d))
+
+
+def diagonal_rule(args, dims, offset, axis1, axis2):
+    (x,), (d,) = args, dims
+    nd = _ndim(x) - 1
+    out = REGISTRY["diagonal"](_moveaxis(x, d, 0), offset=offset,
+                                 axis1=_norm_axis(axis1, nd) + 1, axis2=_norm_axis(axis2, nd) + 1)
+    return out, 0
+
+
+def diagonal_scatter_zeros_rule(args, dims, offset, axis1, axis2, shape):
+    (g,), (d,) = args, dims
+    nd = len(shape)
+    out = REGISTRY["diagonal_scatter_zeros"](
+        _moveaxis(g, d, 0), offset=offset, axis1=_norm_axis(axis1, nd) + 1,
+        axis2=_norm_axis(axis2, nd) + 1, shape=(_shape(g)[d],) + tuple(shape))
+    return out, 0
+
+
+def _register_optional_rules() -> None:
+    """Rules for primitives that other parts of tracegrad add (linalg, the eager
+    surface's ops), where they are defined."""
+    makers = {name: lambda prim: _stacked_matrices_rule(prim)
+              for name in ("cholesky", "inv", "det", "slogdet_sign", "logabsdet")}
+    makers["solve"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=True)
+    makers["triangular_solve"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=False)
+    makers["erf"] = elementwise_rule
+    makers["clamp_tensor"] = elementwise_rule
+    makers["vector_norm"] = lambda prim: vector_norm_rule
+    makers["diagonal"] = lambda prim: diagonal_rule
+    makers["diagonal_scatter_zeros"] = lambda prim: diagonal_scatter_zeros_rule
+    for name, make in makers.items():
         prim = REGISTRY.get(name)
         if prim is not None and prim.batch_rule is None:
             prim.batch_rule = make(prim)
@@ -648,7 +681,7 @@ try:  # the linalg primitives register when tracegrad.ops.api imports them
     import tracegrad.ops.linalg  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
-_register_linalg_rules()
+_register_optional_rules()
 
 
 def rule_for(prim: Primitive) -> Callable | None:

@@ -718,3 +718,21 @@ def test_batch_of_compile_traces_once():
     assert len(side) == 1
     np.testing.assert_allclose(g(2 * np.ones(2)), 4 * np.ones(2))
     assert len(side) == 1
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: tg.ops.table.erf(x),
+    lambda x: tg.ops.table.clamp_tensor(x, x[0] * 0.1, 0.5, has_lo=True, has_hi=True),
+    lambda x: tg.ops.table.vector_norm(x, ord=2.0, axis=(1,), keepdims=False),
+    lambda x: tg.ops.table.vector_norm(x, ord=3.0, axis=None, keepdims=True),
+    lambda x: tg.ops.table.diagonal(x, offset=1, axis1=0, axis2=2),
+    lambda x: tg.ops.table.diagonal_scatter_zeros(x[0, 0, :3], offset=-1, axis1=1, axis2=0,
+                                                  shape=(5, 4)),
+])
+@pytest.mark.parametrize("in_axis", [0, 2])
+def test_eager_surface_primitives_batched(fn, in_axis):
+    x = np.abs(R(3, 4, 5, 4)) + 0.5 if in_axis == 0 else np.abs(R(3, 4, 3, 4)) + 0.5
+    check(fn, (x,), in_axis)
+    loss = lambda v: tg.sum(tg.vmap(fn, in_axes=in_axis)(v) ** 2)  # noqa: E731
+    np.testing.assert_allclose(tg.grad(loss, **INTERP)(x), numeric_grad(loss, [x], 0),
+                               rtol=1e-5, atol=1e-7)
