@@ -733,6 +733,6 @@ def test_batch_of_compile_traces_once():
 def test_eager_surface_primitives_batched(fn, in_axis):
     x = np.abs(R(3, 4, 5, 4)) + 0.5 if in_axis == 0 else np.abs(R(3, 4, 3, 4)) + 0.5
     check(fn, (x,), in_axis)
-    loss = lambda v: tg.sum(tg.vmap(fn, in_axes=in_axis)(v) ** 2)  # noqa: E731
+    loss = lambda v: tg.sum(tg.vmap(fn, in_axes=in_axis)(v) ** 2)
     np.testing.assert_allclose(tg.grad(loss, **INTERP)(x), numeric_grad(loss, [x], 0),
                                rtol=1e-5, atol=1e-7)
