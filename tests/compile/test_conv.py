@@ -360,6 +360,8 @@ def test_tg_conv2d_on_eager_tensors_matches_eager_functional():
         np.testing.assert_allclose(ours, eager, rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.slow  # one more cold compile; tests/examples' test_cnn_classifier_compiled
+# checks compiled against eager losses step by step on the example's model
 def test_compiled_loss_equals_eager_loss_in_float32():
     """The CNN shape of examples/cnn_classifier.py, float32: compiled value_and_grad
     against the same function run on eager tensors."""
