@@ -242,7 +242,7 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
         out_names = []
         seen: set[int] = set()
         for o in graph.outputs:
-            name = _driver_name(o.id, param_name)
+            name = _driver_operand(o, param_name)  # a small const output is a literal here
             alias = o.id in seen or o.op in ("input", "const")
             out_names.append(f"np.array({name})" if alias else name)
             seen.add(o.id)

@@ -306,8 +306,8 @@ def cholesky_solve(input, input2, upper: bool = False, *, out=None) -> Tensor:
     >>> import tracegrad.eager as torch
     >>> L = torch.tensor([[2.0, 0.0], [1.0, 1.0]])
     >>> torch.cholesky_solve(torch.tensor([[4.0], [3.0]]), L)
-    tensor([[1.],
-            [0.]])
+    tensor([[0.5000],
+            [1.0000]])
     """
     B, L_ = _t(input), _t(input2)
     _no_out(out, "cholesky_solve")
