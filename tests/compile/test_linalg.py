@@ -328,3 +328,11 @@ def test_compiled_on_eager_tensors_matches_eager_mode():
     eager.backward()
     assert_close(out.item(), eager.item(), rtol=1e-13)
     assert_close(leaf.grad.numpy(), eager_leaf.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("module", [tg.linalg.cholesky.__module__, gp.__name__])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

@@ -191,3 +191,10 @@ def test_inputs_are_not_mutated():
     t = tt.tensor(a, requires_grad=True)
     tt.linalg.cholesky(t).sum().backward()
     assert np.array_equal(t.detach().numpy(), SPD)
+
+
+def test_docstring_examples_run():
+    import doctest
+    from tracegrad.eager import linalg
+    result = doctest.testmod(linalg)
+    assert result.attempted > 0 and result.failed == 0
