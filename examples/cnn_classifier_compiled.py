@@ -188,7 +188,7 @@ def compare(seed: int, steps: int, torch_threads: int, batch_size: int = 32,
     print(f"\ntime per training step, batch {batch_size} (forward + backward + Adam), "
           f"{steps} steps from the same weights on the same batches:")
     for name, times in rows:
-        print(f"  {name:28s} {1000 * statistics.median(times[1:]):7.2f} ms   "
+        print(f"  {name:34s} {1000 * statistics.median(times[1:]):7.2f} ms   "
               f"(first step {1000 * times[0]:.0f} ms)")
     diff = max(abs(a - b) for a, b in zip(compiled_losses, eager_losses))
     print(f"max |compiled - eager| loss over the steps: {diff:.2e}")
