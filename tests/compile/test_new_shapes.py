@@ -52,12 +52,12 @@ def mlp_loss(w1, b1, w2, b2, w3, b3, x, t):
     return -tg.mean(tg.take_along_axis(logp, t, axis=1))
 
 
-def small_loss(x):
-    return tg.sum(tg.tanh(x) * x)
+def small_loss(x):  # (a constant no other test uses: its kernels are this file's own)
+    return tg.sum(tg.tanh(x) * x * 1.375)
 
 
 def log_loss(x):
-    return tg.sum(tg.log(x) * x)
+    return tg.sum(tg.log(x) * x * 0.625)
 
 
 MLP = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)))
@@ -174,8 +174,8 @@ def test_many_shapes_in_quick_succession():
     first = [SMALL(x) for x in xs]
     assert SMALL.tier_info().pending >= 1
     for x, (v, g) in zip(xs, first):
-        assert_close(v, np.sum(np.tanh(x) * x), rtol=1e-13)
-        assert_close(g, np.tanh(x) + x * (1 - np.tanh(x) ** 2), rtol=1e-13)
+        assert_close(v, 1.375 * np.sum(np.tanh(x) * x), rtol=1e-13)
+        assert_close(g, 1.375 * (np.tanh(x) + x * (1 - np.tanh(x) ** 2)), rtol=1e-13)
     assert SMALL.wait_kernels(timeout=600)
     assert SMALL.tier_info().pending == 0
     calls = SMALL.tier_info().interpreted_calls
@@ -198,8 +198,8 @@ def test_threads_call_while_the_background_build_runs():
             for i in range(40):
                 x = shapes[(i + k) % 2]
                 v, g = SMALL(x)
-                np.testing.assert_allclose(v, np.sum(np.tanh(x) * x), rtol=1e-13)
-                np.testing.assert_allclose(g, np.tanh(x) + x * (1 - np.tanh(x) ** 2),
+                np.testing.assert_allclose(v, 1.375 * np.sum(np.tanh(x) * x), rtol=1e-13)
+                np.testing.assert_allclose(g, 1.375 * (np.tanh(x) + x * (1 - np.tanh(x) ** 2)),
                                            rtol=1e-13)
             lowered.append(SMALL.lower(shapes[k % 2]))  # waits for its kernel
         except BaseException as exc:  # reported below
@@ -233,7 +233,7 @@ def test_check_finite_errors_are_the_same_in_both_tiers():
     assert error_of(LOG, x) == tiered
     assert LOG.tier_info().interpreted_calls == calls
     v, g = LOG(np.array([1.0, 2.0, 4.0]))
-    assert_close(g, np.log([1.0, 2.0, 4.0]) + 1, rtol=1e-13)
+    assert_close(g, 0.625 * (np.log([1.0, 2.0, 4.0]) + 1), rtol=1e-13)
 
 
 def test_tiering_switch(monkeypatch):
