@@ -121,7 +121,16 @@ def read_all(externals: list[External], args: tuple) -> tuple:
         raise StaleExternal(str(exc)) from None
     if _SWAPPED:  # some thread is tracing with tracers swapped in
         values = tuple(_unswapped(v) for v in values)
+    for v in values:
+        # a place that held an array, scalar or function now holds a container or None
+        # (a global rebound from 2 to (2, 1)): look for the externals again (they are
+        # inside it now), never pass it on as one value
+        if type(v) in _CONTAINER_TYPES:
+            raise StaleExternal(f"an implicit input is now a {type(v).__name__}")
     return values
+
+
+_CONTAINER_TYPES = frozenset({tuple, list, dict, set, frozenset, str, bytes, type(None)})
 
 
 # id(tracer) -> (tracer, the value it replaced) while a trace has it swapped in:
