@@ -94,8 +94,10 @@ def parse_args(argv):
                         "instead of measuring them now (workloads in --cold-workloads are still measured "
                         "and added)")
     p.add_argument("--merge-results", default=None,
-                   help="results.json of an earlier run (e.g. the float32 half): its rows join this run's "
-                        "report, except those this run measures again")
+                   help="comma list of results.json of earlier runs (e.g. the float32 half): their rows join "
+                        "this run's report, except those this run measures again")
+    p.add_argument("--report-only", action="store_true",
+                   help="measure nothing: write the report from --merge-results and --cold-from")
     p.add_argument("--cold-workloads", default=None,
                    help="comma list of workloads for the fresh-process cold-start table "
                         "(default: the timed workloads; 'none' for none)")
@@ -146,7 +148,7 @@ def main(argv=None) -> int:
           f"cache={cache_dir}", flush=True)
     try:
         results = []
-        for dtype in args.dtypes:
+        for dtype in ([] if args.report_only else args.dtypes):
             for name in args.workloads:
                 results += bench.run_workload(name, dtype, args.systems, settings, log=log)
         if args.merge_results:
@@ -178,10 +180,11 @@ def main(argv=None) -> int:
     info["uptime before / after"] = f"`{uptime_before}` / `{uptime_after}`"
     if args.merge_results:
         import json
-        earlier = json.loads(Path(args.merge_results).read_text())
-        info["merged rows"] = (f"rows not measured by this command come from `{Path(args.merge_results).name}` "
-                               f"(`perf/run.py {' '.join(earlier.get('argv', []))}`, uptime before / after: "
-                               + " / ".join(f"`{u}`" for u in earlier.get("uptime", ["?"])) + ")")
+        for i, path in enumerate(args.merge_results.split(",")):
+            earlier = json.loads(Path(path).read_text())
+            info[f"merged run {i + 1}"] = (
+                f"rows from `perf/run.py {' '.join(earlier.get('argv', []))}` on {earlier.get('date', '?')}, "
+                "uptime before / after: " + " / ".join(f"`{u}`" for u in earlier.get("uptime", ["?"])))
     path = report.write_report(Path(args.out), results, sweeps, cold, info, argv,
                                settings, time.perf_counter() - started, notes)
     _save_raw(Path(args.out), results, sweeps, cold,
@@ -215,15 +218,19 @@ def _cold_start(args, log) -> dict:
     return cold
 
 
-def _merged(path: str, results: list) -> list:
-    """An earlier run's rows (from its results.json) followed by this run's; this run wins on a tie."""
+def _merged(paths: str, results: list) -> list:
+    """Earlier runs' rows (comma list of results.json) followed by this run's; later ones win on a tie."""
     import dataclasses
     import json
     fields = {f.name for f in dataclasses.fields(bench.Result)}
-    fresh = {(r.workload, r.dtype, r.system) for r in results}
-    earlier = [bench.Result(**{k: v for k, v in row.items() if k in fields})
-               for row in json.loads(Path(path).read_text())["results"]]
-    return [r for r in earlier if (r.workload, r.dtype, r.system) not in fresh] + results
+    merged = {}
+    for path in paths.split(","):
+        for row in json.loads(Path(path).read_text())["results"]:
+            r = bench.Result(**{k: v for k, v in row.items() if k in fields})
+            merged[(r.workload, r.dtype, r.system)] = r
+    for r in results:
+        merged[(r.workload, r.dtype, r.system)] = r
+    return list(merged.values())
 
 
 def _uptime() -> str:
