@@ -124,4 +124,5 @@ def make_gp_workload(dtype: str = "float64", seed: int = 0, n: int = 256, d: int
     return Workload(f"gp_nll_n{n}", dtype, params, data, gp_nll, numpy_value_and_grad,
                     gp_nll_torch, gp_nll_jax, gp_nll_autograd,
                     f"GP negative log-likelihood (RBF kernel, Cholesky) on {n} points in {d}-D",
-                    eager_fn=gp_nll_eager, extra={"n": n, "flops": n ** 3 // 3 + 2 * n ** 2 + 2 * n * n * d})
+                    eager_fn=gp_nll_eager,
+                    extra={"n": n, "flops": n ** 3 // 3 + 2 * n ** 2 + 2 * n * n * d})

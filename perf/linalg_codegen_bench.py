@@ -1,4 +1,4 @@
-"""Which code generation for the linalg primitives: native Numba np.linalg, or NumPy between segments?
+"""Linalg code generation: Numba's native np.linalg, or NumPy between njit segments?
 
 A 256x256 Cholesky plus a solve (the GP likelihood's core), float64, one core:
 
@@ -31,7 +31,7 @@ import sys
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-import numpy as np  # noqa: E402
+import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 

@@ -17,14 +17,14 @@ import sys
 import numpy as np
 import pytest
 import scipy.linalg as sla
+from compile_helpers import assert_close, numeric_grad
 
 import tracegrad as tg
-from compile_helpers import assert_close, numeric_grad
 from tracegrad.ops.core import DTypeError, ShapeError
 from tracegrad.ops.linalg import LinAlgError
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
-from perf import gp_nll_workload as gp  # noqa: E402
+from perf import gp_nll_workload as gp
 
 
 def _spd(rng, n, batch=()):

@@ -50,8 +50,9 @@ CASES = [
     ("triangular_solve", lambda T, b, a: T.triangular_solve(b, a, upper=False)[0], [RHS, LOW]),
     ("triangular_solve_transpose",
      lambda T, b, a: T.triangular_solve(b, a, upper=True, transpose=True)[0], [RHS, LOW.T.copy()]),
-    ("cholesky_solve", lambda T, b, l: T.cholesky_solve(b, l), [RHS, LOW]),
-    ("cholesky_solve_upper", lambda T, b, u: T.cholesky_solve(b, u, upper=True), [RHS, LOW.T.copy()]),
+    ("cholesky_solve", lambda T, b, low: T.cholesky_solve(b, low), [RHS, LOW]),
+    ("cholesky_solve_upper", lambda T, b, up: T.cholesky_solve(b, up, upper=True),
+     [RHS, LOW.T.copy()]),
     ("torch_cholesky", lambda T, m: T.cholesky(_sym_spd(T, m)), [M]),
     ("norm", lambda T, a: T.linalg.norm(a), [GEN]),
     ("norm_1", lambda T, a: T.linalg.norm(a, ord=1), [GEN]),
@@ -195,6 +196,7 @@ def test_inputs_are_not_mutated():
 
 def test_docstring_examples_run():
     import doctest
+
     from tracegrad.eager import linalg
     result = doctest.testmod(linalg)
     assert result.attempted > 0 and result.failed == 0

@@ -26,8 +26,18 @@ from tracegrad.eager.errors import EagerNotImplementedError, shape_error
 from tracegrad.ops import linalg as L
 from tracegrad.ops import table as T
 
-__all__ = ["cholesky", "solve", "inv", "det", "slogdet", "solve_triangular", "norm",
-           "vector_norm", "matrix_norm", "LinAlgError"]
+__all__ = [
+    "LinAlgError",
+    "cholesky",
+    "det",
+    "inv",
+    "matrix_norm",
+    "norm",
+    "slogdet",
+    "solve",
+    "solve_triangular",
+    "vector_norm",
+]
 
 
 class LinAlgError(L.LinAlgError, RuntimeError):
@@ -198,7 +208,7 @@ def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: boo
     _check_float("linalg.solve_triangular", A, B)
     if B.ndim < 2:
         raise shape_error("linalg.solve_triangular", "linalg.solve_triangular: The input tensor "
-                          f"B must have at least 2 dimensions.", B)
+                          "B must have at least 2 dimensions.", B)
     if not left:  # X A = B  <=>  A^T X^T = B^T
         X = _triangular(A, _mT(B), lower=not upper, trans=True, unit=unitriangular)
         return _mT(X)

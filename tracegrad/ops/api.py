@@ -1968,7 +1968,7 @@ def _vector_norm(x, ord, axis, keepdims):
 
 
 class _Linalg:
-    """`tracegrad.linalg`: norm, and cholesky solve inv det slogdet solve_triangular (ops/linalg.py).
+    """`tracegrad.linalg`: norm; cholesky solve inv det slogdet solve_triangular (ops/linalg.py).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.linalg.norm(np.array([[3.0], [4.0]]))

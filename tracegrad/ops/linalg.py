@@ -40,8 +40,16 @@ import numpy as np
 
 from tracegrad.ops import blas_threads
 from tracegrad.ops import table as T
-from tracegrad.ops.core import (Aval, DTypeError, TracegradError, aval_of, dtype_short, op_error,
-                                primitive, user_location_suffix)
+from tracegrad.ops.core import (
+    Aval,
+    DTypeError,
+    TracegradError,
+    aval_of,
+    dtype_short,
+    op_error,
+    primitive,
+    user_location_suffix,
+)
 from tracegrad.ops.rulekit import as_aval, no_grad
 
 
@@ -248,7 +256,8 @@ def _mask(x, lower: bool, strict: bool = False):
 def _outer(u, v):
     """u[..., :, None] * v[..., None, :] (u and v of one shape)."""
     shape = tuple(np.shape(u))
-    return T.mul(T.reshape(u, shape=shape + (1,)), T.reshape(v, shape=shape[:-1] + (1,) + shape[-1:]))
+    column = T.reshape(u, shape=shape + (1,))
+    return T.mul(column, T.reshape(v, shape=shape[:-1] + (1,) + shape[-1:]))
 
 
 def _times_matrix(g, m):
