@@ -13,7 +13,7 @@ Each case runs in a new Python process:
   - "eager only": `import tracegrad.eager`, which must not import numba;
   - two "Numba floor" peers: the same fresh process loads a trivial cached
     njit function (one np.empty, one loop) instead, through plain `import numba`
-    and through tracegrad's `codegen.runtime.import_numba` (which skips Numba's
+    and through tracegrad's `runtime.numba_loader.import_numba` (which skips Numba's
     scipy.linalg probe). What the warm-cache row spends above the second is
     tracegrad's own cost.
 For each it records `import numpy`, `import tracegrad` time, whether numba is in
@@ -76,7 +76,7 @@ if {floor!r}:
     sys.path.insert(0, {floor_dir!r})
     t3 = time.perf_counter()
     if {floor!r} == "tracegrad":
-        from tracegrad.codegen.runtime import import_numba
+        from tracegrad.runtime.numba_loader import import_numba
         import_numba()
     import tg_floor_probe
     tg_floor_probe.f(np.ones((4, 3), np.float32))

@@ -3,7 +3,7 @@
 For tanh, exp and sin it times:
   - numpy's ufunc (SIMD),
   - a naive njit loop calling np.<fn> (scalar libm: does not vectorize),
-  - an njit loop calling tracegrad.codegen.mathlib's helper (tg_<fn>_f32),
+  - an njit loop calling tracegrad.runtime.mathlib's helper (tg_<fn>_f32),
 and the fused expression `tanh(x)*sin(x) + exp(-x*x)` the same three ways
 plus tracegrad's generated kernel for `sum(...)` of it (whatever it picks:
 parallel over both cores at this size).
@@ -37,13 +37,13 @@ def best_ms(fn, number=20, repeat=7) -> float:
 
 def build_module():
     """Naive and mathlib loops, compiled from one real .py file."""
-    from tracegrad.codegen import mathlib
+    from tracegrad.runtime import mathlib
     names = mathlib.helpers_used(["tg_tanh_f32(x)", "tg_exp_f32(x)", "tg_sin_f32(x)"])
     helpers = "\n\n".join(f"@njit(fastmath=HELPER_FM, error_model='numpy', inline='always')\n{mathlib.FUNCTIONS[n][0]}" for n in names)
     src = f'''
 import numpy as np
 from numba import njit
-from tracegrad.codegen.intrinsics import {', '.join(mathlib.intrinsics_used([mathlib.FUNCTIONS[n][0] for n in names]))}
+from tracegrad.runtime.intrinsics import {', '.join(mathlib.intrinsics_used([mathlib.FUNCTIONS[n][0] for n in names]))}
 FM = {{'nsz', 'arcp', 'contract', 'afn', 'reassoc'}}
 HELPER_FM = {mathlib.HELPER_FASTMATH!r}
 

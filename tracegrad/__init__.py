@@ -31,12 +31,13 @@ starts fast. Environment variables: `tracegrad.config`.
 """
 from __future__ import annotations
 
-from tracegrad.config import VERSION as __version__  # noqa: E402
+from tracegrad.config import VERSION as __version__  # noqa: E402,F401
 
 from tracegrad.ops.api import *  # noqa: F401,F403  (the NumPy-named ops)
 from tracegrad.ops.api import trace as _numpy_trace
 from tracegrad.ops.nn import *  # noqa: F401,F403  (conv2d, max_pool2d, cross_entropy, ...)
 from tracegrad.ops.numpy_names import *  # noqa: F401,F403  (acos, concat, zeros, vecdot, ...)
+import tracegrad.loops  # noqa: E402,F401  (registers scan, cond, while, call in the table)
 
 
 def trace(fn_or_array, *args, **kwargs):

@@ -456,7 +456,7 @@ def _register_optional_rules() -> None:
 def _repack(parts: list, avals: list, size: int):
     """Batched results (each (B,) + shape) packed per example into (B, total), the
     layout of a control-flow node's packed value with a batch axis in front."""
-    from tracegrad.ops.control import packed_layout
+    from tracegrad.loops.primitives import packed_layout
     dtype, slots = packed_layout(avals)
     flat = []
     for part, (_, n, _, part_dtype) in zip(parts, slots):
@@ -497,7 +497,7 @@ def _batched_body(graph, dims: list, size: int, force: set, name: str):
 def scan_rule(args, dims, body, length, reverse, n_carry, n_xs):
     """scan with a batched body: batched carries ride along (a carry is batched when
     its start or anything it is updated from is), xs keep the scanned axis first."""
-    from tracegrad.ops.control import _scan_avals, scan_p, unpack
+    from tracegrad.loops.primitives import _scan_avals, scan_p, unpack
     size = _batch_size(args, dims)
     carry_batched = [d is not None for d in dims[:n_carry]]
     n_out = len(body.outputs)
@@ -528,7 +528,7 @@ def scan_rule(args, dims, body, length, reverse, n_carry, n_xs):
 def cond_rule(args, dims, true_branch, false_branch):
     """A shared predicate keeps one cond over batched branches; a batched predicate
     runs both branches on the whole batch and selects per example (as JAX does)."""
-    from tracegrad.ops.control import cond_p, unpack
+    from tracegrad.loops.primitives import cond_p, unpack
     size = _batch_size(args, dims)
     pred, operands, dp = args[0], args[1:], dims[0]
     avals = [n.aval for n in true_branch.outputs]
@@ -556,7 +556,7 @@ def while_rule(args, dims, cond, body, n_carry):
     that differs per example loops while any example goes on, and examples that
     have stopped keep their carry (a select), as JAX does."""
     from tracegrad.ops import api
-    from tracegrad.ops.control import unpack, while_p
+    from tracegrad.loops.primitives import unpack, while_p
     from tracegrad.tracing import TreeDef, trace_subgraph
     size = _batch_size(args, dims)
     n_cc = len(cond.inputs) - n_carry
@@ -623,7 +623,7 @@ def custom_vjp_rule(args, dims, fun, fwd, bwd, n_out):
     """A custom_vjp call with its function, forward and backward rules all batched (the
     user's rule keeps giving the gradient). Every result comes out batched; a shared
     operand's cotangent is then summed over the batch by the autodiff driver."""
-    from tracegrad.ops.control import custom_vjp_p, unpack
+    from tracegrad.loops.primitives import custom_vjp_p, unpack
     size = _batch_size(args, dims)
     moved = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(args, dims)]
     in_dims = [None if d is None else 0 for d in dims]

@@ -39,7 +39,6 @@ import collections
 import functools
 import inspect
 import logging
-import os
 import sys
 import threading
 import time
@@ -148,7 +147,7 @@ class Lowered:
     def scan_residual_bytes(self) -> int:
         """Bytes reverse mode of the graph's scans keeps between its forward and
         backward loops: each step's starting carry (0 without scans)."""
-        from tracegrad.ops.control import residual_bytes
+        from tracegrad.loops.primitives import residual_bytes
         return residual_bytes(self.optimized)
 
     def __str__(self) -> str:
@@ -1449,7 +1448,7 @@ def clear_caches() -> None:
             cf.cache_clear()
         from tracegrad import transforms
         from tracegrad.codegen import loops as codegen_loops
-        from tracegrad.ops import control
+        from tracegrad.loops import primitives as control
         transforms._CACHE.clear()
         codegen_loops._RUNNERS.clear()
         control.clear_caches()

@@ -10,7 +10,7 @@
     clip_gradient.defvjp(fwd, bwd)
 
 While tracing, a call becomes one `custom_vjp_call` node holding three traced
-sub-graphs (the function, `fwd`, `bwd`; tracegrad/ops/control.py). Reverse mode
+sub-graphs (the function, `fwd`, `bwd`; tracegrad/loops/primitives.py). Reverse mode
 uses the rule instead of differentiating the function; Numba kernels run the
 sub-graphs like other nodes without a template. On plain arrays the function
 simply runs; on eager tensors the call is compiled (`tg.compile`), so eager
@@ -44,7 +44,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tracegrad.ops import api
-from tracegrad.ops.control import ControlFlowError, custom_vjp_p, unpack
+from tracegrad.loops.primitives import ControlFlowError, custom_vjp_p, unpack
 from tracegrad.ops.core import Aval
 from tracegrad.tracing import (Tracer, TreeDef, abstract_leaf, active_contexts, trace_subgraph,
                                tree_flatten, tree_unflatten)
@@ -239,7 +239,7 @@ class custom_jvp(_CustomBase):
         bwd_graph, _ = _trace(bwd_flat, TreeDef("tuple", [tree, out_tree]),
                               avals + [n.aval for n in fun_graph.outputs], f"{name}_bwd",
                               "the jvp rule")
-        # forward mode calls the rule itself (ops/control.py _custom_jvp reads this)
+        # forward mode calls the rule itself (loops/primitives.py _custom_jvp reads this)
         fun_graph.custom_jvp_rule = self._jvp_graph(statics, tree, avals, fun_graph, name)
         return fwd_graph, bwd_graph
 

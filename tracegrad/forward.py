@@ -12,7 +12,7 @@ they record eager ops. Its signature, as `autodiff.vjp_graph`'s:
              the output does not depend on a `wrt` input or is not a float)
 
 A tangent of None means zero all along: nodes no tangent reaches cost nothing.
-Loops, branches and calls (ops/control.py) have rules with a `joint` form that
+Loops, branches and calls (loops/primitives.py) have rules with a `joint` form that
 computes primal and tangent in one loop, so the primal loop does not run twice.
 
 Where the rule table gives no JVP, `derived_jvp` derives one from the VJP rules,

@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracegrad.codegen import build_kernel, cache
+from tracegrad.codegen import build_kernel
+
+from tracegrad.runtime import cache
 
 HERE = Path(__file__).resolve().parent
 CHILD = str(HERE / "cache_child.py")
@@ -138,7 +140,7 @@ def test_kernels_get_the_verified_numba_cache_and_user_functions_keep_numbas(tmp
                                                                              monkeypatch):
     import importlib.util
 
-    from tracegrad.codegen import numba_cache
+    from tracegrad.runtime import numba_cache
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "cache"))
     k = build_kernel(probe_graph(7.0))
     assert isinstance(k.entry._cache, numba_cache.VerifiedFunctionCache)
@@ -155,7 +157,7 @@ def test_kernels_get_the_verified_numba_cache_and_user_functions_keep_numbas(tmp
 
 
 def test_without_the_verified_hook_kernels_are_not_cached_by_numba(tmp_path, monkeypatch):
-    from tracegrad.codegen import numba_cache
+    from tracegrad.runtime import numba_cache
     monkeypatch.setattr(numba_cache, "_INSTALLED", False)  # e.g. another Numba's internals
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
     k = build_kernel(probe_graph(8.5))

@@ -7,7 +7,7 @@ kernel calls shared noinline helpers instead, and must still be correct.
 import numpy as np
 
 import tracegrad as tg
-from tracegrad.codegen import mathlib
+from tracegrad.runtime import mathlib
 
 
 def sin_chain(x):

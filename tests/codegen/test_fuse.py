@@ -83,9 +83,9 @@ def test_docstring_examples_run():
     import doctest
 
     import tracegrad.codegen
-    import tracegrad.codegen.cache
+    import tracegrad.runtime.cache
     import tracegrad.passes.fuse
-    for module in (tracegrad.passes.fuse, tracegrad.codegen, tracegrad.codegen.cache):
+    for module in (tracegrad.passes.fuse, tracegrad.codegen, tracegrad.runtime.cache):
         result = doctest.testmod(module)
         assert result.failed == 0, module.__name__
 

@@ -1,4 +1,4 @@
-"""Accuracy of tracegrad.codegen.mathlib, through compiled kernels.
+"""Accuracy of tracegrad.runtime.mathlib, through compiled kernels.
 
 Reference: the correctly rounded value (NumPy in float64, or in float64 then
 rounded to float32). float32 results (computed natively in float32) must be

@@ -1,4 +1,4 @@
-"""codegen.runtime: loading kernels does not import scipy.linalg, and Numba's
+"""runtime.numba_loader: loading kernels does not import scipy.linalg, and Numba's
 own BLAS probe still sees SciPy's BLAS (and the real module is importable after)."""
 from __future__ import annotations
 

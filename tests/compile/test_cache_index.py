@@ -194,7 +194,7 @@ def test_second_process_loads_from_the_index(tmp_path):
     assert "numba compile" not in runs[1].stderr and "autodiff" not in runs[1].stderr
     if "scipy" in sys.modules or os.path.isdir(os.path.join(os.path.dirname(np.__file__),
                                                             os.pardir, "scipy")):
-        assert "SCIPY_LINALG False" in runs[1].stdout  # see codegen/runtime.py
+        assert "SCIPY_LINALG False" in runs[1].stdout  # see runtime/numba_loader.py
 
 
 def test_parallel_variant_after_an_index_hit(monkeypatch, caplog):
@@ -219,7 +219,7 @@ def test_parallel_variant_after_an_index_hit(monkeypatch, caplog):
 
 
 def test_world_writable_dir_gets_no_index(tmp_path, monkeypatch, caplog):
-    from tracegrad.codegen import cache
+    from tracegrad.runtime import cache
     d = tmp_path / "shared"
     d.mkdir()
     d.chmod(0o777)
@@ -232,7 +232,7 @@ def test_world_writable_dir_gets_no_index(tmp_path, monkeypatch, caplog):
 
 
 def test_read_only_dir_warns_once_and_gets_no_index(tmp_path, monkeypatch, caplog):
-    from tracegrad.codegen import cache
+    from tracegrad.runtime import cache
     d = tmp_path / "ro"
     d.mkdir(mode=0o500)
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(d))

@@ -7,7 +7,7 @@ import pytest
 MODULES = ["tracegrad.ir", "tracegrad.ir.printer", "tracegrad.ir.interpret", "tracegrad.ir.verify",
            "tracegrad.ir.clone", "tracegrad.tracing", "tracegrad.autodiff", "tracegrad.compiler",
            "tracegrad.compiled_eager", "tracegrad.implicit", "tracegrad.loops", "tracegrad.transforms",
-           "tracegrad.ops.control", "tracegrad.custom"]
+           "tracegrad.loops.primitives", "tracegrad.custom"]
 
 
 @pytest.mark.parametrize("name", MODULES)

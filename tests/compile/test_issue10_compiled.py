@@ -479,7 +479,7 @@ def test_kernel_finalizer_never_waits_for_a_lock_this_thread_holds():
     lock (an allocation under it): its module release must be left for later, not
     deadlock (it once hung tests/compile after tg.clear_caches())."""
     from tracegrad import codegen
-    from tracegrad.codegen import cache
+    from tracegrad.runtime import cache
     f = tg.value_and_grad(lambda x: tg.sum(tg.cos(x) * x * 7.0))
     f(np.ones(3))
     names = [n for n in codegen._MODULE_USERS]

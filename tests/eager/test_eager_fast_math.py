@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tracegrad.eager as torch
-from tracegrad.codegen import eager_math
+from tracegrad.runtime import eager_math
 from tracegrad.ops import parallel
 from tracegrad.ops import table as T
 

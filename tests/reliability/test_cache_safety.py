@@ -83,7 +83,7 @@ def test_two_processes_calling_value_and_grad_at_once_in_an_empty_cache(tmp_path
     assert len(values) == 1
     x = np.linspace(-1.0, 1.0, 7)
     assert np.isclose(float(values.pop()), np.sum(np.sin(x) * x * 1.25), rtol=1e-12)
-    from tracegrad.codegen.cache import content_hash
+    from tracegrad.runtime.cache import content_hash
     modules = list(cache.glob("tg_*.py"))
     assert modules and not list(cache.glob(".tmp-*"))
     for module in modules:  # no torn file: every module's content matches its name

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.codegen import cache, index
+from tracegrad.codegen import index
+from tracegrad.runtime import cache
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -24,7 +24,7 @@ def test_switches_parse_one_way(monkeypatch, value, expected):
 
 def test_eager_numba_false_turns_the_numba_path_off(monkeypatch):
     """Was: any value but '0' kept it on."""
-    from tracegrad.codegen import eager_math
+    from tracegrad.runtime import eager_math
     monkeypatch.setenv("TRACEGRAD_EAGER_NUMBA", "false")
     assert not eager_math.enabled()
 

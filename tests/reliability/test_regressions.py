@@ -118,7 +118,7 @@ def test_long_elementwise_chain_hit_numbas_recursion_limit_and_fell_back_to_the_
 
 def test_same_graph_built_twice_gave_different_source_so_each_new_compiled_function_recompiled():
     """mathlib's inline expansion numbered its temporaries with a process-wide counter
-    (tracegrad/codegen/mathlib.py `_UIDS`), so the same graph produced different source
+    (tracegrad/runtime/mathlib.py `_UIDS`), so the same graph produced different source
     on every build: a new content hash, a new module in sys.modules and in the cache
     directory, and a Numba compile or cache load each time. `tg.grad(f)(x)` inside a
     loop grew memory by ~50 KB per call, and the disk cache only hit when processes

@@ -209,7 +209,7 @@ def build_kernel(graph: Graph, index_key: str | None = None) -> Kernel:
     name = f"kernel_{ir_hash(graph)}"
     emitted = _generate(graph, name)
     t1 = time.perf_counter()
-    from tracegrad.codegen.runtime import import_numba
+    from tracegrad.runtime.numba_loader import import_numba
     import_numba()  # timed apart from the compile
     t2 = time.perf_counter()
     loaded = _load(graph, emitted)
@@ -267,7 +267,8 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
     kernel takes anything else is not used. `graph_factory` rebuilds the
     kernel's graph if it is ever needed (errors, the parallel variant)."""
     _setup_logging()
-    from tracegrad.codegen import cache, index
+    from tracegrad.codegen import index
+    from tracegrad.runtime import cache
     t0 = time.perf_counter()
     directory = cache.open_cache_dir()
     if directory is None:
@@ -290,7 +291,7 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
         log.info("codegen %s: index miss (entry's input types differ)", label)
         return None
     t1 = time.perf_counter()
-    from tracegrad.codegen.runtime import import_numba
+    from tracegrad.runtime.numba_loader import import_numba
     import_numba()
     t2 = time.perf_counter()
     try:
@@ -356,7 +357,7 @@ def _generate(graph: Graph, name: str, **options):
     restarting it (and its expansion budget) per kernel keeps the source (and so its content hash, cache
     file and module) identical across builds and processes. Otherwise every new
     compiled function of the same graph compiled and imported a new module."""
-    from tracegrad.codegen import mathlib
+    from tracegrad.runtime import mathlib
     from tracegrad.codegen.generate import generate
     with _GENERATE_LOCK:
         mathlib.start_kernel()
@@ -403,14 +404,14 @@ def _release_module(name: str) -> None:
         _MODULE_USERS.pop(name, None)
     finally:
         _USERS_LOCK.release()
-    from tracegrad.codegen import cache
+    from tracegrad.runtime import cache
     if not cache.unload(name, blocking=False):
         _PENDING_RELEASES.append(f"\0{name}")  # counted already: only the unload is left
 
 
 def release_pending_modules() -> None:
     """Finish module releases that a finalizer had to leave (see _PENDING_RELEASES)."""
-    from tracegrad.codegen import cache
+    from tracegrad.runtime import cache
     while True:
         try:
             name = _PENDING_RELEASES.popleft()
@@ -483,7 +484,7 @@ def _build_float16(graph: Graph) -> Kernel:
 
 def _load(graph: Graph, emitted):
     """(entry, module, path, status, numba cache hits) or None if Numba fails."""
-    from tracegrad.codegen.cache import load_source
+    from tracegrad.runtime.cache import load_source
     try:
         module, path, status = load_source(emitted.source)
     except Exception as exc:  # generated code that Numba rejects: a bug, but never the user's

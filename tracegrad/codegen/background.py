@@ -22,7 +22,7 @@ Process life:
     still queued and waits for the one in flight (a Numba compile cut short at
     interpreter exit can crash the process), so exit waits at most one compile;
   - fork: this module holds none of its locks across a compile, and the fork
-    waits for a Numba compile in flight (codegen/runtime.py). In the child the
+    waits for a Numba compile in flight (runtime/numba_loader.py). In the child the
     worker thread is gone: its lock is new, the builds that threads were running
     go back to the front of the queue, and a worker starts again the next time a
     build is submitted, waited for or its result asked for (`ensure_worker`).

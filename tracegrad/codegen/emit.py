@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracegrad.codegen import mathlib
-from tracegrad.codegen.access import Access, c_strides, size_of
+from tracegrad.runtime import mathlib
+from tracegrad.codegen.access import Access, c_strides
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ir.printer import format_node
-from tracegrad.passes.fuse import groups_of, is_elementwise, is_view
+from tracegrad.passes.fuse import groups_of, is_view
 
 log = logging.getLogger("tracegrad")
 
@@ -134,7 +134,6 @@ class Emitter:
         self.parallel = False          # this body uses prange
         self.allow_parallel = False    # may it? (the parallel variant of a kernel)
         self.wants_parallel = False    # would it, if allowed?
-        self.exprs: list[str] = []         # scalar expressions, to find mathlib helpers
         self.counter = 0
         self.const_values: dict[int, object] = {}   # size-1 consts, by node id
         self.outline_enabled = True

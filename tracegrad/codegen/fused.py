@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracegrad.codegen import mathlib
+from tracegrad.runtime import mathlib
 from tracegrad.codegen.access import Access, c_strides, size_of
 from tracegrad.codegen.emit import (PARALLEL_MIN_ELEMENTS, Emitter, NoCodegen, dshort, literal,
                                     np_dtype_name, template_of)
@@ -244,7 +244,6 @@ def scalar_expr(em: Emitter, node: Node, operands: list[str], exact: bool = Fals
     float_dt = node.dtype if np.issubdtype(node.dtype, np.floating) else next(
         (i.dtype for i in node.inputs if np.issubdtype(i.dtype, np.floating)), node.dtype)
     expr = expand_inline(mathlib.specialize(expr, dshort(float_dt), exact))
-    em.exprs.append(expr)
     if np.dtype(node.dtype) != np.bool_ and not _keeps_dtype(node):
         expr = f"np.{np_dtype_name(node.dtype)}({expr})"
     return expr

@@ -12,7 +12,8 @@ import re
 
 import numpy as np
 
-from tracegrad.codegen import mathlib
+from tracegrad.loops.primitives import SUBGRAPH_ATTRS
+from tracegrad.runtime import mathlib
 from tracegrad.codegen.access import Access, c_strides
 from tracegrad.codegen.reroll import reroll
 from tracegrad.codegen.emit import (FASTMATH, EmittedModule, Emitter, NoCodegen, ident, literal,
@@ -29,14 +30,13 @@ SMALL_CONST = 1  # consts of at most this many elements become literals
 # own). When what is left around them is this small, NumPy runs it: a pure Python
 # driver needs no Numba compile (~0.5 s at a cold start) and costs microseconds.
 SMALL_AROUND_LOOPS = 65_536
-_SUBGRAPH_OPS = ("scan", "while", "cond", "call", "custom_vjp_call")
 
 
 def _numpy_driver_suffices(graph: Graph) -> bool:
-    if not any(n.op in _SUBGRAPH_OPS for n in graph.nodes):
+    if not any(n.op in tuple(SUBGRAPH_ATTRS) for n in graph.nodes):
         return False
     work = sum(n.size for n in graph.nodes
-               if n.op not in ("input", "const") + _SUBGRAPH_OPS and not is_view(n))
+               if n.op not in ("input", "const") + tuple(SUBGRAPH_ATTRS) and not is_view(n))
     return work <= SMALL_AROUND_LOOPS
 
 
@@ -136,7 +136,6 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
     module_tables: list[str] = []
     wants_parallel = False
     fallback_ids: list[int] = []
-    exprs: list[str] = []
     uses_gemm = False
 
     def used_after(node_ids: set[int], last_pos: int) -> list[int]:
@@ -179,8 +178,7 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
         for n in graph.nodes:  # small consts are literals wherever they are read
             if n.op == "const" and n.size <= SMALL_CONST and n.id not in em.access:
                 _bind_small_const(em, n)
-        returns = (list(range(0)) if False else
-                   used_after(defined, positions[-1]) if not single else [])
+        returns = used_after(defined, positions[-1]) if not single else []
         for p in positions:
             unit = units[p]
             _emit_unit(em, unit)
@@ -206,7 +204,6 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
         functions.append("\n".join([deco, f"def {fname}({names}):"] + em.prologue() + em.lines))
         any_parallel |= em.parallel
         wants_parallel |= em.wants_parallel
-        exprs += em.exprs
         uses_gemm |= em.uses_gemm
         if not single:
             rets = ", ".join(f"a{r}" for r in returns)
@@ -227,7 +224,7 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
         "import numpy as np",
         "from numba import njit, prange, types",
     ]
-    header.append("from tracegrad.codegen.intrinsics import tg_flat, tg_noinline, tg_view" +
+    header.append("from tracegrad.runtime.intrinsics import tg_flat, tg_noinline, tg_view" +
                   (", tg_gemm" if uses_gemm else "") +
                   "".join(f", {i}" for i in mathlib.intrinsics_used(body_text + helpers)))
     header.append("\n_FASTMATH = {" + ", ".join(map(repr, sorted(FASTMATH)))

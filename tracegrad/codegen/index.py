@@ -148,7 +148,7 @@ def _checksum(key: str, payload: dict) -> str:
 def _open_dir(directory):
     """The checked cache directory behind `directory` (a CacheDir, or the path of
     the process's cache directory); None if it is not usable."""
-    from tracegrad.codegen import cache
+    from tracegrad.runtime import cache
     if isinstance(directory, cache.CacheDir):
         return directory
     d = cache.open_cache_dir()
@@ -161,7 +161,7 @@ def read_entry(directory, key: str) -> tuple[dict | None, str]:
     """(payload, "") or (None, why not). The entry is read through the cache
     directory's handle (a FIFO or other non-file in its place is not opened),
     and its checksum binds it to `key`, the traced graph's hash."""
-    from tracegrad.codegen import cache
+    from tracegrad.runtime import cache
     name = entry_path(Path("."), key).name
     d = _open_dir(directory)
     if d is None:
@@ -190,7 +190,7 @@ def read_entry(directory, key: str) -> tuple[dict | None, str]:
 
 def write_entry(directory, key: str, payload: dict) -> None:
     """Atomically create or replace the entry (errors are logged, never raised)."""
-    from tracegrad.codegen import cache
+    from tracegrad.runtime import cache
     payload = {**payload, "format": FORMAT, "graph": key}
     data = json.dumps({"payload": payload, "check": _checksum(key, payload)}, sort_keys=True)
     name = entry_path(Path("."), key).name

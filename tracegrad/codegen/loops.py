@@ -58,7 +58,7 @@ def _optimized_body(body: Graph) -> Graph:
 def _build(body: Graph, length: int, reverse: bool, n_carry: int, n_xs: int) -> Callable:
     from tracegrad.codegen import build_kernel, ir_hash
     from tracegrad.codegen.generate import generate
-    from tracegrad.ops.control import _scan_avals, packed_layout, pack
+    from tracegrad.loops.primitives import _scan_avals, packed_layout, pack
     graph = _optimized_body(body)
     dtype, slots = packed_layout(_scan_avals(graph, length, n_carry))
     same_dtype = all(slot[3] == dtype for slot in slots)
@@ -98,7 +98,7 @@ def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, sl
     x_nodes = graph.inputs[n_carry:n_carry + n_xs]
     loop_name = f"{body_name}_loop"
     total = sum(slot[1] for slot in slots)
-    lines = [f"@njit(cache=True, nogil=True)",
+    lines = ["@njit(cache=True, nogil=True)",
              f"def {loop_name}({', '.join(consts + carry + xs + scan_consts)}):",
              f"    out = np.empty({max(total, 1)}, np.{dtype.name})"]
     for k, node in enumerate(x_nodes):

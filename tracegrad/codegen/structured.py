@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from tracegrad.codegen.access import Access, c_strides, size_of
-from tracegrad.codegen.emit import Emitter, NoCodegen, literal, np_dtype_name
+from tracegrad.codegen.emit import Emitter, NoCodegen, literal
 from tracegrad.ir.graph import Node
 
 STRUCTURED: dict[str, Callable[[Emitter, Node], None]] = {}
@@ -159,10 +159,9 @@ def _split(shape: tuple, axes: tuple) -> tuple[int, int, int]:
 
 def _math(em: Emitter, name: str, dtype) -> str:
     """The dtype-specific mathlib helper name (and remember it is used)."""
-    from tracegrad.codegen import mathlib
+    from tracegrad.runtime import mathlib
     from tracegrad.codegen.emit import dshort
     expr = mathlib.specialize(f"{name}(", dshort(dtype))
-    em.exprs.append(expr + ")")
     return expr[:-1]
 
 

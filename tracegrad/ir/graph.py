@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from tracegrad.ops.core import Aval, dtype_short
+from tracegrad.ops.core import Aval
 
 
 @dataclass(eq=False)

@@ -14,6 +14,8 @@ the backward half is marked `# bwd`; a node in a fusion group `# g2`; with
 """
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from tracegrad.ir.graph import Graph, Node
@@ -97,7 +99,6 @@ def _indent(text: str, prefix: str) -> str:
 def _format_attr_value(value) -> str:
     if isinstance(value, Graph):
         # the digest covers large consts, which the printed body abbreviates
-        from tracegrad.ops.control import graph_digest
         return f"{value.name}#{graph_digest(value)[:8]}"
     if isinstance(value, np.ndarray):
         return format_const(value)
@@ -141,3 +142,14 @@ def _nested(arr: np.ndarray) -> str:
 def _format_scalar(v) -> str:
     # str() of a NumPy scalar is the shortest text that round-trips in its own dtype.
     return str(v) if isinstance(v, np.generic) else repr(v)
+
+
+def graph_digest(graph: Graph) -> str:
+    """A content hash of a body graph, consts included (its printed form shows
+    large consts abbreviated)."""
+    h = hashlib.sha256(format_graph(graph).encode())
+    for node in graph.nodes:
+        if node.op == "const":
+            value = np.asarray(node.attrs["value"])
+            h.update(value.dtype.str.encode() + repr(value.shape).encode() + value.tobytes())
+    return h.hexdigest()[:16]

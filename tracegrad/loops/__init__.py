@@ -5,7 +5,7 @@ One function serves both kinds of graph:
 - on NumPy arrays or eager tensors (dynamic graphs) they are plain Python
   loops and `if`s, so eager mode records one node per step, as PyTorch does;
 - while tracing (static graphs) the body is traced once into a sub-graph held
-  by one `scan` / `while` / `cond` node (tracegrad/ops/control.py), so the graph,
+  by one `scan` / `while` / `cond` node (tracegrad/loops/primitives.py), so the graph,
   its compile time and the generated source stay the same size for 10 or
   10,000 steps, where an unrolled Python loop grows with every step.
 
@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tracegrad.ops import api
-from tracegrad.ops.control import ControlFlowError, cond_p, packed_layout, scan_p, unpack, while_p
+from tracegrad.loops.primitives import ControlFlowError, cond_p, packed_layout, scan_p, unpack, while_p
 from tracegrad.ops.core import Aval
 from tracegrad.pytree import TreeDef, tree_flatten, tree_unflatten
 from tracegrad.tracing import Tracer, abstract_leaf, active_contexts, trace_subgraph

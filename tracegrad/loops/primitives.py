@@ -10,7 +10,7 @@ traced once however many times it runs. Node inputs and body inputs line up:
 
 IR nodes hold one array, so a control-flow node's value is its results packed
 into one flat array of one dtype (`packing`); the front end
-(tracegrad/loops.py) slices it apart with ordinary getitem/reshape nodes.
+(tracegrad/loops/__init__.py) slices it apart with ordinary getitem/reshape nodes.
 
 Reverse mode:
 - scan: a forward scan that also emits each step's carry (the residuals), then
@@ -29,15 +29,22 @@ function calls its user rule, a `custom_vjp` one transposes its `bwd`.
 from __future__ import annotations
 
 import functools
-import hashlib
 import weakref
 from typing import Any, Sequence
 
 import numpy as np
 
 from tracegrad.ir.graph import Graph
+from tracegrad.ir.printer import graph_digest  # noqa: F401  (re-exported for the passes)
 from tracegrad.ops.core import Aval, DTypeError, ShapeError, TracegradError, primitive
 from tracegrad.ops.rulekit import PerOperand, as_aval
+
+
+# The primitives that hold sub-graphs, and the attrs that hold them (passes run inside
+# them; the code generator compiles each body on its own).
+SUBGRAPH_ATTRS = {"scan": ("body",), "while": ("cond", "body"),
+                  "cond": ("true_branch", "false_branch"), "call": ("graph",),
+                  "custom_vjp_call": ("fun", "fwd", "bwd")}
 
 
 class ControlFlowError(TracegradError, TypeError):
@@ -107,18 +114,6 @@ def body_runner(body: Graph):
         from tracegrad.ir.interpret import interpret
         run = _RUNNERS[body] = functools.partial(interpret, body)
     return run
-
-
-def graph_digest(graph: Graph) -> str:
-    """A content hash of a body graph, consts included (its printed form shows
-    large consts abbreviated)."""
-    from tracegrad.ir.printer import format_graph
-    h = hashlib.sha256(format_graph(graph).encode())
-    for node in graph.nodes:
-        if node.op == "const":
-            value = np.asarray(node.attrs["value"])
-            h.update(value.dtype.str.encode() + repr(value.shape).encode() + value.tobytes())
-    return h.hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------- scan
@@ -459,7 +454,6 @@ def _cond_backward_branch(branch: Graph):
     """(operands..., ct_packed) -> packed cotangents of every float operand."""
     from tracegrad.autodiff import replay, vjp_graph
     from tracegrad.tracing import TraceContext, output_node
-    from tracegrad.ops import api
     float_in = [k for k, n in enumerate(branch.inputs) if _is_float(n.dtype)]
     float_out = [k for k, n in enumerate(branch.outputs) if _is_float(n.dtype)]
     joint = vjp_graph(branch, wrt=float_in, diff_outputs=float_out, seed_ones=False)

@@ -269,7 +269,7 @@ def user_frame():
 
 
 def _is_generated_module(name: str) -> bool:
-    """Kernel modules are named tg_<32 hex digits> (tracegrad.codegen.cache)."""
+    """Kernel modules are named tg_<32 hex digits> (tracegrad.runtime.cache)."""
     return len(name) == 35 and name.startswith("tg_")
 
 

@@ -235,7 +235,7 @@ def _fast_math_call(short: str, x: np.ndarray):
     """short(x) by the eager_math kernel, split across idle cores (the kernel releases
     the GIL); None when the caller must use NumPy (disabled, or an argument beyond the
     kernel's range: NumPy then gives its own results and warnings)."""
-    from tracegrad.codegen import eager_math
+    from tracegrad.runtime import eager_math
     if not eager_math.enabled():
         return None
     flat = x.reshape(-1)
@@ -255,7 +255,7 @@ def fused_vjp(name: str, g, y):
             or (g.dtype is not _F32 and g.dtype is not _F64) \
             or not (g.flags.c_contiguous and y.flags.c_contiguous):
         return None
-    from tracegrad.codegen import eager_math
+    from tracegrad.runtime import eager_math
     if not eager_math.enabled():
         return None
     out = _empty(g.shape, g.dtype)

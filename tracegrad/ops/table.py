@@ -7,7 +7,7 @@ backward node, what that node saves, and its code generation.
 
 For elementwise primitives `codegen` is a scalar expression template over the
 operands `{0}`, `{1}`, ... (fast math helpers such as `tg_exp` live in
-tracegrad.codegen.mathlib), or a callable `codegen(**attrs) -> template` when
+tracegrad.runtime.mathlib), or a callable `codegen(**attrs) -> template` when
 the template depends on static attrs (clip, astype, full_like). The scalar
 helpers the templates use are: tg_exp tg_log tg_sqrt tg_sin tg_cos tg_tanh
 tg_sigmoid tg_relu tg_sign tg_pow tg_maximum tg_minimum tg_where tg_isfinite
@@ -1427,9 +1427,5 @@ def sum_to_shape(g, shape):
         g = reshape(g, shape=shape)
     return g
 
-# -------------------------------------------------------- structured control flow
-# scan, cond and while hold sub-graphs; they live in control.py (their rules run
-# the body graphs) and register here with the rest of the table.
-from tracegrad.ops.control import call_p, cond_p, custom_vjp_p, scan_p, while_p  # noqa: E402,F401
 # cholesky, triangular_solve, solve, inv, det, slogdet live in linalg.py (issue 14)
 from tracegrad.ops import linalg as _linalg  # noqa: E402,F401

@@ -1,6 +1,6 @@
 """One forward loop where reverse mode made two.
 
-Reverse mode of a `scan` (ops/control.py) adds a second forward scan whose
+Reverse mode of a `scan` (loops/primitives.py) adds a second forward scan whose
 body also emits each step's starting carry (the residuals). Its packed value
 begins with exactly the original scan's value, so the original scan is
 replaced by a slice of it: the forward runs once.
@@ -10,7 +10,7 @@ replaced by a slice of it: the forward runs once.
 from __future__ import annotations
 
 from tracegrad.ir.graph import Graph, Node
-from tracegrad.ops.core import Aval
+from tracegrad.loops.primitives import SUBGRAPH_ATTRS
 from tracegrad.passes.rewrite import copy_graph
 
 
@@ -21,7 +21,7 @@ def _loop_key(node: Node, body: Graph) -> tuple:
 
 
 def share_scan_residuals_counted(graph: Graph) -> tuple[Graph, int]:
-    from tracegrad.ops.control import history_base
+    from tracegrad.loops.primitives import history_base
     histories = {}
     for node in graph.nodes:
         if node.op == "scan":
@@ -172,7 +172,7 @@ def _plan(seq: list[Node], start: int, p: int, count: int):
 
 def _rebuild_with_scan(graph: Graph, run: list[Node], p: int, count: int, classes: dict,
                        init: dict, run_ids: set) -> Graph:
-    from tracegrad.ops.control import _scan_avals, packed_layout
+    from tracegrad.loops.primitives import _scan_avals, packed_layout
     carries = sorted(init)
     step0 = run[:p]
     externals: list[Node] = []
@@ -301,9 +301,6 @@ def np_dtype(dtype):
 
 # -------------------------------------------------------- passes inside bodies
 
-_SUBGRAPH_OPS = {"scan": ("body",), "while": ("cond", "body"),
-                 "cond": ("true_branch", "false_branch"), "call": ("graph",),
-                 "custom_vjp_call": ("fun", "fwd", "bwd")}
 
 
 def optimize_bodies_counted(graph: Graph) -> tuple[Graph, int]:
@@ -313,7 +310,7 @@ def optimize_bodies_counted(graph: Graph) -> tuple[Graph, int]:
     changed = 0
     replacements: dict[int, dict] = {}
     for node in graph.nodes:
-        keys = _SUBGRAPH_OPS.get(node.op, ())
+        keys = SUBGRAPH_ATTRS.get(node.op, ())
         new_attrs = {}
         for key in keys:
             body = node.attrs[key]  # (share_scan_residuals pairs bodies by identity; it

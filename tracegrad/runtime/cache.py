@@ -378,7 +378,7 @@ def _write_once(path: Path, data: bytes) -> str:
 # ------------------------------------------------------------------ hashes and names
 
 def version_salt() -> str:
-    from tracegrad.codegen.runtime import import_numba
+    from tracegrad.runtime.numba_loader import import_numba
     import_numba()
     import numba
 
@@ -519,7 +519,7 @@ def _import(name: str, text: str, path: Path | None, d: CacheDir | None) -> type
 
 
 def _exec_module(name: str, text: str, path: Path | None, d: CacheDir | None) -> types.ModuleType:
-    from tracegrad.codegen import numba_cache
+    from tracegrad.runtime import numba_cache
     source = text
     store = d.subdir("numba") if d is not None else None
     if store is None or not numba_cache.register(name, store):
@@ -546,7 +546,7 @@ def unload(name: str, blocking: bool = True) -> bool:
     sys.modules, and is run again (from the verified file) if it is needed again.
     With blocking=False (from a finalizer) returns False instead of waiting when
     the lock is taken, possibly by this very thread."""
-    from tracegrad.codegen import numba_cache
+    from tracegrad.runtime import numba_cache
     if not _LOCK.acquire(blocking=blocking):
         return False
     try:

@@ -46,7 +46,7 @@ def enabled() -> bool:
 
 def source() -> str:
     """The module's text: the mathlib helpers, then one loop per function."""
-    from tracegrad.codegen import mathlib
+    from tracegrad.runtime import mathlib
     helpers = mathlib.helpers_used([f"{fn}(x)" for fn in FUNCTIONS.values()]
                                    + ["tg_cos_f32(x)", "tg_cos_f64(x)"])
     helper_src = [mathlib.FUNCTIONS[name][0] for name in helpers]
@@ -55,7 +55,7 @@ def source() -> str:
              "# is the hash of this text, checked before every import.\n"
              "import numpy as np\n"
              "from numba import njit, types\n"
-             + "".join(f"from tracegrad.codegen.intrinsics import {i}\n" for i in intrinsics)
+             + "".join(f"from tracegrad.runtime.intrinsics import {i}\n" for i in intrinsics)
              + "\n_HELPER_FASTMATH = {" + ", ".join(map(repr, sorted(mathlib.HELPER_FASTMATH)))
              + "}"]
     for name, src in zip(helpers, helper_src):
@@ -118,8 +118,8 @@ def _start_loading() -> None:
 def _load() -> None:
     global _FAILED
     try:
-        from tracegrad.codegen.cache import load_source
-        from tracegrad.codegen.runtime import import_numba
+        from tracegrad.runtime.cache import load_source
+        from tracegrad.runtime.numba_loader import import_numba
         import_numba()
         module, path, status = load_source(source())
         loaded = {name: getattr(module, f"eager_{name}_f64") for name in FUNCTIONS}

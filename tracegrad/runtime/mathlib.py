@@ -391,7 +391,7 @@ INTRINSICS = ("tg_f64_from_bits", "tg_bits_from_f64", "tg_cw2", "tg_cw3", "tg_sc
 
 
 def intrinsics_used(texts) -> list[str]:
-    """The tracegrad.codegen.intrinsics that the source texts call."""
+    """The tracegrad.runtime.intrinsics that the source texts call."""
     return [i for i in INTRINSICS if any(re.search(rf"\b{i}\(", t) for t in texts)]
 
 

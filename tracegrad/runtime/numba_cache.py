@@ -97,7 +97,7 @@ def _define_classes() -> None:
     from numba.core import caching
     from numba.core.serialize import dumps
 
-    from tracegrad.codegen import cache
+    from tracegrad.runtime import cache
 
     class _Locator(caching._CacheLocator):
         """Where and against what: the verified module's own content hash is its

@@ -94,7 +94,7 @@ def _import_arraymath() -> None:
             and _BLAS_MODULE not in sys.modules and "scipy.linalg" not in sys.modules
             and _scipy_blas_installed()):
         placeholder = types.ModuleType(_BLAS_MODULE, "tracegrad placeholder: see "
-                                                     "tracegrad/codegen/runtime.py")
+                                                     "tracegrad/runtime/numba_loader.py")
         sys.modules[_BLAS_MODULE] = placeholder
     try:
         import numba.np.arraymath  # noqa: F401

@@ -220,7 +220,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     if approximate == "tanh":
         inner = _f.tanh((input + input * input * input * 0.044715) * _math.sqrt(2 / _math.pi))
         return apply_op(T.mul, (input * 0.5, inner + 1.0), {}, name="GeluBackward0")
-    raise RuntimeError(f"approximate argument must be either none or tanh.")
+    raise RuntimeError("approximate argument must be either none or tanh.")
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -527,7 +527,7 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, n, padding_m
     if unbatched:
         input = input.unsqueeze(0)
     if weight.ndim != n + 2:
-        raise RuntimeError(f"weight should have at least three dimensions")
+        raise RuntimeError("weight should have at least three dimensions")
     c_in = input.shape[1]
     out_ch = weight.shape[0]
     if groups < 1:
@@ -616,7 +616,7 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
     """Max over each window; the gradient goes to the first maximum of a window, as in
     PyTorch. return_indices gives flat indices into each input plane."""
     if input.ndim not in (3, 4):
-        raise RuntimeError(f"non-empty 3D or 4D (batch mode) tensor expected for input")
+        raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
     unbatched = input.ndim == 3
     x = input.unsqueeze(0) if unbatched else input
     kernel = _tuple(kernel_size, 2, "kernel_size")
