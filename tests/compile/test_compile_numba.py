@@ -123,6 +123,8 @@ def test_memory_flat_over_10000_compiled_steps(mlp_numba):
     assert_memory_flat(lambda: mlp_numba(params, x, labels), warmup=1000, window=3000)
 
 
+@pytest.mark.slow  # the same bridge step runs 10,000 times in tests/reliability/
+# test_concurrency_and_memory.py::test_eager_bridge_10000_steps_memory_flat
 def test_memory_flat_over_compiled_eager_training_steps():
     import tracegrad.eager as torch
     W = torch.tensor(np.full((3, 2), 0.1), requires_grad=True)
@@ -143,6 +145,9 @@ def stable_ops(x):
             + tg.sum(tg.logsumexp(x, axis=-1)) + tg.sum(tg.sigmoid(x)))
 
 
+@pytest.mark.slow  # one more softmax-family kernel; the default run checks the same ops at
+# +-1e4 through Numba against exact references in tests/reliability/
+# test_numerics_and_anomaly.py::test_compiled_finite_and_exact_at_1e4
 @pytest.mark.parametrize("scale", [1e4, -1e4])
 def test_numerics_at_large_magnitudes_through_kernels(scale):
     x = np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -3.0]]) * scale

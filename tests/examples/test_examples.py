@@ -110,6 +110,8 @@ def test_cnn_classifier():
 
 
 
+@pytest.mark.slow  # ~40 s of cold CNN compiles in a subprocess; tests/compile/test_conv.py
+# checks the compiled conv/pool/cross-entropy ops against eager and PyTorch by default
 def test_cnn_classifier_compiled():
     """The same CNN as a pure function under tg.value_and_grad: it learns, and its
     losses equal the eager script's model step by step from the same weights."""
