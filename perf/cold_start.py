@@ -271,13 +271,15 @@ def main(argv=None) -> int:
     p.add_argument("--workloads", default="",
                    help="comma list: also time each workload's first call in fresh processes "
                         "(tracegrad empty/warm cache, jax.jit, torch.compile)")
+    p.add_argument("--only-workloads", action="store_true",
+                   help="skip the mlp_mnist_b128 empty/warm/eager/Numba-floor rows")
     p.add_argument("--inductor-dir", default=None,
                    help="TORCHINDUCTOR_CACHE_DIR for the --workloads table (default: a new temporary folder)")
     p.add_argument("--out", default="", help="write the result as JSON to this file "
                                              "(perf/run.py --cold-from reads it)")
     args = p.parse_args(argv)
-    result = measure(args.runs, log=lambda m: None)
     names = [n for n in args.workloads.split(",") if n]
+    result = {"rows": [], "note": ""} if args.only_workloads else measure(args.runs, log=lambda m: None)
     if names:
         result["workloads"] = measure_workloads(names, log=print, inductor_dir=args.inductor_dir)
     if args.out:
