@@ -1,0 +1,126 @@
+"""HIPS autograd's `check_grads`, rebuilt on tracegrad's compiled transforms.
+
+autograd's `check_grads(fun, modes=['fwd', 'rev'], order=2, argnum=0)(*args)`
+compares, for random directions, the exact forward- and reverse-mode derivatives
+of `fun` with respect to `args[argnum]` against central finite differences, and
+then checks the same for the derivative itself (order 2). Here:
+
+- the finite differences run `fun` on plain float64 NumPy arrays (NumPy's own
+  functions, no tracegrad involved), so they are an independent oracle;
+- `rev` is the dot-product test <u, J v> == <J^T u, v> with `tg.vjp`;
+- `fwd` compares `tg.jvp` with the directional difference J v;
+- order 2 differentiates the gradient: `tg.grad` of <fun(x), u> with respect to
+  every checked argument, checked again by `rev`/`fwd` (order 1).
+
+>>> import numpy as np
+>>> check_grads(lambda x: np.sin(x) * x)(np.array([0.3, -1.2]))
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+import tracegrad as tg
+
+EPS = 1e-6      # autograd's finite-difference step (central, float64)
+RTOL = 1e-5
+ATOL = 1e-6
+
+
+def _leaves(tree) -> list:
+    """Array leaves of nested tuples/lists/dicts, in a fixed order."""
+    if isinstance(tree, dict):
+        return [leaf for key in sorted(tree) for leaf in _leaves(tree[key])]
+    if isinstance(tree, (tuple, list)):
+        return [leaf for item in tree for leaf in _leaves(item)]
+    return [tree]
+
+
+def _vdot(a_leaves: Sequence, b_leaves: Sequence) -> float:
+    return float(sum(np.vdot(np.asarray(a, np.float64), np.asarray(b, np.float64))
+                     for a, b in zip(a_leaves, b_leaves)))
+
+
+def _random_like(rng, x):
+    """A random direction shaped like `x` (a Python float for a Python float)."""
+    v = rng.standard_normal(np.shape(x))
+    return float(v) if isinstance(x, (float, int)) and not isinstance(x, bool) else v
+
+
+def _shift(x, v, step: float):
+    return x + step * v if isinstance(x, float) else np.asarray(x, np.float64) + step * v
+
+
+def _numeric_directional(fun: Callable, xs: tuple, vs: tuple) -> list:
+    """Leaves of (fun(x + eps/2 v) - fun(x - eps/2 v)) / eps, on plain NumPy."""
+    plus = _leaves(fun(*[_shift(x, v, EPS / 2) for x, v in zip(xs, vs)]))
+    minus = _leaves(fun(*[_shift(x, v, -EPS / 2) for x, v in zip(xs, vs)]))
+    return [(np.asarray(p, np.float64) - np.asarray(m, np.float64)) / EPS
+            for p, m in zip(plus, minus)]
+
+
+def _assert_close(exact: float, numeric: float, what: str) -> None:
+    assert abs(exact - numeric) <= ATOL + RTOL * max(abs(exact), abs(numeric)), (
+        f"{what}: exact {exact!r} vs finite differences {numeric!r} "
+        f"(diff {exact - numeric:.3g})")
+
+
+def _check_order1(fun: Callable, xs: tuple, modes: Sequence[str], backend: str,
+                  rng, label: str) -> None:
+    vs = tuple(_random_like(rng, x) for x in xs)
+    numeric = _numeric_directional(fun, xs, vs)
+    if "rev" in modes:
+        out, pullback = tg.vjp(fun, *xs, backend=backend)
+        out_leaves = _leaves(out)
+        for got, want in zip(out_leaves, _leaves(fun(*xs))):
+            np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64),
+                                       rtol=1e-9, atol=1e-12, err_msg=f"{label}: value")
+        us = [rng.standard_normal(np.shape(o)) for o in out_leaves]
+        ct = _rebuild(out, us)
+        grads = pullback(ct)
+        _assert_close(_vdot(_leaves(grads), vs), _vdot(us, numeric), f"{label} rev (vjp)")
+    if "fwd" in modes:
+        _, tangent = tg.jvp(fun, xs, vs, backend=backend)
+        t_leaves = _leaves(tangent)
+        w = [rng.standard_normal(np.shape(t)) for t in numeric]
+        _assert_close(_vdot(t_leaves, w), _vdot(numeric, w), f"{label} fwd (jvp)")
+
+
+def _rebuild(template, flat: list):
+    """`flat` arranged like `template` (tuples/lists/dicts of arrays)."""
+    it = iter(flat)
+
+    def build(t):
+        if isinstance(t, dict):
+            return {k: build(t[k]) for k in sorted(t)}
+        if isinstance(t, (tuple, list)):
+            return type(t)(build(item) for item in t)
+        return np.asarray(next(it))   # arrays, even for float outputs (see test_vjp_*)
+    return build(template)
+
+
+def check_grads(fun: Callable, argnum: int | Sequence[int] = 0,
+                modes: Sequence[str] = ("fwd", "rev"), order: int = 2,
+                backend: str = "interpret", seed: int = 0) -> Callable[..., None]:
+    """autograd's `check_grads(fun, modes, order)` with `argnum`, on tracegrad."""
+    nums = (argnum,) if isinstance(argnum, int) else tuple(argnum)
+
+    def check(*args: Any) -> None:
+        rng = np.random.default_rng(seed)
+
+        def of_checked(*xs):
+            full = list(args)
+            for k, x in zip(nums, xs):
+                full[k] = x
+            return fun(*full)
+        xs = tuple(args[k] for k in nums)
+        _check_order1(of_checked, xs, modes, backend, rng, "order 1")
+        if order >= 2:
+            us = [rng.standard_normal(np.shape(o)) for o in _leaves(of_checked(*xs))]
+
+            def projected(*xs_):
+                return sum(np.sum(o * u) for o, u in zip(_leaves(of_checked(*xs_)), us))
+            gradient = tg.grad(projected, argnums=tuple(range(len(xs))), backend=backend)
+            _check_order1(gradient, xs, modes, backend, rng, "order 2")
+    return check
