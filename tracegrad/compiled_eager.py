@@ -88,7 +88,7 @@ def call_with_tensors(cf, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
     """Run compiled function `cf` on arguments holding eager tensors."""
     tensor_mod, graph_mod, STATE = _eager()
     Tensor = tensor_mod.Tensor
-    from tracegrad.compiler import _canonical_leaf, _plain_leaf
+    from tracegrad.lowering import _canonical_leaf, _plain_leaf
     arrays, needs = [], []
     for v in leaves:
         if isinstance(v, Tensor):
@@ -178,7 +178,7 @@ def _unflatten(out_tree, tensors):
 
 def _build_entry(cf, key, args, kwargs, avals, wrt) -> _EagerEntry:
     from tracegrad.autodiff import vjp_graph
-    from tracegrad.compiler import _BUILD_LOCK, lower_graphs, log, _fn_name
+    from tracegrad.lowering import _BUILD_LOCK, _fn_name, log, lower_graphs
     from tracegrad.tracing import trace_flat
     with _BUILD_LOCK:
         entry = cf._entries.get(key)
@@ -202,7 +202,7 @@ def _build_entry(cf, key, args, kwargs, avals, wrt) -> _EagerEntry:
                             saved_ids, diff_outputs, wrt, traced.out_tree, lowered_fwd,
                             lowered_bwd)
         cf.add_entry(key, entry)
-        from tracegrad.compiler import _Signature
+        from tracegrad.lowering import _Signature
         cf._note_new_signature(_Signature(key[1], avals, wrt, kw_names), args)
         return entry
 
@@ -413,7 +413,7 @@ def output_node_class():
 
 
 def _canonical_leaf(value):
-    from tracegrad.compiler import _canonical_leaf as canonical
+    from tracegrad.lowering import _canonical_leaf as canonical
     return canonical(value)
 
 

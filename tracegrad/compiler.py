@@ -40,7 +40,6 @@ import functools
 import inspect
 import logging
 import sys
-import threading
 import time
 import warnings
 import weakref
@@ -54,26 +53,17 @@ from tracegrad import config
 from tracegrad.ir.graph import Graph
 from tracegrad.ops import core
 from tracegrad.ops.core import TracegradError
+from tracegrad.lowering import (  # noqa: F401  (Lowered and lower_graphs are public here too)
+    _BUILD_LOCK, Lowered, _canonical_leaf, _fn_name, _Interpreted, _lower_in_background,
+    _optimize_graph, _plain_leaf, _Signature, log, lower_graphs)
 from tracegrad.implicit import StaleExternal, find_externals, read_all, swapped_in
 from tracegrad.passes.loops import reroll_loops
 from tracegrad.tracing import (TreeDef, Tracer, TracingError, active_contexts, argument_names,
                                identifier, static_scalar_key, trace_flat, tree_flatten,
                                tree_unflatten)
 
-log = logging.getLogger("tracegrad")
-if config.log_enabled() and not log.handlers:
-    _handler = logging.StreamHandler()
-    _handler.setFormatter(logging.Formatter("[tracegrad] %(message)s"))
-    log.addHandler(_handler)
-    log.setLevel(logging.INFO)
-
 CacheInfo = namedtuple("CacheInfo", ["traces", "hits"])
 TierInfo = namedtuple("TierInfo", ["pending", "interpreted_calls"])
-
-# One lock for all tracing and kernel building: each signature is traced exactly
-# once even when threads race. Re-entrant, because grad(grad(f)) traces f while
-# tracing grad(f).
-_BUILD_LOCK = threading.RLock()
 
 # More distinct signatures than this warns (once) that something keeps retracing.
 MAX_SIGNATURES = 8
@@ -97,126 +87,6 @@ class GradOutputError(CompileError, TypeError):
 
 class NonFiniteError(TracegradError, FloatingPointError):
     """check_finite=True found a NaN or Inf in a compiled function's output."""
-
-
-# ------------------------------------------------------------------ lowering
-
-class Lowered:
-    """Every stage of one compiled signature.
-
-    traced:     the graph `trace` recorded;
-    joint:      after reverse mode (equal to `traced` for `compile`);
-    optimized:  after passes and fusion (what the kernel runs);
-    source:     the generated Numba source (None with backend="interpret");
-    source_path: the file that holds it.
-    """
-
-    def __init__(self, traced: Graph, joint: Graph | None, optimized: Graph | None, kernel: Any,
-                 backend: str, timings: dict, make_joint: Callable[[], Graph] | None = None,
-                 optimize: bool = True):
-        self.traced = traced
-        self._joint = joint
-        self._optimized = optimized
-        self._make_joint = make_joint   # for a kernel found through the cache index:
-        self._optimize = optimize       # the graphs are rebuilt only if asked for
-        self.kernel = kernel
-        self.backend = backend
-        self.timings = timings
-        self.tier_build = None          # the background build while kernel is None (tiered)
-        self.source = getattr(kernel, "source", None)
-        self.source_path = getattr(kernel, "source_path", None)
-
-    @property
-    def joint(self) -> Graph:
-        if self._joint is None:
-            with _BUILD_LOCK:
-                if self._joint is None:
-                    self._joint = self._make_joint()
-        return self._joint
-
-    @property
-    def optimized(self) -> Graph:
-        if self._optimized is None:
-            joint = self.joint
-            with _BUILD_LOCK:
-                if self._optimized is None:
-                    self._optimized = _optimize_graph(joint, self._optimize, {})
-        return self._optimized
-
-    @property
-    def scan_residual_bytes(self) -> int:
-        """Bytes reverse mode of the graph's scans keeps between its forward and
-        backward loops: each step's starting carry (0 without scans)."""
-        from tracegrad.loops.primitives import residual_bytes
-        return residual_bytes(self.optimized)
-
-    def __str__(self) -> str:
-        return str(self.optimized)
-
-    def __repr__(self) -> str:
-        return (f"<Lowered {self.traced.name}: traced {len(self.traced.nodes)} nodes, joint "
-                f"{len(self.joint.nodes)}, optimized {len(self.optimized.nodes)}; "
-                f"backend {self.backend}>")
-
-
-def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = True,
-                 index_key: str | None = None) -> Lowered:
-    """Run passes, fusion and code generation on a joint graph (`index_key`:
-    record the kernel in the cache index, see codegen/index.py)."""
-    timings: dict[str, float] = {}
-    graph = _optimize_graph(joint, optimize, timings)
-    if backend == "numba":
-        from tracegrad.codegen import build_kernel
-        t0 = time.perf_counter()
-        kernel = build_kernel(graph, index_key=index_key)
-        timings["codegen+numba"] = time.perf_counter() - t0
-    else:
-        kernel = _Interpreted(graph)
-    return Lowered(traced, joint, graph, kernel, backend, timings, optimize=optimize)
-
-
-def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key: str | None,
-                         timings: dict) -> Lowered:
-    """Passes and fusion now; code generation and Numba in the background worker
-    (codegen/background.py). The Lowered's kernel stays None until it is promoted."""
-    from tracegrad.codegen.background import submit
-    graph = _optimize_graph(joint, optimize, timings)
-    lowered = Lowered(traced, joint, graph, None, "numba", timings, optimize=optimize)
-    lowered.tier_build = submit(graph, index_key)
-    log.info("%s: tiered: interpreter until its kernel is built in the background",
-             traced.name)
-    return lowered
-
-
-def _optimize_graph(joint: Graph, optimize: bool, timings: dict) -> Graph:
-    if not optimize:
-        return joint
-    from tracegrad.passes import optimize as optimize_graph
-    from tracegrad.passes.fuse import fuse_elementwise
-    t0 = time.perf_counter()
-    graph = optimize_graph(joint)
-    timings["passes"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    graph = fuse_elementwise(graph)
-    timings["fuse"] = time.perf_counter() - t0
-    return graph
-
-
-class _Interpreted:
-    """The kernel contract (`kernel(*arrays) -> tuple`) on the NumPy interpreter."""
-
-    source = None
-    source_path = None
-
-    def __init__(self, graph: Graph):
-        from tracegrad.ir.interpret import interpret
-        self._run = functools.partial(interpret, graph)
-
-    def __call__(self, *arrays):
-        outs = self._run(*arrays)
-        # Like a kernel, never hand back the caller's buffers (reshape/identity are views).
-        return tuple(o.copy() if any(np.may_share_memory(o, a) for a in arrays) else o
-                     for o in outs)
 
 
 # ------------------------------------------------------------ argument checks
@@ -249,10 +119,6 @@ def _wrt_leaves(arg_of_leaf: Sequence[int], wrt_args: Sequence[int]) -> tuple[in
     return tuple(k for a in wrt_args for k, arg in enumerate(arg_of_leaf) if arg == a)
 
 
-def _fn_name(fn: Callable) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-
-
 def _fn_location(fn: Callable) -> str:
     code = getattr(fn, "__code__", None)
     if code is None:
@@ -268,21 +134,6 @@ def _bad_leaf_error(fn: Callable, name: str, value: Any) -> TracegradError:
 
 
 # ------------------------------------------------------------------- entries
-
-class _Signature:
-    """What a call looked like, for cache keys and retrace reports."""
-
-    __slots__ = ("in_tree", "avals", "wrt", "kwarg_names")
-
-    def __init__(self, in_tree, avals, wrt, kwarg_names):
-        self.in_tree = in_tree
-        self.avals = avals
-        self.wrt = wrt
-        self.kwarg_names = kwarg_names
-
-    def key(self) -> tuple:
-        return (self.in_tree, self.avals, self.wrt, self.kwarg_names)
-
 
 class _Entry:
     """One compiled signature: the kernel and how to pack its results.
@@ -459,26 +310,6 @@ def _visit(a, key: list, leaves: list) -> None:
         key.append((t, static_scalar_key(a)))
     else:
         raise _NotFast
-
-
-def _canonical_leaf(value: Any) -> np.ndarray:
-    """A C-contiguous, writeable, native-byte-order ndarray for the kernel (the
-    user's array is never mutated; copies only when layout or flags require it)."""
-    if type(value) is np.ndarray:
-        if value.flags.c_contiguous and value.flags.writeable and value.dtype.isnative:
-            return value
-        arr = value
-    elif isinstance(value, (np.generic, float, int, bool)):
-        return np.array(value)
-    else:
-        arr = core.as_operand(value)
-        if not isinstance(arr, np.ndarray):
-            arr = np.asarray(arr)
-    if not arr.dtype.isnative:
-        return arr.astype(arr.dtype.newbyteorder("="), order="C")
-    if not (arr.flags.c_contiguous and arr.flags.writeable):
-        arr = np.array(arr, order="C", copy=True)
-    return arr
 
 
 # ---------------------------------------------------------- compiled function
@@ -1110,14 +941,6 @@ def _leaf_problem(value: Any) -> tuple[str | None, type]:
     return None, TypeError
 
 
-def _plain_leaf(value: Any):
-    if isinstance(value, (np.ndarray, np.generic)) or type(value) in (float, int, bool):
-        return value
-    if _is_eager_tensor(value):
-        return value.detach().numpy()
-    return _canonical_leaf(value)
-
-
 def _leaf_aval(value: Any) -> core.Aval:
     if isinstance(value, Tracer):
         return value.aval
@@ -1351,86 +1174,6 @@ def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, 
                             check_finite=check_finite, optimize=optimize)
 
 
-def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
-             backend: str = "numba", optimize: bool = True) -> CompiledFunction:
-    """JAX's `jacrev`: d fn(args) / d args[argnums], shaped `output.shape + arg.shape`.
-
-    Reverse mode, one gradient per output element, all traced into one graph and
-    compiled once per signature (so it suits outputs of modest size). Outputs and
-    arguments may be pytrees: the result has the output's structure, each leaf
-    holding the argument's structure (a tuple of them for tuple `argnums`), as
-    in JAX. With `has_aux=True`, `fn` returns `(output, aux)` and the result is
-    `(jacobian, aux)`.
-
-    >>> import numpy as np, tracegrad as tg
-    >>> tg.jacobian(lambda x: x ** 2, backend="interpret")(np.array([1.0, 2.0]))
-    array([[2., 0.],
-           [0., 4.]])
-    """
-    positions = _normalize_argnums(argnums)
-    many = isinstance(argnums, (tuple, list))
-
-    def output_of(result):
-        if not has_aux:
-            return result, None
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise CompileError(f"{_fn_name(fn)}: with has_aux=True the function must return "
-                               f"a pair (output, aux){_fn_location(fn)}")
-        return result[0], result[1]
-
-    def jacobian_of_fn(*args):
-        from tracegrad.ops import api
-        out, aux = output_of(fn(*args))
-        out_leaves, out_tree = tree_flatten(out, arrays_only_scalars=True)
-        shapes = [tuple(np.shape(o)) for o in out_leaves]
-        sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
-
-        def flat_output(*a):
-            leaves = tree_flatten(output_of(fn(*a))[0], arrays_only_scalars=True)[0]
-            flat = [api.ravel(o) for o in leaves]
-            return flat[0] if len(flat) == 1 else api.concatenate(flat)
-        rows = [grad(lambda *a, i=i: flat_output(*a)[i], argnums=positions,
-                     backend=backend)(*args) for i in range(sum(sizes))]
-        stacked = []  # per argument: its tree, and per leaf (total,) + leaf shape
-        for k, pos in enumerate(positions):
-            arg_leaves, arg_tree = tree_flatten(args[pos], arrays_only_scalars=True)
-            per_leaf = []
-            for j, leaf in enumerate(arg_leaves):
-                shape = tuple(np.shape(leaf))
-                per_leaf.append(api.stack([tree_flatten(row[k], arrays_only_scalars=True)[0][j]
-                                           for row in rows]) if rows else
-                                api.zeros_like(api.reshape(api.ravel(leaf)[:0], (0,) + shape)))
-            stacked.append((arg_tree, arg_leaves, per_leaf))
-        parts, offset = [], 0
-        for shape, size in zip(shapes, sizes):
-            per_arg = [tree_unflatten(arg_tree, [
-                api.reshape(rows_j[offset:offset + size], shape + tuple(np.shape(leaf)))
-                for leaf, rows_j in zip(arg_leaves, per_leaf)])
-                for arg_tree, arg_leaves, per_leaf in stacked]
-            parts.append(tuple(per_arg) if many else per_arg[0])
-            offset += size
-        result = tree_unflatten(out_tree, parts)
-        return (result, aux) if has_aux else result
-
-    jacobian_of_fn.__name__ = f"jacobian({_fn_name(fn)})"
-    jacobian_of_fn.__qualname__ = jacobian_of_fn.__name__
-    return CompiledFunction(jacobian_of_fn, "compile", backend=backend, optimize=optimize)
-
-
-def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
-            backend: str = "numba", optimize: bool = True) -> CompiledFunction:
-    """JAX's `hessian` of a scalar-valued `fn`: the Jacobian of its gradient.
-
-    >>> import numpy as np, tracegrad as tg
-    >>> tg.hessian(lambda x: tg.sum(x ** 3), backend="interpret")(np.array([1.0, 2.0]))
-    array([[ 6.,  0.],
-           [ 0., 12.]])
-    """
-    return jacobian(grad(fn, argnums, has_aux=has_aux, backend=backend), argnums,
-                    has_aux=has_aux, backend=backend, optimize=optimize)
-
-
-jacrev = jacobian  # JAX's name for the reverse-mode Jacobian
 
 
 def clear_caches() -> None:
@@ -1446,10 +1189,19 @@ def clear_caches() -> None:
         _SHARED.clear()
         for cf in list(_LIVE):
             cf.cache_clear()
-        from tracegrad import transforms
         from tracegrad.codegen import loops as codegen_loops
         from tracegrad.loops import primitives as control
-        transforms._CACHE.clear()
         codegen_loops._RUNNERS.clear()
         control.clear_caches()
+        for clear in _CACHE_CLEARERS:  # the transforms above this module (vjp, linearize)
+            clear()
     gc.collect()
+
+
+_CACHE_CLEARERS: list[Callable[[], None]] = []
+
+
+def on_clear_caches(clear: Callable[[], None]) -> None:
+    """Have `clear_caches()` call `clear` too (modules above this one register their
+    caches here, so this module never imports them)."""
+    _CACHE_CLEARERS.append(clear)

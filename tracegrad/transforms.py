@@ -34,6 +34,14 @@ from tracegrad.tracing import tree_flatten, tree_unflatten
 _CACHE: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 
 
+def _register_cache() -> None:
+    from tracegrad.compiler import on_clear_caches
+    on_clear_caches(_CACHE.clear)
+
+
+_register_cache()
+
+
 def _cached(fn: Callable, key: tuple, make: Callable[[], Any]):
     """One compiled transform per (function, kind): repeated calls hit its cache."""
     try:
@@ -320,3 +328,107 @@ def vmap(fn: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | Non
     """
     from tracegrad import batching
     return batching.vmap(fn, in_axes, out_axes, axis_size)
+
+
+# ----------------------------------------------------------------- jacobians
+
+def _unboxed(value):
+    """np.array([x, 2 * x]) of traced values is an object array: one traced value."""
+    from tracegrad.ops.core import unbox_object_array
+    unboxed = unbox_object_array(value)
+    return value if unboxed is None else unboxed
+
+
+def _jacobian_helpers():
+    from tracegrad.compiler import (CompileError, CompiledFunction, _fn_location, _fn_name,
+                                    _normalize_argnums, grad)
+    return CompileError, CompiledFunction, _fn_location, _fn_name, _normalize_argnums, grad
+
+
+def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
+             backend: str = "numba", optimize: bool = True):
+    """JAX's `jacrev`: d fn(args) / d args[argnums], shaped `output.shape + arg.shape`.
+
+    Reverse mode as JAX builds it: the forward pass is traced once and the pullback
+    is vmapped over the rows of the identity (batching.jacobian_rows), all in one
+    graph compiled once per signature. Outputs and
+    arguments may be pytrees: the result has the output's structure, each leaf
+    holding the argument's structure (a tuple of them for tuple `argnums`), as
+    in JAX. With `has_aux=True`, `fn` returns `(output, aux)` and the result is
+    `(jacobian, aux)`.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.jacobian(lambda x: x ** 2, backend="interpret")(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    """
+    from tracegrad.batching import jacobian_rows
+    (CompileError, CompiledFunction, _fn_location, _fn_name, _normalize_argnums,
+     grad) = _jacobian_helpers()
+    positions = _normalize_argnums(argnums)
+    many = isinstance(argnums, (tuple, list))
+
+    def output_of(result):
+        if not has_aux:
+            return result, None
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise CompileError(f"{_fn_name(fn)}: with has_aux=True the function must return "
+                               f"a pair (output, aux){_fn_location(fn)}")
+        return result[0], result[1]
+
+    def jacobian_of_fn(*args):
+        out, aux = output_of(fn(*args))
+        out_leaves, out_tree = tree_flatten(out, arrays_only_scalars=True)
+        shapes = [tuple(np.shape(o)) for o in out_leaves]
+        sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+
+        def flat_output(*a):
+            leaves = tree_flatten(output_of(fn(*a))[0], arrays_only_scalars=True)[0]
+            flat = [api.ravel(_unboxed(o)) for o in leaves]
+            return flat[0] if len(flat) == 1 else api.concatenate(flat)
+        # the cotangents' dtype: the output's, made floating (an int output's rows are
+        # float64; traced once more here, the extra nodes are dead code)
+        dtype = (np.result_type(np.dtype(flat_output(*args).dtype), np.float32)
+                 if sum(sizes) else np.float64)
+        rows = jacobian_rows(flat_output, args, positions, dtype=dtype, n_out=sum(sizes))
+        stacked = []  # per argument: its tree, and per leaf (total,) + leaf shape
+        for k, pos in enumerate(positions):
+            arg_leaves, arg_tree = tree_flatten(args[pos], arrays_only_scalars=True)
+            if rows is None:  # an empty output: nothing to map over
+                per_leaf = [api.zeros_like(api.reshape(api.ravel(leaf)[:0],
+                                                       (0,) + tuple(np.shape(leaf))))
+                            for leaf in arg_leaves]
+            else:
+                per_leaf = tree_flatten(rows[k], arrays_only_scalars=True)[0]
+            stacked.append((arg_tree, arg_leaves, per_leaf))
+        parts, offset = [], 0
+        for shape, size in zip(shapes, sizes):
+            per_arg = [tree_unflatten(arg_tree, [
+                api.reshape(rows_j[offset:offset + size], shape + tuple(np.shape(leaf)))
+                for leaf, rows_j in zip(arg_leaves, per_leaf)])
+                for arg_tree, arg_leaves, per_leaf in stacked]
+            parts.append(tuple(per_arg) if many else per_arg[0])
+            offset += size
+        result = tree_unflatten(out_tree, parts)
+        return (result, aux) if has_aux else result
+
+    jacobian_of_fn.__name__ = f"jacobian({_fn_name(fn)})"
+    jacobian_of_fn.__qualname__ = jacobian_of_fn.__name__
+    return CompiledFunction(jacobian_of_fn, "compile", backend=backend, optimize=optimize)
+
+
+def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
+            backend: str = "numba", optimize: bool = True):
+    """JAX's `hessian` of a scalar-valued `fn`: the Jacobian of its gradient.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.hessian(lambda x: tg.sum(x ** 3), backend="interpret")(np.array([1.0, 2.0]))
+    array([[ 6.,  0.],
+           [ 0., 12.]])
+    """
+    from tracegrad.compiler import grad
+    return jacobian(grad(fn, argnums, has_aux=has_aux, backend=backend), argnums,
+                    has_aux=has_aux, backend=backend, optimize=optimize)
+
+
+jacrev = jacobian  # JAX's name for the reverse-mode Jacobian

@@ -1,0 +1,220 @@
+"""What both compiled front ends share: lowering a joint graph to a kernel.
+
+`tracegrad.compiler` (compile, grad, value_and_grad on arrays) and
+`tracegrad.compiled_eager` (compile on eager tensors that require grad) both
+trace, differentiate and then lower graphs here: passes, fusion and code
+generation (`lower_graphs`), under one build lock, with one logger, one
+signature record and one way to hand arrays to a kernel. It sits below both, so
+neither imports the other's internals.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> from tracegrad.lowering import lower_graphs
+    >>> g = tg.trace(lambda x: x * 2.0, np.ones(2))
+    >>> lowered = lower_graphs(g, g, backend="interpret")
+    >>> lowered.kernel(np.ones(2))
+    (array([2., 2.]),)
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from tracegrad import config
+from tracegrad.ir.graph import Graph
+from tracegrad.ops import core
+
+log = logging.getLogger("tracegrad")
+if config.log_enabled() and not log.handlers:
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("[tracegrad] %(message)s"))
+    log.addHandler(_handler)
+    log.setLevel(logging.INFO)
+
+
+# One lock for all tracing and kernel building: each signature is traced exactly
+# once even when threads race. Re-entrant, because grad(grad(f)) traces f while
+# tracing grad(f).
+_BUILD_LOCK = threading.RLock()
+
+
+# ------------------------------------------------------------------ lowering
+
+class Lowered:
+    """Every stage of one compiled signature.
+
+    traced:     the graph `trace` recorded;
+    joint:      after reverse mode (equal to `traced` for `compile`);
+    optimized:  after passes and fusion (what the kernel runs);
+    source:     the generated Numba source (None with backend="interpret");
+    source_path: the file that holds it.
+    """
+
+    def __init__(self, traced: Graph, joint: Graph | None, optimized: Graph | None, kernel: Any,
+                 backend: str, timings: dict, make_joint: Callable[[], Graph] | None = None,
+                 optimize: bool = True):
+        self.traced = traced
+        self._joint = joint
+        self._optimized = optimized
+        self._make_joint = make_joint   # for a kernel found through the cache index:
+        self._optimize = optimize       # the graphs are rebuilt only if asked for
+        self.kernel = kernel
+        self.backend = backend
+        self.timings = timings
+        self.tier_build = None          # the background build while kernel is None (tiered)
+        self.source = getattr(kernel, "source", None)
+        self.source_path = getattr(kernel, "source_path", None)
+
+    @property
+    def joint(self) -> Graph:
+        if self._joint is None:
+            with _BUILD_LOCK:
+                if self._joint is None:
+                    self._joint = self._make_joint()
+        return self._joint
+
+    @property
+    def optimized(self) -> Graph:
+        if self._optimized is None:
+            joint = self.joint
+            with _BUILD_LOCK:
+                if self._optimized is None:
+                    self._optimized = _optimize_graph(joint, self._optimize, {})
+        return self._optimized
+
+    @property
+    def scan_residual_bytes(self) -> int:
+        """Bytes reverse mode of the graph's scans keeps between its forward and
+        backward loops: each step's starting carry (0 without scans)."""
+        from tracegrad.loops.primitives import residual_bytes
+        return residual_bytes(self.optimized)
+
+    def __str__(self) -> str:
+        return str(self.optimized)
+
+    def __repr__(self) -> str:
+        return (f"<Lowered {self.traced.name}: traced {len(self.traced.nodes)} nodes, joint "
+                f"{len(self.joint.nodes)}, optimized {len(self.optimized.nodes)}; "
+                f"backend {self.backend}>")
+
+
+def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = True,
+                 index_key: str | None = None) -> Lowered:
+    """Run passes, fusion and code generation on a joint graph (`index_key`:
+    record the kernel in the cache index, see codegen/index.py)."""
+    timings: dict[str, float] = {}
+    graph = _optimize_graph(joint, optimize, timings)
+    if backend == "numba":
+        from tracegrad.codegen import build_kernel
+        t0 = time.perf_counter()
+        kernel = build_kernel(graph, index_key=index_key)
+        timings["codegen+numba"] = time.perf_counter() - t0
+    else:
+        kernel = _Interpreted(graph)
+    return Lowered(traced, joint, graph, kernel, backend, timings, optimize=optimize)
+
+
+def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key: str | None,
+                         timings: dict) -> Lowered:
+    """Passes and fusion now; code generation and Numba in the background worker
+    (codegen/background.py). The Lowered's kernel stays None until it is promoted."""
+    from tracegrad.codegen.background import submit
+    graph = _optimize_graph(joint, optimize, timings)
+    lowered = Lowered(traced, joint, graph, None, "numba", timings, optimize=optimize)
+    lowered.tier_build = submit(graph, index_key)
+    log.info("%s: tiered: interpreter until its kernel is built in the background",
+             traced.name)
+    return lowered
+
+
+def _optimize_graph(joint: Graph, optimize: bool, timings: dict) -> Graph:
+    if not optimize:
+        return joint
+    from tracegrad.passes import optimize as optimize_graph
+    from tracegrad.passes.fuse import fuse_elementwise
+    t0 = time.perf_counter()
+    graph = optimize_graph(joint)
+    timings["passes"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    graph = fuse_elementwise(graph)
+    timings["fuse"] = time.perf_counter() - t0
+    return graph
+
+
+class _Interpreted:
+    """The kernel contract (`kernel(*arrays) -> tuple`) on the NumPy interpreter."""
+
+    source = None
+    source_path = None
+
+    def __init__(self, graph: Graph):
+        from tracegrad.ir.interpret import interpret
+        self._run = functools.partial(interpret, graph)
+
+    def __call__(self, *arrays):
+        outs = self._run(*arrays)
+        # Like a kernel, never hand back the caller's buffers (reshape/identity are views).
+        return tuple(o.copy() if any(np.may_share_memory(o, a) for a in arrays) else o
+                     for o in outs)
+
+
+
+def _fn_name(fn: Callable) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+
+class _Signature:
+    """What a call looked like, for cache keys and retrace reports."""
+
+    __slots__ = ("in_tree", "avals", "wrt", "kwarg_names")
+
+    def __init__(self, in_tree, avals, wrt, kwarg_names):
+        self.in_tree = in_tree
+        self.avals = avals
+        self.wrt = wrt
+        self.kwarg_names = kwarg_names
+
+    def key(self) -> tuple:
+        return (self.in_tree, self.avals, self.wrt, self.kwarg_names)
+
+
+
+def _canonical_leaf(value: Any) -> np.ndarray:
+    """A C-contiguous, writeable, native-byte-order ndarray for the kernel (the
+    user's array is never mutated; copies only when layout or flags require it)."""
+    if type(value) is np.ndarray:
+        if value.flags.c_contiguous and value.flags.writeable and value.dtype.isnative:
+            return value
+        arr = value
+    elif isinstance(value, (np.generic, float, int, bool)):
+        return np.array(value)
+    else:
+        arr = core.as_operand(value)
+        if not isinstance(arr, np.ndarray):
+            arr = np.asarray(arr)
+    if not arr.dtype.isnative:
+        return arr.astype(arr.dtype.newbyteorder("="), order="C")
+    if not (arr.flags.c_contiguous and arr.flags.writeable):
+        arr = np.array(arr, order="C", copy=True)
+    return arr
+
+
+
+def _plain_leaf(value: Any):
+    if isinstance(value, (np.ndarray, np.generic)) or type(value) in (float, int, bool):
+        return value
+    if _is_eager_tensor(value):
+        return value.detach().numpy()
+    return _canonical_leaf(value)
+
+
+
+
+def _is_eager_tensor(value: Any) -> bool:
+    return (type(value).__module__.startswith("tracegrad.eager")
+            and hasattr(value, "requires_grad") and hasattr(value, "detach"))
