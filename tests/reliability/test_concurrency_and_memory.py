@@ -164,7 +164,10 @@ def assert_flat(step, steps=10_000, warmup=2_000):
     assert after - before < LEAK, f"memory grew by {after - before} bytes over {steps - warmup} steps"
 
 
-def test_eager_10000_steps_cross_entropy_adam_memory_flat():
+# 5,000 steps by default (4,000 measured: a leaked 48-byte object per step is 192 KB,
+# still twice LEAK); the full 10,000 under slow
+@pytest.mark.parametrize("steps", [5_000, pytest.param(10_000, marks=pytest.mark.slow)])
+def test_eager_steps_cross_entropy_adam_memory_flat(steps):
     E.manual_seed(0)
     model = E.nn.Sequential(E.nn.Linear(4, 3), E.nn.Tanh())  # tiny: 10k steps in seconds
     opt = E.optim.Adam(model.parameters(), lr=1e-3)
@@ -174,7 +177,7 @@ def test_eager_10000_steps_cross_entropy_adam_memory_flat():
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
         opt.step()
-    assert_flat(step)
+    assert_flat(step, steps=steps, warmup=min(2_000, steps // 5))
 
 
 def test_compiled_10000_steps_numba_sgd_memory_flat():
