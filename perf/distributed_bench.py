@@ -32,7 +32,7 @@ load average (`uptime`) is recorded before and after each system. The report
 ends with a paper estimate of 64 workers from the measured compute, per-call
 overhead and message sizes (see `scaling_model`).
 
-    python perf/distributed_bench.py                 # ~5-10 min: writes perf/distributed.md
+    python perf/distributed_bench.py                 # 17 min at load 10 on 2 cores: perf/distributed.md
     python perf/distributed_bench.py --quick         # smoke run, small data (~1-2 min)
     python perf/distributed_bench.py --systems tracegrad_1t,dask_2w --rows 400000
 """
