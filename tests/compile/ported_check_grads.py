@@ -17,7 +17,8 @@ then checks the same for the derivative itself (order 2). Here:
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -124,3 +125,21 @@ def check_grads(fun: Callable, argnum: int | Sequence[int] = 0,
             gradient = tg.grad(projected, argnums=tuple(range(len(xs))), backend=backend)
             _check_order1(gradient, xs, modes, backend, rng, "order 2")
     return check
+
+
+def short_traceback(test: Callable) -> Callable:
+    """Re-raise a test's error as one AssertionError carrying its type and text.
+
+    pytest renders the source of every frame of a failure's traceback, also for an
+    expected failure (xfail), and tracegrad's tracebacks run through large modules:
+    that costs ~2 s per xfailed case, so these tests fail with a one-frame traceback.
+    """
+    import functools
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        try:
+            return test(*args, **kwargs)
+        except Exception as error:  # noqa: BLE001  (re-raised with its type and text)
+            raise AssertionError(f"{type(error).__name__}: {error}") from None
+    return run
