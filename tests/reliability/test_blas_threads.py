@@ -61,3 +61,29 @@ def test_eager_matmul_results_do_not_depend_on_the_thread_count(fresh):
 def test_own_threads_are_not_counted_as_load():
     assert parallel._own_threads_running() >= 0
     assert 1 <= parallel.threads_now() <= parallel.THREADS
+
+
+def test_kernels_follow_the_load(monkeypatch):
+    from tracegrad import codegen
+    calls = []
+    parallel_entry = lambda *a: calls.append("parallel") or "p"  # noqa: E731
+    serial_entry = lambda *a: calls.append("serial") or "s"  # noqa: E731
+    entry = codegen._load_aware(parallel_entry, calls_blas=True, serial=serial_entry)
+    set_to = []
+    monkeypatch.setattr(blas_threads, "follow_load", lambda: set_to.append(1))
+    monkeypatch.setattr(parallel, "threads_now", lambda: 1)
+    assert entry() == "s" and calls == ["serial"] and set_to == [1]
+    monkeypatch.setattr(parallel, "threads_now", lambda: 2)
+    assert entry() == "p" and calls == ["serial", "parallel"]
+    # a kernel with no BLAS call and no parallel variant is called directly
+    assert codegen._load_aware(serial_entry, calls_blas=False) is serial_entry
+
+
+def test_a_gemm_kernel_sets_blas_threads_before_it_runs(monkeypatch):
+    import tracegrad as tg
+    set_to = []
+    monkeypatch.setattr(blas_threads, "follow_load", lambda: set_to.append(1))
+    f = tg.compile(lambda a, b: tg.tanh(a @ b))
+    a, b = np.ones((8, 4)), np.ones((4, 3))
+    np.testing.assert_allclose(f(a, b), np.tanh(a @ b))
+    assert "tg_gemm(" in f.lower(a, b).source and set_to

@@ -41,7 +41,7 @@ with warnings.catch_warnings(record=True) as caught:
     kernel = f.lower(x).kernel
 assert np.allclose(grad * 0.8, np.sin(x) + x * np.cos(x), rtol=1e-12, atol=1e-12), grad
 from numba.core.dispatcher import Dispatcher
-kind = "numba" if isinstance(kernel.entry, Dispatcher) else "fallback"
+kind = "numba" if isinstance(getattr(kernel.entry, "raw_entry", kernel.entry), Dispatcher) else "fallback"
 n_cache = sum(w.category.__name__ == "CacheWarning" for w in caught)
 for w in caught:
     print("WARNING", w.category.__name__, str(w.message)[:300], file=sys.stderr)

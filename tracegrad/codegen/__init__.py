@@ -81,6 +81,28 @@ def _setup_logging() -> None:
         log.setLevel(logging.INFO)
 
 
+def _calls_blas(source: str | None) -> bool:
+    return bool(source) and "tg_gemm(" in source
+
+
+def _load_aware(entry: Callable, calls_blas: bool, serial: Callable | None = None) -> Callable:
+    """`entry`, made to follow the machine's load: BLAS threads set to the idle CPUs
+    before a kernel that calls BLAS (ops/blas_threads.py), and the serial variant
+    when fewer than two CPUs are idle. Kernels that need neither are returned as is."""
+    if not calls_blas and serial is None:
+        return entry
+    from tracegrad.ops import blas_threads, parallel
+
+    def call(*arrays):
+        if calls_blas:
+            blas_threads.follow_load()
+        if serial is not None and parallel.threads_now() < 2:
+            return serial(*arrays)
+        return entry(*arrays)
+    call.raw_entry = entry
+    return call
+
+
 class Kernel:
     """A compiled graph: `kernel(*arrays)` returns a tuple, one array per output.
 
@@ -94,7 +116,7 @@ class Kernel:
     def __init__(self, entry: Callable, graph: Graph | None, source: str, source_path: str | None,
                  fallback_ids=(), timings: dict | None = None, module: Any = None,
                  graph_factory: Callable[[], Graph] | None = None, in_types=None):
-        self.entry = entry
+        self.entry = _load_aware(entry, calls_blas=_calls_blas(source))
         self._graph = graph
         self._graph_factory = graph_factory  # rebuilds the graph when loaded from the index
         self.source = source
@@ -126,7 +148,10 @@ class Kernel:
         if _NO_PARALLEL:  # forked from a process whose OpenMP threads are gone
             return
         self._serial_entry = self.entry
-        self.entry = entry
+        # on a machine whose other cores are busy the serial variant runs (a parallel
+        # region waits for every thread at its barrier, a descheduled one costs a slice)
+        self.entry = _load_aware(entry, calls_blas=_calls_blas(emitted.source),
+                                 serial=self._serial_entry)
         _hold_module(self, module)
         _PARALLEL_KERNELS.add(self)
         self.parallel_source = emitted.source
