@@ -1114,6 +1114,21 @@ def compile(fn: Callable | None = None, *, backend: str = "numba", check_finite:
             optimize: bool = True):
     """Compile `fn` per input signature into a kernel; usable as `@compile`.
 
+    A signature is the arguments' pytree structure, shapes and dtypes, and the
+    values of static (Python scalar) arguments; each new one is traced once. The
+    function's first call with a signature traces and compiles it (or loads its
+    kernel from the disk cache); later calls run the kernel. `f.lower(*args)`
+    shows every stage (graphs, timings, generated source); `f.cache_info()`
+    counts traces and hits.
+
+    backend: "numba" (default) generates and compiles a kernel, cached on disk;
+        "interpret" runs the optimized graph on the NumPy reference interpreter
+        (no compile: handy in tests and for debugging).
+    check_finite: raise NonFiniteError, naming the output and the input leaves,
+        when a result holds NaN or Inf (costs one pass over the outputs).
+    optimize: run the graph passes (DCE, CSE, folding, simplification, fusion);
+        False keeps the graph as traced (to inspect or to rule a pass out).
+
     Called with numpy arrays it returns numpy arrays; called with eager tensors
     that require grad it returns an eager tensor whose grad_fn is one
     CompiledFunctionBackward node.
@@ -1152,6 +1167,19 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool
     Returns `(value, grads)`; `grads` is a tuple iff `argnums` is a tuple; with
     `has_aux=True`, `fn` returns `(value, aux)` and the call `((value, aux), grads)`.
 
+    fn: returns a scalar (a 0-d floating-point array or Python float); arguments
+        may be arrays, Python scalars (static: part of the cache key) or pytrees
+        (tuples, lists, dicts) of them.
+    argnums: which positional argument(s) to differentiate; an int or a tuple.
+    has_aux: `fn` returns `(value, aux)`; aux is passed through, not differentiated.
+    backend: "numba" (default) generates and compiles a kernel, cached on disk;
+        "interpret" runs the optimized graph on the NumPy reference interpreter
+        (no compile: handy in tests and for debugging).
+    check_finite: raise NonFiniteError, naming the output and the input leaves,
+        when a result holds NaN or Inf (costs one pass over the outputs).
+    optimize: run the graph passes (DCE, CSE, folding, simplification, fusion);
+        False keeps the graph as traced (to inspect or to rule a pass out).
+
     >>> import numpy as np, tracegrad as tg
     >>> vg = tg.value_and_grad(lambda x: tg.sum(x * x), backend="interpret")
     >>> vg(np.array([1.0, 2.0]))
@@ -1165,6 +1193,18 @@ def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, 
          backend: str = "numba", check_finite: bool = False,
          optimize: bool = True) -> CompiledFunction:
     """The gradient of scalar-valued `fn` with respect to `argnums`, as in JAX.
+
+    Arguments as for `value_and_grad` (`argnums`, `has_aux`: then the call returns
+    `(grads, aux)`). A non-scalar output raises GradOutputError (a TypeError),
+    pointing to `tg.jacobian`.
+
+    backend: "numba" (default) generates and compiles a kernel, cached on disk;
+        "interpret" runs the optimized graph on the NumPy reference interpreter
+        (no compile: handy in tests and for debugging).
+    check_finite: raise NonFiniteError, naming the output and the input leaves,
+        when a result holds NaN or Inf (costs one pass over the outputs).
+    optimize: run the graph passes (DCE, CSE, folding, simplification, fusion);
+        False keeps the graph as traced (to inspect or to rule a pass out).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.grad(lambda x: tg.sum(x ** 3), backend="interpret")(np.array([1.0, 2.0]))
