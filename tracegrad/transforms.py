@@ -86,6 +86,26 @@ def _split_aux(result, has_aux: bool):
     return result[0], result[1]
 
 
+def _as_arrays(tree):
+    """`tree` with Python scalar leaves made 0-d arrays: primals, tangents and
+    cotangents are values to differentiate, never static (a Python float primal's
+    tangent was dropped, and float cotangents were baked into the trace)."""
+    leaves, treedef = tree_flatten(tree, arrays_only_scalars=True)
+    return tree_unflatten(treedef, [np.asarray(v) if type(v) in (float, int, bool) else v
+                                    for v in leaves])
+
+
+def _like_output(ct, out):
+    """The cotangent in the output's structure, its leaves arrays: a tuple output's
+    cotangent `(0.0, 1.0)` is two scalars, not one array of two (pytrees take a
+    tuple of numbers for one array leaf)."""
+    if isinstance(out, (tuple, list)) and isinstance(ct, (tuple, list)) and len(ct) == len(out):
+        return type(out)(_like_output(c, o) for c, o in zip(ct, out))
+    if isinstance(out, dict) and isinstance(ct, dict) and set(ct) == set(out):
+        return {k: _like_output(ct[k], out[k]) for k in out}
+    return np.asarray(ct) if isinstance(ct, (float, int, bool, list, tuple)) else ct
+
+
 def _pullback(fn: Callable, has_aux: bool, primals: tuple, ct):
     """Traceable: the cotangent of every primal for output cotangent `ct`."""
     from tracegrad.compiler import grad
@@ -114,7 +134,7 @@ def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str = "numb
         lambda primals, ct: _pullback(fn, has_aux, primals, ct), "compile", backend=backend))
 
     def pullback(ct):
-        return tuple(backward(tuple(primals), ct))
+        return tuple(backward(_as_arrays(tuple(primals)), _like_output(ct, out)))
     pullback.__name__ = f"pullback_of_{getattr(fn, '__name__', 'f')}"
     return (out, pullback, aux) if has_aux else (out, pullback)
 
@@ -176,7 +196,7 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence, *, has_aux: bool = 
     compiled = _cached(fn, ("jvp", has_aux, backend), lambda: CompiledFunction(
         lambda primals, tangents: _jvp_traceable(fn, has_aux, primals, tangents), "compile",
         backend=backend))
-    return compiled(tuple(primals), tuple(tangents))
+    return compiled(_as_arrays(tuple(primals)), _as_arrays(tuple(tangents)))
 
 
 def linearize(fn: Callable, *primals: Any, backend: str = "numba"):

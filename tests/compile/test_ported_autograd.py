@@ -431,11 +431,9 @@ _FLOAT_TANGENT = ("WRONG GRADIENT: tg.jvp/tg.jacfwd drop the tangent of a Python
                   "rulekit.is_static_scalar): tg.jvp(np.remainder, (x, 1.24), (0*x, 1.0)) gives 0")
 _LOGADDEXP_HESSIAN = ("WRONG GRADIENT: the Hessian of logaddexp/logaddexp2 at x == y is 0 "
                       "(exact: +-1/4 for logaddexp, as jax.hessian gives)")
-BINARY_XFAIL: dict[str, str] = {
-    "test_logaddexp": _LOGADDEXP_HESSIAN, "test_logaddexp2": _LOGADDEXP_HESSIAN,
-    **{name: _FLOAT_TANGENT for name in ("test_remainder", "test_mod", "test_mod_neg",
-                                         "test_op_mod", "test_op_mod_neg", "test_op_pow")},
-}
+# Fixed: the logaddexp Hessian at x == y (_LOGADDEXP_HESSIAN) and Python-float tangents
+# in tg.jvp (_FLOAT_TANGENT); the cases now run as plain tests.
+BINARY_XFAIL: dict[str, str] = {}
 
 
 def _binary_params():
@@ -754,7 +752,7 @@ _POW_CROSS = ("WRONG GRADIENT: d2(x**y)/dx dy at y == 0 is 0 when the x-derivati
 
 
 @pytest.mark.parametrize("fun, kw", [
-    pytest.param(f, kw, id=name, marks=[xfail(_POW_CROSS)] if name == "test_pow" else [])
+    pytest.param(f, kw, id=name, marks=[])
     for name, (f, kw) in BINARY_OPS.items()])
 @short_traceback
 def test_binary_ops(fun, kw):
@@ -763,7 +761,7 @@ def test_binary_ops(fun, kw):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fun, kw", [
-    pytest.param(f, kw, id=name, marks=[xfail(_POW_CROSS)] if name == "test_pow" else [])
+    pytest.param(f, kw, id=name, marks=[])
     for name, (f, kw) in BINARY_OPS.items()])
 @short_traceback
 def test_binary_ops_all_pairs(fun, kw):

@@ -138,8 +138,11 @@ def _pow_vjp_base(g, out, x, y):
         if y == 2:  # x ** 1 is x exactly: skip a pow (NumPy's float64 pow(x, 1) is slow)
             return mul(g, mul(y, x))
         return mul(g, mul(y, pow_(x, y - 1)))
-    # PyTorch: zero where y == 0 (else 0 * x**-1 is nan at x == 0)
-    return where(eq(y, 0), 0, mul(g, mul(y, pow_(x, sub(y, 1)))))
+    # zero where y == 0 and x is 0 or nan (0 * x**-1 would be nan there; PyTorch masks
+    # every y == 0, which gives the same first derivative but drops d/dy of this one:
+    # the Hessian's mixed term at y == 0 is 1/x, as the other order gives)
+    zero_pow = logical_and(eq(y, 0), logical_or(eq(x, 0), ne(x, x)))
+    return where(zero_pow, 0, mul(g, mul(y, pow_(x, sub(y, 1)))))
 
 
 def _pow_vjp_exponent(g, out, x, y):
