@@ -264,7 +264,7 @@ def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = Fa
     array([[2., 0.],
            [0., 6.]])
     """
-    from tracegrad.compiler import CompiledFunction, _normalize_argnums
+    from tracegrad.compiler import _normalize_argnums
     positions = _normalize_argnums(argnums)
 
     def jacobian_columns(*args):
@@ -280,7 +280,29 @@ def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = Fa
         result = tuple(jacobians) if isinstance(argnums, (tuple, list)) else jacobians[0]
         return (result, aux) if has_aux else result
     jacobian_columns.__name__ = f"jacfwd({getattr(fn, '__name__', 'f')})"
-    return CompiledFunction(jacobian_columns, "compile", backend=backend)
+    compiled = _jacfwd_class()(jacobian_columns, "compile", backend=backend)
+    compiled.array_argnums = positions
+    return compiled
+
+
+_JACFWD_CLASS: list = []
+
+
+def _jacfwd_class():
+    """jacfwd's compiled function: a differentiated Python-scalar argument is made an
+    array (as a static value its tangent was dropped: jacfwd(np.remainder,
+    argnums=1)(x, 1.24) gave zeros)."""
+    if not _JACFWD_CLASS:
+        from tracegrad.compiler import CompiledFunction
+
+        class JacfwdFunction(CompiledFunction):
+            def __call__(self, *args, **kwargs):
+                n = len(args)
+                wanted = {p % n for p in self.array_argnums if -n <= p < n}
+                return super().__call__(*(_as_arrays(a) if i in wanted else a
+                                          for i, a in enumerate(args)), **kwargs)
+        _JACFWD_CLASS.append(JacfwdFunction)
+    return _JACFWD_CLASS[0]
 
 
 def _columns(graph, env: dict, node, out_shape: tuple):

@@ -565,3 +565,10 @@ def test_custom_jvp_jit():
     assert_all_close(tg.compile(f, **I)(x), np.sin(x))
     assert_all_close(tg.grad(tg.compile(f, **I), **I)(x), 2 * np.cos(x))
     assert_all_close(tg.compile(tg.grad(f, **I), **I)(x), 2 * np.cos(x))
+
+
+def test_jacfwd_python_float_argument():
+    """Was a wrong gradient: a differentiated Python-float argument was static (zeros)."""
+    x = np.array([-0.9, -0.35])
+    assert_all_close(tg.jacfwd(np.remainder, argnums=1, **I)(x, 1.24), np.ones(2))
+    assert_all_close(tg.jacfwd(lambda a, b: a * b, argnums=(0, 1), **I)(2.0, 3.0), (3.0, 2.0))
