@@ -55,7 +55,8 @@ def _cached(fn: Callable, key: tuple, make: Callable[[], Any]):
 
 
 def _leaves(tree) -> list:
-    return tree_flatten(tree, arrays_only_scalars=True)[0]
+    # np.array([x, 2 * x]) of traced values is an object array: one traced leaf
+    return [_unboxed(v) for v in tree_flatten(tree, arrays_only_scalars=True)[0]]
 
 
 def _is_float_leaf(v) -> bool:

@@ -177,11 +177,6 @@ _OBJECT_REDUCE = ("np.max/np.min/np.maximum of an object array made by np.array(
                   "traced comparison raises TracingError (tg.array([...]) works)")
 NUMPY_XFAIL: dict[str, str] = {
     "test_simple_append_list": _APPEND, "test_simple_append_arr": _APPEND,
-    **{name: _OBJECT_OUT for name in (
-        "test_1d_array", "test_2d_array", "test_1d_array_fanout", "test_2d_array_fanout",
-        "test_array_from_scalar", "test_array_from_arrays", "test_array_from_arrays_2",
-        "test_r_basic", "test_r_double", "test_r_no_relation", "test_r_node_and_const",
-        "test_r_mixed", "test_r_slicing", "test_c_")},
     **{name: _OBJECT_REDUCE for name in (
         "test_max_equal_values", "test_max_equal_values_2d", "test_max_equal_values_2d-2",
         "test_min_3_way_equality", "test_min_3_way_equality-2",
