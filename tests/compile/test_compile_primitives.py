@@ -21,7 +21,7 @@ from op_cases import CASES  # noqa: E402
 
 from compile_helpers import assert_close, numeric_grad  # noqa: E402
 
-FLOAT_KINDS = ("n", "p", "a", "d", "u")
+FLOAT_KINDS = ("n", "p", "a", "d", "u", "spd")
 
 
 def _is_float_spec(spec) -> bool:
