@@ -1172,13 +1172,8 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool
         (tuples, lists, dicts) of them.
     argnums: which positional argument(s) to differentiate; an int or a tuple.
     has_aux: `fn` returns `(value, aux)`; aux is passed through, not differentiated.
-    backend: "numba" (default) generates and compiles a kernel, cached on disk;
-        "interpret" runs the optimized graph on the NumPy reference interpreter
-        (no compile: handy in tests and for debugging).
-    check_finite: raise NonFiniteError, naming the output and the input leaves,
-        when a result holds NaN or Inf (costs one pass over the outputs).
-    optimize: run the graph passes (DCE, CSE, folding, simplification, fusion);
-        False keeps the graph as traced (to inspect or to rule a pass out).
+    backend, check_finite, optimize: as for `compile` ("numba" or "interpret"; raise
+        on NaN/Inf outputs; run the graph passes).
 
     >>> import numpy as np, tracegrad as tg
     >>> vg = tg.value_and_grad(lambda x: tg.sum(x * x), backend="interpret")
@@ -1198,13 +1193,8 @@ def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, 
     `(grads, aux)`). A non-scalar output raises GradOutputError (a TypeError),
     pointing to `tg.jacobian`.
 
-    backend: "numba" (default) generates and compiles a kernel, cached on disk;
-        "interpret" runs the optimized graph on the NumPy reference interpreter
-        (no compile: handy in tests and for debugging).
-    check_finite: raise NonFiniteError, naming the output and the input leaves,
-        when a result holds NaN or Inf (costs one pass over the outputs).
-    optimize: run the graph passes (DCE, CSE, folding, simplification, fusion);
-        False keeps the graph as traced (to inspect or to rule a pass out).
+    backend, check_finite, optimize: as for `compile` ("numba" or "interpret"; raise
+        on NaN/Inf outputs; run the graph passes).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.grad(lambda x: tg.sum(x ** 3), backend="interpret")(np.array([1.0, 2.0]))
