@@ -67,24 +67,28 @@ def log_enabled() -> bool:
     return flag("TRACEGRAD_LOG", False)
 
 
-def parallel_mode() -> str:
-    """"background" (default), "sync" or "0" (never)."""
-    value = os.environ.get("TRACEGRAD_PARALLEL", "").strip().lower()
-    if not value or value in _TRUE or value == "background":
-        return "background"
+def _mode(name: str, default: str, others: tuple[str, ...]) -> str:
+    """A setting with named values: unset or a true switch gives `default`, a false
+    switch "0"; anything else warns once and gives `default`."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value or value in _TRUE or value == default:
+        return default
     if value in _FALSE:
         return "0"
-    if value == "sync":
-        return "sync"
-    _warn("TRACEGRAD_PARALLEL", value, "background, sync, or a switch")
-    return "background"
+    if value in others:
+        return value
+    _warn(name, value, f"{', '.join((default,) + others)}, or a switch")
+    return default
+
+
+def parallel_mode() -> str:
+    """"background" (default), "sync" or "0" (never)."""
+    return _mode("TRACEGRAD_PARALLEL", "background", ("sync",))
 
 
 def tiered_mode() -> str:
     """"shapes" (default), "always" or "0" (never): see compiler.CompiledFunction."""
-    value = os.environ.get("TRACEGRAD_TIERED", "").strip().lower()
-    if not value or value in _TRUE or value == "shapes":
-        return "shapes"
+    return _mode("TRACEGRAD_TIERED", "shapes", ("always",))
     if value in _FALSE:
         return "0"
     if value == "always":
