@@ -258,15 +258,21 @@ def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = Fa
            backend: str = "numba"):
     """JAX's `jacfwd`: the Jacobian by forward mode, the tangent pass `vmap`ped over
     the input's basis (the primal runs once), shaped `output.shape + input.shape`
-    (a tuple of them for tuple `argnums`).
+    (a tuple of them for tuple `argnums`). Outputs and arguments may be pytrees:
+    the result has the output's structure, each leaf holding the argument's
+    structure, as in JAX.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.jacfwd(lambda x: x ** 2, backend="interpret")(np.array([1.0, 3.0]))
     array([[2., 0.],
            [0., 6.]])
+    >>> tg.jacfwd(lambda x: {"sq": x ** 2, "sum": tg.sum(x)}, backend="interpret")(
+    ...     np.array([1.0, 3.0]))["sum"]
+    array([1., 1.])
     """
     from tracegrad.compiler import _normalize_argnums
     positions = _normalize_argnums(argnums)
+    many = isinstance(argnums, (tuple, list))
 
     def jacobian_columns(*args):
         from tracegrad.autodiff import replay
@@ -274,12 +280,20 @@ def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = Fa
         graph, out_tree, leaves = _trace_fn(fn, args)
         env = replay(graph, leaves, active_contexts()[-1])  # the primal, computed once
         result = tree_unflatten(out_tree, [env[n.id] for n in graph.outputs])
-        out, aux = _split_aux(result, has_aux)
-        arg_inputs = _argument_inputs(graph, args, positions)
-        jacobians = [_columns(graph, env, arg_inputs[pos], tuple(np.shape(out)))
-                     for pos in positions]
-        result = tuple(jacobians) if isinstance(argnums, (tuple, list)) else jacobians[0]
-        return (result, aux) if has_aux else result
+        aux = _split_aux(result, has_aux)[1]
+        out_tree_only = out_tree.children[0] if has_aux else out_tree
+        out_nodes = graph.outputs[:out_tree_only.num_leaves]
+        per_arg = []  # per argument: its tree, and per leaf d outputs / d leaf
+        for pos in positions:
+            arg_tree, nodes = _argument_inputs(graph, args, pos)
+            per_arg.append((arg_tree, [_columns(graph, env, node, out_nodes) for node in nodes]))
+        parts = []
+        for j in range(len(out_nodes)):
+            jac = [tree_unflatten(arg_tree, [cols[j] for cols in per_leaf])
+                   for arg_tree, per_leaf in per_arg]
+            parts.append(tuple(jac) if many else jac[0])
+        jac = tree_unflatten(out_tree_only, parts)
+        return (jac, aux) if has_aux else jac
     jacobian_columns.__name__ = f"jacfwd({getattr(fn, '__name__', 'f')})"
     compiled = _jacfwd_class()(jacobian_columns, "compile", backend=backend)
     compiled.array_argnums = positions
@@ -290,9 +304,10 @@ _JACFWD_CLASS: list = []
 
 
 def _jacfwd_class():
-    """jacfwd's compiled function: a differentiated Python-scalar argument is made an
-    array (as a static value its tangent was dropped: jacfwd(np.remainder,
-    argnums=1)(x, 1.24) gave zeros)."""
+    """jacfwd's and jacobian's compiled function: a differentiated Python-scalar
+    argument is made an array (as a static value its tangent was dropped:
+    jacfwd(np.remainder, argnums=1)(x, 1.24) gave zeros; and an aux computed from
+    it came back as a constant, `[x ** 2]` as one array instead of a list)."""
     if not _JACFWD_CLASS:
         from tracegrad.compiler import CompiledFunction
 
@@ -306,45 +321,42 @@ def _jacfwd_class():
     return _JACFWD_CLASS[0]
 
 
-def _columns(graph, env: dict, node, out_shape: tuple):
-    """d out / d node as `out_shape + node.shape`: the tangent pass `vmap`ped over the
-    identity (one batched pass whatever the input size: `W @ t` over n basis tangents
-    is one matrix product, as JAX's jacfwd), sharing the primal values `env`."""
+def _columns(graph, env: dict, node, out_nodes) -> list:
+    """d out / d node for each of `out_nodes`, shaped `out.shape + node.shape`: the
+    tangent pass `vmap`ped over the identity (one batched pass whatever the input
+    size: `W @ t` over n basis tangents is one matrix product, as JAX's jacfwd),
+    sharing the primal values `env`."""
     from tracegrad.batching import vmap
     from tracegrad.forward import tangent_pass
     from tracegrad.tracing import active_contexts
-    out_node = graph.outputs[0]
     n = node.size
-    if n == 0 or out_node.size == 0:
-        return np.zeros(out_shape + node.shape, out_node.dtype)
+    mapped = [o for o in out_nodes if n and o.size]  # an empty side: zeros, no pass
 
     def column(basis_vector):
-        t = tangent_pass(graph, env, {node.id: api.reshape(basis_vector, node.shape)},
-                         active_contexts()[-1]).get(out_node.id)
-        return api.zeros_like(env[out_node.id]) if t is None else t
-    cols = vmap(column, out_axes=-1)(np.eye(n, dtype=node.dtype))  # out_shape + (n,)
-    return api.reshape(cols, out_shape + node.shape)
+        tangents = tangent_pass(graph, env, {node.id: api.reshape(basis_vector, node.shape)},
+                                active_contexts()[-1])
+        return tuple(api.zeros_like(env[o.id]) if tangents.get(o.id) is None
+                     else tangents[o.id] for o in mapped)
+    cols = (dict(zip([o.id for o in mapped],
+                     vmap(column, out_axes=-1)(np.eye(n, dtype=node.dtype))))
+            if mapped else {})  # each out.shape + (n,)
+    return [api.reshape(cols[o.id], o.shape + node.shape) if o.id in cols
+            else np.zeros(o.shape + node.shape, o.dtype) for o in out_nodes]
 
 
-def _argument_inputs(graph, args: tuple, positions: Sequence[int]) -> dict:
-    """The graph input of each differentiated (array) argument of jacfwd."""
-    nodes, k = {}, 0
-    for i, a in enumerate(args):
-        n_leaves = len(_leaves(a))
-        if i in positions:
-            if n_leaves != 1:
-                raise TypeError(f"jacfwd differentiates array arguments; argument {i} is a "
-                                f"{type(a).__name__} with {n_leaves} leaves")
-            node = graph.inputs[k]
-            if not np.issubdtype(node.dtype, np.floating):  # JAX's TypeError and text
-                from tracegrad.ops.core import DTypeError
-                from tracegrad.ops.core import user_location_suffix as core_location
-                raise DTypeError("jacfwd requires real-valued inputs (input dtype that is a "
-                                 f"sub-dtype of np.floating), but got {node.dtype.name} for "
-                                 f"argument {i}" + core_location())
-            nodes[i] = node
-        k += n_leaves
-    return nodes
+def _argument_inputs(graph, args: tuple, position: int) -> tuple:
+    """The structure and graph inputs (one per leaf) of jacfwd's argument `position`."""
+    from tracegrad.ops.core import DTypeError
+    from tracegrad.ops.core import user_location_suffix as core_location
+    k = sum(len(_leaves(a)) for a in args[:position])
+    arg_tree = tree_flatten(args[position], arrays_only_scalars=True)[1]
+    nodes = list(graph.inputs[k:k + arg_tree.num_leaves])
+    for node in nodes:
+        if not np.issubdtype(node.dtype, np.floating):  # JAX's TypeError and text
+            raise DTypeError("jacfwd requires real-valued inputs (input dtype that is a "
+                             f"sub-dtype of np.floating), but got {node.dtype.name} for "
+                             f"argument {position}" + core_location())
+    return arg_tree, nodes
 
 
 def _moveaxis(x, source: int, destination: int):
@@ -383,9 +395,9 @@ def _unboxed(value):
 
 
 def _jacobian_helpers():
-    from tracegrad.compiler import (CompileError, CompiledFunction, _fn_location, _fn_name,
-                                    _normalize_argnums, grad)
-    return CompileError, CompiledFunction, _fn_location, _fn_name, _normalize_argnums, grad
+    from tracegrad import compiler
+    return (compiler.CompileError, compiler._fn_location, compiler._fn_name,
+            compiler._normalize_argnums)
 
 
 def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
@@ -406,8 +418,7 @@ def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = 
            [0., 4.]])
     """
     from tracegrad.batching import jacobian_rows
-    (CompileError, CompiledFunction, _fn_location, _fn_name, _normalize_argnums,
-     grad) = _jacobian_helpers()
+    CompileError, _fn_location, _fn_name, _normalize_argnums = _jacobian_helpers()
     positions = _normalize_argnums(argnums)
     many = isinstance(argnums, (tuple, list))
 
@@ -457,21 +468,40 @@ def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = 
 
     jacobian_of_fn.__name__ = f"jacobian({_fn_name(fn)})"
     jacobian_of_fn.__qualname__ = jacobian_of_fn.__name__
-    return CompiledFunction(jacobian_of_fn, "compile", backend=backend, optimize=optimize)
+    compiled = _jacfwd_class()(jacobian_of_fn, "compile", backend=backend, optimize=optimize)
+    compiled.array_argnums = positions
+    return compiled
 
 
 def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
             backend: str = "numba", optimize: bool = True):
-    """JAX's `hessian` of a scalar-valued `fn`: the Jacobian of its gradient.
+    """JAX's `hessian`: the Jacobian of the Jacobian, shaped `output.shape +
+    arg.shape + arg.shape`. The output may be non-scalar and a pytree, the arguments
+    pytrees: the result nests output structure, then argument structure twice, as
+    JAX's `jacfwd(jacrev(fn))`. A scalar output's inner derivative is `grad`.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.hessian(lambda x: tg.sum(x ** 3), backend="interpret")(np.array([1.0, 2.0]))
     array([[ 6.,  0.],
            [ 0., 12.]])
+    >>> tg.hessian(lambda x: x ** 3, backend="interpret")(np.array([1.0, 2.0]))[1]
+    array([[ 0.,  0.],
+           [ 0., 12.]])
     """
     from tracegrad.compiler import grad
-    return jacobian(grad(fn, argnums, has_aux=has_aux, backend=backend), argnums,
-                    has_aux=has_aux, backend=backend, optimize=optimize)
+    by_grad = grad(fn, argnums, has_aux=has_aux, backend=backend)
+    by_jacobian = jacobian(fn, argnums, has_aux=has_aux, backend=backend, optimize=optimize)
+
+    def first_derivative(*args, **kwargs):
+        # traced once more to see the output (dead code once the derivative is built)
+        out, _ = _split_aux(fn(*args, **kwargs), has_aux)
+        out_leaves = tree_flatten(out, arrays_only_scalars=True)[0]
+        scalar = (not isinstance(out, (tuple, list, dict)) and len(out_leaves) == 1
+                  and np.ndim(_unboxed(out_leaves[0])) == 0)
+        return (by_grad if scalar else by_jacobian)(*args, **kwargs)
+    first_derivative.__name__ = f"derivative({getattr(fn, '__name__', 'f')})"
+    return jacobian(first_derivative, argnums, has_aux=has_aux, backend=backend,
+                    optimize=optimize)
 
 
 jacrev = jacobian  # JAX's name for the reverse-mode Jacobian

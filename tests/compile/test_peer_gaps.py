@@ -1,0 +1,211 @@
+"""Code that JAX / HIPS autograd users already have, which tracegrad's compiled mode
+did not run when issue 13 closed: pytree Jacobians and Hessians of non-scalar
+outputs, reductions of `np.array([...traced...])`, a str argument's TypeError,
+custom_vjp with constants and Python floats, np.append and np.pad's other modes.
+
+Cases marked "JAX:" are ported from JAX's tests/api_test.py with their assertions.
+Everything runs on the interpreter backend: the point is semantics, not codegen.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+I = {"backend": "interpret"}
+rng = np.random.RandomState(0)
+
+
+def assert_tree_close(a, b, rtol=1e-10, atol=1e-12, check_dtype=False):
+    """JAX's assertAllClose over pytrees: the same structure, close leaves."""
+    if isinstance(b, dict):
+        assert isinstance(a, dict) and sorted(a) == sorted(b), (a, b)
+        for k in b:
+            assert_tree_close(a[k], b[k], rtol, atol, check_dtype)
+    elif isinstance(b, (tuple, list)):
+        assert isinstance(a, (tuple, list)) and len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            assert_tree_close(x, y, rtol, atol, check_dtype)
+    else:
+        if check_dtype:
+            assert np.asarray(a).dtype == np.asarray(b).dtype, (a, b)
+        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                   rtol=rtol, atol=atol)
+
+
+def numeric_jacobian(f, x, eps=1e-6):
+    """Central differences of an array function of one float64 array."""
+    x = np.asarray(x, np.float64)
+    cols = []
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = eps
+        e = e.reshape(x.shape)
+        cols.append((np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * eps))
+    return np.stack(cols, axis=-1).reshape(np.shape(f(x)) + x.shape)
+
+
+# ----------------------------------------------- 1. pytree Jacobians, non-scalar Hessians
+JACOBIANS = [pytest.param(tg.jacfwd, id="jacfwd"), pytest.param(tg.jacrev, id="jacrev"),
+             pytest.param(tg.jacobian, id="jacobian")]
+
+
+def _tuple_dict_fn(x, y):
+    return {"prod": np.sin(x)[:, None] * y, "sums": (np.sum(x * x), np.tanh(y))}
+
+
+@pytest.mark.parametrize("jacfun", JACOBIANS)
+def test_pytree_output_jacobian_matches_finite_differences(jacfun):
+    """Output structure outside, argument structure inside; each leaf
+    `out.shape + arg.shape`, every block equal to central differences."""
+    x, y = rng.randn(3), rng.randn(2)
+    jac = jacfun(_tuple_dict_fn, argnums=(0, 1), **I)(x, y)
+    assert sorted(jac) == ["prod", "sums"] and isinstance(jac["sums"], tuple)
+    blocks = {"prod": lambda v: v["prod"], "s0": lambda v: v["sums"][0],
+              "s1": lambda v: v["sums"][1]}
+    got = {"prod": jac["prod"], "s0": jac["sums"][0], "s1": jac["sums"][1]}
+    for name, pick in blocks.items():
+        d_x, d_y = got[name]
+        of_x = lambda v, pick=pick: pick(_tuple_dict_fn(v, y))
+        of_y = lambda v, pick=pick: pick(_tuple_dict_fn(x, v))
+        np.testing.assert_allclose(d_x, numeric_jacobian(of_x, x), rtol=1e-7, atol=1e-8)
+        np.testing.assert_allclose(d_y, numeric_jacobian(of_y, y), rtol=1e-7, atol=1e-8)
+
+
+@pytest.mark.parametrize("jacfun", JACOBIANS)
+def test_pytree_argument_and_output_jacobian(jacfun):
+    """A dict argument of two leaves and a tuple output: jac[i][key]."""
+    params = {"w": rng.randn(2, 3), "b": rng.randn(2)}
+    v = rng.randn(3)
+
+    def f(p):
+        h = p["w"] @ v + p["b"]
+        return h ** 2, np.sum(np.exp(h))
+    jac = jacfun(f, **I)(params)
+    assert isinstance(jac, tuple) and len(jac) == 2
+    assert jac[0]["w"].shape == (2, 2, 3) and jac[0]["b"].shape == (2, 2)
+    assert jac[1]["w"].shape == (2, 3) and jac[1]["b"].shape == (2,)
+    for i in range(2):
+        for key in ("w", "b"):
+            def one(leaf, i=i, key=key):
+                return f({**params, key: leaf})[i]
+            np.testing.assert_allclose(jac[i][key], numeric_jacobian(one, params[key]),
+                                       rtol=1e-7, atol=1e-8)
+
+
+def test_jacfwd_and_jacrev_agree_with_jax_on_pytrees():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    x, y = rng.randn(3), rng.randn(2)
+
+    def f(x, y, np=np):
+        return {"prod": np.sin(x)[:, None] * y, "sums": (np.sum(x * x), np.tanh(y))}
+    for ours, theirs in ((tg.jacfwd, jax.jacfwd), (tg.jacrev, jax.jacrev)):
+        expected = theirs(lambda a, b: f(a, b, np=jnp), argnums=(0, 1))(x, y)
+        got = ours(f, argnums=(0, 1), **I)(x, y)
+        assert_tree_close(got, jax.tree_util.tree_map(np.asarray, expected))
+
+
+def test_hessian_of_vector_output_matches_finite_differences():
+    x = rng.randn(3)
+    f = lambda x: np.sin(x) * np.sum(x ** 2)
+    hess = tg.hessian(f, **I)(x)
+    assert hess.shape == (3, 3, 3)
+    grad_fd = lambda v: numeric_jacobian(f, v, eps=1e-5)
+    np.testing.assert_allclose(hess, numeric_jacobian(grad_fd, x, eps=1e-4), rtol=1e-5,
+                               atol=1e-6)
+    # second derivatives are symmetric in the two argument axes
+    np.testing.assert_allclose(hess, hess.transpose(0, 2, 1), rtol=1e-12, atol=1e-12)
+
+
+def test_hessian_of_pytree_output_and_argument_matches_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    a, b = rng.randn(2), np.array(0.7)
+
+    def f(p, np=np):
+        x, s = p
+        return {"v": np.exp(x) * s, "scalar": np.sum(x ** 3) * s ** 2}
+    expected = jax.hessian(lambda p: f(p, np=jnp))((a, b))
+    got = tg.hessian(f, **I)((a, b))
+    assert_tree_close(got, jax.tree_util.tree_map(np.asarray, expected))
+
+
+def test_hessian_aux():
+    """JAX: test_hessian_aux."""
+    A = rng.randn(4, 4)
+    x = rng.randn(4)
+    f = lambda x: (np.dot(x, np.dot(A, x)), x)
+    h, aux = tg.hessian(f, has_aux=True, **I)(x)
+    assert np.allclose(h, A + A.T)
+    assert np.allclose(aux, x)
+
+
+def test_hessian_aux_of_vector_output():
+    x = rng.randn(3)
+    h, aux = tg.hessian(lambda x: (x ** 3, {"x": x}), has_aux=True, **I)(x)
+    np.testing.assert_allclose(h, np.einsum("ij,jk->ijk", np.eye(3), np.diag(6 * x)))
+    np.testing.assert_allclose(aux["x"], x)
+
+
+def test_issue1372():
+    """JAX: every composition of jacrev and jacfwd, diagonal and off-diagonal blocks."""
+    def quad(x):
+        return np.dot(x, x)
+
+    def f(x, u):
+        return quad(x) + quad(u)
+    x, u = np.ones(5), np.ones(2)
+    rev = lambda g, a: tg.jacrev(g, a, **I)
+    fwd = lambda g, a: tg.jacfwd(g, a, **I)
+    shapes = {(0, 0): (5, 5), (1, 1): (2, 2), (1, 0): (2, 5), (0, 1): (5, 2)}
+    for outer in (rev, fwd):
+        for inner in (rev, fwd):
+            for (a, b), shape in shapes.items():
+                block = outer(inner(f, a), b)(x, u)
+                assert block.shape == shape
+                np.testing.assert_allclose(block, 2 * np.eye(*shape) if a == b else 0.0)
+
+
+@pytest.mark.parametrize("jacfun", [tg.jacfwd, tg.jacrev], ids=["jacfwd", "jacrev"])
+def test_jacobian_and_aux_basic(jacfun):
+    """JAX: test_jacfwd_and_aux_basic / test_jacrev_and_aux_basic."""
+    jac, aux = jacfun(lambda x: (x ** 3, [x ** 2]), has_aux=True, **I)(3.0)
+    assert_tree_close(jac, jacfun(lambda x: x ** 3, **I)(3.0))
+    assert_tree_close(aux, [9.0])
+
+
+@pytest.mark.parametrize("jacfun", [tg.jacfwd, tg.jacrev], ids=["jacfwd", "jacrev"])
+def test_jacobian_and_aux_nested(jacfun):
+    """JAX: test_jacfwd_and_aux_nested / test_jacrev_and_aux_nested."""
+    def f(x):
+        _, aux = jacfun(lambda x: (x ** 3, [x ** 3]), has_aux=True, **I)(x)
+        return aux[0] * np.sin(x)
+    f2 = lambda x: x ** 3 * np.sin(x)
+    expected = jacfun(f2, **I)(4.0)
+    assert jacfun(f, **I)(4.0) == expected
+    assert tg.compile(jacfun(f, **I), **I)(4.0) == expected
+    assert tg.compile(jacfun(tg.compile(f, **I), **I), **I)(4.0) == expected
+
+
+@pytest.mark.parametrize("jacfun,desired_dtypes", [
+    (tg.jacfwd, (("float32", "float32"), ("float64", "float64"), ("float64", "float64"))),
+    (tg.jacrev, (("float32", "float64"), ("float32", "float64"), ("float32", "float64")))],
+    ids=["jacfwd", "jacrev"])
+def test_heterogeneous_jacobian(jacfun, desired_dtypes):
+    """JAX: test_heterogeneous_jacfwd / jacrev (float32 and float64 here, for float16
+    and float32): jacfwd's blocks take the output's dtype, jacrev's the input's."""
+    a = (np.array([2.0], np.float32), np.array([3.0], np.float64))
+
+    def f(tup):
+        x, y = tup
+        return x, y, x + y
+    actual = jacfun(f, **I)(a)
+    values = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0))
+    for row, dtypes, vals in zip(actual, desired_dtypes, values):
+        for block, dtype, val in zip(row, dtypes, vals):
+            assert block.dtype == np.dtype(dtype) and block.shape == (1, 1)
+            assert block[0, 0] == val
