@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from tracegrad.entries import EAGER
 from tracegrad.ir.clone import needed_ids, subgraph
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ops import core
@@ -100,19 +101,19 @@ def call_with_tensors(cf, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
             needs.append(False)
     avals = tuple(core.Aval(np.shape(a), np.asarray(a).dtype) for a in arrays)
     wrt = tuple(i for i, n in enumerate(needs) if n)
-    key = ("eager", in_tree, avals, wrt, tuple(kwargs))
-    entry = cf._entries.get(key)
+    key = (EAGER, in_tree, avals, wrt, tuple(kwargs))
+    entry = cf.entries.get(key)
     if entry is None:
         entry = _build_entry(cf, key, args, kwargs, avals, wrt)
     else:
-        cf._hits += 1
-    if not kwargs and len(cf._eager_fast) < 256:
+        cf.entries.hits += 1
+    if not kwargs:
         fast = _fast_tensor_key(args, Tensor, STATE.grad_enabled)
         canonical = all(a is (v._data if isinstance(v, Tensor) else v)
                         for a, v in zip(arrays, leaves))
         if fast is not None and canonical and len(leaves) == sum(
                 1 for a in args if type(a) is Tensor or type(a) is np.ndarray):
-            cf._eager_fast[fast] = entry
+            cf.entries.remember(EAGER, fast, entry)
     return run_entry(entry, leaves, arrays, graph_mod, Tensor)
 
 
@@ -121,10 +122,10 @@ def try_fast(cf, args):
     tensor_mod, graph_mod, STATE = _eager()
     Tensor = tensor_mod.Tensor
     key = _fast_tensor_key(args, Tensor, STATE.grad_enabled)
-    entry = cf._eager_fast.get(key) if key is not None else None
+    entry = cf.entries.shortcut(EAGER, key) if key is not None else None
     if entry is None:
         return None
-    cf._hits += 1
+    cf.entries.hits += 1
     leaves = [a for a in args if type(a) is Tensor or type(a) is np.ndarray]
     arrays = [a._data if type(a) is Tensor else a for a in leaves]
     return run_entry(entry, leaves, arrays, graph_mod, Tensor)
@@ -181,13 +182,13 @@ def _build_entry(cf, key, args, kwargs, avals, wrt) -> _EagerEntry:
     from tracegrad.lowering import _BUILD_LOCK, _fn_name, log, lower_graphs
     from tracegrad.tracing import trace_flat
     with _BUILD_LOCK:
-        entry = cf._entries.get(key)
+        entry = cf.entries.get(key)
         if entry is not None:
             return entry
         log.info("%s: cache miss (eager tensors, gradients for leaves %s); tracing",
                  _fn_name(cf.fn), list(wrt))
         kw_names = tuple(kwargs)
-        flat_fn = cf._flat_function(len(args), kw_names)
+        flat_fn = cf.flat_function(len(args), kw_names)
         example = tuple(args) + tuple(kwargs[k] for k in kw_names)
         traced = trace_flat(flat_fn, example, avals=list(avals))
         traced.graph = reroll_loops(traced.graph)  # unrolled Python loops -> scan
@@ -203,7 +204,7 @@ def _build_entry(cf, key, args, kwargs, avals, wrt) -> _EagerEntry:
                             lowered_bwd)
         cf.add_entry(key, entry)
         from tracegrad.lowering import _Signature
-        cf._note_new_signature(_Signature(key[1], avals, wrt, kw_names), args)
+        cf.note_new_signature(_Signature(key[1], avals, wrt, kw_names), args)
         return entry
 
 

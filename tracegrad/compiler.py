@@ -56,6 +56,7 @@ from tracegrad.ops.core import TracegradError
 from tracegrad.lowering import (  # noqa: F401  (Lowered and lower_graphs are public here too)
     _BUILD_LOCK, Lowered, _canonical_leaf, _fn_name, _Interpreted, _lower_in_background,
     _optimize_graph, _plain_leaf, _Signature, log, lower_graphs)
+from tracegrad.entries import ARRAYS, EAGER, TRACED, TREE, EntryCache
 from tracegrad.implicit import StaleExternal, find_externals, read_all, swapped_in
 from tracegrad.passes.loops import reroll_loops
 from tracegrad.tracing import (TreeDef, Tracer, TracingError, active_contexts, argument_names,
@@ -178,7 +179,7 @@ class _TieredEntry(_Entry):
     graph, on the NumPy interpreter, with floating-point warnings off as in a
     kernel, and the same finiteness check. Once the kernel is ready, the next call
     (or `lower`, `wait_kernels`) puts a plain `_Entry` in the function's place.
-    Tiered entries never enter the fast-path maps, so the swap needs no clearing."""
+    Tiered entries never become shortcuts (see entries.py), so the swap needs no clearing."""
 
     __slots__ = ("build", "promoted", "owner", "key", "check_finite")
 
@@ -227,8 +228,7 @@ class _TieredEntry(_Entry):
         # a whole compile (the next call tries again)
         if cf is not None and _BUILD_LOCK.acquire(blocking=False):
             try:
-                if cf._entries.get(self.key) is self:
-                    cf._entries[self.key] = real
+                cf.entries.replace(self.key, self, real)
             finally:
                 _BUILD_LOCK.release()
         return real
@@ -248,6 +248,11 @@ class _TieredEntry(_Entry):
             build.seconds = time.perf_counter() - t0
             build.kernel = kernel
         return self.promote()
+
+
+def _cancel_build(entry) -> None:
+    if isinstance(entry, _TieredEntry):
+        entry.build.cancel()
 
 
 _NOT_FAST = object()  # a fast key that cannot be cached (pytrees, lists, tensors...)
@@ -340,14 +345,8 @@ class CompiledFunction:
         self.check_finite = check_finite
         self.optimize = optimize
         self._interpreted_calls = 0           # calls served by the interpreter tier
-        self._fast: dict = {}                 # fast key -> (entry, how to pass args)
-        self._eager_fast: dict = {}           # fast key of tensor args -> eager entry
-        self._tree_fast: dict = {}            # fast key of pytree args -> (entry, how)
-        self._entries: dict = {}              # signature key -> _Entry
-        self._signatures: list[_Signature] = []
-        self._traces = 0
-        self._hits = 0
-        self._warned = False
+        self.entries = EntryCache(MAX_ENTRIES)  # signature -> entry, and shortcuts to it
+        self._shortcuts = self.entries.shortcuts  # (the hot path's one dict)
         self._externals: list | None = None   # implicit inputs (tracegrad.implicit); None: not looked for yet
         self._n_ext = 0
         _LIVE.add(self)
@@ -379,9 +378,9 @@ class CompiledFunction:
                 else:
                     break
             else:
-                fast_call = self._fast.get(key)
+                fast_call = self._shortcuts.get(key)
                 if fast_call is not None:
-                    self._hits += 1
+                    self.entries.hits += 1
                     return fast_call(args)
         return self._call_slow(args, kwargs)
 
@@ -413,7 +412,7 @@ class CompiledFunction:
         """Argument positions to differentiate (implicit inputs never are)."""
         return _resolve_argnums(self.argnums, nargs - self._n_ext, self.fn) if self.argnums else ()
 
-    def _flat_function(self, nargs: int, kw_names: tuple) -> Callable:
+    def flat_function(self, nargs: int, kw_names: tuple) -> Callable:
         """fn taking every leaf position flat: explicit args, implicit inputs, kwargs.
         While it is traced, implicit arrays are swapped for their tracers."""
         fn, externals, n_explicit = self.fn, list(self._externals or ()), nargs - self._n_ext
@@ -442,15 +441,15 @@ class CompiledFunction:
     # ---- everything else: pytrees, tensors, tracers, first calls
     def _call_slow(self, args: tuple, kwargs: dict):
         if not kwargs:
-            if self._tree_fast:  # pytrees of arrays (e.g. a dict of parameters)
+            if TREE in self.entries.shortcut_kinds:  # pytrees of arrays (a dict of params)
                 key, tree_leaves = _tree_key(args)
-                hit = self._tree_fast.get(key) if key is not None else None
+                hit = self.entries.shortcut(TREE, key) if key is not None else None
                 if hit is not None:
-                    self._hits += 1
+                    self.entries.hits += 1
                     entry, how = hit
                     return entry.call(tree_leaves if how == _AS_IS else
                                       [_canonical_leaf(a) for a in tree_leaves])
-            if self._eager_fast:
+            if EAGER in self.entries.shortcut_kinds:
                 from tracegrad.compiled_eager import try_fast
                 result = try_fast(self, args)
                 if result is not None:
@@ -469,7 +468,7 @@ class CompiledFunction:
         avals = tuple(_leaf_aval(v) for v in arrays)
         wrt = _wrt_leaves(arg_of_leaf, wrt_args)
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
-        if signature.key() not in self._entries:  # checked once per signature
+        if signature.key() not in self.entries:  # checked once per signature
             self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
         entry = self._entry_for(signature, args, kwargs)
         if not kwargs:
@@ -482,30 +481,31 @@ class CompiledFunction:
         if key is _NOT_FAST:
             self._remember_tree(args, entry, arrays, leaves)
             return
-        if len(self._fast) > 32 * MAX_SIGNATURES or isinstance(entry, _TieredEntry):
+        if isinstance(entry, _TieredEntry):
             return
         if any(type(a) is not np.ndarray and i in wrt_args for i, a in enumerate(args)):
             return  # a Python scalar being differentiated is an array leaf
         # Layout and flags are not in the key; the entry copies unusual layouts itself.
         call = entry.call
         if any(type(a) is np.ndarray and not a.dtype.isnative for a in args):
-            self._fast[key] = lambda args: call([_canonical_leaf(a) for a in args
-                                                 if type(a) is np.ndarray])
+            self.entries.remember(ARRAYS, key, lambda args: call(
+                [_canonical_leaf(a) for a in args if type(a) is np.ndarray]))
         elif all(type(a) is np.ndarray for a in args):
-            self._fast[key] = call
+            self.entries.remember(ARRAYS, key, call)
         else:
-            self._fast[key] = lambda args: call([a for a in args if type(a) is np.ndarray])
+            self.entries.remember(ARRAYS, key, lambda args: call(
+                [a for a in args if type(a) is np.ndarray]))
 
     def _remember_tree(self, args, entry, arrays, leaves) -> None:
         key, tree_leaves = _tree_key(args)
-        if key is None or len(self._tree_fast) > 32 * MAX_SIGNATURES:
+        if key is None:
             return
         # The cheap walk must find exactly the leaves tree_flatten found (it does not
         # treat lists of numbers or differentiated Python scalars as arrays).
         if len(tree_leaves) != len(leaves) or any(a is not b for a, b in zip(tree_leaves, leaves)):
             return
         how = _AS_IS if all(a is b for a, b in zip(arrays, leaves)) else _CONVERT
-        self._tree_fast[key] = (entry, how)
+        self.entries.remember(TREE, key, (entry, how))
 
     def _flatten(self, args, kwargs, wrt_args):
         leaves: list = []
@@ -543,9 +543,9 @@ class CompiledFunction:
     # ---- building (once per signature)
     def _entry_for(self, signature: _Signature, args, kwargs, tier: bool = True) -> _Entry:
         key = signature.key()
-        entry = self._entries.get(key)
+        entry = self.entries.get(key)
         if entry is not None:
-            self._hits += 1
+            self.entries.hits += 1
             if log.isEnabledFor(logging.INFO) and not isinstance(entry, _TieredEntry):
                 # (the hot path never gets here; tiered entries always do)
                 log.info("%s: cache hit off the fast path (same signature; new argument layout "
@@ -553,7 +553,7 @@ class CompiledFunction:
                          ", ".join(map(str, signature.avals)))
             return entry
         with _BUILD_LOCK:
-            entry = self._entries.get(key)
+            entry = self.entries.get(key)
             if entry is not None:
                 return entry
             reason = self._miss_reason(signature)
@@ -566,7 +566,7 @@ class CompiledFunction:
                 raise TracingError(f"{_fn_name(self.fn)} closes over a traced value of a "
                                    "finished trace" + core.user_location_suffix())
             self.add_entry(key, entry)
-            self._note_new_signature(signature, args)
+            self.note_new_signature(signature, args)
         return entry
 
     def _should_tier(self) -> bool:
@@ -579,14 +579,12 @@ class CompiledFunction:
         if mode != "shapes":
             return mode == "always"
         return any(isinstance(e, _Entry) and e.lowered.backend == "numba"
-                   for e in self._entries.values())
+                   for e in self.entries.values())
 
-    def _note_new_signature(self, signature: _Signature, args) -> None:
+    def note_new_signature(self, signature: _Signature, args) -> None:
         """Count a trace; warn once when signatures keep changing."""
-        self._traces += 1
-        self._signatures.append(signature)
-        if len(self._signatures) > MAX_SIGNATURES and not self._warned:
-            self._warned = True
+        if self.entries.note_trace(signature) > MAX_SIGNATURES and not self.entries.warned:
+            self.entries.warned = True
             warnings.warn(self._retrace_message(args), RuntimeWarning, stacklevel=5)
 
     def _build(self, signature: _Signature, args, kwargs, backend: str,
@@ -594,7 +592,7 @@ class CompiledFunction:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         kw_names = signature.kwarg_names
-        flat_fn = self._flat_function(len(args), kw_names)
+        flat_fn = self.flat_function(len(args), kw_names)
         example = tuple(args) + tuple(kwargs[k] for k in kw_names)
         wrt_args = set(self._wrt_args(len(args)))
         traced = trace_flat(flat_fn, example, avals=list(signature.avals),
@@ -719,7 +717,7 @@ class CompiledFunction:
         avals = tuple(_leaf_aval(v) for v in leaves)
         wrt = _wrt_leaves(arg_of_leaf, wrt_args)
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
-        if signature.key() not in self._entries:
+        if signature.key() not in self.entries:
             self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
         entry = self._entry_for_tracing(signature, args, kwargs)
         stack = active_contexts()
@@ -734,12 +732,12 @@ class CompiledFunction:
     def _entry_for_tracing(self, signature, args, kwargs) -> _Entry:
         """The joint graph to inline into an enclosing trace (grad of grad, compile
         of grad): no passes or code generation, the enclosing pipeline does those."""
-        key = ("traced",) + signature.key()
-        entry = self._entries.get(key)
+        key = (TRACED,) + signature.key()
+        entry = self.entries.get(key)
         if entry is None:
             with _BUILD_LOCK:
                 entry = self._build(signature, args, kwargs, "interpret", False)
-                self._traces += 1
+                self.entries.traces += 1
                 if not entry.captures:  # closures over enclosing tracers differ per call
                     self.add_entry(key, entry)
         return entry
@@ -757,7 +755,7 @@ class CompiledFunction:
         wrt = _wrt_leaves(arg_of_leaf, wrt_args)
         self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
-        entry = self._entries.get(signature.key())  # not a call: no hit counted
+        entry = self.entries.get(signature.key())  # not a call: no hit counted
         if entry is None:  # lower() wants the kernel: no interpreter tier
             entry = self._entry_for(signature, args, kwargs, tier=False)
         if isinstance(entry, _TieredEntry):  # its kernel is building: wait for it
@@ -775,7 +773,7 @@ class CompiledFunction:
         (True, 0)
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        for entry in list(self._entries.values()):
+        for entry in self.entries.values():
             if isinstance(entry, _TieredEntry):
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if entry.finish(left) is None:
@@ -786,48 +784,34 @@ class CompiledFunction:
         """TierInfo(pending, interpreted_calls): signatures whose kernel is still being
         built in the background, and calls the NumPy interpreter answered meanwhile."""
         pending = sum(isinstance(e, _TieredEntry) and e.build.kernel is None
-                      for e in list(self._entries.values()))
+                      for e in self.entries.values())
         return TierInfo(pending, self._interpreted_calls)
 
     def add_entry(self, key, entry) -> None:
         """Keep `entry` for `key`; past MAX_ENTRIES the oldest one is dropped (and
-        the fast-path maps, which may point at it, start again)."""
+        the shortcuts, which may lead to it, start again)."""
         with _BUILD_LOCK:
-            self._entries[key] = entry
-            if len(self._entries) > MAX_ENTRIES:
-                oldest = next(iter(self._entries))
-                dropped = self._entries.pop(oldest)
-                if isinstance(dropped, _TieredEntry):
-                    dropped.build.cancel()
-                self._fast.clear()
-                self._tree_fast.clear()
-                self._eager_fast.clear()
+            dropped = self.entries.add(key, entry)
+            if dropped is not None:
+                _cancel_build(dropped)
                 log.info("%s: dropped the oldest of %d kernels (a new signature every call?)",
                          _fn_name(self.fn), MAX_ENTRIES + 1)
 
     def cache_info(self) -> CacheInfo:
         """CacheInfo(traces, hits): signatures traced, and calls served from the cache."""
-        return CacheInfo(self._traces, self._hits)
+        return CacheInfo(self.entries.traces, self.entries.hits)
 
     def cache_clear(self) -> None:
         with _BUILD_LOCK:
-            self._fast.clear()
-            self._eager_fast.clear()
-            self._tree_fast.clear()
-            for entry in self._entries.values():
-                if isinstance(entry, _TieredEntry):
-                    entry.build.cancel()
-            self._entries.clear()
-            self._signatures.clear()
-            self._traces = self._hits = self._interpreted_calls = 0
-            self._warned = False
+            self.entries.clear(on_drop=_cancel_build)
+            self._interpreted_calls = 0
             self._externals, self._n_ext = None, 0
 
     # ---- retrace reports
     def _miss_reason(self, signature: _Signature) -> str:
-        if not self._signatures:
+        if not self.entries.signatures:
             return "first call"
-        last = self._signatures[-1]
+        last = self.entries.signatures[-1]
         changed = _changed_arguments(last, signature, self._arg_names(
             len(signature.in_tree.children) - len(signature.kwarg_names)))
         return "changed: " + "; ".join(changed) if changed else "new signature"
@@ -835,15 +819,15 @@ class CompiledFunction:
     def _retrace_message(self, args) -> str:
         names = self._arg_names(len(args))
         counts = {}
-        for pos in range(len(self._signatures[-1].in_tree.children)):
-            seen = {_arg_part(s, pos) for s in self._signatures}
+        for pos in range(len(self.entries.signatures[-1].in_tree.children)):
+            seen = {_arg_part(s, pos) for s in self.entries.signatures}
             counts[pos] = len(seen)
         pos = max(counts, key=counts.get)
         name = names[pos] if pos < len(names) else f"keyword argument {pos - len(names)}"
-        what = ("static value" if self._signatures[-1].in_tree.children[pos].kind == "static"
+        what = ("static value" if self.entries.signatures[-1].in_tree.children[pos].kind == "static"
                 else "shape/dtype")
         return (f"tracegrad: {_fn_name(self.fn)} has been traced for "
-                f"{len(self._signatures)} different signatures; argument {name!r} keeps "
+                f"{len(self.entries.signatures)} different signatures; argument {name!r} keeps "
                 f"changing ({what}, {counts[pos]} distinct values). Every new signature is "
                 "traced and compiled again: pass changing Python scalars as arrays, or keep "
                 f"shapes fixed.{_fn_location(self.fn)}")

@@ -394,7 +394,7 @@ def test_retrace_storm_keeps_a_bounded_number_of_kernels(monkeypatch):
             value, g = f(np.linspace(-1, 1, n))
             np.testing.assert_allclose(value, np.sum(np.tanh(np.linspace(-1, 1, n))
                                                      * np.linspace(-1, 1, n) * 3.0))
-    assert len(f._entries) == 4
+    assert len(f.entries) == 4
     value, g = f(np.linspace(-1, 1, 2))  # an evicted shape: traced again, still right
     np.testing.assert_allclose(value, np.sum(np.tanh(np.linspace(-1, 1, 2))
                                              * np.linspace(-1, 1, 2) * 3.0))
@@ -405,11 +405,11 @@ def test_clear_caches_drops_kernels_and_generated_modules():
     f = tg.value_and_grad(lambda x: tg.sum(tg.sin(x) * x * 5.0))
     for n in (3, 4, 5):
         f(np.ones(n))
-    assert len(f._entries) == 3
+    assert len(f.entries) == 3
     before = _generated_modules()
     tg.clear_caches()
     gc.collect()
-    assert len(f._entries) == 0 and f.cache_info().traces == 0
+    assert len(f.entries) == 0 and f.cache_info().traces == 0
     assert _generated_modules() < before
     value, g = f(np.ones(3))  # works again (loaded from the disk cache)
     np.testing.assert_allclose(g, np.sin(1.0) * 5 + np.cos(1.0) * 5)
