@@ -51,7 +51,23 @@ class Lowered:
     joint:      after reverse mode (equal to `traced` for `compile`);
     optimized:  after passes and fusion (what the kernel runs);
     source:     the generated Numba source (None with backend="interpret");
-    source_path: the file that holds it.
+    source_path: the file that holds it;
+    memory:     the kernel's arrays (codegen/memory.py MemoryReport): workspace
+                bytes per dtype (temporaries, whose regions are reused once
+                dead), output bytes, the peak bytes of temporaries live at once,
+                and what one region per temporary would need. Computed from the
+                generated source on first use, so it works with either backend.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> def loss(w, x):
+    ...     h = tg.tanh(x @ w)
+    ...     return tg.sum(tg.tanh(h @ w.T) ** 2)
+    >>> f = tg.value_and_grad(loss, backend="interpret")
+    >>> mem = f.lower(np.ones((64, 64)), np.ones((32, 64))).memory
+    >>> mem.workspace_bytes["float64"] <= mem.no_reuse_bytes
+    True
+    >>> mem.peak_live_bytes <= mem.total_workspace_bytes
+    True
     """
 
     def __init__(self, traced: Graph, joint: Graph | None, optimized: Graph | None, kernel: Any,
@@ -93,13 +109,26 @@ class Lowered:
         from tracegrad.loops.primitives import residual_bytes
         return residual_bytes(self.optimized)
 
+    @functools.cached_property
+    def memory(self):
+        """The kernel's memory record (see the class doc)."""
+        from tracegrad.codegen.memory import report_for
+        with _BUILD_LOCK:
+            return report_for(self.optimized)
+
     def __str__(self) -> str:
         return str(self.optimized)
 
     def __repr__(self) -> str:
         return (f"<Lowered {self.traced.name}: traced {len(self.traced.nodes)} nodes, joint "
                 f"{len(self.joint.nodes)}, optimized {len(self.optimized.nodes)}; "
-                f"backend {self.backend}>")
+                f"backend {self.backend}; {self._memory_text()}>")
+
+    def _memory_text(self) -> str:
+        try:
+            return str(self.memory)
+        except Exception as exc:  # noqa: BLE001 - a repr must not raise
+            return f"memory unknown ({type(exc).__name__}: {exc})"
 
 
 def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = True,

@@ -5,9 +5,10 @@ node has no code generation, in which case the graph is cut into njit segments
 joined by a small Python driver that calls that node's NumPy `impl`.
 
 Inside a kernel:
-  - every array lives in a flat C-ordered 1-D buffer, allocated once per call
-    (`np.empty`), and reused by later values of the same dtype and size once
-    its last reader has run;
+  - every temporary lives in a flat C-ordered region of one workspace array per
+    dtype, allocated once per call (`np.empty`); a region is reused by later
+    values of any size once the last reader of its value (or of a view of it)
+    has run (liveness-based, best-fit placement: memory.py);
   - each fusion group is one loop nest over scalars (explicit loops compile
     far faster than array expressions and let LLVM vectorize);
   - views (reshape, broadcast_to, transpose) are index arithmetic, not copies;
@@ -25,6 +26,8 @@ import numpy as np
 
 from tracegrad.runtime import mathlib
 from tracegrad.codegen.access import Access, c_strides
+from tracegrad.codegen.memory import (MemoryReport, Placement, PlanMismatch, Workspace,
+                                      check_disjoint, plan_offline, poison_freed)
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ir.printer import format_node
 from tracegrad.passes.fuse import groups_of, is_view
@@ -57,6 +60,10 @@ class EmittedModule:
     parallel: bool = False         # this module's kernel uses prange
     wants_parallel: bool = False   # a parallel variant would differ (some loop is big)
     notes: list[str] = field(default_factory=list)
+    memory: MemoryReport | None = None   # workspace, outputs, peak live bytes (memory.py)
+    # segment -> workspace offsets planned with all lifetimes known, where they
+    # need less memory than this module's (generate emits again with them)
+    better_placements: dict = field(default_factory=dict, repr=False)
 
 
 # ------------------------------------------------------------------ helpers
@@ -110,13 +117,18 @@ def template_of(node: Node) -> str:
 
 # ------------------------------------------------------------------ emitter
 
+_FLAT_OUTPUT = re.compile(r"\w+_f = np\.empty\((\d+), np\.(\w+)\)")  # parallel kernels' outputs
+
+
 class Emitter:
     """Generates one njit function body for a list of scheduled units.
 
-    Temporaries live in one workspace array per dtype (`ws_f32`, ...), at
-    offsets planned here: a value's region is handed to a later value of the
-    same dtype and size once its last reader has run. Graph outputs get their
-    own arrays (`o12`), allocated in their final shape."""
+    Temporaries live in one workspace array per dtype (`ws_float32`, ...), at
+    offsets planned here (memory.py): a value's region, and any copy made of
+    it, goes back to the workspace's free blocks after the unit that reads it
+    last (`set_lifetimes`, `end_unit`), and later values of any size are placed
+    best-fit in those blocks. Graph outputs get their own arrays (`o12`),
+    allocated in their final shape, and are never reused."""
 
     def __init__(self, graph: Graph, kernel_name: str):
         self.graph = graph
@@ -128,9 +140,15 @@ class Emitter:
         self.indent = 1
         self.access: dict[int, Access] = {}
         self.shaped: dict[int, str] = {}
-        self.free: dict[tuple, list[int]] = {}
-        self.ws_size: dict[str, int] = {}      # workspace name -> elements
+        self.workspaces: dict[str, Workspace] = {}   # workspace name -> its offsets
         self.ws_dtype: dict[str, str] = {}
+        self.regions: dict[int, list[tuple[str, int, int]]] = {}  # storage root -> regions
+        self.dying: dict[int, list[int]] = {}   # unit position -> roots dead after it
+        self.region_events: list[tuple[str, str, int, int]] = []  # for check_disjoint
+        self.live_bytes = 0
+        self.peak_live_bytes = 0
+        self.poison = poison_freed()
+        self.plan: dict[str, Placement] | None = None   # offsets decided ahead (second pass)
         self.parallel = False          # this body uses prange
         self.allow_parallel = False    # may it? (the parallel variant of a kernel)
         self.wants_parallel = False    # would it, if allowed?
@@ -281,8 +299,13 @@ class Emitter:
 
     def workspace(self, dtype) -> str:
         name = f"ws_{np.dtype(dtype).name}"
-        if name not in self.ws_size:
-            self.ws_size[name] = 0
+        if name not in self.workspaces:
+            plan = None
+            if self.plan is not None:
+                if name not in self.plan:
+                    raise PlanMismatch(f"{name} was not planned")
+                plan = self.plan[name]
+            self.workspaces[name] = Workspace(name, dtype, plan)
             self.ws_dtype[name] = np.dtype(dtype).name
         return name
 
@@ -302,13 +325,12 @@ class Emitter:
             self.shaped[node.id], a = self._output_array(node)
             return a
         ws = self.workspace(node.dtype)
-        key = (ws, node.size)
-        pool = self.free.get(key)
-        if pool:
-            offset = pool.pop()
-        else:
-            offset = self.ws_size[ws]
-            self.ws_size[ws] += node.size
+        offset = self.workspaces[ws].take(node.size)
+        # a copy of a view belongs to the view's base: it dies when the base does
+        self.regions.setdefault(view_root(node).id, []).append((ws, offset, node.size))
+        self.region_events.append(("take", ws, offset, node.size))
+        self.live_bytes += node.size * np.dtype(node.dtype).itemsize
+        self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
         return Access(ws, shape, c_strides(shape), offset)
 
     def _output_array(self, node: Node, name: str | None = None) -> tuple[str, Access]:
@@ -341,9 +363,56 @@ class Emitter:
         self.out_allocs.append(f"{name} = tg_view({buf}, {offset}, {shape!r})")
         return name, Access(buf, shape, c_strides(shape), offset)
 
-    def release(self, a: Access, size: int) -> None:
-        if a.buf in self.ws_size:
-            self.free.setdefault((a.buf, size), []).append(a.offset)
+    # ------------------------------------------------------- lifetimes
+    def set_lifetimes(self, dies_after: dict[int, int], keep=()) -> None:
+        """Storage root id -> position of the unit after which nothing reads it
+        (`storage_lifetimes`); roots in `keep` (values this function returns)
+        and roots missing from `dies_after` are never reused."""
+        keep = set(keep)
+        self.dying = {}
+        for root, p in dies_after.items():
+            if root not in keep:
+                self.dying.setdefault(p, []).append(root)
+
+    def end_unit(self, p: int) -> None:
+        """Unit `p` has been emitted: give back the regions of the values it read last."""
+        for root in self.dying.get(p, ()):
+            for ws, offset, size in self.regions.pop(root, ()):
+                self.workspaces[ws].give_back(offset, size)
+                self.region_events.append(("give_back", ws, offset, size))
+                self.live_bytes -= size * self.workspaces[ws].dtype.itemsize
+                if self.poison and self.workspaces[ws].dtype.kind == "f" and size:
+                    self.emit(f"for q in range({size}):  # poisoned: dead from here on")
+                    self.emit(f"    {ws}[{offset} + q] = np.nan")
+
+    def better_placement(self) -> dict[str, Placement] | None:
+        """Offsets planned with every lifetime known (memory.plan_offline), if
+        they need fewer workspace bytes than the ones chosen while emitting."""
+        if self.plan is not None or not self.region_events:
+            return None
+        dtypes = {name: ws.dtype for name, ws in self.workspaces.items()}
+        plans = plan_offline(self.region_events, dtypes)
+        now = sum(ws.size * ws.dtype.itemsize for ws in self.workspaces.values())
+        planned = sum(p.size * dtypes[name].itemsize for name, p in plans.items())
+        return plans if planned < now else None
+
+    def memory_report(self) -> MemoryReport:
+        """What this function's arrays need (checks first that no two live
+        regions overlap: a wrong reuse would be a silently wrong result)."""
+        check_disjoint(self.region_events)
+        itemsize = {name: ws.dtype.itemsize for name, ws in self.workspaces.items()}
+        workspace = {}
+        for name, ws in self.workspaces.items():
+            workspace[ws.dtype.name] = workspace.get(ws.dtype.name, 0) + ws.size * itemsize[name]
+        outputs = sum(n * np.dtype(self.flat_dtypes[buf]).itemsize
+                      for buf, n in self.out_size.items())
+        outputs += sum(int(m.group(1)) * np.dtype(m.group(2)).itemsize
+                       for m in map(_FLAT_OUTPUT.match, self.out_allocs) if m)
+        return MemoryReport(
+            workspace_bytes=workspace, output_bytes=outputs,
+            peak_live_bytes=self.peak_live_bytes,
+            no_reuse_bytes=sum(ws.taken * itemsize[name] for name, ws in self.workspaces.items()),
+            temporaries=sum(1 for e in self.region_events if e[0] == "take"))
 
     def set_materialized(self, node: Node, a: Access) -> None:
         self.access[node.id] = Access(a.buf, tuple(node.shape), c_strides(tuple(node.shape)),
@@ -353,8 +422,8 @@ class Emitter:
         """Workspace and output allocations, to put at the top of the body (all
         allocation first keeps the rest a plain sequence of loops and calls,
         which `reroll` can fold)."""
-        return ([f"    {ws} = np.empty({max(n, 1)}, np.{self.ws_dtype[ws]})"
-                 for ws, n in self.ws_size.items()]
+        return ([f"    {name} = np.empty({max(ws.size, 1)}, np.{self.ws_dtype[name]})"
+                 for name, ws in self.workspaces.items()]
                 + [f"    {buf} = np.empty({max(n, 1)}, np.{self.flat_dtypes[buf]})"
                    for buf, n in self.out_size.items()]
                 + ["    " + a for a in self.out_allocs])
@@ -476,3 +545,24 @@ def view_root(node: Node) -> Node:
     while is_view(node):
         node = node.inputs[0]
     return node
+
+
+def storage_lifetimes(graph: Graph, groups, units) -> dict[int, int]:
+    """Storage root id -> position of the last unit that needs its storage.
+
+    A value is needed by every unit that reads it or any view of it (views are
+    index arithmetic on their base's buffer, and so are the copies the emitter
+    makes of views: they belong to the base); a value nobody reads is needed
+    only by the unit that computes it. Roots of graph outputs are missing:
+    their storage must outlive the kernel."""
+    dies_after: dict[int, int] = {}
+    for p, unit in enumerate(units):
+        for n in unit_nodes(groups, unit):
+            root = view_root(n).id
+            dies_after[root] = max(dies_after.get(root, -1), p)
+            for i in n.inputs:
+                r = view_root(i).id
+                dies_after[r] = max(dies_after.get(r, -1), p)
+    for o in graph.outputs:
+        dies_after.pop(view_root(o).id, None)
+    return dies_after

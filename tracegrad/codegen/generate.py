@@ -17,7 +17,8 @@ from tracegrad.runtime import mathlib
 from tracegrad.codegen.access import Access, c_strides
 from tracegrad.codegen.reroll import reroll
 from tracegrad.codegen.emit import (FASTMATH, EmittedModule, Emitter, NoCodegen, ident, literal,
-                                    numba_array_type, schedule, unit_nodes, view_root)
+                                    numba_array_type, schedule, storage_lifetimes, unit_nodes)
+from tracegrad.codegen.memory import MemoryReport, PlanMismatch
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.passes.fuse import fuse_elementwise, groups_of, is_elementwise, is_view
 
@@ -90,6 +91,21 @@ def _param_names(graph: Graph) -> dict[int, str]:
 
 
 def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) -> EmittedModule:
+    """Emit twice when it saves memory: the first pass records every temporary's
+    lifetime; when placing them all at once needs a smaller workspace than the
+    placement made while emitting, the second pass uses those offsets."""
+    first = _generate_once(graph, kernel_name, forced, parallel, plans=None)
+    if not first.better_placements:
+        return first
+    try:
+        return _generate_once(graph, kernel_name, forced, parallel, first.better_placements)
+    except PlanMismatch as exc:  # a bug, but the first pass's placement is sound
+        log.warning("codegen %s: planned placement not used (%s)", kernel_name, exc)
+        return first
+
+
+def _generate_once(graph: Graph, kernel_name: str, forced: set[int], parallel: bool,
+                   plans: dict | None) -> EmittedModule:
     groups = groups_of(graph)
     units = schedule(graph)
     numpy_unit = [u[0] == "node" and _needs_numpy(u[1], forced) for u in units]
@@ -103,20 +119,14 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
         param_name[c.id] = f"c{c.id}"
     entry_params = [c.id for c in big_consts] + [n.id for n in graph.inputs]
 
-    # Where each unit sits, and when each storage root is read for the last time.
+    # Where each unit sits, and after which unit each value's storage is dead.
     pos_of: dict[int, int] = {}
     for p, u in enumerate(units):
         for n in unit_nodes(groups, u):
             pos_of[n.id] = p
-    forever = len(units) + 1
-    last_use: dict[int, int] = {}
-    for p, u in enumerate(units):
-        for n in unit_nodes(groups, u):
-            for i in n.inputs:
-                r = view_root(i).id
-                last_use[r] = max(last_use.get(r, -1), p)
-    for o in graph.outputs:
-        last_use[view_root(o).id] = forever
+    dies_after = storage_lifetimes(graph, groups, units)
+    memory: list[MemoryReport] = []
+    better_placements: dict[int, dict] = {}   # segment -> offsets planned ahead, if smaller
 
     # Cut into segments at NumPy units.
     segments: list[tuple[str, list[int]]] = []
@@ -173,16 +183,18 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
             params = [i for i in needed if not (by_id[i].op == "const" and by_id[i].size <= SMALL_CONST)]
         em = Emitter(graph, fname)
         em.allow_parallel = parallel
+        if plans is not None:
+            em.plan = plans.get(si)  # None: placed while emitting, as in the first pass
         for pid in params:
             _bind_param(em, by_id[pid], param_name.get(pid, f"p{pid}"))
         for n in graph.nodes:  # small consts are literals wherever they are read
             if n.op == "const" and n.size <= SMALL_CONST and n.id not in em.access:
                 _bind_small_const(em, n)
         returns = used_after(defined, positions[-1]) if not single else []
+        em.set_lifetimes(dies_after, keep=returns)
         for p in positions:
-            unit = units[p]
-            _emit_unit(em, unit)
-            _release_dead(em, groups, units, p, last_use, returns)
+            _emit_unit(em, units[p])
+            em.end_unit(p)
         if single:
             outs = _return_outputs(em, graph, param_name)
         else:
@@ -202,6 +214,10 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
         module_tables.extend(int_tables)
         functions.extend(em.outlined_src.values())
         functions.append("\n".join([deco, f"def {fname}({names}):"] + em.prologue() + em.lines))
+        memory.append(em.memory_report())
+        better = em.better_placement()
+        if better:
+            better_placements[si] = better
         any_parallel |= em.parallel
         wants_parallel |= em.wants_parallel
         uses_gemm |= em.uses_gemm
@@ -251,7 +267,9 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
     source = _hoist_typed_literals(source)
     return EmittedModule(source=source, entry=kernel_name,
                          const_ids=[c.id for c in big_consts], fallback_ids=fallback_ids,
-                         parallel=any_parallel, wants_parallel=wants_parallel)
+                         parallel=any_parallel, wants_parallel=wants_parallel,
+                         memory=MemoryReport.combine(memory),
+                         better_placements=better_placements if plans is None else {})
 
 
 def _driver_name(node_id: int, param_name: dict[int, str]) -> str:
@@ -337,19 +355,6 @@ def _emit_view(em: Emitter, node: Node) -> None:
             em.copy_to_buffer(node.inputs[0])
             a = em.acc(node.inputs[0]).reshape(tuple(node.shape))
     em.access[node.id] = a
-
-
-def _release_dead(em: Emitter, groups, units, p: int, last_use, keep) -> None:
-    keep = set(keep)
-    released = em.__dict__.setdefault("released", set())
-    for n in unit_nodes(groups, units[p]):
-        for i in n.inputs:
-            r = view_root(i)
-            if last_use.get(r.id) == p and r.id not in keep and r.id in em.access:
-                a = em.access[r.id]
-                if a.scalar is None and r.id not in released:
-                    released.add(r.id)
-                    em.release(a, r.size)
 
 
 def _return_outputs(em: Emitter, graph: Graph, param_name) -> list[str]:
