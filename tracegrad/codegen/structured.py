@@ -600,3 +600,6 @@ def emit_argsort(em: Emitter, node: Node) -> None:
     _open(em, "j", n)
     em.emit(f"{_at(out, f'base + j * {inner}')} = perm[j]")
     em.indent -= 3
+
+
+from tracegrad.codegen import linalg_emit  # noqa: E402,F401  (registers cholesky, triangular_solve)

@@ -19,11 +19,13 @@ Conventions:
     triangular_solve) raises `LinAlgError` naming the op and the operand
     shapes, also from compiled code.
 
-Code generation: none of them has an emitter; a compiled kernel runs their
-NumPy/LAPACK implementation between its njit segments (codegen="numpy").
-perf/linalg_codegen_bench.py measured that against Numba's own np.linalg
-inside njit (see the numbers there): the same speed at run time, without
-Numba's LAPACK compile (seconds) and SciPy import in every kernel.
+Code generation: cholesky and triangular_solve run inside the compiled kernel
+(tracegrad/codegen/linalg_emit.py: LAPACK potrf and BLAS trsm of NumPy's own
+OpenBLAS, called from njit through tracegrad/runtime/lapack.py), so a graph of
+them is one njit call. The others (solve, inv, det, slogdet) run their
+NumPy/LAPACK implementation between the kernel's njit segments
+(codegen="numpy"); Numba's own np.linalg inside njit compiles for seconds
+(perf/linalg_codegen_bench.py).
 
     >>> import numpy as np, tracegrad as tg
     >>> a = np.array([[4.0, 2.0], [2.0, 3.0]])
@@ -57,6 +59,16 @@ class LinAlgError(TracegradError, np.linalg.LinAlgError):
     """A matrix is not positive definite (cholesky) or is singular (solve, inv, ...).
 
     Also a `numpy.linalg.LinAlgError`, so code that catches NumPy's error keeps working."""
+
+
+class NotPositiveDefinite(LinAlgError):
+    """cholesky's LinAlgError as a compiled kernel raises it: the kernel passes the
+    message's head, the order of the failing leading minor (LAPACK's info) and the
+    tail (operands, user's line); the text is eager mode's."""
+
+    def __init__(self, head: str, order: int, tail: str = ""):
+        super().__init__(f"{head} (the leading minor of order {order} is not positive "
+                         f"definite){tail}")
 
 
 # ------------------------------------------------------------------ shape rules
@@ -280,7 +292,7 @@ def _cholesky_vjp(g, out, a, upper=False):
     p = _mask(T.matmul(_mT(low), g_low), lower=True)
     s = T.mul(T.add(p, _mT(_mask(p, lower=True, strict=True))), 0.5)
     y = triangular_solve_p(low, s, lower=True, trans=True)              # L^-T S
-    ga = _mT(triangular_solve_p(low, _mT(y), lower=True, trans=True))   # (L^-T (L^-T S)^T)^T
+    ga = triangular_solve_p(low, _mT(y), lower=True, trans=True)        # L^-T S L^-1
     return T.mul(T.add(ga, _mT(ga)), 0.5)  # symmetric up to rounding: make it exact
 
 
@@ -326,13 +338,13 @@ def _logabsdet_vjp(g, out, a):
 cholesky_p = primitive(  # lower L with L L^T = (A + A^T) / 2; upper=True gives L^T
     "cholesky", impl=_cholesky_impl, shape_rule=_square_rule("cholesky"), kind="other",
     vjps=(_cholesky_vjp,), torch_name="LinalgCholeskyExBackward0", saves=("out",),
-    codegen="numpy")
+    codegen="cholesky")
 
 triangular_solve_p = primitive(  # x with op(A) x = b, op(A) = A or A^T (trans), A triangular
     "triangular_solve", impl=_triangular_solve_impl,
     shape_rule=_solve_rule("triangular_solve", batch_broadcasts=False), kind="other",
     vjps=(_triangular_solve_vjp_a, _triangular_solve_vjp_b),
-    torch_name="LinalgSolveTriangularBackward0", saves=(0, "out"), codegen="numpy")
+    torch_name="LinalgSolveTriangularBackward0", saves=(0, "out"), codegen="triangular_solve")
 
 solve_p = primitive(  # x with A x = b; b is a vector when 1-D, batch axes broadcast
     "solve", impl=_solve_impl, shape_rule=_solve_rule("solve", batch_broadcasts=True),

@@ -1,0 +1,188 @@
+"""Code for cholesky and triangular_solve: LAPACK potrf and BLAS trsm inside the kernel.
+
+Without these, each linalg node cut the kernel into njit segments with its
+NumPy/SciPy impl run in between (copies, Python calls, a driver). Here they
+are two external calls (tracegrad/runtime/lapack.py) in the one njit function,
+on the kernel's own flat buffers:
+
+  cholesky          the lower triangle of (A + A^T) / 2 is written into the
+                    output, potrf factors it in place; info > 0 raises the
+                    LinAlgError eager mode raises (op, order of the failing
+                    minor, operand shapes, the user's line).
+  triangular_solve  b is copied into the output (any strides), a zero on A's
+                    diagonal raises LinAlgError, trsm solves in place. A given
+                    as a transposed view (A^T of a row-major matrix, as the
+                    cholesky and solve VJPs make) is read without a copy: the
+                    other triangle, the other `trans`.
+
+Anything else (int operands, NumPy without its OpenBLAS) raises NoCodegen and
+the node runs its NumPy impl between segments, as before.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tracegrad.codegen.access import Access, c_strides
+from tracegrad.codegen.emit import Emitter, NoCodegen, dshort
+from tracegrad.codegen.structured import structured
+from tracegrad.ir.graph import Node
+
+_IMPORTS = ("from tracegrad.runtime.lapack import tg_potrf, tg_trsm\n"
+            "from tracegrad.ops.linalg import LinAlgError, NotPositiveDefinite")
+
+
+def _require_lapack(node: Node, operands) -> None:
+    from tracegrad.runtime import lapack
+    if not lapack.AVAILABLE:
+        raise NoCodegen(f"{node.op}: NumPy's OpenBLAS (LAPACK symbols) not found")
+    if np.dtype(node.dtype) not in (np.float32, np.float64) or any(
+            np.dtype(o.dtype) != np.dtype(node.dtype) for o in operands):
+        raise NoCodegen(f"{node.op}: LAPACK needs float32/float64 operands of one dtype")
+
+
+def _use_lapack(em: Emitter) -> None:
+    """The generated module imports the LAPACK intrinsics and the error classes.
+
+    generate.py writes each of `em.outlined_src`'s texts into the module ahead of
+    the segment's function; an entry without outlined call sites stays there, so
+    the imports ride on it (no change to the header generate.py builds)."""
+    em.outlined_src.setdefault("_tg_lapack_imports", _IMPORTS)
+
+
+def _operands_text(*operands: Node) -> str:
+    return ", ".join(f"{dshort(o.dtype)}[{','.join(map(str, o.shape))}]" for o in operands)
+
+
+def _where(node: Node) -> str:
+    """Where the user wrote the op, as eager mode's user_location_suffix() says it."""
+    return f"\n  (at {node.source})" if node.source else ""
+
+
+def _open_batch(em: Emitter, batch: tuple) -> tuple:
+    vars_ = tuple(em.fresh("bt") for _ in batch)
+    for v, d in zip(vars_, batch):
+        em.emit(f"for {v} in range({d}):")
+        em.indent += 1
+    return vars_
+
+
+def _offset(a: Access, strides: tuple, vars_: tuple) -> str:
+    """The element offset of a[batch index] (an expression in the batch variables)."""
+    return Access("", (), (), a.offset).index_expr(strides, vars_)[1:-1]
+
+
+def _at(a: Access, vars_: tuple, i: str, j: str) -> str:
+    """a[batch..., i, j] for a (..., n, m) access of any strides."""
+    return a.index_expr(a.strides, vars_ + (i, j))
+
+
+# ------------------------------------------------------------------- cholesky
+
+@structured("cholesky")
+def emit_cholesky(em: Emitter, node: Node) -> None:
+    (x,) = node.inputs
+    _require_lapack(node, (x,))
+    _use_lapack(em)
+    n = node.shape[-1]
+    batch = tuple(node.shape[:-2])
+    em.comment(node)
+    src = em.acc(x)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    if node.size == 0:
+        return
+    src = src.broadcast(tuple(x.shape))
+    head = "cholesky: the matrix is not positive definite"
+    tail = f" (operands: {_operands_text(x)}){_where(node)}"
+    half = f"np.{np.dtype(node.dtype).name}(0.5)"
+    vars_ = _open_batch(em, batch)
+    base = _offset(out, c_strides(batch + (n * n,))[:len(batch)], vars_)
+    i, j, s, fin = em.fresh("i"), em.fresh("j"), em.fresh("s"), em.fresh("finite")
+    # the lower triangle of the symmetric part; zeros above (the factor's upper part)
+    em.emit(f"{fin} = True")
+    em.emit(f"for {i} in range({n}):")
+    em.emit(f"    for {j} in range({i} + 1):")
+    em.emit(f"        {s} = ({_at(src, vars_, i, j)} + {_at(src, vars_, j, i)}) * {half}")
+    em.emit(f"        {fin} = {fin} and np.isfinite({s})")
+    em.emit(f"        {out.buf}[{base} + {i} * {n} + {j}] = {s}")
+    em.emit(f"    for {j} in range({i} + 1, {n}):")
+    em.emit(f"        {out.buf}[{base} + {i} * {n} + {j}] = 0.0")
+    info = em.fresh("info")
+    em.emit(f"{info} = tg_potrf({n}, {out.buf}, {base})")
+    em.emit(f"if {info} != 0:")
+    em.emit(f"    raise NotPositiveDefinite({head!r}, {info}, {tail!r})")
+    # eager mode's check: a finite matrix whose factor overflowed is not accepted
+    em.emit(f"if {fin}:")
+    em.emit(f"    for {i} in range({n}):")
+    em.emit(f"        for {j} in range({i} + 1):")
+    em.emit(f"            if not np.isfinite({out.buf}[{base} + {i} * {n} + {j}]):")
+    em.emit(f"                raise LinAlgError({head + tail!r})")
+    if node.attrs.get("upper"):
+        em.emit(f"for {i} in range({n}):  # upper=True: L^T, in place")
+        em.emit(f"    for {j} in range({i}):")
+        em.emit(f"        {out.buf}[{base} + {j} * {n} + {i}] = {out.buf}[{base} + {i} * {n} + {j}]")
+        em.emit(f"        {out.buf}[{base} + {i} * {n} + {j}] = 0.0")
+    em.indent -= len(batch)
+
+
+# ----------------------------------------------------------- triangular_solve
+
+def _triangle_layout(a: Access, n: int):
+    """(row stride, flipped) when the (n, n) matrix access is row-major (False) or
+    column-major (True: memory holds A^T row-major), else None."""
+    rs, cs = a.strides[-2], a.strides[-1]
+    if n <= 1:
+        return max(n, 1), False
+    if cs == 1 and rs == n:
+        return n, False
+    if rs == 1 and cs == n:
+        return n, True
+    return None
+
+
+@structured("triangular_solve")
+def emit_triangular_solve(em: Emitter, node: Node) -> None:
+    a, b = node.inputs
+    _require_lapack(node, (a, b))
+    _use_lapack(em)
+    lower, trans = bool(node.attrs.get("lower", True)), bool(node.attrs.get("trans", False))
+    unit = bool(node.attrs.get("unit_diagonal", False))
+    n = a.shape[-1]
+    batch = tuple(a.shape[:-2])
+    k = 1 if b.ndim == 1 or b.ndim == len(batch) + 1 else b.shape[-1]
+    em.comment(node)
+    acc_a = em.acc(a)
+    if acc_a.scalar is not None or _triangle_layout(acc_a, n) is None:
+        acc_a = em.copy_to_buffer(a)
+    lda, flipped = _triangle_layout(acc_a, n)
+    if flipped:  # memory holds M = A^T: A's lower triangle is M's upper one
+        lower, trans = not lower, not trans
+    acc_b = em.acc(b).broadcast(tuple(b.shape))
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    if node.size == 0:
+        return
+    vars_ = _open_batch(em, batch)
+    nb = len(batch)
+    a_base = _offset(acc_a, acc_a.strides[:nb], vars_)
+    o_base = _offset(out, c_strides(batch + (n * k,))[:nb], vars_)
+    i, j = em.fresh("i"), em.fresh("j")
+    if not unit:
+        step = lda + 1
+        em.emit(f"for {i} in range({n}):")
+        em.emit(f"    if {acc_a.buf}[{a_base} + {i} * {step}] == 0.0:")
+        em.emit(f"        raise LinAlgError({_singular_message(node, a, b)!r})")
+    # b into the output, where trsm solves in place
+    b_rows = acc_b.index_expr(acc_b.strides, vars_ + ((i,) if k == 1 and b.ndim == nb + 1 else
+                                                       (i, j)))
+    em.emit(f"for {i} in range({n}):")
+    em.emit(f"    for {j} in range({k}):")
+    em.emit(f"        {out.buf}[{o_base} + {i} * {k} + {j}] = {b_rows}")
+    em.emit(f"tg_trsm({int(lower)}, {int(trans)}, {int(unit)}, {n}, {k}, {acc_a.buf}, {a_base}, "
+            f"{lda}, {out.buf}, {o_base}, {k})")
+    em.indent -= nb
+
+
+def _singular_message(node: Node, a: Node, b: Node) -> str:
+    return (f"triangular_solve: the matrix is singular (a zero on its diagonal) "
+            f"(operands: {_operands_text(a, b)}){_where(node)}")

@@ -1,0 +1,153 @@
+"""LAPACK and triangular BLAS calls for generated kernels (cholesky, triangular_solve).
+
+The kernels call the OpenBLAS that NumPy ships (already loaded with numpy: no
+SciPy import), found by symbol name like `tg_gemm` in intrinsics.py:
+`llvmlite.binding.add_symbol` registers each function under a `tg_` name and
+the generated code refers to the name, never to an address, so Numba can cache
+the kernel. Numba's own np.linalg inside njit would compile for seconds per
+kernel (perf/linalg_codegen_bench.py); these are plain external calls.
+
+- `tg_potrf(n, a, offa)`: in place, the row-major lower Cholesky factor of the
+  symmetric matrix whose lower triangle is at a[offa:]; returns LAPACK's info
+  (0, or k > 0 when the leading minor of order k is not positive definite).
+- `tg_trsm(lower, trans, unit, m, k, a, offa, lda, b, offb, ldb)`: in place,
+  B := op(A)^-1 B with A (m, m) triangular and B (m, k), both row-major.
+
+`AVAILABLE` is False when NumPy's OpenBLAS is not found (a NumPy built against
+MKL or Accelerate): the emitters then leave these ops to their NumPy impl.
+Importing this module imports numba; only generated modules (and the emitters,
+to read AVAILABLE) import it.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+
+import numpy as np
+
+_ROW_MAJOR, _COL_MAJOR = 101, 102       # CBLAS/LAPACKE layouts
+_NO_TRANS, _TRANS = 111, 112
+_UPPER, _LOWER = 121, 122
+_NON_UNIT, _UNIT = 131, 132
+_LEFT = 141
+
+_SYMBOLS = {  # our name -> NumPy's OpenBLAS (ILP64: every integer is 64-bit)
+    "tg_lapacke_{k}potrf": "scipy_LAPACKE_{k}potrf_work64_",
+    "tg_cblas_{k}trsm": "scipy_cblas_{k}trsm64_",
+}
+
+
+def _numpy_openblas() -> ctypes.CDLL | None:
+    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libdir, "libscipy_openblas64_*"))):
+        try:
+            return ctypes.CDLL(path)
+        except OSError:
+            continue
+    return None
+
+
+def _register() -> bool:
+    lib = _numpy_openblas()
+    if lib is None:
+        return False
+    addresses = {}
+    try:
+        for ours, theirs in _SYMBOLS.items():
+            for k in "sd":
+                fn = getattr(lib, theirs.format(k=k))
+                addresses[ours.format(k=k)] = ctypes.cast(fn, ctypes.c_void_p).value
+    except AttributeError:
+        return False
+    import llvmlite.binding as llvm
+    for name, address in addresses.items():
+        llvm.add_symbol(name, address)
+    return True
+
+
+AVAILABLE = _register()
+
+# ---------------------------------------------------------------- intrinsics
+# (defined only with numba importable; generated modules import them)
+
+from llvmlite import ir  # noqa: E402
+from numba import types  # noqa: E402
+from numba.core import cgutils  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
+
+_i32, _i64, _i8 = ir.IntType(32), ir.IntType(64), ir.IntType(8)
+
+
+def _data_at(context, builder, arr_ty, arr, offset, offset_ty):
+    """Pointer to arr[offset] (arr a 1-D array)."""
+    ary = context.make_array(arr_ty)(context, builder, arr)
+    return builder.gep(ary.data, [context.cast(builder, offset, offset_ty, types.intp)])
+
+
+def _float_array(ty) -> bool:
+    return isinstance(ty, types.Array) and ty.dtype in (types.float32, types.float64)
+
+
+@intrinsic
+def tg_potrf(typingctx, n, a, offa):
+    """info of the in-place Cholesky of the (n, n) row-major matrix at a[offa:] (lower)."""
+    if not _float_array(a):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vn, va, voff = args
+        sa = signature.args
+        dtype = sa[1].dtype
+        fty = context.get_value_type(dtype)
+        fnty = ir.FunctionType(_i64, [_i32, _i8, _i64, fty.as_pointer(), _i64])
+        name = "tg_lapacke_spotrf" if dtype == types.float32 else "tg_lapacke_dpotrf"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+        ptr = builder.bitcast(_data_at(context, builder, sa[1], va, voff, sa[2]), fty.as_pointer())
+        nn = context.cast(builder, vn, sa[0], types.int64)
+        # A row-major lower triangle is the column-major upper one of the same memory:
+        # LAPACK's 'U' factor U (U^T U = A) read row-major is L = U^T (L L^T = A).
+        return builder.call(fn, (ir.Constant(_i32, _COL_MAJOR), ir.Constant(_i8, ord("U")),
+                                 nn, ptr, builder.select(
+                                     builder.icmp_signed(">", nn, ir.Constant(_i64, 1)), nn,
+                                     ir.Constant(_i64, 1))))
+
+    return types.int64(n, a, offa), codegen
+
+
+@intrinsic
+def tg_trsm(typingctx, lower, trans, unit, m, k, a, offa, lda, b, offb, ldb):
+    """B := op(A)^-1 B in place: A (m, m) triangular at a[offa:] (row stride lda),
+    B (m, k) at b[offb:] (row stride ldb), both row-major; lower/trans/unit are 0/1."""
+    if not (_float_array(a) and _float_array(b) and a.dtype == b.dtype):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vlow, vtrans, vunit, vm, vk, va, voa, vlda, vb, vob, vldb = args
+        sa = signature.args
+        dtype = sa[5].dtype
+        fty = context.get_value_type(dtype)
+        ptr_t = fty.as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [_i32, _i32, _i32, _i32, _i32, _i64, _i64, fty,
+                                               ptr_t, _i64, ptr_t, _i64])
+        name = "tg_cblas_strsm" if dtype == types.float32 else "tg_cblas_dtrsm"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+
+        def flag(v, ty, if_set, if_not):
+            v = context.cast(builder, v, ty, types.int64)
+            return builder.select(builder.icmp_signed("!=", v, ir.Constant(_i64, 0)),
+                                  ir.Constant(_i32, if_set), ir.Constant(_i32, if_not))
+
+        def i64(v, ty):
+            return context.cast(builder, v, ty, types.int64)
+
+        pa = builder.bitcast(_data_at(context, builder, sa[5], va, voa, sa[6]), ptr_t)
+        pb = builder.bitcast(_data_at(context, builder, sa[8], vb, vob, sa[9]), ptr_t)
+        builder.call(fn, (ir.Constant(_i32, _ROW_MAJOR), ir.Constant(_i32, _LEFT),
+                          flag(vlow, sa[0], _LOWER, _UPPER), flag(vtrans, sa[1], _TRANS, _NO_TRANS),
+                          flag(vunit, sa[2], _UNIT, _NON_UNIT), i64(vm, sa[3]), i64(vk, sa[4]),
+                          context.get_constant(dtype, 1.0), pa, i64(vlda, sa[7]), pb,
+                          i64(vldb, sa[10])))
+        return context.get_dummy_value()
+
+    return types.void(lower, trans, unit, m, k, a, offa, lda, b, offb, ldb), codegen
