@@ -1,0 +1,319 @@
+"""Workspace reuse (issue 14): liveness-based placement of a kernel's temporaries.
+
+A wrong reuse is a silently wrong gradient, so the compiled checks run with
+TRACEGRAD_POISON_FREED=1: a region is filled with NaN the moment its value is
+dead, and a kernel that still reads it returns NaN or a wrong number, which the
+comparison with the IR interpreter catches. The default run compiles ONE
+function (module-level, shared); the allocator and the memory report are
+checked without Numba; the perf workloads run under `-m slow`.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import random
+import re
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad.codegen.memory import (MemoryReport, PlanMismatch, Placement, Workspace,
+                                      check_disjoint, lifetimes, plan_offline)
+from tracegrad.ir.interpret import interpret
+
+WS_LINE = r"^\s*(ws_\w+) = np\.empty\((\d+), np\.(\w+)\)"
+
+
+# ------------------------------------------------------------- the allocator
+
+def test_best_fit_splits_a_dead_region_for_smaller_values():
+    ws = Workspace("ws_float64", "float64")        # 8 elements per 64 bytes
+    a = ws.take(80)
+    b = ws.take(8)
+    ws.give_back(a, 80)
+    c, d = ws.take(40), ws.take(24)                 # two pieces of a's region
+    assert (c, d) == (a, a + 40)
+    assert ws.size == 88                            # nothing new was needed
+    assert ws.peak_live == 88 and ws.live == 72
+    check_disjoint([("take", "w", a, 80), ("take", "w", b, 8), ("give_back", "w", a, 80),
+                    ("take", "w", c, 40), ("take", "w", d, 24)])
+
+
+def test_best_fit_prefers_the_smallest_block_that_fits():
+    ws = Workspace("ws_float64", "float64")
+    big, keep1, small, keep2 = ws.take(64), ws.take(8), ws.take(16), ws.take(8)
+    ws.give_back(big, 64)
+    ws.give_back(small, 16)
+    assert ws.take(16) == small                     # not a piece of the big block
+    assert ws.take(64) == big
+
+
+def test_neighbouring_dead_regions_merge_into_one_block():
+    ws = Workspace("ws_float64", "float64")
+    regions = [ws.take(8) for _ in range(4)]
+    for r in regions[1:3]:
+        ws.give_back(r, 8)
+    assert ws.take(16) == regions[1]                # two 8-element blocks, merged
+    assert ws.size == 32
+
+
+def test_growth_starts_at_a_free_block_on_the_end():
+    ws = Workspace("ws_float32", "float32")         # 16 elements per 64 bytes
+    a, b = ws.take(16), ws.take(16)
+    ws.give_back(b, 16)
+    assert ws.take(48) == b                          # extends the dead tail in place
+    assert ws.size == 64
+
+
+def test_a_region_given_back_twice_is_an_error():
+    ws = Workspace("ws_float64", "float64")
+    a = ws.take(8)
+    ws.give_back(a, 8)
+    with pytest.raises(RuntimeError, match="given back twice"):
+        ws.give_back(a, 8)
+
+
+def test_check_disjoint_finds_an_overlap_of_live_regions():
+    with pytest.raises(RuntimeError, match="overlaps live region 0\\+10"):
+        check_disjoint([("take", "ws", 0, 10), ("take", "ws", 8, 4)])
+    check_disjoint([("take", "ws", 0, 10), ("give_back", "ws", 0, 10), ("take", "ws", 8, 4)])
+    check_disjoint([("take", "ws", 0, 10), ("take", "other", 8, 4)])  # other workspace
+
+
+def _random_program(rng: random.Random, steps: int):
+    """Random takes and give-backs of mixed sizes, as (kind, key, elements)."""
+    live, program = [], []
+    for k in range(steps):
+        if live and rng.random() < 0.45:
+            key, n = live.pop(rng.randrange(len(live)))
+            program.append(("give_back", key, n))
+        else:
+            n = rng.choice([0, 1, 3, 8, 17, 64, 100, 256, 1000])
+            live.append((k, n))
+            program.append(("take", k, n))
+    return program
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_programs_never_overlap_and_reach_at_least_the_peak(seed):
+    rng = random.Random(seed)
+    ws = Workspace("ws_float64", "float64")
+    offsets, events, live, peak = {}, [], 0, 0
+    for kind, key, n in _random_program(rng, 400):
+        if kind == "take":
+            offsets[key] = ws.take(n)
+            live += n
+            peak = max(peak, live)
+        else:
+            ws.give_back(offsets[key], n)
+            live -= n
+        events.append((kind, "ws", offsets[key], n))
+        assert 0 <= offsets[key] and offsets[key] + n <= ws.size
+    check_disjoint(events)
+    assert ws.peak_live == peak <= ws.size
+
+    # the offline plan of the same lifetimes is disjoint too, and no bigger than needed
+    plan = plan_offline(events, {"ws": np.dtype("float64")})["ws"]
+    replay, taken = [], {}
+    for (kind, _, offset, n) in events:
+        if kind == "take":
+            taken[offset, n] = taken.get((offset, n), []) + [plan.next("ws", n)]
+            replay.append(("take", "ws", taken[offset, n][-1], n))
+        else:
+            replay.append(("give_back", "ws", taken[offset, n].pop(), n))
+    check_disjoint(replay)
+    assert peak <= plan.size
+
+
+def test_offline_plan_does_not_strand_space_behind_a_long_lived_value():
+    # small values die, a long-lived one is placed above them, then a big value
+    # arrives: placed in program order it cannot use the small ones' space
+    events = [("take", "w", 0, 16), ("take", "w", 16, 16), ("take", "w", 32, 8),
+              ("give_back", "w", 0, 16), ("give_back", "w", 16, 16),
+              ("take", "w", 40, 40), ("give_back", "w", 32, 8), ("give_back", "w", 40, 40)]
+    ws = Workspace("w", "float64")
+    a, b, c = ws.take(16), ws.take(16), ws.take(8)
+    ws.give_back(a, 16)
+    ws.give_back(b, 16)
+    ws.take(40)
+    assert ws.size == 80                 # online: the big value goes above c
+    plan = plan_offline(events, {"w": np.dtype("float64")})["w"]
+    assert plan.size == 48              # the peak: big value + c
+    assert [r[0] for r in lifetimes(events)["w"]] == [16, 16, 8, 40]
+
+
+def test_a_plan_that_does_not_match_the_emission_is_refused():
+    plan = Placement(8, [(0, 8)])
+    assert plan.next("ws", 8) == 0
+    with pytest.raises(PlanMismatch):
+        plan.next("ws", 8)
+
+
+# ------------------------------------------- the memory report (no Numba)
+
+def _layers(w, x, depth):
+    h = x
+    for _ in range(depth):
+        h = tg.tanh(h @ w) * 0.5 + h
+    return tg.sum(h * h)
+
+
+def _memory(fn, *args) -> MemoryReport:
+    f = tg.value_and_grad(fn, argnums=tuple(range(len(args) - 1)), backend="interpret")
+    return f.lower(*args).memory
+
+
+def test_a_deep_chain_reuses_its_workspace():
+    w, x = np.ones((32, 32)), np.ones((16, 32))
+    shallow = _memory(lambda w, x: _layers(w, x, 3), w, x)
+    deep = _memory(lambda w, x: _layers(w, x, 12), w, x)
+    assert deep.no_reuse_bytes > 3 * shallow.no_reuse_bytes
+    # reverse mode keeps each layer's activations, so the peak grows, but the
+    # workspace stays close to it instead of growing with every temporary
+    assert deep.peak_live_bytes <= deep.total_workspace_bytes <= 1.1 * deep.peak_live_bytes + 1024
+    assert deep.total_workspace_bytes < 0.6 * deep.no_reuse_bytes
+
+
+def test_report_fields_are_consistent_with_the_generated_source():
+    from tracegrad.codegen import _generate
+    f = tg.value_and_grad(_mixed, argnums=(0, 1, 2), backend="interpret")
+    lowered = f.lower(*_mixed_args())
+    mem = lowered.memory
+    source = _generate(lowered.optimized, "kernel_check").source
+    in_source: dict[str, int] = {}
+    for _, n, dtype in re.findall(WS_LINE, source, re.M):
+        in_source[dtype] = in_source.get(dtype, 0) + int(n) * np.dtype(dtype).itemsize
+    top = mem  # the top-level kernel's workspaces: the scan body is reported apart
+    assert top.workspace_bytes == in_source
+    assert set(top.workspace_bytes) >= {"float64", "bool"}       # mixed dtypes
+    assert top.peak_live_bytes <= top.total_workspace_bytes <= top.no_reuse_bytes
+    assert top.temporaries >= 10
+    assert top.output_bytes == sum(np.dtype(o.dtype).itemsize * o.size
+                                   for o in lowered.optimized.outputs)
+    assert len(top.loops) == sum(n.op == "scan" for n in lowered.optimized.nodes) >= 1
+    assert all(body.total_workspace_bytes <= body.no_reuse_bytes for body in top.loops)
+    assert "workspace" in repr(lowered) and "peak live" in repr(lowered)
+
+
+# ----------------------------- one compiled kernel, poisoned, vs the interpreter
+
+def _mixed(w1, b1, w2, x, labels):
+    """Many temporaries of mixed sizes and dtypes: GEMMs, broadcasting, a bool
+    mask, reductions over either axis, a transposed view read late, a float32
+    branch, log_softmax, and a scan with enough work around it that the kernel
+    is cut into Numba segments around the loop."""
+    h = tg.tanh(x @ w1 + b1)                                   # (64, 128)
+    g = tg.where(h > 0, h, 0.5 * h)                            # bool temporary
+    col = tg.sum(g, axis=0)                                    # (128,)
+    row = tg.max(g, axis=1, keepdims=True)                     # (64, 1)
+    z = g - row + col * 1e-3                                   # broadcasting both ways
+    zt = tg.transpose(z)                                       # view of z
+    c = tg.cumsum(zt, axis=1)                                  # copies the view
+    narrow = tg.astype(tg.astype(z, "float32") * 2.0, "float64")
+    carry, ys = tg.scan(lambda cy, xt: (tg.tanh(cy @ w2 + xt), tg.sum(cy * cy, axis=1)),
+                        z[:8], tg.reshape(narrow, (8, 8, 128)))
+    logp = tg.log_softmax(carry @ w2.T, axis=1)                # (8, 128)
+    pick = tg.take_along_axis(logp, labels[:, None], axis=1)
+    return (tg.mean(c * zt) + tg.sum(ys) * 1e-2 - tg.mean(pick)
+            + tg.sum(tg.exp(-tg.abs(zt[:, :4]))))
+
+
+def _mixed_args():
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((32, 128)) * 0.3, rng.standard_normal(128) * 0.1,
+            rng.standard_normal((128, 128)) * 0.1, rng.standard_normal((64, 32)),
+            rng.integers(0, 128, 8))
+
+
+@functools.lru_cache(maxsize=None)
+def _poisoned(fn):
+    """(optimized graph, kernel built with dead regions poisoned, args)."""
+    from tracegrad.codegen import build_kernel
+    args = _mixed_args()
+    f = tg.value_and_grad(fn, argnums=(0, 1, 2), backend="interpret")
+    graph = f.lower(*args).optimized
+    old = os.environ.get("TRACEGRAD_POISON_FREED")
+    os.environ["TRACEGRAD_POISON_FREED"] = "1"
+    try:
+        kernel = build_kernel(graph)
+    finally:
+        if old is None:
+            del os.environ["TRACEGRAD_POISON_FREED"]
+        else:
+            os.environ["TRACEGRAD_POISON_FREED"] = old
+    return graph, kernel, args
+
+
+def _assert_same(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+
+
+def test_compiled_kernel_with_poisoned_dead_regions_equals_the_interpreter():
+    graph, kernel, args = _poisoned(_mixed)
+    assert "poisoned: dead from here on" in kernel.source      # the check is armed
+    assert len(set(re.findall(r"def (kernel_\w+_s\d+)\(", kernel.source))) >= 2  # segments
+    _assert_same(kernel(*args), interpret(graph, *args))
+
+
+def test_compiled_gradient_matches_the_unoptimized_graph_and_finite_differences():
+    graph, kernel, args = _poisoned(_mixed)
+    value, *grads = kernel(*args)
+    joint = tg.value_and_grad(_mixed, argnums=(0, 1, 2), backend="interpret").lower(*args).joint
+    _assert_same(kernel(*args), interpret(joint, *args))   # before passes and fusion
+    rng = np.random.default_rng(1)
+    for k, g in enumerate(grads):
+        d = rng.standard_normal(args[k].shape)
+        # loose: the float32 branch rounds at ~1e-7 relative, and max/abs/where
+        # have kinks (the tight checks are the two interpreter comparisons above)
+        eps = 1e-4
+        plus = list(args)
+        minus = list(args)
+        plus[k] = args[k] + eps * d
+        minus[k] = args[k] - eps * d
+        fd = (_mixed(*plus) - _mixed(*minus)) / (2 * eps)
+        np.testing.assert_allclose(np.sum(g * d), fd, rtol=1e-3, atol=1e-6)
+
+
+# ------------------------------------------------------------------ slow runs
+
+SMALL_WORKLOADS = ["mlp_small_b16", "mlp_layernorm_b64", "attention_1h_t64", "attention_4h_t64",
+                   "lstm_scan_t20", "rnn_scan_t100", "conv2d_b8_32px", "softmax_reg_n256"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SMALL_WORKLOADS)
+def test_small_workloads_poisoned_equal_the_interpreter(name, monkeypatch):
+    from perf.workloads import make_small_workload
+    from tracegrad.codegen import build_kernel
+    w = make_small_workload(name, "float64")
+    args = [np.ascontiguousarray(a) for a in list(w.params) + list(w.data)]
+    f = tg.value_and_grad(w.tracegrad_fn, argnums=tuple(range(len(w.params))),
+                          backend="interpret")
+    graph = f.lower(*args).optimized
+    monkeypatch.setenv("TRACEGRAD_POISON_FREED", "1")
+    kernel = build_kernel(graph)
+    _assert_same(kernel(*args), interpret(graph, *args))
+
+
+@pytest.mark.slow
+def test_poisoning_catches_a_lifetime_that_ends_too_early(monkeypatch):
+    """The check can fail: end every value's lifetime one unit early and the
+    poisoned kernel's results differ from the interpreter's."""
+    from tracegrad.codegen import build_kernel, generate as gen_module
+    real = gen_module.storage_lifetimes
+
+    def too_short(graph, groups, units):
+        return {root: p - 1 for root, p in real(graph, groups, units).items()}
+    monkeypatch.setattr(gen_module, "storage_lifetimes", too_short)
+    monkeypatch.setenv("TRACEGRAD_POISON_FREED", "1")
+    args = _mixed_args()
+    f = tg.value_and_grad(lambda w, x: _layers(w, x, 4), argnums=(0,), backend="interpret")
+    graph = f.lower(args[2], np.ones((16, 128))).optimized
+    kernel = build_kernel(graph)
+    got = kernel(args[2], np.ones((16, 128)))
+    want = interpret(graph, args[2], np.ones((16, 128)))
+    assert any(not np.allclose(g, w, equal_nan=False) for g, w in zip(got, want))
