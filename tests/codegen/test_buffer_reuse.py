@@ -42,7 +42,10 @@ def test_best_fit_splits_a_dead_region_for_smaller_values():
 
 def test_best_fit_prefers_the_smallest_block_that_fits():
     ws = Workspace("ws_float64", "float64")
-    big, keep1, small, keep2 = ws.take(64), ws.take(8), ws.take(16), ws.take(8)
+    big = ws.take(64)
+    ws.take(8)                                      # stays live: no merging
+    small = ws.take(16)
+    ws.take(8)
     ws.give_back(big, 64)
     ws.give_back(small, 16)
     assert ws.take(16) == small                     # not a piece of the big block
@@ -60,7 +63,8 @@ def test_neighbouring_dead_regions_merge_into_one_block():
 
 def test_growth_starts_at_a_free_block_on_the_end():
     ws = Workspace("ws_float32", "float32")         # 16 elements per 64 bytes
-    a, b = ws.take(16), ws.take(16)
+    ws.take(16)
+    b = ws.take(16)
     ws.give_back(b, 16)
     assert ws.take(48) == b                          # extends the dead tail in place
     assert ws.size == 64
@@ -133,7 +137,8 @@ def test_offline_plan_does_not_strand_space_behind_a_long_lived_value():
               ("give_back", "w", 0, 16), ("give_back", "w", 16, 16),
               ("take", "w", 40, 40), ("give_back", "w", 32, 8), ("give_back", "w", 40, 40)]
     ws = Workspace("w", "float64")
-    a, b, c = ws.take(16), ws.take(16), ws.take(8)
+    a, b = ws.take(16), ws.take(16)
+    ws.take(8)
     ws.give_back(a, 16)
     ws.give_back(b, 16)
     ws.take(40)
@@ -182,7 +187,7 @@ def test_report_fields_are_consistent_with_the_generated_source():
     mem = lowered.memory
     source = _generate(lowered.optimized, "kernel_check").source
     in_source: dict[str, int] = {}
-    for _, n, dtype in re.findall(WS_LINE, source, re.M):
+    for _, n, dtype in re.findall(WS_LINE, source, re.MULTILINE):
         in_source[dtype] = in_source.get(dtype, 0) + int(n) * np.dtype(dtype).itemsize
     top = mem  # the top-level kernel's workspaces: the scan body is reported apart
     assert top.workspace_bytes == in_source
@@ -226,7 +231,7 @@ def _mixed_args():
             rng.integers(0, 128, 8))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _poisoned(fn):
     """(optimized graph, kernel built with dead regions poisoned, args)."""
     from tracegrad.codegen import build_kernel
@@ -260,8 +265,8 @@ def test_compiled_kernel_with_poisoned_dead_regions_equals_the_interpreter():
 
 
 def test_compiled_gradient_matches_the_unoptimized_graph_and_finite_differences():
-    graph, kernel, args = _poisoned(_mixed)
-    value, *grads = kernel(*args)
+    _, kernel, args = _poisoned(_mixed)
+    _, *grads = kernel(*args)
     joint = tg.value_and_grad(_mixed, argnums=(0, 1, 2), backend="interpret").lower(*args).joint
     _assert_same(kernel(*args), interpret(joint, *args))   # before passes and fusion
     rng = np.random.default_rng(1)
@@ -303,7 +308,8 @@ def test_small_workloads_poisoned_equal_the_interpreter(name, monkeypatch):
 def test_poisoning_catches_a_lifetime_that_ends_too_early(monkeypatch):
     """The check can fail: end every value's lifetime one unit early and the
     poisoned kernel's results differ from the interpreter's."""
-    from tracegrad.codegen import build_kernel, generate as gen_module
+    from tracegrad.codegen import build_kernel
+    from tracegrad.codegen import generate as gen_module
     real = gen_module.storage_lifetimes
 
     def too_short(graph, groups, units):
