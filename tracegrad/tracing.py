@@ -96,6 +96,7 @@ class TraceContext:
     @contextmanager
     def active(self):
         """Mark this trace as being recorded (so closures over it can be captured)."""
+        core.route_object_array_reductions()  # np.max(np.array([x, y])) of tracers
         stack = active_contexts()
         stack.append(self)
         try:

@@ -103,7 +103,7 @@ def test_jacfwd_and_jacrev_agree_with_jax_on_pytrees():
     def f(x, y, np=np):
         return {"prod": np.sin(x)[:, None] * y, "sums": (np.sum(x * x), np.tanh(y))}
     for ours, theirs in ((tg.jacfwd, jax.jacfwd), (tg.jacrev, jax.jacrev)):
-        expected = theirs(lambda a, b: f(a, b, np=jnp), argnums=(0, 1))(x, y)
+        expected = jax.jit(theirs(lambda a, b: f(a, b, np=jnp), argnums=(0, 1)))(x, y)
         got = ours(f, argnums=(0, 1), **I)(x, y)
         assert_tree_close(got, jax.tree_util.tree_map(np.asarray, expected))
 
@@ -129,7 +129,7 @@ def test_hessian_of_pytree_output_and_argument_matches_jax():
     def f(p, np=np):
         x, s = p
         return {"v": np.exp(x) * s, "scalar": np.sum(x ** 3) * s ** 2}
-    expected = jax.hessian(lambda p: f(p, np=jnp))((a, b))
+    expected = jax.jit(jax.hessian(lambda p: f(p, np=jnp)))((a, b))
     got = tg.hessian(f, **I)((a, b))
     assert_tree_close(got, jax.tree_util.tree_map(np.asarray, expected))
 
@@ -209,3 +209,89 @@ def test_heterogeneous_jacobian(jacfun, desired_dtypes):
         for block, dtype, val in zip(row, dtypes, vals):
             assert block.dtype == np.dtype(dtype) and block.shape == (1, 1)
             assert block[0, 0] == val
+
+
+# --------------------------------------- 2. reductions of np.array([...traced...])
+def _stacked(x):
+    """An object array of traced values, as autograd/JAX users build one."""
+    return np.array([[x[0], 2 * x[1]], [np.sin(x[2]), x[0] * x[2]]])
+
+
+OBJECT_ARRAY_CASES = {
+    "max": lambda x: np.max(_stacked(x)),
+    "min": lambda x: np.min(_stacked(x)),
+    "amax_axis0": lambda x: np.sum(np.amax(_stacked(x), axis=0) * np.array([1.0, 3.0])),
+    "amin_axis1_keepdims": lambda x: np.sum(np.amin(_stacked(x), axis=1, keepdims=True)
+                                            * np.array([[1.0], [-2.0]])),
+    "mean": lambda x: np.mean(_stacked(x)) ** 2,
+    "var": lambda x: np.var(_stacked(x)),
+    "std_ddof1_axis0": lambda x: np.sum(np.std(_stacked(x), axis=0, ddof=1)),
+    "max_with_constant": lambda x: np.max(np.array([x[0], 0.25, x[1] * x[2]])),
+    "argmax_index": lambda x: x[np.argmax(np.array([x[0], x[1], -x[2]]))] ** 2,
+    "argmin_index": lambda x: x[np.argmin(np.array([x[0], x[1], -x[2]]))] ** 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(OBJECT_ARRAY_CASES))
+def test_reduction_of_object_array_of_tracers(name):
+    """np.max & co. of np.array([...traced...]) were reduced by NumPy with Python
+    comparisons (bool() of a traced comparison raised); now the traced ops: value
+    and gradient vs NumPy on the concrete values and central differences."""
+    f = OBJECT_ARRAY_CASES[name]
+    x = np.array([0.7, -0.4, 1.3])  # no ties: every max/min is differentiable here
+    value, grad = tg.value_and_grad(f, **I)(x)
+    np.testing.assert_allclose(value, f(x), rtol=1e-12)
+    np.testing.assert_allclose(grad, numeric_jacobian(f, x), rtol=1e-6, atol=1e-8)
+
+
+def test_object_array_reductions_match_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    x = np.array([0.7, -0.4, 1.3])
+
+    def f(x, np=np):
+        a = np.array([[x[0], 2 * x[1]], [np.sin(x[2]), x[0] * x[2]]])
+        return np.max(a) + np.sum(np.min(a, axis=0)) + np.mean(a)
+    np.testing.assert_allclose(tg.grad(f, **I)(x), jax.jit(jax.grad(lambda v: f(v, np=jnp)))(x),
+                               rtol=1e-12)
+
+
+def test_argsort_and_any_of_object_array():
+    x = np.array([0.7, -0.4, 1.3])
+    order = tg.compile(lambda x: np.argsort(np.array([x[2], x[0], x[1]])), **I)(x)
+    np.testing.assert_array_equal(order, [2, 1, 0])
+    pick = lambda x: np.where(np.any(np.array([x[0] > 1.0, x[2] > 1.0])), x[0], x[1])
+    np.testing.assert_allclose(tg.grad(pick, **I)(x), [1.0, 0.0, 0.0])
+
+
+def test_object_array_routing_leaves_numpy_alone():
+    """Only object arrays of traced values are rerouted: NumPy's public functions stay
+    its own objects (Numba types np.max by identity) and plain calls are unchanged."""
+    from numpy._core import fromnumeric
+    public = {name: getattr(np, name) for name in ("max", "min", "argmax", "mean", "var")}
+    tg.grad(OBJECT_ARRAY_CASES["max"], **I)(np.array([0.7, -0.4, 1.3]))  # routing is on
+    assert all(getattr(np, name) is f for name, f in public.items())
+    assert fromnumeric._wrapreduction.__module__ == "tracegrad.ops.core"
+    assert np.max(np.array([1, 3, 2], dtype=object)) == 3  # Python objects: NumPy's path
+    assert np.argmax(np.array([[1.0, 5.0], [7.0, 2.0]]), axis=1).tolist() == [1, 0]
+    assert np.mean([1, 2]) == 1.5 and np.std([1.0, 3.0]) == 1.0
+
+
+@pytest.mark.slow
+def test_numba_still_compiles_numpy_reductions_after_routing():
+    numba = pytest.importorskip("numba")
+    tg.grad(OBJECT_ARRAY_CASES["max"], **I)(np.array([0.7, -0.4, 1.3]))
+
+    @numba.njit
+    def stats(v):
+        return np.max(v) + np.argmin(v) + np.mean(v) + np.std(v) + np.argsort(v)[0]
+    v = np.array([3.0, 1.0, 2.0])
+    assert stats(v) == 3.0 + 1 + 2.0 + np.std(v) + 1
+
+
+def test_builtin_max_of_tracers_still_explains():
+    """Python's max() over traced values compares them with bool(), which a static
+    graph cannot answer (JAX raises too): the error names the fix."""
+    with pytest.raises(tg.TracingError, match="bool"):
+        tg.grad(lambda x: max([x[0], x[1]]), **I)(np.array([1.0, 2.0]))

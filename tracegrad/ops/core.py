@@ -197,6 +197,109 @@ def unbox_object_arrays(args: tuple):
     return out if changed else None
 
 
+# NumPy reduces an object array with Python comparisons (`bool(a >= b)`, which a
+# traced comparison refuses), and __array_function__ never sees its elements, so
+# np.max(np.array([x, 2 * x])) cannot reach tracegrad by NumPy's protocols. Once a
+# trace starts, the three private helpers NumPy's functions call
+# (fromnumeric._wrapreduction[_any_all] and _wrapfunc, and _methods._mean/_var/_std) are
+# wrapped: an object array of traced values is unboxed and the public function
+# called again on it, which dispatches to the traced op; every other call goes to
+# the original unchanged. The public functions stay NumPy's own objects (Numba
+# types np.max by identity: replacing it broke every njit function using it).
+_REDUCTIONS = frozenset({"max", "min", "any", "all"})  # by _wrapreduction's `method`
+_WRAPPED_METHODS = frozenset({"argmax", "argmin", "argsort"})  # by _wrapfunc's
+_ROUTED: dict[tuple, Callable] = {}  # (module, name) -> NumPy's original
+
+
+def _traced_unboxed(a: Any):
+    """The traced value an object array of tracers stands for; None otherwise (eager
+    tensors keep NumPy's element-wise path, which their bool() supports)."""
+    if type(a) is np.ndarray and a.dtype == object:
+        unboxed = unbox_object_array(a)
+        if unboxed is not None and hasattr(type(unboxed), "__array_function__"):
+            return unboxed
+    return None
+
+
+def _route(module, name: str, make: Callable) -> None:
+    original = getattr(module, name, None)
+    if original is not None and (module, name) not in _ROUTED:
+        _ROUTED[(module, name)] = original
+        setattr(module, name, make(original))
+
+
+def _routed_reduction(original: Callable) -> Callable:
+    def _wrapreduction(obj, ufunc, method, axis, dtype, out, **kwargs):
+        unboxed = _traced_unboxed(obj) if method in _REDUCTIONS else None
+        if unboxed is None:
+            return original(obj, ufunc, method, axis, dtype, out, **kwargs)
+        passed = {k: v for k, v in kwargs.items() if v is not np._NoValue}
+        if out is not None:
+            passed["out"] = out
+        return getattr(np, method)(unboxed, axis=axis, **passed)
+    return _wrapreduction
+
+
+def _routed_any_all(original: Callable) -> Callable:
+    def _wrapreduction_any_all(obj, ufunc, method, axis, out, **kwargs):
+        unboxed = _traced_unboxed(obj) if method in _REDUCTIONS else None
+        if unboxed is None:
+            return original(obj, ufunc, method, axis, out, **kwargs)
+        passed = {k: v for k, v in kwargs.items() if v is not np._NoValue}
+        if out is not None:
+            passed["out"] = out
+        return getattr(np, method)(unboxed, axis=axis, **passed)
+    return _wrapreduction_any_all
+
+
+def _routed_method(original: Callable) -> Callable:
+    def _wrapfunc(obj, method, *args, **kwds):
+        unboxed = _traced_unboxed(obj) if method in _WRAPPED_METHODS else None
+        if unboxed is None:
+            return original(obj, method, *args, **kwds)
+        # NumPy passes its defaults (kind=None, stable=None) that the traced op lacks
+        return getattr(np, method)(unboxed, *args,
+                                   **{k: v for k, v in kwds.items() if v is not None})
+    return _wrapfunc
+
+
+def _routed_statistic(name: str) -> Callable:
+    def make(original: Callable) -> Callable:
+        def statistic(a, *args, **kwargs):
+            unboxed = _traced_unboxed(a)
+            if unboxed is None:
+                return original(a, *args, **kwargs)
+            return getattr(np, name)(unboxed, *args, **kwargs)
+        return statistic
+    return make
+
+
+def route_object_array_reductions() -> None:
+    """Make np.max/min/amax/amin/any/all/argmax/argmin/argsort/mean/var/std of an
+    object array of traced values (np.array([x, 2 * x])) the traced op. Idempotent;
+    a NumPy without these private helpers keeps its behaviour.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.grad(lambda x: np.max(np.array([x[0], 3 * x[1]])), backend="interpret")(
+    ...     np.array([1.0, 2.0]))
+    array([0., 3.])
+    """
+    if _ROUTED:
+        return
+    try:
+        from numpy._core import _methods, fromnumeric
+    except ImportError:  # NumPy 1.x
+        try:
+            from numpy.core import _methods, fromnumeric
+        except ImportError:
+            return
+    _route(fromnumeric, "_wrapreduction", _routed_reduction)
+    _route(fromnumeric, "_wrapreduction_any_all", _routed_any_all)  # NumPy >= 2.3
+    _route(fromnumeric, "_wrapfunc", _routed_method)
+    for name in ("mean", "var", "std"):
+        _route(_methods, f"_{name}", _routed_statistic(name))
+
+
 # Calling a primitive IS bind (no extra frame on this hot path).
 Primitive.__call__ = bind
 
