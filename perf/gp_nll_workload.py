@@ -32,7 +32,7 @@ def gp_nll(log_s, log_l, log_noise, X, y):
     sq = np.sum(X * X, axis=1)
     r2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (X @ X.T), 0.0)
     K = np.exp(2.0 * log_s) * np.exp(-r2 / (2.0 * np.exp(2.0 * log_l))) \
-        + np.exp(log_noise) * np.eye(n)
+        + np.exp(log_noise) * np.eye(n, dtype=X.dtype)  # np.eye(n) would make K float64
     L = np.linalg.cholesky(K)
     z = tg.linalg.solve_triangular(L, y, lower=True)
     alpha = tg.linalg.solve_triangular(L, z, lower=True, trans=1)

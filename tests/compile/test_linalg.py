@@ -269,6 +269,126 @@ def test_singular_triangular_solve_raises():
         tg.linalg.solve_triangular(np.diag([1.0, 0.0]), np.ones(2), lower=True)
 
 
+# ------------------------------------- LAPACK inside the kernel (codegen/linalg_emit.py)
+
+
+def _tri_solves(T, b):
+    """Both triangles, both `trans`, a transposed view of T (read without a copy) and
+    a matrix right-hand side: every layout the triangular_solve emitter handles."""
+    x = tg.linalg.solve_triangular(T, b, lower=True)
+    y = tg.linalg.solve_triangular(T.T, b, lower=False, trans=1)    # T.T's upper = T's lower
+    Z = tg.linalg.solve_triangular(T, np.stack([b, 2.0 * b], axis=1), lower=True, trans="T")
+    return np.sum(x * x) + np.sum(np.sin(y)) + np.sum(Z ** 2)
+
+
+TRI = np.tril(A)
+TRI_GRAD = tg.value_and_grad(_tri_solves, argnums=(0, 1))
+
+
+def _lowered_ops(lowered, ids):
+    by_id = {n.id: n for n in lowered.optimized.nodes}
+    return {by_id[i].op for i in ids if i in by_id}
+
+
+def test_cholesky_and_triangular_solve_run_inside_the_kernel(compiled_result):
+    """No NumPy fallback for them: LAPACK/BLAS calls in the generated source."""
+    lowered = VALUE_AND_GRAD.lower(*ARGS)
+    assert "tg_potrf(" in lowered.source and "tg_trsm(" in lowered.source
+    fallbacks = _lowered_ops(lowered, lowered.kernel.fallback_ids)
+    assert not fallbacks & {"cholesky", "triangular_solve"}, fallbacks
+    assert fallbacks <= {"solve", "inv", "det", "slogdet_sign", "logabsdet"}, fallbacks
+
+
+def test_gp_value_and_grad_is_one_njit_call(gp_result):
+    lowered = GP_VALUE_AND_GRAD.lower(*GP_PARAMS, *GP_DATA)
+    assert lowered.kernel.fallback_ids == ()
+    assert "_numpy(" not in lowered.source
+    assert lowered.source.count("tg_trsm(") >= 4 and lowered.source.count("tg_potrf(") == 1
+
+
+def test_triangular_solve_layouts_in_the_kernel_match_eager_and_differences():
+    value, (g_tri, g_b) = TRI_GRAD(TRI, b)
+    assert_close(value, _tri_solves(TRI, b), rtol=1e-13)
+    eager_value, eager_grads = tg.value_and_grad(_tri_solves, argnums=(0, 1),
+                                                 backend="interpret")(TRI, b)
+    assert_close(value, eager_value, rtol=1e-13)
+    assert_close(g_tri, eager_grads[0], rtol=1e-11, atol=1e-13)
+    assert_close(g_b, eager_grads[1], rtol=1e-11, atol=1e-13)
+    assert_close(g_b, numeric_grad(_tri_solves, [TRI, b], 1), rtol=1e-6, atol=1e-8)
+    # the gradient lives on the lower triangle only (the triangle the solves read)
+    assert_close(g_tri, numeric_grad(_tri_solves, [TRI, b], 0), rtol=1e-6, atol=1e-8)
+    assert np.all(np.triu(g_tri, 1) == 0)
+
+
+def test_triangular_solve_layouts_match_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    from jax.scipy.linalg import solve_triangular
+
+    def jax_tri_solves(T, b):
+        x = solve_triangular(T, b, lower=True)
+        y = solve_triangular(T.T, b, lower=False, trans=1)
+        Z = solve_triangular(T, jnp.stack([b, 2.0 * b], axis=1), lower=True, trans="T")
+        return jnp.sum(x * x) + jnp.sum(jnp.sin(y)) + jnp.sum(Z ** 2)
+
+    value, grads = TRI_GRAD(TRI, b)
+    jvalue, jgrads = jax.value_and_grad(jax_tri_solves, argnums=(0, 1))(TRI, b)
+    assert_close(value, float(jvalue), rtol=1e-12)
+    # JAX's gradient wrt T is not masked to the triangle it reads; the triangle is
+    assert_close(grads[0], np.tril(np.asarray(jgrads[0])), rtol=1e-10, atol=1e-12)
+    assert_close(grads[1], np.asarray(jgrads[1]), rtol=1e-10, atol=1e-12)
+
+
+def test_compiled_linalg_errors_say_what_eager_mode_says(compiled_result):
+    """The kernel's LinAlgError has eager mode's text (the op, the failing minor, the
+    operand shapes), and the user's line; the user's arrays are left untouched."""
+    bad = A.copy()
+    bad[1, 1] = -50.0
+    with pytest.raises(LinAlgError) as eager:
+        tg.linalg.cholesky(bad)
+    with pytest.raises(LinAlgError) as compiled:
+        VALUE_AND_GRAD(bad, AS, B, b, G)
+    head = str(eager.value).split("\n")[0]
+    assert "the leading minor of order 2" in head
+    assert str(compiled.value).split("\n")[0] == head
+    assert re.search(r"\(at .*test_linalg\.py:\d+\)", str(compiled.value))
+    assert bad[1, 1] == -50.0
+    singular = TRI.copy()
+    singular[2, 2] = 0.0
+    with pytest.raises(LinAlgError, match=r"triangular_solve: the matrix is singular "
+                                          r"\(a zero on its diagonal\) .*f64\[4,4\], f64\[4\]"):
+        TRI_GRAD(singular, b)
+    assert singular[2, 2] == 0.0 and np.all(np.isfinite(TRI_GRAD(TRI, b)[0]))
+
+
+def test_without_numpys_openblas_the_nodes_fall_back_to_numpy(monkeypatch, compiled_result):
+    """Code generation only (no compile): the emitters step aside and the nodes run
+    their NumPy impl between segments, as before the emitters existed."""
+    from tracegrad.codegen.generate import generate
+    from tracegrad.runtime import lapack
+    graph = VALUE_AND_GRAD.lower(*ARGS).optimized
+    monkeypatch.setattr(lapack, "AVAILABLE", False)
+    emitted = generate(graph, "kernel_no_lapack")
+    by_id = {n.id: n for n in graph.nodes}
+    ops = {by_id[i].op for i in emitted.fallback_ids}
+    assert {"cholesky", "triangular_solve"} <= ops
+    assert "tg_potrf(" not in emitted.source and "tg_trsm(" not in emitted.source
+
+
+@pytest.mark.slow
+def test_gp_nll_float32_in_the_kernel_matches_float64():
+    params, data = gp.make_data("float32", seed=3, n=24)
+    value, grads = GP_VALUE_AND_GRAD(*params, *data)
+    assert np.asarray(value).dtype == np.float32
+    ref_value, ref_grads = gp.numpy_value_and_grad([p.astype(np.float64) for p in params],
+                                                   [d.astype(np.float64) for d in data])
+    assert_close(value, ref_value, rtol=1e-4)
+    for got, want in zip(grads, ref_grads):
+        assert np.asarray(got).dtype == np.float32
+        assert_close(got, want, rtol=2e-3, atol=1e-3)
+
+
 # -------------------------------------------------------------- GP likelihood
 
 GP_PARAMS, GP_DATA = gp.make_data("float64", seed=3, n=24)

@@ -31,13 +31,17 @@ _IMPORTS = ("from tracegrad.runtime.lapack import tg_potrf, tg_trsm\n"
             "from tracegrad.ops.linalg import LinAlgError, NotPositiveDefinite")
 
 
-def _require_lapack(node: Node, operands) -> None:
+def _require_lapack(node: Node, matrix: Node) -> None:
+    """LAPACK reads `matrix` in place: it must have the result's float dtype (the
+    other operands are copied into the output, converted on the way)."""
     from tracegrad.runtime import lapack
     if not lapack.AVAILABLE:
         raise NoCodegen(f"{node.op}: NumPy's OpenBLAS (LAPACK symbols) not found")
     if np.dtype(node.dtype) not in (np.float32, np.float64) or any(
-            np.dtype(o.dtype) != np.dtype(node.dtype) for o in operands):
-        raise NoCodegen(f"{node.op}: LAPACK needs float32/float64 operands of one dtype")
+            np.dtype(o.dtype).kind not in "biuf" for o in node.inputs):
+        raise NoCodegen(f"{node.op}: LAPACK needs float32/float64 results of real operands")
+    if np.dtype(matrix.dtype) != np.dtype(node.dtype):
+        raise NoCodegen(f"{node.op}: the matrix is {matrix.dtype}, the result {node.dtype}")
 
 
 def _use_lapack(em: Emitter) -> None:
@@ -81,7 +85,7 @@ def _at(a: Access, vars_: tuple, i: str, j: str) -> str:
 @structured("cholesky")
 def emit_cholesky(em: Emitter, node: Node) -> None:
     (x,) = node.inputs
-    _require_lapack(node, (x,))
+    _require_lapack(node, node)  # the input is read once, into the output
     _use_lapack(em)
     n = node.shape[-1]
     batch = tuple(node.shape[:-2])
@@ -143,7 +147,7 @@ def _triangle_layout(a: Access, n: int):
 @structured("triangular_solve")
 def emit_triangular_solve(em: Emitter, node: Node) -> None:
     a, b = node.inputs
-    _require_lapack(node, (a, b))
+    _require_lapack(node, a)
     _use_lapack(em)
     lower, trans = bool(node.attrs.get("lower", True)), bool(node.attrs.get("trans", False))
     unit = bool(node.attrs.get("unit_diagonal", False))
