@@ -86,6 +86,10 @@ class GradOutputError(CompileError, TypeError):
     """`grad` of a function whose output is not one scalar (JAX raises TypeError)."""
 
 
+class ArgumentTypeError(CompileError, TypeError):
+    """A differentiated argument of a type that is not an array (JAX raises TypeError)."""
+
+
 class NonFiniteError(TracegradError, FloatingPointError):
     """check_finite=True found a NaN or Inf in a compiled function's output."""
 
@@ -127,11 +131,12 @@ def _fn_location(fn: Callable) -> str:
     return f" (defined at {code.co_filename}:{code.co_firstlineno})"
 
 
-def _bad_leaf_error(fn: Callable, name: str, value: Any) -> TracegradError:
-    return CompileError(
-        f"{_fn_name(fn)}: argument {name!r} is {type(value).__name__} {value!r:.40}, "
-        "where an array is expected (a gradient needs a floating-point array)"
-        + core.user_location_suffix())
+def _bad_leaf_error(fn: Callable, name: str, value: Any, position: int) -> TracegradError:
+    return ArgumentTypeError(
+        f"{_fn_name(fn)}: argument {name!r} (position {position}) is {value!r:.40} of type "
+        f"{type(value)}, where an array is expected: a differentiated argument is a "
+        "floating-point array or Python float, or a tuple/list/dict of them (pass other "
+        "values outside argnums)" + core.user_location_suffix())
 
 
 # ------------------------------------------------------------------- entries
@@ -528,7 +533,7 @@ class CompiledFunction:
         for i in wrt_args:
             a = args[i]
             if a is None or isinstance(a, str):
-                raise _bad_leaf_error(self.fn, names[i], a)
+                raise _bad_leaf_error(self.fn, names[i], a, i)
             if not any(arg == i for arg in arg_of_leaf):
                 raise CompileError(f"{_fn_name(self.fn)}: argument {names[i]!r} (argnums "
                                    f"{i}) holds no arrays to differentiate"

@@ -295,3 +295,26 @@ def test_builtin_max_of_tracers_still_explains():
     graph cannot answer (JAX raises too): the error names the fix."""
     with pytest.raises(tg.TracingError, match="bool"):
         tg.grad(lambda x: max([x[0], x[1]]), **I)(np.array([1.0, 2.0]))
+
+
+# ------------------------------------------------- 3. a str argument is a TypeError
+@pytest.mark.parametrize("transform", [tg.grad, tg.value_and_grad], ids=["grad", "vag"])
+def test_str_argument_to_differentiate_is_a_type_error(transform):
+    """JAX: test_bad_input ("Argument 'foo' of type <class 'str'> is not a valid JAX
+    type", a TypeError); tracegrad's error is both CompileError and TypeError and
+    names the argument, its position and what is accepted."""
+    def f(x, scale):
+        return x * scale
+    with pytest.raises(TypeError) as info:
+        transform(f, argnums=1, **I)(1.0, "foo")
+    assert isinstance(info.value, tg.compiler.CompileError)
+    message = str(info.value)
+    for part in ("'scale'", "position 1", "'foo'", "<class 'str'>", "floating-point array"):
+        assert part in message, (part, message)
+
+
+def test_str_argument_outside_argnums_is_static():
+    """A str that is not differentiated stays a static argument (part of the cache key)."""
+    f = tg.grad(lambda x, act: np.tanh(x) if act == "tanh" else np.sin(x), **I)
+    assert f(0.5, "tanh") == pytest.approx(1 - np.tanh(0.5) ** 2)
+    assert f(0.5, "sin") == pytest.approx(np.cos(0.5))
