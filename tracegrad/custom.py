@@ -34,6 +34,12 @@ through a `custom_vjp` function transposes its `bwd` (JAX refuses it).
 
 `nondiff_argnums` arguments are static (Python values, part of the cache key)
 and are passed first to `bwd` and to the jvp rule, as in JAX.
+
+Arrays that a custom_vjp function or its `fwd`/`bwd` read from a closure or a
+global are constants, as in JAX: they become extra operands of the node (read on
+every call, like every implicit input; see tracegrad.implicit), `fwd` hands them
+to `bwd` as residuals, and their cotangent is zero. Closing over a traced value
+(an argument of an enclosing traced function) is an error, as JAX requires.
 """
 from __future__ import annotations
 
@@ -62,13 +68,50 @@ def _is_eager(value) -> bool:
     return type(value).__module__.startswith("tracegrad.eager") and hasattr(value, "requires_grad")
 
 
-def _trace(fn: Callable, in_tree: TreeDef, avals: list, name: str, what: str):
+def _args_flat(args: tuple):
+    """Leaves and structure of a tuple of arguments, one child per argument (a tuple
+    of Python floats is several arguments, not one array leaf)."""
+    leaves, trees = [], []
+    for a in args:
+        sub, t = _leaves(a)
+        leaves.extend(sub)
+        trees.append(t)
+    return leaves, TreeDef("tuple", trees)
+
+
+def _is_implicit_input(tracer: Tracer) -> bool:
+    """Whether an outer tracer stands for an array read from a closure or global (an
+    implicit input: a constant of every derivative, as JAX's closed-over constants)."""
+    return any(hit[1].node is tracer.node for context in active_contexts()
+               for hit in context._substitutes.values())
+
+
+def _trace(fn: Callable, in_tree: TreeDef, avals: list, name: str, what: str,
+           found: list | None = None):
+    """`fn` traced into a graph of its own. Closed-over implicit inputs it reads
+    are added to `found` (the caller passes them in as explicit inputs and traces
+    again, see _read_as); any other closed-over traced value is an error."""
     graph, out_tree, captures = trace_subgraph(fn, in_tree, avals, name)
-    if captures:
-        raise CustomRuleError(
-            f"{what} closes over a traced value ({captures[0].node.type_str()}); pass "
-            "it as an argument instead (or through nondiff_argnums), as JAX requires")
+    for captured in captures:
+        if found is None or not _is_implicit_input(captured):
+            raise CustomRuleError(
+                f"{what} closes over a traced value ({captured.node.type_str()}); pass "
+                "it as an argument instead (or through nondiff_argnums), as JAX requires")
+        if all(captured.node is not f.node for f in found):
+            found.append(captured)
     return graph, out_tree
+
+
+def _read_as(closed: Sequence[Tracer], inputs: Sequence[Tracer]) -> None:
+    """Inside a rule being traced: reads of the outer tracers `closed` (closed-over
+    constants) become this graph's explicit `inputs`, not captures."""
+    context = active_contexts()[-1]
+    for outer, inner in zip(closed, inputs):
+        context._captured[id(outer.node)] = inner.node
+
+
+def _closed_tree(closed: Sequence) -> TreeDef:
+    return TreeDef("tuple", [TreeDef("array")] * len(closed))
 
 
 class _CustomBase:
@@ -93,7 +136,7 @@ class _CustomBase:
         if getattr(self._building, "active", False):
             return self.fun(*args)  # the rule calling the function itself (`f(x), x` in fwd)
         static, diff = self._split(args)
-        leaves, tree = _leaves(diff)
+        leaves, tree = _args_flat(diff)
         if not active_contexts() and not any(isinstance(v, Tracer) for v in leaves):
             if any(_is_eager(v) for v in leaves):  # eager tensors: compiled, rule used
                 from tracegrad.compiler import compile as tg_compile
@@ -102,17 +145,38 @@ class _CustomBase:
         leaves = [np.asarray(v) if type(v) in (int, float, bool) else v for v in leaves]
         avals = [abstract_leaf(v) for v in leaves]
         name = getattr(self.fun, "__name__", "f").strip("<>")
-        fun_graph, out_tree = _trace(lambda *d: self.fun(*self._merge(static, d)),
-                                     tree, avals, name, name)
+        closed: list[Tracer] = []  # closed-over constants the three graphs read
+        while True:
+            found = list(closed)
+            fun_graph, out_tree, fwd_graph, bwd_graph = self._graphs(
+                static, tree, avals, name, closed, found)
+            if len(found) == len(closed):
+                break
+            closed = found  # trace again with them as explicit inputs
+        packed = custom_vjp_p(*leaves, *closed, fun=fun_graph, fwd=fwd_graph, bwd=bwd_graph,
+                              n_out=len(fun_graph.outputs))
+        return tree_unflatten(out_tree, unpack(packed, [n.aval for n in fun_graph.outputs]))
+
+    def _graphs(self, static: dict, tree: TreeDef, avals: list, name: str,
+                closed: list, found: list):
+        """The function's and its rule's graphs; `closed` (outer implicit inputs) are
+        the function's last operands, and `fwd` passes them on to `bwd` as residuals."""
+        def fun(*d):
+            if closed:
+                *d, closed_inputs = d
+                _read_as(closed, closed_inputs)
+            return self.fun(*self._merge(static, d))
+        in_tree = TreeDef("tuple", list(tree.children) + [_closed_tree(closed)]) if closed \
+            else tree
+        in_avals = avals + [c.aval for c in closed]
+        fun_graph, out_tree = _trace(fun, in_tree, in_avals, name, name, found)
         self._building.active = True
         try:
             fwd_graph, bwd_graph = self._rule_graphs(static, tree, avals, fun_graph, out_tree,
-                                                     name)
+                                                     name, closed, found)
         finally:
             self._building.active = False
-        packed = custom_vjp_p(*leaves, fun=fun_graph, fwd=fwd_graph, bwd=bwd_graph,
-                              n_out=len(fun_graph.outputs))
-        return tree_unflatten(out_tree, unpack(packed, [n.aval for n in fun_graph.outputs]))
+        return fun_graph, out_tree, fwd_graph, bwd_graph
 
 
 class custom_vjp(_CustomBase):
@@ -140,9 +204,20 @@ class custom_vjp(_CustomBase):
             raise AttributeError(f"No VJP defined for custom_vjp function "
                                  f"{getattr(self.fun, '__name__', 'f')} using defvjp.")
 
-    def _rule_graphs(self, static, tree, avals, fun_graph, out_tree, name):
-        fwd_graph, fwd_tree = _trace(lambda *d: self.fwd(*self._merge(static, d)),
-                                     tree, avals, f"{name}_fwd", "fwd")
+    def _rule_graphs(self, static, tree, avals, fun_graph, out_tree, name, closed, found):
+        def fwd(*d):
+            if not closed:
+                return self.fwd(*self._merge(static, d))
+            *d, closed_inputs = d
+            _read_as(closed, closed_inputs)
+            result = self.fwd(*self._merge(static, d))
+            if isinstance(result, (tuple, list)) and len(result) == 2:  # else: error below
+                return result[0], (result[1], closed_inputs)  # bwd reads them as residuals
+            return result
+        in_tree = TreeDef("tuple", list(tree.children) + [_closed_tree(closed)]) if closed \
+            else tree
+        fwd_graph, fwd_tree = _trace(fwd, in_tree, avals + [c.aval for c in closed],
+                                     f"{name}_fwd", "fwd", found)
         if fwd_tree.kind not in ("tuple", "list") or len(fwd_tree.children) != 2:
             raise CustomRuleError(f"custom_vjp fwd of {name} must return a pair (output, "
                                   f"residuals), got structure {fwd_tree}")
@@ -179,8 +254,15 @@ class custom_vjp(_CustomBase):
                     flat.append(_fit(v, a, name))
                 k += n
             return flat
-        bwd_graph, _ = _trace(bwd_flat, TreeDef("tuple", [res_tree, out_tree]),
-                              res_avals + out_avals, f"{name}_bwd", "bwd")
+        def bwd(res, g):
+            if not closed:
+                return bwd_flat(res, g)
+            res, closed_inputs = res
+            _read_as(closed, closed_inputs)
+            # closed-over values are constants: zero cotangents (as in JAX)
+            return bwd_flat(res, g) + [api.zeros_like(c) for c in closed_inputs]
+        bwd_graph, _ = _trace(bwd, TreeDef("tuple", [res_tree, out_tree]),
+                              res_avals + out_avals, f"{name}_bwd", "bwd", found)
         return fwd_graph, bwd_graph
 
 
@@ -215,8 +297,12 @@ class custom_jvp(_CustomBase):
             raise AttributeError(f"No JVP defined for custom_jvp function "
                                  f"{getattr(self.fun, '__name__', 'f')} using defjvp.")
 
-    def _rule_graphs(self, static, tree, avals, fun_graph, out_tree, name):
+    def _rule_graphs(self, static, tree, avals, fun_graph, out_tree, name, closed, found):
         from tracegrad.compiler import grad
+        if closed:
+            raise CustomRuleError(
+                f"custom_jvp function {name} closes over an array ({closed[0].node.type_str()})"
+                "; pass it as an argument instead (or through nondiff_argnums)")
         statics = [static[i] for i in sorted(static)]
 
         def fwd_flat(*diff):

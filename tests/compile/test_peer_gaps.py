@@ -318,3 +318,103 @@ def test_str_argument_outside_argnums_is_static():
     f = tg.grad(lambda x, act: np.tanh(x) if act == "tanh" else np.sin(x), **I)
     assert f(0.5, "tanh") == pytest.approx(1 - np.tanh(0.5) ** 2)
     assert f(0.5, "sin") == pytest.approx(np.cos(0.5))
+
+
+# ------------------------------------ 4. custom_vjp: closed-over constants, Python floats
+SCALE = np.array([1.0, 2.0, 3.0])
+
+
+def _make_scaled_sin():
+    """A custom_vjp whose function, fwd and bwd all read the module constant SCALE;
+    the rule's derivative is deliberately twice the true one, so using it shows."""
+    @tg.custom_vjp
+    def scaled_sin(x):
+        return np.sum(SCALE * np.sin(x))
+
+    def fwd(x):
+        return scaled_sin(x), np.cos(x)
+
+    def bwd(cos_x, g):
+        return (2.0 * g * SCALE * cos_x,)
+    scaled_sin.defvjp(fwd, bwd)
+    return scaled_sin
+
+
+SCALED_SIN = _make_scaled_sin()
+
+
+def test_custom_vjp_reads_closed_over_constant():
+    """Was CustomRuleError 'closes over a traced value': a closure/global array is an
+    implicit input of the outer graph; the rule now reads it as an extra operand."""
+    x = np.array([0.1, -0.7, 1.2])
+    value, grad = tg.value_and_grad(SCALED_SIN, **I)(x)
+    np.testing.assert_allclose(value, np.sum(SCALE * np.sin(x)), rtol=1e-14)
+    np.testing.assert_allclose(grad, 2.0 * SCALE * np.cos(x), rtol=1e-14)
+
+
+def test_custom_vjp_closed_over_constant_is_read_on_every_call():
+    global SCALE
+    x = np.array([0.1, -0.7, 1.2])
+    grad = tg.grad(SCALED_SIN, **I)
+    saved = SCALE.copy()
+    try:
+        SCALE *= 3.0  # in place: the next call sees it, no retrace
+        np.testing.assert_allclose(grad(x), 6.0 * saved * np.cos(x), rtol=1e-14)
+        SCALE = np.array([5.0, 0.0, -1.0])  # rebound
+        np.testing.assert_allclose(grad(x), 2.0 * SCALE * np.cos(x), rtol=1e-14)
+    finally:
+        SCALE = saved
+
+
+def test_custom_vjp_closed_over_constant_through_other_transforms():
+    """jvp (bwd transposed), jacfwd, vmap of grad and hessian with the closure."""
+    x = np.array([0.1, -0.7, 1.2])
+    rule = 2.0 * SCALE * np.cos(x)
+    t = np.array([1.0, 0.5, -2.0])
+    np.testing.assert_allclose(tg.jvp(SCALED_SIN, (x,), (t,), **I)[1], rule @ t, rtol=1e-13)
+    np.testing.assert_allclose(tg.jacfwd(SCALED_SIN, **I)(x), rule, rtol=1e-13)
+    batch = np.stack([x, 2 * x])
+    np.testing.assert_allclose(tg.vmap(tg.grad(SCALED_SIN, **I))(batch),
+                               2.0 * SCALE * np.cos(batch), rtol=1e-13)
+    # the rule's own derivative (bwd is written in traced ops): -2 SCALE sin(x)
+    np.testing.assert_allclose(tg.hessian(SCALED_SIN, **I)(x), np.diag(-2.0 * SCALE * np.sin(x)),
+                               rtol=1e-13, atol=1e-15)
+
+
+def test_custom_vjp_closing_over_a_differentiated_value_still_raises():
+    """A closed-over *traced* value (an argument of the outer function) would get no
+    cotangent from the rule: refused, as JAX requires."""
+    def outer(y):
+        @tg.custom_vjp
+        def h(x):
+            return x * y
+        h.defvjp(lambda x: (h(x), None), lambda _, g: (g * y,))
+        return h(2.0)
+    with pytest.raises(tg.custom.CustomRuleError, match="closes over a traced value"):
+        tg.grad(outer, **I)(3.0)
+
+
+def test_custom_rules_with_python_float_arguments():
+    """JAX: test_custom_vjp_jit / test_custom_jvp_jit with x = 3.0 (a tuple of Python
+    floats was taken for one array leaf: 'one cotangent per argument (0)')."""
+    @tg.custom_vjp
+    def f(x, y):
+        return np.sin(x) * y
+
+    f.defvjp(lambda x, y: (f(x, y), (np.cos(x), x, y)),
+             lambda res, g: (3.0 * res[0] * res[2] * g, np.sin(res[1]) * g))
+    x, y = 3.0, 0.5
+    assert_tree_close(tg.compile(f, **I)(x, y), np.sin(x) * y)
+    assert_tree_close(tg.compile(tg.compile(f, **I), **I)(x, y), np.sin(x) * y)
+    assert_tree_close(tg.grad(tg.compile(f, **I), argnums=(0, 1), **I)(x, y),
+                      (3.0 * np.cos(x) * y, np.sin(x)))
+    assert_tree_close(tg.compile(tg.grad(f, **I), **I)(x, y), 3.0 * np.cos(x) * y)
+
+
+@pytest.mark.slow
+def test_custom_vjp_closed_over_constant_numba():
+    """The extra operand of the custom_vjp_call node through Numba codegen."""
+    x = np.array([0.1, -0.7, 1.2])
+    value, grad = tg.value_and_grad(SCALED_SIN, backend="numba")(x)
+    np.testing.assert_allclose(value, np.sum(SCALE * np.sin(x)), rtol=1e-14)
+    np.testing.assert_allclose(grad, 2.0 * SCALE * np.cos(x), rtol=1e-14)

@@ -436,13 +436,6 @@ def test_custom_vjp_python_control_flow():
     assert_all_close(tg.grad(f, **I)(-x), 3.0)
 
 
-_CUSTOM_FLOAT = ("tg.compile(f)(3.0) of a custom_vjp/custom_jvp function with a Python-float "
-                 "argument raises (CustomRuleError 'bwd must return one cotangent per "
-                 "differentiable argument (0)' / CompileError 'argnums=0 is out of range'); "
-                 "np.array(3.0) works")
-
-
-@xfail(_CUSTOM_FLOAT)
 def test_custom_vjp_jit():
     f = CUSTOM_SIN
     x = 3.0
@@ -486,9 +479,6 @@ def test_custom_vjp_nondiff_arg():
     assert_all_close(ans, np.cos(1.0))
 
 
-@xfail("a custom_vjp function that reads a closed-over NumPy constant raises "
-       "CustomRuleError 'closes over a traced value' (closure arrays are implicit graph inputs); "
-       "JAX accepts constants")
 def test_custom_vjp_closed_over_array():
     c = np.array(3.0)
 
@@ -548,7 +538,6 @@ def test_custom_jvp_invariance():
     assert_all_close(tg.jvp(f, (x,), (1.0,), **I), tg.jvp(f2, (x,), (1.0,), **I))
 
 
-@xfail(_CUSTOM_FLOAT)
 def test_custom_jvp_jit():
     f = CUSTOM_JVP_SIN
     x = 3.0
