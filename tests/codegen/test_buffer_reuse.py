@@ -21,6 +21,8 @@ import tracegrad as tg
 from tracegrad.codegen.memory import (MemoryReport, PlanMismatch, Placement, Workspace,
                                       check_disjoint, lifetimes, plan_offline)
 from tracegrad.ir.interpret import interpret
+from tracegrad.ops import table as T
+from tracegrad.ops.core import bind
 
 WS_LINE = r"^\s*(ws_\w+) = np\.empty\((\d+), np\.(\w+)\)"
 
@@ -204,11 +206,12 @@ def test_report_fields_are_consistent_with_the_generated_source():
 # ----------------------------- one compiled kernel, poisoned, vs the interpreter
 
 def _mixed(w1, b1, w2, x, labels):
-    """Many temporaries of mixed sizes and dtypes: GEMMs, broadcasting, a bool
+    """Many temporaries of mixed sizes and dtypes: GEMMs (one accumulating onto
+    the broadcast bias, as nn.Linear's addmm), broadcasting, a bool
     mask, reductions over either axis, a transposed view read late, a float32
     branch, log_softmax, and a scan with enough work around it that the kernel
     is cut into Numba segments around the loop."""
-    h = tg.tanh(x @ w1 + b1)                                   # (64, 128)
+    h = tg.tanh(bind(T.addmm, b1, x, w1))    # (64, 128): bias, then GEMM with beta=1
     g = tg.where(h > 0, h, 0.5 * h)                            # bool temporary
     col = tg.sum(g, axis=0)                                    # (128,)
     row = tg.max(g, axis=1, keepdims=True)                     # (64, 1)
@@ -260,6 +263,7 @@ def _assert_same(got, want):
 def test_compiled_kernel_with_poisoned_dead_regions_equals_the_interpreter():
     graph, kernel, args = _poisoned(_mixed)
     assert "poisoned: dead from here on" in kernel.source      # the check is armed
+    assert re.search(r"tg_gemm\(.*, 1\.0, ws_float64", kernel.source)  # beta=1 into a temporary
     assert len(set(re.findall(r"def (kernel_\w+_s\d+)\(", kernel.source))) >= 2  # segments
     _assert_same(kernel(*args), interpret(graph, *args))
 

@@ -240,7 +240,9 @@ class MemoryReport:
 
     Values run by NumPy between Numba segments (nodes without code generation,
     and graphs whose work is all in loops) allocate their own arrays and are not
-    counted. A kernel cut into segments sums their workspaces."""
+    counted. A kernel cut into Numba segments (around loops or NumPy-run nodes)
+    sums their workspaces (a segment's values returned to the driver keep its
+    workspace alive); its peak is the largest segment's."""
 
     workspace_bytes: dict = field(default_factory=dict)
     output_bytes: int = 0
