@@ -120,6 +120,15 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
     tx, ldx = _matrix_operand(em, x, bx, m, k)
     ty, ldy = _matrix_operand(em, y, by, k, n)
     nb = len(batch)
+    if nb == 0 and (tx, ty) == (0, 1):
+        relaid = _relayout_nt(em, node.dtype, bx, by, m, n, k)
+        if relaid is not None:
+            tx, ldx, bx, ty, ldy, by, scratch = relaid
+            em.emit(f"tg_gemm({tx}, {ty}, {m}, {n}, {k}, {bx.buf}, {bx.offset}, {ldx}, "
+                    f"{by.buf}, {by.offset}, {ldy}, {beta}, {out.buf}, {out.offset}, {max(n, 1)})")
+            _release(em, scratch)
+            em.uses_gemm = True
+            return
     vars_ = tuple(f"b{i}" for i in range(nb))
     for i, d in enumerate(batch):
         em.emit(f"for b{i} in range({d}):")
@@ -135,6 +144,88 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
             f"{out.buf}, {offset(out, out_batch)}, {max(n, 1)})")
     em.indent -= nb
     em.uses_gemm = True
+
+
+# OpenBLAS's small-matrix path (M*N*K up to ~1e6; SKYLAKEX kernels, as NumPy ships
+# them) is up to 2-5x slower for C = A @ B.T (both operands with K contiguous:
+# every backward-data GEMM g @ W.T, attention's q @ k.T) than for the other
+# layouts, in float32 and float64. Measured on this machine, single thread (us):
+#   (m, n, k)        A @ B.T   A.T copied, then TT   B.T copied, then NN
+#   (32, 64, 256)     23-25          14                   ~16
+#   (8, 256, 64)       12.9           5.5                  ~4
+#   (128, 256, 10)     13.4          13.0 (TT slow too)    ~10
+#   (64, 32, 256)      16.8          23.0                  ~13
+# So in that regime a transposed copy of one operand (a loop, ~0.3-0.8 ns per
+# element) pays: A's, when A is a few rows against a wider B; B's, when B is the
+# smaller one. Bigger products use the general kernels, where NT costs <= 15%.
+NT_RELAYOUT_MAX_MNK = 600_000
+NT_RELAYOUT_MIN_MN = 2048
+NT_RELAYOUT_MIN_K = 16
+NT_SMALL_B = 4096     # elements of B worth copying whatever A's size
+
+
+def nt_relayout_choice(m: int, n: int, k: int) -> str | None:
+    """Which operand of an (m, k) @ (n, k).T product to copy transposed: "a"
+    (then BLAS's TT kernel), "b" (then NN), or None (call it as it is).
+
+        >>> nt_relayout_choice(32, 64, 256), nt_relayout_choice(128, 16, 256)
+        ('a', 'b')
+        >>> nt_relayout_choice(4096, 256, 256), nt_relayout_choice(32, 32, 256)
+        (None, None)
+    """
+    if not (m * n >= NT_RELAYOUT_MIN_MN and m * n * k <= NT_RELAYOUT_MAX_MNK
+            and k >= NT_RELAYOUT_MIN_K):
+        return None
+    if m <= 32 and n >= 2 * m:
+        return "a"
+    if n <= m or n * k <= NT_SMALL_B:
+        return "b"
+    return None
+
+
+def _scratch(em: Emitter, dtype, size: int) -> tuple[str, int, int]:
+    """A workspace region for a temporary no node owns, (buffer, offset, size);
+    give it back with `_release` (recorded like any value's, so planning sees it)."""
+    ws = em.workspace(dtype)
+    offset = em.workspaces[ws].take(size)
+    em.region_events.append(("take", ws, offset, size))
+    em.live_bytes += size * np.dtype(dtype).itemsize
+    em.peak_live_bytes = max(em.peak_live_bytes, em.live_bytes)
+    return ws, offset, size
+
+
+def _release(em: Emitter, region: tuple[str, int, int]) -> None:
+    ws, offset, size = region
+    em.workspaces[ws].give_back(offset, size)
+    em.region_events.append(("give_back", ws, offset, size))
+    em.live_bytes -= size * em.workspaces[ws].dtype.itemsize
+
+
+def _relayout_nt(em: Emitter, dtype, ax: Access, ay: Access, m: int, n: int, k: int):
+    """For C = A @ B.T in OpenBLAS's slow regime (`nt_relayout_choice`): copy one
+    operand transposed into scratch; returns (tx, ldx, ax, ty, ldy, ay, scratch) for
+    the call, or None to call as is."""
+    choice = nt_relayout_choice(m, n, k)
+    if choice is None:
+        return None
+    src = ax if choice == "a" else ay          # (m, k) or (k, n) as the product reads it
+    rows, cols = (m, k) if choice == "a" else (k, n)
+    region = _scratch(em, dtype, rows * cols)
+    ws, offset, _ = region
+    # the copy is laid out (cols, rows) for "a" (A.T row-major) and (k, n) for "b"
+    dst_rows, dst_cols = (cols, rows) if choice == "a" else (rows, cols)
+    em.emit(f"# {'A' if choice == 'a' else 'B'} copied transposed: BLAS's small-matrix "
+            "A @ B.T kernel is slow (structured.nt_relayout_choice)")
+    r, c = em.fresh("r"), em.fresh("c")
+    em.emit(f"for {r} in range({dst_rows}):")
+    em.emit(f"    for {c} in range({dst_cols}):")
+    # dst[r, c] is src[c, r] for "a" (A.T), src[r, c] for "b" (B.T as (k, n))
+    read = src.index_expr(src.strides, (c, r) if choice == "a" else (r, c))
+    em.emit(f"        {ws}[{offset} + {r} * {dst_cols} + {c}] = {read}")
+    copied = Access(ws, (dst_rows, dst_cols), (dst_cols, 1), offset)
+    if choice == "a":   # A is the transpose of the copy: TT
+        return 1, m, copied, 1, k, ay, region
+    return 0, k, ax, 0, n, copied, region
 
 
 # --------------------------------------------------------- axis-wise helpers

