@@ -1,36 +1,46 @@
-"""Linalg code generation: Numba's native np.linalg, or NumPy between njit segments?
+"""Linalg code generation: LAPACK inside the kernel, NumPy between segments, or Numba's np.linalg?
 
-A 256x256 Cholesky plus a solve (the GP likelihood's core), float64, one core:
+A 256x256 Cholesky and a solve with the factor (two triangular solves, as a GP
+likelihood does), float64, one BLAS thread:
 
-  numpy       plain NumPy/SciPy calls (the floor)
-  fallback    tracegrad's compiled kernel: cholesky/solve run their NumPy/LAPACK impl
-              from the kernel's Python driver, between njit segments (what tracegrad does)
-  native      what emitting Numba's own np.linalg.cholesky/np.linalg.solve inside the
-              njit kernel would give (hand-written njit function, same work)
+  numpy     plain NumPy/SciPy calls (np.linalg.cholesky, scipy solve_triangular)
+  emitted   tracegrad's compiled kernel now: potrf and trsm of NumPy's OpenBLAS
+            called inside the one njit function (codegen/linalg_emit.py)
+  fallback  the same graph with those emitters off (tracegrad before them): the
+            NumPy/SciPy impl runs from a Python driver between njit segments
+  native    (--native only: ~30 s of compile) Numba's own np.linalg.cholesky and
+            np.linalg.solve inside a hand-written njit function; Numba has no
+            triangular solve, so it solves with the matrix, not the factor
 
-Prints the time per call (median of interleaved rounds) and the first-call (compile) time of each.
-Run: python perf/linalg_codegen_bench.py
+Prints the time per call (median of interleaved rounds) and the first call
+(trace + codegen + Numba compile, fresh kernel cache) of each.
+Run: python perf/linalg_codegen_bench.py [--native]
 
-Measured 2026-12-03 on the shared 2-core machine at load 8.5-9.9 (noisy; three runs,
-OPENBLAS_NUM_THREADS=1, fresh caches, TRACEGRAD_TIERED=0):
+Measured 2026-12-03 on the shared 2-core machine, load 3.5-5 (noisy):
+
+  per call    numpy 1.9 ms   emitted 0.95 ms   fallback 1.9 ms
+  first call  emitted 1.6 s   fallback 1.8 s
+
+and, before the emitters (load 8.5-9.9, cholesky + np.linalg.solve):
 
   per call    numpy 4.9-5.9 ms   fallback 5.9-7.2 ms   native 4.1-4.9 ms
   first call  numpy 0.01 s       fallback 0.8-2.1 s    native 26-28 s
 
-Native LAPACK inside njit is 15-30% faster per call than the fallback here (the
-fallback pays cholesky's (A + A^T)/2 and a Python call per node), but its first call
-costs 26-28 s of Numba compile (and a SciPy import) against 1-2 s, and Numba has no
-triangular solve at all (a GP likelihood would still run those in NumPy). So the
-linalg primitives run their NumPy impl between njit segments.
+So LAPACK is called from the kernel through symbols bound by name
+(runtime/lapack.py), never through Numba's np.linalg: the speed of native code
+at the compile cost of a plain external call.
 """
 from __future__ import annotations
 
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("TRACEGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="tg-linalg-bench-"))
+os.environ.setdefault("TRACEGRAD_TIERED", "0")  # the first call waits for the real kernel
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
@@ -55,43 +65,65 @@ def _first_call_s(fn, *args) -> float:
     return time.perf_counter() - t0
 
 
-def main(n: int = 256) -> dict:
+def _cho_solve(a, b):
+    """The factor's sum and a solve with it; NumPy-style, traces under tracegrad."""
+    import tracegrad as tg
+    low = np.linalg.cholesky(a)
+    z = tg.linalg.solve_triangular(low, b, lower=True)
+    return np.sum(low), tg.linalg.solve_triangular(low, z, lower=True, trans=1)
+
+
+def main(n: int = 256, native: bool = False) -> dict:
     rng = np.random.default_rng(0)
     m = rng.standard_normal((n, n))
     a = m @ m.T + n * np.eye(n)
     b = rng.standard_normal((n, 1))
 
-    def numpy_version(a, b):
-        low = np.linalg.cholesky(a)
-        return np.sum(low), np.linalg.solve(a, b)
+    import scipy.linalg as sla
 
     import tracegrad as tg
+    from tracegrad.runtime import lapack
 
-    def traced(a, b):
+    def numpy_version(a, b):
         low = np.linalg.cholesky(a)
-        return np.sum(low), np.linalg.solve(a, b)
+        z = sla.solve_triangular(low, b, lower=True, check_finite=False)
+        return np.sum(low), sla.solve_triangular(low, z, lower=True, trans=1, check_finite=False)
 
-    compiled = tg.compile(traced)
+    emitted = tg.compile(_cho_solve)
 
-    from numba import njit
+    def cho_solve_fallback(a, b):
+        return _cho_solve(a, b)
 
-    @njit(cache=False, nogil=True)
-    def native(a, b):
-        low = np.linalg.cholesky(a)
-        return np.sum(low), np.linalg.solve(a, b)
-
+    fallback = tg.compile(cho_solve_fallback)
+    fns = {"numpy": numpy_version, "emitted": emitted, "fallback": fallback}
     results = {"numpy first call s": _first_call_s(numpy_version, a, b),
-               "fallback first call s": _first_call_s(compiled, a, b),
-               "native first call s": _first_call_s(native, a, b)}
-    results.update(_times_ms({"numpy": numpy_version, "fallback": compiled, "native": native},
-                             (a, b)))
+               "emitted first call s": _first_call_s(emitted, a, b)}
+    saved, lapack.AVAILABLE = lapack.AVAILABLE, False
+    try:
+        results["fallback first call s"] = _first_call_s(fallback, a, b)
+    finally:
+        lapack.AVAILABLE = saved
+    assert "tg_trsm(" in emitted.lower(a, b).source
+    assert "tg_trsm(" not in fallback.lower(a, b).source
+
+    if native:
+        from numba import njit
+
+        @njit(cache=False, nogil=True)
+        def native_fn(a, b):
+            low = np.linalg.cholesky(a)
+            return np.sum(low), np.linalg.solve(a, b)
+        results["native first call s"] = _first_call_s(native_fn, a, b)
+        fns["native"] = native_fn
+
+    results.update(_times_ms(fns, (a, b)))
     ref = numpy_version(a, b)
-    for fn in (compiled, native):
+    for name, fn in fns.items():
         got = fn(a, b)
-        assert np.allclose(got[0], ref[0]) and np.allclose(got[1], ref[1])
+        assert np.allclose(got[0], ref[0]) and np.allclose(got[1], ref[1]), name
     return results
 
 
 if __name__ == "__main__":
-    for key, value in main().items():
+    for key, value in main(native="--native" in sys.argv).items():
         print(f"{key:24s} {value:8.3f}")

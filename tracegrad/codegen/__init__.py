@@ -82,7 +82,7 @@ def _setup_logging() -> None:
 
 
 def _calls_blas(source: str | None) -> bool:
-    return bool(source) and ("tg_gemm(" in source or "tg_trsm(" in source)
+    return bool(source) and any(c in source for c in ("tg_gemm(", "tg_trs", "tg_potrf("))
 
 
 def _load_aware(entry: Callable, calls_blas: bool, serial: Callable | None = None) -> Callable:

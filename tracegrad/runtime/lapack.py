@@ -12,6 +12,9 @@ kernel (perf/linalg_codegen_bench.py); these are plain external calls.
   (0, or k > 0 when the leading minor of order k is not positive definite).
 - `tg_trsm(lower, trans, unit, m, k, a, offa, lda, b, offb, ldb)`: in place,
   B := op(A)^-1 B with A (m, m) triangular and B (m, k), both row-major.
+- `tg_trsv(lower, trans, unit, m, a, offa, lda, x, offx)`: the same for one
+  contiguous vector x (OpenBLAS's trsm with k = 1 took ~0.1 ms at m = 256,
+  trsv ~0.02 ms).
 
 `AVAILABLE` is False when NumPy's OpenBLAS is not found (a NumPy built against
 MKL or Accelerate): the emitters then leave these ops to their NumPy impl.
@@ -35,6 +38,7 @@ _LEFT = 141
 _SYMBOLS = {  # our name -> NumPy's OpenBLAS (ILP64: every integer is 64-bit)
     "tg_lapacke_{k}potrf": "scipy_LAPACKE_{k}potrf_work64_",
     "tg_cblas_{k}trsm": "scipy_cblas_{k}trsm64_",
+    "tg_cblas_{k}trsv": "scipy_cblas_{k}trsv64_",
 }
 
 
@@ -151,3 +155,38 @@ def tg_trsm(typingctx, lower, trans, unit, m, k, a, offa, lda, b, offb, ldb):
         return context.get_dummy_value()
 
     return types.void(lower, trans, unit, m, k, a, offa, lda, b, offb, ldb), codegen
+
+
+@intrinsic
+def tg_trsv(typingctx, lower, trans, unit, m, a, offa, lda, x, offx):
+    """x := op(A)^-1 x in place: A (m, m) triangular at a[offa:] (row stride lda,
+    row-major), x the m contiguous elements at x[offx:]; lower/trans/unit are 0/1."""
+    if not (_float_array(a) and _float_array(x) and a.dtype == x.dtype):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vlow, vtrans, vunit, vm, va, voa, vlda, vx, vox = args
+        sa = signature.args
+        dtype = sa[4].dtype
+        ptr_t = context.get_value_type(dtype).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [_i32, _i32, _i32, _i32, _i64, ptr_t, _i64,
+                                               ptr_t, _i64])
+        name = "tg_cblas_strsv" if dtype == types.float32 else "tg_cblas_dtrsv"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+
+        def flag(v, ty, if_set, if_not):
+            v = context.cast(builder, v, ty, types.int64)
+            return builder.select(builder.icmp_signed("!=", v, ir.Constant(_i64, 0)),
+                                  ir.Constant(_i32, if_set), ir.Constant(_i32, if_not))
+
+        pa = builder.bitcast(_data_at(context, builder, sa[4], va, voa, sa[5]), ptr_t)
+        px = builder.bitcast(_data_at(context, builder, sa[7], vx, vox, sa[8]), ptr_t)
+        builder.call(fn, (ir.Constant(_i32, _ROW_MAJOR), flag(vlow, sa[0], _LOWER, _UPPER),
+                          flag(vtrans, sa[1], _TRANS, _NO_TRANS),
+                          flag(vunit, sa[2], _UNIT, _NON_UNIT),
+                          context.cast(builder, vm, sa[3], types.int64), pa,
+                          context.cast(builder, vlda, sa[6], types.int64), px,
+                          ir.Constant(_i64, 1)))
+        return context.get_dummy_value()
+
+    return types.void(lower, trans, unit, m, a, offa, lda, x, offx), codegen
