@@ -637,7 +637,7 @@ _API_PASSTHROUGH = {"softmax", "log_softmax", "logsumexp", "squeeze", "tanh", "e
                     "linspace", "floor_divide", "round", "around", "rint", "cbrt", "heaviside",
                     "any", "all", "ptp", "average", "nansum", "nanmean", "quantile",
                     "percentile", "median", "pad", "meshgrid", "nanmax", "nanmin", "nanprod",
-                    "nanvar", "nanstd", "nancumsum"}
+                    "nanvar", "nanstd", "nancumsum", "append"}
 
 
 # -------------------------------------------------------------------- trace

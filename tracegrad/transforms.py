@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tracegrad.ops import api
-from tracegrad.tracing import tree_flatten, tree_unflatten
+from tracegrad.tracing import TreeDef, tree_flatten, tree_unflatten
 
 _CACHE: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 
@@ -96,6 +96,26 @@ def _as_arrays(tree):
                                     for v in leaves])
 
 
+def _args_as_arrays(args) -> tuple:
+    """`_as_arrays` of each argument: a tuple of arguments `([1., 2.], 4.)` is two
+    arguments, never one array leaf (pytrees take a tuple of numbers for an array)."""
+    return tuple(_as_arrays(a) for a in args)
+
+
+def _args_leaves(args) -> list:
+    return [leaf for a in args for leaf in _leaves(a)]
+
+
+def _args_flatten(args) -> tuple:
+    """Leaves and structure of a tuple of arguments, one child per argument."""
+    leaves, trees = [], []
+    for a in args:
+        sub, tree = tree_flatten(a, arrays_only_scalars=True)
+        leaves.extend(sub)
+        trees.append(tree)
+    return leaves, TreeDef("tuple", trees)
+
+
 def _like_output(ct, out):
     """The cotangent in the output's structure, its leaves arrays: a tuple output's
     cotangent `(0.0, 1.0)` is two scalars, not one array of two (pytrees take a
@@ -135,7 +155,7 @@ def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str = "numb
         lambda primals, ct: _pullback(fn, has_aux, primals, ct), "compile", backend=backend))
 
     def pullback(ct):
-        return tuple(backward(_as_arrays(tuple(primals)), _like_output(ct, out)))
+        return tuple(backward(_args_as_arrays(primals), _like_output(ct, out)))
     pullback.__name__ = f"pullback_of_{getattr(fn, '__name__', 'f')}"
     return (out, pullback, aux) if has_aux else (out, pullback)
 
@@ -144,7 +164,7 @@ def _trace_fn(fn: Callable, primals: tuple):
     """`fn` traced on the flattened `primals` (tracers of the enclosing trace):
     (graph, out_tree, primal leaves + captured outer values)."""
     from tracegrad.tracing import abstract_leaf, trace_subgraph
-    leaves, in_tree = tree_flatten(tuple(primals), arrays_only_scalars=True)
+    leaves, in_tree = _args_flatten(primals)
     avals = [abstract_leaf(v) for v in leaves]
     name = getattr(fn, "__name__", "f").strip("<>")
     graph, out_tree, captures = trace_subgraph(fn, in_tree, avals, name)
@@ -155,7 +175,7 @@ def _jvp_traceable(fn: Callable, has_aux: bool, primals: tuple, tangents: tuple)
     """Traceable: (out, J @ tangents[, aux]) by the forward-mode pass over `fn`'s graph."""
     from tracegrad.forward import jvp_apply, zeros_like_if_none
     graph, out_tree, args = _trace_fn(fn, primals)
-    t_leaves = _leaves(tuple(tangents))
+    t_leaves = _args_leaves(tangents)
     t_leaves += [None] * (len(args) - len(t_leaves))  # closed-over values: no tangent
     outs, touts = jvp_apply(graph, args, [t if _is_float_leaf(p) else None
                                           for p, t in zip(args, t_leaves)])
@@ -197,7 +217,7 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence, *, has_aux: bool = 
     compiled = _cached(fn, ("jvp", has_aux, backend), lambda: CompiledFunction(
         lambda primals, tangents: _jvp_traceable(fn, has_aux, primals, tangents), "compile",
         backend=backend))
-    return compiled(_as_arrays(tuple(primals)), _as_arrays(tuple(tangents)))
+    return compiled(_args_as_arrays(primals), _args_as_arrays(tangents))
 
 
 def linearize(fn: Callable, *primals: Any, backend: str = "numba"):
@@ -215,7 +235,7 @@ def linearize(fn: Callable, *primals: Any, backend: str = "numba"):
     from tracegrad.compiler import CompiledFunction
     from tracegrad.forward import jvp_graph, partial_eval
     from tracegrad.tracing import Tracer, active_contexts, trace_flat
-    leaves = _leaves(tuple(primals))
+    leaves = _args_leaves(primals)
     if active_contexts() or any(isinstance(v, Tracer) for v in leaves):
         # inside an enclosing trace: the primal is symbolic, nothing to store
         out = fn(*primals)
@@ -235,7 +255,7 @@ def linearize(fn: Callable, *primals: Any, backend: str = "numba"):
 
     def f_jvp(*tangents):
         _check_tangents(primals, tangents)
-        t_leaves = _leaves(tuple(tangents))
+        t_leaves = _args_leaves(tangents)
         touts = linear_part(*residuals, *[t_leaves[k] for k in wrt])
         return tree_unflatten(traced.out_tree, list(touts))
     f_jvp.__name__ = f"jvp_of_{getattr(fn, '__name__', 'f')}"

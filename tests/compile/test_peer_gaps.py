@@ -418,3 +418,64 @@ def test_custom_vjp_closed_over_constant_numba():
     value, grad = tg.value_and_grad(SCALED_SIN, backend="numba")(x)
     np.testing.assert_allclose(value, np.sum(SCALE * np.sin(x)), rtol=1e-14)
     np.testing.assert_allclose(grad, 2.0 * SCALE * np.cos(x), rtol=1e-14)
+
+
+# ------------------------------------------------- 5. np.append, np.pad's other modes
+PAD_MODES = ["edge", "wrap", "reflect", "symmetric", "constant"]
+PAD_WIDTHS = [1, (2, 3), ((0, 4), (1, 0)), 5]
+
+
+@pytest.mark.parametrize("mode", PAD_MODES)
+def test_pad_modes_match_numpy_and_finite_differences(mode):
+    """np.pad of a traced array in each mode: values equal NumPy's (widths beyond the
+    axis length included), gradients equal central differences."""
+    x = rng.randn(3, 2)
+    weights = {}
+    for width in PAD_WIDTHS:
+        expected = np.pad(x, width, mode=mode)
+        got = tg.compile(lambda x, width=width: np.pad(x, width, mode=mode), **I)(x)
+        np.testing.assert_array_equal(got, expected)
+        weights[width] = rng.randn(*expected.shape)
+    for width in PAD_WIDTHS:
+        def loss(x, width=width):
+            return np.sum(np.sin(np.pad(x, width, mode=mode)) * weights[width])
+        np.testing.assert_allclose(tg.grad(loss, **I)(x), numeric_jacobian(loss, x),
+                                   rtol=1e-6, atol=1e-8)
+
+
+def test_pad_unsupported_mode_names_the_supported_ones():
+    with pytest.raises(NotImplementedError, match="edge, wrap, reflect, symmetric"):
+        tg.grad(lambda x: np.sum(np.pad(x, 1, mode="mean")), **I)(np.ones(3))
+
+
+def test_append_matches_numpy_and_jax():
+    x, y = rng.randn(2, 3), rng.randn(1, 3)
+    for axis in (None, 0):
+        np.testing.assert_array_equal(
+            tg.compile(lambda x, y, axis=axis: np.append(x, y, axis=axis), **I)(x, y),
+            np.append(x, y, axis=axis))
+    weights = rng.randn(9)
+
+    def loss(x, y, np=np):
+        return np.sum(np.append(x ** 2, np.sin(y)) * weights)
+    gx, gy = tg.grad(loss, argnums=(0, 1), **I)(x, y)
+    np.testing.assert_allclose(gx, numeric_jacobian(lambda v: loss(v, y), x), rtol=1e-7)
+    np.testing.assert_allclose(gy, numeric_jacobian(lambda v: loss(x, v), y), rtol=1e-7)
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    jx, jy = jax.jit(jax.grad(lambda a, b: loss(a, b, np=jnp), argnums=(0, 1)))(x, y)
+    np.testing.assert_allclose(gx, jx, rtol=1e-13)
+    np.testing.assert_allclose(gy, jy, rtol=1e-13)
+
+
+def test_transforms_take_a_list_argument_next_to_a_float():
+    """autograd's test_simple_append_list: (list, float) arguments were flattened as one
+    ragged array leaf by jvp/vjp ('cannot make an array from tuple')."""
+    out, t = tg.jvp(np.append, ([1.0, 2.0, 3.0], 4.0), ([0.5, 0.0, 1.0], 2.0), **I)
+    np.testing.assert_array_equal(out, [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(t, [0.5, 0.0, 1.0, 2.0])
+    _, pullback = tg.vjp(np.append, [1.0, 2.0, 3.0], 4.0, **I)
+    ct_list, ct_float = pullback(np.array([1.0, 2.0, 3.0, 4.0]))
+    np.testing.assert_array_equal(ct_list, [1.0, 2.0, 3.0])
+    assert ct_float == 4.0

@@ -167,8 +167,6 @@ NUMPY_CASES = [
 ]
 
 # Ported cases tracegrad does not handle yet (filled in from the failures found).
-_APPEND = ("np.append is not captured while tracing (TracingError 'numpy.append is not "
-           "supported'); needs a handler in tracing._NUMPY_FUNCTIONS")
 _OBJECT_OUT = ("tg.vjp of an output built by np.array([...]) / np.r_ / np.c_ of traced values: "
                "the output is an object array, transforms._vdot skips it as non-float and "
                "raises 'the function has no floating-point output' (tg.jvp and tg.jacobian work)")
@@ -177,7 +175,6 @@ _OBJECT_REDUCE = ("np.maximum (a ufunc) of object arrays made by np.array([x, ..
                   "refuses, and no NumPy protocol lets tracegrad see an object array's "
                   "elements (np.max/np.min of them are routed; tg.maximum(tg.array(...)) works)")
 NUMPY_XFAIL: dict[str, str] = {
-    "test_simple_append_list": _APPEND, "test_simple_append_arr": _APPEND,
     "test_maximum_equal_values_2d": _OBJECT_REDUCE,
 }
 

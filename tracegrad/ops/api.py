@@ -2650,20 +2650,41 @@ def median(x: Array, axis: int | None = None, out: Any = None, overwrite_input: 
     return quantile(x, 0.5, axis=axis, out=out, keepdims=keepdims)
 
 
-def pad(x: Array, pad_width, mode: str = "constant", constant_values: float = 0) -> Array:
-    """Pad with a constant (mode='constant' only); the gradient is the inner slice.
+_PAD_MODES = ("constant", "edge", "wrap", "reflect", "symmetric")
+
+
+def pad(x: Array, pad_width, mode: str = "constant", constant_values: float = 0,
+        reflect_type: str = "even") -> Array:
+    """NumPy's pad in modes 'constant' (one scalar value), 'edge', 'wrap', 'reflect'
+    and 'symmetric'. The constant mode is one index_add_zeros node (its gradient is
+    the inner slice); the others gather each padded axis with a static index array
+    (their gradient scatter-adds the border back onto the elements it copies).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.pad(np.array([1.0, 2.0]), 1)
     array([0., 1., 2., 0.])
+    >>> tg.pad(np.array([1.0, 2.0, 3.0]), (2, 1), mode="reflect")
+    array([3., 2., 1., 2., 3., 2.])
     """
-    if mode != "constant" or np.ndim(constant_values) != 0:
-        raise NotImplementedError("tracegrad.pad: only mode='constant' with one scalar value "
-                                  "is supported" + user_location_suffix())
+    if mode not in _PAD_MODES or reflect_type != "even" or \
+            (mode == "constant" and np.ndim(constant_values) != 0):
+        raise NotImplementedError(
+            f"tracegrad.pad: mode={mode!r} (reflect_type={reflect_type!r}) is not supported; "
+            f"modes: {', '.join(_PAD_MODES)} (reflect_type='even', one scalar constant_values)"
+            + user_location_suffix())
     x = _wrap(x)
     nd = np.ndim(x)
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64).reshape(-1, 2)
                              if np.ndim(pad_width) else np.full((1, 2), int(pad_width)), (nd, 2))
+    if (widths < 0).any():
+        raise ValueError(f"tracegrad.pad: negative pad_width {np.asarray(pad_width).tolist()}"
+                         + user_location_suffix())
+    if mode != "constant":
+        for axis, (d, (a, b)) in enumerate(zip(_shape(x), widths)):
+            if a or b:
+                index = (slice(None),) * axis + (_pad_source_index(mode, d, int(a), int(b)),)
+                x = getitem(x, index)
+        return x
     shape = tuple(int(d + a + b) for d, (a, b) in zip(_shape(x), widths))
     spec = tuple(("slice", int(a), int(a) + d, 1) for d, (a, _) in zip(_shape(x), widths))
     out = bind(T.index_add_zeros, x, spec=spec, shape=shape)
@@ -2672,6 +2693,39 @@ def pad(x: Array, pad_width, mode: str = "constant", constant_values: float = 0)
         border[tuple(slice(int(a), int(a) + d) for d, (a, _) in zip(_shape(x), widths))] = 0
         out = add(out, border.astype(_dtype(x)) if _dtype(x).kind == "f" else border)
     return out
+
+
+def _pad_source_index(mode: str, size: int, before: int, after: int) -> np.ndarray:
+    """For each position of an axis padded by (before, after): the input element it
+    copies, by NumPy's rule for `mode` (a static index array)."""
+    if size == 0:
+        raise ValueError(f"tracegrad.pad: can't extend an empty axis with mode={mode!r}"
+                         + user_location_suffix())
+    k = np.arange(-before, size + after)
+    if mode == "edge":
+        return np.clip(k, 0, size - 1)
+    if mode == "wrap":
+        return np.mod(k, size)
+    if mode == "symmetric":  # ... 1 0 | 0 1 2 | 2 1 ...: period 2 size
+        m = np.mod(k, 2 * size)
+        return np.where(m < size, m, 2 * size - 1 - m)
+    if size == 1:  # reflect: ... 2 1 | 0 1 2 | 1 0 ...: period 2 (size - 1)
+        return np.zeros_like(k)
+    m = np.mod(k, 2 * (size - 1))
+    return np.where(m < size, m, 2 * (size - 1) - m)
+
+
+def append(arr: Array, values: Array, axis: int | None = None) -> Array:
+    """NumPy's append: `values` joined after `arr` along `axis` (both flattened first
+    when `axis` is None), by concatenate.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.append(np.array([[1.0, 2.0]]), np.array([3.0]))
+    array([1., 2., 3.])
+    """
+    if axis is None:
+        return concatenate([ravel(_wrap(arr)), ravel(_wrap(values))])
+    return concatenate([_wrap(arr), _wrap(values)], axis=axis)
 
 
 def meshgrid(*xs, indexing: str = "xy", sparse: bool = False, copy: bool = True) -> list:
@@ -2700,4 +2754,4 @@ def meshgrid(*xs, indexing: str = "xy", sparse: bool = False, copy: bool = True)
 
 __all__ += ["floor_divide", "round", "around", "rint", "cbrt", "heaviside", "any", "all", "ptp",
             "average", "nansum", "nanmean", "quantile", "percentile", "median", "pad",
-            "meshgrid", "nanmax", "nanmin", "nanprod", "nanvar", "nanstd", "nancumsum"]
+            "append", "meshgrid", "nanmax", "nanmin", "nanprod", "nanvar", "nanstd", "nancumsum"]
