@@ -155,9 +155,26 @@ def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str = "numb
         lambda primals, ct: _pullback(fn, has_aux, primals, ct), "compile", backend=backend))
 
     def pullback(ct):
-        return tuple(backward(_args_as_arrays(primals), _like_output(ct, out)))
+        ct = _like_output(ct, out)
+        _check_cotangent(ct, out)
+        return tuple(backward(_args_as_arrays(primals), ct))
     pullback.__name__ = f"pullback_of_{getattr(fn, '__name__', 'f')}"
     return (out, pullback, aux) if has_aux else (out, pullback)
+
+
+def _check_cotangent(ct, out) -> None:
+    """A pullback's cotangent has the output's structure and shapes (JAX: ValueError)."""
+    from tracegrad.ops.core import ShapeError
+    ct_leaves, ct_tree = tree_flatten(ct, arrays_only_scalars=True)
+    out_leaves, out_tree = tree_flatten(out, arrays_only_scalars=True)
+    if ct_tree != out_tree:
+        raise ShapeError(f"vjp: unexpected tree structure of the cotangent: got {ct_tree}, "
+                         f"but expected the output's {out_tree}")
+    for k, (c, o) in enumerate(zip(ct_leaves, out_leaves)):
+        if np.shape(c) != np.shape(_unboxed(o)):
+            raise ShapeError(f"vjp: cotangent leaf {k} has shape {np.shape(c)}, but the output "
+                             f"leaf has shape {np.shape(_unboxed(o))}; a cotangent must match "
+                             "the output's structure and shapes")
 
 
 def _trace_fn(fn: Callable, primals: tuple):
