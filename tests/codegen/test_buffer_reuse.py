@@ -291,14 +291,17 @@ def test_compiled_gradient_matches_the_unoptimized_graph_and_finite_differences(
 
 SMALL_WORKLOADS = ["mlp_small_b16", "mlp_layernorm_b64", "attention_1h_t64", "attention_4h_t64",
                    "lstm_scan_t20", "rnn_scan_t100", "conv2d_b8_32px", "softmax_reg_n256"]
+# full size: the LSTM's backward body copies a GEMM operand into a scratch region
+FULL_WORKLOADS = ["lstm_scan_t20", "mlp_mnist_b128"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", SMALL_WORKLOADS)
-def test_small_workloads_poisoned_equal_the_interpreter(name, monkeypatch):
-    from perf.workloads import make_small_workload
+@pytest.mark.parametrize("name,full", [(n, False) for n in SMALL_WORKLOADS]
+                         + [(n, True) for n in FULL_WORKLOADS])
+def test_workloads_poisoned_equal_the_interpreter(name, full, monkeypatch):
+    from perf.workloads import make_small_workload, make_workload
     from tracegrad.codegen import build_kernel
-    w = make_small_workload(name, "float64")
+    w = (make_workload if full else make_small_workload)(name, "float64")
     args = [np.ascontiguousarray(a) for a in list(w.params) + list(w.data)]
     f = tg.value_and_grad(w.tracegrad_fn, argnums=tuple(range(len(w.params))),
                           backend="interpret")
@@ -327,3 +330,18 @@ def test_poisoning_catches_a_lifetime_that_ends_too_early(monkeypatch):
     got = kernel(args[2], np.ones((16, 128)))
     want = interpret(graph, args[2], np.ones((16, 128)))
     assert any(not np.allclose(g, w, equal_nan=False) for g, w in zip(got, want))
+
+
+def test_scratch_regions_are_placed_recorded_and_reused():
+    from tracegrad.codegen.emit import Emitter
+    g = tg.trace(lambda x: x * 2.0, np.ones(4))
+    em = Emitter(g, "k")
+    region = em.scratch("float64", 100)
+    other = em.scratch("float64", 8)
+    assert region[1] + 100 <= other[1] or other[1] + 8 <= region[1]   # both live: disjoint
+    em.release_scratch(region)
+    again = em.scratch("float64", 50)
+    assert again[1] == region[1]                                       # the dead one, reused
+    assert [e[0] for e in em.region_events] == ["take", "take", "give_back", "take"]
+    report = em.memory_report()
+    assert report.peak_live_bytes == 108 * 8 and report.no_reuse_bytes == 158 * 8

@@ -325,13 +325,35 @@ class Emitter:
             self.shaped[node.id], a = self._output_array(node)
             return a
         ws = self.workspace(node.dtype)
-        offset = self.workspaces[ws].take(node.size)
+        offset = self._take(ws, node.size)
         # a copy of a view belongs to the view's base: it dies when the base does
         self.regions.setdefault(view_root(node).id, []).append((ws, offset, node.size))
-        self.region_events.append(("take", ws, offset, node.size))
-        self.live_bytes += node.size * np.dtype(node.dtype).itemsize
-        self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
         return Access(ws, shape, c_strides(shape), offset)
+
+    def scratch(self, dtype, size: int) -> tuple[str, int, int]:
+        """A workspace region that no node owns (say, an operand copied into
+        another layout for one call): (workspace, offset, elements), live until
+        `release_scratch(region)`, placed and checked like any value's region."""
+        ws = self.workspace(dtype)
+        return ws, self._take(ws, size), size
+
+    def release_scratch(self, region: tuple[str, int, int]) -> None:
+        self._give_back(*region)
+
+    def _take(self, ws: str, size: int) -> int:
+        offset = self.workspaces[ws].take(size)
+        self.region_events.append(("take", ws, offset, size))
+        self.live_bytes += size * self.workspaces[ws].dtype.itemsize
+        self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
+        return offset
+
+    def _give_back(self, ws: str, offset: int, size: int) -> None:
+        self.workspaces[ws].give_back(offset, size)
+        self.region_events.append(("give_back", ws, offset, size))
+        self.live_bytes -= size * self.workspaces[ws].dtype.itemsize
+        if self.poison and self.workspaces[ws].dtype.kind == "f" and size:
+            self.emit(f"for q in range({size}):  # poisoned: dead from here on")
+            self.emit(f"    {ws}[{offset} + q] = np.nan")
 
     def _output_array(self, node: Node, name: str | None = None) -> tuple[str, Access]:
         """Allocate output `o<id>`: (expression to return, flat access to write)."""
@@ -378,12 +400,7 @@ class Emitter:
         """Unit `p` has been emitted: give back the regions of the values it read last."""
         for root in self.dying.get(p, ()):
             for ws, offset, size in self.regions.pop(root, ()):
-                self.workspaces[ws].give_back(offset, size)
-                self.region_events.append(("give_back", ws, offset, size))
-                self.live_bytes -= size * self.workspaces[ws].dtype.itemsize
-                if self.poison and self.workspaces[ws].dtype.kind == "f" and size:
-                    self.emit(f"for q in range({size}):  # poisoned: dead from here on")
-                    self.emit(f"    {ws}[{offset} + q] = np.nan")
+                self._give_back(ws, offset, size)
 
     def better_placement(self) -> dict[str, Placement] | None:
         """Offsets planned with every lifetime known (memory.plan_offline), if
