@@ -405,15 +405,21 @@ class Emitter:
     def better_placement(self) -> dict[str, Placement] | None:
         """Offsets planned with every lifetime known (memory.plan_offline), if
         they save enough workspace bytes over the ones chosen while emitting to
-        pay for emitting the kernel a second time (~1/16 and 4 KiB)."""
+        pay for emitting the kernel a second time (~1/32 and 4 KiB)."""
         if self.plan is not None or not self.region_events:
+            return None
+        now = sum(ws.size * ws.dtype.itemsize for ws in self.workspaces.values())
+
+        def worth(saved: int) -> bool:
+            return saved * 32 >= now and saved >= 4096
+        # no placement needs less than each workspace's peak of live elements
+        if not worth(now - sum(ws.peak_live * ws.dtype.itemsize
+                               for ws in self.workspaces.values())):
             return None
         dtypes = {name: ws.dtype for name, ws in self.workspaces.items()}
         plans = plan_offline(self.region_events, dtypes)
-        now = sum(ws.size * ws.dtype.itemsize for ws in self.workspaces.values())
         planned = sum(p.size * dtypes[name].itemsize for name, p in plans.items())
-        saved = now - planned
-        return plans if saved * 16 >= now and saved >= 4096 else None
+        return plans if worth(now - planned) else None
 
     def memory_report(self) -> MemoryReport:
         """What this function's arrays need (checks first that no two live
