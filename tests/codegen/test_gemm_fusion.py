@@ -25,24 +25,27 @@ from codegen_helpers import GraphMaker
 H = 64
 
 
-def lstm_like(x, W1, W2, a, b):
+def lstm_like(x, W1, W2, a, b, c, d):
     """Gate slices of one GEMM (backward: a concatenate feeding dz @ W1.T, an
-    (32, 64, 256) A @ B.T: copy A) and a (64, 16) @ (32, 16).T product (copy B)."""
+    (32, 64, 256) A @ B.T: copy A), a batch of (64, 16) @ (32, 16).T with one B
+    (copy B once, before the batch loop) and a batch of (32, 16) @ (64, 16).T
+    (copy each A)."""
     z = x @ W1
     i, f = tg.sigmoid(z[:, :H]), tg.sigmoid(z[:, H:2 * H])
     g, o = tg.tanh(z[:, 2 * H:3 * H]), tg.sigmoid(z[:, 3 * H:])
     h = o * tg.tanh(f * 0.5 + i * g)
     s = a @ tg.transpose(b)
-    return tg.sum(tg.tanh(h @ W2)) + 0.1 * tg.sum(s * s)
+    t = c @ tg.transpose(d, (0, 2, 1))
+    return tg.sum(tg.tanh(h @ W2)) + 0.1 * tg.sum(s * s) + tg.sum(tg.sin(t))
 
 
 def _args(dtype, seed=0):
     r = np.random.default_rng(seed)
-    shapes = [(32, 64), (64, 4 * H), (H, 8), (64, 16), (32, 16)]
+    shapes = [(32, 64), (64, 4 * H), (H, 8), (2, 64, 16), (32, 16), (2, 32, 16), (2, 64, 16)]
     return [(0.3 * r.standard_normal(s)).astype(dtype) for s in shapes]
 
 
-ARGNUMS = (0, 1, 2, 3, 4)
+ARGNUMS = (0, 1, 2, 3, 4, 5, 6)
 COMPILED = tg.value_and_grad(lstm_like, argnums=ARGNUMS)   # compiled once (float64 below)
 
 
@@ -69,7 +72,11 @@ def test_compiled_gates_and_nt_products_match_the_unrewritten_graph_float64():
     # the paths under test are really taken by this kernel
     assert "concatenate[axis=1]" in source
     assert "index_add_zeros" not in source
-    assert "A copied transposed" in source and "B copied transposed" in source
+    assert source.count("A copied transposed") >= 2 and "B copied transposed" in source
+    # the batch's shared B is copied once, before the batch loop
+    lines = source.splitlines()
+    at = next(i for i, line in enumerate(lines) if "B copied transposed" in line)
+    assert not lines[at].startswith(" " * 8) and "for b0" not in lines[at - 1]
 
 
 def test_compiled_gradients_match_finite_differences_float64():
@@ -98,13 +105,14 @@ def test_compiled_matches_jax():
     jnp = jax.numpy
     jax.config.update("jax_enable_x64", True)
 
-    def jax_fn(x, W1, W2, a, b):
+    def jax_fn(x, W1, W2, a, b, c, d):
         z = x @ W1
         i, f = jax.nn.sigmoid(z[:, :H]), jax.nn.sigmoid(z[:, H:2 * H])
         g, o = jnp.tanh(z[:, 2 * H:3 * H]), jax.nn.sigmoid(z[:, 3 * H:])
         h = o * jnp.tanh(f * 0.5 + i * g)
         s = a @ b.T
-        return jnp.sum(jnp.tanh(h @ W2)) + 0.1 * jnp.sum(s * s)
+        t = c @ jnp.transpose(d, (0, 2, 1))
+        return jnp.sum(jnp.tanh(h @ W2)) + 0.1 * jnp.sum(s * s) + jnp.sum(jnp.sin(t))
 
     args = _args("float64")
     value, grads = COMPILED(*args)

@@ -120,19 +120,25 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
     tx, ldx = _matrix_operand(em, x, bx, m, k)
     ty, ldy = _matrix_operand(em, y, by, k, n)
     nb = len(batch)
-    if nb == 0 and (tx, ty) == (0, 1):
-        relaid = _relayout_nt(em, node.dtype, bx, by, m, n, k)
-        if relaid is not None:
-            tx, ldx, bx, ty, ldy, by, scratch = relaid
-            em.emit(f"tg_gemm({tx}, {ty}, {m}, {n}, {k}, {bx.buf}, {bx.offset}, {ldx}, "
-                    f"{by.buf}, {by.offset}, {ldy}, {beta}, {out.buf}, {out.offset}, {max(n, 1)})")
-            _release(em, scratch)
-            em.uses_gemm = True
-            return
     vars_ = tuple(f"b{i}" for i in range(nb))
+    # a small A @ B.T: one operand copied transposed first (nt_relayout_choice)
+    choice = nt_relayout_choice(m, n, k) if (tx, ty) == (0, 1) else None
+    scratch = None
+    hoisted = choice == "b" and not any(by.strides[:nb])   # one B for every batch element
+    if choice is not None:
+        scratch = _scratch(em, node.dtype, m * k if choice == "a" else k * n)
+        if hoisted:
+            by = _copy_transposed(em, by, choice, scratch, nb, ())
     for i, d in enumerate(batch):
         em.emit(f"for b{i} in range({d}):")
         em.indent += 1
+    if choice == "a":
+        bx = _copy_transposed(em, bx, choice, scratch, nb, vars_)
+        tx, ldx = 1, m
+    elif choice == "b":
+        if not hoisted:
+            by = _copy_transposed(em, by, choice, scratch, nb, vars_)
+        ty, ldy = 0, n
     out_batch = c_strides(batch + (m * n,))[:nb] if nb else ()
 
     def offset(a: Access, strides) -> str:
@@ -143,6 +149,8 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
             f"{by.buf}, {offset(by, by.strides[:nb])}, {ldy}, {beta}, "
             f"{out.buf}, {offset(out, out_batch)}, {max(n, 1)})")
     em.indent -= nb
+    if scratch is not None:
+        _release(em, scratch)
     em.uses_gemm = True
 
 
@@ -201,31 +209,25 @@ def _release(em: Emitter, region: tuple[str, int, int]) -> None:
     em.live_bytes -= size * em.workspaces[ws].dtype.itemsize
 
 
-def _relayout_nt(em: Emitter, dtype, ax: Access, ay: Access, m: int, n: int, k: int):
-    """For C = A @ B.T in OpenBLAS's slow regime (`nt_relayout_choice`): copy one
-    operand transposed into scratch; returns (tx, ldx, ax, ty, ldy, ay, scratch) for
-    the call, or None to call as is."""
-    choice = nt_relayout_choice(m, n, k)
-    if choice is None:
-        return None
-    src = ax if choice == "a" else ay          # (m, k) or (k, n) as the product reads it
-    rows, cols = (m, k) if choice == "a" else (k, n)
-    region = _scratch(em, dtype, rows * cols)
+def _copy_transposed(em: Emitter, src: Access, choice: str, region, nb: int, vars_) -> Access:
+    """Copy A (choice "a", read (m, k): stored as A.T, (k, m) row-major) or B (choice
+    "b", read (k, n): stored (k, n) row-major) of one product into `region`; the
+    returned access reads the copy (the same for every batch element). `vars_` are
+    the batch loop variables around the copy (none when it is hoisted out)."""
     ws, offset, _ = region
-    # the copy is laid out (cols, rows) for "a" (A.T row-major) and (k, n) for "b"
+    rows, cols = src.shape[nb:]
     dst_rows, dst_cols = (cols, rows) if choice == "a" else (rows, cols)
     em.emit(f"# {'A' if choice == 'a' else 'B'} copied transposed: BLAS's small-matrix "
             "A @ B.T kernel is slow (structured.nt_relayout_choice)")
     r, c = em.fresh("r"), em.fresh("c")
     em.emit(f"for {r} in range({dst_rows}):")
     em.emit(f"    for {c} in range({dst_cols}):")
-    # dst[r, c] is src[c, r] for "a" (A.T), src[r, c] for "b" (B.T as (k, n))
-    read = src.index_expr(src.strides, (c, r) if choice == "a" else (r, c))
+    # dst[r, c] is src[c, r] for "a" (A.T), src[r, c] for "b" (B as (k, n))
+    inner = (c, r) if choice == "a" else (r, c)
+    strides = src.strides if vars_ else src.strides[nb:]
+    read = src.index_expr(strides, tuple(vars_) + inner)
     em.emit(f"        {ws}[{offset} + {r} * {dst_cols} + {c}] = {read}")
-    copied = Access(ws, (dst_rows, dst_cols), (dst_cols, 1), offset)
-    if choice == "a":   # A is the transpose of the copy: TT
-        return 1, m, copied, 1, k, ay, region
-    return 0, k, ax, 0, n, copied, region
+    return Access(ws, src.shape[:nb] + (dst_rows, dst_cols), (0,) * nb + (dst_cols, 1), offset)
 
 
 # --------------------------------------------------------- axis-wise helpers
