@@ -27,7 +27,8 @@ from tracegrad.codegen.emit import Emitter, NoCodegen, dshort
 from tracegrad.codegen.structured import structured
 from tracegrad.ir.graph import Node
 
-_IMPORTS = ("from tracegrad.runtime.lapack import tg_potrf, tg_trsm, tg_trsv\n"
+_IMPORTS = ("from tracegrad.runtime.lapack import tg_lower_finite, tg_potrf, tg_sym_lower, "
+            "tg_trsm, tg_trsv\n"
             "from tracegrad.ops.linalg import LinAlgError, NotPositiveDefinite")
 
 
@@ -98,29 +99,22 @@ def emit_cholesky(em: Emitter, node: Node) -> None:
     src = src.broadcast(tuple(x.shape))
     head = "cholesky: the matrix is not positive definite"
     tail = f" (operands: {_operands_text(x)}){_where(node)}"
-    half = f"np.{np.dtype(node.dtype).name}(0.5)"
+    if src.scalar is not None:  # a 1x1 literal: the helper reads arrays
+        src = em.copy_to_buffer(x).broadcast(tuple(x.shape))
     vars_ = _open_batch(em, batch)
-    base = _offset(out, c_strides(batch + (n * n,))[:len(batch)], vars_)
-    i, j, s, fin = em.fresh("i"), em.fresh("j"), em.fresh("s"), em.fresh("finite")
-    # the lower triangle of the symmetric part; zeros above (the factor's upper part)
-    em.emit(f"{fin} = True")
-    em.emit(f"for {i} in range({n}):")
-    em.emit(f"    for {j} in range({i} + 1):")
-    em.emit(f"        {s} = ({_at(src, vars_, i, j)} + {_at(src, vars_, j, i)}) * {half}")
-    em.emit(f"        {fin} = {fin} and np.isfinite({s})")
-    em.emit(f"        {out.buf}[{base} + {i} * {n} + {j}] = {s}")
-    em.emit(f"    for {j} in range({i} + 1, {n}):")
-    em.emit(f"        {out.buf}[{base} + {i} * {n} + {j}] = 0.0")
-    info = em.fresh("info")
+    nb = len(batch)
+    base = _offset(out, c_strides(batch + (n * n,))[:nb], vars_)
+    s_base = _offset(src, src.strides[:nb], vars_)
+    fin, info = em.fresh("finite"), em.fresh("info")
+    i, j = em.fresh("i"), em.fresh("j")
+    em.emit(f"{fin} = tg_sym_lower({src.buf}, {s_base}, {src.strides[-2]}, {src.strides[-1]}, "
+            f"{out.buf}, {base}, {n})")
     em.emit(f"{info} = tg_potrf({n}, {out.buf}, {base})")
     em.emit(f"if {info} != 0:")
     em.emit(f"    raise NotPositiveDefinite({head!r}, {info}, {tail!r})")
     # eager mode's check: a finite matrix whose factor overflowed is not accepted
-    em.emit(f"if {fin}:")
-    em.emit(f"    for {i} in range({n}):")
-    em.emit(f"        for {j} in range({i} + 1):")
-    em.emit(f"            if not np.isfinite({out.buf}[{base} + {i} * {n} + {j}]):")
-    em.emit(f"                raise LinAlgError({head + tail!r})")
+    em.emit(f"if {fin} and not tg_lower_finite({out.buf}, {base}, {n}):")
+    em.emit(f"    raise LinAlgError({head + tail!r})")
     if node.attrs.get("upper"):
         em.emit(f"for {i} in range({n}):  # upper=True: L^T, in place")
         em.emit(f"    for {j} in range({i}):")
@@ -171,7 +165,7 @@ def emit_triangular_solve(em: Emitter, node: Node) -> None:
     a_base = _offset(acc_a, acc_a.strides[:nb], vars_)
     o_base = _offset(out, c_strides(batch + (n * k,))[:nb], vars_)
     i, j = em.fresh("i"), em.fresh("j")
-    if not unit:
+    if not unit and not _is_cholesky_factor(a):
         step = lda + 1
         em.emit(f"for {i} in range({n}):")
         em.emit(f"    if {acc_a.buf}[{a_base} + {i} * {step}] == 0.0:")
@@ -188,6 +182,18 @@ def emit_triangular_solve(em: Emitter, node: Node) -> None:
     else:
         em.emit(f"tg_trsm({flags}, {k}, {acc_a.buf}, {a_base}, {lda}, {out.buf}, {o_base}, {k})")
     em.indent -= nb
+
+
+def _is_cholesky_factor(a: Node) -> bool:
+    """Is `a` a cholesky output, or its matrix transpose? Then its diagonal is
+    positive (potrf succeeded, or the kernel raised already): no zero check (each
+    check is a loop and a raise site, ~0.05 s of Numba compile)."""
+    while a.op == "transpose":
+        nd = len(a.shape)
+        if tuple(a.attrs.get("axes") or ()) != tuple(range(nd - 2)) + (nd - 1, nd - 2):
+            return False
+        a = a.inputs[0]
+    return a.op == "cholesky"
 
 
 def _singular_message(node: Node, a: Node, b: Node) -> str:
