@@ -16,19 +16,25 @@ Prints the time per call (median of interleaved rounds) and the first call
 (trace + codegen + Numba compile, fresh kernel cache) of each.
 Run: python perf/linalg_codegen_bench.py [--native]
 
-Measured 2026-12-03 on the shared 2-core machine, load 3.5-5 (noisy):
+Measured 2026-12-03 08:02 UTC on the shared 2-core machine, load 5.2-5.4 (busy:
+wall times are ~2x an idle machine's), two runs:
 
-  per call    numpy 1.9 ms   emitted 0.95 ms   fallback 1.9 ms
-  first call  emitted 1.6 s   fallback 1.8 s
+  per call    numpy 2.2-2.5 ms   emitted 1.8-2.0 ms   fallback 3.1-3.8 ms
+  first call  emitted 1.5 s      fallback 0.54-0.65 s  (Numba warmed up before both)
 
-and, before the emitters (load 8.5-9.9, cholesky + np.linalg.solve):
+The emitted kernel compiles ~0.9 s longer here than the fallback, whose only njit
+code is the sum: loops and LAPACK calls cost Numba time. On the GP likelihood
+(perf/gp_nll_workload.py), where the fallback cut the kernel into 6 segments, the
+one emitted kernel compiles faster (3.5 s CPU against 4.2-4.7 s).
+
+Before the emitters (an older version of this script: cholesky + np.linalg.solve,
+load 8.5-9.9):
 
   per call    numpy 4.9-5.9 ms   fallback 5.9-7.2 ms   native 4.1-4.9 ms
   first call  numpy 0.01 s       fallback 0.8-2.1 s    native 26-28 s
 
 So LAPACK is called from the kernel through symbols bound by name
-(runtime/lapack.py), never through Numba's np.linalg: the speed of native code
-at the compile cost of a plain external call.
+(runtime/lapack.py), never through Numba's np.linalg (26-28 s of compile).
 """
 from __future__ import annotations
 

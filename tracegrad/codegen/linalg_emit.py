@@ -107,13 +107,14 @@ def emit_cholesky(em: Emitter, node: Node) -> None:
     s_base = _offset(src, src.strides[:nb], vars_)
     fin, info = em.fresh("finite"), em.fresh("info")
     i, j = em.fresh("i"), em.fresh("j")
-    em.emit(f"{fin} = tg_sym_lower({src.buf}, {s_base}, {src.strides[-2]}, {src.strides[-1]}, "
-            f"{out.buf}, {base}, {n})")
+    # np.int64(...): literal ints would compile one specialization of the helper each
+    em.emit(f"{fin} = tg_sym_lower({src.buf}, np.int64({s_base}), np.int64({src.strides[-2]}), "
+            f"np.int64({src.strides[-1]}), {out.buf}, np.int64({base}), np.int64({n}))")
     em.emit(f"{info} = tg_potrf({n}, {out.buf}, {base})")
     em.emit(f"if {info} != 0:")
     em.emit(f"    raise NotPositiveDefinite({head!r}, {info}, {tail!r})")
     # eager mode's check: a finite matrix whose factor overflowed is not accepted
-    em.emit(f"if {fin} and not tg_lower_finite({out.buf}, {base}, {n}):")
+    em.emit(f"if {fin} and not tg_lower_finite({out.buf}, np.int64({base}), np.int64({n})):")
     em.emit(f"    raise LinAlgError({head + tail!r})")
     if node.attrs.get("upper"):
         em.emit(f"for {i} in range({n}):  # upper=True: L^T, in place")
