@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import tracegrad as tg  # noqa: E402
-from perf.workloads import WORKLOAD_NAMES, make_workload  # noqa: E402
+import tracegrad as tg
+from perf.workloads import WORKLOAD_NAMES, make_workload
 
 
 def rows(name: str, dtype: str):
