@@ -38,6 +38,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "TRACEGRAD_BLAS_FOLLOW_LOAD": ("1", "OpenBLAS threads follow the idle CPUs (unless "
                                         "OPENBLAS_NUM_THREADS/OMP_NUM_THREADS is set)"),
     "TRACEGRAD_NUMBA_SCIPY_PROBE": ("0", "let Numba import scipy.linalg for its BLAS probe"),
+    "TRACEGRAD_POISON_FREED": ("0", "debugging: generated kernels fill each dead float "
+                                    "temporary with NaN, so a read after its lifetime shows"),
 }
 
 _warned: set[str] = set()
@@ -111,6 +113,10 @@ def blas_follow_load() -> bool:
 
 def numba_scipy_probe() -> bool:
     return flag("TRACEGRAD_NUMBA_SCIPY_PROBE", False)
+
+
+def poison_freed() -> bool:
+    return flag("TRACEGRAD_POISON_FREED", False)
 
 
 def cache_dir_spec() -> str:

@@ -28,7 +28,6 @@ as NaN in the results instead of a plausible wrong number.
 from __future__ import annotations
 
 import bisect
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,7 +37,8 @@ ALIGN_BYTES = 64   # regions start on a cache line of the workspace
 
 def poison_freed() -> bool:
     """TRACEGRAD_POISON_FREED=1: dead float regions are filled with NaN (debugging)."""
-    return os.environ.get("TRACEGRAD_POISON_FREED", "0") not in ("", "0")
+    from tracegrad import config
+    return config.poison_freed()
 
 
 class Workspace:
