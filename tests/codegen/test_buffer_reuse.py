@@ -345,3 +345,20 @@ def test_scratch_regions_are_placed_recorded_and_reused():
     assert [e[0] for e in em.region_events] == ["take", "take", "give_back", "take"]
     report = em.memory_report()
     assert report.peak_live_bytes == 108 * 8 and report.no_reuse_bytes == 158 * 8
+
+
+def test_a_wrong_plan_falls_back_to_the_placement_made_while_emitting(monkeypatch, caplog):
+    """generate's second pass refuses offsets planned for other regions (PlanMismatch)
+    and keeps the first pass's module, which check_disjoint has verified."""
+    from tracegrad.codegen import _generate
+    from tracegrad.codegen.emit import Emitter
+    f = tg.value_and_grad(lambda w, x: _layers(w, x, 2), argnums=(0,), backend="interpret")
+    graph = f.lower(np.ones((32, 32)), np.ones((16, 32))).optimized
+    plain = _generate(graph, "kernel_plan").source
+    monkeypatch.setattr(Emitter, "better_placement",
+                        lambda self: None if self.plan is not None else
+                        {name: Placement(8, [(0, 1)]) for name in self.workspaces})
+    with caplog.at_level("WARNING", logger="tracegrad"):
+        emitted = _generate(graph, "kernel_plan")
+    assert "planned placement not used" in caplog.text
+    assert emitted.source == plain
