@@ -35,10 +35,10 @@ through a `custom_vjp` function transposes its `bwd` (JAX refuses it).
 `nondiff_argnums` arguments are static (Python values, part of the cache key)
 and are passed first to `bwd` and to the jvp rule, as in JAX.
 
-Arrays that a custom_vjp function or its `fwd`/`bwd` read from a closure or a
-global are constants, as in JAX: they become extra operands of the node (read on
-every call, like every implicit input; see tracegrad.implicit), `fwd` hands them
-to `bwd` as residuals, and their cotangent is zero. Closing over a traced value
+Arrays that a custom function or its rule (`fwd`/`bwd`, the jvp rule) read from a
+closure or a global are constants, as in JAX: they become extra operands of the
+node (read on every call, like every implicit input; see tracegrad.implicit),
+`fwd` hands them to `bwd` as residuals, and their cotangent and tangent are zero. Closing over a traced value
 (an argument of an enclosing traced function) is an error, as JAX requires.
 """
 from __future__ import annotations
@@ -79,35 +79,82 @@ def _args_flat(args: tuple):
     return leaves, TreeDef("tuple", trees)
 
 
-def _is_implicit_input(tracer: Tracer) -> bool:
-    """Whether an outer tracer stands for an array read from a closure or global (an
-    implicit input: a constant of every derivative, as JAX's closed-over constants)."""
-    return any(hit[1].node is tracer.node for context in active_contexts()
-               for hit in context._substitutes.values())
+def _is_constant(tracer: Tracer) -> bool:
+    """Whether an outer tracer is computed from arrays read from closures or globals
+    only (implicit inputs, and constants): a constant of every derivative, as JAX's
+    closed-over constants. (`2.0 * W` is recorded in the trace that owns `W`, so a rule
+    reading it captures the product, not `W`.)"""
+    implicit = {id(hit[1].node) for context in active_contexts()
+                for hit in context._substitutes.values()}
+    stack, seen = [tracer.node], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op == "input" and id(node) not in implicit:
+            return False
+        stack.extend(node.inputs)
+    return True
 
 
 def _trace(fn: Callable, in_tree: TreeDef, avals: list, name: str, what: str,
            found: list | None = None):
-    """`fn` traced into a graph of its own. Closed-over implicit inputs it reads
-    are added to `found` (the caller passes them in as explicit inputs and traces
-    again, see _read_as); any other closed-over traced value is an error."""
+    """`fn` traced into a graph of its own. Closed-over constants it reads (outer
+    values computed from implicit inputs only) are added to `found` (the caller
+    passes them in as explicit inputs and traces again, see _read_as); any other
+    closed-over traced value is an error."""
     graph, out_tree, captures = trace_subgraph(fn, in_tree, avals, name)
     for captured in captures:
-        if found is None or not _is_implicit_input(captured):
+        if found is None or not _is_constant(captured):
             raise CustomRuleError(
                 f"{what} closes over a traced value ({captured.node.type_str()}); pass "
                 "it as an argument instead (or through nondiff_argnums), as JAX requires")
-        if all(captured.node is not f.node for f in found):
+        if all(_value_key(captured.node) != _value_key(f.node) for f in found):
             found.append(captured)
     return graph, out_tree
 
 
 def _read_as(closed: Sequence[Tracer], inputs: Sequence[Tracer]) -> None:
     """Inside a rule being traced: reads of the outer tracers `closed` (closed-over
-    constants) become this graph's explicit `inputs`, not captures."""
+    constants) become this graph's explicit `inputs`, not captures. A constant
+    recomputed in the outer trace (`2.0 * W` again: a new node) is matched by what
+    it computes (_value_key), so tracing the rule again finds nothing new."""
     context = active_contexts()[-1]
-    for outer, inner in zip(closed, inputs):
-        context._captured[id(outer.node)] = inner.node
+    by_value = {_value_key(outer.node): inner.node for outer, inner in zip(closed, inputs)}
+    capture = context.capture
+
+    def capture_closed(outer: Tracer) -> Tracer:
+        node = by_value.get(_value_key(outer.node))
+        return Tracer(context, node) if node is not None else capture(outer)
+    context.capture = capture_closed  # this rule's own trace only
+
+
+def _value_key(root) -> tuple:
+    """What an outer node computes: inputs by identity, constants by value, other
+    nodes by op, attributes and operands (equal keys: the same value). Iterative: a
+    constant may hang off a long chain of nodes."""
+    keys: dict[int, tuple] = {}
+    stack = [root]
+    while stack:
+        node = stack[-1]
+        if id(node) in keys:
+            stack.pop()
+            continue
+        if node.op == "input":
+            keys[id(node)] = ("input", id(node))
+        elif node.op == "const":
+            value = np.asarray(node.attrs["value"])
+            keys[id(node)] = ("const", value.dtype.str, value.shape, value.tobytes())
+        else:
+            pending = [i for i in node.inputs if id(i) not in keys]
+            if pending:
+                stack.extend(pending)
+                continue
+            keys[id(node)] = (node.op, repr(sorted(node.attrs.items(), key=lambda kv: kv[0])),
+                              tuple(keys[id(i)] for i in node.inputs))
+        stack.pop()
+    return keys[id(root)]
 
 
 def _closed_tree(closed: Sequence) -> TreeDef:
@@ -146,13 +193,16 @@ class _CustomBase:
         avals = [abstract_leaf(v) for v in leaves]
         name = getattr(self.fun, "__name__", "f").strip("<>")
         closed: list[Tracer] = []  # closed-over constants the three graphs read
-        while True:
+        for _ in range(3):  # a second pass sees every constant; a third never adds one
             found = list(closed)
             fun_graph, out_tree, fwd_graph, bwd_graph = self._graphs(
                 static, tree, avals, name, closed, found)
             if len(found) == len(closed):
                 break
             closed = found  # trace again with them as explicit inputs
+        else:
+            raise CustomRuleError(f"{name}: the closed-over values its rule reads changed "
+                                  "between traces; pass them as arguments instead")
         packed = custom_vjp_p(*leaves, *closed, fun=fun_graph, fwd=fwd_graph, bwd=bwd_graph,
                               n_out=len(fun_graph.outputs))
         return tree_unflatten(out_tree, unpack(packed, [n.aval for n in fun_graph.outputs]))
@@ -299,17 +349,24 @@ class custom_jvp(_CustomBase):
 
     def _rule_graphs(self, static, tree, avals, fun_graph, out_tree, name, closed, found):
         from tracegrad.compiler import grad
-        if closed:
-            raise CustomRuleError(
-                f"custom_jvp function {name} closes over an array ({closed[0].node.type_str()})"
-                "; pass it as an argument instead (or through nondiff_argnums)")
         statics = [static[i] for i in sorted(static)]
+        with_closed = TreeDef("tuple", list(tree.children) + [_closed_tree(closed)])
+        closed_avals = [c.aval for c in closed]
 
         def fwd_flat(*diff):
-            return self.fun(*self._merge(static, diff)), diff
-        fwd_graph, _ = _trace(fwd_flat, tree, avals, f"{name}_fwd", "fun")
+            if not closed:
+                return self.fun(*self._merge(static, diff)), diff
+            *diff, closed_inputs = diff
+            _read_as(closed, closed_inputs)
+            return self.fun(*self._merge(static, diff)), (tuple(diff), closed_inputs)
+        fwd_graph, _ = _trace(fwd_flat, with_closed if closed else tree, avals + closed_avals,
+                              f"{name}_fwd", "fun", found)
 
         def bwd_flat(primals, g):
+            if closed:
+                primals, closed_inputs = primals
+                _read_as(closed, closed_inputs)
+
             def pairing(*tangents):
                 _, tangent_out = self.jvp(*statics, tuple(primals), tuple(tangents))
                 total = None
@@ -321,19 +378,28 @@ class custom_jvp(_CustomBase):
                      for p, t in zip(primals, tree.children)]
             cts = grad(pairing, argnums=tuple(range(len(primals))), backend="interpret",
                        optimize=False)(*zeros)
-            return [_leaves(c)[0] for c in cts]
-        bwd_graph, _ = _trace(bwd_flat, TreeDef("tuple", [tree, out_tree]),
-                              avals + [n.aval for n in fun_graph.outputs], f"{name}_bwd",
-                              "the jvp rule")
+            flat = [_leaves(c)[0] for c in cts]
+            # closed-over values are constants: zero cotangents (as in JAX)
+            return flat + [api.zeros_like(c) for c in closed_inputs] if closed else flat
+        res_tree = TreeDef("tuple", [tree, _closed_tree(closed)]) if closed else tree
+        bwd_graph, _ = _trace(bwd_flat, TreeDef("tuple", [res_tree, out_tree]),
+                              avals + closed_avals + [n.aval for n in fun_graph.outputs],
+                              f"{name}_bwd", "the jvp rule", found)
         # forward mode calls the rule itself (loops/primitives.py _custom_jvp reads this)
-        fun_graph.custom_jvp_rule = self._jvp_graph(statics, tree, avals, fun_graph, name)
+        fun_graph.custom_jvp_rule = self._jvp_graph(statics, tree, avals, fun_graph, name,
+                                                    closed, found)
         return fwd_graph, bwd_graph
 
-    def _jvp_graph(self, statics, tree, avals, fun_graph, name):
-        """The rule as a graph: (primals..., tangents...) -> (outs..., tangents of outs)."""
+    def _jvp_graph(self, statics, tree, avals, fun_graph, name, closed, found):
+        """The rule as a graph: (primals..., tangents...) -> (outs..., tangents of outs);
+        closed-over constants are the last primals (their tangents are ignored)."""
         out_avals = [n.aval for n in fun_graph.outputs]
 
         def jvp_flat(primals, tangents):
+            if closed:
+                *primals, closed_inputs = primals
+                tangents = tangents[:-1]
+                _read_as(closed, closed_inputs)
             out, tangent_out = _split_rule_result(self.jvp(*statics, tuple(primals),
                                                            tuple(tangents)), name)
             outs, touts = _leaves(out)[0], _leaves(tangent_out)[0]
@@ -344,8 +410,10 @@ class custom_jvp(_CustomBase):
                     f"{len(touts)}")
             return ([_fit(v, a, name) for v, a in zip(outs, out_avals)] +
                     [_fit(t, a, name) for t, a in zip(touts, out_avals)])
-        graph, _ = _trace(jvp_flat, TreeDef("tuple", [tree, tree]), avals + avals,
-                          f"{name}_jvp", "the jvp rule")
+        args = TreeDef("tuple", list(tree.children) + [_closed_tree(closed)]) if closed else tree
+        all_avals = avals + [c.aval for c in closed]
+        graph, _ = _trace(jvp_flat, TreeDef("tuple", [args, args]), all_avals + all_avals,
+                          f"{name}_jvp", "the jvp rule", found)
         return graph
 
 

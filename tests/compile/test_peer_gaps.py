@@ -411,6 +411,55 @@ def test_custom_rules_with_python_float_arguments():
     assert_tree_close(tg.compile(tg.grad(f, **I), **I)(x, y), 3.0 * np.cos(x) * y)
 
 
+def _make_scaled_sin_jvp():
+    """SCALED_SIN's twin as a custom_jvp; the rule computes `2.0 * SCALE` first, a
+    value of the outer trace that the rule captures (not SCALE itself)."""
+    @tg.custom_jvp
+    def scaled_sin(x):
+        return np.sum(SCALE * np.sin(x))
+
+    @scaled_sin.defjvp
+    def rule(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return scaled_sin(x), np.sum(2.0 * SCALE * np.cos(x) * t)
+    return scaled_sin
+
+
+SCALED_SIN_JVP = _make_scaled_sin_jvp()
+
+
+def test_custom_jvp_reads_closed_over_constant():
+    """Was CustomRuleError 'closes over a traced value'; grad transposes the rule."""
+    global SCALE
+    x, t = np.array([0.1, -0.7, 1.2]), np.array([1.0, -1.0, 0.5])
+    f = SCALED_SIN_JVP
+    np.testing.assert_allclose(tg.grad(f, **I)(x), 2.0 * SCALE * np.cos(x), rtol=1e-14)
+    value, tangent = tg.jvp(f, (x,), (t,), **I)
+    np.testing.assert_allclose(value, np.sum(SCALE * np.sin(x)), rtol=1e-14)
+    np.testing.assert_allclose(tangent, np.sum(2.0 * SCALE * np.cos(x) * t), rtol=1e-14)
+    np.testing.assert_allclose(tg.jacfwd(f, **I)(x), 2.0 * SCALE * np.cos(x), rtol=1e-14)
+    saved = SCALE
+    try:
+        SCALE = np.array([-1.0, 4.0, 0.5])  # rebound: seen by the next call
+        np.testing.assert_allclose(tg.grad(f, **I)(x), 2.0 * SCALE * np.cos(x), rtol=1e-14)
+    finally:
+        SCALE = saved
+
+
+def test_custom_vjp_rule_reads_a_value_computed_from_constants():
+    """bwd multiplies by `(2 * SCALE)`, recorded in the outer trace: matched by value on
+    the second trace, so it converges and the rule is used."""
+    @tg.custom_vjp
+    def f(x):
+        return np.sum(SCALE * x ** 2)
+
+    f.defvjp(lambda x: (f(x), x), lambda x, g: (g * (2 * SCALE) * x * 10.0,))
+    x = np.array([0.3, 0.2, -1.0])
+    np.testing.assert_allclose(tg.grad(f, **I)(x), 20.0 * SCALE * x, rtol=1e-14)
+    np.testing.assert_allclose(tg.grad(lambda x: f(x) * np.sum(SCALE), **I)(x),
+                               20.0 * SCALE * x * np.sum(SCALE), rtol=1e-14)
+
+
 @pytest.mark.slow
 def test_custom_vjp_closed_over_constant_numba():
     """The extra operand of the custom_vjp_call node through Numba codegen."""
