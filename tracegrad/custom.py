@@ -168,6 +168,36 @@ class _CustomBase:
         self.nondiff_argnums = tuple(sorted(int(i) for i in nondiff_argnums))
         self._building = threading.local()  # tracing this function's own rule
 
+    def _positional(self, args: tuple, kwargs: dict) -> tuple:
+        """Keyword arguments and defaults bound to the function's signature and passed
+        by position, so the rule sees every argument (JAX's resolve_kwargs)."""
+        signature = self._signature()
+        if signature is None:  # a builtin: positional only
+            if kwargs:
+                raise TypeError(f"{getattr(self.fun, '__name__', 'f')}: keyword arguments "
+                                "need a function with a Python signature")
+            return args
+        if not kwargs and not self._has_defaults:
+            return args  # the common case: nothing to bind
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        if bound.kwargs:
+            raise TypeError(f"{getattr(self.fun, '__name__', 'f')}: keyword-only arguments "
+                            f"{sorted(bound.kwargs)} are not supported by custom rules; pass "
+                            "them by position")
+        return bound.args
+
+    def _signature(self):
+        if not hasattr(self, "_signature_cache"):
+            import inspect
+            try:
+                self._signature_cache = inspect.signature(self.fun)
+            except (TypeError, ValueError):
+                self._signature_cache = None
+            self._has_defaults = self._signature_cache is not None and any(
+                p.default is not p.empty for p in self._signature_cache.parameters.values())
+        return self._signature_cache
+
     def _split(self, args: tuple):
         static = {i: args[i] for i in self.nondiff_argnums}
         diff = tuple(a for i, a in enumerate(args) if i not in static)
@@ -178,8 +208,9 @@ class _CustomBase:
         return tuple(static[i] if i in static else next(it)
                      for i in range(len(static) + len(diff)))
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._check_defined()
+        args = self._positional(args, kwargs)
         if getattr(self._building, "active", False):
             return self.fun(*args)  # the rule calling the function itself (`f(x), x` in fwd)
         static, diff = self._split(args)
@@ -316,16 +347,17 @@ class custom_vjp(_CustomBase):
         return fwd_graph, bwd_graph
 
 
-def _fit(v, aval: Aval, name: str):
-    """A cotangent as its argument's shape and dtype (None: zeros)."""
+def _fit(v, aval: Aval, name: str, role: str = "custom_vjp bwd of {name} returned a "
+         "cotangent of shape {got} for an argument of shape {want}"):
+    """A cotangent (or a jvp rule's output) as its argument's shape and dtype (None:
+    zeros); `role` words the error."""
     if v is None:
         return api.zeros_like(np.zeros(aval.shape, aval.dtype))
     if tuple(np.shape(v)) != tuple(aval.shape):
         if np.shape(v) == ():
             v = api.broadcast_to(v, aval.shape)
         else:
-            raise CustomRuleError(f"custom_vjp bwd of {name} returned a cotangent of shape "
-                                  f"{np.shape(v)} for an argument of shape {aval.shape}")
+            raise CustomRuleError(role.format(name=name, got=np.shape(v), want=aval.shape))
     dtype = v.dtype if hasattr(v, "dtype") else np.asarray(v).dtype
     return api.astype(v, aval.dtype) if np.dtype(dtype) != np.dtype(aval.dtype) else v
 
@@ -368,7 +400,8 @@ class custom_jvp(_CustomBase):
                 _read_as(closed, closed_inputs)
 
             def pairing(*tangents):
-                _, tangent_out = self.jvp(*statics, tuple(primals), tuple(tangents))
+                _, tangent_out = _split_rule_result(
+                    self.jvp(*statics, tuple(primals), tuple(tangents)), name)
                 total = None
                 for t, c in zip(_leaves(tangent_out)[0], _leaves(g)[0]):
                     term = api.sum(t * c)
@@ -408,8 +441,10 @@ class custom_jvp(_CustomBase):
                     f"custom_jvp rule of {name} must return (out, tangent_out) shaped like the "
                     f"function's output ({len(out_avals)} arrays), got {len(outs)} and "
                     f"{len(touts)}")
-            return ([_fit(v, a, name) for v, a in zip(outs, out_avals)] +
-                    [_fit(t, a, name) for t, a in zip(touts, out_avals)])
+            role = ("custom_jvp rule of {name} must produce primal and tangent outputs with "
+                    "the function's shapes: got {got} for an output of shape {want}")
+            return ([_fit(v, a, name, role) for v, a in zip(outs, out_avals)] +
+                    [_fit(t, a, name, role) for t, a in zip(touts, out_avals)])
         args = TreeDef("tuple", list(tree.children) + [_closed_tree(closed)]) if closed else tree
         all_avals = avals + [c.aval for c in closed]
         graph, _ = _trace(jvp_flat, TreeDef("tuple", [args, args]), all_avals + all_avals,

@@ -528,3 +528,83 @@ def test_transforms_take_a_list_argument_next_to_a_float():
     ct_list, ct_float = pullback(np.array([1.0, 2.0, 3.0, 4.0]))
     np.testing.assert_array_equal(ct_list, [1.0, 2.0, 3.0])
     assert ct_float == 4.0
+
+
+# ------------------------------- custom rules: JAX's tests/custom_api_test.py cases
+def test_custom_jvp_kwargs():
+    """JAX issue 1938: keyword arguments and defaults reach the rule by position."""
+    @tg.custom_jvp
+    def my_fun(x, y, c=1.0):
+        return c * (x + y)
+
+    def my_jvp(primals, tangents):
+        x, y, c = primals
+        _, _, t_c = tangents
+        return my_fun(x, y, c), t_c
+    my_fun.defjvp(my_jvp)
+    f = lambda x, y: np.sum(np.square(my_fun(x, y, c=2.0)))
+    assert f(10.0, 5.0) == 900.0
+    out, tangent = tg.jvp(f, (10.0, 5.0), (1.0, 1.0), **I)
+    assert out == 900.0 and tangent == 0.0  # the rule's tangent is c's: a constant
+
+
+def test_custom_vjp_kwargs():
+    @tg.custom_vjp
+    def my_fun(x, y, c=1.0):
+        return c * (x + y)
+    my_fun.defvjp(lambda x, y, c=1.0: (my_fun(x, y, c), None), lambda _, g: (g, 3 * g, g))
+    f = lambda x, y: np.sum(np.square(my_fun(x, y, c=2.0)))
+    assert f(10.0, 5.0) == 900.0
+    # d/dx of (f's primal)^2 through the rule: 2 * my_fun * (g, 3 g)
+    assert_tree_close(tg.grad(f, argnums=(0, 1), **I)(10.0, 5.0), (60.0, 180.0))
+    assert_tree_close(tg.grad(lambda x: my_fun(x, 1.0), **I)(2.0), 1.0)  # default c
+
+
+def test_custom_jvp_vmap_and_jit():
+    """JAX: test_vmap / test_jit (custom_jvp under vmap, jvp and compile, nested)."""
+    @tg.custom_jvp
+    def f(x):
+        assert np.ndim(x) == 0
+        return np.sin(x)
+
+    def f_jvp(primals, tangents):
+        (x,), (g,) = primals, tangents
+        assert np.ndim(x) == np.ndim(g) == 0
+        return f(x), 2 * np.cos(x) * g
+    f.defjvp(f_jvp)
+    x, xx = np.arange(3.0), np.arange(6.0).reshape(2, 3)
+    assert_tree_close(tg.vmap(f)(x), np.sin(x))
+    assert_tree_close(tg.vmap(tg.vmap(f))(xx), np.sin(xx))
+    expected = (np.sin(x), 2 * np.cos(x) * x)
+    assert_tree_close(tg.vmap(lambda x: tg.jvp(f, (x,), (x,), **I))(x), expected)
+    assert_tree_close(tg.jvp(tg.vmap(f), (x,), (x,), **I), expected)
+    assert_tree_close(tg.compile(lambda x: tg.jvp(f, (x,), (x,), **I), **I)(3.0),
+                      (np.sin(3.0), 6 * np.cos(3.0)))
+    assert_tree_close(tg.jvp(tg.compile(f, **I), (3.0,), (3.0,), **I),
+                      (np.sin(3.0), 6 * np.cos(3.0)))
+
+
+def test_custom_jvp_rule_errors_are_type_errors():
+    """JAX: test_primal_tangent_aval_disagreement_error_message and
+    test_jvp_rule_doesnt_return_pair_error_message (TypeError with the rule's name)."""
+    @tg.custom_jvp
+    def f(x):
+        return x ** 2
+
+    @f.defjvp
+    def wrong_shape(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return f(x), np.reshape(t, (1,))
+    with pytest.raises(TypeError, match=r"shapes: got \(1,\) for an output of shape \(\)"):
+        tg.jvp(f, (np.float32(2.0),), (np.float32(1.0),), **I)
+
+    @tg.custom_jvp
+    def g(x):
+        return x ** 2
+
+    @g.defjvp
+    def not_a_pair(primals, tangents):
+        return tangents[0]
+    for run in (lambda: tg.jvp(g, (2.0,), (1.0,), **I), lambda: tg.grad(g, **I)(2.0)):
+        with pytest.raises(TypeError, match="must return a pair"):
+            run()
