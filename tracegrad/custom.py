@@ -321,7 +321,8 @@ class custom_vjp(_CustomBase):
                 raise CustomRuleError(
                     f"custom_vjp bwd of {name} must return a tuple with one cotangent per "
                     f"differentiable argument ({len(arg_trees)}), got "
-                    f"{type(cts).__name__} of length {len(cts) if hasattr(cts, '__len__') else '?'}")
+                    + (f"a {type(cts).__name__} of length {len(cts)}"
+                       if isinstance(cts, (tuple, list)) else f"a {type(cts).__name__}"))
             flat = []
             k = 0
             for ct, arg_tree in zip(cts, arg_trees):

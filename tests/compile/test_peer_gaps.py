@@ -608,3 +608,76 @@ def test_custom_jvp_rule_errors_are_type_errors():
     for run in (lambda: tg.jvp(g, (2.0,), (1.0,), **I), lambda: tg.grad(g, **I)(2.0)):
         with pytest.raises(TypeError, match="must return a pair"):
             run()
+
+
+def test_custom_vjp_clip_gradient():
+    """JAX issue 2784 (test_clip_gradient): bwd clips g to residual bounds, one of
+    them traced (np.clip with array bounds was refused)."""
+    @tg.custom_vjp
+    def _clip_gradient(lo, hi, x):
+        return x
+
+    def fwd(lo, hi, x):
+        return x, (lo, hi)
+
+    def bwd(res, g):
+        lo, hi = res
+        return (None, None, np.clip(g, lo, hi))
+    _clip_gradient.defvjp(fwd, bwd)
+
+    def clip_gradient(x):
+        return _clip_gradient(-0.1, x + 0.1, x)
+    assert_tree_close(tg.grad(clip_gradient, **I)(0.1), 0.2)
+
+
+def test_clip_with_array_bounds_matches_numpy_and_finite_differences():
+    x = np.array([-2.0, 0.5, 3.0, 0.2])
+    lo, hi = np.array([0.0, 1.0, -1.0, 0.0]), 2.0
+    np.testing.assert_array_equal(tg.compile(lambda x, lo: np.clip(x, lo, hi), **I)(x, lo),
+                                  np.clip(x, lo, hi))
+    w = np.array([1.0, -2.0, 3.0, 0.5])
+    loss = lambda x, lo: np.sum(np.clip(np.sin(x), lo * 0.5, hi) * w)
+    gx, glo = tg.grad(loss, argnums=(0, 1), **I)(x, lo)
+    np.testing.assert_allclose(gx, numeric_jacobian(lambda v: loss(v, lo), x), atol=1e-8)
+    np.testing.assert_allclose(glo, numeric_jacobian(lambda v: loss(x, v), lo), atol=1e-8)
+
+
+def test_custom_vjp_bwd_structure_errors_are_type_errors():
+    """JAX: test_vjp_bwd_returns_non_tuple_error, ..._inconsistent_pytree_structures."""
+    @tg.custom_vjp
+    def f(x):
+        return x
+    f.defvjp(lambda x: (x, None), lambda _, g: 2.0 * g)
+    with pytest.raises(TypeError, match="must return a tuple .* got a Tracer"):
+        tg.grad(f, **I)(3.0)
+    f.defvjp(lambda x: (x, None), lambda _, g: (g, g))
+    with pytest.raises(TypeError, match=r"one cotangent per differentiable argument \(1\), "
+                                        "got a tuple of length 2"):
+        tg.grad(f, **I)(2.0)
+
+
+def test_custom_vjp_vmap_and_scan():
+    """JAX: CustomVJPTest.test_vmap (vmap/grad nestings) and test_initial_style (a
+    custom_vjp inside a scan, grad and grad of grad)."""
+    @tg.custom_vjp
+    def f(x):
+        assert np.ndim(x) == 0
+        return np.sin(x)
+
+    def f_fwd(x):
+        assert np.ndim(x) == 0
+        return f(x), np.cos(x)
+    f.defvjp(f_fwd, lambda cos_x, g: (2 * cos_x * g,))
+    x, xx = np.arange(3.0), np.arange(6.0).reshape(2, 3)
+    assert_tree_close(tg.vmap(tg.grad(f, **I))(x), 2 * np.cos(x))
+    assert_tree_close(tg.vmap(tg.value_and_grad(f, **I))(x), (np.sin(x), 2 * np.cos(x)))
+    assert_tree_close(tg.vmap(tg.vmap(tg.grad(f, **I)))(xx), 2 * np.cos(xx))
+    assert_tree_close(tg.grad(lambda x: np.sum(tg.vmap(f)(x)), **I)(x), 2 * np.cos(x))
+    assert_tree_close(tg.vmap(tg.grad(lambda x: np.sum(tg.vmap(f)(x)), **I))(xx),
+                      2 * np.cos(xx))
+
+    def foo(x):
+        out, _ = tg.scan(lambda c, _: (f(c), None), x, None, length=1)
+        return out
+    assert_tree_close(tg.grad(foo, **I)(3.0), 2 * np.cos(3.0))
+    assert_tree_close(tg.grad(tg.grad(foo, **I), **I)(3.0), -2 * np.sin(3.0))

@@ -251,20 +251,25 @@ def where(condition: Array, x: Array, y: Array) -> Array:
 
 def clip(x: Array, a_min: float | None = None, a_max: float | None = None, *,
          min: float | None = None, max: float | None = None) -> Array:  # noqa: A002
-    """Limit x to [a_min, a_max] (Python scalar bounds; either may be None).
+    """Limit x to [a_min, a_max] (either may be None). Python scalar bounds are one
+    clip node; array or traced bounds (JAX's custom_vjp clip_gradient passes
+    residuals) are NumPy's minimum(maximum(x, a_min), a_max), differentiable in the
+    bounds too.
 
     NumPy 2.1's keywords `min=` and `max=` are accepted too.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.clip(np.array([-2.0, 0.5, 3.0]), 0.0, 1.0)
     array([0. , 0.5, 1. ])
+    >>> tg.clip(np.array([-2.0, 0.5, 3.0]), np.array([0.0, 1.0, 0.0]), 2.0)
+    array([0., 1., 2.])
     """
     a_min = min if a_min is None else a_min
     a_max = max if a_max is None else a_max
-    for bound in (a_min, a_max):
-        if bound is not None and not isinstance(bound, (int, float, np.generic)):
-            raise TypeError("clip: bounds must be Python scalars or None; use "
-                            "tracegrad.maximum/minimum for array bounds" + user_location_suffix())
+    if builtins.any(bound is not None and not isinstance(bound, (int, float, np.generic))
+                    for bound in (a_min, a_max)):
+        out = x if a_min is None else maximum(x, a_min)
+        return out if a_max is None else minimum(out, a_max)
     lo = None if a_min is None else _py_scalar(a_min)
     hi = None if a_max is None else _py_scalar(a_max)
     return bind(T.clip, x, lo=lo, hi=hi)
