@@ -440,6 +440,7 @@ def _register_optional_rules() -> None:
               for name in ("cholesky", "inv", "det", "slogdet_sign", "logabsdet")}
     makers["solve"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=True)
     makers["triangular_solve"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=False)
+    makers["triangular_matmul"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=False)
     makers["erf"] = elementwise_rule
     makers["clamp_tensor"] = elementwise_rule
     makers["vector_norm"] = lambda prim: vector_norm_rule

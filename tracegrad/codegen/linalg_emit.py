@@ -1,4 +1,4 @@
-"""Code for cholesky and triangular_solve: LAPACK potrf and BLAS trsm inside the kernel.
+"""Code for cholesky, triangular_solve and triangular_matmul: LAPACK/BLAS inside the kernel.
 
 Without these, each linalg node cut the kernel into njit segments with its
 NumPy/SciPy impl run in between (copies, Python calls, a driver). Here they
@@ -14,6 +14,7 @@ on the kernel's own flat buffers:
                     as a transposed view (A^T of a row-major matrix, as the
                     cholesky and solve VJPs make) is read without a copy: the
                     other triangle, the other `trans`.
+  triangular_matmul the same with trmm/trmv (B := op(A) B), no singularity check.
 
 Anything else (int operands, NumPy without its OpenBLAS) raises NoCodegen and
 the node runs its NumPy impl between segments, as before.
@@ -28,7 +29,7 @@ from tracegrad.codegen.structured import structured
 from tracegrad.ir.graph import Node
 
 _IMPORTS = ("from tracegrad.runtime.lapack import tg_lower_finite, tg_potrf, tg_sym_lower, "
-            "tg_trsm, tg_trsv\n"
+            "tg_trmm, tg_trmv, tg_trsm, tg_trsv\n"
             "from tracegrad.ops.linalg import LinAlgError, NotPositiveDefinite")
 
 
@@ -139,9 +140,12 @@ def _triangle_layout(a: Access, n: int):
     return None
 
 
-@structured("triangular_solve")
-def emit_triangular_solve(em: Emitter, node: Node) -> None:
+@structured("triangular_solve", "triangular_matmul")
+def emit_triangular(em: Emitter, node: Node) -> None:
+    """triangular_solve (trsm/trsv) and triangular_matmul (trmm/trmv): b is copied
+    into the output, where BLAS solves or multiplies in place."""
     a, b = node.inputs
+    solve = node.op == "triangular_solve"
     _require_lapack(node, a)
     _use_lapack(em)
     lower, trans = bool(node.attrs.get("lower", True)), bool(node.attrs.get("trans", False))
@@ -166,7 +170,7 @@ def emit_triangular_solve(em: Emitter, node: Node) -> None:
     a_base = _offset(acc_a, acc_a.strides[:nb], vars_)
     o_base = _offset(out, c_strides(batch + (n * k,))[:nb], vars_)
     i, j = em.fresh("i"), em.fresh("j")
-    if not unit and not _is_cholesky_factor(a):
+    if solve and not unit and not _is_cholesky_factor(a):
         step = lda + 1
         em.emit(f"for {i} in range({n}):")
         em.emit(f"    if {acc_a.buf}[{a_base} + {i} * {step}] == 0.0:")
@@ -178,10 +182,12 @@ def emit_triangular_solve(em: Emitter, node: Node) -> None:
     em.emit(f"    for {j} in range({k}):")
     em.emit(f"        {out.buf}[{o_base} + {i} * {k} + {j}] = {b_rows}")
     flags = f"{int(lower)}, {int(trans)}, {int(unit)}, {n}"
+    vector_fn, matrix_fn = ("tg_trsv", "tg_trsm") if solve else ("tg_trmv", "tg_trmm")
     if k == 1:  # one vector: trsv (trsm's blocking costs ~5x at n = 256)
-        em.emit(f"tg_trsv({flags}, {acc_a.buf}, {a_base}, {lda}, {out.buf}, {o_base})")
+        em.emit(f"{vector_fn}({flags}, {acc_a.buf}, {a_base}, {lda}, {out.buf}, {o_base})")
     else:
-        em.emit(f"tg_trsm({flags}, {k}, {acc_a.buf}, {a_base}, {lda}, {out.buf}, {o_base}, {k})")
+        em.emit(f"{matrix_fn}({flags}, {k}, {acc_a.buf}, {a_base}, {lda}, {out.buf}, {o_base}, "
+                f"{k})")
     em.indent -= nb
 
 

@@ -212,6 +212,13 @@ def _triangular_solve_impl(a, b, lower=True, trans=False, unit_diagonal=False):
     return out
 
 
+def _triangular_matmul_impl(a, b, lower=True, trans=False):
+    a, b = _as_float("triangular_matmul", a, b)
+    triangular_matmul_p.shape_rule(aval_of(a), aval_of(b))
+    tri = np.tril(a) if lower else np.triu(a)
+    return np.matmul(np.swapaxes(tri, -1, -2) if trans else tri, b)
+
+
 def _solve_impl(a, b):
     a, b = _as_float("solve", a, b)
     try:
@@ -277,6 +284,11 @@ def _times_matrix(g, m):
     return T.mul(T.reshape(g, shape=tuple(np.shape(g)) + (1, 1)), m)
 
 
+def _outer_or_product(u, v, vector: bool):
+    """u v^T: an outer product for vectors, a matrix product otherwise."""
+    return _outer(u, v) if vector else T.matmul(u, _mT(v))
+
+
 def _rank_one_or_product(u, v, vector: bool):
     """-(u v^T): an outer product for vectors, a matrix product otherwise."""
     return T.neg(_outer(u, v) if vector else T.matmul(u, _mT(v)))
@@ -289,7 +301,8 @@ def _cholesky_vjp(g, out, a, upper=False):
     # Murray (2016), as in PyTorch's cholesky_backward: with P = tril(L^T gL),
     # gA = L^-T (P with its diagonal halved, made symmetric) L^-1.
     low, g_low = (_mT(out), _mT(g)) if upper else (out, g)
-    p = _mask(T.matmul(_mT(low), g_low), lower=True)
+    # tril(L^T gL) reads only gL's lower triangle; trmm: half a GEMM's flops
+    p = _mask(triangular_matmul_p(low, g_low, lower=True, trans=True), lower=True)
     s = T.mul(T.add(p, _mT(_mask(p, lower=True, strict=True))), 0.5)
     y = triangular_solve_p(low, s, lower=True, trans=True)              # L^-T S
     ga = triangular_solve_p(low, _mT(y), lower=True, trans=True)        # L^-T S L^-1
@@ -306,6 +319,17 @@ def _triangular_solve_vjp_a(g, out, a, b, lower=True, trans=False, unit_diagonal
     # op(A) x = b: g_op(A) = -gb x^T; for op(A) = A^T that is gA^T
     ga = _rank_one_or_product(out, gb, vector) if trans else _rank_one_or_product(gb, out, vector)
     return _mask(ga, lower=lower, strict=unit_diagonal)
+
+
+def _triangular_matmul_vjp_b(g, out, a, b, lower=True, trans=False):
+    return triangular_matmul_p(a, g, lower=lower, trans=not trans)  # op(A)^T g
+
+
+def _triangular_matmul_vjp_a(g, out, a, b, lower=True, trans=False):
+    vector = np.ndim(b) == 1
+    # C = op(A) B: g_op(A) = g B^T; for op(A) = A^T that is gA^T = B g^T
+    ga = _outer_or_product(b, g, vector) if trans else _outer_or_product(g, b, vector)
+    return _mask(ga, lower=lower)
 
 
 def _solve_vjp_b(g, out, a, b):
@@ -345,6 +369,12 @@ triangular_solve_p = primitive(  # x with op(A) x = b, op(A) = A or A^T (trans),
     shape_rule=_solve_rule("triangular_solve", batch_broadcasts=False), kind="other",
     vjps=(_triangular_solve_vjp_a, _triangular_solve_vjp_b),
     torch_name="LinalgSolveTriangularBackward0", saves=(0, "out"), codegen="triangular_solve")
+
+triangular_matmul_p = primitive(  # op(A) @ b, A triangular (only that triangle is read)
+    "triangular_matmul", impl=_triangular_matmul_impl,
+    shape_rule=_solve_rule("triangular_matmul", batch_broadcasts=False), kind="other",
+    vjps=(_triangular_matmul_vjp_a, _triangular_matmul_vjp_b),
+    torch_name="TriangularMatmulBackward0", saves=(0, 1), codegen="triangular_matmul")
 
 solve_p = primitive(  # x with A x = b; b is a vector when 1-D, batch axes broadcast
     "solve", impl=_solve_impl, shape_rule=_solve_rule("solve", batch_broadcasts=True),

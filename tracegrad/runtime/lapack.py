@@ -15,6 +15,8 @@ kernel (perf/linalg_codegen_bench.py); these are plain external calls.
 - `tg_trsv(lower, trans, unit, m, a, offa, lda, x, offx)`: the same for one
   contiguous vector x (OpenBLAS's trsm with k = 1 took ~0.1 ms at m = 256,
   trsv ~0.02 ms).
+- `tg_trmm` / `tg_trmv`: the same arguments, B := op(A) B (x := op(A) x): a
+  product with a triangular matrix, half a GEMM's flops.
 
 `AVAILABLE` is False when NumPy's OpenBLAS is not found (a NumPy built against
 MKL or Accelerate): the emitters then leave these ops to their NumPy impl.
@@ -39,6 +41,8 @@ _SYMBOLS = {  # our name -> NumPy's OpenBLAS (ILP64: every integer is 64-bit)
     "tg_lapacke_{k}potrf": "scipy_LAPACKE_{k}potrf_work64_",
     "tg_cblas_{k}trsm": "scipy_cblas_{k}trsm64_",
     "tg_cblas_{k}trsv": "scipy_cblas_{k}trsv64_",
+    "tg_cblas_{k}trmm": "scipy_cblas_{k}trmm64_",
+    "tg_cblas_{k}trmv": "scipy_cblas_{k}trmv64_",
 }
 
 
@@ -119,77 +123,84 @@ def tg_potrf(typingctx, n, a, offa):
     return types.int64(n, a, offa), codegen
 
 
-@intrinsic
-def tg_trsm(typingctx, lower, trans, unit, m, k, a, offa, lda, b, offb, ldb):
-    """B := op(A)^-1 B in place: A (m, m) triangular at a[offa:] (row stride lda),
-    B (m, k) at b[offb:] (row stride ldb), both row-major; lower/trans/unit are 0/1."""
-    if not (_float_array(a) and _float_array(b) and a.dtype == b.dtype):
-        return None
-
-    def codegen(context, builder, signature, args):
-        vlow, vtrans, vunit, vm, vk, va, voa, vlda, vb, vob, vldb = args
-        sa = signature.args
-        dtype = sa[5].dtype
-        fty = context.get_value_type(dtype)
-        ptr_t = fty.as_pointer()
-        fnty = ir.FunctionType(ir.VoidType(), [_i32, _i32, _i32, _i32, _i32, _i64, _i64, fty,
-                                               ptr_t, _i64, ptr_t, _i64])
-        name = "tg_cblas_strsm" if dtype == types.float32 else "tg_cblas_dtrsm"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-
-        def flag(v, ty, if_set, if_not):
-            v = context.cast(builder, v, ty, types.int64)
-            return builder.select(builder.icmp_signed("!=", v, ir.Constant(_i64, 0)),
-                                  ir.Constant(_i32, if_set), ir.Constant(_i32, if_not))
-
-        def i64(v, ty):
-            return context.cast(builder, v, ty, types.int64)
-
-        pa = builder.bitcast(_data_at(context, builder, sa[5], va, voa, sa[6]), ptr_t)
-        pb = builder.bitcast(_data_at(context, builder, sa[8], vb, vob, sa[9]), ptr_t)
-        builder.call(fn, (ir.Constant(_i32, _ROW_MAJOR), ir.Constant(_i32, _LEFT),
-                          flag(vlow, sa[0], _LOWER, _UPPER), flag(vtrans, sa[1], _TRANS, _NO_TRANS),
-                          flag(vunit, sa[2], _UNIT, _NON_UNIT), i64(vm, sa[3]), i64(vk, sa[4]),
-                          context.get_constant(dtype, 1.0), pa, i64(vlda, sa[7]), pb,
-                          i64(vldb, sa[10])))
-        return context.get_dummy_value()
-
-    return types.void(lower, trans, unit, m, k, a, offa, lda, b, offb, ldb), codegen
+def _flag(context, builder, v, ty, if_set, if_not):
+    v = context.cast(builder, v, ty, types.int64)
+    return builder.select(builder.icmp_signed("!=", v, ir.Constant(_i64, 0)),
+                          ir.Constant(_i32, if_set), ir.Constant(_i32, if_not))
 
 
-@intrinsic
-def tg_trsv(typingctx, lower, trans, unit, m, a, offa, lda, x, offx):
-    """x := op(A)^-1 x in place: A (m, m) triangular at a[offa:] (row stride lda,
-    row-major), x the m contiguous elements at x[offx:]; lower/trans/unit are 0/1."""
-    if not (_float_array(a) and _float_array(x) and a.dtype == x.dtype):
-        return None
+def _matrix_call(routine: str):
+    """An intrinsic (lower, trans, unit, m, k, a, offa, lda, b, offb, ldb) calling
+    cblas_?<routine> (trsm or trmm) on the left side, row-major, alpha = 1."""
+    def typer(typingctx, lower, trans, unit, m, k, a, offa, lda, b, offb, ldb):
+        if not (_float_array(a) and _float_array(b) and a.dtype == b.dtype):
+            return None
 
-    def codegen(context, builder, signature, args):
-        vlow, vtrans, vunit, vm, va, voa, vlda, vx, vox = args
-        sa = signature.args
-        dtype = sa[4].dtype
-        ptr_t = context.get_value_type(dtype).as_pointer()
-        fnty = ir.FunctionType(ir.VoidType(), [_i32, _i32, _i32, _i32, _i64, ptr_t, _i64,
-                                               ptr_t, _i64])
-        name = "tg_cblas_strsv" if dtype == types.float32 else "tg_cblas_dtrsv"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+        def codegen(context, builder, signature, args):
+            vlow, vtrans, vunit, vm, vk, va, voa, vlda, vb, vob, vldb = args
+            sa = signature.args
+            dtype = sa[5].dtype
+            fty = context.get_value_type(dtype)
+            ptr_t = fty.as_pointer()
+            fnty = ir.FunctionType(ir.VoidType(), [_i32, _i32, _i32, _i32, _i32, _i64, _i64,
+                                                   fty, ptr_t, _i64, ptr_t, _i64])
+            kind = "s" if dtype == types.float32 else "d"
+            fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_cblas_{kind}{routine}")
 
-        def flag(v, ty, if_set, if_not):
-            v = context.cast(builder, v, ty, types.int64)
-            return builder.select(builder.icmp_signed("!=", v, ir.Constant(_i64, 0)),
-                                  ir.Constant(_i32, if_set), ir.Constant(_i32, if_not))
+            def i64(v, ty):
+                return context.cast(builder, v, ty, types.int64)
 
-        pa = builder.bitcast(_data_at(context, builder, sa[4], va, voa, sa[5]), ptr_t)
-        px = builder.bitcast(_data_at(context, builder, sa[7], vx, vox, sa[8]), ptr_t)
-        builder.call(fn, (ir.Constant(_i32, _ROW_MAJOR), flag(vlow, sa[0], _LOWER, _UPPER),
-                          flag(vtrans, sa[1], _TRANS, _NO_TRANS),
-                          flag(vunit, sa[2], _UNIT, _NON_UNIT),
-                          context.cast(builder, vm, sa[3], types.int64), pa,
-                          context.cast(builder, vlda, sa[6], types.int64), px,
-                          ir.Constant(_i64, 1)))
-        return context.get_dummy_value()
+            pa = builder.bitcast(_data_at(context, builder, sa[5], va, voa, sa[6]), ptr_t)
+            pb = builder.bitcast(_data_at(context, builder, sa[8], vb, vob, sa[9]), ptr_t)
+            builder.call(fn, (ir.Constant(_i32, _ROW_MAJOR), ir.Constant(_i32, _LEFT),
+                              _flag(context, builder, vlow, sa[0], _LOWER, _UPPER),
+                              _flag(context, builder, vtrans, sa[1], _TRANS, _NO_TRANS),
+                              _flag(context, builder, vunit, sa[2], _UNIT, _NON_UNIT),
+                              i64(vm, sa[3]), i64(vk, sa[4]), context.get_constant(dtype, 1.0),
+                              pa, i64(vlda, sa[7]), pb, i64(vldb, sa[10])))
+            return context.get_dummy_value()
 
-    return types.void(lower, trans, unit, m, a, offa, lda, x, offx), codegen
+        return types.void(lower, trans, unit, m, k, a, offa, lda, b, offb, ldb), codegen
+    typer.__name__ = typer.__qualname__ = f"tg_{routine}"  # Numba names the intrinsic by it
+    return typer
+
+
+def _vector_call(routine: str):
+    """An intrinsic (lower, trans, unit, m, a, offa, lda, x, offx) calling
+    cblas_?<routine> (trsv or trmv), row-major, on m contiguous elements of x."""
+    def typer(typingctx, lower, trans, unit, m, a, offa, lda, x, offx):
+        if not (_float_array(a) and _float_array(x) and a.dtype == x.dtype):
+            return None
+
+        def codegen(context, builder, signature, args):
+            vlow, vtrans, vunit, vm, va, voa, vlda, vx, vox = args
+            sa = signature.args
+            dtype = sa[4].dtype
+            ptr_t = context.get_value_type(dtype).as_pointer()
+            fnty = ir.FunctionType(ir.VoidType(), [_i32, _i32, _i32, _i32, _i64, ptr_t, _i64,
+                                                   ptr_t, _i64])
+            kind = "s" if dtype == types.float32 else "d"
+            fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_cblas_{kind}{routine}")
+            pa = builder.bitcast(_data_at(context, builder, sa[4], va, voa, sa[5]), ptr_t)
+            px = builder.bitcast(_data_at(context, builder, sa[7], vx, vox, sa[8]), ptr_t)
+            builder.call(fn, (ir.Constant(_i32, _ROW_MAJOR),
+                              _flag(context, builder, vlow, sa[0], _LOWER, _UPPER),
+                              _flag(context, builder, vtrans, sa[1], _TRANS, _NO_TRANS),
+                              _flag(context, builder, vunit, sa[2], _UNIT, _NON_UNIT),
+                              context.cast(builder, vm, sa[3], types.int64), pa,
+                              context.cast(builder, vlda, sa[6], types.int64), px,
+                              ir.Constant(_i64, 1)))
+            return context.get_dummy_value()
+
+        return types.void(lower, trans, unit, m, a, offa, lda, x, offx), codegen
+    typer.__name__ = typer.__qualname__ = f"tg_{routine}"
+    return typer
+
+
+tg_trsm = intrinsic(_matrix_call("trsm"))
+tg_trmm = intrinsic(_matrix_call("trmm"))
+tg_trsv = intrinsic(_vector_call("trsv"))
+tg_trmv = intrinsic(_vector_call("trmv"))
 
 
 # ------------------------------------------------------------- shared loops
