@@ -79,10 +79,10 @@ AVAILABLE = _register()
 # ---------------------------------------------------------------- intrinsics
 # (defined only with numba importable; generated modules import them)
 
-from llvmlite import ir  # noqa: E402
-from numba import types  # noqa: E402
-from numba.core import cgutils  # noqa: E402
-from numba.extending import intrinsic  # noqa: E402
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 _i32, _i64, _i8 = ir.IntType(32), ir.IntType(64), ir.IntType(8)
 
@@ -207,7 +207,7 @@ tg_trmv = intrinsic(_vector_call("trmv"))
 # Compiled once (and cached on disk by Numba), called by every kernel: as loops
 # inlined in each kernel they cost ~0.2 s of Numba compile per cholesky node.
 
-from numba import njit  # noqa: E402
+from numba import njit
 
 
 @njit(cache=True, nogil=True)
