@@ -351,11 +351,47 @@ def _jacfwd_class():
         class JacfwdFunction(CompiledFunction):
             def __call__(self, *args, **kwargs):
                 n = len(args)
-                wanted = {p % n for p in self.array_argnums if -n <= p < n}
+                _check_differentiated(self.fn, args, self.array_argnums)
+                wanted = {p % n for p in self.array_argnums}
                 return super().__call__(*(_as_arrays(a) if i in wanted else a
                                           for i, a in enumerate(args)), **kwargs)
         _JACFWD_CLASS.append(JacfwdFunction)
     return _JACFWD_CLASS[0]
+
+
+def _check_differentiated(fn: Callable, args: tuple, positions: Sequence[int]) -> None:
+    """Every differentiated argument exists and holds arrays or Python numbers, not
+    str or None (JAX raises TypeError; as static values they were passed through:
+    jacrev(f)("foo") returned "foo")."""
+    from tracegrad.compiler import ArgumentTypeError
+    from tracegrad.ops.core import user_location_suffix
+    name = getattr(fn, "__name__", "f")
+    for p in positions:
+        if not -len(args) <= p < len(args):
+            raise ArgumentTypeError(
+                f"{name}: differentiating with respect to argnums={p} needs at least "
+                f"{p + 1 if p >= 0 else -p} positional arguments, but got only {len(args)}"
+                + user_location_suffix())
+        bad = _text_leaf(args[p]) if args[p] is not None else [None]
+        if bad:
+            raise ArgumentTypeError(
+                f"{name}: argument {p % len(args)} holds {bad[0]!r:.40} of type "
+                f"{type(bad[0])}, where an array is expected: a differentiated argument is a "
+                "floating-point array or Python float, or a tuple/list/dict of them"
+                + user_location_suffix())
+
+
+def _text_leaf(value) -> list:
+    """[the first str/bytes in a pytree], or []."""
+    if isinstance(value, (str, bytes)):
+        return [value]
+    items = value.values() if isinstance(value, dict) else \
+        value if isinstance(value, (tuple, list)) else ()
+    for item in items:
+        found = _text_leaf(item)
+        if found:
+            return found
+    return []
 
 
 def _columns(graph, env: dict, node, out_nodes) -> list:
@@ -536,7 +572,8 @@ def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = F
         scalar = (not isinstance(out, (tuple, list, dict)) and len(out_leaves) == 1
                   and np.ndim(_unboxed(out_leaves[0])) == 0)
         return (by_grad if scalar else by_jacobian)(*args, **kwargs)
-    first_derivative.__name__ = f"derivative({getattr(fn, '__name__', 'f')})"
+    first_derivative.__name__ = first_derivative.__qualname__ = \
+        f"hessian({getattr(fn, '__name__', 'f')})"
     return jacobian(first_derivative, argnums, has_aux=has_aux, backend=backend,
                     optimize=optimize)
 

@@ -681,3 +681,18 @@ def test_custom_vjp_vmap_and_scan():
         return out
     assert_tree_close(tg.grad(foo, **I)(3.0), 2 * np.cos(3.0))
     assert_tree_close(tg.grad(tg.grad(foo, **I), **I)(3.0), -2 * np.sin(3.0))
+
+
+@pytest.mark.parametrize("transform", [tg.jacfwd, tg.jacrev, tg.hessian],
+                         ids=["jacfwd", "jacrev", "hessian"])
+def test_jacobians_reject_str_arguments_and_bad_argnums(transform):
+    """A str argument was static and came back unchanged (jacrev(f)("foo") == "foo"),
+    an out-of-range argnums crashed with IndexError: TypeErrors as in JAX."""
+    def f(x):
+        return x
+    with pytest.raises(TypeError, match="'foo' of type <class 'str'>"):
+        transform(f, **I)("foo")
+    with pytest.raises(TypeError, match="'bar'"):
+        transform(f, **I)({"w": np.ones(2), "name": "bar"})
+    with pytest.raises(TypeError, match="argnums=2 needs at least 3 positional arguments"):
+        transform(f, argnums=2, **I)(np.ones(2))
