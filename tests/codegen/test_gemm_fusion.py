@@ -25,27 +25,28 @@ from codegen_helpers import GraphMaker
 H = 64
 
 
-def lstm_like(x, W1, W2, a, b, c, d):
+def lstm_like(x, W1, W2, a, b, c, d, e):
     """Gate slices of one GEMM (backward: a concatenate feeding dz @ W1.T, an
     (32, 64, 256) A @ B.T: copy A), a batch of (64, 16) @ (32, 16).T with one B
     (copy B once, before the batch loop) and a batch of (32, 16) @ (64, 16).T
-    (copy each A)."""
+    (copy each A), and e (32, 16) shared by that batch (copy it once)."""
     z = x @ W1
     i, f = tg.sigmoid(z[:, :H]), tg.sigmoid(z[:, H:2 * H])
     g, o = tg.tanh(z[:, 2 * H:3 * H]), tg.sigmoid(z[:, 3 * H:])
     h = o * tg.tanh(f * 0.5 + i * g)
     s = a @ tg.transpose(b)
     t = c @ tg.transpose(d, (0, 2, 1))
-    return tg.sum(tg.tanh(h @ W2)) + 0.1 * tg.sum(s * s) + tg.sum(tg.sin(t))
+    u = e @ tg.transpose(d, (0, 2, 1))
+    return tg.sum(tg.tanh(h @ W2)) + 0.1 * tg.sum(s * s) + tg.sum(tg.sin(t) * u)
 
 
 def _args(dtype, seed=0):
     r = np.random.default_rng(seed)
-    shapes = [(32, 64), (64, 4 * H), (H, 8), (2, 64, 16), (32, 16), (2, 32, 16), (2, 64, 16)]
+    shapes = [(32, 64), (64, 4 * H), (H, 8), (2, 64, 16), (32, 16), (2, 32, 16), (2, 64, 16), (32, 16)]
     return [(0.3 * r.standard_normal(s)).astype(dtype) for s in shapes]
 
 
-ARGNUMS = (0, 1, 2, 3, 4, 5, 6)
+ARGNUMS = (0, 1, 2, 3, 4, 5, 6, 7)
 COMPILED = tg.value_and_grad(lstm_like, argnums=ARGNUMS)   # compiled once (float64 below)
 
 
@@ -72,11 +73,14 @@ def test_compiled_gates_and_nt_products_match_the_unrewritten_graph_float64():
     # the paths under test are really taken by this kernel
     assert "concatenate[axis=1]" in source
     assert "index_add_zeros" not in source
-    assert source.count("A copied transposed") >= 2 and "B copied transposed" in source
-    # the batch's shared B is copied once, before the batch loop
     lines = source.splitlines()
-    at = next(i for i, line in enumerate(lines) if "B copied transposed" in line)
-    assert not lines[at].startswith(" " * 8) and "for b0" not in lines[at - 1]
+    copies = [i for i, line in enumerate(lines) if "copied transposed" in line]
+    inside = [i for i in copies if lines[i].startswith(" " * 8)]   # in a batch loop
+    # A of x @ W1 backward, c's per batch element, e's and b's once for the batch
+    assert sum("A copied" in lines[i] for i in copies) >= 3
+    assert any("B copied" in lines[i] and i not in inside for i in copies)
+    assert any("A copied" in lines[i] and i not in inside for i in copies)
+    assert any("A copied" in lines[i] for i in inside)
 
 
 def test_compiled_gradients_match_finite_differences_float64():
@@ -105,14 +109,15 @@ def test_compiled_matches_jax():
     jnp = jax.numpy
     jax.config.update("jax_enable_x64", True)
 
-    def jax_fn(x, W1, W2, a, b, c, d):
+    def jax_fn(x, W1, W2, a, b, c, d, e):
         z = x @ W1
         i, f = jax.nn.sigmoid(z[:, :H]), jax.nn.sigmoid(z[:, H:2 * H])
         g, o = jnp.tanh(z[:, 2 * H:3 * H]), jax.nn.sigmoid(z[:, 3 * H:])
         h = o * jnp.tanh(f * 0.5 + i * g)
         s = a @ b.T
         t = c @ jnp.transpose(d, (0, 2, 1))
-        return jnp.sum(jnp.tanh(h @ W2)) + 0.1 * jnp.sum(s * s) + jnp.sum(jnp.sin(t))
+        u = e @ jnp.transpose(d, (0, 2, 1))
+        return jnp.sum(jnp.tanh(h @ W2)) + 0.1 * jnp.sum(s * s) + jnp.sum(jnp.sin(t) * u)
 
     args = _args("float64")
     value, grads = COMPILED(*args)

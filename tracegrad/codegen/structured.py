@@ -124,21 +124,22 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
     # a small A @ B.T: one operand copied transposed first (nt_relayout_choice)
     choice = nt_relayout_choice(m, n, k) if (tx, ty) == (0, 1) else None
     scratch = None
-    hoisted = choice == "b" and not any(by.strides[:nb])   # one B for every batch element
     if choice is not None:
         scratch = _scratch(em, node.dtype, m * k if choice == "a" else k * n)
-        if hoisted:
-            by = _copy_transposed(em, by, choice, scratch, nb, ())
+    copied = bx if choice == "a" else by
+    # an operand shared by the whole batch is copied once, before the batch loop
+    hoisted = choice is not None and not any(copied.strides[:nb])
+    if hoisted:
+        copied = _copy_transposed(em, copied, choice, scratch, nb, ())
     for i, d in enumerate(batch):
         em.emit(f"for b{i} in range({d}):")
         em.indent += 1
+    if choice is not None and not hoisted:
+        copied = _copy_transposed(em, copied, choice, scratch, nb, vars_)
     if choice == "a":
-        bx = _copy_transposed(em, bx, choice, scratch, nb, vars_)
-        tx, ldx = 1, m
+        bx, tx, ldx = copied, 1, m
     elif choice == "b":
-        if not hoisted:
-            by = _copy_transposed(em, by, choice, scratch, nb, vars_)
-        ty, ldy = 0, n
+        by, ty, ldy = copied, 0, n
     out_batch = c_strides(batch + (m * n,))[:nb] if nb else ()
 
     def offset(a: Access, strides) -> str:
