@@ -355,6 +355,9 @@ def test_compiled_linalg_errors_say_what_eager_mode_says(compiled_result):
     assert "the leading minor of order 2" in head
     assert str(compiled.value).split("\n")[0] == head
     assert re.search(r"\(at .*test_linalg\.py:\d+\)", str(compiled.value))
+    import pickle  # errors cross process boundaries (tracegrad.distributed) intact
+    again = pickle.loads(pickle.dumps(compiled.value))
+    assert isinstance(again, LinAlgError) and str(again) == str(compiled.value)
     assert bad[1, 1] == -50.0
     singular = TRI.copy()
     singular[2, 2] = 0.0

@@ -66,9 +66,10 @@ class NotPositiveDefinite(LinAlgError):
     message's head, the order of the failing leading minor (LAPACK's info) and the
     tail (operands, user's line); the text is eager mode's."""
 
-    def __init__(self, head: str, order: int, tail: str = ""):
-        super().__init__(f"{head} (the leading minor of order {order} is not positive "
-                         f"definite){tail}")
+    def __init__(self, head: str, order: int | None = None, tail: str = ""):
+        if order is not None:  # else `head` is the whole message (as unpickling passes it)
+            head = f"{head} (the leading minor of order {order} is not positive definite){tail}"
+        super().__init__(head)
 
 
 # ------------------------------------------------------------------ shape rules
