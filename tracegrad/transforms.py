@@ -147,6 +147,7 @@ def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str = "numb
     (array([3.]), array([2.]))
     """
     from tracegrad.compiler import CompiledFunction
+    _check_primals("vjp", primals)
     forward = _cached(fn, ("forward", has_aux, backend),
                       lambda: CompiledFunction(fn, "compile", backend=backend))
     result = forward(*primals)
@@ -231,6 +232,7 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence, *, has_aux: bool = 
     """
     from tracegrad.compiler import CompiledFunction
     _check_tangents(primals, tangents)
+    _check_primals("jvp", primals)
     compiled = _cached(fn, ("jvp", has_aux, backend), lambda: CompiledFunction(
         lambda primals, tangents: _jvp_traceable(fn, has_aux, primals, tangents), "compile",
         backend=backend))
@@ -252,6 +254,7 @@ def linearize(fn: Callable, *primals: Any, backend: str = "numba"):
     from tracegrad.compiler import CompiledFunction
     from tracegrad.forward import jvp_graph, partial_eval
     from tracegrad.tracing import Tracer, active_contexts, trace_flat
+    _check_primals("linearize", primals)
     leaves = _args_leaves(primals)
     if active_contexts() or any(isinstance(v, Tracer) for v in leaves):
         # inside an enclosing trace: the primal is symbolic, nothing to store
@@ -379,6 +382,20 @@ def _check_differentiated(fn: Callable, args: tuple, positions: Sequence[int]) -
                 f"{type(bad[0])}, where an array is expected: a differentiated argument is a "
                 "floating-point array or Python float, or a tuple/list/dict of them"
                 + user_location_suffix())
+
+
+def _check_primals(transform: str, primals: Sequence) -> None:
+    """Primals are arrays or numbers: a str would be a static value passed through
+    (vjp(f, "foo") returned "foo"); JAX raises TypeError."""
+    from tracegrad.compiler import ArgumentTypeError
+    from tracegrad.ops.core import user_location_suffix
+    for k, p in enumerate(primals):
+        bad = _text_leaf(p)
+        if bad:
+            raise ArgumentTypeError(
+                f"{transform}: primal {k} holds {bad[0]!r:.40} of type {type(bad[0])}, where "
+                "an array is expected: primals are floating-point arrays or Python floats, "
+                "or tuples/lists/dicts of them" + user_location_suffix())
 
 
 def _text_leaf(value) -> list:

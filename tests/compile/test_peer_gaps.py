@@ -696,3 +696,14 @@ def test_jacobians_reject_str_arguments_and_bad_argnums(transform):
         transform(f, **I)({"w": np.ones(2), "name": "bar"})
     with pytest.raises(TypeError, match="argnums=2 needs at least 3 positional arguments"):
         transform(f, argnums=2, **I)(np.ones(2))
+
+
+def test_vjp_jvp_linearize_reject_str_primals():
+    """They came back as static values (tg.vjp(f, "foo")[0] == "foo")."""
+    f = lambda x: x
+    with pytest.raises(TypeError, match="vjp: primal 0 holds 'foo'"):
+        tg.vjp(f, "foo", **I)
+    with pytest.raises(TypeError, match="jvp: primal 0 holds 'foo'"):
+        tg.jvp(f, ("foo",), ("bar",), **I)
+    with pytest.raises(TypeError, match="linearize: primal 1 holds 'foo'"):
+        tg.linearize(lambda x, y: x, np.ones(2), {"a": "foo"}, **I)
