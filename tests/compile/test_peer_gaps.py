@@ -134,6 +134,28 @@ def test_hessian_of_pytree_output_and_argument_matches_jax():
     assert_tree_close(got, jax.tree_util.tree_map(np.asarray, expected))
 
 
+def test_hessian_of_dict_params_and_vmapped_pytree_jacobian_match_jax():
+    """The autodiff cookbook's shapes: a Hessian over a dict of parameters (dict of
+    dicts) and vmap of a jacfwd with tuple/dict outputs."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    params = {"W": rng.randn(2, 3), "b": rng.randn(2)}
+    x = rng.randn(3)
+
+    def loss(p, x, np=np):
+        return np.sum(np.tanh(p["W"] @ x + p["b"]) ** 2)
+    expected = jax.jit(jax.hessian(lambda p, x: loss(p, x, np=jnp)))(params, x)
+    assert_tree_close(tg.hessian(loss, **I)(params, x),
+                      jax.tree_util.tree_map(np.asarray, expected))
+
+    def g(x, np=np):
+        return np.sin(x), {"s": np.sum(x ** 3)}
+    xs = rng.randn(2, 4)
+    expected = jax.jit(jax.vmap(jax.jacfwd(lambda x: g(x, np=jnp))))(xs)
+    assert_tree_close(tg.vmap(tg.jacfwd(g, **I))(xs), jax.tree_util.tree_map(np.asarray, expected))
+
+
 def test_hessian_aux():
     """JAX: test_hessian_aux."""
     A = rng.randn(4, 4)
