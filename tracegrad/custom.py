@@ -38,8 +38,10 @@ and are passed first to `bwd` and to the jvp rule, as in JAX.
 Arrays that a custom function or its rule (`fwd`/`bwd`, the jvp rule) read from a
 closure or a global are constants, as in JAX: they become extra operands of the
 node (read on every call, like every implicit input; see tracegrad.implicit),
-`fwd` hands them to `bwd` as residuals, and their cotangent and tangent are zero. Closing over a traced value
-(an argument of an enclosing traced function) is an error, as JAX requires.
+`fwd` hands them to `bwd` as residuals, and their cotangent and tangent are zero.
+A value computed from them only (`2.0 * W`) counts as one. Closing over another
+traced value (an argument of an enclosing traced function, a vmapped value) is an
+error: the rule could not give it a cotangent (JAX allows a vmapped one).
 """
 from __future__ import annotations
 

@@ -492,31 +492,36 @@ def test_custom_vjp_closed_over_constant_numba():
 
 
 # ------------------------------------------------- 5. np.append, np.pad's other modes
-PAD_MODES = ["edge", "wrap", "reflect", "symmetric", "constant"]
+PAD_MODES = [("edge", {}), ("wrap", {}), ("reflect", {}), ("symmetric", {}),
+             ("constant", {}), ("constant", {"constant_values": -1.5}), ("maximum", {}),
+             ("minimum", {"stat_length": 2}), ("mean", {"stat_length": ((1, 2), (2, 1))}),
+             ("median", {}), ("linear_ramp", {}), ("linear_ramp", {"end_values": (3.0, -1.0)})]
 PAD_WIDTHS = [1, (2, 3), ((0, 4), (1, 0)), 5]
 
 
-@pytest.mark.parametrize("mode", PAD_MODES)
-def test_pad_modes_match_numpy_and_finite_differences(mode):
+@pytest.mark.parametrize("mode,options", PAD_MODES,
+                         ids=[f"{m}-{sorted(o)}" if o else m for m, o in PAD_MODES])
+def test_pad_modes_match_numpy_and_finite_differences(mode, options):
     """np.pad of a traced array in each mode: values equal NumPy's (widths beyond the
     axis length included), gradients equal central differences."""
     x = rng.randn(3, 2)
     weights = {}
     for width in PAD_WIDTHS:
-        expected = np.pad(x, width, mode=mode)
-        got = tg.compile(lambda x, width=width: np.pad(x, width, mode=mode), **I)(x)
-        np.testing.assert_array_equal(got, expected)
+        expected = np.pad(x, width, mode=mode, **options)
+        got = tg.compile(lambda x, width=width: np.pad(x, width, mode=mode, **options), **I)(x)
+        np.testing.assert_allclose(got, expected, rtol=1e-14, atol=1e-15)
         weights[width] = rng.randn(*expected.shape)
     for width in PAD_WIDTHS:
         def loss(x, width=width):
-            return np.sum(np.sin(np.pad(x, width, mode=mode)) * weights[width])
+            return np.sum(np.sin(np.pad(x, width, mode=mode, **options)) * weights[width])
         np.testing.assert_allclose(tg.grad(loss, **I)(x), numeric_jacobian(loss, x),
                                    rtol=1e-6, atol=1e-8)
 
 
-def test_pad_unsupported_mode_names_the_supported_ones():
+def test_pad_unsupported_options_name_the_supported_ones():
     with pytest.raises(NotImplementedError, match="edge, wrap, reflect, symmetric"):
-        tg.grad(lambda x: np.sum(np.pad(x, 1, mode="mean")), **I)(np.ones(3))
+        tg.grad(lambda x: np.sum(np.pad(x, 1, mode="reflect", reflect_type="odd")),
+                **I)(np.ones(3))
 
 
 def test_append_matches_numpy_and_jax():

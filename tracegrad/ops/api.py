@@ -2655,21 +2655,26 @@ def median(x: Array, axis: int | None = None, out: Any = None, overwrite_input: 
     return quantile(x, 0.5, axis=axis, out=out, keepdims=keepdims)
 
 
-_PAD_MODES = ("constant", "edge", "wrap", "reflect", "symmetric")
+_PAD_MODES = ("constant", "edge", "wrap", "reflect", "symmetric", "maximum", "minimum", "mean",
+              "median", "linear_ramp", "empty")
 
 
 def pad(x: Array, pad_width, mode: str = "constant", constant_values: float = 0,
-        reflect_type: str = "even") -> Array:
-    """NumPy's pad in modes 'constant' (one scalar value), 'edge', 'wrap', 'reflect'
-    and 'symmetric'. The constant mode is one index_add_zeros node (its gradient is
-    the inner slice); the others gather each padded axis with a static index array
-    (their gradient scatter-adds the border back onto the elements it copies).
+        reflect_type: str = "even", stat_length=None, end_values=0.0) -> Array:
+    """NumPy's pad, every mode but a callable (reflect_type 'even', one scalar
+    constant_values). 'constant' is one index_add_zeros node (its gradient is the
+    inner slice); 'edge', 'wrap', 'reflect' and 'symmetric' gather each padded axis
+    with a static index array (the gradient scatter-adds the border back); the
+    statistic modes and 'linear_ramp' concatenate blocks computed from the array,
+    axis by axis as NumPy does; 'empty' (values undefined in NumPy) pads zeros.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.pad(np.array([1.0, 2.0]), 1)
     array([0., 1., 2., 0.])
     >>> tg.pad(np.array([1.0, 2.0, 3.0]), (2, 1), mode="reflect")
     array([3., 2., 1., 2., 3., 2.])
+    >>> tg.pad(np.array([1.0, 5.0]), (2, 1), mode="linear_ramp", end_values=(3.0, 0.0))
+    array([3., 2., 1., 5., 0.])
     """
     if mode not in _PAD_MODES or reflect_type != "even" or \
             (mode == "constant" and np.ndim(constant_values) != 0):
@@ -2678,26 +2683,106 @@ def pad(x: Array, pad_width, mode: str = "constant", constant_values: float = 0,
             f"modes: {', '.join(_PAD_MODES)} (reflect_type='even', one scalar constant_values)"
             + user_location_suffix())
     x = _wrap(x)
-    nd = np.ndim(x)
-    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64).reshape(-1, 2)
-                             if np.ndim(pad_width) else np.full((1, 2), int(pad_width)), (nd, 2))
+    widths = _per_axis_pairs(pad_width, np.ndim(x), "pad_width", np.int64)
     if (widths < 0).any():
         raise ValueError(f"tracegrad.pad: negative pad_width {np.asarray(pad_width).tolist()}"
                          + user_location_suffix())
-    if mode != "constant":
+    if mode in ("edge", "wrap", "reflect", "symmetric"):
         for axis, (d, (a, b)) in enumerate(zip(_shape(x), widths)):
             if a or b:
                 index = (slice(None),) * axis + (_pad_source_index(mode, d, int(a), int(b)),)
                 x = getitem(x, index)
         return x
+    if mode in ("maximum", "minimum", "mean", "median"):
+        lengths = None if stat_length is None else \
+            _per_axis_pairs(stat_length, np.ndim(x), "stat_length", np.int64)
+        return _pad_by_statistic(x, widths, mode, lengths)
+    if mode == "linear_ramp":
+        ends = _per_axis_pairs(end_values, np.ndim(x), "end_values", np.float64)
+        return _pad_linear_ramp(x, widths, ends)
     shape = tuple(int(d + a + b) for d, (a, b) in zip(_shape(x), widths))
     spec = tuple(("slice", int(a), int(a) + d, 1) for d, (a, _) in zip(_shape(x), widths))
     out = bind(T.index_add_zeros, x, spec=spec, shape=shape)
-    if constant_values != 0:
+    if mode == "constant" and constant_values != 0:
         border = np.full(shape, float(constant_values))
         border[tuple(slice(int(a), int(a) + d) for d, (a, _) in zip(_shape(x), widths))] = 0
         out = add(out, border.astype(_dtype(x)) if _dtype(x).kind == "f" else border)
     return out
+
+
+def _per_axis_pairs(value, ndim: int, name: str, dtype) -> np.ndarray:
+    """NumPy's per-axis (before, after) pairs from a scalar, a pair or one per axis."""
+    try:
+        pairs = np.asarray(value, dtype=dtype)
+        return np.broadcast_to(pairs.reshape(-1, 2) if pairs.ndim else np.full((1, 2), pairs),
+                               (ndim, 2))
+    except ValueError:
+        raise ValueError(f"tracegrad.pad: {name}={value!r} is not a scalar, a (before, after) "
+                         f"pair or one pair per axis ({ndim} axes)"
+                         + user_location_suffix()) from None
+
+
+def _axis_block(x, axis: int, start: int, stop: int):
+    return getitem(x, (slice(None),) * axis + (slice(start, stop),))
+
+
+def _pad_by_statistic(x, widths: np.ndarray, mode: str, lengths) -> Array:
+    """Blocks filled with the max/min/mean/median of the first (last) `lengths`
+    elements of each axis (all of it by default), the axes padded in order."""
+    stat = {"maximum": max, "minimum": min, "mean": mean, "median": median}[mode]
+    for axis, (a, b) in enumerate(widths):
+        if not (a or b):
+            continue
+        d = _shape(x)[axis]
+        if d == 0:
+            raise ValueError(f"tracegrad.pad: can't extend an empty axis with mode={mode!r}"
+                             + user_location_suffix())
+        parts = []
+        for width, side in ((int(a), 0), (int(b), 1)):
+            if not width:
+                continue
+            n = d if lengths is None else builtins.max(1, builtins.min(int(lengths[axis][side]), d))
+            region = _axis_block(x, axis, 0, n) if side == 0 else _axis_block(x, axis, d - n, d)
+            value = stat(region, axis=axis, keepdims=True)
+            if _dtype(x).kind in "iu" and mode in ("mean", "median"):
+                value = astype(round(value), _dtype(x))  # NumPy rounds, then casts
+            shape = list(_shape(x))
+            shape[axis] = width
+            parts.append((side, broadcast_to(value, tuple(shape))))
+        x = concatenate([p for s_, p in parts if s_ == 0] + [x] + [p for s_, p in parts if s_ == 1],
+                        axis=axis)
+    return x
+
+
+def _pad_linear_ramp(x, widths: np.ndarray, ends: np.ndarray) -> Array:
+    """NumPy's linear_ramp: from each end value to the edge, axis by axis."""
+    for axis, (a, b) in enumerate(widths):
+        a, b = int(a), int(b)
+        if not (a or b):
+            continue
+        d = _shape(x)[axis]
+        if d == 0:
+            raise ValueError("tracegrad.pad: can't extend an empty axis with mode='linear_ramp'"
+                             + user_location_suffix())
+        along = [1] * np.ndim(x)
+        parts = []
+        if a:
+            along[axis] = a
+            edge, end = _axis_block(x, axis, 0, 1), float(ends[axis][0])
+            ramp = (np.arange(a) / a).reshape(along)  # end ... just before the edge
+            parts.append(add(end, multiply(subtract(edge, end), ramp)))
+        parts.append(x)
+        if b:
+            along[axis] = b
+            edge, end = _axis_block(x, axis, d - 1, d), float(ends[axis][1])
+            ramp = ((np.arange(b) + 1) / b).reshape(along)  # just after the edge ... end
+            parts.append(add(edge, multiply(subtract(end, edge), ramp)))
+        if _dtype(x).kind in "iu":  # NumPy's integer linspace rounds towards -inf
+            parts = [p if p is x else astype(floor(p), _dtype(x)) for p in parts]
+        elif _dtype(x) != np.float64:
+            parts = [p if p is x else astype(p, _dtype(x)) for p in parts]
+        x = concatenate(parts, axis=axis)
+    return x
 
 
 def _pad_source_index(mode: str, size: int, before: int, after: int) -> np.ndarray:
