@@ -734,3 +734,19 @@ def test_vjp_jvp_linearize_reject_str_primals():
         tg.jvp(f, ("foo",), ("bar",), **I)
     with pytest.raises(TypeError, match="linearize: primal 1 holds 'foo'"):
         tg.linearize(lambda x, y: x, np.ones(2), {"a": "foo"}, **I)
+
+
+@pytest.mark.slow
+def test_pad_modes_and_append_numba():
+    """The gathers, statistic blocks and ramps of np.pad and np.append through Numba
+    codegen: one kernel, value and gradient equal to the interpreter's."""
+    def loss(x):
+        padded = (np.pad(x, (2, 3), mode="reflect") + np.pad(x, (2, 3), mode="mean")
+                  + np.pad(x, (2, 3), mode="linear_ramp", end_values=1.0))
+        return np.sum(np.sin(np.append(padded, x ** 2)))
+    x = rng.randn(3, 2)
+    value, grad = tg.value_and_grad(loss, backend="numba")(x)
+    expected_value, expected_grad = tg.value_and_grad(loss, **I)(x)
+    np.testing.assert_allclose(value, expected_value, rtol=1e-13)
+    np.testing.assert_allclose(grad, expected_grad, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(grad, numeric_jacobian(loss, x), rtol=1e-6, atol=1e-8)
