@@ -378,3 +378,52 @@ def test_a_wrong_plan_falls_back_to_the_placement_made_while_emitting(monkeypatc
         emitted = _generate(graph, "kernel_plan")
     assert "planned placement not used" in caplog.text
     assert emitted.source == plain
+
+
+def _random_program(seed: int):
+    """A random value-and-grad program over values of mixed shapes (all broadcastable
+    to one base shape): elementwise ops, broadcasting binaries, keepdims reductions,
+    transposed views, softmax; the loss sums every value, so all stay live a while."""
+    rng = random.Random(seed)
+    base = (rng.choice([4, 16, 33]), rng.choice([8, 24]), rng.choice([1, 5, 12]))
+    shapes = [tuple(d if rng.random() < 0.7 else 1 for d in base) for _ in range(3)]
+    unary = [tg.tanh, tg.sin, lambda v: v * v, lambda v: tg.exp(tg.tanh(v)),
+             lambda v: tg.softmax(v, axis=-1)]
+    binary = [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: a - b * 0.5,
+              lambda a, b: tg.where(a > 0, a, b)]
+    reduce = [tg.sum, tg.mean, tg.max]
+    steps = []
+    for _ in range(rng.randint(6, 14)):
+        kind = rng.choice(["unary", "binary", "binary", "reduce", "view"])
+        steps.append((kind, rng.randrange(10**6), rng.randrange(10**6), rng.randrange(3)))
+
+    def program(*xs):
+        values = list(xs)
+        for kind, i, j, axis in steps:
+            a, b = values[i % len(values)], values[j % len(values)]
+            if kind == "unary":
+                values.append(unary[i % len(unary)](a))
+            elif kind == "binary":
+                values.append(binary[j % len(binary)](a, b))
+            elif kind == "reduce":
+                values.append(reduce[i % len(reduce)](a, axis=axis, keepdims=True))
+            else:  # a transposed view, read by an elementwise op, transposed back
+                values.append(tg.transpose(tg.tanh(tg.transpose(a, (2, 0, 1)) * 1.5), (1, 2, 0)))
+        return sum(tg.sum(v * (0.5 + 0.1 * k)) for k, v in enumerate(values[len(xs):]))
+    np_rng = np.random.default_rng(seed)
+    return program, [np_rng.uniform(-1.5, 1.5, s) for s in shapes]
+
+
+@pytest.mark.slow
+def test_random_programs_poisoned_equal_the_interpreter(monkeypatch):
+    from tracegrad.codegen import build_kernel
+    monkeypatch.setenv("TRACEGRAD_POISON_FREED", "1")
+    reused = 0
+    for seed in range(8):
+        program, args = _random_program(seed)
+        f = tg.value_and_grad(program, argnums=(0, 1, 2), backend="interpret")
+        lowered = f.lower(*args)
+        kernel = build_kernel(lowered.optimized)
+        _assert_same(kernel(*args), interpret(lowered.optimized, *args))
+        reused += lowered.memory.total_workspace_bytes < lowered.memory.no_reuse_bytes
+    assert reused >= 2   # the programs do exercise reuse (4 of the 8 today)
