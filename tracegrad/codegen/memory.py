@@ -8,6 +8,10 @@ unit reading it, or any view of it, has run (`Workspace.give_back`; the
 lifetimes come from `emit.storage_lifetimes`). Regions are placed best-fit
 among the free blocks, which are split to fit and merged with free neighbours,
 so a dead value of any size serves later values of any smaller size.
+Placing in program order can still strand space behind a long-lived value, so
+once a kernel is emitted, `plan_offline` places all of its recorded lifetimes
+at once; when that saves enough, the kernel is emitted again with those
+offsets (generate.py). `check_disjoint` verifies every kernel's placement.
 
 `MemoryReport` is what `Lowered.memory` shows: the workspace each dtype needs,
 the bytes of outputs, the peak of bytes live at once (a lower bound for any
