@@ -22,6 +22,9 @@ How a graph becomes a kernel (one module each; read them in this order):
                    reused); outputs get their own arrays; views (reshape,
                    broadcast_to, transpose, basic indexing) are index
                    arithmetic (access.py), never copies.
+  memory.py        those offsets: lifetimes over the schedule, best-fit
+                   placement, an offline plan, the overlap check, and the
+                   MemoryReport that `Lowered.memory` shows.
   fused.py         a fusion group -> loop nest over scalars, dims merged where
                    every access is contiguous; reductions accumulate in
                    registers (float64 for float32 sums).
