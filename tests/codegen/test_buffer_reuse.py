@@ -87,7 +87,7 @@ def test_check_disjoint_finds_an_overlap_of_live_regions():
     check_disjoint([("take", "ws", 0, 10), ("take", "other", 8, 4)])  # other workspace
 
 
-def _random_program(rng: random.Random, steps: int):
+def _random_allocations(rng: random.Random, steps: int):
     """Random takes and give-backs of mixed sizes, as (kind, key, elements)."""
     live, program = [], []
     for k in range(steps):
@@ -106,7 +106,7 @@ def test_random_programs_never_overlap_and_reach_at_least_the_peak(seed):
     rng = random.Random(seed)
     ws = Workspace("ws_float64", "float64")
     offsets, events, live, peak = {}, [], 0, 0
-    for kind, key, n in _random_program(rng, 400):
+    for kind, key, n in _random_allocations(rng, 400):
         if kind == "take":
             offsets[key] = ws.take(n)
             live += n
@@ -380,7 +380,7 @@ def test_a_wrong_plan_falls_back_to_the_placement_made_while_emitting(monkeypatc
     assert emitted.source == plain
 
 
-def _random_program(seed: int):
+def _random_value_and_grad_program(seed: int):
     """A random value-and-grad program over values of mixed shapes (all broadcastable
     to one base shape): elementwise ops, broadcasting binaries, keepdims reductions,
     transposed views, softmax; the loss sums every value, so all stay live a while."""
@@ -420,7 +420,7 @@ def test_random_programs_poisoned_equal_the_interpreter(monkeypatch):
     monkeypatch.setenv("TRACEGRAD_POISON_FREED", "1")
     reused = 0
     for seed in range(8):
-        program, args = _random_program(seed)
+        program, args = _random_value_and_grad_program(seed)
         f = tg.value_and_grad(program, argnums=(0, 1, 2), backend="interpret")
         lowered = f.lower(*args)
         kernel = build_kernel(lowered.optimized)
