@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from codegen_helpers import GraphMaker
 
 import tracegrad as tg
 from tracegrad.codegen.structured import nt_relayout_choice
 from tracegrad.ir.interpret import interpret
 from tracegrad.passes.fuse import concat_tiled_scatters
-
-from codegen_helpers import GraphMaker
 
 H = 64
 
