@@ -6,7 +6,8 @@ are two external calls (tracegrad/runtime/lapack.py) in the one njit function,
 on the kernel's own flat buffers:
 
   cholesky          the lower triangle of (A + A^T) / 2 is written into the
-                    output, potrf factors it in place; info > 0 raises the
+                    output (tg_sym_lower, a shared helper: no loop of its own
+                    to compile), potrf factors it in place; info > 0 raises the
                     LinAlgError eager mode raises (op, order of the failing
                     minor, operand shapes, the user's line).
   triangular_solve  b is copied into the output (any strides), a zero on A's
@@ -16,8 +17,9 @@ on the kernel's own flat buffers:
                     other triangle, the other `trans`.
   triangular_matmul the same with trmm/trmv (B := op(A) B), no singularity check.
 
-Anything else (int operands, NumPy without its OpenBLAS) raises NoCodegen and
-the node runs its NumPy impl between segments, as before.
+Anything else (a matrix operand of another dtype than the result, NumPy
+without its OpenBLAS) raises NoCodegen and the node runs its NumPy impl
+between segments, as before. solve, inv, det and slogdet still always do.
 """
 from __future__ import annotations
 
@@ -75,11 +77,6 @@ def _open_batch(em: Emitter, batch: tuple) -> tuple:
 def _offset(a: Access, strides: tuple, vars_: tuple) -> str:
     """The element offset of a[batch index] (an expression in the batch variables)."""
     return Access("", (), (), a.offset).index_expr(strides, vars_)[1:-1]
-
-
-def _at(a: Access, vars_: tuple, i: str, j: str) -> str:
-    """a[batch..., i, j] for a (..., n, m) access of any strides."""
-    return a.index_expr(a.strides, vars_ + (i, j))
 
 
 # ------------------------------------------------------------------- cholesky
