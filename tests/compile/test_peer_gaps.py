@@ -251,6 +251,9 @@ OBJECT_ARRAY_CASES = {
     "max_with_constant": lambda x: np.max(np.array([x[0], 0.25, x[1] * x[2]])),
     "argmax_index": lambda x: x[np.argmax(np.array([x[0], x[1], -x[2]]))] ** 2,
     "argmin_index": lambda x: x[np.argmin(np.array([x[0], x[1], -x[2]]))] ** 2,
+    "max_of_list": lambda x: np.max([x[0] * x[1], np.cos(x[2]), 0.1]),
+    "mean_of_tuple": lambda x: np.mean((x[0], x[1] ** 2)),
+    "argmax_of_list_index": lambda x: x[np.argmax([x[1], x[2]])] * x[0],
 }
 
 

@@ -212,13 +212,27 @@ _ROUTED: dict[tuple, Callable] = {}  # (module, name) -> NumPy's original
 
 
 def _traced_unboxed(a: Any):
-    """The traced value an object array of tracers stands for; None otherwise (eager
-    tensors keep NumPy's element-wise path, which their bool() supports)."""
-    if type(a) is np.ndarray and a.dtype == object:
-        unboxed = unbox_object_array(a)
-        if unboxed is not None and hasattr(type(unboxed), "__array_function__"):
-            return unboxed
+    """The traced value an object array (or a list/tuple) of tracers stands for; None
+    otherwise, cheaply for plain arrays (eager tensors keep NumPy's element-wise
+    path, which their bool() supports)."""
+    kind = type(a)
+    if kind is np.ndarray:
+        if a.dtype.kind != "O" or a.size == 0 or not any(_is_traced(v) for v in a.flat):
+            return None
+        return unbox_object_array(a)
+    if (kind is list or kind is tuple) and 0 < len(a) <= _LIST_LIMIT and \
+            any(_is_traced(v) for v in a):  # np.max([x[0], 2 * x[1]])
+        from tracegrad.ops import api
+        return api.array(list(a))
     return None
+
+
+def _is_traced(value: Any) -> bool:
+    """A value of a registered kind that NumPy dispatches to (a tracer)."""
+    return type(value) in _KINDS and hasattr(type(value), "__array_function__")
+
+
+_LIST_LIMIT = 1024  # longer lists are not scanned for traced values
 
 
 def _route(module, name: str, make: Callable) -> None:
@@ -230,6 +244,8 @@ def _route(module, name: str, make: Callable) -> None:
 
 def _routed_reduction(original: Callable) -> Callable:
     def _wrapreduction(obj, ufunc, method, axis, dtype, out, **kwargs):
+        if type(obj) is np.ndarray and obj.dtype.kind != "O":  # the hot path
+            return original(obj, ufunc, method, axis, dtype, out, **kwargs)
         unboxed = _traced_unboxed(obj) if method in _REDUCTIONS else None
         if unboxed is None:
             return original(obj, ufunc, method, axis, dtype, out, **kwargs)
@@ -242,6 +258,8 @@ def _routed_reduction(original: Callable) -> Callable:
 
 def _routed_any_all(original: Callable) -> Callable:
     def _wrapreduction_any_all(obj, ufunc, method, axis, out, **kwargs):
+        if type(obj) is np.ndarray and obj.dtype.kind != "O":  # the hot path
+            return original(obj, ufunc, method, axis, out, **kwargs)
         unboxed = _traced_unboxed(obj) if method in _REDUCTIONS else None
         if unboxed is None:
             return original(obj, ufunc, method, axis, out, **kwargs)
@@ -254,6 +272,8 @@ def _routed_any_all(original: Callable) -> Callable:
 
 def _routed_method(original: Callable) -> Callable:
     def _wrapfunc(obj, method, *args, **kwds):
+        if type(obj) is np.ndarray and obj.dtype.kind != "O":  # the hot path
+            return original(obj, method, *args, **kwds)
         unboxed = _traced_unboxed(obj) if method in _WRAPPED_METHODS else None
         if unboxed is None:
             return original(obj, method, *args, **kwds)
@@ -266,6 +286,8 @@ def _routed_method(original: Callable) -> Callable:
 def _routed_statistic(name: str) -> Callable:
     def make(original: Callable) -> Callable:
         def statistic(a, *args, **kwargs):
+            if type(a) is np.ndarray and a.dtype.kind != "O":  # the hot path
+                return original(a, *args, **kwargs)
             unboxed = _traced_unboxed(a)
             if unboxed is None:
                 return original(a, *args, **kwargs)
