@@ -46,7 +46,8 @@ def _args(dtype, seed=0):
 
 
 ARGNUMS = (0, 1, 2, 3, 4, 5, 6, 7)
-COMPILED = tg.value_and_grad(lstm_like, argnums=ARGNUMS)   # compiled once (float64 below)
+# compiled once (float64 below); the Numba backend whatever TRACEGRAD_BACKEND says
+COMPILED = tg.value_and_grad(lstm_like, argnums=ARGNUMS, backend="numba")
 
 
 def _reference(dtype):
