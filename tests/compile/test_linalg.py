@@ -355,6 +355,14 @@ def test_compiled_linalg_errors_say_what_eager_mode_says(compiled_result):
     assert "the leading minor of order 2" in head
     assert str(compiled.value).split("\n")[0] == head
     assert re.search(r"\(at .*test_linalg\.py:\d+\)", str(compiled.value))
+    bad_batch = AS.copy()
+    bad_batch[1] *= -1.0  # the second matrix of the batch is negative definite
+    with pytest.raises(LinAlgError) as eager:
+        tg.linalg.cholesky(bad_batch)
+    with pytest.raises(LinAlgError) as from_batch:
+        VALUE_AND_GRAD(A, bad_batch, B, b, G)
+    assert "order 1 " in str(eager.value) and "f64[2,3,3]" in str(eager.value)
+    assert str(from_batch.value).split("\n")[0] == str(eager.value).split("\n")[0]
     import pickle  # errors cross process boundaries (tracegrad.distributed) intact
     again = pickle.loads(pickle.dumps(compiled.value))
     assert isinstance(again, LinAlgError) and str(again) == str(compiled.value)
