@@ -753,3 +753,15 @@ def test_pad_modes_and_append_numba():
     np.testing.assert_allclose(value, expected_value, rtol=1e-13)
     np.testing.assert_allclose(grad, expected_grad, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(grad, numeric_jacobian(loss, x), rtol=1e-6, atol=1e-8)
+
+
+def test_errors_raised_inside_numpy_wrappers_point_at_the_user_line():
+    """np.max(obj, initial=...) and ndarray.max() of an object array of tracers fail
+    inside NumPy's Python code; the error names this file, not fromnumeric.py."""
+    x = np.array([1.0, 2.0])
+    with pytest.raises(tg.TracingError, match="initial") as info:
+        tg.grad(lambda x: np.max(np.array([x[0], x[1]]), initial=0.0), **I)(x)
+    assert "test_peer_gaps.py" in str(info.value) and "fromnumeric" not in str(info.value)
+    with pytest.raises(tg.TracingError, match="bool") as info:  # the method: NumPy's C loop
+        tg.grad(lambda x: np.array([x[0], x[1]]).max(), **I)(x)
+    assert "test_peer_gaps.py" in str(info.value)

@@ -385,12 +385,14 @@ def user_frame():
     """The innermost stack frame outside the tracegrad package (the user's line).
 
     Generated kernel modules (named tg_<hash>, living in the cache directory)
-    count as tracegrad's own code too."""
+    count as tracegrad's own code too, and so do NumPy's Python wrappers (np.max of
+    a traced object array reaches tracegrad through them)."""
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
+        module = f.f_globals.get("__name__", "")
         if not os.path.abspath(fn).startswith(_PACKAGE_DIR) and not fn.startswith("<frozen") \
-                and not _is_generated_module(f.f_globals.get("__name__", "")):
+                and not _is_generated_module(module) and not module.startswith("numpy."):
             return f
         f = f.f_back
     return None
