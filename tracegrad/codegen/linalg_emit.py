@@ -54,7 +54,24 @@ def _use_lapack(em: Emitter) -> None:
     generate.py writes each of `em.outlined_src`'s texts into the module ahead of
     the segment's function; an entry without outlined call sites stays there, so
     the imports ride on it (no change to the header generate.py builds)."""
-    em.outlined_src.setdefault("_tg_lapack_imports", _IMPORTS)
+    em.outlined_src.setdefault("_tg_lapack_imports", _IMPORTS + _runtime_stamp())
+
+
+def _runtime_stamp() -> str:
+    """A comment with the hash of runtime/lapack.py: the kernel's cached machine code
+    has those helpers linked in, so an edit of them must change the kernel's source
+    (its cache key) too."""
+    global _STAMP
+    if _STAMP is None:
+        import hashlib
+
+        from tracegrad.runtime import lapack
+        with open(lapack.__file__, "rb") as f:
+            _STAMP = f"\n# tracegrad.runtime.lapack {hashlib.sha256(f.read()).hexdigest()[:16]}"
+    return _STAMP
+
+
+_STAMP: str | None = None
 
 
 def _operands_text(*operands: Node) -> str:
