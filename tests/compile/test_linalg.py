@@ -258,6 +258,9 @@ def test_compiled_kernels_raise_linalg_error_not_crash(compiled_result):
         VALUE_AND_GRAD(bad_spd, AS, B, b, G)
     with pytest.raises(LinAlgError, match=r"(solve|inv): the matrix is singular"):
         VALUE_AND_GRAD(A, AS, B, b, np.zeros((4, 4)))
+    with pytest.raises(LinAlgError, match=r"solve: the matrix is singular \(operands: "
+                                          r"f64\[4,4\], f64\[4,3\]\)"):  # from the kernel
+        VALUE_AND_GRAD(A, AS, B, b, np.diag([1.0, 1.0, 0.0, 1.0]))
     # the kernel still works afterwards, and the user's arrays are untouched
     value, _ = VALUE_AND_GRAD(*ARGS)
     assert_close(value, every_op(*ARGS), rtol=1e-12)
@@ -291,12 +294,17 @@ def _lowered_ops(lowered, ids):
 
 
 def test_cholesky_and_triangular_solve_run_inside_the_kernel(compiled_result):
-    """No NumPy fallback for them: LAPACK/BLAS calls in the generated source."""
+    """No NumPy fallback for them: LAPACK/BLAS calls in the generated source (a
+    one-matrix solve too; a batched solve, inv, det and slogdet still run in NumPy)."""
     lowered = VALUE_AND_GRAD.lower(*ARGS)
-    assert "tg_potrf(" in lowered.source and "tg_trsm(" in lowered.source
+    for call in ("tg_potrf(", "tg_trsm(", "tg_getrf(", "tg_getrs("):
+        assert call in lowered.source, call
     fallbacks = _lowered_ops(lowered, lowered.kernel.fallback_ids)
-    assert not fallbacks & {"cholesky", "triangular_solve"}, fallbacks
+    assert not fallbacks & {"cholesky", "triangular_solve", "triangular_matmul"}, fallbacks
     assert fallbacks <= {"solve", "inv", "det", "slogdet_sign", "logabsdet"}, fallbacks
+    by_id = {n.id: n for n in lowered.optimized.nodes}
+    batched = [by_id[i] for i in lowered.kernel.fallback_ids if by_id[i].op == "solve"]
+    assert batched and all(n.inputs[0].ndim == 3 for n in batched)
 
 
 def test_gp_value_and_grad_is_one_njit_call(gp_result):

@@ -1,4 +1,4 @@
-"""Code for cholesky, triangular_solve and triangular_matmul: LAPACK/BLAS inside the kernel.
+"""Code for cholesky, triangular_solve, triangular_matmul, solve: LAPACK/BLAS in the kernel.
 
 Without these, each linalg node cut the kernel into njit segments with its
 NumPy/SciPy impl run in between (copies, Python calls, a driver). Here they
@@ -16,10 +16,12 @@ on the kernel's own flat buffers:
                     cholesky and solve VJPs make) is read without a copy: the
                     other triangle, the other `trans`.
   triangular_matmul the same with trmm/trmv (B := op(A) B), no singularity check.
+  solve             one matrix: A copied, getrf (an exact zero pivot raises
+                    LinAlgError, as NumPy's gesv), getrs into the output.
 
 Anything else (a matrix operand of another dtype than the result, NumPy
 without its OpenBLAS) raises NoCodegen and the node runs its NumPy impl
-between segments, as before. solve, inv, det and slogdet still always do.
+between segments, as before. A batched solve, inv, det and slogdet still always do.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from tracegrad.codegen.structured import structured
 from tracegrad.ir.graph import Node
 
 _IMPORTS = ("from tracegrad.runtime.lapack import tg_lower_finite, tg_potrf, tg_sym_lower, "
-            "tg_trmm, tg_trmv, tg_trsm, tg_trsv\n"
+            "tg_getrf, tg_getrs, tg_trmm, tg_trmv, tg_trsm, tg_trsv\n"
             "from tracegrad.ops.linalg import LinAlgError, NotPositiveDefinite")
 
 
@@ -220,3 +222,61 @@ def _is_cholesky_factor(a: Node) -> bool:
 def _singular_message(node: Node, a: Node, b: Node) -> str:
     return (f"triangular_solve: the matrix is singular (a zero on its diagonal) "
             f"(operands: {_operands_text(a, b)}){_where(node)}")
+
+
+# ---------------------------------------------------------------------- solve
+
+@structured("solve")
+def emit_solve(em: Emitter, node: Node) -> None:
+    """One matrix (no batch): A copied into scratch (any strides, so the VJP's A^T
+    costs no extra pass), LU by getrf (an exact zero pivot raises eager mode's
+    LinAlgError), getrs solves into the output. Batched solves stay in NumPy."""
+    a, b = node.inputs
+    if a.ndim != 2 or b.ndim > 2 or tuple(node.shape) != tuple(b.shape):
+        raise NoCodegen("solve: a batch of matrices (NumPy solves it)")
+    _require_lapack(node, node)  # both operands are copied (and converted) first
+    _use_lapack(em)
+    n = a.shape[-1]
+    k = 1 if b.ndim == 1 else b.shape[-1]
+    em.comment(node)
+    acc_a, acc_b = em.acc(a), em.acc(b).broadcast(tuple(b.shape))
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    if node.size == 0 or n == 0:
+        return
+    lu = em.scratch(node.dtype, n * n)
+    piv = em.scratch(np.int64, n)
+    i, j, info = em.fresh("i"), em.fresh("j"), em.fresh("info")
+    # A row-major is A^T column-major: getrf factors A^T, getrs solves (A^T)^T x = b
+    em.emit(f"for {i} in range({n}):")
+    em.emit(f"    for {j} in range({n}):")
+    em.emit(f"        {lu[0]}[{lu[1]} + {i} * {n} + {j}] = "
+            f"{acc_a.index_expr(acc_a.strides, (i, j))}")
+    em.emit(f"{info} = tg_getrf({n}, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]})")
+    em.emit(f"if {info} != 0:")
+    em.emit(f"    raise LinAlgError({_solve_message(node, a, b)!r})")
+    b_at = acc_b.index_expr(acc_b.strides, (i,) if b.ndim == 1 else (i, j))
+    if k == 1:  # one column: row-major and column-major are the same memory
+        em.emit(f"for {i} in range({n}):")
+        em.emit(f"    for {j} in range(1):")
+        em.emit(f"        {out.buf}[{out.offset} + {i}] = {b_at}")
+        em.emit(f"tg_getrs({n}, 1, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]}, {out.buf}, "
+                f"{out.offset})")
+    else:  # B column-major in scratch, solved there, copied back row-major
+        col = em.scratch(node.dtype, n * k)
+        em.emit(f"for {i} in range({n}):")
+        em.emit(f"    for {j} in range({k}):")
+        em.emit(f"        {col[0]}[{col[1]} + {j} * {n} + {i}] = {b_at}")
+        em.emit(f"tg_getrs({n}, {k}, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]}, {col[0]}, {col[1]})")
+        em.emit(f"for {i} in range({n}):")
+        em.emit(f"    for {j} in range({k}):")
+        em.emit(f"        {out.buf}[{out.offset} + {i} * {k} + {j}] = "
+                f"{col[0]}[{col[1]} + {j} * {n} + {i}]")
+        em.release_scratch(col)
+    em.release_scratch(piv)
+    em.release_scratch(lu)
+
+
+def _solve_message(node: Node, a: Node, b: Node) -> str:
+    return (f"solve: the matrix is singular (operands: {_operands_text(a, b)})"
+            f"{_where(node)}")

@@ -19,13 +19,14 @@ Conventions:
     triangular_solve) raises `LinAlgError` naming the op and the operand
     shapes, also from compiled code.
 
-Code generation: cholesky and triangular_solve run inside the compiled kernel
-(tracegrad/codegen/linalg_emit.py: LAPACK potrf and BLAS trsm of NumPy's own
-OpenBLAS, called from njit through tracegrad/runtime/lapack.py), so a graph of
-them is one njit call. The others (solve, inv, det, slogdet) run their
-NumPy/LAPACK implementation between the kernel's njit segments
-(codegen="numpy"); Numba's own np.linalg inside njit compiles for seconds
-(perf/linalg_codegen_bench.py).
+Code generation: cholesky, triangular_solve, triangular_matmul (an internal
+primitive of cholesky's VJP) and a one-matrix solve run inside the compiled
+kernel (tracegrad/codegen/linalg_emit.py: LAPACK potrf/getrf/getrs and BLAS
+trsm/trmm of NumPy's own OpenBLAS, called from njit through
+tracegrad/runtime/lapack.py), so a graph of them is one njit call. The others
+(a batched solve, inv, det, slogdet) run their NumPy/LAPACK implementation
+between the kernel's njit segments (codegen="numpy"); Numba's own np.linalg
+inside njit compiles for seconds (perf/linalg_codegen_bench.py).
 
     >>> import numpy as np, tracegrad as tg
     >>> a = np.array([[4.0, 2.0], [2.0, 3.0]])
@@ -380,7 +381,7 @@ triangular_matmul_p = primitive(  # op(A) @ b, A triangular (only that triangle 
 solve_p = primitive(  # x with A x = b; b is a vector when 1-D, batch axes broadcast
     "solve", impl=_solve_impl, shape_rule=_solve_rule("solve", batch_broadcasts=True),
     kind="other", vjps=(_solve_vjp_a, _solve_vjp_b), torch_name="LinalgSolveExBackward0",
-    saves=(0, "out"), codegen="numpy")
+    saves=(0, "out"), codegen="solve")
 
 inv_p = primitive(
     "inv", impl=_inv_impl, shape_rule=_square_rule("inv"), kind="other", vjps=(_inv_vjp,),

@@ -17,6 +17,12 @@ kernel (perf/linalg_codegen_bench.py); these are plain external calls.
   trsv ~0.02 ms).
 - `tg_trmm` / `tg_trmv`: the same arguments, B := op(A) B (x := op(A) x): a
   product with a triangular matrix, half a GEMM's flops.
+- `tg_getrf(n, a, offa, ipiv, offp)` / `tg_getrs(n, k, a, offa, ipiv, offp, b, offb)`:
+  LU with partial pivoting of the (n, n) column-major matrix at a[offa:] (pivots
+  into the int64 ipiv[offp:]; returns info, > 0 for an exact zero pivot), and the
+  solve A^T X = B with that factorization, B (n, k) column-major at b[offb:]. A
+  row-major matrix is its transpose column-major, so factoring a row-major copy
+  of A and solving with A^T solves A X = B.
 
 `AVAILABLE` is False when NumPy's OpenBLAS is not found (a NumPy built against
 MKL or Accelerate): the emitters then leave these ops to their NumPy impl.
@@ -43,6 +49,8 @@ _SYMBOLS = {  # our name -> NumPy's OpenBLAS (ILP64: every integer is 64-bit)
     "tg_cblas_{k}trsv": "scipy_cblas_{k}trsv64_",
     "tg_cblas_{k}trmm": "scipy_cblas_{k}trmm64_",
     "tg_cblas_{k}trmv": "scipy_cblas_{k}trmv64_",
+    "tg_lapacke_{k}getrf": "scipy_LAPACKE_{k}getrf_work64_",
+    "tg_lapacke_{k}getrs": "scipy_LAPACKE_{k}getrs_work64_",
 }
 
 
@@ -201,6 +209,65 @@ tg_trsm = intrinsic(_matrix_call("trsm"))
 tg_trmm = intrinsic(_matrix_call("trmm"))
 tg_trsv = intrinsic(_vector_call("trsv"))
 tg_trmv = intrinsic(_vector_call("trmv"))
+
+
+def _ptr(context, builder, arr_ty, arr, offset, offset_ty, elem_ty):
+    return builder.bitcast(_data_at(context, builder, arr_ty, arr, offset, offset_ty),
+                           elem_ty.as_pointer())
+
+
+@intrinsic
+def tg_getrf(typingctx, n, a, offa, ipiv, offp):
+    """info of the in-place LU of the (n, n) column-major matrix at a[offa:]."""
+    if not (_float_array(a) and isinstance(ipiv, types.Array) and ipiv.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vn, va, voa, vp, vop = args
+        sa = signature.args
+        dtype = sa[1].dtype
+        fty = context.get_value_type(dtype)
+        fnty = ir.FunctionType(_i64, [_i32, _i64, _i64, fty.as_pointer(), _i64,
+                                      _i64.as_pointer()])
+        kind = "s" if dtype == types.float32 else "d"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_lapacke_{kind}getrf")
+        nn = context.cast(builder, vn, sa[0], types.int64)
+        lda = builder.select(builder.icmp_signed(">", nn, ir.Constant(_i64, 1)), nn,
+                             ir.Constant(_i64, 1))
+        return builder.call(fn, (ir.Constant(_i32, _COL_MAJOR), nn, nn,
+                                 _ptr(context, builder, sa[1], va, voa, sa[2], fty), lda,
+                                 _ptr(context, builder, sa[3], vp, vop, sa[4], _i64)))
+
+    return types.int64(n, a, offa, ipiv, offp), codegen
+
+
+@intrinsic
+def tg_getrs(typingctx, n, k, a, offa, ipiv, offp, b, offb):
+    """Solve A^T X = B in place (B (n, k) column-major at b[offb:]) with tg_getrf's
+    factorization of the column-major A at a[offa:]; returns info."""
+    if not (_float_array(a) and _float_array(b) and a.dtype == b.dtype
+            and isinstance(ipiv, types.Array) and ipiv.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vn, vk, va, voa, vp, vop, vb, vob = args
+        sa = signature.args
+        dtype = sa[2].dtype
+        fty = context.get_value_type(dtype)
+        fnty = ir.FunctionType(_i64, [_i32, _i8, _i64, _i64, fty.as_pointer(), _i64,
+                                      _i64.as_pointer(), fty.as_pointer(), _i64])
+        kind = "s" if dtype == types.float32 else "d"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_lapacke_{kind}getrs")
+        nn = context.cast(builder, vn, sa[0], types.int64)
+        ld = builder.select(builder.icmp_signed(">", nn, ir.Constant(_i64, 1)), nn,
+                            ir.Constant(_i64, 1))
+        return builder.call(fn, (ir.Constant(_i32, _COL_MAJOR), ir.Constant(_i8, ord("T")), nn,
+                                 context.cast(builder, vk, sa[1], types.int64),
+                                 _ptr(context, builder, sa[2], va, voa, sa[3], fty), ld,
+                                 _ptr(context, builder, sa[4], vp, vop, sa[5], _i64),
+                                 _ptr(context, builder, sa[6], vb, vob, sa[7], fty), ld))
+
+    return types.int64(n, k, a, offa, ipiv, offp, b, offb), codegen
 
 
 # ------------------------------------------------------------- shared loops
