@@ -162,7 +162,7 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
 #   (m, n, k)        A @ B.T   A.T copied, then TT   B.T copied, then NN
 #   (32, 64, 256)     23-25          14                   ~16
 #   (8, 256, 64)       12.9           5.5                  ~4
-#   (128, 256, 10)     13.4          13.0 (TT slow too)    ~10
+#   (128, 256, 10)     13.4          13.0 (TT slow too)    ~10 (k < 16: left as is)
 #   (64, 32, 256)      16.8          23.0                  ~13
 # So in that regime a transposed copy of one operand (a loop, ~0.3-0.8 ns per
 # element) pays: A's, when A is a few rows against a wider B; B's, when B is the
