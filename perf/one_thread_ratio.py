@@ -65,8 +65,8 @@ def main() -> None:
             jax.block_until_ready(jf(*jargs))
             ours, theirs = [], []
             for _ in range(3):   # alternate, so a burst of load hits both
-                ours.append(cpu_median(lambda: f(*args)))
-                theirs.append(cpu_median(lambda: jax.block_until_ready(jf(*jargs))))
+                ours.append(cpu_median(lambda f=f, args=args: f(*args)))
+                theirs.append(cpu_median(lambda jf=jf, jargs=jargs: jax.block_until_ready(jf(*jargs))))
             t, j = np.median(ours), np.median(theirs)
             print(f"{'off' if opts.off else 'on':3s} {name:16s} {dtype}  tracegrad {t * 1e3:8.3f} ms"
                   f"  jax {j * 1e3:8.3f} ms  ratio {t / j:5.2f}", flush=True)
