@@ -1,4 +1,4 @@
-"""Code for cholesky, triangular_solve, triangular_matmul, solve: LAPACK/BLAS in the kernel.
+"""Code for the linalg primitives (tracegrad/ops/linalg.py): LAPACK/BLAS in the kernel.
 
 Without these, each linalg node cut the kernel into njit segments with its
 NumPy/SciPy impl run in between (copies, Python calls, a driver). Here they
@@ -18,10 +18,13 @@ on the kernel's own flat buffers:
   triangular_matmul the same with trmm/trmv (B := op(A) B), no singularity check.
   solve             one matrix: A copied, getrf (an exact zero pivot raises
                     LinAlgError, as NumPy's gesv), getrs into the output.
+  inv               getrf + getri (a zero pivot raises LinAlgError).
+  det, slogdet      getrf, then sign and log|det| as NumPy computes them
+                    (det = sign * exp(log|det|); singular: 0, -inf, no error).
 
 Anything else (a matrix operand of another dtype than the result, NumPy
 without its OpenBLAS) raises NoCodegen and the node runs its NumPy impl
-between segments, as before. A batched solve, inv, det and slogdet still always do.
+between segments, as before. A batched solve always does.
 """
 from __future__ import annotations
 
@@ -32,8 +35,9 @@ from tracegrad.codegen.emit import Emitter, NoCodegen, dshort
 from tracegrad.codegen.structured import structured
 from tracegrad.ir.graph import Node
 
-_IMPORTS = ("from tracegrad.runtime.lapack import tg_lower_finite, tg_potrf, tg_sym_lower, "
-            "tg_getrf, tg_getrs, tg_trmm, tg_trmv, tg_trsm, tg_trsv\n"
+_IMPORTS = ("from tracegrad.runtime.lapack import (tg_getrf, tg_getri, tg_getrs, "
+            "tg_lower_finite, tg_lu_slogdet, tg_potrf, tg_sym_lower, tg_trmm, tg_trmv, "
+            "tg_trsm, tg_trsv)\n"
             "from tracegrad.ops.linalg import LinAlgError, NotPositiveDefinite")
 
 
@@ -280,3 +284,85 @@ def emit_solve(em: Emitter, node: Node) -> None:
 def _solve_message(node: Node, a: Node, b: Node) -> str:
     return (f"solve: the matrix is singular (operands: {_operands_text(a, b)})"
             f"{_where(node)}")
+
+
+# ------------------------------------------------------ det, slogdet, inv (LU)
+
+def _lu_batch(em: Emitter, node: Node):
+    """Open the batch loops over node's input matrices and LU-factor each one into
+    scratch: (vars, lu region, pivot region, info name, n). The caller emits what
+    it reads from the factorization, closes the loops and releases the regions."""
+    (a,) = node.inputs
+    n = a.shape[-1]
+    batch = tuple(a.shape[:-2])
+    acc_a = em.acc(a).broadcast(tuple(a.shape))
+    lu = em.scratch(node.dtype, max(n * n, 1))
+    piv = em.scratch(np.int64, max(n, 1))
+    vars_ = _open_batch(em, batch)
+    i, j, info = em.fresh("i"), em.fresh("j"), em.fresh("info")
+    em.emit(f"for {i} in range({n}):")
+    em.emit(f"    for {j} in range({n}):")
+    em.emit(f"        {lu[0]}[{lu[1]} + {i} * {n} + {j}] = "
+            f"{acc_a.index_expr(acc_a.strides, vars_ + (i, j))}")
+    em.emit(f"{info} = tg_getrf({n}, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]})")
+    return vars_, lu, piv, info, n
+
+
+def _lu_node_ok(node: Node) -> None:
+    (a,) = node.inputs
+    _require_lapack(node, node)  # the matrix is copied (and converted) first
+    if a.shape[-1] == 0 or node.size == 0:
+        raise NoCodegen(f"{node.op}: empty matrices (NumPy's conventions)")
+
+
+@structured("det", "slogdet_sign", "logabsdet")
+def emit_lu_determinant(em: Emitter, node: Node) -> None:
+    """det = sign * exp(log|det|), as NumPy computes it; a zero pivot gives sign 0
+    and log|det| = -inf (det 0), never an error."""
+    _lu_node_ok(node)
+    _use_lapack(em)
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    batch = tuple(node.inputs[0].shape[:-2])
+    vars_, lu, piv, info, n = _lu_batch(em, node)
+    sign, logdet = em.fresh("sign"), em.fresh("logdet")
+    em.emit(f"{sign}, {logdet} = tg_lu_slogdet({lu[0]}, np.int64({lu[1]}), {piv[0]}, "
+            f"np.int64({piv[1]}), np.int64({n}), {info})")
+    value = {"det": f"{sign} * np.exp({logdet})", "slogdet_sign": sign,
+             "logabsdet": logdet}[node.op]
+    at = _offset(out, c_strides(batch), vars_) if batch else str(out.offset)
+    em.emit(f"{out.buf}[{at}] = {value}")
+    em.indent -= len(batch)
+    em.release_scratch(piv)
+    em.release_scratch(lu)
+
+
+@structured("inv")
+def emit_inv(em: Emitter, node: Node) -> None:
+    """getrf + getri on a row-major copy (A^T column-major: its inverse read back
+    row-major is A^-1); an exact zero pivot raises eager mode's LinAlgError."""
+    _lu_node_ok(node)
+    _use_lapack(em)
+    (a,) = node.inputs
+    em.comment(node)
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    batch = tuple(a.shape[:-2])
+    n = a.shape[-1]
+    lwork = 64 * n  # getri's blocked work size (block 64), >= n
+    work = em.scratch(node.dtype, lwork)
+    vars_, lu, piv, info, n = _lu_batch(em, node)
+    message = (f"inv: the matrix is singular (operands: {_operands_text(a)}){_where(node)}")
+    em.emit(f"if {info} != 0:")
+    em.emit(f"    raise LinAlgError({message!r})")
+    em.emit(f"tg_getri({n}, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]}, {work[0]}, {work[1]}, "
+            f"{lwork})")
+    base = _offset(out, c_strides(batch + (n * n,))[:len(batch)], vars_)
+    q = em.fresh("q")
+    em.emit(f"for {q} in range({n * n}):")
+    em.emit(f"    {out.buf}[{base} + {q}] = {lu[0]}[{lu[1]} + {q}]")
+    em.indent -= len(batch)
+    em.release_scratch(piv)
+    em.release_scratch(lu)
+    em.release_scratch(work)

@@ -19,14 +19,13 @@ Conventions:
     triangular_solve) raises `LinAlgError` naming the op and the operand
     shapes, also from compiled code.
 
-Code generation: cholesky, triangular_solve, triangular_matmul (an internal
-primitive of cholesky's VJP) and a one-matrix solve run inside the compiled
-kernel (tracegrad/codegen/linalg_emit.py: LAPACK potrf/getrf/getrs and BLAS
+Code generation: every one of them runs inside the compiled kernel
+(tracegrad/codegen/linalg_emit.py: LAPACK potrf/getrf/getrs/getri and BLAS
 trsm/trmm of NumPy's own OpenBLAS, called from njit through
-tracegrad/runtime/lapack.py), so a graph of them is one njit call. The others
-(a batched solve, inv, det, slogdet) run their NumPy/LAPACK implementation
-between the kernel's njit segments (codegen="numpy"); Numba's own np.linalg
-inside njit compiles for seconds (perf/linalg_codegen_bench.py).
+tracegrad/runtime/lapack.py), so a graph of them is one njit call; only a
+batched solve (and empty matrices) run their NumPy impl between the kernel's
+njit segments. Numba's
+own np.linalg inside njit compiles for seconds (perf/linalg_codegen_bench.py).
 
     >>> import numpy as np, tracegrad as tg
     >>> a = np.array([[4.0, 2.0], [2.0, 3.0]])
@@ -385,21 +384,21 @@ solve_p = primitive(  # x with A x = b; b is a vector when 1-D, batch axes broad
 
 inv_p = primitive(
     "inv", impl=_inv_impl, shape_rule=_square_rule("inv"), kind="other", vjps=(_inv_vjp,),
-    torch_name="LinalgInvExBackward0", saves=("out",), codegen="numpy")
+    torch_name="LinalgInvExBackward0", saves=("out",), codegen="inv")
 
 det_p = primitive(
     "det", impl=_det_impl, shape_rule=_square_rule("det", drop_matrix_axes=True), kind="other",
-    vjps=(_det_vjp,), torch_name="LinalgDetBackward0", saves=(0, "out"), codegen="numpy")
+    vjps=(_det_vjp,), torch_name="LinalgDetBackward0", saves=(0, "out"), codegen="det")
 
 slogdet_sign_p = primitive(  # the sign of det(A): -1, 0 or 1, no gradient
     "slogdet_sign", impl=_slogdet_sign_impl,
     shape_rule=_square_rule("slogdet", drop_matrix_axes=True), kind="other", nondiff=True,
-    vjps=(no_grad,), torch_name=None, saves=(), codegen="numpy")
+    vjps=(no_grad,), torch_name=None, saves=(), codegen="slogdet_sign")
 
 logabsdet_p = primitive(  # log|det(A)|
     "logabsdet", impl=_logabsdet_impl,
     shape_rule=_square_rule("slogdet", drop_matrix_axes=True), kind="other",
-    vjps=(_logabsdet_vjp,), torch_name="LinalgSlogdetBackward0", saves=(0,), codegen="numpy")
+    vjps=(_logabsdet_vjp,), torch_name="LinalgSlogdetBackward0", saves=(0,), codegen="logabsdet")
 
 
 # ------------------------------------------------------- NumPy-named functions

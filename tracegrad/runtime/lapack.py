@@ -51,6 +51,7 @@ _SYMBOLS = {  # our name -> NumPy's OpenBLAS (ILP64: every integer is 64-bit)
     "tg_cblas_{k}trmv": "scipy_cblas_{k}trmv64_",
     "tg_lapacke_{k}getrf": "scipy_LAPACKE_{k}getrf_work64_",
     "tg_lapacke_{k}getrs": "scipy_LAPACKE_{k}getrs_work64_",
+    "tg_lapacke_{k}getri": "scipy_LAPACKE_{k}getri_work64_",
 }
 
 
@@ -270,6 +271,35 @@ def tg_getrs(typingctx, n, k, a, offa, ipiv, offp, b, offb):
     return types.int64(n, k, a, offa, ipiv, offp, b, offb), codegen
 
 
+@intrinsic
+def tg_getri(typingctx, n, a, offa, ipiv, offp, work, offw, lwork):
+    """In place, the inverse of the column-major matrix whose tg_getrf factorization
+    is at a[offa:] (work: lwork >= n elements); returns info."""
+    if not (_float_array(a) and _float_array(work) and a.dtype == work.dtype
+            and isinstance(ipiv, types.Array) and ipiv.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vn, va, voa, vp, vop, vw, vow, vl = args
+        sa = signature.args
+        dtype = sa[1].dtype
+        fty = context.get_value_type(dtype)
+        fnty = ir.FunctionType(_i64, [_i32, _i64, fty.as_pointer(), _i64, _i64.as_pointer(),
+                                      fty.as_pointer(), _i64])
+        kind = "s" if dtype == types.float32 else "d"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_lapacke_{kind}getri")
+        nn = context.cast(builder, vn, sa[0], types.int64)
+        ld = builder.select(builder.icmp_signed(">", nn, ir.Constant(_i64, 1)), nn,
+                            ir.Constant(_i64, 1))
+        return builder.call(fn, (ir.Constant(_i32, _COL_MAJOR), nn,
+                                 _ptr(context, builder, sa[1], va, voa, sa[2], fty), ld,
+                                 _ptr(context, builder, sa[3], vp, vop, sa[4], _i64),
+                                 _ptr(context, builder, sa[5], vw, vow, sa[6], fty),
+                                 context.cast(builder, vl, sa[7], types.int64)))
+
+    return types.int64(n, a, offa, ipiv, offp, work, offw, lwork), codegen
+
+
 # ------------------------------------------------------------- shared loops
 # Compiled once (and cached on disk by Numba), called by every kernel: as loops
 # inlined in each kernel they cost ~0.2 s of Numba compile per cholesky node.
@@ -300,3 +330,21 @@ def tg_lower_finite(a, off, n):
             if not np.isfinite(a[off + i * n + j]):
                 return False
     return True
+
+
+@njit(cache=True, nogil=True)
+def tg_lu_slogdet(lu, off, ipiv, poff, n, info):
+    """(sign, log|det|) from tg_getrf's factorization at lu[off:] and its pivots, as
+    NumPy's slogdet computes them: (0, -inf) when a pivot is exactly zero (info > 0)."""
+    if info > 0:
+        return 0.0, -np.inf
+    sign = 1.0
+    logdet = 0.0
+    for i in range(n):
+        u = lu[off + i * n + i]
+        if ipiv[poff + i] != i + 1:
+            sign = -sign
+        if u < 0:
+            sign = -sign
+        logdet += np.log(abs(u))
+    return sign, logdet
