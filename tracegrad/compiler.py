@@ -328,7 +328,8 @@ class CompiledFunction:
     """A function compiled per input signature; see `compile` / `value_and_grad`."""
 
     def __init__(self, fn: Callable, mode: str, argnums: Any = 0, has_aux: bool = False,
-                 backend: str = "numba", check_finite: bool = False, optimize: bool = True):
+                 backend: str | None = None, check_finite: bool = False,
+                 optimize: bool = True):
         if not callable(fn):
             raise TypeError(f"expected a callable, got {type(fn).__name__}")
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn) or \
@@ -339,14 +340,14 @@ class CompiledFunction:
                             "when the result is iterated, so there is nothing to trace. Return "
                             "arrays (e.g. a tuple or list of them) instead of yielding them"
                             + _fn_location(fn))
-        if backend not in BACKENDS:
+        if backend is not None and backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self._backend = backend               # None: TRACEGRAD_BACKEND, read per build
         self.fn = fn
         self.mode = mode                      # "compile", "value_and_grad" or "grad"
         self.argnums = _normalize_argnums(argnums) if mode != "compile" else ()
         self.argnums_is_tuple = isinstance(argnums, (tuple, list))
         self.has_aux = has_aux
-        self.backend = backend
         self.check_finite = check_finite
         self.optimize = optimize
         self._interpreted_calls = 0           # calls served by the interpreter tier
@@ -358,6 +359,11 @@ class CompiledFunction:
         # name and docs only: copying fn.__dict__ would overwrite our own state when fn
         # is itself a CompiledFunction (grad(grad(f)) silently became grad(f))
         functools.update_wrapper(self, fn, updated=())
+
+    @property
+    def backend(self) -> str:
+        """"numba" or "interpret": as given, else TRACEGRAD_BACKEND (default "numba")."""
+        return self._backend or config.default_backend()
 
     # ---- the hot path
     def __call__(self, *args, **kwargs):
@@ -1099,7 +1105,7 @@ def _note_unkeyed(fn: Callable, mode: str) -> None:
             RuntimeWarning, stacklevel=3)
 
 
-def compile(fn: Callable | None = None, *, backend: str = "numba", check_finite: bool = False,
+def compile(fn: Callable | None = None, *, backend: str | None = None, check_finite: bool = False,
             optimize: bool = True):
     """Compile `fn` per input signature into a kernel; usable as `@compile`.
 
@@ -1110,9 +1116,10 @@ def compile(fn: Callable | None = None, *, backend: str = "numba", check_finite:
     shows every stage (graphs, timings, generated source); `f.cache_info()`
     counts traces and hits.
 
-    backend: "numba" (default) generates and compiles a kernel, cached on disk;
+    backend: "numba" generates and compiles a kernel, cached on disk;
         "interpret" runs the optimized graph on the NumPy reference interpreter
-        (no compile: handy in tests and for debugging).
+        (no compile: handy in tests and for debugging). None (default): the
+        TRACEGRAD_BACKEND variable when a signature is built, else "numba".
     check_finite: raise NonFiniteError, naming the output and the input leaves,
         when a result holds NaN or Inf (costs one pass over the outputs).
     optimize: run the graph passes (DCE, CSE, folding, simplification, fusion);
@@ -1149,7 +1156,7 @@ def compile(fn: Callable | None = None, *, backend: str = "numba", check_finite:
 
 
 def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, *,
-                   backend: str = "numba", check_finite: bool = False,
+                   backend: str | None = None, check_finite: bool = False,
                    optimize: bool = True) -> CompiledFunction:
     """`fn`'s value and its gradient with respect to `argnums`, as in JAX.
 
@@ -1174,7 +1181,7 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool
 
 
 def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, *,
-         backend: str = "numba", check_finite: bool = False,
+         backend: str | None = None, check_finite: bool = False,
          optimize: bool = True) -> CompiledFunction:
     """The gradient of scalar-valued `fn` with respect to `argnums`, as in JAX.
 

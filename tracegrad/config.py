@@ -25,6 +25,9 @@ VERSION = "0.1.0"  # tracegrad's version (kernel caches are salted with it)
 VARIABLES: dict[str, tuple[str, str]] = {
     "TRACEGRAD_CACHE_DIR": ("the user cache directory",
                             "where generated kernels and their Numba code are cached"),
+    "TRACEGRAD_BACKEND": ("numba", "the backend of compiled functions that name none: numba, "
+                                   "or interpret (the NumPy reference interpreter: no "
+                                   "compiles; to debug or check a kernel)"),
     "TRACEGRAD_LOG": ("0", "log every stage's time and each cache hit or miss"),
     "TRACEGRAD_PARALLEL": ("background", "multi-core kernel variants: background, sync "
                                          "(build before returning) or 0 (never)"),
@@ -97,6 +100,17 @@ def tiered_mode() -> str:
         return "always"
     _warn("TRACEGRAD_TIERED", value, "shapes, always, or a switch")
     return "shapes"
+
+
+def default_backend() -> str:
+    """TRACEGRAD_BACKEND: "numba" (default) or "interpret"; read when a signature is built."""
+    value = os.environ.get("TRACEGRAD_BACKEND", "").strip().lower()
+    if value in ("", "numba"):
+        return "numba"
+    if value == "interpret":
+        return "interpret"
+    _warn("TRACEGRAD_BACKEND", value, "numba or interpret")
+    return "numba"
 
 
 def eager_numba() -> bool:

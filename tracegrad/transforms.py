@@ -135,7 +135,7 @@ def _pullback(fn: Callable, has_aux: bool, primals: tuple, ct):
                 backend="interpret", optimize=False)(*primals)
 
 
-def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str = "numba"):
+def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str | None = None):
     """JAX's `vjp`: `(fn(*primals), pullback)`, or `(out, pullback, aux)` with `has_aux`.
 
     `pullback(ct)` takes a cotangent shaped like the output (a pytree) and returns
@@ -223,7 +223,7 @@ def _check_tangents(primals: Sequence, tangents: Sequence) -> None:
 
 
 def jvp(fn: Callable, primals: Sequence, tangents: Sequence, *, has_aux: bool = False,
-        backend: str = "numba"):
+        backend: str | None = None):
     """JAX's `jvp`: `(fn(*primals), J @ tangents)` (and `aux` with `has_aux`).
 
     >>> import numpy as np, tracegrad as tg
@@ -239,7 +239,7 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence, *, has_aux: bool = 
     return compiled(_args_as_arrays(primals), _args_as_arrays(tangents))
 
 
-def linearize(fn: Callable, *primals: Any, backend: str = "numba"):
+def linearize(fn: Callable, *primals: Any, backend: str | None = None):
     """JAX's `linearize`: `(fn(*primals), f_jvp)` with `f_jvp(*tangents) = J @ tangents`.
 
     The forward-mode graph is split by partial evaluation (`forward.partial_eval`):
@@ -295,7 +295,7 @@ def _graph_runner(graph) -> Callable:
 
 
 def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
-           backend: str = "numba"):
+           backend: str | None = None):
     """JAX's `jacfwd`: the Jacobian by forward mode, the tangent pass `vmap`ped over
     the input's basis (the primal runs once), shaped `output.shape + input.shape`
     (a tuple of them for tuple `argnums`). Outputs and arguments may be pytrees:
@@ -491,7 +491,7 @@ def _jacobian_helpers():
 
 
 def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
-             backend: str = "numba", optimize: bool = True):
+             backend: str | None = None, optimize: bool = True):
     """JAX's `jacrev`: d fn(args) / d args[argnums], shaped `output.shape + arg.shape`.
 
     Reverse mode as JAX builds it: the forward pass is traced once and the pullback
@@ -564,7 +564,7 @@ def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = 
 
 
 def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
-            backend: str = "numba", optimize: bool = True):
+            backend: str | None = None, optimize: bool = True):
     """JAX's `hessian`: the Jacobian of the Jacobian, shaped `output.shape +
     arg.shape + arg.shape`. The output may be non-scalar and a pytree, the arguments
     pytrees: the result nests output structure, then argument structure twice, as
