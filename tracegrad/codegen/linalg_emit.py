@@ -16,7 +16,7 @@ on the kernel's own flat buffers:
                     cholesky and solve VJPs make) is read without a copy: the
                     other triangle, the other `trans`.
   triangular_matmul the same with trmm/trmv (B := op(A) B), no singularity check.
-  solve             one matrix: A copied, getrf (an exact zero pivot raises
+  solve             per matrix: A copied, getrf (an exact zero pivot raises
                     LinAlgError, as NumPy's gesv), getrs into the output.
   inv               getrf + getri (a zero pivot raises LinAlgError).
   det, slogdet      getrf, then sign and log|det| as NumPy computes them
@@ -24,7 +24,7 @@ on the kernel's own flat buffers:
 
 Anything else (a matrix operand of another dtype than the result, NumPy
 without its OpenBLAS) raises NoCodegen and the node runs its NumPy impl
-between segments, as before. A batched solve always does.
+between segments, as before.
 """
 from __future__ import annotations
 
@@ -232,50 +232,57 @@ def _singular_message(node: Node, a: Node, b: Node) -> str:
 
 @structured("solve")
 def emit_solve(em: Emitter, node: Node) -> None:
-    """One matrix (no batch): A copied into scratch (any strides, so the VJP's A^T
-    costs no extra pass), LU by getrf (an exact zero pivot raises eager mode's
-    LinAlgError), getrs solves into the output. Batched solves stay in NumPy."""
+    """A copied into scratch (any strides, so the VJP's A^T costs no extra pass),
+    LU by getrf (an exact zero pivot raises eager mode's LinAlgError), getrs solves
+    into the output; per matrix of a batch (a and b broadcast over batch axes, a
+    1-D b is one vector for every matrix, as NumPy 2 reads it)."""
     a, b = node.inputs
-    if a.ndim != 2 or b.ndim > 2 or tuple(node.shape) != tuple(b.shape):
-        raise NoCodegen("solve: a batch of matrices (NumPy solves it)")
     _require_lapack(node, node)  # both operands are copied (and converted) first
     _use_lapack(em)
     n = a.shape[-1]
-    k = 1 if b.ndim == 1 else b.shape[-1]
+    vector = b.ndim == 1
+    k = 1 if vector else b.shape[-1]
+    shape = tuple(node.shape)
+    batch = shape[:-1] if vector else shape[:-2]
     em.comment(node)
-    acc_a, acc_b = em.acc(a), em.acc(b).broadcast(tuple(b.shape))
+    acc_a = em.acc(a).broadcast(batch + (n, n))
+    acc_b = em.acc(b).broadcast(shape)
     out = em.alloc(node)
     em.set_materialized(node, out)
     if node.size == 0 or n == 0:
         return
     lu = em.scratch(node.dtype, n * n)
     piv = em.scratch(np.int64, n)
+    col = em.scratch(node.dtype, n * k) if k > 1 else None
+    vars_ = _open_batch(em, batch)
+    base = _offset(out, c_strides(batch + (n * k,))[:len(batch)], vars_) if batch else \
+        str(out.offset)
     i, j, info = em.fresh("i"), em.fresh("j"), em.fresh("info")
     # A row-major is A^T column-major: getrf factors A^T, getrs solves (A^T)^T x = b
     em.emit(f"for {i} in range({n}):")
     em.emit(f"    for {j} in range({n}):")
     em.emit(f"        {lu[0]}[{lu[1]} + {i} * {n} + {j}] = "
-            f"{acc_a.index_expr(acc_a.strides, (i, j))}")
+            f"{acc_a.index_expr(acc_a.strides, vars_ + (i, j))}")
     em.emit(f"{info} = tg_getrf({n}, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]})")
     em.emit(f"if {info} != 0:")
     em.emit(f"    raise LinAlgError({_solve_message(node, a, b)!r})")
-    b_at = acc_b.index_expr(acc_b.strides, (i,) if b.ndim == 1 else (i, j))
-    if k == 1:  # one column: row-major and column-major are the same memory
+    b_at = acc_b.index_expr(acc_b.strides, vars_ + ((i,) if vector else (i, j)))
+    if col is None:  # one column: row-major and column-major are the same memory
         em.emit(f"for {i} in range({n}):")
         em.emit(f"    for {j} in range(1):")
-        em.emit(f"        {out.buf}[{out.offset} + {i}] = {b_at}")
-        em.emit(f"tg_getrs({n}, 1, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]}, {out.buf}, "
-                f"{out.offset})")
+        em.emit(f"        {out.buf}[{base} + {i}] = {b_at}")
+        em.emit(f"tg_getrs({n}, 1, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]}, {out.buf}, {base})")
     else:  # B column-major in scratch, solved there, copied back row-major
-        col = em.scratch(node.dtype, n * k)
         em.emit(f"for {i} in range({n}):")
         em.emit(f"    for {j} in range({k}):")
         em.emit(f"        {col[0]}[{col[1]} + {j} * {n} + {i}] = {b_at}")
         em.emit(f"tg_getrs({n}, {k}, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]}, {col[0]}, {col[1]})")
         em.emit(f"for {i} in range({n}):")
         em.emit(f"    for {j} in range({k}):")
-        em.emit(f"        {out.buf}[{out.offset} + {i} * {k} + {j}] = "
+        em.emit(f"        {out.buf}[{base} + {i} * {k} + {j}] = "
                 f"{col[0]}[{col[1]} + {j} * {n} + {i}]")
+    em.indent -= len(batch)
+    if col is not None:
         em.release_scratch(col)
     em.release_scratch(piv)
     em.release_scratch(lu)

@@ -22,10 +22,10 @@ Conventions:
 Code generation: every one of them runs inside the compiled kernel
 (tracegrad/codegen/linalg_emit.py: LAPACK potrf/getrf/getrs/getri and BLAS
 trsm/trmm of NumPy's own OpenBLAS, called from njit through
-tracegrad/runtime/lapack.py), so a graph of them is one njit call; only a
-batched solve (and empty matrices) run their NumPy impl between the kernel's
-njit segments. Numba's
-own np.linalg inside njit compiles for seconds (perf/linalg_codegen_bench.py).
+tracegrad/runtime/lapack.py), so a graph of them is one njit call. Empty
+matrices, and a triangular matrix whose dtype is not the result's, run the
+NumPy impl between njit segments instead. Numba's own np.linalg inside njit
+compiles for seconds (perf/linalg_codegen_bench.py).
 
     >>> import numpy as np, tracegrad as tg
     >>> a = np.array([[4.0, 2.0], [2.0, 3.0]])
