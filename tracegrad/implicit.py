@@ -8,8 +8,8 @@ does with module parameters):
 
 - an in-place change (`W -= lr * g`) is seen by the next call, with no retrace;
 - rebinding (`W = new_array`) is seen too; a new shape or dtype retraces;
-- a Python scalar found the same way (`scale = 0.5`) is a static value: a new
-  value retraces; so is a function it calls (`act = tg.tanh` rebound to
+- a Python scalar, string or None found the same way (`scale = 0.5`,
+  `mode = "train"`) is a static value: a new value retraces; so is a function it calls (`act = tg.tanh` rebound to
   `tg.sin` retraces, by identity);
 - an eager tensor that requires grad, read by `tg.compile(f)`, gets its `.grad`
   through the `CompiledFunctionBackward` node, like an argument.
@@ -122,7 +122,7 @@ def read_all(externals: list[External], args: tuple) -> tuple:
     if _SWAPPED:  # some thread is tracing with tracers swapped in
         values = tuple(_unswapped(v) for v in values)
     for v in values:
-        # a place that held an array, scalar or function now holds a container or None
+        # a place that held an array, scalar or function now holds a container
         # (a global rebound from 2 to (2, 1)): look for the externals again (they are
         # inside it now), never pass it on as one value
         if type(v) in _CONTAINER_TYPES:
@@ -130,7 +130,7 @@ def read_all(externals: list[External], args: tuple) -> tuple:
     return values
 
 
-_CONTAINER_TYPES = frozenset({tuple, list, dict, set, frozenset, str, bytes, type(None)})
+_CONTAINER_TYPES = frozenset({tuple, list, dict, set, frozenset, bytes})
 
 
 # id(tracer) -> (tracer, the value it replaced) while a trace has it swapped in:
@@ -147,11 +147,12 @@ def _unswapped(value: Any) -> Any:
 
 
 def is_lifted_value(value: Any) -> bool:
-    """Values read on every call: arrays, eager tensors and Python/NumPy scalars."""
+    """Values read on every call: arrays, eager tensors, Python/NumPy scalars, strings
+    and None."""
     if isinstance(value, (np.ndarray, np.generic)):
         return True
-    if type(value) in (int, float, bool):
-        return True
+    if type(value) in (int, float, bool, str) or value is None:
+        return True  # (static: a new value retraces; a str or None is not frozen either)
     return _is_eager_tensor(value)
 
 

@@ -40,3 +40,34 @@ def test_stride_rebound_in_a_loop_gives_each_strides_gradient():
     for s, windows in ((1, 16), ((2, 1), 8)):
         g = tg.grad(lambda x: tg.sum(tg.conv2d(x, w, stride=s)), **INTERP)(x)
         assert g.sum() == 4.0 * windows
+
+
+MODE = "square"
+OPTION = None
+
+
+def _loss(x):
+    y = x * x if MODE == "square" else x
+    if OPTION is not None:
+        y = y * OPTION
+    return tg.sum(y)
+
+
+def test_a_global_string_or_none_is_read_on_every_call_not_frozen():
+    # (a str and None were frozen at the first trace: a silently stale result)
+    global MODE, OPTION
+    f = tg.value_and_grad(_loss, **INTERP)
+    x = np.array([1.0, 2.0, 3.0])
+    try:
+        value, g = f(x)
+        assert value == 14.0 and np.array_equal(g, 2 * x)
+        MODE = "identity"
+        value, g = f(x)
+        assert value == 6.0 and np.array_equal(g, np.ones(3))
+        OPTION = 3.0
+        value, g = f(x)
+        assert value == 18.0 and np.array_equal(g, np.full(3, 3.0))
+        OPTION, MODE = None, "square"
+        assert f(x)[0] == 14.0
+    finally:
+        MODE, OPTION = "square", None
