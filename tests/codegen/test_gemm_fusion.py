@@ -208,7 +208,9 @@ def test_a_partial_sum_read_elsewhere_is_not_folded_into_the_concatenate():
     (32, 64, 256, "a"),      # LSTM backward dz @ Wh.T: A is the small one
     (8, 256, 64, "a"),
     (64, 32, 256, "b"),      # B no bigger than A
-    (128, 256, 10, None),    # k too short to matter
+    (128, 256, 10, "b"),     # a short k, small B: a classifier head's g @ W.T
+    (4096, 256, 10, None),   # the same head at batch 4096: NT as fast as NN
+    (32, 64, 4, None),       # k below 8: not measured, left alone
     (128, 256, 16, "b"),     # B tiny (4096 elements)
     (32, 32, 256, None),     # m*n small: BLAS's NT kernel is fine there
     (128, 256, 256, None),   # big: the general kernels, NT within 15%
