@@ -56,11 +56,8 @@ def _np(value):
 @contextlib.contextmanager
 def _young_gc():
     """gc.collect() inside scans only objects made inside (torch's are frozen first)."""
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
+    gc.freeze()  # (kept frozen afterwards: unfreezing made the next test's setup
+    yield        # collect and freeze the whole heap again, ~3 s each with torch loaded)
 
 
 def _name(node) -> str | None:
