@@ -347,6 +347,28 @@ def test_triangular_solve_layouts_match_jax():
     assert_close(grads[1], np.asarray(jgrads[1]), rtol=1e-10, atol=1e-12)
 
 
+def _solves(AS, b, BB, B1):
+    """Batched solves with every broadcast: a vector for each matrix, matching batches,
+    a batch of matrices with one b, one matrix with a batch of b (whose cotangent,
+    from np.sum, is a broadcast literal)."""
+    return (np.sum(np.cos(np.linalg.solve(AS, b))) + np.sum(np.linalg.solve(AS, BB) ** 2)
+            + np.sum(np.linalg.solve(AS, B1) ** 3) + np.sum(np.linalg.solve(AS[0], BB)))
+
+
+def test_batched_solves_in_the_kernel_match_the_interpreter_and_differences():
+    rng = np.random.default_rng(5)
+    args = [AS, b[:3], rng.standard_normal((2, 3, 2)), rng.standard_normal((3, 2))]
+    argnums = (0, 1, 2, 3)
+    compiled = tg.value_and_grad(_solves, argnums=argnums)
+    value, grads = compiled(*args)
+    assert "tg_getrs(" in compiled.lower(*args).source
+    ref_value, ref_grads = tg.value_and_grad(_solves, argnums=argnums, backend="interpret")(*args)
+    assert_close(value, ref_value, rtol=1e-13)
+    for i, (got, want) in enumerate(zip(grads, ref_grads)):
+        assert_close(got, want, rtol=1e-11, atol=1e-13, what=f"argument {i}")
+        assert_close(got, numeric_grad(_solves, list(args), i), rtol=1e-6, atol=1e-8)
+
+
 def test_compiled_linalg_errors_say_what_eager_mode_says(compiled_result):
     """The kernel's LinAlgError has eager mode's text (the op, the failing minor, the
     operand shapes), and the user's line; the user's arrays are left untouched."""

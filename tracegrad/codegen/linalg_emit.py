@@ -35,7 +35,7 @@ from tracegrad.codegen.emit import Emitter, NoCodegen, dshort
 from tracegrad.codegen.structured import structured
 from tracegrad.ir.graph import Node
 
-_IMPORTS = ("from tracegrad.runtime.lapack import (tg_getrf, tg_getri, tg_getrs, "
+_IMPORTS = ("from tracegrad.runtime.lapack import (tg_copy2d, tg_getrf, tg_getri, tg_getrs, "
             "tg_lower_finite, tg_lu_slogdet, tg_potrf, tg_sym_lower, tg_trmm, tg_trmv, "
             "tg_trsm, tg_trsv)\n"
             "from tracegrad.ops.linalg import LinAlgError, NotPositiveDefinite")
@@ -95,6 +95,26 @@ def _open_batch(em: Emitter, batch: tuple) -> tuple:
         em.emit(f"for {v} in range({d}):")
         em.indent += 1
     return vars_
+
+
+def _copy2d(em: Emitter, src: Access, src_vars: tuple, dst: str, dst_base: str,
+            dst_strides: tuple, n0: int, n1: int) -> None:
+    """dst[dst_base + i*d0 + j*d1] = src[batch..., i, j] (a 1-D src row: j ignored)
+    through the shared helper tg_copy2d (np.int64 arguments: one specialization)."""
+    if src.scalar is not None:  # a literal (a size-1 const, maybe broadcast): fill
+        i, j = em.fresh("i"), em.fresh("j")
+        em.emit(f"for {i} in range({n0}):")
+        em.emit(f"    for {j} in range({n1}):")
+        em.emit(f"        {dst}[{dst_base} + {i} * {dst_strides[0]} + {j} * {dst_strides[1]}] = "
+                f"{src.scalar}")
+        return
+    nd = len(src.shape) - len(src_vars)
+    s0 = src.strides[-nd] if nd >= 1 else 0
+    s1 = src.strides[-1] if nd >= 2 else 0
+    base = _offset(src, src.strides[:len(src_vars)], src_vars)
+    args = [base, s0, s1, None, dst_base, *dst_strides, n0, n1]
+    text = ", ".join(f"np.int64({v})" if v is not None else dst for v in args)
+    em.emit(f"tg_copy2d({src.buf}, {text})")
 
 
 def _offset(a: Access, strides: tuple, vars_: tuple) -> str:
@@ -189,18 +209,14 @@ def emit_triangular(em: Emitter, node: Node) -> None:
     nb = len(batch)
     a_base = _offset(acc_a, acc_a.strides[:nb], vars_)
     o_base = _offset(out, c_strides(batch + (n * k,))[:nb], vars_)
-    i, j = em.fresh("i"), em.fresh("j")
+    i = em.fresh("i")
     if solve and not unit and not _is_cholesky_factor(a):
         step = lda + 1
         em.emit(f"for {i} in range({n}):")
         em.emit(f"    if {acc_a.buf}[{a_base} + {i} * {step}] == 0.0:")
         em.emit(f"        raise LinAlgError({_singular_message(node, a, b)!r})")
     # b into the output, where trsm solves in place
-    b_rows = acc_b.index_expr(acc_b.strides, vars_ + ((i,) if k == 1 and b.ndim == nb + 1 else
-                                                       (i, j)))
-    em.emit(f"for {i} in range({n}):")
-    em.emit(f"    for {j} in range({k}):")
-    em.emit(f"        {out.buf}[{o_base} + {i} * {k} + {j}] = {b_rows}")
+    _copy2d(em, acc_b, vars_, out.buf, o_base, (k, 1), n, k)
     flags = f"{int(lower)}, {int(trans)}, {int(unit)}, {n}"
     vector_fn, matrix_fn = ("tg_trsv", "tg_trsm") if solve else ("tg_trmv", "tg_trmm")
     if k == 1:  # one vector: trsv (trsm's blocking costs ~5x at n = 256)
@@ -257,30 +273,20 @@ def emit_solve(em: Emitter, node: Node) -> None:
     vars_ = _open_batch(em, batch)
     base = _offset(out, c_strides(batch + (n * k,))[:len(batch)], vars_) if batch else \
         str(out.offset)
-    i, j, info = em.fresh("i"), em.fresh("j"), em.fresh("info")
+    info = em.fresh("info")
     # A row-major is A^T column-major: getrf factors A^T, getrs solves (A^T)^T x = b
-    em.emit(f"for {i} in range({n}):")
-    em.emit(f"    for {j} in range({n}):")
-    em.emit(f"        {lu[0]}[{lu[1]} + {i} * {n} + {j}] = "
-            f"{acc_a.index_expr(acc_a.strides, vars_ + (i, j))}")
+    _copy2d(em, acc_a, vars_, lu[0], str(lu[1]), (n, 1), n, n)
     em.emit(f"{info} = tg_getrf({n}, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]})")
     em.emit(f"if {info} != 0:")
     em.emit(f"    raise LinAlgError({_solve_message(node, a, b)!r})")
-    b_at = acc_b.index_expr(acc_b.strides, vars_ + ((i,) if vector else (i, j)))
     if col is None:  # one column: row-major and column-major are the same memory
-        em.emit(f"for {i} in range({n}):")
-        em.emit(f"    for {j} in range(1):")
-        em.emit(f"        {out.buf}[{base} + {i}] = {b_at}")
+        _copy2d(em, acc_b, vars_, out.buf, base, (1, 0), n, 1)
         em.emit(f"tg_getrs({n}, 1, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]}, {out.buf}, {base})")
     else:  # B column-major in scratch, solved there, copied back row-major
-        em.emit(f"for {i} in range({n}):")
-        em.emit(f"    for {j} in range({k}):")
-        em.emit(f"        {col[0]}[{col[1]} + {j} * {n} + {i}] = {b_at}")
+        _copy2d(em, acc_b, vars_, col[0], str(col[1]), (1, n), n, k)
         em.emit(f"tg_getrs({n}, {k}, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]}, {col[0]}, {col[1]})")
-        em.emit(f"for {i} in range({n}):")
-        em.emit(f"    for {j} in range({k}):")
-        em.emit(f"        {out.buf}[{base} + {i} * {k} + {j}] = "
-                f"{col[0]}[{col[1]} + {j} * {n} + {i}]")
+        col_acc = Access(col[0], (n, k), (1, n), col[1])
+        _copy2d(em, col_acc, (), out.buf, base, (k, 1), n, k)
     em.indent -= len(batch)
     if col is not None:
         em.release_scratch(col)
@@ -306,11 +312,8 @@ def _lu_batch(em: Emitter, node: Node):
     lu = em.scratch(node.dtype, max(n * n, 1))
     piv = em.scratch(np.int64, max(n, 1))
     vars_ = _open_batch(em, batch)
-    i, j, info = em.fresh("i"), em.fresh("j"), em.fresh("info")
-    em.emit(f"for {i} in range({n}):")
-    em.emit(f"    for {j} in range({n}):")
-    em.emit(f"        {lu[0]}[{lu[1]} + {i} * {n} + {j}] = "
-            f"{acc_a.index_expr(acc_a.strides, vars_ + (i, j))}")
+    info = em.fresh("info")
+    _copy2d(em, acc_a, vars_, lu[0], str(lu[1]), (n, 1), n, n)
     em.emit(f"{info} = tg_getrf({n}, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]})")
     return vars_, lu, piv, info, n
 
@@ -366,9 +369,7 @@ def emit_inv(em: Emitter, node: Node) -> None:
     em.emit(f"tg_getri({n}, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]}, {work[0]}, {work[1]}, "
             f"{lwork})")
     base = _offset(out, c_strides(batch + (n * n,))[:len(batch)], vars_)
-    q = em.fresh("q")
-    em.emit(f"for {q} in range({n * n}):")
-    em.emit(f"    {out.buf}[{base} + {q}] = {lu[0]}[{lu[1]} + {q}]")
+    _copy2d(em, Access(lu[0], (n, n), (n, 1), lu[1]), (), out.buf, base, (n, 1), n, n)
     em.indent -= len(batch)
     em.release_scratch(piv)
     em.release_scratch(lu)

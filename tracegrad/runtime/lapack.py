@@ -348,3 +348,12 @@ def tg_lu_slogdet(lu, off, ipiv, poff, n, info):
             sign = -sign
         logdet += np.log(abs(u))
     return sign, logdet
+
+
+@njit(cache=True, nogil=True)
+def tg_copy2d(src, soff, s0, s1, dst, doff, d0, d1, n0, n1):
+    """dst[doff + i*d0 + j*d1] = src[soff + i*s0 + j*s1] for i < n0, j < n1 (the
+    operand copies around LAPACK calls: one shared loop, not one per call site)."""
+    for i in range(n0):
+        for j in range(n1):
+            dst[doff + i * d0 + j * d1] = src[soff + i * s0 + j * s1]
