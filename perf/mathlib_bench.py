@@ -159,7 +159,7 @@ def value_and_grad_rows(dtype: str = "float32") -> dict:
 
 def print_value_and_grad() -> None:
     rows = value_and_grad_rows()
-    print(f"\nelementwise_1M float32 value_and_grad, median ms (interleaved): " +
+    print("\nelementwise_1M float32 value_and_grad, median ms (interleaved): " +
           ", ".join(f"{k} {v:.3f}" if "|" not in k else f"{k} {v:.2g}" for k, v in rows.items()))
 
 

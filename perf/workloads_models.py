@@ -252,7 +252,6 @@ def mlp_layernorm(dtype: str, rng, batch: int = 64, sizes=(64, 128, 128, 10), ep
 
     def jax_fn(*args):
         import jax
-        import jax.numpy as jnp
         hidden, (Wo, bo) = layers(args[:-2])
         h, t = args[-2:]
         for W, b, gamma, beta in hidden:

@@ -6,12 +6,32 @@ each distinct graph pays Numba's compile cost once.
 import gc
 import os
 import pathlib
+import sys
 
 import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 os.environ.setdefault("TRACEGRAD_CACHE_DIR", str(ROOT / ".tracegrad-cache-tests"))
+
+# Which backend runs compiled functions that name none. Numba compiles cost ~0.5-1 s
+# per kernel, so by default only the tests whose subject is the generated code run on
+# Numba (NUMBA_TESTS, or marked `numba`); the rest test transforms and semantics on
+# the NumPy interpreter, whose agreement with the kernels those tests check.
+# `TRACEGRAD_BACKEND=numba python -m pytest` runs everything on Numba (CI does both).
+# (recorded once: pytest-xdist's workers inherit the environment this file sets)
+os.environ.setdefault("_TRACEGRAD_USER_BACKEND", os.environ.get("TRACEGRAD_BACKEND", ""))
+_BACKEND_FROM_USER = os.environ["_TRACEGRAD_USER_BACKEND"] or None
+NUMBA_TESTS = (
+    "tests/codegen/", "tests/perf/", "tests/examples/", "tests/distributed/",
+    "tests/compile/test_compile_numba.py", "tests/compile/test_compile_primitives.py",
+    "tests/compile/test_cache_index.py", "tests/compile/test_linalg.py",
+    "tests/compile/test_new_shapes.py",
+    "tests/reliability/test_cache_", "tests/reliability/test_blas_threads.py",
+    "tests/reliability/test_fork.py",
+)
+if _BACKEND_FROM_USER is None:
+    os.environ["TRACEGRAD_BACKEND"] = "interpret"  # (module-level code at import time)
 
 try:  # hypothesis profiles: CI runs "ci"; `--hypothesis-profile=thorough` runs thousands
     from hypothesis import HealthCheck, settings
@@ -23,6 +43,13 @@ try:  # hypothesis profiles: CI runs "ci"; `--hypothesis-profile=thorough` runs 
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 except ImportError:  # pragma: no cover
     pass
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = pathlib.Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
+        if path.startswith(NUMBA_TESTS):
+            item.add_marker(pytest.mark.numba)
 
 
 @pytest.fixture
@@ -43,6 +70,15 @@ def pytest_collection_finish(session):
     _freeze_the_import_time_heap()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
+    # TRACEGRAD_BACKEND for this test (set before any fixture, module-scoped ones too):
+    # the user's, else numba for `numba` tests
+    if _BACKEND_FROM_USER is None:
+        numba = item.get_closest_marker("numba") is not None
+        os.environ["TRACEGRAD_BACKEND"] = "numba" if numba else "interpret"
+    # a library some test used may have replaced the display hook (doctests of
+    # expressions then print to the real stdout and "get nothing")
+    sys.displayhook = sys.__displayhook__
     if gc.get_freeze_count() == 0:  # a test called gc.unfreeze(): freeze again
-        _freeze_the_import_time_heap()
+        gc.freeze()  # (no full collect first: that costs seconds per test)

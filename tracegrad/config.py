@@ -94,12 +94,6 @@ def parallel_mode() -> str:
 def tiered_mode() -> str:
     """"shapes" (default), "always" or "0" (never): see compiler.CompiledFunction."""
     return _mode("TRACEGRAD_TIERED", "shapes", ("always",))
-    if value in _FALSE:
-        return "0"
-    if value == "always":
-        return "always"
-    _warn("TRACEGRAD_TIERED", value, "shapes, always, or a switch")
-    return "shapes"
 
 
 def default_backend() -> str:

@@ -2,7 +2,6 @@
 runs are folded back into loops (reroll), and the results stay exact."""
 from __future__ import annotations
 
-import numpy as np
 
 from tracegrad.codegen import build_kernel
 from tracegrad.codegen.reroll import reroll

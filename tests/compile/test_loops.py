@@ -230,6 +230,7 @@ def test_reverse_mode_runs_the_forward_loop_once(rnn_args):
     assert float(value) == pytest.approx(float(rnn_loss(*rnn_args)), rel=1e-12)
 
 
+@pytest.mark.numba
 def test_numba_scan_kernel_source_does_not_grow_with_length(rng):
     sources = []
     for n in (5, 50):

@@ -93,6 +93,7 @@ def test_saved_value_attributes_follow_pytorch_and_are_freed_after_backward():
         z.grad_fn._saved_self
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("bias_shape", [(5,), (3, 5), (3, 1)])
 def test_addmm_primitive_compiled_numba_equals_interpreter_and_eager(dtype, bias_shape):

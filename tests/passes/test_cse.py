@@ -1,4 +1,3 @@
-import numpy as np
 
 from tracegrad.passes import cse
 from passes_helpers import GraphMaker, assert_same_results, ops, snapshot

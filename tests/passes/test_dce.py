@@ -1,4 +1,3 @@
-import numpy as np
 
 from tracegrad.ir import verify
 from tracegrad.passes import dce

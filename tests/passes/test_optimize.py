@@ -1,7 +1,6 @@
 """optimize(): the passes together, to a fixpoint, never touching their input."""
 import warnings
 
-import numpy as np
 import pytest
 
 from tracegrad.ir import verify

@@ -1,13 +1,12 @@
 """Hypothesis: optimize() keeps the results of random small programs, and
 their joint forward+backward graphs, and always returns a valid graph."""
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st
 
 import tracegrad as tg
-from tracegrad.ir import interpret, verify
+from tracegrad.ir import verify
 from tracegrad.passes import cse, dce, fold, optimize_with_stats, simplify
-from passes_helpers import assert_same_results, random_inputs, snapshot
+from passes_helpers import assert_same_results, snapshot
 
 SCALARS = [0.0, 1.0, -1.0, 2.0, 0.5]
 SHAPES = [(2, 3), (3,), (1, 3), (2, 1), ()]

@@ -3,7 +3,6 @@
 Before it, TRACEGRAD_PARALLEL=true and TRACEGRAD_EAGER_NUMBA=false did the
 opposite of what they say.
 """
-import os
 import pathlib
 import re
 

@@ -153,7 +153,6 @@ def _call_numpy_cblas(context, builder, signature, args, arr_a, arr_b, arr_c, dt
 @intrinsic
 def tg_f64_from_bits(typingctx, bits):
     """The float64 whose bit pattern is the int64 `bits`."""
-    sig = types.float64(types.int64)
 
     def codegen(context, builder, signature, args):
         v = context.cast(builder, args[0], signature.args[0], types.int64)
