@@ -485,9 +485,9 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _build_float16(graph: Graph) -> Kernel:
-    """Numba has no float16 arrays: compute a float32 copy of the graph, and
-    convert at the edges (values round once, at the end, instead of per op)."""
+def widened_float16(graph: Graph) -> Graph:
+    """A copy of `graph` computing in float32 where it has float16 (Numba has no
+    float16 arrays)."""
     from tracegrad.passes.fuse import copy_graph
     wide = copy_graph(graph)
     for n in wide.nodes:
@@ -495,9 +495,15 @@ def _build_float16(graph: Graph) -> Kernel:
             n.dtype = np.dtype(np.float32)
             if n.op == "const":
                 n.attrs["value"] = np.asarray(n.attrs["value"], np.float32)
-        for key in ("dtype",):
-            if n.attrs.get(key) in ("float16", np.float16):
-                n.attrs[key] = "float32"
+        if n.attrs.get("dtype") in ("float16", np.float16):
+            n.attrs["dtype"] = "float32"
+    return wide
+
+
+def _build_float16(graph: Graph) -> Kernel:
+    """Compute a float32 copy of the graph, and convert at the edges (values round
+    once, at the end, instead of per op)."""
+    wide = widened_float16(graph)
     inner = build_kernel(wide)
     out_dtypes = [np.dtype(n.dtype) for n in graph.outputs]
     in_dtypes = [np.dtype(n.dtype) for n in wide.inputs]

@@ -318,13 +318,5 @@ def _scan_body_report(node) -> MemoryReport:
 
 
 def _widened(graph):
-    from tracegrad.passes.fuse import copy_graph
-    wide = copy_graph(graph)
-    for n in wide.nodes:
-        if np.dtype(n.dtype) == np.float16:
-            n.dtype = np.dtype(np.float32)
-            if n.op == "const":
-                n.attrs["value"] = np.asarray(n.attrs["value"], np.float32)
-        if n.attrs.get("dtype") in ("float16", np.float16):
-            n.attrs["dtype"] = "float32"
-    return wide
+    from tracegrad.codegen import widened_float16
+    return widened_float16(graph)

@@ -242,31 +242,34 @@ def _route(module, name: str, make: Callable) -> None:
         setattr(module, name, make(original))
 
 
+def _traced_reduction(obj, method: str, axis, out, kwargs: dict):
+    """np.<method> of the traced value `obj` stands for, or None (NumPy's path)."""
+    unboxed = _traced_unboxed(obj) if method in _REDUCTIONS else None
+    if unboxed is None:
+        return None
+    passed = {k: v for k, v in kwargs.items() if v is not np._NoValue}
+    if out is not None:
+        passed["out"] = out
+    return (getattr(np, method)(unboxed, axis=axis, **passed),)
+
+
 def _routed_reduction(original: Callable) -> Callable:
     def _wrapreduction(obj, ufunc, method, axis, dtype, out, **kwargs):
-        if type(obj) is np.ndarray and obj.dtype.kind != "O":  # the hot path
-            return original(obj, ufunc, method, axis, dtype, out, **kwargs)
-        unboxed = _traced_unboxed(obj) if method in _REDUCTIONS else None
-        if unboxed is None:
-            return original(obj, ufunc, method, axis, dtype, out, **kwargs)
-        passed = {k: v for k, v in kwargs.items() if v is not np._NoValue}
-        if out is not None:
-            passed["out"] = out
-        return getattr(np, method)(unboxed, axis=axis, **passed)
+        if type(obj) is not np.ndarray or obj.dtype.kind == "O":  # (the hot path skips)
+            traced = _traced_reduction(obj, method, axis, out, kwargs)
+            if traced is not None:
+                return traced[0]
+        return original(obj, ufunc, method, axis, dtype, out, **kwargs)
     return _wrapreduction
 
 
 def _routed_any_all(original: Callable) -> Callable:
     def _wrapreduction_any_all(obj, ufunc, method, axis, out, **kwargs):
-        if type(obj) is np.ndarray and obj.dtype.kind != "O":  # the hot path
-            return original(obj, ufunc, method, axis, out, **kwargs)
-        unboxed = _traced_unboxed(obj) if method in _REDUCTIONS else None
-        if unboxed is None:
-            return original(obj, ufunc, method, axis, out, **kwargs)
-        passed = {k: v for k, v in kwargs.items() if v is not np._NoValue}
-        if out is not None:
-            passed["out"] = out
-        return getattr(np, method)(unboxed, axis=axis, **passed)
+        if type(obj) is not np.ndarray or obj.dtype.kind == "O":
+            traced = _traced_reduction(obj, method, axis, out, kwargs)
+            if traced is not None:
+                return traced[0]
+        return original(obj, ufunc, method, axis, out, **kwargs)
     return _wrapreduction_any_all
 
 
