@@ -265,7 +265,8 @@ _AS_IS, _CONVERT = 0, 1  # how a pytree fast hit turns leaves into kernel arrays
 
 
 def _fast_key(args: tuple):
-    """The hot-path key: cheap, and only for plain ndarray / Python scalar args.
+    """The hot-path key: cheap, and only for plain ndarray / Python scalar, str and
+    None args.
 
     One flat tuple: per array its shape and dtype. Layout and flags are left
     out: the kernel's Numba signature rejects a non-contiguous or read-only
@@ -275,7 +276,7 @@ def _fast_key(args: tuple):
     for a in args:
         if type(a) is np.ndarray:
             key += (a.shape, a.dtype)
-        elif type(a) in (float, int, bool):
+        elif type(a) in (float, int, bool, str) or a is None:
             key += (type(a), static_scalar_key(a))
         elif type(a) is FunctionType:
             key += (a,)
@@ -382,7 +383,7 @@ class CompiledFunction:
                     key += (a.shape, a.dtype)
                 elif type(a) is float:  # 0.0 vs -0.0 and NaN: see static_scalar_key
                     key += (float, a) if a == a and a else (float, repr(a))
-                elif type(a) in (int, bool):
+                elif type(a) in (int, bool, str) or a is None:
                     key += (type(a), a)
                 elif type(a) is FunctionType:  # a helper function it calls (implicit)
                     key += (a,)
