@@ -23,7 +23,7 @@ os.environ.setdefault("TRACEGRAD_CACHE_DIR", str(ROOT / ".tracegrad-cache-tests"
 os.environ.setdefault("_TRACEGRAD_USER_BACKEND", os.environ.get("TRACEGRAD_BACKEND", ""))
 _BACKEND_FROM_USER = os.environ["_TRACEGRAD_USER_BACKEND"] or None
 NUMBA_TESTS = (
-    "tests/codegen/", "tests/perf/", "tests/examples/", "tests/distributed/",
+    "tests/codegen/", "tests/examples/", "tests/distributed/",
     "tests/compile/test_compile_numba.py", "tests/compile/test_compile_primitives.py",
     "tests/compile/test_cache_index.py", "tests/compile/test_linalg.py",
     "tests/compile/test_new_shapes.py",
