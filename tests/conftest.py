@@ -18,7 +18,8 @@ os.environ.setdefault("TRACEGRAD_CACHE_DIR", str(ROOT / ".tracegrad-cache-tests"
 # per kernel, so by default only the tests whose subject is the generated code run on
 # Numba (NUMBA_TESTS, or marked `numba`); the rest test transforms and semantics on
 # the NumPy interpreter, whose agreement with the kernels those tests check.
-# `TRACEGRAD_BACKEND=numba python -m pytest` runs everything on Numba (CI does both).
+# `TRACEGRAD_BACKEND=numba python -m pytest` runs everything on Numba, the tests
+# marked `numba_pass` included (CI runs both commands).
 # (recorded once: pytest-xdist's workers inherit the environment this file sets)
 os.environ.setdefault("_TRACEGRAD_USER_BACKEND", os.environ.get("TRACEGRAD_BACKEND", ""))
 _BACKEND_FROM_USER = os.environ["_TRACEGRAD_USER_BACKEND"] or None
@@ -50,6 +51,13 @@ def pytest_collection_modifyitems(config, items):
         path = pathlib.Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
         if path.startswith(NUMBA_TESTS):
             item.add_marker(pytest.mark.numba)
+    # The long Numba sweeps (random programs, the cache-attack matrix, 10,000-step
+    # memory loops) run in the all-Numba pass only: CI's second command.
+    if _BACKEND_FROM_USER != "numba":
+        later = [i for i in items if i.get_closest_marker("numba_pass") is not None]
+        if later:
+            config.hook.pytest_deselected(items=later)
+            items[:] = [i for i in items if i.get_closest_marker("numba_pass") is None]
 
 
 @pytest.fixture

@@ -121,6 +121,7 @@ def test_rewritten_numba_pickles_are_never_unpickled(tmp_path):
     assert "numba cache load" in third["log"], third["log"]
 
 
+@pytest.mark.numba_pass
 def test_truncated_or_corrupt_numba_files_are_recompiled_once(tmp_path):
     d = tmp_path / "cache"
     run_child(d)
@@ -229,6 +230,7 @@ def test_no_home_and_no_passwd_entry_uses_a_private_temp_dir(tmp_path):
 
 # ---------------------------------------------------------------- files that are not files
 
+@pytest.mark.numba_pass
 def test_fifo_or_directory_in_place_of_cache_files_is_skipped_not_opened(tmp_path):
     d = tmp_path / "cache"
     first = run_child(d)
@@ -277,6 +279,7 @@ builtins.open = _open
 """
 
 
+@pytest.mark.numba_pass
 @pytest.mark.parametrize("limit", [16 << 10, 64])
 def test_disk_full_still_gives_a_compiled_kernel_with_one_warning(tmp_path, limit):
     # 16 kB: the module fits but Numba's compiled code does not; 64 bytes: nothing fits

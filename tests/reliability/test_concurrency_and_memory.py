@@ -180,6 +180,7 @@ def test_eager_steps_cross_entropy_adam_memory_flat(steps):
     assert_flat(step, steps=steps, warmup=min(2_000, steps // 5))
 
 
+@pytest.mark.numba_pass
 def test_compiled_10000_steps_numba_sgd_memory_flat():
     """New parameter arrays every step (as a real loop makes): no per-call growth."""
     def loss(params, x, labels):

@@ -232,6 +232,7 @@ THEMED_CASES = [pytest.param(theme, dtype, id=f"{theme}-{dtype}",
                 for theme in sorted(THEMES) for dtype in ("float64", "float32")]
 
 
+@pytest.mark.numba_pass
 @pytest.mark.parametrize("theme, dtype", THEMED_CASES)
 def test_themed_program_through_numba(theme, dtype):
     program = themed_program(theme)
