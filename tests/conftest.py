@@ -31,6 +31,8 @@ NUMBA_TESTS = (
     "tests/reliability/test_cache_", "tests/reliability/test_blas_threads.py",
     "tests/reliability/test_fork.py",
 )
+# (the float64 variants of these stay in the default run)
+NUMBA_PASS_TESTS = ("tests/codegen/test_kernels.py::test_kernel_matches_interpreter[float32-",)
 if _BACKEND_FROM_USER is None:
     os.environ["TRACEGRAD_BACKEND"] = "interpret"  # (module-level code at import time)
 
@@ -51,6 +53,8 @@ def pytest_collection_modifyitems(config, items):
         path = pathlib.Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
         if path.startswith(NUMBA_TESTS):
             item.add_marker(pytest.mark.numba)
+        if item.nodeid.startswith(NUMBA_PASS_TESTS):
+            item.add_marker(pytest.mark.numba_pass)
     # The long Numba sweeps (random programs, the cache-attack matrix, 10,000-step
     # memory loops) run in the all-Numba pass only: CI's second command.
     if _BACKEND_FROM_USER != "numba":

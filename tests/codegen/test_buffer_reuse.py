@@ -276,6 +276,7 @@ def _assert_same(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.numba_pass
 def test_compiled_kernel_with_poisoned_dead_regions_equals_the_interpreter():
     graph, kernel, args = _poisoned(_mixed)
     assert "poisoned: dead from here on" in kernel.source      # the check is armed

@@ -119,6 +119,7 @@ def test_helpers_vectorize(tmp_path, monkeypatch):
     assert "x float>" in ir, "the float32 loop did not vectorize in float32"
 
 
+@pytest.mark.numba_pass
 def test_parallel_variant_with_sin_and_cos(monkeypatch, tmp_path):
     """sin and cos in one prange loop share one range-guard update (a prange
     reduction variable may be updated only once per iteration), and an
