@@ -123,6 +123,7 @@ def test_first_large_sin_does_not_wait_for_the_kernels(monkeypatch, x):
     monkeypatch.setattr(eager_math, "_load", slow_load)
     try:
         got = T.sin.impl(x)  # returns although the loader has not finished
+        assert eager_math._loader is not None  # ...which that call started, after NumPy's answer
         assert not eager_math._LOADED.is_set()
         np.testing.assert_array_equal(got, np.sin(x))
     finally:

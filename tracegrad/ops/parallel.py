@@ -43,6 +43,8 @@ import time
 
 import numpy as np
 
+from tracegrad.runtime import eager_math
+
 MIN_PARALLEL = 1 << 17  # elements: below this the pool hand-off costs more than it saves
 _ALIGN = 64             # chunk boundaries, in elements
 
@@ -206,11 +208,19 @@ def elementwise_impl(ufunc):
                     out = _fast_math_call(fast_math, x)
                     if out is not None:
                         return out
-                plan = _flat_operands((x,)) if THREADS > 1 else None
-                if plan is not None:
-                    k = threads_now()
-                    if k > 1:
-                        return _parallel_call(ufunc, (x,), plan, k)
+                    out = numpy_impl(x)
+                    _start_fast_math_loading()  # after NumPy's answer: that call never waits
+                    return out
+                return numpy_impl(x)
+            out = ufunc(x)
+            return out if type(out) is _ndarray else _asarray(out)
+
+        def numpy_impl(x):
+            plan = _flat_operands((x,)) if THREADS > 1 else None
+            if plan is not None:
+                k = threads_now()
+                if k > 1:
+                    return _parallel_call(ufunc, (x,), plan, k)
             out = ufunc(x)
             return out if type(out) is _ndarray else _asarray(out)
     elif ufunc.nin == 2:
@@ -231,12 +241,15 @@ def elementwise_impl(ufunc):
     return impl
 
 
+def _start_fast_math_loading() -> None:
+    eager_math.start_loading()
+
+
 def _fast_math_call(short: str, x: np.ndarray):
     """short(x) by the eager_math kernel, split across idle cores (the kernel releases
     the GIL); None when the caller must use NumPy (disabled, or an argument beyond the
     kernel's range: NumPy then gives its own results and warnings)."""
-    from tracegrad.runtime import eager_math
-    if not eager_math.enabled():
+    if eager_math.kernel(short, start=False) is None:  # disabled, or not loaded yet
         return None
     flat = x.reshape(-1)
     out = _empty(x.shape, _F64)
@@ -255,7 +268,6 @@ def fused_vjp(name: str, g, y):
             or (g.dtype is not _F32 and g.dtype is not _F64) \
             or not (g.flags.c_contiguous and y.flags.c_contiguous):
         return None
-    from tracegrad.runtime import eager_math
     if not eager_math.enabled():
         return None
     out = _empty(g.shape, g.dtype)

@@ -19,13 +19,11 @@ TRACEGRAD_EAGER_NUMBA=0 turns this off.
 """
 from __future__ import annotations
 
-import logging
 import os
 import threading
 
 import numpy as np
 
-log = logging.getLogger("tracegrad")
 
 FUNCTIONS = {"sin": "tg_sin_f64", "cos": "tg_cos_f64"}
 # Fused vjp loops (PyTorch has the same: tanh_backward...): one pass instead of NumPy's
@@ -37,6 +35,11 @@ FUSED = {
 _LOCK = threading.Lock()
 _KERNELS: dict = {}
 _FAILED = False
+
+
+def _log():
+    import logging  # here, not at import: eager mode's first sin must not pay for it
+    return logging.getLogger("tracegrad")
 
 
 def enabled() -> bool:
@@ -86,17 +89,20 @@ def source() -> str:
     return "\n\n\n".join(parts) + "\n"
 
 
-def kernel(short: str, wait: bool = False):
+def kernel(short: str, wait: bool = False, start: bool = True):
     """The compiled loop for `short` ("sin", "cos", a fused vjp), or None.
 
     Eager mode never waits for a compile it chose on its own: the first request
     starts loading the module in a background thread (from the kernel cache, or
     compiling it) and returns None, so the caller uses NumPy until the kernels
-    are ready. `wait=True` (tests, benchmarks) blocks until they are."""
+    are ready. `wait=True` (tests, benchmarks) blocks until they are.
+    `start=False` leaves the loading to the caller (`start_loading()` once its
+    NumPy result is computed, so the loader's import does not slow that call)."""
     fn = _KERNELS.get(short)
     if fn is not None or not enabled():
         return fn
-    _start_loading()
+    if start or wait:
+        _start_loading()
     if wait:
         _LOADED.wait()
     return _KERNELS.get(short)
@@ -104,6 +110,12 @@ def kernel(short: str, wait: bool = False):
 
 _LOADED = threading.Event()
 _loader: threading.Thread | None = None
+
+
+def start_loading() -> None:
+    """Start loading the kernels in the background, if not started yet."""
+    if not _LOADED.is_set() and _loader is None and enabled():
+        _start_loading()
 
 
 def _start_loading() -> None:
@@ -128,10 +140,10 @@ def _load() -> None:
                 loaded[f"{name}_{suffix}"] = getattr(module, f"eager_{name}_{suffix}")
         with _LOCK:
             _KERNELS.update(loaded)
-        log.info("eager math: float64 sin/cos kernels loaded (%s, %s)", status, path)
+        _log().info("eager math: float64 sin/cos kernels loaded (%s, %s)", status, path)
     except Exception as exc:  # no Numba, a read-only world...: NumPy it is
         _FAILED = True
-        log.warning("eager math: Numba kernels unavailable (%s: %s); using NumPy",
+        _log().warning("eager math: Numba kernels unavailable (%s: %s); using NumPy",
                     type(exc).__name__, exc)
     finally:
         _LOADED.set()
@@ -151,7 +163,7 @@ if hasattr(os, "register_at_fork"):
 def apply(short: str, x: np.ndarray, out: np.ndarray) -> bool:
     """out[:] = short(x) for 1-D contiguous float64 arrays; False (out undefined) if the
     caller must use NumPy instead."""
-    fn = kernel(short)
+    fn = kernel(short, start=False)
     if fn is None:
         return False
     return fn(x, out) == 0
