@@ -234,7 +234,8 @@ def _copy_transposed(em: Emitter, src: Access, choice: str, region, nb: int, var
     dst_rows, dst_cols = (cols, rows) if choice == "a" else (rows, cols)
     em.emit(f"# {'A' if choice == 'a' else 'B'} copied transposed: BLAS's small-matrix "
             "A @ B.T kernel is slow (structured.nt_relayout_choice)")
-    r, c = em.fresh("r"), em.fresh("c")
+    r, c = "tr", "tc"   # the same names at every site, so equal copies outline to one function
+    start = len(em.lines)
     em.emit(f"for {r} in range({dst_rows}):")
     em.emit(f"    for {c} in range({dst_cols}):")
     # dst[r, c] is src[c, r] for "a" (A.T), src[r, c] for "b" (B as (k, n))
@@ -242,6 +243,10 @@ def _copy_transposed(em: Emitter, src: Access, choice: str, region, nb: int, var
     strides = src.strides if vars_ else src.strides[nb:]
     read = src.index_expr(strides, tuple(vars_) + inner)
     em.emit(f"        {ws}[{offset} + {r} * {dst_cols} + {c}] = {read}")
+    if not vars_:
+        # one call to a shared copy function, like a fused loop: a deep net's
+        # repeated backward layers stay a run of calls that `reroll` folds
+        em.outline(start, "relayout")
     return Access(ws, src.shape[:nb] + (dst_rows, dst_cols), (0,) * nb + (dst_cols, 1), offset)
 
 
