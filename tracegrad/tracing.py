@@ -601,7 +601,8 @@ _NUMPY_FUNCTIONS: dict[str, Callable] = {
     "norm": lambda x, ord=None, axis=None, keepdims=False:  # numpy.linalg.norm
         _api("norm")(x, ord=ord, axis=axis, keepdims=keepdims),
 }
-for _name in ("cholesky", "solve", "inv", "det", "slogdet"):  # numpy.linalg (ops/linalg.py)
+for _name in ("cholesky", "solve", "inv", "det", "slogdet", "eigh", "eigvalsh", "qr", "svd",
+              "svdvals", "pinv", "lstsq", "matrix_rank"):  # numpy.linalg (ops/linalg.py)
     _NUMPY_FUNCTIONS[_name] = lambda *a, _n=_name, **kw: getattr(_api("linalg"), _n)(*a, **kw)
 
 

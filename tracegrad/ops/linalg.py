@@ -406,8 +406,12 @@ logabsdet_p = primitive(  # log|det(A)|
 # (tracegrad/tracing.py) and torch.linalg.<name> (tracegrad/eager/linalg.py).
 
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
+EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+QRResult = namedtuple("QRResult", ["Q", "R"])
+SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 
-PUBLIC = ("cholesky", "solve", "inv", "det", "slogdet", "solve_triangular")
+PUBLIC = ("cholesky", "solve", "inv", "det", "slogdet", "solve_triangular", "eigh", "eigvalsh",
+          "qr", "svd", "svdvals", "pinv", "lstsq", "matrix_rank")
 
 
 def _operand(x):
@@ -496,3 +500,546 @@ def slogdet(a) -> SlogdetResult:
     a = _operand(a)
     return SlogdetResult(slogdet_sign_p(a), logabsdet_p(a))
 
+
+
+# =================================================== decompositions (eigh, qr, svd, ...)
+# A primitive has one output, so eigh, qr and svd return their factors packed in
+# one array along the matrix-row axis, and the NumPy-named functions slice them
+# apart (one LAPACK call for all the factors; the slices' vjps put each factor's
+# cotangent back in place, zeros for an unused one):
+#   eigh (..., n+1, n)        row 0: the eigenvalues w (ascending), rows 1..n: V
+#   qr   (..., m+n, kq)       rows :m: Q (m, kq), rows m: : R^T (n, kq)
+#   svd  (..., m+1+n, w)      rows :m: U, row m: s, rows m+1: : V = Vh^T, columns
+#                             padded with zeros to w = max of U's and V's widths
+# Their vjps are PyTorch's (FunctionsManual.cpp: linalg_eig_backward for the
+# Hermitian case, linalg_qr_backward, svd_backward, pinv_backward,
+# linalg_lstsq_backward), real case, in tracegrad ops.
+
+
+def _any_matrix(name: str, a: Any) -> Aval:
+    a = as_aval(a)
+    if a.ndim < 2:
+        raise op_error(name, [a], f"expected a matrix or a batch of matrices, got a {a.ndim}-D "
+                                  "array")
+    return a
+
+
+def _rows(x, start: int, stop: int):
+    """x[..., start:stop, :] (a static slice of the matrix-row axis)."""
+    shape = tuple(np.shape(x))
+    spec = tuple(("slice", 0, d, 1) for d in shape[:-2]) + (("slice", start, stop, 1),
+                                                            ("slice", 0, shape[-1], 1))
+    return T.getitem(x, spec=spec)
+
+
+def _row(x, i: int):
+    """x[..., i, :]."""
+    shape = tuple(np.shape(x))
+    spec = tuple(("slice", 0, d, 1) for d in shape[:-2]) + (i, ("slice", 0, shape[-1], 1))
+    return T.getitem(x, spec=spec)
+
+
+def _cols(x, stop: int):
+    """x[..., :stop] (unchanged when it has `stop` columns)."""
+    shape = tuple(np.shape(x))
+    if shape[-1] == stop:
+        return x
+    spec = tuple(("slice", 0, d, 1) for d in shape[:-1]) + (("slice", 0, stop, 1),)
+    return T.getitem(x, spec=spec)
+
+
+def _diag_embed(v):
+    """A batch of diagonal matrices from (..., n) vectors."""
+    n = np.shape(v)[-1]
+    return T.mul(T.reshape(v, shape=tuple(np.shape(v))[:-1] + (1, n)),
+                 np.eye(n, dtype=aval_of(v).dtype))
+
+
+def _column_scale(x, v):
+    """x * v[..., None, :]: scale column j of x by v_j."""
+    return T.mul(x, T.reshape(v, shape=tuple(np.shape(v))[:-1] + (1, np.shape(v)[-1])))
+
+
+def _row_scale(x, v):
+    """x * v[..., :, None]: scale row i of x by v_i."""
+    return T.mul(x, T.reshape(v, shape=tuple(np.shape(v)) + (1,)))
+
+
+def _pairwise_reciprocal(d):
+    """F[..., i, j] = 1 / (d_j - d_i) off the diagonal, 0 on it (PyTorch's E with a filled
+    diagonal; infinite where two values are equal: the vectors are then not unique)."""
+    n = np.shape(d)[-1]
+    eye = np.eye(n, dtype=aval_of(d).dtype)
+    shape = tuple(np.shape(d))
+    diff = T.sub(T.reshape(d, shape=shape[:-1] + (1, n)), T.reshape(d, shape=shape + (1,)))
+    return T.div(1.0 - eye, T.add(diff, eye))
+
+
+def _skew(x):
+    return T.sub(x, _mT(x))
+
+
+def _right_solve_upper_t(g, r):
+    """g R^{-T} for upper-triangular R (PyTorch: solve_triangular(R^H, g, left=False))."""
+    return _mT(triangular_solve_p(r, _mT(g), lower=False, trans=False))
+
+
+def _lapack_failure(name: str, a, call):
+    try:
+        return call()
+    except np.linalg.LinAlgError:
+        raise _failure(name, [a], "the algorithm did not converge") from None
+
+
+# ----------------------------------------------------------------------- eigh
+
+
+def _eigh_rule(a, lower=True):
+    a = _square("eigh", a)
+    n = a.shape[-1]
+    return Aval(tuple(a.shape[:-2]) + (n + 1, n), _linalg_dtype("eigh", a))
+
+
+def _eigvalsh_rule(a, lower=True):
+    a = _square("eigvalsh", a)
+    return Aval(tuple(a.shape[:-1]), _linalg_dtype("eigvalsh", a))
+
+
+def _eigh_impl(a, lower=True):
+    (a,) = _as_float("eigh", a)
+    w, v = _lapack_failure("eigh", a, lambda: np.linalg.eigh(a, UPLO="L" if lower else "U"))
+    return np.concatenate([w[..., None, :], v], axis=-2)
+
+
+def _eigvalsh_impl(a, lower=True):
+    (a,) = _as_float("eigvalsh", a)
+    return _lapack_failure("eigvalsh", a, lambda: np.linalg.eigvalsh(a, UPLO="L" if lower
+                                                                     else "U"))
+
+
+def _eigh_vjp(g, out, a, lower=True):
+    # PyTorch's linalg_eig_backward (Hermitian): gA = V (skew(V^T gV)/2 / E + diag(gw)) V^T,
+    # E_ij = w_j - w_i. Symmetric: the gradient in symmetric directions, as PyTorch's and
+    # JAX's (the impl reads one triangle of A, as NumPy and PyTorch do).
+    n = np.shape(a)[-1]
+    w, v = _row(out, 0), _rows(out, 1, n + 1)
+    gw, gv = _row(g, 0), _rows(g, 1, n + 1)
+    inner = T.mul(T.mul(_skew(T.matmul(_mT(v), gv)), 0.5), _pairwise_reciprocal(w))
+    inner = T.add(inner, _diag_embed(gw))
+    return T.matmul(T.matmul(v, inner), _mT(v))
+
+
+def _eigvalsh_vjp(g, out, a, lower=True):
+    v = _rows(eigh_p(a, lower=lower), 1, np.shape(a)[-1] + 1)
+    return T.matmul(_column_scale(v, g), _mT(v))  # V diag(gw) V^T
+
+
+eigh_p = primitive(  # packed [w; V]: eigenvalues (ascending) and eigenvectors of a symmetric A
+    "eigh", impl=_eigh_impl, shape_rule=_eigh_rule, kind="other", vjps=(_eigh_vjp,),
+    torch_name="LinalgEighBackward0", saves=("out",))
+
+eigvalsh_p = primitive(  # the eigenvalues of a symmetric A, ascending
+    "eigvalsh", impl=_eigvalsh_impl, shape_rule=_eigvalsh_rule, kind="other",
+    vjps=(_eigvalsh_vjp,), torch_name="LinalgEighBackward0", saves=(0,))
+
+
+# ------------------------------------------------------------------------- qr
+
+QR_MODES = ("reduced", "complete", "r")
+
+
+def _qr_width(m: int, n: int, mode: str) -> int:
+    return m if mode == "complete" else min(m, n)
+
+
+def _qr_rule(a, mode="reduced"):
+    a = _any_matrix("qr", a)
+    m, n = a.shape[-2:]
+    return Aval(tuple(a.shape[:-2]) + (m + n, _qr_width(m, n, mode)), _linalg_dtype("qr", a))
+
+
+def _qr_impl(a, mode="reduced"):
+    blas_threads.follow_load()
+    a = np.asarray(a)
+    a = a.astype(_linalg_dtype("qr", _any_matrix("qr", aval_of(a))), copy=False)
+    q, r = np.linalg.qr(a, mode="complete" if mode == "complete" else "reduced")
+    return np.concatenate([q, np.swapaxes(r, -1, -2)], axis=-2)
+
+
+class QRNotDifferentiable(TracegradError, RuntimeError):
+    """The QR decomposition has no derivative in this mode (PyTorch's texts)."""
+
+
+def _qr_vjp(g, out, a, mode="reduced"):
+    m, n = np.shape(a)[-2:]
+    if mode == "r":
+        raise QRNotDifferentiable(
+            "The derivative of linalg.qr depends on Q, which is not computed when mode='r'. "
+            "Please use linalg.qr(A, mode='reduced') if you are going to differentiate "
+            "through linalg.qr.")
+    if mode == "complete" and m > n:
+        raise QRNotDifferentiable("The QR decomposition is not differentiable when "
+                                  "mode='complete' and nrows > ncols.")
+    q, r = _rows(out, 0, m), _mT(_rows(out, m, m + n))
+    gq, gr = _rows(g, 0, m), _mT(_rows(g, m, m + n))
+    # PyTorch's linalg_qr_backward, with gQ and gR both given (an unused one is zeros)
+    core = T.sub(T.matmul(gr, _mT(r)), T.matmul(_mT(q), gq))
+    if m >= n:
+        upper = _mask(core, lower=False)
+        sym = T.sub(T.add(upper, _mT(upper)), _diag_embed(
+            T.diagonal(upper, offset=0, axis1=np.ndim(upper) - 2, axis2=np.ndim(upper) - 1)))
+        # (syminvadj: X + X^T with the diagonal once)
+        return _right_solve_upper_t(T.add(T.matmul(q, sym), gq), r)
+    ga = T.matmul(q, _mask(_skew(T.neg(core)), lower=True))  # trilImInvAdjSkew(-core)
+    ga = _right_solve_upper_t(ga, _cols(r, m))
+    zeros = np.zeros(tuple(np.shape(ga))[:-1] + (n - m,), dtype=aval_of(ga).dtype)
+    ga = T.concatenate(ga, zeros, axis=np.ndim(ga) - 1)
+    return T.add(ga, T.matmul(q, gr))
+
+
+qr_p = primitive(  # packed [Q; R^T]; mode "r" is "reduced" whose gradient raises (PyTorch's)
+    "qr", impl=_qr_impl, shape_rule=_qr_rule, kind="other", vjps=(_qr_vjp,),
+    torch_name="LinalgQrBackward0", saves=("out",))
+
+
+# ------------------------------------------------------------------------ svd
+
+
+def _svd_widths(m: int, n: int, full_matrices: bool) -> tuple:
+    k = min(m, n)
+    return (m, n) if full_matrices else (k, k)
+
+
+def _svd_rule(a, full_matrices=False):
+    a = _any_matrix("svd", a)
+    m, n = a.shape[-2:]
+    width = max(_svd_widths(m, n, full_matrices)) if m * n else 0
+    return Aval(tuple(a.shape[:-2]) + (m + 1 + n, width), _linalg_dtype("svd", a))
+
+
+def _svdvals_rule(a):
+    a = _any_matrix("svdvals", a)
+    return Aval(tuple(a.shape[:-2]) + (min(a.shape[-2:]),), _linalg_dtype("svdvals", a))
+
+
+def _as_float_any(name: str, a) -> np.ndarray:
+    blas_threads.follow_load()
+    a = np.asarray(a)
+    return a.astype(_linalg_dtype(name, _any_matrix(name, aval_of(a))), copy=False)
+
+
+def _pad_columns(x: np.ndarray, width: int) -> np.ndarray:
+    if x.shape[-1] == width:
+        return x
+    pad = [(0, 0)] * (x.ndim - 1) + [(0, width - x.shape[-1])]
+    return np.pad(x, pad)
+
+
+def _svd_impl(a, full_matrices=False):
+    a = _as_float_any("svd", a)
+    out_aval = _svd_rule(aval_of(a), full_matrices)
+    if a.size == 0:
+        return np.zeros(out_aval.shape, a.dtype)
+    u, s, vh = _lapack_failure("svd", a, lambda: np.linalg.svd(a, full_matrices=full_matrices))
+    width = out_aval.shape[-1]
+    parts = [u, s[..., None, :], np.swapaxes(vh, -1, -2)]
+    return np.concatenate([_pad_columns(p, width) for p in parts], axis=-2)
+
+
+def _svdvals_impl(a):
+    a = _as_float_any("svdvals", a)
+    return _lapack_failure("svdvals", a, lambda: np.linalg.svd(a, compute_uv=False))
+
+
+def _svd_parts(packed, m: int, n: int):
+    """(U, s, V) of the reduced SVD from a packed one (full matrices: the first k columns,
+    as PyTorch's backward narrows them: the rest are an arbitrary basis)."""
+    k = min(m, n)
+    return (_cols(_rows(packed, 0, m), k), _row(_cols(packed, k), m),
+            _cols(_rows(packed, m + 1, m + 1 + n), k))
+
+
+def _svd_vjp(g, out, a, full_matrices=False):
+    # PyTorch's svd_backward (real case; distinct singular values, full rank if m != n)
+    m, n = np.shape(a)[-2:]
+    u, s, v = _svd_parts(out, m, n)
+    gu, gs, gv = _svd_parts(g, m, n)
+    uhgu, vhgv = _skew(T.matmul(_mT(u), gu)), _skew(T.matmul(_mT(v), gv))
+    inner = T.mul(T.add(_column_scale(uhgu, s), _row_scale(vhgv, s)),
+                  _pairwise_reciprocal(T.mul(s, s)))
+    inner = T.add(inner, _diag_embed(gs))
+    vh = _mT(v)
+    if m > n:  # gA = [U inner + (I - U U^T) gU S^-1] V^T
+        gu_sinv = T.div(gu, T.reshape(s, shape=tuple(np.shape(s))[:-1] + (1, np.shape(s)[-1])))
+        ga = T.add(T.matmul(u, inner),
+                   T.sub(gu_sinv, T.matmul(u, T.matmul(_mT(u), gu_sinv))))
+        return T.matmul(ga, vh)
+    if m < n:  # gA = U [inner V^T + S^-1 gV^T (I - V V^T)]
+        sinv_gvh = T.div(_mT(gv), T.reshape(s, shape=tuple(np.shape(s)) + (1,)))
+        ga = T.add(T.matmul(inner, vh),
+                   T.sub(sinv_gvh, T.matmul(T.matmul(sinv_gvh, v), vh)))
+        return T.matmul(u, ga)
+    return T.matmul(T.matmul(u, inner), vh)
+
+
+def _svdvals_vjp(g, out, a):
+    m, n = np.shape(a)[-2:]
+    u, _, v = _svd_parts(svd_p(a, full_matrices=False), m, n)
+    return T.matmul(_column_scale(u, g), _mT(v))  # U diag(gs) V^T
+
+
+svd_p = primitive(  # packed [U; s; V] (V = Vh^T), columns padded to the wider factor
+    "svd", impl=_svd_impl, shape_rule=_svd_rule, kind="other", vjps=(_svd_vjp,),
+    torch_name="LinalgSvdBackward0", saves=("out",))
+
+svdvals_p = primitive(  # the singular values, descending
+    "svdvals", impl=_svdvals_impl, shape_rule=_svdvals_rule, kind="other",
+    vjps=(_svdvals_vjp,), torch_name="LinalgSvdBackward0", saves=(0,))
+
+
+# -------------------------------------------------------------- pinv, lstsq
+
+
+def _pinv_rule(a, atol=0.0, rtol=None, hermitian=False):
+    a = _any_matrix("pinv", a)
+    return Aval(tuple(a.shape[:-2]) + (a.shape[-1], a.shape[-2]), _linalg_dtype("pinv", a))
+
+
+def _pinv_impl(a, atol=0.0, rtol=None, hermitian=False):
+    """Singular values <= max(atol, rtol * largest) count as zero (PyTorch's rule; rtol None:
+    max(m, n) * eps, NumPy's and PyTorch's default)."""
+    a = _as_float_any("pinv", a)
+    m, n = a.shape[-2:]
+    if a.size == 0:
+        return np.zeros(a.shape[:-2] + (n, m), a.dtype)
+    if rtol is None:
+        rtol = max(m, n) * np.finfo(a.dtype).eps if not atol else 0.0
+    u, s, vh = _lapack_failure("pinv", a, lambda: np.linalg.svd(a, full_matrices=False))
+    cutoff = np.maximum(atol, rtol * s[..., :1])
+    keep = s > cutoff
+    s_inv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0).astype(a.dtype)
+    return np.matmul(np.swapaxes(vh, -1, -2) * s_inv[..., None, :], np.swapaxes(u, -1, -2))
+
+
+def _pinv_backward(g, pinv_a, a):
+    """PyTorch's pinv_backward (the gradient of A -> pinv(A), where the rank is constant)."""
+    m, n = np.shape(a)[-2:]
+    pinv_at, gt = _mT(pinv_a), _mT(g)
+    mm = T.matmul
+    if m <= n:
+        k = mm(gt, pinv_a)
+        k_pinv_at = mm(k, pinv_at)
+        return T.add(T.sub(T.sub(k_pinv_at, _mT(mm(pinv_a, k))), mm(mm(a, pinv_a), k_pinv_at)),
+                     mm(mm(pinv_at, pinv_a), T.sub(gt, mm(k, a))))
+    k = mm(pinv_a, gt)
+    pinv_at_k = mm(pinv_at, k)
+    return T.add(T.sub(T.sub(pinv_at_k, _mT(mm(k, pinv_a))), mm(mm(pinv_at_k, pinv_a), a)),
+                 mm(mm(T.sub(gt, mm(a, k)), pinv_a), pinv_at))
+
+
+def _pinv_vjp(g, out, a, atol=0.0, rtol=None, hermitian=False):
+    return _pinv_backward(g, out, a)
+
+
+pinv_p = primitive(  # the Moore-Penrose pseudo-inverse
+    "pinv", impl=_pinv_impl, shape_rule=_pinv_rule, kind="other", vjps=(_pinv_vjp,),
+    torch_name="LinalgPinvBackward0", saves=(0, "out"))
+
+
+def _lstsq_rule(a, b, rcond=None):
+    a, b = _any_matrix("lstsq", a), as_aval(b)
+    m, n = a.shape[-2:]
+    if b.ndim == 0 or b.shape[-1 if b.ndim == 1 else -2] != m:
+        raise op_error("lstsq", [a, b], f"b must have {m} rows for {m}x{n} matrices")
+    if b.ndim == 1:
+        return Aval(tuple(a.shape[:-2]) + (n,), _linalg_dtype("lstsq", a, b))
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise op_error("lstsq", [a, b], "the batch axes of a and b do not broadcast") from None
+    return Aval(tuple(batch) + (n, b.shape[-1]), _linalg_dtype("lstsq", a, b))
+
+
+def _lstsq_impl(a, b, rcond=None):
+    out = _lstsq_rule(aval_of(a), aval_of(b), rcond)
+    a, b = _as_float_any("lstsq", a).astype(out.dtype, copy=False), np.asarray(b, out.dtype)
+    return np.asarray(np.matmul(_pinv_impl(a, rtol=rcond), b), out.dtype)
+
+
+def _lstsq_vjp_a(g, out, a, b, rcond=None):
+    # PyTorch's linalg_lstsq_backward: gA = pinv_backward(gX B^T, pinv(A), A)
+    pinv_a = pinv_p(a, rtol=rcond)
+    if np.ndim(b) == 1:  # gX b^T, for a vector b and gX (..., n)
+        g_bt = T.mul(T.reshape(g, shape=tuple(np.shape(g)) + (1,)),
+                     T.reshape(b, shape=(1, np.shape(b)[0])))
+    else:
+        g_bt = T.matmul(g, _mT(b))
+    return _pinv_backward(g_bt, pinv_a, a)
+
+
+def _lstsq_vjp_b(g, out, a, b, rcond=None):
+    pinv_a = pinv_p(a, rtol=rcond)
+    if np.ndim(b) == 1 and np.ndim(g) > 1:  # a batch of matrices with one vector b
+        shape = tuple(np.shape(g))
+        return T.reshape(T.matmul(_mT(pinv_a), T.reshape(g, shape=shape + (1,))),
+                         shape=tuple(np.shape(a))[:-2] + (np.shape(a)[-2],))
+    return T.matmul(_mT(pinv_a), g)  # pinv(A)^T gX
+
+
+lstsq_p = primitive(  # the minimum-norm least-squares solution x of min |A x - b|
+    "lstsq", impl=_lstsq_impl, shape_rule=_lstsq_rule, kind="other",
+    vjps=(_lstsq_vjp_a, _lstsq_vjp_b), torch_name="LinalgLstsqBackward0", saves=(0, 1))
+
+
+def eigh(a, UPLO: str = "L") -> EighResult:  # noqa: N803  (NumPy's name)
+    """numpy.linalg.eigh: (eigenvalues ascending, eigenvectors as columns) of symmetric a.
+
+    Reads the lower (UPLO='L') or upper triangle, as NumPy does. The gradient is the
+    symmetric one (PyTorch's and JAX's); it is infinite where two eigenvalues are equal
+    and a loss depends on their eigenvectors (which are then not unique), and only
+    losses that do not depend on each eigenvector's sign have one.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> w, v = tg.linalg.eigh(np.array([[2.0, 1.0], [1.0, 2.0]]))
+    >>> w
+    array([1., 3.])
+    """
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}{user_location_suffix()}")
+    a = _operand(a)
+    packed = eigh_p(a, lower=UPLO == "L")
+    n = np.shape(packed)[-1]
+    return EighResult(_row(packed, 0), _rows(packed, 1, n + 1))
+
+
+def eigvalsh(a, UPLO: str = "L"):  # noqa: N803
+    """numpy.linalg.eigvalsh: the eigenvalues of symmetric a, ascending; gradient V diag(g) V^T.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.linalg.eigvalsh(np.array([[2.0, 0.0], [0.0, 1.0]]))
+    array([1., 2.])
+    """
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"eigvalsh: UPLO must be 'L' or 'U', got {UPLO!r}"
+                         f"{user_location_suffix()}")
+    return eigvalsh_p(_operand(a), lower=UPLO == "L")
+
+
+def qr(a, mode: str = "reduced"):
+    """numpy.linalg.qr: (Q, R) for mode 'reduced' or 'complete', R alone for mode 'r'.
+
+    Differentiable where PyTorch's is: not for mode='complete' with more rows than columns.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> q, r = tg.linalg.qr(np.array([[3.0, 1.0], [4.0, 2.0]]))
+    >>> np.round(np.abs(r), 6)
+    array([[5. , 2.2],
+           [0. , 0.4]])
+    """
+    if mode not in QR_MODES:
+        raise ValueError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}"
+                         f"{user_location_suffix()}")
+    a = _operand(a)
+    packed = qr_p(a, mode="complete" if mode == "complete" else "reduced")
+    m = np.shape(a)[-2]
+    q, r = _rows(packed, 0, m), _mT(_rows(packed, m, np.shape(packed)[-2]))
+    return r if mode == "r" else QRResult(q, r)
+
+
+def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False):
+    """numpy.linalg.svd: (U, S, Vh) with a = U @ diag(S) @ Vh, S descending; S alone when
+    compute_uv=False (svdvals).
+
+    Gradients assume distinct singular values (and full rank when a is not square), and
+    need losses that do not depend on the singular vectors' signs; with full_matrices,
+    U's and Vh's extra vectors get no gradient (PyTorch's rule: they are any basis).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.linalg.svd(np.array([[3.0, 0.0], [0.0, -4.0]]), compute_uv=False)
+    array([4., 3.])
+    """
+    a = _operand(a)
+    if not compute_uv:
+        return svdvals_p(a)
+    packed = svd_p(a, full_matrices=bool(full_matrices))
+    m, n = np.shape(a)[-2:]
+    ku, kv = _svd_widths(m, n, bool(full_matrices))
+    k = min(m, n)
+    u = _cols(_rows(packed, 0, m), ku)
+    s = _row(_cols(packed, k), m)
+    vh = _mT(_cols(_rows(packed, m + 1, m + 1 + n), kv))
+    return SVDResult(u, s, vh)
+
+
+def svdvals(x):
+    """numpy.linalg.svdvals: the singular values, descending; gradient U diag(g) Vh.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.linalg.svdvals(np.array([[0.0, 2.0], [1.0, 0.0]]))
+    array([2., 1.])
+    """
+    return svdvals_p(_operand(x))
+
+
+def pinv(a, rcond: Any = None, hermitian: bool = False, *, rtol: Any = None):
+    """numpy.linalg.pinv: the pseudo-inverse; singular values <= rcond (or rtol) times the
+    largest count as zero (default max(m, n) * eps). Gradient: PyTorch's pinv_backward.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.linalg.pinv(np.array([[2.0, 0.0], [0.0, 0.0]]))
+    array([[0.5, 0. ],
+           [0. , 0. ]])
+    """
+    tol = rtol if rtol is not None else rcond
+    return pinv_p(_operand(a), atol=0.0, rtol=None if tol is None else float(tol),
+                  hermitian=bool(hermitian))
+
+
+def matrix_rank(a, tol: Any = None):
+    """numpy.linalg.matrix_rank of matrices: the number of singular values above tol
+    (default: largest * max(m, n) * eps). No gradient.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.linalg.matrix_rank(np.array([[1.0, 2.0], [2.0, 4.0]]))
+    array(1)
+    """
+    a = _operand(a)
+    s = svdvals_p(a)
+    m, n = np.shape(a)[-2:]
+    if tol is None:
+        s_max = T.max_(s, axis=(np.ndim(s) - 1,), keepdims=True)
+        tol = T.mul(s_max, max(m, n) * np.finfo(aval_of(s).dtype).eps)
+    return T.sum_(T.astype(T.gt(s, tol), dtype=np.dtype(np.int64)), axis=(np.ndim(s) - 1,),
+                  keepdims=False)
+
+
+def lstsq(a, b, rcond: Any = None):
+    """numpy.linalg.lstsq: (x, residuals, rank, s) with x the minimum-norm minimizer of
+    |a x - b|. Singular values <= rcond * the largest count as zero (default
+    max(m, n) * eps). `residuals` (the squared residual norms) is given when m > n
+    (NumPy gives it only when the rank is n: an empty array otherwise); x's gradient
+    is PyTorch's linalg_lstsq_backward (through pinv).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> x, *_ = tg.linalg.lstsq(np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
+    ...                         np.array([1.0, 2.0, 3.0]))
+    >>> x
+    array([1., 2.])
+    """
+    a, b = _operand(a), _operand(b)
+    rcond = None if rcond is None else float(rcond)
+    x = lstsq_p(a, b, rcond=rcond)
+    m, n = np.shape(a)[-2:]
+    if m > n:
+        r = T.sub(T.matmul(a, x), b)
+        residuals = T.sum_(T.mul(r, r), axis=(np.ndim(r) - 2,) if np.ndim(b) > 1 else
+                           (np.ndim(r) - 1,), keepdims=False)
+        if np.ndim(b) == 1:
+            residuals = T.reshape(residuals, shape=tuple(np.shape(residuals)) + (1,))
+    else:
+        residuals = np.zeros((0,), dtype=aval_of(x).dtype)
+    s = svdvals_p(a)
+    tol = None
+    if rcond is not None:
+        tol = T.mul(T.max_(s, axis=(np.ndim(s) - 1,), keepdims=True), rcond)
+    return x, residuals, matrix_rank(a, tol), s
