@@ -13,7 +13,11 @@ Differences from PyTorch: `slogdet`'s sign has no grad_fn (PyTorch's shares the
 logabsdet node); `cholesky_solve` is two triangular solves, so its grad_fn is
 `LinalgSolveTriangularBackward0`, not `CholeskySolveBackward0`; `left=False`
 solves and torch.linalg.solve's batch-of-vectors form add transposes/reshapes
-around the solve node. Matrix norms that need an SVD (2, -2, 'nuc') raise.
+around the solve node. eigh, qr and svd compute one packed tensor (ops/linalg.py),
+so their factors' grad_fn are the slices of it (SelectBackward0/SliceBackward0,
+whose next function is LinalgEighBackward0, ...); lstsq's residuals, rank and
+singular_values are empty (PyTorch's default CPU driver 'gelsy' gives no
+residuals or singular values either); its rank is computed.
 """
 from __future__ import annotations
 
@@ -30,12 +34,20 @@ __all__ = [
     "LinAlgError",
     "cholesky",
     "det",
+    "eigh",
+    "eigvalsh",
     "inv",
+    "lstsq",
     "matrix_norm",
+    "matrix_rank",
     "norm",
+    "pinv",
+    "qr",
     "slogdet",
     "solve",
     "solve_triangular",
+    "svd",
+    "svdvals",
     "vector_norm",
 ]
 
@@ -46,6 +58,10 @@ class LinAlgError(L.LinAlgError, RuntimeError):
 
 _SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 _TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+_EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
+_QRResult = namedtuple("linalg_qr", ["Q", "R"])
+_SVDResult = namedtuple("linalg_svd", ["U", "S", "Vh"])
+_LstsqResult = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 
 def _t(x) -> Tensor:
@@ -58,6 +74,11 @@ def _check_square(op: str, A: Tensor, name: str = "A") -> None:
     if A.shape[-1] != A.shape[-2]:
         raise shape_error(op, f"{op}: {name} must be batches of square matrices, but they are "
                               f"{A.shape[-2]} by {A.shape[-1]} matrices", A)
+
+
+def _check_matrix(op: str, A: Tensor, name: str = "A") -> None:
+    if A.ndim < 2:
+        raise shape_error(op, f"{op}: The input tensor {name} must have at least 2 dimensions.", A)
 
 
 def _check_float(op: str, *tensors: Tensor) -> None:
@@ -244,7 +265,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Ten
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
-    """torch.linalg.matrix_norm for ord 'fro', 1, -1, inf, -inf (2, -2, 'nuc' need an SVD).
+    """torch.linalg.matrix_norm for ord 'fro', 'nuc', 1, -1, 2, -2, inf, -inf.
 
     >>> import tracegrad.eager as torch
     >>> torch.linalg.matrix_norm(torch.tensor([[1.0, -2.0], [3.0, 4.0]]), ord=1)
@@ -265,8 +286,19 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
             across -= 1
         pick = torch_ops.amax if ord > 0 else torch_ops.amin
         return pick(sums, dim=across, keepdim=keepdim)
-    raise EagerNotImplementedError(f"tracegrad.eager: linalg.matrix_norm(ord={ord!r}) needs an "
-                                   "SVD, which tracegrad does not have")
+    if ord in (2, -2, "nuc"):
+        rest = [d for d in range(A.ndim) if d not in (r, c)]
+        moved = A.permute(*rest, r, c)
+        s = svdvals(moved)
+        if ord == "nuc":
+            res = torch_ops.sum(s, dim=-1)
+        else:
+            res = (torch_ops.amax if ord == 2 else torch_ops.amin)(s, dim=-1)
+        if keepdim:
+            for d in sorted((r, c)):
+                res = res.unsqueeze(d)
+        return res
+    raise shape_error("linalg.matrix_norm", f"linalg.matrix_norm: Order {ord} not supported.", A)
 
 
 def norm(A, ord=None, dim=None, keepdim: bool = False, *, out=None, dtype=None) -> Tensor:
@@ -289,6 +321,180 @@ def norm(A, ord=None, dim=None, keepdim: bool = False, *, out=None, dtype=None) 
     if len(dims) == 2:
         return matrix_norm(A, ord, dim=dims, keepdim=keepdim, dtype=dtype)
     return vector_norm(A, ord, dim=dims, keepdim=keepdim, dtype=dtype)
+
+
+def eigh(A, UPLO: str = "L", *, out=None):
+    """torch.linalg.eigh: (eigenvalues ascending, eigenvectors) of symmetric A, reading its
+    lower (UPLO='L') or upper triangle; the gradient is PyTorch's (symmetric).
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.eigh(torch.tensor([[2.0, 1.0], [1.0, 2.0]])).eigenvalues
+    tensor([1., 3.])
+    """
+    A = _t(A)
+    _no_out(out, "linalg.eigh")
+    _check_eigh_operand("linalg.eigh", A, UPLO)
+    packed = _apply("linalg.eigh", L.eigh_p, (A,), {"lower": UPLO == "L"},
+                    "linalg.eigh: The algorithm failed to converge because the input matrix is "
+                    "ill-conditioned or has too many repeated eigenvalues.")
+    return _EighResult(packed[..., 0, :], packed[..., 1:, :])
+
+
+def eigvalsh(A, UPLO: str = "L", *, out=None) -> Tensor:
+    """torch.linalg.eigvalsh: the eigenvalues of symmetric A, ascending.
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.eigvalsh(torch.tensor([[2.0, 0.0], [0.0, 1.0]]))
+    tensor([1., 2.])
+    """
+    A = _t(A)
+    _no_out(out, "linalg.eigvalsh")
+    _check_eigh_operand("linalg.eigh", A, UPLO)
+    return _apply("linalg.eigvalsh", L.eigvalsh_p, (A,), {"lower": UPLO == "L"},
+                  "linalg.eigvalsh: The algorithm failed to converge because the input matrix "
+                  "is ill-conditioned or has too many repeated eigenvalues.")
+
+
+def _check_eigh_operand(op: str, A: Tensor, UPLO: str) -> None:  # noqa: N803
+    if UPLO not in ("L", "U"):
+        raise shape_error(op, f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}", A)
+    _check_square(op, A)
+    if A._data.dtype.kind != "f":
+        name = {"i": "Long" if A._data.dtype.itemsize == 8 else "Int", "u": "Byte",
+                "b": "Bool"}[A._data.dtype.kind]
+        raise NotImplementedError(f'"linalg_eigh_cpu" not implemented for \'{name}\'')
+
+
+def qr(A, mode: str = "reduced", *, out=None):
+    """torch.linalg.qr: (Q, R) for mode 'reduced' (default) or 'complete'; mode 'r' gives an
+    empty Q and R, whose backward raises (PyTorch's rule).
+
+    >>> import tracegrad.eager as torch
+    >>> Q, R = torch.linalg.qr(torch.tensor([[3.0, 1.0], [4.0, 2.0]]))
+    >>> R.abs()
+    tensor([[5.0000, 2.2000],
+            [0.0000, 0.4000]])
+    """
+    A = _t(A)
+    _no_out(out, "linalg.qr")
+    if mode not in L.QR_MODES:
+        raise shape_error("linalg.qr", f"qr received unrecognized mode '{mode}' but expected one "
+                          "of 'reduced' (default), 'r', or 'complete'", A)
+    _check_matrix("linalg.qr", A)
+    _check_float("linalg.qr", A)
+    packed = _apply("linalg.qr", L.qr_p, (A,), {"mode": mode}, "linalg.qr failed")
+    m, n = A.shape[-2:]
+    R = _mT(packed[..., m:, :])
+    if mode == "r":
+        return _QRResult(tensor(np.zeros((0,), A._data.dtype)), R)
+    return _QRResult(packed[..., :m, :], R)
+
+
+def svd(A, full_matrices: bool = True, *, driver=None, out=None):
+    """torch.linalg.svd: (U, S, Vh) with A = U diag(S) Vh, S descending. With
+    full_matrices, the gradient ignores U's and Vh's vectors past min(m, n) (PyTorch's rule).
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.svd(torch.tensor([[3.0, 0.0], [0.0, -4.0]])).S
+    tensor([4., 3.])
+    """
+    A = _t(A)
+    _no_out(out, "linalg.svd")
+    _check_matrix("linalg.svd", A)
+    _check_float("linalg.svd", A)
+    packed = _apply("linalg.svd", L.svd_p, (A,), {"full_matrices": bool(full_matrices)},
+                    "linalg.svd: The algorithm failed to converge because the input matrix is "
+                    "ill-conditioned or has too many repeated singular values.")
+    m, n = A.shape[-2:]
+    ku, kv = L._svd_widths(m, n, bool(full_matrices))
+    k = min(m, n)
+    return _SVDResult(packed[..., :m, :ku], packed[..., m, :k],
+                      _mT(packed[..., m + 1:, :kv]))
+
+
+def svdvals(A, *, driver=None, out=None) -> Tensor:
+    """torch.linalg.svdvals: the singular values, descending (LinalgSvdBackward0).
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.svdvals(torch.tensor([[0.0, 2.0], [1.0, 0.0]]))
+    tensor([2., 1.])
+    """
+    A = _t(A)
+    _no_out(out, "linalg.svdvals")
+    _check_matrix("linalg.svd", A)
+    _check_float("linalg.svd", A)
+    return _apply("linalg.svdvals", L.svdvals_p, (A,), {},
+                  "linalg.svd: The algorithm failed to converge because the input matrix is "
+                  "ill-conditioned or has too many repeated singular values.")
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tensor:
+    """torch.linalg.pinv: singular values <= max(atol, rtol * largest) count as zero
+    (rtol defaults to max(m, n) * eps when atol is not given); LinalgPinvBackward0.
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.pinv(torch.tensor([[2.0, 0.0], [0.0, 0.0]]))
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.0000]])
+    """
+    A = _t(A)
+    _no_out(out, "linalg.pinv")
+    if A.ndim < 2 or A._data.dtype.kind != "f":
+        kind = {"float32": "Float", "float64": "Double"}.get(A._data.dtype.name, "Long")
+        raise shape_error("linalg.pinv", f"linalg.pinv({kind}{{{list(A.shape)}}}): expected a "
+                          "tensor with 2 or more dimensions of float, double, cfloat or cdouble "
+                          "types", A)
+    attrs = {"atol": 0.0 if atol is None else float(atol),
+             "rtol": None if rtol is None else float(rtol), "hermitian": bool(hermitian)}
+    return _apply("linalg.pinv", L.pinv_p, (A,), attrs, "linalg.pinv failed")
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """torch.linalg.lstsq: (solution, residuals, rank, singular_values); the solution is the
+    minimum-norm least-squares one (LinalgLstsqBackward0). residuals and singular_values are
+    empty, as with PyTorch's default CPU driver 'gelsy'.
+
+    >>> import tracegrad.eager as torch
+    >>> A = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    >>> torch.linalg.lstsq(A, torch.tensor([[1.0], [2.0], [3.0]])).solution
+    tensor([[1.],
+            [2.]])
+    """
+    A, B = _t(A), _t(B)
+    _check_matrix("torch.linalg.lstsq", A, "input")
+    _check_float("torch.linalg.lstsq", A, B)
+    vector = B.ndim == A.ndim - 1
+    rows = B.shape[-1] if vector else B.shape[-2]
+    if rows != A.shape[-2]:
+        raise shape_error("linalg.lstsq", "torch.linalg.lstsq: input.size(-2) should match "
+                          f"other.size({-1 if vector else -2})", A, B)
+    if vector and B.ndim > 1:  # a batch of vectors: solve them as (..., m, 1)
+        X = _apply("linalg.lstsq", L.lstsq_p, (A, B.unsqueeze(-1)), {"rcond": rcond},
+                   "linalg.lstsq failed").squeeze(-1)
+    else:
+        X = _apply("linalg.lstsq", L.lstsq_p, (A, B), {"rcond": rcond}, "linalg.lstsq failed")
+    empty = tensor(np.zeros((0,), A._data.dtype))
+    rank = tensor(np.asarray(L.matrix_rank(A._data, None if rcond is None else rcond *
+                                           np.max(L.svdvals(A._data), axis=-1, keepdims=True))))
+    return _LstsqResult(X, empty, rank, empty)
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tensor:
+    """torch.linalg.matrix_rank: the number of singular values above max(atol, rtol * largest).
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.matrix_rank(torch.tensor([[1.0, 2.0], [2.0, 4.0]]))
+    tensor(1)
+    """
+    A = _t(A)
+    _check_matrix("linalg.matrix_rank", A)
+    s = L.svdvals(A._data)
+    m, n = A.shape[-2:]
+    if rtol is None:
+        rtol = max(m, n) * np.finfo(s.dtype).eps if not atol else 0.0
+    tol = np.maximum(0.0 if atol is None else atol, rtol * np.max(s, axis=-1, keepdims=True)
+                     if s.shape[-1] else 0.0)
+    return tensor(np.asarray(np.sum(s > tol, axis=-1), dtype=np.int64))
 
 
 def _no_out(out, op: str) -> None:
