@@ -495,7 +495,7 @@ def _batched_body(graph, dims: list, size: int, force: set, name: str):
     return body, list(out_dims)
 
 
-def scan_rule(args, dims, body, length, reverse, n_carry, n_xs):
+def scan_rule(args, dims, body, length, reverse, n_carry, n_xs, remat=False):
     """scan with a batched body: batched carries ride along (a carry is batched when
     its start or anything it is updated from is), xs keep the scanned axis first."""
     from tracegrad.loops.primitives import _scan_avals, scan_p, unpack
@@ -519,7 +519,7 @@ def scan_rule(args, dims, body, length, reverse, n_carry, n_xs):
     consts = [v if d is None else _moveaxis(v, d, 0)
               for v, d in zip(args[n_carry + n_xs:], dims[n_carry + n_xs:])]
     packed = scan_p(*carries, *xs, *consts, body=new_body, length=length, reverse=reverse,
-                    n_carry=n_carry, n_xs=n_xs)
+                    n_carry=n_carry, n_xs=n_xs, **({"remat": True} if remat else {}))
     parts = unpack(packed, _scan_avals(new_body, length, n_carry))
     parts = [(p if carry_batched[k] else T.broadcast_to(p, shape=(size,) + _shape(p)))
              if k < n_carry else _moveaxis(p, 1, 0) for k, p in enumerate(parts)]

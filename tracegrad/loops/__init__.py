@@ -61,10 +61,16 @@ def _type_str(avals) -> str:
 # ---------------------------------------------------------------------- scan
 
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
-         reverse: bool = False) -> tuple[Any, Any]:
+         reverse: bool = False, *, remat: bool = False) -> tuple[Any, Any]:
     """JAX's `lax.scan`: `carry, y = f(carry, x)` over the leading axis of `xs`.
 
     Returns `(final carry, stacked ys)`; carries and xs may be pytrees.
+
+    Reverse mode stores each step's starting carry and the step's values that are
+    costly to recompute (matmul, transcendental, reduction and loop outputs), and
+    recomputes the cheap rest in the backward step. `remat=True` stores the
+    carries only and recomputes the whole step (less memory, more time), as
+    `lax.scan(jax.checkpoint(f), ...)` does.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.scan(lambda c, x: (c * x, c), np.float64(1.0), np.array([2.0, 3.0, 4.0]))
@@ -95,7 +101,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
             f"({_type_str(carry_avals)}) and comes out as {new_carry_tree} of "
             f"({_type_str(carry_out)})")
     packed = scan_p(*carry_leaves, *x_leaves, *captures, body=body, length=n, reverse=reverse,
-                    n_carry=n_carry, n_xs=len(x_leaves))
+                    n_carry=n_carry, n_xs=len(x_leaves), **({"remat": True} if remat else {}))
     avals = carry_out + [Aval((n,) + tuple(o.shape), o.dtype) for o in body.outputs[n_carry:]]
     parts = unpack(packed, avals)
     return (tree_unflatten(carry_tree, parts[:n_carry]),

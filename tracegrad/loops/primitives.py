@@ -13,10 +13,13 @@ into one flat array of one dtype (`packing`); the front end
 (tracegrad/loops/__init__.py) slices it apart with ordinary getitem/reshape nodes.
 
 Reverse mode:
-- scan: a forward scan that also emits each step's carry (the residuals), then
-  one reversed scan over the body's VJP, which re-runs the body's forward per
-  step from the stored carry (per-step rematerialization: memory holds carries
-  only, never the body's intermediates).
+- scan: a forward scan that also emits each step's starting carry and the step's
+  values that are costly to recompute (`_choose_saved`: matmul, transcendental,
+  reduction and loop outputs that the VJP reads), then one reversed scan over the
+  body's VJP, which reads those and recomputes only the cheap rest (JAX's scan
+  saves every residual; `scan(..., remat=True)` saves carries only and recomputes
+  the whole step, as `jax.checkpoint` on the body does). The passes merge the
+  residual-emitting scan with the primal one (passes/loops.py): one forward.
 - cond: a cond over the two branches' VJPs: only the taken branch runs.
 - while: no reverse mode (its trip count is data), as in JAX.
 
@@ -124,7 +127,7 @@ def _scan_avals(body: Graph, length: int, n_carry: int) -> list[Aval]:
         Aval((length,) + tuple(o.shape), o.dtype) for o in outs[n_carry:]]
 
 
-def _scan_rule(*operands, body, length, reverse, n_carry, n_xs):
+def _scan_rule(*operands, body, length, reverse, n_carry, n_xs, remat=False):
     avals = [as_aval(v) for v in operands]
     if len(avals) != len(body.inputs):
         raise ShapeError(f"scan: the body takes {len(body.inputs)} inputs, got {len(avals)}")
@@ -138,7 +141,7 @@ def _scan_rule(*operands, body, length, reverse, n_carry, n_xs):
     return Aval((total,), dtype)
 
 
-def _scan_impl(*operands, body, length, reverse, n_carry, n_xs):
+def _scan_impl(*operands, body, length, reverse, n_carry, n_xs, remat=False):
     run = body_runner(body)
     carry = list(operands[:n_carry])
     xs = operands[n_carry:n_carry + n_xs]
@@ -153,6 +156,12 @@ def _scan_impl(*operands, body, length, reverse, n_carry, n_xs):
             y[i] = o
     dtype, _ = packed_layout(_scan_avals(body, length, n_carry))
     return pack(carry + ys, dtype)
+
+
+def _remat_attr(remat: bool) -> dict:
+    """The scan node attr of `scan(..., remat=True)`: present only when set, so the
+    graphs (and cache keys) of ordinary scans do not change."""
+    return {"remat": True} if remat else {}
 
 
 def _is_float(dtype) -> bool:
@@ -181,32 +190,168 @@ def clear_caches() -> None:
 
 
 def residual_bytes(graph: Graph) -> int:
-    """Memory of the per-step carries that the residual-keeping scans of `graph`
-    store for reverse mode (length x carry sizes)."""
+    """Memory that the residual-keeping scans of `graph` store for reverse mode:
+    length x (each step's starting carries + the saved intermediates, see
+    `_scan_backward_parts`)."""
     total = 0
     for node in graph.nodes:
         if node.op == "scan" and history_base(node.attrs["body"]) is not None:
-            body = node.attrs["body"]
-            per_step = sum(n.size * n.dtype.itemsize for n in body.inputs[:node.attrs["n_carry"]])
+            history = node.attrs["body"]
+            n_kept = _HISTORY_KEPT.get(history, node.attrs["n_carry"])
+            kept = history.outputs[len(history.outputs) - n_kept:]
+            per_step = sum(n.size * n.dtype.itemsize for n in kept)
             total += node.attrs["length"] * per_step
     return total
 
 
-@functools.lru_cache(maxsize=256)
-def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int):
-    """(history body, backward body, float positions) for reverse mode of a scan
-    with this body; built once per body."""
-    from tracegrad.autodiff import replay, vjp_graph
+# history body -> how many of its last outputs are residuals (carries + saved values)
+_HISTORY_KEPT: "weakref.WeakKeyDictionary[Graph, int]" = weakref.WeakKeyDictionary()
+
+
+def inherit_history(old: Graph, new: Graph) -> None:
+    """`new` (an optimized copy of the history body `old`, same outputs) keeps its
+    record, so `residual_bytes` still counts it."""
+    base = history_base(old)
+    if base is not None:
+        _HISTORY_BASE[new] = weakref.ref(base)
+        if old in _HISTORY_KEPT:
+            _HISTORY_KEPT[new] = _HISTORY_KEPT[old]
+
+
+# Elementwise ops whose values reverse mode saves per step rather than recomputing
+# (transcendentals: many cycles per element); matmuls, reductions and the "other"
+# kind (softmax, solves, nested loops, ...) are saved too. Cheap elementwise ops,
+# shape ops and indexing are recomputed from the saved values and the carries.
+_SAVED_ELEMENTWISE = frozenset({
+    "exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sin", "cos", "arcsin", "arccos",
+    "arctan", "arctan2", "pow", "sqrt"})
+
+
+def _worth_saving(node) -> bool:
+    """Save `node`'s per-step value for the backward scan instead of recomputing it
+    (the rule of `jax.checkpoint_policies.dots_saveable`, widened to transcendentals)."""
+    from tracegrad.ops.core import REGISTRY
+    if node.op in ("input", "const") or not _is_float(node.dtype):
+        return False
+    prim = REGISTRY[node.op]
+    if prim.nondiff:
+        return False
+    return prim.kind in ("matmul", "reduction", "other") or node.op in _SAVED_ELEMENTWISE
+
+
+def _step_varying(body: Graph, n_carry: int, n_xs: int) -> set[int]:
+    """Ids of body nodes that depend on the carry or x_t (the others are the same every
+    step: saving them per step would only cost memory)."""
+    varying = {n.id for n in body.inputs[:n_carry + n_xs]}
+    for node in body.nodes:
+        if any(i.id in varying for i in node.inputs):
+            varying.add(node.id)
+    return varying
+
+
+def _backward_body(body: Graph, n_carry: int, n_xs: int, saved: Sequence):
+    """The backward step: inputs (ct of carry', acc of const grads | carry_t, x_t,
+    ct of y_t, saved values | consts), outputs (ct of carry, acc + const grads, ct
+    of x_t). The body's forward nodes in `saved` are inputs; the rest of the forward
+    is replayed where the VJP reads it. Returns (graph, {body node id: graph node}
+    of the replayed forward values)."""
+    from tracegrad.autodiff import backward_pass
     from tracegrad.tracing import TraceContext, Tracer, output_node
     from tracegrad.ops import api
 
     n_in = len(body.inputs)
-    carry_in = body.inputs[:n_carry]
     float_in = [k for k, n in enumerate(body.inputs) if _is_float(n.dtype)]
     float_out = [k for k, n in enumerate(body.outputs) if _is_float(n.dtype)]
-    float_carry = [k for k in range(n_carry) if _is_float(carry_in[k].dtype)]
+    float_carry = [k for k in range(n_carry) if _is_float(body.inputs[k].dtype)]
+    consts_float = [k for k in float_in if k >= n_carry + n_xs]
+    xs_float = [k for k in float_in if n_carry <= k < n_carry + n_xs]
+    bctx = TraceContext(f"{body.name}_vjp")
+    with bctx.active():
+        ct_carry = [bctx.new_input(body.outputs[k].aval, f"ct_carry{k}")
+                    for k in float_out if k < n_carry]
+        acc = [bctx.new_input(body.inputs[k].aval, f"acc{k}") for k in consts_float]
+        carry_t = [bctx.new_input(n.aval, f"carry{k}") for k, n in enumerate(body.inputs[:n_carry])]
+        x_t = [bctx.new_input(body.inputs[k].aval, f"x{k}") for k in range(n_carry, n_carry + n_xs)]
+        ct_y = [bctx.new_input(body.outputs[k].aval, f"ct_y{k}") for k in float_out if k >= n_carry]
+        res = [bctx.new_input(n.aval, f"saved{k}") for k, n in enumerate(saved)]
+        consts = [bctx.new_input(body.inputs[k].aval, f"const{k}")
+                  for k in range(n_carry + n_xs, n_in)]
+        env = _replay_around(body, carry_t + x_t + consts,
+                             {n.id: r for n, r in zip(saved, res)}, bctx)
+        seeds: dict = {}
+        for k, ct in zip(float_out, ct_carry + ct_y):
+            nid = body.outputs[k].id  # one node returned twice gets both cotangents
+            seeds[nid] = ct if nid not in seeds else api.add(seeds[nid], ct)
+        grads = dict(zip(float_in, backward_pass(body, env, bctx, seeds, float_in)))
+        outs = [grads[k] for k in float_carry]
+        outs += [api.add(a, grads[k]) for a, k in zip(acc, consts_float)]
+        outs += [grads[k] for k in xs_float]
+        for v in outs:
+            bctx.graph.outputs.append(output_node(bctx, v if isinstance(v, Tracer) else
+                                                  np.asarray(v)))
+    forward = {nid: v.node for nid, v in env.items()
+               if isinstance(v, Tracer) and v.context is bctx}
+    return bctx.graph, forward, (float_carry, consts_float, xs_float)
 
-    # history body: the forward body that also emits the carry it started from
+
+def _replay_around(body: Graph, args: Sequence, known: dict, ctx) -> dict:
+    """`replay` of `body` into `ctx`, except the nodes in `known` (id -> value)."""
+    from tracegrad.ops import core
+    from tracegrad.ops.core import REGISTRY
+    from tracegrad.tracing import Tracer, node_source
+    env: dict = {n.id: a for n, a in zip(body.inputs, args)}
+    env.update(known)
+    for node in body.nodes:
+        if node.id in env:
+            continue
+        if node.op == "const":
+            env[node.id] = Tracer(ctx, ctx.const_node(node.attrs["value"]))
+            continue
+        with node_source(node.source):
+            env[node.id] = core.bind(REGISTRY[node.op], *[env[i.id] for i in node.inputs],
+                                     **node.attrs)
+    return env
+
+
+def _choose_saved(body: Graph, n_carry: int, n_xs: int) -> list:
+    """The body's forward nodes whose per-step values the backward scan reads from
+    the forward scan: walking the recomputing backward step from its outputs, each
+    forward value it needs that is worth saving (`_worth_saving`) and changes per
+    step; the walk stops there (what only feeds a saved value is not recomputed)."""
+    graph, forward, _ = _backward_body(body, n_carry, n_xs, [])
+    body_of = {}
+    for nid, node in forward.items():
+        body_of.setdefault(node.id, nid)
+    by_id = {n.id: n for n in body.nodes}
+    varying = _step_varying(body, n_carry, n_xs)
+    live = {n.id for n in graph.outputs}
+    saved = set()
+    for node in reversed(graph.nodes):
+        if node.id not in live:
+            continue
+        nid = body_of.get(node.id)
+        if nid is not None and nid in varying and _worth_saving(by_id[nid]):
+            saved.add(nid)
+            continue
+        live.update(i.id for i in node.inputs)
+    return [n for n in body.nodes if n.id in saved]
+
+
+@functools.lru_cache(maxsize=256)
+def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = False):
+    """(history body, backward body, float positions, where each saved value is among
+    the history scan's results) for reverse mode of a scan with this body; built
+    once per body.
+
+    The history body is the forward body that also emits the carry it started from
+    and the values the backward step reads instead of recomputing (`_choose_saved`;
+    none with `remat`: then the backward step recomputes the forward from the carry,
+    as `jax.checkpoint` on the body does)."""
+    from tracegrad.autodiff import replay
+    from tracegrad.passes.dce import dce
+    from tracegrad.tracing import TraceContext, output_node
+
+    saved = [] if remat else _choose_saved(body, n_carry, n_xs)
     ctx = TraceContext(f"{body.name}_history")
     history = ctx.graph
     with ctx.active():
@@ -217,68 +362,50 @@ def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int):
             history.outputs.append(output_node(ctx, env[o.id]))
         for c in ins[:n_carry]:
             history.outputs.append(output_node(ctx, c))
-    _HISTORY_BASE[history] = weakref.ref(body)  # a strong value would keep body alive
-
-    # backward body: carry (ct of carry', acc of const grads), xs (carry_t, x_t, ct of y_t)
-    joint = vjp_graph(body, wrt=float_in, diff_outputs=float_out, seed_ones=False)
-    consts_float = [k for k in float_in if k >= n_carry + n_xs]
-    xs_float = [k for k in float_in if n_carry <= k < n_carry + n_xs]
-    ct_carry_nodes = [body.outputs[k] for k in float_out if k < n_carry]
-    ct_y_nodes = [body.outputs[k] for k in float_out if k >= n_carry]
-    bctx = TraceContext(f"{body.name}_vjp")
-    backward = bctx.graph
-    with bctx.active():
-        ct_carry = [bctx.new_input(n.aval, f"ct_carry{k}") for k, n in enumerate(ct_carry_nodes)]
-        acc = [bctx.new_input(body.inputs[k].aval, f"acc{k}") for k in consts_float]
-        carry_t = [bctx.new_input(n.aval, f"carry{k}") for k, n in enumerate(carry_in)]
-        x_t = [bctx.new_input(body.inputs[k].aval, f"x{k}") for k in range(n_carry, n_carry + n_xs)]
-        ct_y = [bctx.new_input(n.aval, f"ct_y{k}") for k, n in enumerate(ct_y_nodes)]
-        consts = [bctx.new_input(body.inputs[k].aval, f"const{k}")
-                  for k in range(n_carry + n_xs, n_in)]
-        primals = carry_t + x_t + consts
-        cts = []
-        ci = yi = 0
-        for k in float_out:
-            if k < n_carry:
-                cts.append(ct_carry[ci])
-                ci += 1
+        # a saved value that is a per-step output is read from the scan's ys: stored once
+        y_ids = {o.id: j for j, o in enumerate(body.outputs) if j >= n_carry}
+        sources = []
+        for n in saved:
+            if n.id in y_ids:
+                sources.append(y_ids[n.id])
             else:
-                cts.append(ct_y[yi])
-                yi += 1
-        env = replay(joint, primals + cts, bctx)
-        grads = dict(zip(float_in, [env[o.id] for o in joint.outputs[len(body.outputs):]]))
-        outs = [grads[k] for k in float_carry]
-        outs += [api.add(a, grads[k]) for a, k in zip(acc, consts_float)]
-        outs += [grads[k] for k in xs_float]
-        for v in outs:
-            backward.outputs.append(output_node(bctx, v if isinstance(v, Tracer) else
-                                                np.asarray(v)))
-    return history, backward, float_carry, consts_float, xs_float
+                sources.append(len(history.outputs))
+                history.outputs.append(output_node(ctx, env[n.id]))
+    _HISTORY_BASE[history] = weakref.ref(body)  # a strong value would keep body alive
+    _HISTORY_KEPT[history] = len(history.outputs) - len(body.outputs)
+    backward, _, (float_carry, consts_float, xs_float) = _backward_body(body, n_carry, n_xs,
+                                                                        saved)
+    backward = dce(backward)  # the forward that only fed saved values
+    return history, backward, float_carry, consts_float, xs_float, tuple(sources)
 
 
-def _scan_vjp(i, g, out, *operands, body, length, reverse, n_carry, n_xs):
+def _scan_vjp(i, g, out, *operands, body, length, reverse, n_carry, n_xs, remat=False):
     """The cotangent of operand i (see _scan_vjps, which reverse mode calls once)."""
     needed = [k == i for k in range(len(operands))]
     return _scan_vjps(needed, g, out, *operands, body=body, length=length, reverse=reverse,
-                      n_carry=n_carry, n_xs=n_xs)[i]
+                      n_carry=n_carry, n_xs=n_xs, remat=remat)[i]
 
 
-def _scan_vjps(needed, g, out, *operands, body, length, reverse, n_carry, n_xs):
-    """Every operand's cotangent from one reversed scan over the body's VJP."""
+def _scan_vjps(needed, g, out, *operands, body, length, reverse, n_carry, n_xs, remat=False):
+    """Every operand's cotangent from one reversed scan over the body's VJP, which
+    reads each step's starting carry and saved values from a forward scan (the
+    passes merge that scan with the primal one, passes/loops.py)."""
     from tracegrad.ops import api
-    history, backward, float_carry, consts_float, xs_float = _scan_backward_parts(
-        body, n_carry, n_xs)
+    history, backward, float_carry, consts_float, xs_float, sources = _scan_backward_parts(
+        body, n_carry, n_xs, bool(remat))
     wanted = set(float_carry) | set(consts_float) | set(xs_float)
     if not any(n and k in wanted for k, n in enumerate(needed)):
         return [None] * len(operands)
     carries = list(operands[:n_carry])
     xs = list(operands[n_carry:n_carry + n_xs])
     consts = list(operands[n_carry + n_xs:])
-    # forward again, keeping each step's starting carry
+    # forward again, keeping each step's starting carry and saved values
     hist_packed = scan_p(*carries, *xs, *consts, body=history, length=length, reverse=reverse,
                          n_carry=n_carry, n_xs=n_xs)
     hist_vals = unpack(hist_packed, _scan_avals(history, length, n_carry))
-    carry_hist = hist_vals[len(body.outputs):]
+    n_out = len(body.outputs)
+    carry_hist = hist_vals[n_out:n_out + n_carry]
+    saved_hist = [hist_vals[k] for k in sources]  # (history outputs: outs, carries, saved)
     # the cotangent of this scan's packed value, split
     out_avals = _scan_avals(body, length, n_carry)
     g_parts = unpack(g, out_avals)
@@ -286,9 +413,10 @@ def _scan_vjps(needed, g, out, *operands, body, length, reverse, n_carry, n_xs):
     ct_carry = [g_parts[k] for k in float_out if k < n_carry]
     ct_ys = [g_parts[k] for k in float_out if k >= n_carry]
     acc0 = [api.zeros_like(operands[k]) for k in consts_float]
-    bwd = scan_p(*ct_carry, *acc0, *carry_hist, *xs, *ct_ys, *consts, body=backward,
-                 length=length, reverse=not reverse, n_carry=len(ct_carry) + len(acc0),
-                 n_xs=len(carry_hist) + len(xs) + len(ct_ys))
+    bwd = scan_p(*ct_carry, *acc0, *carry_hist, *xs, *ct_ys, *saved_hist, *consts,
+                 body=backward, length=length, reverse=not reverse,
+                 n_carry=len(ct_carry) + len(acc0),
+                 n_xs=len(carry_hist) + len(xs) + len(ct_ys) + len(saved_hist))
     parts = unpack(bwd, _scan_avals(backward, length, len(ct_carry) + len(acc0)))
     grads = []
     for i in range(len(operands)):
@@ -392,7 +520,7 @@ def _scan_jvp_body(body: Graph, n_carry: int, n_xs: int, wrt: tuple) -> Graph:
     return ctx.graph
 
 
-def _scan_jvp_joint(primals, tangents, *, body, length, reverse, n_carry, n_xs):
+def _scan_jvp_joint(primals, tangents, *, body, length, reverse, n_carry, n_xs, remat=False):
     """One scan over the body's JVP; every float carry has a tangent carry (zeros where
     none enters: the xs' tangents reach the carry after one step)."""
     float_carry = [k for k in range(n_carry) if _is_float(body.inputs[k].dtype)]
@@ -400,7 +528,7 @@ def _scan_jvp_joint(primals, tangents, *, body, length, reverse, n_carry, n_xs):
     wrt = tuple(sorted(set(float_carry) | set(given)))
     if not given:
         return scan_p(*primals, body=body, length=length, reverse=reverse, n_carry=n_carry,
-                      n_xs=n_xs), None
+                      n_xs=n_xs, **_remat_attr(remat)), None
     new_body = _scan_jvp_body(body, n_carry, n_xs, wrt)
     n_in = len(primals)
     carry, xs, consts = (primals[:n_carry], primals[n_carry:n_carry + n_xs],
@@ -410,7 +538,8 @@ def _scan_jvp_joint(primals, tangents, *, body, length, reverse, n_carry, n_xs):
     tconsts = [tangents[k] for k in wrt if n_carry + n_xs <= k < n_in]
     new_n_carry = n_carry + len(tcarry)
     packed = scan_p(*carry, *tcarry, *xs, *txs, *consts, *tconsts, body=new_body, length=length,
-                    reverse=reverse, n_carry=new_n_carry, n_xs=n_xs + len(txs))
+                    reverse=reverse, n_carry=new_n_carry, n_xs=n_xs + len(txs),
+                    **_remat_attr(remat))
     parts = unpack(packed, _scan_avals(new_body, length, new_n_carry))
     out_avals = _scan_avals(body, length, n_carry)
     t_carry = dict(zip(float_carry, parts[n_carry:new_n_carry]))

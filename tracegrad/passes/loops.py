@@ -321,9 +321,12 @@ def optimize_bodies_counted(graph: Graph) -> tuple[Graph, int]:
             replacements[node.id] = new_attrs
     if not replacements:
         return graph, 0
+    from tracegrad.loops.primitives import inherit_history
     graph = copy_graph(graph)
     for node in graph.nodes:
         if node.id in replacements:
+            for key, smaller in replacements[node.id].items():
+                inherit_history(node.attrs[key], smaller)  # its residual record
             node.attrs = {**node.attrs, **replacements[node.id]}
             changed += 1
     return graph, changed
