@@ -86,7 +86,7 @@ def test_lstsq_and_matrix_rank_match_numpy():
     for b in (RHS, RHS[:, 0]):
         for got, ref in zip(tg.linalg.lstsq(TALL, b), np.linalg.lstsq(TALL, b)):
             assert_close(got, ref, rtol=1e-10, atol=1e-12)
-    x, residuals, rank, s = tg.linalg.lstsq(WIDE, RHS[:3])
+    x, residuals, rank, _ = tg.linalg.lstsq(WIDE, RHS[:3])
     ref = np.linalg.lstsq(WIDE, RHS[:3])
     assert_close(x, ref[0], rtol=1e-10)
     assert residuals.shape == (0,) and int(rank) == 3

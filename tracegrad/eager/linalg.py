@@ -81,11 +81,21 @@ def _check_matrix(op: str, A: Tensor, name: str = "A") -> None:
         raise shape_error(op, f"{op}: The input tensor {name} must have at least 2 dimensions.", A)
 
 
+_TORCH_TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+                     "uint8": "Byte", "bool": "Bool", "float16": "Half", "float32": "Float",
+                     "float64": "Double"}
+
+
+def _torch_type_name(x: Tensor) -> str:
+    """PyTorch's scalar type name in its messages (Long for int64, ...)."""
+    return _TORCH_TYPE_NAMES.get(x._data.dtype.name, x._data.dtype.name.capitalize())
+
+
 def _check_float(op: str, *tensors: Tensor) -> None:
     for x in tensors:
         if x._data.dtype.kind != "f":
             raise shape_error(op, f"{op}: Expected a floating point or complex tensor as input. "
-                                  f"Got {str(x.dtype).replace('torch.', '').capitalize()}", x)
+                                  f"Got {_torch_type_name(x)}", x)
 
 
 def _apply(op: str, prim, args, attrs, failure: str, name: str | None = None) -> Tensor:
@@ -355,14 +365,13 @@ def eigvalsh(A, UPLO: str = "L", *, out=None) -> Tensor:
                   "is ill-conditioned or has too many repeated eigenvalues.")
 
 
-def _check_eigh_operand(op: str, A: Tensor, UPLO: str) -> None:  # noqa: N803
+def _check_eigh_operand(op: str, A: Tensor, UPLO: str) -> None:
     if UPLO not in ("L", "U"):
         raise shape_error(op, f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}", A)
     _check_square(op, A)
     if A._data.dtype.kind != "f":
-        name = {"i": "Long" if A._data.dtype.itemsize == 8 else "Int", "u": "Byte",
-                "b": "Bool"}[A._data.dtype.kind]
-        raise NotImplementedError(f'"linalg_eigh_cpu" not implemented for \'{name}\'')
+        raise NotImplementedError(f'"linalg_eigh_cpu" not implemented for '
+                                  f"'{_torch_type_name(A)}'")
 
 
 def qr(A, mode: str = "reduced", *, out=None):
@@ -383,7 +392,7 @@ def qr(A, mode: str = "reduced", *, out=None):
     _check_matrix("linalg.qr", A)
     _check_float("linalg.qr", A)
     packed = _apply("linalg.qr", L.qr_p, (A,), {"mode": mode}, "linalg.qr failed")
-    m, n = A.shape[-2:]
+    m = A.shape[-2]
     R = _mT(packed[..., m:, :])
     if mode == "r":
         return _QRResult(tensor(np.zeros((0,), A._data.dtype)), R)
@@ -440,8 +449,8 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tenso
     A = _t(A)
     _no_out(out, "linalg.pinv")
     if A.ndim < 2 or A._data.dtype.kind != "f":
-        kind = {"float32": "Float", "float64": "Double"}.get(A._data.dtype.name, "Long")
-        raise shape_error("linalg.pinv", f"linalg.pinv({kind}{{{list(A.shape)}}}): expected a "
+        raise shape_error("linalg.pinv", f"linalg.pinv({_torch_type_name(A)}{{{list(A.shape)}}}): "
+                          "expected a "
                           "tensor with 2 or more dimensions of float, double, cfloat or cdouble "
                           "types", A)
     attrs = {"atol": 0.0 if atol is None else float(atol),

@@ -891,7 +891,7 @@ lstsq_p = primitive(  # the minimum-norm least-squares solution x of min |A x - 
     vjps=(_lstsq_vjp_a, _lstsq_vjp_b), torch_name="LinalgLstsqBackward0", saves=(0, 1))
 
 
-def eigh(a, UPLO: str = "L") -> EighResult:  # noqa: N803  (NumPy's name)
+def eigh(a, UPLO: str = "L") -> EighResult:
     """numpy.linalg.eigh: (eigenvalues ascending, eigenvectors as columns) of symmetric a.
 
     Reads the lower (UPLO='L') or upper triangle, as NumPy does. The gradient is the
@@ -912,7 +912,7 @@ def eigh(a, UPLO: str = "L") -> EighResult:  # noqa: N803  (NumPy's name)
     return EighResult(_row(packed, 0), _rows(packed, 1, n + 1))
 
 
-def eigvalsh(a, UPLO: str = "L"):  # noqa: N803
+def eigvalsh(a, UPLO: str = "L"):
     """numpy.linalg.eigvalsh: the eigenvalues of symmetric a, ascending; gradient V diag(g) V^T.
 
     >>> import numpy as np, tracegrad as tg
