@@ -87,3 +87,34 @@ def test_a_gemm_kernel_sets_blas_threads_before_it_runs(monkeypatch):
     a, b = np.ones((8, 4)), np.ones((4, 3))
     np.testing.assert_allclose(f(a, b), np.tanh(a @ b))
     assert "tg_gemm(" in f.lower(a, b).source and set_to
+
+
+def _wants_parallel(batch: int) -> bool:
+    """Whether the kernel of relu(x @ W) over a (batch, 512) @ (512, 512) product
+    (loops of batch * 512 elements) would get a prange variant. Generation only."""
+    from codegen_helpers import GraphMaker
+
+    from tracegrad.codegen import _generate
+    gm = GraphMaker("gemm_then_loop")
+    x = gm.input((batch, 512), "float64", "x")
+    w = gm.input((512, 512), "float64", "w")
+    y = gm.op("exp", gm.op("matmul", x, w))
+    graph = gm.output(gm.op("sum", y, axis=None, keepdims=False))
+    return _generate(graph, "kernel_check").wants_parallel
+
+
+def test_no_prange_variant_beside_a_threaded_gemm(monkeypatch):
+    """OpenBLAS threads a GEMM this big (M*N*K = 2**28); Numba's OpenMP workers
+    would spin on the cores its workers need (codegen/structured.BLAS_THREADED_MNK)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parents[1] / "codegen"))
+    from tracegrad.codegen.emit import PARALLEL_MIN_ELEMENTS
+    from tracegrad.codegen.structured import BLAS_THREADED_MNK
+    batch = 1024   # loops of 2**19 elements: above PARALLEL_MIN_ELEMENTS
+    assert batch * 512 >= PARALLEL_MIN_ELEMENTS and batch * 512 * 512 >= BLAS_THREADED_MNK
+    assert not _wants_parallel(batch)
+    # the same kernel, were BLAS single-threaded there, keeps its prange variant
+    from tracegrad.codegen import structured
+    monkeypatch.setattr(structured, "BLAS_THREADED_MNK", 1 << 62)
+    assert _wants_parallel(batch)

@@ -153,6 +153,19 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
     if scratch is not None:
         _release(em, scratch)
     em.uses_gemm = True
+    if m * n * k >= BLAS_THREADED_MNK:
+        em.threaded_gemm = True
+
+
+# OpenBLAS splits a GEMM over its threads from M*N*K = 65536 * 4 on (its
+# GEMM_MULTITHREAD_THRESHOLD); below that it runs on the calling thread. Its
+# workers then spin for a long while (~0.1 s) before they sleep. A kernel that
+# calls such a GEMM gets no prange variant (generate.py): Numba's OpenMP workers
+# and OpenBLAS's would share the cores, each spinning while the other works.
+# mlp_mnist_b4096 float32, BLAS on 2 threads, process under SCHED_FIFO (an idle
+# machine for it): 42.8 ms a call serial, 91.6 ms with the prange variant
+# (perf/gemm_profile.md, "Two thread pools").
+BLAS_THREADED_MNK = 65536 * 4
 
 
 # OpenBLAS's small-matrix path (M*N*K up to ~1e6; SKYLAKEX kernels, as NumPy ships
