@@ -219,7 +219,8 @@ def _generate_once(graph: Graph, kernel_name: str, forced: set[int], parallel: b
         if better:
             better_placements[si] = better
         any_parallel |= em.parallel
-        wants_parallel |= em.wants_parallel
+        # no prange variant beside BLAS's own threads (structured.BLAS_THREADED_MNK)
+        wants_parallel |= em.wants_parallel and not getattr(em, "threaded_gemm", False)
         uses_gemm |= em.uses_gemm
         if not single:
             rets = ", ".join(f"a{r}" for r in returns)
