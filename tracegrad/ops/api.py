@@ -1913,10 +1913,10 @@ def einsum(subscripts: str, *operands, optimize: Any = False, **kwargs) -> Array
 
 def norm(x: Array, ord: Any = None, axis: Any = None,  # noqa: A002  (NumPy's name)
          keepdims: bool = False) -> Array:
-    """NumPy's linalg.norm for vectors (any ord) and matrices ('fro', 1, -1, inf, -inf).
+    """NumPy's linalg.norm for vectors (any ord) and matrices ('fro', 'nuc', 1, -1, 2, -2,
+    inf, -inf; 2, -2 and 'nuc' from the singular values).
 
-    The 2-norm's gradient at x = 0 is nan, as in JAX (x / |x|). Matrix 2-norms and
-    nuclear norms need an SVD, which tracegrad does not have.
+    The 2-norm's gradient at x = 0 is nan, as in JAX (x / |x|).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.linalg.norm(np.array([3.0, 4.0]))
@@ -1949,9 +1949,14 @@ def norm(x: Array, ord: Any = None, axis: Any = None,  # noqa: A002  (NumPy's na
     elif ord in (np.inf, -np.inf):
         row = sum(abs(x), axis=c, keepdims=True)
         res = (max if ord == np.inf else min)(row, axis=r, keepdims=True)
+    elif ord in (2, -2, "nuc"):  # from the singular values (ops/linalg.py svdvals)
+        s = _linalg_ops.svdvals(moveaxis(x, (r, c), (-2, -1)))
+        res = sum(s, axis=-1) if ord == "nuc" else (max if ord == 2 else min)(s, axis=-1)
+        return reshape(res, tuple(1 if i in axes else d for i, d in enumerate(_shape(x)))) \
+            if keepdims else res
     else:
-        raise NotImplementedError(f"tracegrad.linalg.norm: matrix ord={ord!r} needs an SVD, "
-                                  "which tracegrad does not have" + user_location_suffix())
+        raise ValueError(f"norm: invalid norm order {ord!r} for matrices"
+                         + user_location_suffix())
     return res if keepdims else squeeze(res, axis=axes)
 
 
