@@ -196,7 +196,9 @@ class _TieredEntry(_Entry):
         self.owner = weakref.ref(owner)  # (no cycle through the function's entry map)
         self.key = None                  # set by _entry_for before anyone calls
         self.check_finite = check_finite
-        run = _Interpreted(lowered.optimized)
+        # a shape-generic kernel (codegen/shape_generic.py) or the interpreter
+        interpreted = lowered.tier_runner is None
+        run = _Interpreted(lowered.optimized) if interpreted else lowered.tier_runner
         from tracegrad.codegen.background import ensure_worker
 
         def call(arrays):
@@ -205,7 +207,7 @@ class _TieredEntry(_Entry):
             if not build.done:
                 ensure_worker()  # (a forked child starts its own builder)
             cf = self.owner()
-            if cf is not None:
+            if cf is not None and interpreted:
                 cf._interpreted_calls += 1
             with np.errstate(all="ignore"):
                 outs = run(*arrays)

@@ -96,6 +96,11 @@ def tiered_mode() -> str:
     return _mode("TRACEGRAD_TIERED", "shapes", ("always",))
 
 
+def shape_generic_mode() -> str:
+    """TRACEGRAD_SHAPE_GENERIC: "shapes" (default), "ahead" or "0": see codegen/shape_generic.py."""
+    return _mode("TRACEGRAD_SHAPE_GENERIC", "shapes", ("ahead",))
+
+
 def default_backend() -> str:
     """TRACEGRAD_BACKEND: "numba" (default) or "interpret"; read when a signature is built."""
     value = os.environ.get("TRACEGRAD_BACKEND", "").strip().lower()

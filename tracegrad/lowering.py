@@ -82,6 +82,7 @@ class Lowered:
         self.backend = backend
         self.timings = timings
         self.tier_build = None          # the background build while kernel is None (tiered)
+        self.tier_runner = None         # what runs meanwhile, if not the interpreter
         self.source = getattr(kernel, "source", None)
         self.source_path = getattr(kernel, "source_path", None)
 
@@ -137,9 +138,14 @@ def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = Tru
     timings: dict[str, float] = {}
     graph = _optimize_graph(joint, optimize, timings)
     if backend == "numba":
-        from tracegrad.codegen import build_kernel
+        from tracegrad.codegen import build_kernel, shape_generic
         t0 = time.perf_counter()
-        kernel = build_kernel(graph, index_key=index_key)
+        kernel = None
+        if shape_generic.enabled(graph) and shape_generic.may_have_template(graph):
+            kernel = shape_generic.Attempt(graph).kernel
+        if kernel is None:
+            kernel = build_kernel(graph, index_key=index_key)
+            shape_generic.note_built(graph)
         timings["codegen+numba"] = time.perf_counter() - t0
     else:
         kernel = _Interpreted(graph)
@@ -149,13 +155,44 @@ def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = Tru
 def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key: str | None,
                          timings: dict) -> Lowered:
     """Passes and fusion now; code generation and Numba in the background worker
-    (codegen/background.py). The Lowered's kernel stays None until it is promoted."""
+    (codegen/background.py). The Lowered's kernel stays None until it is promoted.
+
+    A compiled shape-generic kernel that reproduces this graph's source
+    (codegen/shape_generic.py) is the kernel at once, with no build; one that
+    lacks the parallel variant the graph wants (`tier_runner`) serves until the
+    specialized kernel is built. Otherwise, when an earlier graph of the same
+    structure differs from this one only in literals, the background build
+    compiles their template, which serves this shape and the next ones."""
+    from tracegrad.codegen import build_kernel, shape_generic
     from tracegrad.codegen.background import submit
     graph = _optimize_graph(joint, optimize, timings)
+    attempt = shape_generic.Attempt(graph) if shape_generic.enabled(graph) else None
+    if attempt is not None and attempt.kernel is not None:
+        timings["shape_generic"] = attempt.seconds
+        if not attempt.emitted.wants_parallel:
+            return Lowered(traced, joint, graph, attempt.kernel, "numba", timings,
+                           optimize=optimize)
     lowered = Lowered(traced, joint, graph, None, "numba", timings, optimize=optimize)
-    lowered.tier_build = submit(graph, index_key)
-    log.info("%s: tiered: interpreter until its kernel is built in the background",
-             traced.name)
+
+    def specialized():
+        kernel = build_kernel(graph, index_key=index_key)
+        shape_generic.note_built(graph)
+        return kernel
+    template = None
+    if attempt is not None and attempt.kernel is not None:
+        lowered.tier_runner = attempt.kernel
+    elif attempt is not None:
+        template = attempt.template()
+    if template is not None:
+        lowered.tier_build = submit(graph, index_key,
+                                    builder=lambda: attempt.build(template, specialized))
+        what = "its shape-generic kernel"
+    else:
+        lowered.tier_build = submit(graph, index_key, builder=specialized)
+        what = "its kernel"
+    log.info("%s: tiered: %s until %s is built in the background", traced.name,
+             "a shape-generic kernel" if lowered.tier_runner is not None else "interpreter",
+             what)
     return lowered
 
 

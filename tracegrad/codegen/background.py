@@ -54,10 +54,12 @@ class KernelBuild:
     neither). `seconds` is the build's own time, `queued` the wait before it."""
 
     def __init__(self, graph, index_key: str | None = None,
-                 on_done: Callable[["KernelBuild"], None] | None = None):
+                 on_done: Callable[["KernelBuild"], None] | None = None,
+                 builder: Callable[[], Any] | None = None):
         self.graph = graph
         self.index_key = index_key
         self.on_done = on_done
+        self.builder = builder   # builds the kernel instead of codegen.build_kernel
         self.kernel = None
         self.error: BaseException | None = None
         self.cancelled = False
@@ -87,7 +89,8 @@ class KernelBuild:
         kernel = None
         try:
             if not self.cancelled:
-                kernel = build_kernel(self.graph, index_key=self.index_key)
+                kernel = self.builder() if self.builder is not None else \
+                    build_kernel(self.graph, index_key=self.index_key)
         except Exception as exc:  # whoever needs the kernel rebuilds it and sees the error
             self.error = exc
             log.warning("codegen %s: background build failed: %s: %s",
@@ -106,9 +109,11 @@ class KernelBuild:
 
 
 def submit(graph, index_key: str | None = None,
-           on_done: Callable[[KernelBuild], None] | None = None) -> KernelBuild:
-    """Queue `graph`'s kernel (codegen.build_kernel) for the background worker."""
-    build = KernelBuild(graph, index_key, on_done)
+           on_done: Callable[[KernelBuild], None] | None = None,
+           builder: Callable[[], Any] | None = None) -> KernelBuild:
+    """Queue `graph`'s kernel (codegen.build_kernel, or `builder()`: a shape-generic
+    kernel, codegen/shape_generic.py) for the background worker."""
+    build = KernelBuild(graph, index_key, on_done, builder)
     with _COND:
         if _STATE["closing"]:  # interpreter exit: nothing new starts
             build._done.set()

@@ -94,9 +94,13 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
     """Emit twice when it saves memory: the first pass records every temporary's
     lifetime; when placing them all at once needs a smaller workspace than the
     placement made while emitting, the second pass uses those offsets."""
+    expand = mathlib._expand
     first = _generate_once(graph, kernel_name, forced, parallel, plans=None)
     if not first.better_placements:
         return first
+    # the second pass numbers mathlib's temporaries from 0 again: the text must not
+    # depend on whether a pass ran before (shape_generic compares shapes' sources)
+    mathlib.start_kernel(expand=expand)
     try:
         return _generate_once(graph, kernel_name, forced, parallel, first.better_placements)
     except PlanMismatch as exc:  # a bug, but the first pass's placement is sound
