@@ -497,3 +497,38 @@ def test_docstring_examples_run(module):
     import importlib
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+# --------------------------------------- decompositions (NumPy segments between kernels)
+# their semantics are tested on the interpreter in test_decompositions.py; here one
+# compiled function checks that the generated code around their NumPy impls is right
+
+
+def decompositions(a, s, rhs):
+    """Every decomposition once, in losses that do not depend on the vectors' signs."""
+    w, v = np.linalg.eigh(s)
+    q, r = np.linalg.qr(a)
+    u, sv, vh = np.linalg.svd(a, full_matrices=False)
+    return (np.sum(w ** 3) + np.sum(np.abs(v)) + np.sum(np.sin(q @ r)) + np.sum(r * r)
+            + np.sum(np.abs(u) * sv) + np.sum(np.abs(vh)) + np.sum(np.sin(np.linalg.pinv(a)))
+            + np.sum(np.sin(np.linalg.lstsq(a, rhs)[0])) + np.linalg.norm(a, "nuc"))
+
+
+DECOMPOSITION_ARGS = (B[:, :3] + np.eye(4, 3), _sym(G), RNG.standard_normal((4, 2)))
+
+
+@pytest.fixture(scope="module")
+def decomposition_result():
+    return tg.value_and_grad(decompositions, argnums=(0, 1, 2))(*DECOMPOSITION_ARGS)
+
+
+def test_compiled_decompositions_match_numpy_and_finite_differences(decomposition_result):
+    value, grads = decomposition_result
+    assert_close(value, decompositions(*DECOMPOSITION_ARGS), rtol=1e-12)
+    for i, grad in enumerate(grads):
+        expected = numeric_grad(decompositions, list(DECOMPOSITION_ARGS), i)
+        if i == 1:  # eigh reads the lower triangle; its gradient G is the symmetric one,
+            # so a difference of A[i, j] below the diagonal moves the loss by G_ij + G_ji
+            assert_close(expected, np.tril(expected), rtol=0, atol=0)
+            grad = np.tril(grad) + np.tril(grad, -1)
+        assert_close(grad, expected, rtol=1e-5, atol=1e-7, what=f"argument {i}")
