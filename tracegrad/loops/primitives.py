@@ -249,12 +249,14 @@ def _step_varying(body: Graph, n_carry: int, n_xs: int) -> set[int]:
     return varying
 
 
-def _backward_body(body: Graph, n_carry: int, n_xs: int, saved: Sequence):
+def _backward_body(body: Graph, n_carry: int, n_xs: int, saved: Sequence, wanted: frozenset):
     """The backward step: inputs (ct of carry', acc of const grads | carry_t, x_t,
     ct of y_t, saved values | consts), outputs (ct of carry, acc + const grads, ct
-    of x_t). The body's forward nodes in `saved` are inputs; the rest of the forward
-    is replayed where the VJP reads it. Returns (graph, {body node id: graph node}
-    of the replayed forward values)."""
+    of x_t; only for the consts and xs in `wanted`, input positions: a gradient
+    nobody asked for costs a GEMM per step). The body's forward nodes in `saved`
+    are inputs; the rest of the forward is replayed where the VJP reads it.
+    Returns (graph, {body node id: graph node} of the replayed forward values,
+    float positions of (carries, consts, xs) with an output)."""
     from tracegrad.autodiff import backward_pass
     from tracegrad.tracing import TraceContext, Tracer, output_node
     from tracegrad.ops import api
@@ -263,8 +265,9 @@ def _backward_body(body: Graph, n_carry: int, n_xs: int, saved: Sequence):
     float_in = [k for k, n in enumerate(body.inputs) if _is_float(n.dtype)]
     float_out = [k for k, n in enumerate(body.outputs) if _is_float(n.dtype)]
     float_carry = [k for k in range(n_carry) if _is_float(body.inputs[k].dtype)]
-    consts_float = [k for k in float_in if k >= n_carry + n_xs]
-    xs_float = [k for k in float_in if n_carry <= k < n_carry + n_xs]
+    consts_float = [k for k in float_in if k >= n_carry + n_xs and k in wanted]
+    xs_float = [k for k in float_in if n_carry <= k < n_carry + n_xs and k in wanted]
+    wrt = float_carry + consts_float + xs_float
     bctx = TraceContext(f"{body.name}_vjp")
     with bctx.active():
         ct_carry = [bctx.new_input(body.outputs[k].aval, f"ct_carry{k}")
@@ -282,7 +285,7 @@ def _backward_body(body: Graph, n_carry: int, n_xs: int, saved: Sequence):
         for k, ct in zip(float_out, ct_carry + ct_y):
             nid = body.outputs[k].id  # one node returned twice gets both cotangents
             seeds[nid] = ct if nid not in seeds else api.add(seeds[nid], ct)
-        grads = dict(zip(float_in, backward_pass(body, env, bctx, seeds, float_in)))
+        grads = dict(zip(wrt, backward_pass(body, env, bctx, seeds, wrt)))
         outs = [grads[k] for k in float_carry]
         outs += [api.add(a, grads[k]) for a, k in zip(acc, consts_float)]
         outs += [grads[k] for k in xs_float]
@@ -313,12 +316,12 @@ def _replay_around(body: Graph, args: Sequence, known: dict, ctx) -> dict:
     return env
 
 
-def _choose_saved(body: Graph, n_carry: int, n_xs: int) -> list:
+def _choose_saved(body: Graph, n_carry: int, n_xs: int, wanted: frozenset) -> list:
     """The body's forward nodes whose per-step values the backward scan reads from
     the forward scan: walking the recomputing backward step from its outputs, each
     forward value it needs that is worth saving (`_worth_saving`) and changes per
     step; the walk stops there (what only feeds a saved value is not recomputed)."""
-    graph, forward, _ = _backward_body(body, n_carry, n_xs, [])
+    graph, forward, _ = _backward_body(body, n_carry, n_xs, [], wanted)
     body_of = {}
     for nid, node in forward.items():
         body_of.setdefault(node.id, nid)
@@ -338,7 +341,8 @@ def _choose_saved(body: Graph, n_carry: int, n_xs: int) -> list:
 
 
 @functools.lru_cache(maxsize=256)
-def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = False):
+def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = False,
+                         wanted: frozenset | None = None):
     """(history body, backward body, float positions, where each saved value is among
     the history scan's results) for reverse mode of a scan with this body; built
     once per body.
@@ -351,7 +355,9 @@ def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = Fal
     from tracegrad.passes.dce import dce
     from tracegrad.tracing import TraceContext, output_node
 
-    saved = [] if remat else _choose_saved(body, n_carry, n_xs)
+    if wanted is None:  # every gradient
+        wanted = frozenset(range(len(body.inputs)))
+    saved = [] if remat else _choose_saved(body, n_carry, n_xs, wanted)
     ctx = TraceContext(f"{body.name}_history")
     history = ctx.graph
     with ctx.active():
@@ -374,7 +380,7 @@ def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = Fal
     _HISTORY_BASE[history] = weakref.ref(body)  # a strong value would keep body alive
     _HISTORY_KEPT[history] = len(history.outputs) - len(body.outputs)
     backward, _, (float_carry, consts_float, xs_float) = _backward_body(body, n_carry, n_xs,
-                                                                        saved)
+                                                                        saved, wanted)
     backward = dce(backward)  # the forward that only fed saved values
     return history, backward, float_carry, consts_float, xs_float, tuple(sources)
 
@@ -391,11 +397,14 @@ def _scan_vjps(needed, g, out, *operands, body, length, reverse, n_carry, n_xs, 
     reads each step's starting carry and saved values from a forward scan (the
     passes merge that scan with the primal one, passes/loops.py)."""
     from tracegrad.ops import api
-    history, backward, float_carry, consts_float, xs_float, sources = _scan_backward_parts(
-        body, n_carry, n_xs, bool(remat))
-    wanted = set(float_carry) | set(consts_float) | set(xs_float)
-    if not any(n and k in wanted for k, n in enumerate(needed)):
+    float_in = [k for k, n in enumerate(body.inputs) if _is_float(n.dtype)]
+    if not any(needed[k] for k in float_in):
         return [None] * len(operands)
+    # the carries' cotangents run through every step; consts and xs only if asked for
+    asked = frozenset(k for k in float_in if needed[k] and k >= n_carry)
+    history, backward, float_carry, consts_float, xs_float, sources = _scan_backward_parts(
+        body, n_carry, n_xs, bool(remat), asked)
+    wanted = set(float_carry) | set(consts_float) | set(xs_float)
     carries = list(operands[:n_carry])
     xs = list(operands[n_carry:n_carry + n_xs])
     consts = list(operands[n_carry + n_xs:])
