@@ -634,6 +634,8 @@ class CompiledFunction:
             else:
                 lowered = lower_graphs(graph, joint, backend, optimize=optimize,
                                        index_key=index_key)
+        if backend == "numba" and not tier and config.shape_generic_mode() == "ahead":
+            self._shapes_ahead(lowered, signature, flat_fn, example, wrt_args)
         timings.update(lowered.timings)
         lowered.timings = timings
         log.info("%s: %s", _fn_name(self.fn),
@@ -647,6 +649,18 @@ class CompiledFunction:
                            self.check_finite)
         entry.captures = traced.captures
         return entry
+
+    def _shapes_ahead(self, lowered, signature, flat_fn, example, wrt_args) -> None:
+        """TRACEGRAD_SHAPE_GENERIC=ahead: the next shapes' kernel, built in the background
+        (lowering.prepare_shapes_ahead)."""
+        from tracegrad.lowering import prepare_shapes_ahead
+
+        def retrace(avals):
+            traced = trace_flat(flat_fn, example, avals=avals, scalar_argnums=tuple(wrt_args))
+            graph = reroll_loops(traced.graph)
+            return graph if self.mode == "compile" else self._joint_graph(graph, signature)
+        data = [k for k in range(len(signature.avals)) if k not in set(signature.wrt)]
+        prepare_shapes_ahead(lowered, list(signature.avals), data, retrace, self.optimize)
 
     def _lower_from_index(self, traced, signature: _Signature, optimize: bool, timings: dict):
         """(Lowered, key) from the cache index (no autodiff, passes or codegen), or

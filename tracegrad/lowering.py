@@ -83,6 +83,7 @@ class Lowered:
         self.timings = timings
         self.tier_build = None          # the background build while kernel is None (tiered)
         self.tier_runner = None         # what runs meanwhile, if not the interpreter
+        self.shapes_ahead = None        # TRACEGRAD_SHAPE_GENERIC=ahead: that background build
         self.source = getattr(kernel, "source", None)
         self.source_path = getattr(kernel, "source_path", None)
 
@@ -178,15 +179,16 @@ def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key:
         kernel = build_kernel(graph, index_key=index_key)
         shape_generic.note_built(graph)
         return kernel
-    template = None
     if attempt is not None and attempt.kernel is not None:
         lowered.tier_runner = attempt.kernel
+        lowered.tier_build = submit(graph, index_key, builder=specialized)
+        what = "its kernel"
     elif attempt is not None:
-        template = attempt.template()
-    if template is not None:
+        # in the worker, after the builds queued before it (a template made ahead for
+        # this structure, or another shape's): found then, or paired, or specialized
         lowered.tier_build = submit(graph, index_key,
-                                    builder=lambda: attempt.build(template, specialized))
-        what = "its shape-generic kernel"
+                                    builder=lambda: attempt.later(specialized))
+        what = "its kernel (shape-generic if it can be)"
     else:
         lowered.tier_build = submit(graph, index_key, builder=specialized)
         what = "its kernel"
@@ -194,6 +196,46 @@ def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key:
              "a shape-generic kernel" if lowered.tier_runner is not None else "interpreter",
              what)
     return lowered
+
+
+def prepare_shapes_ahead(lowered: Lowered, avals, data_leaves, retrace: Callable,
+                         optimize: bool = True) -> None:
+    """TRACEGRAD_SHAPE_GENERIC=ahead: after a signature's kernel, make the shape-generic
+    kernel its next shapes will run, in the background worker: the function is traced
+    again with every size that leads a data argument (not differentiated) one larger
+    (then one smaller), and the template of the two sources is compiled (or loaded
+    from the disk cache). `retrace(avals)` gives the joint graph for other avals."""
+    from tracegrad.codegen import shape_generic
+    from tracegrad.codegen.background import submit
+    graph = lowered.optimized
+    if not shape_generic.enabled(graph):
+        return
+    leading = {avals[k].shape[0] for k in data_leaves if len(avals[k].shape) >= 1}
+    leading.discard(0)
+    leading.discard(1)
+    if not leading:
+        return
+
+    def job():
+        for step in (1, -1):
+            moved = [core.Aval(tuple(d + step if d in leading else d for d in a.shape), a.dtype)
+                     for a in avals]
+            try:
+                with _BUILD_LOCK:   # tracing runs the user's function
+                    joint = retrace(moved)
+                other = _optimize_graph(joint, optimize, {})
+                template = shape_generic.Attempt.pair(graph, other)
+            except Exception as exc:  # noqa: BLE001 - a shape the function refuses: no template
+                log.info("%s: shape-generic ahead: retrace failed (%s: %s)", graph.name,
+                         type(exc).__name__, exc)
+                continue
+            if template is not None:
+                shape_generic.compile_template(template, shape_generic.structure_key(graph))
+                return None
+        log.info("%s: shape-generic ahead: no template (the sources differ beyond literals)",
+                 graph.name)
+        return None
+    lowered.shapes_ahead = submit(graph, builder=job)
 
 
 def _optimize_graph(joint: Graph, optimize: bool, timings: dict) -> Graph:

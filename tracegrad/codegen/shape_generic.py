@@ -164,8 +164,9 @@ def derive(source_a, source_b, name: str = KERNEL_NAME) -> Template | None:
         return None
     positions, kinds, slots = [], [], []
     slot_of: dict[tuple, int] = {}   # literals with the same pair of values share one
+    offsets = _offset_positions(ta)
     for k, (x, y) in enumerate(zip(ta, tb)):
-        if x.string == y.string:
+        if x.string == y.string and k not in offsets:
             continue
         kx, ky = _kind(x.string), _kind(y.string)
         if x.type != tokenize.NUMBER or kx is None or kx != ky:
@@ -179,6 +180,22 @@ def derive(source_a, source_b, name: str = KERNEL_NAME) -> Template | None:
     if not positions:
         return None
     return _template(pa, tuple(positions), "".join(kinds), tuple(slots), name)
+
+
+_FLAT_BUFFER = re.compile(r"(?:ws|out)_\w+|V\d+")
+
+
+def _offset_positions(toks: list[_Tok]) -> set[int]:
+    """Offsets into flat buffers (`ws_f64[3072 + ...`, `tg_gemm(..., ws_f64, 3072, ...`):
+    parameters even where two shapes agree, since the workspace plan places a
+    buffer at 0 for some shapes and elsewhere for others."""
+    out = set()
+    for k in range(2, len(toks)):
+        t = toks[k]
+        if t.type == tokenize.NUMBER and _kind(t.string) == "i" and \
+                toks[k - 1].string in ("[", ",") and _FLAT_BUFFER.fullmatch(toks[k - 2].string):
+            out.add(k)
+    return out
 
 
 def _template(parsed: Parsed, positions: tuple[int, ...], kinds: str, slots: tuple[int, ...],
@@ -619,11 +636,25 @@ class Attempt:
                 _PARTNERS[key] = partner
         return None if partner is None else derive(partner, self.parsed)
 
-    def build(self, template: Template, fallback):
-        """The kernel for this graph through `template` compiled now; `fallback()`
-        (the specialized kernel) if Numba rejects the template."""
-        gk = compile_template(template, structure_key(self.graph))
-        kernel = gk.bound(self.graph, self.emitted, self.parsed) if gk is not None else None
+    @staticmethod
+    def pair(graph, other) -> Template | None:
+        """The template of two graphs' sources (None if they differ beyond literals)."""
+        ea, eb = emit_for_matching(graph), emit_for_matching(other)
+        if not (usable(ea) and usable(eb)):
+            return None
+        return derive(Parsed(ea.source), Parsed(eb.source))
+
+    def later(self, fallback):
+        """This graph's kernel, built in the background worker: a template compiled
+        since the attempt, else the template of this graph and an earlier one compiled
+        now, else `fallback()` (the specialized kernel; also if Numba rejects the
+        template)."""
+        kernel = find(self.graph, self.emitted, self.parsed, disk=False)
+        if kernel is None:
+            template = self.template()
+            if template is not None:
+                gk = compile_template(template, structure_key(self.graph))
+                kernel = gk.bound(self.graph, self.emitted, self.parsed) if gk else None
         return kernel if kernel is not None else fallback()
 
 
