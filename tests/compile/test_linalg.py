@@ -499,17 +499,21 @@ def test_docstring_examples_run(module):
     assert result.attempted > 0 and result.failed == 0
 
 
-# --------------------------------------- decompositions (NumPy segments between kernels)
+# ---------------------------------------------------------------- decompositions
 # their semantics are tested on the interpreter in test_decompositions.py; here one
-# compiled function checks that the generated code around their NumPy impls is right
+# compiled function checks the kernels: eigh/eigvalsh in the kernel (syevd, float32
+# too, a batch, UPLO='U'), the others as NumPy segments between njit ones
 
 
 def decompositions(a, s, rhs):
     """Every decomposition once, in losses that do not depend on the vectors' signs."""
     w, v = np.linalg.eigh(s)
+    w_batch, v_batch = np.linalg.eigh(np.stack([s, 2.0 * s]), UPLO="U")
     q, r = np.linalg.qr(a)
     u, sv, vh = np.linalg.svd(a, full_matrices=False)
     return (np.sum(w ** 3) + np.sum(np.abs(v)) + np.sum(np.sin(q @ r)) + np.sum(r * r)
+            + np.sum(np.sin(w_batch)) + np.sum(np.abs(v_batch) * v_batch[..., :1, :])
+            + 1e-6 * np.sum(np.linalg.eigvalsh(s.astype(np.float32)) ** 2)  # (value only)
             + np.sum(np.abs(u) * sv) + np.sum(np.abs(vh)) + np.sum(np.sin(np.linalg.pinv(a)))
             + np.sum(np.sin(np.linalg.lstsq(a, rhs)[0])) + np.linalg.norm(a, "nuc"))
 
@@ -525,10 +529,16 @@ def decomposition_result():
 def test_compiled_decompositions_match_numpy_and_finite_differences(decomposition_result):
     value, grads = decomposition_result
     assert_close(value, decompositions(*DECOMPOSITION_ARGS), rtol=1e-12)
-    for i, grad in enumerate(grads):
-        expected = numeric_grad(decompositions, list(DECOMPOSITION_ARGS), i)
-        if i == 1:  # eigh reads the lower triangle; its gradient G is the symmetric one,
-            # so a difference of A[i, j] below the diagonal moves the loss by G_ij + G_ji
-            assert_close(expected, np.tril(expected), rtol=0, atol=0)
-            grad = np.tril(grad) + np.tril(grad, -1)
-        assert_close(grad, expected, rtol=1e-5, atol=1e-7, what=f"argument {i}")
+    for i in (0, 2):
+        assert_close(grads[i], numeric_grad(decompositions, list(DECOMPOSITION_ARGS), i),
+                     rtol=1e-5, atol=1e-7, what=f"argument {i}")
+    # eigh reads one triangle; its gradient G is the symmetric one: the derivative along
+    # every symmetric direction E is <G, E>
+    a, s, rhs = DECOMPOSITION_ARGS
+    assert_close(grads[1], grads[1].T, rtol=1e-12)
+    for seed in range(3):
+        e = _sym(np.random.default_rng(seed).standard_normal(s.shape))
+        eps = 1e-6
+        slope = (decompositions(a, s + eps * e, rhs) - decompositions(a, s - eps * e, rhs)) / (
+            2 * eps)
+        assert abs(np.sum(grads[1] * e) - slope) < 1e-4 * (1 + abs(slope))

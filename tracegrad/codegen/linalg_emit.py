@@ -22,6 +22,12 @@ on the kernel's own flat buffers:
   det, slogdet      getrf, then sign and log|det| as NumPy computes them
                     (det = sign * exp(log|det|); singular: 0, -inf, no error).
 
+  eigh, eigvalsh    syevd per matrix: eigh copies A into its packed output's rows
+                    1..n and LAPACK overwrites them with the eigenvectors, the
+                    eigenvalues going to row 0; eigvalsh works on a scratch copy.
+                    No convergence raises eager mode's LinAlgError.
+
+qr, svd, svdvals, pinv and lstsq run their NumPy impl between njit segments.
 Anything else (a matrix operand of another dtype than the result, NumPy
 without its OpenBLAS) raises NoCodegen and the node runs its NumPy impl
 between segments, as before.
@@ -36,8 +42,8 @@ from tracegrad.codegen.structured import structured
 from tracegrad.ir.graph import Node
 
 _IMPORTS = ("from tracegrad.runtime.lapack import (tg_copy2d, tg_getrf, tg_getri, tg_getrs, "
-            "tg_lower_finite, tg_lu_slogdet, tg_potrf, tg_sym_lower, tg_trmm, tg_trmv, "
-            "tg_trsm, tg_trsv)\n"
+            "tg_lower_finite, tg_lu_slogdet, tg_potrf, tg_sym_lower, tg_syevd, tg_trmm, "
+            "tg_trmv, tg_trsm, tg_trsv)\n"
             "from tracegrad.ops.linalg import LinAlgError, NotPositiveDefinite")
 
 
@@ -374,3 +380,45 @@ def emit_inv(em: Emitter, node: Node) -> None:
     em.release_scratch(piv)
     em.release_scratch(lu)
     em.release_scratch(work)
+
+
+# ------------------------------------------------------------ eigh, eigvalsh
+
+@structured("eigh", "eigvalsh")
+def emit_eigh(em: Emitter, node: Node) -> None:
+    """syevd on each matrix: eigh's packed output [w; V] is written in place (A copied
+    into V's rows, LAPACK returns the eigenvectors there and w in row 0)."""
+    (a,) = node.inputs
+    n = a.shape[-1]
+    _require_lapack(node, node)  # the matrix is copied (and converted) first
+    if n == 0 or node.size == 0:
+        raise NoCodegen(f"{node.op}: empty matrices (NumPy's conventions)")
+    _use_lapack(em)
+    vectors = node.op == "eigh"
+    lower = bool(node.attrs.get("lower", True))
+    batch = tuple(a.shape[:-2])
+    nb = len(batch)
+    em.comment(node)
+    acc_a = em.acc(a).broadcast(tuple(a.shape))
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    work = None if vectors else em.scratch(node.dtype, n * n)
+    vars_ = _open_batch(em, batch)
+    per_matrix = (n + 1) * n if vectors else n
+    w_base = _offset(out, c_strides(batch + (per_matrix,))[:nb], vars_) if batch else \
+        str(out.offset)
+    if vectors:
+        m_buf, m_base = out.buf, f"{w_base} + {n}"
+    else:
+        m_buf, m_base = work[0], str(work[1])
+    info = em.fresh("info")
+    _copy2d(em, acc_a, vars_, m_buf, m_base, (n, 1), n, n)
+    em.emit(f"{info} = tg_syevd({int(vectors)}, {int(lower)}, {n}, {m_buf}, {m_base}, "
+            f"{out.buf}, {w_base})")
+    em.emit(f"if {info} != 0:")
+    message = (f"{node.op}: the algorithm did not converge (operands: {_operands_text(a)})"
+               f"{_where(node)}")
+    em.emit(f"    raise LinAlgError({message!r})")
+    em.indent -= nb
+    if work is not None:
+        em.release_scratch(work)

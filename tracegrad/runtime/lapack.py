@@ -1,4 +1,4 @@
-"""LAPACK and triangular BLAS calls for generated kernels (cholesky, triangular_solve).
+"""LAPACK and triangular BLAS calls for generated kernels (cholesky, triangular_solve, ...).
 
 The kernels call the OpenBLAS that NumPy ships (already loaded with numpy: no
 SciPy import), found by symbol name like `tg_gemm` in intrinsics.py:
@@ -23,6 +23,10 @@ kernel (perf/linalg_codegen_bench.py); these are plain external calls.
   solve A^T X = B with that factorization, B (n, k) column-major at b[offb:]. A
   row-major matrix is its transpose column-major, so factoring a row-major copy
   of A and solving with A^T solves A X = B.
+
+- `tg_syevd(vectors, lower, n, a, offa, w, offw)`: the symmetric eigendecomposition
+  of the row-major (n, n) matrix at a[offa:] (eigh, eigvalsh), LAPACKE allocating its
+  workspace; returns info (> 0: no convergence).
 
 `AVAILABLE` is False when NumPy's OpenBLAS is not found (a NumPy built against
 MKL or Accelerate): the emitters then leave these ops to their NumPy impl.
@@ -52,6 +56,7 @@ _SYMBOLS = {  # our name -> NumPy's OpenBLAS (ILP64: every integer is 64-bit)
     "tg_lapacke_{k}getrf": "scipy_LAPACKE_{k}getrf_work64_",
     "tg_lapacke_{k}getrs": "scipy_LAPACKE_{k}getrs_work64_",
     "tg_lapacke_{k}getri": "scipy_LAPACKE_{k}getri_work64_",
+    "tg_lapacke_{k}syevd": "scipy_LAPACKE_{k}syevd64_",  # (allocates its own workspace)
 }
 
 
@@ -298,6 +303,40 @@ def tg_getri(typingctx, n, a, offa, ipiv, offp, work, offw, lwork):
                                  context.cast(builder, vl, sa[7], types.int64)))
 
     return types.int64(n, a, offa, ipiv, offp, work, offw, lwork), codegen
+
+
+@intrinsic
+def tg_syevd(typingctx, vectors, lower, n, a, offa, w, offw):
+    """info of the symmetric eigendecomposition of the (n, n) row-major matrix at a[offa:]
+    (its lower or upper triangle is read): eigenvalues ascending into w[offw:], and with
+    `vectors` the eigenvectors, as columns, over a (LAPACKE's syevd, row-major)."""
+    if not (_float_array(a) and _float_array(w) and a.dtype == w.dtype):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vvec, vlow, vn, va, voa, vw, vow = args
+        sa = signature.args
+        dtype = sa[3].dtype
+        fty = context.get_value_type(dtype)
+        fnty = ir.FunctionType(_i64, [_i32, _i8, _i8, _i64, fty.as_pointer(), _i64,
+                                      fty.as_pointer()])
+        kind = "s" if dtype == types.float32 else "d"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_lapacke_{kind}syevd")
+        nn = context.cast(builder, vn, sa[2], types.int64)
+        lda = builder.select(builder.icmp_signed(">", nn, ir.Constant(_i64, 1)), nn,
+                             ir.Constant(_i64, 1))
+
+        def char(v, ty, if_set, if_not):
+            v = context.cast(builder, v, ty, types.int64)
+            return builder.select(builder.icmp_signed("!=", v, ir.Constant(_i64, 0)),
+                                  ir.Constant(_i8, ord(if_set)), ir.Constant(_i8, ord(if_not)))
+
+        return builder.call(fn, (ir.Constant(_i32, _ROW_MAJOR), char(vvec, sa[0], "V", "N"),
+                                 char(vlow, sa[1], "L", "U"), nn,
+                                 _ptr(context, builder, sa[3], va, voa, sa[4], fty), lda,
+                                 _ptr(context, builder, sa[5], vw, vow, sa[6], fty)))
+
+    return types.int64(vectors, lower, n, a, offa, w, offw), codegen
 
 
 # ------------------------------------------------------------- shared loops
