@@ -501,8 +501,8 @@ def test_docstring_examples_run(module):
 
 # ---------------------------------------------------------------- decompositions
 # their semantics are tested on the interpreter in test_decompositions.py; here one
-# compiled function checks the kernels: eigh/eigvalsh in the kernel (syevd, float32
-# too, a batch, UPLO='U'), the others as NumPy segments between njit ones
+# compiled function checks the kernels: eigh/eigvalsh (syevd; float32 too, a batch,
+# UPLO='U') and svd/svdvals (gesdd) in the kernel, the others as NumPy segments
 
 
 def decompositions(a, s, rhs):
@@ -514,6 +514,7 @@ def decompositions(a, s, rhs):
     return (np.sum(w ** 3) + np.sum(np.abs(v)) + np.sum(np.sin(q @ r)) + np.sum(r * r)
             + np.sum(np.sin(w_batch)) + np.sum(np.abs(v_batch) * v_batch[..., :1, :])
             + 1e-6 * np.sum(np.linalg.eigvalsh(s.astype(np.float32)) ** 2)  # (value only)
+            + np.linalg.norm(np.stack([a, 2.0 * a]), 2, axis=(1, 2)).sum()
             + np.sum(np.abs(u) * sv) + np.sum(np.abs(vh)) + np.sum(np.sin(np.linalg.pinv(a)))
             + np.sum(np.sin(np.linalg.lstsq(a, rhs)[0])) + np.linalg.norm(a, "nuc"))
 

@@ -27,7 +27,11 @@ on the kernel's own flat buffers:
                     eigenvalues going to row 0; eigvalsh works on a scratch copy.
                     No convergence raises eager mode's LinAlgError.
 
-qr, svd, svdvals, pinv and lstsq run their NumPy impl between njit segments.
+  svd, svdvals      gesdd per matrix on a scratch copy of A: U and s straight into
+                    svd's packed output [U; s; V], Vt into scratch and copied
+                    transposed into V's rows (full_matrices=True: NumPy impl).
+
+qr, pinv and lstsq run their NumPy impl between njit segments.
 Anything else (a matrix operand of another dtype than the result, NumPy
 without its OpenBLAS) raises NoCodegen and the node runs its NumPy impl
 between segments, as before.
@@ -42,8 +46,8 @@ from tracegrad.codegen.structured import structured
 from tracegrad.ir.graph import Node
 
 _IMPORTS = ("from tracegrad.runtime.lapack import (tg_copy2d, tg_getrf, tg_getri, tg_getrs, "
-            "tg_lower_finite, tg_lu_slogdet, tg_potrf, tg_sym_lower, tg_syevd, tg_trmm, "
-            "tg_trmv, tg_trsm, tg_trsv)\n"
+            "tg_gesdd, tg_lower_finite, tg_lu_slogdet, tg_potrf, tg_sym_lower, tg_syevd, "
+            "tg_trmm, tg_trmv, tg_trsm, tg_trsv)\n"
             "from tracegrad.ops.linalg import LinAlgError, NotPositiveDefinite")
 
 
@@ -422,3 +426,53 @@ def emit_eigh(em: Emitter, node: Node) -> None:
     em.indent -= nb
     if work is not None:
         em.release_scratch(work)
+
+
+# ----------------------------------------------------------------- svd, svdvals
+
+@structured("svd", "svdvals")
+def emit_svd(em: Emitter, node: Node) -> None:
+    """gesdd on a scratch copy of each matrix; svd's packed [U; s; V] (reduced: k columns)
+    gets U and s from LAPACK directly and V = Vt^T through one strided copy."""
+    (a,) = node.inputs
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    vectors = node.op == "svd"
+    _require_lapack(node, node)  # the matrix is copied (and converted) first
+    if k == 0 or node.size == 0:
+        raise NoCodegen(f"{node.op}: empty matrices (NumPy's conventions)")
+    if vectors and node.attrs.get("full_matrices"):
+        raise NoCodegen("svd: full_matrices=True (zero-padded packing) runs in NumPy")
+    _use_lapack(em)
+    batch = tuple(a.shape[:-2])
+    nb = len(batch)
+    em.comment(node)
+    acc_a = em.acc(a).broadcast(tuple(a.shape))
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    work = em.scratch(node.dtype, m * n)
+    vt = em.scratch(node.dtype, k * n) if vectors else None
+    vars_ = _open_batch(em, batch)
+    per_matrix = (m + 1 + n) * k if vectors else k
+    base = _offset(out, c_strides(batch + (per_matrix,))[:nb], vars_) if batch else \
+        str(out.offset)
+    s_base = f"{base} + {m * k}" if vectors else base
+    info = em.fresh("info")
+    _copy2d(em, acc_a, vars_, work[0], str(work[1]), (n, 1), m, n)
+    if vectors:
+        em.emit(f"{info} = tg_gesdd(1, {m}, {n}, {work[0]}, {work[1]}, {out.buf}, {s_base}, "
+                f"{out.buf}, {base}, {k}, {vt[0]}, {vt[1]}, {n})")
+    else:
+        em.emit(f"{info} = tg_gesdd(0, {m}, {n}, {work[0]}, {work[1]}, {out.buf}, {s_base}, "
+                f"{work[0]}, {work[1]}, 1, {work[0]}, {work[1]}, 1)")
+    em.emit(f"if {info} != 0:")
+    message = (f"{node.op}: the algorithm did not converge (operands: {_operands_text(a)})"
+               f"{_where(node)}")
+    em.emit(f"    raise LinAlgError({message!r})")
+    if vectors:  # V (n, k) row-major = Vt (k, n) read column by column
+        _copy2d(em, Access(vt[0], (n, k), (1, n), vt[1]), (), out.buf,
+                f"{base} + {(m + 1) * k}", (k, 1), n, k)
+    em.indent -= nb
+    if vt is not None:
+        em.release_scratch(vt)
+    em.release_scratch(work)

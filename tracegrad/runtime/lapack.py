@@ -27,6 +27,8 @@ kernel (perf/linalg_codegen_bench.py); these are plain external calls.
 - `tg_syevd(vectors, lower, n, a, offa, w, offw)`: the symmetric eigendecomposition
   of the row-major (n, n) matrix at a[offa:] (eigh, eigvalsh), LAPACKE allocating its
   workspace; returns info (> 0: no convergence).
+- `tg_gesdd(vectors, m, n, a, offa, s, offs, u, offu, ldu, vt, offvt, ldvt)`: the
+  (reduced) SVD of the row-major (m, n) matrix at a[offa:] (svd, svdvals), the same way.
 
 `AVAILABLE` is False when NumPy's OpenBLAS is not found (a NumPy built against
 MKL or Accelerate): the emitters then leave these ops to their NumPy impl.
@@ -56,7 +58,8 @@ _SYMBOLS = {  # our name -> NumPy's OpenBLAS (ILP64: every integer is 64-bit)
     "tg_lapacke_{k}getrf": "scipy_LAPACKE_{k}getrf_work64_",
     "tg_lapacke_{k}getrs": "scipy_LAPACKE_{k}getrs_work64_",
     "tg_lapacke_{k}getri": "scipy_LAPACKE_{k}getri_work64_",
-    "tg_lapacke_{k}syevd": "scipy_LAPACKE_{k}syevd64_",  # (allocates its own workspace)
+    "tg_lapacke_{k}syevd": "scipy_LAPACKE_{k}syevd64_",  # (these two allocate their
+    "tg_lapacke_{k}gesdd": "scipy_LAPACKE_{k}gesdd64_",  # own workspace)
 }
 
 
@@ -337,6 +340,46 @@ def tg_syevd(typingctx, vectors, lower, n, a, offa, w, offw):
                                  _ptr(context, builder, sa[5], vw, vow, sa[6], fty)))
 
     return types.int64(vectors, lower, n, a, offa, w, offw), codegen
+
+
+@intrinsic
+def tg_gesdd(typingctx, vectors, m, n, a, offa, s, offs, u, offu, ldu, vt, offvt, ldvt):
+    """info of the SVD of the (m, n) row-major matrix at a[offa:] (destroyed): singular
+    values descending into s[offs:], and with `vectors` the reduced U (m, k) and Vt (k, n)
+    row-major at u[offu:] (row stride ldu) and vt[offvt:] (ldvt); LAPACKE's gesdd."""
+    if not all(_float_array(x) for x in (a, s, u, vt)) or len({x.dtype for x in (a, s, u, vt)}) > 1:
+        return None
+
+    def codegen(context, builder, signature, args):
+        vvec, vm, vn, va, voa, vs, vos, vu, vou, vldu, vvt, vovt, vldvt = args
+        sa = signature.args
+        dtype = sa[3].dtype
+        fty = context.get_value_type(dtype)
+        ptr_t = fty.as_pointer()
+        fnty = ir.FunctionType(_i64, [_i32, _i8, _i64, _i64, ptr_t, _i64, ptr_t, ptr_t, _i64,
+                                      ptr_t, _i64])
+        kind = "s" if dtype == types.float32 else "d"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_lapacke_{kind}gesdd")
+
+        def i64(v, ty):
+            return context.cast(builder, v, ty, types.int64)
+
+        def at_least_1(v):
+            return builder.select(builder.icmp_signed(">", v, ir.Constant(_i64, 1)), v,
+                                  ir.Constant(_i64, 1))
+
+        jobz = builder.select(builder.icmp_signed("!=", i64(vvec, sa[0]), ir.Constant(_i64, 0)),
+                              ir.Constant(_i8, ord("S")), ir.Constant(_i8, ord("N")))
+        nn = i64(vn, sa[2])
+        return builder.call(fn, (ir.Constant(_i32, _ROW_MAJOR), jobz, i64(vm, sa[1]), nn,
+                                 _ptr(context, builder, sa[3], va, voa, sa[4], fty), at_least_1(nn),
+                                 _ptr(context, builder, sa[5], vs, vos, sa[6], fty),
+                                 _ptr(context, builder, sa[7], vu, vou, sa[8], fty),
+                                 at_least_1(i64(vldu, sa[9])),
+                                 _ptr(context, builder, sa[10], vvt, vovt, sa[11], fty),
+                                 at_least_1(i64(vldvt, sa[12]))))
+
+    return types.int64(vectors, m, n, a, offa, s, offs, u, offu, ldu, vt, offvt, ldvt), codegen
 
 
 # ------------------------------------------------------------- shared loops
