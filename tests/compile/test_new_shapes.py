@@ -168,6 +168,144 @@ def test_shape_errors_are_the_same_as_without_a_kernel(mlp):
     assert error_of(MLP, *mlp.params, wrong, t) == error_of(reference, *mlp.params, wrong, t)
 
 
+# ---- shape-generic kernels (codegen/shape_generic.py): the second shape's build
+# compiled the template of the first two shapes' sources; later shapes run it at once.
+
+@pytest.fixture(scope="module")
+def third(mlp):
+    """A third batch size, after the second shape's kernel was built."""
+    from types import SimpleNamespace
+    assert MLP.wait_kernels(timeout=600)
+    x, t = mlp_batch(20, seed=3)
+    before = MLP.tier_info()
+    out = MLP(*mlp.params, x, t)
+    after = MLP.tier_info()
+
+    def value_of(b3):
+        return MLP(*mlp.params[:5], b3, x, t)[0]
+    fd_b3 = numeric_grad(value_of, [mlp.params[5]], argnum=0)
+    return SimpleNamespace(x=x, t=t, out=out, before=before, after=after, fd_b3=fd_b3,
+                           lowered=MLP.lower(*mlp.params, x, t))
+
+
+def test_second_shape_kernel_is_the_template_of_the_first_two(mlp):
+    generic = getattr(mlp.lowered.kernel, "shape_generic", None)
+    assert generic is not None
+    assert "_S" in generic.template.text and "24" in mlp.lowered.source
+
+
+def test_third_shape_runs_the_shape_generic_kernel_at_once(mlp, third):
+    assert third.after == third.before          # no build queued, no interpreter call
+    assert third.lowered.kernel.shape_generic is mlp.lowered.kernel.shape_generic
+    value, grads = third.out
+    reference = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)), backend="interpret")
+    r_value, r_grads = reference(*mlp.params, third.x, third.t)
+    e_value, e_grads = eager_value_and_grads(mlp.params, third.x, third.t)
+    assert_close(value, r_value, rtol=1e-12, what="value: generic kernel vs interpreter")
+    assert_close(value, e_value, rtol=1e-12, what="value: generic kernel vs eager")
+    for g, rg, eg in zip(grads, r_grads, e_grads):
+        assert_close(g, rg, rtol=1e-10, atol=1e-14, what="grad: generic kernel vs interpreter")
+        assert_close(g, eg, rtol=1e-10, atol=1e-14, what="grad: generic kernel vs eager")
+    assert_close(grads[5], third.fd_b3, rtol=1e-6, atol=1e-9, what="d loss / d b3")
+
+
+def test_generic_kernel_equals_the_specialized_kernel(mlp):
+    from tracegrad.codegen import shape_generic as sg
+    x, t = mlp_batch(16)                        # the first shape: its specialized kernel
+    lowered = MLP.lower(*mlp.params, x, t)
+    assert getattr(lowered.kernel, "shape_generic", None) is None
+    emitted = sg.emit_for_matching(lowered.optimized)
+    generic = sg.find(lowered.optimized, emitted, sg.Parsed(emitted.source), disk=False)
+    assert generic is not None and generic.shape_generic is mlp.lowered.kernel.shape_generic
+    arrays = [*mlp.params, x, np.ascontiguousarray(t)]
+    for a, b in zip(generic(*arrays), lowered.kernel(*arrays)):
+        assert_close(a, b, rtol=1e-12, atol=1e-15, what="generic vs specialized kernel")
+
+
+@pytest.mark.numba_pass
+def test_float32_shapes_run_the_shape_generic_kernel():
+    def mlp_loss_f32(*args):   # a function of its own: not MLP's signatures
+        return mlp_loss(*args)
+    f32 = tg.value_and_grad(mlp_loss_f32, argnums=tuple(range(6)))
+    params = [p.astype(np.float32) for p in mlp_params(seed=4)]
+    reference = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)), backend="interpret")
+    for batch in (16, 24, 20):
+        x, t = mlp_batch(batch, seed=batch)
+        value, grads = f32(*params, x.astype(np.float32), t)
+        r_value, r_grads = reference(*params, x.astype(np.float32), t)
+        assert_close(value, r_value, rtol=1e-5, what=f"f32 value, batch {batch}")
+        for g, rg in zip(grads, r_grads):
+            assert g.dtype == np.float32
+            assert_close(g, rg, rtol=1e-4, atol=1e-6, what=f"f32 grad, batch {batch}")
+        assert f32.wait_kernels(timeout=600)
+    lowered = f32.lower(*params, mlp_batch(20, seed=20)[0].astype(np.float32),
+                        mlp_batch(20, seed=20)[1])
+    assert getattr(lowered.kernel, "shape_generic", None) is not None
+
+
+SHAPES_CHILD = textwrap.dedent(r"""
+    import sys, time
+    import numpy as np
+    import tracegrad as tg
+    sys.path.insert(0, sys.argv[2])
+    from test_new_shapes import mlp_loss, mlp_params, mlp_batch
+    F = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)))
+    params = mlp_params()
+    reference = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)), backend="interpret")
+
+    def run(batch):
+        x, t = mlp_batch(batch, seed=batch)
+        t0 = time.perf_counter()
+        value, grads = F(*params, x, t)
+        seconds = time.perf_counter() - t0
+        r_value, r_grads = reference(*params, x, t)
+        assert abs(value - r_value) <= 1e-12 * abs(r_value)
+        for g, rg in zip(grads, r_grads):
+            np.testing.assert_allclose(g, rg, rtol=1e-10, atol=1e-14)
+        kernel = F.lower(*params, x, t).kernel
+        return seconds, getattr(kernel, "shape_generic", None)
+
+    first, _ = run(16)
+    if sys.argv[1] == "ahead":
+        assert F.lower(*params, *mlp_batch(16)).shapes_ahead.wait(600)
+    for batch in (12, 28):
+        seconds, generic = run(batch)
+        hits = sum(generic.fn.stats.cache_hits.values()) if generic else -1
+        print(f"batch {batch}: {seconds:.3f} s generic {generic is not None} "
+              f"numba cache hits {hits} tier {F.tier_info()}", flush=True)
+    print("OK", flush=True)
+""")
+
+
+def run_shapes_child(tmp_path, mode, cache_dir):
+    script = tmp_path / "shapes_child.py"
+    script.write_text(SHAPES_CHILD)
+    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(cache_dir), TRACEGRAD_SHAPE_GENERIC=mode,
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    env.pop("TRACEGRAD_TIERED", None)
+    proc = subprocess.run([sys.executable, str(script), mode, os.path.dirname(__file__)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_a_fresh_process_runs_new_shapes_on_the_cached_generic_kernel(mlp, tmp_path):
+    assert MLP.wait_kernels(timeout=600)
+    out = run_shapes_child(tmp_path, "shapes", os.environ["TRACEGRAD_CACHE_DIR"])
+    # both new batch sizes: the template from the disk cache (Numba's cache, no compile),
+    # no interpreter call and nothing left to build
+    assert out.count("generic True numba cache hits 1") == 2, out
+    assert "TierInfo(pending=0, interpreted_calls=0)" in out.splitlines()[-2], out
+
+
+@pytest.mark.slow
+def test_ahead_mode_serves_the_second_shape_with_the_generic_kernel(tmp_path):
+    out = run_shapes_child(tmp_path, "ahead", tmp_path / "cache")
+    assert out.count("generic True") == 2, out
+    assert "TierInfo(pending=0, interpreted_calls=0)" in out.splitlines()[-2], out
+
+
 def test_many_shapes_in_quick_succession():
     SMALL(np.linspace(-1, 1, 3))
     xs = [np.linspace(-2, 2, n) for n in range(4, 8)]
