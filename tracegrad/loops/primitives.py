@@ -249,14 +249,19 @@ def _step_varying(body: Graph, n_carry: int, n_xs: int) -> set[int]:
     return varying
 
 
-def _backward_body(body: Graph, n_carry: int, n_xs: int, saved: Sequence, wanted: frozenset):
+def _backward_body(body: Graph, n_carry: int, n_xs: int, saved: Sequence, wanted: frozenset,
+                   max_stacked: int = 0):
     """The backward step: inputs (ct of carry', acc of const grads | carry_t, x_t,
     ct of y_t, saved values | consts), outputs (ct of carry, acc + const grads, ct
     of x_t; only for the consts and xs in `wanted`, input positions: a gradient
     nobody asked for costs a GEMM per step). The body's forward nodes in `saved`
     are inputs; the rest of the forward is replayed where the VJP reads it.
+    A const gradient of the form P_t^T @ D_t or sum(D_t, axis=0), P_t a carry or
+    x_t, is not accumulated: the step emits D_t (if it has at most `max_stacked`
+    elements) and the caller makes one GEMM over all steps (`_hoistable`).
     Returns (graph, {body node id: graph node} of the replayed forward values,
-    float positions of (carries, consts, xs) with an output)."""
+    float positions of (carries, accumulated consts, xs) with an output, hoisted
+    [(const position, kind, per-step source, index of its D output)])."""
     from tracegrad.autodiff import backward_pass
     from tracegrad.tracing import TraceContext, Tracer, output_node
     from tracegrad.ops import api
@@ -286,15 +291,56 @@ def _backward_body(body: Graph, n_carry: int, n_xs: int, saved: Sequence, wanted
             nid = body.outputs[k].id  # one node returned twice gets both cotangents
             seeds[nid] = ct if nid not in seeds else api.add(seeds[nid], ct)
         grads = dict(zip(wrt, backward_pass(body, env, bctx, seeds, wrt)))
+        per_step = {t.node.id: ("carry", j) for j, t in enumerate(carry_t)}
+        per_step.update({t.node.id: ("x", j) for j, t in enumerate(x_t)})
+        kept, hoisted, d_nodes = [], [], []
+        for a, k in zip(acc, consts_float):
+            plan = _hoistable(grads[k], per_step, max_stacked)
+            if plan is None:
+                kept.append((a, k))
+                continue
+            kind, src, d = plan
+            if d not in d_nodes:
+                d_nodes.append(d)
+            hoisted.append((k, kind, src, d_nodes.index(d)))
         outs = [grads[k] for k in float_carry]
-        outs += [api.add(a, grads[k]) for a, k in zip(acc, consts_float)]
+        outs += [api.add(a, grads[k]) for a, k in kept]
         outs += [grads[k] for k in xs_float]
         for v in outs:
             bctx.graph.outputs.append(output_node(bctx, v if isinstance(v, Tracer) else
                                                   np.asarray(v)))
+        bctx.graph.outputs.extend(d_nodes)
+    graph = bctx.graph
+    for a, k in zip(acc, consts_float):
+        if all(k != kk for _, kk in kept):  # hoisted: no accumulator carry
+            graph.inputs.remove(a.node)
+            graph.nodes.remove(a.node)
     forward = {nid: v.node for nid, v in env.items()
                if isinstance(v, Tracer) and v.context is bctx}
-    return bctx.graph, forward, (float_carry, consts_float, xs_float)
+    return graph, forward, (float_carry, [k for _, k in kept], xs_float, hoisted)
+
+
+def _hoistable(grad, per_step: dict, max_stacked: int):
+    """How a const's per-step gradient sums over the steps in one operation: ("matmul",
+    source, D) for P_t^T @ D_t with P_t the per-step input `source` (sum over t =
+    P^T @ D with the steps stacked along the rows: one large GEMM instead of a
+    small one and an accumulation per step), ("sum", None, D) for sum(D_t, axis=0);
+    else None."""
+    node = getattr(grad, "node", None)
+    if node is None or max_stacked <= 0:
+        return None
+    if node.op == "matmul" and len(node.inputs) == 2:
+        t, d = node.inputs
+        if (t.op == "transpose" and tuple(t.attrs.get("axes") or ()) == (1, 0)
+                and t.inputs[0].id in per_step and len(d.shape) == 2
+                and d.dtype == node.dtype and d.size <= max_stacked):
+            return "matmul", per_step[t.inputs[0].id], d
+    if (node.op == "sum" and node.attrs.get("keepdims") is False
+            and tuple(np.atleast_1d(node.attrs.get("axis", ()))) == (0,)
+            and len(node.inputs[0].shape) == 2 and node.inputs[0].dtype == node.dtype
+            and node.inputs[0].size <= max_stacked):
+        return "sum", None, node.inputs[0]
+    return None
 
 
 def _replay_around(body: Graph, args: Sequence, known: dict, ctx) -> dict:
@@ -342,7 +388,7 @@ def _choose_saved(body: Graph, n_carry: int, n_xs: int, wanted: frozenset) -> li
 
 @functools.lru_cache(maxsize=256)
 def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = False,
-                         wanted: frozenset | None = None):
+                         wanted: frozenset | None = None, length: int = 0):
     """(history body, backward body, float positions, where each saved value is among
     the history scan's results) for reverse mode of a scan with this body; built
     once per body.
@@ -379,10 +425,30 @@ def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = Fal
                 history.outputs.append(output_node(ctx, env[n.id]))
     _HISTORY_BASE[history] = weakref.ref(body)  # a strong value would keep body alive
     _HISTORY_KEPT[history] = len(history.outputs) - len(body.outputs)
-    backward, _, (float_carry, consts_float, xs_float) = _backward_body(body, n_carry, n_xs,
-                                                                        saved, wanted)
+    max_stacked = _MAX_STACKED_ELEMENTS // max(length, 1)
+    backward, _, (float_carry, consts_float, xs_float, hoisted) = _backward_body(
+        body, n_carry, n_xs, saved, wanted, max_stacked)
     backward = dce(backward)  # the forward that only fed saved values
-    return history, backward, float_carry, consts_float, xs_float, tuple(sources)
+    return history, backward, float_carry, consts_float, xs_float, tuple(sources), hoisted
+
+
+# A hoisted const gradient stacks its per-step factor D_t: at most this many elements
+# over all steps (64 MiB of float32); larger ones accumulate in the loop.
+_MAX_STACKED_ELEMENTS = 1 << 24
+
+
+def _sum_over_steps(kind: str, d_stack, carry_hist: list, xs: list, src):
+    """sum over t of P_t^T @ D_t (or of sum(D_t, axis=0)), with the steps stacked
+    along the rows: one GEMM (or one reduction) after the backward loop."""
+    from tracegrad.ops import api
+    length, m, n = d_stack.shape
+    d2 = api.reshape(d_stack, (length * m, n))
+    if kind == "sum":
+        return api.sum(d2, axis=0)
+    where, j = src
+    p_stack = carry_hist[j] if where == "carry" else xs[j]
+    p2 = api.reshape(p_stack, (length * m, p_stack.shape[-1]))
+    return api.matmul(api.transpose(p2), d2)
 
 
 def _scan_vjp(i, g, out, *operands, body, length, reverse, n_carry, n_xs, remat=False):
@@ -402,9 +468,9 @@ def _scan_vjps(needed, g, out, *operands, body, length, reverse, n_carry, n_xs, 
         return [None] * len(operands)
     # the carries' cotangents run through every step; consts and xs only if asked for
     asked = frozenset(k for k in float_in if needed[k] and k >= n_carry)
-    history, backward, float_carry, consts_float, xs_float, sources = _scan_backward_parts(
-        body, n_carry, n_xs, bool(remat), asked)
-    wanted = set(float_carry) | set(consts_float) | set(xs_float)
+    history, backward, float_carry, consts_float, xs_float, sources, hoisted = \
+        _scan_backward_parts(body, n_carry, n_xs, bool(remat), asked, length)
+    wanted = set(float_carry) | set(consts_float) | set(xs_float) | {h[0] for h in hoisted}
     carries = list(operands[:n_carry])
     xs = list(operands[n_carry:n_carry + n_xs])
     consts = list(operands[n_carry + n_xs:])
@@ -427,10 +493,15 @@ def _scan_vjps(needed, g, out, *operands, body, length, reverse, n_carry, n_xs, 
                  n_carry=len(ct_carry) + len(acc0),
                  n_xs=len(carry_hist) + len(xs) + len(ct_ys) + len(saved_hist))
     parts = unpack(bwd, _scan_avals(backward, length, len(ct_carry) + len(acc0)))
+    stacks = parts[len(ct_carry) + len(acc0) + len(xs_float):]
+    summed = {k: _sum_over_steps(kind, stacks[d], carry_hist, xs, src)
+              for k, kind, src, d in hoisted}
     grads = []
     for i in range(len(operands)):
         if not needed[i] or i not in wanted:
             grads.append(None)
+        elif i in summed:
+            grads.append(summed[i])
         elif i in float_carry:
             grads.append(parts[float_carry.index(i)])
         elif i in consts_float:
