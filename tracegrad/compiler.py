@@ -1236,6 +1236,8 @@ def clear_caches() -> None:
         from tracegrad.loops import primitives as control
         codegen_loops._RUNNERS.clear()
         control.clear_caches()
+        from tracegrad.codegen import shape_generic
+        shape_generic.clear()
         for clear in _CACHE_CLEARERS:  # the transforms above this module (vjp, linearize)
             clear()
     gc.collect()

@@ -143,7 +143,9 @@ def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = Tru
         t0 = time.perf_counter()
         kernel = None
         if shape_generic.enabled(graph) and shape_generic.may_have_template(graph):
-            kernel = shape_generic.Attempt(graph).kernel
+            attempt = shape_generic.Attempt(graph)
+            if not attempt.emitted.wants_parallel:   # (templates have no parallel variant)
+                kernel = attempt.kernel
         if kernel is None:
             kernel = build_kernel(graph, index_key=index_key)
             shape_generic.note_built(graph)
