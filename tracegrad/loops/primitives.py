@@ -20,6 +20,8 @@ Reverse mode:
   saves every residual; `scan(..., remat=True)` saves carries only and recomputes
   the whole step, as `jax.checkpoint` on the body does). The passes merge the
   residual-emitting scan with the primal one (passes/loops.py): one forward.
+  The backward step computes only the gradients asked for, and a weight gradient
+  sum_t P_t^T @ D_t becomes one GEMM over the stacked steps after the loop.
 - cond: a cond over the two branches' VJPs: only the taken branch runs.
 - while: no reverse mode (its trip count is data), as in JAX.
 
