@@ -34,6 +34,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "TRACEGRAD_TIERED": ("shapes", "run a signature on the NumPy interpreter while its kernel "
                                    "compiles in the background: shapes (a function's new "
                                    "signatures once it has a kernel), always, or 0 (never)"),
+    "TRACEGRAD_SHAPE_GENERIC": ("shapes", "a new shape reuses a shape-generic kernel where its "
+                                          "source differs only in literals: shapes (compiled "
+                                          "by the second shape's build), ahead (also right "
+                                          "after a signature's kernel), or 0 (never)"),
     "TRACEGRAD_EAGER_NUMBA": ("1", "eager mode's Numba kernels for large float64 sin/cos"),
     "TRACEGRAD_EAGER_THREADS": ("OMP_NUM_THREADS, else the idle CPUs",
                                 "threads for large eager ufuncs"),

@@ -193,3 +193,20 @@ def test_a_wrong_disk_record_is_only_a_miss(tmp_path, monkeypatch):
 def test_docstring_examples():
     import doctest
     assert doctest.testmod(sg).failed == 0
+
+
+def test_the_switch(monkeypatch):
+    from tracegrad import config
+    graph = tg.value_and_grad(mlp_loss, argnums=0, backend="interpret").lower(
+        *[np.ones(s) for s in ((32, 64), (64,), (64, 64), (64,), (64, 10), (10,), (4, 32))],
+        np.zeros((4, 1), np.int64)).optimized
+    monkeypatch.delenv("TRACEGRAD_SHAPE_GENERIC", raising=False)
+    assert config.shape_generic_mode() == "shapes" and sg.enabled(graph)
+    monkeypatch.setenv("TRACEGRAD_SHAPE_GENERIC", "ahead")
+    assert config.shape_generic_mode() == "ahead" and sg.enabled(graph)
+    monkeypatch.setenv("TRACEGRAD_SHAPE_GENERIC", "0")
+    assert config.shape_generic_mode() == "0" and not sg.enabled(graph)
+    monkeypatch.setenv("TRACEGRAD_SHAPE_GENERIC", "later")
+    config._warned.discard("TRACEGRAD_SHAPE_GENERIC")
+    with pytest.warns(RuntimeWarning, match="TRACEGRAD_SHAPE_GENERIC='later'"):
+        assert config.shape_generic_mode() == "shapes"
