@@ -502,7 +502,8 @@ def test_docstring_examples_run(module):
 # ---------------------------------------------------------------- decompositions
 # their semantics are tested on the interpreter in test_decompositions.py; here one
 # compiled function checks the kernels: eigh/eigvalsh (syevd; float32 too, a batch,
-# UPLO='U') and svd/svdvals (gesdd) in the kernel, the others as NumPy segments
+# UPLO='U'), svd/svdvals (gesdd) and qr (geqrf/orgqr; tall, and a batch of square
+# matrices in mode 'complete') in the kernel, pinv and lstsq as NumPy segments
 
 
 def decompositions(a, s, rhs):
@@ -515,6 +516,7 @@ def decompositions(a, s, rhs):
             + np.sum(np.sin(w_batch)) + np.sum(np.abs(v_batch) * v_batch[..., :1, :])
             + 1e-6 * np.sum(np.linalg.eigvalsh(s.astype(np.float32)) ** 2)  # (value only)
             + np.linalg.norm(np.stack([a, 2.0 * a]), 2, axis=(1, 2)).sum()
+            + np.sum(np.abs(np.linalg.qr(np.stack([a.T[:, :3], a[1:]]), mode="complete")[0]))
             + np.sum(np.abs(u) * sv) + np.sum(np.abs(vh)) + np.sum(np.sin(np.linalg.pinv(a)))
             + np.sum(np.sin(np.linalg.lstsq(a, rhs)[0])) + np.linalg.norm(a, "nuc"))
 

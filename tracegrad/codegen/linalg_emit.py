@@ -31,7 +31,11 @@ on the kernel's own flat buffers:
                     svd's packed output [U; s; V], Vt into scratch and copied
                     transposed into V's rows (full_matrices=True: NumPy impl).
 
-qr, pinv and lstsq run their NumPy impl between njit segments.
+  qr                geqrf on a scratch copy of A (columns: max(n, Q's)), R^T into
+                    the packed output's rows m.. (a shared loop), orgqr forms Q
+                    in the scratch, copied into rows ..m.
+
+pinv and lstsq run their NumPy impl between njit segments.
 Anything else (a matrix operand of another dtype than the result, NumPy
 without its OpenBLAS) raises NoCodegen and the node runs its NumPy impl
 between segments, as before.
@@ -46,8 +50,8 @@ from tracegrad.codegen.structured import structured
 from tracegrad.ir.graph import Node
 
 _IMPORTS = ("from tracegrad.runtime.lapack import (tg_copy2d, tg_getrf, tg_getri, tg_getrs, "
-            "tg_gesdd, tg_lower_finite, tg_lu_slogdet, tg_potrf, tg_sym_lower, tg_syevd, "
-            "tg_trmm, tg_trmv, tg_trsm, tg_trsv)\n"
+            "tg_geqrf, tg_gesdd, tg_lower_finite, tg_lu_slogdet, tg_orgqr, tg_potrf, "
+            "tg_qr_r_transposed, tg_sym_lower, tg_syevd, tg_trmm, tg_trmv, tg_trsm, tg_trsv)\n"
             "from tracegrad.ops.linalg import LinAlgError, NotPositiveDefinite")
 
 
@@ -475,4 +479,52 @@ def emit_svd(em: Emitter, node: Node) -> None:
     em.indent -= nb
     if vt is not None:
         em.release_scratch(vt)
+    em.release_scratch(work)
+
+
+# ------------------------------------------------------------------------- qr
+
+@structured("qr")
+def emit_qr(em: Emitter, node: Node) -> None:
+    """Householder QR per matrix: packed [Q (m, kq); R^T (n, kq)] (kq = min(m, n), or m
+    for mode 'complete')."""
+    (a,) = node.inputs
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    kq = node.shape[-1]
+    _require_lapack(node, node)  # the matrix is copied (and converted) first
+    if k == 0 or node.size == 0:
+        raise NoCodegen("qr: empty matrices (NumPy's conventions)")
+    _use_lapack(em)
+    batch = tuple(a.shape[:-2])
+    nb = len(batch)
+    lda = max(n, kq)
+    em.comment(node)
+    acc_a = em.acc(a).broadcast(tuple(a.shape))
+    out = em.alloc(node)
+    em.set_materialized(node, out)
+    work = em.scratch(node.dtype, m * lda)
+    tau = em.scratch(node.dtype, k)
+    vars_ = _open_batch(em, batch)
+    base = _offset(out, c_strides(batch + ((m + n) * kq,))[:nb], vars_) if batch else \
+        str(out.offset)
+    _copy2d(em, acc_a, vars_, work[0], str(work[1]), (lda, 1), m, n)
+    i, j, info = em.fresh("i"), em.fresh("j"), em.fresh("info")
+    if kq > n:  # complete Q of a tall matrix: LAPACKE rejects NaN (garbage) in any column
+        em.emit(f"for {i} in range({m}):")
+        em.emit(f"    for {j} in range({n}, {kq}):")
+        em.emit(f"        {work[0]}[{work[1]} + {i} * {lda} + {j}] = 0.0")
+    em.emit(f"{info} = tg_geqrf({m}, {n}, 0, {work[0]}, {work[1]}, {lda}, {tau[0]}, {tau[1]})")
+    em.emit(f"if {info} != 0:  # a NaN in A (LAPACKE's check): NaN factors, as NumPy's")
+    em.emit(f"    for {i} in range({(m + n) * kq}):")
+    em.emit(f"        {out.buf}[{base} + {i}] = np.nan")
+    em.emit("else:")
+    em.indent += 1
+    em.emit(f"tg_qr_r_transposed({work[0]}, np.int64({work[1]}), np.int64({lda}), {out.buf}, "
+            f"np.int64({base} + {m * kq}), np.int64({n}), np.int64({kq}))")
+    em.emit(f"tg_orgqr({m}, {kq}, {k}, {work[0]}, {work[1]}, {lda}, {tau[0]}, {tau[1]})")
+    _copy2d(em, Access(work[0], (m, kq), (lda, 1), work[1]), (), out.buf, base, (kq, 1), m, kq)
+    em.indent -= 1
+    em.indent -= nb
+    em.release_scratch(tau)
     em.release_scratch(work)

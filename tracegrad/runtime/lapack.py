@@ -29,6 +29,8 @@ kernel (perf/linalg_codegen_bench.py); these are plain external calls.
   workspace; returns info (> 0: no convergence).
 - `tg_gesdd(vectors, m, n, a, offa, s, offs, u, offu, ldu, vt, offvt, ldvt)`: the
   (reduced) SVD of the row-major (m, n) matrix at a[offa:] (svd, svdvals), the same way.
+- `tg_geqrf(m, n, 0, a, offa, lda, tau, offt)` / `tg_orgqr(m, ncols, k, a, offa, lda,
+  tau, offt)`: Householder QR in place and Q's first ncols columns from it (qr).
 
 `AVAILABLE` is False when NumPy's OpenBLAS is not found (a NumPy built against
 MKL or Accelerate): the emitters then leave these ops to their NumPy impl.
@@ -60,6 +62,8 @@ _SYMBOLS = {  # our name -> NumPy's OpenBLAS (ILP64: every integer is 64-bit)
     "tg_lapacke_{k}getri": "scipy_LAPACKE_{k}getri_work64_",
     "tg_lapacke_{k}syevd": "scipy_LAPACKE_{k}syevd64_",  # (these two allocate their
     "tg_lapacke_{k}gesdd": "scipy_LAPACKE_{k}gesdd64_",  # own workspace)
+    "tg_lapacke_{k}geqrf": "scipy_LAPACKE_{k}geqrf64_",
+    "tg_lapacke_{k}orgqr": "scipy_LAPACKE_{k}orgqr64_",
 }
 
 
@@ -382,6 +386,44 @@ def tg_gesdd(typingctx, vectors, m, n, a, offa, s, offs, u, offu, ldu, vt, offvt
     return types.int64(vectors, m, n, a, offa, s, offs, u, offu, ldu, vt, offvt, ldvt), codegen
 
 
+def _qr_call(routine: str):
+    """An intrinsic (m, ncols, k, a, offa, lda, tau, offt) -> info: LAPACKE's geqrf (QR of
+    the row-major (m, ncols) matrix at a[offa:], in place; k ignored) or orgqr (the
+    first ncols columns of Q from k reflectors), row-major, allocating their workspace."""
+    def typer(typingctx, m, ncols, k, a, offa, lda, tau, offt):
+        if not (_float_array(a) and _float_array(tau) and a.dtype == tau.dtype):
+            return None
+
+        def codegen(context, builder, signature, args):
+            vm, vc, vk, va, voa, vlda, vt, vot = args
+            sa = signature.args
+            dtype = sa[3].dtype
+            fty = context.get_value_type(dtype)
+            ptr_t = fty.as_pointer()
+            sizes = [context.cast(builder, v, ty, types.int64)
+                     for v, ty in ((vm, sa[0]), (vc, sa[1]), (vk, sa[2]))]
+            if routine == "geqrf":
+                sizes = sizes[:2]
+            fnty = ir.FunctionType(_i64, [_i32] + [_i64] * len(sizes) + [ptr_t, _i64, ptr_t])
+            kind = "s" if dtype == types.float32 else "d"
+            fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                                f"tg_lapacke_{kind}{routine}")
+            lda = context.cast(builder, vlda, sa[5], types.int64)
+            lda = builder.select(builder.icmp_signed(">", lda, ir.Constant(_i64, 1)), lda,
+                                 ir.Constant(_i64, 1))
+            return builder.call(fn, [ir.Constant(_i32, _ROW_MAJOR)] + sizes + [
+                _ptr(context, builder, sa[3], va, voa, sa[4], fty), lda,
+                _ptr(context, builder, sa[6], vt, vot, sa[7], fty)])
+
+        return types.int64(m, ncols, k, a, offa, lda, tau, offt), codegen
+    typer.__name__ = typer.__qualname__ = f"tg_{routine}"
+    return typer
+
+
+tg_geqrf = intrinsic(_qr_call("geqrf"))
+tg_orgqr = intrinsic(_qr_call("orgqr"))
+
+
 # ------------------------------------------------------------- shared loops
 # Compiled once (and cached on disk by Numba), called by every kernel: as loops
 # inlined in each kernel they cost ~0.2 s of Numba compile per cholesky node.
@@ -439,3 +481,12 @@ def tg_copy2d(src, soff, s0, s1, dst, doff, d0, d1, n0, n1):
     for i in range(n0):
         for j in range(n1):
             dst[doff + i * d0 + j * d1] = src[soff + i * s0 + j * s1]
+
+
+@njit(cache=True, nogil=True)
+def tg_qr_r_transposed(src, soff, lda, dst, doff, n, kq):
+    """dst[doff:] (n, kq) row-major := R^T, R (kq, n) the upper triangle of geqrf's
+    row-major result at src[soff:] (row stride lda); rows of R past min(m, n) are zero."""
+    for i in range(n):
+        for j in range(kq):
+            dst[doff + i * kq + j] = src[soff + j * lda + i] if j <= i else 0.0
