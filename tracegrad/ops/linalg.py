@@ -1,4 +1,5 @@
-"""Linear algebra primitives: cholesky, triangular_solve, solve, inv, det, slogdet.
+"""Linear algebra primitives: cholesky, triangular_solve, solve, inv, det, slogdet, and the
+decompositions eigh, eigvalsh, qr, svd, svdvals with pinv and lstsq (second half).
 
 Each one is defined once, like the primitives of tracegrad/ops/table.py (whose
 end imports this module, so they are in the rule table): a NumPy/LAPACK
@@ -19,10 +20,11 @@ Conventions:
     triangular_solve) raises `LinAlgError` naming the op and the operand
     shapes, also from compiled code.
 
-Code generation: every one of them runs inside the compiled kernel
-(tracegrad/codegen/linalg_emit.py: LAPACK potrf/getrf/getrs/getri and BLAS
-trsm/trmm of NumPy's own OpenBLAS, called from njit through
-tracegrad/runtime/lapack.py), so a graph of them is one njit call. Empty
+Code generation: all but pinv and lstsq run inside the compiled kernel
+(tracegrad/codegen/linalg_emit.py: LAPACK potrf/getrf/getrs/getri/syevd/gesdd/
+geqrf/orgqr and BLAS trsm/trmm of NumPy's own OpenBLAS, called from njit through
+tracegrad/runtime/lapack.py), so a graph of them is one njit call; pinv, lstsq
+and svd with full_matrices=True run their NumPy impl between njit segments. Empty
 matrices, and a triangular matrix whose dtype is not the result's, run the
 NumPy impl between njit segments instead. Numba's own np.linalg inside njit
 compiles for seconds (perf/linalg_codegen_bench.py).
