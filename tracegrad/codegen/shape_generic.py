@@ -59,7 +59,6 @@ _S, _F = "_S", "_F"
 # tells LLVM they are non-negative, so an index `ws[off + i]` needs no wraparound
 # select and its loop still vectorizes, as with a literal offset.
 INT_LIMIT = (1 << 48) - 1
-SHARE = False
 _EXTRA_TYPES = "types.int64[::1], types.float64[::1]"
 _TYPED_DECL = re.compile(r"(_(?:f32|f64|int64|int32|int8|uint8|int16)_\d+) = "
                          r"(np\.(?:float32|float64|int64|int32|int8|uint8|int16))\(")
@@ -163,7 +162,9 @@ def derive(source_a, source_b, name: str = KERNEL_NAME) -> Template | None:
     if ta is None or tb is None or pa.family != pb.family:
         return None
     positions, kinds, slots = [], [], []
-    slot_of: dict[tuple, int] = {}   # literals with the same pair of values share one
+    # each literal is a parameter of its own: literals equal for two shapes (an offset
+    # and a size, both 16 * 10) need not be equal for a third (the plan moved one)
+    slot_of: dict[tuple, int] = {}
     offsets = _offset_positions(ta)
     for k, (x, y) in enumerate(zip(ta, tb)):
         if x.string == y.string and k not in offsets:
@@ -173,7 +174,7 @@ def derive(source_a, source_b, name: str = KERNEL_NAME) -> Template | None:
             return None
         positions.append(k)
         kinds.append(kx)
-        key = (kx, x.string, y.string) if SHARE else (kx, k)
+        key = (kx, k)
         if key not in slot_of:
             slot_of[key] = sum(1 for kk in slot_of if kk[0] == kx)
         slots.append(slot_of[key])
