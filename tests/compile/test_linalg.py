@@ -524,13 +524,29 @@ def decompositions(a, s, rhs):
 DECOMPOSITION_ARGS = (B[:, :3] + np.eye(4, 3), _sym(G), RNG.standard_normal((4, 2)))
 
 
-@pytest.fixture(scope="module")
-def decomposition_result():
-    return tg.value_and_grad(decompositions, argnums=(0, 1, 2))(*DECOMPOSITION_ARGS)
+def decomposition_kernels(a, s):
+    """The in-kernel LAPACK calls alone (forward: one small kernel, ~4 s cold)."""
+    w, v = np.linalg.eigh(np.stack([s, 2.0 * s]), UPLO="U")
+    u, sv, vh = np.linalg.svd(a, full_matrices=False)
+    q, r = np.linalg.qr(a)
+    qc, rc = np.linalg.qr(np.stack([a.T[:, :3], a[1:]]), mode="complete")
+    return (w, np.abs(v), np.abs(u), sv, np.abs(vh), q @ r, np.abs(q), np.abs(r),
+            np.abs(qc), np.abs(rc), np.linalg.eigvalsh(s.astype(np.float32)),
+            np.linalg.svd(a.T, compute_uv=False))
 
 
-def test_compiled_decompositions_match_numpy_and_finite_differences(decomposition_result):
-    value, grads = decomposition_result
+def test_compiled_decomposition_kernels_match_numpy():
+    a, s, _ = DECOMPOSITION_ARGS
+    got = tg.compile(decomposition_kernels)(a, s)
+    for i, (mine, ref) in enumerate(zip(got, decomposition_kernels(a, s))):
+        assert mine.dtype == ref.dtype
+        tol = 1e-5 if ref.dtype == np.float32 else 1e-12
+        assert_close(mine, ref, rtol=tol, atol=tol, what=f"output {i}")
+
+
+@pytest.mark.numba_pass  # ~35 s of Numba compile (the VJPs of every decomposition)
+def test_compiled_decompositions_match_numpy_and_finite_differences():
+    value, grads = tg.value_and_grad(decompositions, argnums=(0, 1, 2))(*DECOMPOSITION_ARGS)
     assert_close(value, decompositions(*DECOMPOSITION_ARGS), rtol=1e-12)
     for i in (0, 2):
         assert_close(grads[i], numeric_grad(decompositions, list(DECOMPOSITION_ARGS), i),
