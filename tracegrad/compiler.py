@@ -634,8 +634,12 @@ class CompiledFunction:
             else:
                 lowered = lower_graphs(graph, joint, backend, optimize=optimize,
                                        index_key=index_key)
-        if backend == "numba" and not tier and config.shape_generic_mode() == "ahead":
-            self._shapes_ahead(lowered, signature, flat_fn, example, wrt_args)
+        if backend == "numba" and not tier and lowered.kernel is not None:
+            if config.shape_generic_mode() == "ahead":
+                self._shapes_ahead(lowered, signature, flat_fn, example, wrt_args)
+            elif config.shape_generic_mode() == "shapes":
+                from tracegrad.lowering import prefetch_template
+                prefetch_template(lowered)
         timings.update(lowered.timings)
         lowered.timings = timings
         log.info("%s: %s", _fn_name(self.fn),

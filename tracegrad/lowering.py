@@ -240,6 +240,22 @@ def prepare_shapes_ahead(lowered: Lowered, avals, data_leaves, retrace: Callable
     lowered.shapes_ahead = submit(graph, builder=job)
 
 
+def prefetch_template(lowered: Lowered) -> None:
+    """TRACEGRAD_SHAPE_GENERIC=shapes: when an earlier process compiled a template for
+    graphs of this signature's structure (a record on disk), load it in the background
+    worker now, so the function's next shape finds it in memory."""
+    from tracegrad.codegen import shape_generic
+    from tracegrad.codegen.background import submit
+
+    def job():
+        graph = lowered.optimized
+        if shape_generic.enabled(graph) and shape_generic.may_have_template(graph):
+            emitted = shape_generic.emit_for_matching(graph)
+            shape_generic.find(graph, emitted, shape_generic.Parsed(emitted.source))
+        return None
+    submit(None, builder=job)
+
+
 def _optimize_graph(joint: Graph, optimize: bool, timings: dict) -> Graph:
     if not optimize:
         return joint
