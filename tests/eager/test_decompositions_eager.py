@@ -70,10 +70,15 @@ CASES = [
     ("matrix_norm_nuc", lambda T, a: T.linalg.matrix_norm(a, ord="nuc"), [TALL]),
     ("matrix_norm_2", lambda T, a: T.linalg.matrix_norm(a, ord=2), [BATCH]),
     ("norm_neg2", lambda T, a: T.linalg.norm(a, ord=-2), [WIDE]),
+    ("torch_svd", lambda T, a: (T.svd(a)[0].abs().sum(-1) + T.svd(a)[1].sum()
+                                + T.svd(a)[2].abs().sum(0)[0]), [TALL]),
+    ("torch_svd_not_some", lambda T, a: T.svd(a, some=False)[2][:, :3].abs(), [WIDE]),
+    ("torch_qr", lambda T, a: T.qr(a)[0].abs() + T.qr(a)[1].sum(), [TALL]),
+    ("pinverse", lambda T, a: T.pinverse(a), [WIDE]),
 ]
 IDS = [c[0] for c in CASES]
 # the factors are slices of one packed result here (module docstring of eager/linalg.py)
-NAME_DIFFERS = {"eigh_values", "matrix_norm_nuc", "norm_neg2"}
+NAME_DIFFERS = {"eigh_values", "matrix_norm_nuc", "norm_neg2", "pinverse"}
 GRADGRAD = set(IDS)  # every vjp is written in tracegrad ops: double backward works for all
 
 

@@ -559,6 +559,39 @@ def logdet(input) -> Tensor:
     return apply_op(T.where, (T.lt(sign._data, 0), np.nan, logabsdet), {})
 
 
-TOP_LEVEL = {"cholesky": cholesky_top, "cholesky_solve": cholesky_solve,
+_SvdTopResult = namedtuple("svd", ["U", "S", "V"])
+_QRTopResult = namedtuple("qr", ["Q", "R"])
+
+
+def svd_top(input, some: bool = True, compute_uv: bool = True, *, out=None):
+    """torch.svd (deprecated in PyTorch): (U, S, V) with V, not Vh; compute_uv=False gives
+    zero U and V, as PyTorch does."""
+    _no_out(out, "svd")
+    A = _t(input)
+    if not compute_uv:
+        m, n = A.shape[-2:]
+        S = svdvals(A)
+        zeros = np.zeros(tuple(A.shape[:-2]), A._data.dtype)
+        return _SvdTopResult(tensor(np.zeros(zeros.shape + (m, m if not some else min(m, n)),
+                                             A._data.dtype)), S,
+                             tensor(np.zeros(zeros.shape + (n, n if not some else min(m, n)),
+                                             A._data.dtype)))
+    U, S, Vh = svd(A, full_matrices=not some)
+    return _SvdTopResult(U, S, _mT(Vh))
+
+
+def qr_top(input, some: bool = True, *, out=None):
+    """torch.qr (deprecated in PyTorch): linalg.qr with mode 'reduced' (some) or 'complete'."""
+    _no_out(out, "qr")
+    Q, R = qr(input, mode="reduced" if some else "complete")
+    return _QRTopResult(Q, R)
+
+
+def pinverse(input, rcond: float = 1e-15) -> Tensor:
+    """torch.pinverse: linalg.pinv with rtol=rcond."""
+    return pinv(input, rtol=rcond)
+
+
+TOP_LEVEL = {"svd": svd_top, "qr": qr_top, "pinverse": pinverse, "cholesky": cholesky_top, "cholesky_solve": cholesky_solve,
              "triangular_solve": triangular_solve, "logdet": logdet, "det": det,
              "slogdet": slogdet, "inverse": inv}
