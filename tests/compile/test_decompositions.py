@@ -272,3 +272,18 @@ def test_bad_operands_raise_naming_the_op():
 def test_complete_qr_of_a_tall_matrix_has_no_gradient_as_in_pytorch():
     with pytest.raises(QRNotDifferentiable, match="mode='complete' and nrows > ncols"):
         tg.grad(lambda a: np.sum(np.linalg.qr(a, mode="complete")[0]))(TALL)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (2, 0, 3), (0, 0)])
+def test_empty_matrices_give_numpy_results(shape):
+    x = np.zeros(shape)
+    pairs = [(tg.linalg.qr(x), np.linalg.qr(x)), (tg.linalg.svdvals(x), np.linalg.svdvals(x)),
+             (tg.linalg.pinv(x), np.linalg.pinv(x))]
+    pairs += [(tg.linalg.svd(x, full_matrices=full), np.linalg.svd(x, full_matrices=full))
+              for full in (True, False)]
+    if shape[-1] == shape[-2]:
+        pairs.append((tg.linalg.eigh(x), np.linalg.eigh(x)))
+    for got, ref in pairs:
+        got, ref = (got, ref) if isinstance(ref, tuple) else ((got,), (ref,))
+        for mine, theirs in zip(got, ref):
+            assert np.shape(mine) == np.shape(theirs) and np.array_equal(mine, theirs)

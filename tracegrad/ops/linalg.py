@@ -715,7 +715,7 @@ def _svd_widths(m: int, n: int, full_matrices: bool) -> tuple:
 def _svd_rule(a, full_matrices=False):
     a = _any_matrix("svd", a)
     m, n = a.shape[-2:]
-    width = max(_svd_widths(m, n, full_matrices)) if m * n else 0
+    width = max(_svd_widths(m, n, full_matrices))
     return Aval(tuple(a.shape[:-2]) + (m + 1 + n, width), _linalg_dtype("svd", a))
 
 
@@ -740,8 +740,6 @@ def _pad_columns(x: np.ndarray, width: int) -> np.ndarray:
 def _svd_impl(a, full_matrices=False):
     a = _as_float_any("svd", a)
     out_aval = _svd_rule(aval_of(a), full_matrices)
-    if a.size == 0:
-        return np.zeros(out_aval.shape, a.dtype)
     u, s, vh = _lapack_failure("svd", a, lambda: np.linalg.svd(a, full_matrices=full_matrices))
     width = out_aval.shape[-1]
     parts = [u, s[..., None, :], np.swapaxes(vh, -1, -2)]
@@ -1006,8 +1004,10 @@ def matrix_rank(a, tol: Any = None):
     array(1)
     """
     a = _operand(a)
-    s = svdvals_p(a)
     m, n = np.shape(a)[-2:]
+    if min(m, n) == 0:
+        return np.zeros(tuple(np.shape(a))[:-2], np.int64)
+    s = svdvals_p(a)
     if tol is None:
         s_max = T.max_(s, axis=(np.ndim(s) - 1,), keepdims=True)
         tol = T.mul(s_max, max(m, n) * np.finfo(aval_of(s).dtype).eps)
