@@ -141,14 +141,14 @@ def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = Tru
     if backend == "numba":
         from tracegrad.codegen import build_kernel, shape_generic
         t0 = time.perf_counter()
-        kernel = None
+        kernel = attempt = None
         if shape_generic.enabled(graph) and shape_generic.may_have_template(graph):
             attempt = shape_generic.Attempt(graph)
             if not attempt.emitted.wants_parallel:   # (templates have no parallel variant)
                 kernel = attempt.kernel
         if kernel is None:
             kernel = build_kernel(graph, index_key=index_key)
-            shape_generic.note_built(graph)
+            shape_generic.note_built(graph, attempt.parsed if attempt is not None else None)
         timings["codegen+numba"] = time.perf_counter() - t0
     else:
         kernel = _Interpreted(graph)
@@ -179,7 +179,7 @@ def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key:
 
     def specialized():
         kernel = build_kernel(graph, index_key=index_key)
-        shape_generic.note_built(graph)
+        shape_generic.note_built(graph, attempt.parsed if attempt is not None else None)
         return kernel
     if attempt is not None and attempt.kernel is not None:
         lowered.tier_runner = attempt.kernel

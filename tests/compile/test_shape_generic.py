@@ -210,3 +210,26 @@ def test_the_switch(monkeypatch):
     config._warned.discard("TRACEGRAD_SHAPE_GENERIC")
     with pytest.warns(RuntimeWarning, match="TRACEGRAD_SHAPE_GENERIC='later'"):
         assert config.shape_generic_mode() == "shapes"
+
+
+def test_a_new_shape_pairs_with_an_earlier_graph_of_its_own_family(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
+    sg.clear()
+    try:
+        graphs = {}
+        for batch in (16, 40, 48):
+            rng = np.random.default_rng(0)
+            params = [rng.standard_normal(s) for s in
+                      ((32, 64), (64,), (64, 64), (64,), (64, 10), (10,))]
+            x, t = rng.standard_normal((batch, 32)), rng.integers(0, 10, size=(batch, 1))
+            f = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)), backend="interpret")
+            graphs[batch] = f.lower(*params, x, t).optimized
+        sg.note_built(graphs[16])      # batch 16 and 40 generate different code (re-layout)
+        sg.note_built(graphs[40])
+        attempt = sg.Attempt(graphs[48])
+        assert attempt.kernel is None   # nothing compiled
+        template = attempt.template()
+        assert template is not None and sg.bind(template, source(40)) is not None
+        assert sg.bind(template, source(16)) is None
+    finally:
+        sg.clear()

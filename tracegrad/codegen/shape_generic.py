@@ -589,8 +589,9 @@ def _load_recorded(parsed: Parsed) -> GenericKernel | None:
 
 # ------------------------------------------------------------------ for lowering.py
 
-_PARTNERS: "collections.OrderedDict[str, object]" = collections.OrderedDict()
-MAX_PARTNERS = 64
+_PARTNERS: "collections.OrderedDict[str, list]" = collections.OrderedDict()
+MAX_PARTNERS = 64              # structures
+PARTNERS_PER_STRUCTURE = 4
 
 
 def structure_key(graph) -> str:
@@ -621,21 +622,24 @@ class Attempt:
                      graph.name, 1e3 * self.seconds)
 
     def template(self) -> Template | None:
-        """The template of this graph and an earlier graph of the same structure
-        whose kernel was built (None if there is none, or they differ beyond literals)."""
+        """The template of this graph and an earlier graph of the same structure and
+        family whose kernel was built (None if there is none)."""
         if self.parsed.family is None or not usable(self.emitted):
             return None
         key = structure_key(self.graph)
         with _LOCK:
-            partner = _PARTNERS.get(key)
-        if partner is None:
-            return None
-        if not isinstance(partner, Parsed):   # emitted on first use, then kept as text
-            emitted = emit_for_matching(partner)
-            partner = Parsed(emitted.source) if usable(emitted) else None
-            with _LOCK:
-                _PARTNERS[key] = partner
-        return None if partner is None else derive(partner, self.parsed)
+            partners = list(_PARTNERS.get(key, ()))
+        for k, partner in enumerate(partners):
+            if partner is not None and not isinstance(partner, Parsed):
+                emitted = emit_for_matching(partner)   # on first use, then kept as text
+                partner = Parsed(emitted.source) if usable(emitted) else None
+                with _LOCK:
+                    kept = _PARTNERS.get(key)
+                    if kept is not None and k < len(kept) and kept[k] is partners[k]:
+                        kept[k] = partner
+            if partner is not None and partner.family == self.parsed.family:
+                return derive(partner, self.parsed)
+        return None
 
     @staticmethod
     def pair(graph, other) -> Template | None:
@@ -682,14 +686,21 @@ def may_have_template(graph) -> bool:
     return payload is not None
 
 
-def note_built(graph) -> None:
-    """`graph`'s specialized kernel exists: a later graph of its structure may pair with it."""
+def note_built(graph, parsed: Parsed | None = None) -> None:
+    """`graph`'s specialized kernel exists: a later graph of its structure (and of its
+    family: sizes can change the code, as a BLAS re-layout from some batch size on)
+    may pair with it. A few graphs per structure, one per family where known."""
     key = structure_key(graph)
     with _LOCK:
-        if key not in _PARTNERS:
-            _PARTNERS[key] = graph
-            while len(_PARTNERS) > MAX_PARTNERS:
-                _PARTNERS.popitem(last=False)
+        partners = _PARTNERS.setdefault(key, [])
+        _PARTNERS.move_to_end(key)
+        if parsed is not None and any(isinstance(p, Parsed) and p.family == parsed.family
+                                      for p in partners):
+            return
+        if len(partners) < PARTNERS_PER_STRUCTURE:
+            partners.append(parsed if parsed is not None else graph)
+        while len(_PARTNERS) > MAX_PARTNERS:
+            _PARTNERS.popitem(last=False)
 
 
 def clear() -> None:
