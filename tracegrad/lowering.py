@@ -247,6 +247,9 @@ def prefetch_template(lowered: Lowered) -> None:
     from tracegrad.codegen import shape_generic
     from tracegrad.codegen.background import submit
 
+    if not shape_generic.any_recorded():
+        return
+
     def job():
         graph = lowered.optimized
         if shape_generic.enabled(graph) and shape_generic.may_have_template(graph):

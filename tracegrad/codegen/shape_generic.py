@@ -536,6 +536,8 @@ def _record(template: Template, structure: str | None) -> None:
         return
     if structure is not None:
         index.write_entry(directory.path, _record_key("structure\0" + structure), {})
+        if index.read_entry(directory.path, _record_key("any"))[0] is None:
+            index.write_entry(directory.path, _record_key("any"), {})
     index.write_entry(directory.path, _record_key(template.family),
                       {"positions": list(template.positions), "kinds": template.kinds,
                        "slots": list(template.slots)})
@@ -684,6 +686,19 @@ def may_have_template(graph) -> bool:
         return False
     payload, _ = index.read_entry(directory.path, _record_key("structure\0" + key))
     return payload is not None
+
+
+def any_recorded() -> bool:
+    """Whether this process or the disk cache has any template at all (one file read:
+    the test before anything that costs more)."""
+    with _LOCK:
+        if _STRUCTURES or _BY_FAMILY:
+            return True
+    from tracegrad.codegen import index
+    from tracegrad.runtime import cache
+    directory = cache.open_cache_dir()
+    return directory is not None and \
+        index.read_entry(directory.path, _record_key("any"))[0] is not None
 
 
 def note_built(graph, parsed: Parsed | None = None) -> None:
