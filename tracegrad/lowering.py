@@ -169,7 +169,11 @@ def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key:
     from tracegrad.codegen import build_kernel, shape_generic
     from tracegrad.codegen.background import submit
     graph = _optimize_graph(joint, optimize, timings)
-    attempt = shape_generic.Attempt(graph) if shape_generic.enabled(graph) else None
+    enabled = shape_generic.enabled(graph)
+    # the matching source costs a code generation: in this thread only when a template
+    # for the structure exists (else the worker makes it, and the interpreter answers now)
+    attempt = shape_generic.Attempt(graph) if enabled and \
+        shape_generic.may_have_template(graph) else None
     if attempt is not None and attempt.kernel is not None:
         timings["shape_generic"] = attempt.seconds
         if not attempt.emitted.wants_parallel:
@@ -185,11 +189,14 @@ def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key:
         lowered.tier_runner = attempt.kernel
         lowered.tier_build = submit(graph, index_key, builder=specialized)
         what = "its kernel"
-    elif attempt is not None:
+    elif enabled:
         # in the worker, after the builds queued before it (a template made ahead for
         # this structure, or another shape's): found then, or paired, or specialized
-        lowered.tier_build = submit(graph, index_key,
-                                    builder=lambda: attempt.later(specialized))
+        def later():
+            nonlocal attempt
+            attempt = attempt or shape_generic.Attempt(graph)
+            return attempt.later(specialized)
+        lowered.tier_build = submit(graph, index_key, builder=later)
         what = "its kernel (shape-generic if it can be)"
     else:
         lowered.tier_build = submit(graph, index_key, builder=specialized)
