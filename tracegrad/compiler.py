@@ -29,9 +29,10 @@ checks) while codegen/background.py builds its kernel, which the next call after
 it is ready uses (`f.tier_info()` counts the interpreter's calls; `f.wait_kernels()`
 waits; `f.lower(...)` always returns the real kernel). A signature whose kernel is
 in the disk cache's index loads it at once instead. TRACEGRAD_TIERED=always tiers
-the first signature too, =0 never tiers. This meets the latency of a new shape by
-tiering: the kernel source still has every shape as literals, so each shape is
-its own Numba compile, only no longer on the caller's time.
+the first signature too, =0 never tiers. Shapes whose sources differ only in
+literals share one shape-generic kernel (codegen/shape_generic.py,
+TRACEGRAD_SHAPE_GENERIC): the second shape's build compiles it, and later shapes,
+in this process or the next, run it with no Numba compile.
 """
 from __future__ import annotations
 
