@@ -209,6 +209,14 @@ def test_third_shape_runs_the_shape_generic_kernel_at_once(mlp, third):
     assert_close(grads[5], third.fd_b3, rtol=1e-6, atol=1e-9, what="d loss / d b3")
 
 
+def test_out_of_range_labels_raise_the_same_error_from_the_generic_kernel(mlp, third):
+    bad = third.t.copy()
+    bad[5, 0] = -SIZES[-1] - 3
+    reference = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)), backend="interpret")
+    assert error_of(MLP, *mlp.params, third.x, bad) == error_of(reference, *mlp.params,
+                                                                 third.x, bad)
+
+
 def test_generic_kernel_equals_the_specialized_kernel(mlp):
     from tracegrad.codegen import shape_generic as sg
     x, t = mlp_batch(16)                        # the first shape: its specialized kernel
