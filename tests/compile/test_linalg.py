@@ -513,7 +513,7 @@ def decompositions(a, s, rhs):
     q, r = np.linalg.qr(a)
     u, sv, vh = np.linalg.svd(a, full_matrices=False)
     return (np.sum(w ** 3) + np.sum(np.abs(v)) + np.sum(np.sin(q @ r)) + np.sum(r * r)
-            + np.sum(np.sin(w_batch)) + np.sum(np.abs(v_batch) * v_batch[..., :1, :])
+            + np.sum(np.sin(w_batch)) + np.sum(np.abs(v_batch) * np.abs(v_batch[..., :1, :]))
             + 1e-6 * np.sum(np.linalg.eigvalsh(s.astype(np.float32)) ** 2)  # (value only)
             + np.linalg.norm(np.stack([a, 2.0 * a]), 2, axis=(1, 2)).sum()
             + np.sum(np.abs(np.linalg.qr(np.stack([a.T[:, :3], a[1:]]), mode="complete")[0]))

@@ -12,7 +12,7 @@ ARITY = {  # fixed-arity primitives: operands each vjp tuple must cover
     "add": 2, "sub": 2, "mul": 2, "div": 2, "pow": 2, "maximum": 2, "minimum": 2, "where": 3,
     "matmul": 2, "addmm": 3, "nll_loss": 2, "take_along_axis": 2, "put_along_axis_add": 2,
     "arctan2": 2, "remainder": 2, "linrec": 2, "triangular_solve": 2, "triangular_matmul": 2, "solve": 2,
-    "clamp_tensor": 3,
+    "clamp_tensor": 3, "lstsq": 2,
 }
 VARIADIC = {"concatenate", "getitem", "index_add_zeros"}
 # Structured control flow holds sub-graphs: no per-node codegen (the body graphs

@@ -22,8 +22,9 @@ on the kernel's own flat buffers:
   det, slogdet      getrf, then sign and log|det| as NumPy computes them
                     (det = sign * exp(log|det|); singular: 0, -inf, no error).
 
-  eigh, eigvalsh    syevd per matrix: eigh copies A into its packed output's rows
-                    1..n and LAPACK overwrites them with the eigenvectors, the
+  eigh, eigvalsh    syevd per matrix: eigh writes (A + A^T) / 2 (lower triangle)
+                    into its packed output's rows 1..n and LAPACK overwrites
+                    them with the eigenvectors, the
                     eigenvalues going to row 0; eigvalsh works on a scratch copy.
                     No convergence raises eager mode's LinAlgError.
 
@@ -403,11 +404,12 @@ def emit_eigh(em: Emitter, node: Node) -> None:
         raise NoCodegen(f"{node.op}: empty matrices (NumPy's conventions)")
     _use_lapack(em)
     vectors = node.op == "eigh"
-    lower = bool(node.attrs.get("lower", True))
     batch = tuple(a.shape[:-2])
     nb = len(batch)
     em.comment(node)
     acc_a = em.acc(a).broadcast(tuple(a.shape))
+    if acc_a.scalar is not None:  # a 1x1 literal: the helper reads arrays
+        acc_a = em.copy_to_buffer(a).broadcast(tuple(a.shape))
     out = em.alloc(node)
     em.set_materialized(node, out)
     work = None if vectors else em.scratch(node.dtype, n * n)
@@ -420,8 +422,11 @@ def emit_eigh(em: Emitter, node: Node) -> None:
     else:
         m_buf, m_base = work[0], str(work[1])
     info = em.fresh("info")
-    _copy2d(em, acc_a, vars_, m_buf, m_base, (n, 1), n, n)
-    em.emit(f"{info} = tg_syevd({int(vectors)}, {int(lower)}, {n}, {m_buf}, {m_base}, "
+    # the lower triangle of (A + A^T) / 2, as the impl reads it (tg_sym_lower: shared)
+    s_base = _offset(acc_a, acc_a.strides[:nb], vars_) if batch else str(acc_a.offset)
+    em.emit(f"tg_sym_lower({acc_a.buf}, np.int64({s_base}), np.int64({acc_a.strides[-2]}), "
+            f"np.int64({acc_a.strides[-1]}), {m_buf}, np.int64({m_base}), np.int64({n}))")
+    em.emit(f"{info} = tg_syevd({int(vectors)}, 1, {n}, {m_buf}, {m_base}, "
             f"{out.buf}, {w_base})")
     em.emit(f"if {info} != 0:")
     message = (f"{node.op}: the algorithm did not converge (operands: {_operands_text(a)})"

@@ -334,8 +334,9 @@ def norm(A, ord=None, dim=None, keepdim: bool = False, *, out=None, dtype=None) 
 
 
 def eigh(A, UPLO: str = "L", *, out=None):
-    """torch.linalg.eigh: (eigenvalues ascending, eigenvectors) of symmetric A, reading its
-    lower (UPLO='L') or upper triangle; the gradient is PyTorch's (symmetric).
+    """torch.linalg.eigh: (eigenvalues ascending, eigenvectors) of symmetric A; the gradient
+    is PyTorch's (symmetric). Reads (A + A^T) / 2, as cholesky here: PyTorch reads the UPLO
+    triangle, which agrees on symmetric input.
 
     >>> import tracegrad.eager as torch
     >>> torch.linalg.eigh(torch.tensor([[2.0, 1.0], [1.0, 2.0]])).eigenvalues
@@ -344,7 +345,7 @@ def eigh(A, UPLO: str = "L", *, out=None):
     A = _t(A)
     _no_out(out, "linalg.eigh")
     _check_eigh_operand("linalg.eigh", A, UPLO)
-    packed = _apply("linalg.eigh", L.eigh_p, (A,), {"lower": UPLO == "L"},
+    packed = _apply("linalg.eigh", L.eigh_p, (A,), {},
                     "linalg.eigh: The algorithm failed to converge because the input matrix is "
                     "ill-conditioned or has too many repeated eigenvalues.")
     return _EighResult(packed[..., 0, :], packed[..., 1:, :])
@@ -360,7 +361,7 @@ def eigvalsh(A, UPLO: str = "L", *, out=None) -> Tensor:
     A = _t(A)
     _no_out(out, "linalg.eigvalsh")
     _check_eigh_operand("linalg.eigh", A, UPLO)
-    return _apply("linalg.eigvalsh", L.eigvalsh_p, (A,), {"lower": UPLO == "L"},
+    return _apply("linalg.eigvalsh", L.eigvalsh_p, (A,), {},
                   "linalg.eigvalsh: The algorithm failed to converge because the input matrix "
                   "is ill-conditioned or has too many repeated eigenvalues.")
 

@@ -10,8 +10,8 @@ PyTorch's backward node names.
 Conventions:
   - Operands are (..., n, n) matrices (batched over leading axes); int and
     bool operands compute in float64, float32 stays float32 (NumPy's rules).
-  - `cholesky` reads the symmetric part (A + A^T) / 2 of its operand, as JAX's
-    does, so its gradient is symmetric and is the true gradient in every
+  - `cholesky`, `eigh` and `eigvalsh` read the symmetric part (A + A^T) / 2 of
+    their operand, as JAX's do, so its gradient is symmetric and is the true gradient in every
     direction (NumPy reads the lower triangle; on symmetric input both agree).
   - `triangular_solve` has scipy.linalg.solve_triangular's semantics: it solves
     op(A) x = b with op(A) = A or A^T, reading only A's lower or upper triangle.
@@ -596,33 +596,38 @@ def _lapack_failure(name: str, a, call):
 # ----------------------------------------------------------------------- eigh
 
 
-def _eigh_rule(a, lower=True):
+def _eigh_rule(a):
     a = _square("eigh", a)
     n = a.shape[-1]
     return Aval(tuple(a.shape[:-2]) + (n + 1, n), _linalg_dtype("eigh", a))
 
 
-def _eigvalsh_rule(a, lower=True):
+def _eigvalsh_rule(a):
     a = _square("eigvalsh", a)
     return Aval(tuple(a.shape[:-1]), _linalg_dtype("eigvalsh", a))
 
 
-def _eigh_impl(a, lower=True):
+def _symmetric_part(a: np.ndarray) -> np.ndarray:
+    sym = np.add(a, np.swapaxes(a, -1, -2))
+    sym *= a.dtype.type(0.5)
+    return sym
+
+
+def _eigh_impl(a):
     (a,) = _as_float("eigh", a)
-    w, v = _lapack_failure("eigh", a, lambda: np.linalg.eigh(a, UPLO="L" if lower else "U"))
+    w, v = _lapack_failure("eigh", a, lambda: np.linalg.eigh(_symmetric_part(a)))
     return np.concatenate([w[..., None, :], v], axis=-2)
 
 
-def _eigvalsh_impl(a, lower=True):
+def _eigvalsh_impl(a):
     (a,) = _as_float("eigvalsh", a)
-    return _lapack_failure("eigvalsh", a, lambda: np.linalg.eigvalsh(a, UPLO="L" if lower
-                                                                     else "U"))
+    return _lapack_failure("eigvalsh", a, lambda: np.linalg.eigvalsh(_symmetric_part(a)))
 
 
-def _eigh_vjp(g, out, a, lower=True):
+def _eigh_vjp(g, out, a):
     # PyTorch's linalg_eig_backward (Hermitian): gA = V (skew(V^T gV)/2 / E + diag(gw)) V^T,
-    # E_ij = w_j - w_i. Symmetric: the gradient in symmetric directions, as PyTorch's and
-    # JAX's (the impl reads one triangle of A, as NumPy and PyTorch do).
+    # E_ij = w_j - w_i. Symmetric, and the true gradient: the impl reads (A + A^T) / 2, as
+    # JAX's (and tracegrad's cholesky) do; PyTorch's and JAX's on symmetric input.
     n = np.shape(a)[-1]
     w, v = _row(out, 0), _rows(out, 1, n + 1)
     gw, gv = _row(g, 0), _rows(g, 1, n + 1)
@@ -631,18 +636,18 @@ def _eigh_vjp(g, out, a, lower=True):
     return T.matmul(T.matmul(v, inner), _mT(v))
 
 
-def _eigvalsh_vjp(g, out, a, lower=True):
-    v = _rows(eigh_p(a, lower=lower), 1, np.shape(a)[-1] + 1)
+def _eigvalsh_vjp(g, out, a):
+    v = _rows(eigh_p(a), 1, np.shape(a)[-1] + 1)
     return T.matmul(_column_scale(v, g), _mT(v))  # V diag(gw) V^T
 
 
 eigh_p = primitive(  # packed [w; V]: eigenvalues (ascending) and eigenvectors of a symmetric A
     "eigh", impl=_eigh_impl, shape_rule=_eigh_rule, kind="other", vjps=(_eigh_vjp,),
-    torch_name="LinalgEighBackward0", saves=("out",))
+    torch_name="LinalgEighBackward0", saves=("out",), codegen="eigh")
 
 eigvalsh_p = primitive(  # the eigenvalues of a symmetric A, ascending
     "eigvalsh", impl=_eigvalsh_impl, shape_rule=_eigvalsh_rule, kind="other",
-    vjps=(_eigvalsh_vjp,), torch_name="LinalgEighBackward0", saves=(0,))
+    vjps=(_eigvalsh_vjp,), torch_name="LinalgEighBackward0", saves=(0,), codegen="eigvalsh")
 
 
 # ------------------------------------------------------------------------- qr
@@ -701,7 +706,7 @@ def _qr_vjp(g, out, a, mode="reduced"):
 
 qr_p = primitive(  # packed [Q; R^T]; mode "r" is "reduced" whose gradient raises (PyTorch's)
     "qr", impl=_qr_impl, shape_rule=_qr_rule, kind="other", vjps=(_qr_vjp,),
-    torch_name="LinalgQrBackward0", saves=("out",))
+    torch_name="LinalgQrBackward0", saves=("out",), codegen="qr")
 
 
 # ------------------------------------------------------------------------ svd
@@ -790,11 +795,11 @@ def _svdvals_vjp(g, out, a):
 
 svd_p = primitive(  # packed [U; s; V] (V = Vh^T), columns padded to the wider factor
     "svd", impl=_svd_impl, shape_rule=_svd_rule, kind="other", vjps=(_svd_vjp,),
-    torch_name="LinalgSvdBackward0", saves=("out",))
+    torch_name="LinalgSvdBackward0", saves=("out",), codegen="svd")
 
 svdvals_p = primitive(  # the singular values, descending
     "svdvals", impl=_svdvals_impl, shape_rule=_svdvals_rule, kind="other",
-    vjps=(_svdvals_vjp,), torch_name="LinalgSvdBackward0", saves=(0,))
+    vjps=(_svdvals_vjp,), torch_name="LinalgSvdBackward0", saves=(0,), codegen="svdvals")
 
 
 # -------------------------------------------------------------- pinv, lstsq
@@ -843,7 +848,7 @@ def _pinv_vjp(g, out, a, atol=0.0, rtol=None, hermitian=False):
 
 pinv_p = primitive(  # the Moore-Penrose pseudo-inverse
     "pinv", impl=_pinv_impl, shape_rule=_pinv_rule, kind="other", vjps=(_pinv_vjp,),
-    torch_name="LinalgPinvBackward0", saves=(0, "out"))
+    torch_name="LinalgPinvBackward0", saves=(0, "out"), codegen="numpy")
 
 
 def _lstsq_rule(a, b, rcond=None):
@@ -888,14 +893,17 @@ def _lstsq_vjp_b(g, out, a, b, rcond=None):
 
 lstsq_p = primitive(  # the minimum-norm least-squares solution x of min |A x - b|
     "lstsq", impl=_lstsq_impl, shape_rule=_lstsq_rule, kind="other",
-    vjps=(_lstsq_vjp_a, _lstsq_vjp_b), torch_name="LinalgLstsqBackward0", saves=(0, 1))
+    vjps=(_lstsq_vjp_a, _lstsq_vjp_b), torch_name="LinalgLstsqBackward0", saves=(0, 1),
+    codegen="numpy")  # (NumPy between njit segments)
 
 
 def eigh(a, UPLO: str = "L") -> EighResult:
     """numpy.linalg.eigh: (eigenvalues ascending, eigenvectors as columns) of symmetric a.
 
-    Reads the lower (UPLO='L') or upper triangle, as NumPy does. The gradient is the
-    symmetric one (PyTorch's and JAX's); it is infinite where two eigenvalues are equal
+    Reads the symmetric part (a + a.T) / 2, as JAX does (and tracegrad's cholesky), so
+    UPLO ('L' or 'U') makes no difference and the gradient, symmetric, is the true one
+    (PyTorch's and JAX's on symmetric input); NumPy reads one triangle, which agrees on
+    symmetric input. The gradient is infinite where two eigenvalues are equal
     and a loss depends on their eigenvectors (which are then not unique), and only
     losses that do not depend on each eigenvector's sign have one.
 
@@ -906,14 +914,14 @@ def eigh(a, UPLO: str = "L") -> EighResult:
     """
     if UPLO not in ("L", "U"):
         raise ValueError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}{user_location_suffix()}")
-    a = _operand(a)
-    packed = eigh_p(a, lower=UPLO == "L")
+    packed = eigh_p(_operand(a))
     n = np.shape(packed)[-1]
     return EighResult(_row(packed, 0), _rows(packed, 1, n + 1))
 
 
 def eigvalsh(a, UPLO: str = "L"):
-    """numpy.linalg.eigvalsh: the eigenvalues of symmetric a, ascending; gradient V diag(g) V^T.
+    """numpy.linalg.eigvalsh: the eigenvalues of symmetric a (its symmetric part, as eigh),
+    ascending; gradient V diag(g) V^T.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.linalg.eigvalsh(np.array([[2.0, 0.0], [0.0, 1.0]]))
@@ -922,7 +930,7 @@ def eigvalsh(a, UPLO: str = "L"):
     if UPLO not in ("L", "U"):
         raise ValueError(f"eigvalsh: UPLO must be 'L' or 'U', got {UPLO!r}"
                          f"{user_location_suffix()}")
-    return eigvalsh_p(_operand(a), lower=UPLO == "L")
+    return eigvalsh_p(_operand(a))
 
 
 def qr(a, mode: str = "reduced"):
