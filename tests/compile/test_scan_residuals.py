@@ -105,15 +105,33 @@ def _backward_body(lowered):
 def test_backward_step_reads_the_gates_instead_of_recomputing_them(lstm_args):
     lowered = LSTM_GRAD.lower(*lstm_args)
     ops = [n.op for n in _backward_body(lowered).nodes]
-    # per step only the data gradients dz Wh^T and dz Wx^T: no forward GEMM, no gate
-    assert ops.count("matmul") == 2
+    # the gradients dz Wh^T, dz Wx^T, x^T dz, h^T dz; no forward GEMM
+    assert ops.count("matmul") == 4
     assert "sigmoid" not in ops and "tanh" not in ops
-    # the weight gradients x^T dz and h^T dz: one GEMM each over all steps, after the loop
-    outer = [n for n in lowered.optimized.nodes if n.op == "matmul"]
-    assert sorted(n.inputs[1].shape for n in outer) == [(STEPS * BATCH, 4 * H)] * 2
     remat_ops = [n.op for n in _backward_body(LSTM_GRAD_REMAT.lower(*lstm_args)).nodes]
-    assert remat_ops.count("matmul") == 4          # x Wx and h Wh recomputed
+    assert remat_ops.count("matmul") == 6          # x Wx and h Wh recomputed
     assert remat_ops.count("sigmoid") == 3 and remat_ops.count("tanh") == 2
+
+
+def test_weight_gradients_summed_after_the_loop_are_exact(lstm_args, monkeypatch):
+    """The optional hoisting (loops/primitives.py `_MAX_STACKED_ELEMENTS`, off by
+    default): x^T dz and h^T dz as one GEMM each over the stacked steps."""
+    from tracegrad.loops import primitives
+    monkeypatch.setattr(primitives, "_MAX_STACKED_ELEMENTS", 1 << 24)
+    primitives._scan_backward_parts.cache_clear()
+    try:
+        hoisted = tg.value_and_grad(lambda *a: lstm_loss(*a), argnums=(0, 1, 2, 3, 4),
+                                    **INTERP)
+        lowered = hoisted.lower(*lstm_args)
+        assert [n.op for n in _backward_body(lowered).nodes].count("matmul") == 2
+        outer = [n for n in lowered.optimized.nodes if n.op == "matmul"]
+        assert sorted(n.inputs[1].shape for n in outer) == [(STEPS * BATCH, 4 * H)] * 2
+        _, grads = hoisted(*lstm_args)
+    finally:
+        primitives._scan_backward_parts.cache_clear()
+    _, expected = LSTM_GRAD(*lstm_args)
+    for a, b in zip(grads, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
 
 
 def test_saved_values_are_in_the_residual_memory(lstm_args):

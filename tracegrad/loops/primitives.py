@@ -20,8 +20,9 @@ Reverse mode:
   saves every residual; `scan(..., remat=True)` saves carries only and recomputes
   the whole step, as `jax.checkpoint` on the body does). The passes merge the
   residual-emitting scan with the primal one (passes/loops.py): one forward.
-  The backward step computes only the gradients asked for, and a weight gradient
-  sum_t P_t^T @ D_t becomes one GEMM over the stacked steps after the loop.
+  The backward step computes only the gradients asked for (a weight gradient
+  sum_t P_t^T @ D_t can become one GEMM over the stacked steps after the loop:
+  `_MAX_STACKED_ELEMENTS`, off by default).
 - cond: a cond over the two branches' VJPs: only the taken branch runs.
 - while: no reverse mode (its trip count is data), as in JAX.
 
@@ -435,8 +436,12 @@ def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = Fal
 
 
 # A hoisted const gradient stacks its per-step factor D_t: at most this many elements
-# over all steps (64 MiB of float32); larger ones accumulate in the loop.
-_MAX_STACKED_ELEMENTS = 1 << 24
+# over all steps; larger ones accumulate in the loop. 0: off. Measured (perf
+# lstm_scan_t20, rnn_scan_t100, load 2-4): one GEMM over the stacked steps did not
+# beat the per-step GEMMs plus accumulation in the loop (same flops; the stack costs
+# a write and a read, and the big GEMM runs in the NumPy driver), so it is off; set
+# e.g. 1 << 24 to turn it on (tests/compile/test_scan_residuals.py checks it exact).
+_MAX_STACKED_ELEMENTS = 0
 
 
 def _sum_over_steps(kind: str, d_stack, carry_hist: list, xs: list, src):
