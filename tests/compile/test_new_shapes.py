@@ -251,6 +251,26 @@ def test_float32_shapes_run_the_shape_generic_kernel():
     assert getattr(lowered.kernel, "shape_generic", None) is not None
 
 
+@pytest.mark.numba_pass
+def test_a_gather_out_of_range_raises_the_interpreters_error_from_a_generic_kernel():
+    def gather_loss(x, idx):   # its kernel's IndexError message names the size
+        return tg.sum(x[idx] * tg.log1p(x[idx] ** 2))
+    f = tg.value_and_grad(gather_loss)
+    reference = tg.value_and_grad(gather_loss, backend="interpret")
+    for n in (6, 9, 12):
+        x, idx = np.linspace(-1.0, 1.0, n), np.arange(n // 2)
+        assert f.wait_kernels(timeout=600)
+        value, grad = f(x, idx)
+        r_value, r_grad = reference(x, idx)
+        assert_close(value, r_value, rtol=1e-12)
+        assert_close(grad, r_grad, rtol=1e-12, atol=1e-15)
+    assert getattr(f.lower(x, idx).kernel, "shape_generic", None) is not None
+    bad = idx.copy()
+    bad[1] = n + 4
+    assert error_of(f, x, bad) == error_of(reference, x, bad)
+    assert "getitem" in error_of(f, x, bad)[1]
+
+
 SHAPES_CHILD = textwrap.dedent(r"""
     import sys, time
     import numpy as np

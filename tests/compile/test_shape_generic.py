@@ -233,3 +233,18 @@ def test_a_new_shape_pairs_with_an_earlier_graph_of_its_own_family(tmp_path, mon
         assert sg.bind(template, source(16)) is None
     finally:
         sg.clear()
+
+
+def test_index_error_messages_that_name_sizes_are_erased_in_templates():
+    a = ("def kernel_tgshape(x, idx):\n    for i in range(3):\n"
+         "        if idx[i] >= 6:\n"
+         "            raise IndexError('getitem: index out of range for an axis of size 6')\n"
+         "        x[i] = 1.0\n    return x\n")
+    b = a.replace("6", "9")
+    template = sg.derive(a, b)
+    assert template is not None and "size 6" not in template.text
+    assert sg._ERASED in template.text
+    assert sg.bind(template, a.replace("6", "12")) == ([12], [])
+    # other strings stay part of the template
+    c = a.replace("IndexError", "ValueError")
+    assert sg.derive(c, c.replace("6", "9")) is None

@@ -124,8 +124,10 @@ class Parsed:
         self.family = None
         if self.tokens is not None:
             h = hashlib.sha256()
-            for t in self.tokens:
-                h.update(f"{t.type}\0{'#' if t.type == tokenize.NUMBER else t.string}\0".encode())
+            erased = _erased_strings(self.tokens)
+            for k, t in enumerate(self.tokens):
+                blank = t.type == tokenize.NUMBER or k in erased
+                h.update(f"{t.type}\0{'#' if blank else t.string}\0".encode())
             self.family = h.hexdigest()[:32]
 
 
@@ -166,7 +168,13 @@ def derive(source_a, source_b, name: str = KERNEL_NAME) -> Template | None:
     # and a size, both 16 * 10) need not be equal for a third (the plan moved one)
     slot_of: dict[tuple, int] = {}
     offsets = _offset_positions(ta)
+    erased = _erased_strings(ta)
     for k, (x, y) in enumerate(zip(ta, tb)):
+        if k in erased:
+            positions.append(k)
+            kinds.append("x")
+            slots.append(0)
+            continue
         if x.string == y.string and k not in offsets:
             continue
         kx, ky = _kind(x.string), _kind(y.string)
@@ -199,6 +207,20 @@ def _offset_positions(toks: list[_Tok]) -> set[int]:
     return out
 
 
+# The message of `raise IndexError('...size 6...')` in a kernel names sizes, but never
+# reaches the user: codegen.Kernel answers an IndexError by running the graph on
+# the interpreter, whose own check raises the error that names index, axis and
+# line. In a template the message is this one (Numba needs a constant message).
+_ERASED = repr("index out of range (in a shape-generic kernel)")
+
+
+def _erased_strings(toks: list[_Tok]) -> set[int]:
+    """Positions of the messages of `raise IndexError('...')`."""
+    return {k for k in range(3, len(toks))
+            if toks[k].type == tokenize.STRING and toks[k - 1].string == "("
+            and toks[k - 2].string == "IndexError" and toks[k - 3].string == "raise"}
+
+
 def _template(parsed: Parsed, positions: tuple[int, ...], kinds: str, slots: tuple[int, ...],
               name: str) -> Template | None:
     text = _generic_text(parsed.source, parsed.tokens, positions, kinds, slots, name)
@@ -229,6 +251,9 @@ def bind(template: Template, source) -> tuple[list, list] | None:
         if slot is None:
             if t.string != r[1] or t.type != r[0]:
                 return None
+        elif slot[0] == "x":
+            if t.type != tokenize.STRING:
+                return None
         elif t.type != tokenize.NUMBER or _kind(t.string) != slot[0] or \
                 values.setdefault(slot, t.string) != t.string:
             return None   # (a shared parameter must hold one value)
@@ -252,7 +277,8 @@ def _generic_text(source: str, toks: list[_Tok], positions, kinds, slots,
         t = toks[k]
         if t.start[0] != t.end[0]:
             return None
-        edits[t.start] = (t.end[1], f"_tg{'s' if kind == 'i' else 'f'}{slot}")
+        edits[t.start] = (t.end[1], _ERASED if kind == "x" else
+                          f"_tg{'s' if kind == 'i' else 'f'}{slot}")
     comment_cols = _comment_starts(source)
     out = []
     for row, line in enumerate(lines, start=1):
@@ -559,15 +585,16 @@ def _load_recorded(parsed: Parsed) -> GenericKernel | None:
         positions = tuple(int(p) for p in payload["positions"])
         kinds = str(payload["kinds"])
         slots = tuple(int(s) for s in payload["slots"])
-        if len(kinds) != len(positions) or len(slots) != len(positions) or \
-                any(s < 0 or s >= len(slots) for s in slots) or set(kinds) - {"i", "f"} or not positions or \
+        if len(kinds) != len(positions) or len(slots) != len(positions) or not positions or \
+                any(s < 0 or s >= len(slots) for s in slots) or set(kinds) - {"i", "f", "x"} or \
                 list(positions) != sorted(set(positions)) or positions[0] < 0 or \
                 positions[-1] >= len(parsed.tokens):
             raise ValueError(kinds)
     except (KeyError, TypeError, ValueError):
         log.info("codegen: shape-generic record for %s unusable", parsed.family)
         return None
-    if any(parsed.tokens[p].type != tokenize.NUMBER or _kind(parsed.tokens[p].string) != k
+    if any(parsed.tokens[p].type != tokenize.STRING if k == "x" else
+           parsed.tokens[p].type != tokenize.NUMBER or _kind(parsed.tokens[p].string) != k
            for p, k in zip(positions, kinds)):
         return None
     template = _template(parsed, positions, kinds, slots, KERNEL_NAME)
