@@ -5,6 +5,7 @@ of issue 11 are in tests/reliability/test_cache_security.py."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -63,20 +64,33 @@ def test_file_is_never_rewritten(tmp_path, monkeypatch):
     assert (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)
 
 
-def test_second_process_hits_both_caches(tmp_path):
-    first = run_child(tmp_path)
+@pytest.fixture(scope="module")
+def first_child_run(tmp_path_factory):
+    """(cache dir, process) of one child run into an empty cache: a file miss and a
+    Numba compile. Shared (a child process costs seconds); tests that change the
+    directory work on a copy of it."""
+    d = tmp_path_factory.mktemp("cache")
+    return d, run_child(d)
+
+
+def test_second_process_hits_both_caches(first_child_run):
+    d, first = first_child_run
     assert "miss (new file)" in first.stderr and "numba compile" in first.stderr
-    second = run_child(tmp_path)
+    second = run_child(d)
     assert "file hit" in second.stderr, second.stderr
     assert "numba cache load" in second.stderr, second.stderr
 
 
-def test_corrupt_file_is_detected_and_rebuilt(tmp_path):
-    first = run_child(tmp_path)
-    path = Path(first.stdout.split()[1])
+def test_corrupt_file_is_detected_and_rebuilt(first_child_run, tmp_path):
+    d, first = first_child_run
+    assert "miss (new file)" in first.stderr
+    copy = tmp_path / "cache"
+    shutil.copytree(d, copy)   # (keeps the 0o700 mode)
+    path = copy / Path(first.stdout.split()[1]).name
+    assert path.is_file()
     good = path.read_bytes()
     path.write_bytes(good[: len(good) // 2])  # truncated
-    second = run_child(tmp_path)
+    second = run_child(copy)
     assert "corrupt" in second.stderr
     assert path.read_bytes() == good
 
