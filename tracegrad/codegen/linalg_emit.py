@@ -404,6 +404,7 @@ def emit_eigh(em: Emitter, node: Node) -> None:
         raise NoCodegen(f"{node.op}: empty matrices (NumPy's conventions)")
     _use_lapack(em)
     vectors = node.op == "eigh"
+    lower = bool(node.attrs.get("lower", True))
     batch = tuple(a.shape[:-2])
     nb = len(batch)
     em.comment(node)
@@ -426,12 +427,19 @@ def emit_eigh(em: Emitter, node: Node) -> None:
     s_base = _offset(acc_a, acc_a.strides[:nb], vars_) if batch else str(acc_a.offset)
     em.emit(f"tg_sym_lower({acc_a.buf}, np.int64({s_base}), np.int64({acc_a.strides[-2]}), "
             f"np.int64({acc_a.strides[-1]}), {m_buf}, np.int64({m_base}), np.int64({n}))")
-    em.emit(f"{info} = tg_syevd({int(vectors)}, 1, {n}, {m_buf}, {m_base}, "
+    em.emit(f"{info} = tg_syevd({int(vectors)}, {int(lower)}, {n}, {m_buf}, {m_base}, "
             f"{out.buf}, {w_base})")
     em.emit(f"if {info} != 0:")
     message = (f"{node.op}: the algorithm did not converge (operands: {_operands_text(a)})"
                f"{_where(node)}")
     em.emit(f"    raise LinAlgError({message!r})")
+    if vectors and not lower:  # column-major eigenvectors: transpose in place
+        i, j, t = em.fresh("i"), em.fresh("j"), em.fresh("t")
+        em.emit(f"for {i} in range({n}):")
+        em.emit(f"    for {j} in range({i}):")
+        em.emit(f"        {t} = {m_buf}[{m_base} + {i} * {n} + {j}]")
+        em.emit(f"        {m_buf}[{m_base} + {i} * {n} + {j}] = {m_buf}[{m_base} + {j} * {n} + {i}]")
+        em.emit(f"        {m_buf}[{m_base} + {j} * {n} + {i}] = {t}")
     em.indent -= nb
     if work is not None:
         em.release_scratch(work)

@@ -345,7 +345,7 @@ def eigh(A, UPLO: str = "L", *, out=None):
     A = _t(A)
     _no_out(out, "linalg.eigh")
     _check_eigh_operand("linalg.eigh", A, UPLO)
-    packed = _apply("linalg.eigh", L.eigh_p, (A,), {},
+    packed = _apply("linalg.eigh", L.eigh_p, (A,), {"lower": UPLO == "L"},
                     "linalg.eigh: The algorithm failed to converge because the input matrix is "
                     "ill-conditioned or has too many repeated eigenvalues.")
     return _EighResult(packed[..., 0, :], packed[..., 1:, :])
@@ -361,7 +361,7 @@ def eigvalsh(A, UPLO: str = "L", *, out=None) -> Tensor:
     A = _t(A)
     _no_out(out, "linalg.eigvalsh")
     _check_eigh_operand("linalg.eigh", A, UPLO)
-    return _apply("linalg.eigvalsh", L.eigvalsh_p, (A,), {},
+    return _apply("linalg.eigvalsh", L.eigvalsh_p, (A,), {"lower": UPLO == "L"},
                   "linalg.eigvalsh: The algorithm failed to converge because the input matrix "
                   "is ill-conditioned or has too many repeated eigenvalues.")
 

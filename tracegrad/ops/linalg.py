@@ -596,13 +596,13 @@ def _lapack_failure(name: str, a, call):
 # ----------------------------------------------------------------------- eigh
 
 
-def _eigh_rule(a):
+def _eigh_rule(a, lower=True):
     a = _square("eigh", a)
     n = a.shape[-1]
     return Aval(tuple(a.shape[:-2]) + (n + 1, n), _linalg_dtype("eigh", a))
 
 
-def _eigvalsh_rule(a):
+def _eigvalsh_rule(a, lower=True):
     a = _square("eigvalsh", a)
     return Aval(tuple(a.shape[:-1]), _linalg_dtype("eigvalsh", a))
 
@@ -613,18 +613,21 @@ def _symmetric_part(a: np.ndarray) -> np.ndarray:
     return sym
 
 
-def _eigh_impl(a):
+def _eigh_impl(a, lower=True):
+    # (UPLO on the symmetric part: the same LAPACK call as NumPy's, so the same signs)
     (a,) = _as_float("eigh", a)
-    w, v = _lapack_failure("eigh", a, lambda: np.linalg.eigh(_symmetric_part(a)))
+    w, v = _lapack_failure("eigh", a, lambda: np.linalg.eigh(_symmetric_part(a),
+                                                             UPLO="L" if lower else "U"))
     return np.concatenate([w[..., None, :], v], axis=-2)
 
 
-def _eigvalsh_impl(a):
+def _eigvalsh_impl(a, lower=True):
     (a,) = _as_float("eigvalsh", a)
-    return _lapack_failure("eigvalsh", a, lambda: np.linalg.eigvalsh(_symmetric_part(a)))
+    return _lapack_failure("eigvalsh", a, lambda: np.linalg.eigvalsh(
+        _symmetric_part(a), UPLO="L" if lower else "U"))
 
 
-def _eigh_vjp(g, out, a):
+def _eigh_vjp(g, out, a, lower=True):
     # PyTorch's linalg_eig_backward (Hermitian): gA = V (skew(V^T gV)/2 / E + diag(gw)) V^T,
     # E_ij = w_j - w_i. Symmetric, and the true gradient: the impl reads (A + A^T) / 2, as
     # JAX's (and tracegrad's cholesky) do; PyTorch's and JAX's on symmetric input.
@@ -636,8 +639,8 @@ def _eigh_vjp(g, out, a):
     return T.matmul(T.matmul(v, inner), _mT(v))
 
 
-def _eigvalsh_vjp(g, out, a):
-    v = _rows(eigh_p(a), 1, np.shape(a)[-1] + 1)
+def _eigvalsh_vjp(g, out, a, lower=True):
+    v = _rows(eigh_p(a, lower=lower), 1, np.shape(a)[-1] + 1)
     return T.matmul(_column_scale(v, g), _mT(v))  # V diag(gw) V^T
 
 
@@ -901,9 +904,9 @@ def eigh(a, UPLO: str = "L") -> EighResult:
     """numpy.linalg.eigh: (eigenvalues ascending, eigenvectors as columns) of symmetric a.
 
     Reads the symmetric part (a + a.T) / 2, as JAX does (and tracegrad's cholesky), so
-    UPLO ('L' or 'U') makes no difference and the gradient, symmetric, is the true one
-    (PyTorch's and JAX's on symmetric input); NumPy reads one triangle, which agrees on
-    symmetric input. The gradient is infinite where two eigenvalues are equal
+    the gradient, symmetric, is the true one (PyTorch's and JAX's on symmetric input);
+    NumPy reads one triangle, which agrees on symmetric input. UPLO picks the triangle
+    LAPACK reads, so the eigenvectors' signs are NumPy's. The gradient is infinite where two eigenvalues are equal
     and a loss depends on their eigenvectors (which are then not unique), and only
     losses that do not depend on each eigenvector's sign have one.
 
@@ -914,7 +917,7 @@ def eigh(a, UPLO: str = "L") -> EighResult:
     """
     if UPLO not in ("L", "U"):
         raise ValueError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}{user_location_suffix()}")
-    packed = eigh_p(_operand(a))
+    packed = eigh_p(_operand(a), lower=UPLO == "L")
     n = np.shape(packed)[-1]
     return EighResult(_row(packed, 0), _rows(packed, 1, n + 1))
 
@@ -930,7 +933,7 @@ def eigvalsh(a, UPLO: str = "L"):
     if UPLO not in ("L", "U"):
         raise ValueError(f"eigvalsh: UPLO must be 'L' or 'U', got {UPLO!r}"
                          f"{user_location_suffix()}")
-    return eigvalsh_p(_operand(a))
+    return eigvalsh_p(_operand(a), lower=UPLO == "L")
 
 
 def qr(a, mode: str = "reduced"):

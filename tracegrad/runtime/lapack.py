@@ -314,9 +314,11 @@ def tg_getri(typingctx, n, a, offa, ipiv, offp, work, offw, lwork):
 
 @intrinsic
 def tg_syevd(typingctx, vectors, lower, n, a, offa, w, offw):
-    """info of the symmetric eigendecomposition of the (n, n) row-major matrix at a[offa:]
-    (its lower or upper triangle is read): eigenvalues ascending into w[offw:], and with
-    `vectors` the eigenvectors, as columns, over a (LAPACKE's syevd, row-major)."""
+    """info of the symmetric eigendecomposition of the (n, n) matrix whose lower triangle
+    is at a[offa:] row-major: eigenvalues ascending into w[offw:], and with `vectors` the
+    eigenvectors over a. `lower`: LAPACK reads that lower triangle (row-major layout:
+    eigenvectors as columns); else the same memory as a column-major upper triangle, as
+    NumPy's UPLO='U' (eigenvectors as rows: the caller transposes)."""
     if not (_float_array(a) and _float_array(w) and a.dtype == w.dtype):
         return None
 
@@ -338,7 +340,10 @@ def tg_syevd(typingctx, vectors, lower, n, a, offa, w, offw):
             return builder.select(builder.icmp_signed("!=", v, ir.Constant(_i64, 0)),
                                   ir.Constant(_i8, ord(if_set)), ir.Constant(_i8, ord(if_not)))
 
-        return builder.call(fn, (ir.Constant(_i32, _ROW_MAJOR), char(vvec, sa[0], "V", "N"),
+        low = builder.icmp_signed("!=", context.cast(builder, vlow, sa[1], types.int64),
+                                  ir.Constant(_i64, 0))
+        layout = builder.select(low, ir.Constant(_i32, _ROW_MAJOR), ir.Constant(_i32, _COL_MAJOR))
+        return builder.call(fn, (layout, char(vvec, sa[0], "V", "N"),
                                  char(vlow, sa[1], "L", "U"), nn,
                                  _ptr(context, builder, sa[3], va, voa, sa[4], fty), lda,
                                  _ptr(context, builder, sa[5], vw, vow, sa[6], fty)))
