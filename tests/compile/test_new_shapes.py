@@ -231,6 +231,26 @@ def test_generic_kernel_equals_the_specialized_kernel(mlp):
 
 
 @pytest.mark.numba_pass
+def test_a_hot_shape_gets_its_specialized_kernel_in_the_background(mlp, third, monkeypatch):
+    import time
+    from tracegrad.codegen import shape_generic as sg
+    monkeypatch.setattr(sg, "HOT_CALLS", 3)
+    x, t = mlp_batch(22, seed=5)
+    kernel = MLP.lower(*mlp.params, x, t).kernel
+    assert kernel.shape_generic is not None and kernel.specialized is None
+    first = [MLP(*mlp.params, x, t) for _ in range(3)][-1]
+    deadline = time.monotonic() + 600
+    while kernel.specialized is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert kernel.specialized is not None
+    assert getattr(kernel.specialized, "shape_generic", None) is None
+    value, grads = MLP(*mlp.params, x, t)   # now through the specialized kernel
+    assert_close(value, first[0], rtol=1e-12)
+    for g, g0 in zip(grads, first[1]):
+        assert_close(g, g0, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.numba_pass
 def test_float32_shapes_run_the_shape_generic_kernel():
     def mlp_loss_f32(*args):   # a function of its own: not MLP's signatures
         return mlp_loss(*args)
