@@ -93,8 +93,11 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], diff_outputs: Sequence[int] | No
         else:
             seeds = [context.new_input(node.aval, f"ct_{_output_name(graph, i)}")
                      for i, node in zip(diff_outputs, outputs)]
-        grads = backward_pass(graph, env, context, dict(zip([n.id for n in outputs], seeds)),
-                              wrt)
+        by_id: dict[int, Any] = {}
+        for node, seed in zip(outputs, seeds):  # one node returned twice gets both
+            prev = by_id.get(node.id)
+            by_id[node.id] = seed if prev is None else core.bind(REGISTRY["add"], prev, seed)
+        grads = backward_pass(graph, env, context, by_id, wrt)
     joint = context.graph
     joint.vjp_origin = context.vjp_origin  # for error messages (check_finite)
     for node in graph.outputs:

@@ -259,3 +259,21 @@ def test_second_derivatives_through_saved_values():
         c, _ = jax.lax.scan(lambda c, x: (jnp.tanh(c * a + x) + jnp.exp(0.2 * c), None), a, xs)
         return c * c
     assert float(d2(0.4)) == pytest.approx(float(jax.grad(jax.grad(fj))(0.4)), rel=1e-11)
+
+
+def test_a_branch_returning_one_value_twice_gets_both_cotangents():
+    """autodiff.vjp_graph summed nothing: a sub-graph output node returned twice kept
+    only one seed (cond, call; scan builds its own seeds, see `twice` above)."""
+    def f(x):
+        def branch(x):
+            y = x * 3.0
+            return y, y
+        a, b = tg.cond(x > 0, branch, branch, x)
+        return a + 2 * b
+    assert float(tg.grad(f, **INTERP)(1.0)) == pytest.approx(9.0, rel=1e-15)
+    jax = pytest.importorskip("jax")
+
+    def fj(x):
+        a, b = jax.lax.cond(x > 0, lambda x: (x * 3.0, x * 3.0), lambda x: (x * 3.0, x * 3.0), x)
+        return a + 2 * b
+    assert float(jax.grad(fj)(1.0)) == pytest.approx(9.0)
