@@ -37,6 +37,16 @@ def clone_graph_with_map(graph: Graph, name: str | None = None) -> tuple[Graph, 
     return new, mapping
 
 
+def pruned_graph(graph: Graph) -> Graph:
+    """A copy of `graph` without the nodes no output reads (inputs stay, so the
+    signature does too). `tracegrad.passes.dce` is the pass; this is for layers
+    below the passes (the loop primitives' reverse mode)."""
+    new = clone_graph(graph)
+    live = needed_ids(new.outputs, set())
+    new.nodes = [n for n in new.nodes if n.id in live or n.op == "input"]
+    return new
+
+
 def subgraph(graph: Graph, inputs: list[Node], outputs: list[Node], name: str | None = None
              ) -> Graph:
     """The part of `graph` that computes `outputs` from `inputs`.

@@ -401,7 +401,7 @@ def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = Fal
     none with `remat`: then the backward step recomputes the forward from the carry,
     as `jax.checkpoint` on the body does)."""
     from tracegrad.autodiff import replay
-    from tracegrad.passes.dce import dce
+    from tracegrad.ir.clone import pruned_graph
     from tracegrad.tracing import TraceContext, output_node
 
     if wanted is None:  # every gradient
@@ -431,7 +431,7 @@ def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = Fal
     max_stacked = _MAX_STACKED_ELEMENTS // max(length, 1)
     backward, _, (float_carry, consts_float, xs_float, hoisted) = _backward_body(
         body, n_carry, n_xs, saved, wanted, max_stacked)
-    backward = dce(backward)  # the forward that only fed saved values
+    backward = pruned_graph(backward)  # the forward that only fed saved values
     return history, backward, float_carry, consts_float, xs_float, tuple(sources), hoisted
 
 

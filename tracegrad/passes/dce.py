@@ -14,6 +14,7 @@ Input nodes always stay, so the graph keeps its signature.
 """
 from __future__ import annotations
 
+from tracegrad.ir.clone import needed_ids
 from tracegrad.ir.graph import Graph
 from tracegrad.passes.rewrite import copy_graph
 
@@ -35,12 +36,4 @@ def dce_counted(graph: Graph) -> tuple[Graph, int]:
 
 def live_ids(graph: Graph) -> set[int]:
     """Ids of the nodes some output depends on (iterative: graphs can be deep)."""
-    live: set[int] = set()
-    stack = list(graph.outputs)
-    while stack:
-        node = stack.pop()
-        if node.id in live:
-            continue
-        live.add(node.id)
-        stack.extend(node.inputs)
-    return live
+    return needed_ids(graph.outputs, set())
