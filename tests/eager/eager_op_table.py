@@ -115,3 +115,25 @@ def make_inputs(shapes, domain, dtype=np.float64, seed=0):
             a = rng.standard_normal(shape)
         arrays.append(np.asarray(a, dtype=dtype))
     return arrays
+
+
+# ------------------------------------------------ shared by the linalg cross-checks
+
+def float64_leaves(T, arrays):
+    """float64 leaf tensors of module T (tracegrad.eager or torch)."""
+    return [T.tensor(a, dtype=T.float64, requires_grad=True) for a in arrays]
+
+
+def weighted_backward(T, fn, arrays, create_graph=False):
+    """(value, grad_fn name, grads of a weighted sum of fn's output[, second
+    derivatives of sum(grad**2)]) in module T, for comparing two libraries."""
+    leaves = float64_leaves(T, arrays)
+    out = fn(T, *leaves)
+    weights = T.tensor(np.linspace(0.5, 1.5, out.numel()).reshape(tuple(out.shape)),
+                       dtype=T.float64)
+    grads = T.autograd.grad((out * weights).sum(), leaves, create_graph=create_graph)
+    second = None
+    if create_graph:  # d/dx of sum(grad * grad): double backward through every vjp rule
+        second = T.autograd.grad(sum((g * g).sum() for g in grads), leaves)
+        second = [s.detach().numpy() for s in second]
+    return (out.detach().numpy(), out.grad_fn.name(), [g.detach().numpy() for g in grads], second)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tracegrad.eager as tt
+from eager_op_table import float64_leaves, weighted_backward
 
 RNG = np.random.default_rng(808)
 SQUARE = RNG.standard_normal((4, 4))
@@ -82,40 +83,23 @@ NAME_DIFFERS = {"eigh_values", "matrix_norm_nuc", "norm_neg2", "pinverse"}
 GRADGRAD = set(IDS)  # every vjp is written in tracegrad ops: double backward works for all
 
 
-def _leaves(T, arrays):
-    return [T.tensor(a, dtype=T.float64, requires_grad=True) for a in arrays]
-
-
 @pytest.mark.parametrize("case_id,fn,arrays", CASES, ids=IDS)
 def test_gradcheck(case_id, fn, arrays):
-    assert tt.autograd.gradcheck(lambda *xs: fn(tt, *xs), _leaves(tt, arrays))
+    assert tt.autograd.gradcheck(lambda *xs: fn(tt, *xs), float64_leaves(tt, arrays))
 
 
 @pytest.mark.parametrize("case_id,fn,arrays", [c for c in CASES if c[0] in GRADGRAD],
                          ids=[c for c in IDS if c in GRADGRAD])
 def test_gradgradcheck(case_id, fn, arrays):
-    assert tt.autograd.gradgradcheck(lambda *xs: fn(tt, *xs), _leaves(tt, arrays))
-
-
-def _torch_run(T, fn, arrays, create_graph=False):
-    leaves = _leaves(T, arrays)
-    out = fn(T, *leaves)
-    weights = T.tensor(np.linspace(0.5, 1.5, out.numel()).reshape(tuple(out.shape)),
-                       dtype=T.float64)
-    grads = T.autograd.grad((out * weights).sum(), leaves, create_graph=create_graph)
-    second = None
-    if create_graph:
-        second = T.autograd.grad(sum((g * g).sum() for g in grads), leaves)
-        second = [s.detach().numpy() for s in second]
-    return (out.detach().numpy(), out.grad_fn.name(), [g.detach().numpy() for g in grads], second)
+    assert tt.autograd.gradgradcheck(lambda *xs: fn(tt, *xs), float64_leaves(tt, arrays))
 
 
 @pytest.mark.parametrize("case_id,fn,arrays", CASES, ids=IDS)
 def test_matches_torch(case_id, fn, arrays):
     torch = pytest.importorskip("torch")
     second = case_id in GRADGRAD
-    ours = _torch_run(tt, fn, arrays, create_graph=second)
-    theirs = _torch_run(torch, fn, arrays, create_graph=second)
+    ours = weighted_backward(tt, fn, arrays, create_graph=second)
+    theirs = weighted_backward(torch, fn, arrays, create_graph=second)
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-10, atol=1e-12)
     if case_id not in NAME_DIFFERS:
         assert ours[1] == theirs[1], (ours[1], theirs[1])

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tracegrad.eager as tt
+from eager_op_table import float64_leaves, weighted_backward
 
 RNG = np.random.default_rng(2024)
 M = RNG.standard_normal((4, 4))
@@ -66,10 +67,6 @@ NAME_DIFFERS = {"cholesky_solve", "cholesky_solve_upper", "solve_batch_vectors",
                 "solve_triangular_upper_right_unit"}
 
 
-def _leaves(T, arrays):
-    return [T.tensor(a, dtype=T.float64, requires_grad=True) for a in arrays]
-
-
 # piecewise linear (no curvature), or PyTorch's first derivative differs on purpose (below)
 NO_SECOND_ORDER_VS_TORCH = {"norm_1", "norm_inf_keepdim", "cholesky_solve",
                             "cholesky_solve_upper"}
@@ -84,13 +81,13 @@ GRADGRAD_CASES = [pytest.param(*c, marks=pytest.mark.slow) if c[0] in SLOW_GRADG
 
 @pytest.mark.parametrize("case_id,fn,arrays", CASES, ids=IDS)
 def test_gradcheck(case_id, fn, arrays):
-    assert tt.autograd.gradcheck(lambda *xs: fn(tt, *xs), _leaves(tt, arrays))
+    assert tt.autograd.gradcheck(lambda *xs: fn(tt, *xs), float64_leaves(tt, arrays))
 
 
 @pytest.mark.parametrize("case_id,fn,arrays", GRADGRAD_CASES,
                          ids=[c[0] for c in CASES if c[0] not in ("norm_1", "norm_inf_keepdim")])
 def test_gradgradcheck(case_id, fn, arrays):
-    assert tt.autograd.gradgradcheck(lambda *xs: fn(tt, *xs), _leaves(tt, arrays))
+    assert tt.autograd.gradgradcheck(lambda *xs: fn(tt, *xs), float64_leaves(tt, arrays))
 
 
 def test_values_match_numpy():
@@ -123,25 +120,12 @@ def test_grad_fn_names():
     assert np.array_equal(coefficient.detach().numpy(), SPD)
 
 
-def _torch_run(T, fn, arrays, create_graph=False):
-    leaves = _leaves(T, arrays)
-    out = fn(T, *leaves)
-    weights = T.tensor(np.linspace(0.5, 1.5, out.numel()).reshape(tuple(out.shape)),
-                       dtype=T.float64)
-    grads = T.autograd.grad((out * weights).sum(), leaves, create_graph=create_graph)
-    second = None
-    if create_graph:  # d/dx of sum(grad * grad): double backward through every vjp rule
-        second = T.autograd.grad(sum((g * g).sum() for g in grads), leaves)
-        second = [s.detach().numpy() for s in second]
-    return (out.detach().numpy(), out.grad_fn.name(), [g.detach().numpy() for g in grads], second)
-
-
 @pytest.mark.parametrize("case_id,fn,arrays", CASES, ids=IDS)
 def test_matches_torch(case_id, fn, arrays):
     torch = pytest.importorskip("torch")
     second = case_id not in NO_SECOND_ORDER_VS_TORCH
-    ours = _torch_run(tt, fn, arrays, create_graph=second)
-    theirs = _torch_run(torch, fn, arrays, create_graph=second)
+    ours = weighted_backward(tt, fn, arrays, create_graph=second)
+    theirs = weighted_backward(torch, fn, arrays, create_graph=second)
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-10, atol=1e-12)
     if case_id not in NAME_DIFFERS:
         assert ours[1] == theirs[1], (ours[1], theirs[1])
