@@ -636,9 +636,10 @@ class CompiledFunction:
                 lowered = lower_graphs(graph, joint, backend, optimize=optimize,
                                        index_key=index_key)
         if backend == "numba" and not tier and lowered.kernel is not None:
-            if config.shape_generic_mode() == "ahead":
+            generic = config.shape_generic_mode()
+            if generic == "ahead":
                 self._shapes_ahead(lowered, signature, flat_fn, example, wrt_args)
-            elif config.shape_generic_mode() == "shapes":
+            elif generic == "shapes":
                 from tracegrad.lowering import prefetch_template
                 prefetch_template(lowered)
         timings.update(lowered.timings)

@@ -139,7 +139,7 @@ def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = Tru
     timings: dict[str, float] = {}
     graph = _optimize_graph(joint, optimize, timings)
     if backend == "numba":
-        from tracegrad.codegen import build_kernel, shape_generic
+        from tracegrad.codegen import shape_generic
         t0 = time.perf_counter()
         kernel = attempt = None
         if shape_generic.enabled(graph) and shape_generic.may_have_template(graph):
@@ -147,8 +147,7 @@ def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = Tru
             if not attempt.emitted.wants_parallel:   # (templates have no parallel variant)
                 kernel = attempt.kernel
         if kernel is None:
-            kernel = build_kernel(graph, index_key=index_key)
-            shape_generic.note_built(graph, attempt.parsed if attempt is not None else None)
+            kernel = _specialized_kernel(graph, index_key, attempt)
         timings["codegen+numba"] = time.perf_counter() - t0
     else:
         kernel = _Interpreted(graph)
@@ -166,7 +165,7 @@ def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key:
     specialized kernel is built. Otherwise, when an earlier graph of the same
     structure differs from this one only in literals, the background build
     compiles their template, which serves this shape and the next ones."""
-    from tracegrad.codegen import build_kernel, shape_generic
+    from tracegrad.codegen import shape_generic
     from tracegrad.codegen.background import submit
     graph = _optimize_graph(joint, optimize, timings)
     enabled = shape_generic.enabled(graph)
@@ -182,9 +181,7 @@ def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key:
     lowered = Lowered(traced, joint, graph, None, "numba", timings, optimize=optimize)
 
     def specialized():
-        kernel = build_kernel(graph, index_key=index_key)
-        shape_generic.note_built(graph, attempt.parsed if attempt is not None else None)
-        return kernel
+        return _specialized_kernel(graph, index_key, attempt)
     if attempt is not None and attempt.kernel is not None:
         lowered.tier_runner = attempt.kernel
         lowered.tier_build = submit(graph, index_key, builder=specialized)
@@ -205,6 +202,15 @@ def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key:
              "a shape-generic kernel" if lowered.tier_runner is not None else "interpreter",
              what)
     return lowered
+
+
+def _specialized_kernel(graph: Graph, index_key: str | None, attempt=None):
+    """The graph's own kernel; noted, so a later shape of its structure can pair with it
+    into a shape-generic template (codegen/shape_generic.py)."""
+    from tracegrad.codegen import build_kernel, shape_generic
+    kernel = build_kernel(graph, index_key=index_key)
+    shape_generic.note_built(graph, attempt.parsed if attempt is not None else None)
+    return kernel
 
 
 def prepare_shapes_ahead(lowered: Lowered, avals, data_leaves, retrace: Callable,

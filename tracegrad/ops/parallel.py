@@ -209,7 +209,7 @@ def elementwise_impl(ufunc):
                     if out is not None:
                         return out
                     out = numpy_impl(x)
-                    _start_fast_math_loading()  # after NumPy's answer: that call never waits
+                    eager_math.start_loading()  # after NumPy's answer: that call never waits
                     return out
                 return numpy_impl(x)
             out = ufunc(x)
@@ -239,10 +239,6 @@ def elementwise_impl(ufunc):
     impl.__name__ = getattr(ufunc, "__name__", "impl")
     impl.ufunc = ufunc
     return impl
-
-
-def _start_fast_math_loading() -> None:
-    eager_math.start_loading()
 
 
 def _fast_math_call(short: str, x: np.ndarray):
