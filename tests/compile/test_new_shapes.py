@@ -217,6 +217,30 @@ def test_out_of_range_labels_raise_the_same_error_from_the_generic_kernel(mlp, t
                                                                  third.x, bad)
 
 
+def test_threads_with_new_shapes_on_one_generic_kernel_get_their_own_results(mlp, third):
+    """Four threads call new batch sizes at once: each binds the one template to its
+    own literals (loop bounds, workspace sizes and offsets, 1/n), and none may see
+    another's sizes or buffers."""
+    from concurrent.futures import ThreadPoolExecutor
+    batches = {b: mlp_batch(b, seed=b) for b in (18, 22, 26, 28)}
+    start = threading.Barrier(len(batches))
+
+    def call(b):
+        start.wait()
+        return [MLP(*mlp.params, *batches[b]) for _ in range(3)]
+    with ThreadPoolExecutor(len(batches)) as pool:
+        results = dict(zip(batches, pool.map(call, batches)))
+    reference = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)), backend="interpret")
+    for b, runs in results.items():
+        r_value, r_grads = reference(*mlp.params, *batches[b])
+        assert MLP.lower(*mlp.params, *batches[b]).kernel.shape_generic \
+            is mlp.lowered.kernel.shape_generic
+        for value, grads in runs:
+            assert_close(value, r_value, rtol=1e-12, what=f"batch {b}: value in a thread")
+            for g, rg in zip(grads, r_grads):
+                assert_close(g, rg, rtol=1e-10, atol=1e-14, what=f"batch {b}: grad in a thread")
+
+
 def test_generic_kernel_equals_the_specialized_kernel(mlp):
     from tracegrad.codegen import shape_generic as sg
     x, t = mlp_batch(16)                        # the first shape: its specialized kernel
