@@ -222,7 +222,7 @@ def test_threads_with_new_shapes_on_one_generic_kernel_get_their_own_results(mlp
     own literals (loop bounds, workspace sizes and offsets, 1/n), and none may see
     another's sizes or buffers."""
     from concurrent.futures import ThreadPoolExecutor
-    batches = {b: mlp_batch(b, seed=b) for b in (18, 22, 26, 28)}
+    batches = {b: mlp_batch(b, seed=b) for b in (14, 18, 26, 30)}  # sizes no other test uses
     start = threading.Barrier(len(batches))
 
     def call(b):
