@@ -305,7 +305,8 @@ def test_forward_kernels_on_integer_and_bool_arrays_match_numpy(dtypes):
 def test_readme_lists_every_bad_input_row():
     """tests/README.md's table of bad inputs names exactly the rows of this file."""
     import re
-    readme = open(os.path.join(os.path.dirname(__file__), os.pardir, "README.md")).read()
+    with open(os.path.join(os.path.dirname(__file__), os.pardir, "README.md")) as f:
+        readme = f.read()
     listed = set(re.findall(r"`(test_\w+_bad_input\[[^\]]+\])`", readme))
     rows = {f"test_eager_bad_input[{r.id}]" for r in EAGER + EAGER_ONLY}
     rows |= {f"test_compiled_bad_input[{r.id}]" for r in COMPILED}

@@ -1,4 +1,6 @@
 """The Drawing: DOT text, rendering through Graphviz, and the error without it."""
+from pathlib import Path
+
 import pytest
 
 from tracegrad.viz import Drawing, GraphvizNotFoundError, find_dot
@@ -25,7 +27,7 @@ def test_to_dot_round_trips_labels_with_quotes_newlines_and_backslashes(parse_do
 def test_render_dot_suffix_writes_text_without_graphviz(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no `dot` anywhere
     path = tiny().render(tmp_path / "g.dot")
-    assert open(path).read() == tiny().to_dot()
+    assert Path(path).read_text() == tiny().to_dot()
 
 
 def test_missing_dot_names_the_package_and_points_to_to_dot(tmp_path, monkeypatch):
@@ -49,8 +51,8 @@ def test_unknown_suffix_is_a_clear_error(tmp_path):
 def test_render_svg_and_png(tmp_path):
     svg = tiny().render(tmp_path / "g.svg")
     png = tiny().render(tmp_path / "g.png")
-    assert "<svg" in open(svg).read()
-    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert "<svg" in Path(svg).read_text()
+    assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert tiny()._repr_svg_().lstrip().startswith("<?xml")
 
 
