@@ -363,6 +363,21 @@ def test_logaddexp_at_infinities_and_large_values():
     np.testing.assert_allclose(gy, [0.5, 0.5, 0.0, 0.5, 0.0, 1.0])
 
 
+def test_logaddexp_second_derivatives_at_and_near_the_branch_switch():
+    # d2/dx2 log(e^x + e^y) = s(1 - s), d2/dxdy = -s(1 - s), s = sigmoid(x - y): 1/4 at x = y,
+    # where a max + log1p(exp(-|x - y|)) form would get the kinks of |x - y| instead
+    x = np.array([1.5, 1.5, 1.5 + 1e-9, -3.0, 40.0])
+    y = np.array([1.5, 1.5 + 1e-9, 1.5, 2.0, -2.0])
+    s = 1.0 / (1.0 + np.exp(-(x - y)))
+    e = np.exp(-abs(x - y))
+    curvature = e / (1 + e) ** 2  # s(1 - s), without cancelling to 0 at x - y = 42
+    dx = tg.grad(lambda a, b: tg.sum(tg.logaddexp(a, b)), argnums=0, backend="interpret")
+    dxx, dxy = tg.grad(lambda a, b: tg.sum(dx(a, b)), argnums=(0, 1), backend="interpret")(x, y)
+    np.testing.assert_allclose(dx(x, y), s, rtol=1e-12)
+    np.testing.assert_allclose(dxx, curvature, rtol=1e-9)
+    np.testing.assert_allclose(dxy, -curvature, rtol=1e-9)
+
+
 def test_prod_and_cumprod_gradients_at_zeros(jax_x64):
     jnp = jax_x64.numpy
     for x in (np.array([0.0, 2.0, 3.0, -1.5]), np.array([2.0, 0.0, 0.0, 5.0]),

@@ -938,17 +938,16 @@ def logaddexp(x: Array, y: Array) -> Array:
     >>> tg.logaddexp(np.array([1e4]), np.array([1e4]))
     array([10000.69314718])
     """
-    # x + log1p(exp(y - x)) where x >= y, else y + log1p(exp(x - y)): each branch is
-    # smooth where it is used, so second derivatives are right at x == y (max(x, y) +
-    # log1p(exp(-|x - y|)) has kinks there that cancel only to first order); the branch
-    # not taken reads a 0 exponent (no overflow, no nan in its gradient)
+    # x + log1p(exp(y - x)) where x >= y, else y + log1p(exp(x - y)), selected before the
+    # exp so that one exp and one log1p serve both sides. Each branch is smooth where it
+    # is used, so second derivatives are right at x == y (max(x, y) + log1p(exp(-|x - y|))
+    # has kinks there that cancel only to first order); the exponent is never positive
+    # (no overflow), and 0 where undefined (no nan in its gradient)
     delta = subtract(y, x)
     undefined = not_equal(delta, delta)  # inf - inf of one sign, or a nan
     x_wins = greater_equal(x, y)
-    d_x = where(logical_and(x_wins, logical_not(undefined)), delta, 0.0)
-    d_y = where(logical_or(x_wins, undefined), 0.0, negative(delta))
-    out = where(x_wins, add(x, log1p(exp(d_x))), add(y, log1p(exp(d_y))))
-    # x = y = +-inf: the value is x; each side gets half the gradient (the limit along x = y)
+    exponent = where(undefined, 0.0, where(x_wins, delta, negative(delta)))
+    out = add(where(x_wins, x, y), log1p(exp(exponent)))
     return where(undefined, multiply(add(x, y), 0.5), out)
 
 
