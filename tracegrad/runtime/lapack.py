@@ -32,6 +32,11 @@ kernel (perf/linalg_codegen_bench.py); these are plain external calls.
 - `tg_geqrf(m, n, 0, a, offa, lda, tau, offt)` / `tg_orgqr(m, ncols, k, a, offa, lda,
   tau, offt)`: Householder QR in place and Q's first ncols columns from it (qr).
 
+Each intrinsic is one `_external` declaration: the C symbol (with ? for s or d),
+the intrinsic's parameters, and the C arguments built from them, one argument
+kind each (`_Int`, `_AtLeast1`, `_Pointer`, `_flag`, `_job`, constants). Adding a
+routine is adding a declaration; `_register` links every declared symbol.
+
 `AVAILABLE` is False when NumPy's OpenBLAS is not found (a NumPy built against
 MKL or Accelerate): the emitters then leave these ops to their NumPy impl.
 Importing this module imports numba; only generated modules (and the emitters,
@@ -41,9 +46,15 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import inspect
 import os
+from dataclasses import dataclass
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 _ROW_MAJOR, _COL_MAJOR = 101, 102       # CBLAS/LAPACKE layouts
 _NO_TRANS, _TRANS = 111, 112
@@ -51,21 +62,281 @@ _UPPER, _LOWER = 121, 122
 _NON_UNIT, _UNIT = 131, 132
 _LEFT = 141
 
-_SYMBOLS = {  # our name -> NumPy's OpenBLAS (ILP64: every integer is 64-bit)
-    "tg_lapacke_{k}potrf": "scipy_LAPACKE_{k}potrf_work64_",
-    "tg_cblas_{k}trsm": "scipy_cblas_{k}trsm64_",
-    "tg_cblas_{k}trsv": "scipy_cblas_{k}trsv64_",
-    "tg_cblas_{k}trmm": "scipy_cblas_{k}trmm64_",
-    "tg_cblas_{k}trmv": "scipy_cblas_{k}trmv64_",
-    "tg_lapacke_{k}getrf": "scipy_LAPACKE_{k}getrf_work64_",
-    "tg_lapacke_{k}getrs": "scipy_LAPACKE_{k}getrs_work64_",
-    "tg_lapacke_{k}getri": "scipy_LAPACKE_{k}getri_work64_",
-    "tg_lapacke_{k}syevd": "scipy_LAPACKE_{k}syevd64_",  # (these two allocate their
-    "tg_lapacke_{k}gesdd": "scipy_LAPACKE_{k}gesdd64_",  # own workspace)
-    "tg_lapacke_{k}geqrf": "scipy_LAPACKE_{k}geqrf64_",
-    "tg_lapacke_{k}orgqr": "scipy_LAPACKE_{k}orgqr64_",
-}
+_i64 = ir.IntType(64)
 
+# ------------------------------------------------------------ argument kinds
+# An external call is declared (see `_external`) as the C arguments it passes, each
+# one of these kinds, built from the intrinsic's parameters by name. Every integer
+# is 64-bit (NumPy's OpenBLAS is ILP64) except the CBLAS/LAPACKE enums (int) and
+# LAPACK's job characters (char).
+
+
+class _CallSite:
+    """One call being generated: the intrinsic's arguments by parameter name, and
+    each C argument built once (a size used twice is cast once, as written by hand)."""
+
+    def __init__(self, context, builder, params, signature, values):
+        self.context, self.builder = context, builder
+        self.args = {p: (v, ty) for p, v, ty in zip(params, values, signature.args)}
+        self.dtype = next(ty.dtype for ty in signature.args if _float_array(ty))
+        self._built: dict = {}
+
+    def build(self, kind) -> ir.Value:
+        if kind not in self._built:
+            self._built[kind] = kind.build(self)
+        return self._built[kind]
+
+    def int64(self, param: str) -> ir.Value:
+        value, ty = self.args[param]
+        return self.context.cast(self.builder, value, ty, types.int64)
+
+
+@dataclass(frozen=True)
+class _Const:
+    """A constant: a layout or side enum (32 bits), a job character (8), an increment (64)."""
+    bits: int
+    value: int
+
+    def llvm_type(self, site):
+        return ir.IntType(self.bits)
+
+    def build(self, site):
+        return ir.Constant(ir.IntType(self.bits), self.value)
+
+
+@dataclass(frozen=True)
+class _Int:
+    """An integer parameter (a size, a leading dimension, lwork) as int64."""
+    param: str
+
+    def llvm_type(self, site):
+        return _i64
+
+    def build(self, site):
+        return site.int64(self.param)
+
+
+@dataclass(frozen=True)
+class _AtLeast1:
+    """max(param, 1): LAPACKE rejects a leading dimension of 0, even for an empty matrix."""
+    param: str
+
+    def llvm_type(self, site):
+        return _i64
+
+    def build(self, site):
+        v = site.build(_Int(self.param))
+        one = ir.Constant(_i64, 1)
+        return site.builder.select(site.builder.icmp_signed(">", v, one), v, one)
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """if_set when the (bool or int) parameter is nonzero, else if_not: a CBLAS enum
+    (32 bits) or a LAPACK job character (8)."""
+    param: str
+    bits: int
+    if_set: int
+    if_not: int
+
+    def llvm_type(self, site):
+        return ir.IntType(self.bits)
+
+    def build(self, site):
+        t = ir.IntType(self.bits)
+        is_set = site.builder.icmp_signed("!=", site.build(_Int(self.param)), ir.Constant(_i64, 0))
+        return site.builder.select(is_set, ir.Constant(t, self.if_set), ir.Constant(t, self.if_not))
+
+
+@dataclass(frozen=True)
+class _One:
+    """The scalar 1 in the arrays' dtype (alpha of trsm/trmm)."""
+
+    def llvm_type(self, site):
+        return site.context.get_value_type(site.dtype)
+
+    def build(self, site):
+        return site.context.get_constant(site.dtype, 1.0)
+
+
+@dataclass(frozen=True)
+class _Pointer:
+    """&array[offset] of a 1-D array parameter: float32/float64 (one dtype per call,
+    which picks the s or d routine), or int64 for LU pivots."""
+    array: str
+    offset: str
+    pivots: bool = False
+
+    def accepts(self, ty) -> bool:
+        if self.pivots:
+            return isinstance(ty, types.Array) and ty.dtype == types.int64
+        return _float_array(ty)
+
+    def llvm_type(self, site):
+        return site.context.get_value_type(site.args[self.array][1].dtype).as_pointer()
+
+    def build(self, site):
+        (arr, arr_ty), (off, off_ty) = site.args[self.array], site.args[self.offset]
+        context, builder = site.context, site.builder
+        ary = context.make_array(arr_ty)(context, builder, arr)
+        at = builder.gep(ary.data, [context.cast(builder, off, off_ty, types.intp)])
+        return builder.bitcast(at, self.llvm_type(site))
+
+
+def _float_array(ty) -> bool:
+    return isinstance(ty, types.Array) and ty.dtype in (types.float32, types.float64)
+
+
+def _enum(value: int) -> _Const:
+    return _Const(32, value)
+
+
+def _char(c: str) -> _Const:
+    return _Const(8, ord(c))
+
+
+def _flag(param: str, if_set: int, if_not: int) -> _Choice:
+    return _Choice(param, 32, if_set, if_not)
+
+
+def _job(param: str, if_set: str, if_not: str) -> _Choice:
+    return _Choice(param, 8, ord(if_set), ord(if_not))
+
+
+# ------------------------------------------------------------ the one factory
+
+_SYMBOLS: dict[str, str] = {}  # our LLVM name -> NumPy's OpenBLAS symbol ({k}: s or d)
+
+
+def _external(symbol: str, params: str, args: tuple, *, returns_info: bool, doc: str):
+    """The intrinsic tg_<routine>(*params) calling `symbol` of NumPy's OpenBLAS on `args`.
+
+    `symbol` is the C name with ? for the dtype letter ("LAPACKE_?potrf_work" is
+    scipy_LAPACKE_spotrf_work64_ for float32 arrays, ..._dpotrf_... for float64); the
+    kernel refers to it as tg_lapacke_?potrf (the _work suffix dropped), registered
+    by `_register`. The intrinsic types only when its float arrays share a float
+    dtype (and pivot arrays are int64), and returns LAPACK's info (int64) with
+    `returns_info`, else nothing.
+    """
+    family, rest = symbol.split("_?")
+    routine = rest.split("_")[0]
+    ours = f"tg_{family.lower()}_{{k}}{routine}"
+    _SYMBOLS[ours] = f"scipy_{symbol.replace('?', '{k}')}64_"
+    names = params.split()
+    pointers = [a for a in args if isinstance(a, _Pointer)]
+    restype = types.int64 if returns_info else types.void
+
+    def typer(typingctx, *arg_types):
+        bound = dict(zip(names, arg_types))
+        if not all(p.accepts(bound[p.array]) for p in pointers):
+            return None
+        if len({bound[p.array].dtype for p in pointers if not p.pivots}) != 1:
+            return None
+
+        def codegen(context, builder, signature, values):
+            site = _CallSite(context, builder, names, signature, values)
+            fnty = ir.FunctionType(_i64 if returns_info else ir.VoidType(),
+                                   [a.llvm_type(site) for a in args])
+            name = ours.format(k="s" if site.dtype == types.float32 else "d")
+            fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+            info = builder.call(fn, [site.build(a) for a in args])
+            return info if returns_info else context.get_dummy_value()
+
+        return restype(*arg_types), codegen
+
+    # Numba names the intrinsic by __name__ and binds call arguments by the signature.
+    typer.__name__ = typer.__qualname__ = f"tg_{routine}"
+    typer.__doc__ = doc
+    typer.__signature__ = inspect.Signature(
+        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+         for p in ("typingctx", *names)])
+    return intrinsic(typer)
+
+
+# ------------------------------------------------------------ the routines
+# Row-major and column-major are each other's transposes: LAPACK sees the memory of
+# a row-major matrix as its transpose, which the argument choices below rely on.
+
+tg_potrf = _external(
+    # A row-major lower triangle is the column-major upper one of the same memory:
+    # LAPACK's 'U' factor U (U^T U = A) read row-major is L = U^T (L L^T = A).
+    "LAPACKE_?potrf_work", "n a offa", returns_info=True,
+    args=(_enum(_COL_MAJOR), _char("U"), _Int("n"), _Pointer("a", "offa"), _AtLeast1("n")),
+    doc="info of the in-place Cholesky of the (n, n) row-major matrix at a[offa:] (lower).")
+
+_TRIANGLE = (_flag("lower", _LOWER, _UPPER), _flag("trans", _TRANS, _NO_TRANS),
+             _flag("unit", _UNIT, _NON_UNIT))
+_MATRIX_PARAMS = "lower trans unit m k a offa lda b offb ldb"
+_MATRIX_ARGS = (_enum(_ROW_MAJOR), _enum(_LEFT), *_TRIANGLE, _Int("m"), _Int("k"), _One(),
+                _Pointer("a", "offa"), _Int("lda"), _Pointer("b", "offb"), _Int("ldb"))
+tg_trsm = _external("cblas_?trsm", _MATRIX_PARAMS, _MATRIX_ARGS, returns_info=False,
+                    doc="B := op(A)^-1 B in place, A (m, m) triangular, B (m, k), row-major.")
+tg_trmm = _external("cblas_?trmm", _MATRIX_PARAMS, _MATRIX_ARGS, returns_info=False,
+                    doc="B := op(A) B in place, A (m, m) triangular, B (m, k), row-major.")
+
+_VECTOR_PARAMS = "lower trans unit m a offa lda x offx"
+_VECTOR_ARGS = (_enum(_ROW_MAJOR), *_TRIANGLE, _Int("m"), _Pointer("a", "offa"), _Int("lda"),
+                _Pointer("x", "offx"), _Const(64, 1))
+tg_trsv = _external("cblas_?trsv", _VECTOR_PARAMS, _VECTOR_ARGS, returns_info=False,
+                    doc="x := op(A)^-1 x in place, A (m, m) triangular row-major, x contiguous.")
+tg_trmv = _external("cblas_?trmv", _VECTOR_PARAMS, _VECTOR_ARGS, returns_info=False,
+                    doc="x := op(A) x in place, A (m, m) triangular row-major, x contiguous.")
+
+_PIVOTS = _Pointer("ipiv", "offp", pivots=True)
+tg_getrf = _external(
+    "LAPACKE_?getrf_work", "n a offa ipiv offp", returns_info=True,
+    args=(_enum(_COL_MAJOR), _Int("n"), _Int("n"), _Pointer("a", "offa"), _AtLeast1("n"),
+          _PIVOTS),
+    doc="info of the in-place LU of the (n, n) column-major matrix at a[offa:].")
+tg_getrs = _external(
+    "LAPACKE_?getrs_work", "n k a offa ipiv offp b offb", returns_info=True,
+    args=(_enum(_COL_MAJOR), _char("T"), _Int("n"), _Int("k"), _Pointer("a", "offa"),
+          _AtLeast1("n"), _PIVOTS, _Pointer("b", "offb"), _AtLeast1("n")),
+    doc="Solve A^T X = B in place (B (n, k) column-major at b[offb:]) with tg_getrf's "
+        "factorization of the column-major A at a[offa:]; returns info.")
+tg_getri = _external(
+    "LAPACKE_?getri_work", "n a offa ipiv offp work offw lwork", returns_info=True,
+    args=(_enum(_COL_MAJOR), _Int("n"), _Pointer("a", "offa"), _AtLeast1("n"), _PIVOTS,
+          _Pointer("work", "offw"), _Int("lwork")),
+    doc="In place, the inverse of the column-major matrix whose tg_getrf factorization "
+        "is at a[offa:] (work: lwork >= n elements); returns info.")
+
+# syevd, gesdd, geqrf and orgqr: LAPACKE's high-level calls, which allocate their workspace
+tg_syevd = _external(
+    "LAPACKE_?syevd", "vectors lower n a offa w offw", returns_info=True,
+    args=(_flag("lower", _ROW_MAJOR, _COL_MAJOR), _job("vectors", "V", "N"),
+          _job("lower", "L", "U"), _Int("n"), _Pointer("a", "offa"), _AtLeast1("n"),
+          _Pointer("w", "offw")),
+    doc="info of the symmetric eigendecomposition of the (n, n) matrix whose lower "
+        "triangle is at a[offa:] row-major: eigenvalues ascending into w[offw:], and with "
+        "`vectors` the eigenvectors over a. `lower`: LAPACK reads that lower triangle "
+        "(row-major layout: eigenvectors as columns); else the same memory as a "
+        "column-major upper triangle, as NumPy's UPLO='U' (eigenvectors as rows: the "
+        "caller transposes).")
+tg_gesdd = _external(
+    "LAPACKE_?gesdd", "vectors m n a offa s offs u offu ldu vt offvt ldvt", returns_info=True,
+    args=(_enum(_ROW_MAJOR), _job("vectors", "S", "N"), _Int("m"), _Int("n"),
+          _Pointer("a", "offa"), _AtLeast1("n"), _Pointer("s", "offs"), _Pointer("u", "offu"),
+          _AtLeast1("ldu"), _Pointer("vt", "offvt"), _AtLeast1("ldvt")),
+    doc="info of the SVD of the (m, n) row-major matrix at a[offa:] (destroyed): singular "
+        "values descending into s[offs:], and with `vectors` the reduced U (m, k) and Vt "
+        "(k, n) row-major at u[offu:] (row stride ldu) and vt[offvt:] (ldvt).")
+
+_QR_PARAMS = "m ncols k a offa lda tau offt"  # (the same for both: the emitter's one shape)
+_QR_ARRAYS = (_Pointer("a", "offa"), _AtLeast1("lda"), _Pointer("tau", "offt"))
+tg_geqrf = _external(
+    "LAPACKE_?geqrf", _QR_PARAMS, returns_info=True,
+    args=(_enum(_ROW_MAJOR), _Int("m"), _Int("ncols"), *_QR_ARRAYS),
+    doc="info of the Householder QR of the row-major (m, ncols) matrix at a[offa:], in "
+        "place (reflectors below R, their scales into tau[offt:]); k is ignored.")
+tg_orgqr = _external(
+    "LAPACKE_?orgqr", _QR_PARAMS, returns_info=True,
+    args=(_enum(_ROW_MAJOR), _Int("m"), _Int("ncols"), _Int("k"), *_QR_ARRAYS),
+    doc="info of forming, in place at a[offa:], the first ncols columns of Q from "
+        "tg_geqrf's k reflectors there.")
+
+
+# ------------------------------------------------------------ linking
 
 def _numpy_openblas() -> ctypes.CDLL | None:
     libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
@@ -78,6 +349,7 @@ def _numpy_openblas() -> ctypes.CDLL | None:
 
 
 def _register() -> bool:
+    """Give LLVM every declared routine's address under our name, both dtypes."""
     lib = _numpy_openblas()
     if lib is None:
         return False
@@ -96,337 +368,6 @@ def _register() -> bool:
 
 
 AVAILABLE = _register()
-
-# ---------------------------------------------------------------- intrinsics
-# (defined only with numba importable; generated modules import them)
-
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
-
-_i32, _i64, _i8 = ir.IntType(32), ir.IntType(64), ir.IntType(8)
-
-
-def _data_at(context, builder, arr_ty, arr, offset, offset_ty):
-    """Pointer to arr[offset] (arr a 1-D array)."""
-    ary = context.make_array(arr_ty)(context, builder, arr)
-    return builder.gep(ary.data, [context.cast(builder, offset, offset_ty, types.intp)])
-
-
-def _float_array(ty) -> bool:
-    return isinstance(ty, types.Array) and ty.dtype in (types.float32, types.float64)
-
-
-@intrinsic
-def tg_potrf(typingctx, n, a, offa):
-    """info of the in-place Cholesky of the (n, n) row-major matrix at a[offa:] (lower)."""
-    if not _float_array(a):
-        return None
-
-    def codegen(context, builder, signature, args):
-        vn, va, voff = args
-        sa = signature.args
-        dtype = sa[1].dtype
-        fty = context.get_value_type(dtype)
-        fnty = ir.FunctionType(_i64, [_i32, _i8, _i64, fty.as_pointer(), _i64])
-        name = "tg_lapacke_spotrf" if dtype == types.float32 else "tg_lapacke_dpotrf"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-        ptr = builder.bitcast(_data_at(context, builder, sa[1], va, voff, sa[2]), fty.as_pointer())
-        nn = context.cast(builder, vn, sa[0], types.int64)
-        # A row-major lower triangle is the column-major upper one of the same memory:
-        # LAPACK's 'U' factor U (U^T U = A) read row-major is L = U^T (L L^T = A).
-        return builder.call(fn, (ir.Constant(_i32, _COL_MAJOR), ir.Constant(_i8, ord("U")),
-                                 nn, ptr, builder.select(
-                                     builder.icmp_signed(">", nn, ir.Constant(_i64, 1)), nn,
-                                     ir.Constant(_i64, 1))))
-
-    return types.int64(n, a, offa), codegen
-
-
-def _flag(context, builder, v, ty, if_set, if_not):
-    v = context.cast(builder, v, ty, types.int64)
-    return builder.select(builder.icmp_signed("!=", v, ir.Constant(_i64, 0)),
-                          ir.Constant(_i32, if_set), ir.Constant(_i32, if_not))
-
-
-def _matrix_call(routine: str):
-    """An intrinsic (lower, trans, unit, m, k, a, offa, lda, b, offb, ldb) calling
-    cblas_?<routine> (trsm or trmm) on the left side, row-major, alpha = 1."""
-    def typer(typingctx, lower, trans, unit, m, k, a, offa, lda, b, offb, ldb):
-        if not (_float_array(a) and _float_array(b) and a.dtype == b.dtype):
-            return None
-
-        def codegen(context, builder, signature, args):
-            vlow, vtrans, vunit, vm, vk, va, voa, vlda, vb, vob, vldb = args
-            sa = signature.args
-            dtype = sa[5].dtype
-            fty = context.get_value_type(dtype)
-            ptr_t = fty.as_pointer()
-            fnty = ir.FunctionType(ir.VoidType(), [_i32, _i32, _i32, _i32, _i32, _i64, _i64,
-                                                   fty, ptr_t, _i64, ptr_t, _i64])
-            kind = "s" if dtype == types.float32 else "d"
-            fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_cblas_{kind}{routine}")
-
-            def i64(v, ty):
-                return context.cast(builder, v, ty, types.int64)
-
-            pa = builder.bitcast(_data_at(context, builder, sa[5], va, voa, sa[6]), ptr_t)
-            pb = builder.bitcast(_data_at(context, builder, sa[8], vb, vob, sa[9]), ptr_t)
-            builder.call(fn, (ir.Constant(_i32, _ROW_MAJOR), ir.Constant(_i32, _LEFT),
-                              _flag(context, builder, vlow, sa[0], _LOWER, _UPPER),
-                              _flag(context, builder, vtrans, sa[1], _TRANS, _NO_TRANS),
-                              _flag(context, builder, vunit, sa[2], _UNIT, _NON_UNIT),
-                              i64(vm, sa[3]), i64(vk, sa[4]), context.get_constant(dtype, 1.0),
-                              pa, i64(vlda, sa[7]), pb, i64(vldb, sa[10])))
-            return context.get_dummy_value()
-
-        return types.void(lower, trans, unit, m, k, a, offa, lda, b, offb, ldb), codegen
-    typer.__name__ = typer.__qualname__ = f"tg_{routine}"  # Numba names the intrinsic by it
-    return typer
-
-
-def _vector_call(routine: str):
-    """An intrinsic (lower, trans, unit, m, a, offa, lda, x, offx) calling
-    cblas_?<routine> (trsv or trmv), row-major, on m contiguous elements of x."""
-    def typer(typingctx, lower, trans, unit, m, a, offa, lda, x, offx):
-        if not (_float_array(a) and _float_array(x) and a.dtype == x.dtype):
-            return None
-
-        def codegen(context, builder, signature, args):
-            vlow, vtrans, vunit, vm, va, voa, vlda, vx, vox = args
-            sa = signature.args
-            dtype = sa[4].dtype
-            ptr_t = context.get_value_type(dtype).as_pointer()
-            fnty = ir.FunctionType(ir.VoidType(), [_i32, _i32, _i32, _i32, _i64, ptr_t, _i64,
-                                                   ptr_t, _i64])
-            kind = "s" if dtype == types.float32 else "d"
-            fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_cblas_{kind}{routine}")
-            pa = builder.bitcast(_data_at(context, builder, sa[4], va, voa, sa[5]), ptr_t)
-            px = builder.bitcast(_data_at(context, builder, sa[7], vx, vox, sa[8]), ptr_t)
-            builder.call(fn, (ir.Constant(_i32, _ROW_MAJOR),
-                              _flag(context, builder, vlow, sa[0], _LOWER, _UPPER),
-                              _flag(context, builder, vtrans, sa[1], _TRANS, _NO_TRANS),
-                              _flag(context, builder, vunit, sa[2], _UNIT, _NON_UNIT),
-                              context.cast(builder, vm, sa[3], types.int64), pa,
-                              context.cast(builder, vlda, sa[6], types.int64), px,
-                              ir.Constant(_i64, 1)))
-            return context.get_dummy_value()
-
-        return types.void(lower, trans, unit, m, a, offa, lda, x, offx), codegen
-    typer.__name__ = typer.__qualname__ = f"tg_{routine}"
-    return typer
-
-
-tg_trsm = intrinsic(_matrix_call("trsm"))
-tg_trmm = intrinsic(_matrix_call("trmm"))
-tg_trsv = intrinsic(_vector_call("trsv"))
-tg_trmv = intrinsic(_vector_call("trmv"))
-
-
-def _ptr(context, builder, arr_ty, arr, offset, offset_ty, elem_ty):
-    return builder.bitcast(_data_at(context, builder, arr_ty, arr, offset, offset_ty),
-                           elem_ty.as_pointer())
-
-
-@intrinsic
-def tg_getrf(typingctx, n, a, offa, ipiv, offp):
-    """info of the in-place LU of the (n, n) column-major matrix at a[offa:]."""
-    if not (_float_array(a) and isinstance(ipiv, types.Array) and ipiv.dtype == types.int64):
-        return None
-
-    def codegen(context, builder, signature, args):
-        vn, va, voa, vp, vop = args
-        sa = signature.args
-        dtype = sa[1].dtype
-        fty = context.get_value_type(dtype)
-        fnty = ir.FunctionType(_i64, [_i32, _i64, _i64, fty.as_pointer(), _i64,
-                                      _i64.as_pointer()])
-        kind = "s" if dtype == types.float32 else "d"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_lapacke_{kind}getrf")
-        nn = context.cast(builder, vn, sa[0], types.int64)
-        lda = builder.select(builder.icmp_signed(">", nn, ir.Constant(_i64, 1)), nn,
-                             ir.Constant(_i64, 1))
-        return builder.call(fn, (ir.Constant(_i32, _COL_MAJOR), nn, nn,
-                                 _ptr(context, builder, sa[1], va, voa, sa[2], fty), lda,
-                                 _ptr(context, builder, sa[3], vp, vop, sa[4], _i64)))
-
-    return types.int64(n, a, offa, ipiv, offp), codegen
-
-
-@intrinsic
-def tg_getrs(typingctx, n, k, a, offa, ipiv, offp, b, offb):
-    """Solve A^T X = B in place (B (n, k) column-major at b[offb:]) with tg_getrf's
-    factorization of the column-major A at a[offa:]; returns info."""
-    if not (_float_array(a) and _float_array(b) and a.dtype == b.dtype
-            and isinstance(ipiv, types.Array) and ipiv.dtype == types.int64):
-        return None
-
-    def codegen(context, builder, signature, args):
-        vn, vk, va, voa, vp, vop, vb, vob = args
-        sa = signature.args
-        dtype = sa[2].dtype
-        fty = context.get_value_type(dtype)
-        fnty = ir.FunctionType(_i64, [_i32, _i8, _i64, _i64, fty.as_pointer(), _i64,
-                                      _i64.as_pointer(), fty.as_pointer(), _i64])
-        kind = "s" if dtype == types.float32 else "d"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_lapacke_{kind}getrs")
-        nn = context.cast(builder, vn, sa[0], types.int64)
-        ld = builder.select(builder.icmp_signed(">", nn, ir.Constant(_i64, 1)), nn,
-                            ir.Constant(_i64, 1))
-        return builder.call(fn, (ir.Constant(_i32, _COL_MAJOR), ir.Constant(_i8, ord("T")), nn,
-                                 context.cast(builder, vk, sa[1], types.int64),
-                                 _ptr(context, builder, sa[2], va, voa, sa[3], fty), ld,
-                                 _ptr(context, builder, sa[4], vp, vop, sa[5], _i64),
-                                 _ptr(context, builder, sa[6], vb, vob, sa[7], fty), ld))
-
-    return types.int64(n, k, a, offa, ipiv, offp, b, offb), codegen
-
-
-@intrinsic
-def tg_getri(typingctx, n, a, offa, ipiv, offp, work, offw, lwork):
-    """In place, the inverse of the column-major matrix whose tg_getrf factorization
-    is at a[offa:] (work: lwork >= n elements); returns info."""
-    if not (_float_array(a) and _float_array(work) and a.dtype == work.dtype
-            and isinstance(ipiv, types.Array) and ipiv.dtype == types.int64):
-        return None
-
-    def codegen(context, builder, signature, args):
-        vn, va, voa, vp, vop, vw, vow, vl = args
-        sa = signature.args
-        dtype = sa[1].dtype
-        fty = context.get_value_type(dtype)
-        fnty = ir.FunctionType(_i64, [_i32, _i64, fty.as_pointer(), _i64, _i64.as_pointer(),
-                                      fty.as_pointer(), _i64])
-        kind = "s" if dtype == types.float32 else "d"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_lapacke_{kind}getri")
-        nn = context.cast(builder, vn, sa[0], types.int64)
-        ld = builder.select(builder.icmp_signed(">", nn, ir.Constant(_i64, 1)), nn,
-                            ir.Constant(_i64, 1))
-        return builder.call(fn, (ir.Constant(_i32, _COL_MAJOR), nn,
-                                 _ptr(context, builder, sa[1], va, voa, sa[2], fty), ld,
-                                 _ptr(context, builder, sa[3], vp, vop, sa[4], _i64),
-                                 _ptr(context, builder, sa[5], vw, vow, sa[6], fty),
-                                 context.cast(builder, vl, sa[7], types.int64)))
-
-    return types.int64(n, a, offa, ipiv, offp, work, offw, lwork), codegen
-
-
-@intrinsic
-def tg_syevd(typingctx, vectors, lower, n, a, offa, w, offw):
-    """info of the symmetric eigendecomposition of the (n, n) matrix whose lower triangle
-    is at a[offa:] row-major: eigenvalues ascending into w[offw:], and with `vectors` the
-    eigenvectors over a. `lower`: LAPACK reads that lower triangle (row-major layout:
-    eigenvectors as columns); else the same memory as a column-major upper triangle, as
-    NumPy's UPLO='U' (eigenvectors as rows: the caller transposes)."""
-    if not (_float_array(a) and _float_array(w) and a.dtype == w.dtype):
-        return None
-
-    def codegen(context, builder, signature, args):
-        vvec, vlow, vn, va, voa, vw, vow = args
-        sa = signature.args
-        dtype = sa[3].dtype
-        fty = context.get_value_type(dtype)
-        fnty = ir.FunctionType(_i64, [_i32, _i8, _i8, _i64, fty.as_pointer(), _i64,
-                                      fty.as_pointer()])
-        kind = "s" if dtype == types.float32 else "d"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_lapacke_{kind}syevd")
-        nn = context.cast(builder, vn, sa[2], types.int64)
-        lda = builder.select(builder.icmp_signed(">", nn, ir.Constant(_i64, 1)), nn,
-                             ir.Constant(_i64, 1))
-
-        def char(v, ty, if_set, if_not):
-            v = context.cast(builder, v, ty, types.int64)
-            return builder.select(builder.icmp_signed("!=", v, ir.Constant(_i64, 0)),
-                                  ir.Constant(_i8, ord(if_set)), ir.Constant(_i8, ord(if_not)))
-
-        low = builder.icmp_signed("!=", context.cast(builder, vlow, sa[1], types.int64),
-                                  ir.Constant(_i64, 0))
-        layout = builder.select(low, ir.Constant(_i32, _ROW_MAJOR), ir.Constant(_i32, _COL_MAJOR))
-        return builder.call(fn, (layout, char(vvec, sa[0], "V", "N"),
-                                 char(vlow, sa[1], "L", "U"), nn,
-                                 _ptr(context, builder, sa[3], va, voa, sa[4], fty), lda,
-                                 _ptr(context, builder, sa[5], vw, vow, sa[6], fty)))
-
-    return types.int64(vectors, lower, n, a, offa, w, offw), codegen
-
-
-@intrinsic
-def tg_gesdd(typingctx, vectors, m, n, a, offa, s, offs, u, offu, ldu, vt, offvt, ldvt):
-    """info of the SVD of the (m, n) row-major matrix at a[offa:] (destroyed): singular
-    values descending into s[offs:], and with `vectors` the reduced U (m, k) and Vt (k, n)
-    row-major at u[offu:] (row stride ldu) and vt[offvt:] (ldvt); LAPACKE's gesdd."""
-    if not all(_float_array(x) for x in (a, s, u, vt)) or len({x.dtype for x in (a, s, u, vt)}) > 1:
-        return None
-
-    def codegen(context, builder, signature, args):
-        vvec, vm, vn, va, voa, vs, vos, vu, vou, vldu, vvt, vovt, vldvt = args
-        sa = signature.args
-        dtype = sa[3].dtype
-        fty = context.get_value_type(dtype)
-        ptr_t = fty.as_pointer()
-        fnty = ir.FunctionType(_i64, [_i32, _i8, _i64, _i64, ptr_t, _i64, ptr_t, ptr_t, _i64,
-                                      ptr_t, _i64])
-        kind = "s" if dtype == types.float32 else "d"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, f"tg_lapacke_{kind}gesdd")
-
-        def i64(v, ty):
-            return context.cast(builder, v, ty, types.int64)
-
-        def at_least_1(v):
-            return builder.select(builder.icmp_signed(">", v, ir.Constant(_i64, 1)), v,
-                                  ir.Constant(_i64, 1))
-
-        jobz = builder.select(builder.icmp_signed("!=", i64(vvec, sa[0]), ir.Constant(_i64, 0)),
-                              ir.Constant(_i8, ord("S")), ir.Constant(_i8, ord("N")))
-        nn = i64(vn, sa[2])
-        return builder.call(fn, (ir.Constant(_i32, _ROW_MAJOR), jobz, i64(vm, sa[1]), nn,
-                                 _ptr(context, builder, sa[3], va, voa, sa[4], fty), at_least_1(nn),
-                                 _ptr(context, builder, sa[5], vs, vos, sa[6], fty),
-                                 _ptr(context, builder, sa[7], vu, vou, sa[8], fty),
-                                 at_least_1(i64(vldu, sa[9])),
-                                 _ptr(context, builder, sa[10], vvt, vovt, sa[11], fty),
-                                 at_least_1(i64(vldvt, sa[12]))))
-
-    return types.int64(vectors, m, n, a, offa, s, offs, u, offu, ldu, vt, offvt, ldvt), codegen
-
-
-def _qr_call(routine: str):
-    """An intrinsic (m, ncols, k, a, offa, lda, tau, offt) -> info: LAPACKE's geqrf (QR of
-    the row-major (m, ncols) matrix at a[offa:], in place; k ignored) or orgqr (the
-    first ncols columns of Q from k reflectors), row-major, allocating their workspace."""
-    def typer(typingctx, m, ncols, k, a, offa, lda, tau, offt):
-        if not (_float_array(a) and _float_array(tau) and a.dtype == tau.dtype):
-            return None
-
-        def codegen(context, builder, signature, args):
-            vm, vc, vk, va, voa, vlda, vt, vot = args
-            sa = signature.args
-            dtype = sa[3].dtype
-            fty = context.get_value_type(dtype)
-            ptr_t = fty.as_pointer()
-            sizes = [context.cast(builder, v, ty, types.int64)
-                     for v, ty in ((vm, sa[0]), (vc, sa[1]), (vk, sa[2]))]
-            if routine == "geqrf":
-                sizes = sizes[:2]
-            fnty = ir.FunctionType(_i64, [_i32] + [_i64] * len(sizes) + [ptr_t, _i64, ptr_t])
-            kind = "s" if dtype == types.float32 else "d"
-            fn = cgutils.get_or_insert_function(builder.module, fnty,
-                                                f"tg_lapacke_{kind}{routine}")
-            lda = context.cast(builder, vlda, sa[5], types.int64)
-            lda = builder.select(builder.icmp_signed(">", lda, ir.Constant(_i64, 1)), lda,
-                                 ir.Constant(_i64, 1))
-            return builder.call(fn, [ir.Constant(_i32, _ROW_MAJOR)] + sizes + [
-                _ptr(context, builder, sa[3], va, voa, sa[4], fty), lda,
-                _ptr(context, builder, sa[6], vt, vot, sa[7], fty)])
-
-        return types.int64(m, ncols, k, a, offa, lda, tau, offt), codegen
-    typer.__name__ = typer.__qualname__ = f"tg_{routine}"
-    return typer
-
-
-tg_geqrf = intrinsic(_qr_call("geqrf"))
-tg_orgqr = intrinsic(_qr_call("orgqr"))
 
 
 # ------------------------------------------------------------- shared loops
