@@ -34,7 +34,7 @@ kernel (perf/linalg_codegen_bench.py); these are plain external calls.
 
 Each intrinsic is one `_external` declaration: the C symbol (with ? for s or d),
 the intrinsic's parameters, and the C arguments built from them, one argument
-kind each (`_Int`, `_AtLeast1`, `_Pointer`, `_flag`, `_job`, constants). Adding a
+kind each (`_Int`, `_ld`, `_Pointer`, `_flag`, `_job`, constants). Adding a
 routine is adding a declaration; `_register` links every declared symbol.
 
 `AVAILABLE` is False when NumPy's OpenBLAS is not found (a NumPy built against
@@ -106,25 +106,18 @@ class _Const:
 
 @dataclass(frozen=True)
 class _Int:
-    """An integer parameter (a size, a leading dimension, lwork) as int64."""
+    """An integer parameter (a size, a leading dimension, lwork) as int64; with
+    at_least_1, max(param, 1): LAPACKE rejects a leading dimension of 0, even for
+    an empty matrix (see `_ld`)."""
     param: str
+    at_least_1: bool = False
 
     def llvm_type(self, site):
         return _i64
 
     def build(self, site):
-        return site.int64(self.param)
-
-
-@dataclass(frozen=True)
-class _AtLeast1:
-    """max(param, 1): LAPACKE rejects a leading dimension of 0, even for an empty matrix."""
-    param: str
-
-    def llvm_type(self, site):
-        return _i64
-
-    def build(self, site):
+        if not self.at_least_1:
+            return site.int64(self.param)
         v = site.build(_Int(self.param))
         one = ir.Constant(_i64, 1)
         return site.builder.select(site.builder.icmp_signed(">", v, one), v, one)
@@ -185,6 +178,11 @@ class _Pointer:
 
 def _float_array(ty) -> bool:
     return isinstance(ty, types.Array) and ty.dtype in (types.float32, types.float64)
+
+
+def _ld(param: str) -> _Int:
+    """A leading dimension: the parameter, at least 1."""
+    return _Int(param, at_least_1=True)
 
 
 def _enum(value: int) -> _Const:
@@ -261,7 +259,7 @@ tg_potrf = _external(
     # A row-major lower triangle is the column-major upper one of the same memory:
     # LAPACK's 'U' factor U (U^T U = A) read row-major is L = U^T (L L^T = A).
     "LAPACKE_?potrf_work", "n a offa", returns_info=True,
-    args=(_enum(_COL_MAJOR), _char("U"), _Int("n"), _Pointer("a", "offa"), _AtLeast1("n")),
+    args=(_enum(_COL_MAJOR), _char("U"), _Int("n"), _Pointer("a", "offa"), _ld("n")),
     doc="info of the in-place Cholesky of the (n, n) row-major matrix at a[offa:] (lower).")
 
 _TRIANGLE = (_flag("lower", _LOWER, _UPPER), _flag("trans", _TRANS, _NO_TRANS),
@@ -285,18 +283,18 @@ tg_trmv = _external("cblas_?trmv", _VECTOR_PARAMS, _VECTOR_ARGS, returns_info=Fa
 _PIVOTS = _Pointer("ipiv", "offp", pivots=True)
 tg_getrf = _external(
     "LAPACKE_?getrf_work", "n a offa ipiv offp", returns_info=True,
-    args=(_enum(_COL_MAJOR), _Int("n"), _Int("n"), _Pointer("a", "offa"), _AtLeast1("n"),
+    args=(_enum(_COL_MAJOR), _Int("n"), _Int("n"), _Pointer("a", "offa"), _ld("n"),
           _PIVOTS),
     doc="info of the in-place LU of the (n, n) column-major matrix at a[offa:].")
 tg_getrs = _external(
     "LAPACKE_?getrs_work", "n k a offa ipiv offp b offb", returns_info=True,
     args=(_enum(_COL_MAJOR), _char("T"), _Int("n"), _Int("k"), _Pointer("a", "offa"),
-          _AtLeast1("n"), _PIVOTS, _Pointer("b", "offb"), _AtLeast1("n")),
+          _ld("n"), _PIVOTS, _Pointer("b", "offb"), _ld("n")),
     doc="Solve A^T X = B in place (B (n, k) column-major at b[offb:]) with tg_getrf's "
         "factorization of the column-major A at a[offa:]; returns info.")
 tg_getri = _external(
     "LAPACKE_?getri_work", "n a offa ipiv offp work offw lwork", returns_info=True,
-    args=(_enum(_COL_MAJOR), _Int("n"), _Pointer("a", "offa"), _AtLeast1("n"), _PIVOTS,
+    args=(_enum(_COL_MAJOR), _Int("n"), _Pointer("a", "offa"), _ld("n"), _PIVOTS,
           _Pointer("work", "offw"), _Int("lwork")),
     doc="In place, the inverse of the column-major matrix whose tg_getrf factorization "
         "is at a[offa:] (work: lwork >= n elements); returns info.")
@@ -305,7 +303,7 @@ tg_getri = _external(
 tg_syevd = _external(
     "LAPACKE_?syevd", "vectors lower n a offa w offw", returns_info=True,
     args=(_flag("lower", _ROW_MAJOR, _COL_MAJOR), _job("vectors", "V", "N"),
-          _job("lower", "L", "U"), _Int("n"), _Pointer("a", "offa"), _AtLeast1("n"),
+          _job("lower", "L", "U"), _Int("n"), _Pointer("a", "offa"), _ld("n"),
           _Pointer("w", "offw")),
     doc="info of the symmetric eigendecomposition of the (n, n) matrix whose lower "
         "triangle is at a[offa:] row-major: eigenvalues ascending into w[offw:], and with "
@@ -316,14 +314,14 @@ tg_syevd = _external(
 tg_gesdd = _external(
     "LAPACKE_?gesdd", "vectors m n a offa s offs u offu ldu vt offvt ldvt", returns_info=True,
     args=(_enum(_ROW_MAJOR), _job("vectors", "S", "N"), _Int("m"), _Int("n"),
-          _Pointer("a", "offa"), _AtLeast1("n"), _Pointer("s", "offs"), _Pointer("u", "offu"),
-          _AtLeast1("ldu"), _Pointer("vt", "offvt"), _AtLeast1("ldvt")),
+          _Pointer("a", "offa"), _ld("n"), _Pointer("s", "offs"), _Pointer("u", "offu"),
+          _ld("ldu"), _Pointer("vt", "offvt"), _ld("ldvt")),
     doc="info of the SVD of the (m, n) row-major matrix at a[offa:] (destroyed): singular "
         "values descending into s[offs:], and with `vectors` the reduced U (m, k) and Vt "
         "(k, n) row-major at u[offu:] (row stride ldu) and vt[offvt:] (ldvt).")
 
 _QR_PARAMS = "m ncols k a offa lda tau offt"  # (the same for both: the emitter's one shape)
-_QR_ARRAYS = (_Pointer("a", "offa"), _AtLeast1("lda"), _Pointer("tau", "offt"))
+_QR_ARRAYS = (_Pointer("a", "offa"), _ld("lda"), _Pointer("tau", "offt"))
 tg_geqrf = _external(
     "LAPACKE_?geqrf", _QR_PARAMS, returns_info=True,
     args=(_enum(_ROW_MAJOR), _Int("m"), _Int("ncols"), *_QR_ARRAYS),
