@@ -216,15 +216,21 @@ def _external(symbol: str, params: str, args: tuple, *, returns_info: bool, doc:
     dtype (and pivot arrays are int64), and returns LAPACK's info (int64) with
     `returns_info`, else nothing.
     """
+    names = params.split()
+    named = {getattr(a, f) for a in args for f in ("param", "array", "offset") if hasattr(a, f)}
+    if not named <= set(names):
+        raise ValueError(f"{symbol}: arguments read undeclared parameters "
+                         f"{sorted(named - set(names))} (parameters: {params})")
     family, rest = symbol.split("_?")
     routine = rest.split("_")[0]
     ours = f"tg_{family.lower()}_{{k}}{routine}"
     _SYMBOLS[ours] = f"scipy_{symbol.replace('?', '{k}')}64_"
-    names = params.split()
     pointers = [a for a in args if isinstance(a, _Pointer)]
     restype = types.int64 if returns_info else types.void
 
     def typer(typingctx, *arg_types):
+        if len(arg_types) != len(names):
+            return None
         bound = dict(zip(names, arg_types))
         if not all(p.accepts(bound[p.array]) for p in pointers):
             return None
