@@ -9,7 +9,7 @@ For elementwise primitives `codegen` is a scalar expression template over the
 operands `{0}`, `{1}`, ... (fast math helpers such as `tg_exp` live in
 tracegrad.runtime.mathlib), or a callable `codegen(**attrs) -> template` when
 the template depends on static attrs (clip, astype, full_like). The scalar
-helpers the templates use are: tg_exp tg_log tg_sqrt tg_sin tg_cos tg_tanh
+helpers the templates use are: tg_exp tg_log tg_log1p tg_sqrt tg_sin tg_cos tg_tanh
 tg_sigmoid tg_relu tg_sign tg_pow tg_maximum tg_minimum tg_where tg_isfinite
 (tests/ops/test_registry.py notices a new one). For structured
 primitives `codegen` names a loop template in tracegrad.codegen that reads the
@@ -1085,7 +1085,7 @@ def _one_minus_x2(x):
     return mul(sub(1, x), add(1, x))
 
 
-log1p = _unary("log1p", np.log1p, lambda g, out, x: div(g, add(x, 1)), "np.log1p({0})", (0,),
+log1p = _unary("log1p", np.log1p, lambda g, out, x: div(g, add(x, 1)), "tg_log1p({0})", (0,),
                torch_name="Log1PBackward0")
 expm1 = _unary("expm1", np.expm1, lambda g, out, x: mul(g, add(out, 1)), "np.expm1({0})",
                ("out",), torch_name="Expm1Backward0")

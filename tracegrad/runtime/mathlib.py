@@ -9,8 +9,8 @@ into a fused loop the whole loop vectorizes.
 What each computes, and how accurately (tests/codegen/test_mathlib.py checks
 dense grids and the edges 0, -0, tiny, subnormal, huge, +-inf, nan):
 
-  exp, tanh, sigmoid, log   float64: <= 1e-14 relative (measured ~2e-16);
-                            float32: computed natively in float32 (Cephes
+  exp, tanh, sigmoid, log,  float64: <= 1e-14 relative (measured ~2e-16);
+  log1p                     float32: computed natively in float32 (Cephes
                             single-precision polynomials, float32 reductions)
                             so loops get twice the SIMD lanes: <= 2 ulp from
                             the correctly rounded value (measured: exp, log,
@@ -123,6 +123,21 @@ def {name}(x):
 
 _define("_log64", _log_source("_log64", 12))
 _define("tg_log_f64", "def tg_log_f64(x):\n    return _log64(x)\n", ("_log64",))
+
+# log1p(x) = log(u) * x / (u - 1) for u = 1 + x rounded (Goldberg): the rounding error
+# of u cancels, so it is as exact as log near 1. u - 1 goes through tg_cw2 (1*1, then
+# 1*0) because the kernel's fast-math would fold (1 + x) - 1 to x. Past 2**53 (2**24),
+# where u - 1 = x, it is log(u): fast-math may compute (log(u) * x) / d, which overflows.
+_define("tg_log1p_f64", """
+def tg_log1p_f64(x):
+    u = 1.0 + x
+    d = tg_cw2(u, 1.0, 1.0, 0.0)
+    lu = _log64(u)
+    y = lu * (x / d)
+    y = lu if x > 9007199254740992.0 else y
+    y = x if d == 0.0 else y
+    return x if x == np.inf else y
+""", ("_log64",))
 
 # ------------------------------------------------------------------ tanh
 
@@ -265,6 +280,16 @@ def _log32(x):
     return x if ((x != x) | (x == np.float32(np.inf))) else y
 """)
 _define("tg_log_f32", "def tg_log_f32(x):\n    return _log32(x)\n", ("_log32",))
+_define("tg_log1p_f32", f"""
+def tg_log1p_f32(x):
+    u = {_f(1.0)} + x
+    d = tg_cw2_f32(u, {_f(1.0)}, {_f(1.0)}, {_f(0.0)})
+    lu = _log32(u)
+    y = lu * (x / d)
+    y = lu if x > {_f(16777216.0)} else y
+    y = x if d == {_f(0.0)} else y
+    return x if x == np.float32(np.inf) else y
+""", ("_log32",))
 
 # tanh(x) = x + x*z*P(z) for |x| < 0.625 (Cephes tanhf), else 1 - 2/(exp(2|x|)+1)
 _TANHF_P = [-3.33332819422E-1, 1.33314422036E-1, -5.37397155531E-2, 2.06390887954E-2,
