@@ -93,5 +93,19 @@ def pytest_runtest_setup(item):
     # a library some test used may have replaced the display hook (doctests of
     # expressions then print to the real stdout and "get nothing")
     sys.displayhook = sys.__displayhook__
+    _refreeze_once_per_file(item)
+
+
+_last_file = [None]
+
+
+def _refreeze_once_per_file(item) -> None:
+    """Freeze the heap again if a test called gc.unfreeze(), checked when a new file starts:
+    gc.get_freeze_count() walks the whole frozen heap (~40 ms with torch, jax and numba
+    loaded), which once per test cost over a minute of CPU per worker."""
+    file = item.nodeid.split("::", 1)[0]
+    if file == _last_file[0]:
+        return
+    _last_file[0] = file
     if gc.get_freeze_count() == 0:  # a test called gc.unfreeze(): freeze again
         gc.freeze()  # (no full collect first: that costs seconds per test)
