@@ -751,6 +751,12 @@ def _matmul_vjp_x(g, out, x, y):
 def _matmul_vjp_y(g, out, x, y):
     if type(x) is np.ndarray and type(y) is np.ndarray and x.ndim == 2 and y.ndim == 2:
         return matmul(transpose(x, axes=(1, 0)), g)
+    if np.ndim(y) == 2 and np.ndim(x) >= 3:
+        # sum over the batch of x[b]^T g[b] is one GEMM over the stacked rows: one call
+        # with a b-times-longer K, where the batched product made b calls and a sum
+        rows = int(np.prod(np.shape(x)[:-1]))
+        return matmul(transpose(reshape(x, shape=(rows, np.shape(x)[-1])), axes=(1, 0)),
+                      reshape(g, shape=(rows, np.shape(g)[-1])))
     x2 = reshape(x, shape=(1,) + np.shape(x)) if np.ndim(x) == 1 else x
     gy = matmul(_swap_last(x2), _as_matrices(g, x, y))  # (..., k, m)
     if np.ndim(y) == 1:
