@@ -120,9 +120,16 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
     tx, ldx = _matrix_operand(em, x, bx, m, k)
     ty, ldy = _matrix_operand(em, y, by, k, n)
     nb = len(batch)
-    vars_ = tuple(f"b{i}" for i in range(nb))
     # a small A @ B.T: one operand copied transposed first (nt_relayout_choice)
     choice = nt_relayout_choice(m, n, k) if (tx, ty) == (0, 1) else None
+    if _stacked_rows(bx, by, batch, m, ldx, tx):
+        # the batch's rows of x lie one after another, as the output's do, and y is
+        # shared: one GEMM with M = batch * m instead of a call per batch element
+        rows = m * int(np.prod(batch))
+        stacked = nt_relayout_choice(rows, n, k) if (tx, ty) == (0, 1) else None
+        if stacked != "a":  # (copying x transposed would need the batch loop back)
+            m, batch, nb, choice, by = rows, (), 0, stacked, ay
+    vars_ = tuple(f"b{i}" for i in range(nb))
     scratch = None
     if choice is not None:
         scratch = _scratch(em, node.dtype, m * k if choice == "a" else k * n)
@@ -155,6 +162,14 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
     em.uses_gemm = True
     if m * n * k >= BLAS_THREADED_MNK:
         em.threaded_gemm = True
+
+
+def _stacked_rows(bx: Access, by: Access, batch: tuple, m: int, ldx: int, tx: int) -> bool:
+    """x's batch elements are untransposed row blocks that follow one another (batch
+    strides of a C-contiguous (batch, m * ldx) array) and y is the same for all."""
+    nb = len(batch)
+    return (nb > 0 and tx == 0 and not any(by.strides[:nb])
+            and tuple(bx.strides[:nb]) == tuple(c_strides(batch + (m * ldx,))[:nb]))
 
 
 # OpenBLAS splits a GEMM over its threads from M*N*K = 65536 * 4 on (its
