@@ -80,8 +80,14 @@ def is_array_like_leaf(value: Any) -> bool:
     if isinstance(value, (np.ndarray, np.generic)):
         return True
     if isinstance(value, (list, tuple)):
-        return len(value) > 0 and all(_is_number_tree(v) for v in value)
+        return (len(value) > 0 and not _is_namedtuple(value)
+                and all(_is_number_tree(v) for v in value))
     return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def _is_namedtuple(value) -> bool:
+    """A namedtuple is a structure (its fields are children), never one array."""
+    return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
 def _is_number_tree(value) -> bool:
@@ -103,7 +109,9 @@ def tree_flatten(value: Any, arrays_only_scalars: bool = False) -> tuple[list, T
 def _flatten(value, leaves: list, scalars_are_arrays: bool) -> TreeDef:
     if isinstance(value, (list, tuple)) and not is_array_like_leaf(value):
         kind = "list" if isinstance(value, list) else "tuple"
-        return TreeDef(kind, [_flatten(v, leaves, scalars_are_arrays) for v in value])
+        # (a namedtuple keeps its class in `keys`: gradients come back as that class)
+        return TreeDef(kind, [_flatten(v, leaves, scalars_are_arrays) for v in value],
+                       keys=type(value) if _is_namedtuple(value) else None)
     if isinstance(value, dict):
         keys = tuple(value)
         return TreeDef("dict", [_flatten(value[k], leaves, scalars_are_arrays) for k in keys],
@@ -133,7 +141,7 @@ def _unflatten(treedef: TreeDef, it):
         return treedef.static
     children = [_unflatten(c, it) for c in treedef.children]
     if kind == "tuple":
-        return tuple(children)
+        return tuple(children) if treedef.keys is None else treedef.keys(*children)
     if kind == "list":
         return children
     return dict(zip(treedef.keys, children))

@@ -121,7 +121,8 @@ def _like_output(ct, out):
     cotangent `(0.0, 1.0)` is two scalars, not one array of two (pytrees take a
     tuple of numbers for one array leaf)."""
     if isinstance(out, (tuple, list)) and isinstance(ct, (tuple, list)) and len(ct) == len(out):
-        return type(out)(_like_output(c, o) for c, o in zip(ct, out))
+        items = [_like_output(c, o) for c, o in zip(ct, out)]
+        return type(out)(*items) if hasattr(type(out), "_fields") else type(out)(items)
     if isinstance(out, dict) and isinstance(ct, dict) and set(ct) == set(out):
         return {k: _like_output(ct[k], out[k]) for k in out}
     return np.asarray(ct) if isinstance(ct, (float, int, bool, list, tuple)) else ct
