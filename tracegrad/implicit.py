@@ -19,9 +19,11 @@ closed over are constants of the derivative); pass an array as an argument to
 differentiate it.
 
 Where they are looked for: the function's closure cells, the globals its code
-names, and from there dicts, lists and tuples (two levels), attributes named in
-the code of objects found (`self.W`), bound methods, `functools.partial`, other
-Python functions it calls (three levels), and wrapped compiled functions.
+names, and from there dicts, lists and tuples (three levels, as in
+`params["layers"][0]["W"]`), attributes named in the code of objects found (`self.W`,
+also a class attribute read through the instance), array default values of its
+arguments (`def f(x, W=W)`), bound methods, `functools.partial`, other Python
+functions it calls (three levels), and wrapped compiled functions.
 Module attributes (`mymodule.W`) are not followed: pass such arrays as
 arguments. While the function is traced, each implicit array is swapped for its
 tracer where it lives (cell, global, attribute, dict or list item) and restored
@@ -52,8 +54,9 @@ import numpy as np
 
 _MAX_EXTERNALS = 256
 _MAX_FUNCTION_DEPTH = 3
-_MAX_CONTAINER_DEPTH = 2
+_MAX_CONTAINER_DEPTH = 3   # params["layers"][0]["W"]
 _MAX_CONTAINER_ITEMS = 128
+_MAX_CONTAINER_VISITS = 20_000  # per search: a huge nested global costs no more than before
 
 
 class External:
@@ -64,12 +67,13 @@ class External:
     def __init__(self, label: str, root: tuple, steps: tuple):
         self.label = label
         self.root = root    # ("arg", i) | ("cell", cell) | ("global", dict, name) | ("obj", obj)
+        #                     | ("default", fn, i) | ("kwdefault", fn, name)
         self.steps = steps  # (("attr", name) | ("item", key), ...)
 
     def read(self, args: tuple) -> Any:
         value = _root_value(self.root, args)
         for kind, key in self.steps:
-            value = value.__dict__[key] if kind == "attr" else value[key]
+            value = _attribute(value, key) if kind == "attr" else value[key]
         return value
 
     def write(self, args: tuple, value: Any) -> bool:
@@ -82,13 +86,24 @@ class External:
             if kind == "global":
                 self.root[1][self.root[2]] = value
                 return True
+            if kind == "default":
+                fn, i = self.root[1], self.root[2]
+                defaults = fn.__defaults__
+                fn.__defaults__ = defaults[:i] + (value,) + defaults[i + 1:]
+                return True
+            if kind == "kwdefault":
+                self.root[1].__kwdefaults__[self.root[2]] = value
+                return True
             return False
         parent = _root_value(self.root, args)
         for kind, key in self.steps[:-1]:
-            parent = parent.__dict__[key] if kind == "attr" else parent[key]
+            parent = _attribute(parent, key) if kind == "attr" else parent[key]
         kind, key = self.steps[-1]
         if kind == "attr":
-            parent.__dict__[key] = value
+            if key in parent.__dict__:
+                parent.__dict__[key] = value
+            else:  # a class attribute read through the instance: set where it lives
+                setattr(_defining_class(parent, key), key, value)
         elif isinstance(parent, (dict, list)):
             parent[key] = value
         else:
@@ -107,7 +122,27 @@ def _root_value(root: tuple, args: tuple) -> Any:
         return root[1].cell_contents
     if kind == "global":
         return root[1][root[2]]
+    if kind == "default":
+        return root[1].__defaults__[root[2]]
+    if kind == "kwdefault":
+        return root[1].__kwdefaults__[root[2]]
     return root[1]
+
+
+def _attribute(obj: Any, name: str) -> Any:
+    """`obj.name` as the instance sees it, without running properties or descriptors:
+    its own attribute, else the class attribute it inherits (`scale` set on the class)."""
+    own = obj.__dict__
+    if name in own:
+        return own[name]
+    return _defining_class(obj, name).__dict__[name]
+
+
+def _defining_class(obj: Any, name: str) -> type:
+    for cls in type(obj).__mro__:
+        if name in cls.__dict__:
+            return cls
+    raise AttributeError(name)
 
 
 class StaleExternal(Exception):
@@ -156,6 +191,10 @@ def is_lifted_value(value: Any) -> bool:
     return _is_eager_tensor(value)
 
 
+def _is_mutable_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray) or _is_eager_tensor(value)
+
+
 def _is_eager_tensor(value: Any) -> bool:
     return (type(value).__module__.startswith("tracegrad.eager")
             and hasattr(value, "requires_grad") and hasattr(value, "detach"))
@@ -182,6 +221,7 @@ class _Finder:
         self.names_used: set[str] = set()
         self._seen_functions: set[int] = set()
         self._seen_places: set[tuple] = set()
+        self._visits = 0   # container items looked at (bounded by _MAX_CONTAINER_VISITS)
 
     def add(self, label: str, root: tuple, steps: tuple) -> None:
         place = (root[0], id(root[1]), root[2] if len(root) > 2 else None, steps)
@@ -226,6 +266,17 @@ class _Finder:
             except ValueError:  # an empty cell (a name assigned later)
                 continue
             self.value(value, ("cell", cell), (), name, names, 0, depth)
+        # an array default (`def f(x, W=W)`) is one object shared by every call: read
+        # it on every call too, or an in-place change of W would meet a frozen copy
+        n_positional = code.co_argcount
+        defaults = fn.__defaults__ or ()
+        for i, value in enumerate(defaults):
+            if _is_mutable_array(value):
+                name = code.co_varnames[n_positional - len(defaults) + i]
+                self.add(name, ("default", fn, i), ())
+        for name, value in (fn.__kwdefaults__ or {}).items():
+            if _is_mutable_array(value):
+                self.add(name, ("kwdefault", fn, name), ())
         if _is_library(fn):  # tracegrad's own wrappers: only what they close over
             return
         g = fn.__globals__
@@ -244,7 +295,9 @@ class _Finder:
                 self.add(label, root, steps)  # rebinding a helper function retraces
                 # (a bound method is new on each access; library functions do not change)
             self.function(value, depth + 1)
-        elif level < _MAX_CONTAINER_DEPTH:
+        elif level < _MAX_CONTAINER_DEPTH and self._visits < _MAX_CONTAINER_VISITS:
+            if type(value) in (dict, list, tuple):
+                self._visits += min(len(value), _MAX_CONTAINER_ITEMS)
             if type(value) is dict:
                 for k in list(value)[:_MAX_CONTAINER_ITEMS]:
                     self.value(value[k], root, steps + (("item", k),), f"{label}[{k!r}]",
@@ -263,6 +316,16 @@ class _Finder:
         for name in sorted(names & attrs.keys()):
             self.value(attrs[name], root, steps + (("attr", name),), f"{label}.{name}",
                        names, level, _MAX_FUNCTION_DEPTH)
+        # class attributes read through the instance (`self.scale` with `scale` set on
+        # the class): arrays and scalars only (methods and descriptors stay static)
+        for name in sorted(names - attrs.keys()):
+            try:
+                value = _attribute(obj, name)
+            except AttributeError:
+                continue
+            if is_lifted_value(value):
+                self.value(value, root, steps + (("attr", name),), f"{label}.{name}",
+                           names, level, _MAX_FUNCTION_DEPTH)
 
 
 _TRACEGRAD_DIR = os.path.dirname(os.path.abspath(__file__))
