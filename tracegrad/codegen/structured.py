@@ -38,13 +38,15 @@ def emitter_for(node: Node):
 # ------------------------------------------------------------------- matmul
 
 def _matrix_operand(em: Emitter, node: Node, a: Access, rows: int, cols: int):
-    """(trans flag, leading dim) for a (rows, cols) matrix access, or None if it
-    is neither row-major nor column-major contiguous."""
+    """(trans flag, leading dim) for a (rows, cols) matrix access, or None if it is
+    neither row-major nor column-major with unit stride along its rows or columns.
+    The leading dimension may exceed the matrix (a head of a (t, heads*d) array is
+    rows of d with leading dimension heads*d): BLAS reads it in place, no copy."""
     rs, cs = a.strides[-2], a.strides[-1]
-    if (cs == 1 or cols == 1) and (rs == cols or rows == 1):
-        return 0, max(cols, 1)
-    if (rs == 1 or rows == 1) and (cs == rows or cols == 1):
-        return 1, max(rows, 1)
+    if (cs == 1 or cols == 1) and (rows == 1 or rs >= max(cols, 1)):
+        return 0, max(cols, rs if rows > 1 else 1, 1)
+    if (rs == 1 or rows == 1) and (cols == 1 or cs >= max(rows, 1)):
+        return 1, max(rows, cs if cols > 1 else 1, 1)
     return None
 
 
