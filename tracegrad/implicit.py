@@ -266,17 +266,16 @@ class _Finder:
             except ValueError:  # an empty cell (a name assigned later)
                 continue
             self.value(value, ("cell", cell), (), name, names, 0, depth)
-        # an array default (`def f(x, W=W)`) is one object shared by every call: read
-        # it on every call too, or an in-place change of W would meet a frozen copy
+        # an array default (`def f(x, W=W)`, or `m=model` reading m.W) is one object
+        # shared by every call: read it on every call too, or an in-place change of W
+        # would meet a frozen copy (immutable scalar defaults need no reading)
         n_positional = code.co_argcount
         defaults = fn.__defaults__ or ()
         for i, value in enumerate(defaults):
-            if _is_mutable_array(value):
-                name = code.co_varnames[n_positional - len(defaults) + i]
-                self.add(name, ("default", fn, i), ())
+            name = code.co_varnames[n_positional - len(defaults) + i]
+            self.default(value, ("default", fn, i), name, names, depth)
         for name, value in (fn.__kwdefaults__ or {}).items():
-            if _is_mutable_array(value):
-                self.add(name, ("kwdefault", fn, name), ())
+            self.default(value, ("kwdefault", fn, name), name, names, depth)
         if _is_library(fn):  # tracegrad's own wrappers: only what they close over
             return
         g = fn.__globals__
@@ -285,6 +284,12 @@ class _Finder:
                 self.value(g[name], ("global", g, name), (), name, names, 0, depth)
         if wrapped is not None:
             self.function(wrapped, depth + 1)
+
+    def default(self, value, root, label, names, depth) -> None:
+        if _is_mutable_array(value):
+            self.add(label, root, ())
+        elif type(value) in (dict, list, tuple) or _is_plain_object(value):
+            self.value(value, root, (), label, names, 0, depth)
 
     def value(self, value, root, steps, label, names, level, depth) -> None:
         if is_lifted_value(value):

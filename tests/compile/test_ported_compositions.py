@@ -586,6 +586,19 @@ def test_closure_array_default_argument():  # was a stale gradient: [1, 1, 1] af
     assert_all_close(gh(np.ones(3)), [2.0, 4.0, 6.0])
     assert_all_close(W, [1.0, 2.0, 3.0])   # the user's array is restored after the trace
 
+    class Params:
+        pass
+    params, table = Params(), {"W": np.ones(2)}
+    params.W = np.ones(2)
+
+    def k(x, p=params, t=table):  # was stale too: [2, 2] after both changes
+        return np.sum(p.W * t["W"] * x)
+    gk = tg.grad(k, **I)
+    assert_all_close(gk(np.ones(2)), [1.0, 1.0])
+    params.W = np.array([2.0, 3.0])
+    table["W"] *= 4
+    assert_all_close(gk(np.ones(2)), [8.0, 12.0])
+
 
 def test_closure_class_attribute_through_self():  # was stale: [1, 1] after M.scale *= 2
     """closure: `self.scale` where `scale` is set on the class, changed or rebound."""
