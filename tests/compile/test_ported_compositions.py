@@ -329,6 +329,51 @@ def test_nested_list():
     check_tree_grads(fun)(A)
 
 
+# ---------------------------------------------------- autograd tests/test_jacobian.py
+def test_jacobian_against_grad():
+    fun = lambda x: np.sum(np.sin(x), axis=1, keepdims=True)
+    A = npr.randn(1, 3)
+    # autograd's grad takes the one-element output; tracegrad's wants a scalar
+    assert np.allclose(tg.grad(lambda x: fun(x)[0, 0], **I)(A), tg.jacobian(fun, **I)(A))
+
+
+def test_jacobian_scalar_to_vector():
+    fun = lambda x: np.array([x, x ** 2, x ** 3])
+    val = npr.randn()
+    assert np.allclose(tg.jacobian(fun, **I)(val), np.array([1.0, 2 * val, 3 * val ** 2]))
+
+
+def test_jacobian_against_stacked_grads():
+    scalar_funs = [
+        lambda x: np.sum(x ** 3),
+        lambda x: np.prod(np.sin(x) + np.sin(x)),
+        # a grad inside the Jacobian, closing over the outer traced x
+        lambda x: tg.grad(lambda y: np.exp(y) * np.tanh(x[0]), **I)(x[1]),
+    ]
+    vector_fun = lambda x: np.array([f(x) for f in scalar_funs])
+    x = npr.randn(5)
+    jac = tg.jacobian(vector_fun, **I)(x)
+    grads = [tg.grad(f, **I)(x) for f in scalar_funs]
+    assert np.allclose(jac, np.vstack(grads))
+    assert np.allclose(tg.jacfwd(vector_fun, **I)(x), np.vstack(grads))
+    # (and the inner grad's own derivative, by hand)
+    expected = np.zeros(5)
+    expected[:2] = [np.exp(x[1]) * (1 - np.tanh(x[0]) ** 2), np.exp(x[1]) * np.tanh(x[0])]
+    assert np.allclose(grads[2], expected)
+
+
+def test_jacobian_higher_order():
+    fun = lambda x: np.sin(np.outer(x, x)) + np.cos(np.dot(x, x))
+    assert tg.jacobian(fun, **I)(npr.randn(2)).shape == (2, 2, 2)
+    assert tg.jacobian(tg.jacobian(fun, **I), **I)(npr.randn(2)).shape == (2, 2, 2, 2)
+    # (autograd leaves this one commented out)
+    assert tg.jacobian(tg.jacobian(tg.jacobian(fun, **I), **I), **I)(npr.randn(2)).shape == (
+        2, 2, 2, 2, 2)
+    check_grads(lambda x: np.sum(np.sin(tg.jacobian(fun, **I)(x))))(npr.randn(2))
+    check_grads(lambda x: np.sum(np.sin(tg.jacobian(tg.jacobian(fun, **I), **I)(x))),
+                order=1)(npr.randn(2))
+
+
 # ------------------------------------------------------ JAX tests/batching_test.py
 def _predict(params, inputs):
     for W, b in params:
@@ -503,6 +548,92 @@ def test_custom_vjp_jit_vmap():
     assert_all_close(tg.vmap(tg.compile(tg.grad(f, **I), **I))(x), 2 * np.cos(x))
     assert_all_close(tg.grad(lambda x: np.sum(tg.compile(tg.vmap(f), **I)(x)), **I)(x),
                      2 * np.cos(x))
+
+
+def _custom_triple(kind):
+    """3 x with a custom derivative of 2 (JAX's test_initial_style function)."""
+    if kind == "jvp":
+        @tg.custom_jvp
+        def f(x):
+            return 3 * x
+
+        @f.defjvp
+        def f_jvp(primals, tangents):
+            return f(primals[0]), 2.0 * tangents[0]
+        return f
+
+    @tg.custom_vjp
+    def f(x):
+        return 3 * x
+    f.defvjp(lambda x: (f(x), None), lambda _, g: (2.0 * g,))
+    return f
+
+
+@pytest.mark.parametrize("kind", ["jvp", "vjp"])
+@pytest.mark.parametrize("loop", ["fori_loop", "scan"])
+def test_initial_style(kind, loop):
+    """JAX's CustomJVPTest/CustomVJPTest.test_initial_style and test_initial_style_vmap:
+    a custom rule inside a loop body, under grad, grad of grad, jit and vmap."""
+    f = _custom_triple(kind)
+    if loop == "fori_loop":
+        foo = lambda x: tg.fori_loop(0, 1, lambda i, c: f(c), x)
+    else:
+        foo = lambda x: tg.scan(lambda c, _: (f(c), None), x, None, length=1)[0]
+    assert_all_close(tg.grad(foo, **I)(3.0), 2.0)
+    assert_all_close(tg.grad(tg.grad(foo, **I), **I)(3.0), 0.0)
+    assert_all_close(tg.compile(foo, **I)(3.0), 9.0)
+    assert_all_close(tg.compile(tg.grad(foo, **I), **I)(3.0), 2.0)
+    assert_all_close(tg.vmap(foo)(np.arange(3.0)), 3 * np.arange(3.0))
+    assert_all_close(tg.vmap(tg.grad(foo, **I))(np.arange(3.0)), [2.0, 2.0, 2.0])
+    assert_all_close(tg.grad(lambda x: np.sum(tg.vmap(foo)(x)), **I)(np.arange(3.0)),
+                     [2.0, 2.0, 2.0])
+    if kind == "jvp":
+        assert_all_close(tg.jvp(foo, (3.0,), (1.0,), **I), (9.0, 2.0))
+
+
+def test_hard_stuff():
+    """JAX's CustomJVPTest.test_hard_stuff: jit(vmap(det)) doesn't crash; plus its
+    gradient, both ways round, against det(A) inv(A).T."""
+    arr = np.ones((5, 2, 2)) + np.eye(2) * np.arange(1.0, 6.0)[:, None, None]
+    assert_all_close(tg.compile(tg.vmap(np.linalg.det), **I)(arr), np.linalg.det(arr))
+    expected = np.linalg.det(arr)[:, None, None] * np.linalg.inv(arr).transpose(0, 2, 1)
+    assert_all_close(tg.vmap(tg.grad(np.linalg.det, **I))(arr), expected, rtol=1e-10)
+    assert_all_close(tg.grad(lambda a: np.sum(tg.vmap(np.linalg.det)(a)), **I)(arr), expected,
+                     rtol=1e-10)
+
+
+def test_issue_871():
+    """JAX's test_issue_871: a linearized function called on tangents of the wrong
+    shape raises (JAX: ValueError; tracegrad: TypeError naming both shapes)."""
+    T = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    x = np.array([1.0, 2.0, 3.0])
+    _, f_jvp = tg.linearize(np.sum, x, **I)
+    with pytest.raises((TypeError, ValueError), match=r"\(3,\).*\(3, 2\)"):
+        f_jvp(T)
+    _, f_jvp = tg.linearize(tg.compile(np.sum, **I), x, **I)
+    with pytest.raises((TypeError, ValueError), match=r"\(3,\).*\(3, 2\)"):
+        f_jvp(T)
+
+
+def test_dict_argument_in_another_key_order():
+    """pytrees: a dict argument whose keys come in another order on the next call
+    gives each key its own gradient (grad, value_and_grad, jacrev, hessian, vmap)."""
+    f = lambda p: np.sum(p["a"] * 1.0 + p["b"] * 2.0)
+    g = tg.grad(f, **I)
+    g({"a": np.ones(2), "b": np.ones(2)})
+    swapped = g({"b": np.ones(2), "a": np.ones(2)})
+    assert_all_close(swapped, {"a": [1.0, 1.0], "b": [2.0, 2.0]})
+    value, grads = tg.value_and_grad(f, **I)({"b": np.full(2, 3.0), "a": np.ones(2)})
+    assert_all_close((value, grads), (14.0, {"a": [1.0, 1.0], "b": [2.0, 2.0]}))
+    jac = tg.jacrev(lambda p: p["a"] * 2.0 + p["b"], **I)({"b": np.ones(2), "a": np.ones(2)})
+    assert_all_close(jac, {"a": 2 * np.eye(2), "b": np.eye(2)})
+    h = tg.hessian(lambda p: np.sum(p["a"] ** 3 + p["b"] ** 2), **I)
+    for p in ({"b": np.ones(2), "a": np.ones(2)}, {"a": np.ones(2), "b": np.ones(2)}):
+        hess = h(p)
+        assert_all_close((hess["a"]["a"], hess["b"]["b"], hess["a"]["b"]),
+                         (6 * np.eye(2), 2 * np.eye(2), np.zeros((2, 2))))
+    vm = tg.vmap(lambda p: p["a"] - p["b"])
+    assert_all_close(vm({"b": np.ones((2, 2)), "a": np.zeros((2, 2))}), -np.ones((2, 2)))
 
 
 # ------------------------------------------------- autograd tests/test_wrappers.py
