@@ -253,6 +253,11 @@ class _Finder:
         if not isinstance(fn, types.FunctionType):
             if wrapped is not None:  # a CompiledFunction or another wrapper
                 self.function(wrapped, depth + 1)
+            if type(fn).__module__ == "tracegrad.custom":  # custom_vjp / custom_jvp: the
+                for rule in (getattr(fn, "fwd", None), getattr(fn, "bwd", None),  # rules too
+                             getattr(fn, "jvp", None)):
+                    if rule is not None:
+                        self.function(rule, depth + 1)
             inner = getattr(fn, "fn", None)
             if callable(inner) and wrapped is None:
                 self.function(inner, depth + 1)
@@ -278,6 +283,9 @@ class _Finder:
             self.default(value, ("kwdefault", fn, name), name, names, depth)
         if _is_library(fn):  # tracegrad's own wrappers: only what they close over
             return
+        for name in sorted(names & fn.__dict__.keys()):  # f.W: state kept on the function
+            self.value(fn.__dict__[name], ("obj", fn), (("attr", name),),
+                       f"{fn.__name__}.{name}", names, 0, depth)
         g = fn.__globals__
         for name in sorted(names):
             if name in g:

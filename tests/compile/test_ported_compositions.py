@@ -812,6 +812,61 @@ def test_closure_custom_vjp_and_control_flow():
     assert_all_close((dd(1.5), dd(-1.5)), (45.0, -2.0))
 
 
+def test_closure_read_only_by_a_custom_rule():  # was stale: 2.0 after k became 5.0
+    """closure: JAX's test_custom_vjp_closed_over_array / custom_jvp's, where only the
+    rule (bwd, or the jvp rule) reads the closed-over value: an array changed in place
+    or rebound, a Python float rebound (static: retraces)."""
+    k = np.array(2.0)
+
+    @tg.custom_vjp
+    def f(x):
+        return x * 1.0
+    f.defvjp(lambda x: (f(x), None), lambda _, g: (k * g,))
+    gf, vgf = tg.grad(f, **I), tg.vmap(tg.grad(f, **I))
+    assert_all_close(gf(1.0), 2.0)
+    k[...] = 5.0
+    assert_all_close((gf(1.0), vgf(np.ones(2))), (5.0, [5.0, 5.0]))
+    k = np.array(7.0)
+    assert_all_close((gf(1.0), vgf(np.ones(2))), (7.0, [7.0, 7.0]))
+
+    q = 2.0
+
+    @tg.custom_jvp
+    def h(x):
+        return x * 1.0
+
+    @h.defjvp
+    def h_jvp(primals, tangents):
+        return h(primals[0]), q * tangents[0]
+    gh = tg.grad(h, **I)
+    assert_all_close((gh(1.0), tg.jvp(h, (1.0,), (1.0,), **I)[1]), (2.0, 2.0))
+    q = 6.0
+    assert_all_close((gh(1.0), tg.jvp(h, (1.0,), (1.0,), **I)[1]), (6.0, 6.0))
+
+
+def _stateful(x):
+    return np.sum(_stateful.W * x)
+
+
+_stateful.W = np.ones(2)
+
+
+def test_closure_function_attribute():  # was stale: [1, 1] after _stateful.W *= 3
+    """closure: state kept as an attribute of the function itself (`f.W`)."""
+    g = tg.grad(_stateful, **I)
+    saved = _stateful.W
+    try:
+        assert_all_close(g(np.ones(2)), [1.0, 1.0])
+        _stateful.W *= 3
+        assert_all_close(g(np.ones(2)), [3.0, 3.0])
+        _stateful.W = np.array([4.0, 5.0])
+        assert_all_close(g(np.ones(2)), [4.0, 5.0])
+        assert_all_close(tg.grad(lambda x: _stateful(x) * 2.0, **I)(np.ones(2)), [8.0, 10.0])
+    finally:
+        _stateful.W = saved
+        saved[:] = 1.0
+
+
 # ------------------------------------------ dtypes: one compiled function, many dtypes
 def test_dtypes_one_function_many_signatures():
     """dtype: autograd's test_dtypes (the gradient keeps the input's dtype) on one
