@@ -100,10 +100,15 @@ class External:
             parent = _attribute(parent, key) if kind == "attr" else parent[key]
         kind, key = self.steps[-1]
         if kind == "attr":
-            if key in parent.__dict__:
-                parent.__dict__[key] = value
-            else:  # a class attribute read through the instance: set where it lives
-                setattr(_defining_class(parent, key), key, value)
+            own = getattr(parent, "__dict__", None)
+            if own is not None and key in own:
+                own[key] = value
+            else:  # a slot, or a class attribute read through the instance
+                owner = _defining_class(parent, key)
+                if isinstance(owner.__dict__[key], types.MemberDescriptorType):
+                    owner.__dict__[key].__set__(parent, value)
+                else:
+                    setattr(owner, key, value)
         elif isinstance(parent, (dict, list)):
             parent[key] = value
         else:
@@ -131,11 +136,22 @@ def _root_value(root: tuple, args: tuple) -> Any:
 
 def _attribute(obj: Any, name: str) -> Any:
     """`obj.name` as the instance sees it, without running properties or descriptors:
-    its own attribute, else the class attribute it inherits (`scale` set on the class)."""
-    own = obj.__dict__
-    if name in own:
+    its own attribute or __slots__ slot, else the class attribute it inherits (`scale`
+    set on the class)."""
+    own = getattr(obj, "__dict__", None)
+    if own is not None and name in own:
         return own[name]
-    return _defining_class(obj, name).__dict__[name]
+    value = _defining_class(obj, name).__dict__[name]
+    if isinstance(value, types.MemberDescriptorType):
+        return value.__get__(obj, type(obj))
+    return value
+
+
+def _has_slots(obj: Any) -> bool:
+    """A user's instance whose attributes live in __slots__ (not tracegrad's own)."""
+    module = type(obj).__module__
+    return (hasattr(type(obj), "__slots__") and module not in ("builtins", "numpy")
+            and not module.startswith("tracegrad"))
 
 
 def _defining_class(obj: Any, name: str) -> type:
@@ -325,20 +341,46 @@ class _Finder:
     def attributes(self, obj, root, steps, label, names, level) -> None:
         attrs = getattr(obj, "__dict__", None)
         if not isinstance(attrs, dict):
-            return
+            if not _has_slots(obj):
+                return
+            attrs = {}
         for name in sorted(names & attrs.keys()):
             self.value(attrs[name], root, steps + (("attr", name),), f"{label}.{name}",
                        names, level, _MAX_FUNCTION_DEPTH)
-        # class attributes read through the instance (`self.scale` with `scale` set on
-        # the class): arrays and scalars only (methods and descriptors stay static)
+        # names the instance does not hold itself: its class's
         for name in sorted(names - attrs.keys()):
             try:
-                value = _attribute(obj, name)
+                raw = _defining_class(obj, name).__dict__[name]
             except AttributeError:
                 continue
-            if is_lifted_value(value):
+            if isinstance(raw, types.MemberDescriptorType):  # a __slots__ slot
+                try:
+                    value = _attribute(obj, name)
+                except AttributeError:  # (not set yet)
+                    continue
                 self.value(value, root, steps + (("attr", name),), f"{label}.{name}",
                            names, level, _MAX_FUNCTION_DEPTH)
+            elif is_lifted_value(raw):  # `scale` set on the class, read as self.scale
+                self.value(raw, root, steps + (("attr", name),), f"{label}.{name}",
+                           names, level, _MAX_FUNCTION_DEPTH)
+            else:  # a method or property it calls: what that reads, through self too
+                self.method(obj, raw, root, steps, label, level)
+
+    def method(self, obj, raw, root, steps, label, level) -> None:
+        """A method, property, staticmethod or classmethod read through `obj`: its
+        closure and globals, and the attributes of `obj` its code reads."""
+        if isinstance(raw, property):
+            raw = raw.fget
+        elif isinstance(raw, (staticmethod, classmethod)):
+            raw = raw.__func__
+        if not isinstance(raw, types.FunctionType) or _is_library(raw):
+            return
+        key = ("method", id(obj), id(raw), root[0], id(root[1]), steps)
+        if key in self._seen_places:
+            return
+        self._seen_places.add(key)
+        self.function(raw, _MAX_FUNCTION_DEPTH)
+        self.attributes(obj, root, steps, label, _code_names(raw), level)
 
 
 _TRACEGRAD_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -376,7 +418,7 @@ def _is_plain_object(value: Any) -> bool:
         return False
     if type(value).__module__ in ("builtins", "numpy") or _is_eager_tensor(value):
         return False
-    return isinstance(getattr(value, "__dict__", None), dict)
+    return isinstance(getattr(value, "__dict__", None), dict) or _has_slots(value)
 
 
 @contextmanager

@@ -867,6 +867,75 @@ def test_closure_function_attribute():  # was stale: [1, 1] after _stateful.W *=
         saved[:] = 1.0
 
 
+_SHARED_SCALE = np.ones(2)
+
+
+class _Layer:
+    def __init__(self):
+        self._W = np.ones(2)
+
+    @property
+    def W(self):
+        return self._W
+
+    def scaled(self, x):
+        return _SHARED_SCALE * x
+
+    @staticmethod
+    def shifted(x):
+        return x + _SHARED_SCALE
+
+    def loss(self, x):
+        return np.sum(self.W * self.scaled(x) * self.shifted(x))
+
+
+class _Slotted:
+    __slots__ = ("W",)
+
+    def __init__(self, W):
+        self.W = W
+
+    def loss(self, x):
+        return np.sum(self.W * x)
+
+
+def test_closure_through_methods_properties_and_slots():  # each was stale before
+    """closure: what a method reads through `self` beyond its own attributes: a
+    property's getter (self._W), a method or staticmethod it calls (reading a
+    global), and attributes kept in __slots__; as a bound method and as an argument."""
+    global _SHARED_SCALE
+    layer = _Layer()
+    x = np.array([1.0, 2.0])
+
+    def expected():
+        return layer._W * _SHARED_SCALE * (2 * x + _SHARED_SCALE)
+    g = tg.grad(layer.loss, **I)
+    g_arg = tg.grad(lambda layer, x: layer.loss(x), argnums=1, **I)
+    saved = _SHARED_SCALE
+    try:
+        for change in (None, "property's attribute", "global read by methods", "rebound"):
+            if change == "property's attribute":
+                layer._W *= 2          # was: [4, 6] kept (the property froze _W)
+            elif change == "global read by methods":
+                _SHARED_SCALE *= 3     # was frozen too (read by scaled and shifted)
+            elif change == "rebound":
+                layer._W = np.array([0.5, -1.0])
+                _SHARED_SCALE = np.array([2.0, 0.25])
+            assert_all_close(g(x), expected(), rtol=1e-12)
+            assert_all_close(g_arg(layer, x), expected(), rtol=1e-12)
+    finally:
+        _SHARED_SCALE = saved
+        saved[:] = 1.0
+
+    slotted = _Slotted(np.ones(2))
+    gs = tg.grad(slotted.loss, **I)
+    assert_all_close(gs(x), [1.0, 1.0])
+    slotted.W *= 4                     # was: [1, 1]
+    assert_all_close(gs(x), [4.0, 4.0])
+    slotted.W = np.array([5.0, 6.0])
+    assert_all_close(gs(x), [5.0, 6.0])
+
+
 # ------------------------------------------ dtypes: one compiled function, many dtypes
 def test_dtypes_one_function_many_signatures():
     """dtype: autograd's test_dtypes (the gradient keeps the input's dtype) on one
