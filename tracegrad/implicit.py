@@ -21,11 +21,13 @@ differentiate it.
 Where they are looked for: the function's closure cells, the globals its code
 names, and from there dicts, lists and tuples (three levels, as in
 `params["layers"][0]["W"]`), attributes named in the code of objects found (`self.W`,
-also a class attribute read through the instance), array default values of its
-arguments (`def f(x, W=W)`), bound methods, `functools.partial`, other Python
-functions it calls (three levels), and wrapped compiled functions.
-Module attributes (`mymodule.W`) are not followed: pass such arrays as
-arguments. While the function is traced, each implicit array is swapped for its
+also a class attribute or a __slots__ slot read through the instance, and what the
+properties and methods called through `self` read), attributes a function keeps
+on itself (`f.W`), default values of its arguments (`def f(x, W=W)`), bound
+methods, `functools.partial`, the rules of a `custom_vjp`/`custom_jvp`, other
+Python functions it calls (three levels), and wrapped compiled functions.
+Module attributes (`mymodule.W`) and names built at run time (`getattr(self, name)`)
+are not followed: pass such arrays as arguments. While the function is traced, each implicit array is swapped for its
 tracer where it lives (cell, global, attribute, dict or list item) and restored
 afterwards, so NumPy-side views such as `W.T` or `W[0]` are traced too. Other
 compiled functions called from other threads meanwhile still read the real
