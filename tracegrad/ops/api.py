@@ -745,6 +745,19 @@ def _norm_axis(axis, ndim: int, name: str) -> int:
     return axis % ndim
 
 
+def _weak_operands(x, y):
+    """(x, y) with a Python scalar operand made an array of the other operand's dtype
+    where NumPy 2 keeps that dtype (float32 op 2.0 is float32). For composites: their
+    inner steps on a lone Python scalar (abs(2.0), 2 * ln 2) would give a NumPy float64
+    scalar, which is not weak, and promote float32 to float64."""
+    def weak(s, other):
+        if type(s) not in (int, float, bool) or type(other) in (int, float, bool):
+            return s
+        dtype = _dtype(other)
+        return np.asarray(s, dtype=dtype) if np.result_type(dtype, s) == dtype else s
+    return weak(x, y), weak(y, x)
+
+
 def _wrap(x):
     """Plain Python numbers and lists become arrays; arrays, tensors and tracers stay."""
     if isinstance(x, (list, tuple)):
@@ -921,6 +934,7 @@ def hypot(x: Array, y: Array) -> Array:
     >>> tg.hypot(np.array([3e300]), np.array([4e300]))
     array([5.e+300])
     """
+    x, y = _weak_operands(x, y)
     ax, ay = abs(x), abs(y)
     hi, lo = maximum(ax, ay), minimum(ax, ay)
     safe_hi = where(equal(hi, 0), 1.0, hi)
@@ -958,6 +972,7 @@ def logaddexp2(x: Array, y: Array) -> Array:
     >>> tg.logaddexp2(np.array([1.0]), np.array([1.0]))
     array([2.])
     """
+    x, y = _weak_operands(x, y)
     return divide(logaddexp(multiply(x, _LN2), multiply(y, _LN2)), _LN2)
 
 
@@ -2337,7 +2352,7 @@ def floor_divide(x: Array, y: Array) -> Array:
     >>> tg.floor_divide(np.array([1.0, -7.0]), np.array([0.1, 2.0]))
     array([ 9., -4.])
     """
-    x, y = _wrap(x), _wrap(y)
+    x, y = (_wrap(v) for v in _weak_operands(x, y))
     ints = builtins.all(_dtype(v).kind in "biu" for v in (x, y) if not isinstance(v, (int, bool)))
     if ints:
         xf = astype(x, "float64") if not isinstance(x, int) else float(x)

@@ -121,7 +121,10 @@ def float_power(x, y):
 
 
 def ldexp(x, i):
-    return api.multiply(x, api.power(2.0, i))
+    scale = api.power(2.0, i)
+    if type(x) not in (int, float, bool) and api._dtype(x).kind == "f":
+        scale = api.astype(scale, api._dtype(x))  # float32 x stays float32, as in NumPy
+    return api.multiply(x, scale)
 
 
 def select(condlist: Sequence, choicelist: Sequence, default: Any = 0):
