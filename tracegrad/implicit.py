@@ -103,7 +103,9 @@ class External:
         kind, key = self.steps[-1]
         if kind == "attr":
             own = getattr(parent, "__dict__", None)
-            if own is not None and key in own:
+            if isinstance(parent, type):  # a class attribute, read through the class
+                setattr(next(c for c in parent.__mro__ if key in c.__dict__), key, value)
+            elif own is not None and key in own:
                 own[key] = value
             else:  # a slot, or a class attribute read through the instance
                 owner = _defining_class(parent, key)
@@ -139,7 +141,12 @@ def _root_value(root: tuple, args: tuple) -> Any:
 def _attribute(obj: Any, name: str) -> Any:
     """`obj.name` as the instance sees it, without running properties or descriptors:
     its own attribute or __slots__ slot, else the class attribute it inherits (`scale`
-    set on the class)."""
+    set on the class). For a class, its (inherited) class attribute."""
+    if isinstance(obj, type):
+        for cls in obj.__mro__:
+            if name in cls.__dict__:
+                return cls.__dict__[name]
+        raise AttributeError(name)
     own = getattr(obj, "__dict__", None)
     if own is not None and name in own:
         return own[name]
@@ -147,6 +154,22 @@ def _attribute(obj: Any, name: str) -> Any:
     if isinstance(value, types.MemberDescriptorType):
         return value.__get__(obj, type(obj))
     return value
+
+
+def _is_user_class(value: Any) -> bool:
+    """A class of the user's code (not a builtin, stdlib-typing or library class)."""
+    if not isinstance(value, type):
+        return False
+    module = (value.__module__ or "").split(".")[0]
+    return module not in _LIBRARIES + ("builtins", "abc", "typing", "enum", "collections",
+                                       "types", "dataclasses")
+
+
+def _class_names(cls: type) -> set:
+    names: set = set()
+    for c in cls.__mro__[:-1]:  # (not object)
+        names.update(c.__dict__.keys())
+    return names
 
 
 def _has_slots(obj: Any) -> bool:
@@ -327,18 +350,23 @@ class _Finder:
                 # (a bound method is new on each access; library functions do not change)
             self.function(value, depth + 1)
         elif level < _MAX_CONTAINER_DEPTH and self._visits < _MAX_CONTAINER_VISITS:
-            if type(value) in (dict, list, tuple):
+            # (subclasses too: OrderedDict, defaultdict, namedtuples)
+            if isinstance(value, (dict, list, tuple)):
                 self._visits += min(len(value), _MAX_CONTAINER_ITEMS)
-            if type(value) is dict:
+            if isinstance(value, dict):
                 for k in list(value)[:_MAX_CONTAINER_ITEMS]:
                     self.value(value[k], root, steps + (("item", k),), f"{label}[{k!r}]",
                                names, level + 1, depth)
-            elif type(value) in (list, tuple):
+            elif isinstance(value, (list, tuple)):
                 for i, v in enumerate(value[:_MAX_CONTAINER_ITEMS]):
                     self.value(v, root, steps + (("item", i),), f"{label}[{i}]",
                                names, level + 1, depth)
             elif _is_plain_object(value):
                 self.attributes(value, root, steps, label, names, level + 1)
+            elif _is_user_class(value):  # a class used as a namespace: Config.W
+                for name in sorted(names & _class_names(value)):
+                    self.value(_attribute(value, name), root, steps + (("attr", name),),
+                               f"{label}.{name}", names, level + 1, depth)
 
     def attributes(self, obj, root, steps, label, names, level) -> None:
         attrs = getattr(obj, "__dict__", None)

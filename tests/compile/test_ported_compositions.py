@@ -936,6 +936,42 @@ def test_closure_through_methods_properties_and_slots():  # each was stale befor
     assert_all_close(gs(x), [5.0, 6.0])
 
 
+class _Config:
+    W = np.ones(2)
+
+
+_ParamsTuple = collections.namedtuple("_ParamsTuple", ["W", "b"])
+
+
+def test_closure_in_dict_subclasses_namedtuples_and_classes():  # each was stale before
+    """closure: parameters kept in an OrderedDict, a defaultdict, a dict subclass, a
+    namedtuple, or on a class used as a namespace (`Config.W`)."""
+    ordered = collections.OrderedDict(W=np.ones(2))
+    default = collections.defaultdict(list, W=np.ones(2))
+    params = _ParamsTuple(np.ones(2), np.zeros(2))
+    saved = _Config.W
+    cases = {
+        "OrderedDict": (lambda x: np.sum(ordered["W"] * x), lambda: ordered["W"]),
+        "defaultdict": (lambda x: np.sum(default["W"] * x), lambda: default["W"]),
+        "namedtuple": (lambda x: np.sum(params.W * x + params.b), lambda: params.W),
+        "class attribute": (lambda x: np.sum(_Config.W * x), lambda: _Config.W),
+    }
+    grads = {name: tg.grad(f, **I) for name, (f, _) in cases.items()}
+    x = np.ones(2)
+    try:
+        for name, (_, current) in cases.items():
+            assert_all_close(grads[name](x), current())
+            current()[:] = [3.0, 4.0]        # was: [1, 1] for each of them
+            assert_all_close(grads[name](x), [3.0, 4.0])
+        params = _ParamsTuple(np.array([5.0, 6.0]), np.zeros(2))
+        _Config.W = np.array([7.0, 8.0])
+        assert_all_close(grads["namedtuple"](x), [5.0, 6.0])
+        assert_all_close(grads["class attribute"](x), [7.0, 8.0])
+    finally:
+        _Config.W = saved
+        saved[:] = 1.0
+
+
 # ------------------------------------------ dtypes: one compiled function, many dtypes
 def test_dtypes_one_function_many_signatures():
     """dtype: autograd's test_dtypes (the gradient keeps the input's dtype) on one
