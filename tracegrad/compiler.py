@@ -933,8 +933,10 @@ def _check_leaves(cf: CompiledFunction, args: tuple, leaves: list, arg_of_leaf: 
 
 
 def _leaf_problem(value: Any) -> tuple[str | None, type]:
-    masked = sys.modules.get("numpy.ma")  # (no masked array exists before numpy.ma is imported;
-    if masked is not None and isinstance(value, masked.MaskedArray):  # importing it is slow)
+    # no masked array exists before numpy.ma is imported (importing it is slow); another
+    # thread may be importing it right now, before MaskedArray is defined
+    masked_array = getattr(sys.modules.get("numpy.ma"), "MaskedArray", None)
+    if masked_array is not None and isinstance(value, masked_array):
         return ("is a masked array; tracegrad would drop its mask. Pass "
                 "np.ma.filled(x, fill) or the data and the mask as two arrays"), core.DTypeError
     dtype = getattr(value, "dtype", None)

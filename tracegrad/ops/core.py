@@ -18,6 +18,7 @@ same rule runs eagerly, records IR while tracing, and nests for grad-of-grad.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -384,6 +385,18 @@ def aval_of(value: Any) -> Aval:
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tracegrad/
 
 
+def _inside_package(filename: str) -> bool:
+    if os.path.isabs(filename):
+        return _absolute_inside_package(filename)
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR)  # (depends on the cwd)
+
+
+@functools.lru_cache(maxsize=4096)
+def _absolute_inside_package(filename: str) -> bool:
+    # cached: normalizing the path of every frame of every traced op was ~5% of tracing
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR)
+
+
 def user_frame():
     """The innermost stack frame outside the tracegrad package (the user's line).
 
@@ -394,7 +407,7 @@ def user_frame():
     while f is not None:
         fn = f.f_code.co_filename
         module = f.f_globals.get("__name__", "")
-        if not os.path.abspath(fn).startswith(_PACKAGE_DIR) and not fn.startswith("<frozen") \
+        if not _inside_package(fn) and not fn.startswith("<frozen") \
                 and not _is_generated_module(module) and not module.startswith("numpy."):
             return f
         f = f.f_back
