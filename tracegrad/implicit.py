@@ -25,10 +25,11 @@ also a class attribute or a __slots__ slot read through the instance, and what t
 properties and methods called through `self` read), attributes a function keeps
 on itself (`f.W`), default values of its arguments (`def f(x, W=W)`), bound
 methods, `functools.partial`, the rules of a `custom_vjp`/`custom_jvp`, other
-Python functions it calls (three levels), and wrapped compiled functions.
-Module attributes (`mymodule.W`) and names built at run time (`getattr(self, name)`)
-are not followed: pass such arrays as arguments. While the function is traced, each implicit array is swapped for its
-tracer where it lives (cell, global, attribute, dict or list item) and restored
+Python functions it calls (three levels), wrapped compiled functions, and
+attributes of the user's own modules (`hparams.W`; not the standard library's or a
+library's). Names built at run time (`getattr(self, name)`) are not followed: pass
+such arrays as arguments. While the function is traced, each implicit array is
+swapped for its tracer where it lives (cell, global, attribute, dict or list item) and restored
 afterwards, so NumPy-side views such as `W.T` or `W[0]` are traced too. Other
 compiled functions called from other threads meanwhile still read the real
 value; plain Python code in another thread that reads the same global during
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import types
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -154,6 +156,13 @@ def _attribute(obj: Any, name: str) -> Any:
     if isinstance(value, types.MemberDescriptorType):
         return value.__get__(obj, type(obj))
     return value
+
+
+def _is_user_module(module: types.ModuleType) -> bool:
+    """A module of the user's code: a file, not the standard library or a library."""
+    top = module.__name__.split(".")[0]
+    return (getattr(module, "__file__", None) is not None and top not in _LIBRARIES
+            and top not in sys.stdlib_module_names)
 
 
 def _is_user_class(value: Any) -> bool:
@@ -363,6 +372,13 @@ class _Finder:
                                names, level + 1, depth)
             elif _is_plain_object(value):
                 self.attributes(value, root, steps, label, names, level + 1)
+            elif isinstance(value, types.ModuleType):  # hparams.W of the user's own module
+                if _is_user_module(value) and ("module", id(value)) not in self._seen_places:
+                    self._seen_places.add(("module", id(value)))
+                    space = vars(value)
+                    for name in sorted(names & space.keys()):
+                        self.value(space[name], ("global", space, name), (),
+                                   f"{value.__name__}.{name}", names, level + 1, depth)
             elif _is_user_class(value):  # a class used as a namespace: Config.W
                 for name in sorted(names & _class_names(value)):
                     self.value(_attribute(value, name), root, steps + (("attr", name),),

@@ -972,6 +972,26 @@ def test_closure_in_dict_subclasses_namedtuples_and_classes():  # each was stale
         saved[:] = 1.0
 
 
+def test_closure_module_attribute():  # was stale: [2, 2] after hparams.W *= 3
+    """closure: `hparams.W` and `hparams.scale` of the user's own module (a module
+    made here, with a file, stands for `import hparams`)."""
+    import types
+    hparams = types.ModuleType("hparams_of_test_ported_compositions")
+    hparams.__file__ = __file__
+    hparams.W, hparams.scale = np.ones(2), 2.0
+    g = tg.grad(lambda x: np.sum(hparams.W * x) * hparams.scale, **I)
+    assert_all_close(g(np.ones(2)), [2.0, 2.0])
+    hparams.W *= 3
+    assert_all_close(g(np.ones(2)), [6.0, 6.0])
+    hparams.W = np.array([1.0, 2.0])
+    assert_all_close(g(np.ones(2)), [2.0, 4.0])
+    hparams.scale = 5.0                      # a Python float: static, retraces
+    assert_all_close(g(np.ones(2)), [5.0, 10.0])
+    import math
+    h = tg.grad(lambda x: x * math.pi, **I)  # the standard library's are not followed
+    assert_all_close(h(1.0), np.pi)
+
+
 # ------------------------------------------ dtypes: one compiled function, many dtypes
 def test_dtypes_one_function_many_signatures():
     """dtype: autograd's test_dtypes (the gradient keeps the input's dtype) on one
