@@ -6,6 +6,7 @@ each distinct graph pays Numba's compile cost once.
 import gc
 import os
 import pathlib
+import subprocess
 import sys
 
 import numpy as np
@@ -68,6 +69,30 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def run_script(tmp_path):
+    """`run(source, *argv, cache_dir=None, unset=(), timeout=600, **env)`: stdout of a
+    fresh Python running `source` with this repository importable and its own kernel
+    cache; the test fails unless it exits 0 and prints OK, or if it hangs."""
+    def run(source: str, *argv: str, cache_dir=None, unset=(), timeout: float = 600,
+            **env: str) -> str:
+        script = tmp_path / "child.py"
+        script.write_text(source)
+        full = dict(os.environ, TRACEGRAD_CACHE_DIR=str(cache_dir or tmp_path / "cache"),
+                    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+                    **env)
+        for name in unset:
+            full.pop(name, None)
+        try:
+            proc = subprocess.run([sys.executable, str(script), *argv], capture_output=True,
+                                  text=True, env=full, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(f"child.py {' '.join(argv)}: the process hung ({exc.stdout!r})")
+        assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+        return proc.stdout
+    return run
 
 
 def _freeze_the_import_time_heap() -> None:

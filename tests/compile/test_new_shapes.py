@@ -15,8 +15,6 @@ shape's kernel at once, and then there is nothing to tier).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 import threading
 
@@ -30,7 +28,6 @@ from tracegrad.ops.core import TracegradError
 
 from compile_helpers import assert_close, numeric_grad
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIZES = (32, 64, 64, 10)   # the issue's MLP
 
 
@@ -349,22 +346,12 @@ SHAPES_CHILD = textwrap.dedent(r"""
 """)
 
 
-def run_shapes_child(tmp_path, mode, cache_dir):
-    script = tmp_path / "shapes_child.py"
-    script.write_text(SHAPES_CHILD)
-    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(cache_dir), TRACEGRAD_SHAPE_GENERIC=mode,
-               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    env.pop("TRACEGRAD_TIERED", None)
-    proc = subprocess.run([sys.executable, str(script), mode, os.path.dirname(__file__)],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
-    return proc.stdout
-
-
 @pytest.mark.slow
-def test_a_fresh_process_runs_new_shapes_on_the_cached_generic_kernel(mlp, tmp_path):
+def test_a_fresh_process_runs_new_shapes_on_the_cached_generic_kernel(mlp, run_script):
     assert MLP.wait_kernels(timeout=600)
-    out = run_shapes_child(tmp_path, "shapes", os.environ["TRACEGRAD_CACHE_DIR"])
+    out = run_script(SHAPES_CHILD, "shapes", os.path.dirname(__file__),
+                     cache_dir=os.environ["TRACEGRAD_CACHE_DIR"], unset=["TRACEGRAD_TIERED"],
+                     TRACEGRAD_SHAPE_GENERIC="shapes")
     # both new batch sizes: the template from the disk cache (Numba's cache, no compile),
     # no interpreter call and nothing left to build
     assert out.count("generic True numba cache hits 1") == 2, out
@@ -514,28 +501,13 @@ CHILD = textwrap.dedent(r"""
 """)
 
 
-def run_child(tmp_path, scenario):
-    script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    env.pop("TRACEGRAD_TIERED", None)
-    try:
-        proc = subprocess.run([sys.executable, str(script), scenario], capture_output=True,
-                              text=True, env=env, timeout=280)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{scenario}: the process hung ({exc.stdout!r})")
-    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
-    return proc.stdout
-
-
-def test_process_exit_during_a_background_build(tmp_path):
-    out = run_child(tmp_path, "exit")
+def test_process_exit_during_a_background_build(run_script):
+    out = run_script(CHILD, "exit", unset=["TRACEGRAD_TIERED"], timeout=280)
     assert "in flight: True" in out
 
 
-def test_fork_during_a_background_build(tmp_path):
-    out = run_child(tmp_path, "fork")
+def test_fork_during_a_background_build(run_script):
+    out = run_script(CHILD, "fork", unset=["TRACEGRAD_TIERED"], timeout=280)
     assert "in flight: True" in out
 
 

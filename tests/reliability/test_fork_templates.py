@@ -4,15 +4,9 @@ template is still being built finishes the build itself; every value and gradien
 the interpreter's. Each scenario runs in a fresh process with a private cache."""
 from __future__ import annotations
 
-import os
-import pathlib
-import subprocess
-import sys
 import textwrap
 
 import pytest
-
-ROOT = str(pathlib.Path(__file__).resolve().parents[2])
 
 # One kernel compile, one template build and a fork per scenario (~10 s): CI's
 # Numba pass runs them.
@@ -88,29 +82,18 @@ CHILD = textwrap.dedent(r"""
 """)
 
 
-def run_child(tmp_path, scenario: str) -> str:
+def run_child(run_script, scenario: str) -> str:
     import multiprocessing as mp
     if "fork" not in mp.get_all_start_methods():
         pytest.skip("no fork start method here")
-    script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(tmp_path / "cache"), TRACEGRAD_BACKEND="numba",
-               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    for name in ("TRACEGRAD_TIERED", "TRACEGRAD_SHAPE_GENERIC"):
-        env.pop(name, None)
-    try:
-        proc = subprocess.run([sys.executable, str(script), scenario], capture_output=True,
-                              text=True, env=env, timeout=600)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{scenario}: the process hung ({exc.stdout!r})")
-    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
-    return proc.stdout
+    return run_script(CHILD, scenario, unset=["TRACEGRAD_TIERED", "TRACEGRAD_SHAPE_GENERIC"],
+                      TRACEGRAD_BACKEND="numba")
 
 
-def test_a_child_forked_after_the_template_was_built_runs_it(tmp_path):
-    run_child(tmp_path, "after_build")
+def test_a_child_forked_after_the_template_was_built_runs_it(run_script):
+    run_child(run_script, "after_build")
 
 
-def test_a_child_forked_during_the_template_build_finishes_it(tmp_path):
-    out = run_child(tmp_path, "during_build")
+def test_a_child_forked_during_the_template_build_finishes_it(run_script):
+    out = run_child(run_script, "during_build")
     assert "in flight: True" in out, out
