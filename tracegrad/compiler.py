@@ -417,6 +417,27 @@ class CompiledFunction:
             self._n_ext = len(self._externals)
         return args + read_all(self._externals, args) if self._externals else args
 
+    def implicit_snapshot(self, args: tuple) -> tuple:
+        """The implicit inputs' values now, arrays copied, for `call_with_implicit`: a
+        vjp's pullback is the derivative where vjp was taken, even if a closed-over
+        array changes in place before the pullback is called."""
+        try:
+            values = self._with_externals(args)[len(args):]
+        except StaleExternal:  # a path that no longer resolves: look again
+            self._externals = None
+            values = self._with_externals(args)[len(args):]
+        return self._externals, tuple(np.array(v, copy=True) if type(v) is np.ndarray else v
+                                      for v in values)
+
+    def call_with_implicit(self, args: tuple, snapshot: tuple):
+        """Call on `args` with the implicit inputs of `implicit_snapshot`, not read now."""
+        externals, values = snapshot
+        if externals is not self._externals:
+            raise RuntimeError(f"{_fn_name(self.fn)}: the places it reads arrays from changed "
+                               "since the snapshot was taken (a global deleted or rebound "
+                               "to a container); call vjp again")
+        return self._call_slow(args + values, {})
+
     def _arg_names(self, nargs: int) -> list[str]:
         """Names of the explicit arguments, then of the implicit inputs."""
         n_explicit = nargs - self._n_ext

@@ -102,6 +102,13 @@ def _args_as_arrays(args) -> tuple:
     return tuple(_as_arrays(a) for a in args)
 
 
+def _copied(tree):
+    """`tree` with its NumPy array leaves copied (tracers and tensors as they are)."""
+    leaves, treedef = tree_flatten(tree, arrays_only_scalars=True)
+    return tree_unflatten(treedef, [np.array(v, copy=True) if type(v) is np.ndarray else v
+                                    for v in leaves])
+
+
 def _args_leaves(args) -> list:
     return [leaf for a in args for leaf in _leaves(a)]
 
@@ -156,10 +163,16 @@ def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str | None 
     backward = _cached(fn, ("pullback", has_aux, backend), lambda: CompiledFunction(
         lambda primals, ct: _pullback(fn, has_aux, primals, ct), "compile", backend=backend))
 
+    # the pullback is the derivative at this point: the primals and the arrays fn
+    # reads from its closure are copied now (JAX keeps residuals), so changing them in
+    # place before calling it does not change it
+    at_primals = tuple(_copied(a) for a in _args_as_arrays(primals))
+    snapshot = backward.implicit_snapshot((at_primals, out))
+
     def pullback(ct):
         ct = _like_output(ct, out)
         _check_cotangent(ct, out)
-        return tuple(backward(_args_as_arrays(primals), ct))
+        return tuple(backward.call_with_implicit((at_primals, ct), snapshot))
     pullback.__name__ = f"pullback_of_{getattr(fn, '__name__', 'f')}"
     return (out, pullback, aux) if has_aux else (out, pullback)
 

@@ -992,6 +992,27 @@ def test_closure_module_attribute():  # was stale: [2, 2] after hparams.W *= 3
     assert_all_close(h(1.0), np.pi)
 
 
+def test_closure_vjp_pullback_is_the_derivative_where_vjp_was_taken():
+    """closure: JAX's vjp keeps residuals, so its pullback is the derivative at the
+    point and state of the vjp call. tracegrad's pullback re-read the closure and the
+    primal when called: W changed in place after vjp gave W_new * cos(x) (was
+    [9.55, 18.42] instead of [0.955, 1.842])."""
+    W = np.array([1.0, 2.0])
+    x0 = np.array([0.3, 0.4])
+    expected = W * np.cos(x0)
+    out, pullback = tg.vjp(lambda x: W * np.sin(x), x0, **I)
+    assert_all_close(out, W * np.sin(x0))
+    W[:] = [10.0, 20.0]          # in place, after vjp
+    assert_all_close(pullback(np.ones(2)), (expected,))
+    x0[:] = 0.0                  # the primal too
+    assert_all_close(pullback(np.ones(2)), (expected,))
+    _, pullback = tg.vjp(lambda x: W * np.sin(x), x0, **I)   # a new vjp: the new state
+    assert_all_close(pullback(np.ones(2)), (W,))
+    y, f_jvp = tg.linearize(lambda x: W * np.sin(x), x0, **I)  # (linearize already was)
+    W[:] = 0.0
+    assert_all_close(f_jvp(np.ones(2)), [10.0, 20.0])
+
+
 # ------------------------------------------ dtypes: one compiled function, many dtypes
 def test_dtypes_one_function_many_signatures():
     """dtype: autograd's test_dtypes (the gradient keeps the input's dtype) on one
