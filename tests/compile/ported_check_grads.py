@@ -143,3 +143,47 @@ def short_traceback(test: Callable) -> Callable:
         except Exception as error:  # noqa: BLE001  (re-raised with its type and text)
             raise AssertionError(f"{type(error).__name__}: {error}") from None
     return run
+
+
+def custom_sin_vjp():
+    """JAX's api_test custom_vjp example: sin with a reverse rule that doubles cos."""
+    @tg.custom_vjp
+    def f(x):
+        return np.sin(x)
+
+    def f_fwd(x):
+        return f(x), np.cos(x)
+
+    def f_rev(cos_x, g):
+        return (2 * cos_x * g,)
+    f.defvjp(f_fwd, f_rev)
+    return f
+
+
+def custom_sin_jvp():
+    """JAX's api_test custom_jvp example: sin with a tangent rule that doubles cos."""
+    @tg.custom_jvp
+    def f(x):
+        return np.sin(x)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        x, = primals
+        g, = tangents
+        return f(x), 2 * np.cos(x) * g
+    return f
+
+
+def assert_all_close(a, b, rtol=1e-12, atol=1e-12):
+    """JAX's assertAllClose over pytrees (tuples, lists, dicts)."""
+    if isinstance(b, dict):
+        assert isinstance(a, dict) and sorted(a) == sorted(b), (a, b)
+        for k in b:
+            assert_all_close(a[k], b[k], rtol, atol)
+    elif isinstance(b, (tuple, list)) and not isinstance(a, np.ndarray):  # (else: numbers)
+        assert isinstance(a, (tuple, list)) and len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            assert_all_close(x, y, rtol, atol)
+    else:
+        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                   rtol=rtol, atol=atol)

@@ -26,7 +26,8 @@ from functools import partial
 
 import numpy as np
 import pytest
-from ported_check_grads import check_grads, short_traceback
+from ported_check_grads import (assert_all_close, check_grads, custom_sin_jvp, custom_sin_vjp,
+                                short_traceback)
 
 import tracegrad as tg
 
@@ -44,21 +45,6 @@ def xfail(reason: str):
 def to_scalar(x):
     """autograd's test_util.to_scalar for real arrays."""
     return np.sum(np.sin(x))
-
-
-def assert_all_close(a, b, rtol=1e-12, atol=1e-12):
-    """JAX's assertAllClose over pytrees (tuples, lists, dicts)."""
-    if isinstance(b, dict):
-        assert isinstance(a, dict) and sorted(a) == sorted(b), (a, b)
-        for k in b:
-            assert_all_close(a[k], b[k], rtol, atol)
-    elif isinstance(b, (tuple, list)) and not isinstance(a, np.ndarray):  # (else: numbers)
-        assert isinstance(a, (tuple, list)) and len(a) == len(b), (a, b)
-        for x, y in zip(a, b):
-            assert_all_close(x, y, rtol, atol)
-    else:
-        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
-                                   rtol=rtol, atol=atol)
 
 
 def _leaves_and_rebuild(tree):
@@ -479,30 +465,10 @@ def test_jacobian_issue54():
 
 
 # ---------------------------------------------- JAX tests/api_test.py: custom rules
-def _custom_sin_jvp():
-    @tg.custom_jvp
-    def f(x):
-        return np.sin(x)
-
-    @f.defjvp
-    def f_jvp(primals, tangents):
-        x, = primals
-        g, = tangents
-        return f(x), 2 * np.cos(x) * g
-    return f
-
-
-def _custom_sin_vjp():
-    @tg.custom_vjp
-    def f(x):
-        return np.sin(x)
-    f.defvjp(lambda x: (f(x), np.cos(x)), lambda cos_x, g: (2 * cos_x * g,))
-    return f
-
 
 def test_custom_jvp_vmap():
     """JAX's CustomJVPTest.test_vmap."""
-    f = _custom_sin_jvp()
+    f = custom_sin_jvp()
     x = np.arange(3.0)
     xx = np.arange(6.0).reshape(2, 3)
     assert_all_close(tg.vmap(f)(x), np.sin(x))
@@ -519,7 +485,7 @@ def test_custom_jvp_vmap():
 
 def test_custom_jvp_jit_vmap_grad():
     """JAX's CustomJVPTest.test_jvp_vmap_jit / test_hessian, through reverse mode."""
-    f = _custom_sin_jvp()
+    f = custom_sin_jvp()
     x = np.arange(3.0)
     assert_all_close(tg.compile(tg.vmap(tg.grad(f, **I)), **I)(x), 2 * np.cos(x))
     assert_all_close(tg.vmap(tg.compile(tg.grad(f, **I), **I))(x), 2 * np.cos(x))
@@ -529,7 +495,7 @@ def test_custom_jvp_jit_vmap_grad():
 
 def test_custom_vjp_vmap():
     """JAX's CustomVJPTest.test_vmap."""
-    f = _custom_sin_vjp()
+    f = custom_sin_vjp()
     x = np.arange(3.0)
     xx = np.arange(6.0).reshape(2, 3)
     assert_all_close(tg.vmap(f)(x), np.sin(x))
@@ -545,7 +511,7 @@ def test_custom_vjp_vmap():
 
 def test_custom_vjp_jit_vmap():
     """JAX's CustomVJPTest.test_jit_vmap and test_vmap_vmap's grad-of-jit pieces."""
-    f = _custom_sin_vjp()
+    f = custom_sin_vjp()
     x = np.arange(3.0)
     assert_all_close(tg.compile(tg.vmap(tg.grad(f, **I)), **I)(x), 2 * np.cos(x))
     assert_all_close(tg.vmap(tg.compile(tg.grad(f, **I), **I))(x), 2 * np.cos(x))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ported_check_grads import check_grads, short_traceback
+from ported_check_grads import (assert_all_close, check_grads, custom_sin_jvp, custom_sin_vjp,
+                                short_traceback)
 
 import tracegrad as tg
 
@@ -23,21 +24,6 @@ def xfail(reason: str):
     def mark(test):
         return pytest.mark.xfail(reason=reason, strict=True)(short_traceback(test))
     return mark
-
-
-def assert_all_close(a, b, rtol=1e-12, atol=1e-12):
-    """JAX's assertAllClose over pytrees (tuples, lists, dicts)."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and sorted(a) == sorted(b)
-        for k in a:
-            assert_all_close(a[k], b[k], rtol, atol)
-    elif isinstance(a, (tuple, list)):
-        assert isinstance(b, (tuple, list)) and len(a) == len(b), (a, b)
-        for x, y in zip(a, b):
-            assert_all_close(x, y, rtol, atol)
-    else:
-        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
-                                   rtol=rtol, atol=atol)
 
 
 # ------------------------------------------------------------------ grad / value_and_grad
@@ -383,21 +369,7 @@ def test_issue1372():
 
 
 # ------------------------------------------------------------ custom_vjp / custom_jvp
-def _make_custom_vjp_sin():
-    @tg.custom_vjp
-    def f(x):
-        return np.sin(x)
-
-    def f_fwd(x):
-        return f(x), np.cos(x)
-
-    def f_rev(cos_x, g):
-        return (2 * cos_x * g,)
-    f.defvjp(f_fwd, f_rev)
-    return f
-
-
-CUSTOM_SIN = _make_custom_vjp_sin()
+CUSTOM_SIN = custom_sin_vjp()
 
 
 def test_custom_vjp_basic():
@@ -512,20 +484,7 @@ def test_custom_vjp_numba():
     assert_all_close(g, 2 * np.cos(x))
 
 
-def _make_custom_jvp_sin():
-    @tg.custom_jvp
-    def f(x):
-        return np.sin(x)
-
-    @f.defjvp
-    def f_jvp(primals, tangents):
-        x, = primals
-        g, = tangents
-        return f(x), 2 * np.cos(x) * g
-    return f
-
-
-CUSTOM_JVP_SIN = _make_custom_jvp_sin()
+CUSTOM_JVP_SIN = custom_sin_jvp()
 
 
 def test_custom_jvp_basic():
