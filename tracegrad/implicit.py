@@ -106,7 +106,7 @@ class External:
         if kind == "attr":
             own = getattr(parent, "__dict__", None)
             if isinstance(parent, type):  # a class attribute, read through the class
-                setattr(next(c for c in parent.__mro__ if key in c.__dict__), key, value)
+                setattr(_owner(parent, key), key, value)
             elif own is not None and key in own:
                 own[key] = value
             else:  # a slot, or a class attribute read through the instance
@@ -145,10 +145,7 @@ def _attribute(obj: Any, name: str) -> Any:
     its own attribute or __slots__ slot, else the class attribute it inherits (`scale`
     set on the class). For a class, its (inherited) class attribute."""
     if isinstance(obj, type):
-        for cls in obj.__mro__:
-            if name in cls.__dict__:
-                return cls.__dict__[name]
-        raise AttributeError(name)
+        return _owner(obj, name).__dict__[name]
     own = getattr(obj, "__dict__", None)
     if own is not None and name in own:
         return own[name]
@@ -189,9 +186,14 @@ def _has_slots(obj: Any) -> bool:
 
 
 def _defining_class(obj: Any, name: str) -> type:
-    for cls in type(obj).__mro__:
-        if name in cls.__dict__:
-            return cls
+    return _owner(type(obj), name)
+
+
+def _owner(cls: type, name: str) -> type:
+    """The class in `cls`'s method resolution order that defines `name`."""
+    for c in cls.__mro__:
+        if name in c.__dict__:
+            return c
     raise AttributeError(name)
 
 

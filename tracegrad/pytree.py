@@ -80,12 +80,12 @@ def is_array_like_leaf(value: Any) -> bool:
     if isinstance(value, (np.ndarray, np.generic)):
         return True
     if isinstance(value, (list, tuple)):
-        return (len(value) > 0 and not _is_namedtuple(value)
+        return (len(value) > 0 and not is_namedtuple(value)
                 and all(_is_number_tree(v) for v in value))
     return hasattr(value, "shape") and hasattr(value, "dtype")
 
 
-def _is_namedtuple(value) -> bool:
+def is_namedtuple(value) -> bool:
     """A namedtuple is a structure (its fields are children), never one array."""
     return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
@@ -111,7 +111,7 @@ def _flatten(value, leaves: list, scalars_are_arrays: bool) -> TreeDef:
         kind = "list" if isinstance(value, list) else "tuple"
         # (a namedtuple keeps its class in `keys`: gradients come back as that class)
         return TreeDef(kind, [_flatten(v, leaves, scalars_are_arrays) for v in value],
-                       keys=type(value) if _is_namedtuple(value) else None)
+                       keys=type(value) if is_namedtuple(value) else None)
     if isinstance(value, dict):
         keys = tuple(value)
         return TreeDef("dict", [_flatten(value[k], leaves, scalars_are_arrays) for k in keys],

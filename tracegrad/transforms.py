@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tracegrad.ops import api
+from tracegrad.pytree import is_namedtuple
 from tracegrad.tracing import TreeDef, tree_flatten, tree_unflatten
 
 _CACHE: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
@@ -129,7 +130,7 @@ def _like_output(ct, out):
     tuple of numbers for one array leaf)."""
     if isinstance(out, (tuple, list)) and isinstance(ct, (tuple, list)) and len(ct) == len(out):
         items = [_like_output(c, o) for c, o in zip(ct, out)]
-        return type(out)(*items) if hasattr(type(out), "_fields") else type(out)(items)
+        return type(out)(*items) if is_namedtuple(out) else type(out)(items)
     if isinstance(out, dict) and isinstance(ct, dict) and set(ct) == set(out):
         return {k: _like_output(ct[k], out[k]) for k in out}
     return np.asarray(ct) if isinstance(ct, (float, int, bool, list, tuple)) else ct
