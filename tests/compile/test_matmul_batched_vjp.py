@@ -57,3 +57,19 @@ def test_the_joint_graph_has_one_stacked_product_and_no_batch_sum():
     products = [n for n in joint.nodes if n.op == "matmul"]
     assert sorted(tuple(n.shape) for n in products) == [(4, 5), (8, 6, 5)], products
     assert not any(n.op == "sum" and tuple(n.shape) == (4, 5) for n in joint.nodes)
+
+
+def test_stacked_weight_gradient_under_vmap_and_second_order():
+    """The stacked-rows rule composed: vmap of grad equals a loop of grads, and a
+    Hessian-vector product through it equals central differences of the gradient."""
+    rng = np.random.default_rng(9)
+    xs, w, v = rng.standard_normal((3, 2, 3, 4)), rng.standard_normal((4, 5)), \
+        rng.standard_normal((4, 5))
+    grad_w = tg.grad(loss, argnums=1, backend="interpret")
+    batched = tg.vmap(grad_w, in_axes=(0, None))(xs, w)
+    np.testing.assert_allclose(batched, np.stack([grad_w(x, w) for x in xs]), rtol=1e-13,
+                               atol=1e-14)
+    hvp = tg.grad(lambda w: tg.sum(grad_w(xs[0], w) * v), backend="interpret")(w)
+    h = 1e-5
+    central = (grad_w(xs[0], w + h * v) - grad_w(xs[0], w - h * v)) / (2 * h)
+    np.testing.assert_allclose(hvp, central, rtol=1e-6, atol=1e-8)
