@@ -179,7 +179,7 @@ ERROR_CASES = [
     ("None operand", lambda: torch.ones(2) + None, (TypeError,), "add: expected an array, got NoneType"),
     ("string operand", lambda: torch.ones(2) * "a", (TypeError,), "mul: expected an array, got str"),
     ("int requires grad", lambda: torch.zeros(2, dtype=torch.int64, requires_grad=True), (RuntimeError,), "Only Tensors of floating point and complex dtype can require gradients"),
-    ("expand", lambda: torch.ones(2, 3).expand(4, 3), (RuntimeError,), "broadcast_to: cannot broadcast to (4, 3)"),
+    ("expand", lambda: torch.ones(2, 3).expand(4, 3), (RuntimeError,), "The expanded size of the tensor (4) must match the existing size (2) at non-singleton dimension 0.  Target sizes: [4, 3].  Tensor sizes: [2, 3]"),
 ]
 
 

@@ -440,8 +440,11 @@ class Tensor(ArrayOperators):
     def is_floating_point(self) -> bool:
         return self._data.dtype.kind == "f"
 
-    def is_contiguous(self) -> bool:
-        return bool(self._data.flags.c_contiguous)
+    def is_contiguous(self, memory_format=None) -> bool:
+        """C order, ignoring the strides of size-1 dims (PyTorch's rule, and NumPy's flag).
+        A value being captured by tracegrad.compile has no memory layout: True."""
+        flags = getattr(self._data, "flags", None)
+        return True if flags is None else bool(flags.c_contiguous)
 
     def __len__(self) -> int:
         if self._data.ndim == 0:
@@ -728,8 +731,23 @@ class Tensor(ArrayOperators):
     def cpu(self) -> "Tensor":
         return self
 
-    def contiguous(self) -> "Tensor":
-        return self
+    def contiguous(self, memory_format=None) -> "Tensor":
+        """`self` when its memory is in C order, else a C-ordered copy (differentiable; the
+        node is PyTorch's CloneBackward0). `.view` after a transpose needs this copy.
+
+        >>> import tracegrad.eager as torch
+        >>> x = torch.ones(2, 3, requires_grad=True)
+        >>> x.contiguous() is x, x.t().is_contiguous(), x.t().contiguous().is_contiguous()
+        (True, False, True)
+        >>> x.t().contiguous().grad_fn.name()
+        'CloneBackward0'
+        """
+        if self.is_contiguous():
+            return self
+        out = apply_op(T.astype, (self,), {"dtype": self._data.dtype.name}, name="CloneBackward0")
+        if not out._data.flags.c_contiguous:  # astype keeps the input's layout, as clone() does
+            out._data = np.ascontiguousarray(out._data)
+        return out
 
     # ------------------------------------------------------------ operators
     # Same primitives as ArrayOperators, applied directly (skips bind's dispatch).

@@ -103,6 +103,22 @@ def sqrt(input):
     return apply_op(T.sqrt, (input,), {})
 
 
+def rsqrt(input):
+    return apply_op(T.pow_, (input, -0.5), {}, name="RsqrtBackward0")
+
+
+def log1p(input):
+    return apply_op(T.log1p, (input,), {})
+
+
+def expm1(input):
+    return apply_op(T.expm1, (input,), {})
+
+
+def floor(input):
+    return apply_op(T.floor, (input,), {})
+
+
 def sin(input):
     return apply_op(T.sin, (input,), {})
 
@@ -413,6 +429,10 @@ def _infer_shape(shape: tuple, numel: int, op: str, x=None) -> tuple:
         for d in shape:
             if d != -1:
                 known *= d
+        if known == 0 and numel == 0:
+            raise shape_error(op, f"cannot reshape tensor of 0 elements into shape "
+                                  f"[{', '.join(map(str, shape))}] because the unspecified "
+                                  f"dimension size -1 can be any value and is ambiguous", x)
         if known == 0 or numel % known:
             raise shape_error(op, f"shape '[{', '.join(map(str, shape))}]' is invalid for input "
                                   f"of size {numel}", x)
@@ -428,7 +448,8 @@ def _infer_shape(shape: tuple, numel: int, op: str, x=None) -> tuple:
 
 def reshape(input, *shape):
     shape = _infer_shape(_sizes(shape), input._data.size, "reshape", input)
-    contiguous = input._data.flags.c_contiguous
+    data = input._data
+    contiguous = type(data) is not np.ndarray or data.flags.c_contiguous  # (captured: no layout)
     return apply_op(T.reshape, (input,), {"shape": shape},
                     name="ViewBackward0" if contiguous else "UnsafeViewBackward0")
 
@@ -446,6 +467,8 @@ def view(input, *shape):
 
 
 def _reshapes_without_copy(arr: np.ndarray, shape: tuple) -> bool:
+    if type(arr) is not np.ndarray:  # a tracer (inside tracegrad.compile) has no strides
+        return True
     probe = arr.view()
     try:
         probe.shape = shape  # NumPy refuses when the strides cannot express it (a copy)
@@ -503,8 +526,24 @@ def expand(input, *sizes):
             f"size=[{', '.join(map(str, sizes))}]): the number of sizes provided ({len(sizes)}) "
             f"must be greater or equal to the number of dimensions in the tensor ({len(shape)})", input)
     lead = len(sizes) - len(shape)
-    target = tuple(shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
-    return apply_op(T.broadcast_to, (input,), {"shape": target}, name="ExpandBackward0")
+    target = []
+    for i, size in enumerate(sizes):  # PyTorch's inferExpandGeometry, its checks and texts
+        have = shape[i - lead] if i >= lead else None
+        if size == -1:
+            if have is None:
+                raise shape_error("expand", f"The expanded size of the tensor (-1) isn't allowed "
+                                            f"in a leading, non-existing dimension {i}", input)
+            size = have
+        elif size < 0:
+            raise shape_error("expand", f"Trying to create tensor with negative dimension {size}: "
+                                        f"[{', '.join(map(str, sizes))}]", input)
+        elif have is not None and have != size and have != 1:
+            raise shape_error("expand", f"The expanded size of the tensor ({size}) must match the "
+                              f"existing size ({have}) at non-singleton dimension {i}.  Target "
+                              f"sizes: [{', '.join(map(str, sizes))}].  Tensor sizes: "
+                              f"[{', '.join(map(str, shape))}]", input)
+        target.append(size)
+    return apply_op(T.broadcast_to, (input,), {"shape": tuple(target)}, name="ExpandBackward0")
 
 
 def expand_as(input, other):
@@ -549,6 +588,75 @@ def permute(input, *dims):
                           input)
     return apply_op(T.transpose, (input,), {"axes": axes},
                     name="PermuteBackward0")
+
+
+def movedim(input, source, destination):
+    """Move dims `source` to positions `destination`, the others keeping their order
+    (a permute view; PyTorch's node is PermuteBackward0 too)."""
+    nd = input._data.ndim
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise shape_error("movedim", f"movedim: Invalid source or destination dims: source "
+                          f"({list(src)} dims) should contain the same number of dims as "
+                          f"destination ({list(dst)} dims)", input)
+    src = tuple(_dim(d, nd, "movedim") for d in src)
+    dst = tuple(_dim(d, nd, "movedim") for d in dst)
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise shape_error("movedim", "movedim: repeated dim in `source` or `destination`", input)
+    rest = iter(d for d in range(nd) if d not in src)
+    where = dict(zip(dst, src))
+    axes = tuple(where[k] if k in where else next(rest) for k in range(nd))
+    return apply_op(T.transpose, (input,), {"axes": axes}, name="PermuteBackward0")
+
+
+moveaxis = movedim
+
+
+def unflatten(input, dim, sizes):
+    """Split dim `dim` into `sizes` (one of them may be -1): a view, ViewBackward0."""
+    shape = input._data.shape
+    d = _dim(dim, len(shape), "unflatten")
+    sizes = _infer_shape(tuple(int(s) for s in sizes), shape[d], "unflatten", input)
+    return view(input, shape[:d] + sizes + shape[d + 1:])
+
+
+def _storage_offset(input) -> int:
+    """Elements between the start of the memory a view shares with its base and the view's
+    first element (0 for a tensor that is not a view)."""
+    root = input._base if input._base is not None else input
+    start = input._data.__array_interface__["data"][0]
+    return (start - root._data.__array_interface__["data"][0]) // input._data.itemsize
+
+
+def roll(input, shifts, dims=None):
+    """Shift elements along dims, wrapping around: per dim one concatenation of the
+    tail and the head; dims=None rolls the flattened tensor and restores the shape.
+    The last node is named as PyTorch's one node, RollBackward0."""
+    if dims is None:
+        if isinstance(shifts, (tuple, list)) and len(shifts) != 1:
+            raise shape_error("roll", f"shifts and dimensions must align. shifts: "
+                                      f"{len(shifts)}, dims:0", input)
+        shift = shifts[0] if isinstance(shifts, (tuple, list)) else shifts
+        flat = _roll_dim(reshape(input, (-1,)), int(shift), 0, None)
+        return apply_op(T.reshape, (flat,), {"shape": tuple(input.shape)}, name="RollBackward0")
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise shape_error("roll", f"shifts and dimensions must align. shifts: {len(shifts)}, "
+                                  f"dims:{len(dims)}", input)
+    out = input
+    for shift, dim in zip(shifts, dims):
+        out = _roll_dim(out, int(shift), _dim(dim, input._data.ndim, "roll"), "RollBackward0")
+    return out
+
+
+def _roll_dim(x, shift: int, d: int, name):
+    n = x._data.shape[d]
+    s = shift % n if n else 0
+    head = (slice(None),) * d
+    tail, front = x[head + (slice(n - s, n),)], x[head + (slice(0, n - s),)]
+    return apply_op(T.concatenate, (tail, front), {"axis": d}, name=name)
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0):
@@ -1241,6 +1349,46 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     return _TopkResult(_with_saved(values, {"dim": d}), idx)
 
 
+# ------------------------------------------------------------------ sampling
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """Indices drawn from each row of `input` (unnormalized probabilities), int64. Without
+    replacement by PyTorch's method: the top `num_samples` of p / Exp(1) noise, so that
+    categories of probability 0 come only after all others. The numbers come from
+    NumPy's generator (`torch.manual_seed` or `generator=`), not PyTorch's."""
+    from tracegrad.eager.creation import _rng_of
+    p = input._data
+    if p.ndim not in (1, 2):
+        raise shape_error("multinomial", "prob_dist must be 1 or 2 dim", input)
+    if p.dtype.kind != "f":
+        raise shape_error("multinomial", "multinomial only supports floating-point dtypes for "
+                                         "input", input)
+    rows = np.asarray(p, np.float64).reshape(-1, p.shape[-1])
+    n = rows.shape[1]
+    if num_samples <= 0:
+        raise shape_error("multinomial", "cannot sample n_sample <= 0 samples", input)
+    if not replacement and num_samples > n:
+        raise shape_error("multinomial", "cannot sample n_sample > prob_dist.size(-1) samples "
+                                         "without replacement", input)
+    if not np.isfinite(rows).all() or (rows < 0).any():
+        raise shape_error("multinomial", "probability tensor contains either `inf`, `nan` or "
+                                         "element < 0", input)
+    if (rows.sum(axis=1) <= 0).any():
+        raise shape_error("multinomial", "invalid multinomial distribution (sum of "
+                                         "probabilities <= 0)", input)
+    rng = _rng_of(generator)
+    if replacement:
+        cdf = np.cumsum(rows / rows.sum(axis=1, keepdims=True), axis=1)
+        u = rng.random((rows.shape[0], num_samples))
+        idx = np.stack([np.searchsorted(c, r, side="right") for c, r in zip(cdf, u)])
+        idx = np.minimum(idx, n - 1)
+    else:
+        keys = rows / rng.exponential(size=rows.shape)
+        idx = np.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
+    return tensor(idx.reshape(p.shape[:-1] + (num_samples,)).astype(np.int64))
+
+
 def _stride(self, dim=None):
     strides = tuple(st // self._data.itemsize for st in self._data.strides)
     return strides if dim is None else strides[_dim(dim, self.ndim, "stride")]
@@ -1312,7 +1460,8 @@ _METHODS = [
     "narrow", "select", "split", "chunk", "unbind", "repeat", "gather", "scatter_add",
     "index_select", "masked_fill", "norm", "diagonal", "cumsum", "addcmul", "addcdiv", "lerp",
     "index_add", "flip", "tril", "triu", "masked_select", "nonzero", "isnan", "isinf", "all",
-    "any", "sort", "argsort", "topk",
+    "any", "sort", "argsort", "topk", "movedim", "moveaxis", "swapdims", "unflatten",
+    "roll", "multinomial", "rsqrt", "log1p", "expm1", "floor",
 ]
 
 
@@ -1327,6 +1476,7 @@ def install_methods() -> None:
     Tensor.where = _tensor_where
     Tensor.type_as = _type_as
     Tensor.stride = _stride
+    Tensor.storage_offset = _storage_offset
     Tensor.element_size = _element_size
     Tensor.new_tensor = _new_tensor
     Tensor.new_zeros = _new_zeros

@@ -10,11 +10,10 @@
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from tracegrad.eager._tensor import Tensor
+from tracegrad.eager.grad_mode import no_grad
 
 
 def _grads(parameters):
@@ -23,48 +22,39 @@ def _grads(parameters):
     return [p.grad for p in parameters if p.grad is not None]
 
 
-def _vector_norm(arr: np.ndarray, norm_type: float) -> np.ndarray:
-    a = np.abs(arr.ravel())
-    if math.isinf(norm_type):
-        return (a.max() if norm_type > 0 else a.min()) if a.size else np.zeros((), arr.dtype)
-    if norm_type == 0:
-        return np.asarray(np.count_nonzero(a), arr.dtype)
-    if norm_type == 1:
-        return a.sum()
-    if norm_type == 2:
-        return np.sqrt(np.dot(a, a))
-    return np.sum(a ** norm_type) ** (1.0 / norm_type)
-
-
 def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = False,
                    foreach=None) -> Tensor:
+    """The norm of the tensors' norms, as PyTorch computes it: tensor ops under no_grad
+    (so a captured training step records them like any other op)."""
+    from tracegrad.eager.linalg import vector_norm
+    from tracegrad.eager.torch_ops import stack
     if isinstance(tensors, Tensor):
         tensors = [tensors]
     tensors = [t for t in tensors if t is not None]
     norm_type = float(norm_type)
     if not tensors:
         return Tensor._wrap(np.zeros((), np.float32))
-    norms = np.asarray([_vector_norm(t._data, norm_type) for t in tensors])
-    total = np.asarray(_vector_norm(norms.astype(tensors[0]._data.dtype), norm_type),
-                       tensors[0]._data.dtype)
-    if error_if_nonfinite and not np.isfinite(total):
+    with no_grad():
+        norms = [vector_norm(t, norm_type) for t in tensors]
+        total = vector_norm(stack(norms), norm_type)
+    if error_if_nonfinite and not bool(np.isfinite(total._data)):
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` "
                            "is non-finite, so it cannot be clipped. To disable this error and "
                            "scale the gradients by the non-finite norm anyway, set "
                            "`error_if_nonfinite=False`")
-    return Tensor._wrap(total)
+    return total
 
 
 def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, foreach=None) -> None:
+    """Scale every gradient in place by min(max_norm / (total_norm + 1e-6), 1)."""
+    from tracegrad.eager.torch_ops import clamp
     grads = _grads(parameters)
     if not grads:
         return
-    coef = float(max_norm) / (float(total_norm._data if isinstance(total_norm, Tensor)
-                                    else total_norm) + 1e-6)
-    coef = min(coef, 1.0)
-    for g in grads:
-        g._data *= np.asarray(coef, g._data.dtype)
-        g._counter[0] += 1
+    with no_grad():
+        clip_coef = clamp(max_norm / (total_norm + 1e-6), max=1.0)
+        for g in grads:
+            g.mul_(clip_coef)
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
@@ -82,9 +72,9 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
 
 def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
     clip_value = float(clip_value)
-    for g in _grads(parameters):
-        np.clip(g._data, -clip_value, clip_value, out=g._data)
-        g._counter[0] += 1
+    with no_grad():
+        for g in _grads(parameters):
+            g.clamp_(-clip_value, clip_value)
 
 
 def parameters_to_vector(parameters) -> Tensor:
