@@ -10,7 +10,9 @@ Eager mode, a dynamic graph recorded on every call, like PyTorch's autograd:
     import tracegrad.eager as torch   (tensors, backward(), nn, optim, utils.data)
 
 Compiled mode, a static graph traced once per input signature, like JAX:
-    compile (alias jit)      trace + differentiate + optimize + Numba kernel, cached on disk
+    compile (alias jit)      trace + differentiate + optimize + Numba kernel, cached on disk;
+                             also PyTorch-style code: compile(model), compile(train_step)
+    explain                  the graphs and graph breaks of compiled PyTorch-style code
     grad, value_and_grad     reverse mode; argnums, has_aux, pytrees
     jacobian (jacrev), hessian, jacfwd, jvp, vjp, linearize, vmap
     custom_vjp, custom_jvp   user derivative rules
@@ -18,6 +20,7 @@ Compiled mode, a static graph traced once per input signature, like JAX:
     trace (make_jaxpr), eval_shape      the IR graph and output shapes, nothing computed
     gradcheck                finite differences against eager backward, in float64
     clear_caches             drop every compiled kernel this process holds
+    set_num_threads, get_num_threads    one thread limit for kernels, eager ops and BLAS
 
 The ops: NumPy's names (tg.sin, tg.where, tg.einsum, tg.linalg, ...) work on
 NumPy arrays, on eager tensors and while tracing; NumPy's own functions
@@ -38,6 +41,7 @@ from tracegrad.ops.api import trace as _numpy_trace
 from tracegrad.ops.nn import *  # noqa: F401,F403  (conv2d, max_pool2d, cross_entropy, ...)
 from tracegrad.ops.numpy_names import *  # noqa: F401,F403  (acos, concat, zeros, vecdot, ...)
 import tracegrad.loops  # noqa: E402,F401  (registers scan, cond, while, call in the table)
+from tracegrad.runtime.threads import get_num_threads, set_num_threads  # noqa: E402,F401
 
 
 def trace(fn_or_array, *args, **kwargs):
@@ -59,6 +63,7 @@ from tracegrad.ops.core import DTypeError, ShapeError, TracegradError  # noqa: F
 _LAZY = {
     "TracingError": "tracegrad.tracing",
     "compile": "tracegrad.compiler",
+    "explain": "tracegrad.explainer",
     "grad": "tracegrad.compiler",
     "value_and_grad": "tracegrad.compiler",
     "jacobian": "tracegrad.transforms",

@@ -39,11 +39,20 @@ VARIABLES: dict[str, tuple[str, str]] = {
                                           "by the second shape's build), ahead (also right "
                                           "after a signature's kernel), or 0 (never)"),
     "TRACEGRAD_EAGER_NUMBA": ("1", "eager mode's Numba kernels for large float64 sin/cos"),
-    "TRACEGRAD_EAGER_THREADS": ("OMP_NUM_THREADS, else the idle CPUs",
-                                "threads for large eager ufuncs"),
+    "TRACEGRAD_NUM_THREADS": ("NUMBA_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs "
+                              "(affinity, cgroup quota)",
+                              "the most threads tracegrad uses at once: parallel kernels, the "
+                              "eager ufunc split and its BLAS calls (tracegrad.set_num_threads "
+                              "overrides it)"),
+    "TRACEGRAD_EAGER_THREADS": ("TRACEGRAD_NUM_THREADS", "threads for large eager ufuncs only"),
+    "TRACEGRAD_OMP_SPINCOUNT": ("1000", "spins of Numba's OpenMP threads after a parallel region "
+                                        "before they sleep, where tracegrad loads libgomp first "
+                                        "(libgomp's own: 300000); `default` leaves libgomp's "
+                                        "policy alone"),
     "TRACEGRAD_MALLOC_TUNING": ("1", "let glibc keep freed blocks of up to 32 MB for reuse"),
-    "TRACEGRAD_BLAS_FOLLOW_LOAD": ("1", "OpenBLAS threads follow the idle CPUs (unless "
-                                        "OPENBLAS_NUM_THREADS/OMP_NUM_THREADS is set)"),
+    "TRACEGRAD_BLAS_FOLLOW_LOAD": ("1", "during tracegrad's own BLAS calls, OpenBLAS runs on at "
+                                        "most the idle CPUs and the thread limit (its count is "
+                                        "put back after each call)"),
     "TRACEGRAD_NUMBA_SCIPY_PROBE": ("0", "let Numba import scipy.linalg for its BLAS probe"),
     "TRACEGRAD_POISON_FREED": ("0", "debugging: generated kernels fill each dead float "
                                     "temporary with NaN, so a read after its lifetime shows"),
@@ -140,14 +149,36 @@ def cache_dir_spec() -> str:
     return os.environ.get("TRACEGRAD_CACHE_DIR") or ""
 
 
+def _positive_int(name: str) -> int | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        return max(1, int(value))
+    except ValueError:
+        _warn(name, value, "a positive integer")
+        return None
+
+
 def eager_threads() -> int | None:
-    """TRACEGRAD_EAGER_THREADS, else OMP_NUM_THREADS, as a positive int (None: unset)."""
-    for name in ("TRACEGRAD_EAGER_THREADS", "OMP_NUM_THREADS"):
-        value = os.environ.get(name, "").strip()
-        if value:
-            try:
-                return max(1, int(value))
-            except ValueError:
-                if name in VARIABLES:
-                    _warn(name, value, "a positive integer")
-    return None
+    """TRACEGRAD_EAGER_THREADS as a positive int (None: unset, the thread limit applies)."""
+    return _positive_int("TRACEGRAD_EAGER_THREADS")
+
+
+def num_threads() -> int | None:
+    """TRACEGRAD_NUM_THREADS as a positive int (None: unset); see runtime/threads.py."""
+    return _positive_int("TRACEGRAD_NUM_THREADS")
+
+
+def omp_spincount() -> int | None:
+    """TRACEGRAD_OMP_SPINCOUNT: spins as an int (default 1000), None for `default`."""
+    value = os.environ.get("TRACEGRAD_OMP_SPINCOUNT", "").strip().lower()
+    if not value:
+        return 1000
+    if value == "default":
+        return None
+    try:
+        return max(0, int(value))
+    except ValueError:
+        _warn("TRACEGRAD_OMP_SPINCOUNT", value, "a count of spins or `default`")
+        return 1000

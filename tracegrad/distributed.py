@@ -7,7 +7,10 @@
 
 `client=None` starts a `LocalCluster` with one single-threaded worker process per
 core (multi-process parallelism on one machine); pass your own
-`dask.distributed.Client` to use a cluster. Dask is an optional extra:
+`dask.distributed.Client` to use a cluster. On each worker, tracegrad's thread limit
+(`tracegrad.set_num_threads`) is the worker's `threads_per_worker`, shared among the
+tasks it runs at once, so parallel kernels, eager ops and BLAS calls on the workers
+never use more threads than the cluster was given. Dask is an optional extra:
 `pip install -e '.[distributed]'`.
 
 Per call:
@@ -37,7 +40,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import os
 import threading
 from typing import Any, Callable, Sequence
 
@@ -46,9 +48,38 @@ import numpy as np
 _LOCAL: dict = {}
 _LOCAL_LOCK = threading.Lock()
 _WORKER_CACHE: dict = {}  # on each worker: function key -> compiled value_and_grad
-# Dask already pins OMP/MKL/OpenBLAS to one thread in its workers; Numba's prange
-# loops would otherwise start one thread per core in every worker process.
-WORKER_ENV = {"NUMBA_NUM_THREADS": "1"}
+# The embedded cluster's workers have one thread each: Numba's pool is made that size
+# (it is fixed when Numba starts its threads), and tracegrad's limit is one. Dask
+# itself pins OMP/MKL/OpenBLAS to one thread in its workers.
+WORKER_ENV = {"NUMBA_NUM_THREADS": "1", "TRACEGRAD_NUM_THREADS": "1"}
+
+
+def worker_threads() -> int | None:
+    """On a Dask worker, its thread count (`threads_per_worker`); None elsewhere."""
+    try:
+        from dask.distributed import get_worker
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return None
+    n = getattr(getattr(worker, "state", None), "nthreads", None) or getattr(worker, "nthreads", None)
+    return int(n) if n else None
+
+
+def _limit_threads_to_worker() -> None:
+    """tracegrad's thread limit on this worker: its threads_per_worker, divided among
+    the tasks it runs at once (one shard per worker is the usual case), so that
+    workers x threads never exceed what the cluster was given. Dask's OMP_NUM_THREADS=1
+    in the worker's environment would otherwise make it one."""
+    from tracegrad.runtime import threads
+    n = worker_threads()
+    if n is None:
+        return
+    try:
+        from dask.distributed import get_worker
+        running = max(1, len(getattr(get_worker().state, "executing", ()) or ()))
+    except Exception:  # noqa: BLE001 (an older Dask: one task at a time assumed)
+        running = 1
+    threads.set_num_threads(max(1, n // running))
 
 
 def _dask():
@@ -63,10 +94,11 @@ def _dask():
 
 def local_client(n_workers: int | None = None):
     """The embedded `LocalCluster` client (one single-threaded worker process per
-    core), started on first use and closed at exit."""
+    CPU this process may use: affinity and cgroup quota, at most tracegrad's thread
+    limit), started on first use and closed at exit."""
+    from tracegrad.runtime import threads
     distributed = _dask()
-    n = n_workers or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                         else os.cpu_count() or 1)
+    n = n_workers or threads.get_num_threads()
     with _LOCAL_LOCK:
         client = _LOCAL.get(n)
         if client is None:
@@ -92,6 +124,7 @@ def _shard_value_and_grad(key: str, fn_bytes: bytes, argnums, shard_args: tuple,
     rows = int(np.shape(shard_args[0])[0])
     if rows == 0:
         return 0, None, None
+    _limit_threads_to_worker()
     vg = _WORKER_CACHE.get(key)
     if vg is None:
         import cloudpickle

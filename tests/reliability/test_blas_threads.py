@@ -1,4 +1,5 @@
-"""BLAS threads follow the idle CPUs (tracegrad/ops/blas_threads.py)."""
+"""BLAS threads at most the idle CPUs during tracegrad's own calls, put back after
+(tracegrad/ops/blas_threads.py)."""
 import numpy as np
 import pytest
 
@@ -13,7 +14,6 @@ def fresh(monkeypatch):
     blas_threads.reset()
     yield monkeypatch
     blas_threads.reset()
-    blas_threads.follow_load()  # back to the real load's count
 
 
 def _library_threads() -> list[int]:
@@ -27,26 +27,25 @@ def _library_threads() -> list[int]:
     return counts
 
 
-def test_threads_follow_the_idle_cpu_count(fresh):
+def test_threads_are_lowered_for_the_call_and_put_back(fresh):
     np.ones((4, 4)) @ np.ones((4, 4))  # NumPy's OpenBLAS is loaded
-    fresh.setattr(blas_threads, "threads_now", lambda: 1)
-    assert blas_threads.follow_load() == 1
-    if not blas_threads._libraries:
+    if not blas_threads._refresh_libraries():
         pytest.skip("no OpenBLAS with a thread-count API in this process")
-    assert _library_threads() == [1] * len(blas_threads._libraries)
-    starts = [start for _, _, start in blas_threads._libraries]
+    starts = _library_threads()
+    fresh.setattr(blas_threads, "threads_now", lambda: 1)
+    blas_threads._ceiling[0] = max(blas_threads._ceiling[0], 2)  # as on a multi-core machine
+    inside = []
+    blas_threads.limited(lambda: inside.append(_library_threads()))()
+    assert inside == [[1] * len(starts)]
+    assert _library_threads() == starts  # put back after the call
     fresh.setattr(blas_threads, "threads_now", lambda: 64)
-    blas_threads.follow_load()
-    assert _library_threads() == starts  # never more than the library started with
+    blas_threads.limited(lambda: inside.append(_library_threads()))()
+    assert inside[-1] == starts  # never more than the library has
 
 
-def test_the_users_choice_is_left_alone(fresh):
-    fresh.setenv("OPENBLAS_NUM_THREADS", "2")
-    assert blas_threads.follow_load() is None
-    blas_threads.reset()
-    fresh.delenv("OPENBLAS_NUM_THREADS")
+def test_the_switch_turns_it_off(fresh):
     fresh.setenv("TRACEGRAD_BLAS_FOLLOW_LOAD", "0")
-    assert blas_threads.follow_load() is None
+    assert blas_threads.follow_load() is None and blas_threads.enter() is None
 
 
 def test_eager_matmul_results_do_not_depend_on_the_thread_count(fresh):
@@ -59,34 +58,33 @@ def test_eager_matmul_results_do_not_depend_on_the_thread_count(fresh):
 
 
 def test_own_threads_are_not_counted_as_load():
+    from tracegrad.runtime import threads
     assert parallel._own_threads_running() >= 0
-    assert 1 <= parallel.threads_now() <= parallel.THREADS
+    assert 1 <= parallel.threads_now() <= threads.get_num_threads()
 
 
-def test_kernels_follow_the_load(monkeypatch):
+def test_kernels_limit_blas_for_the_call(monkeypatch):
     from tracegrad import codegen
     calls = []
-    parallel_entry = lambda *a: calls.append("parallel") or "p"  # noqa: E731
-    serial_entry = lambda *a: calls.append("serial") or "s"  # noqa: E731
-    entry = codegen._load_aware(parallel_entry, calls_blas=True, serial=serial_entry)
-    set_to = []
-    monkeypatch.setattr(blas_threads, "follow_load", lambda: set_to.append(1))
-    monkeypatch.setattr(parallel, "threads_now", lambda: 1)
-    assert entry() == "s" and calls == ["serial"] and set_to == [1]
-    monkeypatch.setattr(parallel, "threads_now", lambda: 2)
-    assert entry() == "p" and calls == ["serial", "parallel"]
+    entry = lambda *a: calls.append("kernel") or "k"  # noqa: E731
+    monkeypatch.setattr(blas_threads, "enter", lambda: calls.append("enter") or ["saved"])
+    monkeypatch.setattr(blas_threads, "leave", lambda saved: calls.append(("leave", saved)))
+    wrapped = codegen._load_aware(entry, calls_blas=True)
+    assert wrapped() == "k" and calls == ["enter", "kernel", ("leave", ["saved"])]
     # a kernel with no BLAS call and no parallel variant is called directly
-    assert codegen._load_aware(serial_entry, calls_blas=False) is serial_entry
+    assert codegen._load_aware(entry, calls_blas=False) is entry
+    # (the parallel/serial choice: tests/reliability/test_threads_neighbours.py)
 
 
-def test_a_gemm_kernel_sets_blas_threads_before_it_runs(monkeypatch):
+def test_a_gemm_kernel_limits_blas_threads_while_it_runs(monkeypatch):
     import tracegrad as tg
-    set_to = []
-    monkeypatch.setattr(blas_threads, "follow_load", lambda: set_to.append(1))
+    entered = []
+    real_enter = blas_threads.enter
+    monkeypatch.setattr(blas_threads, "enter", lambda: entered.append(1) or real_enter())
     f = tg.compile(lambda a, b: tg.tanh(a @ b))
     a, b = np.ones((8, 4)), np.ones((4, 3))
     np.testing.assert_allclose(f(a, b), np.tanh(a @ b))
-    assert "tg_gemm(" in f.lower(a, b).source and set_to
+    assert "tg_gemm(" in f.lower(a, b).source and entered
 
 
 def _wants_parallel(batch: int) -> bool:

@@ -89,19 +89,19 @@ def _calls_blas(source: str | None) -> bool:
 
 
 def _load_aware(entry: Callable, calls_blas: bool, serial: Callable | None = None) -> Callable:
-    """`entry`, made to follow the machine's load: BLAS threads set to the idle CPUs
-    before a kernel that calls BLAS (ops/blas_threads.py), and the serial variant
-    when fewer than two CPUs are idle. Kernels that need neither are returned as is."""
+    """`entry`, made a good neighbour (runtime/threads.py, ops/blas_threads.py): a
+    parallel variant runs on at most tracegrad's thread limit and the idle CPUs (the
+    serial variant when that is one), Numba's count put back after the call; BLAS's
+    threads are lowered to the same count for the call only. Kernels that need
+    neither are returned as is."""
     if not calls_blas and serial is None:
         return entry
     from tracegrad.ops import blas_threads, parallel
-
-    def call(*arrays):
-        if calls_blas:
-            blas_threads.follow_load()
-        if serial is not None and parallel.threads_now() < 2:
-            return serial(*arrays)
-        return entry(*arrays)
+    from tracegrad.runtime import threads
+    call = entry if serial is None else threads.numba_parallel_call(
+        entry, serial, idle=lambda: parallel.threads_now())
+    if calls_blas:
+        call = blas_threads.limited(call)
     call.raw_entry = entry
     return call
 
@@ -269,8 +269,10 @@ def _start_parallel(kernel: Kernel, name: str | None, label: str = "") -> None:
     """Build the parallel variant (TRACEGRAD_PARALLEL: in a background thread, now, or
     never). `name` None: the kernel's name is computed from its (rebuilt) graph."""
     mode = parallel_mode()
-    if _NO_PARALLEL:
+    if _NO_PARALLEL or mode == "0":
         return
+    from tracegrad.runtime import threads
+    threads.launch_numba()  # Numba's threads, started to sleep after a kernel (see there)
 
     def run():
         graph = kernel.graph

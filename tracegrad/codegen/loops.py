@@ -137,16 +137,21 @@ def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, sl
                     for cid in emitted.const_ids]
     in_dtypes = [n.dtype for n in graph.inputs]
     from tracegrad.codegen import _calls_blas
-    from tracegrad.ops.blas_threads import follow_load
-    # like a kernel's entry (codegen._load_aware): BLAS threads = the idle CPUs first. A
-    # driver around scans has no GEMM of its own, so nothing else sets them; small GEMMs
-    # left on 2 threads on a busy machine took 3-5x longer (lstm_scan_t20: 7-11 ms vs 2.4)
-    follow = follow_load if _calls_blas(emitted.source) else None
+    from tracegrad.ops import blas_threads
+    # like a kernel's entry (codegen._load_aware): BLAS threads at most the idle CPUs for
+    # the call. A driver around scans has no GEMM of its own, so nothing else limits them;
+    # small GEMMs on 2 threads on a busy machine took 3-5x longer (lstm_scan_t20: 7-11 ms vs 2.4)
+    limited = _calls_blas(emitted.source)
 
     def run_native(*operands):
         args = [_kernel_array(a, d) for a, d in zip(operands, in_dtypes)]
-        if follow is not None:
-            follow()
+        if limited:
+            saved = blas_threads.enter()
+            if saved is not None:
+                try:
+                    return loop(*const_values, *args)
+                finally:
+                    blas_threads.leave(saved)
         return loop(*const_values, *args)
     return run_native
 

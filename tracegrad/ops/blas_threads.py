@@ -1,4 +1,5 @@
-"""BLAS threads that follow the idle CPUs, so GEMMs do not collapse on a busy machine.
+"""BLAS threads for tracegrad's own GEMMs: at most the thread limit and the idle CPUs,
+for the duration of the call only.
 
 OpenBLAS splits a GEMM over its threads and waits at a barrier for all of them.
 When every core is busy with other processes, one of those threads is often
@@ -8,17 +9,22 @@ took a median 16 ms compiled and 24 ms eager with OpenBLAS's default 2 threads,
 against 0.19 ms and 0.77 ms with one; a 512x512 float64 GEMM took 49 ms with
 2 threads and 15 ms with one.
 
-`follow_load()` is called before tracegrad runs a GEMM (the eager matmul impl and
-every compiled kernel call). It sets each loaded OpenBLAS (NumPy's, and SciPy's
-that Numba's BLAS calls use) to the threads that are idle now: the same count
-the eager ufunc split uses (`parallel.threads_now`, runnable tasks from
-/proc/loadavg, re-read at most every 50 ms), never more than the library
-started with. A setting costs about 0.4 us and is made only when the count
-changes.
+`limited(fn)` / `enter()` + `leave()` wrap a call tracegrad makes (the eager matmul
+and addmm impls, every compiled kernel that calls BLAS, scan drivers): before it,
+each loaded OpenBLAS (NumPy's, and SciPy's that Numba's BLAS calls use) whose
+count is above `parallel.threads_now()` (the thread limit of runtime/threads.py,
+less the CPUs other processes keep busy; /proc/loadavg, re-read at most every
+50 ms) is lowered to it; after it, the count the library had is put back. So
+NumPy code outside tracegrad always sees the count the user (or the library)
+chose: tracegrad never raises a count and never leaves one changed. When nothing
+needs lowering (the usual case on an idle machine) no call is made; a setting
+costs about 0.4 us.
 
-It changes the process's BLAS thread count, which NumPy code outside tracegrad
-sees too. It does nothing when the user chose a count (OPENBLAS_NUM_THREADS,
-OMP_NUM_THREADS, MKL/other BLAS), or when TRACEGRAD_BLAS_FOLLOW_LOAD=0.
+`follow_load()`, which older call sites call before a LAPACK call they make
+themselves (ops/linalg.py), no longer changes anything: it cannot put the count
+back after a call it does not wrap. It returns the count tracegrad would use.
+
+Nothing is set when TRACEGRAD_BLAS_FOLLOW_LOAD=0.
 
     >>> from tracegrad.ops import blas_threads
     >>> blas_threads.follow_load() in (None, *range(1, 1025))
@@ -27,7 +33,6 @@ OMP_NUM_THREADS, MKL/other BLAS), or when TRACEGRAD_BLAS_FOLLOW_LOAD=0.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 
 from tracegrad.ops.parallel import threads_now
@@ -37,14 +42,10 @@ _SETTERS = ("openblas_set_num_threads", "scipy_openblas_set_num_threads64_",
 _GETTERS = ("openblas_get_num_threads", "scipy_openblas_get_num_threads64_",
             "scipy_openblas_get_num_threads", "openblas_get_num_threads64_")
 
-_libraries: list[tuple[str, object, int]] | None = None  # (path, setter, threads at start)
-_current = [0]          # the count last set (0: not set yet)
-_enabled: list = []     # [bool] once decided: the switch and the user's own setting
+_libraries: list[tuple[str, object, object]] | None = None  # (path, setter, getter)
+_enabled: list = []     # [bool] once decided: TRACEGRAD_BLAS_FOLLOW_LOAD
+_ceiling = [0]          # the largest count a library had when it was found
 _lock = threading.Lock()
-
-
-def _user_chose_threads() -> bool:
-    return any(os.environ.get(v, "").strip() for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"))
 
 
 def _loaded_openblas_paths() -> list[str]:
@@ -57,7 +58,7 @@ def _loaded_openblas_paths() -> list[str]:
     return sorted(p for p in paths if p.startswith("/") and ".so" in p)
 
 
-def _find_libraries() -> list[tuple[str, object, int]]:
+def _find_libraries() -> list[tuple[str, object, object]]:
     found = []
     for path in _loaded_openblas_paths():
         try:
@@ -70,7 +71,7 @@ def _find_libraries() -> list[tuple[str, object, int]]:
             continue
         setter.argtypes, setter.restype = (ctypes.c_int,), None
         getter.argtypes, getter.restype = (), ctypes.c_int
-        found.append((path, setter, max(1, int(getter()))))
+        found.append((path, setter, getter))
     return found
 
 
@@ -82,40 +83,81 @@ def _refresh_libraries() -> list:
     if _libraries is None or set(_loaded_openblas_paths()) - known:
         with _lock:
             new = [lib for lib in _find_libraries() if lib[0] not in known]
-            for _, setter, _start in new:
-                if _current[0]:
-                    setter(min(_current[0], _start))
             _libraries = (_libraries or []) + new
+            for _, _, getter in new:  # above this nothing is ever lowered: no call needed
+                _ceiling[0] = max(_ceiling[0], int(getter()))
     return _libraries
 
 
-def follow_load() -> int | None:
-    """Set the BLAS libraries' threads to the idle CPUs; returns the count in effect
-    (None: left alone, because the user chose it or no OpenBLAS is loaded)."""
+def _is_enabled() -> bool:
     if not _enabled:
         from tracegrad.config import blas_follow_load
-        _enabled.append(blas_follow_load() and not _user_chose_threads())
-    if not _enabled[0]:
+        _enabled.append(blas_follow_load())
+    return _enabled[0]
+
+
+def enter() -> list | None:
+    """Lower each OpenBLAS above the count tracegrad may use now to that count; returns
+    what `leave` needs to put the counts back (None: nothing was changed)."""
+    if not _is_enabled():
         return None
     libraries = _libraries if _libraries else _refresh_libraries()
     if not libraries:
         return None
     wanted = threads_now()
-    if wanted != _current[0]:
-        with _lock:
-            for _, setter, start in libraries:
-                setter(min(wanted, start))
-            _current[0] = wanted
-    return wanted
+    if wanted >= _ceiling[0]:  # the usual case: the counts the libraries started with fit
+        return None
+    saved = None
+    for _, setter, getter in libraries:
+        have = getter()
+        if have > wanted:
+            setter(wanted)
+            if saved is None:
+                saved = []
+            saved.append((setter, have))
+    return saved
 
 
-def following_load(blas_fn):
-    """`blas_fn` (np.matmul, ...) that first sets BLAS's threads to the idle CPUs."""
+def leave(saved: list | None) -> None:
+    """Put back the counts `enter` changed."""
+    if saved:
+        for setter, have in saved:
+            setter(have)
+
+
+def limited(blas_fn):
+    """`blas_fn` (np.matmul, a kernel entry, ...) run with BLAS's threads at most the
+    count tracegrad may use now, and the library's own count put back after."""
     def call(*args, **kwargs):
-        follow_load()
-        return blas_fn(*args, **kwargs)
+        saved = enter()
+        if saved is None:
+            return blas_fn(*args, **kwargs)
+        try:
+            return blas_fn(*args, **kwargs)
+        finally:
+            leave(saved)
     call.__name__ = call.__qualname__ = getattr(blas_fn, "__name__", "blas_call")
+    call.raw_entry = blas_fn
     return call
+
+
+following_load = limited  # the older name
+
+
+def follow_load() -> int | None:
+    """The BLAS thread count tracegrad would use now (None: TRACEGRAD_BLAS_FOLLOW_LOAD=0
+    or no OpenBLAS loaded). Changes nothing: see the module docstring."""
+    if not _is_enabled():
+        return None
+    libraries = _libraries if _libraries else _refresh_libraries()
+    if not libraries:
+        return None
+    return threads_now()
+
+
+def library_threads() -> list[int]:
+    """The thread count each loaded OpenBLAS has now."""
+    return [int(getter()) for _, _, getter in (_refresh_libraries() or ())]
 
 
 def reset() -> None:
@@ -123,7 +165,7 @@ def reset() -> None:
     global _libraries
     _enabled.clear()
     _libraries = None
-    _current[0] = 0
+    _ceiling[0] = 0
 
 
 def note_new_library() -> None:

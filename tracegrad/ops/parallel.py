@@ -17,8 +17,12 @@ run with errors recorded, and if any chunk saw one the whole call is redone
 serially under the caller's `np.errstate`, so warnings and exceptions are
 exactly the serial ones.
 
-Threads: TRACEGRAD_EAGER_THREADS, else OMP_NUM_THREADS, else the CPUs this
-process may run on. One thread means always serial. Like OpenMP's dynamic mode
+Threads: TRACEGRAD_EAGER_THREADS, else tracegrad's one thread limit
+(`tracegrad.set_num_threads`, TRACEGRAD_NUM_THREADS, NUMBA_NUM_THREADS /
+OMP_NUM_THREADS, the CPUs of the affinity mask and cgroup quota: runtime/threads.py).
+One thread means always serial. The pool's workers block on a queue between
+chunks (no busy-wait), and a call uses one thread per GRAIN elements at most, so
+mid-sized arrays do not wake every core. Like OpenMP's dynamic mode
 (OMP_DYNAMIC), the split uses only CPUs no other process is running on: on Linux
 the count of runnable tasks (/proc/loadavg, re-read at most every 50 ms) decides,
 so on a machine whose cores are all busy the call stays serial (a split then
@@ -44,6 +48,7 @@ import time
 import numpy as np
 
 from tracegrad.runtime import eager_math
+from tracegrad.runtime import threads as _threads
 
 MIN_PARALLEL = 1 << 17  # elements: below this the pool hand-off costs more than it saves
 _ALIGN = 64             # chunk boundaries, in elements
@@ -55,35 +60,45 @@ _asarray = np.asarray
 _empty = np.empty
 
 
+GRAIN = MIN_PARALLEL // 2  # elements per thread at least: a call on n elements uses n // GRAIN
+
+
 def _thread_count() -> int:
     from tracegrad.config import eager_threads
     threads = eager_threads()
     if threads is not None:
         return threads
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    return _threads.get_num_threads()
 
 
-THREADS = _thread_count()
-try:
-    _CPUS = len(os.sched_getaffinity(0))
-except (AttributeError, OSError):
-    _CPUS = os.cpu_count() or 1
+THREADS = _thread_count()    # the eager split's thread count now (follows set_num_threads)
+_CPUS = max(1, os.cpu_count() or 1)  # /proc/loadavg counts the whole machine's tasks
 _pool = None
+_pool_size = 0
 _pool_lock = threading.Lock()
 
 
+def _on_limit_change(_limit: int) -> None:
+    """tracegrad.set_num_threads: the split's count follows; a pool too small for it
+    is replaced on next use (the old one's idle workers exit)."""
+    global THREADS
+    THREADS = _thread_count()
+    _free[0] = 0.0  # threads_now() looks again
+
+
 def _get_pool():
-    global _pool
-    if _pool is None:
+    global _pool, _pool_size
+    if _pool is None or _pool_size < THREADS - 1:
         with _pool_lock:
-            if _pool is None:
+            if _pool is None or _pool_size < THREADS - 1:
                 from concurrent.futures import ThreadPoolExecutor
-                _pool = ThreadPoolExecutor(max_workers=THREADS - 1,
+                old = _pool
+                _pool_size = max(1, THREADS - 1)
+                _pool = ThreadPoolExecutor(max_workers=_pool_size,
                                            thread_name_prefix="tracegrad-elementwise",
                                            initializer=_remember_worker)
+                if old is not None:
+                    old.shutdown(wait=False)
     return _pool
 
 
@@ -118,20 +133,22 @@ def _own_threads_running() -> int:
 
 
 def threads_now() -> int:
-    """Threads worth using now: THREADS, less the CPUs other processes' runnable tasks
-    occupy (re-read at most every 50 ms); BLAS follows the same count (blas_threads.py)."""
+    """Threads worth using now: the thread limit (runtime/threads.py), less the CPUs
+    other processes' runnable tasks occupy (re-read at most every 50 ms); BLAS calls,
+    parallel kernels and the eager split (at most THREADS) follow it."""
     now = time.monotonic()
     if now - _free[0] < 0.05:
         return _free[1]
     _free[0] = now
+    limit = _threads.get_num_threads()
     try:
         with open("/proc/loadavg", "rb") as f:
             running = int(f.read().split()[3].split(b"/")[0])
         # this thread is one of the runnable tasks, and our own other threads are not load
         others = max(0, running - 1 - _own_threads_running())
-        _free[1] = max(1, min(THREADS, _CPUS - others))
+        _free[1] = max(1, min(limit, _CPUS - others))
     except (OSError, ValueError, IndexError):
-        _free[1] = THREADS
+        _free[1] = limit
     return _free[1]
 
 
@@ -218,7 +235,7 @@ def elementwise_impl(ufunc):
         def numpy_impl(x):
             plan = _flat_operands((x,)) if THREADS > 1 else None
             if plan is not None:
-                k = threads_now()
+                k = min(threads_now(), THREADS)
                 if k > 1:
                     return _parallel_call(ufunc, (x,), plan, k)
             out = ufunc(x)
@@ -229,7 +246,7 @@ def elementwise_impl(ufunc):
                     or (type(y) is _ndarray and y.size >= MIN_PARALLEL)) and THREADS > 1:
                 plan = _flat_operands((x, y))
                 if plan is not None:
-                    k = threads_now()
+                    k = min(threads_now(), THREADS)
                     if k > 1:
                         return _parallel_call(ufunc, (x, y), plan, k)
             out = ufunc(x, y)
@@ -278,7 +295,7 @@ def _split_kernel(run, out):
     """run(lo, hi) over chunks of out's flat range, on idle cores; out, or None if any
     chunk asked for the fallback."""
     n = out.size
-    threads = threads_now() if THREADS > 1 else 1
+    threads = min(threads_now(), THREADS, max(1, n // GRAIN)) if THREADS > 1 else 1
     step = -(-n // threads)
     step = -(-step // _ALIGN) * _ALIGN
     bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
@@ -293,7 +310,7 @@ def _parallel_call(ufunc, args, plan, threads):
     flat, shape, dtype, n = plan
     out = _empty(shape, dtype)
     flat_out = out.reshape(n)
-    parts = min(threads, max(1, n // (MIN_PARALLEL // 2)))
+    parts = min(threads, max(1, n // GRAIN))
     step = -(-n // parts)
     step = -(-step // _ALIGN) * _ALIGN
     bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
@@ -327,8 +344,9 @@ def _after_fork_in_child() -> None:
     locks. Also here, because this module is imported with tracegrad itself: the
     compiler's build lock (an RLock another thread, such as a background parallel
     build, may have held at the fork) is made new, unless the forking thread holds it."""
-    global _pool, _pool_lock
+    global _pool, _pool_lock, _pool_size
     _pool = None
+    _pool_size = 0
     _pool_lock = threading.Lock()
     _workers.clear()
     _free[0], _free[1] = 0.0, 1
@@ -341,6 +359,7 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+_threads.on_change(_on_limit_change)
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters

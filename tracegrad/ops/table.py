@@ -38,7 +38,7 @@ import numpy as np
 
 from tracegrad.ops.core import (REGISTRY, Aval, DTypeError, OutOfRangeError, aval_of,  # noqa: F401
                                 op_error, primitive, promote)
-from tracegrad.ops.blas_threads import follow_load, following_load
+from tracegrad.ops.blas_threads import limited
 from tracegrad.ops.parallel import elementwise_impl, fused_vjp
 from tracegrad.ops.rulekit import (  # noqa: F401  (re-exported: drivers and tests use T.<name>)
     PerOperand, array_avals, as_aval, broadcast_shapes, comparison_rule, dtype_name,
@@ -786,7 +786,7 @@ def _matmul_jvp(primals, tangents, out):
 
 
 matmul = primitive(
-    "matmul", impl=returns_array(following_load(np.matmul)), shape_rule=_matmul_rule, kind="matmul",
+    "matmul", impl=returns_array(limited(np.matmul)), shape_rule=_matmul_rule, kind="matmul",
     vjps=(_matmul_vjp_x, _matmul_vjp_y), jvp=_matmul_jvp, torch_name=_matmul_torch_name,
     saves=(0, 1), save_only_if_needed={0: 1, 1: 0},
     codegen="matmul")
@@ -808,9 +808,11 @@ def _addmm_rule(bias, mat1, mat2):
     return Aval(out.shape, np.dtype(promote(bias, out)))
 
 
+_limited_matmul = limited(np.matmul)  # BLAS threads: at most the idle CPUs, for the call
+
+
 def _addmm_impl(bias, mat1, mat2):
-    follow_load()  # BLAS threads: the idle CPUs
-    out = np.matmul(mat1, mat2)
+    out = _limited_matmul(mat1, mat2)
     if np.result_type(out, bias) == out.dtype:
         return np.add(out, bias, out=out)  # out is fresh: add the bias in place
     return np.add(out, bias)
