@@ -2,15 +2,16 @@
 
 The code below the imports is plain PyTorch (Conv2d, MaxPool2d, Flatten, Linear,
 CrossEntropyLoss, Adam, DataLoader over a TensorDataset, torch.device, torch.save /
-torch.load); only the imports name tracegrad. Replace "tracegrad.eager" by "torch" in
-them and the same file runs under PyTorch (tests/examples/test_examples.py does exactly
-that and compares the first training steps).
+torch.load); only the imports name tracegrad, and `--torch` runs the same file under
+PyTorch. The initial weights are drawn with NumPy (examples/_common.py), so both
+libraries start from the same ones; tests/examples/test_model_examples.py compares 20
+training steps of `train_step` under both.
 
 The data set is made here: 8x8 grey images of a horizontal bar, a vertical bar or a
 cross, at random positions, with noise (three classes). The script prints the loss per
 epoch, the held-out accuracy, and checks that a saved and reloaded model predicts the same.
 
-Run:  python examples/cnn_classifier.py [--quick] [--epochs N] [--seed S]
+Run:  python examples/cnn_classifier.py [--quick] [--epochs N] [--seed S] [--torch] [--compile]
 """
 from __future__ import annotations
 
@@ -21,9 +22,16 @@ import time
 
 import numpy as np
 
-import tracegrad.eager as torch
-from tracegrad.eager import nn, optim
-from tracegrad.eager.utils.data import DataLoader, TensorDataset
+from _common import compiled, default_init, load_weights, numpy_weights, use_torch
+
+if use_torch():
+    import torch
+    from torch import nn, optim
+    from torch.utils.data import DataLoader, TensorDataset
+else:
+    import tracegrad.eager as torch
+    from tracegrad.eager import nn, optim
+    from tracegrad.eager.utils.data import DataLoader, TensorDataset
 
 CLASSES = ("horizontal bar", "vertical bar", "cross")
 
@@ -65,6 +73,32 @@ class SmallCNN(nn.Module):
         return self.classifier(self.features(x))
 
 
+def build(seed: int = 0, lr: float = 1e-2):
+    """The model (NumPy initial weights from `seed`, `default_init`'s scheme) and its Adam."""
+    model = SmallCNN(len(CLASSES))
+    load_weights(torch, model, numpy_weights(model, seed, default_init))
+    return model, optim.Adam(model.parameters(), lr=lr)
+
+
+def make_train_step(model, optimizer):
+    criterion = nn.CrossEntropyLoss()
+
+    def train_step(images, labels):
+        optimizer.zero_grad(set_to_none=True)
+        loss = criterion(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        return loss
+    return train_step
+
+
+def batches(steps: int, seed: int = 0, batch_size: int = 16) -> list:
+    """`steps` fixed batches (images, labels) cycling through 64 images."""
+    x, y = make_images(64, seed)
+    starts = [(step * batch_size) % 64 for step in range(steps)]
+    return [(x[s:s + batch_size], y[s:s + batch_size]) for s in starts]
+
+
 def accuracy(model, loader, device) -> float:
     model.eval()
     correct = total = 0
@@ -79,7 +113,7 @@ def accuracy(model, loader, device) -> float:
 
 
 def train(epochs: int, n_train: int, n_test: int, seed: int, batch_size: int = 32,
-          lr: float = 1e-2) -> None:
+          lr: float = 1e-2, compile: bool = False) -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(seed)
     x_train, y_train = make_images(n_train, seed)
@@ -89,9 +123,9 @@ def train(epochs: int, n_train: int, n_test: int, seed: int, batch_size: int = 3
     test_loader = DataLoader(TensorDataset(torch.tensor(x_test), torch.tensor(y_test)),
                              batch_size=256)
 
-    model = SmallCNN(len(CLASSES)).to(device)
-    criterion = nn.CrossEntropyLoss()
-    optimizer = optim.Adam(model.parameters(), lr=lr)
+    model, optimizer = build(seed, lr)
+    model.to(device)
+    train_step = compiled(torch, make_train_step(model, optimizer), compile)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"device: {device}; {n_params} parameters; {n_train} training images, "
           f"{n_test} held out; batch {batch_size}")
@@ -102,10 +136,7 @@ def train(epochs: int, n_train: int, n_test: int, seed: int, batch_size: int = 3
         running, seen = 0.0, 0
         for images, labels in train_loader:
             images, labels = images.to(device), labels.to(device)
-            optimizer.zero_grad()
-            loss = criterion(model(images), labels)
-            loss.backward()
-            optimizer.step()
+            loss = train_step(images, labels)
             running += loss.item() * labels.shape[0]
             seen += labels.shape[0]
         print(f"epoch {epoch:2d}  loss {running / seen:.4f}  "
@@ -131,10 +162,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few seconds: smaller run")
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--torch", action="store_true", help="run under real PyTorch")
+    parser.add_argument("--compile", action="store_true",
+                        help="wrap train_step with torch.compile")
     args = parser.parse_args()
     epochs = args.epochs or (4 if args.quick else 10)
     n_train = 768 if args.quick else 3000
-    train(epochs, n_train, n_test=600, seed=args.seed)
+    train(epochs, n_train, n_test=600, seed=args.seed, compile=args.compile)
 
 
 if __name__ == "__main__":

@@ -126,32 +126,14 @@ def test_cnn_classifier_compiled():
         assert re.search(rf"^  {row} +[0-9.]+ ms", out, re.M), row
     assert re.search(r"first step \(trace \+ compile\): [0-9.]+ s", out)
 
-def _load_cnn_script(backend: str):
-    """examples/cnn_classifier.py as a module; backend "torch" swaps its imports of
-    tracegrad.eager for torch (the only change a PyTorch user would make)."""
-    import types
-    path = EXAMPLES / "cnn_classifier.py"
-    lines = path.read_text().splitlines(keepends=True)
-    imports = [i for i, line in enumerate(lines) if line.startswith(("import ", "from "))
-               and "tracegrad.eager" in line]
-    assert len(imports) == 3
-    if backend == "torch":
-        for i in imports:
-            lines[i] = lines[i].replace("tracegrad.eager", "torch")
-    src = "".join(lines)
-    module = types.ModuleType(f"cnn_classifier_{backend}")
-    module.__file__ = str(path)
-    exec(compile(src, str(path), "exec"), module.__dict__)
-    return module
-
-
-def test_cnn_classifier_model_matches_pytorch():
-    """The script's model code under tracegrad and under real PyTorch, same weights and
-    batches: the first-step loss and every parameter gradient agree, and so do the
-    parameters after 5 Adam steps."""
+def test_cnn_classifier_model_matches_pytorch(load_example):
+    """The script's model code under tracegrad and under real PyTorch (its --torch
+    imports), same weights and batches: the first-step loss and every parameter gradient
+    agree, and so do the parameters after 5 Adam steps."""
     rt = pytest.importorskip("torch")
     import numpy as np
-    ours, theirs = _load_cnn_script("tracegrad"), _load_cnn_script("torch")
+    ours = load_example("cnn_classifier", "tracegrad")
+    theirs = load_example("cnn_classifier", "torch")
     assert ours.torch.__name__ == "tracegrad.eager" and theirs.torch is rt
     ours.torch.manual_seed(0)
     model = ours.SmallCNN(3)
