@@ -133,6 +133,12 @@ assert call() == "p" and seen[-1] == ("parallel", 2), seen
 assert numba.get_num_threads() == 1  # put back
 tg.set_num_threads(1)
 assert call() == "s" and seen[-1][0] == "serial"
+# small work stays on one thread: one thread per KERNEL_GRAIN elements of its largest loop
+tg.set_num_threads(2)
+small = threads.numba_parallel_call(entry, serial, work=threads.KERNEL_GRAIN)
+assert small() == "s" and seen[-1][0] == "serial"
+big = threads.numba_parallel_call(entry, serial, work=2 * threads.KERNEL_GRAIN)
+assert big() == "p" and seen[-1] == ("parallel", 2)
 # a real kernel gives the same values on one thread and on two
 tg.set_num_threads(2)
 v2, g2 = vg(x, w)

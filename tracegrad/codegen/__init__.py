@@ -88,7 +88,8 @@ def _calls_blas(source: str | None) -> bool:
     return bool(source) and any(c in source for c in ("tg_gemm(", "tg_trs", "tg_potrf("))
 
 
-def _load_aware(entry: Callable, calls_blas: bool, serial: Callable | None = None) -> Callable:
+def _load_aware(entry: Callable, calls_blas: bool, serial: Callable | None = None,
+                work: int | None = None) -> Callable:
     """`entry`, made a good neighbour (runtime/threads.py, ops/blas_threads.py): a
     parallel variant runs on at most tracegrad's thread limit and the idle CPUs (the
     serial variant when that is one), Numba's count put back after the call; BLAS's
@@ -99,7 +100,7 @@ def _load_aware(entry: Callable, calls_blas: bool, serial: Callable | None = Non
     from tracegrad.ops import blas_threads, parallel
     from tracegrad.runtime import threads
     call = entry if serial is None else threads.numba_parallel_call(
-        entry, serial, idle=lambda: parallel.threads_now())
+        entry, serial, idle=lambda: parallel.threads_now(), work=work)
     if calls_blas:
         call = blas_threads.limited(call)
     call.raw_entry = entry
@@ -154,7 +155,8 @@ class Kernel:
         # on a machine whose other cores are busy the serial variant runs (a parallel
         # region waits for every thread at its barrier, a descheduled one costs a slice)
         self.entry = _load_aware(entry, calls_blas=_calls_blas(emitted.source),
-                                 serial=self._serial_entry)
+                                 serial=self._serial_entry,
+                                 work=max((n.size for n in self.graph.nodes), default=None))
         _hold_module(self, module)
         _PARALLEL_KERNELS.add(self)
         self.parallel_source = emitted.source

@@ -298,16 +298,27 @@ def numba_pool_size() -> int:
     return int(numba_config.NUMBA_NUM_THREADS)
 
 
-def numba_parallel_call(entry, serial, idle=None):
+KERNEL_GRAIN = 1 << 16  # elements per thread at least in a parallel kernel's largest loop
+
+
+def numba_parallel_call(entry, serial, idle=None, work: int | None = None):
     """`entry` (a kernel with prange loops) made to run on at most the thread limit,
-    `idle()` (the CPUs not busy now; codegen passes ops/parallel.threads_now) and
-    Numba's pool, and `serial` when that is one thread. Numba's thread count is per
-    calling thread; it is set for the call and put back right after, so the caller's
-    own Numba code keeps its count."""
+    `idle()` (the CPUs not busy now; codegen passes ops/parallel.threads_now), Numba's
+    pool and one thread per KERNEL_GRAIN elements of `work` (its largest loop), and
+    `serial` when that is one thread. Numba's thread count is per calling thread; it
+    is set for the call and put back right after, so the caller's own Numba code keeps
+    its count.
+
+    KERNEL_GRAIN: on 16 cores the issue measured elementwise_1M still faster on 16
+    threads than on 8 (605 vs 859 us), so 1M elements take all 16; a 2**18-element
+    kernel (the smallest with a parallel variant) takes 4. Not measured above 2 cores
+    here (perf/threads.py, crossover, measures it per core count)."""
     from numba.np.ufunc import parallel as npar
     launch_numba()
     get, set_ = npar._get_num_threads, npar._set_num_threads
     pool = numba_pool_size()
+    if work is not None:
+        pool = min(pool, max(1, int(work) // KERNEL_GRAIN))
 
     def call(*arrays):
         k = min(get_num_threads(), pool)
