@@ -54,6 +54,7 @@ from tracegrad import config
 from tracegrad.ir.graph import Graph
 from tracegrad.ops import core
 from tracegrad.ops.core import TracegradError
+from tracegrad.eager.capture_hooks import NeedsCapture
 from tracegrad.lowering import (  # noqa: F401  (Lowered and lower_graphs are public here too)
     _BUILD_LOCK, Lowered, _canonical_leaf, _fn_name, _Interpreted, _lower_in_background,
     _optimize_graph, _plain_leaf, _Signature, log, lower_graphs)
@@ -333,7 +334,7 @@ class CompiledFunction:
 
     def __init__(self, fn: Callable, mode: str, argnums: Any = 0, has_aux: bool = False,
                  backend: str | None = None, check_finite: bool = False,
-                 optimize: bool = True):
+                 optimize: bool = True, fullgraph: bool = False):
         if not callable(fn):
             raise TypeError(f"expected a callable, got {type(fn).__name__}")
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn) or \
@@ -359,6 +360,13 @@ class CompiledFunction:
         self._shortcuts = self.entries.shortcuts  # (the hot path's one dict)
         self._externals: list | None = None   # implicit inputs (tracegrad.implicit); None: not looked for yet
         self._n_ext = 0
+        # PyTorch-style code (tracegrad.capture): break policy, retrace reasons, breaks seen
+        self.fullgraph = fullgraph            # a graph break raises instead of running eagerly
+        self.force_capture = False            # capture even without tensor arguments
+        self.names_from: Any = None           # where readable names of parameters come from
+        self.trace_reasons: list[str] = []
+        self.graph_breaks: list = []
+        self._capture_names: dict | None = None
         _LIVE.add(self)
         # name and docs only: copying fn.__dict__ would overwrite our own state when fn
         # is itself a CompiledFunction (grad(grad(f)) silently became grad(f))
@@ -495,10 +503,10 @@ class CompiledFunction:
         if active_contexts() or any(isinstance(v, Tracer) for v in leaves):
             # Called while an enclosing grad/compile traces: inline into its graph.
             return self._call_traced(args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args)
+        if self.mode == "compile" and (self.force_capture or any(_is_eager_tensor(v) for v in leaves)):
+            from tracegrad.capture import call_captured
+            return call_captured(self, args, kwargs)
         _check_leaves(self, args, leaves, arg_of_leaf)
-        if self.mode == "compile" and any(_is_eager_tensor(v) for v in leaves):
-            from tracegrad.compiled_eager import call_with_tensors
-            return call_with_tensors(self, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args)
         leaves = [_plain_leaf(v) for v in leaves]
         arrays = [_canonical_leaf(v) for v in leaves]
         avals = tuple(_leaf_aval(v) for v in arrays)
@@ -506,7 +514,14 @@ class CompiledFunction:
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
         if signature.key() not in self.entries:  # checked once per signature
             self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
-        entry = self._entry_for(signature, args, kwargs)
+        try:
+            entry = self._entry_for(signature, args, kwargs)
+        except NeedsCapture:  # the function runs eager modules or tensors: capture it
+            if self.mode != "compile":
+                raise
+            from tracegrad.capture import call_captured
+            self.force_capture = True
+            return call_captured(self, args, kwargs)
         if not kwargs:
             self._remember_fast(args, wrt_args, entry, arrays, leaves)
         return entry.call(arrays)
@@ -804,6 +819,9 @@ class CompiledFunction:
         args = self._with_externals(args)
         wrt_args = self._wrt_args(len(args))
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
+        if self.mode == "compile" and (self.force_capture or any(_is_eager_tensor(v) for v in leaves)):
+            from tracegrad.capture import lower_captured
+            return lower_captured(self, args, kwargs)
         _check_leaves(self, args, leaves, arg_of_leaf)
         leaves = [_canonical_leaf(_plain_leaf(v)) for v in leaves]
         avals = tuple(_leaf_aval(v) for v in leaves)
@@ -812,7 +830,14 @@ class CompiledFunction:
         signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
         entry = self.entries.get(signature.key())  # not a call: no hit counted
         if entry is None:  # lower() wants the kernel: no interpreter tier
-            entry = self._entry_for(signature, args, kwargs, tier=False)
+            try:
+                entry = self._entry_for(signature, args, kwargs, tier=False)
+            except NeedsCapture:  # PyTorch-style code: the captured stages
+                if self.mode != "compile":
+                    raise
+                from tracegrad.capture import lower_captured
+                self.force_capture = True
+                return lower_captured(self, args, kwargs)
         if isinstance(entry, _TieredEntry):  # its kernel is building: wait for it
             entry = entry.finish()
         return entry.lowered
@@ -853,8 +878,16 @@ class CompiledFunction:
                          _fn_name(self.fn), MAX_ENTRIES + 1)
 
     def cache_info(self) -> CacheInfo:
-        """CacheInfo(traces, hits): signatures traced, and calls served from the cache."""
+        """CacheInfo(traces, hits): signatures traced, and calls served from the cache.
+        For captured PyTorch-style code, `trace_reasons` says why each trace happened."""
         return CacheInfo(self.entries.traces, self.entries.hits)
+
+    def capture_names(self) -> dict:
+        """Readable names ("model.fc1.weight") for the state a captured trace lifts."""
+        if self._capture_names is None:
+            from tracegrad.capture.module import module_names
+            self._capture_names = module_names(self.names_from or self.fn)
+        return self._capture_names
 
     def cache_clear(self) -> None:
         with _BUILD_LOCK:
@@ -1152,7 +1185,8 @@ def _note_unkeyed(fn: Callable, mode: str) -> None:
 
 
 def compile(fn: Callable | None = None, *, backend: str | None = None, check_finite: bool = False,
-            optimize: bool = True):
+            optimize: bool = True, fullgraph: bool = False, dynamic: bool | None = None,
+            mode: str | None = None, options: dict | None = None):
     """Compile `fn` per input signature into a kernel; usable as `@compile`.
 
     A signature is the arguments' pytree structure, shapes and dtypes, and the
@@ -1175,6 +1209,15 @@ def compile(fn: Callable | None = None, *, backend: str | None = None, check_fin
     that require grad it returns an eager tensor whose grad_fn is one
     CompiledFunctionBackward node.
 
+    PyTorch-style code compiles too (`tracegrad.capture`): `compile(model)` or
+    `compile(train_step)` captures eager ops, `nn.Module` forwards, losses,
+    `loss.backward()` and `optimizer.step()` into one graph, with parameters,
+    grads and optimizer state read and written on every call. fullgraph: a graph
+    break (`.item()` feeding an `if`, `print(t)`) raises instead of running that
+    call eagerly. dynamic, mode and options are accepted for torch.compile's
+    callers and change nothing (every new shape retraces; kernels are always
+    fused and cached).
+
     Arrays that `fn` reads from its closure, from module globals or from
     attributes of the object it is bound to are implicit inputs, read again on
     every call: an in-place change (`W -= lr * g`) or a rebinding is seen by the
@@ -1196,8 +1239,16 @@ def compile(fn: Callable | None = None, *, backend: str | None = None, check_fin
     array([3., 3.])
     """
     def wrap(f):
+        from tracegrad.capture.module import is_module
+        if is_module(f):
+            from tracegrad.capture import CompiledModule
+            return CompiledModule(f, lambda fn, b: CompiledFunction(fn, "compile", backend=b),
+                                  backend=backend, fullgraph=fullgraph)
+        if fullgraph:
+            return shared_compiled(f, "compile", backend=backend, check_finite=check_finite,
+                                   optimize=optimize, fullgraph=True)
         return shared_compiled(f, "compile", backend=backend, check_finite=check_finite,
-                                optimize=optimize)
+                               optimize=optimize)
     return wrap if fn is None else wrap(fn)
 
 

@@ -328,6 +328,8 @@ def _hint_for_caller() -> str:
 
 def trace_apply(prim: Primitive, args: tuple, attrs: dict) -> Tracer:
     """Record `prim(*args, **attrs)` as one node of the graph the tracers belong to."""
+    if _has_eager_tensor(args):  # tensors of a capture (tracegrad.capture): their tracers
+        args = [_tensor_value(a) for a in args]
     context = _context_of(prim, args)
     args = [_substituted(a) for a in args] if _any_substitutes() else args
     operands = [(context.capture(a) if isinstance(a, Tracer) and a.context is not context
@@ -350,6 +352,20 @@ def trace_apply(prim: Primitive, args: tuple, attrs: dict) -> Tracer:
     if origin is not None:
         context.vjp_origin[node.id] = origin
     return Tracer(context, node)
+
+
+def _has_eager_tensor(args) -> bool:
+    return any(type(a).__name__ == "Tensor" and hasattr(a, "_requires_grad") for a in args)
+
+
+def _tensor_value(value: Any) -> Any:
+    """An eager tensor's value while a capture runs: its tracer (a concrete tensor is
+    lifted into a graph input first); anything else as it is."""
+    if type(value).__name__ != "Tensor" or not hasattr(value, "_requires_grad"):
+        return value
+    from tracegrad.eager import capture_hooks
+    capture_hooks.lift(value)
+    return value._data if not isinstance(value._data, np.ndarray) else value
 
 
 def _any_substitutes() -> bool:

@@ -176,12 +176,13 @@ def test_training_steps_make_no_reference_cycles():
 
 def _count_backward_runs(monkeypatch):
     """Count calls of compiled backward kernels (one per run of the backward graph)."""
-    from tracegrad import compiled_eager
+    from tracegrad.capture.entry import CapturedEntry
     runs = []
-    original = compiled_eager.run_entry
+    original = CapturedEntry.run
 
-    def counting_run_entry(entry, *args):
-        if not getattr(entry.backward, "_counted", False):
+    def counting_run(self, leaves):
+        entry = self.aot
+        if entry is not None and not getattr(entry.backward, "_counted", False):
             kernel = entry.backward
 
             def backward(*arrays):
@@ -189,8 +190,8 @@ def _count_backward_runs(monkeypatch):
                 return kernel(*arrays)
             backward._counted = True
             entry.backward = backward
-        return original(entry, *args)
-    monkeypatch.setattr(compiled_eager, "run_entry", counting_run_entry)
+        return original(self, leaves)
+    monkeypatch.setattr(CapturedEntry, "run", counting_run)
     return runs
 
 

@@ -15,8 +15,8 @@ ROOT = pathlib.Path(tracegrad.__file__).resolve().parent
 LAYERS = {
     "config": 0, "runtime": 1, "ops": 2, "ir": 3, "eager": 3, "pytree": 4, "viz": 4,
     "tracing": 5, "autodiff": 6, "implicit": 6, "forward": 7, "loops": 8, "passes": 9,
-    "codegen": 10, "lowering": 11, "entries": 11, "compiled_eager": 12, "compiler": 13, "batching": 14,
-    "custom": 14, "transforms": 15, "tracegrad": 99, "distributed": 100,
+    "codegen": 10, "lowering": 11, "entries": 11, "compiled_eager": 12, "capture": 12.5, "compiler": 13, "batching": 14,
+    "custom": 14, "explainer": 14, "transforms": 15, "tracegrad": 99, "distributed": 100,
 }
 
 

@@ -32,7 +32,10 @@ from tracegrad.eager.autograd import detect_anomaly, set_detect_anomaly  # noqa:
 _LAZY = {"nn": "tracegrad.eager.nn", "optim": "tracegrad.eager.optim",
          "checkpoint": ("tracegrad.eager.checkpointing", "checkpoint"),
          "checkpoint_sequential": ("tracegrad.eager.checkpointing", "checkpoint_sequential"),
-         "utils": "tracegrad.eager.utils"}
+         "utils": "tracegrad.eager.utils",
+         # torch.compile is tracegrad.compile (the compiled front end, looked up lazily as
+         # PyTorch's own torch.compile imports torch._dynamo: eager mode never needs it)
+         "compile": ("tracegrad.compiler", "compile")}
 
 
 def __getattr__(name: str):

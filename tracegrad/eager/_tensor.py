@@ -28,7 +28,10 @@ from tracegrad.eager.graph import HOOKS_ACTIVE, Node, SavedValue, grad_accumulat
 from tracegrad.eager.errors import with_pytorch_class
 from tracegrad.eager.grad_mode import STATE
 from tracegrad.ops import table as T
-from tracegrad.ops.core import TracegradError, as_operand, aval_of, register_value_kind
+from tracegrad.ops.core import (_KINDS as _VALUE_KINDS, TracegradError, as_operand, aval_of, bind,
+                                register_value_kind)
+from tracegrad.eager import capture_hooks
+from tracegrad.eager.capture_hooks import ACTIVE as CAPTURING
 from tracegrad.ops.operators import ArrayOperators
 from tracegrad.ops.parallel import keep_freed_memory
 
@@ -96,17 +99,38 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
     """
     arrays = []
     requires_grad = False
+    traced = False
     for a in args:
         if isinstance(a, Tensor):
             if a._base is not None:
                 refresh_view(a)
-            arrays.append(a._data)
+            d = a._data
+            if type(d) is not np.ndarray:
+                if type(d) in _VALUE_KINDS:  # a tracer (inside tracegrad.compile)
+                    traced = True
+            elif CAPTURING[0]:  # a concrete tensor met inside a capture: a graph input
+                capture_hooks.lift(a)
+                d = a._data
+                traced = type(d) in _VALUE_KINDS
+            arrays.append(d)
             if a._requires_grad:
                 requires_grad = True
         elif isinstance(a, _PLAIN):
             arrays.append(a)
+        elif type(a) in _VALUE_KINDS:  # a tracer given to an eager op
+            if not CAPTURING[0] or capture_hooks.current() is None:
+                raise capture_hooks.NeedsCapture(
+                    f"tracegrad.eager's {prim.name}() got a traced value: PyTorch-style code "
+                    "(eager ops, nn.Module, backward, optimizers) is captured by "
+                    "tracegrad.compile; grad, value_and_grad and vmap trace tracegrad's own "
+                    f"ops: write tg.{prim.name}(x) (NumPy names) or an array method there"
+                    + capture_hooks.user_location_suffix())
+            arrays.append(a)
+            traced = True
         else:
             arrays.append(as_operand(a, prim))
+    if traced:
+        return _apply_traced(prim, args, arrays, attrs, requires_grad, name, visible, inplace_of)
     try:
         out = prim.impl(*arrays, **attrs)
     except TracegradError as exc:
@@ -146,6 +170,46 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
 _F64 = np.dtype(np.float64)
 
 
+def _apply_traced(prim, args, arrays, attrs, requires_grad, name, visible, inplace_of):
+    """apply_op inside a capture: the op records an IR node (bind reaches the tracer's
+    handler) and the result wraps the tracer; dtypes and the eager node follow eager
+    mode, so a backward() in the captured code runs the same vjp rules on tracers."""
+    try:
+        out = bind(prim, *arrays, **attrs)
+    except TracegradError as exc:
+        raise with_pytorch_class(exc) from None
+    if type(out) not in _VALUE_KINDS:
+        out = np.asarray(out)
+    dt = out.dtype
+    if (dt.kind == "f" or (dt.kind in "iu" and prim.kind == "elementwise")) and "dtype" not in attrs:
+        want = _promoted_dtype(dt, [_dtype_stand_in(a) for a in arrays])
+        if want is not None:
+            if want.kind == "f" and prim.kind == "elementwise":
+                out = bind(prim, *[a.astype(want) if hasattr(a, "dtype") and np.ndim(a)
+                                   and a.dtype != want and a.dtype.kind in "fiu" else a
+                                   for a in arrays], **attrs)
+            if out.dtype != want:
+                out = out.astype(want)
+            dt = out.dtype
+    result = Tensor._wrap(out)
+    state = STATE
+    if state.inference:
+        result._inference = True
+    if prim.kind == "shape" and isinstance(args[0], Tensor):
+        _make_view(result, args[0], prim, attrs, name)  # a view, as in eager mode
+    if requires_grad and state.grad_enabled and dt.kind == "f" and not prim.nondiff:
+        result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
+        result._requires_grad = True
+    return result
+
+
+def _dtype_stand_in(a):
+    """What dtypes.result_type reads of a tracer: an ndarray of its dtype and ndim."""
+    if type(a) is np.ndarray or isinstance(a, (int, float, np.generic)):
+        return a
+    return np.broadcast_to(np.zeros((), a.dtype), a.shape)
+
+
 def refresh_view(view: "Tensor") -> None:
     """After an in-place change of its base, a view's history is remade from the
     base's current history (PyTorch regenerates a view's grad_fn the same way)."""
@@ -154,6 +218,11 @@ def refresh_view(view: "Tensor") -> None:
     if info[1] == root._counter[0]:
         return
     info[1] = root._counter[0]
+    if type(root._data) in _VALUE_KINDS:  # captured: no shared memory, remake the value
+        data = root._data
+        for prim, attrs, _, _ in info[0]:
+            data = bind(prim, data, **attrs)
+        view._data = data
     if not (root._requires_grad and STATE.grad_enabled):
         return
     t = root
@@ -377,6 +446,14 @@ class Tensor(ArrayOperators):
     _base = None
     _retains_grad = False
     __array_ufunc__ = None  # numpy_array * tensor -> Tensor.__rmul__
+
+    def __array_function__(self, func, types, args, kwargs):
+        """NumPy functions (np.linalg.cholesky(t), np.concatenate([...])) of a tensor:
+        inside tracegrad.compile, of its tracer (they are traced); otherwise NumPy's
+        own implementation, which reads the values as before."""
+        if any(type(a._data) in _VALUE_KINDS for a in _tensors_in(args, kwargs)):
+            return func(*_tracers_of(args), **_tracers_of(kwargs))
+        return func._implementation(*args, **kwargs)
     __hash__ = object.__hash__
 
     def __init__(self, data: Any = (), dtype=None, requires_grad: bool = False):
@@ -611,11 +688,15 @@ class Tensor(ArrayOperators):
         """The underlying array (shared memory)."""
         if self._requires_grad and not force:
             raise RuntimeError(NUMPY_GRAD_MESSAGE)
+        if type(self._data) in _VALUE_KINDS:
+            _needs_values("Tensor.numpy()")
         return self._data
 
     def __array__(self, dtype=None, copy=None):
         if self._requires_grad:
             raise RuntimeError(NUMPY_GRAD_MESSAGE)
+        if type(self._data) in _VALUE_KINDS:
+            _needs_values("np.asarray(tensor)")
         if dtype is not None:
             return self._data.astype(dtype)
         return self._data
@@ -627,6 +708,8 @@ class Tensor(ArrayOperators):
         return self._data.reshape(()).item()
 
     def tolist(self):
+        if type(self._data) in _VALUE_KINDS:
+            _needs_values("Tensor.tolist()")
         return self._data.tolist()
 
     def __float__(self) -> float:
@@ -652,6 +735,8 @@ class Tensor(ArrayOperators):
         return format(repr(self), spec)
 
     def __repr__(self) -> str:
+        if type(self._data) in _VALUE_KINDS:
+            _needs_values("printing a tensor")
         from tracegrad.eager.formatting import tensor_repr
         return tensor_repr(self)
 
@@ -960,9 +1045,38 @@ class Tensor(ArrayOperators):
 
     def _fill_values(self, values: np.ndarray) -> "Tensor":
         check_inplace(self)
-        self._data[...] = values
-        self._counter[0] += 1
+        write_into(self, values)
         return self
+
+
+def _tensors_in(args, kwargs) -> list:
+    found = []
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, Tensor):
+            found.append(a)
+        elif isinstance(a, (list, tuple)):
+            found.extend(t for t in a if isinstance(t, Tensor))
+    return found
+
+
+def _tracers_of(value):
+    """`value` with each captured tensor replaced by its tracer (in lists, tuples, dicts)."""
+    if isinstance(value, Tensor):
+        return value._data
+    if isinstance(value, dict):
+        return {k: _tracers_of(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_tracers_of(v) for v in value)
+    return value
+
+
+def _needs_values(what: str) -> None:
+    """A captured tensor asked for its values: a graph break (or, outside a capture, a
+    tracer that escaped its trace)."""
+    capture_hooks.graph_break(f"{what} needs the tensor's values")
+    from tracegrad.ops.core import TracegradError
+    raise TracegradError(f"{what}: this tensor holds a traced value from a compiled function's "
+                         "trace that has finished; it has no values")
 
 
 def scaled_by_alpha(other, alpha):
@@ -1128,6 +1242,11 @@ def _inverse_view(prim, attrs, in_shape):
 
 def write_into(self: Tensor, values: np.ndarray) -> None:
     dst = self._data
+    if type(values) is not np.ndarray and isinstance(values, (np.generic, int, float, bool)):
+        values = np.asarray(values)
+    if type(dst) in _VALUE_KINDS or type(values) in _VALUE_KINDS:
+        _rebind_traced(self, values)
+        return
     if values.shape != dst.shape:
         try:
             ok = np.broadcast_shapes(values.shape, dst.shape) == dst.shape
@@ -1145,6 +1264,30 @@ def write_into(self: Tensor, values: np.ndarray) -> None:
                            "tensor refers to a single memory location. Please clone() the "
                            "tensor before performing the operation.")
     np.copyto(dst, values, casting="unsafe")
+    self._counter[0] += 1
+
+
+def _rebind_traced(self: Tensor, values) -> None:
+    """write_into inside a capture (functionalization): the tensor's value becomes the
+    new traced value, broadcast and cast to its shape and dtype; a view's new value is
+    also put back into its base, as shared memory would."""
+    from tracegrad.ops import api
+    if self._base is not None and type(self._base._data) is np.ndarray:
+        capture_hooks.lift(self._base)
+        refresh_view(self)
+    dst = self._data
+    if tuple(np.shape(values)) != tuple(dst.shape):
+        values = api.broadcast_to(values, dst.shape)
+    if values.dtype != dst.dtype:
+        values = values.astype(dst.dtype)
+    self._data = values
+    base = self._base
+    if base is not None:
+        from tracegrad.eager.grad_mode import no_grad
+        with no_grad():
+            new_base = _through_inverse_views(self, Tensor._wrap(values))
+        base._data = new_base._data
+        self.__dict__["_view"][1] = self._counter[0] + 1
     self._counter[0] += 1
 
 

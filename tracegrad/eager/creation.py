@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from tracegrad.eager import capture_hooks
 from tracegrad.eager import dtypes as _dt
 from tracegrad.eager.grad_mode import STATE
 from tracegrad.eager._tensor import (REQUIRES_GRAD_DTYPE_MESSAGE, Tensor,  # noqa: F401
@@ -16,12 +17,39 @@ _rng = np.random.default_rng()
 def manual_seed(seed: int):
     """Seed rand/randn/nn init (NumPy's generator: same seed, same numbers; not PyTorch's)."""
     global _rng
+    capture_hooks.graph_break("manual_seed() inside a compiled function reseeds at trace time")
     _rng = np.random.default_rng(int(seed))
     return _rng
 
 
 def generator() -> np.random.Generator:
+    """The default generator; inside a capture, a stand-in whose draws are graph inputs
+    drawn from this generator on every call, in program order (eager mode's stream)."""
+    if capture_hooks.ACTIVE[0] and capture_hooks.current() is not None:
+        return CapturedGenerator(None)
     return _rng
+
+
+class CapturedGenerator:
+    """What `generator()` is inside a capture: each draw (`random`, `standard_normal`,
+    `uniform`, `normal`, `integers`, `permutation`, ...) becomes a graph input that every
+    call of the compiled function draws from the real generator (the default one as it
+    is then, after any manual_seed, or `source`), so compiled code consumes the stream
+    exactly as eager code does."""
+
+    def __init__(self, source):
+        self.source = source  # None: the default generator at call time
+
+    def __getattr__(self, method: str):
+        def draw(*args, **kwargs):
+            return capture_hooks.random_draw(method, args, kwargs, self.source)
+        return draw
+
+
+def draw_now(source, method: str, args: tuple, kwargs: dict) -> np.ndarray:
+    """One draw from the default generator (source None) or `source`, as eager mode does."""
+    rng = _rng if source is None else source
+    return np.asarray(getattr(rng, method)(*args, **kwargs))
 
 
 def _shape(size) -> tuple:
@@ -37,7 +65,12 @@ def _check_device(device) -> None:
 
 
 def _rng_of(gen) -> np.random.Generator:
-    return _rng if gen is None else getattr(gen, "_np", gen)
+    if gen is None:
+        return generator()
+    rng = getattr(gen, "_np", gen)
+    if capture_hooks.ACTIVE[0] and capture_hooks.current() is not None:
+        return CapturedGenerator(rng)
+    return rng
 
 
 def _finish(arr: np.ndarray, requires_grad: bool) -> Tensor:

@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from tracegrad.eager import capture_hooks
 from tracegrad.eager.graph import DROP_GRAD, AccumulateGrad, Node, grad_accumulator
 from tracegrad.eager.grad_mode import STATE
 
@@ -170,6 +171,8 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
     are returned as {node: grad}. With `accumulate`, leaves
     (AccumulateGrad nodes) add their gradient into `.grad`; when targets are
     given only target leaves do."""
+    if capture_hooks.ACTIVE[0]:
+        capture_hooks.backward_called()
     deps, parents = _collect(roots, targets is not None)
     needed = _needed(targets, parents, accumulate) if targets is not None else None
     grads: dict = {}
@@ -376,6 +379,24 @@ def _grad_lock(var) -> threading.Lock:
     return _GRAD_LOCKS[(id(var) >> 4) & 63]
 
 
+_CONCRETE = (np.ndarray, np.generic, int, float)
+
+
+def _accumulate_traced(var, old, g) -> None:
+    """AccumulateGrad inside a capture: tracers are values, so the sum is a new one."""
+    Tensor = _tensor_cls()
+    dtype = var._data.dtype
+    if getattr(g, "dtype", None) != dtype:
+        g = g.astype(dtype) if hasattr(g, "astype") else np.asarray(g, dtype)
+    if old is None:
+        var._grad = Tensor._wrap(g if type(g) is not np.ndarray else g.copy())
+    elif old._requires_grad:
+        var._grad = Tensor._wrap(old._data + g)
+    else:
+        old._data = old._data + g
+        old._counter[0] += 1
+
+
 def accumulate_grad(var, g, create_graph: bool) -> None:
     """var.grad += g, in place when possible (PyTorch's AccumulateGrad); thread-safe."""
     with _grad_lock(var):
@@ -391,6 +412,10 @@ def _accumulate_unlocked(var, g, create_graph: bool) -> None:
         return
     if isinstance(g, Tensor):
         g = g._data
+    if not isinstance(var._data, _CONCRETE) or not isinstance(g, _CONCRETE) or (
+            old is not None and not isinstance(old._data, _CONCRETE)):
+        _accumulate_traced(var, old, g)
+        return
     if old is None:
         var._grad = Tensor._wrap(np.array(g, dtype=var._data.dtype, copy=True))
     elif old._requires_grad:

@@ -510,6 +510,9 @@ def _output_value(saved: tuple, node: Node, as_tensors: bool):
     return t
 
 
+_SCALARS = (np.generic, int, float, bool)
+
+
 def fit_to(g, meta, as_tensors: bool):
     """Undo broadcasting and cast to the operand's dtype (once, for every op)."""
     shape, dtype = meta
@@ -519,11 +522,11 @@ def fit_to(g, meta, as_tensors: bool):
         if g.dtype.np != dtype:
             g = g.to(dtype)
         return g
-    if type(g) is not np.ndarray:
+    if isinstance(g, _SCALARS):  # (a tracer, inside tracegrad.compile, stays one)
         g = np.asarray(g)
     if g.shape != shape:
         g = sum_to_shape(g, shape)
-        if type(g) is not np.ndarray:
+        if isinstance(g, _SCALARS):
             g = np.asarray(g)
     if g.dtype != dtype:
         g = g.astype(dtype)

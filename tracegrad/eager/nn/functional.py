@@ -16,7 +16,7 @@ import numpy as np
 
 from tracegrad.eager import torch_ops as _f
 from tracegrad.eager.errors import EagerIndexError, EagerValueError, shape_error
-from tracegrad.eager._tensor import Tensor, apply_op
+from tracegrad.eager._tensor import Tensor, apply_op, write_into
 from tracegrad.ops import table as T
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -110,6 +110,8 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     if target.dtype.np.kind not in "iu":
         raise RuntimeError(f"expected scalar type Long but found {target.dtype._tensor_type[:-6]}")
     n_classes = input.shape[1]
+    if type(target._data) is not np.ndarray:
+        return _nll_loss_captured(input, target, weight, ignore_index, reduction)
     t = target.numpy()
     valid = t != ignore_index
     tv = t[valid]
@@ -138,6 +140,27 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
         return apply_op(T.mul, (total, 1.0), {}, name="NllLossBackward0")
     return apply_op(T.div, (total, np.asarray(w_row.sum(), input._data.dtype)), {},
                     name="NllLossBackward0")
+
+
+def _nll_loss_captured(input: Tensor, target: Tensor, weight, ignore_index: int,
+                       reduction: str) -> Tensor:
+    """nll_loss inside tracegrad.compile: the targets are traced, so which are ignored
+    is part of the graph (a mask), and the kernel checks their range when it runs."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    dtype = input._data.dtype
+    t = target._data
+    valid = t != ignore_index
+    safe = np.where(valid, t, 0)
+    picked = apply_op(T.take_along_axis, (input, safe[:, None]), {"axis": 1})
+    w_row = valid.astype(dtype)
+    if weight is not None:
+        w_row = w_row * np.take(weight._data, safe, axis=0).astype(dtype)
+    per_row = picked.reshape(-1) * (-w_row)
+    if reduction == "none":
+        return per_row
+    total = per_row.sum()
+    return total if reduction == "sum" else total / w_row.sum()
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -365,10 +388,9 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
             m = momentum
             bm = mean._data.reshape(c).astype(running_mean._data.dtype)
             bv = var._data.reshape(c).astype(running_var._data.dtype) * (count / (count - 1))
-            running_mean._data[...] = (1 - m) * running_mean._data + m * bm
-            running_var._data[...] = (1 - m) * running_var._data + m * bv
-            running_mean._counter[0] += 1
-            running_var._counter[0] += 1
+            # write_into, not `_data[...] =`: inside tracegrad.compile the buffers are tracers
+            write_into(running_mean, (1 - m) * running_mean._data + m * bm)
+            write_into(running_var, (1 - m) * running_var._data + m * bv)
         out = centered * _f.reciprocal(_f.sqrt(var + eps))
     else:
         if running_mean is None or running_var is None:
@@ -398,7 +420,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None,
                            f"{_torch_type(input)}Tensor instead (while checking arguments for "
                            "embedding)")
     n = weight.shape[0]
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
+    captured = type(idx) is not np.ndarray  # inside tracegrad.compile: the kernel checks range
+    if not captured and idx.size and (idx.min() < 0 or idx.max() >= n):
         raise IndexError("index out of range in self")
     if max_norm is not None or scale_grad_by_freq or sparse:
         raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
@@ -409,7 +432,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None,
     if padding_idx is not None:
         pad = padding_idx if padding_idx >= 0 else padding_idx + n
         mask = (idx == pad)[..., None]
-        if mask.any():
+        if captured or mask.any():
             out = apply_op(T.where, (mask, weight._data[pad], out), {}, name="EmbeddingBackward0",
                            visible=(2,))
     return out

@@ -10,7 +10,9 @@ import numpy as np
 from tracegrad.eager import dtypes as _dt
 from tracegrad.eager.nn import functional as F
 from tracegrad.eager.nn import init
-from tracegrad.eager._tensor import Tensor, eager_apply
+from tracegrad.eager import capture_hooks
+from tracegrad.eager._tensor import Tensor, eager_apply, write_into
+from tracegrad.eager.capture_hooks import ACTIVE as CAPTURING
 from tracegrad.ops.core import register_value_kind
 
 
@@ -62,12 +64,14 @@ class RemovableHandle:
 def zero_grads(params, set_to_none: bool = True) -> None:
     """Clear `.grad` of each parameter: drop it (PyTorch's default) or fill it with zeros."""
     for p in params:
+        if CAPTURING[0]:
+            capture_hooks.grad_cleared(p, set_to_none)
         if p.grad is None:
             continue
         if set_to_none:
             p.grad = None
         else:
-            p.grad._data[...] = 0
+            write_into(p.grad, np.zeros((), p.grad._data.dtype))
 
 
 class Module:
@@ -163,6 +167,8 @@ class Module:
                                   "\"forward\" function")
 
     def __call__(self, *args, **kwargs):
+        if CAPTURING[0]:  # inside tracegrad.compile: its parameters and buffers are inputs
+            capture_hooks.module_called(self)
         hooks = self.__dict__.get("_forward_hooks")
         if not hooks:
             return self.forward(*args, **kwargs)
@@ -824,8 +830,7 @@ class _BatchNorm(Module):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            self.num_batches_tracked._data[...] += 1
-            self.num_batches_tracked._counter[0] += 1
+            write_into(self.num_batches_tracked, self.num_batches_tracked._data + 1)
             if self.momentum is None:  # cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked._data)
         use_batch = self.training or not self.track_running_stats

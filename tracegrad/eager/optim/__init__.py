@@ -1,6 +1,13 @@
 """`tracegrad.eager.optim`: SGD (momentum, nesterov, weight decay), Adam, AdamW and RMSprop,
 with PyTorch's update formulas (its single-tensor CPU code path), and `lr_scheduler`.
 
+Updates are written as new values assigned to the parameter (`_write`) and to the
+state dict, never as in-place NumPy operators on state arrays: inside
+`tracegrad.compile` the arrays are tracers, and an in-place operator on a tracer
+would only rebind a local name. `state["step"]` is a 0-d float64 array (PyTorch
+keeps a tensor too), so the bias corrections are part of a captured graph instead of
+constants baked into it.
+
     >>> import tracegrad.eager as torch
     >>> w = torch.tensor([1.0], requires_grad=True)
     >>> opt = torch.optim.SGD([w], lr=0.1, momentum=0.9)
@@ -11,13 +18,44 @@ with PyTorch's update formulas (its single-tensor CPU code path), and `lr_schedu
 """
 from __future__ import annotations
 
-import math
 from typing import Iterable
 
 import numpy as np
 
-from tracegrad.eager._tensor import Tensor
+from tracegrad.eager import capture_hooks
+from tracegrad.eager._tensor import Tensor, write_into
 from tracegrad.eager.nn.modules import zero_grads
+
+
+def _scalar(value, dtype):
+    """A hyperparameter (or bias correction) in the parameter's dtype, as PyTorch's kernels
+    convert a Python scalar: NumPy would promote float32 math by a float64 0-d array."""
+    if isinstance(value, (float, int, np.generic)):
+        return np.asarray(value, dtype)
+    return value.astype(dtype) if value.dtype != dtype else value
+
+
+def _exported(key: str, value):
+    """A state_dict() value: arrays as tensor copies; `step` as a float32 tensor (PyTorch's)."""
+    if key == "step" and isinstance(value, np.ndarray):
+        return Tensor._wrap(value.astype(np.float32))
+    return Tensor._wrap(value.copy()) if isinstance(value, np.ndarray) else value
+
+
+def _imported(key: str, value, dtype):
+    """The state array a load_state_dict() value stands for (`step` stays float64)."""
+    if key == "step":
+        return np.array(value._data if isinstance(value, Tensor) else value, np.float64)
+    if isinstance(value, (Tensor, np.ndarray)):
+        return np.array(value._data if isinstance(value, Tensor) else value, dtype=dtype)
+    return value
+
+
+def _next_step(state: dict):
+    """state["step"] + 1, kept as a 0-d float64 array (or its tracer)."""
+    step = state["step"] + 1.0
+    state["step"] = np.asarray(step) if isinstance(step, np.generic) else step
+    return state["step"]
 
 
 class Optimizer:
@@ -63,8 +101,7 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if p in self.state:
-                    state[index[id(p)]] = {k: (Tensor._wrap(v.copy()) if isinstance(v, np.ndarray)
-                                               else v) for k, v in self.state[p].items()}
+                    state[index[id(p)]] = {k: _exported(k, v) for k, v in self.state[p].items()}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -82,15 +119,17 @@ class Optimizer:
         self.state = {}
         for key, p in params:
             if key in saved_state:
-                self.state[p] = {k: (np.array(v._data if isinstance(v, Tensor) else v,
-                                              dtype=p._data.dtype)
-                                     if isinstance(v, (Tensor, np.ndarray)) else v)
+                self.state[p] = {k: _imported(k, v, p._data.dtype)
                                  for k, v in saved_state[key].items()}
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
+    # Optimizers whose step() a capture may record (functional updates, see the module doc).
+    _capturable = True
+
     def _params_with_grad(self):
+        capture_hooks.optimizer_step(self)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
@@ -108,8 +147,11 @@ class Optimizer:
 
     @staticmethod
     def _write(p: Tensor, new_values: np.ndarray) -> None:
-        np.copyto(p._data, new_values, casting="unsafe")
-        p._counter[0] += 1
+        write_into(p, new_values)
+
+    def _init_state(self, group: dict, p: Tensor) -> None:
+        """Create the state of `p` before its first step (zeros; the capture calls it
+        ahead of the trace, so the first captured step already reads state as inputs)."""
 
     def step(self, closure=None):
         raise NotImplementedError
@@ -125,6 +167,11 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov))
 
+    def _init_state(self, group: dict, p: Tensor) -> None:
+        # zeros * momentum + 1 * g is g exactly: the same first step as PyTorch's clone(g)
+        if group["momentum"] and group["dampening"] == 0 and p not in self.state:
+            self.state[p] = {"momentum_buffer": np.zeros(p.shape, p._data.dtype)}
+
     def step(self, closure=None):
         loss = closure() if closure is not None else None
         for group, p, g in self._params_with_grad():
@@ -135,10 +182,9 @@ class SGD(Optimizer):
                 state = self.state.setdefault(p, {})
                 buf = state.get("momentum_buffer")
                 if buf is None:
-                    buf = np.array(g, copy=True)
+                    buf = g + np.zeros((), g.dtype)  # a copy (a tracer too)
                 else:
-                    buf *= momentum
-                    buf += (1 - group["dampening"]) * g
+                    buf = buf * momentum + (1 - group["dampening"]) * g
                 state["momentum_buffer"] = buf
                 g = g + momentum * buf if group["nesterov"] else buf
             self._write(p, p._data - group["lr"] * g)
@@ -179,33 +225,37 @@ class Adam(Optimizer):
             lr, wd = group["lr"], group["weight_decay"]
             if group["maximize"]:
                 g = -g
+            dt = p._data.dtype
             if wd:
                 if group["decoupled_weight_decay"]:
-                    p._data *= np.asarray(1 - lr * wd, p._data.dtype)
+                    self._write(p, p._data * np.asarray(1 - lr * wd, dt))
                 else:
                     g = g + wd * p._data
-            state = self.state.setdefault(p, {})
-            if not state:
-                state["step"] = 0
-                state["exp_avg"] = np.zeros_like(p._data)
-                state["exp_avg_sq"] = np.zeros_like(p._data)
-                if group["amsgrad"]:
-                    state["max_exp_avg_sq"] = np.zeros_like(p._data)
-            state["step"] += 1
-            m, v, t = state["exp_avg"], state["exp_avg_sq"], state["step"]
-            m += (g - m) * np.asarray(1 - beta1, m.dtype)  # lerp, as torch
-            v *= beta2
-            v += (1 - beta2) * g * g
+            if p not in self.state:
+                self._init_state(group, p)
+            state = self.state[p]
+            t = _next_step(state)
+            m = state["exp_avg"]
+            state["exp_avg"] = m = m + (g - m) * np.asarray(1 - beta1, dt)  # lerp, as torch
+            state["exp_avg_sq"] = v = state["exp_avg_sq"] * beta2 + (1 - beta2) * g * g
             bias1 = 1 - beta1 ** t
-            bias2_sqrt = math.sqrt(1 - beta2 ** t)
+            bias2_sqrt = _scalar(np.sqrt(1 - beta2 ** t), dt)
             if group["amsgrad"]:
-                vmax = state["max_exp_avg_sq"]
-                np.maximum(vmax, v, out=vmax)
+                state["max_exp_avg_sq"] = vmax = np.maximum(state["max_exp_avg_sq"], v)
                 denom = np.sqrt(vmax) / bias2_sqrt + group["eps"]
             else:
                 denom = np.sqrt(v) / bias2_sqrt + group["eps"]
-            self._write(p, p._data - (lr / bias1) * (m / denom))
+            self._write(p, p._data - _scalar(lr / bias1, dt) * (m / denom))
         return loss
+
+    def _init_state(self, group: dict, p: Tensor) -> None:
+        if p in self.state:
+            return
+        zeros = np.zeros(p.shape, p._data.dtype)
+        state = {"step": np.zeros((), np.float64), "exp_avg": zeros, "exp_avg_sq": zeros.copy()}
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = zeros.copy()
+        self.state[p] = state
 
 
 class AdamW(Adam):
@@ -242,33 +292,36 @@ class RMSprop(Optimizer):
         for group, p, g in self._params_with_grad():
             alpha, lr = group["alpha"], group["lr"]
             g = self._coupled_grad(group, p, g)
-            state = self.state.setdefault(p, {})
-            if not state:
-                state["step"] = 0
-                state["square_avg"] = np.zeros_like(p._data)
-                if group["momentum"] > 0:
-                    state["momentum_buffer"] = np.zeros_like(p._data)
-                if group["centered"]:
-                    state["grad_avg"] = np.zeros_like(p._data)
-            state["step"] += 1
-            v = state["square_avg"]
-            v *= alpha
-            v += (1 - alpha) * g * g
+            if p not in self.state:
+                self._init_state(group, p)
+            state = self.state[p]
+            _next_step(state)
+            state["square_avg"] = v = state["square_avg"] * alpha + (1 - alpha) * g * g
             if group["centered"]:
                 gbar = state["grad_avg"]
-                gbar += (g - gbar) * np.asarray(1 - alpha, gbar.dtype)
+                state["grad_avg"] = gbar = gbar + (g - gbar) * np.asarray(1 - alpha, gbar.dtype)
                 avg = np.sqrt(v - gbar * gbar)
             else:
                 avg = np.sqrt(v)
-            avg += group["eps"]
+            avg = avg + group["eps"]
             if group["momentum"] > 0:
-                buf = state["momentum_buffer"]
-                buf *= group["momentum"]
-                buf += g / avg
+                state["momentum_buffer"] = buf = state["momentum_buffer"] * group["momentum"] \
+                    + g / avg
                 self._write(p, p._data - lr * buf)
             else:
                 self._write(p, p._data - lr * (g / avg))
         return loss
+
+    def _init_state(self, group: dict, p: Tensor) -> None:
+        if p in self.state:
+            return
+        zeros = np.zeros(p.shape, p._data.dtype)
+        state = {"step": np.zeros((), np.float64), "square_avg": zeros}
+        if group["momentum"] > 0:
+            state["momentum_buffer"] = zeros.copy()
+        if group["centered"]:
+            state["grad_avg"] = zeros.copy()
+        self.state[p] = state
 
 
 class Adadelta(Optimizer):
@@ -290,20 +343,22 @@ class Adadelta(Optimizer):
         for group, p, g in self._params_with_grad():
             rho, eps = group["rho"], group["eps"]
             g = self._coupled_grad(group, p, g)
-            state = self.state.setdefault(p, {})
-            if not state:
-                state["step"] = 0
-                state["square_avg"] = np.zeros_like(p._data)
-                state["acc_delta"] = np.zeros_like(p._data)
-            state["step"] += 1
-            v, u = state["square_avg"], state["acc_delta"]
-            v *= rho
-            v += (1 - rho) * g * g
+            if p not in self.state:
+                self._init_state(group, p)
+            state = self.state[p]
+            _next_step(state)
+            u = state["acc_delta"]
+            state["square_avg"] = v = state["square_avg"] * rho + (1 - rho) * g * g
             delta = np.sqrt(u + eps) / np.sqrt(v + eps) * g
-            u *= rho
-            u += (1 - rho) * delta * delta
+            state["acc_delta"] = u * rho + (1 - rho) * delta * delta
             self._write(p, p._data - group["lr"] * delta)
         return loss
+
+    def _init_state(self, group: dict, p: Tensor) -> None:
+        if p not in self.state:
+            zeros = np.zeros(p.shape, p._data.dtype)
+            self.state[p] = {"step": np.zeros((), np.float64), "square_avg": zeros,
+                             "acc_delta": zeros.copy()}
 
 
 class Adagrad(Optimizer):
@@ -324,7 +379,7 @@ class Adagrad(Optimizer):
                                       eps=eps, maximize=maximize))
         for group in self.param_groups:
             for p in group["params"]:
-                self.state[p] = {"step": 0, "sum": np.full_like(
+                self.state[p] = {"step": np.zeros((), np.float64), "sum": np.full_like(
                     p._data, group["initial_accumulator_value"])}
 
     def step(self, closure=None):
@@ -333,12 +388,12 @@ class Adagrad(Optimizer):
             if group["maximize"]:
                 g = -g
             state = self.state[p]
-            state["step"] += 1
+            t = _next_step(state)
             if group["weight_decay"]:
                 g = g + group["weight_decay"] * p._data
-            clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
-            state["sum"] += g * g
-            std = np.sqrt(state["sum"]) + group["eps"]
+            clr = _scalar(group["lr"] / (1 + (t - 1) * group["lr_decay"]), p._data.dtype)
+            state["sum"] = total = state["sum"] + g * g
+            std = np.sqrt(total) + group["eps"]
             self._write(p, p._data - clr * (g / std))
         return loss
 
