@@ -1,8 +1,8 @@
-"""Compiled functions called with eager tensors (AOTAutograd's shape).
+"""The AOT split of a joint graph, and its eager backward node (AOTAutograd's shape).
 
-`tracegrad.compile(f)(x, W)` with eager tensors that require grad traces `f`
-once per signature, builds the joint graph with one cotangent input per output,
-and partitions it:
+`tracegrad.compile(f)(x, W)` with eager tensors that require grad (tracegrad.capture
+traces `f`, PyTorch-style or not) builds the joint graph with one cotangent input per
+output, and partitions it here:
 
     forward kernel:  primal inputs -> outputs + the values the backward needs
     backward kernel: saved values + output cotangents -> input gradients
@@ -20,17 +20,13 @@ runs in the forward kernel and is saved.
 """
 from __future__ import annotations
 
-from types import FunctionType
 from typing import Any
 
 import numpy as np
 
-from tracegrad.entries import EAGER
 from tracegrad.ir.clone import needed_ids, subgraph
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ops import core
-from tracegrad.passes.loops import reroll_loops
-from tracegrad.tracing import static_scalar_key
 
 
 _EAGER = None
@@ -83,129 +79,6 @@ def _bundle_layout(outputs, diff_outputs):
         slots.append((k, offset, size, tuple(outputs[k].shape)))
         offset += size
     return offset, np.dtype(outputs[diff_outputs[0]].dtype), slots
-
-
-def call_with_tensors(cf, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
-    """Run compiled function `cf` on arguments holding eager tensors."""
-    tensor_mod, graph_mod, STATE = _eager()
-    Tensor = tensor_mod.Tensor
-    from tracegrad.lowering import _canonical_leaf, _plain_leaf
-    arrays, needs = [], []
-    for v in leaves:
-        if isinstance(v, Tensor):
-            data = v.detach().numpy()
-            arrays.append(_canonical_leaf(data))
-            needs.append(bool(v.requires_grad and STATE.grad_enabled and data.dtype.kind == "f"))
-        else:
-            arrays.append(_canonical_leaf(_plain_leaf(v)))
-            needs.append(False)
-    avals = tuple(core.Aval(np.shape(a), np.asarray(a).dtype) for a in arrays)
-    wrt = tuple(i for i, n in enumerate(needs) if n)
-    key = (EAGER, in_tree, avals, wrt, tuple(kwargs))
-    entry = cf.entries.get(key)
-    if entry is None:
-        entry = _build_entry(cf, key, args, kwargs, avals, wrt)
-    else:
-        cf.entries.hits += 1
-    if not kwargs:
-        fast = _fast_tensor_key(args, Tensor, STATE.grad_enabled)
-        canonical = all(a is (v._data if isinstance(v, Tensor) else v)
-                        for a, v in zip(arrays, leaves))
-        if fast is not None and canonical and len(leaves) == sum(
-                1 for a in args if type(a) is Tensor or type(a) is np.ndarray):
-            cf.entries.remember(EAGER, fast, entry)
-    return run_entry(entry, leaves, arrays, graph_mod, Tensor)
-
-
-def try_fast(cf, args):
-    """The hot path for tensor arguments: one dict lookup, or None on a miss."""
-    tensor_mod, graph_mod, STATE = _eager()
-    Tensor = tensor_mod.Tensor
-    key = _fast_tensor_key(args, Tensor, STATE.grad_enabled)
-    entry = cf.entries.shortcut(EAGER, key) if key is not None else None
-    if entry is None:
-        return None
-    cf.entries.hits += 1
-    leaves = [a for a in args if type(a) is Tensor or type(a) is np.ndarray]
-    arrays = [a._data if type(a) is Tensor else a for a in leaves]
-    return run_entry(entry, leaves, arrays, graph_mod, Tensor)
-
-
-def _fast_tensor_key(args, Tensor, grad_enabled):
-    key = ()
-    for a in args:
-        if type(a) is Tensor:
-            d = a._data
-            key += (d.shape, d.strides, d.dtype, d.flags.writeable,
-                    bool(a._requires_grad and grad_enabled))
-        elif type(a) is np.ndarray:
-            key += (a.shape, a.strides, a.dtype, a.flags.writeable, None)
-        elif type(a) in (float, int, bool):
-            key += (type(a), static_scalar_key(a))
-        elif type(a) is FunctionType:  # a helper function it calls (implicit)
-            key += (a,)
-        else:
-            return None
-    return key
-
-
-def run_entry(entry, leaves, arrays, graph_mod, Tensor):
-    outs = entry.forward(*arrays)
-    n_out = entry.n_out
-    saved = list(outs[n_out:])
-    tensors = [Tensor._wrap(np.asarray(v)) for v in outs[:n_out]]
-    if entry.wrt:
-        inputs = [leaves[i] for i in entry.wrt]
-        make_node = node_class()
-        if entry.bundle is None:
-            for k in entry.diff_outputs:
-                tensors[k]._requires_grad = True
-                tensors[k]._grad_fn = make_node(entry, k, inputs, saved, arrays, graph_mod)
-        else:
-            shared = make_node(entry, None, inputs, saved, arrays, graph_mod)
-            make_output_node = output_node_class()
-            for slot in entry.bundle[2]:
-                tensors[slot[0]]._requires_grad = True
-                tensors[slot[0]]._grad_fn = make_output_node(shared, slot)
-    return _unflatten(entry.out_tree, tensors)
-
-
-def _unflatten(out_tree, tensors):
-    from tracegrad.tracing import tree_unflatten
-    if out_tree.kind == "array":
-        return tensors[0]
-    return tree_unflatten(out_tree, tensors)
-
-
-def _build_entry(cf, key, args, kwargs, avals, wrt) -> _EagerEntry:
-    from tracegrad.autodiff import vjp_graph
-    from tracegrad.lowering import _BUILD_LOCK, _fn_name, log, lower_graphs
-    from tracegrad.tracing import trace_flat
-    with _BUILD_LOCK:
-        entry = cf.entries.get(key)
-        if entry is not None:
-            return entry
-        log.info("%s: cache miss (eager tensors, gradients for leaves %s); tracing",
-                 _fn_name(cf.fn), list(wrt))
-        kw_names = tuple(kwargs)
-        flat_fn = cf.flat_function(len(args), kw_names)
-        example = tuple(args) + tuple(kwargs[k] for k in kw_names)
-        traced = trace_flat(flat_fn, example, avals=list(avals))
-        traced.graph = reroll_loops(traced.graph)  # unrolled Python loops -> scan
-        graph = traced.graph
-        n_out = len(graph.outputs)
-        diff_outputs = [i for i, n in enumerate(graph.outputs) if core.is_float(n.dtype)]
-        joint = vjp_graph(graph, list(wrt), diff_outputs=diff_outputs, seed_ones=False)
-        forward_graph, backward_graph, saved_ids = partition(joint, n_out, len(avals))
-        lowered_fwd = lower_graphs(graph, forward_graph, cf.backend, optimize=cf.optimize)
-        lowered_bwd = lower_graphs(graph, backward_graph, cf.backend, optimize=cf.optimize)
-        entry = _EagerEntry(traced, joint, lowered_fwd.kernel, lowered_bwd.kernel, n_out,
-                            saved_ids, diff_outputs, wrt, traced.out_tree, lowered_fwd,
-                            lowered_bwd)
-        cf.add_entry(key, entry)
-        from tracegrad.lowering import _Signature
-        cf.note_new_signature(_Signature(key[1], avals, wrt, kw_names), args)
-        return entry
 
 
 def partition(joint: Graph, n_out: int, n_primals: int) -> tuple[Graph, Graph, list[int]]:

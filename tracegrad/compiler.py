@@ -58,7 +58,7 @@ from tracegrad.eager.capture_hooks import NeedsCapture
 from tracegrad.lowering import (  # noqa: F401  (Lowered and lower_graphs are public here too)
     _BUILD_LOCK, Lowered, _canonical_leaf, _fn_name, _Interpreted, _lower_in_background,
     _optimize_graph, _plain_leaf, _Signature, log, lower_graphs)
-from tracegrad.entries import ARRAYS, EAGER, TRACED, TREE, EntryCache
+from tracegrad.entries import ARRAYS, TRACED, TREE, EntryCache
 from tracegrad.implicit import StaleExternal, find_externals, read_all, swapped_in
 from tracegrad.passes.loops import reroll_loops
 from tracegrad.tracing import (TreeDef, Tracer, TracingError, active_contexts, argument_names,
@@ -493,11 +493,6 @@ class CompiledFunction:
                     entry, how = hit
                     return entry.call(tree_leaves if how == _AS_IS else
                                       [_canonical_leaf(a) for a in tree_leaves])
-            if EAGER in self.entries.shortcut_kinds:
-                from tracegrad.compiled_eager import try_fast
-                result = try_fast(self, args)
-                if result is not None:
-                    return result
         wrt_args = self._wrt_args(len(args))
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
         if active_contexts() or any(isinstance(v, Tracer) for v in leaves):

@@ -5,8 +5,8 @@ Every signature a `CompiledFunction` has compiled owns one entry in
 
 - plain arrays and pytrees of them (`compile`, `grad`, `value_and_grad`): key
   `_Signature.key()`;
-- eager tensors that require grad (the eager bridge, `compiled_eager`): key
-  `(EAGER, ...)`, entry a forward kernel plus a backward kernel;
+- eager tensors and PyTorch-style code (`tracegrad.capture`): key
+  `("capture", ...)`, entry a list of captured entries, each with its guards;
 - tracers of an enclosing trace (grad of grad): key `(TRACED, ...)`, entry the
   joint graph to inline.
 

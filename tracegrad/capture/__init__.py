@@ -26,7 +26,7 @@ import numpy as np
 
 from tracegrad.capture.breaks import BREAK_ERRORS, EagerFallback, GraphBreakError, note_break
 from tracegrad.capture.entry import build_entry
-from tracegrad.capture.module import CompiledModule, module_names
+from tracegrad.capture.module import CompiledModule
 from tracegrad.lowering import _BUILD_LOCK
 
 __all__ = ["call_captured", "lower_captured", "CompiledModule", "GraphBreakError"]
