@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracegrad.capture.session import DrawSlot
+
 _PLAIN = (int, float, bool, str, type(None))
 
 
@@ -54,20 +56,49 @@ def _hashable(value: Any) -> Any:
     return ("id", id(value))
 
 
+class _ModuleGuard:
+    """module_fingerprint's facts, compared cheaply on every call (identities first)."""
+
+    __slots__ = ("module", "fingerprint", "training", "params", "buffers", "children",
+                 "plain_names", "plain_values")
+
+    def __init__(self, module):
+        d = module.__dict__
+        self.module = module
+        self.fingerprint = module_fingerprint(module)
+        self.training = self.fingerprint[0]
+        self.params = tuple(map(id, d["_parameters"].values()))
+        self.buffers = tuple(map(id, d["_buffers"].values()))
+        self.children = tuple(map(id, d["_modules"].values()))
+        self.plain_names = tuple(k for k, _ in self.fingerprint[4])
+        self.plain_values = tuple(v for _, v in self.fingerprint[4])
+
+    def holds(self) -> bool:
+        d = self.module.__dict__
+        return (bool(d.get("training", True)) == self.training
+                and tuple(map(id, d["_parameters"].values())) == self.params
+                and tuple(map(id, d["_buffers"].values())) == self.buffers
+                and tuple(map(id, d["_modules"].values())) == self.children
+                and tuple(d.get(k, _MISSING) for k in self.plain_names) == self.plain_values)
+
+
+_MISSING = object()
+
+
 class Guards:
     """The checks of one captured entry (see the module doc)."""
 
     def __init__(self, session):
-        self.slots = list(session.slots)
+        self.slots = [s for s in session.slots if not isinstance(s, DrawSlot)]
         self.grads_none = [p for p in session.grad_was_none if id(p) not in session.cleared_first]
-        self.modules = [(m, module_fingerprint(m)) for m in session.modules.values()]
+        self.modules = [_ModuleGuard(m) for m in session.modules.values()]
         self.optimizers = [(o, optimizer_fingerprint(o)) for o in session.optimizers.values()]
 
     def failure(self, leaves: list) -> str | None:
         """Why the entry does not fit this call, or None when it does."""
-        for module, fingerprint in self.modules:
-            if module_fingerprint(module) != fingerprint:
-                return _module_change(module, fingerprint)
+        for guard in self.modules:
+            if not guard.holds():
+                return _module_change(guard.module, guard.fingerprint)
         for optimizer, fingerprint in self.optimizers:
             if optimizer_fingerprint(optimizer) != fingerprint:
                 return f"{type(optimizer).__name__}'s hyperparameters or state changed"

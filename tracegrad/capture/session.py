@@ -130,9 +130,6 @@ class DrawSlot(Slot):
         from tracegrad.eager.creation import draw_now
         return draw_now(self.source, self.method, self.args, self.kwargs)
 
-    def guard(self, leaves: list) -> str | None:
-        return None
-
 
 def write_array(tensor, value: np.ndarray) -> None:
     """Write a kernel's result into a tensor's own memory (in place, version bumped)."""
