@@ -104,6 +104,8 @@ def _train(compiled, make_opt, steps=5, clip=None, seed=0):
     ("adamw clip", lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1), 0.5),
     ("adam amsgrad", lambda p: torch.optim.Adam(p, lr=1e-2, amsgrad=True), None),
     ("rmsprop", lambda p: torch.optim.RMSprop(p, lr=1e-2, momentum=0.5, centered=True), None),
+    ("adagrad", lambda p: torch.optim.Adagrad(p, lr=1e-1, lr_decay=0.01), None),
+    ("adadelta", lambda p: torch.optim.Adadelta(p, lr=1.0, weight_decay=1e-3), None),
 ])
 def test_training_step_is_one_graph_equal_to_eager_step_for_step(name, make_opt, clip):
     eager_losses, eager_params, _, eager_opt = _train(False, make_opt, clip=clip)
@@ -371,3 +373,20 @@ def test_closed_over_tensor_changed_in_place_is_read_each_call():
         W.mul_(3.0)
     assert float(f(x)) == pytest.approx(18.0)
     assert f.cache_info().traces == 1
+
+
+def test_compiled_module_in_an_eager_training_loop_traces_once():
+    """The README's three lines: forward compiled, loss/backward/step eager around it;
+    .grad going from None to a tensor and back (zero_grad) never retraces."""
+    eager_model, model = mlp(), mlp()
+    fast = tg.compile(model, **I)
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (eager_model, model)]
+    for k in range(4):
+        x, t = batch(40 + k)
+        for net, opt in zip((eager_model, fast), opts):
+            if k % 2:
+                opt.zero_grad()  # every other step: accumulate into existing grads
+            F.cross_entropy(net(x), t).backward()
+            opt.step()
+    close(params_of(model), params_of(eager_model))
+    assert fast.cache_info().traces == 1, fast.trace_reasons

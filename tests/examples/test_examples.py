@@ -170,3 +170,16 @@ def test_distributed_training():
     out = run_example("distributed_training.py", "--quick", timeout=300)
     assert number_after(out, "max |distributed - single-process| loss over all epochs:") < 1e-10
     assert re.search(r"^\s+2\s+[0-9.]+$", out, re.M)  # seconds per epoch with 2 workers
+
+
+def test_pytorch_style_compiled(tmp_path, monkeypatch):
+    """The PyTorch-style training step, eager and under torch.compile: the same losses
+    and parameters, one trace, both graphs written (on the interpreter, to stay short)."""
+    monkeypatch.setenv("TRACEGRAD_BACKEND", "interpret")
+    out = run_example("pytorch_style_compiled.py", "--quick", "--out", str(tmp_path))
+    assert number_after(out, "max relative loss difference:") < 1e-5
+    assert number_after(out, "over all parameters after 5 steps:") < 1e-5
+    assert number_after(out, "traces:") == 1
+    assert re.search(r"one static graph.*\d+ inputs \(batch, parameters, AdamW state\)", out)
+    assert (tmp_path / "pytorch_style_static_graph.dot").read_text().startswith("digraph")
+    assert (tmp_path / "pytorch_style_eager_graph.dot").read_text().startswith("digraph")

@@ -163,7 +163,7 @@ def build_entry(cf, args: tuple, kwargs: dict, leaves: list, in_tree, backend: s
     traced = TracedFunction(context.graph, in_tree, out_tree, paths)
     traced.graph = reroll_loops(traced.graph)  # unrolled Python loops (layers) -> scan
     entry = CapturedEntry(traced, leaf_inputs, list(session.slots), out_kinds, writers,
-                          clear_writers, Guards(session), session.backward_ran)
+                          clear_writers, Guards(session, context.graph), session.backward_ran)
     _lower(entry, session, out_flags, backend, optimize, grad_enabled)
     return entry
 

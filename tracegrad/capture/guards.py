@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracegrad.capture.session import DrawSlot
+from tracegrad.capture.session import DrawSlot, GradSlot
 
 _PLAIN = (int, float, bool, str, type(None))
 
@@ -88,9 +88,13 @@ _MISSING = object()
 class Guards:
     """The checks of one captured entry (see the module doc)."""
 
-    def __init__(self, session):
-        self.slots = [s for s in session.slots if not isinstance(s, DrawSlot)]
-        self.grads_none = [p for p in session.grad_was_none if id(p) not in session.cleared_first]
+    def __init__(self, session, graph):
+        used = {i.id for n in graph.nodes for i in n.inputs} | {n.id for n in graph.outputs}
+        # a .grad the graph never reads (a forward without backward) needs no guard
+        self.slots = [s for s in session.slots if not isinstance(s, DrawSlot)
+                      and not (isinstance(s, GradSlot) and s.placeholder.id not in used)]
+        self.grads_none = [p for p in session.grad_was_none
+                           if id(p) not in session.cleared_first and session.backward_ran]
         self.modules = [_ModuleGuard(m) for m in session.modules.values()]
         self.optimizers = [(o, optimizer_fingerprint(o)) for o in session.optimizers.values()]
 

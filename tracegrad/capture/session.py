@@ -100,7 +100,14 @@ class GradSlot(Slot):
 
     def read(self, leaves: list):
         grad = self.param._grad
-        return None if grad is None else grad._data
+        if grad is None:  # (only when the graph never reads it: the guard says so otherwise)
+            return np.zeros(self.aval.shape, self.aval.dtype)
+        return grad._data
+
+    def guard(self, leaves: list) -> str | None:
+        if self.param._grad is None:
+            return f"{self.label} is None now, a tensor when traced"
+        return super().guard(leaves)
 
     def write(self, value: np.ndarray, leaves: list) -> None:
         write_array(self.param._grad, value)
