@@ -464,9 +464,21 @@ def _is_plain_object(value: Any) -> bool:
                           types.BuiltinFunctionType, functools.partial, np.ndarray,
                           np.generic, str, bytes, int, float, bool, complex)) or value is None:
         return False
-    if type(value).__module__ in ("builtins", "numpy") or _is_eager_tensor(value):
+    if type(value).__module__ in ("builtins", "numpy") or _is_eager_tensor(value) \
+            or _is_eager_state(value):
         return False
     return isinstance(getattr(value, "__dict__", None), dict) or _has_slots(value)
+
+
+def _is_eager_state(value: Any) -> bool:
+    """An nn.Module or optimizer: tracegrad.capture reads its tensors and guards its
+    attributes itself (here, `opt.step` would be a new bound method every call)."""
+    for name, cls in (("tracegrad.eager.nn.modules", "Module"),
+                      ("tracegrad.eager.optim", "Optimizer")):
+        module = sys.modules.get(name)
+        if module is not None and isinstance(value, getattr(module, cls)):
+            return True
+    return False
 
 
 @contextmanager

@@ -216,6 +216,7 @@ class CaptureSession:
         if base is not None:  # lift the root; the view is remade from its tracer
             self.lift(base)
             self._swap_view(tensor)
+            self._slot_of[id(tensor)] = self._slot_of[id(base)]  # (written back through it)
             return
         data = tensor._data
         label = self.names.get(id(tensor)) or f"tensor{len(self.slots)}"
