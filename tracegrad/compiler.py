@@ -484,6 +484,11 @@ class CompiledFunction:
 
     # ---- everything else: pytrees, tensors, tracers, first calls
     def _call_slow(self, args: tuple, kwargs: dict):
+        if not kwargs and "capture" in self.entries.shortcut_kinds:  # PyTorch-style code
+            from tracegrad.capture import try_fast
+            result = try_fast(self, args)
+            if result is not None:
+                return result[0]
         if not kwargs:
             if TREE in self.entries.shortcut_kinds:  # pytrees of arrays (a dict of params)
                 key, tree_leaves = _tree_key(args)

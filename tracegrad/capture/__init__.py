@@ -57,6 +57,41 @@ def _leaf_key(value: Any, Tensor, grad_enabled: bool):
     return ("o", id(value))
 
 
+def _fast_key(args: tuple, Tensor, grad_enabled: bool):
+    """A cheap key for arguments that are all tensors or arrays (then they are the
+    leaves themselves); None otherwise."""
+    key = (grad_enabled,)
+    for a in args:
+        kind = type(a)
+        if kind is Tensor:
+            d = a._data
+            if type(d) is not np.ndarray:
+                return None
+            key += (d.shape, d.dtype, a._requires_grad)
+        elif kind is np.ndarray:
+            key += (a.shape, a.dtype, None)
+        else:
+            return None
+    return key
+
+
+def try_fast(cf, args: tuple):
+    """The hot path: arguments described by `_fast_key`, an entry whose guards pass; else
+    None (the full path decides)."""
+    Tensor, STATE = _eager_state()
+    key = _fast_key(args, Tensor, bool(STATE.grad_enabled))
+    candidates = cf.entries.shortcut(CAPTURE, key) if key is not None else None
+    if not candidates:
+        return None
+    leaves = list(args)
+    with _CAPTURE_LOCK:
+        for entry in candidates:
+            if entry.guards.failure(leaves) is None:
+                cf.entries.hits += 1
+                return (entry.run(leaves),)
+    return None
+
+
 def call_captured(cf, args: tuple, kwargs: dict):
     """Run compiled function `cf` on arguments that hold eager tensors (or whose code
     runs eager modules): find or build the captured entry whose guards pass."""
@@ -80,6 +115,9 @@ def call_captured(cf, args: tuple, kwargs: dict):
             candidates = []
             cf.add_entry(key, candidates)
         candidates.insert(0, entry)
+        fast = None if kwargs else _fast_key(args, Tensor, grad_enabled)
+        if fast is not None and len(leaves) == len(args):
+            cf.entries.remember(CAPTURE, fast, candidates)
         return entry.run(leaves)
 
 
