@@ -182,22 +182,87 @@ def _lower(entry: CapturedEntry, session: CaptureSession, out_flags: list, backe
                 wrt_sources.append(slot.index if isinstance(slot, LeafSlot) else slot)
     diff_outputs = [k for k, flag in enumerate(out_flags)
                     if flag and np.dtype(graph.outputs[k].dtype).kind == "f"]
+    lower = _lowering(backend, optimize)
     if wrt and diff_outputs:
         from tracegrad.autodiff import vjp_graph
         n_out = len(graph.outputs)
         joint = vjp_graph(graph, wrt, diff_outputs=diff_outputs, seed_ones=False)
         forward, backward, saved_ids = partition(joint, n_out, len(graph.inputs))
-        lowered_fwd = lower_graphs(graph, forward, backend, optimize=optimize)
-        lowered_bwd = lower_graphs(graph, backward, backend, optimize=optimize)
-        entry.aot = _EagerEntry(entry.traced, joint, lowered_fwd.kernel, lowered_bwd.kernel, n_out,
-                                saved_ids, diff_outputs, wrt, entry.traced.out_tree, lowered_fwd,
-                                lowered_bwd)
+        lowered_fwd, lowered_bwd = lower(graph, forward), lower(graph, backward)
+        entry.aot = _EagerEntry(entry.traced, joint, _Tiered(lowered_fwd), _Tiered(lowered_bwd),
+                                n_out, saved_ids, diff_outputs, wrt, entry.traced.out_tree,
+                                lowered_fwd, lowered_bwd)
         entry.wrt_sources = wrt_sources
         entry.lowered = lowered_fwd
         entry.lowered_backward = lowered_bwd
         return
-    entry.lowered = lower_graphs(graph, graph, backend, optimize=optimize)
-    entry.kernel = entry.lowered.kernel
+    entry.lowered = lower(graph, graph)
+    entry.kernel = _Tiered(entry.lowered)
+
+
+def _lowering(backend: str, optimize: bool):
+    """Passes and code generation for a captured graph. With Numba, the kernel is built in
+    the background (codegen/background.py) and the optimized graph answers on the NumPy
+    interpreter meanwhile: a training step's graph (forward, backward, optimizer) is large,
+    and its first Numba compile can take minutes on a small machine. TRACEGRAD_TIERED=0
+    waits for the kernel instead."""
+    from tracegrad import config
+    if backend != "numba" or config.tiered_mode() == "0":
+        return lambda traced, joint: lower_graphs(traced, joint, backend, optimize=optimize)
+    from tracegrad.lowering import _lower_in_background
+
+    def lower(traced, joint):
+        return _lower_in_background(traced, joint, optimize, None, {})
+    return lower
+
+
+class _Tiered:
+    """A Lowered's kernel once built; until then its tier runner or the interpreter."""
+
+    __slots__ = ("lowered", "kernel", "interpreter")
+
+    def __init__(self, lowered):
+        self.lowered = lowered
+        self.kernel = lowered.kernel
+        self.interpreter = None
+
+    def __call__(self, *arrays):
+        kernel = self.kernel
+        if kernel is None:
+            kernel = self._promote()
+        return kernel(*arrays)
+
+    def _promote(self):
+        lowered = self.lowered
+        build = lowered.tier_build
+        if build is not None and build.kernel is not None:
+            lowered.kernel, lowered.source, lowered.source_path = \
+                build.kernel, build.kernel.source, build.kernel.source_path
+            self.kernel = build.kernel
+            return build.kernel
+        from tracegrad.codegen.background import ensure_worker
+        ensure_worker()
+        if lowered.tier_runner is not None:
+            return lowered.tier_runner
+        if self.interpreter is None:
+            self.interpreter = _interpreted(lowered.optimized)
+        return self.interpreter
+
+    def wait(self, timeout: float | None = None) -> bool:
+        build = self.lowered.tier_build
+        if self.kernel is None and build is not None and build.wait(timeout):
+            self._promote()
+        return self.kernel is not None
+
+
+def _interpreted(graph):
+    from tracegrad.lowering import _Interpreted
+    run = _Interpreted(graph)
+
+    def interpreter(*arrays):
+        with np.errstate(all="ignore"):  # as in a kernel
+            return run(*arrays)
+    return interpreter
 
 
 def _input_index(k: int, slot, entry: CapturedEntry, n_leaf: int) -> int:

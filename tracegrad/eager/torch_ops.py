@@ -17,6 +17,7 @@ from tracegrad.eager.errors import (EagerDTypeError, EagerIndexError, EagerNotIm
                                     shape_error)
 from tracegrad.eager._tensor import VIEW_SCATTERS, Tensor, apply_op, scaled_by_alpha, tensor
 from tracegrad.ops import table as T
+from tracegrad.eager.grad_mode import STATE
 
 _bmax, _bmin, _bsum = builtins.max, builtins.min, builtins.sum
 _ball, _bany = builtins.all, builtins.any
@@ -1107,6 +1108,12 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
                                           nd, "norm")
     if axis is not None and nd == 0:
         axis = None
+    if p == 2.0 and not isinstance(x._data, np.ndarray) and not (
+            x._requires_grad and STATE.grad_enabled):
+        # captured, no gradient through it (clip_grad_norm_): sqrt(sum(x * x)) of kernel ops,
+        # where the vector_norm primitive would call NumPy from inside the kernel
+        return apply_op(T.sqrt, (apply_op(T.sum_, (apply_op(T.mul, (x, x), {}),),
+                                          {"axis": axis, "keepdims": bool(keepdim)}),), {})
     out = apply_op(vector_norm_primitive, (x,), {"ord": p, "axis": axis,
                                                  "keepdims": bool(keepdim)})
     return _with_saved(out, {"dim": axis, "keepdim": bool(keepdim),
