@@ -854,9 +854,12 @@ class CompiledFunction:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         for entry in self.entries.values():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if isinstance(entry, _TieredEntry):
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if entry.finish(left) is None:
+                    return False
+            elif isinstance(entry, list):  # captured PyTorch-style entries (tracegrad.capture)
+                if not all(e.wait_kernels(left) for e in entry if hasattr(e, "wait_kernels")):
                     return False
         return True
 

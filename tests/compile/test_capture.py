@@ -390,3 +390,50 @@ def test_compiled_module_in_an_eager_training_loop_traces_once():
             opt.step()
     close(params_of(model), params_of(eager_model))
     assert fast.cache_info().traces == 1, fast.trace_reasons
+
+
+def test_inplace_ops_and_views_of_intermediates_are_functionalized():
+    def f(x, w):
+        h = x @ w
+        h.add_(0.5)
+        v = h.view(-1)
+        v.mul_(2.0)            # through a view: h changes too
+        h[:, 0] = 0.0          # item assignment on an intermediate
+        t = h.t()
+        t.add_(1.0)            # through a transposed view
+        return (h * h).sum() + v.sum()
+    rng = np.random.default_rng(0)
+    x = torch.tensor(rng.standard_normal((3, 4)))
+    w = torch.tensor(rng.standard_normal((4, 5)), requires_grad=True)
+    expected = f(x, w)
+    expected.backward()
+    grad = w.grad.numpy().copy()
+    w.grad = None
+    out = tg.compile(f, fullgraph=True, **I)(x, w)
+    out.backward()
+    assert float(out) == pytest.approx(float(expected), rel=1e-12)
+    np.testing.assert_allclose(w.grad.numpy(), grad, rtol=1e-12)
+
+
+@pytest.mark.numba
+def test_numba_kernels_replace_the_eager_tier():
+    """With Numba, a captured step runs eagerly while its kernel builds in the background,
+    then the kernel: the same losses throughout."""
+    eager_losses, eager_params, _, _ = _train(False, lambda p: torch.optim.Adam(p, lr=1e-2))
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+
+    def train_step(x, t):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), t)
+        loss.backward()
+        opt.step()
+        return loss
+    step = tg.compile(train_step, backend="numba")
+    losses = [float(step(*batch(10)))]
+    assert step.wait_kernels(timeout=600)
+    losses += [float(step(*batch(10 + k))) for k in range(1, 5)]
+    entry = step.entries.values().__next__()[0]
+    assert entry.eager_tier is None and entry.kernel.kernel is not None
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
+    close(params_of(model), eager_params, rtol=1e-4, atol=1e-6)

@@ -52,6 +52,18 @@ class CapturedEntry:
         self.lowered = None
         self.aot: _EagerEntry | None = None  # forward/backward kernels, when split
         self.wrt_sources: list = []         # per differentiated input: leaf index or slot
+        self.eager_tier = None              # runs the function eagerly until the kernels exist
+
+    def _kernels_ready(self) -> bool:
+        tiers = [self.kernel] if self.aot is None else [self.aot.forward, self.aot.backward]
+        if all(t.ready() for t in tiers):
+            self.eager_tier = None
+            return True
+        return False
+
+    def wait_kernels(self, timeout: float | None = None) -> bool:
+        tiers = [self.kernel] if self.aot is None else [self.aot.forward, self.aot.backward]
+        return all(t.wait(timeout) for t in tiers)
 
     @property
     def graph(self):
@@ -63,6 +75,8 @@ class CapturedEntry:
         return arrays
 
     def run(self, leaves: list):
+        if self.eager_tier is not None and not self._kernels_ready():
+            return self.eager_tier.run(leaves)  # the kernel is still being built
         arrays = self.inputs(leaves)
         Tensor = _eager_tensor()
         if self.aot is not None:
@@ -165,6 +179,9 @@ def build_entry(cf, args: tuple, kwargs: dict, leaves: list, in_tree, backend: s
     entry = CapturedEntry(traced, leaf_inputs, list(session.slots), out_kinds, writers,
                           clear_writers, Guards(session, context.graph), session.backward_ran)
     _lower(entry, session, out_flags, backend, optimize, grad_enabled)
+    if not entry._kernels_ready():
+        from tracegrad.capture.breaks import EagerFallback
+        entry.eager_tier = EagerFallback(cf, args, kwargs, None)
     return entry
 
 
@@ -201,11 +218,12 @@ def _lower(entry: CapturedEntry, session: CaptureSession, out_flags: list, backe
 
 
 def _lowering(backend: str, optimize: bool):
-    """Passes and code generation for a captured graph. With Numba, the kernel is built in
-    the background (codegen/background.py) and the optimized graph answers on the NumPy
-    interpreter meanwhile: a training step's graph (forward, backward, optimizer) is large,
-    and its first Numba compile can take minutes on a small machine. TRACEGRAD_TIERED=0
-    waits for the kernel instead."""
+    """Passes and code generation for a captured graph. With Numba, the kernels are built
+    in the background (codegen/background.py) and the function runs eagerly meanwhile
+    (CapturedEntry.eager_tier; eager mode beat the NumPy interpreter of the tiny GPT's
+    step graph 2-5x): a training step's graph (forward, backward, optimizer) is large, and
+    its first Numba compile can take minutes on a small machine. TRACEGRAD_TIERED=0 waits
+    for the kernels instead."""
     from tracegrad import config
     if backend != "numba" or config.tiered_mode() == "0":
         return lambda traced, joint: lower_graphs(traced, joint, backend, optimize=optimize)
@@ -248,11 +266,23 @@ class _Tiered:
             self.interpreter = _interpreted(lowered.optimized)
         return self.interpreter
 
+    def ready(self) -> bool:
+        """The kernel is built (or its build ended: then the interpreter serves)."""
+        if self.kernel is not None:
+            return True
+        build = self.lowered.tier_build
+        if build is None or build.kernel is not None or build.done:
+            self._promote()
+            return True
+        from tracegrad.codegen.background import ensure_worker
+        ensure_worker()
+        return False
+
     def wait(self, timeout: float | None = None) -> bool:
         build = self.lowered.tier_build
         if self.kernel is None and build is not None and build.wait(timeout):
             self._promote()
-        return self.kernel is not None
+        return self.kernel is not None or build is None
 
 
 def _interpreted(graph):
