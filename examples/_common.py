@@ -160,16 +160,9 @@ def minibatches(x: np.ndarray, y: np.ndarray, steps: int, batch: int, seed: int)
 
 
 def compiled(torch, train_step, enabled: bool):
-    """`torch.compile(train_step)` when asked; tracegrad.eager without `compile` yet runs
-    the eager step and says so."""
-    if not enabled:
-        return train_step
-    compile_fn = getattr(torch, "compile", None)
-    if compile_fn is None:
-        print(f"--compile: {torch.__name__}.compile does not exist yet; running the eager "
-              "train_step instead")
-        return train_step
-    return compile_fn(train_step)
+    """`torch.compile(train_step)` when asked (under tracegrad.eager, tracegrad.compile:
+    the whole step, backward and optimizer included, captured into one graph)."""
+    return torch.compile(train_step) if enabled else train_step
 
 
 def train(torch, train_step, batches: list, log: bool = True) -> list:
