@@ -92,14 +92,20 @@ def try_fast(cf, args: tuple):
     return None
 
 
-def call_captured(cf, args: tuple, kwargs: dict):
-    """Run compiled function `cf` on arguments that hold eager tensors (or whose code
-    runs eager modules): find or build the captured entry whose guards pass."""
+def _signature(cf, args: tuple, kwargs: dict):
+    """(Tensor class, grad mode, leaves, their tree, the entry key) of a call."""
     Tensor, STATE = _eager_state()
     grad_enabled = bool(STATE.grad_enabled)
     leaves, in_tree, _ = cf._flatten(args, kwargs, ())
     key = (CAPTURE, in_tree, tuple(_leaf_key(v, Tensor, grad_enabled) for v in leaves),
            tuple(kwargs), grad_enabled)
+    return Tensor, grad_enabled, leaves, in_tree, key
+
+
+def call_captured(cf, args: tuple, kwargs: dict):
+    """Run compiled function `cf` on arguments that hold eager tensors (or whose code
+    runs eager modules): find or build the captured entry whose guards pass."""
+    Tensor, grad_enabled, leaves, in_tree, key = _signature(cf, args, kwargs)
     with _CAPTURE_LOCK:
         candidates = cf.entries.get(key)
         reason = "first call" if not cf.trace_reasons else "new argument signature"
@@ -127,11 +133,7 @@ def lower_captured(cf, args: tuple, kwargs: dict):
     backward and the optimizer's update for a training step); with an AOT split,
     `forward` and `backward` are the two kernels' own stages."""
     from tracegrad.lowering import Lowered
-    Tensor, STATE = _eager_state()
-    grad_enabled = bool(STATE.grad_enabled)
-    leaves, in_tree, _ = cf._flatten(args, kwargs, ())
-    key = (CAPTURE, in_tree, tuple(_leaf_key(v, Tensor, grad_enabled) for v in leaves),
-           tuple(kwargs), grad_enabled)
+    _, grad_enabled, leaves, in_tree, key = _signature(cf, args, kwargs)
     with _CAPTURE_LOCK:
         entry = next((e for e in cf.entries.get(key) or () if e.guards.failure(leaves) is None),
                      None)

@@ -23,7 +23,7 @@ from tracegrad.compiled_eager import _EagerEntry, node_class, output_node_class,
 from tracegrad.lowering import _canonical_leaf, lower_graphs
 from tracegrad.passes.loops import reroll_loops
 from tracegrad.pytree import identifier, is_array_like_leaf, leaf_paths
-from tracegrad.tracing import (TraceContext, TracedFunction, Tracer, abstract_leaf,
+from tracegrad.tracing import (TraceContext, TracedFunction, Tracer, _unique, abstract_leaf,
                                argument_names, output_node, tree_flatten, tree_unflatten)
 
 
@@ -300,11 +300,3 @@ def _input_index(k: int, slot, entry: CapturedEntry, n_leaf: int) -> int:
     if isinstance(slot, LeafSlot):
         return entry.leaf_inputs.index(slot.index)
     return n_leaf + entry.slots.index(slot)
-
-
-def _unique(name: str, used: set) -> str:
-    candidate, n = name, 1
-    while candidate in used:
-        candidate, n = f"{name}_{n}", n + 1
-    used.add(candidate)
-    return candidate

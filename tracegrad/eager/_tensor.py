@@ -142,18 +142,8 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
     dt = out.dtype
     kind = dt.kind
     if (kind == "f" or (kind in "iu" and prim.kind == "elementwise")) and "dtype" not in attrs:
-        want = _promoted_dtype(dt, arrays)  # PyTorch's result dtype, where NumPy's differs
-        if want is not None:
-            if want.kind == "f" and prim.kind == "elementwise":
-                # PyTorch computes in the result dtype (`f32 * f64_0d` multiplies in
-                # float32, `int * 2.5` too): cast the operands and run again
-                out = prim.impl(*[a.astype(want) if type(a) is np.ndarray and a.dtype != want
-                                  and a.dtype.kind in "fiu" else a for a in arrays], **attrs)
-                if type(out) is not np.ndarray:
-                    out = np.asarray(out)
-            if out.dtype != want:
-                out = out.astype(want)
-            dt = out.dtype
+        out = _in_pytorch_dtype(prim, out, arrays, arrays, attrs, _run_impl)
+        dt = out.dtype
     result = Tensor._wrap(out)
     state = STATE
     if state.inference:
@@ -182,15 +172,9 @@ def _apply_traced(prim, args, arrays, attrs, requires_grad, name, visible, inpla
         out = np.asarray(out)
     dt = out.dtype
     if (dt.kind == "f" or (dt.kind in "iu" and prim.kind == "elementwise")) and "dtype" not in attrs:
-        want = _promoted_dtype(dt, [_dtype_stand_in(a) for a in arrays])
-        if want is not None:
-            if want.kind == "f" and prim.kind == "elementwise":
-                out = bind(prim, *[a.astype(want) if hasattr(a, "dtype") and np.ndim(a)
-                                   and a.dtype != want and a.dtype.kind in "fiu" else a
-                                   for a in arrays], **attrs)
-            if out.dtype != want:
-                out = out.astype(want)
-            dt = out.dtype
+        out = _in_pytorch_dtype(prim, out, arrays, [_dtype_stand_in(a) for a in arrays], attrs,
+                                bind)
+        dt = out.dtype
     result = Tensor._wrap(out)
     state = STATE
     if state.inference:
@@ -201,6 +185,27 @@ def _apply_traced(prim, args, arrays, attrs, requires_grad, name, visible, inpla
         result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
         result._requires_grad = True
     return result
+
+
+def _in_pytorch_dtype(prim, out, arrays, described, attrs, run):
+    """`out` in PyTorch's result dtype where NumPy's differs (`described`: what
+    dtypes.result_type reads of each operand). PyTorch computes in the result dtype
+    (`f32 * f64_0d` multiplies in float32, `int * 2.5` too): an elementwise op's array
+    operands are cast and `run(prim, *operands)` again."""
+    want = _promoted_dtype(out.dtype, described)
+    if want is None:
+        return out
+    if want.kind == "f" and prim.kind == "elementwise":
+        out = run(prim, *[a.astype(want) if (type(a) is np.ndarray or type(a) in _VALUE_KINDS)
+                          and a.dtype != want and a.dtype.kind in "fiu" else a
+                          for a in arrays], **attrs)
+        if type(out) not in _VALUE_KINDS and type(out) is not np.ndarray:
+            out = np.asarray(out)
+    return out.astype(want) if out.dtype != want else out
+
+
+def _run_impl(prim, *arrays, **attrs):
+    return prim.impl(*arrays, **attrs)
 
 
 def _dtype_stand_in(a):
