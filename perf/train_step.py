@@ -195,6 +195,10 @@ def measure(model: str, system: str, steps: int = 30, warmup: int = 5,
             times.append(time.perf_counter() - t0)
             losses.append(loss)
             if i == warmup and compiled_fn is not None:  # (a retrace in warm-up makes a new entry)
+                if hasattr(compiled_fn, "wait_kernels"):  # its steps ran eagerly until now
+                    t_wait = time.perf_counter()
+                    compiled_fn.wait_kernels()
+                    result["kernel_wait_s"] = time.perf_counter() - t_wait
                 timers = _wrap_kernels(compiled_fn)
     except Exception as exc:  # torch.compile on this machine, or a capture failure
         import traceback

@@ -179,7 +179,11 @@ def build_entry(cf, args: tuple, kwargs: dict, leaves: list, in_tree, backend: s
     entry = CapturedEntry(traced, leaf_inputs, list(session.slots), out_kinds, writers,
                           clear_writers, Guards(session, context.graph), session.backward_ran)
     _lower(entry, session, out_flags, backend, optimize, grad_enabled)
-    if not entry._kernels_ready():
+    # PyTorch-style code (it called a module or an optimizer, or ran backward) is a valid
+    # eager program: eager mode serves until the kernels exist. Code written with
+    # tracegrad's or NumPy's ops on tensors may only run traced: the interpreter serves.
+    pytorch_style = bool(session.modules or session.optimizers or session.backward_ran)
+    if pytorch_style and not entry._kernels_ready():
         from tracegrad.capture.breaks import EagerFallback
         entry.eager_tier = EagerFallback(cf, args, kwargs, None)
     return entry
