@@ -188,16 +188,44 @@ def test_a_python_value_the_function_reads_retraces_when_it_changes():
         opt.step()
     f = tg.compile(step, **I)
     f(*batch(1))
-    opt.param_groups[0]["lr"] = 0.05
+    opt.param_groups[0]["lr"] = 0.05   # a schedule: lr is an input, no retrace
     before = params_of(model)
     x, t = batch(2)
     f(x, t)
-    assert "hyperparameters" in f.trace_reasons[-1]
+    assert f.cache_info().traces == 1
     ref = mlp()
     for p, v in zip(ref.parameters(), before):
         p.data = torch.tensor(v)
     F.cross_entropy(ref(x), t).backward()
     close(params_of(model), [v - 0.05 * p.grad.numpy() for v, p in zip(before, ref.parameters())])
+    opt.param_groups[0]["weight_decay"] = 0.1  # another hyperparameter: a constant, retraced
+    f(x, t)
+    assert f.cache_info().traces == 2 and "hyperparameters" in f.trace_reasons[-1]
+
+
+def test_a_learning_rate_schedule_matches_eager_without_retracing():
+    def run(compiled):
+        model = mlp()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=6)
+
+        def step(x, t):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), t)
+            loss.backward()
+            opt.step()
+            return loss
+        f = tg.compile(step, **I) if compiled else step
+        losses = []
+        for k in range(6):
+            losses.append(float(f(*batch(50 + k))))
+            sched.step()
+        return losses, params_of(model), f
+    eager_losses, eager_params, _ = run(False)
+    losses, params, f = run(True)
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-6)
+    close(params, eager_params)
+    assert f.cache_info().traces == 1
 
 
 def test_tracing_leaves_the_users_objects_as_they_were():

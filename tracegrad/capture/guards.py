@@ -9,8 +9,8 @@ call, and a failed check retraces (with the reason kept in `cache_info()`):
 - each module the function called: `training`, which parameter, buffer and
   submodule objects it holds, and its plain Python attributes (`p`, `eps`,
   `n_head`): swapping a submodule or `model.eval()` retraces;
-- each optimizer that stepped: its hyperparameters (`lr`, `betas`, ...), its
-  parameters and the keys of its state.
+- each optimizer that stepped: its hyperparameters (`betas`, `weight_decay`, ...;
+  `lr` is an input, read every call), its parameters and the keys of its state.
 
     >>> import tracegrad.eager as torch
     >>> lin = torch.nn.Linear(2, 2)
@@ -42,7 +42,8 @@ def module_fingerprint(module: Any) -> tuple:
 
 def optimizer_fingerprint(optimizer: Any) -> tuple:
     """An optimizer's hyperparameters, parameters and state layout."""
-    groups = tuple((tuple((k, _hashable(v)) for k, v in sorted(g.items()) if k != "params"),
+    groups = tuple((tuple((k, _hashable(v)) for k, v in sorted(g.items())
+                          if k not in ("params", "lr")),  # lr: an input (session.ScalarSlot)
                     tuple(id(p) for p in g["params"])) for g in optimizer.param_groups)
     state = tuple((id(p), tuple(sorted(s))) for p, s in optimizer.state.items())
     return groups, state

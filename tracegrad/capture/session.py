@@ -126,6 +126,23 @@ class ItemSlot(Slot):
         self.container[self.key] = value
 
 
+class ScalarSlot(ItemSlot):
+    """A Python number kept in a dict (an optimizer group's `lr`): a float64 input read on
+    every call, so a learning-rate schedule changes no graph."""
+
+    def read(self, leaves: list):
+        return np.asarray(self.container.get(self.key), np.float64)
+
+    def guard(self, leaves: list) -> str | None:
+        value = self.container.get(self.key)
+        if type(value) not in (float, int) or isinstance(value, bool):
+            return f"{self.label} is now {type(value).__name__}, traced as a number"
+        return None
+
+    def write(self, value, leaves: list) -> None:
+        self.container[self.key] = float(value)
+
+
 class DrawSlot(Slot):
     """A random draw: made from the eager generator on every call, in program order."""
 
@@ -292,9 +309,10 @@ class CaptureSession:
 
     def lift_item(self, container: dict, key: Any, label: str) -> None:
         value = container[key]
-        aval = Aval(value.shape, value.dtype)
+        number = type(value) in (float, int)
+        aval = Aval((), np.dtype(np.float64)) if number else Aval(value.shape, value.dtype)
         tracer = self._new_input(aval, label)
-        slot = ItemSlot(container, key, aval, label)
+        slot = (ScalarSlot if number else ItemSlot)(container, key, aval, label)
         slot.placeholder = tracer.node
         self.slots.append(slot)
         container[key] = tracer
@@ -322,11 +340,13 @@ class CaptureSession:
             raise GraphBreak(f"{type(optimizer).__name__}.step() called twice in one function")
         self.optimizers[id(optimizer)] = optimizer
         before = {}
-        for group in optimizer.param_groups:
+        for k, group in enumerate(optimizer.param_groups):
             for p in group["params"]:
                 if p._grad is not None:
                     optimizer._init_state(group, p)
                 self.lift(p)
+            if type(group.get("lr")) in (float, int):  # schedules change it: an input
+                self.lift_item(group, "lr", f"group{k}_lr")
         for k, (p, state) in enumerate(list(optimizer.state.items())):
             before[id(p)] = set(state)
             label = self.names.get(id(p)) or f"param{k}"

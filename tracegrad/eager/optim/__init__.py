@@ -6,7 +6,9 @@ state dict, never as in-place NumPy operators on state arrays: inside
 `tracegrad.compile` the arrays are tracers, and an in-place operator on a tracer
 would only rebind a local name. `state["step"]` is a 0-d float64 array (PyTorch
 keeps a tensor too), so the bias corrections are part of a captured graph instead of
-constants baked into it.
+constants baked into it; so is `lr`, which a capture reads from the group on every call
+(a scheduler changing it retraces nothing). Every scalar meets the parameters in their
+dtype (`_scalar`), as PyTorch's kernels convert it.
 
     >>> import tracegrad.eager as torch
     >>> w = torch.tensor([1.0], requires_grad=True)
@@ -187,7 +189,7 @@ class SGD(Optimizer):
                     buf = buf * momentum + (1 - group["dampening"]) * g
                 state["momentum_buffer"] = buf
                 g = g + momentum * buf if group["nesterov"] else buf
-            self._write(p, p._data - group["lr"] * g)
+            self._write(p, p._data - _scalar(group["lr"], p._data.dtype) * g)
         return loss
 
 
@@ -228,7 +230,7 @@ class Adam(Optimizer):
             dt = p._data.dtype
             if wd:
                 if group["decoupled_weight_decay"]:
-                    self._write(p, p._data * np.asarray(1 - lr * wd, dt))
+                    self._write(p, p._data * _scalar(1 - lr * wd, dt))
                 else:
                     g = g + wd * p._data
             if p not in self.state:
@@ -307,9 +309,9 @@ class RMSprop(Optimizer):
             if group["momentum"] > 0:
                 state["momentum_buffer"] = buf = state["momentum_buffer"] * group["momentum"] \
                     + g / avg
-                self._write(p, p._data - lr * buf)
+                self._write(p, p._data - _scalar(lr, buf.dtype) * buf)
             else:
-                self._write(p, p._data - lr * (g / avg))
+                self._write(p, p._data - _scalar(lr, avg.dtype) * (g / avg))
         return loss
 
     def _init_state(self, group: dict, p: Tensor) -> None:
@@ -351,7 +353,7 @@ class Adadelta(Optimizer):
             state["square_avg"] = v = state["square_avg"] * rho + (1 - rho) * g * g
             delta = np.sqrt(u + eps) / np.sqrt(v + eps) * g
             state["acc_delta"] = u * rho + (1 - rho) * delta * delta
-            self._write(p, p._data - group["lr"] * delta)
+            self._write(p, p._data - _scalar(group["lr"], delta.dtype) * delta)
         return loss
 
     def _init_state(self, group: dict, p: Tensor) -> None:
