@@ -126,15 +126,13 @@ def _wrap_kernels(compiled_fn) -> list:
         return timers
     for candidates in entries.values():
         for entry in candidates if isinstance(candidates, list) else [candidates]:
-            if getattr(entry, "kernel", None) is not None:
-                entry.kernel = _KernelTimer(entry.kernel)
-                timers.append(entry.kernel)
             aot = getattr(entry, "aot", None)
-            if aot is not None:
-                for name in ("forward", "backward"):
-                    t = _KernelTimer(getattr(aot, name))
-                    setattr(aot, name, t)
-                    timers.append(t)
+            holders = [entry.kernel] if aot is None and getattr(entry, "kernel", None) \
+                is not None else ([aot.forward, aot.backward] if aot is not None else [])
+            for holder in holders:  # capture's tiered holders: time the built kernel inside
+                if getattr(holder, "kernel", None) is not None:
+                    holder.kernel = _KernelTimer(holder.kernel)
+                    timers.append(holder.kernel)
     return timers
 
 
