@@ -80,10 +80,8 @@ class _ModuleGuard:
                 and tuple(map(id, d["_parameters"].values())) == self.params
                 and tuple(map(id, d["_buffers"].values())) == self.buffers
                 and tuple(map(id, d["_modules"].values())) == self.children
-                and tuple(d.get(k, _MISSING) for k in self.plain_names) == self.plain_values)
+                and tuple(map(d.get, self.plain_names)) == self.plain_values)
 
-
-_MISSING = object()
 
 
 class Guards:
