@@ -480,7 +480,10 @@ def test_kernel_finalizer_never_waits_for_a_lock_this_thread_holds():
     deadlock (it once hung tests/compile after tg.clear_caches())."""
     from tracegrad import codegen
     from tracegrad.runtime import cache
-    f = tg.value_and_grad(lambda x: tg.sum(tg.cos(x) * x * 7.0))
+    # backend="numba": the kernel module must exist whatever this worker ran before (on the
+    # default run's interpreter the test found only earlier tests' modules, or none: it
+    # failed in a fresh clone whose worker had loaded no kernel yet)
+    f = tg.value_and_grad(lambda x: tg.sum(tg.cos(x) * x * 7.0), backend="numba")
     f(np.ones(3))
     names = [n for n in codegen._MODULE_USERS]
     assert names
