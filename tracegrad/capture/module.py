@@ -118,6 +118,10 @@ def _compiled_module_class():
         def cache_info(self):
             return self._compiled.cache_info()
 
+        def wait_kernels(self, timeout: float | None = None) -> bool:
+            """Wait until the Numba kernels replace the eager tier (see tracegrad.compile)."""
+            return self._compiled.wait_kernels(timeout)
+
         @property
         def trace_reasons(self) -> list:
             return self._compiled.trace_reasons
