@@ -83,18 +83,22 @@ def test_script_runs(name):
     assert "tracegrad.eager" in proc.stdout.splitlines()[0]
 
 
+def assert_compiled_matches_eager(example) -> None:
+    """20 steps of torch.compile(train_step): eager's losses (1e-5) and parameters."""
+    losses, params = run_steps(example)
+    losses_c, params_c = run_steps(example, compile=True)
+    np.testing.assert_allclose(losses_c, losses, rtol=1e-5)
+    for k, p in params.items():
+        np.testing.assert_allclose(params_c[k], p, rtol=1e-4, atol=1e-4, err_msg=k)
+
+
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_compiled_steps_match_eager_on_the_interpreter(name, load_example, monkeypatch):
     """torch.compile(train_step) under tracegrad, the captured graph run by the NumPy
     interpreter (the same graph Numba compiles; CI's Numba pass and the slow test below
     run the kernels): 20 steps, the same losses and parameters as eager."""
     monkeypatch.setenv("TRACEGRAD_BACKEND", "interpret")
-    ours = load_example(name, "tracegrad")
-    losses, params = run_steps(ours)
-    losses_c, params_c = run_steps(ours, compile=True)
-    np.testing.assert_allclose(losses_c, losses, rtol=1e-5)
-    for k, p in params.items():
-        np.testing.assert_allclose(params_c[k], p, rtol=1e-4, atol=1e-4, err_msg=k)
+    assert_compiled_matches_eager(load_example(name, "tracegrad"))
 
 
 @pytest.mark.slow  # compiles the training step of each program with Numba
@@ -102,9 +106,4 @@ def test_compiled_steps_match_eager_on_the_interpreter(name, load_example, monke
 def test_compiled_steps_match_eager(name, load_example, monkeypatch):
     """torch.compile(train_step) under tracegrad: the same losses and parameters as eager."""
     monkeypatch.setenv("TRACEGRAD_TIERED", "0")  # the kernels from the first step
-    ours = load_example(name, "tracegrad")
-    losses, params = run_steps(ours)
-    losses_c, params_c = run_steps(ours, compile=True)
-    np.testing.assert_allclose(losses_c, losses, rtol=1e-5)
-    for k, p in params.items():
-        np.testing.assert_allclose(params_c[k], p, rtol=1e-4, atol=1e-4, err_msg=k)
+    assert_compiled_matches_eager(load_example(name, "tracegrad"))

@@ -193,13 +193,15 @@ def _lower(entry: CapturedEntry, session: CaptureSession, out_flags: list, backe
            optimize: bool, grad_enabled: bool) -> None:
     graph = entry.graph
     n_leaf = len(entry.leaf_inputs)
-    sources = [s for s in session.leaf_slots] + list(entry.slots)
+    # graph inputs: argument leaves first, then the state slots, in order
+    sources = [(entry.leaf_inputs.index(s.index), s) for s in session.leaf_slots] + \
+        [(n_leaf + k, s) for k, s in enumerate(entry.slots)]
     wrt, wrt_sources = [], []
     if grad_enabled and not entry.backward_ran:
-        for k, slot in enumerate(sources):
+        for index, slot in sources:
             if isinstance(slot, TensorSlot) and slot.requires_grad \
-                    and np.dtype(graph.inputs[_input_index(k, slot, entry, n_leaf)].dtype).kind == "f":
-                wrt.append(_input_index(k, slot, entry, n_leaf))
+                    and np.dtype(graph.inputs[index].dtype).kind == "f":
+                wrt.append(index)
                 wrt_sources.append(slot.index if isinstance(slot, LeafSlot) else slot)
     diff_outputs = [k for k, flag in enumerate(out_flags)
                     if flag and np.dtype(graph.outputs[k].dtype).kind == "f"]
@@ -297,10 +299,3 @@ def _interpreted(graph):
         with np.errstate(all="ignore"):  # as in a kernel
             return run(*arrays)
     return interpreter
-
-
-def _input_index(k: int, slot, entry: CapturedEntry, n_leaf: int) -> int:
-    """The graph input a source stands for: argument leaves first, then state slots."""
-    if isinstance(slot, LeafSlot):
-        return entry.leaf_inputs.index(slot.index)
-    return n_leaf + entry.slots.index(slot)
