@@ -13,6 +13,7 @@ This module holds the pieces around the model code, so that they are written onc
 - the training loop around an example's `train_step(x, y)` (`train`), optionally
   through `torch.compile` (`compiled`), and the command line (`parse_args`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -119,8 +120,8 @@ def lm_batches(data: np.ndarray, steps: int, batch: int, block: int, seed: int) 
     out = []
     for _ in range(steps):
         ix = rng.integers(0, len(data) - block, batch)
-        x = np.stack([data[i:i + block] for i in ix])
-        y = np.stack([data[i + 1:i + 1 + block] for i in ix])
+        x = np.stack([data[i : i + block] for i in ix])
+        y = np.stack([data[i + 1 : i + 1 + block] for i in ix])
         out.append((x, y))
     return out
 
@@ -128,10 +129,36 @@ def lm_batches(data: np.ndarray, steps: int, batch: int, block: int, seed: int) 
 def made_up_names(n: int, seed: int) -> list:
     """makemore's names.txt stand-in: lower-case names built from syllables."""
     rng = np.random.default_rng(seed)
-    syllables = ["an", "na", "el", "li", "ma", "ri", "so", "ja", "ke", "ty", "lo", "ra", "mi",
-                 "da", "zo", "be", "th", "ia", "on", "ev", "ch", "ar", "yn", "us"]
-    return ["".join(rng.choice(syllables, rng.integers(1, 4))) + rng.choice(["", "a", "n", "e"])
-            for _ in range(n)]
+    syllables = [
+        "an",
+        "na",
+        "el",
+        "li",
+        "ma",
+        "ri",
+        "so",
+        "ja",
+        "ke",
+        "ty",
+        "lo",
+        "ra",
+        "mi",
+        "da",
+        "zo",
+        "be",
+        "th",
+        "ia",
+        "on",
+        "ev",
+        "ch",
+        "ar",
+        "yn",
+        "us",
+    ]
+    return [
+        "".join(rng.choice(syllables, rng.integers(1, 4))) + rng.choice(["", "a", "n", "e"])
+        for _ in range(n)
+    ]
 
 
 def context_dataset(words: list, block: int) -> tuple:
@@ -179,8 +206,7 @@ def train(torch, train_step, batches: list, log: bool = True) -> list:
 def parse_args(doc: str, steps: int = 20) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=doc.strip().split("\n")[0])
     parser.add_argument("--torch", action="store_true", help="run under real PyTorch")
-    parser.add_argument("--compile", action="store_true",
-                        help="wrap train_step with torch.compile")
+    parser.add_argument("--compile", action="store_true", help="wrap train_step with torch.compile")
     parser.add_argument("--steps", type=int, default=steps)
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args()

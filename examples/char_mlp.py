@@ -10,12 +10,22 @@ with NumPy, so `--torch` starts from the same weights and prints the same losses
 
 Run:  python examples/char_mlp.py [--torch] [--compile] [--steps N] [--seed S]
 """
+
 from __future__ import annotations
 
-import numpy as np
-
-from _common import (compiled, context_dataset, default_init, library_name, load_weights,
-                     made_up_names, minibatches, numpy_weights, parse_args, train, use_torch)
+from _common import (
+    compiled,
+    context_dataset,
+    default_init,
+    library_name,
+    load_weights,
+    made_up_names,
+    minibatches,
+    numpy_weights,
+    parse_args,
+    train,
+    use_torch,
+)
 
 if use_torch():
     import torch
@@ -26,12 +36,11 @@ else:
     import tracegrad.eager.nn as nn
     from tracegrad.eager.nn import functional as F
 
-VOCAB = 27       # '.' (start and end of a name) and a-z
-BLOCK_SIZE = 3   # characters of context
+VOCAB = 27  # '.' (start and end of a name) and a-z
+BLOCK_SIZE = 3  # characters of context
 
 
 class CharMLP(nn.Module):
-
     def __init__(self, vocab_size=VOCAB, block_size=BLOCK_SIZE, n_embd=10, n_hidden=64):
         super().__init__()
         self.block_size = block_size
@@ -41,9 +50,9 @@ class CharMLP(nn.Module):
 
     def forward(self, idx, targets=None):
         B = idx.shape[0]
-        emb = self.emb(idx)                        # (B, block_size, n_embd)
+        emb = self.emb(idx)  # (B, block_size, n_embd)
         h = torch.tanh(self.fc1(emb.view(B, -1)))  # (B, n_hidden)
-        logits = self.fc2(h)                       # (B, vocab_size)
+        logits = self.fc2(h)  # (B, vocab_size)
         loss = None if targets is None else F.cross_entropy(logits, targets)
         return logits, loss
 
@@ -87,6 +96,7 @@ def make_train_step(model, opt):
         loss.backward()
         opt.step()
         return loss
+
     return train_step
 
 

@@ -13,6 +13,7 @@ without checkpointing, and checks that the gradients are identical.
 
 Run:  python examples/checkpointing.py [--quick]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,10 +35,14 @@ def make_layers(depth: int, width: int, seed: int = 0):
     activations the graph saves, which is what checkpointing changes.
     """
     rng = np.random.default_rng(seed)
-    weights = [eager.tensor(rng.uniform(0.8, 1.2, 1).astype(np.float32), requires_grad=True)
-               for _ in range(depth)]
-    biases = [eager.tensor(rng.uniform(-0.1, 0.1, 1).astype(np.float32), requires_grad=True)
-              for _ in range(depth)]
+    weights = [
+        eager.tensor(rng.uniform(0.8, 1.2, 1).astype(np.float32), requires_grad=True)
+        for _ in range(depth)
+    ]
+    biases = [
+        eager.tensor(rng.uniform(-0.1, 0.1, 1).astype(np.float32), requires_grad=True)
+        for _ in range(depth)
+    ]
     layers = [_layer(w, b) for w, b in zip(weights, biases)]
     return layers, weights + biases
 
@@ -45,6 +50,7 @@ def make_layers(depth: int, width: int, seed: int = 0):
 def _layer(w, b):
     def layer(h):
         return tg.tanh(h * w + b)
+
     return layer
 
 
@@ -61,7 +67,7 @@ def run_checkpoint_sequential(layers, h, segments: int):
 def run_checkpoint_blocks(layers, h, block: int):
     """The same with `checkpoint(fn, *args)` around each block of layers."""
     for start in range(0, len(layers), block):
-        chunk = layers[start:start + block]
+        chunk = layers[start : start + block]
         h = eager.checkpoint(lambda x, chunk=chunk: _apply(chunk, x), h)
     return tg.sum(h)
 
@@ -108,8 +114,12 @@ def measure(forward, params, x: np.ndarray, repeats: int):
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small depths and width")
-    parser.add_argument("--width", type=int, default=None,
-                        help="activation size per layer (default 32768 floats = 128 KiB)")
+    parser.add_argument(
+        "--width",
+        type=int,
+        default=None,
+        help="activation size per layer (default 32768 floats = 128 KiB)",
+    )
     args = parser.parse_args(argv)
     depths = [16, 64] if args.quick else [16, 64, 144, 256]
     width = args.width or (4096 if args.quick else 32768)
@@ -117,55 +127,75 @@ def main(argv: list[str] | None = None) -> None:
     activation = width * 4
     x = np.random.default_rng(1).standard_normal(width).astype(np.float32)
     print(__doc__.split("\n\nFor each")[0])
-    print(f"\nactivation size: {width} float32 = {activation / 1024:.0f} KiB; "
-          f"times are medians of {repeats} forward+backward runs")
+    print(
+        f"\nactivation size: {width} float32 = {activation / 1024:.0f} KiB; "
+        f"times are medians of {repeats} forward+backward runs"
+    )
 
-    header = (f"{'N':>5} {'segments':>8} | {'peak, plain':>12} {'peak, ckpt':>11} "
-              f"{'(activations)':>14} {'2*sqrt(N)':>9} | {'time plain':>10} {'time ckpt':>10} "
-              f"{'ratio':>6} | {'max grad diff':>13}")
+    header = (
+        f"{'N':>5} {'segments':>8} | {'peak, plain':>12} {'peak, ckpt':>11} "
+        f"{'(activations)':>14} {'2*sqrt(N)':>9} | {'time plain':>10} {'time ckpt':>10} "
+        f"{'ratio':>6} | {'max grad diff':>13}"
+    )
     print("\n" + header + "\n" + "-" * len(header))
     results = []
     for depth in depths:
         layers, params = make_layers(depth, width)
         segments = max(1, round(math.sqrt(depth)))
         peak_plain, t_plain, faults_plain, g_plain = measure(
-            lambda h: run_plain(layers, h), params, x, repeats)
+            lambda h: run_plain(layers, h), params, x, repeats
+        )
         peak_ckpt, t_ckpt, faults_ckpt, g_ckpt = measure(
-            lambda h: run_checkpoint_sequential(layers, h, segments), params, x, repeats)
+            lambda h: run_checkpoint_sequential(layers, h, segments), params, x, repeats
+        )
         diff = max(float(np.max(np.abs(a - b))) for a, b in zip(g_plain, g_ckpt))
         results.append((depth, peak_plain, peak_ckpt, t_ckpt / t_plain, faults_plain, faults_ckpt))
-        print(f"{depth:>5} {segments:>8} | {_mib(peak_plain):>12} {_mib(peak_ckpt):>11} "
-              f"{peak_plain / activation:>6.0f} -> {peak_ckpt / activation:<5.0f} "
-              f"{2 * math.sqrt(depth):>9.0f} | {t_plain * 1e3:>8.1f}ms {t_ckpt * 1e3:>8.1f}ms "
-              f"{t_ckpt / t_plain:>5.2f}x | {diff:>13.1e}")
+        print(
+            f"{depth:>5} {segments:>8} | {_mib(peak_plain):>12} {_mib(peak_ckpt):>11} "
+            f"{peak_plain / activation:>6.0f} -> {peak_ckpt / activation:<5.0f} "
+            f"{2 * math.sqrt(depth):>9.0f} | {t_plain * 1e3:>8.1f}ms {t_ckpt * 1e3:>8.1f}ms "
+            f"{t_ckpt / t_plain:>5.2f}x | {diff:>13.1e}"
+        )
 
     depth = depths[-1]
     layers, params = make_layers(depth, width)
     block = max(1, round(math.sqrt(depth)))
-    peak_blocks, t_blocks, _, g_blocks = measure(lambda h: run_checkpoint_blocks(layers, h, block),
-                                              params, x, repeats)
+    peak_blocks, t_blocks, _, g_blocks = measure(
+        lambda h: run_checkpoint_blocks(layers, h, block), params, x, repeats
+    )
     *_, g_plain = measure(lambda h: run_plain(layers, h), params, x, 1)
     diff = max(float(np.max(np.abs(a - b))) for a, b in zip(g_plain, g_blocks))
-    print(f"\ncheckpoint(fn, h) around blocks of {block} layers, N = {depth}: peak "
-          f"{_mib(peak_blocks)} ({peak_blocks / activation:.0f} activations), "
-          f"{t_blocks * 1e3:.1f} ms, max grad diff {diff:.1e}")
+    print(
+        f"\ncheckpoint(fn, h) around blocks of {block} layers, N = {depth}: peak "
+        f"{_mib(peak_blocks)} ({peak_blocks / activation:.0f} activations), "
+        f"{t_blocks * 1e3:.1f} ms, max grad diff {diff:.1e}"
+    )
     summarize(results)
 
 
 def summarize(results) -> None:
     """What the table shows, in numbers: growth rates of memory, and the time cost."""
-    (n0, plain0, ckpt0, *_), (n1, plain1, ckpt1, _, faults_plain, faults_ckpt) = results[0], results[-1]
+    (n0, plain0, ckpt0, *_), (n1, plain1, ckpt1, _, faults_plain, faults_ckpt) = (
+        results[0],
+        results[-1],
+    )
     growth = n1 / n0
     ratios = [r[3] for r in results]
-    print(f"\nFrom N = {n0} to N = {n1} ({growth:.0f}x deeper): plain peak memory grew "
-          f"{plain1 / plain0:.1f}x (linear: {growth:.0f}x), checkpointed grew "
-          f"{ckpt1 / ckpt0:.1f}x (sqrt: {np.sqrt(growth):.0f}x). Gradients are identical.")
-    print(f"Time with checkpointing was {min(ratios):.2f}x-{max(ratios):.2f}x of plain. "
-          "Recomputing costs about one extra forward pass.")
+    print(
+        f"\nFrom N = {n0} to N = {n1} ({growth:.0f}x deeper): plain peak memory grew "
+        f"{plain1 / plain0:.1f}x (linear: {growth:.0f}x), checkpointed grew "
+        f"{ckpt1 / ckpt0:.1f}x (sqrt: {np.sqrt(growth):.0f}x). Gradients are identical."
+    )
+    print(
+        f"Time with checkpointing was {min(ratios):.2f}x-{max(ratios):.2f}x of plain. "
+        "Recomputing costs about one extra forward pass."
+    )
     if faults_plain or faults_ckpt:  # (none when the allocator reuses freed blocks)
-        print(f"Memory costs time too: at N = {n1} one plain forward+backward touched "
-              f"{faults_plain:.0f} fresh memory pages (page faults), the checkpointed one "
-              f"{faults_ckpt:.0f}.")
+        print(
+            f"Memory costs time too: at N = {n1} one plain forward+backward touched "
+            f"{faults_plain:.0f} fresh memory pages (page faults), the checkpointed one "
+            f"{faults_ckpt:.0f}."
+        )
 
 
 def _mib(n_bytes: float) -> str:

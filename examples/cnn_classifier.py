@@ -13,6 +13,7 @@ epoch, the held-out accuracy, and checks that a saved and reloaded model predict
 
 Run:  python examples/cnn_classifier.py [--quick] [--epochs N] [--seed S] [--torch] [--compile]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,6 @@ import tempfile
 import time
 
 import numpy as np
-
 from _common import compiled, default_init, load_weights, numpy_weights, use_torch
 
 if use_torch():
@@ -43,14 +43,14 @@ def make_images(n: int, seed: int, size: int = 8, noise: float = 0.3):
     rng.shuffle(labels)
     images = rng.normal(0.0, noise, (n, 1, size, size)).astype(np.float32)
     for img, label in zip(images, labels):
-        r, c = rng.integers(1, size - 1, 2)          # where the bars cross
+        r, c = rng.integers(1, size - 1, 2)  # where the bars cross
         length = rng.integers(4, size + 1)
         r0 = rng.integers(0, size - length + 1)
         c0 = rng.integers(0, size - length + 1)
         if label in (0, 2):
-            img[0, r, c0:c0 + length] += 1.0
+            img[0, r, c0 : c0 + length] += 1.0
         if label in (1, 2):
-            img[0, r0:r0 + length, c] += 1.0
+            img[0, r0 : r0 + length, c] += 1.0
     return images, labels.astype(np.int64)
 
 
@@ -58,14 +58,17 @@ class SmallCNN(nn.Module):
     def __init__(self, num_classes: int = 3):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(),
-            nn.MaxPool2d(2),                                   # 8x8 -> 4x4
-            nn.Conv2d(8, 16, kernel_size=3, padding=1), nn.ReLU(),
-            nn.MaxPool2d(2),                                   # 4x4 -> 2x2
+            nn.Conv2d(1, 8, kernel_size=3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),  # 8x8 -> 4x4
+            nn.Conv2d(8, 16, kernel_size=3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),  # 4x4 -> 2x2
         )
         self.classifier = nn.Sequential(
             nn.Flatten(),
-            nn.Linear(16 * 2 * 2, 32), nn.ReLU(),
+            nn.Linear(16 * 2 * 2, 32),
+            nn.ReLU(),
             nn.Linear(32, num_classes),
         )
 
@@ -89,6 +92,7 @@ def make_train_step(model, optimizer):
         loss.backward()
         optimizer.step()
         return loss
+
     return train_step
 
 
@@ -96,7 +100,7 @@ def batches(steps: int, seed: int = 0, batch_size: int = 16) -> list:
     """`steps` fixed batches (images, labels) cycling through 64 images."""
     x, y = make_images(64, seed)
     starts = [(step * batch_size) % 64 for step in range(steps)]
-    return [(x[s:s + batch_size], y[s:s + batch_size]) for s in starts]
+    return [(x[s : s + batch_size], y[s : s + batch_size]) for s in starts]
 
 
 def accuracy(model, loader, device) -> float:
@@ -112,23 +116,36 @@ def accuracy(model, loader, device) -> float:
     return correct / total
 
 
-def train(epochs: int, n_train: int, n_test: int, seed: int, batch_size: int = 32,
-          lr: float = 1e-2, compile: bool = False) -> None:
+def train(
+    epochs: int,
+    n_train: int,
+    n_test: int,
+    seed: int,
+    batch_size: int = 32,
+    lr: float = 1e-2,
+    compile: bool = False,
+) -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(seed)
     x_train, y_train = make_images(n_train, seed)
     x_test, y_test = make_images(n_test, seed + 1)
-    train_loader = DataLoader(TensorDataset(torch.tensor(x_train), torch.tensor(y_train)),
-                              batch_size=batch_size, shuffle=True)
-    test_loader = DataLoader(TensorDataset(torch.tensor(x_test), torch.tensor(y_test)),
-                             batch_size=256)
+    train_loader = DataLoader(
+        TensorDataset(torch.tensor(x_train), torch.tensor(y_train)),
+        batch_size=batch_size,
+        shuffle=True,
+    )
+    test_loader = DataLoader(
+        TensorDataset(torch.tensor(x_test), torch.tensor(y_test)), batch_size=256
+    )
 
     model, optimizer = build(seed, lr)
     model.to(device)
     train_step = compiled(torch, make_train_step(model, optimizer), compile)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"device: {device}; {n_params} parameters; {n_train} training images, "
-          f"{n_test} held out; batch {batch_size}")
+    print(
+        f"device: {device}; {n_params} parameters; {n_train} training images, "
+        f"{n_test} held out; batch {batch_size}"
+    )
     print(model)
 
     start = time.perf_counter()
@@ -139,8 +156,10 @@ def train(epochs: int, n_train: int, n_test: int, seed: int, batch_size: int = 3
             loss = train_step(images, labels)
             running += loss.item() * labels.shape[0]
             seen += labels.shape[0]
-        print(f"epoch {epoch:2d}  loss {running / seen:.4f}  "
-              f"held-out accuracy {accuracy(model, test_loader, device):.3f}")
+        print(
+            f"epoch {epoch:2d}  loss {running / seen:.4f}  "
+            f"held-out accuracy {accuracy(model, test_loader, device):.3f}"
+        )
     elapsed = time.perf_counter() - start
     steps = epochs * len(train_loader)
     print(f"trained {steps} steps in {elapsed:.2f} s ({1000 * elapsed / steps:.1f} ms/step)")
@@ -163,8 +182,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--torch", action="store_true", help="run under real PyTorch")
-    parser.add_argument("--compile", action="store_true",
-                        help="wrap train_step with torch.compile")
+    parser.add_argument("--compile", action="store_true", help="wrap train_step with torch.compile")
     args = parser.parse_args()
     epochs = args.epochs or (4 if args.quick else 10)
     n_train = 768 if args.quick else 3000

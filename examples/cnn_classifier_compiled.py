@@ -13,6 +13,7 @@ losses step by step.
 
 Run:  python examples/cnn_classifier_compiled.py [--quick] [--epochs N] [--seed S]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,20 +25,22 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cnn_classifier as eager_script  # noqa: E402  (the data and the eager model)
+import cnn_classifier as eager_script
 
-import tracegrad as tg  # noqa: E402
+import tracegrad as tg
 
 Params = dict  # name -> ndarray, named as in SmallCNN's state_dict
 
 
 def forward(p: Params, images):
     """Logits (N, 3) of images (N, 1, 8, 8); Linear weights are (out, in), as in PyTorch."""
-    h = tg.max_pool2d(tg.relu(tg.conv2d(images, p["features.0.weight"], p["features.0.bias"],
-                                        padding=1)), 2)                       # 8x8 -> 4x4
-    h = tg.max_pool2d(tg.relu(tg.conv2d(h, p["features.3.weight"], p["features.3.bias"],
-                                        padding=1)), 2)                       # 4x4 -> 2x2
-    h = tg.reshape(h, (np.shape(images)[0], -1))                              # Flatten
+    h = tg.max_pool2d(
+        tg.relu(tg.conv2d(images, p["features.0.weight"], p["features.0.bias"], padding=1)), 2
+    )  # 8x8 -> 4x4
+    h = tg.max_pool2d(
+        tg.relu(tg.conv2d(h, p["features.3.weight"], p["features.3.bias"], padding=1)), 2
+    )  # 4x4 -> 2x2
+    h = tg.reshape(h, (np.shape(images)[0], -1))  # Flatten
     h = tg.relu(h @ tg.transpose(p["classifier.1.weight"]) + p["classifier.1.bias"])
     return h @ tg.transpose(p["classifier.3.weight"]) + p["classifier.3.bias"]
 
@@ -64,8 +67,8 @@ class Adam:
             m += (1 - b1) * g
             v *= b2
             v += (1 - b2) * g * g
-            denom = np.sqrt(v / (1 - b2 ** self.t)) + self.eps
-            p -= (self.lr / (1 - b1 ** self.t)) * m / denom  # in place: the caller's arrays
+            denom = np.sqrt(v / (1 - b2**self.t)) + self.eps
+            p -= (self.lr / (1 - b1**self.t)) * m / denom  # in place: the caller's arrays
 
 
 def initial_params(seed: int) -> Params:
@@ -78,7 +81,7 @@ def initial_params(seed: int) -> Params:
 def batches(n: int, batch_size: int, rng: np.random.Generator):
     order = rng.permutation(n)
     for start in range(0, n, batch_size):
-        yield order[start:start + batch_size]
+        yield order[start : start + batch_size]
 
 
 def accuracy(p: Params, images, labels) -> float:
@@ -86,16 +89,19 @@ def accuracy(p: Params, images, labels) -> float:
     return float(np.mean(np.argmax(forward(p, images), axis=1) == labels))
 
 
-def train(epochs: int, n_train: int, n_test: int, seed: int, batch_size: int = 32,
-          lr: float = 1e-2) -> Params:
+def train(
+    epochs: int, n_train: int, n_test: int, seed: int, batch_size: int = 32, lr: float = 1e-2
+) -> Params:
     x_train, y_train = eager_script.make_images(n_train, seed)
     x_test, y_test = eager_script.make_images(n_test, seed + 1)
     params = initial_params(seed)
     optimizer = Adam(params, lr)
     step = tg.value_and_grad(loss_fn)
     rng = np.random.default_rng(seed)
-    print(f"{sum(v.size for v in params.values())} parameters; {n_train} training images, "
-          f"{n_test} held out; batch {batch_size}")
+    print(
+        f"{sum(v.size for v in params.values())} parameters; {n_train} training images, "
+        f"{n_test} held out; batch {batch_size}"
+    )
     first_step, times = None, []
     for epoch in range(1, epochs + 1):
         running, seen = 0.0, 0
@@ -110,11 +116,15 @@ def train(epochs: int, n_train: int, n_test: int, seed: int, batch_size: int = 3
                 times.append(elapsed)
             running += float(loss) * len(idx)
             seen += len(idx)
-        print(f"epoch {epoch:2d}  loss {running / seen:.4f}  "
-              f"held-out accuracy {accuracy(params, x_test, y_test):.3f}")
-    print(f"first step (trace + compile): {first_step[0]:.2f} s "
-          f"({first_step[1]:.2f} s of CPU); then "
-          f"{1000 * statistics.median(times):.2f} ms/step (median of {len(times)})")
+        print(
+            f"epoch {epoch:2d}  loss {running / seen:.4f}  "
+            f"held-out accuracy {accuracy(params, x_test, y_test):.3f}"
+        )
+    print(
+        f"first step (trace + compile): {first_step[0]:.2f} s "
+        f"({first_step[1]:.2f} s of CPU); then "
+        f"{1000 * statistics.median(times):.2f} ms/step (median of {len(times)})"
+    )
     print(f"final held-out accuracy: {accuracy(params, x_test, y_test):.3f}")
     return params
 
@@ -156,19 +166,28 @@ def torch_model(torch, params: Params):
     """The same architecture in real PyTorch, with the same weights."""
     nn = torch.nn
     model = nn.Sequential(
-        nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                      nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)),
-        nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 3)))
+        nn.Sequential(
+            nn.Conv2d(1, 8, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        ),
+        nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 3)),
+    )
     names = {"features": "0", "classifier": "1"}
-    model.load_state_dict({names[k.split(".")[0]] + k[k.index("."):]: torch.tensor(v)
-                           for k, v in params.items()})
+    model.load_state_dict(
+        {names[k.split(".")[0]] + k[k.index(".") :]: torch.tensor(v) for k, v in params.items()}
+    )
     return model
 
 
-def compare(seed: int, steps: int, torch_threads: int, batch_size: int = 32,
-            lr: float = 1e-2) -> None:
+def compare(
+    seed: int, steps: int, torch_threads: int, batch_size: int = 32, lr: float = 1e-2
+) -> None:
     x, y = eager_script.make_images(steps * batch_size, seed + 2)
-    data = [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, len(x), batch_size)]
+    data = [(x[i : i + batch_size], y[i : i + batch_size]) for i in range(0, len(x), batch_size)]
     params = initial_params(seed)
     rows = []
     compiled_losses, times = compiled_steps(params, data, lr)
@@ -185,11 +204,15 @@ def compare(seed: int, steps: int, torch_threads: int, batch_size: int = 32,
         torch.set_num_threads(torch_threads)
         torch_losses, times = module_steps(torch, torch_model(torch, params), data, lr)
         rows.append((f"PyTorch {torch.__version__} eager ({torch_threads} thr)", times))
-    print(f"\ntime per training step, batch {batch_size} (forward + backward + Adam), "
-          f"{steps} steps from the same weights on the same batches:")
+    print(
+        f"\ntime per training step, batch {batch_size} (forward + backward + Adam), "
+        f"{steps} steps from the same weights on the same batches:"
+    )
     for name, times in rows:
-        print(f"  {name:34s} {1000 * statistics.median(times[1:]):7.2f} ms   "
-              f"(first step {1000 * times[0]:.0f} ms)")
+        print(
+            f"  {name:34s} {1000 * statistics.median(times[1:]):7.2f} ms   "
+            f"(first step {1000 * times[0]:.0f} ms)"
+        )
     diff = max(abs(a - b) for a, b in zip(compiled_losses, eager_losses))
     print(f"max |compiled - eager| loss over the steps: {diff:.2e}")
     if torch is not None:
@@ -202,11 +225,19 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few seconds: smaller run")
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--compare-steps", type=int, default=None,
-                        help="steps timed per implementation (default 20, quick 8)")
-    parser.add_argument("--torch-threads", type=int, default=1,
-                        help="PyTorch's intra-op threads (default 1: for a model this small, "
-                             "more threads on a busy 2-core machine made PyTorch ~10x slower)")
+    parser.add_argument(
+        "--compare-steps",
+        type=int,
+        default=None,
+        help="steps timed per implementation (default 20, quick 8)",
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="PyTorch's intra-op threads (default 1: for a model this small, "
+        "more threads on a busy 2-core machine made PyTorch ~10x slower)",
+    )
     args = parser.parse_args()
     epochs = args.epochs or (4 if args.quick else 10)
     n_train = 768 if args.quick else 3000

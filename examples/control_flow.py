@@ -11,6 +11,7 @@
 
 Run:  python examples/control_flow.py [--quick]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,11 +63,15 @@ def sqrt_or_zero_safe(x):
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="(already quick; accepted for symmetry)")
+    parser.add_argument(
+        "--quick", action="store_true", help="(already quick; accepted for symmetry)"
+    )
     parser.parse_args(argv)
     print(__doc__.split("\n\nRun:")[0])
-    inputs = {"sum(x) > 0": np.array([1.0, 2.0, -0.5], np.float32),
-              "sum(x) < 0": np.array([-1.0, 0.5, -2.0], np.float32)}
+    inputs = {
+        "sum(x) > 0": np.array([1.0, 2.0, -0.5], np.float32),
+        "sum(x) < 0": np.array([-1.0, 0.5, -2.0], np.float32),
+    }
 
     heading("1. Eager mode: the `if` runs on the actual value")
     eager_results = {}
@@ -90,8 +95,10 @@ def main(argv: list[str] | None = None) -> None:
         _, where_eager = eager_grad(soft_abs_where, x)
         diff = float(np.max(np.abs(np.asarray(grad) - eager_results[case])))
         print(f"x = {x}  ({case}):  compiled value {float(value):.4f}, grad {np.asarray(grad)}")
-        print(f"{'':34}max |compiled - eager if-version| = {diff:.1e}; "
-              f"eager where-version agrees: {np.allclose(where_eager, grad)}")
+        print(
+            f"{'':34}max |compiled - eager if-version| = {diff:.1e}; "
+            f"eager where-version agrees: {np.allclose(where_eager, grad)}"
+        )
     info = compiled.cache_info() if hasattr(compiled, "cache_info") else None
     traces = f"{info.traces} trace for both inputs" if info else "one static graph"
     print(f"{traces}: the branch is now data inside the graph, not Python control flow.")
@@ -100,8 +107,10 @@ def main(argv: list[str] | None = None) -> None:
     x = np.array([4.0, -1.0, 0.25], np.float32)
     print(f"x = {x};  f(x) = sum(where(x > 0, sqrt(x), 0))")
     with np.errstate(invalid="ignore", divide="ignore"):
-        for name, fn in (("naive where(x > 0, sqrt(x), 0)", sqrt_or_zero_naive),
-                         ("safe  where(x > 0, sqrt(where(x > 0, x, 1)), 0)", sqrt_or_zero_safe)):
+        for name, fn in (
+            ("naive where(x > 0, sqrt(x), 0)", sqrt_or_zero_naive),
+            ("safe  where(x > 0, sqrt(where(x > 0, x, 1)), 0)", sqrt_or_zero_safe),
+        ):
             value_c, grad_c = tg.value_and_grad(fn)(x)
             value_e, grad_e = eager_grad(fn, x)
             print(f"\n{name}")
@@ -112,7 +121,9 @@ def main(argv: list[str] | None = None) -> None:
                 print("     multiplies the zero cotangent by d sqrt(x)/dx = 0.5/sqrt(-1) = NaN,")
                 print("     and 0 * NaN = NaN.")
             else:
-                print("  -> finite everywhere: d/dx sqrt(x) = 0.5/sqrt(x) at x > 0, and 0 elsewhere.")
+                print(
+                    "  -> finite everywhere: d/dx sqrt(x) = 0.5/sqrt(x) at x > 0, and 0 elsewhere."
+                )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ parameters and the gradients. The script prints:
 Needs Dask: pip install -e '.[distributed]'.
 Run:  python examples/distributed_training.py [--quick] [--rows N] [--epochs N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,12 @@ def make_data(rows: int, seed: int = 0):
     x = rng.standard_normal((rows, 16))
     w_true = rng.standard_normal((16, 1)) / 4
     y = np.sin(x @ w_true) + 0.1 * rng.standard_normal((rows, 1))
-    params = (0.3 * rng.standard_normal((16, 32)), np.zeros(32),
-              0.3 * rng.standard_normal((32, 1)), np.zeros(1))
+    params = (
+        0.3 * rng.standard_normal((16, 32)),
+        np.zeros(32),
+        0.3 * rng.standard_normal((32, 1)),
+        np.zeros(1),
+    )
     return params, x, y
 
 
@@ -71,8 +76,12 @@ def main() -> None:
 
     results = {}
     for workers in (1, 2):
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             xs = client.scatter(np.array_split(x, workers))  # the data moves once
             ys = client.scatter(np.array_split(y, workers))
             vg = distributed.value_and_grad(loss, client=client, argnums=0, shard_argnums=(1, 2))

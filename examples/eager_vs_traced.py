@@ -11,6 +11,7 @@ It prints both graphs' sizes, both modes' gradients, the IR at each stage, the
 generated kernel and a timing table, and writes both graphs as DOT (and SVG
 when Graphviz's `dot` is installed) into the output folder.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -99,14 +100,19 @@ def write_drawing(drawing, out_dir: pathlib.Path, stem: str, svg: bool) -> list[
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer timing calls")
-    parser.add_argument("--out", default=str(pathlib.Path(__file__).parent / "out"),
-                        help="folder for the DOT/SVG drawings (default: examples/out)")
+    parser.add_argument(
+        "--out",
+        default=str(pathlib.Path(__file__).parent / "out"),
+        help="folder for the DOT/SVG drawings (default: examples/out)",
+    )
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--show-ir", action="store_true",
-                        help="print the traced, joint and optimized IR graphs")
-    parser.add_argument("--show-source", action="store_true",
-                        help="print the generated Numba kernel source")
+    parser.add_argument(
+        "--show-ir", action="store_true", help="print the traced, joint and optimized IR graphs"
+    )
+    parser.add_argument(
+        "--show-source", action="store_true", help="print the generated Numba kernel source"
+    )
     args = parser.parse_args(argv)
     calls = 20 if args.quick else 300
 
@@ -121,11 +127,15 @@ def main(argv: list[str] | None = None) -> None:
     n_nodes = count_backward_nodes(loss)
     loss_again, _ = eager_step(arrays)
     print(f"loss = {loss}")
-    print(f"backward graph: {n_nodes} nodes (grad_fn + AccumulateGrad), rooted at "
-          f"{loss.grad_fn.name()}")
+    print(
+        f"backward graph: {n_nodes} nodes (grad_fn + AccumulateGrad), rooted at "
+        f"{loss.grad_fn.name()}"
+    )
     fresh = "new objects" if loss_again.grad_fn is not loss.grad_fn else "the SAME objects (?)"
-    print(f"a second call records the graph again: {count_backward_nodes(loss_again)} nodes, "
-          f"{fresh}; backward() then frees its saved tensors")
+    print(
+        f"a second call records the graph again: {count_backward_nodes(loss_again)} nodes, "
+        f"{fresh}; backward() then frees its saved tensors"
+    )
     eager_drawing = eager_graph(loss, params=params)
     loss.backward()
     eager_grads = [params[k].grad.numpy() for k in PARAM_NAMES]
@@ -138,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     first_call = time.perf_counter() - start
     lowered = value_and_grad.lower(*inputs)
     from_disk = "autodiff" not in lowered.timings  # the cache index skipped the pipeline
-    how = ("loaded from the disk cache" if from_disk else "trace + autodiff + compile")
+    how = "loaded from the disk cache" if from_disk else "trace + autodiff + compile"
     print(f"loss = {float(value):.6f}   (first call, {how}: {fmt_time(first_call).strip()})")
     for stage in ("traced", "joint", "optimized"):
         print(f"{stage:>9} graph: {len(getattr(lowered, stage).nodes):3d} nodes")
@@ -146,16 +156,20 @@ def main(argv: list[str] | None = None) -> None:
     for _ in range(5):
         value_and_grad(*inputs)
     print(f"5 more calls with the same shapes: {_describe_cache(calls_before, value_and_grad)}")
-    print(f"So: eager records {n_nodes} backward nodes on every call and frees them after "
-          f"backward;\ncompiled traced the forward once, differentiated it into one joint "
-          f"graph and runs its kernel on every call.")
+    print(
+        f"So: eager records {n_nodes} backward nodes on every call and frees them after "
+        f"backward;\ncompiled traced the forward once, differentiated it into one joint "
+        f"graph and runs its kernel on every call."
+    )
 
     # --- both: a compiled function called on eager tensors --------------------
     compiled_loss = tg.compile(mlp_loss)
     mixed_loss, mixed_params = eager_step(arrays, compiled_loss)
-    print(f"Both at once: tracegrad.compile(mlp_loss) on eager tensors gives one "
-          f"{mixed_loss.grad_fn.name()} node ({count_backward_nodes(mixed_loss)} nodes with the "
-          f"leaves).")
+    print(
+        f"Both at once: tracegrad.compile(mlp_loss) on eager tensors gives one "
+        f"{mixed_loss.grad_fn.name()} node ({count_backward_nodes(mixed_loss)} nodes with the "
+        f"leaves)."
+    )
     mixed_drawing = eager_graph(mixed_loss, params=mixed_params)
 
     heading("Gradients from both modes")
@@ -169,10 +183,14 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  compiled  {_preview(gc)}   max |diff| = {diff:.2e}")
     print(f"max |eager - compiled| over all gradients: {worst:.2e} (float32)")
     mixed_loss.backward()
-    mixed_diff = max(float(np.max(np.abs(mixed_params[k].grad.numpy() - g)))
-                     for k, g in zip(PARAM_NAMES, eager_grads))
-    print(f"max |eager - compile(mlp_loss) on eager tensors|: {mixed_diff:.2e} "
-          f"(.grad filled by CompiledFunctionBackward)")
+    mixed_diff = max(
+        float(np.max(np.abs(mixed_params[k].grad.numpy() - g)))
+        for k, g in zip(PARAM_NAMES, eager_grads)
+    )
+    print(
+        f"max |eager - compile(mlp_loss) on eager tensors|: {mixed_diff:.2e} "
+        f"(.grad filled by CompiledFunctionBackward)"
+    )
 
     if args.show_ir:
         heading("IR before AD (traced forward graph)")
@@ -196,8 +214,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'mode':<10}{'first call':>14}{'median per call':>18}")
     print(f"{'eager':<10}{'-':>14}{fmt_time(t_eager):>18}")
     print(f"{'compiled':<10}{fmt_time(first_call):>14}{fmt_time(t_compiled):>18}")
-    print(f"compiled is {t_eager / t_compiled:.1f}x faster per call; the first call pays "
-          f"for tracing and compiling (and is cached on disk for the next process)")
+    print(
+        f"compiled is {t_eager / t_compiled:.1f}x faster per call; the first call pays "
+        f"for tracing and compiling (and is cached on disk for the next process)"
+    )
 
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -212,11 +232,15 @@ def main(argv: list[str] | None = None) -> None:
         names = ["loss"] if stage == "traced" else ["loss"] + [f"grad {k}" for k in PARAM_NAMES]
         drawing = ir_graph(graph, output_names=names)
         written += write_drawing(drawing, out_dir, f"ir_{stage}", svg)
-    print(f"\nwrote {len(written)} drawings, the IR of each stage (ir_*.txt) and the kernel "
-          f"(kernel.py) to {out_dir}\n(--show-ir and --show-source print them here)")
+    print(
+        f"\nwrote {len(written)} drawings, the IR of each stage (ir_*.txt) and the kernel "
+        f"(kernel.py) to {out_dir}\n(--show-ir and --show-source print them here)"
+    )
     if not svg:
-        print("(Graphviz's `dot` is not installed, so the drawings are DOT files: "
-              "apt-get install graphviz to get SVGs)")
+        print(
+            "(Graphviz's `dot` is not installed, so the drawings are DOT files: "
+            "apt-get install graphviz to get SVGs)"
+        )
 
 
 def _preview(values, n: int = 4) -> str:
@@ -234,8 +258,10 @@ def _describe_cache(before, fn) -> str:
     after = _cache_info(fn)
     if before is None or after is None:
         return "no cache statistics available"
-    return (f"traces {before.traces} -> {after.traces}, cache hits {before.hits} -> {after.hits} "
-            f"(no retracing: the static graph is reused)")
+    return (
+        f"traces {before.traces} -> {after.traces}, cache hits {before.hits} -> {after.hits} "
+        f"(no retracing: the static graph is reused)"
+    )
 
 
 if __name__ == "__main__":

@@ -12,15 +12,25 @@ same losses (tests/examples/test_model_examples.py checks that).
 
 Run:  python examples/gpt_tiny.py [--torch] [--compile] [--steps N] [--seed S]
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from _common import (CHARS, char_corpus, compiled, library_name, lm_batches, load_weights,
-                     numpy_weights, parse_args, train, use_torch)
+from _common import (
+    CHARS,
+    char_corpus,
+    compiled,
+    library_name,
+    lm_batches,
+    load_weights,
+    numpy_weights,
+    parse_args,
+    train,
+    use_torch,
+)
 
 if use_torch():
     import torch
@@ -44,7 +54,6 @@ class GPTConfig:
 
 
 class CausalSelfAttention(nn.Module):
-
     def __init__(self, config):
         super().__init__()
         assert config.n_embd % config.n_head == 0
@@ -57,8 +66,12 @@ class CausalSelfAttention(nn.Module):
         self.n_head = config.n_head
         self.n_embd = config.n_embd
         # causal mask: attention only to the left in the input sequence
-        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
-                             .view(1, 1, config.block_size, config.block_size))
+        self.register_buffer(
+            "bias",
+            torch.tril(torch.ones(config.block_size, config.block_size)).view(
+                1, 1, config.block_size, config.block_size
+            ),
+        )
 
     def forward(self, x):
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
@@ -78,7 +91,6 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-
     def __init__(self, config):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
@@ -91,7 +103,6 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-
     def __init__(self, config):
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
@@ -106,17 +117,18 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-
     def __init__(self, config):
         super().__init__()
         self.config = config
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(config.vocab_size, config.n_embd),
-            wpe=nn.Embedding(config.block_size, config.n_embd),
-            drop=nn.Dropout(config.dropout),
-            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-            ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
-        ))
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(config.vocab_size, config.n_embd),
+                wpe=nn.Embedding(config.block_size, config.n_embd),
+                drop=nn.Dropout(config.dropout),
+                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+            )
+        )
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         # weight tying: the token embedding and the output projection are one tensor
         self.transformer.wte.weight = self.lm_head.weight
@@ -135,8 +147,9 @@ class GPT(nn.Module):
         x = self.transformer.ln_f(x)
         if targets is not None:
             logits = self.lm_head(x)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
-                                   ignore_index=-1)
+            loss = F.cross_entropy(
+                logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1
+            )
         else:  # inference: only the last position's logits
             logits = self.lm_head(x[:, [-1], :])
             loss = None
@@ -147,8 +160,9 @@ class GPT(nn.Module):
         """Continue each sequence of idx (b, t) by max_new_tokens sampled tokens."""
         for _ in range(max_new_tokens):
             # crop the context to the last block_size tokens
-            idx_cond = idx if idx.size(1) <= self.config.block_size \
-                else idx[:, -self.config.block_size:]
+            idx_cond = (
+                idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size :]
+            )
             logits, _ = self(idx_cond)
             logits = logits[:, -1, :] / temperature
             if top_k is not None:  # only the top_k most likely tokens can be drawn
@@ -175,6 +189,7 @@ def gpt_init(config):
     """nanoGPT's _init_weights as a `numpy_weights` rule: matrices and embeddings
     N(0, 0.02), the residual projections N(0, 0.02 / sqrt(2 n_layer)), biases 0,
     LayerNorm weights 1."""
+
     def init(name, shape, rng):
         if name.endswith("bias"):
             return np.zeros(shape)
@@ -182,6 +197,7 @@ def gpt_init(config):
             return np.ones(shape)
         std = 0.02 / math.sqrt(2 * config.n_layer) if name.endswith("c_proj.weight") else 0.02
         return rng.normal(0.0, std, shape)
+
     return init
 
 
@@ -190,8 +206,7 @@ def build(seed: int = 0, config: GPTConfig | None = None):
     config = config or GPTConfig()
     model = GPT(config)
     load_weights(torch, model, numpy_weights(model, seed, gpt_init(config)))
-    optimizer = model.configure_optimizers(weight_decay=0.1, learning_rate=1e-2,
-                                           betas=(0.9, 0.95))
+    optimizer = model.configure_optimizers(weight_decay=0.1, learning_rate=1e-2, betas=(0.9, 0.95))
     return model, optimizer
 
 
@@ -203,6 +218,7 @@ def make_train_step(model, opt):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         return loss
+
     return train_step
 
 

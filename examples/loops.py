@@ -15,6 +15,7 @@ examples/out/ (or --out).
 
 Run:  python examples/loops.py [--quick] [--out DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,6 +42,7 @@ def rnn_unrolled(h, W, U, xs):
 def rnn_scan(h, W, U, xs):
     def step(h, x):
         return tg.tanh(h @ W + x @ U), None
+
     h, _ = tg.scan(step, h, xs)
     return tg.sum(h * h)
 
@@ -78,8 +80,10 @@ def main() -> None:
         print(f"  {n:5d} steps: {eager_nodes(loss):5d} backward nodes recorded")
 
     heading("2-3. Static graphs: unrolled Python loop vs tg.scan")
-    print(f"  {'steps':>5}  {'unrolled nodes':>14} {'kernel lines':>12}   "
-          f"{'scan nodes':>10} {'kernel lines':>12}")
+    print(
+        f"  {'steps':>5}  {'unrolled nodes':>14} {'kernel lines':>12}   "
+        f"{'scan nodes':>10} {'kernel lines':>12}"
+    )
     grads = {}
     for n in lengths:
         xs = rng.standard_normal((n, B, H)).astype(np.float32)
@@ -91,8 +95,10 @@ def main() -> None:
             first = time.perf_counter() - t0
             lowered = f.lower(h0, W, U, xs)
             grads[name, n] = (value, g)
-            row.append(f"{len(lowered.optimized.nodes):>14} {len(lowered.source.splitlines()):>12}"
-                       f" ({first:5.2f} s)")
+            row.append(
+                f"{len(lowered.optimized.nodes):>14} {len(lowered.source.splitlines()):>12}"
+                f" ({first:5.2f} s)"
+            )
             if n == lengths[-1]:
                 drawing = ir_graph(lowered.optimized)
                 path = out_dir / f"loops_{name}_joint.dot"
@@ -111,8 +117,9 @@ def main() -> None:
     tW, tU = eager.tensor(W, requires_grad=True), eager.tensor(U, requires_grad=True)
     rnn_scan(eager.tensor(h0), tW, tU, eager.tensor(xs)).backward()
     _, (cW, cU) = tg.value_and_grad(rnn_scan, argnums=(1, 2))(h0, W, U, xs)
-    diff_eager = max(float(np.max(np.abs(cW - tW.grad.numpy()))),
-                     float(np.max(np.abs(cU - tU.grad.numpy()))))
+    diff_eager = max(
+        float(np.max(np.abs(cW - tW.grad.numpy()))), float(np.max(np.abs(cU - tU.grad.numpy())))
+    )
     print(f"  max |scan compiled - eager| over gradients: {diff_eager:.2e}")
     print(f"  drawings: {out_dir}/loops_unrolled_joint.dot, {out_dir}/loops_scan_joint.dot")
 
@@ -120,8 +127,10 @@ def main() -> None:
     f = lambda x: tg.cond(x > 0, tg.sqrt, lambda x: x * 0.0, x)
     naive = lambda x: tg.where(x > 0, tg.sqrt(x), x * 0.0)
     for x in (4.0, -4.0):
-        print(f"  x = {x:5.1f}: cond gradient {float(tg.grad(f)(x)):.4f}, "
-              f"naive where gradient {float(tg.grad(naive)(x)):.4f}")
+        print(
+            f"  x = {x:5.1f}: cond gradient {float(tg.grad(f)(x)):.4f}, "
+            f"naive where gradient {float(tg.grad(naive)(x)):.4f}"
+        )
     print("\nThe traced scan body (printed nested, as a jaxpr is):")
     print(tg.value_and_grad(rnn_scan, argnums=(1, 2)).lower(h0, W, U, xs[:3]).traced)
 

@@ -10,6 +10,7 @@ Run:  python examples/pytorch_style_compiled.py [--quick] [--out examples/out]
 It prints both graphs' sizes, the losses of both runs step by step, the time per
 step, and writes both graphs as DOT (and SVG where Graphviz is installed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,6 +46,7 @@ def make_step(model, opt):
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         return loss
+
     return train_step
 
 
@@ -56,8 +58,13 @@ def build(seed: int = 0):
 
 def batches(n: int, seed: int = 1):
     rng = np.random.default_rng(seed)
-    return [(torch.tensor(rng.standard_normal((64, 32)).astype(np.float32)),
-             torch.tensor(rng.integers(0, 10, 64))) for _ in range(n)]
+    return [
+        (
+            torch.tensor(rng.standard_normal((64, 32)).astype(np.float32)),
+            torch.tensor(rng.integers(0, 10, 64)),
+        )
+        for _ in range(n)
+    ]
 
 
 def time_steps(step, data, repeats: int) -> float:
@@ -97,33 +104,41 @@ def main() -> None:
     x, y = data[0]
     loss = F.cross_entropy(eager_model(x), y)
     drawing = eager_graph(loss, dict(eager_model.named_parameters()))
-    print(f"eager: every step records a new backward graph ({len(drawing.nodes)} nodes here), "
-          f"wrote {write(drawing, out, 'pytorch_style_eager_graph')}")
+    print(
+        f"eager: every step records a new backward graph ({len(drawing.nodes)} nodes here), "
+        f"wrote {write(drawing, out, 'pytorch_style_eager_graph')}"
+    )
 
     # The static graph: traced once; forward, backward and the AdamW update in one graph.
     t0 = time.perf_counter()
     lowered = compiled_step.lower(x, y)
     graph = lowered.traced
-    print(f"compiled: one static graph, traced and compiled in {time.perf_counter() - t0:.2f} s: "
-          f"{len(graph.inputs)} inputs (batch, parameters, AdamW state), {len(graph.nodes)} "
-          f"nodes, {len(lowered.optimized.nodes)} after optimization; wrote "
-          f"{write(ir_graph(graph), out, 'pytorch_style_static_graph')}")
+    print(
+        f"compiled: one static graph, traced and compiled in {time.perf_counter() - t0:.2f} s: "
+        f"{len(graph.inputs)} inputs (batch, parameters, AdamW state), {len(graph.nodes)} "
+        f"nodes, {len(lowered.optimized.nodes)} after optimization; wrote "
+        f"{write(ir_graph(graph), out, 'pytorch_style_static_graph')}"
+    )
 
     diffs = []
     for k, (x, y) in enumerate(data):
         le, lc = float(eager_step(x, y)), float(compiled_step(x, y))
         diffs.append(abs(le - lc) / abs(le))
         print(f"step {k:2d}  eager loss {le:.6f}  compiled loss {lc:.6f}")
-    params = max(float(np.max(np.abs(p.detach().numpy() - q.detach().numpy())))
-                 for p, q in zip(eager_model.parameters(), compiled_model.parameters()))
+    params = max(
+        float(np.max(np.abs(p.detach().numpy() - q.detach().numpy())))
+        for p, q in zip(eager_model.parameters(), compiled_model.parameters())
+    )
     print(f"max relative loss difference: {max(diffs):.2e}")
     print(f"max |eager - compiled| over all parameters after {steps} steps: {params:.2e}")
     print(f"traces: {compiled_step.cache_info().traces} ({'; '.join(compiled_step.trace_reasons)})")
 
     eager_time = time_steps(eager_step, data, repeats)
     compiled_time = time_steps(compiled_step, data, repeats)
-    print(f"Timing: median per training step: eager {eager_time * 1e6:.0f} us, compiled "
-          f"{compiled_time * 1e6:.0f} us ({eager_time / compiled_time:.1f}x faster)")
+    print(
+        f"Timing: median per training step: eager {eager_time * 1e6:.0f} us, compiled "
+        f"{compiled_time * 1e6:.0f} us ({eager_time / compiled_time:.1f}x faster)"
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ is installed, saves a PNG of the loss curves and the decision boundary.
 
 Run:  python examples/train_mlp.py [--quick] [--steps N] [--out examples/out]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,9 @@ from tracegrad.eager import nn, optim
 
 
 # --------------------------------------------------------------------- data
-def two_spirals(points_per_class: int, noise: float = 0.04, turns: float = 1.75,
-                seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def two_spirals(
+    points_per_class: int, noise: float = 0.04, turns: float = 1.75, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Two interleaved spiral arms in [-1, 1]^2, labelled 0 and 1."""
     rng = np.random.default_rng(seed)
     radius = np.sqrt(rng.uniform(0.0, 1.0, points_per_class))  # even density along the arm
@@ -46,9 +48,9 @@ def two_spirals(points_per_class: int, noise: float = 0.04, turns: float = 1.75,
 # ------------------------------------------------------------------- models
 def make_eager_model(hidden: int, seed: int) -> nn.Module:
     eager.manual_seed(seed)
-    return nn.Sequential(nn.Linear(2, hidden), nn.Tanh(),
-                         nn.Linear(hidden, hidden), nn.Tanh(),
-                         nn.Linear(hidden, 2))
+    return nn.Sequential(
+        nn.Linear(2, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 2)
+    )
 
 
 def weights_of(model: nn.Module) -> list[np.ndarray]:
@@ -85,8 +87,8 @@ class Adam:
             m += (1 - b1) * g
             v *= b2
             v += (1 - b2) * g * g
-            m_hat = m / (1 - b1 ** self.t)
-            v_hat = v / (1 - b2 ** self.t)
+            m_hat = m / (1 - b1**self.t)
+            v_hat = v / (1 - b2**self.t)
             p -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
 
 
@@ -98,6 +100,7 @@ class Progress:
         self.total, self.label, self.bar = total, label, None
         try:
             from tqdm import tqdm
+
             self.bar = tqdm(total=total, desc=label, ncols=80, file=sys.stdout)
         except ImportError:
             self.interactive = sys.stdout.isatty()
@@ -113,10 +116,15 @@ class Progress:
             return  # in a log file: one line per 10%
         self.shown = tenth
         filled = (step + 1) * 30 // self.total
-        line = (f"{self.label:<9} [{'#' * filled}{'.' * (30 - filled)}] "
-                f"{step + 1:>5}/{self.total}  loss {loss:.4f}")
-        print(("\r" + line) if self.interactive else line, end="" if self.interactive else "\n",
-              flush=True)
+        line = (
+            f"{self.label:<9} [{'#' * filled}{'.' * (30 - filled)}] "
+            f"{step + 1:>5}/{self.total}  loss {loss:.4f}"
+        )
+        print(
+            ("\r" + line) if self.interactive else line,
+            end="" if self.interactive else "\n",
+            flush=True,
+        )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -171,10 +179,12 @@ def eager_logits(model, x: np.ndarray) -> np.ndarray:
 
 
 # -------------------------------------------------------------------- plot
-def save_plot(path: pathlib.Path, x, y, eager_losses, compiled_losses, predict,
-              note: str = "") -> bool:
+def save_plot(
+    path: pathlib.Path, x, y, eager_losses, compiled_losses, predict, note: str = ""
+) -> bool:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -183,9 +193,12 @@ def save_plot(path: pathlib.Path, x, y, eager_losses, compiled_losses, predict,
     ax_loss.semilogy(eager_losses, label="eager (tracegrad.eager.nn + optim.Adam)", lw=2)
     ax_loss.semilogy(compiled_losses, "--", label="compiled (value_and_grad + NumPy Adam)", lw=1.5)
     gap = np.max(np.abs(np.asarray(eager_losses) - np.asarray(compiled_losses)))
-    ax_loss.set(xlabel="step", ylabel="cross-entropy loss (log scale)",
-                title=f"Training loss: same init, same data\n"
-                      f"(the curves overlap: max difference {gap:.1e})")
+    ax_loss.set(
+        xlabel="step",
+        ylabel="cross-entropy loss (log scale)",
+        title=f"Training loss: same init, same data\n"
+        f"(the curves overlap: max difference {gap:.1e})",
+    )
     ax_loss.legend()
     ax_loss.grid(alpha=0.3, which="both")
 
@@ -198,10 +211,21 @@ def save_plot(path: pathlib.Path, x, y, eager_losses, compiled_losses, predict,
     ax_map.contour(gx, gy, p1, levels=[0.5], colors="k", linewidths=1.2)
     for label, color in ((0, "#1f4e9c"), (1, "#b2182b")):
         pts = x[y == label]
-        ax_map.scatter(pts[:, 0], pts[:, 1], s=9, c=color, edgecolors="white",
-                       linewidths=0.3, label=f"class {label}")
-    ax_map.set(title=f"Decision boundary (compiled model)\n{note}", aspect="equal",
-               xlim=(-1.3, 1.3), ylim=(-1.3, 1.3))
+        ax_map.scatter(
+            pts[:, 0],
+            pts[:, 1],
+            s=9,
+            c=color,
+            edgecolors="white",
+            linewidths=0.3,
+            label=f"class {label}",
+        )
+    ax_map.set(
+        title=f"Decision boundary (compiled model)\n{note}",
+        aspect="equal",
+        xlim=(-1.3, 1.3),
+        ylim=(-1.3, 1.3),
+    )
     ax_map.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -223,9 +247,11 @@ def main(argv: list[str] | None = None) -> None:
 
     x, y = two_spirals(points)
     x_test, y_test = two_spirals(points, seed=1)
-    print(f"two spirals: {len(x)} training points, {len(x_test)} test points; "
-          f"network 2 -> {args.hidden} -> {args.hidden} -> 2 (tanh); Adam lr {args.lr}; "
-          f"{steps} full-batch steps")
+    print(
+        f"two spirals: {len(x)} training points, {len(x_test)} test points; "
+        f"network 2 -> {args.hidden} -> {args.hidden} -> 2 (tanh); Adam lr {args.lr}; "
+        f"{steps} full-batch steps"
+    )
 
     model = make_eager_model(args.hidden, seed=0)
     params = weights_of(model)  # the compiled run starts from these same weights
@@ -236,28 +262,45 @@ def main(argv: list[str] | None = None) -> None:
     def compiled_predict(points_):
         return np.asarray(mlp_logits(*params, points_))  # plain NumPy: ops run on arrays too
 
-    rows = [("eager", eager_losses, eager_times, eager_logits(model, x), eager_logits(model, x_test)),
-            ("compiled", compiled_losses, compiled_times, compiled_predict(x),
-             compiled_predict(x_test))]
-    print(f"\n{'mode':<10}{'final loss':>12}{'train acc':>11}{'test acc':>10}"
-          f"{'total time':>12}{'first step':>12}{'median step':>13}")
+    rows = [
+        ("eager", eager_losses, eager_times, eager_logits(model, x), eager_logits(model, x_test)),
+        (
+            "compiled",
+            compiled_losses,
+            compiled_times,
+            compiled_predict(x),
+            compiled_predict(x_test),
+        ),
+    ]
+    print(
+        f"\n{'mode':<10}{'final loss':>12}{'train acc':>11}{'test acc':>10}"
+        f"{'total time':>12}{'first step':>12}{'median step':>13}"
+    )
     for name, losses, times, train_logits, test_logits in rows:
-        print(f"{name:<10}{losses[-1]:>12.5f}{accuracy(train_logits, y):>11.1%}"
-              f"{accuracy(test_logits, y_test):>10.1%}{sum(times):>11.2f}s"
-              f"{times[0] * 1e3:>10.1f}ms{statistics.median(times) * 1e3:>11.2f}ms")
+        print(
+            f"{name:<10}{losses[-1]:>12.5f}{accuracy(train_logits, y):>11.1%}"
+            f"{accuracy(test_logits, y_test):>10.1%}{sum(times):>11.2f}s"
+            f"{times[0] * 1e3:>10.1f}ms{statistics.median(times) * 1e3:>11.2f}ms"
+        )
     speedup_total = sum(eager_times) / sum(compiled_times)
     speedup_step = statistics.median(eager_times) / statistics.median(compiled_times)
-    print(f"compiled's first step traces and compiles ({compiled_times[0]:.2f} s; cached on disk "
-          f"for later runs).\nspeedup of compiled over eager: {speedup_step:.1f}x per step "
-          f"(median), {speedup_total:.2f}x in total over {steps} steps")
-    print(f"max |eager - compiled| loss over the run: "
-          f"{np.max(np.abs(np.array(eager_losses) - np.array(compiled_losses))):.2e}")
+    print(
+        f"compiled's first step traces and compiles ({compiled_times[0]:.2f} s; cached on disk "
+        f"for later runs).\nspeedup of compiled over eager: {speedup_step:.1f}x per step "
+        f"(median), {speedup_total:.2f}x in total over {steps} steps"
+    )
+    print(
+        f"max |eager - compiled| loss over the run: "
+        f"{np.max(np.abs(np.array(eager_losses) - np.array(compiled_losses))):.2e}"
+    )
 
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / "train_mlp.png"
-    note = (f"train accuracy {accuracy(compiled_predict(x), y):.1%}, "
-            f"test accuracy {accuracy(compiled_predict(x_test), y_test):.1%}")
+    note = (
+        f"train accuracy {accuracy(compiled_predict(x), y):.1%}, "
+        f"test accuracy {accuracy(compiled_predict(x_test), y_test):.1%}"
+    )
     if save_plot(png, x, y, eager_losses, compiled_losses, compiled_predict, note):
         print(f"wrote {png}")
     else:

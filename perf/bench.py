@@ -5,6 +5,7 @@ times one batch of calls per system, with the starting system rotating, so slow
 drifts of the machine (thermal, other processes) hit every system alike. The
 reported time is the median over rounds of the per-call time within a batch.
 """
+
 from __future__ import annotations
 
 import gc
@@ -25,11 +26,11 @@ from perf.workloads import compare, make_workload, reference
 
 @dataclass
 class Settings:
-    repeats: int = 15             # rounds
-    batch_seconds: float = 0.04   # target wall time of one batch of calls
-    max_calls: int = 20000        # cap on calls per batch
+    repeats: int = 15  # rounds
+    batch_seconds: float = 0.04  # target wall time of one batch of calls
+    max_calls: int = 20000  # cap on calls per batch
     warmup_calls: int = 2
-    cooldown: float = 0.12        # idle seconds before each batch: lets the previous system's
+    cooldown: float = 0.12  # idle seconds before each batch: lets the previous system's
     #                               spinning thread pools (OpenBLAS, OpenMP, XLA) go to sleep
 
 
@@ -47,24 +48,24 @@ class Result:
     workload: str
     dtype: str
     system: str
-    status: str = "ok"            # ok | unavailable | mismatch | error
+    status: str = "ok"  # ok | unavailable | mismatch | error
     detail: str = ""
-    median: float | None = None   # seconds per value-and-grad call
+    median: float | None = None  # seconds per value-and-grad call
     samples: list = field(default_factory=list)
     calls_per_batch: int = 0
     setup_time: float | None = None
-    first_call: float | None = None   # seconds: first call after setup (trace + compile)
+    first_call: float | None = None  # seconds: first call after setup (trace + compile)
     peak_bytes: int | None = None
     memory_method: str = ""
     stages: dict = field(default_factory=dict)  # compile stage -> seconds (tracegrad compiled)
-    ratio: float | None = None    # median / best peer's median
+    ratio: float | None = None  # median / best peer's median
     ratio_library: float | None = None  # median / best autodiff library's (peers without NumPy)
-    best: float | None = None     # fastest round (less sensitive to other processes' load)
-    load: float | None = None     # mean 1-minute load average over the timing rounds
+    best: float | None = None  # fastest round (less sensitive to other processes' load)
+    load: float | None = None  # mean 1-minute load average over the timing rounds
     ratio_frameworks: float | None = None  # median / best of FRAMEWORK_PEERS' medians
-    best_framework: str = ""      # which of FRAMEWORK_PEERS was fastest
-    flops: float | None = None    # the workload's estimated FLOPs per value-and-grad call
-    description: str = ""         # the workload's one-line description
+    best_framework: str = ""  # which of FRAMEWORK_PEERS was fastest
+    flops: float | None = None  # the workload's estimated FLOPs per value-and-grad call
+    description: str = ""  # the workload's one-line description
 
 
 def load_average() -> float | None:
@@ -86,12 +87,26 @@ class StageCapture(logging.Handler):
     PATTERN = re.compile(
         r"(?P<stage>trace|tracing|autodiff|ad|vjp|passes|pass|optimi[sz]e|codegen|numba|compile|"
         r"cache|load|import)\b[^0-9\n]*?(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|µs|us)\b",
-        re.IGNORECASE)
-    CANON = {"tracing": "trace", "trace": "trace", "autodiff": "AD", "ad": "AD", "vjp": "AD",
-             "passes": "passes", "pass": "passes", "optimize": "passes", "optimise": "passes",
-             "fuse": "passes: fuse",
-             "codegen": "codegen", "numba": "numba", "compile": "numba", "cache": "cache",
-             "load": "cache", "import": "cache"}
+        re.IGNORECASE,
+    )
+    CANON = {
+        "tracing": "trace",
+        "trace": "trace",
+        "autodiff": "AD",
+        "ad": "AD",
+        "vjp": "AD",
+        "passes": "passes",
+        "pass": "passes",
+        "optimize": "passes",
+        "optimise": "passes",
+        "fuse": "passes: fuse",
+        "codegen": "codegen",
+        "numba": "numba",
+        "compile": "numba",
+        "cache": "cache",
+        "load": "cache",
+        "import": "cache",
+    }
     UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 
     def __init__(self):
@@ -126,7 +141,9 @@ class StageCapture(logging.Handler):
         m = self.PATTERN.search(msg)
         if not m:
             return None, None
-        return self.CANON.get(m["stage"].lower(), m["stage"]), float(m["num"]) * self.UNITS[m["unit"]]
+        return self.CANON.get(m["stage"].lower(), m["stage"]), float(m["num"]) * self.UNITS[
+            m["unit"]
+        ]
 
     def stages(self) -> dict:
         """Stage times from records; a summary line "f: trace 1.2 ms, autodiff 3.4 ms, ..." wins."""
@@ -204,9 +221,13 @@ def prepare_and_verify(workload, key: str, ref) -> tuple[Result, object]:
             res.first_call = time.perf_counter() - t0 + (res.setup_time if system.compiled else 0.0)
         value, grads = prepared.to_numpy(out)
         # e.g. "Numba could not compile the kernel ...; running it with the IR interpreter"
-        res.detail = "; ".join(dict.fromkeys(
-            _shorten(str(w.message)) for w in caught
-            if issubclass(w.category, RuntimeWarning) and key.startswith("tracegrad")))
+        res.detail = "; ".join(
+            dict.fromkeys(
+                _shorten(str(w.message))
+                for w in caught
+                if issubclass(w.category, RuntimeWarning) and key.startswith("tracegrad")
+            )
+        )
     except sysmod.Unavailable as exc:
         res.status, res.detail = "unavailable", str(exc)
         return res, None
@@ -259,7 +280,7 @@ def run_interleaved(ready: dict, results: dict, settings: Settings) -> None:
     loads = []
     for r in range(settings.repeats):
         loads.append(load_average())
-        order = keys[r % len(keys):] + keys[:r % len(keys)] if keys else []
+        order = keys[r % len(keys) :] + keys[: r % len(keys)] if keys else []
         for key in order:
             gc.collect()
             time.sleep(settings.cooldown)
@@ -275,7 +296,9 @@ def run_interleaved(ready: dict, results: dict, settings: Settings) -> None:
         results[key].load = statistics.mean(loads) if loads else None
 
 
-def run_workload(name: str, dtype: str, keys: list[str], settings: Settings, log=print) -> list[Result]:
+def run_workload(
+    name: str, dtype: str, keys: list[str], settings: Settings, log=print
+) -> list[Result]:
     workload = make_workload(name, dtype)
     ref = reference(workload)
     results, ready = {}, {}
@@ -295,12 +318,16 @@ def run_workload(name: str, dtype: str, keys: list[str], settings: Settings, log
     t1 = time.perf_counter()
     for key, prepared in ready.items():
         results[key].peak_bytes, results[key].memory_method = sysmod.measure_peak_memory(prepared)
-    log(f"  {workload.label:28s} timed in {t1 - t0:.1f} s, memory measured in {time.perf_counter() - t1:.1f} s")
+    log(
+        f"  {workload.label:28s} timed in {t1 - t0:.1f} s, memory measured in {time.perf_counter() - t1:.1f} s"
+    )
     peers = {k: r.median for k, r in results.items() if r.median and sysmod.SYSTEMS[k].is_peer}
     best = min(peers.values()) if peers else None
     libraries = [t for k, t in peers.items() if k != "numpy"]
     best_library = min(libraries) if libraries else None
-    frameworks = {k: results[k].median for k in FRAMEWORK_PEERS if k in results and results[k].median}
+    frameworks = {
+        k: results[k].median for k in FRAMEWORK_PEERS if k in results and results[k].median
+    }
     best_framework = min(frameworks, key=frameworks.get) if frameworks else ""
     for res in results.values():
         if res.median and best_framework:
@@ -317,10 +344,16 @@ def run_workload(name: str, dtype: str, keys: list[str], settings: Settings, log
 
 # --------------------------------------------------------------- size sweeps
 SWEEPS = {
-    "elementwise chain": ("elementwise", [{"n": n} for n in (100, 1_000, 10_000, 100_000, 1_000_000)],
-                          lambda s: s["n"]),
-    "MLP (batch = width/2)": ("mlp", [{"batch": b, "sizes": (2 * b, 2 * b, 2 * b, 10)}
-                                      for b in (4, 16, 64, 128, 256)], lambda s: s["batch"]),
+    "elementwise chain": (
+        "elementwise",
+        [{"n": n} for n in (100, 1_000, 10_000, 100_000, 1_000_000)],
+        lambda s: s["n"],
+    ),
+    "MLP (batch = width/2)": (
+        "mlp",
+        [{"batch": b, "sizes": (2 * b, 2 * b, 2 * b, 10)} for b in (4, 16, 64, 128, 256)],
+        lambda s: s["batch"],
+    ),
 }
 
 
@@ -355,8 +388,14 @@ def run_sweeps(dtype: str, settings: Settings, quick: bool, log=print) -> dict:
                 row[f"{compiled}_first"] = c.first_call
                 row[f"{compiled}_status"] = c.status if c.status != "ok" else ""
                 row[f"{eager}_status"] = e.status if e.status != "ok" else ""
-            log(f"  sweep {workload.name:28s} " + " ".join(
-                f"{k}={v * 1e6:.1f}us" for k, v in row.items() if isinstance(v, float) and "first" not in k))
+            log(
+                f"  sweep {workload.name:28s} "
+                + " ".join(
+                    f"{k}={v * 1e6:.1f}us"
+                    for k, v in row.items()
+                    if isinstance(v, float) and "first" not in k
+                )
+            )
             rows.append(row)
         out[title] = {"pairs": pairs, "rows": rows}
     return out

@@ -9,6 +9,7 @@ about 10 s for all workloads.
     python perf/buffer_reuse.py                      # all workloads, float32 and float64
     python perf/buffer_reuse.py attention_4h_t64     # some
 """
+
 from __future__ import annotations
 
 import sys
@@ -25,8 +26,7 @@ from perf.workloads import WORKLOAD_NAMES, make_workload
 def rows(name: str, dtype: str):
     """(kernel label, MemoryReport) for the workload's kernel and its scan bodies."""
     w = make_workload(name, dtype)
-    f = tg.value_and_grad(w.tracegrad_fn, argnums=tuple(range(len(w.params))),
-                          backend="interpret")
+    f = tg.value_and_grad(w.tracegrad_fn, argnums=tuple(range(len(w.params))), backend="interpret")
     memory = f.lower(*w.params, *w.data).memory
     yield "kernel", memory
     for k, body in enumerate(memory.loops):
@@ -40,8 +40,10 @@ def main(names) -> None:
         for dtype in ("float32", "float64"):
             for label, m in rows(name, dtype):
                 if m.no_reuse_bytes:
-                    print(f"| {name} | {dtype} | {label} | {m.total_workspace_bytes:,} | "
-                          f"{m.peak_live_bytes:,} | {m.no_reuse_bytes:,} |")
+                    print(
+                        f"| {name} | {dtype} | {label} | {m.total_workspace_bytes:,} | "
+                        f"{m.peak_live_bytes:,} | {m.no_reuse_bytes:,} |"
+                    )
 
 
 if __name__ == "__main__":

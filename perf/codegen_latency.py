@@ -9,6 +9,7 @@ CPU seconds are shown too: on a busy machine they are the steadier number.
 
     python perf/codegen_latency.py [workload ...] [--dtype float64]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,29 +42,50 @@ print(json.dumps({"import": t1 - t0, "first_call": t3 - t2, "first_call_cpu": c3
 
 
 def run(workload: str, dtype: str, cache: str) -> dict:
-    env = dict(os.environ, TRACEGRAD_CACHE_DIR=cache, TRACEGRAD_PARALLEL="0",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", CHILD, ROOT, workload, dtype], env=env,
-                         capture_output=True, text=True, check=True)
+    env = dict(
+        os.environ,
+        TRACEGRAD_CACHE_DIR=cache,
+        TRACEGRAD_PARALLEL="0",
+        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, ROOT, workload, dtype],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("workloads", nargs="*", default=["seed_scalar", "mlp_small_b16",
-                                                     "mlp_mnist_b128", "elementwise_1M",
-                                                     "tanh_chain_d50"])
+    ap.add_argument(
+        "workloads",
+        nargs="*",
+        default=[
+            "seed_scalar",
+            "mlp_small_b16",
+            "mlp_mnist_b128",
+            "elementwise_1M",
+            "tanh_chain_d50",
+        ],
+    )
     ap.add_argument("--dtype", default="float32")
     args = ap.parse_args()
-    print(f"| workload ({args.dtype}) | cold first call s (cpu) | cached: first result after "
-          "import, s (cpu) |")
+    print(
+        f"| workload ({args.dtype}) | cold first call s (cpu) | cached: first result after "
+        "import, s (cpu) |"
+    )
     print("|---|---|---|")
     for name in args.workloads:
         with tempfile.TemporaryDirectory(prefix="tg-latency-") as cache:
             cold = run(name, args.dtype, cache)
             warm = run(name, args.dtype, cache)
-        print(f"| {name} | {cold['first_call']:.2f} ({cold['first_call_cpu']:.2f}) | "
-              f"{warm['after_import']:.3f} ({warm['first_call_cpu']:.3f}) |")
+        print(
+            f"| {name} | {cold['first_call']:.2f} ({cold['first_call_cpu']:.2f}) | "
+            f"{warm['after_import']:.3f} ({warm['first_call_cpu']:.3f}) |"
+        )
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ On a busy 2-core machine the kernel's first call can take ~80 ms instead of
 when another process holds the second core (OPENBLAS_NUM_THREADS=1 avoids it);
 the floor rows have no GEMM.
 """
+
 from __future__ import annotations
 
 import json
@@ -101,15 +102,26 @@ def f(x):
 
 def _run_child(module: str, compiled: bool, cache_dir: str, floor: str = "") -> dict:
     floor_dir = os.path.join(cache_dir, "floor")
-    code = CHILD.format(module=module, compiled=compiled, root=str(ROOT), floor=floor,
-                        floor_dir=floor_dir)
-    env = {**os.environ, "TRACEGRAD_CACHE_DIR": cache_dir, "TRACEGRAD_LOG": "1",
-           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          cwd=tempfile.gettempdir(), timeout=600)
+    code = CHILD.format(
+        module=module, compiled=compiled, root=str(ROOT), floor=floor, floor_dir=floor_dir
+    )
+    env = {
+        **os.environ,
+        "TRACEGRAD_CACHE_DIR": cache_dir,
+        "TRACEGRAD_LOG": "1",
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+        timeout=600,
+    )
     for line in proc.stdout.splitlines():
         if line.startswith("COLD_START_JSON "):
-            return {**json.loads(line[len("COLD_START_JSON "):]), "status": "ok"}
+            return {**json.loads(line[len("COLD_START_JSON ") :]), "status": "ok"}
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
     return {"status": f"failed: {tail[:200]}"}
 
@@ -145,19 +157,25 @@ def measure(runs: int = 3, log=print) -> dict:
         floor_dir.mkdir(mode=0o700)
         (floor_dir / "tg_floor_probe.py").write_text(FLOOR_SOURCE)
         _run_child("tracegrad", False, cache_dir, floor="numba")  # fills Numba's cache
-        for how, label in (("numba", "plain `import numba`"),
-                           ("tracegrad", "tracegrad's import_numba")):
+        for how, label in (
+            ("numba", "plain `import numba`"),
+            ("tracegrad", "tracegrad's import_numba"),
+        ):
             floor = [_run_child("tracegrad", False, cache_dir, floor=how) for _ in range(runs)]
-            rows.append({"case": f"Numba floor: trivial cached njit, {label}", **_median_row(floor)})
+            rows.append(
+                {"case": f"Numba floor: trivial cached njit, {label}", **_median_row(floor)}
+            )
             log(f"  cold start, numba floor ({how}): {rows[-1]}")
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
-    note = ("Each row is a new Python process. `first result` is the time from the end of "
-            "`import tracegrad` (inputs already built) to the first `mlp_mnist_b128` value and "
-            "gradients, float32; the import column excludes `import numpy`. Warm cache: the same "
-            "TRACEGRAD_CACHE_DIR as the empty-cache run, after it filled it. The Numba floor rows "
-            "load a trivial cached njit function instead: Numba's own import and first-dispatch "
-            "cost, which tracegrad's warm first result cannot go below.")
+    note = (
+        "Each row is a new Python process. `first result` is the time from the end of "
+        "`import tracegrad` (inputs already built) to the first `mlp_mnist_b128` value and "
+        "gradients, float32; the import column excludes `import numpy`. Warm cache: the same "
+        "TRACEGRAD_CACHE_DIR as the empty-cache run, after it filled it. The Numba floor rows "
+        "load a trivial cached njit function instead: Numba's own import and first-dispatch "
+        "cost, which tracegrad's warm first result cannot go below."
+    )
     return {"rows": rows, "note": note}
 
 
@@ -197,18 +215,26 @@ CHILD_TIMEOUT_S = 300
 def _run_workload_child(name: str, dtype: str, key: str, module: str, env: dict) -> dict:
     code = WORKLOAD_CHILD.format(root=str(ROOT), module=module, name=name, dtype=dtype, key=key)
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                              cwd=tempfile.gettempdir(), timeout=CHILD_TIMEOUT_S)
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tempfile.gettempdir(),
+            timeout=CHILD_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         return {"status": f"timeout: no result within {CHILD_TIMEOUT_S} s"}
     for line in proc.stdout.splitlines():
         if line.startswith("COLD_START_JSON "):
-            return json.loads(line[len("COLD_START_JSON "):])
+            return json.loads(line[len("COLD_START_JSON ") :])
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
     return {"status": f"failed: {tail[:200]}"}
 
 
-def measure_workloads(names, dtype: str = "float32", log=print, inductor_dir: str | None = None) -> dict:
+def measure_workloads(
+    names, dtype: str = "float32", log=print, inductor_dir: str | None = None
+) -> dict:
     """First value-and-grad result of each workload in fresh processes, per compiler.
 
     tracegrad runs twice on one new TRACEGRAD_CACHE_DIR per workload: empty (trace,
@@ -230,56 +256,91 @@ def measure_workloads(names, dtype: str = "float32", log=print, inductor_dir: st
         for name in names:
             work = Path(root_dir) / name
             work.mkdir()
-            env = {**base, "TRACEGRAD_CACHE_DIR": str(work / "tracegrad"),
-                   "TORCHINDUCTOR_CACHE_DIR": inductor_dir}
+            env = {
+                **base,
+                "TRACEGRAD_CACHE_DIR": str(work / "tracegrad"),
+                "TORCHINDUCTOR_CACHE_DIR": inductor_dir,
+            }
             row = {"workload": name, "dtype": dtype}
             for column, key, module in COMPILERS:
                 row[column] = _run_workload_child(name, dtype, key, module, env)
-            log(f"  cold first call {name}: " + ", ".join(
-                f"{c} {r.get('first_result', float('nan')):.2f}s {r['status'][:40]}"
-                for c, r in ((c, row[c]) for c, _, _ in COMPILERS)))
+            log(
+                f"  cold first call {name}: "
+                + ", ".join(
+                    f"{c} {r.get('first_result', float('nan')):.2f}s {r['status'][:40]}"
+                    for c, r in ((c, row[c]) for c, _, _ in COMPILERS)
+                )
+            )
             rows.append(row)
     finally:
         shutil.rmtree(root_dir, ignore_errors=True)
-    note = ("Each cell is a new Python process. `first result`: from after the library's import "
-            "(inputs built) to the first value and gradients, float32, checked against the NumPy "
-            "reference. tracegrad: empty = a new empty TRACEGRAD_CACHE_DIR (trace, autodiff, "
-            "passes, codegen, Numba compile, and Numba's import, which `import tracegrad` defers); "
-            "warm = a second process on that same folder (index hit, Numba cache load). jax.jit: "
-            "no persistent compilation cache (JAX's default), so every process compiles. "
-            "torch.compile: one TORCHINDUCTOR_CACHE_DIR for the whole table, "
-            + ("empty when the table started" if inductor_was_empty else "NOT empty when the table started")
-            + ", so every row's graphs are compiled (dynamo + AOTAutograd + inductor + the C++ compiler); "
-            "only the first row also built inductor's shared C++ prefix. `import` is the library's "
-            "import time in that process.")
-    return {"rows": rows, "columns": [c for c, _, _ in COMPILERS], "dtype": dtype, "note": note,
-            "uptime": [uptime_before, _uptime()]}
+    note = (
+        "Each cell is a new Python process. `first result`: from after the library's import "
+        "(inputs built) to the first value and gradients, float32, checked against the NumPy "
+        "reference. tracegrad: empty = a new empty TRACEGRAD_CACHE_DIR (trace, autodiff, "
+        "passes, codegen, Numba compile, and Numba's import, which `import tracegrad` defers); "
+        "warm = a second process on that same folder (index hit, Numba cache load). jax.jit: "
+        "no persistent compilation cache (JAX's default), so every process compiles. "
+        "torch.compile: one TORCHINDUCTOR_CACHE_DIR for the whole table, "
+        + (
+            "empty when the table started"
+            if inductor_was_empty
+            else "NOT empty when the table started"
+        )
+        + ", so every row's graphs are compiled (dynamo + AOTAutograd + inductor + the C++ compiler); "
+        "only the first row also built inductor's shared C++ prefix. `import` is the library's "
+        "import time in that process."
+    )
+    return {
+        "rows": rows,
+        "columns": [c for c, _, _ in COMPILERS],
+        "dtype": dtype,
+        "note": note,
+        "uptime": [uptime_before, _uptime()],
+    }
 
 
 def _uptime() -> str:
     try:
         return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except Exception as exc:  # noqa: BLE001 - the load is a side note
+    except Exception as exc:
         return f"uptime unavailable: {exc}"
 
 
 def main(argv=None) -> int:
     import argparse
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--runs", type=int, default=3, help="warm-cache repeats (median)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--workloads", default="",
-                   help="comma list: also time each workload's first call in fresh processes "
-                        "(tracegrad empty/warm cache, jax.jit, torch.compile)")
-    p.add_argument("--only-workloads", action="store_true",
-                   help="skip the mlp_mnist_b128 empty/warm/eager/Numba-floor rows")
-    p.add_argument("--inductor-dir", default=None,
-                   help="TORCHINDUCTOR_CACHE_DIR for the --workloads table (default: a new temporary folder)")
-    p.add_argument("--out", default="", help="write the result as JSON to this file "
-                                             "(perf/run.py --cold-from reads it)")
+    p.add_argument(
+        "--workloads",
+        default="",
+        help="comma list: also time each workload's first call in fresh processes "
+        "(tracegrad empty/warm cache, jax.jit, torch.compile)",
+    )
+    p.add_argument(
+        "--only-workloads",
+        action="store_true",
+        help="skip the mlp_mnist_b128 empty/warm/eager/Numba-floor rows",
+    )
+    p.add_argument(
+        "--inductor-dir",
+        default=None,
+        help="TORCHINDUCTOR_CACHE_DIR for the --workloads table (default: a new temporary folder)",
+    )
+    p.add_argument(
+        "--out",
+        default="",
+        help="write the result as JSON to this file (perf/run.py --cold-from reads it)",
+    )
     args = p.parse_args(argv)
     names = [n for n in args.workloads.split(",") if n]
-    result = {"rows": [], "note": ""} if args.only_workloads else measure(args.runs, log=lambda m: None)
+    result = (
+        {"rows": [], "note": ""} if args.only_workloads else measure(args.runs, log=lambda m: None)
+    )
     if names:
         result["workloads"] = measure_workloads(names, log=print, inductor_dir=args.inductor_dir)
     if args.out:
@@ -287,18 +348,26 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{'case':40s} {'import numpy':>12s} {'import':>9s} {'numba?':>7s} {'first result':>13s}  status")
+    print(
+        f"{'case':40s} {'import numpy':>12s} {'import':>9s} {'numba?':>7s} {'first result':>13s}  status"
+    )
     for r in result["rows"]:
+
         def ms(key):
             return f"{r[key] * 1e3:.0f} ms" if r.get(key) is not None else "-"
+
         nb = r.get("numba_at_import")
-        print(f"{r['case']:40s} {ms('import_numpy'):>12s} {ms('import'):>9s} "
-              f"{'-' if nb is None else ('yes' if nb else 'no'):>7s} {ms('first_result'):>13s}  {r['status']}")
+        print(
+            f"{r['case']:40s} {ms('import_numpy'):>12s} {ms('import'):>9s} "
+            f"{'-' if nb is None else ('yes' if nb else 'no'):>7s} {ms('first_result'):>13s}  {r['status']}"
+        )
     print(result["note"])
     warm = next((r for r in result["rows"] if r["case"] == "warm cache"), {})
     if warm.get("stages"):
-        print("warm cache, first call by stage: " + ", ".join(
-            f"{k} {v * 1e3:.1f} ms" for k, v in warm["stages"].items()))
+        print(
+            "warm cache, first call by stage: "
+            + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in warm["stages"].items())
+        )
     return 0
 
 

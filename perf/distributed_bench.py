@@ -36,6 +36,7 @@ overhead and message sizes (see `scaling_model`).
     python perf/distributed_bench.py --quick         # smoke run, small data (~1-2 min)
     python perf/distributed_bench.py --systems tracegrad_1t,dask_2w --rows 400000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,10 +58,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = (784, 256, 256, 10)
 SYSTEMS = ("tracegrad_1t", "tracegrad_2t", "dask_1w", "dask_2w", "torch_1t", "torch_2t", "ddp_2p")
-MAX_WORKERS = 2          # batches are laid out for 1 and 2 workers
-SEED = 16                # issue 16
-ONE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                  "NUMBA_NUM_THREADS": "1"}
+MAX_WORKERS = 2  # batches are laid out for 1 and 2 workers
+SEED = 16  # issue 16
+ONE_THREAD_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMBA_NUM_THREADS": "1",
+}
 
 
 # ------------------------------------------------------------------ the data
@@ -69,8 +74,9 @@ def init_params(seed: int = SEED) -> list:
     rng = np.random.default_rng([seed, 0])
     params = []
     for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
-        params.append((rng.standard_normal((fan_in, fan_out)) * np.sqrt(2.0 / fan_in))
-                      .astype(np.float32))
+        params.append(
+            (rng.standard_normal((fan_in, fan_out)) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+        )
         params.append((0.1 * rng.standard_normal(fan_out)).astype(np.float32))
     return params
 
@@ -100,14 +106,17 @@ def worker_batch(k: int, worker: int, n_workers: int, batch: int, seed: int = SE
 def check_layout(rows: int, batch: int) -> int:
     """The number of global batches; rejects sizes the layout cannot split."""
     if batch <= 0 or batch % MAX_WORKERS or rows % batch:
-        raise SystemExit(f"--batch must divide --rows and be a multiple of {MAX_WORKERS} "
-                         f"(got rows={rows}, batch={batch})")
+        raise SystemExit(
+            f"--batch must divide --rows and be a multiple of {MAX_WORKERS} "
+            f"(got rows={rows}, batch={batch})"
+        )
     return rows // batch
 
 
 # ---------------------------------------------------------------- the losses
 def tracegrad_loss(params, x, labels):
     import tracegrad as tg
+
     h = x
     for i in range(len(SIZES) - 1):
         h = h @ params[2 * i] + params[2 * i + 1]
@@ -120,11 +129,13 @@ def tracegrad_loss(params, x, labels):
 def tiny_loss(p, x, labels):
     """A near-empty call: one parameter, one row per worker."""
     import tracegrad as tg
+
     return tg.sum(p * x[:, :1])
 
 
 def torch_model(params):
     import torch
+
     layers = []
     for i in range(len(SIZES) - 1):
         linear = torch.nn.Linear(SIZES[i], SIZES[i + 1])
@@ -147,8 +158,11 @@ def torch_grads(model) -> list:
 def fingerprint(value, grads) -> dict:
     """What is compared across systems: the loss and each gradient's L1 norm and a
     few entries."""
-    return {"value": float(value), "l1": [float(np.abs(g).sum()) for g in grads],
-            "b3": [float(v) for v in np.asarray(grads[-1]).ravel()]}
+    return {
+        "value": float(value),
+        "l1": [float(np.abs(g).sum()) for g in grads],
+        "b3": [float(v) for v in np.asarray(grads[-1]).ravel()],
+    }
 
 
 # ------------------------------------------------------------------- timing
@@ -180,6 +194,7 @@ def median_time(call, n: int) -> float:
 # ------------------------------------------------------------ system runners
 def run_tracegrad(cfg: dict) -> dict:
     import tracegrad as tg
+
     params, n_batches = init_params(), cfg["n_batches"]
     t0 = time.perf_counter()
     batches = [worker_batch(k, 0, 1, cfg["batch"]) for k in range(n_batches)]
@@ -188,10 +203,16 @@ def run_tracegrad(cfg: dict) -> dict:
     t0 = time.perf_counter()
     value, grads = vg(params, *batches[0])
     first_s = time.perf_counter() - t0
-    times = timed_repeats(lambda k: vg(params, *batches[k]), n_batches, cfg["repeats"],
-                          cfg["calls"])
-    return {"times": times, "first_call_s": first_s, "data_s": data_s,
-            "check": fingerprint(value, grads), "traces": vg.cache_info().traces}
+    times = timed_repeats(
+        lambda k: vg(params, *batches[k]), n_batches, cfg["repeats"], cfg["calls"]
+    )
+    return {
+        "times": times,
+        "first_call_s": first_s,
+        "data_s": data_s,
+        "check": fingerprint(value, grads),
+        "traces": vg.cache_info().traces,
+    }
 
 
 def _worker_bytes_sent(client) -> int:
@@ -203,17 +224,39 @@ def run_dask(cfg: dict) -> dict:
     from dask.distributed import Client, LocalCluster
 
     from tracegrad import distributed as tgd
+
     n, batch, n_batches = cfg["workers"], cfg["batch"], cfg["n_batches"]
     params = init_params()
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                      memory_limit=0, env=dict(tgd.WORKER_ENV)) as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            memory_limit=0,
+            env=dict(tgd.WORKER_ENV),
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         addresses = sorted(client.scheduler_info()["workers"])
         t0 = time.perf_counter()
         # the batches are made where they live: no data goes through the client
-        data = [[client.submit(worker_batch, k, w, n, batch, pure=False, workers=[addr],
-                               allow_other_workers=False) for w, addr in enumerate(addresses)]
-                for k in range(n_batches)]
+        data = [
+            [
+                client.submit(
+                    worker_batch,
+                    k,
+                    w,
+                    n,
+                    batch,
+                    pure=False,
+                    workers=[addr],
+                    allow_other_workers=False,
+                )
+                for w, addr in enumerate(addresses)
+            ]
+            for k in range(n_batches)
+        ]
         xs = [[client.submit(lambda d: d[0], f, pure=False) for f in row] for row in data]
         ts = [[client.submit(lambda d: d[1], f, pure=False) for f in row] for row in data]
         client.gather([f for row in xs + ts for f in row])
@@ -225,8 +268,9 @@ def run_dask(cfg: dict) -> dict:
         value, grads = vg(params, xs[0], ts[0])
         first_s = time.perf_counter() - t0
         sent_before = _worker_bytes_sent(client)
-        times = timed_repeats(lambda k: vg(params, xs[k], ts[k]), n_batches, cfg["repeats"],
-                              cfg["calls"])
+        times = timed_repeats(
+            lambda k: vg(params, xs[k], ts[k]), n_batches, cfg["repeats"], cfg["calls"]
+        )
         sent_per_call = (_worker_bytes_sent(client) - sent_before) / (cfg["repeats"] * cfg["calls"])
         traces = client.run(lambda: [f.cache_info().traces for f in tgd._WORKER_CACHE.values()])
         # fixed costs: a near-empty call, and the MLP's parameters with one row per worker
@@ -239,26 +283,34 @@ def run_dask(cfg: dict) -> dict:
         n_probe = cfg["probe_calls"]
         empty_s = median_time(lambda: tiny(p1, one_row_x, one_row_t), n_probe)
         params_only_s = median_time(lambda: vg(params, one_row_x, one_row_t), n_probe)
-    return {"times": times, "first_call_s": first_s, "data_s": data_s,
-            "check": fingerprint(value, grads),
-            "traces": sorted(t for v in traces.values() for t in v),
-            "data_on_one_worker_each": all(len(v) == 1 for v in placed.values()),
-            "empty_call_s": empty_s, "params_only_call_s": params_only_s,
-            "worker_bytes_sent_per_call": sent_per_call,
-            "params_bytes": sum(p.nbytes for p in params),
-            "params_pickled_bytes": len(pickle.dumps(tuple(params), protocol=5)),
-            "grads_pickled_bytes": len(pickle.dumps((batch, value, grads), protocol=5)),
-            "function_pickled_bytes": len(cloudpickle.dumps(tracegrad_loss))}
+    return {
+        "times": times,
+        "first_call_s": first_s,
+        "data_s": data_s,
+        "check": fingerprint(value, grads),
+        "traces": sorted(t for v in traces.values() for t in v),
+        "data_on_one_worker_each": all(len(v) == 1 for v in placed.values()),
+        "empty_call_s": empty_s,
+        "params_only_call_s": params_only_s,
+        "worker_bytes_sent_per_call": sent_per_call,
+        "params_bytes": sum(p.nbytes for p in params),
+        "params_pickled_bytes": len(pickle.dumps(tuple(params), protocol=5)),
+        "grads_pickled_bytes": len(pickle.dumps((batch, value, grads), protocol=5)),
+        "function_pickled_bytes": len(cloudpickle.dumps(tracegrad_loss)),
+    }
 
 
 def run_torch(cfg: dict) -> dict:
     import torch
     import torch.nn.functional as F
+
     torch.set_num_threads(cfg["threads"])
     params, n_batches = init_params(), cfg["n_batches"]
     t0 = time.perf_counter()
-    batches = [tuple(torch.from_numpy(a) for a in worker_batch(k, 0, 1, cfg["batch"]))
-               for k in range(n_batches)]
+    batches = [
+        tuple(torch.from_numpy(a) for a in worker_batch(k, 0, 1, cfg["batch"]))
+        for k in range(n_batches)
+    ]
     data_s = time.perf_counter() - t0
     model = torch_model(params)
 
@@ -268,13 +320,19 @@ def run_torch(cfg: dict) -> dict:
         loss = F.cross_entropy(model(x), labels[:, 0])
         loss.backward()
         return loss.detach()
+
     t0 = time.perf_counter()
     value = call(0)
     first_s = time.perf_counter() - t0
     check = fingerprint(value, torch_grads(model))
     times = timed_repeats(call, n_batches, cfg["repeats"], cfg["calls"])
-    return {"times": times, "first_call_s": first_s, "data_s": data_s, "check": check,
-            "threads": torch.get_num_threads()}
+    return {
+        "times": times,
+        "first_call_s": first_s,
+        "data_s": data_s,
+        "check": check,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def _ddp_rank(rank: int, world: int, port: int, cfg: dict, out_path: str) -> None:
@@ -282,22 +340,26 @@ def _ddp_rank(rank: int, world: int, port: int, cfg: dict, out_path: str) -> Non
     import torch.distributed as dist
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel
+
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     n_batches = cfg["n_batches"]
-    batches = [tuple(torch.from_numpy(a) for a in worker_batch(k, rank, world, cfg["batch"]))
-               for k in range(n_batches)]
+    batches = [
+        tuple(torch.from_numpy(a) for a in worker_batch(k, rank, world, cfg["batch"]))
+        for k in range(n_batches)
+    ]
     model = DistributedDataParallel(torch_model(init_params()))
 
     def call(k):
         model.zero_grad(set_to_none=True)
         x, labels = batches[k]
         loss = F.cross_entropy(model(x), labels[:, 0])
-        loss.backward()                    # DDP averages the gradients (equal shards)
+        loss.backward()  # DDP averages the gradients (equal shards)
         value = loss.detach().clone()
-        dist.all_reduce(value)             # and the loss, so a call returns both
+        dist.all_reduce(value)  # and the loss, so a call returns both
         return value / world
+
     dist.barrier()
     t0 = time.perf_counter()
     value = call(0)
@@ -310,10 +372,18 @@ def _ddp_rank(rank: int, world: int, port: int, cfg: dict, out_path: str) -> Non
     allreduce_s = median_time(lambda: dist.all_reduce(grad_sized), cfg["probe_calls"])
     allreduce_empty_s = median_time(lambda: dist.all_reduce(one), cfg["probe_calls"])
     if rank == 0:
-        Path(out_path).write_text(json.dumps(
-            {"times": times, "first_call_s": first_s, "check": check,
-             "allreduce_grad_s": allreduce_s, "allreduce_empty_s": allreduce_empty_s,
-             "grad_bytes": grad_sized.numel() * 4}))
+        Path(out_path).write_text(
+            json.dumps(
+                {
+                    "times": times,
+                    "first_call_s": first_s,
+                    "check": check,
+                    "allreduce_grad_s": allreduce_s,
+                    "allreduce_empty_s": allreduce_empty_s,
+                    "grad_bytes": grad_sized.numel() * 4,
+                }
+            )
+        )
     dist.barrier()
     dist.destroy_process_group()
 
@@ -326,13 +396,14 @@ def _free_port() -> int:
 
 def run_ddp(cfg: dict) -> dict:
     import torch.multiprocessing as mp
+
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rank0.json")
         failures = []
         for _ in range(2):  # one retry: gloo's rendezvous has failed once under heavy load
             try:
                 mp.spawn(_ddp_rank, args=(2, _free_port(), cfg, out), nprocs=2, join=True)
-            except Exception as exc:  # noqa: BLE001 - reported in the result
+            except Exception as exc:
                 failures.append(f"{type(exc).__name__}: {exc}")
                 if os.path.exists(out):  # rank 0 finished measuring; a rank died on exit
                     break
@@ -361,34 +432,62 @@ LABELS = {
     "torch_2t": "PyTorch, 1 process, 2 threads",
     "ddp_2p": "PyTorch DDP (gloo), 2 processes × 1 thread",
 }
-CORES = {"tracegrad_1t": 1, "tracegrad_2t": 2, "dask_1w": 1, "dask_2w": 2, "torch_1t": 1,
-         "torch_2t": 2, "ddp_2p": 2}
+CORES = {
+    "tracegrad_1t": 1,
+    "tracegrad_2t": 2,
+    "dask_1w": 1,
+    "dask_2w": 2,
+    "torch_1t": 1,
+    "torch_2t": 2,
+    "ddp_2p": 2,
+}
 
 
 def run_child(system: str, cfg: dict) -> dict:
     """One system in a fresh process with its thread settings; its JSON result."""
     _, extra, env = RUNNERS[system]
-    child_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    child_env = {
+        **os.environ,
+        **env,
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
+    }
     load_before = loadavg()
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--child", system, "--config",
-                           json.dumps({**cfg, **extra})], env=child_env, cwd=str(ROOT),
-                          capture_output=True, text=True, timeout=cfg["timeout"])
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", system, "--config", json.dumps({**cfg, **extra})],
+        env=child_env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=cfg["timeout"],
+    )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         print(proc.stderr[-3000:], file=sys.stderr)
-        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["failed"],
-                "load_before": load_before, "load_after": loadavg(), "wall_s": wall}
+        return {
+            "error": (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["failed"],
+            "load_before": load_before,
+            "load_after": loadavg(),
+            "wall_s": wall,
+        }
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     result.update(load_before=load_before, load_after=loadavg(), wall_s=wall)
     return result
 
 
 # ------------------------------------------------------ the 64-worker model
-def scaling_model(n: int, compute_1: float, params_bytes: float, bandwidth_bps: float,
-                  call_1: float, call_2: float, task_s: float = 3e-4,
-                  hop_s: float = 1e-4) -> dict:
+def scaling_model(
+    n: int,
+    compute_1: float,
+    params_bytes: float,
+    bandwidth_bps: float,
+    call_1: float,
+    call_2: float,
+    task_s: float = 3e-4,
+    hop_s: float = 1e-4,
+) -> dict:
     """Seconds per evaluation at n workers on a network of `bandwidth_bps` bits/s.
 
     compute_1: compute of one evaluation on one worker (it splits n ways: strong
@@ -406,7 +505,7 @@ def scaling_model(n: int, compute_1: float, params_bytes: float, bandwidth_bps: 
     client): 2 n P through the scheduler's link.
     Ring all-reduce (DDP/gloo): 2 (n-1)/n P per worker and 2 (n-1) hops.
     """
-    p = params_bytes * 8 / bandwidth_bps          # seconds to send P once
+    p = params_bytes * 8 / bandwidth_bps  # seconds to send P once
     levels = math.ceil(math.log2(n)) if n > 1 else 0
     rounds = math.ceil(math.log(n, 3) - 1e-9) if n > 1 else 0
     fixed = call_1 + levels * max(call_2 - call_1, 0.0) + max(2 * n - 3, 0) * task_s
@@ -414,9 +513,16 @@ def scaling_model(n: int, compute_1: float, params_bytes: float, bandwidth_bps: 
     star_comm = (2 + 2 * rounds) * p + 2 * n * p + (2 + rounds + 2) * hop_s
     ring_comm = 2 * (n - 1) / n * p + 2 * (n - 1) * hop_s if n > 1 else 0.0
     compute = compute_1 / n
-    return {"compute": compute, "dask_fixed": fixed, "dask_comm": dask_comm,
-            "dask": compute + fixed + dask_comm, "star": compute + fixed + star_comm,
-            "star_comm": star_comm, "ring_comm": ring_comm, "ring": compute + ring_comm}
+    return {
+        "compute": compute,
+        "dask_fixed": fixed,
+        "dask_comm": dask_comm,
+        "dask": compute + fixed + dask_comm,
+        "star": compute + fixed + star_comm,
+        "star_comm": star_comm,
+        "ring_comm": ring_comm,
+        "ring": compute + ring_comm,
+    }
 
 
 # ----------------------------------------------------------------- the report
@@ -448,9 +554,10 @@ def write_report(results: dict, cfg: dict, path: Path, started: str, wall_s: flo
     batch = cfg["batch"]
     agree = _agreement(results)
     lines = [
-        "# Data-parallel gradient throughput: tracegrad on Dask vs PyTorch DDP (issue 16)", "",
-        f"Generated by `python perf/distributed_bench.py {cfg['argv']}`".rstrip() +
-        f" on {started} UTC ({wall_s / 60:.1f} min); machine: {os.cpu_count()} cores, shared "
+        "# Data-parallel gradient throughput: tracegrad on Dask vs PyTorch DDP (issue 16)",
+        "",
+        f"Generated by `python perf/distributed_bench.py {cfg['argv']}`".rstrip()
+        + f" on {started} UTC ({wall_s / 60:.1f} min); machine: {os.cpu_count()} cores, shared "
         "with other developers' builds (the load average before/after each system is listed).",
         "",
         f"- **Model**: MLP 784-256-256-10, ReLU, softmax cross-entropy (mean over rows), "
@@ -471,15 +578,19 @@ def write_report(results: dict, cfg: dict, path: Path, started: str, wall_s: flo
         "speedup vs same library 1 core | first call (compile or kernel-cache load) | agrees (max rel. diff) | load before → after |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    one_core = {"tg": results.get("tracegrad_1t", {}).get("times"),
-                "torch": results.get("torch_1t", {}).get("times")}
+    one_core = {
+        "tg": results.get("tracegrad_1t", {}).get("times"),
+        "torch": results.get("torch_1t", {}).get("times"),
+    }
     for s in SYSTEMS:
         r = results.get(s)
         if r is None:
             continue
         if "error" in r:
-            lines.append(f"| {LABELS[s]} | {CORES[s]} | error: {' '.join(r['error'])[:150]} "
-                         f"| | | | | | | {r['load_before']} → {r['load_after']} |")
+            lines.append(
+                f"| {LABELS[s]} | {CORES[s]} | error: {' '.join(r['error'])[:150]} "
+                f"| | | | | | | {r['load_before']} → {r['load_after']} |"
+            )
             continue
         med = statistics.median(r["times"])
         family = "torch" if s.startswith(("torch", "ddp")) else "tg"
@@ -489,12 +600,17 @@ def write_report(results: dict, cfg: dict, path: Path, started: str, wall_s: flo
             f"| {LABELS[s]} | {CORES[s]} | {_fmt_s(med)} | {_fmt_s(min(r['times']))} – "
             f"{_fmt_s(max(r['times']))} | {1 / med:.3f} | {batch / med:,.0f} | {speedup} | "
             f"{_fmt_s(r['first_call_s'])} | {agree.get(s, float('nan')):.1e} | "
-            f"{r['load_before']} → {r['load_after']} |")
-    lines += ["", "Speedups are against the same library's 1-core single-process run "
-              "(tracegrad_1t for tracegrad and Dask; torch_1t for PyTorch and DDP). "
-              "`agrees`: largest relative difference from tracegrad_1t's loss, the L1 norm "
-              "of each gradient and the last bias's gradient on batch 0 (float32: a few "
-              "1e-6 is rounding).", ""]
+            f"{r['load_before']} → {r['load_after']} |"
+        )
+    lines += [
+        "",
+        "Speedups are against the same library's 1-core single-process run "
+        "(tracegrad_1t for tracegrad and Dask; torch_1t for PyTorch and DDP). "
+        "`agrees`: largest relative difference from tracegrad_1t's loss, the L1 norm "
+        "of each gradient and the last bias's gradient on batch 0 (float32: a few "
+        "1e-6 is rounding).",
+        "",
+    ]
     lines += _fixed_cost_section(results)
     lines += _model_section(results, cfg)
     text = "\n".join(lines) + "\n"
@@ -506,8 +622,10 @@ def _full_batch_note(results: dict, cfg: dict) -> str:
     r = results.get("tracegrad_1t") or results.get("torch_1t") or {}
     if "times" not in r:
         return ""
-    return (f"about {statistics.median(r['times']) * cfg['n_batches']:.0f} s on one core "
-            f"as measured below, ")
+    return (
+        f"about {statistics.median(r['times']) * cfg['n_batches']:.0f} s on one core "
+        f"as measured below, "
+    )
 
 
 def _fixed_cost_section(results: dict) -> list:
@@ -521,25 +639,36 @@ def _fixed_cost_section(results: dict) -> list:
             f"{d['grads_pickled_bytes']:,} bytes pickled (rows, value, gradients); the pickled "
             f"loss function travels with each task: {d['function_pickled_bytes']:,} bytes.",
             "- Bytes the Dask workers sent per call (worker-to-worker copies and the result "
-            "to the client; the scatter from the client is not counted): " +
-            ", ".join(f"{n} worker{'s' if n > 1 else ''}: {r['worker_bytes_sent_per_call']:,.0f}"
-                      for n, r in ((1, d1), (2, d2)) if "worker_bytes_sent_per_call" in r) + ".",
-            "- Every batch stayed on the worker that made it (one copy each, never moved): " +
-            ", ".join(f"{n} worker{'s' if n > 1 else ''}: {r['data_on_one_worker_each']}"
-                      for n, r in ((1, d1), (2, d2)) if "data_on_one_worker_each" in r) +
-            "; traces per worker: " +
-            ", ".join(f"{n}w: {r['traces']}" for n, r in ((1, d1), (2, d2)) if "traces" in r) + ".",
+            "to the client; the scatter from the client is not counted): "
+            + ", ".join(
+                f"{n} worker{'s' if n > 1 else ''}: {r['worker_bytes_sent_per_call']:,.0f}"
+                for n, r in ((1, d1), (2, d2))
+                if "worker_bytes_sent_per_call" in r
+            )
+            + ".",
+            "- Every batch stayed on the worker that made it (one copy each, never moved): "
+            + ", ".join(
+                f"{n} worker{'s' if n > 1 else ''}: {r['data_on_one_worker_each']}"
+                for n, r in ((1, d1), (2, d2))
+                if "data_on_one_worker_each" in r
+            )
+            + "; traces per worker: "
+            + ", ".join(f"{n}w: {r['traces']}" for n, r in ((1, d1), (2, d2)) if "traces" in r)
+            + ".",
             "",
-            "| fixed cost of one call | 1 worker | 2 workers |", "|---|---|---|",
+            "| fixed cost of one call | 1 worker | 2 workers |",
+            "|---|---|---|",
             f"| Dask near-empty call (1 parameter, 1 row per worker) | "
             f"{_fmt_s(d1.get('empty_call_s'))} | {_fmt_s(d2.get('empty_call_s'))} |",
             f"| Dask call with the MLP's parameters, 1 row per worker | "
             f"{_fmt_s(d1.get('params_only_call_s'))} | {_fmt_s(d2.get('params_only_call_s'))} |",
         ]
     if "allreduce_grad_s" in ddp:
-        lines.append(f"| gloo all-reduce, 2 processes: 1 float / gradient-sized "
-                     f"({ddp['grad_bytes']:,} bytes) | – | {_fmt_s(ddp['allreduce_empty_s'])} / "
-                     f"{_fmt_s(ddp['allreduce_grad_s'])} |")
+        lines.append(
+            f"| gloo all-reduce, 2 processes: 1 float / gradient-sized "
+            f"({ddp['grad_bytes']:,} bytes) | – | {_fmt_s(ddp['allreduce_empty_s'])} / "
+            f"{_fmt_s(ddp['allreduce_grad_s'])} |"
+        )
     if ddp.get("failures"):
         lines += ["", f"DDP needed a retry: {' | '.join(ddp['failures'])[:300]}"]
     return lines + [""]
@@ -555,7 +684,8 @@ def _model_section(results: dict, cfg: dict) -> list:
     compute_1 = statistics.median(d1["times"]) - call_1
     p_bytes = d1["params_pickled_bytes"]
     lines = [
-        "## Scaling to 64 workers (a paper estimate from the numbers above)", "",
+        "## Scaling to 64 workers (a paper estimate from the numbers above)",
+        "",
         "time(n) = compute(1)/n + fixed(n) + comm(n), where",
         f"- compute(1) = {_fmt_s(compute_1)}: Dask 1 worker's time per evaluation minus its "
         f"fixed cost with the MLP's parameters ({_fmt_s(call_1)}); it is assumed to split "
@@ -574,7 +704,8 @@ def _model_section(results: dict, cfg: dict) -> list:
         "message) and one result back through the scheduler; **star gather** (the first "
         "version: every worker's gradient through the scheduler to the client, 2nP on one "
         "link); **ring all-reduce** (what DDP/gloo does: 2(n-1)/n·P per worker, 2(n-1) hops; "
-        "DDP also overlaps it with the backward pass, which the model ignores).", "",
+        "DDP also overlaps it with the backward pass, which the model ignores).",
+        "",
         "| workers | network | compute | Dask fixed | Dask tree comm | Dask tree total "
         "| efficiency | star gather total | ring all-reduce comm | ring total | efficiency |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -587,19 +718,27 @@ def _model_section(results: dict, cfg: dict) -> list:
                 f"{_fmt_s(m['dask_comm'])} | {_fmt_s(m['dask'])} | "
                 f"{m['compute'] / m['dask']:.0%} | {_fmt_s(m['star'])} | "
                 f"{_fmt_s(m['ring_comm'])} | {_fmt_s(m['ring'])} | "
-                f"{m['compute'] / m['ring']:.0%} |")
+                f"{m['compute'] / m['ring']:.0%} |"
+            )
     if "times" in d2:  # the model's n=2 with no network time, against this machine
         local = scaling_model(2, compute_1, p_bytes, math.inf, call_1, call_2, hop_s=0.0)
-        lines += ["", f"Check on this machine (2 workers, no network time in the model): "
-                  f"predicted {_fmt_s(local['dask'])} per evaluation, measured "
-                  f"{_fmt_s(statistics.median(d2['times']))} (2 workers share the 2 cores with "
-                  f"the scheduler and the client)."]
+        lines += [
+            "",
+            f"Check on this machine (2 workers, no network time in the model): "
+            f"predicted {_fmt_s(local['dask'])} per evaluation, measured "
+            f"{_fmt_s(statistics.median(d2['times']))} (2 workers share the 2 cores with "
+            f"the scheduler and the client).",
+        ]
     full = scaling_model(64, compute_1 * rows / batch, p_bytes, 1e9, call_1, call_2)
-    lines += ["", f"Efficiency = compute/total. For a full-batch evaluation over all "
-              f"{rows:,} rows (compute {_fmt_s(compute_1 * rows / batch)} on one worker) "
-              f"64 workers on 1 Gb/s would take {_fmt_s(full['dask'])} with the Dask tree "
-              f"({full['compute'] / full['dask']:.0%} efficient) and {_fmt_s(full['ring'])} "
-              f"with a ring all-reduce ({full['compute'] / full['ring']:.0%}).", ""]
+    lines += [
+        "",
+        f"Efficiency = compute/total. For a full-batch evaluation over all "
+        f"{rows:,} rows (compute {_fmt_s(compute_1 * rows / batch)} on one worker) "
+        f"64 workers on 1 Gb/s would take {_fmt_s(full['dask'])} with the Dask tree "
+        f"({full['compute'] / full['dask']:.0%} efficient) and {_fmt_s(full['ring'])} "
+        f"with a ring all-reduce ({full['compute'] / full['ring']:.0%}).",
+        "",
+    ]
     return lines
 
 
@@ -612,20 +751,35 @@ def child_main(system: str, cfg: dict) -> None:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Data-parallel gradient throughput of the 784-256-256-10 MLP: "
-                    "tracegrad single-process and on Dask (1, 2 workers) vs PyTorch "
-                    "single-process and DDP (gloo, 2 processes); writes perf/distributed.md.")
+        "tracegrad single-process and on Dask (1, 2 workers) vs PyTorch "
+        "single-process and DDP (gloo, 2 processes); writes perf/distributed.md."
+    )
     parser.add_argument("--rows", type=int, default=2_000_000, help="rows in the data set")
-    parser.add_argument("--batch", type=int, default=None,
-                        help="rows per gradient evaluation (global batch; default rows/16)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="rows per gradient evaluation (global batch; default rows/16)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats (median taken)")
     parser.add_argument("--calls", type=int, default=2, help="evaluations per repeat")
-    parser.add_argument("--probe-calls", type=int, default=20,
-                        help="calls per fixed-cost probe (near-empty call, all-reduce)")
-    parser.add_argument("--systems", default=",".join(SYSTEMS),
-                        help=f"comma-separated subset of {','.join(SYSTEMS)}")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 16,000 rows, batch 4,000, 2 repeats of 1 call, "
-                             "written to <tmp>/tracegrad_distributed_quick.md unless --out")
+    parser.add_argument(
+        "--probe-calls",
+        type=int,
+        default=20,
+        help="calls per fixed-cost probe (near-empty call, all-reduce)",
+    )
+    parser.add_argument(
+        "--systems",
+        default=",".join(SYSTEMS),
+        help=f"comma-separated subset of {','.join(SYSTEMS)}",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 16,000 rows, batch 4,000, 2 repeats of 1 call, "
+        "written to <tmp>/tracegrad_distributed_quick.md unless --out",
+    )
     parser.add_argument("--out", type=Path, default=None, help="markdown report path")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per system")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -641,15 +795,25 @@ def main(argv=None) -> None:
     if args.quick:
         args.rows, args.batch, args.repeats, args.calls, args.probe_calls = 16_000, 4_000, 2, 1, 5
     batch = args.batch or args.rows // 16
-    cfg = {"rows": args.rows, "batch": batch, "n_batches": check_layout(args.rows, batch),
-           "repeats": args.repeats, "calls": args.calls, "probe_calls": args.probe_calls,
-           "timeout": args.timeout, "argv": " ".join(sys.argv[1:] if argv is None else argv)}
+    cfg = {
+        "rows": args.rows,
+        "batch": batch,
+        "n_batches": check_layout(args.rows, batch),
+        "repeats": args.repeats,
+        "calls": args.calls,
+        "probe_calls": args.probe_calls,
+        "timeout": args.timeout,
+        "argv": " ".join(sys.argv[1:] if argv is None else argv),
+    }
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = sorted(set(systems) - set(SYSTEMS))
     if unknown:
         raise SystemExit(f"unknown systems {unknown}; choose from {', '.join(SYSTEMS)}")
-    out = args.out or (Path(tempfile.gettempdir()) / "tracegrad_distributed_quick.md"
-                       if args.quick else ROOT / "perf" / "distributed.md")
+    out = args.out or (
+        Path(tempfile.gettempdir()) / "tracegrad_distributed_quick.md"
+        if args.quick
+        else ROOT / "perf" / "distributed.md"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
     t0 = time.perf_counter()
@@ -658,8 +822,9 @@ def main(argv=None) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {system} (load {loadavg()}) ...", flush=True)
         results[system] = run_child(system, cfg)
         r = results[system]
-        summary = (f"{statistics.median(r['times']):.3f} s/eval" if "times" in r
-                   else f"error {r['error']}")
+        summary = (
+            f"{statistics.median(r['times']):.3f} s/eval" if "times" in r else f"error {r['error']}"
+        )
         print(f"    {summary}, load after {r['load_after']}", flush=True)
     text = write_report(results, cfg, out, started, time.perf_counter() - t0)
     out.with_suffix(".json").write_text(json.dumps({"config": cfg, "results": results}, indent=1))

@@ -13,6 +13,7 @@ before the clock starts; imports are not timed):
     (after its kernels were built).
 The ratio column divides by NumPy's median in the same run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,9 @@ print(dt)
 
 def first_call(kind: str, cache_dir: str) -> float:
     env = {**os.environ, "TRACEGRAD_CACHE_DIR": cache_dir, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", CHILD, kind], env=env, check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, kind], env=env, check=True, capture_output=True, text=True
+    ).stdout
     return float(out.split()[-1])
 
 
@@ -72,8 +74,10 @@ def main() -> None:
         print(json.dumps(result))
         return
     base = result["numpy"]
-    print(f"first float64 sin of 1M values, median of {args.runs} fresh processes "
-          f"(load {result['load']:.2f})")
+    print(
+        f"first float64 sin of 1M values, median of {args.runs} fresh processes "
+        f"(load {result['load']:.2f})"
+    )
     for name in ("numpy", "empty cache", "warm cache"):
         label = name if name == "numpy" else f"tracegrad eager, {name}"
         print(f"  {label:30s} {result[name] * 1e3:8.2f} ms  {result[name] / base:5.2f}x NumPy")

@@ -14,6 +14,7 @@ tg.scan (200 steps of tanh(Wh h + x_t)). Reported: first call (trace, autodiff,
 passes, codegen and Numba compile), the median of 30 later calls, and the node
 counts of the traced and optimized graphs. The machine is shared: run it twice.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,13 @@ BEFORE = "dc34618~1"  # the commit before the forward-mode commits
 
 def load_before(rev: str):
     """tracegrad/transforms.py at `rev`, as a module using today's tracegrad."""
-    source = subprocess.run(["git", "show", f"{rev}:tracegrad/transforms.py"], cwd=ROOT,
-                            check=True, capture_output=True, text=True).stdout
+    source = subprocess.run(
+        ["git", "show", f"{rev}:tracegrad/transforms.py"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     path = pathlib.Path(tempfile.mkdtemp()) / "transforms_before.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("transforms_before", path)
@@ -68,14 +74,17 @@ def jacfwd_case(tg, module, n_in: int, backend: str) -> str:
 
     def wide(x):
         h = tg.tanh(W @ x)
-        return tg.sin(V @ h) * h + tg.exp(-h ** 2)
+        return tg.sin(V @ h) * h + tg.exp(-(h**2))
+
     jf = module.jacfwd(wide, backend=backend)
     first, _ = timed(lambda: jf(x), repeats=0)
     lowered = jf.lower(x)
     wait_for_background(lowered)
     _, median = timed(lambda: jf(x))
-    return (f"first call {first:7.3f} s, median call {median * 1e3:8.3f} ms, traced "
-            f"{len(lowered.traced.nodes):5d} nodes, optimized {len(lowered.optimized.nodes):4d}")
+    return (
+        f"first call {first:7.3f} s, median call {median * 1e3:8.3f} ms, traced "
+        f"{len(lowered.traced.nodes):5d} nodes, optimized {len(lowered.optimized.nodes):4d}"
+    )
 
 
 def scan_jvp_case(tg, module, backend: str) -> str:
@@ -87,16 +96,20 @@ def scan_jvp_case(tg, module, backend: str) -> str:
         def body(h, x):
             h = tg.tanh(Wh @ h + x)
             return h, tg.sum(h * h)
+
         return tg.scan(body, h0, xs)[1]
+
     first, _ = timed(lambda: module.jvp(rnn, (h0, xs), (h0, txs), backend=backend), repeats=0)
     compiled = module._CACHE[rnn][("jvp", False, backend)]
     lowered = compiled.lower((h0, xs), (h0, txs))
     wait_for_background(lowered)
     _, median = timed(lambda: compiled((h0, xs), (h0, txs)))
     scans = [n for n in lowered.optimized.nodes if n.op == "scan"]
-    return (f"first call {first:7.3f} s, median call {median * 1e3:8.3f} ms, traced "
-            f"{len(lowered.traced.nodes):5d} nodes, optimized {len(lowered.optimized.nodes):4d}, "
-            f"{len(scans)} scans, residuals {lowered.scan_residual_bytes} bytes")
+    return (
+        f"first call {first:7.3f} s, median call {median * 1e3:8.3f} ms, traced "
+        f"{len(lowered.traced.nodes):5d} nodes, optimized {len(lowered.optimized.nodes):4d}, "
+        f"{len(scans)} scans, residuals {lowered.scan_residual_bytes} bytes"
+    )
 
 
 def main() -> None:
@@ -107,15 +120,21 @@ def main() -> None:
     os.environ["TRACEGRAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="tg-forward-mode-")
     import tracegrad as tg
     import tracegrad.transforms as after
+
     before = load_before(args.before)
     backends = ["interpret", "numba"] if args.backend == "both" else [args.backend]
     for backend in backends:
         for label, module in (("before", before), ("after", after)):
             for n_in in (8, 32):
-                print(f"{backend:9s} {label:6s} jacfwd 400x{n_in:<3d} "
-                      f"{jacfwd_case(tg, module, n_in, backend)}", flush=True)
-            print(f"{backend:9s} {label:6s} jvp scan x200  {scan_jvp_case(tg, module, backend)}",
-                  flush=True)
+                print(
+                    f"{backend:9s} {label:6s} jacfwd 400x{n_in:<3d} "
+                    f"{jacfwd_case(tg, module, n_in, backend)}",
+                    flush=True,
+                )
+            print(
+                f"{backend:9s} {label:6s} jvp scan x200  {scan_jvp_case(tg, module, backend)}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ load 8.5-9.9):
 So LAPACK is called from the kernel through symbols bound by name
 (runtime/lapack.py), never through Numba's np.linalg (26-28 s of compile).
 """
+
 from __future__ import annotations
 
 import os
@@ -74,6 +75,7 @@ def _first_call_s(fn, *args) -> float:
 def _cho_solve(a, b):
     """The factor's sum and a solve with it; NumPy-style, traces under tracegrad."""
     import tracegrad as tg
+
     low = np.linalg.cholesky(a)
     z = tg.linalg.solve_triangular(low, b, lower=True)
     return np.sum(low), tg.linalg.solve_triangular(low, z, lower=True, trans=1)
@@ -103,8 +105,10 @@ def main(n: int = 256, native: bool = False) -> dict:
     fallback = tg.compile(cho_solve_fallback)
     fns = {"numpy": numpy_version, "emitted": emitted, "fallback": fallback}
     tg.compile(lambda x: np.sum(x * 2.0))(a)  # Numba's one-time warm-up, paid by neither
-    results = {"numpy first call s": _first_call_s(numpy_version, a, b),
-               "emitted first call s": _first_call_s(emitted, a, b)}
+    results = {
+        "numpy first call s": _first_call_s(numpy_version, a, b),
+        "emitted first call s": _first_call_s(emitted, a, b),
+    }
     saved, lapack.AVAILABLE = lapack.AVAILABLE, False
     try:
         results["fallback first call s"] = _first_call_s(fallback, a, b)
@@ -120,6 +124,7 @@ def main(n: int = 256, native: bool = False) -> dict:
         def native_fn(a, b):
             low = np.linalg.cholesky(a)
             return np.sum(low), np.linalg.solve(a, b)
+
         results["native first call s"] = _first_call_s(native_fn, a, b)
         fns["native"] = native_fn
 

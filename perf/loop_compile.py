@@ -9,6 +9,7 @@ peak memory of the process, and the generated source's length:
 
 The loop is the issue's `h = tanh(h * w + b)` on 64 float32 values, loss sum(h).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,11 +58,19 @@ print(json.dumps({"form": form, "steps": n, "first_s": first,
 
 def measure(form: str, steps: int, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, TRACEGRAD_CACHE_DIR=cache,
-                   PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        env = dict(
+            os.environ,
+            TRACEGRAD_CACHE_DIR=cache,
+            PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        )
         try:
-            proc = subprocess.run([sys.executable, "-c", CHILD, form, str(steps)], env=env,
-                                  capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(
+                [sys.executable, "-c", CHILD, form, str(steps)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
             return {"form": form, "steps": steps, "error": f"timed out after {timeout:.0f} s"}
     if proc.returncode != 0:
@@ -70,20 +79,26 @@ def measure(form: str, steps: int, timeout: float) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| form | steps | first result (s) | peak memory (MB) | generated lines | "
-             "optimized graph nodes |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| form | steps | first result (s) | peak memory (MB) | generated lines | "
+        "optimized graph nodes |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['form']} | {r['steps']} | {r['error']} | | | |")
             continue
-        lines.append(f"| {r['form']} | {r['steps']} | {r['first_s']:.2f} | {r['peak_mb']:.0f} | "
-                     f"{r['source_lines']} | {r['graph_nodes']} |")
+        lines.append(
+            f"| {r['form']} | {r['steps']} | {r['first_s']:.2f} | {r['peak_mb']:.0f} | "
+            f"{r['source_lines']} | {r['graph_nodes']} |"
+        )
     return "\n".join(lines)
 
 
 def _plot(rows: list[dict], path: pathlib.Path):
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -104,11 +119,15 @@ def _plot(rows: list[dict], path: pathlib.Path):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--steps", default="10,100,500,1000")
-    p.add_argument("--no-reroll-steps", default="10,100,500",
-                   help="lengths to also run unrolled with rerolling switched off")
+    p.add_argument(
+        "--no-reroll-steps",
+        default="10,100,500",
+        help="lengths to also run unrolled with rerolling switched off",
+    )
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--out", default=str(ROOT / "perf" / "loops.md"))
     args = p.parse_args()
@@ -122,14 +141,17 @@ def main() -> None:
             rows.append(r)
             print(json.dumps(r), flush=True)
     plot = _plot(rows, pathlib.Path(args.out).with_name("loop_compile.png"))
-    text = ("# Compile time against loop length\n\n"
-            "Made by `python perf/loop_compile.py`: each row is a fresh process with an empty "
-            "kernel cache, timed from before `import tracegrad` to the first value-and-gradient "
-            "result of `h = tanh(h * w + b)` (64 float32 values, loss sum(h)), written as "
-            "`tg.scan` or as a plain Python loop (which tracegrad rerolls into a scan when "
-            "it finds 16 or more identical steps; the last form switches that off).\n\n"
-            + table(rows) + "\n" + (f"\n![compile time against loop length]({plot.name})\n"
-                                     if plot else ""))
+    text = (
+        "# Compile time against loop length\n\n"
+        "Made by `python perf/loop_compile.py`: each row is a fresh process with an empty "
+        "kernel cache, timed from before `import tracegrad` to the first value-and-gradient "
+        "result of `h = tanh(h * w + b)` (64 float32 values, loss sum(h)), written as "
+        "`tg.scan` or as a plain Python loop (which tracegrad rerolls into a scan when "
+        "it finds 16 or more identical steps; the last form switches that off).\n\n"
+        + table(rows)
+        + "\n"
+        + (f"\n![compile time against loop length]({plot.name})\n" if plot else "")
+    )
     pathlib.Path(args.out).write_text(text)
     print(f"wrote {args.out}")
 

@@ -11,6 +11,7 @@ other processes (perf/gemm_profile.md). Run it with one BLAS / XLA thread, pinne
 `--off` turns off the issue-14 GEMM call-site changes (the concatenate rewrite of
 tiled scatters, the small A @ B.T re-layout) to measure what they bring.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,7 +48,8 @@ def main() -> None:
     from perf.workloads import make_workload
     from tracegrad.codegen import index, structured
     from tracegrad.passes import fuse
-    index.pipeline_hash = lambda: ""   # no kernel index: generate with the switches below
+
+    index.pipeline_hash = lambda: ""  # no kernel index: generate with the switches below
     if opts.off:
         structured.NT_RELAYOUT_MAX_MNK = 0
         fuse.concat_tiled_scatters = lambda graph: graph
@@ -64,12 +66,17 @@ def main() -> None:
             jargs = [jnp.asarray(a) for a in list(w.params) + list(peer)]
             jax.block_until_ready(jf(*jargs))
             ours, theirs = [], []
-            for _ in range(3):   # alternate, so a burst of load hits both
+            for _ in range(3):  # alternate, so a burst of load hits both
                 ours.append(cpu_median(lambda f=f, args=args: f(*args)))
-                theirs.append(cpu_median(lambda jf=jf, jargs=jargs: jax.block_until_ready(jf(*jargs))))
+                theirs.append(
+                    cpu_median(lambda jf=jf, jargs=jargs: jax.block_until_ready(jf(*jargs)))
+                )
             t, j = np.median(ours), np.median(theirs)
-            print(f"{'off' if opts.off else 'on':3s} {name:16s} {dtype}  tracegrad {t * 1e3:8.3f} ms"
-                  f"  jax {j * 1e3:8.3f} ms  ratio {t / j:5.2f}", flush=True)
+            print(
+                f"{'off' if opts.off else 'on':3s} {name:16s} {dtype}  tracegrad {t * 1e3:8.3f} ms"
+                f"  jax {j * 1e3:8.3f} ms  ratio {t / j:5.2f}",
+                flush=True,
+            )
     with open("/proc/loadavg") as fh:
         print("load:", fh.read().strip())
 

@@ -19,6 +19,7 @@ is first answered by the kernel ("kernel in use", from the start of the first ca
 and the median time per call on each tier ("per call"). The kernel's per-call time
 must be the same with and without tiering.
 """
+
 from __future__ import annotations
 
 import json
@@ -91,16 +92,20 @@ print("RESULT " + json.dumps(out))
 
 
 def run_case(cache_dir: str, tiered: str | None) -> dict:
-    env = dict(os.environ, TRACEGRAD_CACHE_DIR=cache_dir,
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        TRACEGRAD_CACHE_DIR=cache_dir,
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
     env.pop("TRACEGRAD_TIERED", None)
     if tiered is not None:
         env["TRACEGRAD_TIERED"] = tiered
-    proc = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
-                          env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=600
+    )
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
+            return json.loads(line[len("RESULT ") :])
     raise RuntimeError(f"child failed:\n{proc.stdout}\n{proc.stderr}")
 
 
@@ -117,18 +122,24 @@ def main() -> None:
     ms = lambda v: "-" if v is None else f"{1e3 * v:.1f} ms"  # noqa: E731
     us = lambda v: "-" if v is None else f"{1e6 * v:.1f} µs"  # noqa: E731
     print(f"32-64-64-10 MLP value_and_grad, float32; batch 16, then 32 (load average {load:.1f})")
-    print("| case | 1st shape: first result | 2nd shape: first result | 2nd: kernel in use "
-          "| 2nd: interpreter per call | kernel per call (2nd / 1st shape) |")
+    print(
+        "| case | 1st shape: first result | 2nd shape: first result | 2nd: kernel in use "
+        "| 2nd: interpreter per call | kernel per call (2nd / 1st shape) |"
+    )
     print("|---|---|---|---|---|---|")
     for name, r in rows:
-        print(f"| {name} | {ms(r['first_shape_first_result'])} | "
-              f"{ms(r['second_shape_first_result'])}"
-              f"{' (interpreter)' if r['second_shape_tiered'] else ''} | "
-              f"{ms(r['second_shape_kernel_in_use'])} | {us(r['interpreter_per_call'])} | "
-              f"{us(r['kernel_per_call_second_shape'])} / {us(r['kernel_per_call_first_shape'])} |")
+        print(
+            f"| {name} | {ms(r['first_shape_first_result'])} | "
+            f"{ms(r['second_shape_first_result'])}"
+            f"{' (interpreter)' if r['second_shape_tiered'] else ''} | "
+            f"{ms(r['second_shape_kernel_in_use'])} | {us(r['interpreter_per_call'])} | "
+            f"{us(r['kernel_per_call_second_shape'])} / {us(r['kernel_per_call_first_shape'])} |"
+        )
     cold = dict(rows)["cold, tiered"]
-    print("\nsecond shape, cold, stages:", {k: round(1e3 * v, 1)
-                                            for k, v in cold["second_shape_stages"].items()})
+    print(
+        "\nsecond shape, cold, stages:",
+        {k: round(1e3 * v, 1) for k, v in cold["second_shape_stages"].items()},
+    )
 
 
 if __name__ == "__main__":

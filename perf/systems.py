@@ -12,14 +12,16 @@ Memory is measured per system with the most honest method available:
   - torch's profiler (allocator events, peak of the running sum) for torch;
   - XLA's compiled memory analysis (temp + output buffers) for jax.
 """
+
 from __future__ import annotations
 
 import gc
 import importlib
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -34,8 +36,8 @@ class Prepared:
     to_numpy: Callable[[Any], tuple]
     memory_method: str = "tracemalloc"
     peak_memory: Callable[[], int] | None = None  # overrides the method's default measurement
-    stages: Callable[[], dict] | None = None       # compile-stage seconds of the first call
-    settle: Callable[[], None] | None = None       # wait for background work before timing
+    stages: Callable[[], dict] | None = None  # compile-stage seconds of the first call
+    settle: Callable[[], None] | None = None  # wait for background work before timing
 
 
 @dataclass
@@ -125,9 +127,14 @@ def prepare_tracegrad_compiled(w) -> Prepared:
     return Prepared(call, to_numpy, stages=stages, settle=settle)
 
 
-STAGE_NAMES = {"autodiff": "AD", "fuse": "passes: fuse", "passes": "passes",
-               "codegen": "codegen (emit source)", "import_numba": "import numba",
-               "load_compile": "numba compile / cache load"}
+STAGE_NAMES = {
+    "autodiff": "AD",
+    "fuse": "passes: fuse",
+    "passes": "passes",
+    "codegen": "codegen (emit source)",
+    "import_numba": "import numba",
+    "load_compile": "numba compile / cache load",
+}
 
 
 # ----------------------------------------------------------------------- numpy
@@ -149,18 +156,22 @@ def _torch_setup(w):
 
 def _torch_peak_memory(torch, call) -> Callable[[], int]:
     """Peak of the running sum of allocator events during one call (torch profiler)."""
+
     def measure() -> int:
         from torch.profiler import ProfilerActivity, profile
+
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             result = call()
             del result
-        events = sorted((e for e in prof.events() if e.cpu_memory_usage),
-                        key=lambda e: e.time_range.start)
+        events = sorted(
+            (e for e in prof.events() if e.cpu_memory_usage), key=lambda e: e.time_range.start
+        )
         running = peak = 0
         for e in events:
             running += e.cpu_memory_usage
             peak = max(peak, running)
         return peak
+
     return measure
 
 
@@ -175,8 +186,12 @@ def prepare_torch_eager(w) -> Prepared:
         loss.backward()
         return loss, [p.grad for p in leaves]
 
-    return Prepared(call, lambda r: (r[0].item(), [g.numpy() for g in r[1]]),
-                    memory_method="torch profiler", peak_memory=_torch_peak_memory(torch, call))
+    return Prepared(
+        call,
+        lambda r: (r[0].item(), [g.numpy() for g in r[1]]),
+        memory_method="torch profiler",
+        peak_memory=_torch_peak_memory(torch, call),
+    )
 
 
 def prepare_torch_compile(w) -> Prepared:
@@ -191,8 +206,12 @@ def prepare_torch_compile(w) -> Prepared:
         grads = torch.autograd.grad(loss, leaves)
         return loss, grads
 
-    return Prepared(call, lambda r: (r[0].item(), [g.numpy() for g in r[1]]),
-                    memory_method="torch profiler", peak_memory=_torch_peak_memory(torch, call))
+    return Prepared(
+        call,
+        lambda r: (r[0].item(), [g.numpy() for g in r[1]]),
+        memory_method="torch profiler",
+        peak_memory=_torch_peak_memory(torch, call),
+    )
 
 
 # ------------------------------------------------------------------------- jax
@@ -211,8 +230,12 @@ def prepare_jax(w) -> Prepared:
         analysis = vg.lower(*args).compile().memory_analysis()
         return int(analysis.temp_size_in_bytes + analysis.output_size_in_bytes)
 
-    return Prepared(call, lambda r: (_np(r[0]), [_np(g) for g in r[1]]),
-                    memory_method="XLA memory_analysis (temp+output)", peak_memory=peak_memory)
+    return Prepared(
+        call,
+        lambda r: (_np(r[0]), [_np(g) for g in r[1]]),
+        memory_method="XLA memory_analysis (temp+output)",
+        peak_memory=peak_memory,
+    )
 
 
 # -------------------------------------------------------------------- autograd
@@ -226,15 +249,24 @@ def prepare_autograd(w) -> Prepared:
     return Prepared(lambda: vg(params), lambda r: (_np(r[0]), [_np(g) for g in r[1]]))
 
 
-SYSTEMS: dict[str, System] = {s.key: s for s in [
-    System("tracegrad_eager", "tracegrad eager", False, prepare_tracegrad_eager),
-    System("tracegrad_compiled", "tracegrad compiled", False, prepare_tracegrad_compiled, compiled=True),
-    System("numpy", "NumPy by hand", True, prepare_numpy),
-    System("torch_eager", "PyTorch eager", True, prepare_torch_eager),
-    System("torch_compile", "torch.compile", True, prepare_torch_compile, compiled=True),
-    System("jax", "jax.jit", True, prepare_jax, compiled=True),
-    System("autograd", "HIPS autograd", True, prepare_autograd),
-]}
+SYSTEMS: dict[str, System] = {
+    s.key: s
+    for s in [
+        System("tracegrad_eager", "tracegrad eager", False, prepare_tracegrad_eager),
+        System(
+            "tracegrad_compiled",
+            "tracegrad compiled",
+            False,
+            prepare_tracegrad_compiled,
+            compiled=True,
+        ),
+        System("numpy", "NumPy by hand", True, prepare_numpy),
+        System("torch_eager", "PyTorch eager", True, prepare_torch_eager),
+        System("torch_compile", "torch.compile", True, prepare_torch_compile, compiled=True),
+        System("jax", "jax.jit", True, prepare_jax, compiled=True),
+        System("autograd", "HIPS autograd", True, prepare_autograd),
+    ]
+}
 
 
 def tracemalloc_peak(call: Callable[[], Any]) -> int:

@@ -3,6 +3,7 @@
 Compiled kernels are cached on disk across the whole run (and across runs), so
 each distinct graph pays Numba's compile cost once.
 """
+
 import gc
 import os
 import pathlib
@@ -25,26 +26,34 @@ os.environ.setdefault("TRACEGRAD_CACHE_DIR", str(ROOT / ".tracegrad-cache-tests"
 os.environ.setdefault("_TRACEGRAD_USER_BACKEND", os.environ.get("TRACEGRAD_BACKEND", ""))
 _BACKEND_FROM_USER = os.environ["_TRACEGRAD_USER_BACKEND"] or None
 NUMBA_TESTS = (  # (tests/distributed: its subject is sharding; the Numba pass compiles it)
-    "tests/codegen/", "tests/examples/",
-    "tests/compile/test_compile_numba.py", "tests/compile/test_compile_primitives.py",
-    "tests/compile/test_cache_index.py", "tests/compile/test_linalg.py",
+    "tests/codegen/",
+    "tests/examples/",
+    "tests/compile/test_compile_numba.py",
+    "tests/compile/test_compile_primitives.py",
+    "tests/compile/test_cache_index.py",
+    "tests/compile/test_linalg.py",
     "tests/compile/test_new_shapes.py",
-    "tests/reliability/test_cache_", "tests/reliability/test_blas_threads.py",
+    "tests/reliability/test_cache_",
+    "tests/reliability/test_blas_threads.py",
     "tests/reliability/test_fork.py",
 )
 # (the float64 variants of these stay in the default run)
-NUMBA_PASS_TESTS = ("tests/codegen/test_kernels.py::test_kernel_matches_interpreter[float32-",
-                    "tests/codegen/test_kernels.py::test_advanced_indexing_gather_and_scatter[float32]")
+NUMBA_PASS_TESTS = (
+    "tests/codegen/test_kernels.py::test_kernel_matches_interpreter[float32-",
+    "tests/codegen/test_kernels.py::test_advanced_indexing_gather_and_scatter[float32]",
+)
 if _BACKEND_FROM_USER is None:
     os.environ["TRACEGRAD_BACKEND"] = "interpret"  # (module-level code at import time)
 
 try:  # hypothesis profiles: CI runs "ci"; `--hypothesis-profile=thorough` runs thousands
     from hypothesis import HealthCheck, settings
 
-    settings.register_profile("ci", max_examples=100, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow])
-    settings.register_profile("thorough", max_examples=3000, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile(
+        "ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    settings.register_profile(
+        "thorough", max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 except ImportError:  # pragma: no cover
     pass
@@ -76,22 +85,33 @@ def run_script(tmp_path):
     """`run(source, *argv, cache_dir=None, unset=(), timeout=600, **env)`: stdout of a
     fresh Python running `source` with this repository importable and its own kernel
     cache; the test fails unless it exits 0 and prints OK, or if it hangs."""
-    def run(source: str, *argv: str, cache_dir=None, unset=(), timeout: float = 600,
-            **env: str) -> str:
+
+    def run(
+        source: str, *argv: str, cache_dir=None, unset=(), timeout: float = 600, **env: str
+    ) -> str:
         script = tmp_path / "child.py"
         script.write_text(source)
-        full = dict(os.environ, TRACEGRAD_CACHE_DIR=str(cache_dir or tmp_path / "cache"),
-                    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-                    **env)
+        full = dict(
+            os.environ,
+            TRACEGRAD_CACHE_DIR=str(cache_dir or tmp_path / "cache"),
+            PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            **env,
+        )
         for name in unset:
             full.pop(name, None)
         try:
-            proc = subprocess.run([sys.executable, str(script), *argv], capture_output=True,
-                                  text=True, env=full, timeout=timeout)
+            proc = subprocess.run(
+                [sys.executable, str(script), *argv],
+                capture_output=True,
+                text=True,
+                env=full,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired as exc:
             pytest.fail(f"child.py {' '.join(argv)}: the process hung ({exc.stdout!r})")
         assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
         return proc.stdout
+
     return run
 
 

@@ -1,4 +1,5 @@
 """GraphMaker: hand-built IR graphs for the pass and codegen tests."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ from tracegrad.ops.core import REGISTRY, Aval
 class GraphMaker:
     """Builds a Graph node by node, deriving types from the rule table.
 
-        gm = GraphMaker(); x = gm.input((3,)); gm.output(gm.op("neg", x))
+    gm = GraphMaker(); x = gm.input((3,)); gm.output(gm.op("neg", x))
     """
 
     def __init__(self, name: str = "f"):
@@ -22,8 +23,9 @@ class GraphMaker:
     def const(self, value, dtype="float32") -> Node:
         return self.graph.add_const(np.asarray(value, dtype=dtype))
 
-    def op(self, name: str, *inputs: Node, tag: str = "fwd", source: str | None = None,
-           **attrs) -> Node:
+    def op(
+        self, name: str, *inputs: Node, tag: str = "fwd", source: str | None = None, **attrs
+    ) -> Node:
         aval = REGISTRY[name].shape_rule(*[i.aval for i in inputs], **attrs)
         return self.graph.new_node(name, inputs, attrs, aval, source=source, tag=tag)
 

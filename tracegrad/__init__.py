@@ -32,16 +32,16 @@ and the user's line.
 Numba is imported only when a kernel is first compiled, so eager-only use
 starts fast. Environment variables: `tracegrad.config`.
 """
+
 from __future__ import annotations
 
-from tracegrad.config import VERSION as __version__  # noqa: E402,F401
-
-from tracegrad.ops.api import *  # noqa: F401,F403  (the NumPy-named ops)
+import tracegrad.loops
+from tracegrad.config import VERSION as __version__
+from tracegrad.ops.api import *  # noqa: F403  (the NumPy-named ops)
 from tracegrad.ops.api import trace as _numpy_trace
-from tracegrad.ops.nn import *  # noqa: F401,F403  (conv2d, max_pool2d, cross_entropy, ...)
-from tracegrad.ops.numpy_names import *  # noqa: F401,F403  (acos, concat, zeros, vecdot, ...)
-import tracegrad.loops  # noqa: E402,F401  (registers scan, cond, while, call in the table)
-from tracegrad.runtime.threads import get_num_threads, set_num_threads  # noqa: E402,F401
+from tracegrad.ops.nn import *  # noqa: F403  (conv2d, max_pool2d, cross_entropy, ...)
+from tracegrad.ops.numpy_names import *  # noqa: F403  (acos, concat, zeros, vecdot, ...)
+from tracegrad.runtime.threads import get_num_threads, set_num_threads
 
 
 def trace(fn_or_array, *args, **kwargs):
@@ -56,9 +56,12 @@ def trace(fn_or_array, *args, **kwargs):
     """
     if callable(fn_or_array):
         from tracegrad.tracing import trace as trace_graph
+
         return trace_graph(fn_or_array, *args, **kwargs)
     return _numpy_trace(fn_or_array, *args, **kwargs)
-from tracegrad.ops.core import DTypeError, ShapeError, TracegradError  # noqa: F401
+
+
+from tracegrad.ops.core import DTypeError, ShapeError, TracegradError
 
 _LAZY = {
     "TracingError": "tracegrad.tracing",
@@ -97,6 +100,7 @@ _ALIASES = {
 
 def __getattr__(name: str):
     import importlib
+
     if name in _ALIASES:
         modname, attr = _ALIASES[name]
         return getattr(importlib.import_module(modname), attr)

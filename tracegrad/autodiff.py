@@ -22,9 +22,11 @@ their operand's dtype once, here, for all ops.
     >>> interpret(joint, np.array([1.0, 2.0, 3.0]))
     (array(14.), array([2., 4., 6.]))
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,8 +40,9 @@ class AutodiffError(TracegradError):
     """A graph cannot be differentiated as asked."""
 
 
-def replay(graph: Graph, args: Sequence[Any], context: TraceContext | None = None
-           ) -> dict[int, Any]:
+def replay(
+    graph: Graph, args: Sequence[Any], context: TraceContext | None = None
+) -> dict[int, Any]:
     """Re-apply every node of `graph` to `args` with `bind`; return node id -> value.
 
     With tracers as `args` this inlines the graph into their trace; with eager
@@ -48,8 +51,7 @@ def replay(graph: Graph, args: Sequence[Any], context: TraceContext | None = Non
     arrays at trace time).
     """
     if len(args) != len(graph.inputs):
-        raise AutodiffError(f"graph {graph.name} takes {len(graph.inputs)} inputs, "
-                            f"got {len(args)}")
+        raise AutodiffError(f"graph {graph.name} takes {len(graph.inputs)} inputs, got {len(args)}")
     env: dict[int, Any] = {n.id: a for n, a in zip(graph.inputs, args)}
     for node in graph.nodes:
         if node.id in env:
@@ -64,8 +66,13 @@ def replay(graph: Graph, args: Sequence[Any], context: TraceContext | None = Non
     return env
 
 
-def vjp_graph(graph: Graph, wrt: Sequence[int], diff_outputs: Sequence[int] | None = None,
-              seed_ones: bool = False, name: str | None = None) -> Graph:
+def vjp_graph(
+    graph: Graph,
+    wrt: Sequence[int],
+    diff_outputs: Sequence[int] | None = None,
+    seed_ones: bool = False,
+    name: str | None = None,
+) -> Graph:
     """The joint forward + backward graph of `graph`.
 
     wrt:          indices into `graph.inputs` to differentiate with respect to.
@@ -81,18 +88,23 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], diff_outputs: Sequence[int] | No
         if not np.issubdtype(node.dtype, np.inexact):
             raise AutodiffError(
                 f"cannot differentiate with respect to input {node.attrs.get('name')} of dtype "
-                f"{node.dtype}: gradients need floating-point inputs")
+                f"{node.dtype}: gradients need floating-point inputs"
+            )
     context = TraceContext(name or graph.name)
     with context.active():
-        primals = [context.new_input(n.aval, n.attrs.get("name", f"arg{k}"))
-                   for k, n in enumerate(graph.inputs)]
+        primals = [
+            context.new_input(n.aval, n.attrs.get("name", f"arg{k}"))
+            for k, n in enumerate(graph.inputs)
+        ]
         env = replay(graph, primals, context)
         outputs = [graph.outputs[i] for i in diff_outputs]
         if seed_ones:
             seeds = [_seed_one(context, node) for node in outputs]
         else:
-            seeds = [context.new_input(node.aval, f"ct_{_output_name(graph, i)}")
-                     for i, node in zip(diff_outputs, outputs)]
+            seeds = [
+                context.new_input(node.aval, f"ct_{_output_name(graph, i)}")
+                for i, node in zip(diff_outputs, outputs)
+            ]
         by_id: dict[int, Any] = {}
         for node, seed in zip(outputs, seeds):  # one node returned twice gets both
             prev = by_id.get(node.id)
@@ -113,8 +125,7 @@ def _output_name(graph: Graph, index: int) -> str:
 
 def _seed_one(context: TraceContext, node: Node):
     if node.shape != ():
-        raise AutodiffError(f"seeding a gradient of 1 needs a scalar output, got "
-                            f"{node.type_str()}")
+        raise AutodiffError(f"seeding a gradient of 1 needs a scalar output, got {node.type_str()}")
     # A const node, not an ndarray: rules applied to it then record nodes instead
     # of folding into full-size constant arrays at trace time.
     with context.tagging("bwd"):
@@ -127,8 +138,13 @@ def _node_of(context: TraceContext, value: Any) -> Node:
     return context.const_node(np.asarray(value))
 
 
-def backward_pass(graph: Graph, env: dict[int, Any], context: TraceContext,
-                  seeds: dict[int, Any], wrt: Sequence[int]) -> list[Any]:
+def backward_pass(
+    graph: Graph,
+    env: dict[int, Any],
+    context: TraceContext,
+    seeds: dict[int, Any],
+    wrt: Sequence[int],
+) -> list[Any]:
     """Propagate cotangents from `seeds` (node id -> cotangent) back through
     `graph`, whose forward values are `env`; return one gradient per `wrt` input."""
     needs = _needs_gradient(graph, {graph.inputs[i].id for i in wrt})
@@ -150,8 +166,9 @@ def backward_pass(graph: Graph, env: dict[int, Any], context: TraceContext,
     return grads
 
 
-def _propagate(node: Node, ct: Any, env: dict[int, Any], needs: set[int],
-               cotangents: dict[int, Any]) -> None:
+def _propagate(
+    node: Node, ct: Any, env: dict[int, Any], needs: set[int], cotangents: dict[int, Any]
+) -> None:
     prim = REGISTRY[node.op]
     operands = [env[i.id] for i in node.inputs]
     batch = getattr(prim.vjps, "batch", None)  # one pass for all operands (PerOperand)
@@ -171,8 +188,11 @@ def _propagate(node: Node, ct: Any, env: dict[int, Any], needs: set[int],
                 continue
             contribution = fit_cotangent(contribution, operand)
             previous = cotangents.get(operand.id)
-            cotangents[operand.id] = (contribution if previous is None
-                                      else core.bind(REGISTRY["add"], previous, contribution))
+            cotangents[operand.id] = (
+                contribution
+                if previous is None
+                else core.bind(REGISTRY["add"], previous, contribution)
+            )
 
 
 def _vjp_rule(prim, k: int):
@@ -181,8 +201,9 @@ def _vjp_rule(prim, k: int):
         return prim.vjps[k]
     except IndexError:
         if isinstance(prim.vjps, tuple) and not prim.vjps:
-            raise AutodiffError(f"{prim.name} has no vjp rule, so it cannot be "
-                                "differentiated") from None
+            raise AutodiffError(
+                f"{prim.name} has no vjp rule, so it cannot be differentiated"
+            ) from None
         return None
 
 
@@ -190,8 +211,11 @@ def fit_cotangent(ct: Any, operand: Node) -> Any:
     """Sum a broadcast cotangent back to the operand's shape and cast it to its dtype."""
     api = _api()
     if tuple(np.shape(ct)) != operand.shape:
-        ct = api.sum_to_shape(ct, operand.shape) if hasattr(api, "sum_to_shape") \
+        ct = (
+            api.sum_to_shape(ct, operand.shape)
+            if hasattr(api, "sum_to_shape")
             else _table_sum_to_shape(ct, operand.shape)
+        )
     if np.dtype(_dtype_of(ct)) != operand.dtype:
         ct = api.astype(ct, operand.dtype)
     return ct
@@ -199,6 +223,7 @@ def fit_cotangent(ct: Any, operand: Node) -> Any:
 
 def _table_sum_to_shape(ct, shape):
     from tracegrad.ops.table import sum_to_shape
+
     return sum_to_shape(ct, shape)
 
 
@@ -223,4 +248,5 @@ def _needs_gradient(graph: Graph, sources: set[int]) -> set[int]:
 
 def _api():
     from tracegrad.ops import api
+
     return api

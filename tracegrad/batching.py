@@ -31,6 +31,7 @@ loop: a `scan` over the batch of just that node, so vmap is always correct.
     >>> tg.vmap(lambda x, w: x @ w, in_axes=(0, None))(np.ones((4, 3)), np.ones((3, 2))).shape
     (4, 2)
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -62,6 +63,7 @@ class BatchingError(TracegradError, ValueError, TypeError):
 
 
 # ------------------------------------------------------------------ helpers
+
 
 def _shape(v) -> tuple:
     shape = getattr(v, "shape", None)
@@ -124,20 +126,27 @@ def _padded(x, size: int, rank: int):
 
 # --------------------------------------------------------- the kind defaults
 
+
 def elementwise_rule(prim: Primitive) -> Callable:
     """Broadcasting ops: batch axes to the front, per-example ranks aligned."""
+
     def rule(args, dims, **attrs):
         size = _batch_size(args, dims)
         ranks = [_ndim(a) - (d is not None) for a, d in zip(args, dims)]
         rank = max(ranks)
         batched = [d for d in dims if d is not None]
         same = len(set(batched)) == 1
-        if same and all(r == rank for r, d in zip(ranks, dims) if d is not None) and (
-                batched[0] == 0 or all(r == 0 for r, d in zip(ranks, dims) if d is None)):
+        if (
+            same
+            and all(r == rank for r, d in zip(ranks, dims) if d is not None)
+            and (batched[0] == 0 or all(r == 0 for r, d in zip(ranks, dims) if d is None))
+        ):
             return prim(*args, **attrs), batched[0]  # already lined up
-        moved = [a if d is None else _padded(_moveaxis(a, d, 0), size, rank)
-                 for a, d in zip(args, dims)]
+        moved = [
+            a if d is None else _padded(_moveaxis(a, d, 0), size, rank) for a, d in zip(args, dims)
+        ]
         return prim(*moved, **attrs), 0
+
     return rule
 
 
@@ -165,6 +174,7 @@ def reduction_rule(prim: Primitive) -> Callable:
         new_axis = full[0] if single else full
         out = prim(x, axis=new_axis, keepdims=keepdims, **attrs)
         return out, (d if keepdims else d - sum(1 for a in full if a < d))
+
     return rule
 
 
@@ -247,6 +257,7 @@ def concatenate_rule(args, dims, axis):
 
 def _axis_rule(prim: Primitive, n_operands: int = 1) -> Callable:
     """Ops along one `axis` of same-shaped operands (softmax, cumsum, linrec, ...)."""
+
     def rule(args, dims, axis, **attrs):
         if n_operands == 1:
             (x,), (d,) = args, dims
@@ -255,17 +266,22 @@ def _axis_rule(prim: Primitive, n_operands: int = 1) -> Callable:
         size = _batch_size(args, dims)
         moved = [_to_front(v, d, size) for v, d in zip(args, dims)]
         return prim(*moved, axis=_norm_axis(axis, _ndim(moved[0]) - 1) + 1, **attrs), 0
+
     return rule
 
 
 # ---------------------------------------------------------------- indexing
 
+
 def _advanced_positions(spec) -> list[int]:
     """Spec positions of NumPy's advanced indices (ints count once an array is present)."""
     if not any(isinstance(e, tuple) and e[0] == "array" for e in spec):
         return []
-    return [k for k, e in enumerate(spec)
-            if isinstance(e, (int, np.integer)) or (isinstance(e, tuple) and e[0] == "array")]
+    return [
+        k
+        for k, e in enumerate(spec)
+        if isinstance(e, (int, np.integer)) or (isinstance(e, tuple) and e[0] == "array")
+    ]
 
 
 def _adjacent(positions: list[int]) -> bool:
@@ -291,12 +307,18 @@ def _batched_index(spec, arrays, dims, size: int, with_iota: bool):
     batched block lands where NumPy puts the per-example block (at the first advanced
     position when the advanced entries are adjacent, else first)."""
     advanced = _advanced_positions(spec)
-    per_example = [_shape(a)[:d] + _shape(a)[d + 1:] if d is not None else _shape(a)
-                   for a, d in zip(arrays, dims)]
-    rank = len(np.broadcast_shapes(*[per_example[spec[k][1]] for k in advanced
-                                     if isinstance(spec[k], tuple)]))
-    new_arrays = [a if d is None else _padded(_moveaxis(a, d, 0), size, rank)
-                  for a, d in zip(arrays, dims)]
+    per_example = [
+        _shape(a)[:d] + _shape(a)[d + 1 :] if d is not None else _shape(a)
+        for a, d in zip(arrays, dims)
+    ]
+    rank = len(
+        np.broadcast_shapes(
+            *[per_example[spec[k][1]] for k in advanced if isinstance(spec[k], tuple)]
+        )
+    )
+    new_arrays = [
+        a if d is None else _padded(_moveaxis(a, d, 0), size, rank) for a, d in zip(arrays, dims)
+    ]
     first = advanced[0]
     if with_iota:
         iota = np.arange(size, dtype=np.int64).reshape((size,) + (1,) * rank)
@@ -314,8 +336,9 @@ def getitem_rule(args, dims, spec):
         return T.getitem(x, *arrays, spec=spec), _index_batch_dim(spec[1:], arrays)
     size = _batch_size(args, dims)
     batched_x = dims[0] is not None
-    new_spec, new_arrays, block_at, x_axis = _batched_index(spec, arrays, dims[1:], size,
-                                                            with_iota=batched_x)
+    new_spec, new_arrays, block_at, x_axis = _batched_index(
+        spec, arrays, dims[1:], size, with_iota=batched_x
+    )
     if batched_x:  # the batch axis of x sits where the iota index reads it
         x = _moveaxis(x, dims[0], x_axis)
     return T.getitem(x, *new_arrays, spec=new_spec), block_at
@@ -326,13 +349,20 @@ def index_add_zeros_rule(args, dims, spec, shape):
     size = _batch_size(args, dims)
     if all(d is None for d in dims[1:]):
         g = _moveaxis(g, dims[0], _index_batch_dim(spec, arrays))
-        return T.index_add_zeros(g, *arrays, spec=(("slice", 0, size, 1),) + tuple(spec),
-                                 shape=(size,) + tuple(shape)), 0
-    new_spec, new_arrays, block_at, x_axis = _batched_index(spec, arrays, dims[1:], size,
-                                                            with_iota=True)
-    g = _moveaxis(g, dims[0], block_at) if dims[0] is not None else T.broadcast_to(
-        _reshape(g, _shape(g)[:block_at] + (1,) + _shape(g)[block_at:]),
-        shape=_shape(g)[:block_at] + (size,) + _shape(g)[block_at:])
+        return T.index_add_zeros(
+            g, *arrays, spec=(("slice", 0, size, 1),) + tuple(spec), shape=(size,) + tuple(shape)
+        ), 0
+    new_spec, new_arrays, block_at, x_axis = _batched_index(
+        spec, arrays, dims[1:], size, with_iota=True
+    )
+    g = (
+        _moveaxis(g, dims[0], block_at)
+        if dims[0] is not None
+        else T.broadcast_to(
+            _reshape(g, _shape(g)[:block_at] + (1,) + _shape(g)[block_at:]),
+            shape=_shape(g)[:block_at] + (size,) + _shape(g)[block_at:],
+        )
+    )
     full = tuple(shape)[:x_axis] + (size,) + tuple(shape)[x_axis:]
     return T.index_add_zeros(g, *new_arrays, spec=new_spec, shape=full), x_axis
 
@@ -346,16 +376,20 @@ def _along_axis_operand(v, d):
 def take_along_axis_rule(args, dims, axis):
     (x, idx), (dx, didx) = args, dims
     nd = _ndim(x) - (dx is not None)
-    return T.take_along_axis(_along_axis_operand(x, dx), _along_axis_operand(idx, didx),
-                             axis=_norm_axis(axis, nd) + 1), 0
+    return T.take_along_axis(
+        _along_axis_operand(x, dx), _along_axis_operand(idx, didx), axis=_norm_axis(axis, nd) + 1
+    ), 0
 
 
 def put_along_axis_add_rule(args, dims, axis, shape):
     (g, idx), (dg, didx) = args, dims
     size = _batch_size(args, dims)
-    return T.put_along_axis_add(_to_front(g, dg, size), _along_axis_operand(idx, didx),
-                                axis=_norm_axis(axis, len(shape)) + 1,
-                                shape=(size,) + tuple(shape)), 0
+    return T.put_along_axis_add(
+        _to_front(g, dg, size),
+        _along_axis_operand(idx, didx),
+        axis=_norm_axis(axis, len(shape)) + 1,
+        shape=(size,) + tuple(shape),
+    ), 0
 
 
 def nll_loss_rule(args, dims, reduction):
@@ -364,8 +398,10 @@ def nll_loss_rule(args, dims, reduction):
     size = _batch_size(args, dims)
     logp, target = _to_front(logp, dl, size), _to_front(target, dt, size)
     _, n, c = _shape(logp)
-    per_row = _reshape(T.nll_loss(_reshape(logp, (size * n, c)), _reshape(target, (size * n,)),
-                                  reduction="none"), (size, n))
+    per_row = _reshape(
+        T.nll_loss(_reshape(logp, (size * n, c)), _reshape(target, (size * n,)), reduction="none"),
+        (size, n),
+    )
     if reduction == "none":
         return per_row, 0
     reduce = T.mean if reduction == "mean" else T.sum_
@@ -374,17 +410,21 @@ def nll_loss_rule(args, dims, reduction):
 
 # ------------------------------------------------------------------ linalg
 
+
 def _stacked_matrices_rule(prim: Primitive) -> Callable:
     """Ops on (..., n, n) stacks of matrices: the batch is one more leading axis."""
+
     def rule(args, dims, **attrs):
         (a,), (d,) = args, dims
         return prim(_moveaxis(a, d, 0), **attrs), 0
+
     return rule
 
 
 def _solve_batch_rule(prim: Primitive, batch_broadcasts: bool) -> Callable:
     """A x = b per example: a 1-D b becomes a column (NumPy would read a batch of
     vectors as a matrix), batch axes are lined up behind the batch axis."""
+
     def rule(args, dims, **attrs):
         (a, b), (da, db) = args, dims
         size = _batch_size(args, dims)
@@ -403,10 +443,12 @@ def _solve_batch_rule(prim: Primitive, batch_broadcasts: bool) -> Callable:
             b = b if db is None else _padded(b, size, rank)
         out = prim(a, b, **attrs)
         return (_reshape(out, _shape(out)[:-1]) if vec else out), 0
+
     return rule
 
 
 # ------------------------------------------------- the eager surface's ops
+
 
 def vector_norm_rule(args, dims, ord, axis, keepdims):
     (x,), (d,) = args, dims
@@ -419,8 +461,12 @@ def vector_norm_rule(args, dims, ord, axis, keepdims):
 def diagonal_rule(args, dims, offset, axis1, axis2):
     (x,), (d,) = args, dims
     nd = _ndim(x) - 1
-    out = REGISTRY["diagonal"](_moveaxis(x, d, 0), offset=offset,
-                                 axis1=_norm_axis(axis1, nd) + 1, axis2=_norm_axis(axis2, nd) + 1)
+    out = REGISTRY["diagonal"](
+        _moveaxis(x, d, 0),
+        offset=offset,
+        axis1=_norm_axis(axis1, nd) + 1,
+        axis2=_norm_axis(axis2, nd) + 1,
+    )
     return out, 0
 
 
@@ -428,16 +474,22 @@ def diagonal_scatter_zeros_rule(args, dims, offset, axis1, axis2, shape):
     (g,), (d,) = args, dims
     nd = len(shape)
     out = REGISTRY["diagonal_scatter_zeros"](
-        _moveaxis(g, d, 0), offset=offset, axis1=_norm_axis(axis1, nd) + 1,
-        axis2=_norm_axis(axis2, nd) + 1, shape=(_shape(g)[d],) + tuple(shape))
+        _moveaxis(g, d, 0),
+        offset=offset,
+        axis1=_norm_axis(axis1, nd) + 1,
+        axis2=_norm_axis(axis2, nd) + 1,
+        shape=(_shape(g)[d],) + tuple(shape),
+    )
     return out, 0
 
 
 def _register_optional_rules() -> None:
     """Rules for primitives that other parts of tracegrad add (linalg, the eager
     surface's ops), where they are defined."""
-    makers = {name: lambda prim: _stacked_matrices_rule(prim)
-              for name in ("cholesky", "inv", "det", "slogdet_sign", "logabsdet")}
+    makers = {
+        name: lambda prim: _stacked_matrices_rule(prim)
+        for name in ("cholesky", "inv", "det", "slogdet_sign", "logabsdet")
+    }
     makers["solve"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=True)
     makers["triangular_solve"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=False)
     makers["triangular_matmul"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=False)
@@ -454,10 +506,12 @@ def _register_optional_rules() -> None:
 
 # ------------------------------------------------------ loops and branches
 
+
 def _repack(parts: list, avals: list, size: int):
     """Batched results (each (B,) + shape) packed per example into (B, total), the
     layout of a control-flow node's packed value with a batch axis in front."""
     from tracegrad.loops.primitives import packed_layout
+
     dtype, slots = packed_layout(avals)
     flat = []
     for part, (_, n, _, part_dtype) in zip(parts, slots):
@@ -473,8 +527,11 @@ def _batched_body(graph, dims: list, size: int, force: set, name: str):
     Outputs in `force` come out batched at axis 0 (broadcast if they do not depend on
     the batch); the others stay as they are. Returns (graph, output dims)."""
     from tracegrad.tracing import TreeDef, trace_subgraph
-    avals = [Aval((size,) + n.shape, n.dtype) if d is not None else n.aval
-             for n, d in zip(graph.inputs, dims)]
+
+    avals = [
+        Aval((size,) + n.shape, n.dtype) if d is not None else n.aval
+        for n, d in zip(graph.inputs, dims)
+    ]
     out_dims: list = []
 
     def batched(*vals):
@@ -488,6 +545,7 @@ def _batched_body(graph, dims: list, size: int, force: set, name: str):
             results.append(v)
             out_dims.append(d)
         return results
+
     in_tree = TreeDef("tuple", [TreeDef("array")] * len(avals))
     body, _, captures = trace_subgraph(batched, in_tree, avals, name)
     if captures:
@@ -499,12 +557,14 @@ def scan_rule(args, dims, body, length, reverse, n_carry, n_xs, remat=False):
     """scan with a batched body: batched carries ride along (a carry is batched when
     its start or anything it is updated from is), xs keep the scanned axis first."""
     from tracegrad.loops.primitives import _scan_avals, scan_p, unpack
+
     size = _batch_size(args, dims)
     carry_batched = [d is not None for d in dims[:n_carry]]
     n_out = len(body.outputs)
     for _ in range(n_carry + 1):  # a fixpoint: each round batches at least one more carry
         in_dims = [0 if b else None for b in carry_batched] + [
-            None if d is None else 0 for d in dims[n_carry:]]
+            None if d is None else 0 for d in dims[n_carry:]
+        ]
         force = {k for k in range(n_carry) if carry_batched[k]} | set(range(n_carry, n_out))
         new_body, out_dims = _batched_body(body, in_dims, size, force, f"{body.name}_batched")
         grown = [k for k in range(n_carry) if out_dims[k] is not None and not carry_batched[k]]
@@ -512,17 +572,36 @@ def scan_rule(args, dims, body, length, reverse, n_carry, n_xs, remat=False):
             break
         for k in grown:
             carry_batched[k] = True
-    carries = [(_to_front(v, d, size) if carry_batched[k] else v)
-               for k, (v, d) in enumerate(zip(args[:n_carry], dims[:n_carry]))]
-    xs = [v if d is None else _moveaxis(v, d, 1)  # (length, B, ...): one batch per step
-          for v, d in zip(args[n_carry:n_carry + n_xs], dims[n_carry:n_carry + n_xs])]
-    consts = [v if d is None else _moveaxis(v, d, 0)
-              for v, d in zip(args[n_carry + n_xs:], dims[n_carry + n_xs:])]
-    packed = scan_p(*carries, *xs, *consts, body=new_body, length=length, reverse=reverse,
-                    n_carry=n_carry, n_xs=n_xs, **({"remat": True} if remat else {}))
+    carries = [
+        (_to_front(v, d, size) if carry_batched[k] else v)
+        for k, (v, d) in enumerate(zip(args[:n_carry], dims[:n_carry]))
+    ]
+    xs = [
+        v if d is None else _moveaxis(v, d, 1)  # (length, B, ...): one batch per step
+        for v, d in zip(args[n_carry : n_carry + n_xs], dims[n_carry : n_carry + n_xs])
+    ]
+    consts = [
+        v if d is None else _moveaxis(v, d, 0)
+        for v, d in zip(args[n_carry + n_xs :], dims[n_carry + n_xs :])
+    ]
+    packed = scan_p(
+        *carries,
+        *xs,
+        *consts,
+        body=new_body,
+        length=length,
+        reverse=reverse,
+        n_carry=n_carry,
+        n_xs=n_xs,
+        **({"remat": True} if remat else {}),
+    )
     parts = unpack(packed, _scan_avals(new_body, length, n_carry))
-    parts = [(p if carry_batched[k] else T.broadcast_to(p, shape=(size,) + _shape(p)))
-             if k < n_carry else _moveaxis(p, 1, 0) for k, p in enumerate(parts)]
+    parts = [
+        (p if carry_batched[k] else T.broadcast_to(p, shape=(size,) + _shape(p)))
+        if k < n_carry
+        else _moveaxis(p, 1, 0)
+        for k, p in enumerate(parts)
+    ]
     return _repack(parts, _scan_avals(body, length, n_carry), size), 0
 
 
@@ -530,6 +609,7 @@ def cond_rule(args, dims, true_branch, false_branch):
     """A shared predicate keeps one cond over batched branches; a batched predicate
     runs both branches on the whole batch and selects per example (as JAX does)."""
     from tracegrad.loops.primitives import cond_p, unpack
+
     size = _batch_size(args, dims)
     pred, operands, dp = args[0], args[1:], dims[0]
     avals = [n.aval for n in true_branch.outputs]
@@ -544,9 +624,11 @@ def cond_rule(args, dims, true_branch, false_branch):
     else:
         pred = _moveaxis(pred, dp, 0)
         parts = []
-        for (tv, td), (fv, fd), a in zip(batch_graph(true_branch, operands, dims[1:], size),
-                                         batch_graph(false_branch, operands, dims[1:], size),
-                                         avals):
+        for (tv, td), (fv, fd), a in zip(
+            batch_graph(true_branch, operands, dims[1:], size),
+            batch_graph(false_branch, operands, dims[1:], size),
+            avals,
+        ):
             mask = _reshape(pred, (size,) + (1,) * len(a.shape))
             parts.append(T.where(mask, _to_front(tv, td, size), _to_front(fv, fd, size)))
     return _repack(parts, avals, size), 0
@@ -556,19 +638,21 @@ def while_rule(args, dims, cond, body, n_carry):
     """while_loop with a batched body. A shared predicate keeps one loop; a predicate
     that differs per example loops while any example goes on, and examples that
     have stopped keep their carry (a select), as JAX does."""
-    from tracegrad.ops import api
     from tracegrad.loops.primitives import unpack, while_p
+    from tracegrad.ops import api
     from tracegrad.tracing import TreeDef, trace_subgraph
+
     size = _batch_size(args, dims)
     n_cc = len(cond.inputs) - n_carry
-    carry_d, cc_d, bc_d = dims[:n_carry], dims[n_carry:n_carry + n_cc], dims[n_carry + n_cc:]
-    const_dims = ([None if d is None else 0 for d in cc_d],
-                  [None if d is None else 0 for d in bc_d])
+    carry_d, cc_d, bc_d = dims[:n_carry], dims[n_carry : n_carry + n_cc], dims[n_carry + n_cc :]
+    const_dims = (
+        [None if d is None else 0 for d in cc_d],
+        [None if d is None else 0 for d in bc_d],
+    )
     carry_batched = [d is not None for d in carry_d]
     for _ in range(n_carry + 2):  # a fixpoint over which carries (and the predicate) vary
         cdims = [0 if b else None for b in carry_batched]
-        new_cond, pred_dims = _batched_body(cond, cdims + const_dims[0], size, set(),
-                                            "while_cond")
+        new_cond, pred_dims = _batched_body(cond, cdims + const_dims[0], size, set(), "while_cond")
         if pred_dims[0] is not None:
             carry_batched = [True] * n_carry
             break
@@ -579,15 +663,20 @@ def while_rule(args, dims, cond, body, n_carry):
             break
         for k in grown:
             carry_batched[k] = True
-    carries = [_to_front(v, d, size) if carry_batched[k] else v
-               for k, (v, d) in enumerate(zip(args[:n_carry], carry_d))]
-    cc = [v if d is None else _moveaxis(v, d, 0)
-          for v, d in zip(args[n_carry:n_carry + n_cc], cc_d)]
-    bc = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(args[n_carry + n_cc:], bc_d)]
+    carries = [
+        _to_front(v, d, size) if carry_batched[k] else v
+        for k, (v, d) in enumerate(zip(args[:n_carry], carry_d))
+    ]
+    cc = [
+        v if d is None else _moveaxis(v, d, 0) for v, d in zip(args[n_carry : n_carry + n_cc], cc_d)
+    ]
+    bc = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(args[n_carry + n_cc :], bc_d)]
     if pred_dims[0] is None:
         packed = while_p(*carries, *cc, *bc, cond=new_cond, body=new_body, n_carry=n_carry)
-        avals = [Aval((size,) + n.shape, n.dtype) if b else n.aval
-                 for n, b in zip(body.outputs, carry_batched)]
+        avals = [
+            Aval((size,) + n.shape, n.dtype) if b else n.aval
+            for n, b in zip(body.outputs, carry_batched)
+        ]
     else:
         all_batched = [0] * n_carry
 
@@ -597,26 +686,35 @@ def while_rule(args, dims, cond, body, n_carry):
 
         def step(*vals):
             carry = vals[:n_carry]
-            cvals, bvals = vals[n_carry:n_carry + n_cc], vals[n_carry + n_cc:]
+            cvals, bvals = vals[n_carry : n_carry + n_cc], vals[n_carry + n_cc :]
             pred, _ = batch_graph(cond, carry + cvals, all_batched + const_dims[0], size)[0]
             new = batch_graph(body, carry + bvals, all_batched + const_dims[1], size)
-            return [T.where(_reshape(pred, (size,) + (1,) * (_ndim(c) - 1)),
-                            _to_front(v, d, size), c) for (v, d), c in zip(new, carry)]
+            return [
+                T.where(_reshape(pred, (size,) + (1,) * (_ndim(c) - 1)), _to_front(v, d, size), c)
+                for (v, d), c in zip(new, carry)
+            ]
+
         avals = [Aval((size,) + n.shape, n.dtype) for n in body.outputs]
         c_avals = avals + [Aval(_shape(v), aval_of(v).dtype) for v in cc]
         b_avals = c_avals + [Aval(_shape(v), aval_of(v).dtype) for v in bc]
+
         def tree(n):
             return TreeDef("tuple", [TreeDef("array")] * n)
-        new_cond, _, caps_c = trace_subgraph(any_goes_on, tree(len(c_avals)), c_avals,
-                                             "while_cond_batched")
-        new_body, _, caps_b = trace_subgraph(step, tree(len(b_avals)), b_avals,
-                                             "while_body_batched")
+
+        new_cond, _, caps_c = trace_subgraph(
+            any_goes_on, tree(len(c_avals)), c_avals, "while_cond_batched"
+        )
+        new_body, _, caps_b = trace_subgraph(
+            step, tree(len(b_avals)), b_avals, "while_body_batched"
+        )
         if caps_c or caps_b:
             raise NotImplementedError("a batched while body that reads enclosing values")
         packed = while_p(*carries, *cc, *cc, *bc, cond=new_cond, body=new_body, n_carry=n_carry)
     parts = unpack(packed, avals)
-    parts = [p if b else T.broadcast_to(p, shape=(size,) + _shape(p))
-             for p, b in zip(parts, carry_batched)]
+    parts = [
+        p if b else T.broadcast_to(p, shape=(size,) + _shape(p))
+        for p, b in zip(parts, carry_batched)
+    ]
     return _repack(parts, [n.aval for n in body.outputs], size), 0
 
 
@@ -625,12 +723,14 @@ def custom_vjp_rule(args, dims, fun, fwd, bwd, n_out):
     user's rule keeps giving the gradient). Every result comes out batched; a shared
     operand's cotangent is then summed over the batch by the autodiff driver."""
     from tracegrad.loops.primitives import custom_vjp_p, unpack
+
     size = _batch_size(args, dims)
     moved = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(args, dims)]
     in_dims = [None if d is None else 0 for d in dims]
 
     def every(graph):
         return set(range(len(graph.outputs)))
+
     fun_b, _ = _batched_body(fun, in_dims, size, every(fun), f"{fun.name}_batched")
     fwd_b, _ = _batched_body(fwd, in_dims, size, every(fwd), f"{fwd.name}_batched")
     bwd_b, _ = _batched_body(bwd, [0] * len(bwd.inputs), size, every(bwd), f"{bwd.name}_batched")
@@ -655,16 +755,26 @@ _KIND_DEFAULTS: dict[str, Callable[[Primitive], Callable]] = {
 }
 
 _RULES: dict[str, Callable] = {
-    "matmul": matmul_rule, "addmm": addmm_rule,
-    "reshape": reshape_rule, "broadcast_to": broadcast_to_rule, "transpose": transpose_rule,
+    "matmul": matmul_rule,
+    "addmm": addmm_rule,
+    "reshape": reshape_rule,
+    "broadcast_to": broadcast_to_rule,
+    "transpose": transpose_rule,
     "concatenate": concatenate_rule,
-    "getitem": getitem_rule, "index_add_zeros": index_add_zeros_rule,
-    "take_along_axis": take_along_axis_rule, "put_along_axis_add": put_along_axis_add_rule,
+    "getitem": getitem_rule,
+    "index_add_zeros": index_add_zeros_rule,
+    "take_along_axis": take_along_axis_rule,
+    "put_along_axis_add": put_along_axis_add_rule,
     "nll_loss": nll_loss_rule,
-    "softmax": _axis_rule(T.softmax), "log_softmax": _axis_rule(T.log_softmax),
-    "cumsum": _axis_rule(T.cumsum), "argsort": _axis_rule(T.argsort),
+    "softmax": _axis_rule(T.softmax),
+    "log_softmax": _axis_rule(T.log_softmax),
+    "cumsum": _axis_rule(T.cumsum),
+    "argsort": _axis_rule(T.argsort),
     "linrec": _axis_rule(T.linrec, n_operands=2),
-    "scan": scan_rule, "cond": cond_rule, "while": while_rule, "call": call_rule,
+    "scan": scan_rule,
+    "cond": cond_rule,
+    "while": while_rule,
+    "call": call_rule,
     "custom_vjp_call": custom_vjp_rule,
 }
 
@@ -698,13 +808,16 @@ def rule_for(prim: Primitive) -> Callable | None:
 
 # ------------------------------------------------------ the per-node loop
 
+
 def _loop_fallback(prim: Primitive, args, dims, attrs, out_aval):
     """prim applied example by example: a `scan` over the batch of this one node."""
     from tracegrad.loops import scan
+
     size = _batch_size(args, dims)
     if size == 0:
-        return T.broadcast_to(np.zeros(out_aval.shape, out_aval.dtype),
-                              shape=(0,) + tuple(out_aval.shape)), 0
+        return T.broadcast_to(
+            np.zeros(out_aval.shape, out_aval.dtype), shape=(0,) + tuple(out_aval.shape)
+        ), 0
     positions = [k for k, d in enumerate(dims) if d is not None]
     xs = tuple(_moveaxis(args[k], dims[k], 0) for k in positions)
 
@@ -713,12 +826,14 @@ def _loop_fallback(prim: Primitive, args, dims, attrs, out_aval):
         for k, v in zip(positions, x):
             full[k] = v
         return carry, bind(prim, *full, **attrs)
+
     one_example.__name__ = f"vmap_{prim.name}"
     _, ys = scan(one_example, None, xs)
     return ys, 0
 
 
 # ------------------------------------------------------- batching a graph
+
 
 def batch_graph(graph, args: Sequence[Any], dims: Sequence[int | None], size: int):
     """Run `graph` (traced on one example) on batched `args`; returns a list of
@@ -732,7 +847,8 @@ def batch_graph(graph, args: Sequence[Any], dims: Sequence[int | None], size: in
     """
     context = _innermost_context(args)
     env: dict[int, tuple[Any, int | None]] = {
-        n.id: (a, d) for n, a, d in zip(graph.inputs, args, dims)}
+        n.id: (a, d) for n, a, d in zip(graph.inputs, args, dims)
+    }
     for node in graph.nodes:
         if node.id in env:
             continue
@@ -765,7 +881,8 @@ def _apply_rule(prim, vals, dims, node, size):
     if tuple(got.shape) != tuple(expected) or np.dtype(got.dtype) != node.dtype:
         raise TracegradError(
             f"vmap: the batching rule of {prim.name} made {got} with the "
-            f"batch on axis {d}; expected {node.dtype}{tuple(expected)} (a tracegrad bug)")
+            f"batch on axis {d}; expected {node.dtype}{tuple(expected)} (a tracegrad bug)"
+        )
     return value, d
 
 
@@ -785,20 +902,25 @@ _BODY_PRIMITIVES = frozenset({"scan", "cond", "while", "call", "custom_vjp_call"
 
 
 def _is_eager_tensor(value) -> bool:
-    return not isinstance(value, (np.ndarray, np.generic, Tracer)) and \
-        hasattr(value, "requires_grad") and hasattr(value, "detach")
+    return (
+        not isinstance(value, (np.ndarray, np.generic, Tracer))
+        and hasattr(value, "requires_grad")
+        and hasattr(value, "detach")
+    )
 
 
 def _through_compile(prim, vals, dims, node):
     """The batched node as one compiled call on eager tensors: one eager node
     (CompiledFunctionBackward) whose backward is the batched node's reverse mode."""
     from tracegrad.compiler import CompiledFunction
+
     out_dims: list = []
 
     def batched_node(*values):
         value, d = _batched_node(prim, values, dims, node)
         out_dims.append(d)
         return value
+
     batched_node.__name__ = f"vmap_{prim.name}"
     value = CompiledFunction(batched_node, "compile", backend="interpret")(*vals)
     return value, out_dims[-1] if out_dims else 0  # (these rules all batch on axis 0)
@@ -817,11 +939,13 @@ def uses_loop_fallback(graph) -> bool:
     >>> uses_loop_fallback(tg.trace(tg.vmap(lambda x: tg.exp(x) @ x), np.ones((4, 3))))
     False
     """
-    return any(n.op == "scan" and n.attrs["body"].name.startswith("scan_body_vmap_")
-               for n in graph.nodes)
+    return any(
+        n.op == "scan" and n.attrs["body"].name.startswith("scan_body_vmap_") for n in graph.nodes
+    )
 
 
 # ----------------------------------------------------------- in/out axes
+
 
 def _is_axis(spec) -> bool:
     return spec is None or isinstance(spec, (int, np.integer)) and not isinstance(spec, bool)
@@ -831,12 +955,17 @@ def _leaf_axes(spec, value, path: str, what: str) -> list:
     """One axis per array leaf of `value` (flattening order), from a prefix `spec`."""
     if _is_axis(spec):
         leaves, _ = tree_flatten(value, arrays_only_scalars=False)
-        if spec is not None and what == "in_axes" and len(leaves) != len(
-                tree_flatten(value, arrays_only_scalars=True)[0]):  # a Python scalar to map
-            raise BatchingError(f"vmap was requested to map its argument along axis {spec}, "
-                                f"which implies that its rank should be at least "
-                                f"{spec + 1 if spec >= 0 else -spec}, but is only 0 (a Python "
-                                f"scalar in argument {path})")
+        if (
+            spec is not None
+            and what == "in_axes"
+            and len(leaves) != len(tree_flatten(value, arrays_only_scalars=True)[0])
+        ):  # a Python scalar to map
+            raise BatchingError(
+                f"vmap was requested to map its argument along axis {spec}, "
+                f"which implies that its rank should be at least "
+                f"{spec + 1 if spec >= 0 else -spec}, but is only 0 (a Python "
+                f"scalar in argument {path})"
+            )
         return [(spec, path) for _ in leaves]
     _, tree = tree_flatten(value, arrays_only_scalars=False)
     kind = tree.kind
@@ -845,14 +974,20 @@ def _leaf_axes(spec, value, path: str, what: str) -> list:
         for key in value:
             out.extend(_leaf_axes(spec[key], value[key], f"{path}[{key!r}]", what))
         return out
-    if isinstance(spec, (tuple, list)) and kind in ("tuple", "list") and \
-            len(spec) == len(value) and isinstance(spec, tuple) == isinstance(value, tuple):
+    if (
+        isinstance(spec, (tuple, list))
+        and kind in ("tuple", "list")
+        and len(spec) == len(value)
+        and isinstance(spec, tuple) == isinstance(value, tuple)
+    ):
         out = []
         for k, (s, v) in enumerate(zip(spec, value)):
             out.extend(_leaf_axes(s, v, f"{path}[{k}]", what))
         return out
-    raise BatchingError(f"vmap {what} specification must be a tree prefix of the corresponding "
-                        f"value, got specification {spec!r} for value tree {tree} at {path}")
+    raise BatchingError(
+        f"vmap {what} specification must be a tree prefix of the corresponding "
+        f"value, got specification {spec!r} for value tree {tree} at {path}"
+    )
 
 
 def _in_axes_per_argument(in_axes, nargs: int) -> tuple:
@@ -861,15 +996,18 @@ def _in_axes_per_argument(in_axes, nargs: int) -> tuple:
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     if not isinstance(in_axes, tuple):
-        raise BatchingError(f"vmap in_axes must be an int, None, or a tuple of entries "
-                            f"corresponding to the positional arguments passed to the "
-                            f"function, but got {in_axes!r}")
+        raise BatchingError(
+            f"vmap in_axes must be an int, None, or a tuple of entries "
+            f"corresponding to the positional arguments passed to the "
+            f"function, but got {in_axes!r}"
+        )
     if len(in_axes) != nargs:
         raise BatchingError(
             f"vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
             f"positional arguments passed to the function, but got len(in_axes)={len(in_axes)}, "
             f"len(args)={nargs} (in_axes has {len(in_axes)} entries but the function was "
-            f"called with {nargs} positional arguments)")
+            f"called with {nargs} positional arguments)"
+        )
     return in_axes
 
 
@@ -891,16 +1029,18 @@ def _check_sizes(mapped: list) -> int:
             lines.append(f"  * one axis had size {size}: {desc}")
         else:
             lines.append(f"  * {len(where)} axes had size {size}, e.g. {desc}")
-    raise BatchingError("vmap got inconsistent sizes for array axes to be mapped:\n"
-                        + ";\n".join(lines))
+    raise BatchingError(
+        "vmap got inconsistent sizes for array axes to be mapped:\n" + ";\n".join(lines)
+    )
 
 
 def _prepare_leaf(v):
     return np.asarray(v) if isinstance(v, (list, tuple)) else v
 
 
-def vmap(fn: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None
-         ) -> Callable:
+def vmap(
+    fn: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None
+) -> Callable:
     """JAX's `vmap`: `fn` mapped over an axis of its arguments by batching rules.
 
     `in_axes` is an int, None, or a tuple with one entry per positional argument,
@@ -918,12 +1058,14 @@ def vmap(fn: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | Non
     array([[2., 0.],
            [0., 4.]])
     """
+
     def mapped(*args, **kwargs):
         axes = _in_axes_per_argument(in_axes, len(args))
         if kwargs:  # keyword arguments are mapped over their axis 0, as in JAX
             n = len(args)
-            return vmap(lambda *a: fn(*a[:n], **a[n]), axes + (0,), out_axes,
-                        axis_size)(*args, kwargs)
+            return vmap(lambda *a: fn(*a[:n], **a[n]), axes + (0,), out_axes, axis_size)(
+                *args, kwargs
+            )
         names = argument_names(fn, len(args))
         leaf_axes: list = []
         leaves: list = []
@@ -941,17 +1083,22 @@ def vmap(fn: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | Non
                 raise BatchingError(
                     f"vmap was requested to map its argument along axis {ax}, which implies "
                     f"that its rank should be at least {ax + 1 if ax >= 0 else -ax}, but is "
-                    f"only {nd} (its shape is {_shape(v)})")
+                    f"only {nd} (its shape is {_shape(v)})"
+                )
             norm_axes.append(int(ax) % nd)
             mapped_leaves.append((v, int(ax) % nd, name))
         if not mapped_leaves and axis_size is None:
-            raise BatchingError("vmap must have at least one non-None value in in_axes or "
-                                "axis_size must be specified")
+            raise BatchingError(
+                "vmap must have at least one non-None value in in_axes or "
+                "axis_size must be specified"
+            )
         size = _check_sizes(mapped_leaves) if mapped_leaves else int(axis_size)
         if axis_size is not None and size != axis_size:
-            raise BatchingError(f"vmap got axis_size={axis_size} but the mapped arguments have "
-                                f"size {size}")
+            raise BatchingError(
+                f"vmap got axis_size={axis_size} but the mapped arguments have size {size}"
+            )
         return _run(fn, args, leaves, norm_axes, size, out_axes)
+
     mapped.__name__ = f"vmap({getattr(fn, '__name__', 'f')})"
     mapped.__qualname__ = mapped.__name__
     mapped.__wrapped__ = fn
@@ -962,14 +1109,15 @@ def _run(fn, args, leaves, axes, size, out_axes):
     avals = []
     for v, ax in zip(leaves, axes):
         a = abstract_leaf(v)
-        avals.append(a if ax is None else Aval(a.shape[:ax] + a.shape[ax + 1:], a.dtype))
+        avals.append(a if ax is None else Aval(a.shape[:ax] + a.shape[ax + 1 :], a.dtype))
     name = f"vmap_{getattr(fn, '__name__', 'f')}".replace("<", "").replace(">", "")
     traced = trace_flat(fn, tuple(args), avals=avals, name=name)
     inputs = list(leaves) + list(traced.captures)
     dims = list(axes) + [None] * len(traced.captures)
     outs = batch_graph(traced.graph, inputs, dims, size)
-    out_specs = _leaf_axes(out_axes, tree_unflatten(traced.out_tree, [o for o, _ in outs]),
-                           "vmap out_axes", "out_axes")
+    out_specs = _leaf_axes(
+        out_axes, tree_unflatten(traced.out_tree, [o for o, _ in outs]), "vmap out_axes", "out_axes"
+    )
     results = []
     for (value, d), (spec, _) in zip(outs, out_specs):
         results.append(_place_output(value, d, spec, size))
@@ -979,22 +1127,31 @@ def _run(fn, args, leaves, axes, size, out_axes):
 def _place_output(value, d, spec, size):
     if spec is None:
         if d is not None:
-            raise BatchingError(f"at vmap out_axes, got axis spec None but output was batched "
-                                f"on axis {d}")
+            raise BatchingError(
+                f"at vmap out_axes, got axis spec None but output was batched on axis {d}"
+            )
         return value
     if d is None:  # an output that does not depend on the batch: repeated, as in JAX
         value, d = T.broadcast_to(value, shape=(size,) + _shape(value)), 0
     nd = _ndim(value)
     if not -nd <= spec < nd:
-        raise BatchingError(f"vmap out_axes {spec} is out of bounds for an output of "
-                            f"dimension {nd} (shape {_shape(value)} with the batch axis)")
+        raise BatchingError(
+            f"vmap out_axes {spec} is out of bounds for an output of "
+            f"dimension {nd} (shape {_shape(value)} with the batch axis)"
+        )
     return _moveaxis(value, d, int(spec) % nd)
 
 
 # ------------------------------------------------------------ Jacobian rows
 
-def jacobian_rows(flat_output: Callable, args: Sequence[Any], argnums: Sequence[int],
-                  dtype: Any = np.float64, n_out: int | None = None):
+
+def jacobian_rows(
+    flat_output: Callable,
+    args: Sequence[Any],
+    argnums: Sequence[int],
+    dtype: Any = np.float64,
+    n_out: int | None = None,
+):
     """Every row of the Jacobian of `flat_output` (a function returning a 1-D array)
     at `args`, as JAX's `jacrev` builds it: one `vmap` of the pullback over the
     identity matrix. The forward pass is traced once and stays unbatched; only the
@@ -1012,12 +1169,18 @@ def jacobian_rows(flat_output: Callable, args: Sequence[Any], argnums: Sequence[
     """
     from tracegrad.compiler import grad
     from tracegrad.ops import api
+
     if n_out is None:
         n_out = int(np.prod(_shape(flat_output(*args)), dtype=np.int64))
     if n_out == 0:
         return None
 
     def pullback_of(ct):
-        return grad(lambda *a: api.sum(flat_output(*a) * ct), argnums=tuple(argnums),
-                    backend="interpret", optimize=False)(*args)
+        return grad(
+            lambda *a: api.sum(flat_output(*a) * ct),
+            argnums=tuple(argnums),
+            backend="interpret",
+            optimize=False,
+        )(*args)
+
     return vmap(pullback_of)(np.eye(n_out, dtype=dtype))

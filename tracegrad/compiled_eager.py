@@ -18,6 +18,7 @@ A node is "backward" when it depends on a cotangent input; everything else
 (including parts of vjp rules that only need forward values, e.g. 1 - tanh^2)
 runs in the forward kernel and is saved.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,7 +29,6 @@ from tracegrad.ir.clone import needed_ids, subgraph
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ops import core
 
-
 _EAGER = None
 
 
@@ -38,9 +38,11 @@ def _eager():
     if _EAGER is None:
         # By module path (`tracegrad.eager.tensor` is the tensor() factory).
         import importlib
+
         tensor_mod = importlib.import_module("tracegrad.eager._tensor")
         graph_mod = importlib.import_module("tracegrad.eager.graph")
         from tracegrad.eager.grad_mode import STATE
+
         _EAGER = (tensor_mod, graph_mod, STATE)
     return _EAGER
 
@@ -48,16 +50,28 @@ def _eager():
 class _EagerEntry:
     """One signature's forward and backward kernels and how to pack results."""
 
-    def __init__(self, traced, joint, forward, backward, n_out, saved_ids, diff_outputs,
-                 wrt, out_tree, lowered_forward, lowered_backward):
+    def __init__(
+        self,
+        traced,
+        joint,
+        forward,
+        backward,
+        n_out,
+        saved_ids,
+        diff_outputs,
+        wrt,
+        out_tree,
+        lowered_forward,
+        lowered_backward,
+    ):
         self.traced = traced
         self.joint = joint
-        self.forward = forward              # kernel: primals -> outputs + saved
-        self.backward = backward            # kernel: saved + cotangents -> grads
+        self.forward = forward  # kernel: primals -> outputs + saved
+        self.backward = backward  # kernel: saved + cotangents -> grads
         self.n_out = n_out
         self.saved_ids = saved_ids
-        self.diff_outputs = diff_outputs    # output indices with a cotangent input
-        self.wrt = wrt                      # leaf indices that get gradients
+        self.diff_outputs = diff_outputs  # output indices with a cotangent input
+        self.wrt = wrt  # leaf indices that get gradients
         self.out_tree = out_tree
         self.lowered_forward = lowered_forward
         self.lowered_backward = lowered_backward
@@ -107,15 +121,16 @@ def partition(joint: Graph, n_out: int, n_primals: int) -> tuple[Graph, Graph, l
         if g.id not in depends_on_ct and g.op != "const":
             saved[g.id] = g
     saved_nodes = sorted(saved.values(), key=lambda n: n.id)
-    forward = subgraph(joint, primals, joint.outputs[:n_out] + saved_nodes,
-                       name=joint.name + "_forward")
-    backward = subgraph(joint, saved_nodes + list(cotangents), grads,
-                        name=joint.name + "_backward")
+    forward = subgraph(
+        joint, primals, joint.outputs[:n_out] + saved_nodes, name=joint.name + "_forward"
+    )
+    backward = subgraph(joint, saved_nodes + list(cotangents), grads, name=joint.name + "_backward")
     return forward, backward, [n.id for n in saved_nodes]
 
 
 def _node_base():
     from tracegrad.eager.graph import Node as EagerNode
+
     return EagerNode
 
 
@@ -127,8 +142,14 @@ def _make_node_class():
     class CompiledFunctionBackward(EagerNode):
         """The eager backward node of a compiled call: runs the compiled backward kernel."""
 
-        __slots__ = ("entry", "output_index", "saved_arrays", "input_tensors", "primal_arrays",
-                     "versions")
+        __slots__ = (
+            "entry",
+            "output_index",
+            "saved_arrays",
+            "input_tensors",
+            "primal_arrays",
+            "versions",
+        )
 
         def __init__(self, entry, output_index, inputs, saved, primal_arrays, graph_mod):
             # Fill the eager Node's fields by name (not through its __init__, whose
@@ -157,8 +178,12 @@ def _make_node_class():
             self.versions = [(t._counter, t._counter[0]) for t in inputs]
             if graph_mod.STATE.anomaly:  # detect_anomaly() shows where the forward ran
                 import traceback
-                user = [f for f in traceback.extract_stack()
-                        if not f.filename.startswith(core._PACKAGE_DIR)]
+
+                user = [
+                    f
+                    for f in traceback.extract_stack()
+                    if not f.filename.startswith(core._PACKAGE_DIR)
+                ]
                 self.trace = traceback.format_list(user)
 
         def apply(self, g, as_tensors: bool):
@@ -172,7 +197,7 @@ def _make_node_class():
             if self.output_index is None:
                 flat = np.asarray(g, dtype=entry.bundle[1])
                 for _, offset, size, shape in entry.bundle[2]:
-                    cts.append(np.ascontiguousarray(flat[offset:offset + size]).reshape(shape))
+                    cts.append(np.ascontiguousarray(flat[offset : offset + size]).reshape(shape))
                 return list(entry.backward(*self.saved_arrays, *cts))
             for k in entry.diff_outputs:
                 node = entry.traced.graph.outputs[k]
@@ -185,6 +210,7 @@ def _make_node_class():
 
         def _apply_recorded(self, g):
             from tracegrad.autodiff import replay
+
             tensor_mod, _, _ = _eager()
             entry = self.entry
             joint = entry.joint
@@ -193,16 +219,23 @@ def _make_node_class():
             for k, i in enumerate(entry.wrt):
                 args[i] = self.input_tensors[k]
             if self.output_index is None:
-                cts = [g[offset:offset + size].reshape(shape)
-                       for _, offset, size, shape in entry.bundle[2]]
+                cts = [
+                    g[offset : offset + size].reshape(shape)
+                    for _, offset, size, shape in entry.bundle[2]
+                ]
             else:
                 outputs = entry.traced.graph.outputs
-                cts = [g if k == self.output_index else
-                       tensor_mod.Tensor._wrap(np.zeros(outputs[k].shape, outputs[k].dtype))
-                       for k in entry.diff_outputs]
+                cts = [
+                    g
+                    if k == self.output_index
+                    else tensor_mod.Tensor._wrap(np.zeros(outputs[k].shape, outputs[k].dtype))
+                    for k in entry.diff_outputs
+                ]
             env = replay(joint, args[:n_primals] + cts)
-            return [env[n.id] if n.op != "const" else tensor_mod.Tensor._wrap(n.attrs["value"])
-                    for n in joint.outputs[entry.n_out:]]
+            return [
+                env[n.id] if n.op != "const" else tensor_mod.Tensor._wrap(n.attrs["value"])
+                for n in joint.outputs[entry.n_out :]
+            ]
 
         def _check_versions(self):
             for (counter, version), t in zip(self.versions, self.input_tensors):
@@ -211,7 +244,8 @@ def _make_node_class():
                         "one of the variables needed for gradient computation has been modified "
                         f"by an inplace operation: [{tuple(t.shape)}] is at version "
                         f"{counter[0]}; expected version {version} instead. (input of "
-                        "CompiledFunctionBackward)")
+                        "CompiledFunctionBackward)"
+                    )
 
         def release(self) -> None:
             self.saved_arrays = None
@@ -223,8 +257,9 @@ def _make_node_class():
         def saved_tensors_info(self) -> list:
             if self.freed or self.saved_arrays is None:
                 return []
-            return [(f"saved{i}", tuple(a.shape), str(a.dtype))
-                    for i, a in enumerate(self.saved_arrays)]
+            return [
+                (f"saved{i}", tuple(a.shape), str(a.dtype)) for i, a in enumerate(self.saved_arrays)
+            ]
 
     return CompiledFunctionBackward
 
@@ -259,11 +294,15 @@ def _make_output_node_class():
             (total,), dtype = self.in_meta[0]
             if as_tensors:  # recorded: the bundle is built from g with eager ops
                 import tracegrad.eager as E
-                parts = [E.zeros(offset, dtype=g.dtype), g.reshape(-1),
-                         E.zeros(total - offset - size, dtype=g.dtype)]
+
+                parts = [
+                    E.zeros(offset, dtype=g.dtype),
+                    g.reshape(-1),
+                    E.zeros(total - offset - size, dtype=g.dtype),
+                ]
                 return [E.cat(parts)]
             bundle = np.zeros(total, dtype)
-            bundle[offset:offset + size] = np.asarray(g).reshape(-1)
+            bundle[offset : offset + size] = np.asarray(g).reshape(-1)
             return [bundle]
 
         def release(self) -> None:
@@ -288,11 +327,13 @@ def output_node_class():
 
 def _canonical_leaf(value):
     from tracegrad.lowering import _canonical_leaf as canonical
+
     return canonical(value)
 
 
 def _freed_message() -> str:
     from tracegrad.eager.graph import FREED_MESSAGE
+
     return FREED_MESSAGE
 
 

@@ -34,6 +34,7 @@ literals share one shape-generic kernel (codegen/shape_generic.py,
 TRACEGRAD_SHAPE_GENERIC): the second shape's build compiles it, and later shapes,
 in this process or the next, run it with no Numba compile.
 """
+
 from __future__ import annotations
 
 import collections
@@ -45,25 +46,45 @@ import time
 import warnings
 import weakref
 from collections import namedtuple
+from collections.abc import Callable, Sequence
 from types import FunctionType
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from tracegrad import config
-from tracegrad.ir.graph import Graph
-from tracegrad.ops import core
-from tracegrad.ops.core import TracegradError
 from tracegrad.eager.capture_hooks import NeedsCapture
-from tracegrad.lowering import (  # noqa: F401  (Lowered and lower_graphs are public here too)
-    _BUILD_LOCK, Lowered, _canonical_leaf, _fn_name, _Interpreted, _lower_in_background,
-    _optimize_graph, _plain_leaf, _Signature, log, lower_graphs)
 from tracegrad.entries import ARRAYS, TRACED, TREE, EntryCache
 from tracegrad.implicit import StaleExternal, find_externals, read_all, swapped_in
+from tracegrad.ir.graph import Graph
+from tracegrad.lowering import (  # noqa: F401  (Lowered and lower_graphs are public here too)
+    _BUILD_LOCK,
+    Lowered,
+    _canonical_leaf,
+    _fn_name,
+    _Interpreted,
+    _lower_in_background,
+    _optimize_graph,
+    _plain_leaf,
+    _Signature,
+    log,
+    lower_graphs,
+)
+from tracegrad.ops import core
+from tracegrad.ops.core import TracegradError
 from tracegrad.passes.loops import reroll_loops
-from tracegrad.tracing import (TreeDef, Tracer, TracingError, active_contexts, argument_names,
-                               identifier, static_scalar_key, trace_flat, tree_flatten,
-                               tree_unflatten)
+from tracegrad.tracing import (
+    Tracer,
+    TracingError,
+    TreeDef,
+    active_contexts,
+    argument_names,
+    identifier,
+    static_scalar_key,
+    trace_flat,
+    tree_flatten,
+    tree_unflatten,
+)
 
 CacheInfo = namedtuple("CacheInfo", ["traces", "hits"])
 TierInfo = namedtuple("TierInfo", ["pending", "interpreted_calls"])
@@ -75,7 +96,7 @@ MAX_SIGNATURES = 8
 # least recently built ones, whose generated modules are then released.
 MAX_ENTRIES = 32
 
-_LIVE: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
 
 BACKENDS = ("numba", "interpret")
 
@@ -98,15 +119,19 @@ class NonFiniteError(TracegradError, FloatingPointError):
 
 # ------------------------------------------------------------ argument checks
 
+
 def _normalize_argnums(argnums: Any) -> tuple[int, ...]:
     items = argnums if isinstance(argnums, (tuple, list)) else (argnums,)
     for a in items:
         if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
-            raise core.ArgumentError(f"argnums must be an int or a tuple of ints, got {argnums!r}"
-                                     + core.user_location_suffix())
+            raise core.ArgumentError(
+                f"argnums must be an int or a tuple of ints, got {argnums!r}"
+                + core.user_location_suffix()
+            )
     if isinstance(argnums, (tuple, list)) and not argnums:
-        raise CompileError("argnums must name at least one argument, got ()"
-                           + core.user_location_suffix())
+        raise CompileError(
+            "argnums must name at least one argument, got ()" + core.user_location_suffix()
+        )
     return tuple(int(a) for a in items)
 
 
@@ -116,7 +141,8 @@ def _resolve_argnums(argnums: tuple[int, ...], nargs: int, fn: Callable) -> tupl
         if not -nargs <= a < nargs:
             raise CompileError(
                 f"argnums={a} is out of range: {_fn_name(fn)} was called with {nargs} "
-                f"positional argument{'s' if nargs != 1 else ''}" + core.user_location_suffix())
+                f"positional argument{'s' if nargs != 1 else ''}" + core.user_location_suffix()
+            )
         out.append(a % nargs)
     return tuple(out)
 
@@ -138,10 +164,12 @@ def _bad_leaf_error(fn: Callable, name: str, value: Any, position: int) -> Trace
         f"{_fn_name(fn)}: argument {name!r} (position {position}) is {value!r:.40} of type "
         f"{type(value)}, where an array is expected: a differentiated argument is a "
         "floating-point array or Python float, or a tuple/list/dict of them (pass other "
-        "values outside argnums)" + core.user_location_suffix())
+        "values outside argnums)" + core.user_location_suffix()
+    )
 
 
 # ------------------------------------------------------------------- entries
+
 
 class _Entry:
     """One compiled signature: the kernel and how to pack its results.
@@ -150,8 +178,16 @@ class _Entry:
     check, and packing into the caller's structure.
     """
 
-    __slots__ = ("lowered", "kernel", "pack", "signature", "output_names", "leaf_paths",
-                 "call", "captures")
+    __slots__ = (
+        "lowered",
+        "kernel",
+        "pack",
+        "signature",
+        "output_names",
+        "leaf_paths",
+        "call",
+        "captures",
+    )
 
     def __init__(self, lowered, pack, signature, output_names, leaf_paths, check_finite=False):
         self.lowered = lowered
@@ -162,11 +198,13 @@ class _Entry:
         self.leaf_paths = leaf_paths
         self.captures = []  # tracers of enclosing traces the function closed over
         if check_finite:
+
             def call(arrays):
                 outs = kernel(*arrays)
                 _check_finite(self, arrays, outs)
                 return pack(outs)
         elif hasattr(kernel, "entry"):  # a codegen Kernel: call its Numba entry directly
+
             def call(arrays):
                 # kernel.entry is read per call: a parallel variant may be swapped in.
                 try:
@@ -175,8 +213,10 @@ class _Entry:
                     outs = kernel(*arrays)  # copies unusual layouts, or explains the error
                 return pack(outs)
         else:
+
             def call(arrays):
                 return pack(kernel(*arrays))
+
         self.call = call
 
 
@@ -190,13 +230,21 @@ class _TieredEntry(_Entry):
 
     __slots__ = ("build", "promoted", "owner", "key", "check_finite")
 
-    def __init__(self, lowered, pack, signature, output_names, leaf_paths, check_finite,
-                 owner: "CompiledFunction"):
+    def __init__(
+        self,
+        lowered,
+        pack,
+        signature,
+        output_names,
+        leaf_paths,
+        check_finite,
+        owner: CompiledFunction,
+    ):
         super().__init__(lowered, pack, signature, output_names, leaf_paths)
         self.build = build = lowered.tier_build
         self.promoted = None
         self.owner = weakref.ref(owner)  # (no cycle through the function's entry map)
-        self.key = None                  # set by _entry_for before anyone calls
+        self.key = None  # set by _entry_for before anyone calls
         self.check_finite = check_finite
         # a shape-generic kernel (codegen/shape_generic.py) or the interpreter
         interpreted = lowered.tier_runner is None
@@ -216,6 +264,7 @@ class _TieredEntry(_Entry):
             if check_finite:
                 _check_finite(self, arrays, outs)
             return pack(outs)
+
         self.call = call
 
     def promote(self) -> _Entry:
@@ -223,15 +272,27 @@ class _TieredEntry(_Entry):
         real = self.promoted
         if real is None:
             lowered, kernel = self.lowered, self.build.kernel
-            lowered.kernel, lowered.source, lowered.source_path = \
-                kernel, kernel.source, kernel.source_path
+            lowered.kernel, lowered.source, lowered.source_path = (
+                kernel,
+                kernel.source,
+                kernel.source_path,
+            )
             lowered.timings["codegen+numba"] = self.build.seconds or 0.0
-            real = _Entry(lowered, self.pack, self.signature, self.output_names,
-                          self.leaf_paths, self.check_finite)
+            real = _Entry(
+                lowered,
+                self.pack,
+                self.signature,
+                self.output_names,
+                self.leaf_paths,
+                self.check_finite,
+            )
             real.captures = self.captures
             self.promoted = real
-            log.info("tiered: kernel for %s in use (built in %.1f ms in the background)",
-                     lowered.traced.name, 1e3 * (self.build.seconds or 0.0))
+            log.info(
+                "tiered: kernel for %s in use (built in %.1f ms in the background)",
+                lowered.traced.name,
+                1e3 * (self.build.seconds or 0.0),
+            )
         cf = self.owner()
         # never wait here: this runs on the call path, and the lock may be held for
         # a whole compile (the next call tries again)
@@ -247,11 +308,13 @@ class _TieredEntry(_Entry):
         was dropped (exit, eviction) or failed is redone here, so its error, if any,
         is raised to the caller as without tiering."""
         from tracegrad.codegen.background import run_now
+
         build = self.build
         if not ((timeout is None and run_now(build)) or build.wait(timeout)):
             return None
         if build.kernel is None:
             from tracegrad.codegen import build_kernel
+
             t0 = time.perf_counter()
             kernel = build_kernel(self.lowered.optimized, index_key=build.index_key)
             build.seconds = time.perf_counter() - t0
@@ -329,41 +392,59 @@ def _visit(a, key: list, leaves: list) -> None:
 
 # ---------------------------------------------------------- compiled function
 
+
 class CompiledFunction:
     """A function compiled per input signature; see `compile` / `value_and_grad`."""
 
-    def __init__(self, fn: Callable, mode: str, argnums: Any = 0, has_aux: bool = False,
-                 backend: str | None = None, check_finite: bool = False,
-                 optimize: bool = True, fullgraph: bool = False):
+    def __init__(
+        self,
+        fn: Callable,
+        mode: str,
+        argnums: Any = 0,
+        has_aux: bool = False,
+        backend: str | None = None,
+        check_finite: bool = False,
+        optimize: bool = True,
+        fullgraph: bool = False,
+    ):
         if not callable(fn):
             raise TypeError(f"expected a callable, got {type(fn).__name__}")
-        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn) or \
-                inspect.iscoroutinefunction(fn):
-            kind = "a coroutine function" if inspect.iscoroutinefunction(fn) else \
-                "a generator function"
-            raise TypeError(f"tracegrad.{mode}: {_fn_name(fn)} is {kind}; its body runs only "
-                            "when the result is iterated, so there is nothing to trace. Return "
-                            "arrays (e.g. a tuple or list of them) instead of yielding them"
-                            + _fn_location(fn))
+        if (
+            inspect.isgeneratorfunction(fn)
+            or inspect.isasyncgenfunction(fn)
+            or inspect.iscoroutinefunction(fn)
+        ):
+            kind = (
+                "a coroutine function"
+                if inspect.iscoroutinefunction(fn)
+                else "a generator function"
+            )
+            raise TypeError(
+                f"tracegrad.{mode}: {_fn_name(fn)} is {kind}; its body runs only "
+                "when the result is iterated, so there is nothing to trace. Return "
+                "arrays (e.g. a tuple or list of them) instead of yielding them" + _fn_location(fn)
+            )
         if backend is not None and backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        self._backend = backend               # None: TRACEGRAD_BACKEND, read per build
+        self._backend = backend  # None: TRACEGRAD_BACKEND, read per build
         self.fn = fn
-        self.mode = mode                      # "compile", "value_and_grad" or "grad"
+        self.mode = mode  # "compile", "value_and_grad" or "grad"
         self.argnums = _normalize_argnums(argnums) if mode != "compile" else ()
         self.argnums_is_tuple = isinstance(argnums, (tuple, list))
         self.has_aux = has_aux
         self.check_finite = check_finite
         self.optimize = optimize
-        self._interpreted_calls = 0           # calls served by the interpreter tier
+        self._interpreted_calls = 0  # calls served by the interpreter tier
         self.entries = EntryCache(MAX_ENTRIES)  # signature -> entry, and shortcuts to it
         self._shortcuts = self.entries.shortcuts  # (the hot path's one dict)
-        self._externals: list | None = None   # implicit inputs (tracegrad.implicit); None: not looked for yet
+        self._externals: list | None = (
+            None  # implicit inputs (tracegrad.implicit); None: not looked for yet
+        )
         self._n_ext = 0
         # PyTorch-style code (tracegrad.capture): break policy, retrace reasons, breaks seen
-        self.fullgraph = fullgraph            # a graph break raises instead of running eagerly
-        self.force_capture = False            # capture even without tensor arguments
-        self.names_from: Any = None           # where readable names of parameters come from
+        self.fullgraph = fullgraph  # a graph break raises instead of running eagerly
+        self.force_capture = False  # capture even without tensor arguments
+        self.names_from: Any = None  # where readable names of parameters come from
         self.trace_reasons: list[str] = []
         self.graph_breaks: list = []
         self._capture_names: dict | None = None
@@ -374,7 +455,7 @@ class CompiledFunction:
 
     @property
     def backend(self) -> str:
-        """"numba" or "interpret": as given, else TRACEGRAD_BACKEND (default "numba")."""
+        """ "numba" or "interpret": as given, else TRACEGRAD_BACKEND (default "numba")."""
         return self._backend or config.default_backend()
 
     # ---- the hot path
@@ -413,9 +494,13 @@ class CompiledFunction:
         with _BUILD_LOCK:
             externals = find_externals(self.fn, args)
             if self._externals is not None and [e.label for e in externals] != [
-                    e.label for e in self._externals]:
-                log.info("%s: implicit inputs changed: %s", _fn_name(self.fn),
-                         [e.label for e in externals])
+                e.label for e in self._externals
+            ]:
+                log.info(
+                    "%s: implicit inputs changed: %s",
+                    _fn_name(self.fn),
+                    [e.label for e in externals],
+                )
             self._externals, self._n_ext = externals, len(externals)
         return self(*args, **kwargs)
 
@@ -430,27 +515,30 @@ class CompiledFunction:
         vjp's pullback is the derivative where vjp was taken, even if a closed-over
         array changes in place before the pullback is called."""
         try:
-            values = self._with_externals(args)[len(args):]
+            values = self._with_externals(args)[len(args) :]
         except StaleExternal:  # a path that no longer resolves: look again
             self._externals = None
-            values = self._with_externals(args)[len(args):]
-        return self._externals, tuple(np.array(v, copy=True) if type(v) is np.ndarray else v
-                                      for v in values)
+            values = self._with_externals(args)[len(args) :]
+        return self._externals, tuple(
+            np.array(v, copy=True) if type(v) is np.ndarray else v for v in values
+        )
 
     def call_with_implicit(self, args: tuple, snapshot: tuple):
         """Call on `args` with the implicit inputs of `implicit_snapshot`, not read now."""
         externals, values = snapshot
         if externals is not self._externals:
-            raise RuntimeError(f"{_fn_name(self.fn)}: the places it reads arrays from changed "
-                               "since the snapshot was taken (a global deleted or rebound "
-                               "to a container); call vjp again")
+            raise RuntimeError(
+                f"{_fn_name(self.fn)}: the places it reads arrays from changed "
+                "since the snapshot was taken (a global deleted or rebound "
+                "to a container); call vjp again"
+            )
         return self._call_slow(args + values, {})
 
     def _arg_names(self, nargs: int) -> list[str]:
         """Names of the explicit arguments, then of the implicit inputs."""
         n_explicit = nargs - self._n_ext
         names = argument_names(self.fn, n_explicit)
-        return names + [e.label for e in (self._externals or [])][:nargs - n_explicit]
+        return names + [e.label for e in (self._externals or [])][: nargs - n_explicit]
 
     def _wrt_args(self, nargs: int) -> tuple[int, ...]:
         """Argument positions to differentiate (implicit inputs never are)."""
@@ -474,6 +562,7 @@ class CompiledFunction:
                     context.substitute(original, value)
             with swapped_in(externals, explicit, values, originals):
                 return fn(*explicit, **kw)
+
         flat_fn.__name__ = getattr(fn, "__name__", "f")
         try:
             names = self._arg_names(nargs)
@@ -486,6 +575,7 @@ class CompiledFunction:
     def _call_slow(self, args: tuple, kwargs: dict):
         if not kwargs and "capture" in self.entries.shortcut_kinds:  # PyTorch-style code
             from tracegrad.capture import try_fast
+
             result = try_fast(self, args)
             if result is not None:
                 return result[0]
@@ -496,15 +586,19 @@ class CompiledFunction:
                 if hit is not None:
                     self.entries.hits += 1
                     entry, how = hit
-                    return entry.call(tree_leaves if how == _AS_IS else
-                                      [_canonical_leaf(a) for a in tree_leaves])
+                    return entry.call(
+                        tree_leaves if how == _AS_IS else [_canonical_leaf(a) for a in tree_leaves]
+                    )
         wrt_args = self._wrt_args(len(args))
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
         if active_contexts() or any(isinstance(v, Tracer) for v in leaves):
             # Called while an enclosing grad/compile traces: inline into its graph.
             return self._call_traced(args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args)
-        if self.mode == "compile" and (self.force_capture or any(_is_eager_tensor(v) for v in leaves)):
+        if self.mode == "compile" and (
+            self.force_capture or any(_is_eager_tensor(v) for v in leaves)
+        ):
             from tracegrad.capture import call_captured
+
             return call_captured(self, args, kwargs)
         _check_leaves(self, args, leaves, arg_of_leaf)
         leaves = [_plain_leaf(v) for v in leaves]
@@ -520,6 +614,7 @@ class CompiledFunction:
             if self.mode != "compile":
                 raise
             from tracegrad.capture import call_captured
+
             self.force_capture = True
             return call_captured(self, args, kwargs)
         if not kwargs:
@@ -539,13 +634,17 @@ class CompiledFunction:
         # Layout and flags are not in the key; the entry copies unusual layouts itself.
         call = entry.call
         if any(type(a) is np.ndarray and not a.dtype.isnative for a in args):
-            self.entries.remember(ARRAYS, key, lambda args: call(
-                [_canonical_leaf(a) for a in args if type(a) is np.ndarray]))
+            self.entries.remember(
+                ARRAYS,
+                key,
+                lambda args: call([_canonical_leaf(a) for a in args if type(a) is np.ndarray]),
+            )
         elif all(type(a) is np.ndarray for a in args):
             self.entries.remember(ARRAYS, key, call)
         else:
-            self.entries.remember(ARRAYS, key, lambda args: call(
-                [a for a in args if type(a) is np.ndarray]))
+            self.entries.remember(
+                ARRAYS, key, lambda args: call([a for a in args if type(a) is np.ndarray])
+            )
 
     def _remember_tree(self, args, entry, arrays, leaves) -> None:
         key, tree_leaves = _tree_key(args)
@@ -581,15 +680,17 @@ class CompiledFunction:
             if a is None or isinstance(a, str):
                 raise _bad_leaf_error(self.fn, names[i], a, i)
             if not any(arg == i for arg in arg_of_leaf):
-                raise CompileError(f"{_fn_name(self.fn)}: argument {names[i]!r} (argnums "
-                                   f"{i}) holds no arrays to differentiate"
-                                   + core.user_location_suffix())
+                raise CompileError(
+                    f"{_fn_name(self.fn)}: argument {names[i]!r} (argnums "
+                    f"{i}) holds no arrays to differentiate" + core.user_location_suffix()
+                )
         for k in wrt:
             if not np.issubdtype(avals[k].dtype, np.inexact):
                 raise core.DTypeError(
                     f"{self.mode} requires real-valued inputs (a floating-point dtype) for "
                     f"argument {names[arg_of_leaf[k]]!r}, but got {avals[k].dtype}"
-                    + core.user_location_suffix())
+                    + core.user_location_suffix()
+                )
 
     # ---- building (once per signature)
     def _entry_for(self, signature: _Signature, args, kwargs, tier: bool = True) -> _Entry:
@@ -599,9 +700,12 @@ class CompiledFunction:
             self.entries.hits += 1
             if log.isEnabledFor(logging.INFO) and not isinstance(entry, _TieredEntry):
                 # (the hot path never gets here; tiered entries always do)
-                log.info("%s: cache hit off the fast path (same signature; new argument layout "
-                         "or structure: %s)", _fn_name(self.fn),
-                         ", ".join(map(str, signature.avals)))
+                log.info(
+                    "%s: cache hit off the fast path (same signature; new argument layout "
+                    "or structure: %s)",
+                    _fn_name(self.fn),
+                    ", ".join(map(str, signature.avals)),
+                )
             return entry
         with _BUILD_LOCK:
             entry = self.entries.get(key)
@@ -609,13 +713,21 @@ class CompiledFunction:
                 return entry
             reason = self._miss_reason(signature)
             log.info("%s: cache miss (%s); tracing", _fn_name(self.fn), reason)
-            entry = self._build(signature, args, kwargs, self.backend, self.optimize,
-                                tier=tier and self._should_tier())
+            entry = self._build(
+                signature,
+                args,
+                kwargs,
+                self.backend,
+                self.optimize,
+                tier=tier and self._should_tier(),
+            )
             if isinstance(entry, _TieredEntry):
                 entry.key = key
             if entry.captures:  # cannot happen outside an enclosing trace
-                raise TracingError(f"{_fn_name(self.fn)} closes over a traced value of a "
-                                   "finished trace" + core.user_location_suffix())
+                raise TracingError(
+                    f"{_fn_name(self.fn)} closes over a traced value of a "
+                    "finished trace" + core.user_location_suffix()
+                )
             self.add_entry(key, entry)
             self.note_new_signature(signature, args)
         return entry
@@ -629,8 +741,9 @@ class CompiledFunction:
         mode = config.tiered_mode()
         if mode != "shapes":
             return mode == "always"
-        return any(isinstance(e, _Entry) and e.lowered.backend == "numba"
-                   for e in self.entries.values())
+        return any(
+            isinstance(e, _Entry) and e.lowered.backend == "numba" for e in self.entries.values()
+        )
 
     def note_new_signature(self, signature: _Signature, args) -> None:
         """Count a trace; warn once when signatures keep changing."""
@@ -638,16 +751,18 @@ class CompiledFunction:
             self.entries.warned = True
             warnings.warn(self._retrace_message(args), RuntimeWarning, stacklevel=5)
 
-    def _build(self, signature: _Signature, args, kwargs, backend: str,
-               optimize: bool, tier: bool = False) -> _Entry:
+    def _build(
+        self, signature: _Signature, args, kwargs, backend: str, optimize: bool, tier: bool = False
+    ) -> _Entry:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         kw_names = signature.kwarg_names
         flat_fn = self.flat_function(len(args), kw_names)
         example = tuple(args) + tuple(kwargs[k] for k in kw_names)
         wrt_args = set(self._wrt_args(len(args)))
-        traced = trace_flat(flat_fn, example, avals=list(signature.avals),
-                            scalar_argnums=tuple(wrt_args))
+        traced = trace_flat(
+            flat_fn, example, avals=list(signature.avals), scalar_argnums=tuple(wrt_args)
+        )
         traced.graph = reroll_loops(traced.graph)  # unrolled Python loops -> scan
         timings["trace"] = time.perf_counter() - t0
         graph = traced.graph
@@ -669,26 +784,33 @@ class CompiledFunction:
             if tier:
                 lowered = _lower_in_background(graph, joint, optimize, index_key, timings)
             else:
-                lowered = lower_graphs(graph, joint, backend, optimize=optimize,
-                                       index_key=index_key)
+                lowered = lower_graphs(
+                    graph, joint, backend, optimize=optimize, index_key=index_key
+                )
         if backend == "numba" and not tier and lowered.kernel is not None:
             generic = config.shape_generic_mode()
             if generic == "ahead":
                 self._shapes_ahead(lowered, signature, flat_fn, example, wrt_args)
             elif generic == "shapes":
                 from tracegrad.lowering import prefetch_template
+
                 prefetch_template(lowered)
         timings.update(lowered.timings)
         lowered.timings = timings
-        log.info("%s: %s", _fn_name(self.fn),
-                 ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in timings.items()))
+        log.info(
+            "%s: %s",
+            _fn_name(self.fn),
+            ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in timings.items()),
+        )
         output_names = _output_names(self, traced, signature)
         if lowered.tier_build is not None:
-            entry = _TieredEntry(lowered, pack, signature, output_names, traced.input_paths,
-                                 self.check_finite, self)
+            entry = _TieredEntry(
+                lowered, pack, signature, output_names, traced.input_paths, self.check_finite, self
+            )
         else:
-            entry = _Entry(lowered, pack, signature, output_names, traced.input_paths,
-                           self.check_finite)
+            entry = _Entry(
+                lowered, pack, signature, output_names, traced.input_paths, self.check_finite
+            )
         entry.captures = traced.captures
         return entry
 
@@ -701,6 +823,7 @@ class CompiledFunction:
             traced = trace_flat(flat_fn, example, avals=avals, scalar_argnums=tuple(wrt_args))
             graph = reroll_loops(traced.graph)
             return graph if self.mode == "compile" else self._joint_graph(graph, signature)
+
         data = [k for k in range(len(signature.avals)) if k not in set(signature.wrt)]
         prepare_shapes_ahead(lowered, list(signature.avals), data, retrace, self.optimize)
 
@@ -708,37 +831,55 @@ class CompiledFunction:
         """(Lowered, key) from the cache index (no autodiff, passes or codegen), or
         (None, key to record the kernel under once built). See codegen/index.py."""
         from tracegrad.codegen import index, load_indexed
+
         t0 = time.perf_counter()
         graph = traced.graph
-        key = index.graph_key(graph, mode=self.mode, wrt=tuple(signature.wrt),
-                              optimize=bool(optimize), has_aux=bool(self.has_aux))
+        key = index.graph_key(
+            graph,
+            mode=self.mode,
+            wrt=tuple(signature.wrt),
+            optimize=bool(optimize),
+            has_aux=bool(self.has_aux),
+        )
         timings["index_key"] = time.perf_counter() - t0
         if key is None:
             log.info("%s: no index key (an attribute has no exact encoding)", _fn_name(self.fn))
             return None, None
         if self.mode == "compile":
+
             def make_joint():
                 return graph
         else:
+
             def make_joint():
                 return self._joint_graph(graph, signature)
-        lowered = Lowered(graph, None, None, None, "numba", {}, make_joint=make_joint,
-                          optimize=optimize)
+
+        lowered = Lowered(
+            graph, None, None, None, "numba", {}, make_joint=make_joint, optimize=optimize
+        )
         t0 = time.perf_counter()
-        kernel = load_indexed(key, [(n.shape, n.dtype) for n in graph.inputs],
-                              lambda: lowered.optimized, label=graph.name)
+        kernel = load_indexed(
+            key,
+            [(n.shape, n.dtype) for n in graph.inputs],
+            lambda: lowered.optimized,
+            label=graph.name,
+        )
         if kernel is None:
             return None, key
         # the same stage name as the full path's; the kernel's own timings say what it
         # was made of here ("index" lookup, "import_numba", "load_compile")
         timings["codegen+numba"] = time.perf_counter() - t0
-        lowered.kernel, lowered.source, lowered.source_path = \
-            kernel, kernel.source, kernel.source_path
+        lowered.kernel, lowered.source, lowered.source_path = (
+            kernel,
+            kernel.source,
+            kernel.source_path,
+        )
         return lowered, key
 
     @staticmethod
     def _joint_graph(graph: Graph, signature: _Signature) -> Graph:
         from tracegrad.autodiff import vjp_graph
+
         return vjp_graph(graph, list(signature.wrt), diff_outputs=[0], seed_ones=True)
 
     def _grad_pack(self, traced, signature: _Signature, args):
@@ -750,7 +891,8 @@ class CompiledFunction:
             if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
                 raise CompileError(
                     f"{_fn_name(self.fn)}: with has_aux=True the function must return a pair "
-                    f"(value, aux), got structure {out_tree}{_fn_location(self.fn)}")
+                    f"(value, aux), got structure {out_tree}{_fn_location(self.fn)}"
+                )
             value_tree, aux_tree = out_tree.children
         else:
             value_tree = out_tree
@@ -759,7 +901,8 @@ class CompiledFunction:
                 f"Gradient only defined for scalar-output functions. {_fn_name(self.fn)}: "
                 f"{self.mode} needs a function returning one scalar array, got structure "
                 f"{value_tree}; for several outputs use tracegrad.jacobian or tracegrad.vjp, "
-                f"or has_aux=True for (value, aux){_fn_location(self.fn)}")
+                f"or has_aux=True for (value, aux){_fn_location(self.fn)}"
+            )
         value = graph.outputs[0]
         if value.shape != ():
             raise GradOutputError(
@@ -767,11 +910,13 @@ class CompiledFunction:
                 f"{value.shape} ({_fn_name(self.fn)} returned {value.type_str()} made at "
                 f"{value.source}); reduce it, e.g. with tracegrad.sum, or use "
                 "tracegrad.jacobian (all derivatives) or tracegrad.vjp (a vector-Jacobian "
-                "product) for vector outputs")
+                "product) for vector outputs"
+            )
         if not np.issubdtype(value.dtype, np.floating):
             raise core.DTypeError(
                 f"{self.mode} requires real-valued outputs (a floating-point dtype), but "
-                f"{_fn_name(self.fn)} returned {value.dtype}{_fn_location(self.fn)}")
+                f"{_fn_name(self.fn)} returned {value.dtype}{_fn_location(self.fn)}"
+            )
         n_out = len(graph.outputs)
         grad_trees = self._grad_trees(signature, args)
         return _grad_packer(self.mode, n_out, aux_tree, grad_trees, self.argnums_is_tuple)
@@ -783,6 +928,7 @@ class CompiledFunction:
     # ---- tracing through: grad(grad(f)), compile inside compile
     def _call_traced(self, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
         from tracegrad.autodiff import replay
+
         leaves = [v if isinstance(v, Tracer) else _canonical_leaf(_plain_leaf(v)) for v in leaves]
         avals = tuple(_leaf_aval(v) for v in leaves)
         wrt = _wrt_leaves(arg_of_leaf, wrt_args)
@@ -793,8 +939,7 @@ class CompiledFunction:
         stack = active_contexts()
         contexts = [v.context for v in list(leaves) + entry.captures if isinstance(v, Tracer)]
         # Consts join the innermost trace involved (none: plain NumPy evaluation).
-        context = max(contexts, key=lambda c: stack.index(c) if c in stack else -1,
-                      default=None)
+        context = max(contexts, key=lambda c: stack.index(c) if c in stack else -1, default=None)
         env = replay(entry.lowered.joint, list(leaves) + entry.captures, context)
         outs = tuple(env[n.id] for n in entry.lowered.joint.outputs)
         return entry.pack(outs)
@@ -819,8 +964,11 @@ class CompiledFunction:
         args = self._with_externals(args)
         wrt_args = self._wrt_args(len(args))
         leaves, in_tree, arg_of_leaf = self._flatten(args, kwargs, wrt_args)
-        if self.mode == "compile" and (self.force_capture or any(_is_eager_tensor(v) for v in leaves)):
+        if self.mode == "compile" and (
+            self.force_capture or any(_is_eager_tensor(v) for v in leaves)
+        ):
             from tracegrad.capture import lower_captured
+
             return lower_captured(self, args, kwargs)
         _check_leaves(self, args, leaves, arg_of_leaf)
         leaves = [_canonical_leaf(_plain_leaf(v)) for v in leaves]
@@ -836,6 +984,7 @@ class CompiledFunction:
                 if self.mode != "compile":
                     raise
                 from tracegrad.capture import lower_captured
+
                 self.force_capture = True
                 return lower_captured(self, args, kwargs)
         if isinstance(entry, _TieredEntry):  # its kernel is building: wait for it
@@ -866,8 +1015,9 @@ class CompiledFunction:
     def tier_info(self) -> TierInfo:
         """TierInfo(pending, interpreted_calls): signatures whose kernel is still being
         built in the background, and calls the NumPy interpreter answered meanwhile."""
-        pending = sum(isinstance(e, _TieredEntry) and e.build.kernel is None
-                      for e in self.entries.values())
+        pending = sum(
+            isinstance(e, _TieredEntry) and e.build.kernel is None for e in self.entries.values()
+        )
         return TierInfo(pending, self._interpreted_calls)
 
     def add_entry(self, key, entry) -> None:
@@ -877,8 +1027,11 @@ class CompiledFunction:
             dropped = self.entries.add(key, entry)
             if dropped is not None:
                 _cancel_build(dropped)
-                log.info("%s: dropped the oldest of %d kernels (a new signature every call?)",
-                         _fn_name(self.fn), MAX_ENTRIES + 1)
+                log.info(
+                    "%s: dropped the oldest of %d kernels (a new signature every call?)",
+                    _fn_name(self.fn),
+                    MAX_ENTRIES + 1,
+                )
 
     def cache_info(self) -> CacheInfo:
         """CacheInfo(traces, hits): signatures traced, and calls served from the cache.
@@ -889,6 +1042,7 @@ class CompiledFunction:
         """Readable names ("model.fc1.weight") for the state a captured trace lifts."""
         if self._capture_names is None:
             from tracegrad.capture.module import module_names
+
             self._capture_names = module_names(self.names_from or self.fn)
         return self._capture_names
 
@@ -903,8 +1057,11 @@ class CompiledFunction:
         if not self.entries.signatures:
             return "first call"
         last = self.entries.signatures[-1]
-        changed = _changed_arguments(last, signature, self._arg_names(
-            len(signature.in_tree.children) - len(signature.kwarg_names)))
+        changed = _changed_arguments(
+            last,
+            signature,
+            self._arg_names(len(signature.in_tree.children) - len(signature.kwarg_names)),
+        )
         return "changed: " + "; ".join(changed) if changed else "new signature"
 
     def _retrace_message(self, args) -> str:
@@ -915,13 +1072,18 @@ class CompiledFunction:
             counts[pos] = len(seen)
         pos = max(counts, key=counts.get)
         name = names[pos] if pos < len(names) else f"keyword argument {pos - len(names)}"
-        what = ("static value" if self.entries.signatures[-1].in_tree.children[pos].kind == "static"
-                else "shape/dtype")
-        return (f"tracegrad: {_fn_name(self.fn)} has been traced for "
-                f"{len(self.entries.signatures)} different signatures; argument {name!r} keeps "
-                f"changing ({what}, {counts[pos]} distinct values). Every new signature is "
-                "traced and compiled again: pass changing Python scalars as arrays, or keep "
-                f"shapes fixed.{_fn_location(self.fn)}")
+        what = (
+            "static value"
+            if self.entries.signatures[-1].in_tree.children[pos].kind == "static"
+            else "shape/dtype"
+        )
+        return (
+            f"tracegrad: {_fn_name(self.fn)} has been traced for "
+            f"{len(self.entries.signatures)} different signatures; argument {name!r} keeps "
+            f"changing ({what}, {counts[pos]} distinct values). Every new signature is "
+            "traced and compiled again: pass changing Python scalars as arrays, or keep "
+            f"shapes fixed.{_fn_location(self.fn)}"
+        )
 
     def __repr__(self) -> str:
         return f"<tracegrad.{self.mode} of {_fn_name(self.fn)}>"
@@ -932,6 +1094,7 @@ class CompiledFunction:
 
 def _signature_of(names: list[str], kw_names):
     import inspect
+
     unique: list[str] = []
     for n in list(names) + list(kw_names):
         n = base = identifier(n)
@@ -946,7 +1109,7 @@ def _signature_of(names: list[str], kw_names):
 def _arg_part(signature: _Signature, pos: int):
     tree = signature.in_tree.children[pos]
     start = sum(c.num_leaves for c in signature.in_tree.children[:pos])
-    return (tree, signature.avals[start:start + tree.num_leaves])
+    return (tree, signature.avals[start : start + tree.num_leaves])
 
 
 def _changed_arguments(old: _Signature, new: _Signature, names: list[str]) -> list[str]:
@@ -985,8 +1148,9 @@ def _check_leaves(cf: CompiledFunction, args: tuple, leaves: list, arg_of_leaf: 
         if problem is not None:
             names = cf._arg_names(len(args))
             name = names[pos] if 0 <= pos < len(names) else "a keyword argument"
-            raise cls(f"{_fn_name(cf.fn)}: argument {name!r} {problem}"
-                      + core.user_location_suffix())
+            raise cls(
+                f"{_fn_name(cf.fn)}: argument {name!r} {problem}" + core.user_location_suffix()
+            )
 
 
 def _leaf_problem(value: Any) -> tuple[str | None, type]:
@@ -994,8 +1158,10 @@ def _leaf_problem(value: Any) -> tuple[str | None, type]:
     # thread may be importing it right now, before MaskedArray is defined
     masked_array = getattr(sys.modules.get("numpy.ma"), "MaskedArray", None)
     if masked_array is not None and isinstance(value, masked_array):
-        return ("is a masked array; tracegrad would drop its mask. Pass "
-                "np.ma.filled(x, fill) or the data and the mask as two arrays"), core.DTypeError
+        return (
+            "is a masked array; tracegrad would drop its mask. Pass "
+            "np.ma.filled(x, fill) or the data and the mask as two arrays"
+        ), core.DTypeError
     dtype = getattr(value, "dtype", None)
     if isinstance(value, (list, tuple)):
         try:
@@ -1007,14 +1173,25 @@ def _leaf_problem(value: Any) -> tuple[str | None, type]:
     except TypeError:  # an eager dtype object
         dtype = np.dtype(str(dtype).rsplit(".", 1)[-1])
     if dtype is not None and dtype.kind not in _SUPPORTED_KINDS:
-        what = {"c": "complex", "O": "object", "U": "string", "S": "bytes", "V": "structured",
-                "M": "datetime", "m": "timedelta"}.get(dtype.kind, dtype.kind)
-        return (f"has dtype {dtype} ({what}); tracegrad supports bool, integer and real "
-                "floating-point arrays"), core.DTypeError
+        what = {
+            "c": "complex",
+            "O": "object",
+            "U": "string",
+            "S": "bytes",
+            "V": "structured",
+            "M": "datetime",
+            "m": "timedelta",
+        }.get(dtype.kind, dtype.kind)
+        return (
+            f"has dtype {dtype} ({what}); tracegrad supports bool, integer and real "
+            "floating-point arrays"
+        ), core.DTypeError
     ndim = getattr(value, "ndim", None)
     if isinstance(ndim, int) and ndim > MAX_RANK:
-        return (f"has {ndim} dimensions; tracegrad supports at most {MAX_RANK} (NumPy's "
-                "ufuncs stop there)"), core.ShapeError
+        return (
+            f"has {ndim} dimensions; tracegrad supports at most {MAX_RANK} (NumPy's "
+            "ufuncs stop there)"
+        ), core.ShapeError
     return None, TypeError
 
 
@@ -1030,11 +1207,15 @@ def _leaf_aval(value: Any) -> core.Aval:
 
 
 def _is_eager_tensor(value: Any) -> bool:
-    return hasattr(value, "requires_grad") and hasattr(value, "detach") and \
-        not isinstance(value, np.ndarray)
+    return (
+        hasattr(value, "requires_grad")
+        and hasattr(value, "detach")
+        and not isinstance(value, np.ndarray)
+    )
 
 
 # -------------------------------------------------------------------- packing
+
 
 def _forward_packer(out_tree: TreeDef) -> Callable:
     if out_tree.kind == "array":
@@ -1060,8 +1241,10 @@ def _grad_packer(mode: str, n_out: int, aux_tree, grad_trees, argnums_is_tuple) 
         pos += k
 
     def grads_of(outs):
-        trees = [outs[start] if tree is None else tree_unflatten(tree, outs[start:stop])
-                 for start, stop, tree in spans]
+        trees = [
+            outs[start] if tree is None else tree_unflatten(tree, outs[start:stop])
+            for start, stop, tree in spans
+        ]
         return tuple(trees) if argnums_is_tuple else trees[0]
 
     if aux_tree is None:
@@ -1074,6 +1257,7 @@ def _grad_packer(mode: str, n_out: int, aux_tree, grad_trees, argnums_is_tuple) 
         if mode == "grad":
             return grads_of(outs), aux
         return (outs[0], aux), grads_of(outs)
+
     return with_aux
 
 
@@ -1088,8 +1272,12 @@ def _grad_tree(tree: TreeDef) -> TreeDef:
 
 def _output_names(cf: CompiledFunction, traced, signature: _Signature) -> list[str]:
     n_out = len(traced.graph.outputs)
-    names = ["value" if cf.mode != "compile" and i == 0 else
-             ("aux" if cf.mode != "compile" else f"output {i}") for i in range(n_out)]
+    names = [
+        "value"
+        if cf.mode != "compile" and i == 0
+        else ("aux" if cf.mode != "compile" else f"output {i}")
+        for i in range(n_out)
+    ]
     if cf.mode != "compile":
         names += [f"gradient for {traced.input_paths[k]!r}" for k in signature.wrt]
     return names
@@ -1102,12 +1290,14 @@ def _check_finite(entry: _Entry, arrays, outs) -> None:
             what = "NaN" if np.isnan(arr).any() else "Inf"
             raise NonFiniteError(
                 f"check_finite: {entry.output_names[i]} contains {what}"
-                + _first_nonfinite_node(entry, arrays))
+                + _first_nonfinite_node(entry, arrays)
+            )
 
 
 def _first_nonfinite_node(entry: _Entry, arrays) -> str:
     """Find, with the interpreter, the first node that produced a NaN/Inf."""
     from tracegrad.ir.interpret import _run_node
+
     graph = entry.lowered.joint
     env = {n.id: a for n, a in zip(graph.inputs, arrays)}
     with np.errstate(all="ignore"):
@@ -1120,8 +1310,10 @@ def _first_nonfinite_node(entry: _Entry, arrays) -> str:
                 line = node.source or "unknown line"
                 origin = getattr(graph, "vjp_origin", {}).get(node.id)
                 role = f"in the gradient of {origin}" if origin else f"{node.tag} pass"
-                return (f"; first produced by {node.name} = {node.op} : {node.type_str()} "
-                        f"({role}) at {line}")
+                return (
+                    f"; first produced by {node.name} = {node.op} : {node.type_str()} "
+                    f"({role}) at {line}"
+                )
     return ""
 
 
@@ -1131,7 +1323,7 @@ def _first_nonfinite_node(entry: _Entry, arrays) -> str:
 # object every step: functions with the same code, closure cells, defaults and
 # globals (so the same behaviour: closed-over values are read on every call)
 # share one CompiledFunction, and its kernels.
-_SHARED: "collections.OrderedDict[tuple, CompiledFunction]" = collections.OrderedDict()
+_SHARED: collections.OrderedDict[tuple, CompiledFunction] = collections.OrderedDict()
 _SHARED_MAX = 128
 _UNKEYED_WARN_AFTER = 100
 _unkeyed = {"count": 0, "warned": False}
@@ -1152,12 +1344,17 @@ def _reuse_key(fn: Callable, settings: tuple):
     return key
 
 
-def shared_compiled(fn: Callable, mode: str, argnums: Any = 0, has_aux: bool = False,
-                    **options) -> CompiledFunction:
+def shared_compiled(
+    fn: Callable, mode: str, argnums: Any = 0, has_aux: bool = False, **options
+) -> CompiledFunction:
     """The CompiledFunction for `fn`, shared with earlier ones made from an
     equivalent function (see `_SHARED`)."""
-    settings = (mode, argnums if not isinstance(argnums, list) else tuple(argnums), has_aux,
-                tuple(sorted(options.items())))
+    settings = (
+        mode,
+        argnums if not isinstance(argnums, list) else tuple(argnums),
+        has_aux,
+        tuple(sorted(options.items())),
+    )
     key = _reuse_key(fn, settings)
     if key is None:
         _note_unkeyed(fn, mode)
@@ -1184,12 +1381,22 @@ def _note_unkeyed(fn: Callable, mode: str) -> None:
             f"that cannot be matched to earlier ones (the latest: tracegrad.{mode} of "
             f"{_fn_name(fn)}, a {type(fn).__name__}); each traces and compiles again. Make "
             f"tracegrad.{mode}(...) once, outside the loop, and call it inside.",
-            RuntimeWarning, stacklevel=3)
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
-def compile(fn: Callable | None = None, *, backend: str | None = None, check_finite: bool = False,
-            optimize: bool = True, fullgraph: bool = False, dynamic: bool | None = None,
-            mode: str | None = None, options: dict | None = None):
+def compile(
+    fn: Callable | None = None,
+    *,
+    backend: str | None = None,
+    check_finite: bool = False,
+    optimize: bool = True,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    mode: str | None = None,
+    options: dict | None = None,
+):
     """Compile `fn` per input signature into a kernel; usable as `@compile`.
 
     A signature is the arguments' pytree structure, shapes and dtypes, and the
@@ -1241,23 +1448,44 @@ def compile(fn: Callable | None = None, *, backend: str | None = None, check_fin
     >>> g(np.ones(2))
     array([3., 3.])
     """
+
     def wrap(f):
         from tracegrad.capture.module import is_module
+
         if is_module(f):
             from tracegrad.capture import CompiledModule
-            return CompiledModule(f, lambda fn, b: CompiledFunction(fn, "compile", backend=b),
-                                  backend=backend, fullgraph=fullgraph)
+
+            return CompiledModule(
+                f,
+                lambda fn, b: CompiledFunction(fn, "compile", backend=b),
+                backend=backend,
+                fullgraph=fullgraph,
+            )
         if fullgraph:
-            return shared_compiled(f, "compile", backend=backend, check_finite=check_finite,
-                                   optimize=optimize, fullgraph=True)
-        return shared_compiled(f, "compile", backend=backend, check_finite=check_finite,
-                               optimize=optimize)
+            return shared_compiled(
+                f,
+                "compile",
+                backend=backend,
+                check_finite=check_finite,
+                optimize=optimize,
+                fullgraph=True,
+            )
+        return shared_compiled(
+            f, "compile", backend=backend, check_finite=check_finite, optimize=optimize
+        )
+
     return wrap if fn is None else wrap(fn)
 
 
-def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, *,
-                   backend: str | None = None, check_finite: bool = False,
-                   optimize: bool = True) -> CompiledFunction:
+def value_and_grad(
+    fn: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    *,
+    backend: str | None = None,
+    check_finite: bool = False,
+    optimize: bool = True,
+) -> CompiledFunction:
     """`fn`'s value and its gradient with respect to `argnums`, as in JAX.
 
     Returns `(value, grads)`; `grads` is a tuple iff `argnums` is a tuple; with
@@ -1276,13 +1504,26 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool
     >>> vg(np.array([1.0, 2.0]))
     (array(5.), array([2., 4.]))
     """
-    return shared_compiled(fn, "value_and_grad", argnums, has_aux, backend=backend,
-                            check_finite=check_finite, optimize=optimize)
+    return shared_compiled(
+        fn,
+        "value_and_grad",
+        argnums,
+        has_aux,
+        backend=backend,
+        check_finite=check_finite,
+        optimize=optimize,
+    )
 
 
-def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, *,
-         backend: str | None = None, check_finite: bool = False,
-         optimize: bool = True) -> CompiledFunction:
+def grad(
+    fn: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    *,
+    backend: str | None = None,
+    check_finite: bool = False,
+    optimize: bool = True,
+) -> CompiledFunction:
     """The gradient of scalar-valued `fn` with respect to `argnums`, as in JAX.
 
     Arguments as for `value_and_grad` (`argnums`, `has_aux`: then the call returns
@@ -1296,10 +1537,9 @@ def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, 
     >>> tg.grad(lambda x: tg.sum(x ** 3), backend="interpret")(np.array([1.0, 2.0]))
     array([ 3., 12.])
     """
-    return shared_compiled(fn, "grad", argnums, has_aux, backend=backend,
-                            check_finite=check_finite, optimize=optimize)
-
-
+    return shared_compiled(
+        fn, "grad", argnums, has_aux, backend=backend, check_finite=check_finite, optimize=optimize
+    )
 
 
 def clear_caches() -> None:
@@ -1311,15 +1551,18 @@ def clear_caches() -> None:
     >>> tg.clear_caches()
     """
     import gc
+
     with _BUILD_LOCK:
         _SHARED.clear()
         for cf in list(_LIVE):
             cf.cache_clear()
         from tracegrad.codegen import loops as codegen_loops
         from tracegrad.loops import primitives as control
+
         codegen_loops._RUNNERS.clear()
         control.clear_caches()
         from tracegrad.codegen import shape_generic
+
         shape_generic.clear()
         for clear in _CACHE_CLEARERS:  # the transforms above this module (vjp, linearize)
             clear()

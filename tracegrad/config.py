@@ -10,8 +10,8 @@ table is checked against it).
     False
     >>> del os.environ["TRACEGRAD_EAGER_NUMBA"]
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import os
 import warnings
@@ -23,39 +23,62 @@ VERSION = "0.1.0"  # tracegrad's version (kernel caches are salted with it)
 
 # name -> (default, what it does)
 VARIABLES: dict[str, tuple[str, str]] = {
-    "TRACEGRAD_CACHE_DIR": ("the user cache directory",
-                            "where generated kernels and their Numba code are cached"),
-    "TRACEGRAD_BACKEND": ("numba", "the backend of compiled functions that name none: numba, "
-                                   "or interpret (the NumPy reference interpreter: no "
-                                   "compiles; to debug or check a kernel)"),
+    "TRACEGRAD_CACHE_DIR": (
+        "the user cache directory",
+        "where generated kernels and their Numba code are cached",
+    ),
+    "TRACEGRAD_BACKEND": (
+        "numba",
+        "the backend of compiled functions that name none: numba, "
+        "or interpret (the NumPy reference interpreter: no "
+        "compiles; to debug or check a kernel)",
+    ),
     "TRACEGRAD_LOG": ("0", "log every stage's time and each cache hit or miss"),
-    "TRACEGRAD_PARALLEL": ("background", "multi-core kernel variants: background, sync "
-                                         "(build before returning) or 0 (never)"),
-    "TRACEGRAD_TIERED": ("shapes", "run a signature on the NumPy interpreter while its kernel "
-                                   "compiles in the background: shapes (a function's new "
-                                   "signatures once it has a kernel), always, or 0 (never)"),
-    "TRACEGRAD_SHAPE_GENERIC": ("shapes", "a new shape reuses a shape-generic kernel where its "
-                                          "source differs only in literals: shapes (compiled "
-                                          "by the second shape's build), ahead (also right "
-                                          "after a signature's kernel), or 0 (never)"),
+    "TRACEGRAD_PARALLEL": (
+        "background",
+        "multi-core kernel variants: background, sync (build before returning) or 0 (never)",
+    ),
+    "TRACEGRAD_TIERED": (
+        "shapes",
+        "run a signature on the NumPy interpreter while its kernel "
+        "compiles in the background: shapes (a function's new "
+        "signatures once it has a kernel), always, or 0 (never)",
+    ),
+    "TRACEGRAD_SHAPE_GENERIC": (
+        "shapes",
+        "a new shape reuses a shape-generic kernel where its "
+        "source differs only in literals: shapes (compiled "
+        "by the second shape's build), ahead (also right "
+        "after a signature's kernel), or 0 (never)",
+    ),
     "TRACEGRAD_EAGER_NUMBA": ("1", "eager mode's Numba kernels for large float64 sin/cos"),
-    "TRACEGRAD_NUM_THREADS": ("NUMBA_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs "
-                              "(affinity, cgroup quota)",
-                              "the most threads tracegrad uses at once: parallel kernels, the "
-                              "eager ufunc split and its BLAS calls (tracegrad.set_num_threads "
-                              "overrides it)"),
+    "TRACEGRAD_NUM_THREADS": (
+        "NUMBA_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs (affinity, cgroup quota)",
+        "the most threads tracegrad uses at once: parallel kernels, the "
+        "eager ufunc split and its BLAS calls (tracegrad.set_num_threads "
+        "overrides it)",
+    ),
     "TRACEGRAD_EAGER_THREADS": ("TRACEGRAD_NUM_THREADS", "threads for large eager ufuncs only"),
-    "TRACEGRAD_OMP_SPINCOUNT": ("1000", "spins of Numba's OpenMP threads after a parallel region "
-                                        "before they sleep, where tracegrad loads libgomp first "
-                                        "(libgomp's own: 300000); `default` leaves libgomp's "
-                                        "policy alone"),
+    "TRACEGRAD_OMP_SPINCOUNT": (
+        "1000",
+        "spins of Numba's OpenMP threads after a parallel region "
+        "before they sleep, where tracegrad loads libgomp first "
+        "(libgomp's own: 300000); `default` leaves libgomp's "
+        "policy alone",
+    ),
     "TRACEGRAD_MALLOC_TUNING": ("1", "let glibc keep freed blocks of up to 32 MB for reuse"),
-    "TRACEGRAD_BLAS_FOLLOW_LOAD": ("1", "during tracegrad's own BLAS calls, OpenBLAS runs on at "
-                                        "most the idle CPUs and the thread limit (its count is "
-                                        "put back after each call)"),
+    "TRACEGRAD_BLAS_FOLLOW_LOAD": (
+        "1",
+        "during tracegrad's own BLAS calls, OpenBLAS runs on at "
+        "most the idle CPUs and the thread limit (its count is "
+        "put back after each call)",
+    ),
     "TRACEGRAD_NUMBA_SCIPY_PROBE": ("0", "let Numba import scipy.linalg for its BLAS probe"),
-    "TRACEGRAD_POISON_FREED": ("0", "debugging: generated kernels fill each dead float "
-                                    "temporary with NaN, so a read after its lifetime shows"),
+    "TRACEGRAD_POISON_FREED": (
+        "0",
+        "debugging: generated kernels fill each dead float "
+        "temporary with NaN, so a read after its lifetime shows",
+    ),
 }
 
 _warned: set[str] = set()
@@ -64,8 +87,11 @@ _warned: set[str] = set()
 def _warn(name: str, value: str, expected: str) -> None:
     if name not in _warned:
         _warned.add(name)
-        warnings.warn(f"{name}={value!r} is not one of {expected}; using the default "
-                      f"({VARIABLES[name][0]})", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{name}={value!r} is not one of {expected}; using the default ({VARIABLES[name][0]})",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def flag(name: str, default: bool) -> bool:
@@ -100,12 +126,12 @@ def _mode(name: str, default: str, others: tuple[str, ...]) -> str:
 
 
 def parallel_mode() -> str:
-    """"background" (default), "sync" or "0" (never)."""
+    """ "background" (default), "sync" or "0" (never)."""
     return _mode("TRACEGRAD_PARALLEL", "background", ("sync",))
 
 
 def tiered_mode() -> str:
-    """"shapes" (default), "always" or "0" (never): see compiler.CompiledFunction."""
+    """ "shapes" (default), "always" or "0" (never): see compiler.CompiledFunction."""
     return _mode("TRACEGRAD_TIERED", "shapes", ("always",))
 
 

@@ -36,12 +36,14 @@ A worker that dies mid-call: Dask runs its tasks again on the others (up to
 its `allowed_failures`), or the call raises `KilledWorker`; a partial sum is
 never returned, because every shard's result is gathered before combining.
 """
+
 from __future__ import annotations
 
 import atexit
 import hashlib
 import threading
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -58,10 +60,13 @@ def worker_threads() -> int | None:
     """On a Dask worker, its thread count (`threads_per_worker`); None elsewhere."""
     try:
         from dask.distributed import get_worker
+
         worker = get_worker()
     except (ImportError, ValueError):
         return None
-    n = getattr(getattr(worker, "state", None), "nthreads", None) or getattr(worker, "nthreads", None)
+    n = getattr(getattr(worker, "state", None), "nthreads", None) or getattr(
+        worker, "nthreads", None
+    )
     return int(n) if n else None
 
 
@@ -71,13 +76,15 @@ def _limit_threads_to_worker() -> None:
     workers x threads never exceed what the cluster was given. Dask's OMP_NUM_THREADS=1
     in the worker's environment would otherwise make it one."""
     from tracegrad.runtime import threads
+
     n = worker_threads()
     if n is None:
         return
     try:
         from dask.distributed import get_worker
+
         running = max(1, len(getattr(get_worker().state, "executing", ()) or ()))
-    except Exception:  # noqa: BLE001 (an older Dask: one task at a time assumed)
+    except Exception:
         running = 1
     threads.set_num_threads(max(1, n // running))
 
@@ -87,8 +94,10 @@ def _dask():
         import cloudpickle  # noqa: F401
         from dask import distributed
     except ImportError as exc:
-        raise ImportError("tracegrad.distributed needs Dask: pip install -e '.[distributed]' "
-                          "(or pip install 'dask[distributed]')") from exc
+        raise ImportError(
+            "tracegrad.distributed needs Dask: pip install -e '.[distributed]' "
+            "(or pip install 'dask[distributed]')"
+        ) from exc
     return distributed
 
 
@@ -97,13 +106,19 @@ def local_client(n_workers: int | None = None):
     CPU this process may use: affinity and cgroup quota, at most tracegrad's thread
     limit), started on first use and closed at exit."""
     from tracegrad.runtime import threads
+
     distributed = _dask()
     n = n_workers or threads.get_num_threads()
     with _LOCAL_LOCK:
         client = _LOCAL.get(n)
         if client is None:
-            cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                               dashboard_address=None, env=dict(WORKER_ENV))
+            cluster = distributed.LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                env=dict(WORKER_ENV),
+            )
             client = _LOCAL[n] = distributed.Client(cluster)
             atexit.register(_close, n)
     return client
@@ -117,8 +132,9 @@ def _close(n: int) -> None:
         cluster.close()
 
 
-def _shard_value_and_grad(key: str, fn_bytes: bytes, argnums, shard_args: tuple,
-                          shard_argnums: tuple, replicated: tuple):
+def _shard_value_and_grad(
+    key: str, fn_bytes: bytes, argnums, shard_args: tuple, shard_argnums: tuple, replicated: tuple
+):
     """Runs on a worker: (rows, value, grads) of one shard; an empty shard gives
     (0, None, None) and weighs nothing."""
     rows = int(np.shape(shard_args[0])[0])
@@ -128,11 +144,15 @@ def _shard_value_and_grad(key: str, fn_bytes: bytes, argnums, shard_args: tuple,
     vg = _WORKER_CACHE.get(key)
     if vg is None:
         import cloudpickle
+
         import tracegrad as tg
+
         vg = _WORKER_CACHE[key] = tg.value_and_grad(cloudpickle.loads(fn_bytes), argnums=argnums)
     given = iter(replicated)
-    args = [shard_args[shard_argnums.index(i)] if i in shard_argnums else next(given)
-            for i in range(len(shard_args) + len(replicated))]
+    args = [
+        shard_args[shard_argnums.index(i)] if i in shard_argnums else next(given)
+        for i in range(len(shard_args) + len(replicated))
+    ]
     value, grads = vg(*args)
     return rows, value, grads
 
@@ -141,6 +161,7 @@ def _merge(a: tuple, b: tuple, reduce: str) -> tuple:
     """Runs on a worker: two partial results (rows, value, grads) as one, summed in
     float64 and returned in the inputs' dtypes; `mean` weights each side by its rows."""
     from tracegrad.tracing import tree_flatten, tree_unflatten
+
     (rows_a, value_a, grads_a), (rows_b, value_b, grads_b) = a, b
     if rows_a == 0 or rows_b == 0:  # an empty shard
         return b if rows_a == 0 else a
@@ -150,10 +171,14 @@ def _merge(a: tuple, b: tuple, reduce: str) -> tuple:
     def mix(x, y):
         dtype = np.asarray(x).dtype
         return (np.asarray(x, np.float64) * w_a + np.asarray(y, np.float64) * w_b).astype(dtype)
+
     leaves_a, tree = tree_flatten(grads_a, arrays_only_scalars=True)
     leaves_b = tree_flatten(grads_b, arrays_only_scalars=True)[0]
-    return rows, mix(value_a, value_b), tree_unflatten(tree, [mix(x, y) for x, y in
-                                                           zip(leaves_a, leaves_b)])
+    return (
+        rows,
+        mix(value_a, value_b),
+        tree_unflatten(tree, [mix(x, y) for x, y in zip(leaves_a, leaves_b)]),
+    )
 
 
 def _tree_reduce(client, futures: list, reduce: str):
@@ -161,14 +186,21 @@ def _tree_reduce(client, futures: list, reduce: str):
     shard order (a fixed order, so the same shards always give the same bits)."""
     level = list(futures)
     while len(level) > 1:
-        merged = [client.submit(_merge, level[i], level[i + 1], reduce, pure=False)
-                  for i in range(0, len(level) - 1, 2)]
+        merged = [
+            client.submit(_merge, level[i], level[i + 1], reduce, pure=False)
+            for i in range(0, len(level) - 1, 2)
+        ]
         level = merged + ([level[-1]] if len(level) % 2 else [])
     return level[0]
 
 
-def value_and_grad(fn: Callable, client: Any = None, argnums: int | Sequence[int] = 0,
-                   shard_argnums: Sequence[int] = (1, 2), reduce: str = "mean") -> Callable:
+def value_and_grad(
+    fn: Callable,
+    client: Any = None,
+    argnums: int | Sequence[int] = 0,
+    shard_argnums: Sequence[int] = (1, 2),
+    reduce: str = "mean",
+) -> Callable:
     """`tracegrad.value_and_grad(fn, argnums)` evaluated data-parallel on Dask.
 
     Returns a function with `tracegrad.value_and_grad(fn)`'s signature and results
@@ -191,6 +223,7 @@ def value_and_grad(fn: Callable, client: Any = None, argnums: int | Sequence[int
     if reduce not in ("mean", "sum"):
         raise ValueError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
     import cloudpickle
+
     fn_bytes = cloudpickle.dumps(fn)
     key = hashlib.sha256(fn_bytes).hexdigest()
     shard_argnums = tuple(shard_argnums)
@@ -201,14 +234,28 @@ def value_and_grad(fn: Callable, client: Any = None, argnums: int | Sequence[int
         if not shards:
             raise ValueError("distributed.value_and_grad: every shard is empty (no rows)")
         replicated = _broadcast(c, args, shard_argnums)
-        futures = [c.submit(_shard_value_and_grad, key, fn_bytes, argnums, tuple(shard_args),
-                            shard_argnums, replicated, pure=False) for shard_args in shards]
+        futures = [
+            c.submit(
+                _shard_value_and_grad,
+                key,
+                fn_bytes,
+                argnums,
+                tuple(shard_args),
+                shard_argnums,
+                replicated,
+                pure=False,
+            )
+            for shard_args in shards
+        ]
         # raises if a shard cannot be computed: a partial sum is never returned
         rows, value, grads = c.gather(_tree_reduce(c, futures, reduce))
         if rows == 0:
             raise ValueError("distributed.value_and_grad: every shard is empty (no rows)")
         return value, grads
-    distributed_value_and_grad.__name__ = f"distributed_value_and_grad({getattr(fn, '__name__', 'f')})"
+
+    distributed_value_and_grad.__name__ = (
+        f"distributed_value_and_grad({getattr(fn, '__name__', 'f')})"
+    )
     return distributed_value_and_grad
 
 
@@ -231,14 +278,17 @@ def _shards(client, args: tuple, shard_argnums: tuple) -> list:
     if all(isinstance(a, (list, tuple)) and a and _is_future(a[0]) for a in sharded):
         # shards already on the workers (client.scatter of per-shard lists)
         if len({len(a) for a in sharded}) != 1:
-            raise ValueError(f"sharded arguments given as futures need the same number of "
-                             f"shards each, got {[len(a) for a in sharded]}")
+            raise ValueError(
+                f"sharded arguments given as futures need the same number of "
+                f"shards each, got {[len(a) for a in sharded]}"
+            )
         return list(zip(*sharded))
     arrays = [np.asarray(a) for a in sharded]
     n_rows = {a.shape[0] for a in arrays}
     if len(n_rows) != 1:
-        raise ValueError(f"sharded arguments must have the same number of rows, got "
-                         f"{sorted(n_rows)}")
+        raise ValueError(
+            f"sharded arguments must have the same number of rows, got {sorted(n_rows)}"
+        )
     n_workers = max(1, len(client.scheduler_info().get("workers", {})) or 1)
     pieces = [np.array_split(a, n_workers, axis=0) for a in arrays]
     return [parts for parts in zip(*pieces) if len(parts[0]) > 0]
@@ -254,15 +304,19 @@ def _dask_array_shards(client, arrays: list) -> list:
     `client.persist` so that later calls do not compute it again)."""
     from dask.core import flatten
     from dask.distributed import futures_of
+
     if not all(_is_dask_array(a) for a in arrays):
         raise ValueError("sharded arguments: give all as Dask arrays or none")
     for a in arrays:
         if any(n != 1 for n in a.numblocks[1:]):
-            raise ValueError(f"a sharded Dask array must be chunked along axis 0 only, got "
-                             f"chunks {a.chunks}: rechunk it, e.g. x.rechunk({{1: -1}})")
+            raise ValueError(
+                f"a sharded Dask array must be chunked along axis 0 only, got "
+                f"chunks {a.chunks}: rechunk it, e.g. x.rechunk({{1: -1}})"
+            )
     if len({a.chunks[0] for a in arrays}) != 1:
-        raise ValueError(f"sharded Dask arrays need the same row chunks, got "
-                         f"{[a.chunks[0] for a in arrays]}")
+        raise ValueError(
+            f"sharded Dask arrays need the same row chunks, got {[a.chunks[0] for a in arrays]}"
+        )
     per_array = []
     for a in arrays:
         keys = list(flatten(a.__dask_keys__()))

@@ -21,9 +21,11 @@ a memo of the signature map: dropping an entry drops them all.
     >>> len(f.entries), f.cache_info()
     (2, CacheInfo(traces=2, hits=1))
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
 
 # Shortcut kinds. Plain-array keys (the hot path) are stored bare: they are flat
 # tuples of shapes, types and values, never starting with one of these strings.
@@ -38,12 +40,20 @@ class EntryCache:
     """Signature key -> entry (at most `max_entries`, oldest dropped first), the
     shortcuts to them, and the counts `cache_info` reports."""
 
-    __slots__ = ("by_signature", "shortcuts", "shortcut_kinds", "max_entries", "signatures",
-                 "traces", "hits", "warned")
+    __slots__ = (
+        "by_signature",
+        "shortcuts",
+        "shortcut_kinds",
+        "max_entries",
+        "signatures",
+        "traces",
+        "hits",
+        "warned",
+    )
 
     def __init__(self, max_entries: int):
         self.by_signature: dict = {}
-        self.shortcuts: dict = {}   # the hot path holds this dict: never rebound
+        self.shortcuts: dict = {}  # the hot path holds this dict: never rebound
         self.shortcut_kinds: set[str] = set()
         self.max_entries = max_entries
         self.signatures: list = []  # in the order traced, for retrace reports

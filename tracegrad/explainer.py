@@ -1,9 +1,11 @@
 """`tracegrad.explain`: the graphs and graph breaks of compiled PyTorch-style code,
 as `torch._dynamo.explain` reports them."""
+
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tracegrad.capture.breaks import ExplainOutput, GraphBreakWarning
 from tracegrad.capture.module import is_module
@@ -37,9 +39,11 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> ExplainOutput:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GraphBreakWarning)
         out = cf(*args, **kwargs)
-    graphs = [e.traced.graph for entries in cf.entries.values()
-              for e in (entries if isinstance(entries, list) else [entries])
-              if getattr(e, "traced", None) is not None]
+    graphs = [
+        e.traced.graph
+        for entries in cf.entries.values()
+        for e in (entries if isinstance(entries, list) else [entries])
+        if getattr(e, "traced", None) is not None
+    ]
     ops = [[n.op for n in g.nodes if n.op not in ("input", "const")] for g in graphs]
-    return ExplainOutput(graphs, len(graphs), len(cf.graph_breaks), list(cf.graph_breaks), ops,
-                         out)
+    return ExplainOutput(graphs, len(graphs), len(cf.graph_breaks), list(cf.graph_breaks), ops, out)

@@ -31,11 +31,13 @@ exactly (never a difference quotient):
     >>> float(tangent)  # d/dx0 of sum(sin(x) x) at x0 = 0: sin(0) + 0 * cos(0)
     0.0
 """
+
 from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -52,8 +54,9 @@ class ForwardModeError(TracegradError):
 # ------------------------------------------------------------------ the pass
 
 
-def jvp_graph(graph: Graph, wrt: Sequence[int] | None = None, name: str | None = None,
-              joint: bool = True) -> Graph:
+def jvp_graph(
+    graph: Graph, wrt: Sequence[int] | None = None, name: str | None = None, joint: bool = True
+) -> Graph:
     """The forward-mode graph of `graph`: (primals, tangents of `wrt`) -> (outputs,
     output tangents). `wrt` defaults to every floating-point input. `joint=False`
     keeps every primal node apart from the tangent nodes (loops run twice), so
@@ -72,11 +75,14 @@ def jvp_graph(graph: Graph, wrt: Sequence[int] | None = None, name: str | None =
         if not core.is_float(node.dtype):
             raise ForwardModeError(
                 f"jvp: input {node.attrs.get('name', k)} of {graph.name} has dtype {node.dtype}; "
-                "tangents need floating-point inputs")
+                "tangents need floating-point inputs"
+            )
     context = TraceContext(name or f"{graph.name}_jvp")
     with context.active():
-        primals = [context.new_input(n.aval, n.attrs.get("name", f"arg{k}"))
-                   for k, n in enumerate(graph.inputs)]
+        primals = [
+            context.new_input(n.aval, n.attrs.get("name", f"arg{k}"))
+            for k, n in enumerate(graph.inputs)
+        ]
         tangents: list[Any] = [None] * len(graph.inputs)
         for k in wrt:
             node = graph.inputs[k]
@@ -85,6 +91,7 @@ def jvp_graph(graph: Graph, wrt: Sequence[int] | None = None, name: str | None =
             outs, touts = jvp_apply(graph, primals, tangents, context)
         else:
             from tracegrad.autodiff import replay
+
             env = replay(graph, primals, context)
             seeds = {n.id: t for n, t in zip(graph.inputs, tangents) if t is not None}
             tenv = tangent_pass(graph, env, seeds, context)
@@ -97,8 +104,12 @@ def jvp_graph(graph: Graph, wrt: Sequence[int] | None = None, name: str | None =
     return context.graph
 
 
-def jvp_apply(graph: Graph, primals: Sequence[Any], tangents: Sequence[Any],
-              context: TraceContext | None = None) -> tuple[list, list]:
+def jvp_apply(
+    graph: Graph,
+    primals: Sequence[Any],
+    tangents: Sequence[Any],
+    context: TraceContext | None = None,
+) -> tuple[list, list]:
     """Run `graph` on `primals` (any value kind) with `tangents` (None: zero);
     return (outputs, output tangents), tangents None where zero.
 
@@ -112,8 +123,9 @@ def jvp_apply(graph: Graph, primals: Sequence[Any], tangents: Sequence[Any],
     return [env[n.id] for n in graph.outputs], [tenv.get(n.id) for n in graph.outputs]
 
 
-def tangent_pass(graph: Graph, env: dict[int, Any], seeds: dict[int, Any],
-                 context: TraceContext | None = None) -> dict[int, Any]:
+def tangent_pass(
+    graph: Graph, env: dict[int, Any], seeds: dict[int, Any], context: TraceContext | None = None
+) -> dict[int, Any]:
     """Push the tangents `seeds` (node id -> tangent) forward through `graph`,
     whose primal values are `env` (from `autodiff.replay`); return node id ->
     tangent for every node a tangent reaches. Running it again with other seeds
@@ -121,8 +133,13 @@ def tangent_pass(graph: Graph, env: dict[int, Any], seeds: dict[int, Any],
     return _propagate(graph, env, seeds, context, replaying=False)
 
 
-def _propagate(graph: Graph, env: dict[int, Any], seeds: dict[int, Any],
-               context: TraceContext | None, replaying: bool) -> dict[int, Any]:
+def _propagate(
+    graph: Graph,
+    env: dict[int, Any],
+    seeds: dict[int, Any],
+    context: TraceContext | None,
+    replaying: bool,
+) -> dict[int, Any]:
     """The forward-mode walk; with `replaying`, also fills `env` with primal values."""
     tenv = {node.id: _fit(seeds[node.id], node) for node in graph.inputs if node.id in seeds}
     for node in graph.nodes:
@@ -132,8 +149,9 @@ def _propagate(graph: Graph, env: dict[int, Any], seeds: dict[int, Any],
             continue
         tangents = [tenv.get(i.id) for i in node.inputs]
         prim = REGISTRY[node.op]
-        active = not (all(t is None for t in tangents) or prim.nondiff
-                      or not core.is_float(node.dtype))
+        active = not (
+            all(t is None for t in tangents) or prim.nondiff or not core.is_float(node.dtype)
+        )
         operands = tuple(env[i.id] for i in node.inputs)
         rule = jvp_rule(prim) if active else None
         joint = getattr(rule, "joint", None) if replaying else None
@@ -183,11 +201,13 @@ def _context_among(values: Sequence[Any]) -> TraceContext | None:
 
 def _api():
     from tracegrad.ops import api
+
     return api
 
 
 def _table():
     from tracegrad.ops import table
+
     return table
 
 
@@ -228,8 +248,10 @@ def add_tangents(a: Any, b: Any) -> Any:
 
 # ------------------------------------------------------- partial evaluation
 
-def partial_eval(graph: Graph, unknown_inputs: Sequence[int], unknown_outputs: Sequence[int]
-                 ) -> tuple[Graph, Graph]:
+
+def partial_eval(
+    graph: Graph, unknown_inputs: Sequence[int], unknown_outputs: Sequence[int]
+) -> tuple[Graph, Graph]:
     """Split `graph` for `linearize`: the nodes that do not depend on the inputs
     `unknown_inputs` (the tangents) run once, the rest run per call.
 
@@ -250,6 +272,7 @@ def partial_eval(graph: Graph, unknown_inputs: Sequence[int], unknown_outputs: S
         if node.id not in unknown and node.op != "const" and node.id not in seen:
             seen.add(node.id)
             residuals.append(node)
+
     for node in graph.nodes:
         if node.id in unknown:
             for i in node.inputs:
@@ -258,22 +281,35 @@ def partial_eval(graph: Graph, unknown_inputs: Sequence[int], unknown_outputs: S
         need(graph.outputs[k])
     known_inputs = [k for k in range(len(graph.inputs)) if k not in set(unknown_inputs)]
     known_outputs = [o for k, o in enumerate(graph.outputs) if k not in set(unknown_outputs)]
-    known = _subgraph(graph, [graph.inputs[k] for k in known_inputs], known_outputs + residuals,
-                      lambda n: n.id not in unknown, f"{graph.name}_known")
-    rest = _subgraph(graph, residuals + [graph.inputs[k] for k in unknown_inputs],
-                     [graph.outputs[k] for k in unknown_outputs],
-                     lambda n: n.id in unknown, f"{graph.name}_linear")
+    known = _subgraph(
+        graph,
+        [graph.inputs[k] for k in known_inputs],
+        known_outputs + residuals,
+        lambda n: n.id not in unknown,
+        f"{graph.name}_known",
+    )
+    rest = _subgraph(
+        graph,
+        residuals + [graph.inputs[k] for k in unknown_inputs],
+        [graph.outputs[k] for k in unknown_outputs],
+        lambda n: n.id in unknown,
+        f"{graph.name}_linear",
+    )
     return known, rest
 
 
-def _subgraph(graph: Graph, inputs: Sequence[Node], outputs: Sequence[Node],
-              keep: Callable[[Node], bool], name: str) -> Graph:
+def _subgraph(
+    graph: Graph,
+    inputs: Sequence[Node],
+    outputs: Sequence[Node],
+    keep: Callable[[Node], bool],
+    name: str,
+) -> Graph:
     """The nodes of `graph` that `keep` selects, fed by `inputs` (any nodes of
     `graph`, made inputs here), with `outputs`."""
     context = TraceContext(name)
     with context.active():
-        env = {n.id: context.new_input(n.aval, n.attrs.get("name", f"r{n.id}"))
-               for n in inputs}
+        env = {n.id: context.new_input(n.aval, n.attrs.get("name", f"r{n.id}")) for n in inputs}
         for node in graph.nodes:
             if node.id in env:
                 continue
@@ -281,8 +317,9 @@ def _subgraph(graph: Graph, inputs: Sequence[Node], outputs: Sequence[Node],
                 env[node.id] = Tracer(context, context.const_node(node.attrs["value"]))
             elif node.op != "input" and keep(node):
                 with node_source(node.source):
-                    env[node.id] = core.bind(REGISTRY[node.op], *[env[i.id] for i in node.inputs],
-                                             **node.attrs)
+                    env[node.id] = core.bind(
+                        REGISTRY[node.op], *[env[i.id] for i in node.inputs], **node.attrs
+                    )
         for o in outputs:
             context.graph.outputs.append(output_node(context, env[o.id]))
     return context.graph
@@ -290,10 +327,14 @@ def _subgraph(graph: Graph, inputs: Sequence[Node], outputs: Sequence[Node],
 
 # ------------------------------------------------------- derived JVP rules
 
+
 def derived_jvp(prim: Primitive) -> Callable:
     """A JVP rule derived from `prim`'s VJP rules (see the module doc)."""
-    rules, make = ((_ELEMENTWISE, _elementwise_jvp) if prim.kind == "elementwise"
-                   else (_TRANSPOSED, _transposed_jvp))
+    rules, make = (
+        (_ELEMENTWISE, _elementwise_jvp)
+        if prim.kind == "elementwise"
+        else (_TRANSPOSED, _transposed_jvp)
+    )
     rule = rules.get(prim.name)
     if rule is None:
         rule = rules[prim.name] = make(prim)
@@ -316,6 +357,7 @@ def _elementwise_jvp(prim: Primitive) -> Callable:
             if contribution is not None:
                 total = add_tangents(total, contribution)
         return total
+
     rule.__name__ = f"{prim.name}_jvp_from_vjp"
     rule.__doc__ = f"{prim.name}: its vjp applied to the broadcast tangent (diagonal Jacobian)."
     return rule
@@ -328,18 +370,20 @@ def _transposed_jvp(prim: Primitive) -> Callable:
             return None
         api = _api()
         from tracegrad.autodiff import replay
+
         args = [api.zeros_like(out), out]
         args += [primals[k] for k in arg_positions]
         args += [t for t in tangents if t is not None]
         context = _context_among(args)
         env = replay(joint, args, context)
         return env[joint.outputs[-1].id]
+
     rule.__name__ = f"{prim.name}_jvp_by_transposition"
     rule.__doc__ = f"{prim.name}: the transpose of its (linear in g) vjp rules."
     return rule
 
 
-_TRANSPOSED_GRAPHS: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+_TRANSPOSED_GRAPHS: collections.OrderedDict[tuple, tuple] = collections.OrderedDict()
 _MAX_TRANSPOSED_GRAPHS = 256
 _TRANSPOSED_LOCK = threading.Lock()
 
@@ -353,8 +397,7 @@ def _transposed_graph(prim: Primitive, primals, tangents, out, attrs) -> tuple[G
     once per (primitive, attrs, operand types). Inputs: g, out, the non-static
     primals, the non-None tangents; its last output is the JVP."""
     positions = [k for k, p in enumerate(primals) if not _is_static(p)]
-    statics = tuple((k, type(p).__name__, repr(p)) for k, p in enumerate(primals)
-                    if _is_static(p))
+    statics = tuple((k, type(p).__name__, repr(p)) for k, p in enumerate(primals) if _is_static(p))
     avals = tuple(core.aval_of(primals[k]) for k in positions)
     with_tangent = tuple(k for k, t in enumerate(tangents) if t is not None)
     t_avals = tuple(core.aval_of(tangents[k]) for k in with_tangent)
@@ -371,8 +414,12 @@ def _transposed_graph(prim: Primitive, primals, tangents, out, attrs) -> tuple[G
                 return _TRANSPOSED_GRAPHS[key], positions
     graph = _trace_pairing(prim, primals, positions, with_tangent, t_avals, out_aval, attrs)
     from tracegrad.autodiff import vjp_graph
-    joint = None if graph is None else vjp_graph(graph, wrt=[0], seed_ones=True,
-                                                 name=f"{prim.name}_jvp")
+
+    joint = (
+        None
+        if graph is None
+        else vjp_graph(graph, wrt=[0], seed_ones=True, name=f"{prim.name}_jvp")
+    )
     if key is not None:
         with _TRANSPOSED_LOCK:
             _TRANSPOSED_GRAPHS[key] = joint
@@ -383,6 +430,7 @@ def _transposed_graph(prim: Primitive, primals, tangents, out, attrs) -> tuple[G
 
 def _trace_pairing(prim, primals, positions, with_tangent, t_avals, out_aval, attrs) -> Graph:
     from tracegrad.autodiff import fit_cotangent
+
     T = _table()
     context = TraceContext(f"{prim.name}_pairing")
     graph = context.graph

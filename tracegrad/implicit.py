@@ -45,20 +45,22 @@ silently wrong value.
     >>> f(np.ones(3))
     array([2., 2., 2.])
 """
+
 from __future__ import annotations
 
 import functools
 import os
 import sys
 import types
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 _MAX_EXTERNALS = 256
 _MAX_FUNCTION_DEPTH = 3
-_MAX_CONTAINER_DEPTH = 3   # params["layers"][0]["W"]
+_MAX_CONTAINER_DEPTH = 3  # params["layers"][0]["W"]
 _MAX_CONTAINER_ITEMS = 128
 _MAX_CONTAINER_VISITS = 20_000  # per search: a huge nested global costs no more than before
 
@@ -70,7 +72,7 @@ class External:
 
     def __init__(self, label: str, root: tuple, steps: tuple):
         self.label = label
-        self.root = root    # ("arg", i) | ("cell", cell) | ("global", dict, name) | ("obj", obj)
+        self.root = root  # ("arg", i) | ("cell", cell) | ("global", dict, name) | ("obj", obj)
         #                     | ("default", fn, i) | ("kwdefault", fn, name)
         self.steps = steps  # (("attr", name) | ("item", key), ...)
 
@@ -93,7 +95,7 @@ class External:
             if kind == "default":
                 fn, i = self.root[1], self.root[2]
                 defaults = fn.__defaults__
-                fn.__defaults__ = defaults[:i] + (value,) + defaults[i + 1:]
+                fn.__defaults__ = defaults[:i] + (value,) + defaults[i + 1 :]
                 return True
             if kind == "kwdefault":
                 self.root[1].__kwdefaults__[self.root[2]] = value
@@ -158,8 +160,11 @@ def _attribute(obj: Any, name: str) -> Any:
 def _is_user_module(module: types.ModuleType) -> bool:
     """A module of the user's code: a file, not the standard library or a library."""
     top = module.__name__.split(".")[0]
-    return (getattr(module, "__file__", None) is not None and top not in _LIBRARIES
-            and top not in sys.stdlib_module_names)
+    return (
+        getattr(module, "__file__", None) is not None
+        and top not in _LIBRARIES
+        and top not in sys.stdlib_module_names
+    )
 
 
 def _is_user_class(value: Any) -> bool:
@@ -167,8 +172,15 @@ def _is_user_class(value: Any) -> bool:
     if not isinstance(value, type):
         return False
     module = (value.__module__ or "").split(".")[0]
-    return module not in _LIBRARIES + ("builtins", "abc", "typing", "enum", "collections",
-                                       "types", "dataclasses")
+    return module not in _LIBRARIES + (
+        "builtins",
+        "abc",
+        "typing",
+        "enum",
+        "collections",
+        "types",
+        "dataclasses",
+    )
 
 
 def _class_names(cls: type) -> set:
@@ -181,8 +193,11 @@ def _class_names(cls: type) -> set:
 def _has_slots(obj: Any) -> bool:
     """A user's instance whose attributes live in __slots__ (not tracegrad's own)."""
     module = type(obj).__module__
-    return (hasattr(type(obj), "__slots__") and module not in ("builtins", "numpy")
-            and not module.startswith("tracegrad"))
+    return (
+        hasattr(type(obj), "__slots__")
+        and module not in ("builtins", "numpy")
+        and not module.startswith("tracegrad")
+    )
 
 
 def _defining_class(obj: Any, name: str) -> type:
@@ -230,6 +245,7 @@ def _unswapped(value: Any) -> Any:
     if hit is None or hit[0] is not value:
         return value
     from tracegrad.tracing import active_contexts
+
     return value if value.context in active_contexts() else hit[1]
 
 
@@ -248,8 +264,11 @@ def _is_mutable_array(value: Any) -> bool:
 
 
 def _is_eager_tensor(value: Any) -> bool:
-    return (type(value).__module__.startswith("tracegrad.eager")
-            and hasattr(value, "requires_grad") and hasattr(value, "detach"))
+    return (
+        type(value).__module__.startswith("tracegrad.eager")
+        and hasattr(value, "requires_grad")
+        and hasattr(value, "detach")
+    )
 
 
 def find_externals(fn: Callable, args: tuple) -> list[External]:
@@ -273,7 +292,7 @@ class _Finder:
         self.names_used: set[str] = set()
         self._seen_functions: set[int] = set()
         self._seen_places: set[tuple] = set()
-        self._visits = 0   # container items looked at (bounded by _MAX_CONTAINER_VISITS)
+        self._visits = 0  # container items looked at (bounded by _MAX_CONTAINER_VISITS)
 
     def add(self, label: str, root: tuple, steps: tuple) -> None:
         place = (root[0], id(root[1]), root[2] if len(root) > 2 else None, steps)
@@ -290,8 +309,15 @@ class _Finder:
         if isinstance(fn, functools.partial):
             self.function(fn.func, depth + 1)
             for i, a in enumerate(fn.args):
-                self.value(a, ("obj", fn.args), (("item", i),), f"partial arg {i}",
-                           self.names_used, 0, depth)
+                self.value(
+                    a,
+                    ("obj", fn.args),
+                    (("item", i),),
+                    f"partial arg {i}",
+                    self.names_used,
+                    0,
+                    depth,
+                )
             for k, a in fn.keywords.items():
                 self.value(a, ("obj", fn.keywords), (("item", k),), k, self.names_used, 0, depth)
             return
@@ -299,15 +325,24 @@ class _Finder:
             self.function(fn.__func__, depth + 1)
             owner = fn.__self__
             if _is_plain_object(owner):
-                self.attributes(owner, ("obj", owner), (), type(owner).__name__.lower(),
-                                _code_names(fn.__func__), 0)
+                self.attributes(
+                    owner,
+                    ("obj", owner),
+                    (),
+                    type(owner).__name__.lower(),
+                    _code_names(fn.__func__),
+                    0,
+                )
             return
         if not isinstance(fn, types.FunctionType):
             if wrapped is not None:  # a CompiledFunction or another wrapper
                 self.function(wrapped, depth + 1)
             if type(fn).__module__ == "tracegrad.custom":  # custom_vjp / custom_jvp: the
-                for rule in (getattr(fn, "fwd", None), getattr(fn, "bwd", None),  # rules too
-                             getattr(fn, "jvp", None)):
+                for rule in (
+                    getattr(fn, "fwd", None),
+                    getattr(fn, "bwd", None),  # rules too
+                    getattr(fn, "jvp", None),
+                ):
                     if rule is not None:
                         self.function(rule, depth + 1)
             inner = getattr(fn, "fn", None)
@@ -336,8 +371,15 @@ class _Finder:
         if _is_library(fn):  # tracegrad's own wrappers: only what they close over
             return
         for name in sorted(names & fn.__dict__.keys()):  # f.W: state kept on the function
-            self.value(fn.__dict__[name], ("obj", fn), (("attr", name),),
-                       f"{fn.__name__}.{name}", names, 0, depth)
+            self.value(
+                fn.__dict__[name],
+                ("obj", fn),
+                (("attr", name),),
+                f"{fn.__name__}.{name}",
+                names,
+                0,
+                depth,
+            )
         g = fn.__globals__
         for name in sorted(names):
             if name in g:
@@ -355,7 +397,8 @@ class _Finder:
         if is_lifted_value(value):
             self.add(label, root, steps)
         elif isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or (
-                getattr(value, "__wrapped__", None) is not None and callable(value)):
+            getattr(value, "__wrapped__", None) is not None and callable(value)
+        ):
             if not isinstance(value, types.MethodType) and not _is_library(value):
                 self.add(label, root, steps)  # rebinding a helper function retraces
                 # (a bound method is new on each access; library functions do not change)
@@ -366,12 +409,20 @@ class _Finder:
                 self._visits += min(len(value), _MAX_CONTAINER_ITEMS)
             if isinstance(value, dict):
                 for k in list(value)[:_MAX_CONTAINER_ITEMS]:
-                    self.value(value[k], root, steps + (("item", k),), f"{label}[{k!r}]",
-                               names, level + 1, depth)
+                    self.value(
+                        value[k],
+                        root,
+                        steps + (("item", k),),
+                        f"{label}[{k!r}]",
+                        names,
+                        level + 1,
+                        depth,
+                    )
             elif isinstance(value, (list, tuple)):
                 for i, v in enumerate(value[:_MAX_CONTAINER_ITEMS]):
-                    self.value(v, root, steps + (("item", i),), f"{label}[{i}]",
-                               names, level + 1, depth)
+                    self.value(
+                        v, root, steps + (("item", i),), f"{label}[{i}]", names, level + 1, depth
+                    )
             elif _is_plain_object(value):
                 self.attributes(value, root, steps, label, names, level + 1)
             elif isinstance(value, types.ModuleType):  # hparams.W of the user's own module
@@ -379,12 +430,26 @@ class _Finder:
                     self._seen_places.add(("module", id(value)))
                     space = vars(value)
                     for name in sorted(names & space.keys()):
-                        self.value(space[name], ("global", space, name), (),
-                                   f"{value.__name__}.{name}", names, level + 1, depth)
+                        self.value(
+                            space[name],
+                            ("global", space, name),
+                            (),
+                            f"{value.__name__}.{name}",
+                            names,
+                            level + 1,
+                            depth,
+                        )
             elif _is_user_class(value):  # a class used as a namespace: Config.W
                 for name in sorted(names & _class_names(value)):
-                    self.value(_attribute(value, name), root, steps + (("attr", name),),
-                               f"{label}.{name}", names, level + 1, depth)
+                    self.value(
+                        _attribute(value, name),
+                        root,
+                        steps + (("attr", name),),
+                        f"{label}.{name}",
+                        names,
+                        level + 1,
+                        depth,
+                    )
 
     def attributes(self, obj, root, steps, label, names, level) -> None:
         attrs = getattr(obj, "__dict__", None)
@@ -393,8 +458,15 @@ class _Finder:
                 return
             attrs = {}
         for name in sorted(names & attrs.keys()):
-            self.value(attrs[name], root, steps + (("attr", name),), f"{label}.{name}",
-                       names, level, _MAX_FUNCTION_DEPTH)
+            self.value(
+                attrs[name],
+                root,
+                steps + (("attr", name),),
+                f"{label}.{name}",
+                names,
+                level,
+                _MAX_FUNCTION_DEPTH,
+            )
         # names the instance does not hold itself: its class's
         for name in sorted(names - attrs.keys()):
             try:
@@ -406,11 +478,25 @@ class _Finder:
                     value = _attribute(obj, name)
                 except AttributeError:  # (not set yet)
                     continue
-                self.value(value, root, steps + (("attr", name),), f"{label}.{name}",
-                           names, level, _MAX_FUNCTION_DEPTH)
+                self.value(
+                    value,
+                    root,
+                    steps + (("attr", name),),
+                    f"{label}.{name}",
+                    names,
+                    level,
+                    _MAX_FUNCTION_DEPTH,
+                )
             elif is_lifted_value(raw):  # `scale` set on the class, read as self.scale
-                self.value(raw, root, steps + (("attr", name),), f"{label}.{name}",
-                           names, level, _MAX_FUNCTION_DEPTH)
+                self.value(
+                    raw,
+                    root,
+                    steps + (("attr", name),),
+                    f"{label}.{name}",
+                    names,
+                    level,
+                    _MAX_FUNCTION_DEPTH,
+                )
             else:  # a method or property it calls: what that reads, through self too
                 self.method(obj, raw, root, steps, label, level)
 
@@ -432,8 +518,17 @@ class _Finder:
 
 
 _TRACEGRAD_DIR = os.path.dirname(os.path.abspath(__file__))
-_LIBRARIES = ("tracegrad", "numpy", "scipy", "numba", "torch", "jax", "jaxlib", "autograd",
-              "functools")
+_LIBRARIES = (
+    "tracegrad",
+    "numpy",
+    "scipy",
+    "numba",
+    "torch",
+    "jax",
+    "jaxlib",
+    "autograd",
+    "functools",
+)
 
 
 def _is_library(fn) -> bool:
@@ -460,12 +555,34 @@ def _code_names(fn) -> set[str]:
 def _is_plain_object(value: Any) -> bool:
     """An instance whose attributes may hold parameters (not a module, class,
     function, array, or builtin value)."""
-    if isinstance(value, (types.ModuleType, type, types.FunctionType, types.MethodType,
-                          types.BuiltinFunctionType, functools.partial, np.ndarray,
-                          np.generic, str, bytes, int, float, bool, complex)) or value is None:
+    if (
+        isinstance(
+            value,
+            (
+                types.ModuleType,
+                type,
+                types.FunctionType,
+                types.MethodType,
+                types.BuiltinFunctionType,
+                functools.partial,
+                np.ndarray,
+                np.generic,
+                str,
+                bytes,
+                int,
+                float,
+                bool,
+                complex,
+            ),
+        )
+        or value is None
+    ):
         return False
-    if type(value).__module__ in ("builtins", "numpy") or _is_eager_tensor(value) \
-            or _is_eager_state(value):
+    if (
+        type(value).__module__ in ("builtins", "numpy")
+        or _is_eager_tensor(value)
+        or _is_eager_state(value)
+    ):
         return False
     return isinstance(getattr(value, "__dict__", None), dict) or _has_slots(value)
 
@@ -473,8 +590,10 @@ def _is_plain_object(value: Any) -> bool:
 def _is_eager_state(value: Any) -> bool:
     """An nn.Module or optimizer: tracegrad.capture reads its tensors and guards its
     attributes itself (here, `opt.step` would be a new bound method every call)."""
-    for name, cls in (("tracegrad.eager.nn.modules", "Module"),
-                      ("tracegrad.eager.optim", "Optimizer")):
+    for name, cls in (
+        ("tracegrad.eager.nn.modules", "Module"),
+        ("tracegrad.eager.optim", "Optimizer"),
+    ):
         module = sys.modules.get(name)
         if module is not None and isinstance(value, getattr(module, cls)):
             return True
@@ -482,8 +601,9 @@ def _is_eager_state(value: Any) -> bool:
 
 
 @contextmanager
-def swapped_in(externals: list[External], args: tuple, values: tuple,
-               originals: tuple) -> Iterator[None]:
+def swapped_in(
+    externals: list[External], args: tuple, values: tuple, originals: tuple
+) -> Iterator[None]:
     """While tracing: each external array that now has a tracer lives as that
     tracer in its place; restored afterwards, also on errors."""
     done = []

@@ -14,13 +14,15 @@ neither imports the other's internals.
     >>> lowered.kernel(np.ones(2))
     (array([2., 2.]),)
 """
+
 from __future__ import annotations
 
 import functools
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +45,7 @@ _BUILD_LOCK = threading.RLock()
 
 
 # ------------------------------------------------------------------ lowering
+
 
 class Lowered:
     """Every stage of one compiled signature.
@@ -70,20 +73,28 @@ class Lowered:
     True
     """
 
-    def __init__(self, traced: Graph, joint: Graph | None, optimized: Graph | None, kernel: Any,
-                 backend: str, timings: dict, make_joint: Callable[[], Graph] | None = None,
-                 optimize: bool = True):
+    def __init__(
+        self,
+        traced: Graph,
+        joint: Graph | None,
+        optimized: Graph | None,
+        kernel: Any,
+        backend: str,
+        timings: dict,
+        make_joint: Callable[[], Graph] | None = None,
+        optimize: bool = True,
+    ):
         self.traced = traced
         self._joint = joint
         self._optimized = optimized
-        self._make_joint = make_joint   # for a kernel found through the cache index:
-        self._optimize = optimize       # the graphs are rebuilt only if asked for
+        self._make_joint = make_joint  # for a kernel found through the cache index:
+        self._optimize = optimize  # the graphs are rebuilt only if asked for
         self.kernel = kernel
         self.backend = backend
         self.timings = timings
-        self.tier_build = None          # the background build while kernel is None (tiered)
-        self.tier_runner = None         # what runs meanwhile, if not the interpreter
-        self.shapes_ahead = None        # TRACEGRAD_SHAPE_GENERIC=ahead: that background build
+        self.tier_build = None  # the background build while kernel is None (tiered)
+        self.tier_runner = None  # what runs meanwhile, if not the interpreter
+        self.shapes_ahead = None  # TRACEGRAD_SHAPE_GENERIC=ahead: that background build
         self.source = getattr(kernel, "source", None)
         self.source_path = getattr(kernel, "source_path", None)
 
@@ -109,42 +120,48 @@ class Lowered:
         """Bytes reverse mode of the graph's scans keeps between its forward and
         backward loops: each step's starting carry (0 without scans)."""
         from tracegrad.loops.primitives import residual_bytes
+
         return residual_bytes(self.optimized)
 
     @functools.cached_property
     def memory(self):
         """The kernel's memory record (see the class doc)."""
         from tracegrad.codegen.memory import report_for
-        return report_for(self.optimized)   # code generation takes its own lock
+
+        return report_for(self.optimized)  # code generation takes its own lock
 
     def __str__(self) -> str:
         return str(self.optimized)
 
     def __repr__(self) -> str:
-        return (f"<Lowered {self.traced.name}: traced {len(self.traced.nodes)} nodes, joint "
-                f"{len(self.joint.nodes)}, optimized {len(self.optimized.nodes)}; "
-                f"backend {self.backend}; {self._memory_text()}>")
+        return (
+            f"<Lowered {self.traced.name}: traced {len(self.traced.nodes)} nodes, joint "
+            f"{len(self.joint.nodes)}, optimized {len(self.optimized.nodes)}; "
+            f"backend {self.backend}; {self._memory_text()}>"
+        )
 
     def _memory_text(self) -> str:
         try:
             return str(self.memory)
-        except Exception as exc:  # noqa: BLE001 - a repr must not raise
+        except Exception as exc:
             return f"memory unknown ({type(exc).__name__}: {exc})"
 
 
-def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = True,
-                 index_key: str | None = None) -> Lowered:
+def lower_graphs(
+    traced: Graph, joint: Graph, backend: str, optimize: bool = True, index_key: str | None = None
+) -> Lowered:
     """Run passes, fusion and code generation on a joint graph (`index_key`:
     record the kernel in the cache index, see codegen/index.py)."""
     timings: dict[str, float] = {}
     graph = _optimize_graph(joint, optimize, timings)
     if backend == "numba":
         from tracegrad.codegen import shape_generic
+
         t0 = time.perf_counter()
         kernel = attempt = None
         if shape_generic.enabled(graph) and shape_generic.may_have_template(graph):
             attempt = shape_generic.Attempt(graph)
-            if not attempt.emitted.wants_parallel:   # (templates have no parallel variant)
+            if not attempt.emitted.wants_parallel:  # (templates have no parallel variant)
                 kernel = attempt.kernel
         if kernel is None:
             kernel = _specialized_kernel(graph, index_key, attempt)
@@ -154,8 +171,9 @@ def lower_graphs(traced: Graph, joint: Graph, backend: str, optimize: bool = Tru
     return Lowered(traced, joint, graph, kernel, backend, timings, optimize=optimize)
 
 
-def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key: str | None,
-                         timings: dict) -> Lowered:
+def _lower_in_background(
+    traced: Graph, joint: Graph, optimize: bool, index_key: str | None, timings: dict
+) -> Lowered:
     """Passes and fusion now; code generation and Numba in the background worker
     (codegen/background.py). The Lowered's kernel stays None until it is promoted.
 
@@ -167,21 +185,25 @@ def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key:
     compiles their template, which serves this shape and the next ones."""
     from tracegrad.codegen import shape_generic
     from tracegrad.codegen.background import submit
+
     graph = _optimize_graph(joint, optimize, timings)
     enabled = shape_generic.enabled(graph)
     # the matching source costs a code generation: in this thread only when a template
     # for the structure exists (else the worker makes it, and the interpreter answers now)
-    attempt = shape_generic.Attempt(graph) if enabled and \
-        shape_generic.may_have_template(graph) else None
+    attempt = (
+        shape_generic.Attempt(graph) if enabled and shape_generic.may_have_template(graph) else None
+    )
     if attempt is not None and attempt.kernel is not None:
         timings["shape_generic"] = attempt.seconds
         if not attempt.emitted.wants_parallel:
-            return Lowered(traced, joint, graph, attempt.kernel, "numba", timings,
-                           optimize=optimize)
+            return Lowered(
+                traced, joint, graph, attempt.kernel, "numba", timings, optimize=optimize
+            )
     lowered = Lowered(traced, joint, graph, None, "numba", timings, optimize=optimize)
 
     def specialized():
         return _specialized_kernel(graph, index_key, attempt)
+
     if attempt is not None and attempt.kernel is not None:
         lowered.tier_runner = attempt.kernel
         lowered.tier_build = submit(graph, index_key, builder=specialized)
@@ -193,14 +215,18 @@ def _lower_in_background(traced: Graph, joint: Graph, optimize: bool, index_key:
             nonlocal attempt
             attempt = attempt or shape_generic.Attempt(graph)
             return attempt.later(specialized)
+
         lowered.tier_build = submit(graph, index_key, builder=later)
         what = "its kernel (shape-generic if it can be)"
     else:
         lowered.tier_build = submit(graph, index_key, builder=specialized)
         what = "its kernel"
-    log.info("%s: tiered: %s until %s is built in the background", traced.name,
-             "a shape-generic kernel" if lowered.tier_runner is not None else "interpreter",
-             what)
+    log.info(
+        "%s: tiered: %s until %s is built in the background",
+        traced.name,
+        "a shape-generic kernel" if lowered.tier_runner is not None else "interpreter",
+        what,
+    )
     return lowered
 
 
@@ -208,13 +234,15 @@ def _specialized_kernel(graph: Graph, index_key: str | None, attempt=None):
     """The graph's own kernel; noted, so a later shape of its structure can pair with it
     into a shape-generic template (codegen/shape_generic.py)."""
     from tracegrad.codegen import build_kernel, shape_generic
+
     kernel = build_kernel(graph, index_key=index_key)
     shape_generic.note_built(graph, attempt.parsed if attempt is not None else None)
     return kernel
 
 
-def prepare_shapes_ahead(lowered: Lowered, avals, data_leaves, retrace: Callable,
-                         optimize: bool = True) -> None:
+def prepare_shapes_ahead(
+    lowered: Lowered, avals, data_leaves, retrace: Callable, optimize: bool = True
+) -> None:
     """TRACEGRAD_SHAPE_GENERIC=ahead: after a signature's kernel, make the shape-generic
     kernel its next shapes will run, in the background worker: the function is traced
     again with every size that leads a data argument (not differentiated) one larger
@@ -222,6 +250,7 @@ def prepare_shapes_ahead(lowered: Lowered, avals, data_leaves, retrace: Callable
     from the disk cache). `retrace(avals)` gives the joint graph for other avals."""
     from tracegrad.codegen import shape_generic
     from tracegrad.codegen.background import submit
+
     graph = lowered.optimized
     if not shape_generic.enabled(graph):
         return
@@ -233,23 +262,31 @@ def prepare_shapes_ahead(lowered: Lowered, avals, data_leaves, retrace: Callable
 
     def job():
         for step in (1, -1):
-            moved = [core.Aval(tuple(d + step if d in leading else d for d in a.shape), a.dtype)
-                     for a in avals]
+            moved = [
+                core.Aval(tuple(d + step if d in leading else d for d in a.shape), a.dtype)
+                for a in avals
+            ]
             try:
-                with _BUILD_LOCK:   # tracing runs the user's function
+                with _BUILD_LOCK:  # tracing runs the user's function
                     joint = retrace(moved)
                 other = _optimize_graph(joint, optimize, {})
                 template = shape_generic.Attempt.pair(graph, other)
-            except Exception as exc:  # noqa: BLE001 - a shape the function refuses: no template
-                log.info("%s: shape-generic ahead: retrace failed (%s: %s)", graph.name,
-                         type(exc).__name__, exc)
+            except Exception as exc:
+                log.info(
+                    "%s: shape-generic ahead: retrace failed (%s: %s)",
+                    graph.name,
+                    type(exc).__name__,
+                    exc,
+                )
                 continue
             if template is not None:
                 shape_generic.compile_template(template, shape_generic.structure_key(graph))
                 return None
-        log.info("%s: shape-generic ahead: no template (the sources differ beyond literals)",
-                 graph.name)
+        log.info(
+            "%s: shape-generic ahead: no template (the sources differ beyond literals)", graph.name
+        )
         return None
+
     lowered.shapes_ahead = submit(graph, builder=job)
 
 
@@ -269,6 +306,7 @@ def prefetch_template(lowered: Lowered) -> None:
             emitted = shape_generic.emit_for_matching(graph)
             shape_generic.find(graph, emitted, shape_generic.Parsed(emitted.source))
         return None
+
     submit(None, builder=job)
 
 
@@ -277,6 +315,7 @@ def _optimize_graph(joint: Graph, optimize: bool, timings: dict) -> Graph:
         return joint
     from tracegrad.passes import optimize as optimize_graph
     from tracegrad.passes.fuse import fuse_elementwise
+
     t0 = time.perf_counter()
     graph = optimize_graph(joint)
     timings["passes"] = time.perf_counter() - t0
@@ -294,19 +333,19 @@ class _Interpreted:
 
     def __init__(self, graph: Graph):
         from tracegrad.ir.interpret import interpret
+
         self._run = functools.partial(interpret, graph)
 
     def __call__(self, *arrays):
         outs = self._run(*arrays)
         # Like a kernel, never hand back the caller's buffers (reshape/identity are views).
-        return tuple(o.copy() if any(np.may_share_memory(o, a) for a in arrays) else o
-                     for o in outs)
-
+        return tuple(
+            o.copy() if any(np.may_share_memory(o, a) for a in arrays) else o for o in outs
+        )
 
 
 def _fn_name(fn: Callable) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-
 
 
 class _Signature:
@@ -322,7 +361,6 @@ class _Signature:
 
     def key(self) -> tuple:
         return (self.in_tree, self.avals, self.wrt, self.kwarg_names)
-
 
 
 def _canonical_leaf(value: Any) -> np.ndarray:
@@ -345,7 +383,6 @@ def _canonical_leaf(value: Any) -> np.ndarray:
     return arr
 
 
-
 def _plain_leaf(value: Any):
     if isinstance(value, (np.ndarray, np.generic)) or type(value) in (float, int, bool):
         return value
@@ -354,8 +391,9 @@ def _plain_leaf(value: Any):
     return _canonical_leaf(value)
 
 
-
-
 def _is_eager_tensor(value: Any) -> bool:
-    return (type(value).__module__.startswith("tracegrad.eager")
-            and hasattr(value, "requires_grad") and hasattr(value, "detach"))
+    return (
+        type(value).__module__.startswith("tracegrad.eager")
+        and hasattr(value, "requires_grad")
+        and hasattr(value, "detach")
+    )

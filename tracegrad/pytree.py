@@ -10,10 +10,12 @@ what a leaf is and on how a structure is keyed.
     >>> tree_unflatten(tree, [np.zeros(2)])
     {'w': array([0., 0.]), 'n': 3}
 """
+
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,16 +32,20 @@ class TreeDef:
     __slots__ = ("kind", "children", "keys", "static", "_hash")
 
     def __init__(self, kind: str, children=(), keys=None, static=None):
-        self.kind = kind            # "array", "static", "tuple", "list", "dict"
+        self.kind = kind  # "array", "static", "tuple", "list", "dict"
         self.children = tuple(children)
         self.keys = keys
         self.static = static
         self._hash = hash((kind, self.children, keys, _static_key(static)))
 
     def __eq__(self, other):
-        return (isinstance(other, TreeDef) and self.kind == other.kind
-                and self.children == other.children and self.keys == other.keys
-                and _static_key(self.static) == _static_key(other.static))
+        return (
+            isinstance(other, TreeDef)
+            and self.kind == other.kind
+            and self.children == other.children
+            and self.keys == other.keys
+            and _static_key(self.static) == _static_key(other.static)
+        )
 
     def __hash__(self):
         return self._hash
@@ -80,8 +86,9 @@ def is_array_like_leaf(value: Any) -> bool:
     if isinstance(value, (np.ndarray, np.generic)):
         return True
     if isinstance(value, (list, tuple)):
-        return (len(value) > 0 and not is_namedtuple(value)
-                and all(_is_number_tree(v) for v in value))
+        return (
+            len(value) > 0 and not is_namedtuple(value) and all(_is_number_tree(v) for v in value)
+        )
     return hasattr(value, "shape") and hasattr(value, "dtype")
 
 
@@ -110,21 +117,27 @@ def _flatten(value, leaves: list, scalars_are_arrays: bool) -> TreeDef:
     if isinstance(value, (list, tuple)) and not is_array_like_leaf(value):
         kind = "list" if isinstance(value, list) else "tuple"
         # (a namedtuple keeps its class in `keys`: gradients come back as that class)
-        return TreeDef(kind, [_flatten(v, leaves, scalars_are_arrays) for v in value],
-                       keys=type(value) if is_namedtuple(value) else None)
+        return TreeDef(
+            kind,
+            [_flatten(v, leaves, scalars_are_arrays) for v in value],
+            keys=type(value) if is_namedtuple(value) else None,
+        )
     if isinstance(value, dict):
         keys = tuple(value)
-        return TreeDef("dict", [_flatten(value[k], leaves, scalars_are_arrays) for k in keys],
-                       keys=keys)
+        return TreeDef(
+            "dict", [_flatten(value[k], leaves, scalars_are_arrays) for k in keys], keys=keys
+        )
     if is_array_like_leaf(value) or (scalars_are_arrays and type(value) in (int, float, bool)):
         leaves.append(value)
         return TreeDef("array")
     try:
         hash(value)
     except TypeError:
-        raise ArgumentError(f"cannot use a value of type {type(value).__name__} as an argument: "
-                           "arguments must be arrays, Python scalars, or tuples/lists/dicts "
-                           "of them") from None
+        raise ArgumentError(
+            f"cannot use a value of type {type(value).__name__} as an argument: "
+            "arguments must be arrays, Python scalars, or tuples/lists/dicts "
+            "of them"
+        ) from None
     return TreeDef("static", static=value)
 
 

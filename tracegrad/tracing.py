@@ -19,23 +19,31 @@ rule and appends one node to the graph being built.
 Python control flow on shapes and static values works; control flow on traced
 values raises `TracingError`, which points at `tracegrad.where`.
 """
+
 from __future__ import annotations
 
 import inspect
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ops import core
 from tracegrad.ops.core import Aval, Primitive, TracegradError, register_value_kind
-
 from tracegrad.ops.operators import ArrayMethods, ArrayOperators
 from tracegrad.pytree import (  # noqa: F401  (pytree names are used here and by front ends)
-    TreeDef, identifier, is_array_like_leaf, leaf_paths, static_scalar_key, tree_flatten, tree_unflatten)
+    TreeDef,
+    identifier,
+    is_array_like_leaf,
+    leaf_paths,
+    static_scalar_key,
+    tree_flatten,
+    tree_unflatten,
+)
 
 
 class TracingError(TracegradError):
@@ -86,9 +94,9 @@ class TraceContext:
         self._captured: dict[int, Node] = {}
         self._const_by_id: dict[int, tuple[Any, Node]] = {}
         self._scalar_consts: dict[tuple, Node] = {}
-        self._substitutes: dict[int, tuple[Any, "Tracer"]] = {}
+        self._substitutes: dict[int, tuple[Any, Tracer]] = {}
 
-    def substitute(self, original: Any, tracer: "Tracer") -> None:
+    def substitute(self, original: Any, tracer: Tracer) -> None:
         """Use `tracer` wherever the object `original` (an implicit input read from a
         closure or global) reaches a traced op as an operand."""
         self._substitutes[id(original)] = (original, tracer)  # keeps `original` alive
@@ -104,7 +112,7 @@ class TraceContext:
         finally:
             stack.remove(self)
 
-    def capture(self, outer: "Tracer") -> "Tracer":
+    def capture(self, outer: Tracer) -> Tracer:
         """This trace's input standing for a tracer of an enclosing trace."""
         node = self._captured.get(id(outer.node))
         if node is None:
@@ -113,7 +121,7 @@ class TraceContext:
             self.captures.append(outer)
         return Tracer(self, node)
 
-    def new_input(self, aval: Aval, name: str) -> "Tracer":
+    def new_input(self, aval: Aval, name: str) -> Tracer:
         return Tracer(self, self.graph.add_input(aval, name))
 
     @contextmanager
@@ -232,10 +240,12 @@ class Tracer(ArrayOperators, ArrayMethods):
         loc = core.user_location()
         raise TracingError(
             "item assignment on a traced value (x[i] = v) is not supported: traced arrays "
-            "are immutable, each op makes a new value" + (f"\n  at {loc}" if loc else "")
+            "are immutable, each op makes a new value"
+            + (f"\n  at {loc}" if loc else "")
             + "\n  Build the result instead: tracegrad.where(mask, v, x) to replace "
             "elements where a mask holds, or tracegrad.concatenate / tracegrad.stack of "
-            "the pieces.")
+            "the pieces."
+        )
 
     def tolist(self):
         raise _concrete_error(self, ".tolist()", "x.tolist()")
@@ -247,8 +257,11 @@ class Tracer(ArrayOperators, ArrayMethods):
         # (core.unbox_object_array). Large ones would trace one node per element, and
         # tracegrad's own code (eager ops given a tracer) gets the error and its hint.
         caller = sys._getframe(1).f_globals.get("__name__", "")
-        if (dtype is None or np.dtype(dtype) == object) and self.size <= OBJECT_ARRAY_LIMIT \
-                and not caller.startswith("tracegrad."):
+        if (
+            (dtype is None or np.dtype(dtype) == object)
+            and self.size <= OBJECT_ARRAY_LIMIT
+            and not caller.startswith("tracegrad.")
+        ):
             out = np.empty(self.shape, dtype=object)
             if not self.shape:
                 out[()] = self
@@ -256,10 +269,14 @@ class Tracer(ArrayOperators, ArrayMethods):
                 for index in np.ndindex(*self.shape):
                     out[index] = self[index]
             return out
-        raise _concrete_error(self, "a NumPy array", "np.asarray(x) or np.array(x) of a "
-                              f"traced array of more than {OBJECT_ARRAY_LIMIT} elements, or a "
-                              "NumPy function tracegrad does not capture (build arrays of "
-                              "traced values with tracegrad.array([...]) or tracegrad.stack)")
+        raise _concrete_error(
+            self,
+            "a NumPy array",
+            "np.asarray(x) or np.array(x) of a "
+            f"traced array of more than {OBJECT_ARRAY_LIMIT} elements, or a "
+            "NumPy function tracegrad does not capture (build arrays of "
+            "traced values with tracegrad.array([...]) or tracegrad.stack)",
+        )
 
     # ---- NumPy protocol: record NumPy calls instead of computing them
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -272,8 +289,10 @@ class Tracer(ArrayOperators, ArrayMethods):
 def _no_extra_kwargs(name: str, kwargs: dict) -> None:
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
     if kwargs:
-        raise TracingError(f"{name}(): keyword arguments {sorted(kwargs)} are not supported "
-                           f"while tracing{core.user_location_suffix()}")
+        raise TracingError(
+            f"{name}(): keyword arguments {sorted(kwargs)} are not supported "
+            f"while tracing{core.user_location_suffix()}"
+        )
 
 
 def _concrete_error(tracer: Tracer, what: str, how: str) -> TracingError:
@@ -285,7 +304,8 @@ def _concrete_error(tracer: Tracer, what: str, how: str) -> TracingError:
         f"cannot convert a traced value to {what}: {how}{where}\n"
         f"  The value is {node.name} = {node.op} : {node.type_str()}{made}.\n"
         "  While tracing, arrays are symbolic: a static graph cannot depend on data.\n"
-        + _hint_for_caller())
+        + _hint_for_caller()
+    )
 
 
 def _hint_for_caller() -> str:
@@ -301,26 +321,35 @@ def _hint_for_caller() -> str:
             break
         frame = frame.f_back
     if eager_fn is not None:
-        return (f"  tracegrad.eager's {eager_fn}() got a traced value: inside tracegrad.compile, "
-                f"grad or value_and_grad write it with tracegrad's ops (tg.{eager_fn}(x), "
-                "NumPy names) or as an array method, which trace.")
+        return (
+            f"  tracegrad.eager's {eager_fn}() got a traced value: inside tracegrad.compile, "
+            f"grad or value_and_grad write it with tracegrad's ops (tg.{eager_fn}(x), "
+            "NumPy names) or as an array method, which trace."
+        )
     line = ""
     if user is not None:
         import linecache
+
         line = linecache.getline(user.f_code.co_filename, user.f_lineno).strip()
     if line.startswith("while ") or line.startswith("while("):
-        return ("  A loop that runs until a traced value says stop: use "
-                "tracegrad.while_loop(cond_fun, body_fun, init) (forward only), or "
-                "tracegrad.fori_loop(lower, upper, body, init) / tracegrad.scan when the trip "
-                "count is known; they run inside the graph.")
+        return (
+            "  A loop that runs until a traced value says stop: use "
+            "tracegrad.while_loop(cond_fun, body_fun, init) (forward only), or "
+            "tracegrad.fori_loop(lower, upper, body, init) / tracegrad.scan when the trip "
+            "count is known; they run inside the graph."
+        )
     if line.startswith(("if ", "elif ", "if(")):
-        return ("  Use tracegrad.cond(pred, true_fun, false_fun, *operands) to run one branch "
-                "(its gradient only), or tracegrad.where(cond, a, b) to select elementwise, e.g.\n"
-                "      tg.where(x > 0, x, 0.0)   instead of   x if x > 0 else 0.0")
-    return ("  Use tracegrad.where(cond, a, b) to select values elementwise, e.g.\n"
-            "      tg.where(x > 0, x, 0.0)   instead of   x if x > 0 else 0.0\n"
-            "  or make the value a static Python scalar argument (it is then part of the "
-            "cache key).")
+        return (
+            "  Use tracegrad.cond(pred, true_fun, false_fun, *operands) to run one branch "
+            "(its gradient only), or tracegrad.where(cond, a, b) to select elementwise, e.g.\n"
+            "      tg.where(x > 0, x, 0.0)   instead of   x if x > 0 else 0.0"
+        )
+    return (
+        "  Use tracegrad.where(cond, a, b) to select values elementwise, e.g.\n"
+        "      tg.where(x > 0, x, 0.0)   instead of   x if x > 0 else 0.0\n"
+        "  or make the value a static Python scalar argument (it is then part of the "
+        "cache key)."
+    )
 
 
 # -------------------------------------------------------------- trace_apply
@@ -332,8 +361,14 @@ def trace_apply(prim: Primitive, args: tuple, attrs: dict) -> Tracer:
         args = [_tensor_value(a) for a in args]
     context = _context_of(prim, args)
     args = [_substituted(a) for a in args] if _any_substitutes() else args
-    operands = [(context.capture(a) if isinstance(a, Tracer) and a.context is not context
-                 else _operand(context, a, prim)) for a in args]
+    operands = [
+        (
+            context.capture(a)
+            if isinstance(a, Tracer) and a.context is not context
+            else _operand(context, a, prim)
+        )
+        for a in args
+    ]
     avals = [o.node.aval if isinstance(o, Tracer) else _static_aval(o) for o in operands]
     out_aval = prim.shape_rule(*avals, **attrs)
     scalar_dtype = _weak_scalar_dtype(avals)
@@ -346,8 +381,7 @@ def trace_apply(prim: Primitive, args: tuple, attrs: dict) -> Tracer:
         else:  # a weakly typed Python scalar takes the dtype of its array operands
             nodes.append(context.const_node(operand, dtype=scalar_dtype))
     source = _source_override() or core.user_location()
-    node = context.graph.new_node(prim.name, nodes, attrs, out_aval, source=source,
-                                  tag=context.tag)
+    node = context.graph.new_node(prim.name, nodes, attrs, out_aval, source=source, tag=context.tag)
     origin = getattr(_state, "vjp_of", None)
     if origin is not None:
         context.vjp_origin[node.id] = origin
@@ -364,6 +398,7 @@ def _tensor_value(value: Any) -> Any:
     if type(value).__name__ != "Tensor" or not hasattr(value, "_requires_grad"):
         return value
     from tracegrad.eager import capture_hooks
+
     capture_hooks.lift(value)
     return value._data if not isinstance(value._data, np.ndarray) else value
 
@@ -396,13 +431,14 @@ def _context_of(prim: Primitive, args: tuple) -> TraceContext:
     return context
 
 
-def _escaped_error(what: str, tracer: "Tracer") -> TracingError:
+def _escaped_error(what: str, tracer: Tracer) -> TracingError:
     made = f" (made at {tracer.node.source})" if tracer.node.source else ""
     return TracingError(
         f"{what}: a traced value escaped from a trace that has finished: {tracer.node.name} = "
         f"{tracer.node.op} : {tracer.node.type_str()}{made}. Values seen while tracing are "
         "symbolic and only valid inside the traced function; return them from it instead of "
-        "storing them." + core.user_location_suffix())
+        "storing them." + core.user_location_suffix()
+    )
 
 
 def _operand(context: TraceContext, value: Any, prim: Primitive):
@@ -438,34 +474,72 @@ register_value_kind(Tracer, 20, trace_apply)
 def _object_loop_method(name: str):
     def method(self):
         return _api(name)(self)
+
     method.__name__ = name
     return method
 
 
 # NumPy's ufuncs on object arrays (np.tanh(np.array([x, 2 * x]))) call the method of
 # the same name on each element.
-for _name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "sin",
-              "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
-              "arccosh", "arctanh", "square", "reciprocal", "sign", "floor", "ceil", "rint",
-              "deg2rad", "rad2deg", "conjugate"):
+for _name in (
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sqrt",
+    "cbrt",
+    "sin",
+    "cos",
+    "tan",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
+    "square",
+    "reciprocal",
+    "sign",
+    "floor",
+    "ceil",
+    "rint",
+    "deg2rad",
+    "rad2deg",
+    "conjugate",
+):
     if not hasattr(Tracer, _name):
         setattr(Tracer, _name, _object_loop_method(_name))
 
 
 # --------------------------------------------------------- NumPy protocol
 
+
 def _api(name: str) -> Callable:
     from tracegrad.ops import api
+
     fn = getattr(api, name, None)
     if fn is None:
-        raise TracingError(f"tracegrad has no op {name!r} yet, so it cannot be traced"
-                           + core.user_location_suffix())
+        raise TracingError(
+            f"tracegrad has no op {name!r} yet, so it cannot be traced"
+            + core.user_location_suffix()
+        )
     return fn
 
 
 # NumPy ufunc name -> tracegrad op name, where they differ (None: identity).
-_UFUNC_NAMES = {"true_divide": "divide", "absolute": "abs", "fabs": "abs",
-                "float_power": "power", "positive": None}
+_UFUNC_NAMES = {
+    "true_divide": "divide",
+    "absolute": "abs",
+    "fabs": "abs",
+    "float_power": "power",
+    "positive": None,
+}
 
 
 def _numpy_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
@@ -473,8 +547,9 @@ def _numpy_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
     if method != "__call__" or kwargs:
         what = f"numpy.{name}.{method}" if method != "__call__" else f"numpy.{name}"
         extra = f" with keyword arguments {sorted(kwargs)}" if kwargs else ""
-        raise TracingError(f"{what}{extra} is not supported on traced values"
-                           f"{core.user_location_suffix()}")
+        raise TracingError(
+            f"{what}{extra} is not supported on traced values{core.user_location_suffix()}"
+        )
     op_name = _UFUNC_NAMES.get(name, name)
     if op_name is None:  # np.positive: identity
         return inputs[0]
@@ -482,14 +557,17 @@ def _numpy_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
     if fn is None and name == "square":
         return _api("multiply")(inputs[0], inputs[0])
     if fn is None:
-        raise TracingError(f"numpy.{name} is not supported on traced values: tracegrad has no "
-                           f"op for it. Use the tracegrad ops (tracegrad.exp, tracegrad.where, "
-                           f"...) instead{core.user_location_suffix()}")
+        raise TracingError(
+            f"numpy.{name} is not supported on traced values: tracegrad has no "
+            f"op for it. Use the tracegrad ops (tracegrad.exp, tracegrad.where, "
+            f"...) instead{core.user_location_suffix()}"
+        )
     return fn(*inputs)
 
 
 def _lookup_api(name: str):
     from tracegrad.ops import api
+
     return getattr(api, name, None)
 
 
@@ -500,16 +578,20 @@ def _static_shape(x, *args, **kwargs):
 def _np_reduction(op_name: str):
     def handler(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
         if dtype is not None or out is not None or kwargs:
-            raise TracingError(f"numpy.{op_name}: dtype=, out=, where=, initial= are not "
-                               f"supported on traced values{core.user_location_suffix()}")
+            raise TracingError(
+                f"numpy.{op_name}: dtype=, out=, where=, initial= are not "
+                f"supported on traced values{core.user_location_suffix()}"
+            )
         return _api(op_name)(a, axis=axis, keepdims=bool(keepdims))
+
     return handler
 
 
 def _np_dot(a, b, out=None):
     if out is not None:
-        raise TracingError("numpy.dot: out= is not supported on traced values"
-                           + core.user_location_suffix())
+        raise TracingError(
+            "numpy.dot: out= is not supported on traced values" + core.user_location_suffix()
+        )
     return _api("dot")(a, b)
 
 
@@ -521,8 +603,9 @@ def _np_reshape(a, *args, **kwargs):
     shape = kwargs.pop("newshape", kwargs.pop("shape", args[0] if args else None))
     order = kwargs.pop("order", args[1] if len(args) > 1 else "C")
     if order != "C" or kwargs:
-        raise TracingError("numpy.reshape: only order='C' is supported while tracing"
-                           + core.user_location_suffix())
+        raise TracingError(
+            "numpy.reshape: only order='C' is supported while tracing" + core.user_location_suffix()
+        )
     if isinstance(shape, int):
         shape = (shape,)
     return _api("reshape")(a, tuple(shape))
@@ -530,18 +613,22 @@ def _np_reshape(a, *args, **kwargs):
 
 def _np_where(cond, x=None, y=None):
     if x is None or y is None:
-        raise TracingError("numpy.where(cond) with one argument returns data-dependent shapes; "
-                           "a static graph needs where(cond, x, y)"
-                           + core.user_location_suffix())
+        raise TracingError(
+            "numpy.where(cond) with one argument returns data-dependent shapes; "
+            "a static graph needs where(cond, x, y)" + core.user_location_suffix()
+        )
     return _api("where")(cond, x, y)
 
 
 def _np_like(name: str):
     def handler(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
         if shape is not None or kwargs:
-            raise TracingError(f"numpy.{name}: shape= is not supported on traced values"
-                               + core.user_location_suffix())
+            raise TracingError(
+                f"numpy.{name}: shape= is not supported on traced values"
+                + core.user_location_suffix()
+            )
         return _api(name)(a, dtype=dtype)
+
     return handler
 
 
@@ -576,10 +663,12 @@ def _np_moveaxis(a, source, destination):
 _NUMPY_FUNCTIONS: dict[str, Callable] = {
     "shape": _static_shape,
     "ndim": lambda a: len(_static_shape(a)),
-    "size": lambda a, axis=None: (int(np.prod(_static_shape(a))) if axis is None
-                                  else _static_shape(a)[axis]),
-    "result_type": lambda *xs: np.result_type(*[x.dtype if isinstance(x, Tracer) else x
-                                                for x in xs]),
+    "size": lambda a, axis=None: (
+        int(np.prod(_static_shape(a))) if axis is None else _static_shape(a)[axis]
+    ),
+    "result_type": lambda *xs: np.result_type(
+        *[x.dtype if isinstance(x, Tracer) else x for x in xs]
+    ),
     "sum": _np_reduction("sum"),
     "mean": _np_reduction("mean"),
     "max": _np_reduction("max"),
@@ -608,17 +697,34 @@ _NUMPY_FUNCTIONS: dict[str, Callable] = {
     "copy": lambda a, **kw: a,
     "asarray": lambda a, dtype=None, **kw: a if dtype is None else _api("astype")(a, dtype),
     "ravel": lambda a, order="C": _api("ravel")(a),
-    "var": lambda a, axis=None, dtype=None, out=None, ddof=0, keepdims=False:
-        _api("var")(a, axis=axis, ddof=ddof, keepdims=keepdims),
-    "argmax": lambda a, axis=None, out=None, keepdims=False:
-        _api("argmax")(a, axis=axis, keepdims=keepdims),
-    "argmin": lambda a, axis=None, out=None, keepdims=False:
-        _api("argmin")(a, axis=axis, keepdims=keepdims),
-    "norm": lambda x, ord=None, axis=None, keepdims=False:  # numpy.linalg.norm
-        _api("norm")(x, ord=ord, axis=axis, keepdims=keepdims),
+    "var": lambda a, axis=None, dtype=None, out=None, ddof=0, keepdims=False: _api("var")(
+        a, axis=axis, ddof=ddof, keepdims=keepdims
+    ),
+    "argmax": lambda a, axis=None, out=None, keepdims=False: _api("argmax")(
+        a, axis=axis, keepdims=keepdims
+    ),
+    "argmin": lambda a, axis=None, out=None, keepdims=False: _api("argmin")(
+        a, axis=axis, keepdims=keepdims
+    ),
+    "norm": lambda x, ord=None, axis=None, keepdims=False: (  # numpy.linalg.norm
+        _api("norm")(x, ord=ord, axis=axis, keepdims=keepdims)
+    ),
 }
-for _name in ("cholesky", "solve", "inv", "det", "slogdet", "eigh", "eigvalsh", "qr", "svd",
-              "svdvals", "pinv", "lstsq", "matrix_rank"):  # numpy.linalg (ops/linalg.py)
+for _name in (
+    "cholesky",
+    "solve",
+    "inv",
+    "det",
+    "slogdet",
+    "eigh",
+    "eigvalsh",
+    "qr",
+    "svd",
+    "svdvals",
+    "pinv",
+    "lstsq",
+    "matrix_rank",
+):  # numpy.linalg (ops/linalg.py)
     _NUMPY_FUNCTIONS[_name] = lambda *a, _n=_name, **kw: getattr(_api("linalg"), _n)(*a, **kw)
 
 
@@ -633,37 +739,140 @@ def _numpy_function(func, args: tuple, kwargs: dict):
         raise TracingError(
             f"{module}.{name} is not supported on traced values: tracegrad would have to "
             "compute it on concrete values, which a static graph does not have. Use a "
-            f"tracegrad op instead{core.user_location_suffix()}")
+            f"tracegrad op instead{core.user_location_suffix()}"
+        )
     return handler(*args, **kwargs)
 
 
 # NumPy functions whose tracegrad op has the same name and signature.
-_API_PASSTHROUGH = {"softmax", "log_softmax", "logsumexp", "squeeze", "tanh", "exp", "log",
-                    "sqrt", "abs", "sin", "cos",
-                    # issue 13: NumPy coverage (tracegrad/ops/api.py, same signatures)
-                    "einsum", "tensordot", "prod", "repeat", "vstack", "row_stack", "hstack",
-                    "dstack", "column_stack", "split", "array_split", "hsplit", "vsplit",
-                    "dsplit", "cumsum", "cumprod", "trace", "roll", "diag", "diagflat",
-                    "diagonal", "triu", "tril", "outer", "inner", "vdot", "kron", "cross",
-                    "std", "sort", "argsort", "sinc", "real", "imag", "tile", "flip", "fliplr",
-                    "flipud", "atleast_1d", "atleast_2d", "atleast_3d", "diff", "tan", "sinh",
-                    "cosh", "log1p", "expm1", "log2", "log10", "arcsin", "arccos", "arctan",
-                    "arctan2", "hypot", "logaddexp", "square", "conj", "conjugate",
-                    "arcsinh", "arccosh", "arctanh", "isnan", "isinf", "ceil", "trunc", "fix",
-                    "fmax", "fmin", "nan_to_num", "angle", "real_if_close", "rot90", "rollaxis",
-                    "linspace", "floor_divide", "round", "around", "rint", "cbrt", "heaviside",
-                    "any", "all", "ptp", "average", "nansum", "nanmean", "quantile",
-                    "percentile", "median", "pad", "meshgrid", "nanmax", "nanmin", "nanprod",
-                    "nanvar", "nanstd", "nancumsum", "append"}
+_API_PASSTHROUGH = {
+    "softmax",
+    "log_softmax",
+    "logsumexp",
+    "squeeze",
+    "tanh",
+    "exp",
+    "log",
+    "sqrt",
+    "abs",
+    "sin",
+    "cos",
+    # issue 13: NumPy coverage (tracegrad/ops/api.py, same signatures)
+    "einsum",
+    "tensordot",
+    "prod",
+    "repeat",
+    "vstack",
+    "row_stack",
+    "hstack",
+    "dstack",
+    "column_stack",
+    "split",
+    "array_split",
+    "hsplit",
+    "vsplit",
+    "dsplit",
+    "cumsum",
+    "cumprod",
+    "trace",
+    "roll",
+    "diag",
+    "diagflat",
+    "diagonal",
+    "triu",
+    "tril",
+    "outer",
+    "inner",
+    "vdot",
+    "kron",
+    "cross",
+    "std",
+    "sort",
+    "argsort",
+    "sinc",
+    "real",
+    "imag",
+    "tile",
+    "flip",
+    "fliplr",
+    "flipud",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "diff",
+    "tan",
+    "sinh",
+    "cosh",
+    "log1p",
+    "expm1",
+    "log2",
+    "log10",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "arctan2",
+    "hypot",
+    "logaddexp",
+    "square",
+    "conj",
+    "conjugate",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
+    "isnan",
+    "isinf",
+    "ceil",
+    "trunc",
+    "fix",
+    "fmax",
+    "fmin",
+    "nan_to_num",
+    "angle",
+    "real_if_close",
+    "rot90",
+    "rollaxis",
+    "linspace",
+    "floor_divide",
+    "round",
+    "around",
+    "rint",
+    "cbrt",
+    "heaviside",
+    "any",
+    "all",
+    "ptp",
+    "average",
+    "nansum",
+    "nanmean",
+    "quantile",
+    "percentile",
+    "median",
+    "pad",
+    "meshgrid",
+    "nanmax",
+    "nanmin",
+    "nanprod",
+    "nanvar",
+    "nanstd",
+    "nancumsum",
+    "append",
+}
 
 
 # -------------------------------------------------------------------- trace
 
+
 class TracedFunction:
     """The result of tracing: the graph plus the argument and output structure."""
 
-    def __init__(self, graph: Graph, in_tree: TreeDef, out_tree: TreeDef,
-                 input_paths: list[str], captures: list | None = None):
+    def __init__(
+        self,
+        graph: Graph,
+        in_tree: TreeDef,
+        out_tree: TreeDef,
+        input_paths: list[str],
+        captures: list | None = None,
+    ):
         self.graph = graph
         self.in_tree = in_tree
         self.out_tree = out_tree
@@ -695,8 +904,9 @@ def abstract_leaf(value: Any) -> Aval:
         return Aval((), np.asarray(value).dtype)
     shape = getattr(value, "shape", None)
     if shape is not None and hasattr(value, "dtype") and not isinstance(value, np.ndarray):
-        return Aval(tuple(shape), np.dtype(getattr(value, "np_dtype", None) or
-                                           _numpy_dtype(value.dtype)))
+        return Aval(
+            tuple(shape), np.dtype(getattr(value, "np_dtype", None) or _numpy_dtype(value.dtype))
+        )
     arr = core.as_operand(value)
     arr = np.asarray(arr)
     return Aval(arr.shape, arr.dtype)
@@ -709,9 +919,14 @@ def _numpy_dtype(dtype) -> np.dtype:
         return np.dtype(str(dtype).rsplit(".", 1)[-1])
 
 
-def trace_flat(fn: Callable, args: tuple, avals: Sequence[Aval] | None = None,
-               name: str | None = None, in_tree: TreeDef | None = None,
-               scalar_argnums: Sequence[int] = ()) -> TracedFunction:
+def trace_flat(
+    fn: Callable,
+    args: tuple,
+    avals: Sequence[Aval] | None = None,
+    name: str | None = None,
+    in_tree: TreeDef | None = None,
+    scalar_argnums: Sequence[int] = (),
+) -> TracedFunction:
     """Trace `fn(*args)`; array leaves of `args` become graph inputs (with `avals`
     if given), static leaves are passed through. Returns the graph and structure."""
     arg_names = argument_names(fn, len(args))
@@ -727,18 +942,19 @@ def trace_flat(fn: Callable, args: tuple, avals: Sequence[Aval] | None = None,
         avals = [abstract_leaf(v) for v in leaves]
     context = TraceContext(name or getattr(fn, "__name__", "f"))
     used: set[str] = set()
-    tracers = [context.new_input(aval, _unique(identifier(p), used))
-               for aval, p in zip(avals, paths)]
+    tracers = [
+        context.new_input(aval, _unique(identifier(p), used)) for aval, p in zip(avals, paths)
+    ]
     traced_args = tree_unflatten(in_tree, tracers)
     with context.active():
         result = fn(*traced_args)
-        if inspect.isgenerator(result) or inspect.iscoroutine(result) or \
-                inspect.isasyncgen(result):
+        if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
             raise TracingError(
                 f"{getattr(fn, '__name__', 'the function')} returned a "
                 f"{type(result).__name__} object, not arrays: its body runs only when it is "
                 "iterated, after tracing ended. Return a tuple or list of arrays instead"
-                + core.user_location_suffix())
+                + core.user_location_suffix()
+            )
         out_leaves, out_tree = tree_flatten(result, arrays_only_scalars=True)
         graph = context.graph
         for leaf in out_leaves:
@@ -799,12 +1015,14 @@ def trace(fn: Callable, *example_args: Any) -> Graph:
 def make_graph(fn: Callable) -> Callable:
     """JAX's `make_jaxpr`: `tg.make_jaxpr(f)(*example_args)` is `tg.trace(f, *example_args)`.
 
-        >>> import numpy as np, tracegrad as tg
-        >>> print(tg.make_jaxpr(lambda x: x * 2.0)(np.ones(2)).nodes[-1].op)
-        mul
+    >>> import numpy as np, tracegrad as tg
+    >>> print(tg.make_jaxpr(lambda x: x * 2.0)(np.ones(2)).nodes[-1].op)
+    mul
     """
+
     def traced(*example_args: Any) -> Graph:
         return trace(fn, *example_args)
+
     return traced
 
 

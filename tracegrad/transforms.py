@@ -21,10 +21,12 @@ Each is compiled once per input signature like `grad`:
     >>> pullback(np.array([1.0, 1.0]))
     (array([ 3., 12.]),)
 """
+
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,11 +34,12 @@ from tracegrad.ops import api
 from tracegrad.pytree import is_namedtuple
 from tracegrad.tracing import TreeDef, tree_flatten, tree_unflatten
 
-_CACHE: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
 
 
 def _register_cache() -> None:
     from tracegrad.compiler import on_clear_caches
+
     on_clear_caches(_CACHE.clear)
 
 
@@ -62,8 +65,7 @@ def _leaves(tree) -> list:
 
 def _is_float_leaf(v) -> bool:
     dtype = getattr(v, "dtype", None)
-    return np.issubdtype(np.dtype(dtype if dtype is not None else np.asarray(v).dtype),
-                         np.inexact)
+    return np.issubdtype(np.dtype(dtype if dtype is not None else np.asarray(v).dtype), np.inexact)
 
 
 def _vdot(out, ct):
@@ -93,8 +95,9 @@ def _as_arrays(tree):
     cotangents are values to differentiate, never static (a Python float primal's
     tangent was dropped, and float cotangents were baked into the trace)."""
     leaves, treedef = tree_flatten(tree, arrays_only_scalars=True)
-    return tree_unflatten(treedef, [np.asarray(v) if type(v) in (float, int, bool) else v
-                                    for v in leaves])
+    return tree_unflatten(
+        treedef, [np.asarray(v) if type(v) in (float, int, bool) else v for v in leaves]
+    )
 
 
 def _args_as_arrays(args) -> tuple:
@@ -106,8 +109,9 @@ def _args_as_arrays(args) -> tuple:
 def _copied(tree):
     """`tree` with its NumPy array leaves copied (tracers and tensors as they are)."""
     leaves, treedef = tree_flatten(tree, arrays_only_scalars=True)
-    return tree_unflatten(treedef, [np.array(v, copy=True) if type(v) is np.ndarray else v
-                                    for v in leaves])
+    return tree_unflatten(
+        treedef, [np.array(v, copy=True) if type(v) is np.ndarray else v for v in leaves]
+    )
 
 
 def _args_leaves(args) -> list:
@@ -139,9 +143,14 @@ def _like_output(ct, out):
 def _pullback(fn: Callable, has_aux: bool, primals: tuple, ct):
     """Traceable: the cotangent of every primal for output cotangent `ct`."""
     from tracegrad.compiler import grad
+
     n = len(primals)
-    return grad(lambda *p: _vdot(_split_aux(fn(*p), has_aux)[0], ct), argnums=tuple(range(n)),
-                backend="interpret", optimize=False)(*primals)
+    return grad(
+        lambda *p: _vdot(_split_aux(fn(*p), has_aux)[0], ct),
+        argnums=tuple(range(n)),
+        backend="interpret",
+        optimize=False,
+    )(*primals)
 
 
 def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str | None = None):
@@ -156,13 +165,20 @@ def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str | None 
     (array([3.]), array([2.]))
     """
     from tracegrad.compiler import CompiledFunction
+
     _check_primals("vjp", primals)
-    forward = _cached(fn, ("forward", has_aux, backend),
-                      lambda: CompiledFunction(fn, "compile", backend=backend))
+    forward = _cached(
+        fn, ("forward", has_aux, backend), lambda: CompiledFunction(fn, "compile", backend=backend)
+    )
     result = forward(*primals)
     out, aux = _split_aux(result, has_aux)
-    backward = _cached(fn, ("pullback", has_aux, backend), lambda: CompiledFunction(
-        lambda primals, ct: _pullback(fn, has_aux, primals, ct), "compile", backend=backend))
+    backward = _cached(
+        fn,
+        ("pullback", has_aux, backend),
+        lambda: CompiledFunction(
+            lambda primals, ct: _pullback(fn, has_aux, primals, ct), "compile", backend=backend
+        ),
+    )
 
     # the pullback is the derivative at this point: the primals and the arrays fn
     # reads from its closure are copied now (JAX keeps residuals), so changing them in
@@ -174,6 +190,7 @@ def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str | None 
         ct = _like_output(ct, out)
         _check_cotangent(ct, out)
         return tuple(backward.call_with_implicit((at_primals, ct), snapshot))
+
     pullback.__name__ = f"pullback_of_{getattr(fn, '__name__', 'f')}"
     return (out, pullback, aux) if has_aux else (out, pullback)
 
@@ -181,22 +198,28 @@ def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str | None 
 def _check_cotangent(ct, out) -> None:
     """A pullback's cotangent has the output's structure and shapes (JAX: ValueError)."""
     from tracegrad.ops.core import ShapeError
+
     ct_leaves, ct_tree = tree_flatten(ct, arrays_only_scalars=True)
     out_leaves, out_tree = tree_flatten(out, arrays_only_scalars=True)
     if ct_tree != out_tree:
-        raise ShapeError(f"vjp: unexpected tree structure of the cotangent: got {ct_tree}, "
-                         f"but expected the output's {out_tree}")
+        raise ShapeError(
+            f"vjp: unexpected tree structure of the cotangent: got {ct_tree}, "
+            f"but expected the output's {out_tree}"
+        )
     for k, (c, o) in enumerate(zip(ct_leaves, out_leaves)):
         if np.shape(c) != np.shape(_unboxed(o)):
-            raise ShapeError(f"vjp: cotangent leaf {k} has shape {np.shape(c)}, but the output "
-                             f"leaf has shape {np.shape(_unboxed(o))}; a cotangent must match "
-                             "the output's structure and shapes")
+            raise ShapeError(
+                f"vjp: cotangent leaf {k} has shape {np.shape(c)}, but the output "
+                f"leaf has shape {np.shape(_unboxed(o))}; a cotangent must match "
+                "the output's structure and shapes"
+            )
 
 
 def _trace_fn(fn: Callable, primals: tuple):
     """`fn` traced on the flattened `primals` (tracers of the enclosing trace):
     (graph, out_tree, primal leaves + captured outer values)."""
     from tracegrad.tracing import abstract_leaf, trace_subgraph
+
     leaves, in_tree = _args_flatten(primals)
     avals = [abstract_leaf(v) for v in leaves]
     name = getattr(fn, "__name__", "f").strip("<>")
@@ -207,11 +230,13 @@ def _trace_fn(fn: Callable, primals: tuple):
 def _jvp_traceable(fn: Callable, has_aux: bool, primals: tuple, tangents: tuple):
     """Traceable: (out, J @ tangents[, aux]) by the forward-mode pass over `fn`'s graph."""
     from tracegrad.forward import jvp_apply, zeros_like_if_none
+
     graph, out_tree, args = _trace_fn(fn, primals)
     t_leaves = _args_leaves(tangents)
     t_leaves += [None] * (len(args) - len(t_leaves))  # closed-over values: no tangent
-    outs, touts = jvp_apply(graph, args, [t if _is_float_leaf(p) else None
-                                          for p, t in zip(args, t_leaves)])
+    outs, touts = jvp_apply(
+        graph, args, [t if _is_float_leaf(p) else None for p, t in zip(args, t_leaves)]
+    )
     result = tree_unflatten(out_tree, outs)
     out, aux = _split_aux(result, has_aux)
     n_out = len(_leaves(out)) if has_aux else len(outs)
@@ -223,8 +248,10 @@ def _jvp_traceable(fn: Callable, has_aux: bool, primals: tuple, tangents: tuple)
 
 def _check_tangents(primals: Sequence, tangents: Sequence) -> None:
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
-        raise TypeError("jvp: primals and tangents must be tuples (one entry per argument), got "
-                        f"{type(primals).__name__} and {type(tangents).__name__}")
+        raise TypeError(
+            "jvp: primals and tangents must be tuples (one entry per argument), got "
+            f"{type(primals).__name__} and {type(tangents).__name__}"
+        )
     if len(primals) != len(tangents):
         raise TypeError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
     for k, (p, t) in enumerate(zip(primals, tangents)):
@@ -233,12 +260,20 @@ def _check_tangents(primals: Sequence, tangents: Sequence) -> None:
             raise TypeError(f"jvp: primal {k} and its tangent have different structures")
         for a, b in zip(pl, tl):
             if np.shape(a) != np.shape(b):
-                raise TypeError(f"jvp: primal {k} has shape {np.shape(a)} but its tangent has "
-                                f"shape {np.shape(b)}; tangents must match their primals")
+                raise TypeError(
+                    f"jvp: primal {k} has shape {np.shape(a)} but its tangent has "
+                    f"shape {np.shape(b)}; tangents must match their primals"
+                )
 
 
-def jvp(fn: Callable, primals: Sequence, tangents: Sequence, *, has_aux: bool = False,
-        backend: str | None = None):
+def jvp(
+    fn: Callable,
+    primals: Sequence,
+    tangents: Sequence,
+    *,
+    has_aux: bool = False,
+    backend: str | None = None,
+):
     """JAX's `jvp`: `(fn(*primals), J @ tangents)` (and `aux` with `has_aux`).
 
     >>> import numpy as np, tracegrad as tg
@@ -246,11 +281,18 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence, *, has_aux: bool = 
     (array(0.), array(2.))
     """
     from tracegrad.compiler import CompiledFunction
+
     _check_tangents(primals, tangents)
     _check_primals("jvp", primals)
-    compiled = _cached(fn, ("jvp", has_aux, backend), lambda: CompiledFunction(
-        lambda primals, tangents: _jvp_traceable(fn, has_aux, primals, tangents), "compile",
-        backend=backend))
+    compiled = _cached(
+        fn,
+        ("jvp", has_aux, backend),
+        lambda: CompiledFunction(
+            lambda primals, tangents: _jvp_traceable(fn, has_aux, primals, tangents),
+            "compile",
+            backend=backend,
+        ),
+    )
     return compiled(_args_as_arrays(primals), _args_as_arrays(tangents))
 
 
@@ -269,20 +311,21 @@ def linearize(fn: Callable, *primals: Any, backend: str | None = None):
     from tracegrad.compiler import CompiledFunction
     from tracegrad.forward import jvp_graph, partial_eval
     from tracegrad.tracing import Tracer, active_contexts, trace_flat
+
     _check_primals("linearize", primals)
     leaves = _args_leaves(primals)
     if active_contexts() or any(isinstance(v, Tracer) for v in leaves):
         # inside an enclosing trace: the primal is symbolic, nothing to store
         out = fn(*primals)
-        return out, lambda *tangents: jvp(fn, tuple(primals), tuple(tangents),
-                                          backend=backend)[1]
+        return out, lambda *tangents: jvp(fn, tuple(primals), tuple(tangents), backend=backend)[1]
     traced = trace_flat(fn, tuple(primals), scalar_argnums=tuple(range(len(primals))))
     graph = traced.graph
     n_in, n_out = len(graph.inputs), len(graph.outputs)
     wrt = [k for k, node in enumerate(graph.inputs) if np.issubdtype(node.dtype, np.inexact)]
     fwd = jvp_graph(graph, wrt, joint=False)
-    known, linear = partial_eval(fwd, unknown_inputs=range(n_in, n_in + len(wrt)),
-                                 unknown_outputs=range(n_out, 2 * n_out))
+    known, linear = partial_eval(
+        fwd, unknown_inputs=range(n_in, n_in + len(wrt)), unknown_outputs=range(n_out, 2 * n_out)
+    )
     results = CompiledFunction(_graph_runner(known), "compile", backend=backend)(*leaves)
     out = tree_unflatten(traced.out_tree, list(results[:n_out]))
     residuals = tuple(results[n_out:])
@@ -293,6 +336,7 @@ def linearize(fn: Callable, *primals: Any, backend: str | None = None):
         t_leaves = _args_leaves(tangents)
         touts = linear_part(*residuals, *[t_leaves[k] for k in wrt])
         return tree_unflatten(traced.out_tree, list(touts))
+
     f_jvp.__name__ = f"jvp_of_{getattr(fn, '__name__', 'f')}"
     return out, f_jvp
 
@@ -305,12 +349,18 @@ def _graph_runner(graph) -> Callable:
     def run(*args):
         env = replay(graph, args, active_contexts()[-1])
         return tuple(env[o.id] for o in graph.outputs)
+
     run.__name__ = graph.name
     return run
 
 
-def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
-           backend: str | None = None):
+def jacfwd(
+    fn: Callable,
+    argnums: int | Sequence[int] = 0,
+    *,
+    has_aux: bool = False,
+    backend: str | None = None,
+):
     """JAX's `jacfwd`: the Jacobian by forward mode, the tangent pass `vmap`ped over
     the input's basis (the primal runs once), shaped `output.shape + input.shape`
     (a tuple of them for tuple `argnums`). Outputs and arguments may be pytrees:
@@ -326,29 +376,34 @@ def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = Fa
     array([1., 1.])
     """
     from tracegrad.compiler import _normalize_argnums
+
     positions = _normalize_argnums(argnums)
     many = isinstance(argnums, (tuple, list))
 
     def jacobian_columns(*args):
         from tracegrad.autodiff import replay
         from tracegrad.tracing import active_contexts
+
         graph, out_tree, leaves = _trace_fn(fn, args)
         env = replay(graph, leaves, active_contexts()[-1])  # the primal, computed once
         result = tree_unflatten(out_tree, [env[n.id] for n in graph.outputs])
         aux = _split_aux(result, has_aux)[1]
         out_tree_only = out_tree.children[0] if has_aux else out_tree
-        out_nodes = graph.outputs[:out_tree_only.num_leaves]
+        out_nodes = graph.outputs[: out_tree_only.num_leaves]
         per_arg = []  # per argument: its tree, and per leaf d outputs / d leaf
         for pos in positions:
             arg_tree, nodes = _argument_inputs(graph, args, pos)
             per_arg.append((arg_tree, [_columns(graph, env, node, out_nodes) for node in nodes]))
         parts = []
         for j in range(len(out_nodes)):
-            jac = [tree_unflatten(arg_tree, [cols[j] for cols in per_leaf])
-                   for arg_tree, per_leaf in per_arg]
+            jac = [
+                tree_unflatten(arg_tree, [cols[j] for cols in per_leaf])
+                for arg_tree, per_leaf in per_arg
+            ]
             parts.append(tuple(jac) if many else jac[0])
         jac = tree_unflatten(out_tree_only, parts)
         return (jac, aux) if has_aux else jac
+
     jacobian_columns.__name__ = f"jacfwd({getattr(fn, '__name__', 'f')})"
     compiled = _jacfwd_class()(jacobian_columns, "compile", backend=backend)
     compiled.array_argnums = positions
@@ -371,8 +426,10 @@ def _jacfwd_class():
                 n = len(args)
                 _check_differentiated(self.fn, args, self.array_argnums)
                 wanted = {p % n for p in self.array_argnums}
-                return super().__call__(*(_as_arrays(a) if i in wanted else a
-                                          for i, a in enumerate(args)), **kwargs)
+                return super().__call__(
+                    *(_as_arrays(a) if i in wanted else a for i, a in enumerate(args)), **kwargs
+                )
+
         _JACFWD_CLASS.append(JacfwdFunction)
     return _JACFWD_CLASS[0]
 
@@ -383,20 +440,23 @@ def _check_differentiated(fn: Callable, args: tuple, positions: Sequence[int]) -
     jacrev(f)("foo") returned "foo")."""
     from tracegrad.compiler import ArgumentTypeError
     from tracegrad.ops.core import user_location_suffix
+
     name = getattr(fn, "__name__", "f")
     for p in positions:
         if not -len(args) <= p < len(args):
             raise ArgumentTypeError(
                 f"{name}: differentiating with respect to argnums={p} needs at least "
                 f"{p + 1 if p >= 0 else -p} positional arguments, but got only {len(args)}"
-                + user_location_suffix())
+                + user_location_suffix()
+            )
         bad = _text_leaf(args[p]) if args[p] is not None else [None]
         if bad:
             raise ArgumentTypeError(
                 f"{name}: argument {p % len(args)} holds {bad[0]!r:.40} of type "
                 f"{type(bad[0])}, where an array is expected: a differentiated argument is a "
                 "floating-point array or Python float, or a tuple/list/dict of them"
-                + user_location_suffix())
+                + user_location_suffix()
+            )
 
 
 def _check_primals(transform: str, primals: Sequence) -> None:
@@ -404,21 +464,28 @@ def _check_primals(transform: str, primals: Sequence) -> None:
     (vjp(f, "foo") returned "foo"); JAX raises TypeError."""
     from tracegrad.compiler import ArgumentTypeError
     from tracegrad.ops.core import user_location_suffix
+
     for k, p in enumerate(primals):
         bad = _text_leaf(p)
         if bad:
             raise ArgumentTypeError(
                 f"{transform}: primal {k} holds {bad[0]!r:.40} of type {type(bad[0])}, where "
                 "an array is expected: primals are floating-point arrays or Python floats, "
-                "or tuples/lists/dicts of them" + user_location_suffix())
+                "or tuples/lists/dicts of them" + user_location_suffix()
+            )
 
 
 def _text_leaf(value) -> list:
     """[the first str/bytes in a pytree], or []."""
     if isinstance(value, (str, bytes)):
         return [value]
-    items = value.values() if isinstance(value, dict) else \
-        value if isinstance(value, (tuple, list)) else ()
+    items = (
+        value.values()
+        if isinstance(value, dict)
+        else value
+        if isinstance(value, (tuple, list))
+        else ()
+    )
     for item in items:
         found = _text_leaf(item)
         if found:
@@ -434,33 +501,47 @@ def _columns(graph, env: dict, node, out_nodes) -> list:
     from tracegrad.batching import vmap
     from tracegrad.forward import tangent_pass
     from tracegrad.tracing import active_contexts
+
     n = node.size
     mapped = [o for o in out_nodes if n and o.size]  # an empty side: zeros, no pass
 
     def column(basis_vector):
-        tangents = tangent_pass(graph, env, {node.id: api.reshape(basis_vector, node.shape)},
-                                active_contexts()[-1])
-        return tuple(api.zeros_like(env[o.id]) if tangents.get(o.id) is None
-                     else tangents[o.id] for o in mapped)
-    cols = (dict(zip([o.id for o in mapped],
-                     vmap(column, out_axes=-1)(np.eye(n, dtype=node.dtype))))
-            if mapped else {})  # each out.shape + (n,)
-    return [api.reshape(cols[o.id], o.shape + node.shape) if o.id in cols
-            else np.zeros(o.shape + node.shape, o.dtype) for o in out_nodes]
+        tangents = tangent_pass(
+            graph, env, {node.id: api.reshape(basis_vector, node.shape)}, active_contexts()[-1]
+        )
+        return tuple(
+            api.zeros_like(env[o.id]) if tangents.get(o.id) is None else tangents[o.id]
+            for o in mapped
+        )
+
+    cols = (
+        dict(zip([o.id for o in mapped], vmap(column, out_axes=-1)(np.eye(n, dtype=node.dtype))))
+        if mapped
+        else {}
+    )  # each out.shape + (n,)
+    return [
+        api.reshape(cols[o.id], o.shape + node.shape)
+        if o.id in cols
+        else np.zeros(o.shape + node.shape, o.dtype)
+        for o in out_nodes
+    ]
 
 
 def _argument_inputs(graph, args: tuple, position: int) -> tuple:
     """The structure and graph inputs (one per leaf) of jacfwd's argument `position`."""
     from tracegrad.ops.core import DTypeError
     from tracegrad.ops.core import user_location_suffix as core_location
+
     k = sum(len(_leaves(a)) for a in args[:position])
     arg_tree = tree_flatten(args[position], arrays_only_scalars=True)[1]
-    nodes = list(graph.inputs[k:k + arg_tree.num_leaves])
+    nodes = list(graph.inputs[k : k + arg_tree.num_leaves])
     for node in nodes:
         if not np.issubdtype(node.dtype, np.floating):  # JAX's TypeError and text
-            raise DTypeError("jacfwd requires real-valued inputs (input dtype that is a "
-                             f"sub-dtype of np.floating), but got {node.dtype.name} for "
-                             f"argument {position}" + core_location())
+            raise DTypeError(
+                "jacfwd requires real-valued inputs (input dtype that is a "
+                f"sub-dtype of np.floating), but got {node.dtype.name} for "
+                f"argument {position}" + core_location()
+            )
     return arg_tree, nodes
 
 
@@ -472,8 +553,9 @@ def _moveaxis(x, source: int, destination: int):
     return api.transpose(x, tuple(order))
 
 
-def vmap(fn: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None
-         ) -> Callable:
+def vmap(
+    fn: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None
+) -> Callable:
     """JAX's `vmap`, by batching rules: `fn` traced once on one example, then each
     node batched (`x @ w` over a batch of vectors is one matrix product). `in_axes`
     is an int, None, or one int/None/pytree prefix per argument (None: shared by
@@ -487,26 +569,40 @@ def vmap(fn: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | Non
            [0., 4.]])
     """
     from tracegrad import batching
+
     return batching.vmap(fn, in_axes, out_axes, axis_size)
 
 
 # ----------------------------------------------------------------- jacobians
 
+
 def _unboxed(value):
     """np.array([x, 2 * x]) of traced values is an object array: one traced value."""
     from tracegrad.ops.core import unbox_object_array
+
     unboxed = unbox_object_array(value)
     return value if unboxed is None else unboxed
 
 
 def _jacobian_helpers():
     from tracegrad import compiler
-    return (compiler.CompileError, compiler._fn_location, compiler._fn_name,
-            compiler._normalize_argnums)
+
+    return (
+        compiler.CompileError,
+        compiler._fn_location,
+        compiler._fn_name,
+        compiler._normalize_argnums,
+    )
 
 
-def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
-             backend: str | None = None, optimize: bool = True):
+def jacobian(
+    fn: Callable,
+    argnums: int | Sequence[int] = 0,
+    *,
+    has_aux: bool = False,
+    backend: str | None = None,
+    optimize: bool = True,
+):
     """JAX's `jacrev`: d fn(args) / d args[argnums], shaped `output.shape + arg.shape`.
 
     Reverse mode as JAX builds it: the forward pass is traced once and the pullback
@@ -523,6 +619,7 @@ def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = 
            [0., 4.]])
     """
     from tracegrad.batching import jacobian_rows
+
     CompileError, _fn_location, _fn_name, _normalize_argnums = _jacobian_helpers()
     positions = _normalize_argnums(argnums)
     many = isinstance(argnums, (tuple, list))
@@ -531,8 +628,10 @@ def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = 
         if not has_aux:
             return result, None
         if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise CompileError(f"{_fn_name(fn)}: with has_aux=True the function must return "
-                               f"a pair (output, aux){_fn_location(fn)}")
+            raise CompileError(
+                f"{_fn_name(fn)}: with has_aux=True the function must return "
+                f"a pair (output, aux){_fn_location(fn)}"
+            )
         return result[0], result[1]
 
     def jacobian_of_fn(*args):
@@ -545,27 +644,38 @@ def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = 
             leaves = tree_flatten(output_of(fn(*a))[0], arrays_only_scalars=True)[0]
             flat = [api.ravel(_unboxed(o)) for o in leaves]
             return flat[0] if len(flat) == 1 else api.concatenate(flat)
+
         # the cotangents' dtype: the output's, made floating (an int output's rows are
         # float64; traced once more here, the extra nodes are dead code)
-        dtype = (np.result_type(np.dtype(flat_output(*args).dtype), np.float32)
-                 if sum(sizes) else np.float64)
+        dtype = (
+            np.result_type(np.dtype(flat_output(*args).dtype), np.float32)
+            if sum(sizes)
+            else np.float64
+        )
         rows = jacobian_rows(flat_output, args, positions, dtype=dtype, n_out=sum(sizes))
         stacked = []  # per argument: its tree, and per leaf (total,) + leaf shape
         for k, pos in enumerate(positions):
             arg_leaves, arg_tree = tree_flatten(args[pos], arrays_only_scalars=True)
             if rows is None:  # an empty output: nothing to map over
-                per_leaf = [api.zeros_like(api.reshape(api.ravel(leaf)[:0],
-                                                       (0,) + tuple(np.shape(leaf))))
-                            for leaf in arg_leaves]
+                per_leaf = [
+                    api.zeros_like(api.reshape(api.ravel(leaf)[:0], (0,) + tuple(np.shape(leaf))))
+                    for leaf in arg_leaves
+                ]
             else:
                 per_leaf = tree_flatten(rows[k], arrays_only_scalars=True)[0]
             stacked.append((arg_tree, arg_leaves, per_leaf))
         parts, offset = [], 0
         for shape, size in zip(shapes, sizes):
-            per_arg = [tree_unflatten(arg_tree, [
-                api.reshape(rows_j[offset:offset + size], shape + tuple(np.shape(leaf)))
-                for leaf, rows_j in zip(arg_leaves, per_leaf)])
-                for arg_tree, arg_leaves, per_leaf in stacked]
+            per_arg = [
+                tree_unflatten(
+                    arg_tree,
+                    [
+                        api.reshape(rows_j[offset : offset + size], shape + tuple(np.shape(leaf)))
+                        for leaf, rows_j in zip(arg_leaves, per_leaf)
+                    ],
+                )
+                for arg_tree, arg_leaves, per_leaf in stacked
+            ]
             parts.append(tuple(per_arg) if many else per_arg[0])
             offset += size
         result = tree_unflatten(out_tree, parts)
@@ -578,8 +688,14 @@ def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = 
     return compiled
 
 
-def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
-            backend: str | None = None, optimize: bool = True):
+def hessian(
+    fn: Callable,
+    argnums: int | Sequence[int] = 0,
+    *,
+    has_aux: bool = False,
+    backend: str | None = None,
+    optimize: bool = True,
+):
     """JAX's `hessian`: the Jacobian of the Jacobian, shaped `output.shape +
     arg.shape + arg.shape`. The output may be non-scalar and a pytree, the arguments
     pytrees: the result nests output structure, then argument structure twice, as
@@ -594,6 +710,7 @@ def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = F
            [ 0., 12.]])
     """
     from tracegrad.compiler import grad
+
     by_grad = grad(fn, argnums, has_aux=has_aux, backend=backend)
     by_jacobian = jacobian(fn, argnums, has_aux=has_aux, backend=backend, optimize=optimize)
 
@@ -601,22 +718,27 @@ def hessian(fn: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = F
 
     def first_derivative(*args, **kwargs):
         leaves, tree = _args_flatten(args)
-        key = None if kwargs else (tree, tuple((np.shape(v), str(np.result_type(v)))
-                                               for v in leaves))
+        key = (
+            None if kwargs else (tree, tuple((np.shape(v), str(np.result_type(v))) for v in leaves))
+        )
         scalar = scalar_output.get(key)
         if scalar is None:
             # traced once more to see the output (dead code once the derivative is built)
             out, _ = _split_aux(fn(*args, **kwargs), has_aux)
             out_leaves = tree_flatten(out, arrays_only_scalars=True)[0]
-            scalar = (not isinstance(out, (tuple, list, dict)) and len(out_leaves) == 1
-                      and np.ndim(_unboxed(out_leaves[0])) == 0)
+            scalar = (
+                not isinstance(out, (tuple, list, dict))
+                and len(out_leaves) == 1
+                and np.ndim(_unboxed(out_leaves[0])) == 0
+            )
             if key is not None:
                 scalar_output[key] = scalar
         return (by_grad if scalar else by_jacobian)(*args, **kwargs)
-    first_derivative.__name__ = first_derivative.__qualname__ = \
+
+    first_derivative.__name__ = first_derivative.__qualname__ = (
         f"hessian({getattr(fn, '__name__', 'f')})"
-    return jacobian(first_derivative, argnums, has_aux=has_aux, backend=backend,
-                    optimize=optimize)
+    )
+    return jacobian(first_derivative, argnums, has_aux=has_aux, backend=backend, optimize=optimize)
 
 
 jacrev = jacobian  # JAX's name for the reverse-mode Jacobian

@@ -2,6 +2,7 @@
 
 Usage: python cache_child.py <cache dir>   (prints "OK <source_path>")
 """
+
 import os
 import sys
 
@@ -10,10 +11,10 @@ os.environ["TRACEGRAD_LOG"] = "1"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
 
-import numpy as np  # noqa: E402
+import numpy as np
+from codegen_helpers import GraphMaker
 
-from codegen_helpers import GraphMaker  # noqa: E402
-from tracegrad.codegen import build_kernel  # noqa: E402
+from tracegrad.codegen import build_kernel
 
 
 def graph():

@@ -1,4 +1,5 @@
 """Fixtures for the codegen tests (helpers live in codegen_helpers.py)."""
+
 import pytest
 
 

@@ -2,6 +2,7 @@
 corruption, unsafe and read-only directories, concurrent compiles, and the
 verified Numba cache of kernels (user functions keep Numba's own). The attacks
 of issue 11 are in tests/reliability/test_cache_security.py."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,6 @@ import numpy as np
 import pytest
 
 from tracegrad.codegen import build_kernel
-
 from tracegrad.runtime import cache
 
 HERE = Path(__file__).resolve().parent
@@ -23,10 +23,19 @@ CHILD = str(HERE / "cache_child.py")
 
 
 def run_child(cache_dir, check=True):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1])] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
-    proc = subprocess.run([sys.executable, CHILD, str(cache_dir)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(HERE.parents[1])] + os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        ),
+    )
+    proc = subprocess.run(
+        [sys.executable, CHILD, str(cache_dir)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.startswith("OK"), proc.stdout + proc.stderr
@@ -36,6 +45,7 @@ def run_child(cache_dir, check=True):
 def probe_graph(scale=1.0):
     sys.path.insert(0, str(HERE))
     from codegen_helpers import GraphMaker
+
     gm = GraphMaker("cache_probe_inproc")
     x = gm.input((4,), "float64", "x")
     return gm.output(gm.op("mul", x, gm.const(scale, "float64")))
@@ -85,7 +95,7 @@ def test_corrupt_file_is_detected_and_rebuilt(first_child_run, tmp_path):
     d, first = first_child_run
     assert "miss (new file)" in first.stderr
     copy = tmp_path / "cache"
-    shutil.copytree(d, copy)   # (keeps the 0o700 mode)
+    shutil.copytree(d, copy)  # (keeps the 0o700 mode)
     path = copy / Path(first.stdout.split()[1]).name
     assert path.is_file()
     good = path.read_bytes()
@@ -108,8 +118,10 @@ def test_world_writable_dir_is_refused(tmp_path, monkeypatch):
     np.testing.assert_array_equal(k(np.ones(4))[0], np.full(4, 4.0))
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                    reason="needs root to give the directory to another user")
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="needs root to give the directory to another user",
+)
 def test_dir_owned_by_another_user_is_refused(tmp_path, monkeypatch):
     d = tmp_path / "theirs"
     d.mkdir(mode=0o700)
@@ -125,8 +137,9 @@ def test_read_only_dir_warns_once_and_works(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(d))
     real_access = os.access
     # root ignores mode bits, so make the check see what a normal user would
-    monkeypatch.setattr(cache.os, "access",
-                        lambda p, mode: False if Path(p) == d else real_access(p, mode))
+    monkeypatch.setattr(
+        cache.os, "access", lambda p, mode: False if Path(p) == d else real_access(p, mode)
+    )
     with pytest.warns(cache.CacheWarning, match="not writable") as record:
         k1 = build_kernel(probe_graph(5.0))
         k2 = build_kernel(probe_graph(6.0))
@@ -136,10 +149,22 @@ def test_read_only_dir_warns_once_and_works(tmp_path, monkeypatch):
 
 
 def test_two_processes_compiling_at_once(tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1])] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
-    procs = [subprocess.Popen([sys.executable, CHILD, str(tmp_path)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(HERE.parents[1])] + os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        ),
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, CHILD, str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err
@@ -150,11 +175,11 @@ def test_two_processes_compiling_at_once(tmp_path):
     assert not list(tmp_path.glob(".tmp-*"))
 
 
-def test_kernels_get_the_verified_numba_cache_and_user_functions_keep_numbas(tmp_path,
-                                                                             monkeypatch):
+def test_kernels_get_the_verified_numba_cache_and_user_functions_keep_numbas(tmp_path, monkeypatch):
     import importlib.util
 
     from tracegrad.runtime import numba_cache
+
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "cache"))
     k = build_kernel(probe_graph(7.0))
     assert isinstance(k.entry._cache, numba_cache.VerifiedFunctionCache)
@@ -172,6 +197,7 @@ def test_kernels_get_the_verified_numba_cache_and_user_functions_keep_numbas(tmp
 
 def test_without_the_verified_hook_kernels_are_not_cached_by_numba(tmp_path, monkeypatch):
     from tracegrad.runtime import numba_cache
+
     monkeypatch.setattr(numba_cache, "_INSTALLED", False)  # e.g. another Numba's internals
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
     k = build_kernel(probe_graph(8.5))
@@ -182,6 +208,7 @@ def test_without_the_verified_hook_kernels_are_not_cached_by_numba(tmp_path, mon
 
 def test_deleting_its_kernels_releases_a_generated_module(tmp_path, monkeypatch):
     import gc
+
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
     k1 = build_kernel(probe_graph(9.25))
     k2 = build_kernel(probe_graph(9.25))  # the same module, a second user

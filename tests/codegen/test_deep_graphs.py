@@ -1,12 +1,12 @@
 """Deep graphs: repeated loops are shared (outlined) and repeated statement
 runs are folded back into loops (reroll), and the results stay exact."""
+
 from __future__ import annotations
 
+from codegen_helpers import GraphMaker, assert_matches_interpreter
 
 from tracegrad.codegen import build_kernel
 from tracegrad.codegen.reroll import reroll
-
-from codegen_helpers import GraphMaker, assert_matches_interpreter
 
 
 def tanh_chain(depth, width=8, batch=4, dtype="float64"):
@@ -24,15 +24,17 @@ def test_deep_chain_is_outlined_and_rolled(rng):
     graph = tanh_chain(12)
     kernel = build_kernel(graph)
     src = kernel.source
-    assert "_loop" in src and "tg_noinline(" in src      # one shared loop function
+    assert "_loop" in src and "tg_noinline(" in src  # one shared loop function
     assert "folded into a loop" in src and "for rep in range(" in src
     arrays = [rng.standard_normal(n.shape) * 0.5 for n in graph.inputs]
     assert_matches_interpreter(kernel, graph, arrays, "float64")
 
 
 def test_reroll_folds_only_identical_call_runs():
-    lines = [f"    f(ws_f, {10 * i}, w{i}_f)" for i in range(8)] + ["    x = 1",
-                                                                     "    f(ws_f, 0, w0_f)"]
+    lines = [f"    f(ws_f, {10 * i}, w{i}_f)" for i in range(8)] + [
+        "    x = 1",
+        "    f(ws_f, 0, w0_f)",
+    ]
     out, tables = reroll(lines, lambda name: "types.float64[::1]")
     assert any(line.strip().startswith("for rep in range(8)") for line in out)
     assert tables == ["_R0 = np.array([0, 10, 20, 30, 40, 50, 60, 70], np.int64)"]

@@ -1,11 +1,11 @@
 """Fusion grouping: which nodes share a loop, and what stays materialized."""
+
 from __future__ import annotations
 
 import numpy as np
+from codegen_helpers import GraphMaker
 
 from tracegrad.passes.fuse import fuse_elementwise, groups_of
-
-from codegen_helpers import GraphMaker
 
 
 def test_chain_and_trailing_reduction_share_one_group():
@@ -39,8 +39,9 @@ def test_matmul_splits_groups_and_nothing_reads_a_reduction_in_its_own_group():
     m = gm.op("matmul", a, w)
     r = gm.op("relu", m)
     total = gm.op("sum", r, axis=None, keepdims=False)
-    scaled = gm.op("mul", r, gm.op("broadcast_to", gm.op("reshape", total, shape=(1, 1)),
-                                   shape=(4, 5)))
+    scaled = gm.op(
+        "mul", r, gm.op("broadcast_to", gm.op("reshape", total, shape=(1, 1)), shape=(4, 5))
+    )
     g = fuse_elementwise(gm.output(scaled))
     by_op = {n.op: n for n in g.nodes}
     assert by_op["matmul"].group is None
@@ -62,6 +63,7 @@ def test_groups_never_form_a_cycle():
     d = gm.op("sin", c)
     g = fuse_elementwise(gm.output(d, a))
     from tracegrad.codegen.emit import schedule
+
     order = schedule(g)  # raises on a cycle
     assert len(order) >= 3
     by_op = {n.op: n for n in g.nodes}
@@ -83,8 +85,9 @@ def test_docstring_examples_run():
     import doctest
 
     import tracegrad.codegen
-    import tracegrad.runtime.cache
     import tracegrad.passes.fuse
+    import tracegrad.runtime.cache
+
     for module in (tracegrad.passes.fuse, tracegrad.codegen, tracegrad.runtime.cache):
         result = doctest.testmod(module)
         assert result.failed == 0, module.__name__
@@ -92,6 +95,7 @@ def test_docstring_examples_run():
 
 def test_group_size_is_capped():
     from tracegrad.passes.fuse import MAX_GROUP_COST, node_cost
+
     gm = GraphMaker()
     x = gm.input((8,), "float64")
     for _ in range(40):
@@ -99,5 +103,4 @@ def test_group_size_is_capped():
     g = fuse_elementwise(gm.output(gm.op("sum", x, axis=None, keepdims=False)))
     groups = groups_of(g)
     assert len(groups) > 1
-    assert all(sum(node_cost(n) for n in members) <= MAX_GROUP_COST
-               for members in groups.values())
+    assert all(sum(node_cost(n) for n in members) <= MAX_GROUP_COST for members in groups.values())

@@ -10,6 +10,7 @@ Graph-level checks run on the NumPy interpreter (no compile). One function is
 compiled for the default run (float64, checked against the interpreter of the
 unrewritten graph and against finite differences); its float32 twin is slow.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,8 +31,8 @@ def lstm_like(x, W1, W2, a, b, c, d, e):
     (copy B once, before the batch loop) and a batch of (32, 16) @ (64, 16).T
     (copy each A), and e (32, 16) shared by that batch (copy it once)."""
     z = x @ W1
-    i, f = tg.sigmoid(z[:, :H]), tg.sigmoid(z[:, H:2 * H])
-    g, o = tg.tanh(z[:, 2 * H:3 * H]), tg.sigmoid(z[:, 3 * H:])
+    i, f = tg.sigmoid(z[:, :H]), tg.sigmoid(z[:, H : 2 * H])
+    g, o = tg.tanh(z[:, 2 * H : 3 * H]), tg.sigmoid(z[:, 3 * H :])
     h = o * tg.tanh(f * 0.5 + i * g)
     s = a @ tg.transpose(b)
     t = c @ tg.transpose(d, (0, 2, 1))
@@ -41,7 +42,16 @@ def lstm_like(x, W1, W2, a, b, c, d, e):
 
 def _args(dtype, seed=0):
     r = np.random.default_rng(seed)
-    shapes = [(32, 64), (64, 4 * H), (H, 8), (2, 64, 16), (32, 16), (2, 32, 16), (2, 64, 16), (32, 16)]
+    shapes = [
+        (32, 64),
+        (64, 4 * H),
+        (H, 8),
+        (2, 64, 16),
+        (32, 16),
+        (2, 32, 16),
+        (2, 64, 16),
+        (32, 16),
+    ]
     return [(0.3 * r.standard_normal(s)).astype(dtype) for s in shapes]
 
 
@@ -75,7 +85,7 @@ def test_compiled_gates_and_nt_products_match_the_unrewritten_graph_float64():
     assert "index_add_zeros" not in source
     lines = source.splitlines()
     copies = [i for i, line in enumerate(lines) if "copied transposed" in line]
-    inside = [i for i in copies if lines[i].startswith(" " * 8)]   # in a batch loop
+    inside = [i for i in copies if lines[i].startswith(" " * 8)]  # in a batch loop
     # A of x @ W1 backward, c's per batch element, e's and b's once for the batch
     assert sum("A copied" in lines[i] for i in copies) >= 3
     assert any("B copied" in lines[i] and i not in inside for i in copies)
@@ -111,8 +121,8 @@ def test_compiled_matches_jax():
 
     def jax_fn(x, W1, W2, a, b, c, d, e):
         z = x @ W1
-        i, f = jax.nn.sigmoid(z[:, :H]), jax.nn.sigmoid(z[:, H:2 * H])
-        g, o = jnp.tanh(z[:, 2 * H:3 * H]), jax.nn.sigmoid(z[:, 3 * H:])
+        i, f = jax.nn.sigmoid(z[:, :H]), jax.nn.sigmoid(z[:, H : 2 * H])
+        g, o = jnp.tanh(z[:, 2 * H : 3 * H]), jax.nn.sigmoid(z[:, 3 * H :])
         h = o * jnp.tanh(f * 0.5 + i * g)
         s = a @ b.T
         t = c @ jnp.transpose(d, (0, 2, 1))
@@ -129,9 +139,12 @@ def test_compiled_matches_jax():
 
 # ------------------------------------------------ the rewrite, on hand-built graphs
 
+
 def _scatter(gm, piece, shape, starts_stops, axis):
-    spec = tuple(("slice", *starts_stops, 1) if d == axis else ("slice", 0, n, 1)
-                 for d, n in enumerate(shape))
+    spec = tuple(
+        ("slice", *starts_stops, 1) if d == axis else ("slice", 0, n, 1)
+        for d, n in enumerate(shape)
+    )
     return gm.op("index_add_zeros", piece, spec=spec, shape=shape)
 
 
@@ -144,7 +157,7 @@ def _pieces_graph(cuts, axis=1, shape=(3, 6), reuse_interior=False):
     total = pieces[0]
     for p in pieces[1:]:
         total = gm.op("add", total, p)
-    if reuse_interior:   # the first partial sum is also returned: computed anyway
+    if reuse_interior:  # the first partial sum is also returned: computed anyway
         first = gm.op("add", pieces[0], pieces[1])
         total = gm.op("add", first, pieces[2])
         return gm.output(total, gm.op("exp", first))
@@ -157,7 +170,7 @@ def _inputs(graph, seed=0):
 
 
 def test_tiling_scatters_become_one_concatenate_in_slice_order():
-    graph = _pieces_graph([(4, 6), (0, 1), (1, 4)])   # out of order, like reverse mode's
+    graph = _pieces_graph([(4, 6), (0, 1), (1, 4)])  # out of order, like reverse mode's
     new = concat_tiled_scatters(graph)
     ops = [n.op for n in new.nodes]
     assert ops.count("concatenate") == 1 and "index_add_zeros" not in ops and "add" not in ops
@@ -176,9 +189,14 @@ def test_tiling_along_axis_0_of_a_3d_array():
     np.testing.assert_array_equal(interpret(new, *arrays)[0], interpret(graph, *arrays)[0])
 
 
-@pytest.mark.parametrize("cuts", [[(0, 2), (3, 6)],            # a gap: column 2 stays zero
-                                  [(0, 4), (3, 6)],            # an overlap: column 3 adds up
-                                  [(0, 6)]])                   # one piece: nothing to join
+@pytest.mark.parametrize(
+    "cuts",
+    [
+        [(0, 2), (3, 6)],  # a gap: column 2 stays zero
+        [(0, 4), (3, 6)],  # an overlap: column 3 adds up
+        [(0, 6)],
+    ],
+)  # one piece: nothing to join
 def test_scatters_that_do_not_tile_stay(cuts):
     graph = _pieces_graph(cuts)
     assert concat_tiled_scatters(graph) is graph
@@ -204,17 +222,21 @@ def test_a_partial_sum_read_elsewhere_is_not_folded_into_the_concatenate():
 
 # ------------------------------------------------ which NT products get a copy
 
-@pytest.mark.parametrize("m, n, k, choice", [
-    (32, 64, 256, "a"),      # LSTM backward dz @ Wh.T: A is the small one
-    (8, 256, 64, "a"),
-    (64, 32, 256, "b"),      # B no bigger than A
-    (128, 256, 10, "b"),     # a short k, small B: a classifier head's g @ W.T
-    (4096, 256, 10, None),   # the same head at batch 4096: NT as fast as NN
-    (32, 64, 4, None),       # k below 8: not measured, left alone
-    (128, 256, 16, "b"),     # B tiny (4096 elements)
-    (32, 32, 256, None),     # m*n small: BLAS's NT kernel is fine there
-    (128, 256, 256, None),   # big: the general kernels, NT within 15%
-    (4096, 256, 256, None),
-])
+
+@pytest.mark.parametrize(
+    "m, n, k, choice",
+    [
+        (32, 64, 256, "a"),  # LSTM backward dz @ Wh.T: A is the small one
+        (8, 256, 64, "a"),
+        (64, 32, 256, "b"),  # B no bigger than A
+        (128, 256, 10, "b"),  # a short k, small B: a classifier head's g @ W.T
+        (4096, 256, 10, None),  # the same head at batch 4096: NT as fast as NN
+        (32, 64, 4, None),  # k below 8: not measured, left alone
+        (128, 256, 16, "b"),  # B tiny (4096 elements)
+        (32, 32, 256, None),  # m*n small: BLAS's NT kernel is fine there
+        (128, 256, 256, None),  # big: the general kernels, NT within 15%
+        (4096, 256, 256, None),
+    ],
+)
 def test_nt_relayout_choice(m, n, k, choice):
     assert nt_relayout_choice(m, n, k) == choice

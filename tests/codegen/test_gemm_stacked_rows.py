@@ -3,6 +3,7 @@ shared) is one GEMM with M = batch * m (codegen/structured.py, _stacked_rows); a
 that is not laid out so keeps its loop. Attention heads, views whose rows are longer
 than the matrix, are read in place with that leading dimension. Values and gradients
 equal the interpreter's."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,23 +13,28 @@ import tracegrad as tg
 
 
 def products(a, big, w, y3, q, k):
-    qh = np.transpose(q.reshape(2, 5, 3, 4), (0, 2, 1, 3))   # (batch, head, t, d) views
-    kh = np.transpose(k.reshape(2, 5, 3, 4), (0, 2, 3, 1))   # (batch, head, d, t)
-    return (tg.sum(tg.tanh(qh @ kh)) + tg.sum(tg.tanh(a @ w))                      # contiguous: stacked
-            + tg.sum(tg.tanh(big[:, :, :4] @ w))        # rows 6 apart, read in place: stacked
-            + tg.sum(tg.tanh(big[::2, :, 1:5] @ w))     # every other batch element
-            + tg.sum(tg.tanh(np.swapaxes(a, 2, 3) @ w[:3]))  # transposed x: a loop
-            + tg.sum(tg.tanh(a @ y3)))                  # a batch of W's: a loop
+    qh = np.transpose(q.reshape(2, 5, 3, 4), (0, 2, 1, 3))  # (batch, head, t, d) views
+    kh = np.transpose(k.reshape(2, 5, 3, 4), (0, 2, 3, 1))  # (batch, head, d, t)
+    return (
+        tg.sum(tg.tanh(qh @ kh))
+        + tg.sum(tg.tanh(a @ w))  # contiguous: stacked
+        + tg.sum(tg.tanh(big[:, :, :4] @ w))  # rows 6 apart, read in place: stacked
+        + tg.sum(tg.tanh(big[::2, :, 1:5] @ w))  # every other batch element
+        + tg.sum(tg.tanh(np.swapaxes(a, 2, 3) @ w[:3]))  # transposed x: a loop
+        + tg.sum(tg.tanh(a @ y3))
+    )  # a batch of W's: a loop
 
 
 def inputs(dtype):
     rng = np.random.default_rng(3)
-    return (rng.standard_normal((2, 2, 3, 4)).astype(dtype),
-            rng.standard_normal((4, 3, 6)).astype(dtype),
-            rng.standard_normal((4, 5)).astype(dtype),
-            rng.standard_normal((2, 2, 4, 5)).astype(dtype),
-            rng.standard_normal((2, 5, 12)).astype(dtype),
-            rng.standard_normal((2, 5, 12)).astype(dtype))
+    return (
+        rng.standard_normal((2, 2, 3, 4)).astype(dtype),
+        rng.standard_normal((4, 3, 6)).astype(dtype),
+        rng.standard_normal((4, 5)).astype(dtype),
+        rng.standard_normal((2, 2, 4, 5)).astype(dtype),
+        rng.standard_normal((2, 5, 12)).astype(dtype),
+        rng.standard_normal((2, 5, 12)).astype(dtype),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +46,9 @@ def compiled():
 def test_stacked_and_looped_products_equal_the_interpreter(compiled, dtype):
     args = inputs(dtype)
     value, grads = compiled(*args)
-    ref_value, ref_grads = tg.value_and_grad(products, argnums=(0, 1, 2, 3, 4, 5),
-                                             backend="interpret")(*args)
+    ref_value, ref_grads = tg.value_and_grad(
+        products, argnums=(0, 1, 2, 3, 4, 5), backend="interpret"
+    )(*args)
     rtol = 1e-5 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(value, ref_value, rtol=rtol)
     for g, r in zip(grads, ref_grads):

@@ -12,16 +12,16 @@ four parts below (sum/mean, max/min, argmax/argmin, normalizers) in 2.8 + 3.4 +
 1.7 + 3.8 s; the former elementwise graph in 7.7 s, its halves (elementwise, math)
 in 1.8 + 2.7 s. So the graphs are kept at the size of those parts.
 """
+
 from __future__ import annotations
 
 import functools
 
 import numpy as np
 import pytest
+from codegen_helpers import GraphMaker, assert_matches_interpreter
 
 from tracegrad.codegen import _generate, build_kernel, ir_hash
-
-from codegen_helpers import GraphMaker, assert_matches_interpreter
 
 
 def _rand(rng, shape, dtype, lo=-2.0, hi=2.0):
@@ -31,33 +31,46 @@ def _rand(rng, shape, dtype, lo=-2.0, hi=2.0):
 def elementwise_graph(dtype):
     gm = GraphMaker("elementwise")
     x = gm.input((3, 4), dtype, "x")
-    y = gm.input((4,), dtype, "y")            # broadcasts along rows
-    p = gm.input((3, 1), dtype, "p")          # broadcasts along columns
+    y = gm.input((4,), dtype, "y")  # broadcasts along rows
+    p = gm.input((3, 1), dtype, "p")  # broadcasts along columns
     zero = gm.const(0.0, dtype)
     outs = [gm.op(name, x, y) for name in ("add", "sub", "mul", "div", "maximum", "minimum")]
     outs += [gm.op(name, x) for name in ("neg", "relu", "abs", "sign")]
     cmp = [gm.op(name, x, p) for name in ("gt", "lt", "ge", "le", "eq", "ne")]
     outs += cmp
-    outs += [gm.op("logical_and", cmp[0], cmp[5]), gm.op("logical_or", cmp[1], cmp[4]),
-             gm.op("logical_not", cmp[2]), gm.op("isfinite", gm.op("div", x, zero))]
-    outs += [gm.op("where", cmp[0], x, y), gm.op("clip", x, lo=-0.5, hi=0.75),
-             gm.op("clip", x, lo=None, hi=0.25),
-             gm.op("astype", x, dtype="float64" if dtype == "float32" else "float32"),
-             gm.op("astype", cmp[0], dtype=dtype), gm.op("full_like", x, value=3.5)]
+    outs += [
+        gm.op("logical_and", cmp[0], cmp[5]),
+        gm.op("logical_or", cmp[1], cmp[4]),
+        gm.op("logical_not", cmp[2]),
+        gm.op("isfinite", gm.op("div", x, zero)),
+    ]
+    outs += [
+        gm.op("where", cmp[0], x, y),
+        gm.op("clip", x, lo=-0.5, hi=0.75),
+        gm.op("clip", x, lo=None, hi=0.25),
+        gm.op("astype", x, dtype="float64" if dtype == "float32" else "float32"),
+        gm.op("astype", cmp[0], dtype=dtype),
+        gm.op("full_like", x, value=3.5),
+    ]
     return gm.output(*outs)
 
 
 def math_graph(dtype):
     gm = GraphMaker("math")
     x = gm.input((3, 4), dtype, "x")
-    y = gm.input((4,), dtype, "y")            # broadcasts along rows
-    p = gm.input((3, 1), dtype, "p")          # broadcasts along columns
+    y = gm.input((4,), dtype, "y")  # broadcasts along rows
+    p = gm.input((3, 1), dtype, "p")  # broadcasts along columns
     two = gm.const(2.0, dtype)
     half = gm.const(0.5, dtype)
     outs = [gm.op(name, x) for name in ("exp", "sin", "cos", "tanh", "sigmoid")]
     ap = gm.op("add", gm.op("abs", x), half)  # positive
-    outs += [gm.op("log", ap), gm.op("sqrt", ap), gm.op("pow", ap, p), gm.op("pow", x, two),
-             gm.op("pow", ap, half)]
+    outs += [
+        gm.op("log", ap),
+        gm.op("sqrt", ap),
+        gm.op("pow", ap, p),
+        gm.op("pow", x, two),
+        gm.op("pow", ap, half),
+    ]
     # a chain that fuses into one loop, with a broadcast operand in the middle
     chain = gm.op("mul", gm.op("tanh", gm.op("add", x, y)), gm.op("exp", gm.op("neg", p)))
     outs.append(gm.op("sum", chain, axis=None, keepdims=False))
@@ -67,15 +80,18 @@ def math_graph(dtype):
 def _reductions(names):
     """A graph of the `names` reductions over every axis choice (one graph per pair:
     see the module doc)."""
+
     def make(dtype):
         gm = GraphMaker("reductions_" + "_".join(names))
         x = gm.input((3, 4, 5), dtype, "x")
         outs = []
         for name in names:
             if name.startswith("arg"):
-                outs += [gm.op(name, x, axis=None, keepdims=False),
-                         gm.op(name, x, axis=1, keepdims=False),
-                         gm.op(name, x, axis=2, keepdims=True)]
+                outs += [
+                    gm.op(name, x, axis=None, keepdims=False),
+                    gm.op(name, x, axis=1, keepdims=False),
+                    gm.op(name, x, axis=2, keepdims=True),
+                ]
                 continue
             for axis in (None, 0, 1, 2, (0, 2), (1, 2)):
                 outs.append(gm.op(name, x, axis=axis, keepdims=False))
@@ -84,6 +100,7 @@ def _reductions(names):
         # are emitted as members of fused groups; without it they would run in NumPy)
         outs.append(gm.op("sum", gm.op("exp", x), axis=(0, 1), keepdims=True))
         return gm.output(*outs)
+
     make.__name__ = f"reductions_{'_'.join(names)}_graph"
     return make
 
@@ -96,12 +113,18 @@ arg_reductions_graph = _reductions(("argmax", "argmin"))
 def normalizers_graph(dtype):
     gm = GraphMaker("normalizers")
     x = gm.input((3, 4, 5), dtype, "x")
-    outs = [gm.op("var", x, axis=None, keepdims=False), gm.op("var", x, axis=2, keepdims=True),
-             gm.op("var", x, axis=(1, 2), keepdims=False, ddof=1)]
-    outs += [gm.op("logsumexp", x, axis=2, keepdims=False),
-             gm.op("logsumexp", x, axis=None, keepdims=True),
-             gm.op("softmax", x, axis=2), gm.op("softmax", x, axis=0),
-             gm.op("log_softmax", x, axis=1)]
+    outs = [
+        gm.op("var", x, axis=None, keepdims=False),
+        gm.op("var", x, axis=2, keepdims=True),
+        gm.op("var", x, axis=(1, 2), keepdims=False, ddof=1),
+    ]
+    outs += [
+        gm.op("logsumexp", x, axis=2, keepdims=False),
+        gm.op("logsumexp", x, axis=None, keepdims=True),
+        gm.op("softmax", x, axis=2),
+        gm.op("softmax", x, axis=0),
+        gm.op("log_softmax", x, axis=1),
+    ]
     return gm.output(*outs)
 
 
@@ -112,22 +135,41 @@ def structure_graph(dtype):
     v = gm.input((4,), dtype, "v")
     batch = gm.input((2, 3, 4), dtype, "batch")
     idx = gm.input((3, 2), "int64", "idx")
-    outs = [gm.op("matmul", a, b), gm.op("matmul", a, v), gm.op("matmul", v, b),
-            gm.op("matmul", v, v), gm.op("matmul", batch, b),
-            gm.op("matmul", gm.op("transpose", b, axes=(1, 0)), gm.op("transpose", a, axes=(1, 0))),
-            gm.op("matmul", batch, gm.op("transpose", batch, axes=(0, 2, 1)))]
+    outs = [
+        gm.op("matmul", a, b),
+        gm.op("matmul", a, v),
+        gm.op("matmul", v, b),
+        gm.op("matmul", v, v),
+        gm.op("matmul", batch, b),
+        gm.op("matmul", gm.op("transpose", b, axes=(1, 0)), gm.op("transpose", a, axes=(1, 0))),
+        gm.op("matmul", batch, gm.op("transpose", batch, axes=(0, 2, 1))),
+    ]
     t = gm.op("transpose", batch, axes=(2, 0, 1))
-    outs += [t, gm.op("exp", t), gm.op("reshape", t, shape=(8, 3)),
-             gm.op("broadcast_to", v, shape=(2, 3, 4)),
-             gm.op("concatenate", a, gm.op("neg", a), axis=0),
-             gm.op("concatenate", gm.op("exp", a), gm.op("reshape", v, shape=(1, 4)), axis=0),
-             gm.op("getitem", batch, spec=(1, ("slice", 0, 3, 2), None, ("slice", 3, None, -1))),
-             gm.op("index_add_zeros", gm.op("getitem", a, spec=(("slice", 1, 3, 1), 2)),
-                   spec=(("slice", 1, 3, 1), 2), shape=(3, 4)),
-             gm.op("take_along_axis", a, idx, axis=1),
-             gm.op("put_along_axis_add", gm.op("take_along_axis", a, idx, axis=1), idx, axis=1,
-                   shape=(3, 4)),
-             a, a]  # an input returned twice: two fresh copies
+    outs += [
+        t,
+        gm.op("exp", t),
+        gm.op("reshape", t, shape=(8, 3)),
+        gm.op("broadcast_to", v, shape=(2, 3, 4)),
+        gm.op("concatenate", a, gm.op("neg", a), axis=0),
+        gm.op("concatenate", gm.op("exp", a), gm.op("reshape", v, shape=(1, 4)), axis=0),
+        gm.op("getitem", batch, spec=(1, ("slice", 0, 3, 2), None, ("slice", 3, None, -1))),
+        gm.op(
+            "index_add_zeros",
+            gm.op("getitem", a, spec=(("slice", 1, 3, 1), 2)),
+            spec=(("slice", 1, 3, 1), 2),
+            shape=(3, 4),
+        ),
+        gm.op("take_along_axis", a, idx, axis=1),
+        gm.op(
+            "put_along_axis_add",
+            gm.op("take_along_axis", a, idx, axis=1),
+            idx,
+            axis=1,
+            shape=(3, 4),
+        ),
+        a,
+        a,
+    ]  # an input returned twice: two fresh copies
     return gm.output(*outs)
 
 
@@ -148,10 +190,19 @@ def compiled(make, dtype):
     return graph, build_kernel(graph)
 
 
-@pytest.mark.parametrize("make", [elementwise_graph, math_graph, sum_mean_graph, max_min_graph,
-                                  arg_reductions_graph, normalizers_graph, structure_graph],
-                         ids=["elementwise", "math", "sum-mean", "max-min", "argmax-argmin",
-                              "normalizers", "structure"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        elementwise_graph,
+        math_graph,
+        sum_mean_graph,
+        max_min_graph,
+        arg_reductions_graph,
+        normalizers_graph,
+        structure_graph,
+    ],
+    ids=["elementwise", "math", "sum-mean", "max-min", "argmax-argmin", "normalizers", "structure"],
+)
 def test_kernel_matches_interpreter(make, dtype, rng):
     graph, kernel = compiled(make, dtype)
     arrays = _inputs(graph, rng)
@@ -200,22 +251,25 @@ def test_advanced_indexing_gather_and_scatter(dtype, rng):
     i = gm.input((2, 3), "int64", "i")
     j = gm.input((3,), "int64", "j")
     specs = [
-        (("array", 0), ("slice", 0, 4, 1), ("slice", 0, 3, 1)),        # x[i]
-        (("slice", 1, 5, 2), ("array", 1), ("slice", 2, None, -1)),     # x[1::2, j, ::-1]
-        (("array", 0), ("slice", 0, 4, 1), ("array", 1)),               # non-adjacent: block first
-        (2, ("array", 1), None, ("slice", 0, 3, 1)),                    # int counts as advanced
+        (("array", 0), ("slice", 0, 4, 1), ("slice", 0, 3, 1)),  # x[i]
+        (("slice", 1, 5, 2), ("array", 1), ("slice", 2, None, -1)),  # x[1::2, j, ::-1]
+        (("array", 0), ("slice", 0, 4, 1), ("array", 1)),  # non-adjacent: block first
+        (2, ("array", 1), None, ("slice", 0, 3, 1)),  # int counts as advanced
     ]
     outs = []
     for spec in specs:
         arrays = [n for k, n in enumerate((i, j)) if ("array", k) in spec]
-        renum = tuple(("array", arrays.index((i, j)[e[1]])) if isinstance(e, tuple) and
-                      e[0] == "array" else e for e in spec)
+        renum = tuple(
+            ("array", arrays.index((i, j)[e[1]])) if isinstance(e, tuple) and e[0] == "array" else e
+            for e in spec
+        )
         # computed operands (neg, abs: cheap to compile; exp and sin took 2.5x the
         # compile time and are covered by the elementwise graph)
         picked = gm.op("getitem", gm.op("neg", x), *arrays, spec=renum)
         outs.append(picked)
-        outs.append(gm.op("index_add_zeros", gm.op("abs", picked), *arrays, spec=renum,
-                          shape=(5, 4, 3)))
+        outs.append(
+            gm.op("index_add_zeros", gm.op("abs", picked), *arrays, spec=renum, shape=(5, 4, 3))
+        )
     graph = gm.output(*outs)
     kernel = build_kernel(graph)
     assert not kernel.fallback_ids
@@ -227,6 +281,7 @@ def test_advanced_indexing_gather_and_scatter(dtype, rng):
 
 def test_numpy_fallback_for_a_node_without_codegen(rng, monkeypatch):
     from tracegrad.codegen import structured
+
     monkeypatch.delitem(structured.STRUCTURED, "getitem")  # pretend gathers have no codegen
     gm = GraphMaker("fallback")
     x = gm.input((5, 3), "float64", "x")
@@ -260,7 +315,7 @@ def test_noncontiguous_and_readonly_inputs(rng):
     graph = gm.output(gm.op("mul", x, x))
     kernel = build_kernel(graph)
     base = rng.standard_normal((4, 3))
-    view = base.T                      # not C-contiguous
+    view = base.T  # not C-contiguous
     ro = np.ascontiguousarray(view)
     ro.setflags(write=False)
     for arr in (view, ro, view[::-1, ::-1][::-1, ::-1]):
@@ -274,6 +329,7 @@ def test_noncontiguous_and_readonly_inputs(rng):
 @pytest.mark.numba_pass
 def test_big_loops_get_a_parallel_variant(monkeypatch, rng):
     from tracegrad.codegen.emit import PARALLEL_MIN_ELEMENTS
+
     monkeypatch.setenv("TRACEGRAD_PARALLEL", "sync")
     gm = GraphMaker("parallel")
     n = PARALLEL_MIN_ELEMENTS

@@ -5,20 +5,52 @@ rounded to float32). float32 results (computed natively in float32) must be
 within 2 ulp of it, float64 within 1e-14 relative. Dense grids plus edges: 0, -0,
 tiny and subnormal, huge, +-inf, nan; sin/cos also beyond their fast range.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from codegen_helpers import GraphMaker
 
 from tracegrad.codegen import build_kernel
 
-from codegen_helpers import GraphMaker
-
 FUNCTIONS = ["exp", "log", "tanh", "sigmoid", "sin", "cos"]
 N = 100_000
-EDGES = [0.0, -0.0, 1e-45, -1e-45, 5e-324, 1e-300, 1e-30, 1e-9, 1e-5, 0.5, 0.6249, 0.625, 1.0,
-         -1.0, 20.0, -20.0, 40.0, 88.7, 89.0, -103.0, -104.0, 709.7, 710.0, -745.0, -746.0,
-         1e5, 999_999.0, 3e38, -3e38, 1e300, np.inf, -np.inf, np.nan]
+EDGES = [
+    0.0,
+    -0.0,
+    1e-45,
+    -1e-45,
+    5e-324,
+    1e-300,
+    1e-30,
+    1e-9,
+    1e-5,
+    0.5,
+    0.6249,
+    0.625,
+    1.0,
+    -1.0,
+    20.0,
+    -20.0,
+    40.0,
+    88.7,
+    89.0,
+    -103.0,
+    -104.0,
+    709.7,
+    710.0,
+    -745.0,
+    -746.0,
+    1e5,
+    999_999.0,
+    3e38,
+    -3e38,
+    1e300,
+    np.inf,
+    -np.inf,
+    np.nan,
+]
 
 
 def reference(name, x):
@@ -32,14 +64,24 @@ def reference(name, x):
 
 def grids(dtype, rng, big_trig):
     def grid(lo, hi):
-        g = np.concatenate([rng.uniform(lo, hi, N // 2),
-                            np.sign(rng.standard_normal(N // 2))
-                            * np.exp(rng.uniform(-60, np.log(hi), N // 2))])
-        g[:len(EDGES)] = EDGES
+        g = np.concatenate(
+            [
+                rng.uniform(lo, hi, N // 2),
+                np.sign(rng.standard_normal(N // 2)) * np.exp(rng.uniform(-60, np.log(hi), N // 2)),
+            ]
+        )
+        g[: len(EDGES)] = EDGES
         return g.astype(dtype)
-    out = {"exp": grid(-800, 800), "log": np.abs(grid(1e-30, 1e30)), "tanh": grid(-30, 30),
-           "sigmoid": grid(-800, 800), "sin": grid(-2e4, 2e4), "cos": grid(-2e4, 2e4)}
-    out["log"][:len(EDGES)] = np.array(EDGES, dtype)   # negative, zero, inf, nan too
+
+    out = {
+        "exp": grid(-800, 800),
+        "log": np.abs(grid(1e-30, 1e30)),
+        "tanh": grid(-30, 30),
+        "sigmoid": grid(-800, 800),
+        "sin": grid(-2e4, 2e4),
+        "cos": grid(-2e4, 2e4),
+    }
+    out["log"][: len(EDGES)] = np.array(EDGES, dtype)  # negative, zero, inf, nan too
     if not big_trig:  # keep sin/cos inside the fast range: no libm re-run
         for name in ("sin", "cos"):
             g = out[name]
@@ -49,7 +91,7 @@ def grids(dtype, rng, big_trig):
 
 # Kernels of two functions each: a kernel's compile time grows faster than its size
 # (all six functions in one kernel: 3.4 s in float32; three kernels of two: 2.4 s)
-PAIRS = [FUNCTIONS[k:k + 2] for k in range(0, len(FUNCTIONS), 2)]
+PAIRS = [FUNCTIONS[k : k + 2] for k in range(0, len(FUNCTIONS), 2)]
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +110,10 @@ def kernels():
         def run(*arrays, _parts=tuple(parts)):
             outs, k = [], 0
             for kernel, names in zip(_parts, PAIRS):
-                outs += kernel(*arrays[k:k + len(names)])
+                outs += kernel(*arrays[k : k + len(names)])
                 k += len(names)
             return tuple(outs)
+
         built[dtype] = run
     return built
 
@@ -80,7 +123,7 @@ def errors(name, x, got):
     assert np.array_equal(np.isnan(got), np.isnan(want)), f"{name}: NaN placement differs"
     ok = ~np.isnan(want)
     g, w = got[ok].astype(np.float64), want[ok].astype(np.float64)
-    same = (g == w)
+    same = g == w
     if x.dtype == np.float32:
         err = np.abs(g - w) / np.spacing(np.abs(want[ok])).astype(np.float64)
     else:
@@ -100,8 +143,10 @@ def test_accuracy(kernels, dtype, big_trig):
     for name, got in zip(FUNCTIONS, outs):
         err = errors(name, xs[name], got)
         worst = int(np.argmax(err))
-        assert err.max() <= bound, (f"{name} {dtype}: error {err.max():.3g} at "
-                                    f"x={xs[name][~np.isnan(reference(name, xs[name]))][worst]!r}")
+        assert err.max() <= bound, (
+            f"{name} {dtype}: error {err.max():.3g} at "
+            f"x={xs[name][~np.isnan(reference(name, xs[name]))][worst]!r}"
+        )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -129,8 +174,9 @@ def test_helpers_vectorize(tmp_path, monkeypatch):
     x = gm.input((64,), "float32", "x")
     graph = gm.output(gm.op("add", gm.op("tanh", x), gm.op("exp", gm.op("sigmoid", x))))
     kernel = build_kernel(graph)
-    dispatcher = kernel.module.__dict__[next(k for k in kernel.module.__dict__
-                                              if k.startswith("kernel_"))]
+    dispatcher = kernel.module.__dict__[
+        next(k for k in kernel.module.__dict__ if k.startswith("kernel_"))
+    ]
     ir = dispatcher.inspect_llvm(dispatcher.signatures[0])
     # float32 math runs in float32 lanes (not widened to float64)
     assert "x float>" in ir, "the float32 loop did not vectorize in float32"
@@ -142,6 +188,7 @@ def test_parallel_variant_with_sin_and_cos(monkeypatch, tmp_path):
     reduction variable may be updated only once per iteration), and an
     argument beyond the fast range still takes the libm re-run."""
     from tracegrad.codegen.emit import PARALLEL_MIN_ELEMENTS
+
     monkeypatch.setenv("TRACEGRAD_PARALLEL", "sync")
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "cache"))
     n = PARALLEL_MIN_ELEMENTS
@@ -155,7 +202,7 @@ def test_parallel_variant_with_sin_and_cos(monkeypatch, tmp_path):
     rng = np.random.default_rng(3)
     xv = rng.uniform(-10, 10, n).astype(np.float32)
     yv = rng.uniform(-10, 10, n).astype(np.float32)
-    yv[7] = 3e7   # beyond the fast range
+    yv[7] = 3e7  # beyond the fast range
     x64, y64 = xv.astype(np.float64), yv.astype(np.float64)
     want = np.sin(x64) * np.cos(x64) + np.sin(y64)
     got, total = kernel(xv, yv)

@@ -1,5 +1,6 @@
 """runtime.numba_loader: loading kernels does not import scipy.linalg, and Numba's
 own BLAS probe still sees SciPy's BLAS (and the real module is importable after)."""
+
 from __future__ import annotations
 
 import os
@@ -30,11 +31,21 @@ print("REAL", hasattr(cb, "__pyx_capi__"))
 
 
 def run(tmp_path, **env):
-    full_env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(tmp_path), **env,
-                    PYTHONPATH=os.pathsep.join([str(HERE.parents[1])]
-                                               + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
-    proc = subprocess.run([sys.executable, "-c", CHILD.format(here=str(HERE), tests=str(HERE.parent))],
-                          capture_output=True, text=True, env=full_env, timeout=300)
+    full_env = dict(
+        os.environ,
+        TRACEGRAD_CACHE_DIR=str(tmp_path),
+        **env,
+        PYTHONPATH=os.pathsep.join(
+            [str(HERE.parents[1])] + os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        ),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD.format(here=str(HERE), tests=str(HERE.parent))],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split("\n")
 
@@ -44,7 +55,7 @@ def test_kernel_load_skips_scipy_but_numba_still_sees_blas(tmp_path):
     out = run(tmp_path)
     assert "HAVE_BLAS True" in out
     assert "SCIPY_LINALG False False" in out  # the placeholder was removed again
-    assert "REAL True" in out                  # and the real module imports afterwards
+    assert "REAL True" in out  # and the real module imports afterwards
 
 
 def test_probe_can_be_restored(tmp_path):

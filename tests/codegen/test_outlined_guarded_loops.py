@@ -3,6 +3,7 @@ outlined and shared like any other fused loop, so a traced chain of many sin lay
 compiles one loop function instead of one copy per layer (50 layers of sin(h @ W),
 64x64: first call 20 s -> 4.3 s).
 """
+
 from __future__ import annotations
 
 import re
@@ -10,7 +11,6 @@ import re
 import numpy as np
 
 import tracegrad as tg
-
 
 # deep enough that inlined copies (2 * LAYERS - 2) would far outnumber the shared
 # functions (at most 4), shallow enough to compile in ~half the time of 12 layers
@@ -22,6 +22,7 @@ def _chain(n):
         for w in ws:
             h = tg.sin(h @ w)
         return tg.sum(tg.cos(h))
+
     return f
 
 
@@ -37,8 +38,11 @@ def test_guarded_loops_are_shared_and_their_fallback_still_runs():
     lowered = vg.lower(ws, h)
     source = lowered.kernel.source
     shared = re.findall(r"^def (\w+_loop\d+)\(", source, flags=re.M)
-    guarded = [name for name in shared
-               if "redo the loop with libm" in source.split(f"def {name}(")[1].split("\ndef ")[0]]
+    guarded = [
+        name
+        for name in shared
+        if "redo the loop with libm" in source.split(f"def {name}(")[1].split("\ndef ")[0]
+    ]
     assert guarded, "the sin loops were not outlined"
     # LAYERS x (sin forward + cos in its vjp) guarded loops (inlined before: 22 copies
     # at 12 layers, 2 * LAYERS - 2), now a few shared functions whose calls the

@@ -10,6 +10,7 @@ Generation only (the interpreter backend lowers the graph; `_generate` writes th
 source): nothing is compiled here. Numerics of the relayout are checked by
 test_gemm_fusion.py's compiled kernel.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,13 +20,14 @@ import tracegrad as tg
 from tracegrad.codegen import _generate
 from tracegrad.codegen.structured import nt_relayout_choice
 
-BATCH, WIDTH = 32, 64    # g @ W.T is (32, 64) @ (64, 64).T: a relayout product
+BATCH, WIDTH = 32, 64  # g @ W.T is (32, 64) @ (64, 64).T: a relayout product
 
 
 def _chain_source(depth: int, dtype: str = "float32") -> str:
     rng = np.random.default_rng(0)
-    weights = [(rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(dtype)
-               for _ in range(depth)]
+    weights = [
+        (rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(dtype) for _ in range(depth)
+    ]
     x = rng.standard_normal((BATCH, WIDTH)).astype(dtype)
 
     def chain(*args):
@@ -52,7 +54,7 @@ def test_deep_chain_backward_with_relayout_is_rolled(sources):
     assert "copied transposed" in source
     # every layer's copy is one call to a shared function, inside the folded loop
     assert source.count("copied transposed") == 1
-    assert source.count("for rep in range(") >= 2       # the forward's run and the backward's
+    assert source.count("for rep in range(") >= 2  # the forward's run and the backward's
 
 
 def test_source_grows_only_by_the_per_argument_lines(sources):

@@ -1,4 +1,5 @@
 """Shared helpers for the compiled-mode tests: float64 central differences."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,12 +27,14 @@ def assert_close(actual, expected, rtol=1e-6, atol=1e-8, what=""):
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
 
 
-def assert_memory_flat(step, warmup: int, window: int, windows: int = 3,
-                       limit_bytes: int = 8 * 1024) -> None:
+def assert_memory_flat(
+    step, warmup: int, window: int, windows: int = 3, limit_bytes: int = 8 * 1024
+) -> None:
     """Run `step` `warmup` times, then in `windows` windows of `window` steps; a leak
     grows memory in every window, while allocator caches (NumPy's small-buffer
     cache, free lists) fill once. So the smallest window's growth must be tiny."""
     import tracemalloc
+
     tracemalloc.start()
     try:
         for _ in range(warmup):

@@ -15,6 +15,7 @@ then checks the same for the derivative itself (order 2). Here:
 >>> import numpy as np
 >>> check_grads(lambda x: np.sin(x) * x)(np.array([0.3, -1.2]))
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ import numpy as np
 
 import tracegrad as tg
 
-EPS = 1e-6      # autograd's finite-difference step (central, float64)
+EPS = 1e-6  # autograd's finite-difference step (central, float64)
 RTOL = 1e-5
 ATOL = 1e-6
 
@@ -39,8 +40,12 @@ def _leaves(tree) -> list:
 
 
 def _vdot(a_leaves: Sequence, b_leaves: Sequence) -> float:
-    return float(sum(np.vdot(np.asarray(a, np.float64), np.asarray(b, np.float64))
-                     for a, b in zip(a_leaves, b_leaves)))
+    return float(
+        sum(
+            np.vdot(np.asarray(a, np.float64), np.asarray(b, np.float64))
+            for a, b in zip(a_leaves, b_leaves)
+        )
+    )
 
 
 def _random_like(rng, x):
@@ -57,26 +62,33 @@ def _numeric_directional(fun: Callable, xs: tuple, vs: tuple) -> list:
     """Leaves of (fun(x + eps/2 v) - fun(x - eps/2 v)) / eps, on plain NumPy."""
     plus = _leaves(fun(*[_shift(x, v, EPS / 2) for x, v in zip(xs, vs)]))
     minus = _leaves(fun(*[_shift(x, v, -EPS / 2) for x, v in zip(xs, vs)]))
-    return [(np.asarray(p, np.float64) - np.asarray(m, np.float64)) / EPS
-            for p, m in zip(plus, minus)]
+    return [
+        (np.asarray(p, np.float64) - np.asarray(m, np.float64)) / EPS for p, m in zip(plus, minus)
+    ]
 
 
 def _assert_close(exact: float, numeric: float, what: str) -> None:
     assert abs(exact - numeric) <= ATOL + RTOL * max(abs(exact), abs(numeric)), (
-        f"{what}: exact {exact!r} vs finite differences {numeric!r} "
-        f"(diff {exact - numeric:.3g})")
+        f"{what}: exact {exact!r} vs finite differences {numeric!r} (diff {exact - numeric:.3g})"
+    )
 
 
-def _check_order1(fun: Callable, xs: tuple, modes: Sequence[str], backend: str,
-                  rng, label: str) -> None:
+def _check_order1(
+    fun: Callable, xs: tuple, modes: Sequence[str], backend: str, rng, label: str
+) -> None:
     vs = tuple(_random_like(rng, x) for x in xs)
     numeric = _numeric_directional(fun, xs, vs)
     if "rev" in modes:
         out, pullback = tg.vjp(fun, *xs, backend=backend)
         out_leaves = _leaves(out)
         for got, want in zip(out_leaves, _leaves(fun(*xs))):
-            np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64),
-                                       rtol=1e-9, atol=1e-12, err_msg=f"{label}: value")
+            np.testing.assert_allclose(
+                np.asarray(got, np.float64),
+                np.asarray(want, np.float64),
+                rtol=1e-9,
+                atol=1e-12,
+                err_msg=f"{label}: value",
+            )
         us = [rng.standard_normal(np.shape(o)) for o in out_leaves]
         ct = _rebuild(out, us)
         grads = pullback(ct)
@@ -97,13 +109,19 @@ def _rebuild(template, flat: list):
             return {k: build(t[k]) for k in sorted(t)}
         if isinstance(t, (tuple, list)):
             return type(t)(build(item) for item in t)
-        return np.asarray(next(it))   # arrays, even for float outputs (see test_vjp_*)
+        return np.asarray(next(it))  # arrays, even for float outputs (see test_vjp_*)
+
     return build(template)
 
 
-def check_grads(fun: Callable, argnum: int | Sequence[int] = 0,
-                modes: Sequence[str] = ("fwd", "rev"), order: int = 2,
-                backend: str = "interpret", seed: int = 0) -> Callable[..., None]:
+def check_grads(
+    fun: Callable,
+    argnum: int | Sequence[int] = 0,
+    modes: Sequence[str] = ("fwd", "rev"),
+    order: int = 2,
+    backend: str = "interpret",
+    seed: int = 0,
+) -> Callable[..., None]:
     """autograd's `check_grads(fun, modes, order)` with `argnum`, on tracegrad."""
     nums = (argnum,) if isinstance(argnum, int) else tuple(argnum)
 
@@ -115,6 +133,7 @@ def check_grads(fun: Callable, argnum: int | Sequence[int] = 0,
             for k, x in zip(nums, xs):
                 full[k] = x
             return fun(*full)
+
         xs = tuple(args[k] for k in nums)
         _check_order1(of_checked, xs, modes, backend, rng, "order 1")
         if order >= 2:
@@ -122,8 +141,10 @@ def check_grads(fun: Callable, argnum: int | Sequence[int] = 0,
 
             def projected(*xs_):
                 return sum(np.sum(o * u) for o, u in zip(_leaves(of_checked(*xs_)), us))
+
             gradient = tg.grad(projected, argnums=tuple(range(len(xs))), backend=backend)
             _check_order1(gradient, xs, modes, backend, rng, "order 2")
+
     return check
 
 
@@ -140,13 +161,15 @@ def short_traceback(test: Callable) -> Callable:
     def run(*args, **kwargs):
         try:
             return test(*args, **kwargs)
-        except Exception as error:  # noqa: BLE001  (re-raised with its type and text)
+        except Exception as error:
             raise AssertionError(f"{type(error).__name__}: {error}") from None
+
     return run
 
 
 def custom_sin_vjp():
     """JAX's api_test custom_vjp example: sin with a reverse rule that doubles cos."""
+
     @tg.custom_vjp
     def f(x):
         return np.sin(x)
@@ -156,21 +179,24 @@ def custom_sin_vjp():
 
     def f_rev(cos_x, g):
         return (2 * cos_x * g,)
+
     f.defvjp(f_fwd, f_rev)
     return f
 
 
 def custom_sin_jvp():
     """JAX's api_test custom_jvp example: sin with a tangent rule that doubles cos."""
+
     @tg.custom_jvp
     def f(x):
         return np.sin(x)
 
     @f.defjvp
     def f_jvp(primals, tangents):
-        x, = primals
-        g, = tangents
+        (x,) = primals
+        (g,) = tangents
         return f(x), 2 * np.cos(x) * g
+
     return f
 
 
@@ -185,5 +211,6 @@ def assert_all_close(a, b, rtol=1e-12, atol=1e-12):
         for x, y in zip(a, b):
             assert_all_close(x, y, rtol, atol)
     else:
-        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
-                                   rtol=rtol, atol=atol)
+        np.testing.assert_allclose(
+            np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=rtol, atol=atol
+        )

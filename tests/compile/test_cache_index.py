@@ -1,6 +1,7 @@
 """The cache index (codegen/index.py): a traced graph found in the index loads
 its module without autodiff, passes or code generation; misses say why;
 corrupt, poisoned or stale entries are rebuilt; the key follows the traced graph."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,8 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.compiler import CompiledFunction
 from tracegrad.codegen import index
+from tracegrad.compiler import CompiledFunction
 from tracegrad.tracing import trace_flat
 
 HERE = Path(__file__).resolve().parent
@@ -39,8 +40,8 @@ def loss(x, w):
 
 def expected(x, w):
     t = np.tanh(x * w)
-    g = 2 * t * (1 - t ** 2)
-    return np.sum(t ** 2), g * w, g * x
+    g = 2 * t * (1 - t**2)
+    return np.sum(t**2), g * w, g * x
 
 
 X = np.array([0.5, -1.0, 2.0])
@@ -89,12 +90,12 @@ def test_miss_is_logged_then_hit_skips_the_pipeline(cache_env, caplog):
 
 def test_key_follows_the_traced_graph():
     k = key_of(loss, X, W)
-    assert k == key_of(loss, X.copy(), W.copy())           # deterministic
-    assert k != key_of(loss, X[:2], W[:2])                  # shapes
+    assert k == key_of(loss, X.copy(), W.copy())  # deterministic
+    assert k != key_of(loss, X[:2], W[:2])  # shapes
     assert k != key_of(loss, X.astype(np.float32), W.astype(np.float32))  # dtypes
-    assert k != key_of(lambda x, w: tg.sum(tg.tanh(x * w) ** 3), X, W)   # a constant
-    assert k != key_of(lambda x, w: tg.sum(tg.sin(x * w) ** 2), X, W)    # an op
-    assert k != key_of(loss, X, W, wrt=(0,))                              # what is differentiated
+    assert k != key_of(lambda x, w: tg.sum(tg.tanh(x * w) ** 3), X, W)  # a constant
+    assert k != key_of(lambda x, w: tg.sum(tg.sin(x * w) ** 2), X, W)  # an op
+    assert k != key_of(loss, X, W, wrt=(0,))  # what is differentiated
     assert k != key_of(loss, X, W, mode="grad")
     big = np.arange(100.0)
     big2 = big.copy()
@@ -146,6 +147,7 @@ def test_truncated_entry_is_rebuilt(cache_env, caplog):
 def test_errors_on_an_index_hit_use_the_rebuilt_graph(cache_env, caplog):
     def nll(logits, labels):
         return -tg.sum(tg.take_along_axis(tg.log_softmax(logits, axis=-1), labels[:, None], axis=1))
+
     logits = np.zeros((2, 3))
     ok = np.array([0, 2])
     CompiledFunction(nll, "value_and_grad")(logits, ok)
@@ -161,6 +163,7 @@ def test_errors_on_an_index_hit_use_the_rebuilt_graph(cache_env, caplog):
 def test_check_finite_on_an_index_hit(cache_env):
     def f(x):
         return tg.sum(tg.log(x))
+
     tg.value_and_grad(f, check_finite=True)(np.array([1.0, 2.0]))
     g = tg.value_and_grad(f, check_finite=True)
     g(np.array([1.0, 2.0]))
@@ -182,29 +185,41 @@ print("SCIPY_LINALG", "scipy.linalg" in sys.modules)
 
 
 def test_second_process_loads_from_the_index(tmp_path):
-    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(tmp_path), TRACEGRAD_LOG="1",
-               PYTHONPATH=os.pathsep.join([str(HERE.parents[1])]
-                                          + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
-    runs = [subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env,
-                           timeout=300) for _ in range(2)]
+    env = dict(
+        os.environ,
+        TRACEGRAD_CACHE_DIR=str(tmp_path),
+        TRACEGRAD_LOG="1",
+        PYTHONPATH=os.pathsep.join(
+            [str(HERE.parents[1])] + os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        ),
+    )
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=300
+        )
+        for _ in range(2)
+    ]
     for r in runs:
         assert r.returncode == 0, r.stderr
     assert "index miss (no entry)" in runs[0].stderr and "numba compile" in runs[0].stderr
     assert "index hit" in runs[1].stderr and "numba cache load" in runs[1].stderr
     assert "numba compile" not in runs[1].stderr and "autodiff" not in runs[1].stderr
-    if "scipy" in sys.modules or os.path.isdir(os.path.join(os.path.dirname(np.__file__),
-                                                            os.pardir, "scipy")):
+    if "scipy" in sys.modules or os.path.isdir(
+        os.path.join(os.path.dirname(np.__file__), os.pardir, "scipy")
+    ):
         assert "SCIPY_LINALG False" in runs[1].stdout  # see runtime/numba_loader.py
 
 
 def test_parallel_variant_after_an_index_hit(monkeypatch, caplog):
     # The session's cache dir (tests/conftest.py): the parallel compile is paid once per run.
     from tracegrad.codegen.emit import PARALLEL_MIN_ELEMENTS
+
     monkeypatch.setenv("TRACEGRAD_PARALLEL", "sync")
     x = np.linspace(-1.0, 1.0, PARALLEL_MIN_ELEMENTS)
 
     def f(x):
         return tg.sum(tg.exp(-x) * x)
+
     first = CompiledFunction(f, "value_and_grad")
     v1, g1 = first(x)
     second = CompiledFunction(f, "value_and_grad")  # fresh, as in a new process
@@ -220,6 +235,7 @@ def test_parallel_variant_after_an_index_hit(monkeypatch, caplog):
 
 def test_world_writable_dir_gets_no_index(tmp_path, monkeypatch, caplog):
     from tracegrad.runtime import cache
+
     d = tmp_path / "shared"
     d.mkdir()
     d.chmod(0o777)
@@ -233,14 +249,16 @@ def test_world_writable_dir_gets_no_index(tmp_path, monkeypatch, caplog):
 
 def test_read_only_dir_warns_once_and_gets_no_index(tmp_path, monkeypatch, caplog):
     from tracegrad.runtime import cache
+
     d = tmp_path / "ro"
     d.mkdir(mode=0o500)
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(d))
     monkeypatch.setattr(cache, "_WARNED", set())
     real_access = os.access
     # root ignores mode bits, so make the check see what a normal user would
-    monkeypatch.setattr(cache.os, "access",
-                        lambda p, mode: False if Path(p) == d else real_access(p, mode))
+    monkeypatch.setattr(
+        cache.os, "access", lambda p, mode: False if Path(p) == d else real_access(p, mode)
+    )
     with pytest.warns(cache.CacheWarning, match="not writable") as record:
         run_vg(caplog)
         run_vg(caplog)

@@ -3,6 +3,7 @@ optimizer steps captured into one static graph; guards, graph breaks, explain.
 
 Every value is checked against the same program run eagerly (and against PyTorch
 where it is installed)."""
+
 import threading
 import warnings
 
@@ -25,8 +26,10 @@ def mlp(seed=0, act=None):
 
 def batch(seed, n=5):
     rng = np.random.default_rng(seed)
-    return (torch.tensor(rng.standard_normal((n, 6)).astype(np.float32)),
-            torch.tensor(rng.integers(0, 3, n)))
+    return (
+        torch.tensor(rng.standard_normal((n, 6)).astype(np.float32)),
+        torch.tensor(rng.integers(0, 3, n)),
+    )
 
 
 def params_of(model):
@@ -91,22 +94,29 @@ def _train(compiled, make_opt, steps=5, clip=None, seed=0):
             nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         return loss
+
     step = tg.compile(train_step, fullgraph=True, **I) if compiled else train_step
     losses = [float(step(*batch(10 + k))) for k in range(steps)]
     return losses, params_of(model), step, opt
 
 
-@pytest.mark.parametrize("name, make_opt, clip", [
-    ("sgd momentum", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), None),
-    ("sgd nesterov wd", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True,
-                                                  weight_decay=1e-2), 1.0),
-    ("adam", lambda p: torch.optim.Adam(p, lr=1e-2), None),
-    ("adamw clip", lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1), 0.5),
-    ("adam amsgrad", lambda p: torch.optim.Adam(p, lr=1e-2, amsgrad=True), None),
-    ("rmsprop", lambda p: torch.optim.RMSprop(p, lr=1e-2, momentum=0.5, centered=True), None),
-    ("adagrad", lambda p: torch.optim.Adagrad(p, lr=1e-1, lr_decay=0.01), None),
-    ("adadelta", lambda p: torch.optim.Adadelta(p, lr=1.0, weight_decay=1e-3), None),
-])
+@pytest.mark.parametrize(
+    "name, make_opt, clip",
+    [
+        ("sgd momentum", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), None),
+        (
+            "sgd nesterov wd",
+            lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-2),
+            1.0,
+        ),
+        ("adam", lambda p: torch.optim.Adam(p, lr=1e-2), None),
+        ("adamw clip", lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1), 0.5),
+        ("adam amsgrad", lambda p: torch.optim.Adam(p, lr=1e-2, amsgrad=True), None),
+        ("rmsprop", lambda p: torch.optim.RMSprop(p, lr=1e-2, momentum=0.5, centered=True), None),
+        ("adagrad", lambda p: torch.optim.Adagrad(p, lr=1e-1, lr_decay=0.01), None),
+        ("adadelta", lambda p: torch.optim.Adadelta(p, lr=1.0, weight_decay=1e-3), None),
+    ],
+)
 def test_training_step_is_one_graph_equal_to_eager_step_for_step(name, make_opt, clip):
     eager_losses, eager_params, _, eager_opt = _train(False, make_opt, clip=clip)
     losses, params, step, opt = _train(True, make_opt, clip=clip)
@@ -116,8 +126,9 @@ def test_training_step_is_one_graph_equal_to_eager_step_for_step(name, make_opt,
     for (p, s), (pe, se) in zip(opt.state.items(), eager_opt.state.items()):
         assert sorted(s) == sorted(se)
         for key in s:
-            np.testing.assert_allclose(np.asarray(s[key]), np.asarray(se[key]), rtol=1e-6,
-                                       atol=1e-7)
+            np.testing.assert_allclose(
+                np.asarray(s[key]), np.asarray(se[key]), rtol=1e-6, atol=1e-7
+            )
     graph = step.entries.values().__next__()[0].graph
     ops = {n.op for n in graph.nodes}
     assert {"addmm", "tanh", "sqrt" if "sgd" not in name else "mul"} <= ops  # fwd, bwd, update
@@ -136,8 +147,7 @@ def test_training_step_against_pytorch():
     for k in range(5):
         x, t = batch(10 + k)
         opt.zero_grad()
-        loss = real.nn.functional.cross_entropy(ref(real.tensor(x.numpy())),
-                                                real.tensor(t.numpy()))
+        loss = real.nn.functional.cross_entropy(ref(real.tensor(x.numpy())), real.tensor(t.numpy()))
         loss.backward()
         real.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
         opt.step()
@@ -148,13 +158,14 @@ def test_training_step_against_pytorch():
 
 # ------------------------------------------------------------------ guards
 
+
 def test_guards_retrace_only_when_they_must():
     model = mlp()
     f = tg.compile(lambda x: model(x).sum(), **I)
     x, _ = batch(4)
     f(x)
     with torch.no_grad():
-        model[0].weight.mul_(2.0)      # in place: read on the next call, no retrace
+        model[0].weight.mul_(2.0)  # in place: read on the next call, no retrace
     np.testing.assert_allclose(float(f(x)), float(model(x).sum()), rtol=1e-6)
     model.load_state_dict(mlp(seed=5).state_dict())  # copies in place: no retrace
     np.testing.assert_allclose(float(f(x)), float(model(x).sum()), rtol=1e-6)
@@ -165,10 +176,10 @@ def test_guards_retrace_only_when_they_must():
     model.eval()
     f(x)
     assert "training changed to False" in f.trace_reasons[-1]
-    model.double()                                         # a dtype change
+    model.double()  # a dtype change
     xd = torch.tensor(x.numpy().astype(np.float64))
     np.testing.assert_allclose(float(f(xd)), float(model(xd).sum()), rtol=1e-12)
-    f(torch.ones(2, 6, dtype=torch.float64))               # a new shape
+    f(torch.ones(2, 6, dtype=torch.float64))  # a new shape
     assert f.cache_info().traces == 5
     model[0].weight.requires_grad_(False)
     f(xd)
@@ -186,9 +197,10 @@ def test_a_python_value_the_function_reads_retraces_when_it_changes():
         opt.zero_grad()
         F.cross_entropy(model(x), t).backward()
         opt.step()
+
     f = tg.compile(step, **I)
     f(*batch(1))
-    opt.param_groups[0]["lr"] = 0.05   # a schedule: lr is an input, no retrace
+    opt.param_groups[0]["lr"] = 0.05  # a schedule: lr is an input, no retrace
     before = params_of(model)
     x, t = batch(2)
     f(x, t)
@@ -215,12 +227,14 @@ def test_a_learning_rate_schedule_matches_eager_without_retracing():
             loss.backward()
             opt.step()
             return loss
+
         f = tg.compile(step, **I) if compiled else step
         losses = []
         for k in range(6):
             losses.append(float(f(*batch(50 + k))))
             sched.step()
         return losses, params_of(model), f
+
     eager_losses, eager_params, _ = run(False)
     losses, params, f = run(True)
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-6)
@@ -242,12 +256,14 @@ def test_tracing_leaves_the_users_objects_as_they_were():
 
 # ------------------------------------------------------------------ breaks and explain
 
+
 def _with_item(model):
     def f(x):
         h = model(x)
         if h.sum().item() > 0:  # needs a value: a graph break
             return h * 2.0
         return h - 1.0
+
     return f
 
 
@@ -273,16 +289,20 @@ def test_fullgraph_raises_at_a_break():
         f(batch(6)[0])
 
 
-@pytest.mark.parametrize("body, reason", [
-    (lambda h: print(h), "printing a tensor"),
-    (lambda h: h.numpy(), "numpy()"),
-    (lambda h: torch.manual_seed(3), "manual_seed"),
-])
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        (lambda h: print(h), "printing a tensor"),
+        (lambda h: h.numpy(), "numpy()"),
+        (lambda h: torch.manual_seed(3), "manual_seed"),
+    ],
+)
 def test_other_breaks(body, reason):
     def f(x):
         h = x * 2.0
         body(h.detach())
         return h + 1.0
+
     report = tg.explain(f, torch.ones(3))
     assert report.graph_break_count == 1 and reason in report.break_reasons[0].reason
     np.testing.assert_allclose(report.out.numpy(), [3.0, 3.0, 3.0])
@@ -300,11 +320,13 @@ def test_explain_lists_graphs_and_breaks():
 
 # ------------------------------------------------------------------ autograd through it
 
+
 def test_second_order_through_a_compiled_module():
     model = mlp(act=nn.Tanh())
     fast = tg.compile(model, **I)
-    x = torch.tensor(np.random.default_rng(0).standard_normal((3, 6)), dtype=torch.float32,
-                     requires_grad=True)
+    x = torch.tensor(
+        np.random.default_rng(0).standard_normal((3, 6)), dtype=torch.float32, requires_grad=True
+    )
     (gx,) = torch.autograd.grad(fast(x).pow(2).sum(), x, create_graph=True)
     gx.sum().backward()
     compiled = x.grad.numpy().copy(), grads_of(model)
@@ -328,8 +350,9 @@ def test_threads_calling_one_compiled_module():
         try:
             for _ in range(10):
                 results[k] = fast(inputs[k]).detach().numpy()
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:
             errors.append(exc)
+
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
     for th in threads:
         th.start()
@@ -347,6 +370,7 @@ def test_backward_into_an_arguments_grad_runs_eagerly():
     def f(w):
         (w * w).sum().backward()
         return w.grad * 1.0
+
     with pytest.warns(GraphBreakWarning, match="argument"):
         out = tg.compile(f, **I)(w)
     np.testing.assert_allclose(out.numpy(), [2.0, 4.0])
@@ -354,11 +378,13 @@ def test_backward_into_an_arguments_grad_runs_eagerly():
 
 # ------------------------------------------------------------------ randomness and state
 
+
 def test_dropout_and_randn_follow_manual_seed_as_eager_mode_does():
     drop = nn.Dropout(0.5)
 
     def f(x):
         return drop(x) + torch.randn(4) * 0.1
+
     x = torch.ones(4)
     fast = tg.compile(f, **I)
     torch.manual_seed(7)
@@ -370,8 +396,9 @@ def test_dropout_and_randn_follow_manual_seed_as_eager_mode_does():
     assert not np.allclose(compiled[0], compiled[1])  # a fresh draw every call
     assert fast.cache_info().traces == 1
     drop.eval()
-    np.testing.assert_allclose(fast(x).numpy() - torch.randn(4).numpy() * 0, fast(x).numpy(),
-                               atol=1.0)  # eval: a retrace, dropout off
+    np.testing.assert_allclose(
+        fast(x).numpy() - torch.randn(4).numpy() * 0, fast(x).numpy(), atol=1.0
+    )  # eval: a retrace, dropout off
     assert "training changed" in fast.trace_reasons[-1]
 
 
@@ -379,15 +406,18 @@ def test_batchnorm_running_stats_update_as_in_eager_mode():
     def build():
         torch.manual_seed(0)
         return nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4))
+
     eager, compiled = build(), build()
     fast = tg.compile(compiled, **I)
     for k in range(3):
         x, _ = batch(30 + k, n=8)
-        np.testing.assert_allclose(fast(x).detach().numpy(), eager(x).detach().numpy(),
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            fast(x).detach().numpy(), eager(x).detach().numpy(), rtol=1e-5, atol=1e-6
+        )
     for name in ("running_mean", "running_var", "num_batches_tracked"):
-        np.testing.assert_allclose(getattr(compiled[1], name).numpy(),
-                                   getattr(eager[1], name).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(
+            getattr(compiled[1], name).numpy(), getattr(eager[1], name).numpy(), rtol=1e-6
+        )
     assert fast.cache_info().traces == 1
 
 
@@ -425,11 +455,12 @@ def test_inplace_ops_and_views_of_intermediates_are_functionalized():
         h = x @ w
         h.add_(0.5)
         v = h.view(-1)
-        v.mul_(2.0)            # through a view: h changes too
-        h[:, 0] = 0.0          # item assignment on an intermediate
+        v.mul_(2.0)  # through a view: h changes too
+        h[:, 0] = 0.0  # item assignment on an intermediate
         t = h.t()
-        t.add_(1.0)            # through a transposed view
+        t.add_(1.0)  # through a transposed view
         return (h * h).sum() + v.sum()
+
     rng = np.random.default_rng(0)
     x = torch.tensor(rng.standard_normal((3, 4)))
     w = torch.tensor(rng.standard_normal((4, 5)), requires_grad=True)
@@ -457,6 +488,7 @@ def test_numba_kernels_replace_the_eager_tier():
         loss.backward()
         opt.step()
         return loss
+
     step = tg.compile(train_step, backend="numba")
     losses = [float(step(*batch(10)))]
     assert step.wait_kernels(timeout=600)

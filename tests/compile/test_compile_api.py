@@ -3,6 +3,7 @@
 Most tests use backend="interpret" (no Numba compile); tests/compile/
 test_compile_numba.py runs a representative set through generated kernels.
 """
+
 from __future__ import annotations
 
 import logging
@@ -12,19 +13,19 @@ import warnings
 
 import numpy as np
 import pytest
+from compile_helpers import assert_close, assert_memory_flat, numeric_grad
 
 import tracegrad as tg
 from tracegrad.compiler import CompileError, NonFiniteError
-
-from compile_helpers import assert_close, assert_memory_flat, numeric_grad
 
 I = dict(backend="interpret")
 
 
 # ------------------------------------------------------------ the seed's examples
 
+
 def test_seed_example_z_equals_xy_plus_x_squared():
-    f = lambda x, y: tg.sum(x * y + x ** 2)  # noqa: E731
+    f = lambda x, y: tg.sum(x * y + x**2)  # noqa: E731
     value, (gx, gy) = tg.value_and_grad(f, argnums=(0, 1), **I)(np.array([2.0]), np.array([3.0]))
     assert float(value) == 10.0
     np.testing.assert_array_equal(gx, [7.0])  # y + 2x
@@ -44,22 +45,25 @@ def test_seed_example_linear_layer():
 
 
 def test_seed_example_square_and_cube():
-    assert float(tg.grad(lambda x: tg.sum(x ** 2), **I)(np.array([2.0]))[0]) == 4.0
-    assert float(tg.grad(lambda x: tg.sum(x ** 3), **I)(np.array([3.0]))[0]) == 27.0
+    assert float(tg.grad(lambda x: tg.sum(x**2), **I)(np.array([2.0]))[0]) == 4.0
+    assert float(tg.grad(lambda x: tg.sum(x**3), **I)(np.array([3.0]))[0]) == 27.0
 
 
 # ---------------------------------------------------------------- JAX conventions
 
+
 def test_value_and_grad_int_argnums_returns_one_array():
     value, g = tg.value_and_grad(lambda x, y: tg.sum(x * y), argnums=1, **I)(
-        np.ones(3), np.arange(3.0))
+        np.ones(3), np.arange(3.0)
+    )
     assert isinstance(g, np.ndarray) and g.shape == (3,)
     assert np.ndim(value) == 0
 
 
 def test_value_and_grad_tuple_argnums_returns_tuple():
     _, grads = tg.value_and_grad(lambda x, y: tg.sum(x * y), argnums=(1,), **I)(
-        np.ones(3), np.arange(3.0))
+        np.ones(3), np.arange(3.0)
+    )
     assert isinstance(grads, tuple) and len(grads) == 1
 
 
@@ -71,7 +75,8 @@ def test_grad_returns_only_gradients():
 
 def test_has_aux_layout():
     def f(x):
-        return tg.sum(x ** 2), {"doubled": x * 2, "n": 3}
+        return tg.sum(x**2), {"doubled": x * 2, "n": 3}
+
     (value, aux), g = tg.value_and_grad(f, has_aux=True, **I)(np.array([1.0, 2.0]))
     assert float(value) == 5.0
     np.testing.assert_array_equal(aux["doubled"], [2.0, 4.0])
@@ -99,6 +104,7 @@ def test_dtypes_follow_the_inputs():
 def test_pytree_arguments_and_gradients():
     def loss(params, x):
         return tg.sum(tg.tanh(x @ params["W"] + params["b"]))
+
     params = {"W": np.full((3, 2), 0.1), "b": np.zeros(2)}
     x = np.arange(6.0).reshape(2, 3) / 6
     value, grads = tg.value_and_grad(loss, **I)(params, x)
@@ -125,8 +131,8 @@ def test_jax_agrees():
     jnp = jax.numpy
     jax.config.update("jax_enable_x64", True)
     x, y = np.array([0.5, -1.0, 2.0]), np.array([1.5, 0.25, -0.5])
-    ours = tg.value_and_grad(lambda x, y: tg.sum(tg.tanh(x) * y ** 2), argnums=(0, 1), **I)(x, y)
-    theirs = jax.value_and_grad(lambda x, y: jnp.sum(jnp.tanh(x) * y ** 2), argnums=(0, 1))(x, y)
+    ours = tg.value_and_grad(lambda x, y: tg.sum(tg.tanh(x) * y**2), argnums=(0, 1), **I)(x, y)
+    theirs = jax.value_and_grad(lambda x, y: jnp.sum(jnp.tanh(x) * y**2), argnums=(0, 1))(x, y)
     assert_close(ours[0], theirs[0])
     for a, b in zip(ours[1], theirs[1]):
         assert_close(a, np.asarray(b))
@@ -134,6 +140,7 @@ def test_jax_agrees():
 
 
 # ------------------------------------------------------------------------ errors
+
 
 def test_non_scalar_output_error():
     with pytest.raises(CompileError, match=r"scalar-output.*shape: \(3,\)"):
@@ -193,20 +200,22 @@ def test_bad_backend():
 
 # ----------------------------------------------------------- caching and retrace
 
+
 def test_each_signature_traced_once_and_hits_counted():
     calls = []
 
     def f(x):
         calls.append(1)
         return tg.sum(x * x)
+
     vg = tg.value_and_grad(f, **I)
     for _ in range(3):
         vg(np.ones(3))
     assert vg.cache_info() == (1, 2)
     assert vg.cache_info().traces == 1 and vg.cache_info().hits == 2
-    vg(np.ones(4))                      # new shape: retrace
-    vg(np.ones(3, np.float32))          # new dtype: retrace
-    vg(np.ones(3))                      # back to the first: hit
+    vg(np.ones(4))  # new shape: retrace
+    vg(np.ones(3, np.float32))  # new dtype: retrace
+    vg(np.ones(3))  # back to the first: hit
     assert vg.cache_info() == (3, 3)
     assert len(calls) == 3
 
@@ -226,6 +235,7 @@ def test_static_scalar_drives_python_control_flow():
         for _ in range(n_layers):
             x = tg.tanh(x)
         return x
+
     f = tg.compile(f, **I)
     np.testing.assert_allclose(f(np.ones(2), 2), np.tanh(np.tanh(np.ones(2))))
     assert len([n for n in f.lower(np.ones(2), 3).traced.nodes if n.op == "tanh"]) == 3
@@ -266,7 +276,7 @@ def test_non_contiguous_and_negative_stride_inputs():
 def test_read_only_inputs():
     x = np.linspace(0, 1, 5)
     x.setflags(write=False)
-    g = tg.grad(lambda x: tg.sum(x ** 2), **I)
+    g = tg.grad(lambda x: tg.sum(x**2), **I)
     np.testing.assert_allclose(g(x), 2 * x)
     np.testing.assert_allclose(g(x), 2 * x)
 
@@ -288,6 +298,7 @@ def test_threads_trace_each_signature_once():
         with lock:
             traced.append(x.shape)
         return tg.sum(tg.tanh(x) ** 2)
+
     vg = tg.value_and_grad(f, **I)
     shapes = [(3,), (4,), (3,), (4,)] * 5
     results, errors = {}, []
@@ -301,6 +312,7 @@ def test_threads_trace_each_signature_once():
                 results[(k, j)] = (x, vg(x))
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
+
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
     for t in threads:
         t.start()
@@ -315,16 +327,17 @@ def test_threads_trace_each_signature_once():
 
 # -------------------------------------------------------------------- grad of grad
 
+
 def test_grad_of_grad():
-    f = lambda x: tg.sum(tg.sin(x) * x ** 3)  # noqa: E731
+    f = lambda x: tg.sum(tg.sin(x) * x**3)  # noqa: E731
     d1 = tg.grad(f, **I)
     d2 = tg.grad(lambda x: tg.sum(d1(x)), **I)
     d3 = tg.grad(lambda x: tg.sum(d2(x)), **I)
     x = np.array([0.3, 1.2, -0.7])
     s, c = np.sin(x), np.cos(x)
-    assert_close(d1(x), c * x ** 3 + 3 * x ** 2 * s)
-    assert_close(d2(x), -s * x ** 3 + 6 * x ** 2 * c + 6 * x * s)
-    assert_close(d3(x), -c * x ** 3 - 3 * x ** 2 * s + 12 * x * c - 6 * x ** 2 * s + 6 * s + 6 * x * c)
+    assert_close(d1(x), c * x**3 + 3 * x**2 * s)
+    assert_close(d2(x), -s * x**3 + 6 * x**2 * c + 6 * x * s)
+    assert_close(d3(x), -c * x**3 - 3 * x**2 * s + 12 * x * c - 6 * x**2 * s + 6 * s + 6 * x * c)
 
 
 def test_hessian_vector_product_of_two_argument_function():
@@ -341,11 +354,12 @@ def test_compile_of_grad_and_grad_of_compile():
     g = tg.grad(lambda x: tg.sum(f(x)), **I)
     x = np.array([0.1, -0.4])
     assert_close(g(x), 3 * (1 - np.tanh(x) ** 2))
-    cg = tg.compile(tg.grad(lambda x: tg.sum(x ** 3), **I), **I)
-    assert_close(cg(x), 3 * x ** 2)
+    cg = tg.compile(tg.grad(lambda x: tg.sum(x**3), **I), **I)
+    assert_close(cg(x), 3 * x**2)
 
 
 # ------------------------------------------------------------------- inspection
+
 
 def test_lower_exposes_every_stage():
     lowered = tg.value_and_grad(lambda x: tg.sum(tg.tanh(x)), **I).lower(np.ones(3))
@@ -392,23 +406,27 @@ def test_method_decorator():
         @tg.compile(backend="interpret")
         def forward(self, x):
             return x * self.scale
+
     # `self` is a static argument (hashable object), part of the cache key
     np.testing.assert_array_equal(Model().forward(np.ones(2)), [2.0, 2.0])
 
 
 def test_import_does_not_import_numba():
     import subprocess
-    code = ("import sys, numpy as np, tracegrad as tg; "
-            "tg.value_and_grad(lambda x: tg.sum(x*x), backend='interpret')(np.ones(2)); "
-            "tg.trace(lambda x: x, np.ones(1)); "
-            "print('numba' in sys.modules)")
+
+    code = (
+        "import sys, numpy as np, tracegrad as tg; "
+        "tg.value_and_grad(lambda x: tg.sum(x*x), backend='interpret')(np.ones(2)); "
+        "tg.trace(lambda x: x, np.ones(1)); "
+        "print('numba' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_big_endian_inputs():
     x = np.linspace(-1, 1, 4).astype(">f8")
-    g = tg.grad(lambda x: tg.sum(x ** 2), **I)
+    g = tg.grad(lambda x: tg.sum(x**2), **I)
     np.testing.assert_allclose(g(x), 2 * x.astype(np.float64))
     assert g(x).dtype == np.float64
 
@@ -428,12 +446,16 @@ def test_where_trap_and_the_safe_idiom():
 
 def test_tracegrad_log_env_prints_stage_times():
     import subprocess
-    code = ("import numpy as np, tracegrad as tg; "
-            "f = tg.value_and_grad(lambda x: tg.sum(x*x), backend='interpret'); "
-            "f(np.ones(2)); f(np.ones(3))")
+
+    code = (
+        "import numpy as np, tracegrad as tg; "
+        "f = tg.value_and_grad(lambda x: tg.sum(x*x), backend='interpret'); "
+        "f(np.ones(2)); f(np.ones(3))"
+    )
     env = dict(__import__("os").environ, TRACEGRAD_LOG="1")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     assert "cache miss (first call)" in out.stderr
     assert "trace" in out.stderr and "autodiff" in out.stderr and "passes" in out.stderr
     assert "x: f64[2] -> f64[3]" in out.stderr
@@ -447,6 +469,7 @@ def test_memory_stays_flat_over_many_compiled_steps():
 
 def test_calls_make_no_reference_cycles():
     import gc
+
     f = tg.value_and_grad(lambda p, x: tg.sum(tg.tanh(x @ p["w"]) ** 2), **I)
     params, x = {"w": np.full((3, 2), 0.1)}, np.ones((4, 3))
     g = tg.grad(lambda x: tg.sum(x * x), **I)
@@ -455,8 +478,8 @@ def test_calls_make_no_reference_cycles():
     gc.disable()
     try:
         for _ in range(50):
-            f(params, x)   # pytree path
-            g(x)           # plain-array path
+            f(params, x)  # pytree path
+            g(x)  # plain-array path
         assert gc.collect() == 0
     finally:
         gc.enable()
@@ -467,16 +490,18 @@ def test_inner_grad_closing_over_an_outer_traced_value():
     x0 = np.array([1.0, 2.0])
 
     def outer(y):
-        inner = tg.grad(lambda x: tg.sum(x * x * y ** 3), **I)
+        inner = tg.grad(lambda x: tg.sum(x * x * y**3), **I)
         return tg.sum(inner(x0))
+
     y = np.array([0.5, 1.5])
-    assert_close(tg.grad(outer, **I)(y), 6 * x0 * y ** 2)
+    assert_close(tg.grad(outer, **I)(y), 6 * x0 * y**2)
 
 
 def test_compiled_function_closing_over_outer_tracer_inlines():
     def outer(y):
         scaled = tg.compile(lambda x: x * y, **I)
         return tg.sum(scaled(y) * 2.0)
+
     y = np.array([1.0, 3.0])
     assert_close(tg.grad(outer, **I)(y), 4 * y)
 
@@ -485,6 +510,7 @@ def test_concrete_call_closing_over_outer_tracer_inlines():
     def outer(y):
         scaled = tg.compile(lambda x: x * y, **I)
         return tg.sum(scaled(np.full(2, 3.0)))
+
     assert_close(tg.grad(outer, **I)(np.ones(2)), [3.0, 3.0])
 
 
@@ -496,8 +522,7 @@ def test_argnums_order_is_kept():
     np.testing.assert_array_equal(gx, [9.0, 9.0])
     g0, g0_again = tg.grad(f, argnums=(0, 0), **I)(x, y)
     np.testing.assert_array_equal(g0, g0_again)
-    tree_grads = tg.grad(lambda p, q: tg.sum(p["a"] * q[0]), argnums=(1, 0), **I)(
-        {"a": x}, [y])
+    tree_grads = tg.grad(lambda p, q: tg.sum(p["a"] * q[0]), argnums=(1, 0), **I)({"a": x}, [y])
     assert isinstance(tree_grads[0], list) and isinstance(tree_grads[1], dict)
     np.testing.assert_array_equal(tree_grads[0][0], x)
     np.testing.assert_array_equal(tree_grads[1]["a"], y)
@@ -510,10 +535,11 @@ def test_jax_conventions_for_argnums_order_and_aux():
     x, y = np.array([0.5, -1.0]), np.array([1.5, 0.25])
 
     def ours_f(x, y):
-        return tg.sum(tg.sin(x) * y ** 3), {"x2": x * 2}
+        return tg.sum(tg.sin(x) * y**3), {"x2": x * 2}
 
     def jax_f(x, y):
-        return jnp.sum(jnp.sin(x) * y ** 3), {"x2": x * 2}
+        return jnp.sum(jnp.sin(x) * y**3), {"x2": x * 2}
+
     (v1, aux1), g1 = tg.value_and_grad(ours_f, argnums=(1, 0), has_aux=True, **I)(x, y)
     (v2, aux2), g2 = jax.value_and_grad(jax_f, argnums=(1, 0), has_aux=True)(x, y)
     assert_close(v1, v2)
@@ -526,14 +552,17 @@ def test_jax_conventions_for_argnums_order_and_aux():
     assert_close(ga, np.asarray(gb))
 
 
-@pytest.mark.parametrize("fn, op", [
-    (lambda a, b: a + b.T, "add"),
-    (lambda a, b: a @ b, "matmul"),
-    (lambda a, b: tg.reshape(a, (7,)), "reshape"),
-    (lambda a, b: tg.concatenate([a, b.T], axis=0), "concatenate"),
-    (lambda a, b: a[5], "getitem|index"),
-    (lambda a, b: tg.exp(tg.argmax(a)), "exp"),
-])
+@pytest.mark.parametrize(
+    "fn, op",
+    [
+        (lambda a, b: a + b.T, "add"),
+        (lambda a, b: a @ b, "matmul"),
+        (lambda a, b: tg.reshape(a, (7,)), "reshape"),
+        (lambda a, b: tg.concatenate([a, b.T], axis=0), "concatenate"),
+        (lambda a, b: a[5], "getitem|index"),
+        (lambda a, b: tg.exp(tg.argmax(a)), "exp"),
+    ],
+)
 def test_traced_errors_name_the_op_and_the_users_line(fn, op):
     with pytest.raises(tg.TracegradError, match=op) as info:
         tg.compile(fn, **I)(np.ones((2, 3)), np.ones((2, 3)))

@@ -1,4 +1,5 @@
 """compile(fn) called with eager tensors: one CompiledFunctionBackward node per call (multi-output calls: one per output, sharing one backward run)."""
+
 from __future__ import annotations
 
 import gc
@@ -8,7 +9,6 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-
 import tracegrad.eager as torch
 
 I = dict(backend="interpret")
@@ -17,7 +17,7 @@ I = dict(backend="interpret")
 def test_seed_example_fills_grads_like_eager():
     x = torch.tensor([2.0], requires_grad=True)
     y = torch.tensor([3.0], requires_grad=True)
-    z = tg.compile(lambda x, y: x * y + x ** 2, **I)(x, y)
+    z = tg.compile(lambda x, y: x * y + x**2, **I)(x, y)
     assert isinstance(z, torch.Tensor) and z.requires_grad
     assert z.grad_fn.name() == "CompiledFunctionBackward"
     assert [type(n).__name__ for n, _ in z.grad_fn.next_functions] == ["AccumulateGrad"] * 2
@@ -28,11 +28,11 @@ def test_seed_example_fills_grads_like_eager():
 def test_compiled_piece_inside_an_eager_graph():
     W = torch.tensor([[0.5, -0.3], [0.2, 0.4]], requires_grad=True)
     x = torch.tensor([[1.0, 2.0]], requires_grad=True)
-    hidden = (x * 2.0)                                  # eager op before
+    hidden = x * 2.0  # eager op before
     layer = tg.compile(lambda h, W: tg.tanh(h @ W), **I)
     out = layer(hidden, W)
     assert out.grad_fn.next_functions[0][0].name() == "MulBackward0"
-    loss = (out * out).sum()                            # eager ops after
+    loss = (out * out).sum()  # eager ops after
     loss.backward()
     # the same computation fully eager
     W2 = torch.tensor([[0.5, -0.3], [0.2, 0.4]], requires_grad=True)
@@ -80,8 +80,9 @@ def test_multiple_outputs_each_get_a_node():
     assert s.grad_fn.name() == c.grad_fn.name() == "CompiledFunctionBackward"
     assert i.grad_fn is None and i.dtype == torch.int64
     (s.sum() + 2 * c.sum()).backward()
-    np.testing.assert_allclose(x.grad.numpy(), np.cos([0.5, -1.0]) - 2 * np.sin([0.5, -1.0]),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        x.grad.numpy(), np.cos([0.5, -1.0]) - 2 * np.sin([0.5, -1.0]), rtol=1e-6
+    )
 
 
 def test_double_backward_through_a_compiled_node():
@@ -91,13 +92,13 @@ def test_double_backward_through_a_compiled_node():
     g.sum().backward()
     t = np.tanh([0.5, 1.5])
     xn = np.array([0.5, 1.5])
-    np.testing.assert_allclose(g.detach().numpy(), t + xn * (1 - t ** 2))
-    np.testing.assert_allclose(x.grad.numpy(), 2 * (1 - t ** 2) - 2 * xn * t * (1 - t ** 2))
+    np.testing.assert_allclose(g.detach().numpy(), t + xn * (1 - t**2))
+    np.testing.assert_allclose(x.grad.numpy(), 2 * (1 - t**2) - 2 * xn * t * (1 - t**2))
 
 
 def test_second_backward_without_retain_graph_raises():
     x = torch.tensor([1.0, 2.0], requires_grad=True)
-    out = tg.compile(lambda x: tg.sum(x ** 3), **I)(x)
+    out = tg.compile(lambda x: tg.sum(x**3), **I)(x)
     out.backward()
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         out.backward()
@@ -105,7 +106,7 @@ def test_second_backward_without_retain_graph_raises():
 
 def test_retain_graph_allows_a_second_backward():
     x = torch.tensor([1.0, 2.0], requires_grad=True)
-    out = tg.compile(lambda x: tg.sum(x ** 3), **I)(x)
+    out = tg.compile(lambda x: tg.sum(x**3), **I)(x)
     out.backward(retain_graph=True)
     out.backward()
     assert x.grad.tolist() == [6.0, 24.0]
@@ -125,8 +126,9 @@ def test_saved_values_are_released_after_backward():
     out = tg.compile(lambda x: tg.sum(tg.exp(x) * x), **I)(x)
     node = out.grad_fn
     # intermediates the kernel computed (an input's own buffer lives on with the input)
-    computed = [weakref.ref(a) for a in node.saved_arrays
-                if not np.shares_memory(a, x.detach().numpy())]
+    computed = [
+        weakref.ref(a) for a in node.saved_arrays if not np.shares_memory(a, x.detach().numpy())
+    ]
     assert computed
     out.backward()
     gc.collect()
@@ -165,8 +167,11 @@ def test_training_steps_make_no_reference_cycles():
         gc.collect()
         # (only this loop's objects: a background kernel build in another thread
         # may leave cycles of its own meanwhile)
-        ours = [o for o in gc.garbage if type(o).__module__.startswith("tracegrad")
-                or isinstance(o, np.ndarray)]
+        ours = [
+            o
+            for o in gc.garbage
+            if type(o).__module__.startswith("tracegrad") or isinstance(o, np.ndarray)
+        ]
         assert ours == []
     finally:
         gc.set_debug(0)
@@ -177,6 +182,7 @@ def test_training_steps_make_no_reference_cycles():
 def _count_backward_runs(monkeypatch):
     """Count calls of compiled backward kernels (one per run of the backward graph)."""
     from tracegrad.capture.entry import CapturedEntry
+
     runs = []
     original = CapturedEntry.run
 
@@ -188,9 +194,11 @@ def _count_backward_runs(monkeypatch):
             def backward(*arrays):
                 runs.append(1)
                 return kernel(*arrays)
+
             backward._counted = True
             entry.backward = backward
         return original(self, leaves)
+
     monkeypatch.setattr(CapturedEntry, "run", counting_run)
     return runs
 
@@ -217,10 +225,9 @@ def test_multiple_outputs_partly_used_and_double_backward():
     a, b = f(x)
     (ga,) = torch.autograd.grad(a.sum(), x, create_graph=True)  # b's slot stays zero
     t, xn = np.tanh([0.3, 1.2]), np.array([0.3, 1.2])
-    np.testing.assert_allclose(ga.detach().numpy(), t + xn * (1 - t ** 2), rtol=1e-12)
+    np.testing.assert_allclose(ga.detach().numpy(), t + xn * (1 - t**2), rtol=1e-12)
     ga.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), 2 * (1 - t ** 2) - 2 * xn * t * (1 - t ** 2),
-                               rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * (1 - t**2) - 2 * xn * t * (1 - t**2), rtol=1e-12)
     x.grad = None
     a, b = f(x)
     assert tg.gradcheck(lambda x: sum(o.sum() * w for o, w in zip(f(x), (1.5, -0.5))), (x,))

@@ -4,16 +4,16 @@ Each function here is compiled once per signature (kernels are cached on disk
 across runs by tests/conftest.py); results must equal the reference
 interpreter's, which the other compile tests check against NumPy.
 """
+
 from __future__ import annotations
 
 import os
 
 import numpy as np
 import pytest
+from compile_helpers import assert_close, assert_memory_flat
 
 import tracegrad as tg
-
-from compile_helpers import assert_close, assert_memory_flat
 
 
 def mlp_loss(params, x, labels):
@@ -27,9 +27,13 @@ def mlp_loss(params, x, labels):
 
 def make_mlp(dtype, seed=0):
     rng = np.random.default_rng(seed)
-    params = {"W1": rng.standard_normal((8, 16)) * 0.5, "b1": rng.standard_normal(16) * 0.1,
-              "W2": rng.standard_normal((16, 16)) * 0.3, "b2": rng.standard_normal(16) * 0.1,
-              "W3": rng.standard_normal((16, 4)) * 0.3}
+    params = {
+        "W1": rng.standard_normal((8, 16)) * 0.5,
+        "b1": rng.standard_normal(16) * 0.1,
+        "W2": rng.standard_normal((16, 16)) * 0.3,
+        "b2": rng.standard_normal(16) * 0.1,
+        "W3": rng.standard_normal((16, 4)) * 0.3,
+    }
     params = {k: v.astype(dtype) for k, v in params.items()}
     x = rng.standard_normal((32, 8)).astype(dtype)
     labels = rng.integers(0, 4, 32)
@@ -76,7 +80,7 @@ def test_lower_shows_source_and_file(mlp_numba):
 
 
 def seed_fn(x, y):
-    return tg.sum(x * y + x ** 2)
+    return tg.sum(x * y + x**2)
 
 
 def test_seed_example_through_kernels():
@@ -99,6 +103,7 @@ def test_non_contiguous_negative_stride_and_read_only_through_kernels():
 
 def test_compiled_forward_and_eager_backward_through_kernels():
     import tracegrad.eager as torch
+
     x = torch.tensor([[1.0, 2.0]], requires_grad=True)
     W = torch.tensor([[0.5, -0.3], [0.2, 0.4]], requires_grad=True)
     b = torch.tensor([[0.1, -0.2]], requires_grad=True)
@@ -127,6 +132,7 @@ def test_memory_flat_over_10000_compiled_steps(mlp_numba):
 # test_concurrency_and_memory.py::test_eager_bridge_10000_steps_memory_flat
 def test_memory_flat_over_compiled_eager_training_steps():
     import tracegrad.eager as torch
+
     W = torch.tensor(np.full((3, 2), 0.1), requires_grad=True)
     x = torch.tensor(np.ones((4, 3)))
     step = tg.compile(lambda x, W: tg.sum(tg.tanh(x @ W) ** 2))
@@ -135,14 +141,19 @@ def test_memory_flat_over_compiled_eager_training_steps():
         loss = step(x, W)
         loss.backward()
         W.grad = None
+
     # A leak of even one small tensor per step is >= 100 kB per window; allocator noise
     # through the eager bridge was seen at ~34 kB, so 64 kB separates the two.
     assert_memory_flat(train_step, warmup=500, window=1000, limit_bytes=64 * 1024)
 
 
 def stable_ops(x):
-    return (tg.sum(tg.log_softmax(x, axis=-1)) + tg.sum(tg.softmax(x, axis=-1) * x)
-            + tg.sum(tg.logsumexp(x, axis=-1)) + tg.sum(tg.sigmoid(x)))
+    return (
+        tg.sum(tg.log_softmax(x, axis=-1))
+        + tg.sum(tg.softmax(x, axis=-1) * x)
+        + tg.sum(tg.logsumexp(x, axis=-1))
+        + tg.sum(tg.sigmoid(x))
+    )
 
 
 @pytest.mark.slow  # one more softmax-family kernel; the default run checks the same ops at
@@ -159,10 +170,10 @@ def test_numerics_at_large_magnitudes_through_kernels(scale):
 
 
 def test_grad_of_grad_through_kernels():
-    f = lambda x: tg.sum(tg.sin(x) * x ** 3)  # noqa: E731
+    f = lambda x: tg.sum(tg.sin(x) * x**3)  # noqa: E731
     d1 = tg.grad(f)
     d2 = tg.grad(lambda x: tg.sum(d1(x)))
     x = np.array([0.3, 1.2, -0.7])
     s, c = np.sin(x), np.cos(x)
-    assert_close(d2(x), -s * x ** 3 + 6 * x ** 2 * c + 6 * x * s, rtol=1e-12)
+    assert_close(d2(x), -s * x**3 + 6 * x**2 * c + 6 * x * s, rtol=1e-12)
     assert d1.cache_info().traces == 1 and d2.cache_info().traces == 1

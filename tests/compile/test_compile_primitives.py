@@ -5,6 +5,7 @@ row the compiled value matches NumPy, gradients match float64 central
 differences, float32 keeps float32 with float32 tolerance, and (where the row
 allows) grad of grad matches differences of the first gradient.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -17,9 +18,8 @@ import tracegrad as tg
 from tracegrad.ops.core import REGISTRY, bind
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "ops"))
-from op_cases import CASES  # noqa: E402
-
-from compile_helpers import assert_close, numeric_grad  # noqa: E402
+from compile_helpers import assert_close, numeric_grad
+from op_cases import CASES
 
 FLOAT_KINDS = ("n", "p", "a", "d", "u", "spd")
 
@@ -60,8 +60,11 @@ def test_value_and_grad_float64_matches_finite_differences(case):
         assert_close(g, numeric_grad(f, args, k), rtol=1e-5, atol=1e-7, what=f"grad {k}")
 
 
-@pytest.mark.parametrize("case", [c for c in DIFF_CASES if "float32" in c.dtypes],
-                         ids=[c.id for c in DIFF_CASES if "float32" in c.dtypes])
+@pytest.mark.parametrize(
+    "case",
+    [c for c in DIFF_CASES if "float32" in c.dtypes],
+    ids=[c.id for c in DIFF_CASES if "float32" in c.dtypes],
+)
 def test_value_and_grad_float32_keeps_dtype(case):
     f, args32 = make_problem(case, "float32")
     argnums = tuple(range(len(args32)))
@@ -91,20 +94,32 @@ def test_grad_of_grad_matches_differences_of_grad(case):
 
     second = tg.grad(directional, argnums=0, backend="interpret")(x, *rest)
     first = lambda x, *rest: float(np.sum(inner(x, *rest) * v))  # noqa: E731
-    assert_close(second, numeric_grad(first, [x, *rest], 0, eps=1e-5), rtol=1e-4, atol=1e-6,
-                 what="grad of grad")
+    assert_close(
+        second,
+        numeric_grad(first, [x, *rest], 0, eps=1e-5),
+        rtol=1e-4,
+        atol=1e-6,
+        what="grad of grad",
+    )
 
 
 def test_every_differentiable_primitive_has_a_compiled_gradient_case():
     covered = {c.prim.name for c in DIFF_CASES}
     differentiable = {name for name, p in REGISTRY.items() if not p.nondiff}
     # scan, cond and while hold sub-graphs: tests/compile/test_loops.py covers them
-    assert differentiable - covered <= {"astype", "scan", "cond", "while", "call",
-                                        "custom_vjp_call"}, differentiable - covered
+    assert differentiable - covered <= {
+        "astype",
+        "scan",
+        "cond",
+        "while",
+        "call",
+        "custom_vjp_call",
+    }, differentiable - covered
 
 
 def test_interpreter_agrees_with_numpy_for_every_case():
     from tracegrad.ir import interpret, verify
+
     for case in CASES:
         for dtype in case.dtypes:
             operands = case.draw(np.random.default_rng(3), dtype)
@@ -127,6 +142,7 @@ def test_interpreter_agrees_with_numpy_for_every_case():
 @pytest.mark.parametrize("case", DIFF_CASES, ids=[c.id for c in DIFF_CASES])
 def test_compiled_gradients_equal_eager_gradients(case):
     import tracegrad.eager as eager
+
     f, args = make_problem(case, "float64")
     argnums = tuple(range(len(args)))
     value, grads = tg.value_and_grad(f, argnums=argnums, backend="interpret")(*args)
@@ -158,8 +174,11 @@ def test_numba_kernels_equal_interpreter_for_every_case(case):
 @pytest.mark.parametrize("case", DIFF_CASES, ids=[c.id for c in DIFF_CASES])
 def test_every_stage_verifies(case):
     from tracegrad.ir import verify
+
     f, args = make_problem(case, "float32")
-    lowered = tg.value_and_grad(f, argnums=tuple(range(len(args))), backend="interpret").lower(*args)
+    lowered = tg.value_and_grad(f, argnums=tuple(range(len(args))), backend="interpret").lower(
+        *args
+    )
     for stage in (lowered.traced, lowered.joint, lowered.optimized):
         verify(stage)
     assert any(n.tag == "bwd" for n in lowered.joint.nodes)

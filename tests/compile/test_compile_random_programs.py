@@ -5,15 +5,16 @@ their dims), so any two values can meet in a binary op. For each program the
 compiled value equals NumPy's, gradients equal float64 central differences,
 and eager gradients equal compiled ones.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from compile_helpers import assert_close, numeric_grad
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tracegrad as tg
-
-from compile_helpers import assert_close, numeric_grad
 
 UNARY = {
     "tanh": tg.tanh,
@@ -23,7 +24,7 @@ UNARY = {
     "log1p_sq": lambda v: tg.log(v * v + 1.0),
     "sqrt1p_sq": lambda v: tg.sqrt(v * v + 1.0),
     "neg": lambda v: -v,
-    "square": lambda v: v ** 2,
+    "square": lambda v: v**2,
     "scale": lambda v: v * 0.5 + 0.25,
     "softmax": lambda v: tg.softmax(v, axis=-1) if np.ndim(v) else v,
     "cos_np": np.cos,  # NumPy spelling: captured while tracing
@@ -64,13 +65,25 @@ def programs(draw):
         if kind == "unary":
             steps.append(("unary", draw(st.sampled_from(sorted(UNARY))), a))
         elif kind == "binary":
-            steps.append(("binary", draw(st.sampled_from(sorted(BINARY))), a,
-                          draw(st.integers(0, n_values - 1))))
+            steps.append(
+                (
+                    "binary",
+                    draw(st.sampled_from(sorted(BINARY))),
+                    a,
+                    draw(st.integers(0, n_values - 1)),
+                )
+            )
         else:
-            steps.append(("reduce", draw(st.sampled_from(sorted(REDUCE))), a,
-                          draw(st.integers(0, rank - 1)) if rank else None))
+            steps.append(
+                (
+                    "reduce",
+                    draw(st.sampled_from(sorted(REDUCE))),
+                    a,
+                    draw(st.integers(0, rank - 1)) if rank else None,
+                )
+            )
         n_values += 1
-    seed = draw(st.integers(0, 2 ** 16))
+    seed = draw(st.integers(0, 2**16))
     return shapes, steps, seed
 
 
@@ -90,7 +103,7 @@ def run_program(steps, inputs, weights, eager=False):
                 axis = None
             values.append(op(values[a], axis))
     total = 0.0
-    for v, w in zip(values[len(inputs):], weights):
+    for v, w in zip(values[len(inputs) :], weights):
         total = total + tg.sum(v * w)
     return total
 
@@ -113,6 +126,7 @@ def test_random_program_gradients(program):
         assert g.shape == inputs[k].shape and g.dtype == np.float64
         assert_close(g, numeric_grad(f, inputs, k), rtol=1e-5, atol=1e-6, what=f"grad {k}")
     import tracegrad.eager as eager
+
     tensors = [eager.tensor(x, requires_grad=True) for x in inputs]
     out = make_case(shapes, steps, seed, eager=True)[1](*tensors)
     out.backward()
@@ -128,7 +142,8 @@ def test_random_program_float32(program):
     argnums = tuple(range(len(inputs32)))
     value, grads = tg.value_and_grad(f, argnums=argnums, backend="interpret")(*inputs32)
     value64, grads64 = tg.value_and_grad(f, argnums=argnums, backend="interpret")(
-        *[x.astype(np.float64) for x in inputs32])
+        *[x.astype(np.float64) for x in inputs32]
+    )
     assert value.dtype == np.float32
     assert_close(value, value64, rtol=1e-4, atol=1e-4, what="value")
     for g, g64 in zip(grads, grads64):

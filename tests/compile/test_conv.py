@@ -5,6 +5,7 @@ central differences, grad of grad, the same ops on eager tensors, and bad input.
 
 Each case is compiled once (module-level cache) and shared by every check of it.
 """
+
 from __future__ import annotations
 
 import doctest
@@ -12,13 +13,12 @@ import functools
 
 import numpy as np
 import pytest
+from compile_helpers import numeric_grad
 
 import tracegrad as tg
 import tracegrad.eager as te
 from tracegrad.ops import nn as tg_nn
 from tracegrad.ops.core import DTypeError, ShapeError
-
-from compile_helpers import numeric_grad
 
 # (name, x shape, w shape, stride, padding, dilation, groups, with bias)
 CONV_CASES = [
@@ -40,8 +40,9 @@ QUICK_CONV, QUICK_POOL = 3, 2
 
 
 def _params(cases, quick: int):
-    return [pytest.param(c[0], marks=() if i < quick else pytest.mark.slow)
-            for i, c in enumerate(cases)]
+    return [
+        pytest.param(c[0], marks=() if i < quick else pytest.mark.slow) for i, c in enumerate(cases)
+    ]
 
 
 CONV_IDS = _params(CONV_CASES, QUICK_CONV)
@@ -76,10 +77,11 @@ def _conv_loss(name: str, cot: np.ndarray):
 
     def loss(x, w, b=None):
         return tg.sum(tg.conv2d(x, w, b, stride, padding, dilation, groups) * cot)
+
     return loss
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def conv_case(name: str) -> dict:
     """A conv case compiled once: value and gradients of sum(conv2d(...) * cot).
     (One kernel per case: bundling the cases into one graph compiled slower.)"""
@@ -87,9 +89,20 @@ def conv_case(name: str) -> dict:
     inputs, cot = _conv_inputs(name)
     loss = _conv_loss(name, cot)
     value, grads = tg.value_and_grad(loss, argnums=tuple(range(len(inputs))))(*inputs)
-    return dict(inputs=inputs, x=inputs[0], w=inputs[1], b=inputs[2] if len(inputs) > 2 else None,
-                cot=cot, loss=loss, value=value, grads=list(grads), stride=stride,
-                padding=padding, dilation=dilation, groups=groups)
+    return dict(
+        inputs=inputs,
+        x=inputs[0],
+        w=inputs[1],
+        b=inputs[2] if len(inputs) > 2 else None,
+        cot=cot,
+        loss=loss,
+        value=value,
+        grads=list(grads),
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        groups=groups,
+    )
 
 
 def _tie_input() -> np.ndarray:
@@ -107,7 +120,7 @@ def _avg_pool_cross_entropy(x, w):
     return tg.cross_entropy(tg.reshape(pooled, (2, -1)) @ w, np.array([2, 0]))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def pool_case(name: str) -> dict:
     """A max-pool case on a tie-free input, compiled once, or the "tie" case, or the
     "avg_ce" case (avg_pool2d + cross_entropy)."""
@@ -126,10 +139,18 @@ def pool_case(name: str) -> dict:
 
         def loss(x):
             return tg.sum(tg.max_pool2d(x, kernel, stride, padding, dilation) * cot)
+
         inputs = [x]
     value, grads = tg.value_and_grad(loss, argnums=tuple(range(len(inputs))))(*inputs)
-    c = dict(inputs=inputs, x=inputs[0], loss=loss, value=value, grads=list(grads),
-             grad=grads[0], cot=cot)
+    c = dict(
+        inputs=inputs,
+        x=inputs[0],
+        loss=loss,
+        value=value,
+        grads=list(grads),
+        grad=grads[0],
+        cot=cot,
+    )
     if name in POOL:
         c["kernel"], c["stride"], c["padding"], c["dilation"] = POOL[name][1:]
     return c
@@ -146,8 +167,9 @@ def torch():
 def _torch_conv_grads(torch, c):
     tx, tw = torch.tensor(c["x"], requires_grad=True), torch.tensor(c["w"], requires_grad=True)
     tb = None if c["b"] is None else torch.tensor(c["b"], requires_grad=True)
-    out = torch.nn.functional.conv2d(tx, tw, tb, c["stride"], _pad_arg(c["padding"]),
-                                     c["dilation"], c["groups"])
+    out = torch.nn.functional.conv2d(
+        tx, tw, tb, c["stride"], _pad_arg(c["padding"]), c["dilation"], c["groups"]
+    )
     loss = (out * torch.tensor(c["cot"])).sum()
     loss.backward()
     grads = [tx.grad.numpy(), tw.grad.numpy()] + ([] if tb is None else [tb.grad.numpy()])
@@ -160,7 +182,10 @@ def test_conv2d_matches_torch(name, torch):
     out, value, grads = _torch_conv_grads(torch, c)
     np.testing.assert_allclose(
         tg.conv2d(c["x"], c["w"], c["b"], c["stride"], c["padding"], c["dilation"], c["groups"]),
-        out, rtol=1e-12, atol=1e-12)
+        out,
+        rtol=1e-12,
+        atol=1e-12,
+    )
     np.testing.assert_allclose(c["value"], value, rtol=1e-12)
     assert len(c["grads"]) == len(grads)
     for ours, theirs in zip(c["grads"], grads):
@@ -171,12 +196,12 @@ def test_conv2d_matches_torch(name, torch):
 def test_max_pool2d_matches_torch(name, torch):
     c = pool_case(name)
     tx = torch.tensor(c["x"], requires_grad=True)
-    out = torch.nn.functional.max_pool2d(tx, c["kernel"], c["stride"], c["padding"],
-                                         c["dilation"])
+    out = torch.nn.functional.max_pool2d(tx, c["kernel"], c["stride"], c["padding"], c["dilation"])
     (out * torch.tensor(c["cot"])).sum().backward()
     np.testing.assert_array_equal(
         tg.max_pool2d(c["x"], c["kernel"], c["stride"], c["padding"], c["dilation"]),
-        out.detach().numpy())
+        out.detach().numpy(),
+    )
     np.testing.assert_allclose(c["grad"], tx.grad.numpy(), rtol=1e-12)
 
 
@@ -207,14 +232,20 @@ def test_avg_pool2d_and_cross_entropy_match_torch(torch):
         np.testing.assert_allclose(
             tg.cross_entropy(logits, y, reduction),
             F.cross_entropy(torch.tensor(logits), torch.tensor(y), reduction=reduction).numpy(),
-            rtol=1e-12)
+            rtol=1e-12,
+        )
 
 
 def test_avg_pool2d_and_cross_entropy_gradients_match_finite_differences():
     c = pool_case("avg_ce")
     for k, grad in enumerate(c["grads"]):
-        np.testing.assert_allclose(grad, numeric_grad(c["loss"], c["inputs"], k),
-                                   rtol=1e-6, atol=1e-8, err_msg=f"argument {k}")
+        np.testing.assert_allclose(
+            grad,
+            numeric_grad(c["loss"], c["inputs"], k),
+            rtol=1e-6,
+            atol=1e-8,
+            err_msg=f"argument {k}",
+        )
 
 
 # ---------------------------------------------------------------------- JAX
@@ -249,9 +280,14 @@ def test_conv2d_matches_jax_conv_general_dilated(name, jax_x64):
 
     def loss(x, w, b):
         out = lax.conv_general_dilated(
-            x, w, window_strides=_pair(c["stride"]),
-            padding=_lax_padding(c["padding"], c["w"].shape, dilation), rhs_dilation=dilation,
-            dimension_numbers=("NCHW", "OIHW", "NCHW"), feature_group_count=c["groups"])
+            x,
+            w,
+            window_strides=_pair(c["stride"]),
+            padding=_lax_padding(c["padding"], c["w"].shape, dilation),
+            rhs_dilation=dilation,
+            dimension_numbers=("NCHW", "OIHW", "NCHW"),
+            feature_group_count=c["groups"],
+        )
         if b is not None:
             out = out + b[:, None, None]
         return jnp.sum(out * c["cot"])
@@ -272,9 +308,15 @@ def test_max_pool2d_matches_jax_reduce_window(name, jax_x64):
     ph, pw = _pair(c["padding"])
 
     def loss(x):
-        out = lax.reduce_window(x, -jnp.inf, lax.max, (1, 1) + kernel, (1, 1) + stride,
-                                ((0, 0), (0, 0), (ph, ph), (pw, pw)),
-                                window_dilation=(1, 1) + _pair(c["dilation"]))
+        out = lax.reduce_window(
+            x,
+            -jnp.inf,
+            lax.max,
+            (1, 1) + kernel,
+            (1, 1) + stride,
+            ((0, 0), (0, 0), (ph, ph), (pw, pw)),
+            window_dilation=(1, 1) + _pair(c["dilation"]),
+        )
         return jnp.sum(out * c["cot"])
 
     if _pair(c["dilation"]) != (1, 1):  # JAX has no VJP for a dilated max pool: values only
@@ -292,16 +334,21 @@ def test_max_pool2d_matches_jax_reduce_window(name, jax_x64):
 def test_conv2d_gradients_match_finite_differences(name):
     c = conv_case(name)
     for k, grad in enumerate(c["grads"]):
-        np.testing.assert_allclose(grad, numeric_grad(c["loss"], c["inputs"], k),
-                                   rtol=1e-6, atol=1e-7,
-                                   err_msg=f"argument {k}")
+        np.testing.assert_allclose(
+            grad,
+            numeric_grad(c["loss"], c["inputs"], k),
+            rtol=1e-6,
+            atol=1e-7,
+            err_msg=f"argument {k}",
+        )
 
 
 @pytest.mark.parametrize("name", POOL_IDS)
 def test_max_pool2d_gradient_matches_finite_differences(name):
     c = pool_case(name)  # distinct inputs 1/7 apart: a 1e-6 step never changes a window's max
-    np.testing.assert_allclose(c["grad"], numeric_grad(c["loss"], [c["x"]], 0),
-                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        c["grad"], numeric_grad(c["loss"], [c["x"]], 0), rtol=1e-6, atol=1e-7
+    )
     np.testing.assert_allclose(c["value"], c["loss"](c["x"]), rtol=1e-12)  # compiled == NumPy
 
 
@@ -311,7 +358,7 @@ def _small_net(x, w, v):
     return tg.sum(h * v)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def second_order_case():
     rng = np.random.default_rng(11)
     x, w = rng.standard_normal((1, 2, 4, 4)), rng.standard_normal((2, 2, 3, 3))
@@ -336,7 +383,7 @@ def test_grad_of_grad_matches_torch_double_backward(torch):
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
     net = (F.max_pool2d(torch.tanh(F.conv2d(tx, tw, padding=1)), 2) * torch.tensor(v)).sum()
     (dx,) = torch.autograd.grad(net, tx, create_graph=True)
-    (dw,) = torch.autograd.grad((dx ** 2).sum(), tw)
+    (dw,) = torch.autograd.grad((dx**2).sum(), tw)
     np.testing.assert_allclose(gw, dw.numpy(), rtol=1e-10, atol=1e-12)
 
 
@@ -347,8 +394,11 @@ def test_tg_conv2d_on_eager_tensors_matches_eager_functional():
     """tg.conv2d / tg.max_pool2d record on eager tensors; eager's own F.conv2d /
     F.max_pool2d (a separate implementation) give the same values and gradients."""
     rng = np.random.default_rng(5)
-    x, w, b = rng.standard_normal((2, 2, 7, 6)), rng.standard_normal((3, 2, 3, 3)), \
-        rng.standard_normal(3)
+    x, w, b = (
+        rng.standard_normal((2, 2, 7, 6)),
+        rng.standard_normal((3, 2, 3, 3)),
+        rng.standard_normal(3),
+    )
     F = te.nn.functional
     results = []
     for conv, pool in ((tg.conv2d, tg.max_pool2d), (F.conv2d, F.max_pool2d)):
@@ -403,26 +453,36 @@ X = np.zeros((2, 3, 5, 5), np.float32)
 W = np.zeros((4, 3, 3, 3), np.float32)
 
 
-@pytest.mark.parametrize("call, cls, words", [
-    (lambda: tg.conv2d(X[0], W), ShapeError, ["conv2d", "4-d (N, C, H, W)", "f32[3,5,5]"]),
-    (lambda: tg.conv2d(X, W[0]), ShapeError, ["conv2d", "weight", "f32[3,3,3]"]),
-    (lambda: tg.conv2d(X, W.astype(np.float64)), DTypeError, ["same dtype", "f64[4,3,3,3]"]),
-    (lambda: tg.conv2d(X.astype(np.int64), W), DTypeError, ["floating-point", "i64[2,3,5,5]"]),
-    (lambda: tg.conv2d(X, W[:, :2]), ShapeError, ["groups=1", "f32[4,2,3,3]"]),
-    (lambda: tg.conv2d(X, W, groups=2), ShapeError, ["groups=2"]),
-    (lambda: tg.conv2d(X, W, np.zeros(3, np.float32)), ShapeError, ["bias", "(4,)", "f32[3]"]),
-    (lambda: tg.conv2d(X, np.zeros((1, 3, 6, 6), np.float32)), ShapeError, ["larger", "5x5"]),
-    (lambda: tg.conv2d(X, W, stride=0), ShapeError, ["stride", "at least 1"]),
-    (lambda: tg.conv2d(X, W, stride=1.5), TypeError, ["stride", "1.5"]),
-    (lambda: tg.conv2d(X, W, padding=-1), ShapeError, ["padding", "at least 0"]),
-    (lambda: tg.conv2d(X, W, stride=2, padding="same"), ShapeError, ["same", "stride 1"]),
-    (lambda: tg.conv2d(X, W, padding="full"), ValueError, ["'full'"]),
-    (lambda: tg.max_pool2d(X, 2, padding=2), ShapeError, ["max_pool2d", "half", "f32[2,3,5,5]"]),
-    (lambda: tg.max_pool2d(X, 6), ShapeError, ["max_pool2d", "6x6", "larger"]),
-    (lambda: tg.max_pool2d(X, (2, 2, 2)), TypeError, ["kernel_size", "pair"]),
-    (lambda: tg.cross_entropy(np.zeros((2, 3, 1)), np.zeros(2, np.int64)), ShapeError,
-     ["cross_entropy", "(N, C)"]),
-])
+@pytest.mark.parametrize(
+    "call, cls, words",
+    [
+        (lambda: tg.conv2d(X[0], W), ShapeError, ["conv2d", "4-d (N, C, H, W)", "f32[3,5,5]"]),
+        (lambda: tg.conv2d(X, W[0]), ShapeError, ["conv2d", "weight", "f32[3,3,3]"]),
+        (lambda: tg.conv2d(X, W.astype(np.float64)), DTypeError, ["same dtype", "f64[4,3,3,3]"]),
+        (lambda: tg.conv2d(X.astype(np.int64), W), DTypeError, ["floating-point", "i64[2,3,5,5]"]),
+        (lambda: tg.conv2d(X, W[:, :2]), ShapeError, ["groups=1", "f32[4,2,3,3]"]),
+        (lambda: tg.conv2d(X, W, groups=2), ShapeError, ["groups=2"]),
+        (lambda: tg.conv2d(X, W, np.zeros(3, np.float32)), ShapeError, ["bias", "(4,)", "f32[3]"]),
+        (lambda: tg.conv2d(X, np.zeros((1, 3, 6, 6), np.float32)), ShapeError, ["larger", "5x5"]),
+        (lambda: tg.conv2d(X, W, stride=0), ShapeError, ["stride", "at least 1"]),
+        (lambda: tg.conv2d(X, W, stride=1.5), TypeError, ["stride", "1.5"]),
+        (lambda: tg.conv2d(X, W, padding=-1), ShapeError, ["padding", "at least 0"]),
+        (lambda: tg.conv2d(X, W, stride=2, padding="same"), ShapeError, ["same", "stride 1"]),
+        (lambda: tg.conv2d(X, W, padding="full"), ValueError, ["'full'"]),
+        (
+            lambda: tg.max_pool2d(X, 2, padding=2),
+            ShapeError,
+            ["max_pool2d", "half", "f32[2,3,5,5]"],
+        ),
+        (lambda: tg.max_pool2d(X, 6), ShapeError, ["max_pool2d", "6x6", "larger"]),
+        (lambda: tg.max_pool2d(X, (2, 2, 2)), TypeError, ["kernel_size", "pair"]),
+        (
+            lambda: tg.cross_entropy(np.zeros((2, 3, 1)), np.zeros(2, np.int64)),
+            ShapeError,
+            ["cross_entropy", "(N, C)"],
+        ),
+    ],
+)
 def test_bad_input_gets_a_clear_error(call, cls, words):
     with pytest.raises(cls) as info:
         call()

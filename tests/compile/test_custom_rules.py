@@ -5,6 +5,7 @@ stable log1pexp, a custom_jvp rule); values are checked by hand, against
 finite differences, against JAX where installed, in the interpreter and in
 Numba kernels, and on eager tensors.
 """
+
 from __future__ import annotations
 
 import functools
@@ -83,8 +84,7 @@ def test_stable_log1pexp_gradient_has_no_nan(backend):
 
 def test_second_order_through_a_custom_vjp():
     x = np.array([0.5, -1.0])
-    h = tg.grad(lambda x: tg.sum(tg.grad(lambda y: tg.sum(log1pexp(y)), **INTERP)(x)),
-                **INTERP)(x)
+    h = tg.grad(lambda x: tg.sum(tg.grad(lambda y: tg.sum(log1pexp(y)), **INTERP)(x)), **INTERP)(x)
     s = 1 / (1 + np.exp(-x))
     np.testing.assert_allclose(h, s * (1 - s), rtol=1e-12)
 
@@ -105,6 +105,7 @@ def test_custom_jvp_rule_is_really_used():
     def f_jvp(primals, tangents):
         (x,), (t,) = primals, tangents
         return tg.sin(x), 2.0 * t  # deliberately not cos(x)
+
     assert float(tg.grad(f, **INTERP)(0.3)) == 2.0
 
 
@@ -122,17 +123,21 @@ def test_custom_rules_match_jax():
     @jax.custom_vjp
     def jlog1pexp(x):
         return jnp.log(1.0 + jnp.exp(x))
+
     jlog1pexp.defvjp(lambda x: (jlog1pexp(x), x), lambda x, g: (g * jax.nn.sigmoid(x),))
     x = np.array([0.0, -3.0, 100.0])
-    np.testing.assert_allclose(tg.grad(lambda x: tg.sum(log1pexp(x)), **INTERP)(x),
-                               np.asarray(jax.grad(lambda x: jnp.sum(jlog1pexp(x)))(x)),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        tg.grad(lambda x: tg.sum(log1pexp(x)), **INTERP)(x),
+        np.asarray(jax.grad(lambda x: jnp.sum(jlog1pexp(x)))(x)),
+        rtol=1e-12,
+    )
 
 
 def test_rule_errors_are_clear():
     @tg.custom_vjp
     def f(x):
         return x * 2.0
+
     with pytest.raises(AttributeError, match="No VJP defined"):
         tg.grad(lambda x: tg.sum(f(x)), **INTERP)(np.ones(2))
     f.defvjp(lambda x: x * 2.0, lambda r, g: (g,))  # fwd without residuals

@@ -9,6 +9,7 @@ testSvdGrad, testQrGrad, testPinvGrad, testLstsq: `check_grads` of the same
 decompositions); errors for bad operands. The Numba kernels of these ops are
 checked in test_linalg.py.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,8 +60,7 @@ def test_values_match_numpy_in_numpy_mode(name):
         assert_close(np.abs(vh[..., :k, :]), np.abs(vh0[..., :k, :]), rtol=1e-9, atol=1e-9)
         assert u.shape == u0.shape and vh.shape == vh0.shape
         assert_close(u[..., :k] * s[..., None, :] @ vh[..., :k, :], a, rtol=1e-12, atol=1e-12)
-    assert_close(tg.linalg.svd(a, compute_uv=False), np.linalg.svd(a, compute_uv=False),
-                 rtol=1e-12)
+    assert_close(tg.linalg.svd(a, compute_uv=False), np.linalg.svd(a, compute_uv=False), rtol=1e-12)
     assert_close(tg.linalg.svdvals(a), np.linalg.svd(a, compute_uv=False), rtol=1e-12)
     assert_close(tg.linalg.pinv(a), np.linalg.pinv(a), rtol=1e-10, atol=1e-12)
 
@@ -77,6 +77,7 @@ def test_eigh_values_match_numpy_and_read_the_symmetric_part():
     for uplo in ("L", "U"):
         assert_close(tg.linalg.eigh(SQUARE, UPLO=uplo).eigenvalues, w0, rtol=1e-12)
         assert_close(tg.linalg.eigvalsh(SQUARE, UPLO=uplo), w0, rtol=1e-12)
+
     def loss(a):  # tg.linalg: NumPy's own would read one triangle in the differences
         return np.sum(tg.linalg.eigvalsh(a) ** 3) + np.sum(np.abs(tg.linalg.eigh(a)[1]))
 
@@ -94,15 +95,24 @@ def test_lstsq_and_matrix_rank_match_numpy():
     assert_close(x, ref[0], rtol=1e-10)
     assert residuals.shape == (0,) and int(rank) == 3
     deficient = np.outer(np.arange(1.0, 5.0), [1.0, 2.0, 3.0])  # rank 1: minimum-norm solution
-    assert_close(tg.linalg.lstsq(deficient, RHS[:4])[0], np.linalg.lstsq(deficient, RHS[:4])[0],
-                 rtol=1e-10, atol=1e-12)
+    assert_close(
+        tg.linalg.lstsq(deficient, RHS[:4])[0],
+        np.linalg.lstsq(deficient, RHS[:4])[0],
+        rtol=1e-10,
+        atol=1e-12,
+    )
     assert int(tg.linalg.matrix_rank(deficient)) == np.linalg.matrix_rank(deficient) == 1
 
 
 def test_dtypes_follow_numpy():
     a32 = SQUARE.astype(np.float32)
-    for out in (tg.linalg.eigh(_sym(a32))[1], tg.linalg.qr(a32)[0], tg.linalg.svd(a32)[0],
-                tg.linalg.svdvals(a32), tg.linalg.pinv(a32)):
+    for out in (
+        tg.linalg.eigh(_sym(a32))[1],
+        tg.linalg.qr(a32)[0],
+        tg.linalg.svd(a32)[0],
+        tg.linalg.svdvals(a32),
+        tg.linalg.pinv(a32),
+    ):
         assert np.asarray(out).dtype == np.float32
     ints = np.array([[2, 1], [1, 2]])
     assert_close(tg.linalg.eigvalsh(ints), [1.0, 3.0], rtol=1e-14)
@@ -116,6 +126,7 @@ def test_compiled_values_match_numpy_mode():
         u, sv, vh = np.linalg.svd(a, full_matrices=False)
         x = np.linalg.lstsq(a, b)[0]
         return w, v, q, r, u, sv, vh, np.linalg.pinv(a), x, np.linalg.svd(a, compute_uv=False)
+
     args = (TALL, _sym(SQUARE), RHS)
     for got, ref in zip(tg.compile(f)(*args), f(*args)):
         assert_close(got, ref, rtol=1e-10, atol=1e-12)
@@ -124,6 +135,7 @@ def test_compiled_values_match_numpy_mode():
 # ---------------------------------------------------------------- gradients
 # (name, loss of one operand, operand); every loss is invariant to the signs of
 # singular and eigen vectors (|V|, U diag(s) Vh, Q R, ...)
+
 
 def _eigh_values(a):
     return np.sum(np.linalg.eigh(_sym(a))[0] ** 3)
@@ -140,8 +152,10 @@ def _eigvalsh(a):
 def _qr(mode):
     def loss(a):
         q, r = np.linalg.qr(a, mode=mode)
-        return np.sum(np.sin(q @ np.diag(np.sign(np.diag(r[..., :_k(a), :_k(a)]))))) \
-            + np.sum(np.cos(r) * r)
+        return np.sum(np.sin(q @ np.diag(np.sign(np.diag(r[..., : _k(a), : _k(a)]))))) + np.sum(
+            np.cos(r) * r
+        )
+
     return loss
 
 
@@ -154,8 +168,13 @@ def _svd(full):
     def loss(a):
         u, s, vh = np.linalg.svd(a, full_matrices=full)
         k = _k(a)
-        return (np.sum(np.abs(u[..., :k])) + np.sum(s ** 2) + 0.5 * np.sum(np.abs(vh[..., :k, :]))
-                + np.sum(np.sin((u[..., :k] * s[..., None, :]) @ vh[..., :k, :])))
+        return (
+            np.sum(np.abs(u[..., :k]))
+            + np.sum(s**2)
+            + 0.5 * np.sum(np.abs(vh[..., :k, :]))
+            + np.sum(np.sin((u[..., :k] * s[..., None, :]) @ vh[..., :k, :]))
+        )
+
     return loss
 
 
@@ -168,19 +187,24 @@ def _pinv(a):
 
 
 def _lstsq(a):
-    return np.sum(np.sin(np.linalg.lstsq(a, RHS[:np.shape(a)[-2]])[0]))
+    return np.sum(np.sin(np.linalg.lstsq(a, RHS[: np.shape(a)[-2]])[0]))
 
 
 def _lstsq_vector(a):
-    return np.sum(np.sin(np.linalg.lstsq(a, RHS[:np.shape(a)[-2], 0])[0]))
+    return np.sum(np.sin(np.linalg.lstsq(a, RHS[: np.shape(a)[-2], 0])[0]))
 
 
 GRAD_CASES = [
     ("eigh_values", _eigh_values, SQUARE),
     ("eigh_vectors", _eigh_vectors, SQUARE),
     ("eigvalsh", _eigvalsh, SQUARE),
-    ("eigh_batch", lambda a: np.sum(np.linalg.eigh(_sym(a))[0] ** 2)
-     + np.sum(np.abs(np.linalg.eigh(_sym(a))[1])), RNG.standard_normal((2, 3, 3))),
+    (
+        "eigh_batch",
+        lambda a: (
+            np.sum(np.linalg.eigh(_sym(a))[0] ** 2) + np.sum(np.abs(np.linalg.eigh(_sym(a))[1]))
+        ),
+        RNG.standard_normal((2, 3, 3)),
+    ),
     ("qr_tall", _qr_sign_free, TALL),
     ("qr_square", _qr_sign_free, SQUARE),
     ("qr_wide", _qr_sign_free, WIDE),
@@ -207,6 +231,7 @@ def test_gradients_match_finite_differences(name, loss, a):
 def test_lstsq_gradient_in_b_matches_finite_differences():
     def loss(b):
         return np.sum(np.sin(np.linalg.lstsq(TALL, b)[0]))
+
     assert_close(tg.grad(loss)(RHS), numeric_grad(loss, [RHS], 0), rtol=1e-5, atol=1e-8)
 
 
@@ -220,18 +245,33 @@ def test_gradients_match_jax():
         w, v = jnp.linalg.eigh(s)
         q, r = jnp.linalg.qr(a)
         u, sv, vh = jnp.linalg.svd(a, full_matrices=False)
-        return (jnp.sum(w ** 3) + jnp.sum(jnp.abs(v)) + jnp.sum(jnp.sin(q @ r)) + jnp.sum(r * r)
-                + jnp.sum(jnp.abs(u)) + jnp.sum(sv ** 2) + jnp.sum(jnp.abs(vh))
-                + jnp.sum(jnp.sin(jnp.linalg.pinv(a)))
-                + jnp.sum(jnp.sin(jnp.linalg.lstsq(a, RHS)[0])))
+        return (
+            jnp.sum(w**3)
+            + jnp.sum(jnp.abs(v))
+            + jnp.sum(jnp.sin(q @ r))
+            + jnp.sum(r * r)
+            + jnp.sum(jnp.abs(u))
+            + jnp.sum(sv**2)
+            + jnp.sum(jnp.abs(vh))
+            + jnp.sum(jnp.sin(jnp.linalg.pinv(a)))
+            + jnp.sum(jnp.sin(jnp.linalg.lstsq(a, RHS)[0]))
+        )
 
     def losses(a, s):
         w, v = np.linalg.eigh(s)
         q, r = np.linalg.qr(a)
         u, sv, vh = np.linalg.svd(a, full_matrices=False)
-        return (np.sum(w ** 3) + np.sum(np.abs(v)) + np.sum(np.sin(q @ r)) + np.sum(r * r)
-                + np.sum(np.abs(u)) + np.sum(sv ** 2) + np.sum(np.abs(vh))
-                + np.sum(np.sin(np.linalg.pinv(a))) + np.sum(np.sin(np.linalg.lstsq(a, RHS)[0])))
+        return (
+            np.sum(w**3)
+            + np.sum(np.abs(v))
+            + np.sum(np.sin(q @ r))
+            + np.sum(r * r)
+            + np.sum(np.abs(u))
+            + np.sum(sv**2)
+            + np.sum(np.abs(vh))
+            + np.sum(np.sin(np.linalg.pinv(a)))
+            + np.sum(np.sin(np.linalg.lstsq(a, RHS)[0]))
+        )
 
     s = _sym(SQUARE)
     got = tg.grad(losses, argnums=(0, 1))(TALL, s)
@@ -243,8 +283,10 @@ def test_gradients_match_jax():
 
 def test_second_derivatives_of_eigvalsh_and_svdvals():
     def loss(a):
-        return np.sum(np.linalg.eigvalsh(_sym(a)) ** 3) + np.sum(np.linalg.svd(a, compute_uv=False)
-                                                                 ** 3)
+        return np.sum(np.linalg.eigvalsh(_sym(a)) ** 3) + np.sum(
+            np.linalg.svd(a, compute_uv=False) ** 3
+        )
+
     hess_row = tg.grad(lambda a: np.sum(tg.grad(loss)(a) * WEIGHTS))(SQUARE)
     ref = numeric_grad(lambda a: np.sum(tg.grad(loss)(a) * WEIGHTS), [SQUARE], 0)
     assert_close(hess_row, ref, rtol=1e-5, atol=1e-7)
@@ -258,8 +300,12 @@ def test_bad_operands_raise_naming_the_op():
         tg.linalg.eigh(TALL)
     with pytest.raises(ShapeError, match=r"eigvalsh.*square"):
         tg.linalg.eigvalsh(TALL)
-    for fn, name in ((tg.linalg.svd, "svd"), (tg.linalg.qr, "qr"), (tg.linalg.pinv, "pinv"),
-                     (tg.linalg.svdvals, "svdvals")):
+    for fn, name in (
+        (tg.linalg.svd, "svd"),
+        (tg.linalg.qr, "qr"),
+        (tg.linalg.pinv, "pinv"),
+        (tg.linalg.svdvals, "svdvals"),
+    ):
         with pytest.raises(ShapeError, match=rf"{name}.*1-D"):
             fn(np.ones(3))
     with pytest.raises(DTypeError, match="svd"):
@@ -280,10 +326,15 @@ def test_complete_qr_of_a_tall_matrix_has_no_gradient_as_in_pytorch():
 @pytest.mark.parametrize("shape", [(0, 3), (3, 0), (2, 0, 3), (0, 0)])
 def test_empty_matrices_give_numpy_results(shape):
     x = np.zeros(shape)
-    pairs = [(tg.linalg.qr(x), np.linalg.qr(x)), (tg.linalg.svdvals(x), np.linalg.svdvals(x)),
-             (tg.linalg.pinv(x), np.linalg.pinv(x))]
-    pairs += [(tg.linalg.svd(x, full_matrices=full), np.linalg.svd(x, full_matrices=full))
-              for full in (True, False)]
+    pairs = [
+        (tg.linalg.qr(x), np.linalg.qr(x)),
+        (tg.linalg.svdvals(x), np.linalg.svdvals(x)),
+        (tg.linalg.pinv(x), np.linalg.pinv(x)),
+    ]
+    pairs += [
+        (tg.linalg.svd(x, full_matrices=full), np.linalg.svd(x, full_matrices=full))
+        for full in (True, False)
+    ]
     if shape[-1] == shape[-2]:
         pairs.append((tg.linalg.eigh(x), np.linalg.eigh(x)))
     for got, ref in pairs:

@@ -11,6 +11,7 @@
 The table checks run the rules on plain arrays (NumPy mode) and the transforms
 use the interpreter, so the default run compiles only a couple of kernels.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -27,18 +28,46 @@ from tracegrad.ops import table as T
 from tracegrad.ops.core import REGISTRY
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "ops"))
-from op_cases import CASES  # noqa: E402
-from opkit import Rec, value  # noqa: E402
+from op_cases import CASES
+from opkit import Rec, value
 
 INTERP = dict(backend="interpret")
 
 # Primitives whose jvp is written in the table (the rest are derived from their vjps).
 EXPLICIT = {
-    "add", "sub", "mul", "div", "neg", "where", "astype",
-    "sum", "mean", "max", "min", "var", "logsumexp", "softmax", "log_softmax",
-    "reshape", "broadcast_to", "transpose", "concatenate", "matmul", "addmm",
-    "getitem", "index_add_zeros", "take_along_axis", "put_along_axis_add", "nll_loss",
-    "cumsum", "linrec", "scan", "cond", "while", "call", "custom_vjp_call",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "neg",
+    "where",
+    "astype",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "var",
+    "logsumexp",
+    "softmax",
+    "log_softmax",
+    "reshape",
+    "broadcast_to",
+    "transpose",
+    "concatenate",
+    "matmul",
+    "addmm",
+    "getitem",
+    "index_add_zeros",
+    "take_along_axis",
+    "put_along_axis_add",
+    "nll_loss",
+    "cumsum",
+    "linrec",
+    "scan",
+    "cond",
+    "while",
+    "call",
+    "custom_vjp_call",
 }
 
 
@@ -47,8 +76,11 @@ def _rng(case, salt=""):
 
 
 def _float_operands(args):
-    return [i for i, a in enumerate(args)
-            if isinstance(a, np.ndarray) and np.issubdtype(a.dtype, np.floating)]
+    return [
+        i
+        for i, a in enumerate(args)
+        if isinstance(a, np.ndarray) and np.issubdtype(a.dtype, np.floating)
+    ]
 
 
 def _apply_jvp(rule, args, tangents, out, attrs):
@@ -61,6 +93,7 @@ def _apply_jvp(rule, args, tangents, out, attrs):
 
 
 # ------------------------------------------------------------ the rule table
+
 
 def test_every_primitive_has_a_jvp_rule():
     missing = [name for name in EXPLICIT if REGISTRY[name].jvp is None]
@@ -81,8 +114,9 @@ def test_jvp_against_finite_differences_and_the_vjp(case):
     out = case.prim.impl(*args, **case.attrs)
     floats = _float_operands(args)
     assert floats, "the case has no floating operand"
-    tangents_all = [rng.standard_normal(args[i].shape) if i in floats else None
-                    for i in range(len(args))]
+    tangents_all = [
+        rng.standard_normal(args[i].shape) if i in floats else None for i in range(len(args))
+    ]
     g = rng.standard_normal(out.shape)
     rule = forward.jvp_rule(case.prim)
     for moved in [floats] + ([[i] for i in floats] if len(floats) > 1 else []):
@@ -93,25 +127,37 @@ def test_jvp_against_finite_differences_and_the_vjp(case):
         def at(s):
             shifted = [a + s * t if t is not None else a for a, t in zip(args, tangents)]
             return case.prim.impl(*shifted, **case.attrs)
+
         numeric = (at(eps) - at(-eps)) / (2 * eps)
-        np.testing.assert_allclose(jt, numeric, rtol=1e-5, atol=1e-6,
-                                   err_msg=f"{case.id}: jvp vs finite differences, moved {moved}")
+        np.testing.assert_allclose(
+            jt,
+            numeric,
+            rtol=1e-5,
+            atol=1e-6,
+            err_msg=f"{case.id}: jvp vs finite differences, moved {moved}",
+        )
         # <J t, g> == sum_i <t_i, vjp_i(g)>
-        transposed = sum(np.vdot(T.sum_to_shape(case.prim.vjps[i](g, out, *args, **case.attrs),
-                                                args[i].shape), tangents[i]) for i in moved)
+        transposed = sum(
+            np.vdot(
+                T.sum_to_shape(case.prim.vjps[i](g, out, *args, **case.attrs), args[i].shape),
+                tangents[i],
+            )
+            for i in moved
+        )
         assert np.isclose(np.vdot(jt, g), transposed, rtol=1e-10, atol=1e-12), (moved,)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.prim.jvp is not None],
-                         ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [c for c in CASES if c.prim.jvp is not None], ids=lambda c: c.id)
 def test_derived_rule_agrees_with_the_explicit_one(case):
     """The generic derivation (diagonal / transposition) is exact: it equals each
     hand-written rule, so primitives without one (linalg, eager's) are served right."""
     rng = _rng(case, "derived")
     args = case.draw(rng, "float64")
     out = case.prim.impl(*args, **case.attrs)
-    tangents = [rng.standard_normal(a.shape) if i in _float_operands(args) else None
-                for i, a in enumerate(args)]
+    tangents = [
+        rng.standard_normal(a.shape) if i in _float_operands(args) else None
+        for i, a in enumerate(args)
+    ]
     explicit = _apply_jvp(case.prim.jvp, args, tangents, out, case.attrs)
     derived = _apply_jvp(forward.derived_jvp(case.prim), args, tangents, out, case.attrs)
     np.testing.assert_allclose(derived, explicit, rtol=1e-10, atol=1e-12)
@@ -151,8 +197,9 @@ def _linalg_cases():
     ]
 
 
-@pytest.mark.parametrize("name, args, tangents, attrs", _linalg_cases(),
-                         ids=[c[0] for c in _linalg_cases()])
+@pytest.mark.parametrize(
+    "name, args, tangents, attrs", _linalg_cases(), ids=[c[0] for c in _linalg_cases()]
+)
 def test_primitives_without_a_table_row_get_an_exact_derived_jvp(name, args, tangents, attrs):
     """Primitives added elsewhere (tracegrad/ops/linalg.py) and given only vjps."""
     if name not in REGISTRY:
@@ -165,12 +212,15 @@ def test_primitives_without_a_table_row_get_an_exact_derived_jvp(name, args, tan
     minus = prim.impl(*[a - eps * t for a, t in zip(args, tangents)], **attrs)
     np.testing.assert_allclose(jt, (plus - minus) / (2 * eps), rtol=1e-6, atol=1e-7)
     g = np.random.default_rng(0).standard_normal(out.shape)
-    transposed = sum(np.vdot(T.sum_to_shape(prim.vjps[i](g, out, *args, **attrs), a.shape), t)
-                     for i, (a, t) in enumerate(zip(args, tangents)))
+    transposed = sum(
+        np.vdot(T.sum_to_shape(prim.vjps[i](g, out, *args, **attrs), a.shape), t)
+        for i, (a, t) in enumerate(zip(args, tangents))
+    )
     assert np.isclose(np.vdot(jt, g), transposed, rtol=1e-10)
 
 
 # ------------------------------------------------------------ the pass on the IR
+
 
 def test_jvp_graph_signature_and_values():
     g = tg.trace(lambda x, y: (tg.sin(x) * y, tg.sum(y)), np.ones(3), np.ones(3))
@@ -223,8 +273,9 @@ def test_partial_eval_leaves_only_the_linear_part_per_call():
     out, *residuals = interpret(known, W, x)
     (tangent,) = interpret(linear, *residuals, tW, tx)
     np.testing.assert_allclose(out, np.tanh(W @ x) * 3.0)
-    np.testing.assert_allclose(tangent, 3.0 * (1 - np.tanh(W @ x) ** 2) * (tW @ x + W @ tx),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        tangent, 3.0 * (1 - np.tanh(W @ x) ** 2) * (tW @ x + W @ tx), rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize("backend", ["interpret", "numba"])
@@ -233,6 +284,7 @@ def test_linearize_matches_jvp(rng, backend):
 
     def f(x, w):
         return {"y": tg.tanh(W @ x) * w, "s": rnn(x, w)}
+
     x, w = rng.standard_normal(3), np.array(0.4)
     out, f_jvp = tg.linearize(f, x, w, backend=backend)
     np.testing.assert_allclose(out["y"], np.tanh(W @ x) * w, rtol=1e-12)
@@ -246,6 +298,7 @@ def test_linearize_matches_jvp(rng, backend):
 
 # ------------------------------------------------------------ loops, branches, custom rules
 
+
 def central(f, primals, tangents, eps=1e-6):
     plus = f(*[p + eps * t for p, t in zip(primals, tangents)])
     minus = f(*[p - eps * t for p, t in zip(primals, tangents)])
@@ -256,6 +309,7 @@ def rnn(x, w):
     def body(c, xt):
         c = tg.tanh(c * w + xt)
         return c, c * 2.0
+
     c, ys = tg.scan(body, x[0] * 0.0, x)
     return tg.sum(ys) + c
 
@@ -272,8 +326,11 @@ def branch(x):
     return tg.cond(tg.sum(x) > 0, lambda a: tg.sin(a) * 2.0, lambda a: tg.cos(a), x)
 
 
-@pytest.mark.parametrize("fn, nargs", [(rnn, 2), (fori, 1), (while_sum, 1), (branch, 1)],
-                         ids=["scan", "fori_loop", "while_loop", "cond"])
+@pytest.mark.parametrize(
+    "fn, nargs",
+    [(rnn, 2), (fori, 1), (while_sum, 1), (branch, 1)],
+    ids=["scan", "fori_loop", "while_loop", "cond"],
+)
 def test_control_flow_jvp_against_finite_differences(rng, fn, nargs):
     primals = [rng.standard_normal(5), np.array(0.7)][:nargs]
     tangents = [rng.standard_normal(np.shape(p)) for p in primals]
@@ -283,15 +340,18 @@ def test_control_flow_jvp_against_finite_differences(rng, fn, nargs):
     # jacfwd: the loop's tangent pass vmapped over the basis (batched loop bodies)
     jac = tg.jacfwd(fn, **INTERP)(*primals)
     basis = np.eye(primals[0].size)
-    numeric = np.stack([central(fn, primals, [e] + [0 * p for p in primals[1:]]) for e in basis],
-                       axis=-1)
+    numeric = np.stack(
+        [central(fn, primals, [e] + [0 * p for p in primals[1:]]) for e in basis], axis=-1
+    )
     np.testing.assert_allclose(jac, numeric, rtol=1e-6, atol=1e-8)
 
 
 def test_loops_and_branches_jvp_compiled(rng):
     """Numba: scan, while and cond JVPs in one kernel, against central differences."""
+
     def combo(x, w):
         return rnn(x, w) + tg.sum(while_sum(x) * branch(x))
+
     x, w = rng.standard_normal(5), np.array(0.7)
     t = (rng.standard_normal(5), np.array(0.2))
     out, tangent = tg.jvp(combo, (x, w), t)
@@ -313,8 +373,12 @@ def test_scan_jvp_is_one_forward_scan_over_the_body_jvp(rng):
 
 def test_while_loop_has_forward_mode_though_not_reverse(rng):
     x, t = rng.standard_normal(3), rng.standard_normal(3)
-    np.testing.assert_allclose(tg.jvp(while_sum, (x,), (t,), **INTERP)[1],
-                               central(while_sum, [x], [t]), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        tg.jvp(while_sum, (x,), (t,), **INTERP)[1],
+        central(while_sum, [x], [t]),
+        rtol=1e-6,
+        atol=1e-8,
+    )
     with pytest.raises(Exception, match="while_loop"):
         tg.grad(lambda x: tg.sum(while_sum(x)), **INTERP)(x)
 
@@ -328,6 +392,7 @@ def test_custom_jvp_rule_is_used_in_forward_mode(rng):
     def f_jvp(primals, tangents):
         (x,), (t,) = primals, tangents
         return tg.sin(x), 2.0 * t  # deliberately not cos(x) t
+
     x, t = rng.standard_normal(3), rng.standard_normal(3)
     out, tangent = tg.jvp(f, (x,), (t,), **INTERP)
     np.testing.assert_allclose(out, np.sin(x))
@@ -339,6 +404,7 @@ def test_custom_vjp_forward_mode_transposes_the_bwd_rule(rng):
     @tg.custom_vjp
     def f(x, y):
         return x * y
+
     f.defvjp(lambda x, y: (x * y, (x, y)), lambda res, g: (10.0 * g * res[1], g * res[0]))
     x, y, tx, ty = (rng.standard_normal(3) for _ in range(4))
     _, tangent = tg.jvp(f, (x, y), (tx, ty), **INTERP)
@@ -347,12 +413,13 @@ def test_custom_vjp_forward_mode_transposes_the_bwd_rule(rng):
 
 # ------------------------------------------------------------ higher order
 
+
 def f_vec(x):
-    return tg.sin(x) * tg.exp(x[::-1]) + tg.sum(x ** 3) * tg.softmax(x, axis=0)
+    return tg.sin(x) * tg.exp(x[::-1]) + tg.sum(x**3) * tg.softmax(x, axis=0)
 
 
 def loss(x):
-    return tg.sum(tg.tanh(x) * x[::-1]) + tg.logsumexp(x) * tg.sum(x ** 2)
+    return tg.sum(tg.tanh(x) * x[::-1]) + tg.logsumexp(x) * tg.sum(x**2)
 
 
 def test_jvp_of_jvp(rng):
@@ -360,6 +427,7 @@ def test_jvp_of_jvp(rng):
 
     def inner(x):
         return tg.jvp(f_vec, (x,), (t,), **INTERP)[1]
+
     _, second = tg.jvp(inner, (x,), (s,), **INTERP)
     np.testing.assert_allclose(second, central(inner, [x], [s]), rtol=1e-6, atol=1e-8)
 
@@ -372,16 +440,20 @@ def test_jvp_of_grad_is_a_hessian_vector_product(rng):
 
 def test_forward_over_reverse_through_a_scan(rng):
     """jvp of grad of a scan: scans over the JVPs of the history and backward bodies."""
+
     def loss_rnn(x, w):
         return tg.sum(rnn(x, w) ** 2)
+
     x, t, w = rng.standard_normal(5), rng.standard_normal(5), np.array(0.7)
     _, hvp = tg.jvp(lambda x: tg.grad(loss_rnn, **INTERP)(x, w), (x,), (t,), **INTERP)
-    np.testing.assert_allclose(hvp, tg.hessian(loss_rnn, **INTERP)(x, w) @ t, rtol=1e-10,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        hvp, tg.hessian(loss_rnn, **INTERP)(x, w) @ t, rtol=1e-10, atol=1e-12
+    )
 
 
 def test_forward_module_doctests():
     import doctest
+
     result = doctest.testmod(forward)
     assert result.attempted and not result.failed
 
@@ -391,6 +463,7 @@ def test_grad_of_jvp(rng):
 
     def q(x):
         return tg.sum(tg.jvp(f_vec, (x,), (t,), **INTERP)[1] ** 2)
+
     g = tg.grad(q, **INTERP)(x)
     numeric = np.array([central(q, [x], [e]) for e in np.eye(4)])
     np.testing.assert_allclose(g, numeric, rtol=1e-6, atol=1e-8)
@@ -399,6 +472,7 @@ def test_grad_of_jvp(rng):
 def test_jvp_with_pytrees_aux_and_integer_arguments(rng):
     def f(p, k):
         return {"a": p["w"] * k, "s": tg.sum(p["w"] * p["b"])}, "aux"
+
     p = {"w": rng.standard_normal(3), "b": rng.standard_normal(3)}
     tp = {"w": rng.standard_normal(3), "b": rng.standard_normal(3)}
     k = np.arange(3)
@@ -410,13 +484,13 @@ def test_jvp_with_pytrees_aux_and_integer_arguments(rng):
 
 def test_jvp_and_aux_basic():
     """Ported from JAX's tests/api_test.py (test_jvp_and_aux_basic)."""
-    fun = lambda x: (x ** 3, [x ** 2])  # noqa: E731
-    primals, tangents, aux = tg.jvp(fun, (3.,), (4.,), has_aux=True, **INTERP)
-    expected_primals, expected_tangents = tg.jvp(lambda x: x ** 3, (3.,), (4.,), **INTERP)
+    fun = lambda x: (x**3, [x**2])  # noqa: E731
+    primals, tangents, aux = tg.jvp(fun, (3.0,), (4.0,), has_aux=True, **INTERP)
+    expected_primals, expected_tangents = tg.jvp(lambda x: x**3, (3.0,), (4.0,), **INTERP)
     np.testing.assert_allclose(primals, expected_primals)
     np.testing.assert_allclose(tangents, expected_tangents)
-    np.testing.assert_allclose(tangents, 3 * 3.0 ** 2 * 4.0)
-    np.testing.assert_allclose(aux, [3. ** 2])
+    np.testing.assert_allclose(tangents, 3 * 3.0**2 * 4.0)
+    np.testing.assert_allclose(aux, [3.0**2])
 
 
 def test_jvp_of_grad_of_indexing():
@@ -444,6 +518,7 @@ def test_jacfwd_of_a_wide_output_compiled(rng):
     def wide(x):
         h = tg.tanh(W @ x)
         return tg.sin(h) * h
+
     x = rng.standard_normal(3)
     jf = tg.jacfwd(wide)
     np.testing.assert_allclose(jf(x), tg.jacobian(wide, **INTERP)(x), rtol=1e-12, atol=1e-14)
@@ -457,12 +532,14 @@ def test_jacfwd_is_one_batched_tangent_pass(rng):
     W = rng.standard_normal((7, 9))
     sizes = {}
     for n in (3, 9):
+
         def f(x):
             return tg.tanh(W[:, :n] @ x) * 2.0
+
         x = rng.standard_normal(n)
         jf = tg.jacfwd(f, **INTERP)
         h = np.tanh(W[:, :n] @ x)
-        np.testing.assert_allclose(jf(x), 2 * (1 - h ** 2)[:, None] * W[:, :n], rtol=1e-12)
+        np.testing.assert_allclose(jf(x), 2 * (1 - h**2)[:, None] * W[:, :n], rtol=1e-12)
         traced = jf.lower(x).traced
         sizes[n] = len(traced.nodes)
         assert [m.shape for m in traced.nodes if m.op == "matmul"][-1] == (n, 7)
@@ -470,6 +547,7 @@ def test_jacfwd_is_one_batched_tangent_pass(rng):
 
 
 # ------------------------------------------------------------ against JAX
+
 
 def _jax_pairs():
     jax = pytest.importorskip("jax")
@@ -483,36 +561,88 @@ def _jax_pairs():
         def body(c, xt):
             c = jnp.tanh(c * w + xt)
             return c, c * 2.0
+
         c, ys = jax.lax.scan(body, x[0] * 0.0, x)
         return jnp.sum(ys) + c
-    return jax, [  # (name, tracegrad fn, jax fn, argument shapes)
-        ("sin_mul_rev", lambda x: tg.sin(x) * x[::-1] + x ** 2 * tg.sum(x),
-         lambda x: jnp.sin(x) * x[::-1] + x ** 2 * jnp.sum(x), [(4,)]),
-        ("softmax_matmul", lambda x: tg.softmax(M @ x, axis=0),
-         lambda x: jax.nn.softmax(M @ x, axis=0), [(3,)]),
-        ("log_softmax_rows", lambda x: tg.log_softmax(x, axis=1),
-         lambda x: jax.nn.log_softmax(x, axis=1), [(2, 3)]),
-        ("logsumexp_var", lambda x: tg.logsumexp(x, axis=0) * tg.var(x, axis=0, ddof=1),
-         lambda x: jax.scipy.special.logsumexp(x, axis=0) * jnp.var(x, axis=0, ddof=1),
-         [(3, 2)]),
-        ("max_min", lambda x: tg.max(x, axis=1) - tg.min(x) * x[:, 0],
-         lambda x: jnp.max(x, axis=1) - jnp.min(x) * x[:, 0], [(3, 4)]),
-        ("cumsum_cumprod", lambda x: tg.cumsum(x, axis=0) + tg.cumprod(x, axis=0),
-         lambda x: jnp.cumsum(x, axis=0) + jnp.cumprod(x, axis=0), [(5,)]),
-        ("concat_index", lambda x: tg.concatenate([x[[2, 0, 2]], tg.exp(x[1:])], axis=0),
-         lambda x: jnp.concatenate([x[jnp.array([2, 0, 2])], jnp.exp(x[1:])], axis=0), [(4,)]),
-        ("where_maximum_clip", lambda x: tg.where(x > 0, tg.maximum(x, 0.3), tg.clip(x, -0.5, 1.0)),
-         lambda x: jnp.where(x > 0, jnp.maximum(x, 0.3), jnp.clip(x, -0.5, 1.0)), [(6,)]),
-        ("take_along_axis", lambda x: tg.take_along_axis(x, idx, axis=1) ** 2,
-         lambda x: jnp.take_along_axis(x, idx, axis=1) ** 2, [(3, 4)]),
-        ("batched_matmul", lambda a, b: tg.tanh(a @ b), lambda a, b: jnp.tanh(a @ b),
-         [(2, 3, 4), (4, 2)]),
-        ("special_functions", lambda x, y: tg.arctan2(x, y) + tg.expm1(x) * tg.log1p(y ** 2),
-         lambda x, y: jnp.arctan2(x, y) + jnp.expm1(x) * jnp.log1p(y ** 2), [(3,), (3,)]),
-        ("sort", lambda x: tg.sort(x) * np.arange(5.0), lambda x: jnp.sort(x) * jnp.arange(5.0),
-         [(5,)]),
-        ("scan_rnn", rnn, rnn_jax, [(5,), ()]),
-    ]
+
+    return (
+        jax,
+        [  # (name, tracegrad fn, jax fn, argument shapes)
+            (
+                "sin_mul_rev",
+                lambda x: tg.sin(x) * x[::-1] + x**2 * tg.sum(x),
+                lambda x: jnp.sin(x) * x[::-1] + x**2 * jnp.sum(x),
+                [(4,)],
+            ),
+            (
+                "softmax_matmul",
+                lambda x: tg.softmax(M @ x, axis=0),
+                lambda x: jax.nn.softmax(M @ x, axis=0),
+                [(3,)],
+            ),
+            (
+                "log_softmax_rows",
+                lambda x: tg.log_softmax(x, axis=1),
+                lambda x: jax.nn.log_softmax(x, axis=1),
+                [(2, 3)],
+            ),
+            (
+                "logsumexp_var",
+                lambda x: tg.logsumexp(x, axis=0) * tg.var(x, axis=0, ddof=1),
+                lambda x: jax.scipy.special.logsumexp(x, axis=0) * jnp.var(x, axis=0, ddof=1),
+                [(3, 2)],
+            ),
+            (
+                "max_min",
+                lambda x: tg.max(x, axis=1) - tg.min(x) * x[:, 0],
+                lambda x: jnp.max(x, axis=1) - jnp.min(x) * x[:, 0],
+                [(3, 4)],
+            ),
+            (
+                "cumsum_cumprod",
+                lambda x: tg.cumsum(x, axis=0) + tg.cumprod(x, axis=0),
+                lambda x: jnp.cumsum(x, axis=0) + jnp.cumprod(x, axis=0),
+                [(5,)],
+            ),
+            (
+                "concat_index",
+                lambda x: tg.concatenate([x[[2, 0, 2]], tg.exp(x[1:])], axis=0),
+                lambda x: jnp.concatenate([x[jnp.array([2, 0, 2])], jnp.exp(x[1:])], axis=0),
+                [(4,)],
+            ),
+            (
+                "where_maximum_clip",
+                lambda x: tg.where(x > 0, tg.maximum(x, 0.3), tg.clip(x, -0.5, 1.0)),
+                lambda x: jnp.where(x > 0, jnp.maximum(x, 0.3), jnp.clip(x, -0.5, 1.0)),
+                [(6,)],
+            ),
+            (
+                "take_along_axis",
+                lambda x: tg.take_along_axis(x, idx, axis=1) ** 2,
+                lambda x: jnp.take_along_axis(x, idx, axis=1) ** 2,
+                [(3, 4)],
+            ),
+            (
+                "batched_matmul",
+                lambda a, b: tg.tanh(a @ b),
+                lambda a, b: jnp.tanh(a @ b),
+                [(2, 3, 4), (4, 2)],
+            ),
+            (
+                "special_functions",
+                lambda x, y: tg.arctan2(x, y) + tg.expm1(x) * tg.log1p(y**2),
+                lambda x, y: jnp.arctan2(x, y) + jnp.expm1(x) * jnp.log1p(y**2),
+                [(3,), (3,)],
+            ),
+            (
+                "sort",
+                lambda x: tg.sort(x) * np.arange(5.0),
+                lambda x: jnp.sort(x) * jnp.arange(5.0),
+                [(5,)],
+            ),
+            ("scan_rnn", rnn, rnn_jax, [(5,), ()]),
+        ],
+    )
 
 
 def _draw(shapes, rng):
@@ -529,8 +659,9 @@ def test_jvp_matches_jax_and_jacfwd_matches_jacrev():
         out, tangent = tg.jvp(ours, primals, tangents, **INTERP)
         j_out, j_tangent = jax.jit(lambda p, t: jax.jvp(theirs, p, t))(primals, tangents)
         np.testing.assert_allclose(out, np.asarray(j_out), rtol=1e-12, atol=1e-13, err_msg=name)
-        np.testing.assert_allclose(tangent, np.asarray(j_tangent), rtol=1e-10, atol=1e-12,
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            tangent, np.asarray(j_tangent), rtol=1e-10, atol=1e-12, err_msg=name
+        )
         argnums = tuple(range(len(shapes)))
         jac = tg.jacfwd(ours, argnums=argnums, **INTERP)(*primals)
         rev = tg.jacobian(ours, argnums=argnums, **INTERP)(*primals)
@@ -538,11 +669,29 @@ def test_jvp_matches_jax_and_jacfwd_matches_jacrev():
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=name)
 
 
-@pytest.mark.parametrize("which", [
-    "sin_mul_rev", "max_min", "batched_matmul",
-    *[pytest.param(n, marks=pytest.mark.slow) for n in (
-        "softmax_matmul", "log_softmax_rows", "logsumexp_var", "cumsum_cumprod", "concat_index",
-        "where_maximum_clip", "take_along_axis", "special_functions", "sort", "scan_rnn")]])
+@pytest.mark.parametrize(
+    "which",
+    [
+        "sin_mul_rev",
+        "max_min",
+        "batched_matmul",
+        *[
+            pytest.param(n, marks=pytest.mark.slow)
+            for n in (
+                "softmax_matmul",
+                "log_softmax_rows",
+                "logsumexp_var",
+                "cumsum_cumprod",
+                "concat_index",
+                "where_maximum_clip",
+                "take_along_axis",
+                "special_functions",
+                "sort",
+                "scan_rnn",
+            )
+        ],
+    ],
+)
 def test_jacfwd_matches_jax(which):
     jax, pairs = _jax_pairs()
     name, ours, theirs, shapes = next(p for p in pairs if p[0] == which)
@@ -559,7 +708,8 @@ def test_forward_over_reverse_matches_jax(rng):
     jnp = jax.numpy
 
     def loss_jax(x):
-        return jnp.sum(jnp.tanh(x) * x[::-1]) + jax.scipy.special.logsumexp(x) * jnp.sum(x ** 2)
+        return jnp.sum(jnp.tanh(x) * x[::-1]) + jax.scipy.special.logsumexp(x) * jnp.sum(x**2)
+
     x, t = rng.standard_normal(5), rng.standard_normal(5)
     ours = tg.jvp(tg.grad(loss, **INTERP), (x,), (t,), **INTERP)[1]
     theirs = jax.jit(lambda x, t: jax.jvp(jax.grad(loss_jax), (x,), (t,))[1])(x, t)

@@ -4,6 +4,7 @@ Found by the compiled-CNN example: lambdas written at one line share one compile
 function (tg.grad made inside a loop), and a global that was an int and became a
 tuple was passed into the graph as an i64 array.
 """
+
 import numpy as np
 
 import tracegrad as tg
@@ -29,6 +30,7 @@ def test_a_closure_rebound_from_array_to_list_of_floats():
         first = f(np.ones(2))
         w = [3.0, 5.0]  # the closure cell now holds a list: a static value
         return first, f(np.ones(2))
+
     first, second = make()
     np.testing.assert_array_equal(first, [2.0, 2.0])
     np.testing.assert_array_equal(second, [5.0, 5.0])

@@ -4,6 +4,7 @@ Each test names a case that gave a wrong value without any error before the
 fix (the old value is in the docstring). Values are checked against hand
 derivations and finite differences, and against JAX / PyTorch where installed.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,17 +12,17 @@ import sys
 
 import numpy as np
 import pytest
+from compile_helpers import numeric_grad
 
 import tracegrad as tg
 import tracegrad.eager as teager
 from tracegrad.ops.core import DTypeError, ShapeError
 
-from compile_helpers import numeric_grad
-
 INTERP = dict(backend="interpret")
 
 
 # ------------------------------------------------------------------ composition
+
 
 @pytest.mark.parametrize("backend", ["interpret", "numba"])
 def test_grad_of_grad_of_numpy_ufunc(backend):
@@ -49,20 +50,20 @@ def test_value_and_grad_of_compiled_function_returns_the_pair():
 
 def test_hessian_of_compiled_function_is_a_matrix():
     """Was the gradient [0, 3, 12] (shape (3,)) instead of diag(6x)."""
-    h = tg.hessian(tg.compile(lambda x: tg.sum(x ** 3), **INTERP), **INTERP)(np.arange(3.0))
+    h = tg.hessian(tg.compile(lambda x: tg.sum(x**3), **INTERP), **INTERP)(np.arange(3.0))
     np.testing.assert_allclose(h, np.diag(6 * np.arange(3.0)))
 
 
 def test_grad_of_jacobian_and_compile_of_grad():
     x = np.array([0.5, -1.0, 2.0])
-    g = tg.grad(lambda x: tg.sum(tg.jacobian(lambda y: y ** 3, **INTERP)(x)), **INTERP)(x)
+    g = tg.grad(lambda x: tg.sum(tg.jacobian(lambda y: y**3, **INTERP)(x)), **INTERP)(x)
     np.testing.assert_allclose(g, 6 * x)
-    cg = tg.compile(tg.grad(lambda x: tg.sum(x ** 3), **INTERP), **INTERP)(x)
-    np.testing.assert_allclose(cg, 3 * x ** 2)
+    cg = tg.compile(tg.grad(lambda x: tg.sum(x**3), **INTERP), **INTERP)(x)
+    np.testing.assert_allclose(cg, 3 * x**2)
 
 
 def test_compiled_wrapper_keeps_its_own_state():
-    inner = tg.grad(lambda x: tg.sum(x ** 2), **INTERP)
+    inner = tg.grad(lambda x: tg.sum(x**2), **INTERP)
     outer = tg.compile(inner, **INTERP)
     assert outer.mode == "compile" and inner.mode == "grad"
     assert outer.__name__ == inner.__name__ and outer.__wrapped__ is inner
@@ -72,12 +73,14 @@ def test_composition_matches_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
+
     x = np.array([0.3, -0.7, 1.1])
-    ours = tg.hessian(tg.compile(lambda x: tg.sum(tg.sin(x) * x ** 2), **INTERP), **INTERP)(x)
-    theirs = jax.hessian(jax.jit(lambda x: jnp.sum(jnp.sin(x) * x ** 2)))(x)
+    ours = tg.hessian(tg.compile(lambda x: tg.sum(tg.sin(x) * x**2), **INTERP), **INTERP)(x)
+    theirs = jax.hessian(jax.jit(lambda x: jnp.sum(jnp.sin(x) * x**2)))(x)
     np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-12)
     assert float(tg.grad(tg.grad(np.sin, **INTERP), **INTERP)(1.0)) == pytest.approx(
-        float(jax.grad(jax.grad(jnp.sin))(1.0)), rel=1e-12)
+        float(jax.grad(jax.grad(jnp.sin))(1.0)), rel=1e-12
+    )
 
 
 # ---------------------------------------------------- closures and globals
@@ -125,6 +128,7 @@ def test_closure_rebinding_and_numpy_views_are_traced():
 
     def f(x):
         return tg.sum((x @ W.T) * W[0, 0:2])
+
     g = tg.grad(f, **INTERP)
     x = np.array([1.0, -1.0, 2.0])
     np.testing.assert_allclose(g(x), numeric_grad(f, [x], 0))
@@ -182,9 +186,9 @@ def test_helper_function_reading_a_global_and_nested_transforms():
     g2 = tg.grad(tg.grad(lambda x: tg.sum(helper(x)), **INTERP), **INTERP)
     x = 0.5
     # d^2/dx^2 sum(sin(W x)) = -sum(W^2 sin(W x))
-    assert float(g2(x)) == pytest.approx(-np.sum(W ** 2 * np.sin(W * x)), rel=1e-12)
+    assert float(g2(x)) == pytest.approx(-np.sum(W**2 * np.sin(W * x)), rel=1e-12)
     W *= 2
-    assert float(g2(x)) == pytest.approx(-np.sum(W ** 2 * np.sin(W * x)), rel=1e-12)
+    assert float(g2(x)) == pytest.approx(-np.sum(W**2 * np.sin(W * x)), rel=1e-12)
     J = tg.jacobian(helper, **INTERP)
     np.testing.assert_allclose(J(np.ones(2)), np.diag(W * np.cos(W)))
 
@@ -200,10 +204,12 @@ def test_closed_over_array_is_never_differentiated_or_mutated():
 def test_closure_design_is_documented():
     assert "closure" in tg.compile.__doc__ and "global" in tg.compile.__doc__
     import tracegrad.implicit as implicit
+
     assert "in-place" in implicit.__doc__
 
 
 # ------------------------------------------- eager parameters in a closure
+
 
 @pytest.mark.parametrize("backend", ["interpret", "numba"])
 def test_compile_closing_over_eager_parameter_gives_it_grad(backend):
@@ -240,6 +246,7 @@ def test_compile_closing_over_eager_parameter_matches_torch():
 
 # ------------------------------------------------ static scalars in the key
 
+
 @pytest.mark.parametrize("backend", ["interpret", "numba"])
 def test_negative_zero_is_its_own_static_key(backend):
     """Was [0.] for x * -0.0: -0.0 hit the entry traced for 0.0."""
@@ -267,6 +274,7 @@ def test_static_nan_is_traced_once():
 
 # ------------------------------------------------------------- relu(-1) = +0
 
+
 def test_relu_of_negative_is_positive_zero_in_a_kernel():
     """Was -0.0 (x * 0 for x < 0)."""
     x = np.array([-1.0, -np.inf, -0.0, 0.0, np.nan, 2.0])
@@ -283,12 +291,16 @@ def test_relu_of_negative_is_positive_zero_in_a_kernel():
 
 # ------------------------------------------------------- inputs we refuse
 
+
 @pytest.mark.parametrize("mode", ["compile", "grad"])
 def test_masked_array_is_refused_not_unmasked(mode):
     """Was [2., 4.]: the mask was dropped."""
     x = np.ma.array([1.0, 2.0], mask=[0, 1])
-    f = tg.compile(lambda x: x * 2, **INTERP) if mode == "compile" else \
-        tg.grad(lambda x: tg.sum(x * 2), **INTERP)
+    f = (
+        tg.compile(lambda x: x * 2, **INTERP)
+        if mode == "compile"
+        else tg.grad(lambda x: tg.sum(x * 2), **INTERP)
+    )
     with pytest.raises(DTypeError, match=r"argument 'x' is a masked array") as info:
         f(x)
     assert __file__ in str(info.value)
@@ -314,14 +326,17 @@ def test_rank_above_32_is_refused():
     x = np.ones((1,) * 33)
     with pytest.raises(ShapeError, match=r"argument 'x' has 33 dimensions"):
         tg.compile(lambda x: x * 2, **INTERP)(x)
-    np.testing.assert_array_equal(tg.compile(lambda x: tg.sum(x * 2), **INTERP)(
-        np.ones((1,) * 32)), 2.0)
+    np.testing.assert_array_equal(
+        tg.compile(lambda x: tg.sum(x * 2), **INTERP)(np.ones((1,) * 32)), 2.0
+    )
 
 
 def test_generator_function_is_refused():
     """Was: compile returned an unrun generator object."""
+
     def gen(x):
         yield x * 2
+
     for make in (tg.compile, tg.grad, tg.value_and_grad):
         with pytest.raises(TypeError, match="generator function"):
             make(gen)
@@ -334,6 +349,7 @@ def test_other_threads_read_real_values_while_a_trace_has_swapped_a_global():
     thread B's compiled f, closing over the same global, must still compute with
     the real array."""
     import threading
+
     shared = {"W": np.arange(3.0)}
     W = shared["W"]
     f = tg.compile(lambda x: x * shared["W"], **INTERP)
@@ -345,6 +361,7 @@ def test_other_threads_read_real_values_while_a_trace_has_swapped_a_global():
         inside.set()
         release.wait(10)
         return y
+
     g = tg.compile(slow, **INTERP)
     t = threading.Thread(target=g, args=(np.ones(3),))
     t.start()
@@ -364,6 +381,7 @@ def test_compiled_cat_of_many_operands_has_a_linear_backward():
     """Reverse mode calls a variadic primitive's one-pass `batch` rule (the per-operand
     rule for each of n operands builds n slices of n-operand offsets)."""
     from tracegrad.autodiff import vjp_graph
+
     sizes = []
     for n in (100, 200):
         graph = tg.trace(lambda *xs: tg.sum(tg.concatenate(xs) ** 2), *[np.ones(2)] * n)
@@ -371,13 +389,13 @@ def test_compiled_cat_of_many_operands_has_a_linear_backward():
         sizes.append(len(joint.nodes))
     assert sizes[1] < 2.2 * sizes[0]
     xs = [np.full(2, float(k)) for k in range(50)]
-    grads = tg.grad(lambda *xs: tg.sum(tg.stack(xs) ** 2), argnums=tuple(range(50)),
-                    **INTERP)(*xs)
+    grads = tg.grad(lambda *xs: tg.sum(tg.stack(xs) ** 2), argnums=tuple(range(50)), **INTERP)(*xs)
     for k, g in enumerate(grads):
         np.testing.assert_array_equal(g, 2 * xs[k])
 
 
 # ------------------------------------------------- issue 11: memory of compiled functions
+
 
 def _generated_modules() -> int:
     return sum(1 for name in sys.modules if name.startswith("tg_"))
@@ -385,23 +403,28 @@ def _generated_modules() -> int:
 
 def test_retrace_storm_keeps_a_bounded_number_of_kernels(monkeypatch):
     import warnings
+
     from tracegrad import compiler
+
     monkeypatch.setattr(compiler, "MAX_ENTRIES", 4)
     f = tg.value_and_grad(lambda x: tg.sum(tg.tanh(x) * x * 3.0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the retrace warning
         for n in range(1, 11):
             value, g = f(np.linspace(-1, 1, n))
-            np.testing.assert_allclose(value, np.sum(np.tanh(np.linspace(-1, 1, n))
-                                                     * np.linspace(-1, 1, n) * 3.0))
+            np.testing.assert_allclose(
+                value, np.sum(np.tanh(np.linspace(-1, 1, n)) * np.linspace(-1, 1, n) * 3.0)
+            )
     assert len(f.entries) == 4
     value, g = f(np.linspace(-1, 1, 2))  # an evicted shape: traced again, still right
-    np.testing.assert_allclose(value, np.sum(np.tanh(np.linspace(-1, 1, 2))
-                                             * np.linspace(-1, 1, 2) * 3.0))
+    np.testing.assert_allclose(
+        value, np.sum(np.tanh(np.linspace(-1, 1, 2)) * np.linspace(-1, 1, 2) * 3.0)
+    )
 
 
 def test_clear_caches_drops_kernels_and_generated_modules():
     import gc
+
     f = tg.value_and_grad(lambda x: tg.sum(tg.sin(x) * x * 5.0))
     for n in (3, 4, 5):
         f(np.ones(n))
@@ -427,8 +450,9 @@ def test_rebinding_a_helper_function_retraces():
         f = tg.grad(lambda x: tg.sum(_activation(x)), **INTERP)
         np.testing.assert_allclose(f(np.zeros(2)), [1.0, 1.0])
 
-        def _activation(x):  # noqa: F811
+        def _activation(x):
             return tg.sin(x) * 2.0
+
         np.testing.assert_allclose(f(np.zeros(2)), [2.0, 2.0])
         assert f.cache_info().traces == 2
     finally:
@@ -436,6 +460,7 @@ def test_rebinding_a_helper_function_retraces():
 
 
 # ------------------------------------------- issue 14: tg.grad made inside a loop
+
 
 def test_grad_made_inside_a_loop_is_traced_once_and_sees_new_data():
     X = np.ones((4, 3))
@@ -453,6 +478,7 @@ def test_grad_made_inside_a_loop_is_traced_once_and_sees_new_data():
 def test_functions_with_different_closures_are_not_shared():
     def make(scale_array):
         return tg.grad(lambda x: tg.sum(x * scale_array), **INTERP)
+
     a, b = make(np.full(2, 2.0)), make(np.full(2, 3.0))
     assert a is not b
     np.testing.assert_array_equal(a(np.ones(2)), [2.0, 2.0])
@@ -461,13 +487,16 @@ def test_functions_with_different_closures_are_not_shared():
 
 def test_unrecognisable_callables_made_repeatedly_warn_once(monkeypatch):
     import functools
+
     from tracegrad import compiler
+
     monkeypatch.setattr(compiler, "_UNKEYED_WARN_AFTER", 5)
     monkeypatch.setitem(compiler._unkeyed, "count", 0)
     monkeypatch.setitem(compiler._unkeyed, "warned", False)
 
     def loss(x, k):
         return tg.sum(x * k)
+
     with pytest.warns(RuntimeWarning, match="cannot be matched to earlier ones") as record:
         for _ in range(8):
             tg.grad(functools.partial(loss, k=2.0), **INTERP)
@@ -480,6 +509,7 @@ def test_kernel_finalizer_never_waits_for_a_lock_this_thread_holds():
     deadlock (it once hung tests/compile after tg.clear_caches())."""
     from tracegrad import codegen
     from tracegrad.runtime import cache
+
     # backend="numba": the kernel module must exist whatever this worker ran before (on the
     # default run's interpreter the test found only earlier tests' modules, or none: it
     # failed in a fresh clone whose worker had loaded no kernel yet)
@@ -492,6 +522,7 @@ def test_kernel_finalizer_never_waits_for_a_lock_this_thread_holds():
         f.cache_clear()
         del f
         import gc
+
         gc.collect()  # the finalizers run here and must return
     codegen.release_pending_modules()
     assert not codegen._PENDING_RELEASES

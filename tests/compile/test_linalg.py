@@ -7,6 +7,7 @@ kernels), and the Gaussian-process likelihood of perf/gp_nll_workload.py.
 
 Few distinct graphs on purpose: each compiled function is built once per module.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,7 +35,7 @@ def _spd(rng, n, batch=()):
 
 RNG = np.random.default_rng(1234)
 A = _spd(RNG, 4)
-AS = _spd(RNG, 3, (2,))          # a batch of two 3x3 matrices
+AS = _spd(RNG, 3, (2,))  # a batch of two 3x3 matrices
 B = RNG.standard_normal((4, 3))
 b = RNG.standard_normal(4)
 G = RNG.standard_normal((4, 4)) + 4 * np.eye(4)  # general (non-symmetric), invertible
@@ -48,26 +49,42 @@ def every_op(A, AS, B, b, G):
     Y = tg.linalg.solve_triangular(U, B, lower=False, trans="T")
     Z = tg.linalg.solve_triangular(L, B, lower=True, unit_diagonal=True)
     sign, logabsdet = np.linalg.slogdet(G)
-    return (np.sum(x * x) + np.sum(np.sin(Y)) + np.sum(Z ** 2)
-            + np.sum(np.linalg.solve(G, B) ** 2) + np.sum(np.cos(np.linalg.solve(AS, b[:3])))
-            + np.sum(np.linalg.inv(G) ** 2) + 0.1 * np.linalg.det(G) + sign * logabsdet
-            + np.sum(np.linalg.det(AS)) * 1e-3 + np.sum(np.linalg.cholesky(AS)))
+    return (
+        np.sum(x * x)
+        + np.sum(np.sin(Y))
+        + np.sum(Z**2)
+        + np.sum(np.linalg.solve(G, B) ** 2)
+        + np.sum(np.cos(np.linalg.solve(AS, b[:3])))
+        + np.sum(np.linalg.inv(G) ** 2)
+        + 0.1 * np.linalg.det(G)
+        + sign * logabsdet
+        + np.sum(np.linalg.det(AS)) * 1e-3
+        + np.sum(np.linalg.cholesky(AS))
+    )
 
 
 def every_op_jax(A, AS, B, b, G):
     import jax.numpy as jnp
     from jax.scipy.linalg import solve_triangular
+
     L = jnp.linalg.cholesky(A)
     U = jnp.linalg.cholesky(A).T
     x = solve_triangular(L, b, lower=True)
     Y = solve_triangular(U, B, lower=False, trans="T")
     Z = solve_triangular(L, B, lower=True, unit_diagonal=True)
     sign, logabsdet = jnp.linalg.slogdet(G)
-    return (jnp.sum(x * x) + jnp.sum(jnp.sin(Y)) + jnp.sum(Z ** 2)
-            + jnp.sum(jnp.linalg.solve(G, B) ** 2)
-            + jnp.sum(jnp.cos(jnp.linalg.solve(AS, b[:3])))
-            + jnp.sum(jnp.linalg.inv(G) ** 2) + 0.1 * jnp.linalg.det(G) + sign * logabsdet
-            + jnp.sum(jnp.linalg.det(AS)) * 1e-3 + jnp.sum(jnp.linalg.cholesky(AS)))
+    return (
+        jnp.sum(x * x)
+        + jnp.sum(jnp.sin(Y))
+        + jnp.sum(Z**2)
+        + jnp.sum(jnp.linalg.solve(G, B) ** 2)
+        + jnp.sum(jnp.cos(jnp.linalg.solve(AS, b[:3])))
+        + jnp.sum(jnp.linalg.inv(G) ** 2)
+        + 0.1 * jnp.linalg.det(G)
+        + sign * logabsdet
+        + jnp.sum(jnp.linalg.det(AS)) * 1e-3
+        + jnp.sum(jnp.linalg.cholesky(AS))
+    )
 
 
 ARGS = (A, AS, B, b, G)
@@ -95,10 +112,11 @@ def test_values_match_numpy_and_scipy_on_plain_arrays():
     for lower, trans, unit in [(True, 0, False), (False, 1, False), (True, "T", True)]:
         tri = np.tril(A) if lower else np.triu(A)
         for rhs in (b, B):
-            assert_close(tg.linalg.solve_triangular(tri, rhs, lower=lower, trans=trans,
-                                                    unit_diagonal=unit),
-                         sla.solve_triangular(tri, rhs, lower=lower, trans=trans,
-                                              unit_diagonal=unit), rtol=1e-13)
+            assert_close(
+                tg.linalg.solve_triangular(tri, rhs, lower=lower, trans=trans, unit_diagonal=unit),
+                sla.solve_triangular(tri, rhs, lower=lower, trans=trans, unit_diagonal=unit),
+                rtol=1e-13,
+            )
     assert_close(tg.linalg.solve(G, B), np.linalg.solve(G, B), rtol=1e-13)
     assert_close(tg.linalg.solve(AS, b[:3]), np.linalg.solve(AS, b[:3]), rtol=1e-13)
     assert_close(tg.linalg.inv(G), np.linalg.inv(G), rtol=1e-13)
@@ -110,8 +128,13 @@ def test_values_match_numpy_and_scipy_on_plain_arrays():
 
 def test_float32_stays_float32_and_ints_compute_in_float64():
     a32 = A.astype(np.float32)
-    for out in (tg.linalg.cholesky(a32), tg.linalg.inv(a32), tg.linalg.det(a32),
-                tg.linalg.solve(a32, b.astype(np.float32)), tg.linalg.slogdet(a32).logabsdet):
+    for out in (
+        tg.linalg.cholesky(a32),
+        tg.linalg.inv(a32),
+        tg.linalg.det(a32),
+        tg.linalg.solve(a32, b.astype(np.float32)),
+        tg.linalg.slogdet(a32).logabsdet,
+    ):
         assert np.asarray(out).dtype == np.float32
     ints = np.array([[2, 1], [1, 2]])
     assert tg.linalg.cholesky(ints).dtype == np.float64
@@ -134,13 +157,13 @@ def test_compiled_value_matches_numpy(compiled_result):
 
 def test_np_linalg_names_trace_into_the_linalg_primitives():
     traced = str(VALUE_AND_GRAD.lower(*ARGS).traced)
-    for op in ("cholesky", "triangular_solve", "solve", "inv", "det", "slogdet_sign",
-               "logabsdet"):
+    for op in ("cholesky", "triangular_solve", "solve", "inv", "det", "slogdet_sign", "logabsdet"):
         assert re.search(rf"= {op}[\[ ]", traced), op
 
 
 def test_compiled_gradients_match_finite_differences(compiled_result):
     _, grads = compiled_result
+
     def on_symmetric(A, AS, *rest):
         return every_op(_sym(A), _sym(AS), *rest)
 
@@ -168,19 +191,30 @@ def _second_order(A, G, b):
     """A scalar whose Hessian goes through every vjp rule's own derivative."""
     L = np.linalg.cholesky(A)
     x = tg.linalg.solve_triangular(L, b, lower=True, trans=1)
-    return (np.sum(x ** 3) + np.sum(np.linalg.solve(A, b) ** 2) + np.linalg.slogdet(A)[1]
-            + np.sum(np.linalg.inv(G) * G.T) + np.linalg.det(G) * 0.01
-            + np.sum(np.log(np.diagonal(L))))
+    return (
+        np.sum(x**3)
+        + np.sum(np.linalg.solve(A, b) ** 2)
+        + np.linalg.slogdet(A)[1]
+        + np.sum(np.linalg.inv(G) * G.T)
+        + np.linalg.det(G) * 0.01
+        + np.sum(np.log(np.diagonal(L)))
+    )
 
 
 def _second_order_jax(A, G, b):
     import jax.numpy as jnp
     from jax.scipy.linalg import solve_triangular
+
     L = jnp.linalg.cholesky(A)
     x = solve_triangular(L, b, lower=True, trans=1)
-    return (jnp.sum(x ** 3) + jnp.sum(jnp.linalg.solve(A, b) ** 2) + jnp.linalg.slogdet(A)[1]
-            + jnp.sum(jnp.linalg.inv(G) * G.T) + jnp.linalg.det(G) * 0.01
-            + jnp.sum(jnp.log(jnp.diagonal(L))))
+    return (
+        jnp.sum(x**3)
+        + jnp.sum(jnp.linalg.solve(A, b) ** 2)
+        + jnp.linalg.slogdet(A)[1]
+        + jnp.sum(jnp.linalg.inv(G) * G.T)
+        + jnp.linalg.det(G) * 0.01
+        + jnp.sum(jnp.log(jnp.diagonal(L)))
+    )
 
 
 # The second-order graphs hold ~20 linalg nodes, each cutting the kernel into another
@@ -222,8 +256,13 @@ def test_hessian_matches_jax(hessian_result):
     want = jax.jit(jax.hessian(_second_order_jax, argnums=(0, 1)))(A, G, b)
     for i in range(2):
         for j in range(2):
-            assert_close(hessian_result[i][j], np.asarray(want[i][j]), rtol=1e-8, atol=1e-10,
-                         what=f"d2/d{i}d{j}")
+            assert_close(
+                hessian_result[i][j],
+                np.asarray(want[i][j]),
+                rtol=1e-8,
+                atol=1e-10,
+                what=f"d2/d{i}d{j}",
+            )
 
 
 # ----------------------------------------------------------------------- errors
@@ -244,8 +283,11 @@ def test_non_square_input_names_the_op_and_the_shapes():
 
 
 def test_non_positive_definite_raises_linalg_error_in_numpy_mode():
-    with pytest.raises(LinAlgError, match=r"cholesky: the matrix is not positive definite "
-                                          r"\(the leading minor of order 2 .*f64\[2,2\]"):
+    with pytest.raises(
+        LinAlgError,
+        match=r"cholesky: the matrix is not positive definite "
+        r"\(the leading minor of order 2 .*f64\[2,2\]",
+    ):
         tg.linalg.cholesky(np.array([[1.0, 2.0], [2.0, 1.0]]))
     assert issubclass(LinAlgError, np.linalg.LinAlgError)
 
@@ -253,13 +295,19 @@ def test_non_positive_definite_raises_linalg_error_in_numpy_mode():
 def test_compiled_kernels_raise_linalg_error_not_crash(compiled_result):
     bad_spd = A.copy()
     bad_spd[0, 0] = -1.0
-    with pytest.raises(LinAlgError, match=r"cholesky: the matrix is not positive definite.*"
-                                          r"f64\[4,4\]"):
+    with pytest.raises(
+        LinAlgError,
+        match=r"cholesky: the matrix is not positive definite.*"
+        r"f64\[4,4\]",
+    ):
         VALUE_AND_GRAD(bad_spd, AS, B, b, G)
     with pytest.raises(LinAlgError, match=r"(solve|inv): the matrix is singular"):
         VALUE_AND_GRAD(A, AS, B, b, np.zeros((4, 4)))
-    with pytest.raises(LinAlgError, match=r"solve: the matrix is singular \(operands: "
-                                          r"f64\[4,4\], f64\[4,3\]\)"):  # from the kernel
+    with pytest.raises(
+        LinAlgError,
+        match=r"solve: the matrix is singular \(operands: "
+        r"f64\[4,4\], f64\[4,3\]\)",
+    ):  # from the kernel
         VALUE_AND_GRAD(A, AS, B, b, np.diag([1.0, 1.0, 0.0, 1.0]))
     # the kernel still works afterwards, and the user's arrays are untouched
     value, _ = VALUE_AND_GRAD(*ARGS)
@@ -279,9 +327,9 @@ def _tri_solves(T, b):
     """Both triangles, both `trans`, a transposed view of T (read without a copy) and
     a matrix right-hand side: every layout the triangular_solve emitter handles."""
     x = tg.linalg.solve_triangular(T, b, lower=True)
-    y = tg.linalg.solve_triangular(T.T, b, lower=False, trans=1)    # T.T's upper = T's lower
+    y = tg.linalg.solve_triangular(T.T, b, lower=False, trans=1)  # T.T's upper = T's lower
     Z = tg.linalg.solve_triangular(T, np.stack([b, 2.0 * b], axis=1), lower=True, trans="T")
-    return np.sum(x * x) + np.sum(np.sin(y)) + np.sum(Z ** 2)
+    return np.sum(x * x) + np.sum(np.sin(y)) + np.sum(Z**2)
 
 
 TRI = np.tril(A)
@@ -297,8 +345,15 @@ def test_cholesky_and_triangular_solve_run_inside_the_kernel(compiled_result):
     """No NumPy fallback: LAPACK/BLAS calls in the generated source, batched
     solves (np.linalg.solve(AS, b[:3]): a vector for each matrix) too."""
     lowered = VALUE_AND_GRAD.lower(*ARGS)
-    for call in ("tg_potrf(", "tg_trsm(", "tg_trmm(", "tg_getrf(", "tg_getrs(", "tg_getri(",
-                 "tg_lu_slogdet("):
+    for call in (
+        "tg_potrf(",
+        "tg_trsm(",
+        "tg_trmm(",
+        "tg_getrf(",
+        "tg_getrs(",
+        "tg_getri(",
+        "tg_lu_slogdet(",
+    ):
         assert call in lowered.source, call
     assert lowered.kernel.fallback_ids == ()
     assert "_numpy(" not in lowered.source
@@ -316,8 +371,9 @@ def test_gp_value_and_grad_is_one_njit_call(gp_result):
 def test_triangular_solve_layouts_in_the_kernel_match_eager_and_differences():
     value, (g_tri, g_b) = TRI_GRAD(TRI, b)
     assert_close(value, _tri_solves(TRI, b), rtol=1e-13)
-    eager_value, eager_grads = tg.value_and_grad(_tri_solves, argnums=(0, 1),
-                                                 backend="interpret")(TRI, b)
+    eager_value, eager_grads = tg.value_and_grad(_tri_solves, argnums=(0, 1), backend="interpret")(
+        TRI, b
+    )
     assert_close(value, eager_value, rtol=1e-13)
     assert_close(g_tri, eager_grads[0], rtol=1e-11, atol=1e-13)
     assert_close(g_b, eager_grads[1], rtol=1e-11, atol=1e-13)
@@ -337,7 +393,7 @@ def test_triangular_solve_layouts_match_jax():
         x = solve_triangular(T, b, lower=True)
         y = solve_triangular(T.T, b, lower=False, trans=1)
         Z = solve_triangular(T, jnp.stack([b, 2.0 * b], axis=1), lower=True, trans="T")
-        return jnp.sum(x * x) + jnp.sum(jnp.sin(y)) + jnp.sum(Z ** 2)
+        return jnp.sum(x * x) + jnp.sum(jnp.sin(y)) + jnp.sum(Z**2)
 
     value, grads = TRI_GRAD(TRI, b)
     jvalue, jgrads = jax.value_and_grad(jax_tri_solves, argnums=(0, 1))(TRI, b)
@@ -351,8 +407,12 @@ def _solves(AS, b, BB, B1):
     """Batched solves with every broadcast: a vector for each matrix, matching batches,
     a batch of matrices with one b, one matrix with a batch of b (whose cotangent,
     from np.sum, is a broadcast literal)."""
-    return (np.sum(np.cos(np.linalg.solve(AS, b))) + np.sum(np.linalg.solve(AS, BB) ** 2)
-            + np.sum(np.linalg.solve(AS, B1) ** 3) + np.sum(np.linalg.solve(AS[0], BB)))
+    return (
+        np.sum(np.cos(np.linalg.solve(AS, b)))
+        + np.sum(np.linalg.solve(AS, BB) ** 2)
+        + np.sum(np.linalg.solve(AS, B1) ** 3)
+        + np.sum(np.linalg.solve(AS[0], BB))
+    )
 
 
 def test_batched_solves_in_the_kernel_match_the_interpreter_and_differences():
@@ -391,13 +451,17 @@ def test_compiled_linalg_errors_say_what_eager_mode_says(compiled_result):
     assert "order 1 " in str(eager.value) and "f64[2,3,3]" in str(eager.value)
     assert str(from_batch.value).split("\n")[0] == str(eager.value).split("\n")[0]
     import pickle  # errors cross process boundaries (tracegrad.distributed) intact
+
     again = pickle.loads(pickle.dumps(compiled.value))
     assert isinstance(again, LinAlgError) and str(again) == str(compiled.value)
     assert bad[1, 1] == -50.0
     singular = TRI.copy()
     singular[2, 2] = 0.0
-    with pytest.raises(LinAlgError, match=r"triangular_solve: the matrix is singular "
-                                          r"\(a zero on its diagonal\) .*f64\[4,4\], f64\[4\]"):
+    with pytest.raises(
+        LinAlgError,
+        match=r"triangular_solve: the matrix is singular "
+        r"\(a zero on its diagonal\) .*f64\[4,4\], f64\[4\]",
+    ):
         TRI_GRAD(singular, b)
     assert singular[2, 2] == 0.0 and np.all(np.isfinite(TRI_GRAD(TRI, b)[0]))
 
@@ -407,6 +471,7 @@ def test_without_numpys_openblas_the_nodes_fall_back_to_numpy(monkeypatch, compi
     their NumPy impl between segments, as before the emitters existed."""
     from tracegrad.codegen.generate import generate
     from tracegrad.runtime import lapack
+
     graph = VALUE_AND_GRAD.lower(*ARGS).optimized
     monkeypatch.setattr(lapack, "AVAILABLE", False)
     emitted = generate(graph, "kernel_no_lapack")
@@ -422,8 +487,9 @@ def test_gp_nll_float32_in_the_kernel_matches_float64():
     params, data = gp.make_data("float32", seed=3, n=24)
     value, grads = GP_VALUE_AND_GRAD(*params, *data)
     assert np.asarray(value).dtype == np.float32
-    ref_value, ref_grads = gp.numpy_value_and_grad([p.astype(np.float64) for p in params],
-                                                   [d.astype(np.float64) for d in data])
+    ref_value, ref_grads = gp.numpy_value_and_grad(
+        [p.astype(np.float64) for p in params], [d.astype(np.float64) for d in data]
+    )
     assert_close(value, ref_value, rtol=1e-4)
     for got, want in zip(grads, ref_grads):
         assert np.asarray(got).dtype == np.float32
@@ -457,8 +523,9 @@ def test_gp_nll_matches_jax(gp_result):
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     value, grads = gp_result
-    jvalue, jgrads = jax.jit(jax.value_and_grad(gp.gp_nll_jax, argnums=(0, 1, 2)))(*GP_PARAMS,
-                                                                                  *GP_DATA)
+    jvalue, jgrads = jax.jit(jax.value_and_grad(gp.gp_nll_jax, argnums=(0, 1, 2)))(
+        *GP_PARAMS, *GP_DATA
+    )
     assert_close(value, float(jvalue), rtol=1e-12)
     for got, want in zip(grads, jgrads):
         assert_close(got, float(want), rtol=1e-9)
@@ -477,6 +544,7 @@ def test_compiled_on_eager_tensors_matches_eager_mode():
     (Its kernel returns a small const among its saved values from a multi-segment
     driver: that once named an undefined variable.)"""
     import tracegrad.eager as tt
+
     a = A[:2, :2].copy()
     leaf = tt.tensor(a, requires_grad=True)
     out = tg.compile(_small)(leaf, tt.tensor(b[:2]))
@@ -495,6 +563,7 @@ def test_compiled_on_eager_tensors_matches_eager_mode():
 def test_docstring_examples_run(module):
     import doctest
     import importlib
+
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
 
@@ -512,13 +581,22 @@ def decompositions(a, s, rhs):
     w_batch, v_batch = np.linalg.eigh(np.stack([s, 2.0 * s]), UPLO="U")
     q, r = np.linalg.qr(a)
     u, sv, vh = np.linalg.svd(a, full_matrices=False)
-    return (np.sum(w ** 3) + np.sum(np.abs(v)) + np.sum(np.sin(q @ r)) + np.sum(r * r)
-            + np.sum(np.sin(w_batch)) + np.sum(np.abs(v_batch) * np.abs(v_batch[..., :1, :]))
-            + 1e-6 * np.sum(np.linalg.eigvalsh(s.astype(np.float32)) ** 2)  # (value only)
-            + np.linalg.norm(np.stack([a, 2.0 * a]), 2, axis=(1, 2)).sum()
-            + np.sum(np.abs(np.linalg.qr(np.stack([a.T[:, :3], a[1:]]), mode="complete")[0]))
-            + np.sum(np.abs(u) * sv) + np.sum(np.abs(vh)) + np.sum(np.sin(np.linalg.pinv(a)))
-            + np.sum(np.sin(np.linalg.lstsq(a, rhs)[0])) + np.linalg.norm(a, "nuc"))
+    return (
+        np.sum(w**3)
+        + np.sum(np.abs(v))
+        + np.sum(np.sin(q @ r))
+        + np.sum(r * r)
+        + np.sum(np.sin(w_batch))
+        + np.sum(np.abs(v_batch) * np.abs(v_batch[..., :1, :]))
+        + 1e-6 * np.sum(np.linalg.eigvalsh(s.astype(np.float32)) ** 2)  # (value only)
+        + np.linalg.norm(np.stack([a, 2.0 * a]), 2, axis=(1, 2)).sum()
+        + np.sum(np.abs(np.linalg.qr(np.stack([a.T[:, :3], a[1:]]), mode="complete")[0]))
+        + np.sum(np.abs(u) * sv)
+        + np.sum(np.abs(vh))
+        + np.sum(np.sin(np.linalg.pinv(a)))
+        + np.sum(np.sin(np.linalg.lstsq(a, rhs)[0]))
+        + np.linalg.norm(a, "nuc")
+    )
 
 
 DECOMPOSITION_ARGS = (B[:, :3] + np.eye(4, 3), _sym(G), RNG.standard_normal((4, 2)))
@@ -530,9 +608,20 @@ def decomposition_kernels(a, s):
     u, sv, vh = np.linalg.svd(a, full_matrices=False)
     q, r = np.linalg.qr(a)
     qc, rc = np.linalg.qr(np.stack([a.T[:, :3], a[1:]]), mode="complete")
-    return (w, np.abs(v), np.abs(u), sv, np.abs(vh), q @ r, np.abs(q), np.abs(r),
-            np.abs(qc), np.abs(rc), np.linalg.eigvalsh(s.astype(np.float32)),
-            np.linalg.svd(a.T, compute_uv=False))
+    return (
+        w,
+        np.abs(v),
+        np.abs(u),
+        sv,
+        np.abs(vh),
+        q @ r,
+        np.abs(q),
+        np.abs(r),
+        np.abs(qc),
+        np.abs(rc),
+        np.linalg.eigvalsh(s.astype(np.float32)),
+        np.linalg.svd(a.T, compute_uv=False),
+    )
 
 
 def test_compiled_decomposition_kernels_match_numpy():
@@ -549,8 +638,13 @@ def test_compiled_decompositions_match_numpy_and_finite_differences():
     value, grads = tg.value_and_grad(decompositions, argnums=(0, 1, 2))(*DECOMPOSITION_ARGS)
     assert_close(value, decompositions(*DECOMPOSITION_ARGS), rtol=1e-12)
     for i in (0, 2):
-        assert_close(grads[i], numeric_grad(decompositions, list(DECOMPOSITION_ARGS), i),
-                     rtol=1e-5, atol=1e-7, what=f"argument {i}")
+        assert_close(
+            grads[i],
+            numeric_grad(decompositions, list(DECOMPOSITION_ARGS), i),
+            rtol=1e-5,
+            atol=1e-7,
+            what=f"argument {i}",
+        )
     # eigh reads one triangle; its gradient G is the symmetric one: the derivative along
     # every symmetric direction E is <G, E>
     a, s, rhs = DECOMPOSITION_ARGS
@@ -559,5 +653,6 @@ def test_compiled_decompositions_match_numpy_and_finite_differences():
         e = _sym(np.random.default_rng(seed).standard_normal(s.shape))
         eps = 1e-6
         slope = (decompositions(a, s + eps * e, rhs) - decompositions(a, s - eps * e, rhs)) / (
-            2 * eps)
+            2 * eps
+        )
         assert abs(np.sum(grads[1] * e) - slope) < 1e-4 * (1 + abs(slope))

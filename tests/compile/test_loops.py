@@ -4,16 +4,16 @@ Gradients are checked against float64 central differences, against the eager
 mode (the same function run as a Python loop on eager tensors), and against
 JAX where installed, in float32 and float64, with pytree carries and reverse.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from compile_helpers import numeric_grad
 
 import tracegrad as tg
 import tracegrad.eager as torch
 from tracegrad.ir.verify import verify
-
-from compile_helpers import numeric_grad
 
 INTERP = dict(backend="interpret")
 
@@ -22,6 +22,7 @@ def rnn_loss(h0, W, xs):
     def step(h, x):
         h = tg.tanh(h @ W + x)
         return h, tg.sum(h * h)
+
     h, ys = tg.scan(step, h0, xs)
     return tg.sum(h) + tg.sum(ys)
 
@@ -32,15 +33,16 @@ def pytree_loss(params, xs):
         a2 = tg.sin(a * params["w"] + x[0])
         b2 = b * tg.cos(x[1]) + a2
         return {"a": a2, "b": b2}, (a2 * b2, tg.sum(a2))
-    carry, (p, s) = tg.scan(step, {"a": params["a0"], "b": params["b0"]}, (xs[:, 0], xs[:, 1]),
-                            reverse=True)
+
+    carry, (p, s) = tg.scan(
+        step, {"a": params["a0"], "b": params["b0"]}, (xs[:, 0], xs[:, 1]), reverse=True
+    )
     return tg.sum(carry["a"]) + tg.sum(carry["b"] ** 2) + tg.sum(p) + tg.sum(s)
 
 
 @pytest.fixture
 def rnn_args(rng):
-    return (rng.standard_normal(4), 0.5 * rng.standard_normal((4, 4)),
-            rng.standard_normal((6, 4)))
+    return (rng.standard_normal(4), 0.5 * rng.standard_normal((4, 4)), rng.standard_normal((6, 4)))
 
 
 @pytest.mark.parametrize("backend", ["interpret", "numba"])
@@ -49,8 +51,9 @@ def test_scan_rnn_gradients_match_finite_differences(rnn_args, backend):
     value, grads = f(*rnn_args)
     assert float(value) == pytest.approx(float(rnn_loss(*rnn_args)), rel=1e-12)
     for k in range(3):
-        np.testing.assert_allclose(grads[k], numeric_grad(rnn_loss, list(rnn_args), k),
-                                   rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(
+            grads[k], numeric_grad(rnn_loss, list(rnn_args), k), rtol=1e-6, atol=1e-8
+        )
 
 
 def test_scan_graph_is_one_node_whatever_the_length(rng):
@@ -66,19 +69,22 @@ def test_scan_graph_is_one_node_whatever_the_length(rng):
 
 
 def test_scan_with_pytrees_and_reverse(rng):
-    params = {"w": rng.standard_normal(3), "a0": rng.standard_normal(3),
-              "b0": rng.standard_normal(3)}
+    params = {
+        "w": rng.standard_normal(3),
+        "a0": rng.standard_normal(3),
+        "b0": rng.standard_normal(3),
+    }
     xs = rng.standard_normal((5, 2, 3))
     value, g = tg.value_and_grad(pytree_loss, **INTERP)(params, xs)
     assert float(value) == pytest.approx(float(pytree_loss(params, xs)), rel=1e-12)
     for key in params:
+
         def f(v, key=key):
             return pytree_loss({**params, key: v}, xs)
-        np.testing.assert_allclose(g[key], numeric_grad(f, [params[key]], 0), rtol=1e-6,
-                                   atol=1e-8)
+
+        np.testing.assert_allclose(g[key], numeric_grad(f, [params[key]], 0), rtol=1e-6, atol=1e-8)
     gx = tg.grad(pytree_loss, argnums=1, **INTERP)(params, xs)
-    np.testing.assert_allclose(gx, numeric_grad(pytree_loss, [params, xs], 1), rtol=1e-6,
-                               atol=1e-8)
+    np.testing.assert_allclose(gx, numeric_grad(pytree_loss, [params, xs], 1), rtol=1e-6, atol=1e-8)
 
 
 def test_scan_runs_eagerly_and_records_every_step(rnn_args):
@@ -103,8 +109,10 @@ def test_scan_matches_jax(rnn_args, dtype):
         def step(h, x):
             h = jnp.tanh(h @ W + x)
             return h, jnp.sum(h * h)
+
         h, ys = jax.lax.scan(step, h0, xs)
         return jnp.sum(h) + jnp.sum(ys)
+
     args = [a.astype(dtype) for a in rnn_args]
     ours = tg.grad(rnn_loss, argnums=(0, 1, 2), **INTERP)(*args)
     theirs = jax.grad(jax_loss, argnums=(0, 1, 2))(*args)
@@ -119,14 +127,16 @@ def test_scan_xs_none_length_and_no_ys():
         c, ys = tg.scan(lambda c, _: (c * x, None), np.float64(1.0), None, length=4)
         assert ys is None
         return c
+
     assert float(tg.compile(f, **INTERP)(2.0)) == 16.0
-    assert float(tg.grad(f, **INTERP)(2.0)) == pytest.approx(4 * 2.0 ** 3)
+    assert float(tg.grad(f, **INTERP)(2.0)) == pytest.approx(4 * 2.0**3)
 
 
 def test_scan_carry_type_mismatch_is_a_clear_error():
     with pytest.raises(tg.loops.ControlFlowError, match="carry input and carry output"):
-        tg.compile(lambda x: tg.scan(lambda c, x: (c.astype(np.float32), x), x[0], x),
-                   **INTERP)(np.ones(3))
+        tg.compile(lambda x: tg.scan(lambda c, x: (c.astype(np.float32), x), x[0], x), **INTERP)(
+            np.ones(3)
+        )
     with pytest.raises(tg.loops.ControlFlowError, match="different leading axis"):
         tg.scan(lambda c, x: (c, x), 0.0, (np.ones(3), np.ones(4)))
 
@@ -134,20 +144,23 @@ def test_scan_carry_type_mismatch_is_a_clear_error():
 def test_fori_loop_static_bounds_is_differentiable():
     def f(x):
         return tg.fori_loop(0, 5, lambda i, v: v * x + i, np.float64(1.0))
+
     # v_{k+1} = v_k x + k: p(x) = x^5 + x^3 + 2 x^2 + 3 x + 4
     x = 1.3
-    assert float(tg.compile(f, **INTERP)(x)) == pytest.approx(x**5 + x**3 + 2*x**2 + 3*x + 4)
-    assert float(f(x)) == pytest.approx(x**5 + x**3 + 2*x**2 + 3*x + 4)
-    assert float(tg.grad(f, **INTERP)(x)) == pytest.approx(5*x**4 + 3*x**2 + 4*x + 3)
+    assert float(tg.compile(f, **INTERP)(x)) == pytest.approx(x**5 + x**3 + 2 * x**2 + 3 * x + 4)
+    assert float(f(x)) == pytest.approx(x**5 + x**3 + 2 * x**2 + 3 * x + 4)
+    assert float(tg.grad(f, **INTERP)(x)) == pytest.approx(5 * x**4 + 3 * x**2 + 4 * x + 3)
 
 
 def test_while_loop_forward_and_its_gradient_error():
     def f(x):
         return tg.while_loop(lambda v: tg.sum(v) < 100.0, lambda v: v * x, np.ones(2))
+
     np.testing.assert_allclose(tg.compile(f, **INTERP)(3.0), [81.0, 81.0])
     np.testing.assert_allclose(f(3.0), [81.0, 81.0])
-    with pytest.raises(Exception, match="Reverse-mode differentiation does not work for "
-                                        "tracegrad.while_loop"):
+    with pytest.raises(
+        Exception, match="Reverse-mode differentiation does not work for tracegrad.while_loop"
+    ):
         tg.grad(lambda x: tg.sum(f(x)), **INTERP)(3.0)
 
 
@@ -172,10 +185,14 @@ def test_cond_with_closures_in_each_branch_and_pytree_operands(rng):
     w = rng.standard_normal(3)
 
     def f(x, v):
-        return tg.cond(tg.sum(x) > 0,
-                       lambda a, b: tg.sum(tg.sin(a * v) * b["k"]),
-                       lambda a, b: tg.sum(a ** 2 * v * v),
-                       x, {"k": w})
+        return tg.cond(
+            tg.sum(x) > 0,
+            lambda a, b: tg.sum(tg.sin(a * v) * b["k"]),
+            lambda a, b: tg.sum(a**2 * v * v),
+            x,
+            {"k": w},
+        )
+
     for x in (np.abs(w), -np.abs(w)):
         v = np.array([0.3, -0.2, 0.5])
         gx, gv = tg.grad(f, argnums=(0, 1), **INTERP)(x, v)
@@ -185,14 +202,16 @@ def test_cond_with_closures_in_each_branch_and_pytree_operands(rng):
 
 def test_cond_branches_must_agree():
     with pytest.raises(tg.loops.ControlFlowError, match="identical types"):
-        tg.compile(lambda x: tg.cond(x[0] > 0, lambda x: x, lambda x: x[:2], x),
-                   **INTERP)(np.ones(3))
+        tg.compile(lambda x: tg.cond(x[0] > 0, lambda x: x, lambda x: x[:2], x), **INTERP)(
+            np.ones(3)
+        )
 
 
 def test_loops_inside_grad_of_grad():
     def f(x):
         c, _ = tg.scan(lambda c, _: (tg.sin(c) * x, None), x, None, length=3)
         return c
+
     d2 = tg.grad(tg.grad(f, **INTERP), **INTERP)
     eps = 1e-4
     d1 = tg.grad(f, **INTERP)
@@ -201,8 +220,9 @@ def test_loops_inside_grad_of_grad():
 
 
 def test_printer_nests_the_body():
-    text = str(tg.value_and_grad(rnn_loss, **INTERP).lower(
-        np.zeros(2), np.eye(2), np.ones((3, 2))).traced)
+    text = str(
+        tg.value_and_grad(rnn_loss, **INTERP).lower(np.zeros(2), np.eye(2), np.ones((3, 2))).traced
+    )
     assert "scan[body=scan_body_step#" in text
     assert "\n    body = graph scan_body_step(" in text
     assert "      %3 = matmul %0, %1" in text or "matmul" in text
@@ -210,10 +230,15 @@ def test_printer_nests_the_body():
 
 def test_scan_with_mixed_dtype_carry_differentiates_the_float_part():
     def f(x):
-        (v, k), ks = tg.scan(lambda c, _: ((c[0] * x + c[1].astype(np.float32), c[1] + 1), c[1]),
-                             (np.float32(1.0) * x, np.int32(0)), None, length=3)
+        (v, k), ks = tg.scan(
+            lambda c, _: ((c[0] * x + c[1].astype(np.float32), c[1] + 1), c[1]),
+            (np.float32(1.0) * x, np.int32(0)),
+            None,
+            length=3,
+        )
         assert k.dtype == np.int32 and ks.dtype == np.int32
         return v
+
     x = np.float32(1.5)
     # v1 = x*x + 0, v2 = v1*x + 1, v3 = v2*x + 2 = x^4 + x + 2
     assert float(tg.compile(f, **INTERP)(x)) == pytest.approx(x**4 + x + 2, rel=1e-6)
@@ -246,8 +271,8 @@ def test_numba_scan_kernel_source_does_not_grow_with_length(rng):
 
 # ------------------------------------------------ unrolled Python loops, rerolled
 
-from tracegrad.passes import loops as reroll_pass  # noqa: E402
 from tracegrad.ir.interpret import interpret  # noqa: E402
+from tracegrad.passes import loops as reroll_pass  # noqa: E402
 
 
 def unrolled_two_state(h, c, w, b, n=40):
@@ -255,7 +280,7 @@ def unrolled_two_state(h, c, w, b, n=40):
     for t in range(n):
         h, c = tg.tanh(h * w + c), c * 0.9 + tg.sin(h) * b
         outs.append(tg.sum(h * c))
-    return tg.sum(h) + tg.sum(c ** 2) + outs[3] + outs[-1] + sum(outs[::7])
+    return tg.sum(h) + tg.sum(c**2) + outs[3] + outs[-1] + sum(outs[::7])
 
 
 def test_unrolled_python_loop_becomes_one_scan(rng):
@@ -267,14 +292,15 @@ def test_unrolled_python_loop_becomes_one_scan(rng):
     value, grads = f(*args)
     assert float(value) == pytest.approx(float(unrolled_two_state(*args)), rel=1e-12)
     for k in range(4):
-        np.testing.assert_allclose(grads[k], numeric_grad(unrolled_two_state, list(args), k),
-                                   rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(
+            grads[k], numeric_grad(unrolled_two_state, list(args), k), rtol=1e-6, atol=1e-8
+        )
 
 
 def test_rerolled_gradients_equal_the_unrolled_graph(rng, monkeypatch):
     args = [rng.standard_normal(5) * 0.5 for _ in range(4)]
     rerolled = tg.value_and_grad(unrolled_two_state, argnums=(0, 1, 2, 3), **INTERP)(*args)
-    monkeypatch.setattr(reroll_pass, "MIN_STEPS", 10 ** 9)
+    monkeypatch.setattr(reroll_pass, "MIN_STEPS", 10**9)
     tg.clear_caches()  # the shared CompiledFunction already holds the rerolled trace
     plain = tg.value_and_grad(unrolled_two_state, argnums=(0, 1, 2, 3), **INTERP)
     assert "scan" not in [n.op for n in plain.lower(*args).traced.nodes]
@@ -291,6 +317,7 @@ def test_chain_with_a_different_weight_per_step_stays_unrolled(rng):
         for W in Ws:
             h = tg.tanh(h @ W)
         return tg.sum(h)
+
     traced = tg.compile(f, **INTERP).lower(np.ones(3)).traced
     assert "scan" not in [n.op for n in traced.nodes]
 
@@ -310,17 +337,27 @@ OPS = ("add", "mul", "sub", "tanh", "sin", "exp_neg")
 def _random_step(seed: int):
     """A random step function of two carries and two loop invariants."""
     r = np.random.default_rng(seed)
-    prog = [(OPS[r.integers(len(OPS))], int(r.integers(0, 4)), int(r.integers(0, 4)))
-            for _ in range(int(r.integers(2, 6)))]
+    prog = [
+        (OPS[r.integers(len(OPS))], int(r.integers(0, 4)), int(r.integers(0, 4)))
+        for _ in range(int(r.integers(2, 6)))
+    ]
 
     def step(h, c, u, v):
         vals = [h, c, u, v]
         for op, i, j in prog:
             a, b = vals[i % len(vals)], vals[j % len(vals)]
-            vals.append({"add": lambda: a + b, "mul": lambda: a * b * 0.5, "sub": lambda: a - b,
-                         "tanh": lambda: tg.tanh(a), "sin": lambda: tg.sin(a),
-                         "exp_neg": lambda: tg.exp(-a * a)}[op]())
+            vals.append(
+                {
+                    "add": lambda: a + b,
+                    "mul": lambda: a * b * 0.5,
+                    "sub": lambda: a - b,
+                    "tanh": lambda: tg.tanh(a),
+                    "sin": lambda: tg.sin(a),
+                    "exp_neg": lambda: tg.exp(-a * a),
+                }[op]()
+            )
         return tg.tanh(vals[-1]), 0.5 * c + 0.1 * vals[-2]
+
     return step
 
 
@@ -336,13 +373,15 @@ def test_random_periodic_programs_reroll_exactly(seed, rng):
             if t % 5 == 0:
                 total = total + tg.sum(h)
         return total + tg.sum(c * h)
+
     args = [rng.standard_normal(3) * 0.5 for _ in range(4)]
     graph = tg.trace(f, *args)
     rerolled = reroll_pass.reroll_loops(graph, min_steps=3)
     assert [n.op for n in rerolled.nodes].count("scan") >= 1
     verify(rerolled)
     assert float(interpret(rerolled, *args)[0]) == pytest.approx(
-        float(interpret(graph, *args)[0]), rel=1e-12, abs=1e-12)
+        float(interpret(graph, *args)[0]), rel=1e-12, abs=1e-12
+    )
     g = tg.grad(f, argnums=(0, 1, 2, 3), **INTERP)(*args)
     for k in range(4):
         np.testing.assert_allclose(g[k], numeric_grad(f, list(args), k), rtol=1e-5, atol=1e-7)
@@ -361,11 +400,12 @@ def test_scan_residual_memory_is_reported(rnn_args):
 def test_compiled_scan_on_eager_tensors_fills_grad(rng):
     """tg.compile on eager tensors: one CompiledFunctionBackward whose backward
     kernel holds the reversed scan."""
+
     def rnn(h0, W, xs):
         h, ys = tg.scan(lambda h, x: (tg.tanh(h @ W + x), tg.sum(h)), h0, xs)
         return tg.sum(h) + tg.sum(ys)
-    args = [rng.standard_normal(4), 0.3 * rng.standard_normal((4, 4)),
-            rng.standard_normal((6, 4))]
+
+    args = [rng.standard_normal(4), 0.3 * rng.standard_normal((4, 4)), rng.standard_normal((6, 4))]
     tensors = [torch.tensor(a, requires_grad=True) for a in args]
     out = tg.compile(rnn)(*tensors)
     assert type(out.grad_fn).__name__ == "CompiledFunctionBackward"
@@ -379,19 +419,22 @@ def test_passes_run_inside_loop_bodies():
     def f(h, xs):
         h, _ = tg.scan(lambda h, x: (tg.tanh(h * 1.0 + x * x + 0.0), None), h, xs)
         return tg.sum(h)
+
     lowered = tg.value_and_grad(f, **INTERP).lower(np.zeros(3), np.ones((4, 3)))
     for node in lowered.optimized.nodes:
         if node.op == "scan":
-            assert not any(n.op == "mul" and any(i.op == "const" and
-                                                  np.all(i.attrs["value"] == 1.0)
-                                                  for i in n.inputs)
-                           for n in node.attrs["body"].nodes)  # h * 1.0 simplified away
+            assert not any(
+                n.op == "mul"
+                and any(i.op == "const" and np.all(i.attrs["value"] == 1.0) for i in n.inputs)
+                for n in node.attrs["body"].nodes
+            )  # h * 1.0 simplified away
     value, g = tg.value_and_grad(f, **INTERP)(np.zeros(3), np.ones((4, 3)))
     assert float(value) == pytest.approx(float(f(np.zeros(3), np.ones((4, 3)))), rel=1e-12)
 
 
 def test_verifier_checks_loop_bodies(rnn_args):
     from tracegrad.ir.verify import VerifyError, find_problems
+
     lowered = tg.value_and_grad(rnn_loss, **INTERP).lower(*rnn_args)
     verify(lowered.optimized)
     scan = next(n for n in lowered.traced.nodes if n.op == "scan")

@@ -1,6 +1,7 @@
 """The weight gradient of a batched product x @ W (x (..., m, k), W (k, n)) is one GEMM
 over the stacked rows of x and g, not a batched product summed over the batch: checked
 against central differences, eager mode and PyTorch, and in the joint graph's ops."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -63,12 +64,16 @@ def test_stacked_weight_gradient_under_vmap_and_second_order():
     """The stacked-rows rule composed: vmap of grad equals a loop of grads, and a
     Hessian-vector product through it equals central differences of the gradient."""
     rng = np.random.default_rng(9)
-    xs, w, v = rng.standard_normal((3, 2, 3, 4)), rng.standard_normal((4, 5)), \
-        rng.standard_normal((4, 5))
+    xs, w, v = (
+        rng.standard_normal((3, 2, 3, 4)),
+        rng.standard_normal((4, 5)),
+        rng.standard_normal((4, 5)),
+    )
     grad_w = tg.grad(loss, argnums=1, backend="interpret")
     batched = tg.vmap(grad_w, in_axes=(0, None))(xs, w)
-    np.testing.assert_allclose(batched, np.stack([grad_w(x, w) for x in xs]), rtol=1e-13,
-                               atol=1e-14)
+    np.testing.assert_allclose(
+        batched, np.stack([grad_w(x, w) for x in xs]), rtol=1e-13, atol=1e-14
+    )
     hvp = tg.grad(lambda w: tg.sum(grad_w(xs[0], w) * v), backend="interpret")(w)
     h = 1e-5
     central = (grad_w(xs[0], w + h * v) - grad_w(xs[0], w - h * v)) / (2 * h)

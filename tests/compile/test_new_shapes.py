@@ -12,6 +12,7 @@ fork during a background build behave.
 Every test here runs with its own empty kernel cache (a warm cache loads a known
 shape's kernel at once, and then there is nothing to tier).
 """
+
 from __future__ import annotations
 
 import os
@@ -20,15 +21,14 @@ import threading
 
 import numpy as np
 import pytest
+from compile_helpers import assert_close, numeric_grad
 
 import tracegrad as tg
 import tracegrad.eager as torch
 from tracegrad.compiler import NonFiniteError, TierInfo
 from tracegrad.ops.core import TracegradError
 
-from compile_helpers import assert_close, numeric_grad
-
-SIZES = (32, 64, 64, 10)   # the issue's MLP
+SIZES = (32, 64, 64, 10)  # the issue's MLP
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -66,8 +66,10 @@ def mlp_params(seed=0):
     rng = np.random.default_rng(seed)
     params = []
     for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
-        params += [rng.standard_normal((fan_in, fan_out)) * np.sqrt(2.0 / fan_in),
-                   rng.standard_normal(fan_out) * 0.1]
+        params += [
+            rng.standard_normal((fan_in, fan_out)) * np.sqrt(2.0 / fan_in),
+            rng.standard_normal(fan_out) * 0.1,
+        ]
     return params
 
 
@@ -100,16 +102,17 @@ def mlp():
     r.info_after_first = MLP.tier_info()
     r.x, r.t = x, t = mlp_batch(24, seed=2)
     r.bad = t.copy()
-    r.bad[3, 0] = SIZES[-1] + 2           # a label out of range
+    r.bad[3, 0] = SIZES[-1] + 2  # a label out of range
 
     def value_of(b3):
         return MLP(*params[:5], b3, x, t)[0]
+
     r.tiered = MLP(*params, x, t)
     r.info_tiered = MLP.tier_info()
     r.fd_b3 = numeric_grad(value_of, [params[5]], argnum=0)
     r.error_tiered = error_of(MLP, *params, x, r.bad)
     r.info_before_wait = MLP.tier_info()
-    r.lowered = MLP.lower(*params, x, t)   # waits for the kernel
+    r.lowered = MLP.lower(*params, x, t)  # waits for the kernel
     r.info_lowered = MLP.tier_info()
     r.hits = MLP.cache_info().hits
     r.kernel = MLP(*params, x, t)
@@ -143,7 +146,7 @@ def test_interpreter_tier_gradient_matches_central_differences(mlp):
 
 def test_lower_waits_for_the_kernel_which_then_answers(mlp):
     assert mlp.lowered.source is not None and "24" in mlp.lowered.source
-    assert hasattr(mlp.lowered.kernel, "entry")            # a codegen Kernel
+    assert hasattr(mlp.lowered.kernel, "entry")  # a codegen Kernel
     assert mlp.info_lowered.pending == 0
     # no interpreter call after the build: each call was a plain cache hit
     assert mlp.info_kernel.interpreted_calls == mlp.info_lowered.interpreted_calls
@@ -168,10 +171,12 @@ def test_shape_errors_are_the_same_as_without_a_kernel(mlp):
 # ---- shape-generic kernels (codegen/shape_generic.py): the second shape's build
 # compiled the template of the first two shapes' sources; later shapes run it at once.
 
+
 @pytest.fixture(scope="module")
 def third(mlp):
     """A third batch size, after the second shape's kernel was built."""
     from types import SimpleNamespace
+
     assert MLP.wait_kernels(timeout=600)
     x, t = mlp_batch(20, seed=3)
     before = MLP.tier_info()
@@ -180,9 +185,17 @@ def third(mlp):
 
     def value_of(b3):
         return MLP(*mlp.params[:5], b3, x, t)[0]
+
     fd_b3 = numeric_grad(value_of, [mlp.params[5]], argnum=0)
-    return SimpleNamespace(x=x, t=t, out=out, before=before, after=after, fd_b3=fd_b3,
-                           lowered=MLP.lower(*mlp.params, x, t))
+    return SimpleNamespace(
+        x=x,
+        t=t,
+        out=out,
+        before=before,
+        after=after,
+        fd_b3=fd_b3,
+        lowered=MLP.lower(*mlp.params, x, t),
+    )
 
 
 def test_second_shape_kernel_is_the_template_of_the_first_two(mlp):
@@ -192,7 +205,7 @@ def test_second_shape_kernel_is_the_template_of_the_first_two(mlp):
 
 
 def test_third_shape_runs_the_shape_generic_kernel_at_once(mlp, third):
-    assert third.after == third.before          # no build queued, no interpreter call
+    assert third.after == third.before  # no build queued, no interpreter call
     assert third.lowered.kernel.shape_generic is mlp.lowered.kernel.shape_generic
     value, grads = third.out
     reference = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)), backend="interpret")
@@ -210,8 +223,9 @@ def test_out_of_range_labels_raise_the_same_error_from_the_generic_kernel(mlp, t
     bad = third.t.copy()
     bad[5, 0] = -SIZES[-1] - 3
     reference = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)), backend="interpret")
-    assert error_of(MLP, *mlp.params, third.x, bad) == error_of(reference, *mlp.params,
-                                                                 third.x, bad)
+    assert error_of(MLP, *mlp.params, third.x, bad) == error_of(
+        reference, *mlp.params, third.x, bad
+    )
 
 
 def test_threads_with_new_shapes_on_one_generic_kernel_get_their_own_results(mlp, third):
@@ -219,19 +233,23 @@ def test_threads_with_new_shapes_on_one_generic_kernel_get_their_own_results(mlp
     own literals (loop bounds, workspace sizes and offsets, 1/n), and none may see
     another's sizes or buffers."""
     from concurrent.futures import ThreadPoolExecutor
+
     batches = {b: mlp_batch(b, seed=b) for b in (14, 18, 26, 30)}  # sizes no other test uses
     start = threading.Barrier(len(batches))
 
     def call(b):
         start.wait()
         return [MLP(*mlp.params, *batches[b]) for _ in range(3)]
+
     with ThreadPoolExecutor(len(batches)) as pool:
         results = dict(zip(batches, pool.map(call, batches)))
     reference = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)), backend="interpret")
     for b, runs in results.items():
         r_value, r_grads = reference(*mlp.params, *batches[b])
-        assert MLP.lower(*mlp.params, *batches[b]).kernel.shape_generic \
+        assert (
+            MLP.lower(*mlp.params, *batches[b]).kernel.shape_generic
             is mlp.lowered.kernel.shape_generic
+        )
         for value, grads in runs:
             assert_close(value, r_value, rtol=1e-12, what=f"batch {b}: value in a thread")
             for g, rg in zip(grads, r_grads):
@@ -240,7 +258,8 @@ def test_threads_with_new_shapes_on_one_generic_kernel_get_their_own_results(mlp
 
 def test_generic_kernel_equals_the_specialized_kernel(mlp):
     from tracegrad.codegen import shape_generic as sg
-    x, t = mlp_batch(16)                        # the first shape: its specialized kernel
+
+    x, t = mlp_batch(16)  # the first shape: its specialized kernel
     lowered = MLP.lower(*mlp.params, x, t)
     assert getattr(lowered.kernel, "shape_generic", None) is None
     emitted = sg.emit_for_matching(lowered.optimized)
@@ -254,7 +273,9 @@ def test_generic_kernel_equals_the_specialized_kernel(mlp):
 @pytest.mark.numba_pass
 def test_a_hot_shape_gets_its_specialized_kernel_in_the_background(mlp, third, monkeypatch):
     import time
+
     from tracegrad.codegen import shape_generic as sg
+
     monkeypatch.setattr(sg, "HOT_CALLS", 3)
     x, t = mlp_batch(22, seed=5)
     kernel = MLP.lower(*mlp.params, x, t).kernel
@@ -265,7 +286,7 @@ def test_a_hot_shape_gets_its_specialized_kernel_in_the_background(mlp, third, m
         time.sleep(0.05)
     assert kernel.specialized is not None
     assert getattr(kernel.specialized, "shape_generic", None) is None
-    value, grads = MLP(*mlp.params, x, t)   # now through the specialized kernel
+    value, grads = MLP(*mlp.params, x, t)  # now through the specialized kernel
     assert_close(value, first[0], rtol=1e-12)
     for g, g0 in zip(grads, first[1]):
         assert_close(g, g0, rtol=1e-10, atol=1e-14)
@@ -273,8 +294,9 @@ def test_a_hot_shape_gets_its_specialized_kernel_in_the_background(mlp, third, m
 
 @pytest.mark.numba_pass
 def test_float32_shapes_run_the_shape_generic_kernel():
-    def mlp_loss_f32(*args):   # a function of its own: not MLP's signatures
+    def mlp_loss_f32(*args):  # a function of its own: not MLP's signatures
         return mlp_loss(*args)
+
     f32 = tg.value_and_grad(mlp_loss_f32, argnums=tuple(range(6)))
     params = [p.astype(np.float32) for p in mlp_params(seed=4)]
     reference = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)), backend="interpret")
@@ -287,15 +309,17 @@ def test_float32_shapes_run_the_shape_generic_kernel():
             assert g.dtype == np.float32
             assert_close(g, rg, rtol=1e-4, atol=1e-6, what=f"f32 grad, batch {batch}")
         assert f32.wait_kernels(timeout=600)
-    lowered = f32.lower(*params, mlp_batch(20, seed=20)[0].astype(np.float32),
-                        mlp_batch(20, seed=20)[1])
+    lowered = f32.lower(
+        *params, mlp_batch(20, seed=20)[0].astype(np.float32), mlp_batch(20, seed=20)[1]
+    )
     assert getattr(lowered.kernel, "shape_generic", None) is not None
 
 
 @pytest.mark.numba_pass
 def test_a_gather_out_of_range_raises_the_interpreters_error_from_a_generic_kernel():
-    def gather_loss(x, idx):   # its kernel's IndexError message names the size
+    def gather_loss(x, idx):  # its kernel's IndexError message names the size
         return tg.sum(x[idx] * tg.log1p(x[idx] ** 2))
+
     f = tg.value_and_grad(gather_loss)
     reference = tg.value_and_grad(gather_loss, backend="interpret")
     for n in (6, 9, 12):
@@ -349,9 +373,14 @@ SHAPES_CHILD = textwrap.dedent(r"""
 @pytest.mark.slow
 def test_a_fresh_process_runs_new_shapes_on_the_cached_generic_kernel(mlp, run_script):
     assert MLP.wait_kernels(timeout=600)
-    out = run_script(SHAPES_CHILD, "shapes", os.path.dirname(__file__),
-                     cache_dir=os.environ["TRACEGRAD_CACHE_DIR"], unset=["TRACEGRAD_TIERED"],
-                     TRACEGRAD_SHAPE_GENERIC="shapes")
+    out = run_script(
+        SHAPES_CHILD,
+        "shapes",
+        os.path.dirname(__file__),
+        cache_dir=os.environ["TRACEGRAD_CACHE_DIR"],
+        unset=["TRACEGRAD_TIERED"],
+        TRACEGRAD_SHAPE_GENERIC="shapes",
+    )
     # both new batch sizes: the template from the disk cache (Numba's cache, no compile),
     # no interpreter call and nothing left to build
     assert out.count("generic True numba cache hits 1") == 2, out
@@ -396,11 +425,13 @@ def test_threads_call_while_the_background_build_runs():
                 x = shapes[(i + k) % 2]
                 v, g = SMALL(x)
                 np.testing.assert_allclose(v, 1.375 * np.sum(np.tanh(x) * x), rtol=1e-13)
-                np.testing.assert_allclose(g, 1.375 * (np.tanh(x) + x * (1 - np.tanh(x) ** 2)),
-                                           rtol=1e-13)
+                np.testing.assert_allclose(
+                    g, 1.375 * (np.tanh(x) + x * (1 - np.tanh(x) ** 2)), rtol=1e-13
+                )
             lowered.append(SMALL.lower(shapes[k % 2]))  # waits for its kernel
         except BaseException as exc:  # reported below
             errors.append(exc)
+
     threads = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
     for th in threads:
         th.start()
@@ -421,7 +452,7 @@ def error_of(fn, *args):
 def test_check_finite_errors_are_the_same_in_both_tiers():
     LOG(np.array([1.0, 2.0]))
     x = np.array([1.0, -2.0, 3.0])
-    LOG(np.array([1.0, 2.0, 4.0]))                 # a new shape: tiered
+    LOG(np.array([1.0, 2.0, 4.0]))  # a new shape: tiered
     assert LOG.tier_info().pending == 1
     tiered = error_of(LOG, x)
     assert tiered[0] is NonFiniteError and "NaN" in tiered[1]
@@ -437,17 +468,18 @@ def test_tiering_switch(monkeypatch):
     f = tg.value_and_grad(lambda x: tg.sum(x * x * 3.0))
     monkeypatch.setenv("TRACEGRAD_TIERED", "0")
     f(np.ones(2))
-    f(np.ones(3))                                   # compiled before returning
+    f(np.ones(3))  # compiled before returning
     assert f.tier_info() == TierInfo(0, 0)
     monkeypatch.setenv("TRACEGRAD_TIERED", "always")
     g = tg.compile(lambda x: x * 5.0)
-    assert_close(g(np.ones(2)), [5.0, 5.0])        # even the first signature
+    assert_close(g(np.ones(2)), [5.0, 5.0])  # even the first signature
     assert g.tier_info().interpreted_calls == 1
     assert g.lower(np.ones(2)).source is not None
     assert_close(g(np.ones(2)), [5.0, 5.0])
     assert g.tier_info() == TierInfo(0, 1)
     monkeypatch.setenv("TRACEGRAD_TIERED", "sometimes")
     from tracegrad import config
+
     config._warned.discard("TRACEGRAD_TIERED")
     with pytest.warns(RuntimeWarning, match="TRACEGRAD_TIERED='sometimes'"):
         assert config.tiered_mode() == "shapes"
@@ -515,4 +547,5 @@ def test_background_builder_docstring_example():
     import doctest
 
     import tracegrad.codegen.background as background
+
     assert doctest.testmod(background).failed == 0

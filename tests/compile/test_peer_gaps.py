@@ -6,6 +6,7 @@ custom_vjp with constants and Python floats, np.append and np.pad's other modes.
 Cases marked "JAX:" are ported from JAX's tests/api_test.py with their assertions.
 Everything runs on the interpreter backend: the point is semantics, not codegen.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,8 +31,9 @@ def assert_tree_close(a, b, rtol=1e-10, atol=1e-12, check_dtype=False):
     else:
         if check_dtype:
             assert np.asarray(a).dtype == np.asarray(b).dtype, (a, b)
-        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
-                                   rtol=rtol, atol=atol)
+        np.testing.assert_allclose(
+            np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=rtol, atol=atol
+        )
 
 
 def numeric_jacobian(f, x, eps=1e-6):
@@ -47,8 +49,11 @@ def numeric_jacobian(f, x, eps=1e-6):
 
 
 # ----------------------------------------------- 1. pytree Jacobians, non-scalar Hessians
-JACOBIANS = [pytest.param(tg.jacfwd, id="jacfwd"), pytest.param(tg.jacrev, id="jacrev"),
-             pytest.param(tg.jacobian, id="jacobian")]
+JACOBIANS = [
+    pytest.param(tg.jacfwd, id="jacfwd"),
+    pytest.param(tg.jacrev, id="jacrev"),
+    pytest.param(tg.jacobian, id="jacobian"),
+]
 
 
 def _tuple_dict_fn(x, y):
@@ -62,8 +67,11 @@ def test_pytree_output_jacobian_matches_finite_differences(jacfun):
     x, y = rng.randn(3), rng.randn(2)
     jac = jacfun(_tuple_dict_fn, argnums=(0, 1), **I)(x, y)
     assert sorted(jac) == ["prod", "sums"] and isinstance(jac["sums"], tuple)
-    blocks = {"prod": lambda v: v["prod"], "s0": lambda v: v["sums"][0],
-              "s1": lambda v: v["sums"][1]}
+    blocks = {
+        "prod": lambda v: v["prod"],
+        "s0": lambda v: v["sums"][0],
+        "s1": lambda v: v["sums"][1],
+    }
     got = {"prod": jac["prod"], "s0": jac["sums"][0], "s1": jac["sums"][1]}
     for name, pick in blocks.items():
         d_x, d_y = got[name]
@@ -81,17 +89,21 @@ def test_pytree_argument_and_output_jacobian(jacfun):
 
     def f(p):
         h = p["w"] @ v + p["b"]
-        return h ** 2, np.sum(np.exp(h))
+        return h**2, np.sum(np.exp(h))
+
     jac = jacfun(f, **I)(params)
     assert isinstance(jac, tuple) and len(jac) == 2
     assert jac[0]["w"].shape == (2, 2, 3) and jac[0]["b"].shape == (2, 2)
     assert jac[1]["w"].shape == (2, 3) and jac[1]["b"].shape == (2,)
     for i in range(2):
         for key in ("w", "b"):
+
             def one(leaf, i=i, key=key):
                 return f({**params, key: leaf})[i]
-            np.testing.assert_allclose(jac[i][key], numeric_jacobian(one, params[key]),
-                                       rtol=1e-7, atol=1e-8)
+
+            np.testing.assert_allclose(
+                jac[i][key], numeric_jacobian(one, params[key]), rtol=1e-7, atol=1e-8
+            )
 
 
 def test_jacfwd_and_jacrev_agree_with_jax_on_pytrees():
@@ -102,6 +114,7 @@ def test_jacfwd_and_jacrev_agree_with_jax_on_pytrees():
 
     def f(x, y, np=np):
         return {"prod": np.sin(x)[:, None] * y, "sums": (np.sum(x * x), np.tanh(y))}
+
     for ours, theirs in ((tg.jacfwd, jax.jacfwd), (tg.jacrev, jax.jacrev)):
         expected = jax.jit(theirs(lambda a, b: f(a, b, np=jnp), argnums=(0, 1)))(x, y)
         got = ours(f, argnums=(0, 1), **I)(x, y)
@@ -110,12 +123,11 @@ def test_jacfwd_and_jacrev_agree_with_jax_on_pytrees():
 
 def test_hessian_of_vector_output_matches_finite_differences():
     x = rng.randn(3)
-    f = lambda x: np.sin(x) * np.sum(x ** 2)
+    f = lambda x: np.sin(x) * np.sum(x**2)
     hess = tg.hessian(f, **I)(x)
     assert hess.shape == (3, 3, 3)
     grad_fd = lambda v: numeric_jacobian(f, v, eps=1e-5)
-    np.testing.assert_allclose(hess, numeric_jacobian(grad_fd, x, eps=1e-4), rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(hess, numeric_jacobian(grad_fd, x, eps=1e-4), rtol=1e-5, atol=1e-6)
     # second derivatives are symmetric in the two argument axes
     np.testing.assert_allclose(hess, hess.transpose(0, 2, 1), rtol=1e-12, atol=1e-12)
 
@@ -128,7 +140,8 @@ def test_hessian_of_pytree_output_and_argument_matches_jax():
 
     def f(p, np=np):
         x, s = p
-        return {"v": np.exp(x) * s, "scalar": np.sum(x ** 3) * s ** 2}
+        return {"v": np.exp(x) * s, "scalar": np.sum(x**3) * s**2}
+
     expected = jax.jit(jax.hessian(lambda p: f(p, np=jnp)))((a, b))
     got = tg.hessian(f, **I)((a, b))
     assert_tree_close(got, jax.tree_util.tree_map(np.asarray, expected))
@@ -145,12 +158,15 @@ def test_hessian_of_dict_params_and_vmapped_pytree_jacobian_match_jax():
 
     def loss(p, x, np=np):
         return np.sum(np.tanh(p["W"] @ x + p["b"]) ** 2)
+
     expected = jax.jit(jax.hessian(lambda p, x: loss(p, x, np=jnp)))(params, x)
-    assert_tree_close(tg.hessian(loss, **I)(params, x),
-                      jax.tree_util.tree_map(np.asarray, expected))
+    assert_tree_close(
+        tg.hessian(loss, **I)(params, x), jax.tree_util.tree_map(np.asarray, expected)
+    )
 
     def g(x, np=np):
-        return np.sin(x), {"s": np.sum(x ** 3)}
+        return np.sin(x), {"s": np.sum(x**3)}
+
     xs = rng.randn(2, 4)
     expected = jax.jit(jax.vmap(jax.jacfwd(lambda x: g(x, np=jnp))))(xs)
     assert_tree_close(tg.vmap(tg.jacfwd(g, **I))(xs), jax.tree_util.tree_map(np.asarray, expected))
@@ -168,18 +184,20 @@ def test_hessian_aux():
 
 def test_hessian_aux_of_vector_output():
     x = rng.randn(3)
-    h, aux = tg.hessian(lambda x: (x ** 3, {"x": x}), has_aux=True, **I)(x)
+    h, aux = tg.hessian(lambda x: (x**3, {"x": x}), has_aux=True, **I)(x)
     np.testing.assert_allclose(h, np.einsum("ij,jk->ijk", np.eye(3), np.diag(6 * x)))
     np.testing.assert_allclose(aux["x"], x)
 
 
 def test_issue1372():
     """JAX: every composition of jacrev and jacfwd, diagonal and off-diagonal blocks."""
+
     def quad(x):
         return np.dot(x, x)
 
     def f(x, u):
         return quad(x) + quad(u)
+
     x, u = np.ones(5), np.ones(2)
     rev = lambda g, a: tg.jacrev(g, a, **I)
     fwd = lambda g, a: tg.jacfwd(g, a, **I)
@@ -195,28 +213,34 @@ def test_issue1372():
 @pytest.mark.parametrize("jacfun", [tg.jacfwd, tg.jacrev], ids=["jacfwd", "jacrev"])
 def test_jacobian_and_aux_basic(jacfun):
     """JAX: test_jacfwd_and_aux_basic / test_jacrev_and_aux_basic."""
-    jac, aux = jacfun(lambda x: (x ** 3, [x ** 2]), has_aux=True, **I)(3.0)
-    assert_tree_close(jac, jacfun(lambda x: x ** 3, **I)(3.0))
+    jac, aux = jacfun(lambda x: (x**3, [x**2]), has_aux=True, **I)(3.0)
+    assert_tree_close(jac, jacfun(lambda x: x**3, **I)(3.0))
     assert_tree_close(aux, [9.0])
 
 
 @pytest.mark.parametrize("jacfun", [tg.jacfwd, tg.jacrev], ids=["jacfwd", "jacrev"])
 def test_jacobian_and_aux_nested(jacfun):
     """JAX: test_jacfwd_and_aux_nested / test_jacrev_and_aux_nested."""
+
     def f(x):
-        _, aux = jacfun(lambda x: (x ** 3, [x ** 3]), has_aux=True, **I)(x)
+        _, aux = jacfun(lambda x: (x**3, [x**3]), has_aux=True, **I)(x)
         return aux[0] * np.sin(x)
-    f2 = lambda x: x ** 3 * np.sin(x)
+
+    f2 = lambda x: x**3 * np.sin(x)
     expected = jacfun(f2, **I)(4.0)
     assert jacfun(f, **I)(4.0) == expected
     assert tg.compile(jacfun(f, **I), **I)(4.0) == expected
     assert tg.compile(jacfun(tg.compile(f, **I), **I), **I)(4.0) == expected
 
 
-@pytest.mark.parametrize("jacfun,desired_dtypes", [
-    (tg.jacfwd, (("float32", "float32"), ("float64", "float64"), ("float64", "float64"))),
-    (tg.jacrev, (("float32", "float64"), ("float32", "float64"), ("float32", "float64")))],
-    ids=["jacfwd", "jacrev"])
+@pytest.mark.parametrize(
+    "jacfun,desired_dtypes",
+    [
+        (tg.jacfwd, (("float32", "float32"), ("float64", "float64"), ("float64", "float64"))),
+        (tg.jacrev, (("float32", "float64"), ("float32", "float64"), ("float32", "float64"))),
+    ],
+    ids=["jacfwd", "jacrev"],
+)
 def test_heterogeneous_jacobian(jacfun, desired_dtypes):
     """JAX: test_heterogeneous_jacfwd / jacrev (float32 and float64 here, for float16
     and float32): jacfwd's blocks take the output's dtype, jacrev's the input's."""
@@ -225,6 +249,7 @@ def test_heterogeneous_jacobian(jacfun, desired_dtypes):
     def f(tup):
         x, y = tup
         return x, y, x + y
+
     actual = jacfun(f, **I)(a)
     values = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0))
     for row, dtypes, vals in zip(actual, desired_dtypes, values):
@@ -243,8 +268,9 @@ OBJECT_ARRAY_CASES = {
     "max": lambda x: np.max(_stacked(x)),
     "min": lambda x: np.min(_stacked(x)),
     "amax_axis0": lambda x: np.sum(np.amax(_stacked(x), axis=0) * np.array([1.0, 3.0])),
-    "amin_axis1_keepdims": lambda x: np.sum(np.amin(_stacked(x), axis=1, keepdims=True)
-                                            * np.array([[1.0], [-2.0]])),
+    "amin_axis1_keepdims": lambda x: np.sum(
+        np.amin(_stacked(x), axis=1, keepdims=True) * np.array([[1.0], [-2.0]])
+    ),
     "mean": lambda x: np.mean(_stacked(x)) ** 2,
     "var": lambda x: np.var(_stacked(x)),
     "std_ddof1_axis0": lambda x: np.sum(np.std(_stacked(x), axis=0, ddof=1)),
@@ -278,8 +304,10 @@ def test_object_array_reductions_match_jax():
     def f(x, np=np):
         a = np.array([[x[0], 2 * x[1]], [np.sin(x[2]), x[0] * x[2]]])
         return np.max(a) + np.sum(np.min(a, axis=0)) + np.mean(a)
-    np.testing.assert_allclose(tg.grad(f, **I)(x), jax.jit(jax.grad(lambda v: f(v, np=jnp)))(x),
-                               rtol=1e-12)
+
+    np.testing.assert_allclose(
+        tg.grad(f, **I)(x), jax.jit(jax.grad(lambda v: f(v, np=jnp)))(x), rtol=1e-12
+    )
 
 
 def test_argsort_and_any_of_object_array():
@@ -294,6 +322,7 @@ def test_object_array_routing_leaves_numpy_alone():
     """Only object arrays of traced values are rerouted: NumPy's public functions stay
     its own objects (Numba types np.max by identity) and plain calls are unchanged."""
     from numpy._core import fromnumeric
+
     public = {name: getattr(np, name) for name in ("max", "min", "argmax", "mean", "var")}
     tg.grad(OBJECT_ARRAY_CASES["max"], **I)(np.array([0.7, -0.4, 1.3]))  # routing is on
     assert all(getattr(np, name) is f for name, f in public.items())
@@ -311,6 +340,7 @@ def test_numba_still_compiles_numpy_reductions_after_routing():
     @numba.njit
     def stats(v):
         return np.max(v) + np.argmin(v) + np.mean(v) + np.std(v) + np.argsort(v)[0]
+
     v = np.array([3.0, 1.0, 2.0])
     assert stats(v) == 3.0 + 1 + 2.0 + np.std(v) + 1
 
@@ -328,8 +358,10 @@ def test_str_argument_to_differentiate_is_a_type_error(transform):
     """JAX: test_bad_input ("Argument 'foo' of type <class 'str'> is not a valid JAX
     type", a TypeError); tracegrad's error is both CompileError and TypeError and
     names the argument, its position and what is accepted."""
+
     def f(x, scale):
         return x * scale
+
     with pytest.raises(TypeError) as info:
         transform(f, argnums=1, **I)(1.0, "foo")
     assert isinstance(info.value, tg.compiler.CompileError)
@@ -352,6 +384,7 @@ SCALE = np.array([1.0, 2.0, 3.0])
 def _make_scaled_sin():
     """A custom_vjp whose function, fwd and bwd all read the module constant SCALE;
     the rule's derivative is deliberately twice the true one, so using it shows."""
+
     @tg.custom_vjp
     def scaled_sin(x):
         return np.sum(SCALE * np.sin(x))
@@ -361,6 +394,7 @@ def _make_scaled_sin():
 
     def bwd(cos_x, g):
         return (2.0 * g * SCALE * cos_x,)
+
     scaled_sin.defvjp(fwd, bwd)
     return scaled_sin
 
@@ -399,22 +433,27 @@ def test_custom_vjp_closed_over_constant_through_other_transforms():
     np.testing.assert_allclose(tg.jvp(SCALED_SIN, (x,), (t,), **I)[1], rule @ t, rtol=1e-13)
     np.testing.assert_allclose(tg.jacfwd(SCALED_SIN, **I)(x), rule, rtol=1e-13)
     batch = np.stack([x, 2 * x])
-    np.testing.assert_allclose(tg.vmap(tg.grad(SCALED_SIN, **I))(batch),
-                               2.0 * SCALE * np.cos(batch), rtol=1e-13)
+    np.testing.assert_allclose(
+        tg.vmap(tg.grad(SCALED_SIN, **I))(batch), 2.0 * SCALE * np.cos(batch), rtol=1e-13
+    )
     # the rule's own derivative (bwd is written in traced ops): -2 SCALE sin(x)
-    np.testing.assert_allclose(tg.hessian(SCALED_SIN, **I)(x), np.diag(-2.0 * SCALE * np.sin(x)),
-                               rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(
+        tg.hessian(SCALED_SIN, **I)(x), np.diag(-2.0 * SCALE * np.sin(x)), rtol=1e-13, atol=1e-15
+    )
 
 
 def test_custom_vjp_closing_over_a_differentiated_value_still_raises():
     """A closed-over *traced* value (an argument of the outer function) would get no
     cotangent from the rule: refused, as JAX requires."""
+
     def outer(y):
         @tg.custom_vjp
         def h(x):
             return x * y
+
         h.defvjp(lambda x: (h(x), None), lambda _, g: (g * y,))
         return h(2.0)
+
     with pytest.raises(tg.custom.CustomRuleError, match="closes over a traced value"):
         tg.grad(outer, **I)(3.0)
 
@@ -422,23 +461,28 @@ def test_custom_vjp_closing_over_a_differentiated_value_still_raises():
 def test_custom_rules_with_python_float_arguments():
     """JAX: test_custom_vjp_jit / test_custom_jvp_jit with x = 3.0 (a tuple of Python
     floats was taken for one array leaf: 'one cotangent per argument (0)')."""
+
     @tg.custom_vjp
     def f(x, y):
         return np.sin(x) * y
 
-    f.defvjp(lambda x, y: (f(x, y), (np.cos(x), x, y)),
-             lambda res, g: (3.0 * res[0] * res[2] * g, np.sin(res[1]) * g))
+    f.defvjp(
+        lambda x, y: (f(x, y), (np.cos(x), x, y)),
+        lambda res, g: (3.0 * res[0] * res[2] * g, np.sin(res[1]) * g),
+    )
     x, y = 3.0, 0.5
     assert_tree_close(tg.compile(f, **I)(x, y), np.sin(x) * y)
     assert_tree_close(tg.compile(tg.compile(f, **I), **I)(x, y), np.sin(x) * y)
-    assert_tree_close(tg.grad(tg.compile(f, **I), argnums=(0, 1), **I)(x, y),
-                      (3.0 * np.cos(x) * y, np.sin(x)))
+    assert_tree_close(
+        tg.grad(tg.compile(f, **I), argnums=(0, 1), **I)(x, y), (3.0 * np.cos(x) * y, np.sin(x))
+    )
     assert_tree_close(tg.compile(tg.grad(f, **I), **I)(x, y), 3.0 * np.cos(x) * y)
 
 
 def _make_scaled_sin_jvp():
     """SCALED_SIN's twin as a custom_jvp; the rule computes `2.0 * SCALE` first, a
     value of the outer trace that the rule captures (not SCALE itself)."""
+
     @tg.custom_jvp
     def scaled_sin(x):
         return np.sum(SCALE * np.sin(x))
@@ -447,6 +491,7 @@ def _make_scaled_sin_jvp():
     def rule(primals, tangents):
         (x,), (t,) = primals, tangents
         return scaled_sin(x), np.sum(2.0 * SCALE * np.cos(x) * t)
+
     return scaled_sin
 
 
@@ -474,15 +519,19 @@ def test_custom_jvp_reads_closed_over_constant():
 def test_custom_vjp_rule_reads_a_value_computed_from_constants():
     """bwd multiplies by `(2 * SCALE)`, recorded in the outer trace: matched by value on
     the second trace, so it converges and the rule is used."""
+
     @tg.custom_vjp
     def f(x):
-        return np.sum(SCALE * x ** 2)
+        return np.sum(SCALE * x**2)
 
     f.defvjp(lambda x: (f(x), x), lambda x, g: (g * (2 * SCALE) * x * 10.0,))
     x = np.array([0.3, 0.2, -1.0])
     np.testing.assert_allclose(tg.grad(f, **I)(x), 20.0 * SCALE * x, rtol=1e-14)
-    np.testing.assert_allclose(tg.grad(lambda x: f(x) * np.sum(SCALE), **I)(x),
-                               20.0 * SCALE * x * np.sum(SCALE), rtol=1e-14)
+    np.testing.assert_allclose(
+        tg.grad(lambda x: f(x) * np.sum(SCALE), **I)(x),
+        20.0 * SCALE * x * np.sum(SCALE),
+        rtol=1e-14,
+    )
 
 
 @pytest.mark.slow
@@ -495,15 +544,26 @@ def test_custom_vjp_closed_over_constant_numba():
 
 
 # ------------------------------------------------- 5. np.append, np.pad's other modes
-PAD_MODES = [("edge", {}), ("wrap", {}), ("reflect", {}), ("symmetric", {}),
-             ("constant", {}), ("constant", {"constant_values": -1.5}), ("maximum", {}),
-             ("minimum", {"stat_length": 2}), ("mean", {"stat_length": ((1, 2), (2, 1))}),
-             ("median", {}), ("linear_ramp", {}), ("linear_ramp", {"end_values": (3.0, -1.0)})]
+PAD_MODES = [
+    ("edge", {}),
+    ("wrap", {}),
+    ("reflect", {}),
+    ("symmetric", {}),
+    ("constant", {}),
+    ("constant", {"constant_values": -1.5}),
+    ("maximum", {}),
+    ("minimum", {"stat_length": 2}),
+    ("mean", {"stat_length": ((1, 2), (2, 1))}),
+    ("median", {}),
+    ("linear_ramp", {}),
+    ("linear_ramp", {"end_values": (3.0, -1.0)}),
+]
 PAD_WIDTHS = [1, (2, 3), ((0, 4), (1, 0)), 5]
 
 
-@pytest.mark.parametrize("mode,options", PAD_MODES,
-                         ids=[f"{m}-{sorted(o)}" if o else m for m, o in PAD_MODES])
+@pytest.mark.parametrize(
+    "mode,options", PAD_MODES, ids=[f"{m}-{sorted(o)}" if o else m for m, o in PAD_MODES]
+)
 def test_pad_modes_match_numpy_and_finite_differences(mode, options):
     """np.pad of a traced array in each mode: values equal NumPy's (widths beyond the
     axis length included), gradients equal central differences."""
@@ -515,16 +575,18 @@ def test_pad_modes_match_numpy_and_finite_differences(mode, options):
         np.testing.assert_allclose(got, expected, rtol=1e-14, atol=1e-15)
         weights[width] = rng.randn(*expected.shape)
     for width in PAD_WIDTHS:
+
         def loss(x, width=width):
             return np.sum(np.sin(np.pad(x, width, mode=mode, **options)) * weights[width])
-        np.testing.assert_allclose(tg.grad(loss, **I)(x), numeric_jacobian(loss, x),
-                                   rtol=1e-6, atol=1e-8)
+
+        np.testing.assert_allclose(
+            tg.grad(loss, **I)(x), numeric_jacobian(loss, x), rtol=1e-6, atol=1e-8
+        )
 
 
 def test_pad_unsupported_options_name_the_supported_ones():
     with pytest.raises(NotImplementedError, match="edge, wrap, reflect, symmetric"):
-        tg.grad(lambda x: np.sum(np.pad(x, 1, mode="reflect", reflect_type="odd")),
-                **I)(np.ones(3))
+        tg.grad(lambda x: np.sum(np.pad(x, 1, mode="reflect", reflect_type="odd")), **I)(np.ones(3))
 
 
 def test_append_matches_numpy_and_jax():
@@ -532,11 +594,13 @@ def test_append_matches_numpy_and_jax():
     for axis in (None, 0):
         np.testing.assert_array_equal(
             tg.compile(lambda x, y, axis=axis: np.append(x, y, axis=axis), **I)(x, y),
-            np.append(x, y, axis=axis))
+            np.append(x, y, axis=axis),
+        )
     weights = rng.randn(9)
 
     def loss(x, y, np=np):
-        return np.sum(np.append(x ** 2, np.sin(y)) * weights)
+        return np.sum(np.append(x**2, np.sin(y)) * weights)
+
     gx, gy = tg.grad(loss, argnums=(0, 1), **I)(x, y)
     np.testing.assert_allclose(gx, numeric_jacobian(lambda v: loss(v, y), x), rtol=1e-7)
     np.testing.assert_allclose(gy, numeric_jacobian(lambda v: loss(x, v), y), rtol=1e-7)
@@ -563,6 +627,7 @@ def test_transforms_take_a_list_argument_next_to_a_float():
 # ------------------------------- custom rules: JAX's tests/custom_api_test.py cases
 def test_custom_jvp_kwargs():
     """JAX issue 1938: keyword arguments and defaults reach the rule by position."""
+
     @tg.custom_jvp
     def my_fun(x, y, c=1.0):
         return c * (x + y)
@@ -571,6 +636,7 @@ def test_custom_jvp_kwargs():
         x, y, c = primals
         _, _, t_c = tangents
         return my_fun(x, y, c), t_c
+
     my_fun.defjvp(my_jvp)
     f = lambda x, y: np.sum(np.square(my_fun(x, y, c=2.0)))
     assert f(10.0, 5.0) == 900.0
@@ -582,6 +648,7 @@ def test_custom_vjp_kwargs():
     @tg.custom_vjp
     def my_fun(x, y, c=1.0):
         return c * (x + y)
+
     my_fun.defvjp(lambda x, y, c=1.0: (my_fun(x, y, c), None), lambda _, g: (g, 3 * g, g))
     f = lambda x, y: np.sum(np.square(my_fun(x, y, c=2.0)))
     assert f(10.0, 5.0) == 900.0
@@ -592,6 +659,7 @@ def test_custom_vjp_kwargs():
 
 def test_custom_jvp_vmap_and_jit():
     """JAX: test_vmap / test_jit (custom_jvp under vmap, jvp and compile, nested)."""
+
     @tg.custom_jvp
     def f(x):
         assert np.ndim(x) == 0
@@ -601,6 +669,7 @@ def test_custom_jvp_vmap_and_jit():
         (x,), (g,) = primals, tangents
         assert np.ndim(x) == np.ndim(g) == 0
         return f(x), 2 * np.cos(x) * g
+
     f.defjvp(f_jvp)
     x, xx = np.arange(3.0), np.arange(6.0).reshape(2, 3)
     assert_tree_close(tg.vmap(f)(x), np.sin(x))
@@ -608,33 +677,38 @@ def test_custom_jvp_vmap_and_jit():
     expected = (np.sin(x), 2 * np.cos(x) * x)
     assert_tree_close(tg.vmap(lambda x: tg.jvp(f, (x,), (x,), **I))(x), expected)
     assert_tree_close(tg.jvp(tg.vmap(f), (x,), (x,), **I), expected)
-    assert_tree_close(tg.compile(lambda x: tg.jvp(f, (x,), (x,), **I), **I)(3.0),
-                      (np.sin(3.0), 6 * np.cos(3.0)))
-    assert_tree_close(tg.jvp(tg.compile(f, **I), (3.0,), (3.0,), **I),
-                      (np.sin(3.0), 6 * np.cos(3.0)))
+    assert_tree_close(
+        tg.compile(lambda x: tg.jvp(f, (x,), (x,), **I), **I)(3.0), (np.sin(3.0), 6 * np.cos(3.0))
+    )
+    assert_tree_close(
+        tg.jvp(tg.compile(f, **I), (3.0,), (3.0,), **I), (np.sin(3.0), 6 * np.cos(3.0))
+    )
 
 
 def test_custom_jvp_rule_errors_are_type_errors():
     """JAX: test_primal_tangent_aval_disagreement_error_message and
     test_jvp_rule_doesnt_return_pair_error_message (TypeError with the rule's name)."""
+
     @tg.custom_jvp
     def f(x):
-        return x ** 2
+        return x**2
 
     @f.defjvp
     def wrong_shape(primals, tangents):
         (x,), (t,) = primals, tangents
         return f(x), np.reshape(t, (1,))
+
     with pytest.raises(TypeError, match=r"shapes: got \(1,\) for an output of shape \(\)"):
         tg.jvp(f, (np.float32(2.0),), (np.float32(1.0),), **I)
 
     @tg.custom_jvp
     def g(x):
-        return x ** 2
+        return x**2
 
     @g.defjvp
     def not_a_pair(primals, tangents):
         return tangents[0]
+
     for run in (lambda: tg.jvp(g, (2.0,), (1.0,), **I), lambda: tg.grad(g, **I)(2.0)):
         with pytest.raises(TypeError, match="must return a pair"):
             run()
@@ -643,6 +717,7 @@ def test_custom_jvp_rule_errors_are_type_errors():
 def test_custom_vjp_clip_gradient():
     """JAX issue 2784 (test_clip_gradient): bwd clips g to residual bounds, one of
     them traced (np.clip with array bounds was refused)."""
+
     @tg.custom_vjp
     def _clip_gradient(lo, hi, x):
         return x
@@ -653,18 +728,21 @@ def test_custom_vjp_clip_gradient():
     def bwd(res, g):
         lo, hi = res
         return (None, None, np.clip(g, lo, hi))
+
     _clip_gradient.defvjp(fwd, bwd)
 
     def clip_gradient(x):
         return _clip_gradient(-0.1, x + 0.1, x)
+
     assert_tree_close(tg.grad(clip_gradient, **I)(0.1), 0.2)
 
 
 def test_clip_with_array_bounds_matches_numpy_and_finite_differences():
     x = np.array([-2.0, 0.5, 3.0, 0.2])
     lo, hi = np.array([0.0, 1.0, -1.0, 0.0]), 2.0
-    np.testing.assert_array_equal(tg.compile(lambda x, lo: np.clip(x, lo, hi), **I)(x, lo),
-                                  np.clip(x, lo, hi))
+    np.testing.assert_array_equal(
+        tg.compile(lambda x, lo: np.clip(x, lo, hi), **I)(x, lo), np.clip(x, lo, hi)
+    )
     w = np.array([1.0, -2.0, 3.0, 0.5])
     loss = lambda x, lo: np.sum(np.clip(np.sin(x), lo * 0.5, hi) * w)
     gx, glo = tg.grad(loss, argnums=(0, 1), **I)(x, lo)
@@ -674,21 +752,27 @@ def test_clip_with_array_bounds_matches_numpy_and_finite_differences():
 
 def test_custom_vjp_bwd_structure_errors_are_type_errors():
     """JAX: test_vjp_bwd_returns_non_tuple_error, ..._inconsistent_pytree_structures."""
+
     @tg.custom_vjp
     def f(x):
         return x
+
     f.defvjp(lambda x: (x, None), lambda _, g: 2.0 * g)
     with pytest.raises(TypeError, match="must return a tuple .* got a Tracer"):
         tg.grad(f, **I)(3.0)
     f.defvjp(lambda x: (x, None), lambda _, g: (g, g))
-    with pytest.raises(TypeError, match=r"one cotangent per differentiable argument \(1\), "
-                                        "got a tuple of length 2"):
+    with pytest.raises(
+        TypeError,
+        match=r"one cotangent per differentiable argument \(1\), "
+        "got a tuple of length 2",
+    ):
         tg.grad(f, **I)(2.0)
 
 
 def test_custom_vjp_vmap_and_scan():
     """JAX: CustomVJPTest.test_vmap (vmap/grad nestings) and test_initial_style (a
     custom_vjp inside a scan, grad and grad of grad)."""
+
     @tg.custom_vjp
     def f(x):
         assert np.ndim(x) == 0
@@ -697,29 +781,33 @@ def test_custom_vjp_vmap_and_scan():
     def f_fwd(x):
         assert np.ndim(x) == 0
         return f(x), np.cos(x)
+
     f.defvjp(f_fwd, lambda cos_x, g: (2 * cos_x * g,))
     x, xx = np.arange(3.0), np.arange(6.0).reshape(2, 3)
     assert_tree_close(tg.vmap(tg.grad(f, **I))(x), 2 * np.cos(x))
     assert_tree_close(tg.vmap(tg.value_and_grad(f, **I))(x), (np.sin(x), 2 * np.cos(x)))
     assert_tree_close(tg.vmap(tg.vmap(tg.grad(f, **I)))(xx), 2 * np.cos(xx))
     assert_tree_close(tg.grad(lambda x: np.sum(tg.vmap(f)(x)), **I)(x), 2 * np.cos(x))
-    assert_tree_close(tg.vmap(tg.grad(lambda x: np.sum(tg.vmap(f)(x)), **I))(xx),
-                      2 * np.cos(xx))
+    assert_tree_close(tg.vmap(tg.grad(lambda x: np.sum(tg.vmap(f)(x)), **I))(xx), 2 * np.cos(xx))
 
     def foo(x):
         out, _ = tg.scan(lambda c, _: (f(c), None), x, None, length=1)
         return out
+
     assert_tree_close(tg.grad(foo, **I)(3.0), 2 * np.cos(3.0))
     assert_tree_close(tg.grad(tg.grad(foo, **I), **I)(3.0), -2 * np.sin(3.0))
 
 
-@pytest.mark.parametrize("transform", [tg.jacfwd, tg.jacrev, tg.hessian],
-                         ids=["jacfwd", "jacrev", "hessian"])
+@pytest.mark.parametrize(
+    "transform", [tg.jacfwd, tg.jacrev, tg.hessian], ids=["jacfwd", "jacrev", "hessian"]
+)
 def test_jacobians_reject_str_arguments_and_bad_argnums(transform):
     """A str argument was static and came back unchanged (jacrev(f)("foo") == "foo"),
     an out-of-range argnums crashed with IndexError: TypeErrors as in JAX."""
+
     def f(x):
         return x
+
     with pytest.raises(TypeError, match="'foo' of type <class 'str'>"):
         transform(f, **I)("foo")
     with pytest.raises(TypeError, match="'bar'"):
@@ -743,10 +831,15 @@ def test_vjp_jvp_linearize_reject_str_primals():
 def test_pad_modes_and_append_numba():
     """The gathers, statistic blocks and ramps of np.pad and np.append through Numba
     codegen: one kernel, value and gradient equal to the interpreter's."""
+
     def loss(x):
-        padded = (np.pad(x, (2, 3), mode="reflect") + np.pad(x, (2, 3), mode="mean")
-                  + np.pad(x, (2, 3), mode="linear_ramp", end_values=1.0))
-        return np.sum(np.sin(np.append(padded, x ** 2)))
+        padded = (
+            np.pad(x, (2, 3), mode="reflect")
+            + np.pad(x, (2, 3), mode="mean")
+            + np.pad(x, (2, 3), mode="linear_ramp", end_values=1.0)
+        )
+        return np.sum(np.sin(np.append(padded, x**2)))
+
     x = rng.randn(3, 2)
     value, grad = tg.value_and_grad(loss, backend="numba")(x)
     expected_value, expected_grad = tg.value_and_grad(loss, **I)(x)

@@ -14,6 +14,7 @@ which share one compiled function each. Cases tracegrad cannot run yet are
 `xfail(strict=True)` with the reason; autograd-only API (`make_diagonal`, `np.msort`,
 removed from NumPy 2, `holomorphic_grad`, float16 gradients) is left out.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,7 +29,7 @@ from ported_check_grads import check_grads, short_traceback
 import tracegrad as tg
 
 I = {"backend": "interpret"}
-npr = np.random.RandomState(1)   # autograd's tests run under npr.seed(1)
+npr = np.random.RandomState(1)  # autograd's tests run under npr.seed(1)
 R = npr.randn
 
 
@@ -44,7 +45,8 @@ A32 = R(3, 2)
 C32 = R(3, 2)
 C10 = R(10)
 COND45 = R(4, 5) > 0
-TRACE_OFFSET = 3        # autograd draws npr.randint(-9, 11); fixed so ids are stable
+TRACE_OFFSET = 3  # autograd draws npr.randint(-9, 11); fixed so ids are stable
+
 
 def _fanout(A):
     return A + A
@@ -93,14 +95,16 @@ NUMPY_CASES = [
     ("test_ravel_method", lambda x: x.ravel(), (A564,)),
     ("test_ravel_call", lambda x: np.ravel(x), (A564,)),
     ("test_flatten_method", lambda x: x.flatten(), (A564,)),
-    ("test_simple_append_list", np.append, ([1., 2., 3.], 4.), (0, 1)),
-    ("test_simple_append_arr", np.append, (np.array([1., 2., 3.]), 4.), (0, 1)),
+    ("test_simple_append_list", np.append, ([1.0, 2.0, 3.0], 4.0), (0, 1)),
+    ("test_simple_append_arr", np.append, (np.array([1.0, 2.0, 3.0]), 4.0), (0, 1)),
     ("test_simple_concatenate", lambda x: np.concatenate((A564, x)), (R(4, 6, 4),)),
     ("test_concatenate_axis_0", lambda x: np.concatenate((A564, x, A564)), (R(5, 6, 4),)),
-    ("test_concatenate_axis_1", lambda x: np.concatenate((A564, x, A564), axis=1),
-     (R(5, 6, 4),)),
-    ("test_concatenate_axis_1_unnamed", lambda x: np.concatenate((A564, x, A564), 1),
-     (R(5, 6, 4),)),
+    ("test_concatenate_axis_1", lambda x: np.concatenate((A564, x, A564), axis=1), (R(5, 6, 4),)),
+    (
+        "test_concatenate_axis_1_unnamed",
+        lambda x: np.concatenate((A564, x, A564), 1),
+        (R(5, 6, 4),),
+    ),
     ("test_trace", lambda x: np.trace(x, offset=TRACE_OFFSET), (R(10, 11),)),
     ("test_trace2", lambda x: np.trace(x, offset=-TRACE_OFFSET), (R(11, 10),)),
     ("test_trace_split", lambda x: np.split(x, 2)[0], (R(10),)),  # 2nd `def test_trace`
@@ -117,11 +121,13 @@ NUMPY_CASES = [
     ("test_prod_3", lambda x: np.prod(x, axis=0, keepdims=True), (R(2, 3) ** 2 + 0.1,)),
     ("test_prod_4", lambda x: np.prod(x), (R(7) ** 2 + 0.1,)),
     ("test_1d_array", lambda x: np.array([x, x * 1.0, x + 2.5]), (3.0,)),
-    ("test_2d_array", lambda x: np.array([[x, x * 1.0, x + 2.5], [x ** 2, x, x / 2.0]]),
-     (3.0,)),
+    ("test_2d_array", lambda x: np.array([[x, x * 1.0, x + 2.5], [x**2, x, x / 2.0]]), (3.0,)),
     ("test_1d_array_fanout", lambda x: _fanout(np.array([x, x * 1.0, x + 2.5])), (3.0,)),
-    ("test_2d_array_fanout", lambda x: _fanout(
-        np.array([[x, x * 1.0, x + 2.5], [x ** 2, x, x / 2.0]])), (3.0,)),
+    (
+        "test_2d_array_fanout",
+        lambda x: _fanout(np.array([[x, x * 1.0, x + 2.5], [x**2, x, x / 2.0]])),
+        (3.0,),
+    ),
     ("test_array_from_scalar", lambda x: np.array(x), (3.0,)),
     ("test_array_from_arrays", lambda x: np.array([x, x]), (A32,)),
     ("test_array_from_arrays_2", lambda x: np.array([[2 * x, x + 1], [x, x]]), (A32,)),
@@ -147,33 +153,51 @@ NUMPY_CASES = [
     ("test_index_dot_slices", lambda x: np.dot(x[:2], x[2:]), (R(4),)),
     ("test_diagonal", lambda D: np.diagonal(D, axis1=-1, axis2=-2), (R(4, 4),)),
     ("test_diagonal", lambda D: np.diagonal(D, axis1=-1, axis2=-2), (R(3, 4, 4),)),
-    ("test_nan_to_num", lambda x: np.sum(np.sin(np.nan_to_num(
-        x + np.array([0., np.nan, np.inf, -np.inf])))), (R(4),)),
+    (
+        "test_nan_to_num",
+        lambda x: np.sum(np.sin(np.nan_to_num(x + np.array([0.0, np.nan, np.inf, -np.inf])))),
+        (R(4),),
+    ),
     ("test_max_equal_values", lambda x: np.max(np.array([x, x])), (1.0,)),
-    ("test_max_equal_values_2d", lambda x: np.max(np.array([[x, x], [x, 0.5]]), axis=1),
-     (1.0,)),
-    ("test_max_equal_values_2d", lambda x: np.max(np.array([[x, x], [x, 0.5]]), axis=1),
-     (-1.0,)),
-    ("test_min_3_way_equality", lambda x: np.min(np.array(
-        [[x, x, x], [x, 0.5, 0.5], [0.5, 0.5, 0.5], [x, x, 0.5]]), axis=0), (1.0,)),
-    ("test_min_3_way_equality", lambda x: np.min(np.array(
-        [[x, x, x], [x, 0.5, 0.5], [0.5, 0.5, 0.5], [x, x, 0.5]]), axis=0), (-1.0,)),
+    ("test_max_equal_values_2d", lambda x: np.max(np.array([[x, x], [x, 0.5]]), axis=1), (1.0,)),
+    ("test_max_equal_values_2d", lambda x: np.max(np.array([[x, x], [x, 0.5]]), axis=1), (-1.0,)),
+    (
+        "test_min_3_way_equality",
+        lambda x: np.min(
+            np.array([[x, x, x], [x, 0.5, 0.5], [0.5, 0.5, 0.5], [x, x, 0.5]]), axis=0
+        ),
+        (1.0,),
+    ),
+    (
+        "test_min_3_way_equality",
+        lambda x: np.min(
+            np.array([[x, x, x], [x, 0.5, 0.5], [0.5, 0.5, 0.5], [x, x, 0.5]]), axis=0
+        ),
+        (-1.0,),
+    ),
     ("test_maximum_equal_values", lambda x: np.maximum(x, x), (1.0,)),
-    ("test_maximum_equal_values_2d", lambda x: np.maximum(
-        np.array([x, x, 0.5]), np.array([[x, 0.5, x], [x, x, 0.5]])), (2.0,)),
+    (
+        "test_maximum_equal_values_2d",
+        lambda x: np.maximum(np.array([x, x, 0.5]), np.array([[x, 0.5, x], [x, x, 0.5]])),
+        (2.0,),
+    ),
     ("test_linspace", lambda x, y: np.linspace(x, y, 5), (1.2, 3.4)),
     ("test_linspace", lambda x, y: np.linspace(x, y, 1), (1.2, -3.4)),
     ("test_linspace", lambda x, y: np.linspace(x, y, 0), (1.2, 1.2)),
 ]
 
 # Ported cases tracegrad does not handle yet (filled in from the failures found).
-_OBJECT_OUT = ("tg.vjp of an output built by np.array([...]) / np.r_ / np.c_ of traced values: "
-               "the output is an object array, transforms._vdot skips it as non-float and "
-               "raises 'the function has no floating-point output' (tg.jvp and tg.jacobian work)")
-_OBJECT_REDUCE = ("np.maximum (a ufunc) of object arrays made by np.array([x, ...]) of traced "
-                  "values: NumPy compares the elements with bool(), which a traced comparison "
-                  "refuses, and no NumPy protocol lets tracegrad see an object array's "
-                  "elements (np.max/np.min of them are routed; tg.maximum(tg.array(...)) works)")
+_OBJECT_OUT = (
+    "tg.vjp of an output built by np.array([...]) / np.r_ / np.c_ of traced values: "
+    "the output is an object array, transforms._vdot skips it as non-float and "
+    "raises 'the function has no floating-point output' (tg.jvp and tg.jacobian work)"
+)
+_OBJECT_REDUCE = (
+    "np.maximum (a ufunc) of object arrays made by np.array([x, ...]) of traced "
+    "values: NumPy compares the elements with bool(), which a traced comparison "
+    "refuses, and no NumPy protocol lets tracegrad see an object array's "
+    "elements (np.max/np.min of them are routed; tg.maximum(tg.array(...)) works)"
+)
 NUMPY_XFAIL: dict[str, str] = {
     "test_maximum_equal_values_2d": _OBJECT_REDUCE,
 }
@@ -195,7 +219,7 @@ def _numpy_params():
 def test_numpy(fun, args, argnum):
     """autograd tests/test_numpy.py: `check_grads(fun)(*args)`."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)   # nan_to_num's inputs
+        warnings.simplefilter("ignore", RuntimeWarning)  # nan_to_num's inputs
         check_grads(fun, argnum=argnum)(*args)
 
 
@@ -203,17 +227,20 @@ def test_len():
     def fun(x):
         assert len(x) == 3
         return x
+
     check_grads(fun)(R(3, 2))
 
 
 def test_tensordot_kwargs_by_position():
     def fun(x):
         return np.tensordot(x * np.ones((2, 2)), x * np.ones((2, 2)), 2)
+
     assert tg.grad(fun, **I)(1.0) == pytest.approx(8.0)  # d/dx 4 x^2 at 1 (autograd: runs)
 
 
-@xfail("np.int64(traced) converts the tracer to a NumPy array: TracingError "
-       "(x.astype(np.int64) works)")
+@xfail(
+    "np.int64(traced) converts the tracer to a NumPy array: TracingError (x.astype(np.int64) works)"
+)
 @short_traceback
 def test_cast_to_int():
     inds = np.ones(5)[:, None]
@@ -224,6 +251,7 @@ def test_cast_to_int():
         new_inds = np.int64(W[:, -1])
         assert new_inds.dtype == np.int64
         return new_W[new_inds].sum()
+
     check_grads(fun)(np.random.RandomState(0).randn(5, 10))
 
 
@@ -246,6 +274,7 @@ def test_astype():
 
     def f(x):
         return np.sum(np.sin(x.astype("float64")))
+
     g = tg.grad(f, **I)(x)
     assert g.dtype == np.dtype("float32")
     np.testing.assert_allclose(g, np.cos(np.arange(3.0)), rtol=1e-6)
@@ -273,7 +302,7 @@ def _combo_check(fun, argnum, *arg_lists, **kwarg_lists):
     """autograd numpy_utils.combo_check: combinations of args and kwargs."""
     keys = list(kwarg_lists)
     for combo in _combinations(list(arg_lists) + [kwarg_lists[k] for k in keys]):
-        args, kwargs = combo[:len(arg_lists)], dict(zip(keys, combo[len(arg_lists):]))
+        args, kwargs = combo[: len(arg_lists)], dict(zip(keys, combo[len(arg_lists) :]))
         check_grads(functools.partial(fun, **kwargs), argnum=argnum)(*args)
 
 
@@ -315,7 +344,7 @@ def _binary_ufunc_check(fun, lims_A=(-2, 2), lims_B=(-2, 2), same_args=True, ful
     if same_args:
         As = [_transform(lims_A, r) for r in rand]
         Bs = [_transform(lims_B, r) for r in rand]
-    else:   # "no_same_args": A and B drawn independently
+    else:  # "no_same_args": A and B drawn independently
         As = [_transform(lims_A, r) for r in rand]
         Bs = [_transform(lims_B, r) for r in [0.45, npr.rand(2), npr.rand(3, 2), npr.rand(1, 2)]]
     pairs = itertools.product(range(4), range(4)) if full else BINARY_PAIRS
@@ -323,27 +352,44 @@ def _binary_ufunc_check(fun, lims_A=(-2, 2), lims_B=(-2, 2), same_args=True, ful
         check_grads(fun, argnum=(0, 1))(As[i], Bs[j])
 
 
-STATS = {"test_max": np.max, "test_mean": np.mean, "test_min": np.min, "test_sum": np.sum,
-         "test_prod": np.prod, "test_var": np.var, "test_std": np.std}
+STATS = {
+    "test_max": np.max,
+    "test_mean": np.mean,
+    "test_min": np.min,
+    "test_sum": np.sum,
+    "test_prod": np.prod,
+    "test_var": np.var,
+    "test_std": np.std,
+}
 
 
-STATS_XFAIL = {"test_std": "std's gradient is nan where the spread is 0 (a scalar, an axis of "
-                           "length 1), by design as in JAX; autograd's stat_check expects the "
-                           "finite-difference 0 there"}
+STATS_XFAIL = {
+    "test_std": "std's gradient is nan where the spread is 0 (a scalar, an axis of "
+    "length 1), by design as in JAX; autograd's stat_check expects the "
+    "finite-difference 0 there"
+}
 
 
-@pytest.mark.parametrize("fun", [
-    pytest.param(f, id=name, marks=[xfail(STATS_XFAIL[name])] if name in STATS_XFAIL else [])
-    for name, f in STATS.items()])
+@pytest.mark.parametrize(
+    "fun",
+    [
+        pytest.param(f, id=name, marks=[xfail(STATS_XFAIL[name])] if name in STATS_XFAIL else [])
+        for name, f in STATS.items()
+    ],
+)
 @short_traceback
 def test_systematic_stat(fun):
     _stat_check(fun)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fun", [
-    pytest.param(f, id=name, marks=[xfail(STATS_XFAIL[name])] if name in STATS_XFAIL else [])
-    for name, f in STATS.items()])
+@pytest.mark.parametrize(
+    "fun",
+    [
+        pytest.param(f, id=name, marks=[xfail(STATS_XFAIL[name])] if name in STATS_XFAIL else [])
+        for name, f in STATS.items()
+    ],
+)
 @short_traceback
 def test_systematic_stat_all_combinations(fun):
     _stat_check(fun, full=True)
@@ -353,46 +399,75 @@ def test_systematic_stat_all_combinations(fun):
 def test_systematic_stat_bool(fun):
     """all/any: autograd checks that the (zero) gradient exists; here: value and grad 0."""
     x = npr.randn(2, 3)
-    np.testing.assert_array_equal(tg.compile(lambda x: fun(x > 0, axis=0), **I)(x),
-                                  fun(x > 0, axis=0))
+    np.testing.assert_array_equal(
+        tg.compile(lambda x: fun(x > 0, axis=0), **I)(x), fun(x > 0, axis=0)
+    )
     g = tg.grad(lambda x: np.sum(x * fun(x > 0)), **I)(x)
     np.testing.assert_array_equal(g, np.full_like(x, float(fun(x > 0))))
 
 
 UNARY = {
-    "test_sin": (np.sin, (-2, 2)), "test_abs": (np.abs, (0.1, 4.0)),
-    "test_absolute": (np.absolute, (0.1, 4.0)), "test_arccosh": (np.arccosh, (1.1, 4.0)),
-    "test_arcsinh": (np.arcsinh, (-0.9, 0.9)), "test_arctanh": (np.arctanh, (-0.9, 0.9)),
-    "test_ceil": (np.ceil, (-1.5, 1.5)), "test_cos": (np.cos, (-2, 2)),
-    "test_cosh": (np.cosh, (-2, 2)), "test_deg2rad": (np.deg2rad, (-2, 2)),
-    "test_degrees": (lambda x: np.degrees(x) / 50.0, (-2, 2)), "test_exp": (np.exp, (-2, 2)),
-    "test_exp2": (np.exp2, (-2, 2)), "test_expm1": (np.expm1, (-2, 2)),
-    "test_fabs": (np.fabs, (-2, 2)), "test_floor": (np.floor, (-1.5, 1.5)),
-    "test_log": (np.log, (0.2, 2.0)), "test_log10": (np.log10, (0.2, 2.0)),
-    "test_log1p": (np.log1p, (0.2, 2.0)), "test_log2": (np.log2, (0.2, 2.0)),
+    "test_sin": (np.sin, (-2, 2)),
+    "test_abs": (np.abs, (0.1, 4.0)),
+    "test_absolute": (np.absolute, (0.1, 4.0)),
+    "test_arccosh": (np.arccosh, (1.1, 4.0)),
+    "test_arcsinh": (np.arcsinh, (-0.9, 0.9)),
+    "test_arctanh": (np.arctanh, (-0.9, 0.9)),
+    "test_ceil": (np.ceil, (-1.5, 1.5)),
+    "test_cos": (np.cos, (-2, 2)),
+    "test_cosh": (np.cosh, (-2, 2)),
+    "test_deg2rad": (np.deg2rad, (-2, 2)),
+    "test_degrees": (lambda x: np.degrees(x) / 50.0, (-2, 2)),
+    "test_exp": (np.exp, (-2, 2)),
+    "test_exp2": (np.exp2, (-2, 2)),
+    "test_expm1": (np.expm1, (-2, 2)),
+    "test_fabs": (np.fabs, (-2, 2)),
+    "test_floor": (np.floor, (-1.5, 1.5)),
+    "test_log": (np.log, (0.2, 2.0)),
+    "test_log10": (np.log10, (0.2, 2.0)),
+    "test_log1p": (np.log1p, (0.2, 2.0)),
+    "test_log2": (np.log2, (0.2, 2.0)),
     "test_rad2deg": (lambda x: np.rad2deg(x) / 50.0, (-2, 2)),
-    "test_radians": (np.radians, (-2, 2)), "test_sign": (np.sign, (-2, 2)),
-    "test_sinh": (np.sinh, (-2, 2)), "test_sqrt": (np.sqrt, (1.0, 3.0)),
-    "test_square": (np.square, (-2, 2)), "test_tan": (np.tan, (-1.1, 1.1)),
-    "test_tanh": (np.tanh, (-2, 2)), "test_real": (np.real, (-2, 2)),
-    "test_real_ic": (np.real_if_close, (-2, 2)), "test_imag": (np.imag, (-2, 2)),
-    "test_conj": (np.conj, (-2, 2)), "test_angle": (np.angle, (-2, 2)),
+    "test_radians": (np.radians, (-2, 2)),
+    "test_sign": (np.sign, (-2, 2)),
+    "test_sinh": (np.sinh, (-2, 2)),
+    "test_sqrt": (np.sqrt, (1.0, 3.0)),
+    "test_square": (np.square, (-2, 2)),
+    "test_tan": (np.tan, (-1.1, 1.1)),
+    "test_tanh": (np.tanh, (-2, 2)),
+    "test_real": (np.real, (-2, 2)),
+    "test_real_ic": (np.real_if_close, (-2, 2)),
+    "test_imag": (np.imag, (-2, 2)),
+    "test_conj": (np.conj, (-2, 2)),
+    "test_angle": (np.angle, (-2, 2)),
 }
 UNARY_XFAIL: dict[str, str] = {}
 
 
-@pytest.mark.parametrize("fun, lims", [
-    pytest.param(f, lims, id=name, marks=[xfail(UNARY_XFAIL[name])] if name in UNARY_XFAIL
-                 else []) for name, (f, lims) in UNARY.items()])
+@pytest.mark.parametrize(
+    "fun, lims",
+    [
+        pytest.param(
+            f, lims, id=name, marks=[xfail(UNARY_XFAIL[name])] if name in UNARY_XFAIL else []
+        )
+        for name, (f, lims) in UNARY.items()
+    ],
+)
 @short_traceback
 def test_systematic_unary(fun, lims):
     _unary_ufunc_check(fun, lims)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fun, lims", [
-    pytest.param(f, lims, id=name, marks=[xfail(UNARY_XFAIL[name])] if name in UNARY_XFAIL
-                 else []) for name, (f, lims) in UNARY.items()])
+@pytest.mark.parametrize(
+    "fun, lims",
+    [
+        pytest.param(
+            f, lims, id=name, marks=[xfail(UNARY_XFAIL[name])] if name in UNARY_XFAIL else []
+        )
+        for name, (f, lims) in UNARY.items()
+    ],
+)
 @short_traceback
 def test_systematic_unary_all_shapes(fun, lims):
     _unary_ufunc_check(fun, lims, full=True)
@@ -402,8 +477,10 @@ BINARY = {
     "test_add": (np.add, {}),
     "test_logaddexp": (np.logaddexp, {}),
     "test_logaddexp2": (np.logaddexp2, {}),
-    "test_remainder": (np.remainder, {"lims_A": (-0.9, 0.9), "lims_B": (0.7, 1.9),
-                                          "same_args": False}),
+    "test_remainder": (
+        np.remainder,
+        {"lims_A": (-0.9, 0.9), "lims_B": (0.7, 1.9), "same_args": False},
+    ),
     "test_true_divide": (np.true_divide, {"lims_B": (0.3, 2.0)}),
     "test_mod": (np.mod, {"lims_B": (0.8, 2.1), "same_args": False}),
     "test_true_divide_neg": (np.true_divide, {"lims_B": (-0.3, -2.0)}),
@@ -416,11 +493,15 @@ BINARY = {
     "test_op_div": (op.truediv, {"lims_B": (0.5, 2.0)}),
     "test_op_pow": (op.pow, {"lims_A": (0.7, 2.0)}),
 }
-_FLOAT_TANGENT = ("WRONG GRADIENT: tg.jvp/tg.jacfwd drop the tangent of a Python-float primal "
-                  "for remainder/power (their vjp rules skip static scalars via "
-                  "rulekit.is_static_scalar): tg.jvp(np.remainder, (x, 1.24), (0*x, 1.0)) gives 0")
-_LOGADDEXP_HESSIAN = ("WRONG GRADIENT: the Hessian of logaddexp/logaddexp2 at x == y is 0 "
-                      "(exact: +-1/4 for logaddexp, as jax.hessian gives)")
+_FLOAT_TANGENT = (
+    "WRONG GRADIENT: tg.jvp/tg.jacfwd drop the tangent of a Python-float primal "
+    "for remainder/power (their vjp rules skip static scalars via "
+    "rulekit.is_static_scalar): tg.jvp(np.remainder, (x, 1.24), (0*x, 1.0)) gives 0"
+)
+_LOGADDEXP_HESSIAN = (
+    "WRONG GRADIENT: the Hessian of logaddexp/logaddexp2 at x == y is 0 "
+    "(exact: +-1/4 for logaddexp, as jax.hessian gives)"
+)
 # Fixed: the logaddexp Hessian at x == y (_LOGADDEXP_HESSIAN) and Python-float tangents
 # in tg.jvp (_FLOAT_TANGENT); the cases now run as plain tests.
 BINARY_XFAIL: dict[str, str] = {}
@@ -446,8 +527,12 @@ def test_systematic_binary_all_shape_pairs(fun, kw):
 
 
 def test_systematic_transpose():
-    _combo_check(np.transpose, [0], [npr.randn(2, 3, 4)],
-                 axes=[None, [0, 1, 2], [0, 2, 1], [2, 0, 1], [2, 1, 0], [1, 0, 2], [1, 2, 0]])
+    _combo_check(
+        np.transpose,
+        [0],
+        [npr.randn(2, 3, 4)],
+        axes=[None, [0, 1, 2], [0, 2, 1], [2, 0, 1], [2, 1, 0], [1, 0, 2], [1, 2, 0]],
+    )
 
 
 def test_systematic_dot():
@@ -455,23 +540,37 @@ def test_systematic_dot():
 
 
 def test_systematic_tensordot_1():
-    _combo_check(np.tensordot, [0, 1], [R(1, 3), R(2, 3, 2)], [R(3), R(3, 1), R(3, 4, 2)],
-                 axes=[[(1,), (0,)]])
+    _combo_check(
+        np.tensordot,
+        [0, 1],
+        [R(1, 3), R(2, 3, 2)],
+        [R(3), R(3, 1), R(3, 4, 2)],
+        axes=[[(1,), (0,)]],
+    )
 
 
 def test_systematic_tensordot_2():
-    _combo_check(np.tensordot, [0, 1], [R(3), R(3, 1), R(3, 4, 2)], [R(1, 3), R(2, 3, 2)],
-                 axes=[[(0,), (1,)]])
+    _combo_check(
+        np.tensordot,
+        [0, 1],
+        [R(3), R(3, 1), R(3, 4, 2)],
+        [R(1, 3), R(2, 3, 2)],
+        axes=[[(0,), (1,)]],
+    )
 
 
 def test_systematic_tensordot_3():
-    _combo_check(np.tensordot, [0, 1], [R(2, 3), R(2, 3, 4)], [R(1, 2, 3), R(2, 2, 3, 4)],
-                 axes=[[(0, 1), (1, 2)], [(1, 0), (2, 1)]])
+    _combo_check(
+        np.tensordot,
+        [0, 1],
+        [R(2, 3), R(2, 3, 4)],
+        [R(1, 2, 3), R(2, 2, 3, 4)],
+        axes=[[(0, 1), (1, 2)], [(1, 0), (2, 1)]],
+    )
 
 
 def test_systematic_tensordot_4():
-    _combo_check(np.tensordot, [0, 1], [R(2, 2), R(4, 2, 2)], [R(2, 2), R(2, 2, 4)],
-                 axes=[1, 2])
+    _combo_check(np.tensordot, [0, 1], [R(2, 2), R(4, 2, 2)], [R(2, 2), R(2, 2, 4)], axes=[1, 2])
 
 
 def test_systematic_maximum():
@@ -492,9 +591,11 @@ def test_systematic_partition():
     _combo_check(np.partition, [0], [R(7), R(14)], kth=[0, 3, 6])
 
 
-@pytest.mark.parametrize("fun, extra", [
-    (np.atleast_1d, []), (np.atleast_2d, []), (np.atleast_3d, [R(2, 4, 3, 5)])],
-    ids=["test_atleast_1d", "test_atleast_2d", "test_atleast_3d"])
+@pytest.mark.parametrize(
+    "fun, extra",
+    [(np.atleast_1d, []), (np.atleast_2d, []), (np.atleast_3d, [R(2, 4, 3, 5)])],
+    ids=["test_atleast_1d", "test_atleast_2d", "test_atleast_3d"],
+)
 def test_systematic_atleast(fun, extra):
     _combo_check(fun, [0], [1.2, R(1), R(7), R(1, 4), R(2, 4), R(2, 4, 5)] + extra)
 
@@ -512,13 +613,13 @@ def test_systematic_einsum_covsum():
 
 
 def test_systematic_einsum_ellipses():
-    _combo_check(np.einsum, [1, 2], ["...jk,...lj->...lk", "...,...->..."], [R(3, 4, 4)],
-                 [R(3, 4, 4)])
+    _combo_check(
+        np.einsum, [1, 2], ["...jk,...lj->...lk", "...,...->..."], [R(3, 4, 4)], [R(3, 4, 4)]
+    )
 
 
 def test_systematic_einsum_three_args():
-    _combo_check(np.einsum, [1, 2], ["ijk,lji,lli->lki"], [R(3, 4, 4)], [R(4, 4, 3)],
-                 [R(4, 4, 3)])
+    _combo_check(np.einsum, [1, 2], ["ijk,lji,lli->lki"], [R(3, 4, 4)], [R(4, 4, 3)], [R(4, 4, 3)])
 
 
 def test_systematic_trace():
@@ -539,11 +640,14 @@ def rand_psd(D):
 
 def check_symmetric_matrix_grads(fun, **kw):
     """autograd: differentiate through symmetrize(A) = (tril(A) + tril(A)^T) / 2."""
+
     def check(*args):
         def symmetrize(A):
             L = np.tril(A)
             return (L + T(L)) / 2.0
+
         check_grads(lambda *a: fun(symmetrize(a[0]), *a[1:]), **kw)(*args)
+
     return check
 
 
@@ -560,16 +664,28 @@ LINALG_CASES = [
     ("test_inv", lambda x: np.linalg.inv(x), (np.dot(_D8, _D8) + 1.0 * np.eye(8),)),
     ("test_inv_3d", lambda x: np.linalg.inv(x), (npr.randn(4, 4, 4) + 5 * np.eye(4),)),
     ("test_inv_3d", lambda x: np.linalg.inv(x), (npr.randn(4, 4, 4, 4) + 5 * np.eye(4),)),
-    ("test_solve_arg1", lambda a: np.linalg.solve(a, _SOLVE_B),
-     (npr.randn(8, 8) + 10.0 * np.eye(8),)),
-    ("test_solve_arg1_1d", lambda a: np.linalg.solve(a, _SOLVE_B1),
-     (npr.randn(8, 8) + 10.0 * np.eye(8),)),
+    (
+        "test_solve_arg1",
+        lambda a: np.linalg.solve(a, _SOLVE_B),
+        (npr.randn(8, 8) + 10.0 * np.eye(8),),
+    ),
+    (
+        "test_solve_arg1_1d",
+        lambda a: np.linalg.solve(a, _SOLVE_B1),
+        (npr.randn(8, 8) + 10.0 * np.eye(8),),
+    ),
     ("test_solve_arg2", lambda b: np.linalg.solve(_SOLVE_A2, b), (npr.randn(6, 5),)),
     # NumPy 2 reads a (5, 4) right side as matrices: the batch of vectors is B[..., None]
-    ("test_solve_arg1_3d", lambda A: np.linalg.solve(A, _SOLVE_B3[..., None])[..., 0],
-     (npr.randn(5, 4, 4) + 5 * np.eye(4),)),
-    ("test_solve_arg1_3d_3d", lambda A: np.linalg.solve(A, _SOLVE_B33),
-     (npr.randn(5, 4, 4) + 5 * np.eye(4),)),
+    (
+        "test_solve_arg1_3d",
+        lambda A: np.linalg.solve(A, _SOLVE_B3[..., None])[..., 0],
+        (npr.randn(5, 4, 4) + 5 * np.eye(4),),
+    ),
+    (
+        "test_solve_arg1_3d_3d",
+        lambda A: np.linalg.solve(A, _SOLVE_B33),
+        (npr.randn(5, 4, 4) + 5 * np.eye(4),),
+    ),
     ("test_det", lambda x: np.linalg.det(x), (npr.randn(6, 6),)),
     ("test_det_3d", lambda x: np.linalg.det(x), (npr.randn(3, 3, 3),)),
     ("test_slogdet", lambda x: np.linalg.slogdet(x)[1], (_MAT6,)),
@@ -577,24 +693,46 @@ LINALG_CASES = [
     ("test_slogdet_3d", lambda x: np.sum(np.linalg.slogdet(x)[1]), (_PSD3,)),
     ("test_vector_2norm", lambda x: np.linalg.norm(x), (npr.randn(6),)),
     ("test_frobenius_norm", lambda x: np.linalg.norm(x), (npr.randn(6, 5),)),
-    ("test_frobenius_norm_axis", lambda x: np.linalg.norm(x, axis=(0, 1)),
-     (npr.randn(6, 5, 4),)),
-    *[("test_vector_norm_ord", functools.partial(np.linalg.norm, ord=o),
-       (npr.randn(6),)) for o in range(2, 5)],
-    *[("test_norm_axis", functools.partial(np.linalg.norm, axis=a),
-       (npr.randn(6, 5, 4),)) for a in range(3)],
+    ("test_frobenius_norm_axis", lambda x: np.linalg.norm(x, axis=(0, 1)), (npr.randn(6, 5, 4),)),
+    *[
+        ("test_vector_norm_ord", functools.partial(np.linalg.norm, ord=o), (npr.randn(6),))
+        for o in range(2, 5)
+    ],
+    *[
+        ("test_norm_axis", functools.partial(np.linalg.norm, axis=a), (npr.randn(6, 5, 4),))
+        for a in range(3)
+    ],
     ("test_norm_nuclear", lambda x: np.linalg.norm(x, ord="nuc"), (npr.randn(6, 5),)),
-    ("test_norm_nuclear_axis", lambda x: np.linalg.norm(x, ord="nuc", axis=(0, 1)),
-     (npr.randn(6, 5, 4),)),
-    *[(f"test_svd_{name}", lambda x: tuple(np.linalg.svd(x, full_matrices=False)),
-       (npr.randn(*shape),))
-      for name, shape in [("wide_2d", (3, 5)), ("wide_3d", (4, 3, 5)), ("square_2d", (4, 4)),
-                          ("square_3d", (3, 4, 4)), ("tall_2d", (5, 3)),
-                          ("tall_3d", (4, 5, 3))]],
-    ("test_svd_only_s_2d", lambda x: np.linalg.svd(x, full_matrices=False, compute_uv=False),
-     (npr.randn(5, 3),)),
-    ("test_svd_only_s_3d", lambda x: np.linalg.svd(x, full_matrices=False, compute_uv=False),
-     (npr.randn(4, 5, 3),)),
+    (
+        "test_norm_nuclear_axis",
+        lambda x: np.linalg.norm(x, ord="nuc", axis=(0, 1)),
+        (npr.randn(6, 5, 4),),
+    ),
+    *[
+        (
+            f"test_svd_{name}",
+            lambda x: tuple(np.linalg.svd(x, full_matrices=False)),
+            (npr.randn(*shape),),
+        )
+        for name, shape in [
+            ("wide_2d", (3, 5)),
+            ("wide_3d", (4, 3, 5)),
+            ("square_2d", (4, 4)),
+            ("square_3d", (3, 4, 4)),
+            ("tall_2d", (5, 3)),
+            ("tall_3d", (4, 5, 3)),
+        ]
+    ],
+    (
+        "test_svd_only_s_2d",
+        lambda x: np.linalg.svd(x, full_matrices=False, compute_uv=False),
+        (npr.randn(5, 3),),
+    ),
+    (
+        "test_svd_only_s_3d",
+        lambda x: np.linalg.svd(x, full_matrices=False, compute_uv=False),
+        (npr.randn(4, 5, 3),),
+    ),
 ]
 
 
@@ -617,21 +755,32 @@ _HMAT = np.dot(_MAT6.T, _MAT6)
 _HMAT_B = np.einsum("...ij,...kj->...ik", *(2 * [npr.randn(2, 3, 6, 6) + 10 * np.eye(6)]))
 
 
-@pytest.mark.parametrize("fun, A", [
-    pytest.param(lambda x: tuple(np.linalg.eigh(x)), _HMAT, id="test_eigvalh_lower"),
-    pytest.param(lambda x: tuple(np.linalg.eigh(x, "U")), _HMAT, id="test_eigvalh_upper"),
-    pytest.param(lambda x: tuple(np.linalg.eigh(x)), _HMAT_B,
-                 id="test_eigvalh_lower_broadcasting"),
-    pytest.param(lambda x: tuple(np.linalg.eigh(x, "U")), _HMAT_B,
-                 id="test_eigvalh_upper_broadcasting"),
-    pytest.param(lambda A: np.linalg.cholesky(A), rand_psd(6), id="test_cholesky"),
-    pytest.param(lambda A: np.linalg.cholesky(A),
-                 np.concatenate([rand_psd(6)[None, :, :] for _ in range(3)], axis=0),
-                 id="test_cholesky_broadcast"),
-    pytest.param(lambda A: np.linalg.norm(np.dot(np.linalg.cholesky(A),
-                                                 np.random.RandomState(0).randn(A.shape[0]))),
-                 rand_psd(6), id="test_cholesky_reparameterization_trick"),
-])
+@pytest.mark.parametrize(
+    "fun, A",
+    [
+        pytest.param(lambda x: tuple(np.linalg.eigh(x)), _HMAT, id="test_eigvalh_lower"),
+        pytest.param(lambda x: tuple(np.linalg.eigh(x, "U")), _HMAT, id="test_eigvalh_upper"),
+        pytest.param(
+            lambda x: tuple(np.linalg.eigh(x)), _HMAT_B, id="test_eigvalh_lower_broadcasting"
+        ),
+        pytest.param(
+            lambda x: tuple(np.linalg.eigh(x, "U")), _HMAT_B, id="test_eigvalh_upper_broadcasting"
+        ),
+        pytest.param(lambda A: np.linalg.cholesky(A), rand_psd(6), id="test_cholesky"),
+        pytest.param(
+            lambda A: np.linalg.cholesky(A),
+            np.concatenate([rand_psd(6)[None, :, :] for _ in range(3)], axis=0),
+            id="test_cholesky_broadcast",
+        ),
+        pytest.param(
+            lambda A: np.linalg.norm(
+                np.dot(np.linalg.cholesky(A), np.random.RandomState(0).randn(A.shape[0]))
+            ),
+            rand_psd(6),
+            id="test_cholesky_reparameterization_trick",
+        ),
+    ],
+)
 @short_traceback
 def test_linalg_symmetric(fun, A):
     check_symmetric_matrix_grads(fun)(A)
@@ -652,18 +801,24 @@ def _check_binary_func(fun):
     _check_close(tg.grad(fun, 1, **I)(x, y), _nd(lambda y: fun(x, y), y))
 
 
-@pytest.mark.parametrize("fun", [op.add, op.sub, op.truediv, op.mul, op.pow, op.mod],
-                         ids=["test_add", "test_sub", "test_div", "test_mul", "test_pow",
-                              "test_mod"])
+@pytest.mark.parametrize(
+    "fun",
+    [op.add, op.sub, op.truediv, op.mul, op.pow, op.mod],
+    ids=["test_add", "test_sub", "test_div", "test_mul", "test_pow", "test_mod"],
+)
 def test_core(fun):
     _check_binary_func(fun)
 
 
-@xfail("by design: grad of a bool output raises DTypeError (a TypeError), as jax.grad "
-       "does; autograd returns a zero gradient")
-@pytest.mark.parametrize("fun", [op.eq, op.ne, op.le, op.ge, op.lt, op.gt],
-                         ids=["test_eq", "test_neq", "test_leq", "test_geq", "test_lt",
-                              "test_gt"])
+@xfail(
+    "by design: grad of a bool output raises DTypeError (a TypeError), as jax.grad "
+    "does; autograd returns a zero gradient"
+)
+@pytest.mark.parametrize(
+    "fun",
+    [op.eq, op.ne, op.le, op.ge, op.lt, op.gt],
+    ids=["test_eq", "test_neq", "test_leq", "test_geq", "test_lt", "test_gt"],
+)
 @short_traceback
 def test_core_comparison(fun):
     _check_binary_func(fun)
@@ -714,7 +869,7 @@ def _binary_op_check(fun, prepare=lambda a, b: (a, b), full=False):
 
 
 def _gap_from_zero(a, b):
-    return np.sqrt(a ** 2 + 0.5), np.sqrt(b ** 2 + 0.5)
+    return np.sqrt(a**2 + 0.5), np.sqrt(b**2 + 0.5)
 
 
 def _positive_and_round(a, b):
@@ -726,28 +881,30 @@ BINARY_OPS = {
     "test_add": (lambda x, y: to_scalar(x + y), {}),
     "test_sub": (lambda x, y: to_scalar(x - y), {}),
     "test_div": (lambda x, y: to_scalar(x / y), {"prepare": _gap_from_zero}),
-    "test_pow": (lambda x, y: to_scalar(x ** y), {"prepare": _positive_and_round}),
+    "test_pow": (lambda x, y: to_scalar(x**y), {"prepare": _positive_and_round}),
 }
 
 
-_POW_CROSS = ("WRONG GRADIENT: d2(x**y)/dx dy at y == 0 is 0 when the x-derivative is taken "
-              "first (exact 1/x; the other order gives 1/x): tg.hessian(lambda x, y: x**y, "
-              "argnums=(0, 1))(3.1, 0.0)[0][1] == 0; np.round puts zeros in y here. Also "
-              "tg.jvp drops Python-float tangents of pow")
+_POW_CROSS = (
+    "WRONG GRADIENT: d2(x**y)/dx dy at y == 0 is 0 when the x-derivative is taken "
+    "first (exact 1/x; the other order gives 1/x): tg.hessian(lambda x, y: x**y, "
+    "argnums=(0, 1))(3.1, 0.0)[0][1] == 0; np.round puts zeros in y here. Also "
+    "tg.jvp drops Python-float tangents of pow"
+)
 
 
-@pytest.mark.parametrize("fun, kw", [
-    pytest.param(f, kw, id=name, marks=[])
-    for name, (f, kw) in BINARY_OPS.items()])
+@pytest.mark.parametrize(
+    "fun, kw", [pytest.param(f, kw, id=name, marks=[]) for name, (f, kw) in BINARY_OPS.items()]
+)
 @short_traceback
 def test_binary_ops(fun, kw):
     _binary_op_check(fun, **kw)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fun, kw", [
-    pytest.param(f, kw, id=name, marks=[])
-    for name, (f, kw) in BINARY_OPS.items()])
+@pytest.mark.parametrize(
+    "fun, kw", [pytest.param(f, kw, id=name, marks=[]) for name, (f, kw) in BINARY_OPS.items()]
+)
 @short_traceback
 def test_binary_ops_all_pairs(fun, kw):
     _binary_op_check(fun, **kw, full=True)
@@ -756,13 +913,15 @@ def test_binary_ops_all_pairs(fun, kw):
 # ------------------------------------------------------------- tests/test_wrappers.py
 def _nd_args(f, *args, eps=1e-6):
     """Central differences of scalar `f` in each (scalar) argument."""
-    return tuple((f(*args[:k], a + eps / 2, *args[k + 1:]) - f(*args[:k], a - eps / 2,
-                                                                 *args[k + 1:])) / eps
-                 for k, a in enumerate(args))
+    return tuple(
+        (f(*args[:k], a + eps / 2, *args[k + 1 :]) - f(*args[:k], a - eps / 2, *args[k + 1 :]))
+        / eps
+        for k, a in enumerate(args)
+    )
 
 
 def test_return_both():
-    fun = lambda x: 3.0 * x ** 3.2
+    fun = lambda x: 3.0 * x**3.2
     d_fun = tg.grad(fun, **I)
     f_and_d_fun = tg.value_and_grad(fun, **I)
     test_x = 1.7
@@ -801,26 +960,31 @@ def test_multigrad_onearg():
     fun = lambda x, y: np.sum(x + np.sin(y))
     packed_fun = lambda xy: np.sum(xy[0] + np.sin(xy[1]))
     A, B = npr.randn(3), npr.randn(3)
-    np.testing.assert_allclose(tg.grad(fun, argnums=(0,), **I)(A, B)[0],
-                               tg.grad(packed_fun, **I)((A, B))[0])
+    np.testing.assert_allclose(
+        tg.grad(fun, argnums=(0,), **I)(A, B)[0], tg.grad(packed_fun, **I)((A, B))[0]
+    )
 
 
 def _elementwise_grad(fun, argnum=0):
     """autograd's elementwise_grad: the vjp with a cotangent of ones."""
+
     def gradfun(*args):
         others = list(args)
 
         def of_arg(x):
             others[argnum] = x
             return fun(*others)
+
         out, pullback = tg.vjp(of_arg, args[argnum], **I)
         return pullback(np.ones_like(out))[0]
+
     return gradfun
 
 
 def test_elementwise_grad():
     def simple_fun(a):
         return a + np.sin(a) + np.cosh(a)
+
     A = npr.randn(10)
     exact = _elementwise_grad(simple_fun)(A)
     numeric = np.array([_nd_args(simple_fun, A[i])[0] for i in range(len(A))])
@@ -830,6 +994,7 @@ def test_elementwise_grad():
 def test_elementwise_grad_multiple_args():
     def simple_fun(a, b):
         return a + np.sin(a) + np.cosh(b)
+
     A, B = 0.9, npr.randn(10)
     exact = _elementwise_grad(simple_fun, argnum=1)(A, B)
     numeric = np.array([_nd_args(simple_fun, A, B[i])[1] for i in range(len(B))])
@@ -841,15 +1006,25 @@ def _hessian_vector_product(fun):
     return tg.grad(lambda x, v: np.sum(tg.grad(fun, **I)(x) * v), **I)
 
 
-@pytest.mark.parametrize("shape", [(5,), (5, 4), (5, 4, 3)],
-                         ids=["test_hessian_vector_product", "test_hessian_matrix_product",
-                              "test_hessian_tensor_product"])
+@pytest.mark.parametrize(
+    "shape",
+    [(5,), (5, 4), (5, 4, 3)],
+    ids=[
+        "test_hessian_vector_product",
+        "test_hessian_matrix_product",
+        "test_hessian_tensor_product",
+    ],
+)
 def test_hessian_products(shape):
     fun = lambda a: np.sum(np.sin(a))
     a, V = npr.randn(*shape), npr.randn(*shape)
     H = tg.hessian(fun, **I)(a)
-    np.testing.assert_allclose(np.tensordot(H, V, axes=np.ndim(V)),
-                               _hessian_vector_product(fun)(a, V), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        np.tensordot(H, V, axes=np.ndim(V)),
+        _hessian_vector_product(fun)(a, V),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def _vector_jacobian_product(fun):
@@ -859,26 +1034,37 @@ def _vector_jacobian_product(fun):
 
 # autograd's tensor case pairs a (5, 4, 3) input with V (5, 4), which np.tensordot rejects
 # (it contracts the output's last two axes); V matches the output here.
-@pytest.mark.parametrize("shape", [(5,), (5, 4), (5, 4, 3)],
-                         ids=["test_vector_jacobian_product", "test_matrix_jacobian_product",
-                              "test_tensor_jacobian_product"])
+@pytest.mark.parametrize(
+    "shape",
+    [(5,), (5, 4), (5, 4, 3)],
+    ids=[
+        "test_vector_jacobian_product",
+        "test_matrix_jacobian_product",
+        "test_tensor_jacobian_product",
+    ],
+)
 def test_jacobian_products(shape):
     fun = lambda a: np.roll(np.sin(a), 1)
     a, V = npr.randn(*shape), npr.randn(*shape)
     J = tg.jacobian(fun, **I)(a)
-    np.testing.assert_allclose(np.tensordot(V, J, axes=np.ndim(V)),
-                               _vector_jacobian_product(fun)(a, V), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        np.tensordot(V, J, axes=np.ndim(V)),
+        _vector_jacobian_product(fun)(a, V),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def test_deprecated_defgrad_wrapper():
     @tg.custom_vjp
     def new_mul(x, y):
         return x * y
-    new_mul.defvjp(lambda x, y: (new_mul(x, y), (x, y)),
-                   lambda res, g: (res[1] * g, res[0] * g))
+
+    new_mul.defvjp(lambda x, y: (new_mul(x, y), (x, y)), lambda res, g: (res[1] * g, res[0] * g))
 
     def fun(x, y):
         return to_scalar(new_mul(x, y))
+
     check_grads(fun, argnum=(0, 1))(npr.randn(2, 2), npr.randn(2, 2))
 
 
@@ -887,12 +1073,14 @@ def test_partial():
 
     def f(x, y):
         return x
+
     assert tg.grad(partial(f, y=1), **I)(2.0) == 1.0
 
 
 def test_dtypes():
     def f(x):
-        return np.sum(x ** 2)
+        return np.sum(x**2)
+
     y = np.random.randn(10, 10).astype(np.float32)
     assert tg.grad(f, **I)(y).dtype.type is np.float32
     y = np.random.randn(10, 10).astype(np.float16)
@@ -902,13 +1090,15 @@ def test_dtypes():
 # ------------------------------------------------------------- tests/test_direct.py
 def test_grad():
     def fun(x):
-        return (x + np.sin(x ** 2)) * x
+        return (x + np.sin(x**2)) * x
+
     assert 3.190948746871 - 1e-6 < tg.grad(fun, **I)(1.3) < 3.190948746871 + 1e-6
 
 
 def test_deriv():
     def fun(x):
-        return (x + np.sin(x ** 2)) * x
+        return (x + np.sin(x**2)) * x
+
     _, d = tg.jvp(fun, (1.3,), (1.0,), **I)
     assert 3.190948746871 - 1e-6 < d < 3.190948746871 + 1e-6
 
@@ -916,17 +1106,29 @@ def test_deriv():
 def test_grad_complex_output():
     def fun(x):
         return x * (1.0 + 0.2j)
+
     with pytest.raises(TypeError):
         tg.grad(fun, **I)(1.0)
 
 
 SYSTEMATIC_COMBOS = [
-    test_var_ddof, test_std_ddof, test_systematic_transpose, test_systematic_dot,
-    test_systematic_tensordot_1, test_systematic_tensordot_2, test_systematic_tensordot_3,
-    test_systematic_tensordot_4, test_systematic_maximum, test_systematic_minimum,
-    test_systematic_sort, test_systematic_einsum_transpose, test_systematic_einsum_matmult,
-    test_systematic_einsum_covsum, test_systematic_einsum_ellipses,
-    test_systematic_einsum_three_args, test_systematic_trace,
+    test_var_ddof,
+    test_std_ddof,
+    test_systematic_transpose,
+    test_systematic_dot,
+    test_systematic_tensordot_1,
+    test_systematic_tensordot_2,
+    test_systematic_tensordot_3,
+    test_systematic_tensordot_4,
+    test_systematic_maximum,
+    test_systematic_minimum,
+    test_systematic_sort,
+    test_systematic_einsum_transpose,
+    test_systematic_einsum_matmult,
+    test_systematic_einsum_covsum,
+    test_systematic_einsum_ellipses,
+    test_systematic_einsum_three_args,
+    test_systematic_trace,
 ]
 
 

@@ -19,6 +19,7 @@ tracegrad reads them on every call, so the test changes them between calls); the
 "was ..." comments give the wrong value tracegrad returned before the fix.
 Everything runs on the interpreter backend except test_closure_numba at the end.
 """
+
 from __future__ import annotations
 
 import collections
@@ -26,19 +27,26 @@ from functools import partial
 
 import numpy as np
 import pytest
-from ported_check_grads import (assert_all_close, check_grads, custom_sin_jvp, custom_sin_vjp,
-                                short_traceback)
+from ported_check_grads import (
+    assert_all_close,
+    check_grads,
+    custom_sin_jvp,
+    custom_sin_vjp,
+    short_traceback,
+)
 
 import tracegrad as tg
 
 I = {"backend": "interpret"}
-npr = np.random.RandomState(1)   # autograd's tests run under npr.seed(1)
+npr = np.random.RandomState(1)  # autograd's tests run under npr.seed(1)
 
 
 def xfail(reason: str):
     """A strict xfail whose failure has a one-frame traceback (see short_traceback)."""
+
     def mark(test):
         return pytest.mark.xfail(reason=reason, strict=True)(short_traceback(test))
+
     return mark
 
 
@@ -62,11 +70,12 @@ def _leaves_and_rebuild(tree):
     def rebuild(leaves):
         items, at = [], 0
         for (_, build), n in zip(parts, sizes):
-            items.append(build(leaves[at:at + n]))
+            items.append(build(leaves[at : at + n]))
             at += n
         if keys is not None:
             return dict(zip(keys, items))
         return type(tree)(items)
+
     return [leaf for leaves, _ in parts for leaf in leaves], rebuild
 
 
@@ -86,9 +95,11 @@ def check_tree_grads(fun, argnum=0, **options):
         def of_leaves(*leaves):
             full = list(args)
             for (k, at, n), build in zip(slots, builders):
-                full[k] = build(list(leaves[at:at + n]))
+                full[k] = build(list(leaves[at : at + n]))
             return fun(*full)
+
         check_grads(of_leaves, argnum=tuple(range(len(flat))), **options)(*flat)
+
     return check
 
 
@@ -118,10 +129,12 @@ def test_hess_vector_prod():
 
     def fun(x):
         return np.sin(np.dot(x, randv))
+
     df = tg.grad(fun, **I)
 
     def vector_product(x, v):
         return np.sin(np.dot(v, df(x)))
+
     A, B = npr.randn(10), npr.randn(10)
     check_grads(fun)(A)
     check_grads(vector_product, argnum=(0, 1))(A, B)
@@ -131,6 +144,7 @@ def test_enclosing_scope_ref():
     def fun(x):
         inner_fun = lambda y: x * y
         return x * tg.grad(inner_fun, **I)(2.0)
+
     check_grads(fun)(1.0)
 
 
@@ -138,6 +152,7 @@ def test_enclosing_scope_ref_2():
     def fun(x):
         inner_fun = lambda y: y * x
         return x * tg.grad(inner_fun, **I)(2.0)
+
     check_grads(fun)(1.0)
 
 
@@ -148,6 +163,7 @@ def test_mutating_outgrad():
         d = a + b
         e = d + c
         return to_scalar(e)
+
     check_grads(fun)(npr.randn(5))
 
 
@@ -158,13 +174,14 @@ def test_mutating_outgrad_from_indexing():
         d = a + b
         e = d + c
         return to_scalar(e)
+
     check_grads(fun)(npr.randn(5))
 
 
 def test_third_derivative():
     fun = lambda x: np.sin(np.sin(x) + np.sin(x))
     df = tg.grad(fun, **I)
-    ddf = tg.grad(df, **I)     # autograd's test wrote grad(fun) three times (a typo)
+    ddf = tg.grad(df, **I)  # autograd's test wrote grad(fun) three times (a typo)
     dddf = tg.grad(ddf, **I)
     check_grads(fun)(npr.randn())
     check_grads(df)(npr.rand())
@@ -192,12 +209,23 @@ def test_third_derivative_other_args2():
     check_grads(dddf, argnum=(0, 1), order=1)(npr.randn(), npr.randn())
 
 
-@pytest.mark.parametrize("axis, keepdims, shape", [
-    (None, True, (3, 3)), (0, True, (3, 1)), (1, True, (1, 3)),
-    (0, False, (3, 1)), (1, False, (1, 3))],
-    ids=["test_singleton_array_output", "test_singleton_array_output_axis0",
-         "test_singleton_array_output_axis1", "test_singleton_array_output_axis0_nokeep",
-         "test_singleton_array_output_axis1_nokeep"])
+@pytest.mark.parametrize(
+    "axis, keepdims, shape",
+    [
+        (None, True, (3, 3)),
+        (0, True, (3, 1)),
+        (1, True, (1, 3)),
+        (0, False, (3, 1)),
+        (1, False, (1, 3)),
+    ],
+    ids=[
+        "test_singleton_array_output",
+        "test_singleton_array_output_axis0",
+        "test_singleton_array_output_axis1",
+        "test_singleton_array_output_axis0_nokeep",
+        "test_singleton_array_output_axis1_nokeep",
+    ],
+)
 def test_singleton_array_output(axis, keepdims, shape):
     fun = lambda x: np.sum(np.sin(x), axis=axis, keepdims=keepdims)
     check_grads(fun)(npr.randn(*shape))
@@ -217,6 +245,7 @@ def test_getter():
         B = np.sum(input_dict["item_2"])
         C = np.sum(input_dict["item_2"])
         return A + B + C
+
     result = tg.grad(fun, **I)(_DICT)
     assert np.allclose(result["item_1"], np.ones((5, 6)))
     assert np.allclose(result["item_2"], 2 * np.ones((4, 3)))
@@ -230,6 +259,7 @@ def _dict_d_fun(fun):
         B = np.sum(np.sin(g["item_1"]))
         C = np.sum(np.sin(g["item_2"]))
         return A + B + C
+
     return d_fun
 
 
@@ -238,6 +268,7 @@ def test_grads():
         A = np.sum(np.sin(input_dict["item_1"]))
         B = np.sum(np.cos(input_dict["item_2"]))
         return A + B
+
     check_tree_grads(fun)(_DICT)
     check_tree_grads(_dict_d_fun(fun))(_DICT)
 
@@ -250,6 +281,7 @@ def test_iter():
             A = A + np.sum(np.sin(input_dict[k])) * (i + 1.0)
             B = B + np.sum(np.cos(input_dict[k]))
         return A + B
+
     check_tree_grads(fun)(_DICT)
     check_tree_grads(_dict_d_fun(fun))(_DICT)
 
@@ -266,6 +298,7 @@ def test_items_values_keys():
         for k in sorted(input_dict.keys()):
             A = A + np.sum(np.cos(input_dict[k]))
         return A + B
+
     check_tree_grads(fun)(_DICT)
     check_tree_grads(_dict_d_fun(fun))(_DICT)
 
@@ -273,17 +306,20 @@ def test_items_values_keys():
 def test_get():
     def fun(d, x):
         return d.get("item_1", x) ** 2
+
     check_tree_grads(fun, argnum=(0, 1))({"item_1": 3.0}, 2.0)
     check_tree_grads(fun, argnum=(0, 1))({"item_2": 4.0}, 2.0)
 
 
 def test_tuple_getter():
     """autograd tests/test_tuple.py::test_getter."""
+
     def fun(input_tuple):
         A = np.sum(input_tuple[0])
         B = np.sum(input_tuple[1])
         C = np.sum(input_tuple[1])
         return A + B + C
+
     result = tg.grad(fun, **I)((npr.randn(5, 6), npr.randn(4, 3), npr.randn(2, 4)))
     assert np.allclose(result[0], np.ones((5, 6)))
     assert np.allclose(result[1], 2 * np.ones((4, 3)))
@@ -292,6 +328,7 @@ def test_tuple_getter():
 
 def test_tuple_grads():
     """autograd tests/test_tuple.py::test_grads (and test_list.py's, with a list)."""
+
     def fun(input_tuple):
         A = np.sum(np.sin(input_tuple[0]))
         B = np.sum(np.cos(input_tuple[1]))
@@ -303,6 +340,7 @@ def test_tuple_grads():
         B = np.sum(np.sin(g[0]))
         C = np.sum(np.sin(g[1]))
         return A + B + C
+
     for container in (tuple, list):
         input_tuple = container([npr.randn(5, 6), npr.randn(4, 3), npr.randn(2, 4)])
         check_tree_grads(fun)(input_tuple)
@@ -315,6 +353,7 @@ def test_nested_list():
 
     def fun(x):
         return x[1:][0]
+
     check_tree_grads(fun)(A)
 
 
@@ -327,14 +366,14 @@ def test_jacobian_against_grad():
 
 
 def test_jacobian_scalar_to_vector():
-    fun = lambda x: np.array([x, x ** 2, x ** 3])
+    fun = lambda x: np.array([x, x**2, x**3])
     val = npr.randn()
-    assert np.allclose(tg.jacobian(fun, **I)(val), np.array([1.0, 2 * val, 3 * val ** 2]))
+    assert np.allclose(tg.jacobian(fun, **I)(val), np.array([1.0, 2 * val, 3 * val**2]))
 
 
 def test_jacobian_against_stacked_grads():
     scalar_funs = [
-        lambda x: np.sum(x ** 3),
+        lambda x: np.sum(x**3),
         lambda x: np.prod(np.sin(x) + np.sin(x)),
         # a grad inside the Jacobian, closing over the outer traced x
         lambda x: tg.grad(lambda y: np.exp(y) * np.tanh(x[0]), **I)(x[1]),
@@ -357,10 +396,16 @@ def test_jacobian_higher_order():
     assert tg.jacobian(tg.jacobian(fun, **I), **I)(npr.randn(2)).shape == (2, 2, 2, 2)
     # (autograd leaves this one commented out)
     assert tg.jacobian(tg.jacobian(tg.jacobian(fun, **I), **I), **I)(npr.randn(2)).shape == (
-        2, 2, 2, 2, 2)
+        2,
+        2,
+        2,
+        2,
+        2,
+    )
     check_grads(lambda x: np.sum(np.sin(tg.jacobian(fun, **I)(x))))(npr.randn(2))
-    check_grads(lambda x: np.sum(np.sin(tg.jacobian(tg.jacobian(fun, **I), **I)(x))),
-                order=1)(npr.randn(2))
+    check_grads(lambda x: np.sum(np.sin(tg.jacobian(tg.jacobian(fun, **I), **I)(x))), order=1)(
+        npr.randn(2)
+    )
 
 
 # ------------------------------------------------------ JAX tests/batching_test.py
@@ -396,10 +441,11 @@ def test_per_example_gradients():
 
 def test_jacobians():
     """JAX's testJacobians: jacfwd by vmap of jvp, jacbwd by vmap of vjp."""
+
     def jacbwd(f, x):
         y, pullback = tg.vjp(f, x, **I)
         std_basis = np.eye(np.size(y)).reshape((-1,) + np.shape(y))
-        jac_flat, = tg.vmap(pullback, out_axes=np.ndim(y))(std_basis)
+        (jac_flat,) = tg.vmap(pullback, out_axes=np.ndim(y))(std_basis)
         return jac_flat.reshape(np.shape(y) + np.shape(x))
 
     def jacfwd(f, x):
@@ -426,6 +472,7 @@ def test_batch_of_compile():
     def f(x):
         side.append(None)
         return x + x
+
     g = tg.compile(tg.vmap(f), **I)
     assert_all_close(g(np.ones(2)), 2 * np.ones(2))
     assert len(side) == 1
@@ -441,15 +488,17 @@ def test_np_maximum_per_example_grad():
     ans = tg.vmap(partial(tg.grad(fun, **I), W))(x)
     W_t = np.transpose(W)
     for i in range(10):
-        x_ex = x[i:i + 1]
+        x_ex = x[i : i + 1]
         expected_ans = 2.0 * np.dot(np.maximum(np.dot(W_t, np.transpose(x_ex)), 0.0), x_ex)
         assert_all_close(ans[i], np.transpose(expected_ans))
 
 
 def test_batching_hessian():
     """JAX's BatchingTest.testHessian (hessian of a relu-squared sum, kink at 0)."""
+
     def fun(x, t):
         return np.sum(np.power(np.maximum(x, 0.0), 2)) + t
+
     x = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
     ans = tg.hessian(lambda x: fun(x, 0.0), **I)(x)
     expected = np.diag([0.0, 0.0, 0.5, 2.0, 2.0])
@@ -466,6 +515,7 @@ def test_jacobian_issue54():
 
 # ---------------------------------------------- JAX tests/api_test.py: custom rules
 
+
 def test_custom_jvp_vmap():
     """JAX's CustomJVPTest.test_vmap."""
     f = custom_sin_jvp()
@@ -473,14 +523,17 @@ def test_custom_jvp_vmap():
     xx = np.arange(6.0).reshape(2, 3)
     assert_all_close(tg.vmap(f)(x), np.sin(x))
     assert_all_close(tg.vmap(tg.vmap(f))(xx), np.sin(xx))
-    assert_all_close(tg.vmap(lambda x: tg.jvp(f, (x,), (x,), **I))(x),
-                     (np.sin(x), 2 * np.cos(x) * x))
-    assert_all_close(tg.vmap(tg.vmap(lambda x: tg.jvp(f, (x,), (x,), **I)))(xx),
-                     (np.sin(xx), 2 * np.cos(xx) * xx))
-    assert_all_close(tg.jvp(tg.vmap(f), (x,), (x,), **I),
-                     (np.sin(x), 2 * np.cos(x) * x))
-    assert_all_close(tg.jvp(tg.vmap(tg.vmap(f)), (xx,), (xx,), **I),
-                     (np.sin(xx), 2 * np.cos(xx) * xx))
+    assert_all_close(
+        tg.vmap(lambda x: tg.jvp(f, (x,), (x,), **I))(x), (np.sin(x), 2 * np.cos(x) * x)
+    )
+    assert_all_close(
+        tg.vmap(tg.vmap(lambda x: tg.jvp(f, (x,), (x,), **I)))(xx),
+        (np.sin(xx), 2 * np.cos(xx) * xx),
+    )
+    assert_all_close(tg.jvp(tg.vmap(f), (x,), (x,), **I), (np.sin(x), 2 * np.cos(x) * x))
+    assert_all_close(
+        tg.jvp(tg.vmap(tg.vmap(f)), (xx,), (xx,), **I), (np.sin(xx), 2 * np.cos(xx) * xx)
+    )
 
 
 def test_custom_jvp_jit_vmap_grad():
@@ -501,12 +554,10 @@ def test_custom_vjp_vmap():
     assert_all_close(tg.vmap(f)(x), np.sin(x))
     assert_all_close(tg.vmap(tg.vmap(f))(xx), np.sin(xx))
     assert_all_close(tg.grad(lambda x: np.sum(tg.vmap(f)(x)), **I)(x), 2 * np.cos(x))
-    assert_all_close(tg.grad(lambda x: np.sum(tg.vmap(tg.vmap(f))(x)), **I)(xx),
-                     2 * np.cos(xx))
+    assert_all_close(tg.grad(lambda x: np.sum(tg.vmap(tg.vmap(f))(x)), **I)(xx), 2 * np.cos(xx))
     assert_all_close(tg.vmap(tg.grad(f, **I))(x), 2 * np.cos(x))
     assert_all_close(tg.vmap(tg.vmap(tg.grad(f, **I)))(xx), 2 * np.cos(xx))
-    assert_all_close(tg.vmap(tg.grad(lambda x: np.sum(tg.vmap(f)(x)), **I))(xx),
-                     2 * np.cos(xx))
+    assert_all_close(tg.vmap(tg.grad(lambda x: np.sum(tg.vmap(f)(x)), **I))(xx), 2 * np.cos(xx))
 
 
 def test_custom_vjp_jit_vmap():
@@ -515,13 +566,15 @@ def test_custom_vjp_jit_vmap():
     x = np.arange(3.0)
     assert_all_close(tg.compile(tg.vmap(tg.grad(f, **I)), **I)(x), 2 * np.cos(x))
     assert_all_close(tg.vmap(tg.compile(tg.grad(f, **I), **I))(x), 2 * np.cos(x))
-    assert_all_close(tg.grad(lambda x: np.sum(tg.compile(tg.vmap(f), **I)(x)), **I)(x),
-                     2 * np.cos(x))
+    assert_all_close(
+        tg.grad(lambda x: np.sum(tg.compile(tg.vmap(f), **I)(x)), **I)(x), 2 * np.cos(x)
+    )
 
 
 def _custom_triple(kind):
     """3 x with a custom derivative of 2 (JAX's test_initial_style function)."""
     if kind == "jvp":
+
         @tg.custom_jvp
         def f(x):
             return 3 * x
@@ -529,11 +582,13 @@ def _custom_triple(kind):
         @f.defjvp
         def f_jvp(primals, tangents):
             return f(primals[0]), 2.0 * tangents[0]
+
         return f
 
     @tg.custom_vjp
     def f(x):
         return 3 * x
+
     f.defvjp(lambda x: (f(x), None), lambda _, g: (2.0 * g,))
     return f
 
@@ -554,8 +609,9 @@ def test_initial_style(kind, loop):
     assert_all_close(tg.compile(tg.grad(foo, **I), **I)(3.0), 2.0)
     assert_all_close(tg.vmap(foo)(np.arange(3.0)), 3 * np.arange(3.0))
     assert_all_close(tg.vmap(tg.grad(foo, **I))(np.arange(3.0)), [2.0, 2.0, 2.0])
-    assert_all_close(tg.grad(lambda x: np.sum(tg.vmap(foo)(x)), **I)(np.arange(3.0)),
-                     [2.0, 2.0, 2.0])
+    assert_all_close(
+        tg.grad(lambda x: np.sum(tg.vmap(foo)(x)), **I)(np.arange(3.0)), [2.0, 2.0, 2.0]
+    )
     if kind == "jvp":
         assert_all_close(tg.jvp(foo, (3.0,), (1.0,), **I), (9.0, 2.0))
 
@@ -567,8 +623,9 @@ def test_hard_stuff():
     assert_all_close(tg.compile(tg.vmap(np.linalg.det), **I)(arr), np.linalg.det(arr))
     expected = np.linalg.det(arr)[:, None, None] * np.linalg.inv(arr).transpose(0, 2, 1)
     assert_all_close(tg.vmap(tg.grad(np.linalg.det, **I))(arr), expected, rtol=1e-10)
-    assert_all_close(tg.grad(lambda a: np.sum(tg.vmap(np.linalg.det)(a)), **I)(arr), expected,
-                     rtol=1e-10)
+    assert_all_close(
+        tg.grad(lambda a: np.sum(tg.vmap(np.linalg.det)(a)), **I)(arr), expected, rtol=1e-10
+    )
 
 
 def test_issue_871():
@@ -599,8 +656,10 @@ def test_dict_argument_in_another_key_order():
     h = tg.hessian(lambda p: np.sum(p["a"] ** 3 + p["b"] ** 2), **I)
     for p in ({"b": np.ones(2), "a": np.ones(2)}, {"a": np.ones(2), "b": np.ones(2)}):
         hess = h(p)
-        assert_all_close((hess["a"]["a"], hess["b"]["b"], hess["a"]["b"]),
-                         (6 * np.eye(2), 2 * np.eye(2), np.zeros((2, 2))))
+        assert_all_close(
+            (hess["a"]["a"], hess["b"]["b"], hess["a"]["b"]),
+            (6 * np.eye(2), 2 * np.eye(2), np.zeros((2, 2))),
+        )
     vm = tg.vmap(lambda p: p["a"] - p["b"])
     assert_all_close(vm({"b": np.ones((2, 2)), "a": np.zeros((2, 2))}), -np.ones((2, 2)))
 
@@ -608,8 +667,10 @@ def test_dict_argument_in_another_key_order():
 # ------------------------------------------------- autograd tests/test_wrappers.py
 def test_value_and_grad_has_aux_composed():
     """autograd's test_grad_and_aux (grad_and_aux) under compile and vmap."""
+
     def fun(x):
         return np.sum(np.sin(x)), {"cos": np.cos(x), "n": x.shape[0] * 1.0}
+
     x = npr.randn(4)
     (v, aux), g = tg.value_and_grad(fun, has_aux=True, **I)(x)
     assert_all_close(v, np.sum(np.sin(x)))
@@ -649,10 +710,16 @@ def test_closure_changes_seen_through_every_transform():
         "grad(compile)": (tg.grad(tg.compile(f, **I), **I), lambda W: _expected_grad(W, x), x),
         "vmap(grad)": (tg.vmap(tg.grad(f, **I)), lambda W: _expected_grad(W, xs), xs),
         "hessian": (tg.hessian(f, **I), lambda W: np.diag(-W * W * np.sin(W * x)), x),
-        "jacfwd(grad)": (tg.jacfwd(tg.grad(f, **I), **I),
-                         lambda W: np.diag(-W * W * np.sin(W * x)), x),
-        "grad(grad) of a sum": (tg.grad(lambda x: np.sum(tg.grad(f, **I)(x)), **I),
-                                lambda W: -W * W * np.sin(W * x), x),
+        "jacfwd(grad)": (
+            tg.jacfwd(tg.grad(f, **I), **I),
+            lambda W: np.diag(-W * W * np.sin(W * x)),
+            x,
+        ),
+        "grad(grad) of a sum": (
+            tg.grad(lambda x: np.sum(tg.grad(f, **I)(x)), **I),
+            lambda W: -W * W * np.sin(W * x),
+            x,
+        ),
     }
     for new_w in ("first call", "in place", "rebound", "rebound float32"):
         if new_w == "in place":
@@ -662,8 +729,12 @@ def test_closure_changes_seen_through_every_transform():
         elif new_w == "rebound float32":
             W = np.array([0.2, 0.4, 0.8], np.float32)
         for name, (transformed, expected, arg) in transforms.items():
-            np.testing.assert_allclose(transformed(arg), expected(W.astype(np.float64)),
-                                       rtol=1e-6, err_msg=f"{name} after W {new_w}")
+            np.testing.assert_allclose(
+                transformed(arg),
+                expected(W.astype(np.float64)),
+                rtol=1e-6,
+                err_msg=f"{name} after W {new_w}",
+            )
 
 
 def test_closure_array_default_argument():  # was a stale gradient: [1, 1, 1] after W *= 3
@@ -672,6 +743,7 @@ def test_closure_array_default_argument():  # was a stale gradient: [1, 1, 1] af
 
     def f(x, W=W):
         return np.sum(W * x)
+
     g = tg.grad(f, **I)
     assert_all_close(g(np.ones(3)), np.ones(3))
     W *= 3
@@ -680,19 +752,22 @@ def test_closure_array_default_argument():  # was a stale gradient: [1, 1, 1] af
 
     def h(x, *, scale=W):
         return np.sum(scale * x * x)
+
     gh = tg.grad(h, **I)
     assert_all_close(gh(np.ones(3)), [6.0, 6.0, 6.0])
     W[:] = [1.0, 2.0, 3.0]
     assert_all_close(gh(np.ones(3)), [2.0, 4.0, 6.0])
-    assert_all_close(W, [1.0, 2.0, 3.0])   # the user's array is restored after the trace
+    assert_all_close(W, [1.0, 2.0, 3.0])  # the user's array is restored after the trace
 
     class Params:
         pass
+
     params, table = Params(), {"W": np.ones(2)}
     params.W = np.ones(2)
 
     def k(x, p=params, t=table):  # was stale too: [2, 2] after both changes
         return np.sum(p.W * t["W"] * x)
+
     gk = tg.grad(k, **I)
     assert_all_close(gk(np.ones(2)), [1.0, 1.0])
     params.W = np.array([2.0, 3.0])
@@ -702,6 +777,7 @@ def test_closure_array_default_argument():  # was a stale gradient: [1, 1, 1] af
 
 def test_closure_class_attribute_through_self():  # was stale: [1, 1] after M.scale *= 2
     """closure: `self.scale` where `scale` is set on the class, changed or rebound."""
+
     class Model:
         scale = np.ones(2)
 
@@ -710,6 +786,7 @@ def test_closure_class_attribute_through_self():  # was stale: [1, 1] after M.sc
 
         def loss(self, x):
             return np.sum(self.W * self.scale * x)
+
     model = Model()
     g = tg.grad(model.loss, **I)
     assert_all_close(g(np.ones(2)), [1.0, 1.0])
@@ -717,7 +794,7 @@ def test_closure_class_attribute_through_self():  # was stale: [1, 1] after M.sc
     assert_all_close(g(np.ones(2)), [2.0, 2.0])
     Model.scale = np.array([3.0, 4.0])
     assert_all_close(g(np.ones(2)), [3.0, 4.0])
-    model.scale = np.array([5.0, 6.0])     # now shadowed by the instance's own
+    model.scale = np.array([5.0, 6.0])  # now shadowed by the instance's own
     assert_all_close(g(np.ones(2)), [5.0, 6.0])
     assert "scale" not in vars(Model) or Model.scale.tolist() == [3.0, 4.0]
 
@@ -731,6 +808,7 @@ def test_closure_nested_params_three_levels():  # was stale: [1, 1, 1] after the
         for layer in params["layers"]:
             x = layer["W"] * x
         return np.sum(x)
+
     g = tg.grad(f, **I)
     assert_all_close(g(np.ones(3)), [2.0, 2.0, 2.0])
     params["layers"][0]["W"] *= 5
@@ -747,6 +825,7 @@ def test_closure_custom_vjp_and_control_flow():
     @tg.custom_vjp
     def f(x):
         return c * x
+
     f.defvjp(lambda x: (f(x), None), lambda _, g: (c * g,))
     g = tg.grad(f, **I)
     vg = tg.vmap(tg.grad(f, **I))
@@ -763,6 +842,7 @@ def test_closure_custom_vjp_and_control_flow():
         for _ in range(3):
             h = np.tanh(W * h + x)
         return np.sum(h)
+
     gl = tg.grad(loop, **I)
     x0 = np.array([0.1, 0.2])
     for change in (None, "in place", "rebound"):
@@ -774,7 +854,7 @@ def test_closure_custom_vjp_and_control_flow():
         np.testing.assert_allclose(gl(x0), numeric, rtol=1e-6, err_msg=str(change))
 
     k = np.array(2.0)
-    branchy = lambda x: tg.cond(x > 0, lambda x: k * x ** 3, lambda x: -x ** 2, x)
+    branchy = lambda x: tg.cond(x > 0, lambda x: k * x**3, lambda x: -(x**2), x)
     dd = tg.grad(tg.grad(branchy, **I), **I)
     assert_all_close((dd(1.5), dd(-1.5)), (18.0, -2.0))
     k[...] = 5.0
@@ -790,6 +870,7 @@ def test_closure_read_only_by_a_custom_rule():  # was stale: 2.0 after k became 
     @tg.custom_vjp
     def f(x):
         return x * 1.0
+
     f.defvjp(lambda x: (f(x), None), lambda _, g: (k * g,))
     gf, vgf = tg.grad(f, **I), tg.vmap(tg.grad(f, **I))
     assert_all_close(gf(1.0), 2.0)
@@ -807,6 +888,7 @@ def test_closure_read_only_by_a_custom_rule():  # was stale: 2.0 after k became 
     @h.defjvp
     def h_jvp(primals, tangents):
         return h(primals[0]), q * tangents[0]
+
     gh = tg.grad(h, **I)
     assert_all_close((gh(1.0), tg.jvp(h, (1.0,), (1.0,), **I)[1]), (2.0, 2.0))
     q = 6.0
@@ -878,15 +960,16 @@ def test_closure_through_methods_properties_and_slots():  # each was stale befor
 
     def expected():
         return layer._W * _SHARED_SCALE * (2 * x + _SHARED_SCALE)
+
     g = tg.grad(layer.loss, **I)
     g_arg = tg.grad(lambda layer, x: layer.loss(x), argnums=1, **I)
     saved = _SHARED_SCALE
     try:
         for change in (None, "property's attribute", "global read by methods", "rebound"):
             if change == "property's attribute":
-                layer._W *= 2          # was: [4, 6] kept (the property froze _W)
+                layer._W *= 2  # was: [4, 6] kept (the property froze _W)
             elif change == "global read by methods":
-                _SHARED_SCALE *= 3     # was frozen too (read by scaled and shifted)
+                _SHARED_SCALE *= 3  # was frozen too (read by scaled and shifted)
             elif change == "rebound":
                 layer._W = np.array([0.5, -1.0])
                 _SHARED_SCALE = np.array([2.0, 0.25])
@@ -899,7 +982,7 @@ def test_closure_through_methods_properties_and_slots():  # each was stale befor
     slotted = _Slotted(np.ones(2))
     gs = tg.grad(slotted.loss, **I)
     assert_all_close(gs(x), [1.0, 1.0])
-    slotted.W *= 4                     # was: [1, 1]
+    slotted.W *= 4  # was: [1, 1]
     assert_all_close(gs(x), [4.0, 4.0])
     slotted.W = np.array([5.0, 6.0])
     assert_all_close(gs(x), [5.0, 6.0])
@@ -930,7 +1013,7 @@ def test_closure_in_dict_subclasses_namedtuples_and_classes():  # each was stale
     try:
         for name, (_, current) in cases.items():
             assert_all_close(grads[name](x), current())
-            current()[:] = [3.0, 4.0]        # was: [1, 1] for each of them
+            current()[:] = [3.0, 4.0]  # was: [1, 1] for each of them
             assert_all_close(grads[name](x), [3.0, 4.0])
         params = _ParamsTuple(np.array([5.0, 6.0]), np.zeros(2))
         _Config.W = np.array([7.0, 8.0])
@@ -945,6 +1028,7 @@ def test_closure_module_attribute():  # was stale: [2, 2] after hparams.W *= 3
     """closure: `hparams.W` and `hparams.scale` of the user's own module (a module
     made here, with a file, stands for `import hparams`)."""
     import types
+
     hparams = types.ModuleType("hparams_of_test_ported_compositions")
     hparams.__file__ = __file__
     hparams.W, hparams.scale = np.ones(2), 2.0
@@ -954,9 +1038,10 @@ def test_closure_module_attribute():  # was stale: [2, 2] after hparams.W *= 3
     assert_all_close(g(np.ones(2)), [6.0, 6.0])
     hparams.W = np.array([1.0, 2.0])
     assert_all_close(g(np.ones(2)), [2.0, 4.0])
-    hparams.scale = 5.0                      # a Python float: static, retraces
+    hparams.scale = 5.0  # a Python float: static, retraces
     assert_all_close(g(np.ones(2)), [5.0, 10.0])
     import math
+
     h = tg.grad(lambda x: x * math.pi, **I)  # the standard library's are not followed
     assert_all_close(h(1.0), np.pi)
 
@@ -971,11 +1056,11 @@ def test_closure_vjp_pullback_is_the_derivative_where_vjp_was_taken():
     expected = W * np.cos(x0)
     out, pullback = tg.vjp(lambda x: W * np.sin(x), x0, **I)
     assert_all_close(out, W * np.sin(x0))
-    W[:] = [10.0, 20.0]          # in place, after vjp
+    W[:] = [10.0, 20.0]  # in place, after vjp
     assert_all_close(pullback(np.ones(2)), (expected,))
-    x0[:] = 0.0                  # the primal too
+    x0[:] = 0.0  # the primal too
     assert_all_close(pullback(np.ones(2)), (expected,))
-    _, pullback = tg.vjp(lambda x: W * np.sin(x), x0, **I)   # a new vjp: the new state
+    _, pullback = tg.vjp(lambda x: W * np.sin(x), x0, **I)  # a new vjp: the new state
     assert_all_close(pullback(np.ones(2)), (W,))
     _, f_jvp = tg.linearize(lambda x: W * np.sin(x), x0, **I)  # (linearize already was)
     W[:] = 0.0
@@ -988,8 +1073,13 @@ def test_dtypes_one_function_many_signatures():
     compiled grad called with float32, float64, mixed, then float32 again."""
     g = tg.grad(lambda x, y: np.sum(np.sin(x) * y), argnums=(0, 1), **I)
     x, y = np.array([0.3, 1.2]), np.array([2.0, -1.0])
-    cases = [(np.float32, np.float32), (np.float64, np.float64), (np.float32, np.float64),
-             (np.float64, np.float32), (np.float32, np.float32)]
+    cases = [
+        (np.float32, np.float32),
+        (np.float64, np.float64),
+        (np.float32, np.float64),
+        (np.float64, np.float32),
+        (np.float32, np.float32),
+    ]
     for dx, dy in cases:
         gx, gy = g(x.astype(dx), y.astype(dy))
         assert (gx.dtype, gy.dtype) == (dx, dy)
@@ -1002,10 +1092,10 @@ def test_dtypes_one_function_many_signatures():
 def test_dtypes_int_and_bool_arguments_not_differentiated():
     """dtype: JAX's test_grad_of_int_errors counterpart: an int or bool argument that is
     not differentiated selects the right graph (each new value or dtype)."""
-    h = tg.grad(lambda x, n: np.sum(x ** n), **I)
+    h = tg.grad(lambda x, n: np.sum(x**n), **I)
     x = np.array([0.3, 1.2])
     assert_all_close(h(x, 2), 2 * x)
-    assert_all_close(h(x, 3), 3 * x ** 2)
+    assert_all_close(h(x, 3), 3 * x**2)
     assert_all_close(h(x, np.array([2, 3])), [2 * x[0], 3 * x[1] ** 2])
     assert_all_close(h(x, np.array([3, 2], np.int32)), [3 * x[0] ** 2, 2 * x[1]])
     m = tg.grad(lambda x, mask: np.sum(np.where(mask, x, 2 * x)), **I)
@@ -1022,8 +1112,10 @@ def test_dtypes_int_and_bool_arguments_not_differentiated():
 
 
 _WEAK_SCALAR_OPS = {
-    "floor_divide": lambda x: x // 2, "np.floor_divide": lambda x: np.floor_divide(x, 2.0),
-    "hypot": lambda x: np.hypot(x, 2.0), "logaddexp2": lambda x: np.logaddexp2(x, 2),
+    "floor_divide": lambda x: x // 2,
+    "np.floor_divide": lambda x: np.floor_divide(x, 2.0),
+    "hypot": lambda x: np.hypot(x, 2.0),
+    "logaddexp2": lambda x: np.logaddexp2(x, 2),
     "ldexp": lambda x: tg.ldexp(x, 2),
 }
 
@@ -1046,13 +1138,16 @@ def test_dtypes_closure_and_argument_promotion():
     W = np.array([1.5, 2.5], np.float32)
     g = tg.grad(lambda x: np.sum(W * x * x), **I)
     x = np.array([1.0, 2.0])
-    for W_dtype, x_dtype in [(np.float32, np.float64), (np.float32, np.float32),
-                             (np.float64, np.float32)]:
+    for W_dtype, x_dtype in [
+        (np.float32, np.float64),
+        (np.float32, np.float32),
+        (np.float64, np.float32),
+    ]:
         W = W.astype(W_dtype)
         out = g(x.astype(x_dtype))
         assert out.dtype == x_dtype
         np.testing.assert_allclose(out, 2 * W.astype(np.float64) * x, rtol=1e-6)
-    hess32 = tg.hessian(lambda x: np.sum(x ** 3), **I)(np.array([1.0, 2.0], np.float32))
+    hess32 = tg.hessian(lambda x: np.sum(x**3), **I)(np.array([1.0, 2.0], np.float32))
     assert hess32.dtype == np.float32
     assert_all_close(hess32, np.diag([6.0, 12.0]))
 
@@ -1063,8 +1158,10 @@ Point = collections.namedtuple("Point", ["x", "y"])
 
 def test_namedtuple_transparency():  # was: AttributeError inside f (a Tracer or tuple, no .x)
     """JAX's test_namedtuple_transparency (issue 446)."""
+
     def f(pt):
-        return np.sqrt(pt.x ** 2 + pt.y ** 2)
+        return np.sqrt(pt.x**2 + pt.y**2)
+
     pt = Point(1.0, 2.0)
     f(pt)
     g = tg.grad(f, **I)(pt)
@@ -1086,17 +1183,22 @@ def test_namedtuple_transparency():  # was: AttributeError inside f (a Tracer or
     assert_all_close(per_example, Point(pa.x / f(pa), pa.y / f(pa)))
 
 
-@xfail("by design: `(self.x == 0) and ...` converts a traced value to bool (TracingError "
-       "pointing to tg.where); JAX's grad runs on concrete values")
+@xfail(
+    "by design: `(self.x == 0) and ...` converts a traced value to bool (TracingError "
+    "pointing to tg.where); JAX's grad runs on concrete values"
+)
 def test_namedtuple_subclass_transparency():
     """JAX's test_namedtuple_subclass_transparency (issue 806)."""
+
     class ZeroPoint(Point):
         def is_zero(self):
             return (self.x == 0) and (self.y == 0)
+
     pt = ZeroPoint(0.0, 0.0)
 
     def f(pt):
-        return 0.0 if pt.is_zero() else np.sqrt(pt.x ** 2 + pt.y ** 2)
+        return 0.0 if pt.is_zero() else np.sqrt(pt.x**2 + pt.y**2)
+
     f(pt)
     tg.grad(f, **I)(pt)
 
@@ -1109,6 +1211,7 @@ def test_vmap_structured_in_axes():
     def foo(tree_arg):
         x, (y, z) = tree_arg
         return np.dot(x, np.dot(y, z))
+
     assert tg.vmap(foo, in_axes=((0, (1, 2)),))((x, (y, z))).shape == (6, 2, 5)
     assert tg.vmap(foo, in_axes=((0, Point(1, 2)),))((x, Point(y, z))).shape == (6, 2, 5)
 
@@ -1116,8 +1219,8 @@ def test_vmap_structured_in_axes():
         x, dct = tree_arg
         y, z = dct["a"], dct["b"]
         return np.dot(x, np.dot(y, z))
-    assert tg.vmap(foo, in_axes=((0, {"a": 1, "b": 2}),))((x, {"a": y, "b": z})).shape == (
-        6, 2, 5)
+
+    assert tg.vmap(foo, in_axes=((0, {"a": 1, "b": 2}),))((x, {"a": y, "b": z})).shape == (6, 2, 5)
 
 
 def test_vmap_in_axes_list():
@@ -1127,6 +1230,7 @@ def test_vmap_in_axes_list():
 
     def f(dct, x, y):
         return dct["a"] + dct["b"] + x + y
+
     out1 = tg.vmap(f, (None, 0, 0))(dictionary, x, y)
     out2 = tg.vmap(f, [None, 0, 0])(dictionary, x, y)
     assert_all_close(out1, out2)
@@ -1157,6 +1261,7 @@ def test_closure_numba():
 
     def expected():
         return _NUMBA_W * np.cos(_NUMBA_W * x) * _NumbaModel.scale + bias
+
     saved = (_NUMBA_W.copy(), _NumbaModel.scale.copy(), bias.copy())
     try:
         np.testing.assert_allclose(_NUMBA_GRAD(x), expected(), rtol=1e-13)

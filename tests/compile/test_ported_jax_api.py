@@ -6,12 +6,18 @@ the interpreter backend; the `*_numba` cases compile with Numba and share one
 compiled function per graph. Cases tracegrad cannot run yet are
 `xfail(strict=True)` with the reason.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from ported_check_grads import (assert_all_close, check_grads, custom_sin_jvp, custom_sin_vjp,
-                                short_traceback)
+from ported_check_grads import (
+    assert_all_close,
+    check_grads,
+    custom_sin_jvp,
+    custom_sin_vjp,
+    short_traceback,
+)
 
 import tracegrad as tg
 
@@ -21,8 +27,10 @@ rng = np.random.RandomState(0)
 
 def xfail(reason: str):
     """A strict xfail whose failure has a one-frame traceback (see short_traceback)."""
+
     def mark(test):
         return pytest.mark.xfail(reason=reason, strict=True)(short_traceback(test))
+
     return mark
 
 
@@ -43,7 +51,9 @@ def test_value_and_grad_argnums():
     assert tg.value_and_grad(_f_flag, **I)(1.0, 1.0, 1.0, flag=True) == (y, 1.0)
     assert tg.value_and_grad(_f_flag, argnums=1, **I)(1.0, 1.0, 1.0, flag=True) == (y, 2.0)
     assert tg.value_and_grad(_f_flag, argnums=(2, 0), **I)(1.0, 1.0, 1.0, flag=True) == (
-        y, (3.0, 1.0))
+        y,
+        (3.0, 1.0),
+    )
 
 
 def test_grad_of_jit():
@@ -53,6 +63,7 @@ def test_grad_of_jit():
     def f(x):
         side.append(None)
         return x * x
+
     g = tg.grad(f, **I)
     assert g(1.0) == 2.0
     assert len(side) == 1
@@ -67,6 +78,7 @@ def test_jit_of_grad():
     def f(x):
         side.append(None)
         return x * x
+
     g = tg.compile(tg.grad(f, **I), **I)
     assert g(1.0) == 2.0
     assert len(side) == 1
@@ -77,6 +89,7 @@ def test_jit_of_grad():
 def test_grad_bad_input():
     def f(x):
         return x
+
     with pytest.raises(TypeError, match="foo|str"):
         tg.grad(f, **I)("foo")
 
@@ -98,7 +111,7 @@ def test_grad_nonscalar_output():
 
 def test_grad_of_int_errors():
     with pytest.raises(TypeError):
-        tg.grad(lambda x: x ** 2, **I)(1)
+        tg.grad(lambda x: x**2, **I)(1)
 
 
 def test_unwrapped_numpy():
@@ -106,12 +119,14 @@ def test_unwrapped_numpy():
     # tracing, so the ported assertion is the gradient itself.
     def f(x):
         return np.exp(x)
+
     assert tg.grad(f, **I)(np.array(1.5)) == pytest.approx(np.exp(1.5), rel=1e-15)
 
 
 def test_binop_mismatch():
     def f(x, y):
         return x + y
+
     # JAX raises TypeError; tracegrad raises ShapeError (a ValueError, as NumPy's
     # broadcasting error is), naming both operands' shapes
     with pytest.raises(tg.ShapeError, match=r"f64\[3\], f64\[4\]"):
@@ -121,7 +136,8 @@ def test_binop_mismatch():
 def test_dot_mismatch():
     def f(x, y):
         return np.dot(x, y)
-    with pytest.raises(tg.ShapeError, match=r"3 vs 4"):   # JAX: TypeError
+
+    with pytest.raises(tg.ShapeError, match=r"3 vs 4"):  # JAX: TypeError
         tg.grad(f, **I)(np.zeros(3), np.zeros(4))
 
 
@@ -131,19 +147,19 @@ def test_switch_value():
         if y:
             return x
         return -x
+
     # JAX: TracerBoolConversionError; tracegrad: TracingError pointing to tg.where
     with pytest.raises(tg.TracingError, match="where"):
         tg.grad(f, **I)(np.array(1.0))
 
 
 def test_grad_and_aux_basic():
-    g, aux = tg.grad(lambda x: (x ** 3, [x ** 2]), has_aux=True, **I)(3.0)
-    assert_all_close(g, tg.grad(lambda x: x ** 3, **I)(3.0))
+    g, aux = tg.grad(lambda x: (x**3, [x**2]), has_aux=True, **I)(3.0)
+    assert_all_close(g, tg.grad(lambda x: x**3, **I)(3.0))
     assert_all_close(aux, [9.0])
 
 
-@xfail("error type: has_aux with a non-pair output raises CompileError, not a TypeError "
-       "as in JAX")
+@xfail("error type: has_aux with a non-pair output raises CompileError, not a TypeError as in JAX")
 def test_grad_and_aux_error():
     with pytest.raises(TypeError, match="has_aux|pair"):
         tg.grad(lambda x: (1, 2, 3), has_aux=True, **I)(1.0)
@@ -151,28 +167,30 @@ def test_grad_and_aux_error():
 
 def test_grad_and_aux_nested():
     def f(x):
-        _, aux = tg.grad(lambda x: (x ** 3, [x ** 3]), has_aux=True, **I)(x)
+        _, aux = tg.grad(lambda x: (x**3, [x**3]), has_aux=True, **I)(x)
         return aux[0]
-    f2 = lambda x: x ** 3
+
+    f2 = lambda x: x**3
     assert tg.grad(f, **I)(4.0) == tg.grad(f2, **I)(4.0)
     assert tg.compile(tg.grad(f, **I), **I)(4.0) == tg.grad(f2, **I)(4.0)
     assert tg.compile(tg.grad(tg.compile(f, **I), **I), **I)(4.0) == tg.grad(f2, **I)(4.0)
 
     def f(x):
-        _, aux = tg.grad(lambda x: (x ** 3, [x ** 3]), has_aux=True, **I)(x)
+        _, aux = tg.grad(lambda x: (x**3, [x**3]), has_aux=True, **I)(x)
         return aux[0] * np.sin(x)
-    f2 = lambda x: x ** 3 * np.sin(x)
+
+    f2 = lambda x: x**3 * np.sin(x)
     assert_all_close(tg.grad(f, **I)(4.0), tg.grad(f2, **I)(4.0))
     assert_all_close(tg.compile(tg.grad(f, **I), **I)(4.0), tg.grad(f2, **I)(4.0))
 
 
 def test_grad_and_aux_constant():
-    g, aux = tg.grad(lambda x: (x ** 3, [4.0]), has_aux=True, **I)(4.0)
-    assert g == tg.grad(lambda x: x ** 3, **I)(4.0)
+    g, aux = tg.grad(lambda x: (x**3, [4.0]), has_aux=True, **I)(4.0)
+    assert g == tg.grad(lambda x: x**3, **I)(4.0)
     assert aux == [4.0]
-    g, aux = tg.grad(lambda x: (x ** 3, [x ** 2, 4.0]), has_aux=True, **I)(4.0)
-    assert g == tg.grad(lambda x: x ** 3, **I)(4.0)
-    assert aux == [4.0 ** 2, 4.0]
+    g, aux = tg.grad(lambda x: (x**3, [x**2, 4.0]), has_aux=True, **I)(4.0)
+    assert g == tg.grad(lambda x: x**3, **I)(4.0)
+    assert aux == [4.0**2, 4.0]
 
 
 def test_grad_and_aux_no_tracers():
@@ -211,6 +229,7 @@ def test_jvp():
 def test_jvp_non_tuple_arguments():
     def f(x, y):
         return x + y
+
     with pytest.raises(TypeError, match="tuple"):
         tg.jvp(f, 0.0, (1.0,), **I)
     with pytest.raises(TypeError, match="tuple"):
@@ -219,8 +238,7 @@ def test_jvp_non_tuple_arguments():
 
 def test_jvp_mismatched_arguments():
     with pytest.raises(TypeError):
-        tg.jvp(lambda x, y: x * y, (np.float64(1.0),), (np.float64(1.0), np.float64(2.0)),
-               **I)
+        tg.jvp(lambda x, y: x * y, (np.float64(1.0),), (np.float64(1.0), np.float64(2.0)), **I)
     with pytest.raises(TypeError):
         tg.jvp(lambda x: np.sum(x), (np.zeros(3),), (np.zeros(4),), **I)
 
@@ -230,8 +248,6 @@ def test_jvp_float_primal_and_array():
     x = np.array([-0.9, -0.35])
     _, t = tg.jvp(np.remainder, (x, 1.24), (np.zeros(2), 1.0), **I)
     np.testing.assert_allclose(t, -np.floor(x / 1.24))
-
-
 
 
 def test_vjp_basic():
@@ -323,8 +339,10 @@ def test_hessian_on_pytrees():
     # tracegrad takes a tuple of numbers for one array leaf: the answer is one (2, 2, 2)
     # array, equal to JAX's nested tuples once stacked
     ans = tg.hessian(lambda x: tg.array(x) ** 2, **I)((1.0, 2.0))
-    expected = ((np.array([2.0, 0.0]), np.array([0.0, 0.0])),
-                (np.array([0.0, 0.0]), np.array([0.0, 2.0])))
+    expected = (
+        (np.array([2.0, 0.0]), np.array([0.0, 0.0])),
+        (np.array([0.0, 0.0]), np.array([0.0, 2.0])),
+    )
     assert_all_close(ans, expected)
 
 
@@ -353,8 +371,7 @@ def test_jacfwd_jacrev_agree_numba():
 def test_std_basis():
     """JAX's _std_basis through jacrev: the Jacobian of the identity is the identity."""
     assert_all_close(tg.jacrev(lambda x: x, **I)(np.zeros(3)), np.eye(3))
-    assert_all_close(tg.jacfwd(lambda x: x, **I)(np.zeros((2, 2))),
-                     np.eye(4).reshape(2, 2, 2, 2))
+    assert_all_close(tg.jacfwd(lambda x: x, **I)(np.zeros((2, 2))), np.eye(4).reshape(2, 2, 2, 2))
 
 
 def test_issue1372():
@@ -362,7 +379,8 @@ def test_issue1372():
     C = np.array([1.0, 2.0])
 
     def f(x):
-        return np.sum(C * x ** 2)
+        return np.sum(C * x**2)
+
     x = np.array([3.0, 4.0])
     assert_all_close(tg.hessian(f, **I)(x), np.diag(2 * C))
     assert_all_close(tg.jacfwd(tg.grad(f, **I), **I)(x), np.diag(2 * C))
@@ -386,12 +404,15 @@ def test_custom_vjp_invariance():
     def f2(x):
         y, _ = tg.value_and_grad(f, **I)(x)
         return y
+
     x = 1.0
     assert_all_close(tg.grad(f2, **I)(x), tg.grad(f, **I)(x))
 
 
-@xfail("by design: compiled mode traces the primal, so `if x > 0` raises TracingError "
-       "(JAX runs the custom_vjp primal on concrete values under grad)")
+@xfail(
+    "by design: compiled mode traces the primal, so `if x > 0` raises TracingError "
+    "(JAX runs the custom_vjp primal on concrete values under grad)"
+)
 def test_custom_vjp_python_control_flow():
     @tg.custom_vjp
     def f(x):
@@ -408,6 +429,7 @@ def test_custom_vjp_python_control_flow():
         if x > 0:
             return (2 * g,)
         return (3 * g,)
+
     f.defvjp(f_fwd, f_rev)
     x = 2.0
     assert_all_close(f(x), np.sin(x))
@@ -436,6 +458,7 @@ def test_custom_vjp_pytrees():
     def f_bwd(res, g):
         cos_x = res["r"]
         return ({"a": 2 * cos_x * g["b"]},)
+
     f.defvjp(f_fwd, f_bwd)
     x = {"a": np.array(3.0)}
     assert_all_close(f(x)["b"], np.sin(x["a"]))
@@ -454,6 +477,7 @@ def test_custom_vjp_nondiff_arg():
 
     def app_rev(f, cos_x, g):
         return (cos_x * g,)
+
     app.defvjp(app_fwd, app_rev)
     ans = tg.grad(lambda x: app(lambda y: 2 * y, x), **I)(1.0)
     assert_all_close(ans, np.cos(1.0))
@@ -501,6 +525,7 @@ def test_custom_jvp_invariance():
     def f2(x):
         y, _ = tg.jvp(f, (x,), (x,), **I)
         return y
+
     x = 1.0
     assert_all_close(tg.jvp(f, (x,), (1.0,), **I), tg.jvp(f2, (x,), (1.0,), **I))
 

@@ -3,6 +3,7 @@ which sources pair into a template, which shapes a template accepts, and that
 everything it refuses is refused (the soundness check). The kernels themselves
 run in tests/compile/test_new_shapes.py (Numba).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +23,7 @@ def mlp_loss(w1, b1, w2, b2, w3, b3, x, t):
     return -tg.mean(tg.take_along_axis(logp, t, axis=1))
 
 
-def tanh_loss(w1, b1, w2, b2, w3, b3, x, t):   # the same structure but one op
+def tanh_loss(w1, b1, w2, b2, w3, b3, x, t):  # the same structure but one op
     h = tg.tanh(x @ w1 + b1)
     h = tg.maximum(h @ w2 + b2, 0.0)
     logp = tg.log_softmax(h @ w3 + b3, axis=1)
@@ -39,8 +40,10 @@ def source(batch, dtype=np.float64, loss=mlp_loss):
         rng = np.random.default_rng(0)
         params = []
         for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
-            params += [rng.standard_normal((fan_in, fan_out)).astype(dtype),
-                       rng.standard_normal(fan_out).astype(dtype)]
+            params += [
+                rng.standard_normal((fan_in, fan_out)).astype(dtype),
+                rng.standard_normal(fan_out).astype(dtype),
+            ]
         x = rng.standard_normal((batch, SIZES[0])).astype(dtype)
         t = rng.integers(0, SIZES[-1], size=(batch, 1))
         f = tg.value_and_grad(loss, argnums=tuple(range(6)), backend="interpret")
@@ -53,7 +56,7 @@ def source(batch, dtype=np.float64, loss=mlp_loss):
 def test_two_batches_make_a_template_that_other_batches_reuse(dtype):
     template = sg.derive(source(16, dtype), source(17, dtype))
     assert template is not None
-    assert "_S" in template.text and "_F" in template.text   # sizes and 1/n
+    assert "_S" in template.text and "_F" in template.text  # sizes and 1/n
     for batch in (3, 20, 31):
         values = sg.bind(template, source(batch, dtype))
         assert values is not None, batch
@@ -101,8 +104,10 @@ def test_a_batch_of_one_broadcasts_differently_and_is_refused():
 
 
 def test_a_literal_with_two_meanings_is_a_parameter_only_where_it_varied():
-    a = ("def kernel_tgshape(x, y):\n    for i in range(16):\n        x[i] = y[i] * 16\n"
-         "    return x\n")
+    a = (
+        "def kernel_tgshape(x, y):\n    for i in range(16):\n        x[i] = y[i] * 16\n"
+        "    return x\n"
+    )
     b = a.replace("range(16)", "range(24)")
     template = sg.derive(a, b)
     assert template is not None and len(template.positions) == 1
@@ -123,10 +128,10 @@ def test_shared_and_unshared_parameters():
 
 def test_numbers_that_cannot_be_read_from_an_array_stay_out():
     a = "def kernel_tgshape(x):\n    return x * 0x10\n"
-    assert sg.derive(a, a.replace("0x10", "0x18")) is None          # not a decimal int
+    assert sg.derive(a, a.replace("0x10", "0x18")) is None  # not a decimal int
     c = "def kernel_tgshape(x):\n    return x * 16\n"
-    assert sg.derive(c, c.replace("16", "16.5")) is None            # int -> float
-    assert sg.derive(c, c.replace("16", "24 + k")) is None         # not only numbers
+    assert sg.derive(c, c.replace("16", "16.5")) is None  # int -> float
+    assert sg.derive(c, c.replace("16", "24 + k")) is None  # not only numbers
 
 
 def test_a_module_level_table_that_varies_is_not_generic():
@@ -135,8 +140,10 @@ def test_a_module_level_table_that_varies_is_not_generic():
 
 
 def test_hoisted_typed_constants_are_put_back_where_they_are_read():
-    a = ("_f32_0 = np.float32(0.0625)\n\n\n@njit((types.float32[::1],), cache=True)\n"
-         "def kernel_tgshape(x):\n    return x[0] * _f32_0\n")
+    a = (
+        "_f32_0 = np.float32(0.0625)\n\n\n@njit((types.float32[::1],), cache=True)\n"
+        "def kernel_tgshape(x):\n    return x[0] * _f32_0\n"
+    )
     template = sg.derive(a, a.replace("0.0625", "0.125"))
     assert "_f32_0 =" not in template.text
     assert "x[0] * np.float32(_tgf0)" in template.text
@@ -145,12 +152,14 @@ def test_hoisted_typed_constants_are_put_back_where_they_are_read():
 
 
 def test_helpers_that_read_parameters_get_the_arrays_and_their_callers_pass_them():
-    a = ("@njit((types.float64[::1], types.int64,), cache=True)\n"
-         "def kernel_tgshape_o0(A0, O0):\n    for i in range(16):\n        A0[O0 + i] = 0.0\n"
-         "\n\ntg_noinline(kernel_tgshape_o0)\n\n\n"
-         "@njit((types.float64[::1],), cache=True)\n"
-         "def kernel_tgshape(ws_float64):\n    kernel_tgshape_o0(ws_float64, np.int64(3))\n"
-         "    return ws_float64\n")
+    a = (
+        "@njit((types.float64[::1], types.int64,), cache=True)\n"
+        "def kernel_tgshape_o0(A0, O0):\n    for i in range(16):\n        A0[O0 + i] = 0.0\n"
+        "\n\ntg_noinline(kernel_tgshape_o0)\n\n\n"
+        "@njit((types.float64[::1],), cache=True)\n"
+        "def kernel_tgshape(ws_float64):\n    kernel_tgshape_o0(ws_float64, np.int64(3))\n"
+        "    return ws_float64\n"
+    )
     template = sg.derive(a, a.replace("range(16)", "range(24)"))
     text = template.text
     assert f"def {template.entry}_o0(A0, O0, _S, _F):" in text
@@ -176,16 +185,22 @@ def test_a_source_using_the_template_names_is_refused():
 def test_a_wrong_disk_record_is_only_a_miss(tmp_path, monkeypatch):
     from tracegrad.codegen import index
     from tracegrad.runtime import cache
+
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
     parsed = source(20)
     directory = cache.open_cache_dir()
     key = sg._record_key(parsed.family)
     template = sg.derive(source(16), source(24))
-    bad = [{"positions": "x", "kinds": "i", "slots": [0]},
-           {"positions": [10 ** 9], "kinds": "i", "slots": [0]},
-           # positions that give a text no module has (one literal fewer)
-           {"positions": list(template.positions[:-1]), "kinds": template.kinds[:-1],
-            "slots": list(template.slots[:-1])}]
+    bad = [
+        {"positions": "x", "kinds": "i", "slots": [0]},
+        {"positions": [10**9], "kinds": "i", "slots": [0]},
+        # positions that give a text no module has (one literal fewer)
+        {
+            "positions": list(template.positions[:-1]),
+            "kinds": template.kinds[:-1],
+            "slots": list(template.slots[:-1]),
+        },
+    ]
     for payload in bad:
         index.write_entry(directory.path, key, payload)
         assert sg._load_recorded(parsed) is None
@@ -196,8 +211,11 @@ def test_docstring_examples():
     # once lost ("Got nothing", the text in pytest's capture; not reproduced alone)
     import subprocess
     import sys
-    code = ("import doctest, tracegrad.codegen.shape_generic as m; "
-            "r = doctest.testmod(m); print(r.failed, r.attempted)")
+
+    code = (
+        "import doctest, tracegrad.codegen.shape_generic as m; "
+        "r = doctest.testmod(m); print(r.failed, r.attempted)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     failed, attempted = map(int, proc.stdout.split()[-2:])
     assert failed == 0 and attempted > 0, proc.stdout + proc.stderr
@@ -205,9 +223,15 @@ def test_docstring_examples():
 
 def test_the_switch(monkeypatch):
     from tracegrad import config
-    graph = tg.value_and_grad(mlp_loss, argnums=0, backend="interpret").lower(
-        *[np.ones(s) for s in ((32, 64), (64,), (64, 64), (64,), (64, 10), (10,), (4, 32))],
-        np.zeros((4, 1), np.int64)).optimized
+
+    graph = (
+        tg.value_and_grad(mlp_loss, argnums=0, backend="interpret")
+        .lower(
+            *[np.ones(s) for s in ((32, 64), (64,), (64, 64), (64,), (64, 10), (10,), (4, 32))],
+            np.zeros((4, 1), np.int64),
+        )
+        .optimized
+    )
     monkeypatch.delenv("TRACEGRAD_SHAPE_GENERIC", raising=False)
     assert config.shape_generic_mode() == "shapes" and sg.enabled(graph)
     monkeypatch.setenv("TRACEGRAD_SHAPE_GENERIC", "ahead")
@@ -227,15 +251,16 @@ def test_a_new_shape_pairs_with_an_earlier_graph_of_its_own_family(tmp_path, mon
         graphs = {}
         for batch in (16, 40, 48):
             rng = np.random.default_rng(0)
-            params = [rng.standard_normal(s) for s in
-                      ((32, 64), (64,), (64, 64), (64,), (64, 10), (10,))]
+            params = [
+                rng.standard_normal(s) for s in ((32, 64), (64,), (64, 64), (64,), (64, 10), (10,))
+            ]
             x, t = rng.standard_normal((batch, 32)), rng.integers(0, 10, size=(batch, 1))
             f = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)), backend="interpret")
             graphs[batch] = f.lower(*params, x, t).optimized
-        sg.note_built(graphs[16])      # batch 16 and 40 generate different code (re-layout)
+        sg.note_built(graphs[16])  # batch 16 and 40 generate different code (re-layout)
         sg.note_built(graphs[40])
         attempt = sg.Attempt(graphs[48])
-        assert attempt.kernel is None   # nothing compiled
+        assert attempt.kernel is None  # nothing compiled
         template = attempt.template()
         assert template is not None and sg.bind(template, source(40)) is not None
         assert sg.bind(template, source(16)) is None
@@ -244,10 +269,12 @@ def test_a_new_shape_pairs_with_an_earlier_graph_of_its_own_family(tmp_path, mon
 
 
 def test_index_error_messages_that_name_sizes_are_erased_in_templates():
-    a = ("def kernel_tgshape(x, idx):\n    for i in range(3):\n"
-         "        if idx[i] >= 6:\n"
-         "            raise IndexError('getitem: index out of range for an axis of size 6')\n"
-         "        x[i] = 1.0\n    return x\n")
+    a = (
+        "def kernel_tgshape(x, idx):\n    for i in range(3):\n"
+        "        if idx[i] >= 6:\n"
+        "            raise IndexError('getitem: index out of range for an axis of size 6')\n"
+        "        x[i] = 1.0\n    return x\n"
+    )
     b = a.replace("6", "9")
     template = sg.derive(a, b)
     assert template is not None and "size 6" not in template.text

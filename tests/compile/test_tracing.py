@@ -1,4 +1,5 @@
 """Tracing: graphs recorded from Python, NumPy capture, and the errors a static graph raises."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,11 @@ W = np.linspace(0.5, 1.5, 8).reshape(4, 2)
 def test_trace_golden_text():
     def f(x, w):
         return tg.sum(tg.tanh(x @ w) * 2.0)
+
     g = tg.trace(f, np.ones((3, 4), np.float32), np.ones((4, 2), np.float32))
-    assert format_graph(g) == """\
+    assert (
+        format_graph(g)
+        == """\
 graph f(%0: f32[3,4] x, %1: f32[4,2] w) -> (%6) {
   %2 = matmul %0, %1 : f32[3,2]
   %3 = tanh %2 : f32[3,2]
@@ -25,11 +29,14 @@ graph f(%0: f32[3,4] x, %1: f32[4,2] w) -> (%6) {
   %6 = sum[axis=None, keepdims=False] %5 : f32[]
   return %6
 }"""
+    )
 
 
 def test_nodes_record_the_users_line():
     g = tg.trace(lambda x: tg.exp(x), X)
-    assert g.nodes[-1].source.endswith(f"test_tracing.py:{test_nodes_record_the_users_line.__code__.co_firstlineno + 1}")
+    assert g.nodes[-1].source.endswith(
+        f"test_tracing.py:{test_nodes_record_the_users_line.__code__.co_firstlineno + 1}"
+    )
 
 
 def test_python_scalars_are_weakly_typed():
@@ -93,19 +100,23 @@ def test_static_shape_queries_are_plain_python():
         seen["shape"], seen["ndim"], seen["size"] = np.shape(x), np.ndim(x), np.size(x)
         seen["len"], seen["dtype"] = len(x), x.dtype
         return x.reshape(x.shape[1], -1) if x.ndim == 2 else x
+
     g = tg.trace(f, X)
     assert seen == {"shape": (3, 4), "ndim": 2, "size": 12, "len": 3, "dtype": np.float64}
     assert g.outputs[0].shape == (4, 3)
 
 
-@pytest.mark.parametrize("fn, name", [
-    (lambda x: np.linalg.eig(x[:, :3]), "numpy.linalg.eig"),
-    (lambda x: np.searchsorted(x.ravel(), 0.5), "numpy.searchsorted"),
-    (lambda x: np.unique(x), "numpy.unique"),
-    (lambda x: np.add.reduce(x), "numpy.add.reduce"),
-    (lambda x: np.spacing(x), "numpy.spacing"),
-    (lambda x: np.exp(x, out=np.empty(x.shape)), "numpy.exp"),
-])
+@pytest.mark.parametrize(
+    "fn, name",
+    [
+        (lambda x: np.linalg.eig(x[:, :3]), "numpy.linalg.eig"),
+        (lambda x: np.searchsorted(x.ravel(), 0.5), "numpy.searchsorted"),
+        (lambda x: np.unique(x), "numpy.unique"),
+        (lambda x: np.add.reduce(x), "numpy.add.reduce"),
+        (lambda x: np.spacing(x), "numpy.spacing"),
+        (lambda x: np.exp(x, out=np.empty(x.shape)), "numpy.exp"),
+    ],
+)
 def test_unsupported_numpy_function_names_it(fn, name):
     with pytest.raises(TracingError, match=name.replace(".", r"\.")):
         tg.trace(fn, X)
@@ -120,6 +131,7 @@ def test_if_on_traced_value_raises_with_line_and_hint():
         if tg.sum(x) > 0:
             return x
         return -x
+
     with pytest.raises(TracingError) as info:
         tg.trace(f, X)
     text = str(info.value)
@@ -128,13 +140,20 @@ def test_if_on_traced_value_raises_with_line_and_hint():
     assert "bool()" in text
 
 
-@pytest.mark.parametrize("convert, what", [
-    (float, "float()"), (int, "int()"), (bool, "bool()"), (complex, "complex()"),
-    (lambda v: v.item(), ".item()"), (lambda v: v.tolist(), ".tolist()"),
-    (lambda v: np.asarray(np.broadcast_to(v, (300,) + v.shape)), "a NumPy array"),
-    (lambda v: [0, 1][v], "an index"),
-    (lambda v: range(v), "an index"),
-])
+@pytest.mark.parametrize(
+    "convert, what",
+    [
+        (float, "float()"),
+        (int, "int()"),
+        (bool, "bool()"),
+        (complex, "complex()"),
+        (lambda v: v.item(), ".item()"),
+        (lambda v: v.tolist(), ".tolist()"),
+        (lambda v: np.asarray(np.broadcast_to(v, (300,) + v.shape)), "a NumPy array"),
+        (lambda v: [0, 1][v], "an index"),
+        (lambda v: range(v), "an index"),
+    ],
+)
 def test_concrete_conversions_raise(convert, what):
     with pytest.raises(TracingError, match=what.replace("(", r"\(").replace(")", r"\)")) as info:
         tg.trace(lambda x: convert(tg.sum(x)), X)
@@ -147,6 +166,7 @@ def test_while_and_boolean_operators_raise():
         while tg.max(x) < 10:
             x = x * 2
         return x
+
     with pytest.raises(TracingError, match="test_tracing.py"):
         tg.trace(f, X)
     with pytest.raises(TracingError):
@@ -167,6 +187,7 @@ def test_where_is_the_fix():
 def test_pytree_arguments_and_outputs():
     def f(params, xs, scale):
         return {"y": xs[0] @ params["w"] * scale, "z": (xs[1] + 1.0,)}
+
     params = {"w": W}
     g = tg.trace(f, params, [X, X[0]], 3.0)
     assert [n.attrs["name"] for n in g.inputs] == ["params_w", "xs_0", "xs_1"]
@@ -204,4 +225,5 @@ def test_a_tracer_that_escaped_its_trace_is_an_error():
 
 def test_tracers_are_registered_above_eager():
     from tracegrad.ops.core import _KINDS
+
     assert _KINDS[Tracer][0] == 20

@@ -3,6 +3,7 @@
 Checked against hand derivations, float64 central differences, the reverse-mode
 `jacobian`, and JAX where installed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +15,7 @@ INTERP = dict(backend="interpret")
 
 
 def f_vec(x, y):
-    return tg.sin(x) * y[::-1] + x ** 2 * tg.sum(y)
+    return tg.sin(x) * y[::-1] + x**2 * tg.sum(y)
 
 
 def central_jvp(f, primals, tangents, eps=1e-6):
@@ -46,6 +47,7 @@ def test_vjp_pullback_is_the_transpose_of_jvp(rng):
 def test_vjp_with_pytrees_and_aux():
     def f(p):
         return {"s": tg.sum(p["w"] * p["b"]), "v": p["w"] ** 2}, "aux-value"
+
     params = {"w": np.array([1.0, 2.0]), "b": np.array([3.0, -1.0])}
     out, pullback, aux = tg.vjp(f, params, has_aux=True, **INTERP)
     assert aux == "aux-value"
@@ -98,14 +100,16 @@ def test_transforms_match_jax(rng):
     import jax.numpy as jnp
 
     def jf(x, y):
-        return jnp.sin(x) * y[::-1] + x ** 2 * jnp.sum(y)
+        return jnp.sin(x) * y[::-1] + x**2 * jnp.sum(y)
+
     x, y = rng.standard_normal(4), rng.standard_normal(4)
     tx, ty = rng.standard_normal(4), rng.standard_normal(4)
     ours = tg.jvp(f_vec, (x, y), (tx, ty), **INTERP)[1]
     theirs = jax.jvp(jf, (x, y), (tx, ty))[1]
     np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-12)
-    np.testing.assert_allclose(tg.jacfwd(f_vec, **INTERP)(x, y),
-                               np.asarray(jax.jacfwd(jf)(x, y)), rtol=1e-12)
+    np.testing.assert_allclose(
+        tg.jacfwd(f_vec, **INTERP)(x, y), np.asarray(jax.jacfwd(jf)(x, y)), rtol=1e-12
+    )
     ct = rng.standard_normal(4)
     for a, b in zip(tg.vjp(f_vec, x, y, **INTERP)[1](ct), jax.vjp(jf, x, y)[1](ct)):
         np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12)
@@ -114,6 +118,7 @@ def test_transforms_match_jax(rng):
 def test_vmap_per_example_gradients(rng):
     def loss(w, x, y):
         return (tg.sum(tg.tanh(w * x)) - y) ** 2
+
     w = rng.standard_normal(3)
     X, Y = rng.standard_normal((20, 3)), rng.standard_normal(20)
     per_example = tg.vmap(tg.grad(loss, **INTERP), in_axes=(None, 0, 0))
@@ -138,6 +143,7 @@ def test_vmap_matches_jax(rng):
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
+
     w, X = rng.standard_normal(3), rng.standard_normal((5, 3))
     ours = tg.vmap(tg.grad(lambda w, x: tg.sum(tg.sin(w * x)), **INTERP), in_axes=(None, 0))(w, X)
     theirs = jax.vmap(jax.grad(lambda w, x: jnp.sum(jnp.sin(w * x))), in_axes=(None, 0))(w, X)
@@ -149,6 +155,7 @@ def test_jacobian_and_hessian_with_pytrees_and_aux(rng):
 
     def f(p):
         return {"y": tg.sin(p["w"][:2]) * p["b"], "s": tg.sum(p["w"] ** 2)}, "aux"
+
     J, aux = tg.jacobian(f, has_aux=True, **INTERP)(params)
     assert aux == "aux"
     assert J["y"]["w"].shape == (2, 3) and J["y"]["b"].shape == (2, 2)
@@ -160,7 +167,7 @@ def test_jacobian_and_hessian_with_pytrees_and_aux(rng):
     np.testing.assert_allclose(J["y"]["b"], np.diag(np.sin(w[:2])), rtol=1e-12)
     np.testing.assert_allclose(J["s"]["w"], 2 * w, rtol=1e-12)
     np.testing.assert_allclose(J["s"]["b"], np.zeros(2))
-    H, aux = tg.hessian(lambda x: (tg.sum(x ** 3), x[0]), has_aux=True, **INTERP)(w)
+    H, aux = tg.hessian(lambda x: (tg.sum(x**3), x[0]), has_aux=True, **INTERP)(w)
     np.testing.assert_allclose(H, np.diag(6 * w), rtol=1e-12)
     assert float(aux) == w[0]
 
@@ -169,11 +176,19 @@ def test_pytree_jacobian_matches_jax(rng):
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
+
     x, y = rng.standard_normal(3), rng.standard_normal(2)
-    ours = tg.jacobian(lambda x, y: (x * tg.sum(y), tg.outer(x, y) if hasattr(tg, "outer")
-                                     else x[:, None] * y[None, :]), argnums=(0, 1), **INTERP)(x, y)
-    theirs = jax.jacrev(lambda x, y: (x * jnp.sum(y), x[:, None] * y[None, :]),
-                        argnums=(0, 1))(x, y)
+    ours = tg.jacobian(
+        lambda x, y: (
+            x * tg.sum(y),
+            tg.outer(x, y) if hasattr(tg, "outer") else x[:, None] * y[None, :],
+        ),
+        argnums=(0, 1),
+        **INTERP,
+    )(x, y)
+    theirs = jax.jacrev(lambda x, y: (x * jnp.sum(y), x[:, None] * y[None, :]), argnums=(0, 1))(
+        x, y
+    )
     for a_out, b_out in zip(ours, theirs):
         for a, b in zip(a_out, b_out):
             np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12)

@@ -6,6 +6,7 @@ Every case is checked against an explicit Python loop over the batch (NumPy's
 tests/api_test.py. The batched graphs of common functions are checked to hold
 no per-node loop (`scan`), so the rules are what runs.
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,8 +45,12 @@ def loop_vmap(fn, in_axes, args, out_axes=0):
     results = [fn(*[_take(a, ax, i) for a, ax in zip(args, axes)]) for i in range(size)]
     if isinstance(results[0], tuple):
         outs = out_axes if isinstance(out_axes, tuple) else (out_axes,) * len(results[0])
-        return tuple(np.stack([np.asarray(r[k]) for r in results], axis=o) if o is not None
-                     else np.asarray(results[0][k]) for k, o in enumerate(outs))
+        return tuple(
+            np.stack([np.asarray(r[k]) for r in results], axis=o)
+            if o is not None
+            else np.asarray(results[0][k])
+            for k, o in enumerate(outs)
+        )
     return np.stack([np.asarray(r) for r in results], axis=out_axes)
 
 
@@ -53,21 +58,24 @@ def traced_ops(fn, *args) -> list[str]:
     return [n.op for n in tg.trace(fn, *args).nodes]
 
 
-def check(fn, args, in_axes=0, out_axes=0, jax_fn=None, jax_np=None, rtol=1e-12,
-          own_loops=0):
+def check(fn, args, in_axes=0, out_axes=0, jax_fn=None, jax_np=None, rtol=1e-12, own_loops=0):
     """vmap(fn) == a Python loop (== jax.vmap(jax_fn)); its graph has no per-node loop
     and no scan but the `own_loops` scans of fn itself, batched."""
     ours = tg.vmap(fn, in_axes=in_axes, out_axes=out_axes)(*args)
     expected = loop_vmap(fn, in_axes, args, out_axes)
-    for a, b in zip(ours if isinstance(ours, tuple) else (ours,),
-                    expected if isinstance(expected, tuple) else (expected,)):
+    for a, b in zip(
+        ours if isinstance(ours, tuple) else (ours,),
+        expected if isinstance(expected, tuple) else (expected,),
+    ):
         assert np.shape(a) == np.shape(b)
         np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-12)
     if jax_fn is not None and jax_np is not None:
         jax, _ = jax_np
         theirs = jax.vmap(jax_fn, in_axes=in_axes, out_axes=out_axes)(*args)
-        for a, b in zip(ours if isinstance(ours, tuple) else (ours,),
-                        theirs if isinstance(theirs, tuple) else (theirs,)):
+        for a, b in zip(
+            ours if isinstance(ours, tuple) else (ours,),
+            theirs if isinstance(theirs, tuple) else (theirs,),
+        ):
             np.testing.assert_allclose(a, np.asarray(b), rtol=max(rtol, 1e-10), atol=1e-12)
     graph = tg.trace(tg.vmap(fn, in_axes=in_axes, out_axes=out_axes), *args)
     assert not batching.uses_loop_fallback(graph), str(graph)
@@ -100,8 +108,13 @@ MATMUL_CASES = [  # (x shape, y shape, in_axes): per-example ranks 1, 2 and 3 on
 
 @pytest.mark.parametrize("xs, ys, in_axes", MATMUL_CASES)
 def test_matmul_in_axes(xs, ys, in_axes, jax_np):
-    check(lambda x, y: x @ y, (R(*xs), R(*ys)), in_axes,
-          jax_fn=jax_np[1].matmul if jax_np else None, jax_np=jax_np)
+    check(
+        lambda x, y: x @ y,
+        (R(*xs), R(*ys)),
+        in_axes,
+        jax_fn=jax_np[1].matmul if jax_np else None,
+        jax_np=jax_np,
+    )
 
 
 def test_dot_cases_from_jax():
@@ -109,18 +122,20 @@ def test_dot_cases_from_jax():
     xs, ys = R(10, 3), R(10, 3)
     np.testing.assert_allclose(tg.vmap(tg.dot)(xs, ys), np.einsum("ni,ni->n", xs, ys))
     xs, ys = R(5, 8, 10), R(10, 1)
-    np.testing.assert_allclose(tg.vmap(tg.dot, in_axes=(1, None))(xs, ys),
-                               np.einsum("inj,jk->nik", xs, ys))
+    np.testing.assert_allclose(
+        tg.vmap(tg.dot, in_axes=(1, None))(xs, ys), np.einsum("inj,jk->nik", xs, ys)
+    )
     xs, ys = R(3, 2), R(3)
-    np.testing.assert_allclose(tg.vmap(tg.dot, in_axes=(1, None))(xs, ys),
-                               np.einsum("ij,i->j", xs, ys))
+    np.testing.assert_allclose(
+        tg.vmap(tg.dot, in_axes=(1, None))(xs, ys), np.einsum("ij,i->j", xs, ys)
+    )
 
     def vecvec(a, b):
         dot = tg.dot
         for ndim in range(1, max(a.ndim, b.ndim)):
-            dot = tg.vmap(dot, in_axes=(0 if a.ndim > ndim else None,
-                                        0 if b.ndim > ndim else None))
+            dot = tg.vmap(dot, in_axes=(0 if a.ndim > ndim else None, 0 if b.ndim > ndim else None))
         return dot(a, b)
+
     assert vecvec(np.zeros((3,)), np.zeros((3,))).shape == ()
     assert vecvec(np.zeros((2, 3)), np.zeros((3,))).shape == (2,)
     assert vecvec(np.zeros((4, 2, 3)), np.zeros((3,))).shape == (4, 2)
@@ -140,10 +155,13 @@ def test_nested_batching_mat_mat():
 
 # --------------------------------------------------------------- reductions
 
-@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "var", "logsumexp", "argmax",
-                                  "argmin", "std", "prod"])
-@pytest.mark.parametrize("axis, keepdims", [(None, False), (0, False), (-1, True), ((0, 2), False),
-                                            (None, True)])
+
+@pytest.mark.parametrize(
+    "name", ["sum", "mean", "max", "min", "var", "logsumexp", "argmax", "argmin", "std", "prod"]
+)
+@pytest.mark.parametrize(
+    "axis, keepdims", [(None, False), (0, False), (-1, True), ((0, 2), False), (None, True)]
+)
 @pytest.mark.parametrize("in_axis", [0, 1, -1])
 def test_reductions(name, axis, keepdims, in_axis):
     if name in ("argmax", "argmin") and isinstance(axis, tuple):
@@ -158,9 +176,16 @@ def test_any_from_jax():
     np.testing.assert_array_equal(ans, [True, False])
 
 
-@pytest.mark.parametrize("fn", [
-    lambda x: tg.softmax(x, axis=-1), lambda x: tg.log_softmax(x, axis=0),
-    lambda x: tg.cumsum(x, axis=1), lambda x: tg.sort(x, axis=0), lambda x: tg.cumprod(x, axis=-1)])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: tg.softmax(x, axis=-1),
+        lambda x: tg.log_softmax(x, axis=0),
+        lambda x: tg.cumsum(x, axis=1),
+        lambda x: tg.sort(x, axis=0),
+        lambda x: tg.cumprod(x, axis=-1),
+    ],
+)
 @pytest.mark.parametrize("in_axis", [0, 2])
 def test_axis_ops(fn, in_axis):
     check(fn, (R(3, 4, 5),), in_axis)
@@ -168,13 +193,20 @@ def test_axis_ops(fn, in_axis):
 
 # -------------------------------------------------------- elementwise, shape
 
+
 def test_elementwise_broadcasting_against_unmapped(jax_np):
     x, y = R(4, 3), R(2, 3)
-    check(lambda a, b: a * b + 1.0, (x, y), (0, None), jax_fn=lambda a, b: a * b + 1.0,
-          jax_np=jax_np)
-    check(lambda a, b: tg.maximum(a, b), (x, R(3, 4)), (0, 1),
-          jax_fn=jax_np[1].maximum if jax_np else None, jax_np=jax_np)
-    check(lambda a, b: tg.where(a > b, a, b ** 2), (R(2, 6), R(6)), (1, 0))
+    check(
+        lambda a, b: a * b + 1.0, (x, y), (0, None), jax_fn=lambda a, b: a * b + 1.0, jax_np=jax_np
+    )
+    check(
+        lambda a, b: tg.maximum(a, b),
+        (x, R(3, 4)),
+        (0, 1),
+        jax_fn=jax_np[1].maximum if jax_np else None,
+        jax_np=jax_np,
+    )
+    check(lambda a, b: tg.where(a > b, a, b**2), (R(2, 6), R(6)), (1, 0))
     check(lambda a: tg.clip(a, -0.5, 0.5) > 0.1, (R(10, 5, 3, 7),), 0)  # testNpGtrThan-like
 
 
@@ -195,13 +227,22 @@ def test_slices_and_reversal_from_jax():
     check(fun, (x,), 2)
 
 
-@pytest.mark.parametrize("fn", [
-    lambda v: v.reshape(-1), lambda v: v.T, lambda v: tg.broadcast_to(v, (2,) + v.shape),
-    lambda v: tg.expand_dims(v, 1), lambda v: tg.stack([v, 2 * v], axis=-1),
-    lambda v: tg.concatenate([v, v[:1]], axis=0), lambda v: v[None, 1:, [0, 2]],
-    lambda v: v[[1, 0, 1], :, [2, 2, 0]], lambda v: v[1, :, [0, 3]],
-    lambda v: tg.take_along_axis(v, np.array([[[1], [0], [2], [4]]]), axis=2),
-    lambda v: tg.swapaxes(v, 0, 2)])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda v: v.reshape(-1),
+        lambda v: v.T,
+        lambda v: tg.broadcast_to(v, (2,) + v.shape),
+        lambda v: tg.expand_dims(v, 1),
+        lambda v: tg.stack([v, 2 * v], axis=-1),
+        lambda v: tg.concatenate([v, v[:1]], axis=0),
+        lambda v: v[None, 1:, [0, 2]],
+        lambda v: v[[1, 0, 1], :, [2, 2, 0]],
+        lambda v: v[1, :, [0, 3]],
+        lambda v: tg.take_along_axis(v, np.array([[[1], [0], [2], [4]]]), axis=2),
+        lambda v: tg.swapaxes(v, 0, 2),
+    ],
+)
 @pytest.mark.parametrize("in_axis", [0, 1])
 def test_shape_and_index_ops(fn, in_axis):
     check(fn, (R(3, 3, 4, 5) if in_axis == 0 else R(3, 6, 4, 5),), in_axis)
@@ -227,7 +268,7 @@ BATCHED_INDEX_CASES = [  # (fn, in_axes, args): index arrays that differ per exa
     (lambda v, i: v[:, i], (0, 0), (_X, _I6)),
     (lambda v, i: v[i], (None, 0), (_X[0], _I4)),
     (lambda v, i: v[:, i], (None, 0), (_X[0], _I6)),
-    (lambda v, i, j: v[i, :, j], (0, 0, 0), (_X, _I4, _J3)),       # non-adjacent: block first
+    (lambda v, i, j: v[i, :, j], (0, 0, 0), (_X, _I4, _J3)),  # non-adjacent: block first
     (lambda v, i, j: v[i, :, j], (None, 0, None), (_X[0], _I4, _J3[0])),
     (lambda v, i, j: v[None, :, i, j], (0, 0, 0), (_X, _I6, _J3)),
     (lambda v, i, j: v[1, i, j], (2, 1, None), (_X, _IDX.randint(0, 4, (2, 6)), _J3[0])),
@@ -253,11 +294,13 @@ def test_dynamic_index_from_jax():
     f = tg.vmap(lambda v, i: v[i], in_axes=(0, 0))
     np.testing.assert_array_equal(f(x, idx), x[np.arange(10), idx])
     assert "scan" not in traced_ops(f, x, idx)
-    np.testing.assert_array_equal(tg.vmap(lambda v, i: v[i], in_axes=(None, 0))(x[0], idx),
-                                  x[0][idx])
+    np.testing.assert_array_equal(
+        tg.vmap(lambda v, i: v[i], in_axes=(None, 0))(x[0], idx), x[0][idx]
+    )
 
 
 # ------------------------------------------------------- per-example gradients
+
 
 def _predict(params, inputs):
     for W, b in params:
@@ -303,6 +346,7 @@ def test_per_example_gradients_from_jax(mlp_case, jax_np):
             outputs = jnp.dot(W, inputs) + b
             inputs = jnp.tanh(outputs)
         return jnp.sum((outputs - targets) ** 2)
+
     theirs = jax.vmap(functools.partial(jax.grad(jax_loss), params))(batch)
     for (dW, db), (tW, tb) in zip(ans, theirs):
         np.testing.assert_allclose(dW, np.asarray(tW), rtol=1e-10)
@@ -315,7 +359,7 @@ def test_np_maximum_per_example_grad():
     fun = lambda W, x: tg.sum(tg.maximum(tg.dot(x, W), 0.0) ** 2)
     ans = check(functools.partial(tg.grad(fun, **INTERP), W), (x,), 0)
     for i in range(10):
-        x_ex = x[i:i + 1]
+        x_ex = x[i : i + 1]
         expected = (2.0 * np.maximum(W.T @ x_ex.T, 0.0) @ x_ex).T
         np.testing.assert_allclose(ans[i], expected, rtol=1e-12)
 
@@ -327,6 +371,7 @@ def test_grad_of_vmap_matches_finite_differences_and_jax(jax_np):
     def loss(w):
         per_example = tg.vmap(lambda w, x: tg.sum(tg.tanh(x @ w) ** 2), in_axes=(None, 0))(w, X)
         return tg.sum(per_example * np.arange(1.0, 7.0))
+
     g = tg.grad(loss, **INTERP)(w)
     assert tg.gradcheck(loss, (w,))
     if jax_np is None:  # JAX not installed: the checks above stand alone
@@ -334,7 +379,8 @@ def test_grad_of_vmap_matches_finite_differences_and_jax(jax_np):
     jax, jnp = jax_np
     jax_loss = lambda w: jnp.sum(
         jax.vmap(lambda w, x: jnp.sum(jnp.tanh(x @ w) ** 2), in_axes=(None, 0))(w, X)
-        * np.arange(1.0, 7.0))
+        * np.arange(1.0, 7.0)
+    )
     np.testing.assert_allclose(g, np.asarray(jax.grad(jax_loss)(w)), rtol=1e-10)
 
 
@@ -345,7 +391,7 @@ def test_jacobians_from_jax(jax_np):
     f = lambda x: tg.tanh(tg.dot(A, x) + b)
     y, pullback = tg.vjp(f, x, **INTERP)
     basis = np.eye(y.size).reshape((-1,) + y.shape)
-    jac_rows, = tg.vmap(pullback, out_axes=y.ndim)(basis)
+    (jac_rows,) = tg.vmap(pullback, out_axes=y.ndim)(basis)
     push = lambda v: tg.jvp(f, (x,), (v,), **INTERP)
     y2, jac_cols = tg.vmap(push, out_axes=(None, 0))(np.eye(x.size))
     np.testing.assert_allclose(y2, y, rtol=1e-12)
@@ -356,11 +402,13 @@ def test_jacobians_from_jax(jax_np):
     if jax_np is None:  # JAX not installed: the checks above stand alone
         return
     jax, jnp = jax_np
-    np.testing.assert_allclose(expected, np.asarray(jax.jacrev(
-        lambda x: jnp.tanh(A @ x + b))(x)), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(
+        expected, np.asarray(jax.jacrev(lambda x: jnp.tanh(A @ x + b))(x)), rtol=1e-10, atol=1e-14
+    )
 
 
 # ------------------------------------------------- nesting, pytrees, out_axes
+
 
 def test_nested_vmap_closing_over_outer_example(jax_np):
     xs, ys = R(3, 2), R(4, 2)
@@ -379,8 +427,10 @@ def test_pytree_in_axes_prefix_and_out_axes():
 
     def f(p, x):
         return {"dot": tg.sum(p["w"] * x), "shift": x + p["b"]}, tg.sum(p["w"])
-    out, total = tg.vmap(f, in_axes=({"w": None, "b": 0}, 1),
-                         out_axes=({"dot": 0, "shift": 1}, None))(params, xs)
+
+    out, total = tg.vmap(
+        f, in_axes=({"w": None, "b": 0}, 1), out_axes=({"dot": 0, "shift": 1}, None)
+    )(params, xs)
     for i in range(5):
         one, t = f({"w": params["w"], "b": params["b"][i]}, xs[:, i])
         np.testing.assert_allclose(out["dot"][i], one["dot"], rtol=1e-12)
@@ -404,6 +454,7 @@ def test_vmap_inside_compile_numba(mlp_case):
 
 # ------------------------------------------------------- loops and branches
 
+
 def _running(x):
     return tg.scan(lambda c, v: (c + v, c * v), x[0] * 0.0, x)[1]
 
@@ -421,7 +472,7 @@ def _branch(x):  # a per-example predicate: both branches, then a select
 
 
 def _shared_branch(x, flag):  # a shared predicate: one cond over batched branches
-    return tg.cond(flag > 0, lambda v: tg.sin(v) * 2.0, lambda v: v ** 2, x)
+    return tg.cond(flag > 0, lambda v: tg.sin(v) * 2.0, lambda v: v**2, x)
 
 
 @pytest.mark.parametrize("fn", [_running, _from_constant_carry, _reads_example, _branch])
@@ -435,9 +486,11 @@ def test_loops_and_branches_are_batched(fn):
 
     def loss(x):
         out = tg.vmap(fn)(x)
-        return tg.sum(tg.sum(out[0]) * out[1] if isinstance(out, tuple) else out ** 2)
-    np.testing.assert_allclose(tg.grad(loss, **INTERP)(xs), numeric_grad(loss, [xs], 0),
-                               rtol=1e-6, atol=1e-8)
+        return tg.sum(tg.sum(out[0]) * out[1] if isinstance(out, tuple) else out**2)
+
+    np.testing.assert_allclose(
+        tg.grad(loss, **INTERP)(xs), numeric_grad(loss, [xs], 0), rtol=1e-6, atol=1e-8
+    )
 
 
 def test_shared_predicate_keeps_one_cond():
@@ -460,23 +513,28 @@ def test_while_loops_are_batched():
     xs = R(5, 4) * 3
     check(_halve_until_small, (xs,), 0)
     check(_halve_n_times, (xs, np.array(3)), (0, None))
-    for fn, args, axes in [(_halve_until_small, (xs,), 0),
-                           (_halve_n_times, (xs, np.array(3)), (0, None))]:
+    for fn, args, axes in [
+        (_halve_until_small, (xs,), 0),
+        (_halve_n_times, (xs, np.array(3)), (0, None)),
+    ]:
         f = tg.vmap(fn, in_axes=axes)
         assert traced_ops(f, *args).count("while") == 1
-        np.testing.assert_allclose(tg.compile(f, **INTERP)(*args), loop_vmap(fn, axes, args),
-                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            tg.compile(f, **INTERP)(*args), loop_vmap(fn, axes, args), rtol=1e-12
+        )
 
 
 def test_custom_vjp_is_batched_with_its_rule():
     """custom_vjp: function, forward and backward rules batched; the user's rule still
     gives the gradient, summed over the batch for a shared argument."""
+
     @tg.custom_vjp
     def scaled_mul(w, x):
         return w * x
 
-    scaled_mul.defvjp(lambda w, x: (w * x, (w, x)),
-                      lambda res, g: (2.0 * g * res[1], 3.0 * g * res[0]))
+    scaled_mul.defvjp(
+        lambda w, x: (w * x, (w, x)), lambda res, g: (2.0 * g * res[1], 3.0 * g * res[0])
+    )
     w, xs = R(3), R(5, 3)
     f = tg.vmap(scaled_mul, in_axes=(None, 0))
     check(scaled_mul, (w, xs), (None, 0))
@@ -490,8 +548,10 @@ def test_custom_vjp_is_batched_with_its_rule():
 def test_a_primitive_without_rule_runs_as_a_per_node_loop(monkeypatch):
     """A rule that gives up (NotImplementedError), like a primitive with none, leaves a
     scan over the batch of that one node: right values and gradients, compiled too."""
+
     def gives_up(args, dims, **attrs):
         raise NotImplementedError
+
     monkeypatch.setattr(tg.ops.table.tanh, "batch_rule", gives_up)
     w, xs = R(3, 2), R(5, 3)
     fn = lambda w, x: tg.sum(tg.tanh(x @ w) ** 2)
@@ -505,12 +565,14 @@ def test_a_primitive_without_rule_runs_as_a_per_node_loop(monkeypatch):
     np.testing.assert_allclose(per_example(w, xs), expected, rtol=1e-12)
     np.testing.assert_allclose(tg.compile(per_example)(w, xs), expected, rtol=1e-10)
     loss = lambda w: tg.sum(f(w, xs))
-    np.testing.assert_allclose(tg.grad(loss, **INTERP)(w), numeric_grad(loss, [w], 0),
-                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        tg.grad(loss, **INTERP)(w), numeric_grad(loss, [w], 0), rtol=1e-6, atol=1e-8
+    )
 
 
 def test_eager_tensors_record_a_batched_graph():
     import tracegrad.eager as torch
+
     w = torch.tensor(R(3, 2), requires_grad=True)
     xs = R(5, 3)
     out = tg.vmap(lambda w, x: tg.tanh(x @ w), in_axes=(None, 0))(w, xs)
@@ -521,22 +583,30 @@ def test_eager_tensors_record_a_batched_graph():
         x = torch.tensor(R(5, 4), requires_grad=True)
         (tg.vmap(fn)(x) ** 2).sum().backward()
         loss = lambda v, fn=fn: tg.sum(tg.vmap(fn)(v) ** 2)
-        np.testing.assert_allclose(x.grad.numpy(), numeric_grad(loss, [x.detach().numpy()], 0),
-                                   rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(
+            x.grad.numpy(), numeric_grad(loss, [x.detach().numpy()], 0), rtol=1e-6, atol=1e-8
+        )
 
 
 # ------------------------------------------------------------------- errors
 
+
 def test_errors_as_jax():
     x, y = np.ones((3, 2)), np.ones((5, 2))
-    with pytest.raises(ValueError, match=r"inconsistent sizes(.|\n)*size 3: axis 0 of argument "
-                                         r"a of type f64\[3,2\](.|\n)*size 5: axis 0 of "
-                                         r"argument b"):
+    with pytest.raises(
+        ValueError,
+        match=r"inconsistent sizes(.|\n)*size 3: axis 0 of argument "
+        r"a of type f64\[3,2\](.|\n)*size 5: axis 0 of "
+        r"argument b",
+    ):
         tg.vmap(lambda a, b: a + b)(x, y)
     with pytest.raises(ValueError, match=r"2 axes had size 3"):
         tg.vmap(lambda a, b, c: a + b + c)(x, x, y)
-    with pytest.raises(ValueError, match=r"along axis 2, which implies that its rank should be "
-                                         r"at least 3, but is only 2 \(its shape is \(3, 2\)\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"along axis 2, which implies that its rank should be "
+        r"at least 3, but is only 2 \(its shape is \(3, 2\)\)",
+    ):
         tg.vmap(lambda a: a, in_axes=2)(x)
     with pytest.raises(ValueError, match=r"len\(in_axes\)=1, len\(args\)=2"):
         tg.vmap(lambda a, b: a, in_axes=(0,))(x, x)
@@ -555,6 +625,7 @@ def test_errors_as_jax():
 
 # ------------------------------------------------------------- Jacobian rows
 
+
 def test_jacobian_rows_by_vmap_match_jacobian(jax_np):
     """jacrev as JAX builds it: one vmap of the pullback over the identity. The
     forward pass runs once (one sin node in the graph), not once per output."""
@@ -562,7 +633,8 @@ def test_jacobian_rows_by_vmap_match_jacobian(jax_np):
     x = R(3)
 
     def flat(p, x):
-        return tg.concatenate([tg.sin(p["w"] * x), p["b"] * tg.sum(x ** 2)])
+        return tg.concatenate([tg.sin(p["w"] * x), p["b"] * tg.sum(x**2)])
+
     rows = batching.jacobian_rows(flat, (params, x), (0, 1))
     expected = tg.jacobian(flat, argnums=(0, 1), **INTERP)(params, x)
     np.testing.assert_allclose(rows[0]["w"], expected[0]["w"], rtol=1e-12)
@@ -571,9 +643,9 @@ def test_jacobian_rows_by_vmap_match_jacobian(jax_np):
     if jax_np is None:  # JAX not installed: the checks above stand alone
         return
     jax, jnp = jax_np
-    theirs = jax.jacrev(lambda p, x: jnp.concatenate([jnp.sin(p["w"] * x),
-                                                      p["b"] * jnp.sum(x ** 2)]),
-                        argnums=(0, 1))(params, x)
+    theirs = jax.jacrev(
+        lambda p, x: jnp.concatenate([jnp.sin(p["w"] * x), p["b"] * jnp.sum(x**2)]), argnums=(0, 1)
+    )(params, x)
     np.testing.assert_allclose(rows[1], np.asarray(theirs[1]), rtol=1e-12)
     ops = traced_ops(lambda p, x: batching.jacobian_rows(flat, (p, x), (0, 1), n_out=5), params, x)
     assert ops.count("sin") == 1 and "scan" not in ops
@@ -584,8 +656,10 @@ def test_empty_batch_and_axis_size():
     """A batch of 0 examples gives empty results of the right shape (JAX too); with
     no mapped argument, axis_size says how many copies to make."""
     w = R(3, 2)
-    assert tg.vmap(lambda x, w: tg.tanh(x @ w), in_axes=(0, None))(np.ones((0, 3)), w).shape \
-        == (0, 2)
+    assert tg.vmap(lambda x, w: tg.tanh(x @ w), in_axes=(0, None))(np.ones((0, 3)), w).shape == (
+        0,
+        2,
+    )
     assert tg.vmap(_running)(np.ones((0, 3))).shape == (0, 3)
     per_example = tg.vmap(tg.grad(lambda w, x: tg.sum(tg.tanh(x @ w)), **INTERP), (None, 0))
     assert per_example(w, np.ones((0, 3))).shape == (0, 3, 2)
@@ -597,19 +671,23 @@ def test_empty_batch_and_axis_size():
 
 def test_docstring_examples():
     import doctest
+
     result = doctest.testmod(batching, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted >= 8
 
 
 # ------------------------------------------ every row of the op table, batched
 
+
 def _op_cases():
     import pathlib
     import sys
+
     ops_dir = str(pathlib.Path(__file__).resolve().parents[1] / "ops")
     if ops_dir not in sys.path:
         sys.path.insert(0, ops_dir)
     import op_cases
+
     return op_cases.CASES
 
 
@@ -622,18 +700,21 @@ def test_every_op_table_row_batches_like_a_loop(case, mapped):
     """Each row of tests/ops/op_cases.py over a batch of 3 draws: every array operand
     mapped, or only the first (the others shared), against a loop over the examples."""
     import zlib
+
     rng = np.random.default_rng(zlib.crc32(case.id.encode()))
     samples = [case.draw(rng, "float64") for _ in range(3)]
     arrays = [k for k, v in enumerate(samples[0]) if isinstance(v, np.ndarray) and v.ndim]
     if not arrays:
         pytest.skip("no array operand to map")
     mapped_at = arrays if mapped == "all" else arrays[:1]
-    args = [np.stack([s[k] for s in samples]) if k in mapped_at else v
-            for k, v in enumerate(samples[0])]
+    args = [
+        np.stack([s[k] for s in samples]) if k in mapped_at else v for k, v in enumerate(samples[0])
+    ]
     in_axes = tuple(0 if k in mapped_at else None for k in range(len(args)))
 
     def fn(*operands):
         return case.prim(*operands, **case.attrs)
+
     ours = tg.vmap(fn, in_axes=in_axes)(*args)
     expected = loop_vmap(fn, in_axes, tuple(args))
     assert np.shape(ours) == np.shape(expected)
@@ -645,18 +726,32 @@ def _spd(*shape):
     return m @ np.swapaxes(m, -1, -2) + shape[-1] * np.eye(shape[-1])
 
 
-@pytest.mark.parametrize("fn, args, in_axes", [
-    (lambda a, b: tg.linalg.solve(a, b), (_spd(4, 3, 3), R(4, 3)), (0, 0)),
-    (lambda a, b: tg.linalg.solve(a, b), (_spd(3, 3), R(4, 3)), (None, 0)),
-    (lambda a, b: tg.linalg.solve(a, b), (_spd(4, 3, 3), R(3)), (0, None)),
-    (lambda a, b: tg.linalg.solve(a, b), (_spd(2, 4, 3, 3), R(3, 2)), (1, None)),
-    (lambda a, b: tg.linalg.solve(a, b), (_spd(3, 3), R(2, 3, 2, 4)), (None, 3)),
-    (lambda a, b: tg.linalg.solve_triangular(a, b, lower=True), (_spd(4, 3, 3), R(3)), (0, None)),
-    (lambda a, b: tg.linalg.solve_triangular(a, b, trans=1), (_spd(3, 3), R(3, 2, 4)), (None, 2)),
-    (lambda a: tg.linalg.cholesky(a) @ tg.linalg.inv(a), (_spd(4, 2, 3, 3),), 0),
-    (lambda a: tg.linalg.det(a) + tg.linalg.slogdet(a)[1], (np.moveaxis(_spd(4, 3, 3), 0, 1),),
-     1),
-])
+@pytest.mark.parametrize(
+    "fn, args, in_axes",
+    [
+        (lambda a, b: tg.linalg.solve(a, b), (_spd(4, 3, 3), R(4, 3)), (0, 0)),
+        (lambda a, b: tg.linalg.solve(a, b), (_spd(3, 3), R(4, 3)), (None, 0)),
+        (lambda a, b: tg.linalg.solve(a, b), (_spd(4, 3, 3), R(3)), (0, None)),
+        (lambda a, b: tg.linalg.solve(a, b), (_spd(2, 4, 3, 3), R(3, 2)), (1, None)),
+        (lambda a, b: tg.linalg.solve(a, b), (_spd(3, 3), R(2, 3, 2, 4)), (None, 3)),
+        (
+            lambda a, b: tg.linalg.solve_triangular(a, b, lower=True),
+            (_spd(4, 3, 3), R(3)),
+            (0, None),
+        ),
+        (
+            lambda a, b: tg.linalg.solve_triangular(a, b, trans=1),
+            (_spd(3, 3), R(3, 2, 4)),
+            (None, 2),
+        ),
+        (lambda a: tg.linalg.cholesky(a) @ tg.linalg.inv(a), (_spd(4, 2, 3, 3),), 0),
+        (
+            lambda a: tg.linalg.det(a) + tg.linalg.slogdet(a)[1],
+            (np.moveaxis(_spd(4, 3, 3), 0, 1),),
+            1,
+        ),
+    ],
+)
 def test_linalg_batched_without_loops(fn, args, in_axes):
     check(fn, args, in_axes, rtol=1e-10)
     if in_axes == (0, 0):  # per-example gradients through solve
@@ -693,13 +788,16 @@ def test_compiled_vmap_reads_globals_on_every_call():
 
 def test_hessian_rows_by_vmap_of_grad():
     """jacobian_rows of a gradient: the Hessian, also compiled to one kernel."""
+
     def f(x):
-        return tg.sum(tg.sin(x) * x[::-1]) + tg.sum(x ** 3)
+        return tg.sum(tg.sin(x) * x[::-1]) + tg.sum(x**3)
+
     x = R(4)
     g = tg.grad(f, **INTERP)
     expected = tg.hessian(f, **INTERP)(x)
-    np.testing.assert_allclose(batching.jacobian_rows(g, (x,), (0,), n_out=4)[0], expected,
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        batching.jacobian_rows(g, (x,), (0,), n_out=4)[0], expected, rtol=1e-12
+    )
     compiled = tg.compile(lambda x: batching.jacobian_rows(g, (x,), (0,), n_out=4)[0])
     np.testing.assert_allclose(compiled(x), expected, rtol=1e-10)
     assert "scan" not in [n.op for n in compiled.lower(x).traced.nodes]
@@ -713,6 +811,7 @@ def test_batch_of_compile_traces_once():
     def f(x):
         side.append(None)
         return x + x
+
     g = tg.compile(tg.vmap(f), **INTERP)
     np.testing.assert_allclose(g(np.ones(2)), 2 * np.ones(2))
     assert len(side) == 1
@@ -720,19 +819,24 @@ def test_batch_of_compile_traces_once():
     assert len(side) == 1
 
 
-@pytest.mark.parametrize("fn", [
-    lambda x: tg.ops.table.erf(x),
-    lambda x: tg.ops.table.clamp_tensor(x, x[0] * 0.1, 0.5, has_lo=True, has_hi=True),
-    lambda x: tg.ops.table.vector_norm(x, ord=2.0, axis=(1,), keepdims=False),
-    lambda x: tg.ops.table.vector_norm(x, ord=3.0, axis=None, keepdims=True),
-    lambda x: tg.ops.table.diagonal(x, offset=1, axis1=0, axis2=2),
-    lambda x: tg.ops.table.diagonal_scatter_zeros(x[0, 0, :3], offset=-1, axis1=1, axis2=0,
-                                                  shape=(5, 4)),
-])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: tg.ops.table.erf(x),
+        lambda x: tg.ops.table.clamp_tensor(x, x[0] * 0.1, 0.5, has_lo=True, has_hi=True),
+        lambda x: tg.ops.table.vector_norm(x, ord=2.0, axis=(1,), keepdims=False),
+        lambda x: tg.ops.table.vector_norm(x, ord=3.0, axis=None, keepdims=True),
+        lambda x: tg.ops.table.diagonal(x, offset=1, axis1=0, axis2=2),
+        lambda x: tg.ops.table.diagonal_scatter_zeros(
+            x[0, 0, :3], offset=-1, axis1=1, axis2=0, shape=(5, 4)
+        ),
+    ],
+)
 @pytest.mark.parametrize("in_axis", [0, 2])
 def test_eager_surface_primitives_batched(fn, in_axis):
     x = np.abs(R(3, 4, 5, 4)) + 0.5 if in_axis == 0 else np.abs(R(3, 4, 3, 4)) + 0.5
     check(fn, (x,), in_axis)
     loss = lambda v: tg.sum(tg.vmap(fn, in_axes=in_axis)(v) ** 2)
-    np.testing.assert_allclose(tg.grad(loss, **INTERP)(x), numeric_grad(loss, [x], 0),
-                               rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        tg.grad(loss, **INTERP)(x), numeric_grad(loss, [x], 0), rtol=1e-5, atol=1e-7
+    )

@@ -3,6 +3,7 @@
 One module-scoped cluster of 2 worker processes serves the quick tests; the
 worker-killing test is `slow`.
 """
+
 import os
 import threading
 import time
@@ -24,8 +25,13 @@ def loss(params, x, y):
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, env=dict(tgd.WORKER_ENV))
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        env=dict(tgd.WORKER_ENV),
+    )
     c = distributed.Client(cluster)
     yield c
     c.close()
@@ -140,8 +146,11 @@ def test_a_call_moves_parameters_and_gradients_not_data(client):
 
 
 def test_float32_gradients_keep_their_dtype(client, data):
-    params, x, y = (tuple(p.astype(np.float32) for p in data[0]),
-                    data[1].astype(np.float32), data[2].astype(np.float32))
+    params, x, y = (
+        tuple(p.astype(np.float32) for p in data[0]),
+        data[1].astype(np.float32),
+        data[2].astype(np.float32),
+    )
     value, grads = tgd.value_and_grad(loss, client=client)(params, x, y)
     ref_value, ref_grads = tg.value_and_grad(loss)(params, x, y)
     assert np.asarray(value).dtype == np.float32 and grads[0].dtype == np.float32
@@ -156,6 +165,7 @@ def test_a_worker_killed_mid_call_gives_the_same_result_or_an_error(client, data
     def slow_loss(params, x, y):  # tracing sleeps: the call is in flight when the kill lands
         time.sleep(1.0)
         return loss(params, x, y)
+
     vg = tgd.value_and_grad(slow_loss, client=client)
     result = {}
 
@@ -164,6 +174,7 @@ def test_a_worker_killed_mid_call_gives_the_same_result_or_an_error(client, data
             result["ok"] = vg(params, x, y)
         except Exception as exc:  # a clear error is allowed, a partial sum is not
             result["error"] = exc
+
     t = threading.Thread(target=call)
     t.start()
     time.sleep(0.5)  # both shards are tracing (sleeping) now

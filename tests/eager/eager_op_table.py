@@ -4,6 +4,7 @@ Each entry: (id, fn(M, *tensors), input shapes, domain). `M` is the module
 (`tracegrad.eager` or `torch`), so one lambda runs in both libraries.
 domain: "any" (standard normal), "pos" (0.5..2), "away" (|x| in 0.3..2, away from kinks).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,10 +19,10 @@ OPS = [
     ("mul_scalar_left", lambda M, a: 3.0 * a, [(3,)], "any"),
     ("div", lambda M, a, b: a / b, [(2, 3), (3,)], "pos"),
     ("rdiv", lambda M, a: 2.0 / a, [(3,)], "pos"),
-    ("pow_scalar", lambda M, a: a ** 3, [(2, 3)], "any"),
-    ("pow_half", lambda M, a: a ** 0.5, [(4,)], "pos"),
-    ("pow_tensor", lambda M, a, b: a ** b, [(2, 3), (3,)], "pos"),
-    ("rpow", lambda M, a: 2.0 ** a, [(3,)], "any"),
+    ("pow_scalar", lambda M, a: a**3, [(2, 3)], "any"),
+    ("pow_half", lambda M, a: a**0.5, [(4,)], "pos"),
+    ("pow_tensor", lambda M, a, b: a**b, [(2, 3), (3,)], "pos"),
+    ("rpow", lambda M, a: 2.0**a, [(3,)], "any"),
     ("neg", lambda M, a: -a, [(3,)], "any"),
     ("neg_fn", lambda M, a: M.neg(a), [(2, 2)], "any"),
     ("abs", lambda M, a: M.abs(a), [(5,)], "away"),
@@ -99,7 +100,7 @@ OPS = [
     ("index_ellipsis", lambda M, a: a[..., 1], [(2, 3, 4)], "any"),
     # compositions
     ("mlp_layer", lambda M, x, w, b: M.relu(x @ w + b).sum(dim=1), [(4, 3), (3, 5), (5,)], "away"),
-    ("seed_z", lambda M, x, y: x * y + x ** 2, [(1,), (1,)], "any"),
+    ("seed_z", lambda M, x, y: x * y + x**2, [(1,), (1,)], "any"),
 ]
 
 
@@ -119,6 +120,7 @@ def make_inputs(shapes, domain, dtype=np.float64, seed=0):
 
 # ------------------------------------------------ shared by the linalg cross-checks
 
+
 def float64_leaves(T, arrays):
     """float64 leaf tensors of module T (tracegrad.eager or torch)."""
     return [T.tensor(a, dtype=T.float64, requires_grad=True) for a in arrays]
@@ -129,8 +131,9 @@ def weighted_backward(T, fn, arrays, create_graph=False):
     derivatives of sum(grad**2)]) in module T, for comparing two libraries."""
     leaves = float64_leaves(T, arrays)
     out = fn(T, *leaves)
-    weights = T.tensor(np.linspace(0.5, 1.5, out.numel()).reshape(tuple(out.shape)),
-                       dtype=T.float64)
+    weights = T.tensor(
+        np.linspace(0.5, 1.5, out.numel()).reshape(tuple(out.shape)), dtype=T.float64
+    )
     grads = T.autograd.grad((out * weights).sum(), leaves, create_graph=create_graph)
     second = None
     if create_graph:  # d/dx of sum(grad * grad): double backward through every vjp rule

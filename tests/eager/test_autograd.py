@@ -1,5 +1,6 @@
 """The eager graph and backward engine: structure, accumulation, retain_graph,
 hooks, retain_grad, higher order, autograd.grad, deep graphs, memory release."""
+
 from __future__ import annotations
 
 import gc
@@ -18,10 +19,11 @@ def names(fn):
 
 # ---------------------------------------------------------------- seed example
 
+
 def test_seed_example_values_and_graph():
     x = torch.tensor([2.0], requires_grad=True)
     y = torch.tensor([3.0], requires_grad=True)
-    z = x * y + x ** 2
+    z = x * y + x**2
     assert repr(z) == "tensor([10.], grad_fn=<AddBackward0>)"
     assert names(z.grad_fn) == ["MulBackward0", "PowBackward0"]
     mul, powb = [n for n, _ in z.grad_fn.next_functions]
@@ -43,7 +45,7 @@ def test_python_scalars_show_as_none_edges():
     assert names((2 * x).grad_fn) == ["torch::autograd::AccumulateGrad", None]
     assert names((1 - x).grad_fn) == ["torch::autograd::AccumulateGrad"]  # RsubBackward1
     assert (1 - x).grad_fn.name() == "RsubBackward1"
-    assert names((x ** 2).grad_fn) == ["torch::autograd::AccumulateGrad"]
+    assert names((x**2).grad_fn) == ["torch::autograd::AccumulateGrad"]
     assert names((x.detach() * x).grad_fn) == [None, "torch::autograd::AccumulateGrad"]
     assert x.is_leaf and not y.is_leaf and x.grad_fn is None
 
@@ -61,10 +63,11 @@ def test_saved_tensors_info_and_metadata():
 
 # ------------------------------------------------------- accumulation & freeing
 
+
 def test_accumulation_and_zero():
     x = torch.tensor([2.0], requires_grad=True)
-    (x ** 2).backward()
-    (x ** 2).backward()
+    (x**2).backward()
+    (x**2).backward()
     assert x.grad.tolist() == [8.0]
     x.grad.zero_()
     assert x.grad.tolist() == [0.0]
@@ -75,7 +78,7 @@ def test_accumulation_and_zero():
 
 def test_second_backward_errors_with_pytorch_text():
     x = torch.tensor([2.0], requires_grad=True)
-    y = x ** 2
+    y = x**2
     y.backward()
     with pytest.raises(RuntimeError) as info:
         y.backward()
@@ -85,7 +88,7 @@ def test_second_backward_errors_with_pytorch_text():
 
 def test_retain_graph_allows_second_backward():
     x = torch.tensor([2.0], requires_grad=True)
-    y = x ** 2
+    y = x**2
     y.backward(retain_graph=True)
     y.backward()
     assert x.grad.tolist() == [8.0]
@@ -101,9 +104,12 @@ def test_nodes_that_save_nothing_can_run_twice():
 
 def test_implicit_gradient_only_for_scalars():
     x = torch.tensor([1.0, 2.0], requires_grad=True)
-    y = x ** 2
-    with pytest.raises(RuntimeError, match="^grad can be implicitly created only for scalar outputs\n"
-                                           r"  \(backward of f32\[2\] at .*test_autograd.py:\d+\)$"):
+    y = x**2
+    with pytest.raises(
+        RuntimeError,
+        match="^grad can be implicitly created only for scalar outputs\n"
+        r"  \(backward of f32\[2\] at .*test_autograd.py:\d+\)$",
+    ):
         y.backward()
     y.backward(torch.ones_like(y))
     assert x.grad.tolist() == [2.0, 4.0]
@@ -111,15 +117,19 @@ def test_implicit_gradient_only_for_scalars():
 
 def test_gradient_shape_mismatch():
     x = torch.ones(2, requires_grad=True)
-    with pytest.raises(RuntimeError, match=r"Mismatch in shape: grad_output\[0\] has a shape of "
-                                           r"torch.Size\(\[3\]\) and output\[0\] has a shape of "
-                                           r"torch.Size\(\[2\]\)."):
+    with pytest.raises(
+        RuntimeError,
+        match=r"Mismatch in shape: grad_output\[0\] has a shape of "
+        r"torch.Size\(\[3\]\) and output\[0\] has a shape of "
+        r"torch.Size\(\[2\]\).",
+    ):
         (x * 2).backward(torch.ones(3))
 
 
 def test_backward_on_tensor_without_grad():
-    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad and does "
-                                           "not have a grad_fn"):
+    with pytest.raises(
+        RuntimeError, match="element 0 of tensors does not require grad and does not have a grad_fn"
+    ):
         torch.ones(2).sum().backward()
 
 
@@ -132,6 +142,7 @@ def test_gradient_reaches_inputs_in_their_own_shape():
 
 
 # ----------------------------------------------------------------- hooks
+
 
 def test_hooks_on_leaf_and_intermediate_and_remove():
     x = torch.tensor([1.0, 2.0], requires_grad=True)
@@ -177,9 +188,10 @@ def test_retain_grad_does_not_keep_tensor_alive():
 
 # ------------------------------------------------------------ higher order
 
+
 def test_higher_order_gradients():
     x = torch.tensor([3.0], requires_grad=True)
-    y = x ** 3
+    y = x**3
     (g,) = torch.autograd.grad(y, x, create_graph=True)
     assert g.tolist() == [27.0] and g.grad_fn is not None
     (g2,) = torch.autograd.grad(g, x, create_graph=True)
@@ -199,7 +211,7 @@ def test_backward_create_graph_then_backward_through_grad():
     xd = x.detach().numpy().astype(np.float64)
     t, e = np.tanh(xd), np.exp(xd)
     # d/dx [ (1 - t^2) e + t e ] = (-2 t (1 - t^2)) e + (1 - t^2) e + (1 - t^2) e + t e
-    expected = -2 * t * (1 - t ** 2) * e + 2 * (1 - t ** 2) * e + t * e
+    expected = -2 * t * (1 - t**2) * e + 2 * (1 - t**2) * e + t * e
     np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-5)
 
 
@@ -209,15 +221,18 @@ def test_autograd_grad_does_not_touch_dot_grad_and_allow_unused():
     y = (x * 2).sum()
     (g, none) = torch.autograd.grad(y, [x, unused], allow_unused=True, retain_graph=True)
     assert g.tolist() == [2.0] and none is None and x.grad is None
-    with pytest.raises(RuntimeError, match=r"The differentiated Tensor at index 1 appears to not "
-                                           r"have been used in the graph. Set allow_unused=True"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"The differentiated Tensor at index 1 appears to not "
+        r"have been used in the graph. Set allow_unused=True",
+    ):
         torch.autograd.grad(y, [x, unused])
 
 
 def test_autograd_grad_wrt_intermediate_and_grad_outputs():
     x = torch.tensor([1.0, 2.0], requires_grad=True)
     h = x * 3
-    y = h ** 2
+    y = h**2
     (gh,) = torch.autograd.grad(y, h, grad_outputs=torch.tensor([1.0, 0.5]))
     assert gh.tolist() == [6.0, 6.0]
 
@@ -235,7 +250,7 @@ def test_deep_graph_has_no_recursion_limit():
     for _ in range(10_000):
         y = y * 1.0001
     y.backward()
-    np.testing.assert_allclose(x.grad.numpy(), [1.0001 ** 10_000], rtol=1e-3)
+    np.testing.assert_allclose(x.grad.numpy(), [1.0001**10_000], rtol=1e-3)
     del y  # freeing a 10,000-node chain must not overflow the stack either
     gc.collect()
 
@@ -243,14 +258,14 @@ def test_deep_graph_has_no_recursion_limit():
 def test_saved_tensors_released_after_backward():
     x = torch.tensor([1.0, 2.0], requires_grad=True)
     h = x * 3
-    y = (h * h).sum()   # MulBackward0 saves h
+    y = (h * h).sum()  # MulBackward0 saves h
     ref = weakref.ref(h)
     del h
     gc.collect()
     assert ref() is not None  # kept by the graph
     y.backward()
     gc.collect()
-    assert ref() is None      # released by backward
+    assert ref() is None  # released by backward
 
 
 def test_saved_tensors_kept_with_retain_graph():
@@ -281,6 +296,7 @@ def test_no_reference_cycles_through_grad_fn():
 
 
 # -------------------------------------------------------------- anomaly mode
+
 
 def test_detect_anomaly_names_node_and_forward_line():
     x = torch.tensor([0.0], requires_grad=True)

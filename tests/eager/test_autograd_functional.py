@@ -1,11 +1,12 @@
 """torch.autograd.functional for eager tensors: jacobian, hessian, vjp, jvp."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from tracegrad.eager.autograd.functional import hessian, jacobian, jvp, vjp
 
 import tracegrad.eager as torch
-from tracegrad.eager.autograd.functional import hessian, jacobian, jvp, vjp
 
 
 def f_pair(a, b):
@@ -21,7 +22,12 @@ def test_jacobian_hand_values_and_shapes():
     np.testing.assert_allclose(j.numpy(), want, rtol=1e-12)
     a, b = torch.ones(2, 3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
     (ja, jb), (ka, kb) = jacobian(f_pair, (a, b))
-    assert ja.shape == (2, 2, 3) and jb.shape == (2, 3) and ka.shape == (3, 2, 3) and kb.shape == (3, 3)
+    assert (
+        ja.shape == (2, 2, 3)
+        and jb.shape == (2, 3)
+        and ka.shape == (3, 2, 3)
+        and kb.shape == (3, 3)
+    )
     assert not j.requires_grad and x.grad is None  # inputs untouched
 
 
@@ -45,7 +51,7 @@ def test_vjp_and_jvp_agree_with_the_jacobian():
 
 def test_create_graph_lets_the_jacobian_be_differentiated():
     x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
-    j = jacobian(lambda x: x ** 3, x, create_graph=True)
+    j = jacobian(lambda x: x**3, x, create_graph=True)
     assert j.requires_grad
     j.sum().backward()  # d/dx sum(diag(3 x^2)) = 6 x
     np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])
@@ -65,6 +71,7 @@ def test_strict_mode_and_bad_inputs():
 def test_matches_pytorch():
     real = pytest.importorskip("torch")
     from torch.autograd import functional as RF
+
     data = np.random.default_rng(0).standard_normal((2, 3))
     b = np.random.default_rng(1).standard_normal(3)
     ours = jacobian(f_pair, (torch.tensor(data), torch.tensor(b)))

@@ -1,5 +1,6 @@
 """Issue 13: torch.utils.data (TensorDataset, DataLoader) and the top level (device, cuda,
 Generator, Variable, save/load) under `import tracegrad.eager as torch`."""
+
 from __future__ import annotations
 
 import io
@@ -10,8 +11,13 @@ import pytest
 
 import tracegrad.eager as torch
 from tracegrad.eager import nn
-from tracegrad.eager.utils.data import (DataLoader, Dataset, TensorDataset, default_collate,
-                                        random_split)
+from tracegrad.eager.utils.data import (
+    DataLoader,
+    Dataset,
+    TensorDataset,
+    default_collate,
+    random_split,
+)
 
 
 def make_ds(n=10):
@@ -61,8 +67,10 @@ def test_shuffle_is_a_permutation_and_seeded():
 
 def test_default_collate_rules_match_torch():
     rt = pytest.importorskip("torch")
-    samples = [(1.5, 2, np.ones(2, np.float32), {"a": 1}), (2.5, 3, np.zeros(2, np.float32),
-                                                             {"a": 2})]
+    samples = [
+        (1.5, 2, np.ones(2, np.float32), {"a": 1}),
+        (2.5, 3, np.zeros(2, np.float32), {"a": 2}),
+    ]
     ours, theirs = default_collate(samples), rt.utils.data.default_collate(samples)
     assert type(ours) is type(theirs) is list
     for a, b in zip(ours[:3], theirs[:3]):
@@ -76,8 +84,9 @@ def test_dataloader_batches_match_torch_unshuffled():
     x = np.random.default_rng(0).normal(size=(11, 3)).astype(np.float32)
     y = np.arange(11)
     ours = DataLoader(TensorDataset(torch.tensor(x), torch.tensor(y)), batch_size=3)
-    theirs = rt.utils.data.DataLoader(rt.utils.data.TensorDataset(rt.tensor(x), rt.tensor(y)),
-                                      batch_size=3)
+    theirs = rt.utils.data.DataLoader(
+        rt.utils.data.TensorDataset(rt.tensor(x), rt.tensor(y)), batch_size=3
+    )
     assert len(ours) == len(theirs)
     for (a, b), (c, d) in zip(ours, theirs):
         np.testing.assert_array_equal(a.numpy(), c.numpy())
@@ -117,8 +126,12 @@ def test_device_cuda_variable():
     x = torch.randn(2, 3, device=dev).to(dev)
     model = nn.Linear(3, 1).to(dev)
     assert model(x).shape == (2, 1)
-    for factory in (lambda d: torch.zeros(2, device=d), lambda d: torch.rand(2, device=d),
-                    lambda d: torch.eye(2, device=d), lambda d: torch.arange(2, device=d)):
+    for factory in (
+        lambda d: torch.zeros(2, device=d),
+        lambda d: torch.rand(2, device=d),
+        lambda d: torch.eye(2, device=d),
+        lambda d: torch.arange(2, device=d),
+    ):
         factory("cpu")
         with pytest.raises(AssertionError, match="Torch not compiled with CUDA enabled"):
             factory("cuda")
@@ -149,8 +162,12 @@ def test_manual_seed_repeats_everything_random():
     def draw():
         torch.manual_seed(7)
         model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Dropout(0.5))
-        return [model[0].weight.detach().numpy().copy(), torch.randn(3).numpy(),
-                model(torch.ones(1, 1, 4, 4)).detach().numpy()]
+        return [
+            model[0].weight.detach().numpy().copy(),
+            torch.randn(3).numpy(),
+            model(torch.ones(1, 1, 4, 4)).detach().numpy(),
+        ]
+
     for a, b in zip(draw(), draw()):
         np.testing.assert_array_equal(a, b)
 
@@ -162,12 +179,22 @@ def test_save_load_state_dicts(tmp_path):
     model(torch.randn(4, 1, 4, 4)).sum().backward()
     opt.step()
     path = tmp_path / "ckpt.pt"
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "epoch": 3,
-                "lr": 0.5, "name": "cnn", "shape": (1, 2), "big": 2 ** 70,
-                "nan": float("nan")}, path)
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "opt": opt.state_dict(),
+            "epoch": 3,
+            "lr": 0.5,
+            "name": "cnn",
+            "shape": (1, 2),
+            "big": 2**70,
+            "nan": float("nan"),
+        },
+        path,
+    )
     loaded = torch.load(path, weights_only=True)
     assert loaded["epoch"] == 3 and loaded["name"] == "cnn" and loaded["shape"] == (1, 2)
-    assert loaded["big"] == 2 ** 70 and math.isnan(loaded["nan"]) and loaded["lr"] == 0.5
+    assert loaded["big"] == 2**70 and math.isnan(loaded["nan"]) and loaded["lr"] == 0.5
     assert list(loaded["model"]) == list(model.state_dict())
     for k, v in model.state_dict().items():
         assert loaded["model"][k].dtype == v.dtype
@@ -189,17 +216,26 @@ def test_save_load_state_dicts(tmp_path):
     # PyTorch's layout: one pickle naming only weights-only globals, raw storages
     import pickletools
     import zipfile
+
     with zipfile.ZipFile(path) as zf:
         names = zf.namelist()
         assert "archive/data.pkl" in names and "archive/byteorder" in names
-        globals_named = {arg for op, arg, _ in pickletools.genops(zf.read("archive/data.pkl"))
-                         if op.name == "GLOBAL"}
-    assert globals_named <= {"collections OrderedDict", "torch._utils _rebuild_tensor_v2",
-                             "torch._utils _rebuild_parameter", "torch FloatStorage",
-                             "torch LongStorage"}
+        globals_named = {
+            arg
+            for op, arg, _ in pickletools.genops(zf.read("archive/data.pkl"))
+            if op.name == "GLOBAL"
+        }
+    assert globals_named <= {
+        "collections OrderedDict",
+        "torch._utils _rebuild_tensor_v2",
+        "torch._utils _rebuild_parameter",
+        "torch FloatStorage",
+        "torch LongStorage",
+    }
     # what PyTorch's weights-only reader would refuse goes to the JSON + .npy layout
-    torch.save({"device": torch.device("cpu"), "arr": np.arange(3), "ids": {1, 2}},
-               tmp_path / "other.pt")
+    torch.save(
+        {"device": torch.device("cpu"), "arr": np.arange(3), "ids": {1, 2}}, tmp_path / "other.pt"
+    )
     other = torch.load(tmp_path / "other.pt")
     assert repr(other["device"]) == "device(type='cpu')" and other["ids"] == {1, 2}
     np.testing.assert_array_equal(other["arr"], np.arange(3))
@@ -221,7 +257,9 @@ def test_load_refuses_other_files(tmp_path):
     class Evil:
         def __reduce__(self):
             import os
+
             return (os.system, ("echo pwned",))
+
     evil = tmp_path / "evil.pt"
     with zipfile.ZipFile(evil, "w") as zf:
         zf.writestr("evil/data.pkl", pickle.dumps({"w": Evil()}))
@@ -230,6 +268,7 @@ def test_load_refuses_other_files(tmp_path):
         torch.load(evil)
     # a tensor record whose strides reach past its storage: refused, not read out of bounds
     from tracegrad.eager import compat
+
     storage = np.zeros(4, np.float32)
     with pytest.raises(RuntimeError, match="does not fit its storage"):
         compat._rebuild_tensor_v2(storage, 0, (2, 3), (3, 1))
@@ -246,28 +285,43 @@ def test_pytorch_reads_our_checkpoints(tmp_path):
     torch.manual_seed(0)
     ours = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.Linear(8, 3))
     ours(torch.randn(4, 1, 4, 4))
-    payload = {"model": ours.state_dict(), "epoch": 7, "lr": 1e-3, "big": -2 ** 70,
-               "names": ["a", "b"], "shape": (2, 3), "nan": float("nan"),
-               "param": nn.Parameter(torch.ones(2)), "half": torch.ones(2, dtype=torch.float16),
-               "flag": torch.tensor([True, False]), "empty": torch.zeros(0, 3),
-               "leaf": torch.tensor(2.0, requires_grad=True), "t": torch.arange(6).reshape(2, 3).T}
+    payload = {
+        "model": ours.state_dict(),
+        "epoch": 7,
+        "lr": 1e-3,
+        "big": -(2**70),
+        "names": ["a", "b"],
+        "shape": (2, 3),
+        "nan": float("nan"),
+        "param": nn.Parameter(torch.ones(2)),
+        "half": torch.ones(2, dtype=torch.float16),
+        "flag": torch.tensor([True, False]),
+        "empty": torch.zeros(0, 3),
+        "leaf": torch.tensor(2.0, requires_grad=True),
+        "t": torch.arange(6).reshape(2, 3).T,
+    }
     path = tmp_path / "ours.pt"
     torch.save(payload, path)
     loaded = rt.load(path, weights_only=True)
     assert type(loaded["model"]).__name__ == "OrderedDict"
-    assert loaded["epoch"] == 7 and loaded["big"] == -2 ** 70 and loaded["shape"] == (2, 3)
+    assert loaded["epoch"] == 7 and loaded["big"] == -(2**70) and loaded["shape"] == (2, 3)
     assert loaded["names"] == ["a", "b"] and math.isnan(loaded["nan"]) and loaded["lr"] == 1e-3
     assert isinstance(loaded["param"], rt.nn.Parameter) and loaded["leaf"].requires_grad
     for key in ("half", "flag", "empty", "t"):
         assert str(loaded[key].dtype) == str(payload[key].dtype)
         np.testing.assert_array_equal(loaded[key].numpy(), payload[key].numpy())
-    theirs = rt.nn.Sequential(rt.nn.Conv2d(1, 2, 3), rt.nn.BatchNorm2d(2), rt.nn.Flatten(),
-                              rt.nn.Linear(8, 3))
+    theirs = rt.nn.Sequential(
+        rt.nn.Conv2d(1, 2, 3), rt.nn.BatchNorm2d(2), rt.nn.Flatten(), rt.nn.Linear(8, 3)
+    )
     theirs.load_state_dict(loaded["model"])
     ours.eval(), theirs.eval()
     x = np.random.default_rng(1).normal(size=(2, 1, 4, 4)).astype(np.float32)
-    np.testing.assert_allclose(ours(torch.tensor(x)).detach().numpy(),
-                               theirs(rt.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ours(torch.tensor(x)).detach().numpy(),
+        theirs(rt.tensor(x)).detach().numpy(),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_load_reads_pytorch_checkpoints(tmp_path):
@@ -276,13 +330,20 @@ def test_load_reads_pytorch_checkpoints(tmp_path):
     rt = pytest.importorskip("torch")
 
     def build(lib):
-        return lib.nn.Sequential(lib.nn.Conv2d(1, 2, 3), lib.nn.BatchNorm2d(2),
-                                 lib.nn.Flatten(), lib.nn.Linear(8, 3))
+        return lib.nn.Sequential(
+            lib.nn.Conv2d(1, 2, 3), lib.nn.BatchNorm2d(2), lib.nn.Flatten(), lib.nn.Linear(8, 3)
+        )
+
     theirs = build(rt)
     theirs(rt.randn(4, 1, 4, 4))  # moves the BatchNorm running statistics
-    extra = {"strided": rt.arange(12.0).reshape(3, 4).t(), "offset": rt.arange(10)[3:7],
-             "param": rt.nn.Parameter(rt.ones(2)), "half": rt.ones(2, dtype=rt.float16),
-             "flag": rt.tensor(True), "epoch": 7}
+    extra = {
+        "strided": rt.arange(12.0).reshape(3, 4).t(),
+        "offset": rt.arange(10)[3:7],
+        "param": rt.nn.Parameter(rt.ones(2)),
+        "half": rt.ones(2, dtype=rt.float16),
+        "flag": rt.tensor(True),
+        "epoch": 7,
+    }
     path = tmp_path / "real.pt"
     rt.save({"model": theirs.state_dict(), **extra}, path)
     loaded = torch.load(path, weights_only=True)
@@ -290,8 +351,12 @@ def test_load_reads_pytorch_checkpoints(tmp_path):
     ours.load_state_dict(loaded["model"])
     theirs.eval(), ours.eval()
     x = np.random.default_rng(0).normal(size=(2, 1, 4, 4)).astype(np.float32)
-    np.testing.assert_allclose(ours(torch.tensor(x)).detach().numpy(),
-                               theirs(rt.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ours(torch.tensor(x)).detach().numpy(),
+        theirs(rt.tensor(x)).detach().numpy(),
+        rtol=1e-5,
+        atol=1e-6,
+    )
     for key in ("strided", "offset", "half", "flag"):
         np.testing.assert_array_equal(loaded[key].numpy(), extra[key].numpy())
         assert str(loaded[key].dtype) == str(extra[key].dtype)
@@ -299,11 +364,19 @@ def test_load_reads_pytorch_checkpoints(tmp_path):
     assert loaded["epoch"] == 7
 
 
-@pytest.mark.parametrize("name", ["tracegrad.eager.compat", "tracegrad.eager.utils.data",
-                                  "tracegrad.eager.nn.utils", "tracegrad.eager.nn.init",
-                                  "tracegrad.eager.optim.lr_scheduler"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tracegrad.eager.compat",
+        "tracegrad.eager.utils.data",
+        "tracegrad.eager.nn.utils",
+        "tracegrad.eager.nn.init",
+        "tracegrad.eager.optim.lr_scheduler",
+    ],
+)
 def test_docstring_examples(name):
     import doctest
     import importlib
+
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

@@ -9,13 +9,14 @@ through abs(U), S, abs(Vh) or U diag(S) Vh; full_matrices=True on rectangular
 input, qr in every mode PyTorch differentiates, and PyTorch's errors where it
 raises.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from eager_op_table import float64_leaves, weighted_backward
 
 import tracegrad.eager as tt
-from eager_op_table import float64_leaves, weighted_backward
 
 RNG = np.random.default_rng(808)
 SQUARE = RNG.standard_normal((4, 4))
@@ -71,8 +72,11 @@ CASES = [
     ("matrix_norm_nuc", lambda T, a: T.linalg.matrix_norm(a, ord="nuc"), [TALL]),
     ("matrix_norm_2", lambda T, a: T.linalg.matrix_norm(a, ord=2), [BATCH]),
     ("norm_neg2", lambda T, a: T.linalg.norm(a, ord=-2), [WIDE]),
-    ("torch_svd", lambda T, a: (T.svd(a)[0].abs().sum(-1) + T.svd(a)[1].sum()
-                                + T.svd(a)[2].abs().sum(0)[0]), [TALL]),
+    (
+        "torch_svd",
+        lambda T, a: T.svd(a)[0].abs().sum(-1) + T.svd(a)[1].sum() + T.svd(a)[2].abs().sum(0)[0],
+        [TALL],
+    ),
     ("torch_svd_not_some", lambda T, a: T.svd(a, some=False)[2][:, :3].abs(), [WIDE]),
     ("torch_qr", lambda T, a: T.qr(a)[0].abs() + T.qr(a)[1].sum(), [TALL]),
     ("pinverse", lambda T, a: T.pinverse(a), [WIDE]),
@@ -88,8 +92,11 @@ def test_gradcheck(case_id, fn, arrays):
     assert tt.autograd.gradcheck(lambda *xs: fn(tt, *xs), float64_leaves(tt, arrays))
 
 
-@pytest.mark.parametrize("case_id,fn,arrays", [c for c in CASES if c[0] in GRADGRAD],
-                         ids=[c for c in IDS if c in GRADGRAD])
+@pytest.mark.parametrize(
+    "case_id,fn,arrays",
+    [c for c in CASES if c[0] in GRADGRAD],
+    ids=[c for c in IDS if c in GRADGRAD],
+)
 def test_gradgradcheck(case_id, fn, arrays):
     assert tt.autograd.gradgradcheck(lambda *xs: fn(tt, *xs), float64_leaves(tt, arrays))
 
@@ -146,12 +153,23 @@ ERRORS = [
     ("qr_mode", lambda T: T.linalg.qr(T.ones(3, 3), mode="x")),
     ("pinv_vector", lambda T: T.linalg.pinv(T.ones(3))),
     ("lstsq_rows", lambda T: T.linalg.lstsq(T.ones(3, 2), T.ones(4, 1))),
-    ("qr_r_backward", lambda T: T.linalg.qr(T.ones(3, 2, dtype=T.float64, requires_grad=True)
-                                            + T.eye(3, 2, dtype=T.float64),
-                                            mode="r")[1].sum().backward()),
-    ("qr_complete_tall_backward",
-     lambda T: T.linalg.qr(T.tensor(TALL, requires_grad=True),
-                           mode="complete")[0].sum().backward()),
+    (
+        "qr_r_backward",
+        lambda T: (
+            T.linalg.qr(
+                T.ones(3, 2, dtype=T.float64, requires_grad=True) + T.eye(3, 2, dtype=T.float64),
+                mode="r",
+            )[1]
+            .sum()
+            .backward()
+        ),
+    ),
+    (
+        "qr_complete_tall_backward",
+        lambda T: (
+            T.linalg.qr(T.tensor(TALL, requires_grad=True), mode="complete")[0].sum().backward()
+        ),
+    ),
 ]
 
 

@@ -2,6 +2,7 @@
 same dtype/shape/layout, same FP-error semantics) and the engine's reuse of
 gradient buffers only it holds (never aliasing a user's, a tensor's or another
 gradient's memory)."""
+
 import warnings
 
 import numpy as np
@@ -27,8 +28,7 @@ def test_chunked_ufuncs_match_numpy_bit_for_bit(two_threads, dtype):
     y = rng.standard_normal(N).astype(dtype)
     m = rng.standard_normal((N // 512 + 1, 512)).astype(dtype)
     g = np.broadcast_to(np.asarray(1.5, dtype), (N,))  # a broadcast cotangent (stride 0)
-    for uf in (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.maximum,
-               np.minimum):
+    for uf in (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.maximum, np.minimum):
         for args in ((x, y), (x, 2), (2.5, y), (g, x), (x, np.asarray(y[0])), (m, m), (m, 0.5)):
             with np.errstate(all="ignore"):
                 got, want = elementwise_impl(uf)(*args), uf(*args)
@@ -76,10 +76,11 @@ def test_elementwise_gradient_through_reused_buffers():
     rng = np.random.default_rng(2)
     xs = rng.standard_normal(N)
     x = torch.tensor(xs.copy(), requires_grad=True)
-    (torch.tanh(x) * torch.sin(x) + torch.exp(-x ** 2)).sum().backward()
+    (torch.tanh(x) * torch.sin(x) + torch.exp(-(x**2))).sum().backward()
     t, s, e = np.tanh(xs), np.sin(xs), np.exp(-xs * xs)
-    np.testing.assert_allclose(x.grad.numpy(), (1 - t * t) * s + t * np.cos(xs) - 2 * xs * e,
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        x.grad.numpy(), (1 - t * t) * s + t * np.cos(xs) - 2 * xs * e, rtol=1e-12, atol=1e-12
+    )
 
 
 def test_leaf_grads_never_share_memory():

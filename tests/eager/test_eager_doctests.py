@@ -1,4 +1,5 @@
 """The runnable examples in eager-mode docstrings stay true."""
+
 from __future__ import annotations
 
 import doctest
@@ -7,11 +8,21 @@ import importlib
 import pytest
 
 MODULES = [
-    "tracegrad.eager", "tracegrad.eager._tensor", "tracegrad.eager.dtypes",
-    "tracegrad.eager.grad_mode", "tracegrad.eager.graph", "tracegrad.eager.autograd",
-    "tracegrad.eager.creation", "tracegrad.eager.nn", "tracegrad.eager.nn.functional",
-    "tracegrad.eager.optim", "tracegrad.eager.checkpointing", "tracegrad.eager.gradcheck",
-    "tracegrad.eager.autograd_functional", "tracegrad.eager.nn.modules", "tracegrad.eager.indexing",
+    "tracegrad.eager",
+    "tracegrad.eager._tensor",
+    "tracegrad.eager.dtypes",
+    "tracegrad.eager.grad_mode",
+    "tracegrad.eager.graph",
+    "tracegrad.eager.autograd",
+    "tracegrad.eager.creation",
+    "tracegrad.eager.nn",
+    "tracegrad.eager.nn.functional",
+    "tracegrad.eager.optim",
+    "tracegrad.eager.checkpointing",
+    "tracegrad.eager.gradcheck",
+    "tracegrad.eager.autograd_functional",
+    "tracegrad.eager.nn.modules",
+    "tracegrad.eager.indexing",
 ]
 
 

@@ -1,6 +1,7 @@
 """Large float64 sin/cos in the NumPy impls run codegen's vectorized kernels (NumPy's
 are scalar libm loops, ~8x slower), with NumPy's own results wherever the kernel's
 range ends (huge, inf, nan) and NumPy's warnings."""
+
 from __future__ import annotations
 
 import os
@@ -12,9 +13,9 @@ import numpy as np
 import pytest
 
 import tracegrad.eager as torch
-from tracegrad.runtime import eager_math
 from tracegrad.ops import parallel
 from tracegrad.ops import table as T
+from tracegrad.runtime import eager_math
 
 N = parallel.MIN_PARALLEL + 1001  # above the threshold, not a round number
 
@@ -67,12 +68,14 @@ def test_eager_sin_gradient_uses_the_fast_cos(x):
 
 
 def test_switch_off_and_no_numba_at_import():
-    code = ("import sys, numpy as np, tracegrad.eager as torch\n"
-            "from tracegrad.ops import table as T\n"
-            "assert 'numba' not in sys.modules\n"
-            "x = np.linspace(-3, 3, 300000)\n"
-            "assert (T.sin.impl(x) == np.sin(x)).all()\n"
-            "assert 'numba' not in sys.modules\n")
+    code = (
+        "import sys, numpy as np, tracegrad.eager as torch\n"
+        "from tracegrad.ops import table as T\n"
+        "assert 'numba' not in sys.modules\n"
+        "x = np.linspace(-3, 3, 300000)\n"
+        "assert (T.sin.impl(x) == np.sin(x)).all()\n"
+        "assert 'numba' not in sys.modules\n"
+    )
     env = dict(os.environ, TRACEGRAD_EAGER_NUMBA="0")
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
 
@@ -98,9 +101,9 @@ def test_fused_vjps_match_the_table_op_formulas(dtype):
 
 def test_fused_vjps_fall_back_where_they_do_not_apply():
     g = np.ones(N)
-    assert parallel.fused_vjp("tanh_backward", g[:100], g[:100]) is None      # small
+    assert parallel.fused_vjp("tanh_backward", g[:100], g[:100]) is None  # small
     assert parallel.fused_vjp("tanh_backward", g, g.astype(np.float32)) is None  # mixed
-    assert parallel.fused_vjp("tanh_backward", g[::2], g[::2]) is None          # strided
+    assert parallel.fused_vjp("tanh_backward", g[::2], g[::2]) is None  # strided
     x = np.linspace(-1, 1, N)
     x[3] = 5e7  # beyond the fast cos range: the rule computes g * cos(x) with NumPy
     assert parallel.fused_vjp("sin_backward", g, x) is None
@@ -111,6 +114,7 @@ def test_first_large_sin_does_not_wait_for_the_kernels(monkeypatch, x):
     """Issue 14: eager mode never stalls for a compile it chose on its own. While the
     loader is (held) busy, the call runs NumPy's sin and returns."""
     import threading
+
     release = threading.Event()
     monkeypatch.setattr(eager_math, "_KERNELS", {})
     monkeypatch.setattr(eager_math, "_LOADED", threading.Event())
@@ -120,6 +124,7 @@ def test_first_large_sin_does_not_wait_for_the_kernels(monkeypatch, x):
     def slow_load():
         release.wait(30)
         real_load()
+
     monkeypatch.setattr(eager_math, "_load", slow_load)
     try:
         got = T.sin.impl(x)  # returns although the loader has not finished

@@ -2,6 +2,7 @@
 test, `--hypothesis-profile=thorough` thousands): random eager programs (compositions of ops, random broadcastable
 shapes) have gradients equal to float64 finite differences, in float32 match float64,
 and higher-order gradients agree with finite differences of first-order ones."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,11 +15,15 @@ from tracegrad.eager.gradcheck import gradcheck
 # (name, fn, unused flag); every fn keeps its input's shape and its values bounded
 # (|out| <= ~3 for any input), so finite differences stay accurate however deep
 UNARY = [
-    ("exp", lambda t: torch.tanh(t).exp(), False), ("tanh", torch.tanh, False),
-    ("sigmoid", torch.sigmoid, False), ("sin", torch.sin, False), ("cos", torch.cos, False),
+    ("exp", lambda t: torch.tanh(t).exp(), False),
+    ("tanh", torch.tanh, False),
+    ("sigmoid", torch.sigmoid, False),
+    ("sin", torch.sin, False),
+    ("cos", torch.cos, False),
     ("square", lambda t: t * torch.tanh(t) * 0.5, False),
     ("log", lambda t: torch.log(t * t + 1.0) * 0.5, False),
-    ("sqrt", lambda t: torch.sqrt(torch.tanh(t) ** 2 + 0.5), False), ("neg", torch.neg, False),
+    ("sqrt", lambda t: torch.sqrt(torch.tanh(t) ** 2 + 0.5), False),
+    ("neg", torch.neg, False),
     ("softmax", lambda t: torch.softmax(t, dim=-1), False),
     ("log_softmax", lambda t: torch.log_softmax(torch.tanh(t), dim=-1), False),
     ("scale", lambda t: torch.tanh(2.0 * t - 1.0), False),
@@ -26,14 +31,19 @@ UNARY = [
     ("pow", lambda t: (torch.tanh(t) ** 2 + 0.5) ** 1.5, False),
 ]
 BINARY = [
-    ("add", lambda a, b: torch.tanh(a + b)), ("sub", lambda a, b: a - b),
+    ("add", lambda a, b: torch.tanh(a + b)),
+    ("sub", lambda a, b: a - b),
     ("mul", lambda a, b: a * torch.tanh(b)),
-    ("div", lambda a, b: a / (b * b + 1.0)), ("max", torch.maximum), ("min", torch.minimum),
+    ("div", lambda a, b: a / (b * b + 1.0)),
+    ("max", torch.maximum),
+    ("min", torch.minimum),
     ("where", lambda a, b: torch.where(a > b, a * 2.0, b)),
 ]
 REDUCE = [
-    ("sum", lambda t: t.sum()), ("mean", lambda t: t.mean()),
-    ("sum_last", lambda t: t.sum(dim=-1).sum()), ("logsumexp", lambda t: torch.logsumexp(t, dim=-1).sum()),
+    ("sum", lambda t: t.sum()),
+    ("mean", lambda t: t.mean()),
+    ("sum_last", lambda t: t.sum(dim=-1).sum()),
+    ("logsumexp", lambda t: torch.logsumexp(t, dim=-1).sum()),
     ("var", lambda t: t.var(dim=0, unbiased=False).sum() if t.shape[0] > 1 else t.sum()),
     ("max", lambda t: t.amax(dim=-1).sum()),
 ]
@@ -47,7 +57,7 @@ def programs(draw):
     other_shape = draw(st.sampled_from([(rows, cols), (cols,), (rows, 1), (1, 1)]))
     steps = draw(st.lists(st.tuples(st.booleans(), st.integers(0, 100)), min_size=1, max_size=4))
     reduce_i = draw(st.integers(0, len(REDUCE) - 1))
-    seed = draw(st.integers(0, 2 ** 16))
+    seed = draw(st.integers(0, 2**16))
     return (rows, cols), other_shape, steps, reduce_i, seed
 
 
@@ -60,6 +70,7 @@ def build(steps, reduce_i):
             else:
                 h = UNARY[k % len(UNARY)][1](h)
         return REDUCE[reduce_i][1](h)
+
     return f
 
 
@@ -68,8 +79,10 @@ def inputs(shape, other_shape, seed, dtype=np.float64):
     # away from ties (max/min/where kinks): spread values on a coarse grid plus jitter
     a = rng.permutation(np.arange(int(np.prod(shape)))).reshape(shape) * 0.37 - 1.0
     b = rng.standard_normal(other_shape) * 0.5 + 0.013
-    return (torch.tensor((a + rng.uniform(-0.05, 0.05, shape)).astype(dtype), requires_grad=True),
-            torch.tensor(b.astype(dtype), requires_grad=True))
+    return (
+        torch.tensor((a + rng.uniform(-0.05, 0.05, shape)).astype(dtype), requires_grad=True),
+        torch.tensor(b.astype(dtype), requires_grad=True),
+    )
 
 
 @settings(deadline=None)
@@ -105,4 +118,5 @@ def test_second_order_matches_finite_differences(program):
     def grad_of_f(a, b):
         ga, gb = torch.autograd.grad(f(a, b), [a, b], create_graph=True, allow_unused=True)
         return (ga * ga).sum() + (gb.sum() if gb is not None else 0.0)
+
     assert gradcheck(grad_of_f, inputs(shape, other_shape, seed), atol=1e-4, rtol=1e-3)

@@ -1,9 +1,9 @@
 """Every eager op's gradient agrees with float64 finite differences (incl. broadcasting)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from eager_op_table import OPS, make_inputs
 
 import tracegrad
@@ -36,7 +36,9 @@ def test_float32_gradients_match_float64(op_id, fn, shapes, domain):
 
 def test_gradcheck_reports_mismatching_entries():
     x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
-    with pytest.raises(GradcheckError, match=r"output 0\[0\] wrt input 0\[0\]: analytical 1, numerical 2"):
+    with pytest.raises(
+        GradcheckError, match=r"output 0\[0\] wrt input 0\[0\]: analytical 1, numerical 2"
+    ):
         gradcheck(lambda t: t.detach() * t, (x,))
 
 
@@ -57,6 +59,7 @@ def test_second_order_gradcheck():
     def first_grad(t):
         (g,) = torch.autograd.grad((t.tanh() ** 2).sum(), [t], create_graph=True)
         return g
+
     assert gradcheck(first_grad, (x,))
 
 

@@ -4,6 +4,7 @@ The view shares memory and the version counter with its base, an in-place
 change of the view writes into the base, and when recorded the base's history
 is rebased through a CopySlices node with correct gradients.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,9 +60,10 @@ def test_recorded_in_place_on_a_slice_rebases_history_with_copyslices():
 def test_nested_views_gradcheck():
     def f(a):
         b = a * 1.0
-        b[0][1:].mul_(3.0)     # a view of a view
+        b[0][1:].mul_(3.0)  # a view of a view
         b[:, 0].mul_(b[:, 2].clone())  # another view (the factor cloned: mul_ saves it)
         return (b * b).sum()
+
     a = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
     assert tg.gradcheck(f, (a,))
 
@@ -91,7 +93,7 @@ def test_views_match_pytorch():
         b = a * 2
         b[1:, 0].mul_(b[:-1, 1].clone())
         b[0].add_(1)
-        return (b ** 2).sum()
+        return (b**2).sum()
 
     data = np.random.default_rng(0).standard_normal((3, 2))
     ours = torch.tensor(data, requires_grad=True)

@@ -1,4 +1,5 @@
 """Version counters, in-place ops (errors and history rebase) and grad modes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,16 +8,19 @@ import pytest
 import tracegrad.eager as torch
 from tracegrad.eager.gradcheck import gradcheck
 
-HINT = ("Hint: enable anomaly detection to find the operation that failed to compute its "
-        "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+HINT = (
+    "Hint: enable anomaly detection to find the operation that failed to compute its "
+    "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
+)
 
 
 # ----------------------------------------------------------- version counters
 
+
 def test_pow_then_inplace_add_works_like_pytorch():
     # PowBackward0 saves x, not y, so this is fine in PyTorch (the seed says otherwise)
     x = torch.tensor([2.0], requires_grad=True)
-    y = x ** 2
+    y = x**2
     y += 1
     assert y.grad_fn.name() == "AddBackward0"
     y.backward()
@@ -32,7 +36,8 @@ def test_exp_then_inplace_errors_with_pytorch_text():
     assert str(info.value) == (
         "one of the variables needed for gradient computation has been modified by an inplace "
         "operation: [torch.FloatTensor [1]], which is output 0 of Exp, is at version 1; "
-        "expected version 0 instead. " + HINT)
+        "expected version 0 instead. " + HINT
+    )
 
 
 @pytest.mark.parametrize("op", ["sigmoid", "tanh", "relu", "sqrt"])
@@ -47,20 +52,21 @@ def test_ops_saving_their_output_detect_modification(op):
 def test_modified_leaf_message_has_no_owner():
     x = torch.tensor([2.0], requires_grad=True)
     w = torch.tensor([1.0])
-    y = x * w           # saves w to differentiate x
+    y = x * w  # saves w to differentiate x
     w.add_(1)
     with pytest.raises(RuntimeError) as info:
         y.backward()
     assert str(info.value) == (
         "one of the variables needed for gradient computation has been modified by an inplace "
-        "operation: [torch.FloatTensor [1]] is at version 1; expected version 0 instead. " + HINT)
+        "operation: [torch.FloatTensor [1]] is at version 1; expected version 0 instead. " + HINT
+    )
 
 
 def test_mul_does_not_save_what_it_does_not_need():
     x = torch.tensor([2.0, 3.0], requires_grad=True)
     w = torch.tensor([1.0, 1.0])
     y = x * 1
-    z = y * w           # y needs no grad-for-w, so y is not saved (PyTorch's policy)
+    z = y * w  # y needs no grad-for-w, so y is not saved (PyTorch's policy)
     y.mul_(2)
     z.sum().backward()
     assert x.grad.tolist() == [1.0, 1.0]
@@ -82,18 +88,23 @@ def test_version_counter_shared_by_detach_and_views():
 
 def test_leaf_inplace_errors():
     x = torch.tensor([1.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match="^a leaf Variable that requires grad is being used in an "
-                                           "in-place operation.$"):
+    with pytest.raises(
+        RuntimeError,
+        match="^a leaf Variable that requires grad is being used in an in-place operation.$",
+    ):
         x.add_(1)
     with pytest.raises(RuntimeError, match="^a leaf Variable that requires grad"):
         x += 1
-    with pytest.raises(RuntimeError, match="^a view of a leaf Variable that requires grad is being "
-                                           "used in an in-place operation.$"):
+    with pytest.raises(
+        RuntimeError,
+        match="^a view of a leaf Variable that requires grad is being "
+        "used in an in-place operation.$",
+    ):
         x[0] = 2.0
     with pytest.raises(RuntimeError, match="^a view of a leaf Variable"):
         x.view(1).mul_(2)
     with torch.no_grad():
-        x.add_(1)       # optimizer-style update is fine
+        x.add_(1)  # optimizer-style update is fine
     assert x.tolist() == [2.0] and x._version == 1
 
 
@@ -103,11 +114,12 @@ def test_inplace_rebases_history_with_correct_gradients():
     def f(t):
         y = t * 2
         y.add_(1)
-        y.mul_(t)       # saves the pre-update y (PyTorch's original self)
+        y.mul_(t)  # saves the pre-update y (PyTorch's original self)
         y -= 3
         y /= t + 1
         y.clamp_(-10, 10)
         return y
+
     y = f(x)
     assert y.grad_fn.name() == "ClampBackward1"
     assert y.grad_fn.next_functions[0][0].name() == "DivBackward0"
@@ -132,10 +144,12 @@ def test_setitem_on_intermediate():
     y[0] = 5.0
     assert y.grad_fn.name() == "torch::autograd::CopySlices"
     assert repr(y.grad_fn).startswith("<CopySlices object at")
-    assert [None if n is None else n.name() for n, _ in y.grad_fn.next_functions] == \
-        ["MulBackward0", None]
+    assert [None if n is None else n.name() for n, _ in y.grad_fn.next_functions] == [
+        "MulBackward0",
+        None,
+    ]
     (y * x).sum().backward()
-    assert x.grad.tolist() == [5.0, 6.0]   # d/dx0 (5 * x0) = 5; d/dx1 (x1 * x1) = 6
+    assert x.grad.tolist() == [5.0, 6.0]  # d/dx0 (5 * x0) = 5; d/dx1 (x1 * x1) = 6
 
 
 def test_setitem_value_gets_gradient():
@@ -146,21 +160,27 @@ def test_setitem_value_gets_gradient():
         y = x.clone()
         y[1] = val * val
         return y * torch.arange(6.0, dtype=torch.float64).reshape(3, 2)
+
     assert gradcheck(f, (v,))
 
 
 def test_inplace_dtype_and_shape_errors():
     i = torch.ones(2, dtype=torch.int64)
-    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output "
-                                           "type Long"):
+    with pytest.raises(
+        RuntimeError, match="result type Float can't be cast to the desired output type Long"
+    ):
         i += 1.5
     f = torch.ones(2)
-    with pytest.raises(RuntimeError, match=r"output with shape \[2\] doesn't match the broadcast "
-                                           r"shape \[2, 2\]"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"output with shape \[2\] doesn't match the broadcast "
+        r"shape \[2, 2\]",
+    ):
         f += torch.ones(2, 2)
 
 
 # ------------------------------------------------------------------ grad modes
+
 
 def test_no_grad_context_and_decorator():
     x = torch.ones(2, requires_grad=True)
@@ -173,6 +193,7 @@ def test_no_grad_context_and_decorator():
     @torch.no_grad()
     def f(t):
         return t * 2
+
     assert not f(x).requires_grad
 
 
@@ -190,6 +211,7 @@ def test_bare_decorators():
     @torch.enable_grad
     def h(t):
         return t * 2
+
     assert not f(x).requires_grad and not g(x).requires_grad and f.__name__ == "f"
     with torch.no_grad():
         assert h(x).requires_grad
@@ -206,6 +228,7 @@ def test_enable_grad_inside_no_grad():
     @torch.enable_grad()
     def f(t):
         return t * 2
+
     with torch.no_grad():
         assert f(x).requires_grad
 
@@ -224,6 +247,7 @@ def test_set_grad_enabled_as_function_context_and_decorator():
     @torch.set_grad_enabled(False)
     def f(t):
         return t * 2
+
     assert torch.is_grad_enabled()
     assert not f(x).requires_grad
 
@@ -233,18 +257,24 @@ def test_inference_mode_tensors_cannot_be_saved():
     with torch.inference_mode():
         t = torch.ones(1)
         assert not (x * 2).requires_grad
-    (t + x).sum().backward()        # add saves nothing: allowed, as in PyTorch
-    with pytest.raises(RuntimeError, match=r"^Inference tensors cannot be saved for backward\. "
-                                           r"Please do not use Tensors created in inference mode"):
+    (t + x).sum().backward()  # add saves nothing: allowed, as in PyTorch
+    with pytest.raises(
+        RuntimeError,
+        match=r"^Inference tensors cannot be saved for backward\. "
+        r"Please do not use Tensors created in inference mode",
+    ):
         t * x
-    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside "
-                                           "InferenceMode is not allowed"):
+    with pytest.raises(
+        RuntimeError,
+        match="Inplace update to inference tensor outside InferenceMode is not allowed",
+    ):
         t.add_(1)
     (t.clone() * x).sum().backward()  # the documented workaround
 
     @torch.inference_mode()
     def f(a):
         return a * 2
+
     assert not f(x).requires_grad
 
 
@@ -253,21 +283,30 @@ def test_requires_grad_flags():
     x.requires_grad_()
     assert x.requires_grad and x.is_leaf
     y = x * 2
-    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables"):
+    with pytest.raises(
+        RuntimeError, match="you can only change requires_grad flags of leaf variables"
+    ):
         y.requires_grad_(False)
     y.detach_()
     assert not y.requires_grad and y.grad_fn is None
-    with pytest.raises(RuntimeError, match="^Only Tensors of floating point and complex dtype can "
-                                           "require gradients\n.*int64 tensor"):
+    with pytest.raises(
+        RuntimeError,
+        match="^Only Tensors of floating point and complex dtype can "
+        "require gradients\n.*int64 tensor",
+    ):
         torch.tensor([1, 2], requires_grad=True)
-    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require gradients"):
+    with pytest.raises(
+        RuntimeError, match="only Tensors of floating point dtype can require gradients"
+    ):
         torch.tensor([1, 2]).requires_grad_()
 
 
 # ------------------------------------------------------- views and in-place
 
+
 def _view_cases(M):
     """Each returns the loss; gradients w.r.t. x and w are compared."""
+
     def inplace_on_view(x, w):
         y = x * 2
         v = y.view(6)
@@ -290,15 +329,21 @@ def _view_cases(M):
         y = x * 1.5
         v = y.reshape(6)
         v[1:3] = w[:2] * 4
-        return (y ** 2).sum()
+        return (y**2).sum()
 
     def view_of_view(x, w):
         y = x + 0
         v = y.view(6).view(3, 2)
         v.sub_(w.reshape(3, 2) ** 2)
         return (y.sin() * v.view(2, 3)).sum()
-    return [inplace_on_view, base_modified_after_view, transpose_view_add, setitem_on_view,
-            view_of_view]
+
+    return [
+        inplace_on_view,
+        base_modified_after_view,
+        transpose_view_add,
+        setitem_on_view,
+        view_of_view,
+    ]
 
 
 @pytest.mark.parametrize("k", range(5))

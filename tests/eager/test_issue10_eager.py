@@ -3,6 +3,7 @@
 Each case asserts the hand-derived value without PyTorch (so CI without torch still
 checks it) and, where PyTorch is installed, the same program under real PyTorch.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -18,6 +19,7 @@ def _torch():
 
 
 # ------------------------------------------------------------------ 1. dtypes
+
 
 def _dtype_programs(M):
     x = M.ones(3)
@@ -48,15 +50,27 @@ def _dtype_programs(M):
 
 
 _EXPECTED_DTYPES = {
-    "x.double() * 2": "float64", "x.double() + x": "float64", "x.to(float64) * 2": "float64",
-    "x.to(dtype=float64) * 2": "float64", "x.double().float() * 2": "float32",
-    "x.to('cpu', float64) * 2": "float64", "x.to(f64 tensor) * 2": "float64",
+    "x.double() * 2": "float64",
+    "x.double() + x": "float64",
+    "x.to(float64) * 2": "float64",
+    "x.to(dtype=float64) * 2": "float64",
+    "x.double().float() * 2": "float32",
+    "x.to('cpu', float64) * 2": "float64",
+    "x.to(f64 tensor) * 2": "float64",
     "x.type('torch.DoubleTensor')": "float64",
-    "tensor(f64) * tensor": "float64", "0-d f64 * ones(2)": "float32",
-    "ones(2) * 0-d f64": "float32", "0-d f64 * 0-d f32": "float64", "int + 1.5": "float32",
-    "int / int": "float32", "int * 0-d f64": "float64", "int32 + 0-d int64": "int32",
-    "f16 * 0-d f64": "float16", "f16 * 2.5": "float16", "exp(f64)": "float64",
-    "sum(f64)": "float64", "exp(int)": "float32",
+    "tensor(f64) * tensor": "float64",
+    "0-d f64 * ones(2)": "float32",
+    "ones(2) * 0-d f64": "float32",
+    "0-d f64 * 0-d f32": "float64",
+    "int + 1.5": "float32",
+    "int / int": "float32",
+    "int * 0-d f64": "float64",
+    "int32 + 0-d int64": "int32",
+    "f16 * 0-d f64": "float16",
+    "f16 * 2.5": "float16",
+    "exp(f64)": "float64",
+    "sum(f64)": "float64",
+    "exp(int)": "float32",
 }
 
 
@@ -82,10 +96,15 @@ def test_binary_op_promotion_table_matches_torch():
     promoting binary ops: the result dtype is PyTorch's."""
     torch = _torch()
     dts = ["float32", "float64", "float16", "int64", "int32", "uint8", "bool"]
-    ops = {"add": lambda M, a, b: a + b, "mul": lambda M, a, b: a * b,
-           "div": lambda M, a, b: a / b, "pow": lambda M, a, b: a ** b,
-           "rdiv": lambda M, a, b: b / a, "maximum": lambda M, a, b: M.maximum(a, b),
-           "where": lambda M, a, b: M.where(M.ones(2) > 0, a, b)}
+    ops = {
+        "add": lambda M, a, b: a + b,
+        "mul": lambda M, a, b: a * b,
+        "div": lambda M, a, b: a / b,
+        "pow": lambda M, a, b: a**b,
+        "rdiv": lambda M, a, b: b / a,
+        "maximum": lambda M, a, b: M.maximum(a, b),
+        "where": lambda M, a, b: M.where(M.ones(2) > 0, a, b),
+    }
     seconds = [(d, n) for d in dts for n in (0, 1)] + [1.5, 2]
     mismatches = []
     for (name, op), d1, n1, second in itertools.product(ops.items(), dts, (0, 1), seconds):
@@ -96,11 +115,14 @@ def test_binary_op_promotion_table_matches_torch():
         res = []
         for M in (torch, tg):
             a = M.ones((2,) * n1, dtype=getattr(M, d1))
-            b = M.ones((2,) * second[1], dtype=getattr(M, second[0])) \
-                if isinstance(second, tuple) else second
+            b = (
+                M.ones((2,) * second[1], dtype=getattr(M, second[0]))
+                if isinstance(second, tuple)
+                else second
+            )
             try:
                 res.append(str(op(M, a, b).dtype))
-            except Exception as exc:  # noqa: BLE001 (errors are compared by class elsewhere)
+            except Exception as exc:
                 res.append(type(exc).__name__)
         if res[0] != res[1] and not res[0].endswith("Error"):
             mismatches.append((name, d1, n1, second, res))
@@ -112,8 +134,13 @@ def _grad_dtypes(M):
     y = M.tensor([3.0, 4.0], dtype=M.float64, requires_grad=True)
     s = M.tensor(2.0, dtype=M.float64, requires_grad=True)
     h = M.tensor([1.0, 2.0], dtype=M.float16, requires_grad=True)
-    out = (x + y).sum() + (x * s).sum() + (x.double() ** 2).sum() + (h * s).sum() \
+    out = (
+        (x + y).sum()
+        + (x * s).sum()
+        + (x.double() ** 2).sum()
+        + (h * s).sum()
         + (y.float() * x).sum()
+    )
     out.backward()
     return [(str(t.grad.dtype).replace("torch.", ""), t.grad.tolist()) for t in (x, y, s, h)]
 
@@ -121,8 +148,12 @@ def _grad_dtypes(M):
 def test_gradients_have_the_dtype_of_their_leaf():
     got = _grad_dtypes(tg)
     # d/dx = 1 + s + 2x + y ; d/dy = 1 + x ; d/ds = sum(x) + sum(h) ; d/dh = s
-    assert got == [("float32", [1 + 2 + 2 + 3, 1 + 2 + 4 + 4]), ("float64", [2.0, 3.0]),
-                   ("float64", 6.0), ("float16", [2.0, 2.0])]
+    assert got == [
+        ("float32", [1 + 2 + 2 + 3, 1 + 2 + 4 + 4]),
+        ("float64", [2.0, 3.0]),
+        ("float64", 6.0),
+        ("float16", [2.0, 2.0]),
+    ]
     torch = _torch()
     assert got == _grad_dtypes(torch)
 
@@ -130,27 +161,47 @@ def test_gradients_have_the_dtype_of_their_leaf():
 # ------------------------------------------- 4. second backward through a freed graph
 
 _SECOND_BACKWARD_OPS = {
-    "a*2": lambda M, a, b: a * 2, "2*a": lambda M, a, b: 2 * a, "a/2": lambda M, a, b: a / 2,
-    "a*(-1.0)": lambda M, a, b: a * (-1.0), "mul(a, 2)": lambda M, a, b: M.mul(a, 2),
-    "2/a": lambda M, a, b: 2 / a, "a+2": lambda M, a, b: a + 2, "a-2": lambda M, a, b: a - 2,
-    "2-a": lambda M, a, b: 2 - a, "-a": lambda M, a, b: -a, "a+b": lambda M, a, b: a + b,
-    "a*b": lambda M, a, b: a * b, "a**2": lambda M, a, b: a ** 2,
-    "add alpha": lambda M, a, b: M.add(a, b, alpha=2), "sub alpha": lambda M, a, b: M.sub(a, b, alpha=2),
-    "sum": lambda M, a, b: a.sum(), "mean": lambda M, a, b: a.mean(),
-    "reshape": lambda M, a, b: a.reshape(3, 1), "expand": lambda M, a, b: a.expand(2, 3),
-    "cat": lambda M, a, b: M.cat([a, b]), "stack": lambda M, a, b: M.stack([a, b]),
-    "index": lambda M, a, b: a[1:], "clone": lambda M, a, b: a.clone(),
-    "double": lambda M, a, b: a.double(), "where": lambda M, a, b: M.where(a > 1, a, b),
-    "exp": lambda M, a, b: a.exp(), "relu": lambda M, a, b: M.relu(a),
-    "matmul": lambda M, a, b: a @ b, "clamp": lambda M, a, b: a.clamp(0, 2),
+    "a*2": lambda M, a, b: a * 2,
+    "2*a": lambda M, a, b: 2 * a,
+    "a/2": lambda M, a, b: a / 2,
+    "a*(-1.0)": lambda M, a, b: a * (-1.0),
+    "mul(a, 2)": lambda M, a, b: M.mul(a, 2),
+    "2/a": lambda M, a, b: 2 / a,
+    "a+2": lambda M, a, b: a + 2,
+    "a-2": lambda M, a, b: a - 2,
+    "2-a": lambda M, a, b: 2 - a,
+    "-a": lambda M, a, b: -a,
+    "a+b": lambda M, a, b: a + b,
+    "a*b": lambda M, a, b: a * b,
+    "a**2": lambda M, a, b: a**2,
+    "add alpha": lambda M, a, b: M.add(a, b, alpha=2),
+    "sub alpha": lambda M, a, b: M.sub(a, b, alpha=2),
+    "sum": lambda M, a, b: a.sum(),
+    "mean": lambda M, a, b: a.mean(),
+    "reshape": lambda M, a, b: a.reshape(3, 1),
+    "expand": lambda M, a, b: a.expand(2, 3),
+    "cat": lambda M, a, b: M.cat([a, b]),
+    "stack": lambda M, a, b: M.stack([a, b]),
+    "index": lambda M, a, b: a[1:],
+    "clone": lambda M, a, b: a.clone(),
+    "double": lambda M, a, b: a.double(),
+    "where": lambda M, a, b: M.where(a > 1, a, b),
+    "exp": lambda M, a, b: a.exp(),
+    "relu": lambda M, a, b: M.relu(a),
+    "matmul": lambda M, a, b: a @ b,
+    "clamp": lambda M, a, b: a.clamp(0, 2),
     # indices and masks are saved tensors in PyTorch; CopySlices drops its fn after backward
-    "tensor index": lambda M, a, b: a[M.tensor([0, 2])], "mask index": lambda M, a, b: a[a > 1.5],
-    "list index": lambda M, a, b: a[[0, 1]], "int index": lambda M, a, b: a[1],
-    "max(dim)": lambda M, a, b: a.max(0)[0], "min(dim) keepdim": lambda M, a, b: a.view(1, 3).min(1, True)[0],
+    "tensor index": lambda M, a, b: a[M.tensor([0, 2])],
+    "mask index": lambda M, a, b: a[a > 1.5],
+    "list index": lambda M, a, b: a[[0, 1]],
+    "int index": lambda M, a, b: a[1],
+    "max(dim)": lambda M, a, b: a.max(0)[0],
+    "min(dim) keepdim": lambda M, a, b: a.view(1, 3).min(1, True)[0],
     "nll_loss": lambda M, a, b: M.nn.functional.nll_loss(a.view(1, 3), M.tensor([1])),
     "in-place on a view": lambda M, a, b: _inplace_on_slice(a * 1),
     "setitem": lambda M, a, b: _setitem_slice(a + 0, b[0]),
-    "in-place +scalar": lambda M, a, b: (a + 0).add_(2), "in-place *scalar": lambda M, a, b: (a + 0).mul_(2),
+    "in-place +scalar": lambda M, a, b: (a + 0).add_(2),
+    "in-place *scalar": lambda M, a, b: (a + 0).mul_(2),
 }
 
 
@@ -190,8 +241,14 @@ def test_second_backward_through_mul_by_scalar_raises():
     for name in ("a+2", "sum", "add alpha", "cat", "index", "int index", "in-place +scalar"):
         assert _second_backward(tg, _SECOND_BACKWARD_OPS[name]) == "ok", name
     # before: these ran twice too (their index/mask arrays and CopySlices did not count)
-    for name in ("tensor index", "mask index", "max(dim)", "in-place on a view", "setitem",
-                 "in-place *scalar"):
+    for name in (
+        "tensor index",
+        "mask index",
+        "max(dim)",
+        "in-place on a view",
+        "setitem",
+        "in-place *scalar",
+    ):
         assert _second_backward(tg, _SECOND_BACKWARD_OPS[name]) == "raises", name
 
 
@@ -204,13 +261,14 @@ def test_second_backward_per_op_matches_torch():
 
 # ------------------------------------------------------ 5. hooks returning bad values
 
+
 def _hook_error(M, hook, leaf=False):
     a = M.ones(3, requires_grad=True)
     b = a if leaf else a * 2
     b.register_hook(hook)
     try:
         (b * 1).sum().backward()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return type(exc).__name__, str(exc)
     return None
 
@@ -220,29 +278,38 @@ def _named_wrong_size(g):
 
 
 _BAD_HOOKS = {
-    "size": (lambda M: (lambda g: M.ones(2)), False),
-    "size 0-d": (lambda M: (lambda g: M.tensor(1.0)), False),
+    "size": (lambda M: lambda g: M.ones(2), False),
+    "size 0-d": (lambda M: lambda g: M.tensor(1.0), False),
     "size named": (lambda M: _named_wrong_size, False),
-    "type": (lambda M: (lambda g: g.double()), False),
-    "type and size": (lambda M: (lambda g: M.ones(2, dtype=M.float64)), False),
-    "int": (lambda M: (lambda g: 3), False),
-    "tuple": (lambda M: (lambda g: (g,)), False),
-    "leaf size": (lambda M: (lambda g: M.ones(2)), True),
-    "leaf type": (lambda M: (lambda g: g.double()), True),
-    "leaf int": (lambda M: (lambda g: 3), True),
+    "type": (lambda M: lambda g: g.double(), False),
+    "type and size": (lambda M: lambda g: M.ones(2, dtype=M.float64), False),
+    "int": (lambda M: lambda g: 3, False),
+    "tuple": (lambda M: lambda g: (g,), False),
+    "leaf size": (lambda M: lambda g: M.ones(2), True),
+    "leaf type": (lambda M: lambda g: g.double(), True),
+    "leaf int": (lambda M: lambda g: 3, True),
 }
 
 
 def test_hook_returning_wrong_size_dtype_or_non_tensor_raises():
     # before: ValueError from NumPy's reshape, silent acceptance of float64, AttributeError
     assert _hook_error(tg, lambda g: tg.ones(2)) == (
-        "RuntimeError", "hook '<lambda>' has changed the size of value")
+        "RuntimeError",
+        "hook '<lambda>' has changed the size of value",
+    )
     assert _hook_error(tg, _named_wrong_size, leaf=True) == (
-        "RuntimeError", "hook '_named_wrong_size' has changed the size of value")
+        "RuntimeError",
+        "hook '_named_wrong_size' has changed the size of value",
+    )
     assert _hook_error(tg, lambda g: g.double()) == (
-        "RuntimeError", "hook '<lambda>' has changed the type of value "
-                        "(was torch.FloatTensor got torch.DoubleTensor)")
-    assert _hook_error(tg, lambda g: 3) == ("TypeError", "expected Variable, but hook returned 'int'")
+        "RuntimeError",
+        "hook '<lambda>' has changed the type of value "
+        "(was torch.FloatTensor got torch.DoubleTensor)",
+    )
+    assert _hook_error(tg, lambda g: 3) == (
+        "TypeError",
+        "expected Variable, but hook returned 'int'",
+    )
     assert _hook_error(tg, lambda g: g * 2) is None  # a good hook still works
 
 
@@ -253,6 +320,7 @@ def test_hook_errors_match_torch():
 
 
 # -------------------------------------- 6. autograd.grad frees only what it ran
+
 
 def _partial_free_programs(M):
     def grad_then_backward():
@@ -294,8 +362,13 @@ def _partial_free_programs(M):
         return g.tolist(), y.grad.tolist(), seen
 
     out = {}
-    for f in (grad_then_backward, grad_twice, grad_to_leaf_then_backward, side_branch,
-              hooks_and_retain_grad_at_target):
+    for f in (
+        grad_then_backward,
+        grad_twice,
+        grad_to_leaf_then_backward,
+        side_branch,
+        hooks_and_retain_grad_at_target,
+    ):
         try:
             out[f.__name__] = f()
         except RuntimeError as exc:
@@ -313,8 +386,10 @@ def test_autograd_grad_frees_only_the_part_it_ran():
         "grad_then_backward": ([2.0, 8.0, 18.0], [2.0, 4.0, 6.0]),
         "grad_twice": "raises",
         "grad_to_leaf_then_backward": "raises",
-        "side_branch": (np.round(np.float32(2 * np.array([1, 2, 3]) * e), 4).tolist(),
-                        np.round(np.float32(e), 4).tolist()),
+        "side_branch": (
+            np.round(np.float32(2 * np.array([1, 2, 3]) * e), 4).tolist(),
+            np.round(np.float32(e), 4).tolist(),
+        ),
         "hooks_and_retain_grad_at_target": ([2.0, 8.0], [2.0, 8.0], [[2.0, 8.0]]),
     }
 
@@ -325,6 +400,7 @@ def test_autograd_grad_partial_free_matches_torch():
 
 
 # ------------------------------------- 9. grad-mode decorators on generator functions
+
 
 def _generator_modes(M):
     a = M.ones(1, requires_grad=True)
@@ -401,6 +477,7 @@ def test_no_grad_generator_close_and_throw_run_in_the_mode():
 
 # ------------------------------------------ 2. concurrent backward into a shared leaf
 
+
 def _concurrent_backward(M, n, iters, threads=8, shared_graph=False):
     import sys
     import threading
@@ -418,7 +495,7 @@ def _concurrent_backward(M, n, iters, threads=8, shared_graph=False):
                     (y * 1.0).sum().backward(retain_graph=True)
                 else:
                     (w * 1.0).sum().backward()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
 
     old = sys.getswitchinterval()
@@ -449,11 +526,13 @@ def test_concurrent_backward_into_shared_leaf_loses_nothing(n, iters):
 def test_concurrent_backward_matches_torch():
     torch = _torch()
     n, iters = 1 << 18, 10
-    assert _concurrent_backward(tg, n, iters) == _concurrent_backward(torch, n, iters) \
-        == (80.0, 80.0)
+    assert (
+        _concurrent_backward(tg, n, iters) == _concurrent_backward(torch, n, iters) == (80.0, 80.0)
+    )
 
 
 # ---------------------------- 3. retain_grad / hooks, then an in-place op (tensor and view)
+
 
 def _retain_inplace_programs(M):
     def A():
@@ -463,84 +542,168 @@ def _retain_inplace_programs(M):
         return None if t is None else t.tolist()
 
     def retain_then_inplace():
-        a = A(); b = a * 2; b.retain_grad(); b.mul_(3); b.sum().backward()
+        a = A()
+        b = a * 2
+        b.retain_grad()
+        b.mul_(3)
+        b.sum().backward()
         return L(b.grad), L(a.grad)
 
     def retain_then_two_inplace():
-        a = A(); b = a * 2; b.retain_grad(); b.mul_(3); b.add_(1); (b * b).sum().backward()
+        a = A()
+        b = a * 2
+        b.retain_grad()
+        b.mul_(3)
+        b.add_(1)
+        (b * b).sum().backward()
         return L(b.grad), L(a.grad)
 
     def retain_inplace_backward_twice():
-        a = A(); b = a * 2; b.retain_grad(); b.mul_(3)
-        b.sum().backward(retain_graph=True); b.sum().backward()
+        a = A()
+        b = a * 2
+        b.retain_grad()
+        b.mul_(3)
+        b.sum().backward(retain_graph=True)
+        b.sum().backward()
         return L(b.grad)
 
     def view_retain_then_inplace():
-        a = A(); b = a * 2; v = b[1:]; v.retain_grad(); v.mul_(3); b.sum().backward()
+        a = A()
+        b = a * 2
+        v = b[1:]
+        v.retain_grad()
+        v.mul_(3)
+        b.sum().backward()
         return L(v.grad), L(a.grad)
 
     def reshape_view_retain_then_inplace():
-        a = A(); b = a * 2; v = b.view(2, 2); v.retain_grad(); v.mul_(3); b.sum().backward()
+        a = A()
+        b = a * 2
+        v = b.view(2, 2)
+        v.retain_grad()
+        v.mul_(3)
+        b.sum().backward()
         return L(v.grad), L(a.grad)
 
     def view_hook_then_inplace():
-        a = A(); b = a * 2; v = b[1:]; seen = []
-        v.register_hook(lambda g: seen.append(g.tolist())); v.mul_(3); b.sum().backward()
+        a = A()
+        b = a * 2
+        v = b[1:]
+        seen = []
+        v.register_hook(lambda g: seen.append(g.tolist()))
+        v.mul_(3)
+        b.sum().backward()
         return seen, L(a.grad)
 
     def view_hook_then_inplace_backward_of_view():
-        a = A(); b = a * 2; v = b[1:]; seen = []
-        v.register_hook(lambda g: seen.append(g.tolist())); v.mul_(3); v.sum().backward()
+        a = A()
+        b = a * 2
+        v = b[1:]
+        seen = []
+        v.register_hook(lambda g: seen.append(g.tolist()))
+        v.mul_(3)
+        v.sum().backward()
         return seen, L(a.grad)
 
     def tensor_hook_then_inplace():
-        a = A(); b = a * 2; seen = []
-        b.register_hook(lambda g: seen.append(g.tolist())); b.mul_(3)
-        b.register_hook(lambda g: seen.append(("new", g.tolist()))); (b * b).sum().backward()
+        a = A()
+        b = a * 2
+        seen = []
+        b.register_hook(lambda g: seen.append(g.tolist()))
+        b.mul_(3)
+        b.register_hook(lambda g: seen.append(("new", g.tolist())))
+        (b * b).sum().backward()
         return seen, L(a.grad)
 
     def base_retain_then_view_inplace():
-        a = A(); b = a * 2; b.retain_grad(); b[1:].mul_(3); b.sum().backward()
+        a = A()
+        b = a * 2
+        b.retain_grad()
+        b[1:].mul_(3)
+        b.sum().backward()
         return L(b.grad), L(a.grad)
 
     def view_retain_then_base_inplace():
-        a = A(); b = a * 2; v = b[1:]; v.retain_grad(); b.mul_(3); v.sum().backward()
+        a = A()
+        b = a * 2
+        v = b[1:]
+        v.retain_grad()
+        b.mul_(3)
+        v.sum().backward()
         return L(v.grad), L(a.grad)
 
     def view_retain_inplace_backward_of_view():
-        a = A(); b = a * 2; v = b[1:]; v.retain_grad(); v.mul_(3); v.sum().backward()
+        a = A()
+        b = a * 2
+        v = b[1:]
+        v.retain_grad()
+        v.mul_(3)
+        v.sum().backward()
         return L(v.grad), L(a.grad)
 
     def view_inplace_then_retain():
-        a = A(); b = a * 2; v = b[1:]; v.mul_(3); v.retain_grad(); b.sum().backward()
+        a = A()
+        b = a * 2
+        v = b[1:]
+        v.mul_(3)
+        v.retain_grad()
+        b.sum().backward()
         return L(v.grad), L(a.grad)
 
     def view_inplace_then_hook():
-        a = A(); b = a * 2; v = b[1:]; v.mul_(3); seen = []
-        v.register_hook(lambda g: seen.append(g.tolist())); b.sum().backward()
+        a = A()
+        b = a * 2
+        v = b[1:]
+        v.mul_(3)
+        seen = []
+        v.register_hook(lambda g: seen.append(g.tolist()))
+        b.sum().backward()
         return seen, L(a.grad)
 
     def nested_view_retain_and_hook():
-        a = A(); b = a * 2; v = b[1:]; w = v[1:]; w.retain_grad(); seen = []
-        v.register_hook(lambda g: seen.append(g.tolist())); w.mul_(3); b.sum().backward()
+        a = A()
+        b = a * 2
+        v = b[1:]
+        w = v[1:]
+        w.retain_grad()
+        seen = []
+        v.register_hook(lambda g: seen.append(g.tolist()))
+        w.mul_(3)
+        b.sum().backward()
         return L(w.grad), seen, L(a.grad)
 
     def setitem_on_view_with_hook():
-        a = A(); b = a * 2; v = b[1:]; seen = []
-        v.register_hook(lambda g: seen.append(g.tolist())); v[0] = 5.0; b.sum().backward()
+        a = A()
+        b = a * 2
+        v = b[1:]
+        seen = []
+        v.register_hook(lambda g: seen.append(g.tolist()))
+        v[0] = 5.0
+        b.sum().backward()
         return seen, L(a.grad)
 
     import warnings
+
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # .grad of a non-leaf that is not retained
-        for f in (retain_then_inplace, retain_then_two_inplace, retain_inplace_backward_twice,
-                  view_retain_then_inplace, reshape_view_retain_then_inplace,
-                  view_hook_then_inplace, view_hook_then_inplace_backward_of_view,
-                  tensor_hook_then_inplace, base_retain_then_view_inplace,
-                  view_retain_then_base_inplace, view_retain_inplace_backward_of_view,
-                  view_inplace_then_retain, view_inplace_then_hook, nested_view_retain_and_hook,
-                  setitem_on_view_with_hook):
+        for f in (
+            retain_then_inplace,
+            retain_then_two_inplace,
+            retain_inplace_backward_twice,
+            view_retain_then_inplace,
+            reshape_view_retain_then_inplace,
+            view_hook_then_inplace,
+            view_hook_then_inplace_backward_of_view,
+            tensor_hook_then_inplace,
+            base_retain_then_view_inplace,
+            view_retain_then_base_inplace,
+            view_retain_inplace_backward_of_view,
+            view_inplace_then_retain,
+            view_inplace_then_hook,
+            nested_view_retain_and_hook,
+            setitem_on_view_with_hook,
+        ):
             out[f.__name__] = f()
     return out
 
@@ -561,8 +724,10 @@ def test_retain_grad_and_hooks_then_inplace_hand_derived():
         "view_hook_then_inplace": ([], [2.0, 6.0, 6.0, 6.0]),
         "view_hook_then_inplace_backward_of_view": ([], [0.0, 6.0, 6.0, 6.0]),
         # a tensor hook stays with the old grad_fn: it sees 3 * d/db_new = 3 * 2 b_new
-        "tensor_hook_then_inplace": ([("new", [12.0, 24.0, 36.0, 48.0]), [36.0, 72.0, 108.0, 144.0]],
-                                     [72.0, 144.0, 216.0, 288.0]),
+        "tensor_hook_then_inplace": (
+            [("new", [12.0, 24.0, 36.0, 48.0]), [36.0, 72.0, 108.0, 144.0]],
+            [72.0, 144.0, 216.0, 288.0],
+        ),
         "base_retain_then_view_inplace": ([1.0] * 4, [2.0, 6.0, 6.0, 6.0]),
         "view_retain_then_base_inplace": ([1.0] * 3, [0.0, 6.0, 6.0, 6.0]),
         "view_retain_inplace_backward_of_view": ([1.0] * 3, [0.0, 6.0, 6.0, 6.0]),
@@ -579,6 +744,7 @@ def test_retain_grad_and_hooks_then_inplace_match_torch():
 
 
 # --------------------------------------------- 7. stack/cat of thousands: linear backward
+
 
 def _backward_profile_events(make, n):
     """Python-level events (calls, returns, C calls) during backward of make(n operands).
@@ -606,8 +772,11 @@ def test_stack_cat_backward_work_is_linear_in_operand_count(kind):
     # before: the cat vjp summed the sizes of all earlier operands for each operand
     # (quadratic): doubling 500 -> 1000 operands multiplied the work by 3.9, and 3,000
     # operands took 5-7 s, 20,000 took 430 s (now 0.07 s and 0.4 s)
-    make = {"stack": tg.stack, "cat": tg.cat,
-            "cat dim 1": lambda ts: tg.cat([t.view(1, 2) for t in ts], 1)}[kind]
+    make = {
+        "stack": tg.stack,
+        "cat": tg.cat,
+        "cat dim 1": lambda ts: tg.cat([t.view(1, 2) for t in ts], 1),
+    }[kind]
     small, large = _backward_profile_events(make, 500), _backward_profile_events(make, 1000)
     assert large / small < 2.2, (small, large)
 
@@ -651,7 +820,11 @@ def _cat_grads(M):
 def test_cat_gradients_with_uneven_operands_and_double_backward():
     (ga2, gb2, gd2), (ga, gb, gd) = _cat_grads(tg)
     w = np.arange(14.0).reshape(2, 7)
-    a, b, d = np.arange(6.0).reshape(2, 3), np.arange(4.0).reshape(2, 2), np.arange(2.0).reshape(2, 1)
+    a, b, d = (
+        np.arange(6.0).reshape(2, 3),
+        np.arange(4.0).reshape(2, 2),
+        np.arange(2.0).reshape(2, 1),
+    )
     assert ga == (2 * a * w[:, :3]).tolist() and gb == (2 * b * w[:, 3:5]).tolist()
     assert gd == (2 * d * w[:, 6:]).tolist()
     # second order: d/da sum(2 a w) = 2w ; plus the stack term 2a (row 0), 8a (row 1)
@@ -662,6 +835,7 @@ def test_cat_gradients_with_uneven_operands_and_double_backward():
 
 
 # --------------------------------------- 8. non-reentrant checkpoint fires hooks once
+
 
 def _checkpoint_hook_counts(M, checkpoint):
     def mk():
@@ -677,6 +851,7 @@ def _checkpoint_hook_counts(M, checkpoint):
             b = t * 2
             b.register_hook(bump(c))
             return b * 3
+
         checkpoint(fn, a, use_reentrant=False).sum().backward()
         return c[0], a.grad.tolist()
 
@@ -715,6 +890,7 @@ def _checkpoint_hook_counts(M, checkpoint):
         def fn(t):
             w.register_hook(bump(c))
             return (t * w).exp()
+
         checkpoint(fn, a, use_reentrant=False).sum().backward()
         return c[0]
 
@@ -727,6 +903,7 @@ def _checkpoint_hook_counts(M, checkpoint):
             b.retain_grad()
             keep.append(b)
             return b * b
+
         checkpoint(fn, a, use_reentrant=False).sum().backward()
         return [k.grad.tolist() if k.grad is not None else None for k in keep]
 
@@ -737,10 +914,19 @@ def _checkpoint_hook_counts(M, checkpoint):
         (g,) = M.autograd.grad(y, a)
         return c[0], g.tolist()
 
-    return {f.__name__: f() for f in (
-        hook_inside_fn, hook_on_param_used_inside_and_outside, hook_on_input,
-        hook_on_leaf_input, hook_on_output, hook_on_leaf_registered_inside, retain_grad_inside,
-        autograd_grad_with_leaf_hook)}
+    return {
+        f.__name__: f()
+        for f in (
+            hook_inside_fn,
+            hook_on_param_used_inside_and_outside,
+            hook_on_input,
+            hook_on_leaf_input,
+            hook_on_output,
+            hook_on_leaf_registered_inside,
+            retain_grad_inside,
+            autograd_grad_with_leaf_hook,
+        )
+    }
 
 
 def test_nonreentrant_checkpoint_fires_tensor_hooks_once():
@@ -748,6 +934,7 @@ def test_nonreentrant_checkpoint_fires_tensor_hooks_once():
     # fired twice (once in the recomputation's own backward, once in the outer one),
     # and hooks or retain_grad() inside the function raised (it ran under no_grad)
     from tracegrad.eager.utils.checkpoint import checkpoint
+
     assert _checkpoint_hook_counts(tg, checkpoint) == {
         "hook_inside_fn": (1, [6.0, 6.0, 6.0]),
         "hook_on_param_used_inside_and_outside": 1,
@@ -765,7 +952,10 @@ def test_nonreentrant_checkpoint_hook_counts_match_torch():
     from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
     from tracegrad.eager.utils.checkpoint import checkpoint
-    assert _checkpoint_hook_counts(tg, checkpoint) == _checkpoint_hook_counts(torch, torch_checkpoint)
+
+    assert _checkpoint_hook_counts(tg, checkpoint) == _checkpoint_hook_counts(
+        torch, torch_checkpoint
+    )
 
 
 def _nonreentrant_programs(M, checkpoint):
@@ -782,6 +972,7 @@ def _nonreentrant_programs(M, checkpoint):
         def fn(t):
             calls[0] += 1
             return f(t)
+
         y = checkpoint(fn, a, use_reentrant=False)
         forward_calls = calls[0]
         y.sum().backward()
@@ -794,6 +985,7 @@ def _nonreentrant_programs(M, checkpoint):
 
         def outer(t):
             return checkpoint(lambda u: (u * u).exp(), t.sin(), use_reentrant=False).tanh()
+
         checkpoint(outer, a, use_reentrant=False).sum().backward()
         return R(a.grad)
 
@@ -837,13 +1029,23 @@ def _nonreentrant_programs(M, checkpoint):
         except RuntimeError as exc:
             return str(exc).split(" Hint")[0]
 
-    return {g.__name__: g() for g in (gradients_and_recompute_count, nested, double_backward,
-                                      retain_graph_twice, second_backward, tuple_output,
-                                      input_changed_in_place)}
+    return {
+        g.__name__: g()
+        for g in (
+            gradients_and_recompute_count,
+            nested,
+            double_backward,
+            retain_graph_twice,
+            second_backward,
+            tuple_output,
+            input_changed_in_place,
+        )
+    }
 
 
 def test_nonreentrant_checkpoint_recomputes_saved_values_only():
     from tracegrad.eager.utils.checkpoint import checkpoint
+
     got = _nonreentrant_programs(tg, checkpoint)
     t = np.array([0.5, 1.0, 1.5])
     assert got["gradients_and_recompute_count"] == (1, 2, True)  # forward once, recompute once
@@ -852,14 +1054,16 @@ def test_nonreentrant_checkpoint_recomputes_saved_values_only():
     np.testing.assert_allclose(got["retain_graph_twice"], 2 * 2 * t * np.exp(t * t), **close)
     np.testing.assert_allclose(got["tuple_output"], np.exp(t) * (t * t + 2 * t), **close)
     # g = d/dt sin(t^3) = 3 t^2 cos(t^3); a.grad = dg/dt = 6 t cos(t^3) - 9 t^4 sin(t^3)
-    np.testing.assert_allclose(got["double_backward"][0], 3 * t * t * np.cos(t ** 3), **close)
-    np.testing.assert_allclose(got["double_backward"][1],
-                               6 * t * np.cos(t ** 3) - 9 * t ** 4 * np.sin(t ** 3), **close)
+    np.testing.assert_allclose(got["double_backward"][0], 3 * t * t * np.cos(t**3), **close)
+    np.testing.assert_allclose(
+        got["double_backward"][1], 6 * t * np.cos(t**3) - 9 * t**4 * np.sin(t**3), **close
+    )
     assert got["second_backward"] == "raises"
     assert got["input_changed_in_place"].startswith(
         "one of the variables needed for gradient computation has been modified by an inplace "
         "operation: [torch.FloatTensor [3]], which is output 0 of Mul, is at version 1; "
-        "expected version 0 instead.")
+        "expected version 0 instead."
+    )
 
 
 def _nested_grad(t):
@@ -873,13 +1077,16 @@ def test_nonreentrant_checkpoint_programs_match_torch():
     from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
     from tracegrad.eager.utils.checkpoint import checkpoint
+
     got = _nonreentrant_programs(tg, checkpoint)
     want = _nonreentrant_programs(torch, torch_checkpoint)
     for key in want:
         if isinstance(want[key], list):
             np.testing.assert_allclose(got[key], want[key], rtol=2e-4, atol=2e-4, err_msg=key)
         elif key == "double_backward":
-            np.testing.assert_allclose(np.array(got[key]), np.array(want[key]), rtol=2e-4, atol=2e-4)
+            np.testing.assert_allclose(
+                np.array(got[key]), np.array(want[key]), rtol=2e-4, atol=2e-4
+            )
         else:
             assert got[key] == want[key], key
 
@@ -889,6 +1096,7 @@ def test_checkpoint_recomputes_with_the_forward_random_state(use_reentrant):
     # before: the recomputation drew new random numbers, so y = a * rand(6) got the
     # gradient of a different rand(6) (PyTorch preserves the RNG state by default)
     from tracegrad.eager.utils.checkpoint import checkpoint
+
     tg.manual_seed(0)
     a = tg.ones(6, requires_grad=True)
     y = checkpoint(lambda t: t * tg.rand(6), a, use_reentrant=use_reentrant)
@@ -913,8 +1121,11 @@ def test_nonreentrant_checkpoint_drops_activations():
         x = tg.randn(64, 256, requires_grad=True)
         gc.collect()
         tracemalloc.start()
-        out = layers(x) if segments is None else \
-            tg.checkpoint_sequential(layers, segments, x, use_reentrant=False)
+        out = (
+            layers(x)
+            if segments is None
+            else tg.checkpoint_sequential(layers, segments, x, use_reentrant=False)
+        )
         _, top = tracemalloc.get_traced_memory()
         out.sum().backward()
         tracemalloc.stop()
@@ -948,16 +1159,20 @@ def test_reentrant_checkpoint_refuses_partial_backward():
     # before: autograd.grad(y, a) through a reentrant checkpoint ran the recomputation's
     # own full backward, silently filling w.grad ([1, 2]) of a parameter used inside
     from tracegrad.eager.utils.checkpoint import checkpoint
+
     got = _reentrant_grad(tg, checkpoint)
-    message = ("When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad() or "
-               "passing an `inputs` parameter to .backward(). To resolve this error, you can "
-               "either set use_reentrant=False, or call .backward() without passing the "
-               "`inputs` argument.")
+    message = (
+        "When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad() or "
+        "passing an `inputs` parameter to .backward(). To resolve this error, you can "
+        "either set use_reentrant=False, or call .backward() without passing the "
+        "`inputs` argument."
+    )
     assert got == {"autograd.grad": message, "backward(inputs)": message, "w.grad": None}
     torch = _torch()
     import warnings
 
     from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert got == _reentrant_grad(torch, torch_checkpoint)
@@ -967,17 +1182,23 @@ def test_mixed_dtype_ops_compute_in_the_result_dtype():
     # PyTorch casts the operands to the result dtype first: 3 * 0.1234567890123 in float32
     # is 0.37037038803100586 (NumPy's float64 product rounded once gives 0.37037035822868347)
     s = 0.1234567890123
-    assert (tg.tensor([3]) * s).item() == float(np.float32(3) * np.float32(s)) == 0.37037038803100586
+    assert (
+        (tg.tensor([3]) * s).item() == float(np.float32(3) * np.float32(s)) == 0.37037038803100586
+    )
     t = 0.10400000000000001
     y = tg.tensor([1.1]) * tg.tensor(t, dtype=tg.float64)  # float32 result, float32 product
     assert y.dtype == tg.float32 and y.item() == float(np.float32(1.1) * np.float32(t))
     torch = _torch()
     rng = np.random.default_rng(0)
     x = rng.standard_normal(10000).astype(np.float32)
-    ints = rng.integers(-10**6, 10**6, 10000)
-    for op in (lambda M, a, i: a * M.tensor(s, dtype=M.float64),
-               lambda M, a, i: a / M.tensor(s, dtype=M.float64),
-               lambda M, a, i: i * s, lambda M, a, i: i / 3, lambda M, a, i: a - i):
+    ints = rng.integers(-(10**6), 10**6, 10000)
+    for op in (
+        lambda M, a, i: a * M.tensor(s, dtype=M.float64),
+        lambda M, a, i: a / M.tensor(s, dtype=M.float64),
+        lambda M, a, i: i * s,
+        lambda M, a, i: i / 3,
+        lambda M, a, i: a - i,
+    ):
         got, want = (op(M, M.tensor(x), M.tensor(ints)) for M in (tg, torch))
         assert str(got.dtype) == str(want.dtype)
         np.testing.assert_array_equal(got.numpy(), want.numpy())

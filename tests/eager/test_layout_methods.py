@@ -6,6 +6,7 @@ with their assertions; each runs under tracegrad.eager and, where it is installe
 real torch too, so the port itself is checked. `is_view_of` is PyTorch's test helper:
 `_base` is the root tensor whose memory the view shares.
 """
+
 import numpy as np
 import pytest
 
@@ -46,8 +47,13 @@ def test_contiguous_nonview(torch):  # test_contiguous_nonview
 
 def test_contiguous_copy_is_c_ordered(torch):
     x = torch.tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
-    for y in (x.transpose(1, 2), x.permute(2, 0, 1), x[:, :, ::2], x[:, :1].expand(2, 5, 4),
-              x.t() if x.ndim <= 2 else x.mT):
+    for y in (
+        x.transpose(1, 2),
+        x.permute(2, 0, 1),
+        x[:, :, ::2],
+        x[:, :1].expand(2, 5, 4),
+        x.t() if x.ndim <= 2 else x.mT,
+    ):
         assert not y.is_contiguous()
         c = y.contiguous()
         assert c.is_contiguous() and c.shape == y.shape
@@ -78,8 +84,10 @@ def test_attention_heads_reassembled(torch):
     rng = np.random.default_rng(0)
     data = rng.standard_normal((2, 4, 3, 5)).astype(np.float32)  # (B, nh, T, hs)
     grads = []
-    for assemble in (lambda y: y.transpose(1, 2).contiguous().view(2, 3, 20),
-                     lambda y: y.transpose(1, 2).reshape(2, 3, 20)):
+    for assemble in (
+        lambda y: y.transpose(1, 2).contiguous().view(2, 3, 20),
+        lambda y: y.transpose(1, 2).reshape(2, 3, 20),
+    ):
         y = torch.tensor(data, requires_grad=True)
         out = assemble(y)
         assert out.shape == (2, 3, 20)
@@ -92,8 +100,10 @@ def test_attention_heads_reassembled(torch):
 
 # ------------------------------------------------------------ view and reshape
 
-VIEW_MESSAGE = ("view size is not compatible with input tensor's size and stride (at least one "
-                "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
+VIEW_MESSAGE = (
+    "view size is not compatible with input tensor's size and stride (at least one "
+    "dimension spans across two contiguous subspaces). Use .reshape(...) instead."
+)
 
 
 def test_view_of_transposed_raises_pytorchs_error(torch):
@@ -118,8 +128,9 @@ def test_view(torch):  # TestOldViewOps.test_view
     assert empty.view(-1).size() == (0,)
     assert empty.view(10, 3, -1).size() == (10, 3, 0)
     for shape in ((-1, 0), (3, 0, -1, 0)):
-        with pytest.raises(RuntimeError, match="because the unspecified dimension size -1 can "
-                                               "be any value"):
+        with pytest.raises(
+            RuntimeError, match="because the unspecified dimension size -1 can be any value"
+        ):
             empty.view(*shape)
     for shape in ((15, 0), (7, -1), (15, -1, -1)):
         with pytest.raises(RuntimeError):
@@ -130,8 +141,11 @@ def test_view(torch):  # TestOldViewOps.test_view
     tensor = torch.tensor(data).transpose(-1, 2).transpose(-2, 3)
     assert tensor.stride() == (3240, 1620, 1, 3, 54, 27, 324, 324)
     contig_tensor = tensor.clone()
-    for view_size in ([8, 1, 3, 3, 3, 4, 1, 3, 5], [2, 4, 3, 1, 9, 2, 2, 3, 5, 1],
-                      [1, 1, 2, 1, 4, 3, 1, 1, 9, 1, 2, 1, 2, 3, 1, 5, 1, 1]):
+    for view_size in (
+        [8, 1, 3, 3, 3, 4, 1, 3, 5],
+        [2, 4, 3, 1, 9, 2, 2, 3, 5, 1],
+        [1, 1, 2, 1, 4, 3, 1, 1, 9, 1, 2, 1, 2, 3, 1, 5, 1, 1],
+    ):
         assert_equal(tensor.view(*view_size), contig_tensor.view(*view_size))
     # invalid views: crossing [4, 2], [3]; [6, 2], [1, 5]; [9], [6, 2]
     for view_size in ([-1], [24, 9, 6, 2, 1, 5], [8, 3, 9, 6, 10], [8, 3, 54, 2, 1, 5]):
@@ -146,8 +160,12 @@ def test_view(torch):  # TestOldViewOps.test_view
 
 
 def test_view_and_reshape_views(torch):  # test_view_view, test_reshape_view, ..._as_view
-    for make in (lambda t: t.view(25), lambda t: torch.reshape(t, (25,)),
-                 lambda t: t.view_as(torch.empty(25)), lambda t: t.reshape_as(torch.empty(25))):
+    for make in (
+        lambda t: t.view(25),
+        lambda t: torch.reshape(t, (25,)),
+        lambda t: t.view_as(torch.empty(25)),
+        lambda t: t.reshape_as(torch.empty(25)),
+    ):
         t = torch.ones(5, 5)
         v = make(t)
         assert is_view_of(t, v)
@@ -189,16 +207,21 @@ def test_reshape(torch):  # TestOldViewOps.test_reshape (data_ptr as shared memo
 # ------------------------------------------------------ transposes and permutes
 
 
-@pytest.mark.parametrize("op", ["t", "T", "mT", "transpose", "swapdims", "swapaxes",
-                                "permute", "movedim", "moveaxis"])
+@pytest.mark.parametrize(
+    "op", ["t", "T", "mT", "transpose", "swapdims", "swapaxes", "permute", "movedim", "moveaxis"]
+)
 def test_transposed_views(torch, op):  # test_t_view, test_T_view, test_transpose_view, ...
-    make = {"t": lambda t: t.t(), "T": lambda t: t.T, "mT": lambda t: t.mT,
-            "transpose": lambda t: torch.transpose(t, 0, 1),
-            "swapdims": lambda t: torch.swapdims(t, 0, 1),
-            "swapaxes": lambda t: torch.swapaxes(t, 0, 1),
-            "permute": lambda t: t.permute(1, 0),
-            "movedim": lambda t: torch.movedim(t, (0, 1), (1, 0)),
-            "moveaxis": lambda t: torch.moveaxis(t, 0, 1)}[op]
+    make = {
+        "t": lambda t: t.t(),
+        "T": lambda t: t.T,
+        "mT": lambda t: t.mT,
+        "transpose": lambda t: torch.transpose(t, 0, 1),
+        "swapdims": lambda t: torch.swapdims(t, 0, 1),
+        "swapaxes": lambda t: torch.swapaxes(t, 0, 1),
+        "permute": lambda t: t.permute(1, 0),
+        "movedim": lambda t: torch.movedim(t, (0, 1), (1, 0)),
+        "moveaxis": lambda t: torch.moveaxis(t, 0, 1),
+    }[op]
     t = torch.ones(5, 5)
     v = make(t)
     assert is_view_of(t, v)
@@ -228,8 +251,9 @@ def test_T_and_movedim(torch):  # TestOldViewOps.test_T; test_movedim_view
     assert tuple(x.movedim(0, 2).shape) == (3, 4, 2)
     assert tuple(x.movedim((0, 2), (2, 0)).shape) == (4, 3, 2)
     np.testing.assert_array_equal(x.movedim(-1, 0).numpy(), np.moveaxis(x.numpy(), -1, 0))
-    np.testing.assert_array_equal(x.movedim((0, 1), (-1, 0)).numpy(),
-                                  np.moveaxis(x.numpy(), (0, 1), (-1, 0)))
+    np.testing.assert_array_equal(
+        x.movedim((0, 1), (-1, 0)).numpy(), np.moveaxis(x.numpy(), (0, 1), (-1, 0))
+    )
 
 
 def test_transpose_invalid(torch):  # test_transpose_invalid
@@ -272,20 +296,29 @@ def test_expand(torch):  # TestOldViewOps.test_expand
     assert_equal(tensor2.expand(1, 1, 5), tensor2.unsqueeze(0).unsqueeze(1))
     # -1 as target size
     assert_equal(tensor.expand(4, -1, 5), tensor.expand(4, 8, 5))
-    with pytest.raises(RuntimeError, match=r"The expanded size of the tensor \(-1\) isn't "
-                                           r"allowed in a leading, non-existing dimension 0"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"The expanded size of the tensor \(-1\) isn't "
+        r"allowed in a leading, non-existing dimension 0",
+    ):
         tensor2.expand(-1, -1)
     assert torch.zeros(0).expand((0,)).shape == (0,)
 
 
 def test_expand_errors(torch):  # test_broadcast_to's error text
-    with pytest.raises(RuntimeError, match=r"The expanded size of the tensor \(7\) must match "
-                                           r"the existing size \(8\) at non-singleton "
-                                           r"dimension 1.  Target sizes: \[4, 7, 5\].  Tensor "
-                                           r"sizes: \[1, 8, 1\]"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"The expanded size of the tensor \(7\) must match "
+        r"the existing size \(8\) at non-singleton "
+        r"dimension 1.  Target sizes: \[4, 7, 5\].  Tensor "
+        r"sizes: \[1, 8, 1\]",
+    ):
         torch.rand(1, 8, 1).expand(4, 7, 5)
-    with pytest.raises(RuntimeError, match=r"The expanded size of the tensor \(\d\) must match "
-                                           r"the existing size \(\d\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"The expanded size of the tensor \(\d\) must match "
+        r"the existing size \(\d\)",
+    ):
         torch.broadcast_to(torch.rand(3, 2), (4, 3, 1))
 
 
@@ -306,8 +339,10 @@ def test_flatten_view(torch):  # test_flatten_view (the cases without as_strided
 
 
 def test_flatten_nonview(torch):  # test_flatten_nonview
-    for t, nv in ((torch.ones(2, 3, 2, 3).transpose(2, 3), lambda t: t.flatten(1, 3)),
-                  (torch.ones(2, 2).T, lambda t: t.flatten())):
+    for t, nv in (
+        (torch.ones(2, 3, 2, 3).transpose(2, 3), lambda t: t.flatten(1, 3)),
+        (torch.ones(2, 2).T, lambda t: t.flatten()),
+    ):
         out = nv(t)
         assert out._base is None
         out.view(-1)[0] = 0
@@ -334,14 +369,19 @@ def test_narrow_view_and_storage_offset(torch):  # test_narrow_view, storage_off
 
 
 LAYOUT_CASES = {
-    "t": lambda L, x: x[0].t(), "transpose": lambda L, x: x.transpose(0, 2),
-    "permute": lambda L, x: x.permute(2, 0, 1), "mT": lambda L, x: x.mT,
+    "t": lambda L, x: x[0].t(),
+    "transpose": lambda L, x: x.transpose(0, 2),
+    "permute": lambda L, x: x.permute(2, 0, 1),
+    "mT": lambda L, x: x.mT,
     "expand": lambda L, x: x[:, :1, :].expand(2, 5, 4),
     "expand new dim": lambda L, x: x.expand(3, 2, 3, 4),
-    "unsqueeze": lambda L, x: x.unsqueeze(1), "unsqueeze last": lambda L, x: x.unsqueeze(-1),
+    "unsqueeze": lambda L, x: x.unsqueeze(1),
+    "unsqueeze last": lambda L, x: x.unsqueeze(-1),
     "unsqueeze transposed": lambda L, x: x.transpose(0, 1).unsqueeze(1),
-    "squeeze": lambda L, x: x[:, :1].squeeze(1), "narrow": lambda L, x: x.narrow(2, 1, 2),
-    "step slice": lambda L, x: x[:, ::2], "select": lambda L, x: x[:, 1],
+    "squeeze": lambda L, x: x[:, :1].squeeze(1),
+    "narrow": lambda L, x: x.narrow(2, 1, 2),
+    "step slice": lambda L, x: x[:, ::2],
+    "select": lambda L, x: x[:, 1],
     "view": lambda L, x: x.view(6, 4),
     "view of transposed": lambda L, x: x.transpose(0, 1).view(3, 2, 2, 2),
     "reshape of transposed": lambda L, x: x.transpose(1, 2).reshape(2, 12),
@@ -351,9 +391,12 @@ LAYOUT_CASES = {
     "add keeps the layout": lambda L, x: x.transpose(1, 2) + 1,
     "double keeps the layout": lambda L, x: x.transpose(1, 2).double(),
     "flatten of transposed": lambda L, x: x.transpose(0, 1).flatten(),
-    "split": lambda L, x: x.split(2, dim=2)[1], "unbind": lambda L, x: x.unbind(2)[0],
-    "diagonal": lambda L, x: x[0, :3, :3].diagonal(), "matmul": lambda L, x: x @ x.mT,
-    "movedim": lambda L, x: x.movedim(0, 2), "empty": lambda L, x: x[:, :0],
+    "split": lambda L, x: x.split(2, dim=2)[1],
+    "unbind": lambda L, x: x.unbind(2)[0],
+    "diagonal": lambda L, x: x[0, :3, :3].diagonal(),
+    "matmul": lambda L, x: x @ x.mT,
+    "movedim": lambda L, x: x.movedim(0, 2),
+    "empty": lambda L, x: x[:, :0],
     "size-1 dims": lambda L, x: x[:, :1, :1],
 }
 

@@ -4,13 +4,14 @@ Values vs NumPy, gradients and second derivatives vs finite differences
 (gradcheck / gradgradcheck, float64), values, gradients, double backward,
 grad_fn names and error texts vs real PyTorch where it is installed.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from eager_op_table import float64_leaves, weighted_backward
 
 import tracegrad.eager as tt
-from eager_op_table import float64_leaves, weighted_backward
 
 RNG = np.random.default_rng(2024)
 M = RNG.standard_normal((4, 4))
@@ -34,8 +35,11 @@ CASES = [
     ("cholesky_batch", lambda T, m: T.linalg.cholesky(_sym_spd(T, m)), [np.stack([M, M.T])]),
     ("solve", lambda T, a, b: T.linalg.solve(a, b), [GEN, RHS]),
     ("solve_vector", lambda T, a, b: T.linalg.solve(a, b), [GEN, VEC]),
-    ("solve_batch_vectors", lambda T, a, b: T.linalg.solve(a, b),
-     [SPD_BATCH, RNG.standard_normal((2, 4))]),
+    (
+        "solve_batch_vectors",
+        lambda T, a, b: T.linalg.solve(a, b),
+        [SPD_BATCH, RNG.standard_normal((2, 4))],
+    ),
     ("solve_right", lambda T, a, b: T.linalg.solve(a, b, left=False), [GEN, RHS.T]),
     ("inv", lambda T, a: T.linalg.inv(a), [GEN]),
     ("inverse", lambda T, a: T.inverse(a), [GEN]),
@@ -43,40 +47,70 @@ CASES = [
     ("det_batch", lambda T, a: T.det(a), [SPD_BATCH]),
     ("slogdet", lambda T, a: T.linalg.slogdet(a)[1], [-GEN]),
     ("logdet", lambda T, a: T.logdet(a), [SPD]),
-    ("solve_triangular_lower", lambda T, a, b: T.linalg.solve_triangular(a, b, upper=False),
-     [LOW, RHS]),
-    ("solve_triangular_upper_right_unit",
-     lambda T, a, b: T.linalg.solve_triangular(a, b, upper=True, left=False, unitriangular=True),
-     [LOW.T.copy(), RHS.T.copy()]),
+    (
+        "solve_triangular_lower",
+        lambda T, a, b: T.linalg.solve_triangular(a, b, upper=False),
+        [LOW, RHS],
+    ),
+    (
+        "solve_triangular_upper_right_unit",
+        lambda T, a, b: T.linalg.solve_triangular(a, b, upper=True, left=False, unitriangular=True),
+        [LOW.T.copy(), RHS.T.copy()],
+    ),
     ("triangular_solve", lambda T, b, a: T.triangular_solve(b, a, upper=False)[0], [RHS, LOW]),
-    ("triangular_solve_transpose",
-     lambda T, b, a: T.triangular_solve(b, a, upper=True, transpose=True)[0], [RHS, LOW.T.copy()]),
+    (
+        "triangular_solve_transpose",
+        lambda T, b, a: T.triangular_solve(b, a, upper=True, transpose=True)[0],
+        [RHS, LOW.T.copy()],
+    ),
     ("cholesky_solve", lambda T, b, low: T.cholesky_solve(b, low), [RHS, LOW]),
-    ("cholesky_solve_upper", lambda T, b, up: T.cholesky_solve(b, up, upper=True),
-     [RHS, LOW.T.copy()]),
+    (
+        "cholesky_solve_upper",
+        lambda T, b, up: T.cholesky_solve(b, up, upper=True),
+        [RHS, LOW.T.copy()],
+    ),
     ("torch_cholesky", lambda T, m: T.cholesky(_sym_spd(T, m)), [M]),
     ("norm", lambda T, a: T.linalg.norm(a), [GEN]),
     ("norm_1", lambda T, a: T.linalg.norm(a, ord=1), [GEN]),
-    ("norm_inf_keepdim", lambda T, a: T.linalg.matrix_norm(a, ord=float("inf"), keepdim=True),
-     [GEN]),
+    (
+        "norm_inf_keepdim",
+        lambda T, a: T.linalg.matrix_norm(a, ord=float("inf"), keepdim=True),
+        [GEN],
+    ),
     ("vector_norm_3", lambda T, a: T.linalg.vector_norm(a, ord=3, dim=1), [GEN]),
 ]
 IDS = [c[0] for c in CASES]
 # our grad_fn differs from PyTorch's where the op is a composition here (module docstring)
-NAME_DIFFERS = {"cholesky_solve", "cholesky_solve_upper", "solve_batch_vectors", "solve_right",
-                "solve_triangular_upper_right_unit"}
+NAME_DIFFERS = {
+    "cholesky_solve",
+    "cholesky_solve_upper",
+    "solve_batch_vectors",
+    "solve_right",
+    "solve_triangular_upper_right_unit",
+}
 
 
 # piecewise linear (no curvature), or PyTorch's first derivative differs on purpose (below)
-NO_SECOND_ORDER_VS_TORCH = {"norm_1", "norm_inf_keepdim", "cholesky_solve",
-                            "cholesky_solve_upper"}
+NO_SECOND_ORDER_VS_TORCH = {"norm_1", "norm_inf_keepdim", "cholesky_solve", "cholesky_solve_upper"}
 # gradgradcheck is slow through cholesky (~5-10 s each on a busy machine): the default run
 # checks each primitive once, the slow run every case
-SLOW_GRADGRAD = {"cholesky_upper", "cholesky_batch", "torch_cholesky", "cholesky_solve",
-                 "cholesky_solve_upper", "triangular_solve", "triangular_solve_transpose",
-                 "solve_triangular_upper_right_unit", "inverse", "det_batch"}
-GRADGRAD_CASES = [pytest.param(*c, marks=pytest.mark.slow) if c[0] in SLOW_GRADGRAD else c
-                  for c in CASES if c[0] not in ("norm_1", "norm_inf_keepdim")]
+SLOW_GRADGRAD = {
+    "cholesky_upper",
+    "cholesky_batch",
+    "torch_cholesky",
+    "cholesky_solve",
+    "cholesky_solve_upper",
+    "triangular_solve",
+    "triangular_solve_transpose",
+    "solve_triangular_upper_right_unit",
+    "inverse",
+    "det_batch",
+}
+GRADGRAD_CASES = [
+    pytest.param(*c, marks=pytest.mark.slow) if c[0] in SLOW_GRADGRAD else c
+    for c in CASES
+    if c[0] not in ("norm_1", "norm_inf_keepdim")
+]
 
 
 @pytest.mark.parametrize("case_id,fn,arrays", CASES, ids=IDS)
@@ -84,23 +118,28 @@ def test_gradcheck(case_id, fn, arrays):
     assert tt.autograd.gradcheck(lambda *xs: fn(tt, *xs), float64_leaves(tt, arrays))
 
 
-@pytest.mark.parametrize("case_id,fn,arrays", GRADGRAD_CASES,
-                         ids=[c[0] for c in CASES if c[0] not in ("norm_1", "norm_inf_keepdim")])
+@pytest.mark.parametrize(
+    "case_id,fn,arrays",
+    GRADGRAD_CASES,
+    ids=[c[0] for c in CASES if c[0] not in ("norm_1", "norm_inf_keepdim")],
+)
 def test_gradgradcheck(case_id, fn, arrays):
     assert tt.autograd.gradgradcheck(lambda *xs: fn(tt, *xs), float64_leaves(tt, arrays))
 
 
 def test_values_match_numpy():
     assert np.allclose(tt.linalg.cholesky(tt.tensor(SPD)).numpy(), np.linalg.cholesky(SPD))
-    assert np.allclose(tt.linalg.solve(tt.tensor(GEN), tt.tensor(RHS)).numpy(),
-                       np.linalg.solve(GEN, RHS))
+    assert np.allclose(
+        tt.linalg.solve(tt.tensor(GEN), tt.tensor(RHS)).numpy(), np.linalg.solve(GEN, RHS)
+    )
     assert np.allclose(tt.linalg.inv(tt.tensor(GEN)).numpy(), np.linalg.inv(GEN))
     assert np.allclose(tt.linalg.det(tt.tensor(SPD_BATCH)).numpy(), np.linalg.det(SPD_BATCH))
     sign, logabsdet = tt.linalg.slogdet(tt.tensor(-GEN))
     ref = np.linalg.slogdet(-GEN)
     assert sign.item() == ref.sign and np.isclose(logabsdet.item(), ref.logabsdet)
-    assert np.allclose(tt.cholesky_solve(tt.tensor(RHS), tt.tensor(LOW)).numpy(),
-                       np.linalg.solve(SPD, RHS))
+    assert np.allclose(
+        tt.cholesky_solve(tt.tensor(RHS), tt.tensor(LOW)).numpy(), np.linalg.solve(SPD, RHS)
+    )
     out = tt.linalg.cholesky(tt.tensor(SPD, dtype=tt.float32))
     assert out.dtype == tt.float32
 
@@ -147,8 +186,10 @@ def _read_part(case_id, k, ref):
 ERRORS = [
     ("not_square", lambda T: T.linalg.cholesky(T.zeros(3, 2))),
     ("det_not_square", lambda T: T.linalg.det(T.zeros(2, 3))),
-    ("not_positive_definite",
-     lambda T: T.linalg.cholesky(T.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=T.float64))),
+    (
+        "not_positive_definite",
+        lambda T: T.linalg.cholesky(T.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=T.float64)),
+    ),
     ("negative_definite", lambda T: T.linalg.cholesky(-T.eye(3))),
     ("singular_solve", lambda T: T.linalg.solve(T.zeros(3, 3), T.ones(3))),
     ("singular_inv", lambda T: T.linalg.inv(T.tensor([[1.0, 2.0], [2.0, 4.0]]))),
@@ -167,8 +208,9 @@ def test_errors_match_torch(case_id, call):
     with pytest.raises(RuntimeError) as theirs:
         call(torch)
     assert str(ours.value).split("\n")[0] == str(theirs.value).split("\n")[0]
-    assert isinstance(theirs.value, torch.linalg.LinAlgError) == \
-        isinstance(ours.value, tt.linalg.LinAlgError)
+    assert isinstance(theirs.value, torch.linalg.LinAlgError) == isinstance(
+        ours.value, tt.linalg.LinAlgError
+    )
 
 
 def test_inputs_are_not_mutated():
@@ -182,5 +224,6 @@ def test_docstring_examples_run():
     import doctest
 
     from tracegrad.eager import linalg
+
     result = doctest.testmod(linalg)
     assert result.attempted > 0 and result.failed == 0

@@ -3,6 +3,7 @@
 The addmm primitive (bias + mat1 @ mat2) is one row of the rule table, so it is
 also checked here through the compiled pipeline: interpreter and Numba kernel.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -52,17 +53,26 @@ def test_addmm_gradcheck_with_broadcast_bias(bias_shape):
     assert torch.addmm(bias, mat1, mat2).grad_fn.name() == "AddmmBackward0"
     assert tg.gradcheck(torch.addmm, (bias, mat1, mat2))
     # second order: the vjp rules are themselves differentiable tensor ops
-    assert tg.gradcheck(lambda b, m1, m2: torch.autograd.grad(
-        (torch.addmm(b, m1, m2) ** 2).sum(), (m1,), create_graph=True)[0], (bias, mat1, mat2))
+    assert tg.gradcheck(
+        lambda b, m1, m2: torch.autograd.grad(
+            (torch.addmm(b, m1, m2) ** 2).sum(), (m1,), create_graph=True
+        )[0],
+        (bias, mat1, mat2),
+    )
 
 
 def test_addmm_beta_alpha_and_shape_errors():
     b, m1, m2 = torch.ones(2, 2), torch.ones(2, 3), torch.ones(3, 2)
-    np.testing.assert_array_equal(torch.addmm(b, m1, m2, beta=2, alpha=0.5).numpy(),
-                                  np.full((2, 2), 3.5))
-    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 2x2\)"):
+    np.testing.assert_array_equal(
+        torch.addmm(b, m1, m2, beta=2, alpha=0.5).numpy(), np.full((2, 2), 3.5)
+    )
+    with pytest.raises(
+        RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 2x2\)"
+    ):
         torch.addmm(b, m1, b)
-    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(4x3 and 2x2\)"):
+    with pytest.raises(
+        RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(4x3 and 2x2\)"
+    ):
         torch.nn.functional.linear(torch.ones(4, 3), torch.ones(2, 2), torch.ones(2))
 
 
@@ -71,8 +81,9 @@ def test_linear_without_bias_or_with_batched_input_still_matches_numpy():
     b = torch.randn(2, dtype=torch.float64, requires_grad=True)
     x = torch.randn(5, 4, 3, dtype=torch.float64)
     out = torch.nn.functional.linear(x, w, b)
-    np.testing.assert_allclose(out.detach().numpy(), x.numpy() @ w.detach().numpy().T +
-                               b.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        out.detach().numpy(), x.numpy() @ w.detach().numpy().T + b.detach().numpy(), rtol=1e-12
+    )
     assert tg.gradcheck(lambda w, b: torch.nn.functional.linear(x, w, b), (w, b))
     assert torch.nn.functional.linear(x[0], w).grad_fn.name() == "MmBackward0"
 
@@ -88,8 +99,9 @@ def test_saved_value_attributes_follow_pytorch_and_are_freed_after_backward():
     with pytest.raises(AttributeError, match="_saved_mat2"):
         z.grad_fn._saved_mat2
     z.sum().backward()
-    with pytest.raises(RuntimeError, match="directly access saved tensors after they have "
-                                           "already been freed"):
+    with pytest.raises(
+        RuntimeError, match="directly access saved tensors after they have already been freed"
+    ):
         z.grad_fn._saved_self
 
 
@@ -106,8 +118,10 @@ def test_addmm_primitive_compiled_numba_equals_interpreter_and_eager(dtype, bias
     def f(b, m1, m2):
         return tg.sum(T.addmm(b, m1, m2) * weights)
 
-    results = {backend: tg.value_and_grad(f, argnums=(0, 1, 2), backend=backend)(bias, mat1, mat2)
-               for backend in ("interpret", "numba")}
+    results = {
+        backend: tg.value_and_grad(f, argnums=(0, 1, 2), backend=backend)(bias, mat1, mat2)
+        for backend in ("interpret", "numba")
+    }
     tol = 1e-5 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(results["numba"][0], results["interpret"][0], rtol=tol)
     for got, want in zip(results["numba"][1], results["interpret"][1]):
@@ -130,9 +144,10 @@ def test_linear_matches_pytorch():
     out_ours = torch.nn.functional.linear(ours[2], ours[0], ours[1])
     out_theirs = real.nn.functional.linear(theirs[2], theirs[0], theirs[1])
     assert out_ours.grad_fn.name() == out_theirs.grad_fn.name()
-    assert [n.split("::")[-1] if n else n for n in names(out_ours.grad_fn)] == \
-        [type(n).__name__ if n else None for n, _ in out_theirs.grad_fn.next_functions]
-    (out_ours ** 2).sum().backward()
-    (out_theirs ** 2).sum().backward()
+    assert [n.split("::")[-1] if n else n for n in names(out_ours.grad_fn)] == [
+        type(n).__name__ if n else None for n, _ in out_theirs.grad_fn.next_functions
+    ]
+    (out_ours**2).sum().backward()
+    (out_theirs**2).sum().backward()
     for a, t in zip(ours, theirs):
         np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-12)

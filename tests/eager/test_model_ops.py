@@ -1,6 +1,7 @@
 """Ops the PyTorch-style model programs call (examples/gpt_tiny.py, char_mlp.py; issue 26's
 list): roll, multinomial, rsqrt, log1p, expm1, floor, unflatten, and gradient clipping as
 tensor ops. Values, gradients, node names and error texts against PyTorch."""
+
 import numpy as np
 import pytest
 
@@ -35,7 +36,7 @@ def test_values_grads_and_names_match_pytorch(case, rt):
     for L in (torch, rt):
         x = L.tensor(data, requires_grad=True)
         y = CASES[case](L, x)
-        w = L.tensor(weights[:y.numel()].reshape(tuple(y.shape)))
+        w = L.tensor(weights[: y.numel()].reshape(tuple(y.shape)))
         (y * w).sum().backward()
         results.append((y.grad_fn.name(), y.detach().numpy(), x.grad.numpy()))
     (name, value, grad), (name_rt, value_rt, grad_rt) = results
@@ -47,11 +48,13 @@ def test_values_grads_and_names_match_pytorch(case, rt):
 def test_roll_errors_match_pytorch(rt):
     for L in (torch, rt):
         x = L.ones(2, 3)
-        with pytest.raises(RuntimeError, match="shifts and dimensions must align. shifts: 2, "
-                                               "dims:1"):
+        with pytest.raises(
+            RuntimeError, match="shifts and dimensions must align. shifts: 2, dims:1"
+        ):
             x.roll((1, 2), 0)
-        with pytest.raises(RuntimeError, match="shifts and dimensions must align. shifts: 2, "
-                                               "dims:0"):
+        with pytest.raises(
+            RuntimeError, match="shifts and dimensions must align. shifts: 2, dims:0"
+        ):
             x.roll((1, 2))
 
 
@@ -70,17 +73,24 @@ def test_multinomial_draws_from_the_distribution():
     assert set(no_repeat[:2].tolist()) == {1, 3}
     # generator= gives a reproducible stream
     g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
-    assert torch.multinomial(probs, 3, generator=g1).tolist() == \
-        torch.multinomial(probs, 3, generator=g2).tolist()
+    assert (
+        torch.multinomial(probs, 3, generator=g1).tolist()
+        == torch.multinomial(probs, 3, generator=g2).tolist()
+    )
 
 
-@pytest.mark.parametrize("args,message", [
-    (([0.0, 1.0, 0.0], 4), "cannot sample n_sample > prob_dist.size(-1) samples without "
-                           "replacement"),
-    (([0.0, -1.0, 0.0], 1), "probability tensor contains either `inf`, `nan` or element < 0"),
-    (([0.0, 0.0, 0.0], 1), "invalid multinomial distribution (sum of probabilities <= 0)"),
-    (([[[1.0]]], 1), "prob_dist must be 1 or 2 dim"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ([0.0, 1.0, 0.0], 4),
+            "cannot sample n_sample > prob_dist.size(-1) samples without replacement",
+        ),
+        (([0.0, -1.0, 0.0], 1), "probability tensor contains either `inf`, `nan` or element < 0"),
+        (([0.0, 0.0, 0.0], 1), "invalid multinomial distribution (sum of probabilities <= 0)"),
+        (([[[1.0]]], 1), "prob_dist must be 1 or 2 dim"),
+    ],
+)
 def test_multinomial_errors_match_pytorch(args, message, rt):
     for L in (torch, rt):
         with pytest.raises(RuntimeError) as info:

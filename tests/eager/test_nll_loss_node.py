@@ -3,6 +3,7 @@
 nll_loss is one row of the rule table, so it is also run through the compiled
 pipeline here: interpreter, Numba kernel, and its range check.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,7 +18,7 @@ def test_cross_entropy_graph_is_nll_loss_over_log_softmax():
     logits = torch.randn(4, 3, requires_grad=True)
     loss = torch.nn.functional.cross_entropy(logits, torch.tensor([0, 2, 1, 2]))
     assert loss.grad_fn.name() == "NllLossBackward0"
-    (inner, _), = loss.grad_fn.next_functions
+    ((inner, _),) = loss.grad_fn.next_functions
     assert inner.name() == "LogSoftmaxBackward0"
 
 
@@ -38,9 +39,16 @@ def test_nll_loss_gradcheck_and_hand_values(reduction):
 def test_cross_entropy_second_order_gradcheck():
     logits = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     target = torch.tensor([3, 0, 1])
-    assert tg.gradcheck(lambda z: torch.autograd.grad(
-        torch.nn.functional.cross_entropy(z, target), (z,), create_graph=True)[0].pow(2).sum(),
-        (logits,))
+    assert tg.gradcheck(
+        lambda z: (
+            torch.autograd.grad(
+                torch.nn.functional.cross_entropy(z, target), (z,), create_graph=True
+            )[0]
+            .pow(2)
+            .sum()
+        ),
+        (logits,),
+    )
 
 
 def test_out_of_range_target_gets_pytorchs_message():
@@ -65,8 +73,10 @@ def test_nll_loss_compiled_numba_equals_interpreter_and_eager(dtype, reduction):
         np.testing.assert_allclose(got["numba"][part], got["interpret"][part], rtol=tol, atol=tol)
     assert got["numba"][1].dtype == np.dtype(dtype)
     lp = torch.tensor(logp, requires_grad=True)
-    (torch.nn.functional.nll_loss(lp, torch.tensor(target), reduction=reduction) *
-     torch.tensor(np.asarray(w, dtype=dtype))).sum().backward()
+    (
+        torch.nn.functional.nll_loss(lp, torch.tensor(target), reduction=reduction)
+        * torch.tensor(np.asarray(w, dtype=dtype))
+    ).sum().backward()
     np.testing.assert_allclose(lp.grad.numpy(), got["interpret"][1], rtol=tol, atol=tol)
 
 

@@ -1,4 +1,5 @@
 """nn, optim and checkpointing: training works, matches PyTorch, memory stays flat."""
+
 from __future__ import annotations
 
 import gc
@@ -56,13 +57,16 @@ def test_zero_grad_sets_none_by_default():
     assert all(p.grad is not None and not p.grad.numpy().any() for p in model.parameters())
 
 
-@pytest.mark.parametrize("opt_name,kwargs", [
-    ("SGD", dict(lr=0.5)),
-    ("SGD", dict(lr=0.05, momentum=0.9)),
-    ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
-    ("Adam", dict(lr=0.01)),
-    ("Adam", dict(lr=0.01, betas=(0.8, 0.99), weight_decay=0.001)),
-])
+@pytest.mark.parametrize(
+    "opt_name,kwargs",
+    [
+        ("SGD", dict(lr=0.5)),
+        ("SGD", dict(lr=0.05, momentum=0.9)),
+        ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
+        ("Adam", dict(lr=0.01)),
+        ("Adam", dict(lr=0.01, betas=(0.8, 0.99), weight_decay=0.001)),
+    ],
+)
 def test_training_reduces_loss(opt_name, kwargs):
     model = make_mlp()
     rng = np.random.default_rng(0)
@@ -86,8 +90,12 @@ def test_losses_stable_for_huge_logits():
     loss.backward()
     assert np.isfinite(loss.item()) and abs(loss.item() - np.log(2) / 2) < 1e-5
     assert np.all(np.isfinite(logits.grad.numpy()))
-    for fn in (lambda t: F.softmax(t, dim=1), lambda t: F.log_softmax(t, dim=1),
-               lambda t: torch.logsumexp(t, dim=1), lambda t: torch.sigmoid(t)):
+    for fn in (
+        lambda t: F.softmax(t, dim=1),
+        lambda t: F.log_softmax(t, dim=1),
+        lambda t: torch.logsumexp(t, dim=1),
+        lambda t: torch.sigmoid(t),
+    ):
         t = torch.tensor([[1e4, -1e4], [-1e4, 1e4]], requires_grad=True)
         out = fn(t)
         out.sum().backward()
@@ -102,9 +110,11 @@ def test_checkpoint_gives_same_gradients():
     x = torch.randn(3, 4, requires_grad=True)
     model(x).pow(2).sum().backward()
     expected = [p.grad.numpy().copy() for p in model.parameters()] + [x.grad.numpy().copy()]
-    for run in (lambda: torch.checkpoint_sequential(model, 4, x),
-                lambda: torch.checkpoint(model, x),
-                lambda: torch.utils.checkpoint.checkpoint(lambda t: model(t), x)):
+    for run in (
+        lambda: torch.checkpoint_sequential(model, 4, x),
+        lambda: torch.checkpoint(model, x),
+        lambda: torch.utils.checkpoint.checkpoint(lambda t: model(t), x),
+    ):
         model.zero_grad()
         x.grad = None
         out = run()
@@ -133,7 +143,7 @@ def test_checkpoint_sequential_saves_sqrt_n_activations():
     plain = _peak_saved_bytes(n, None)
     ckpt = _peak_saved_bytes(n, 6)
     activation = 64 * 256 * 4
-    assert plain > (n - 2) * activation            # every tanh output kept
+    assert plain > (n - 2) * activation  # every tanh output kept
     assert ckpt < 2 * 6 * activation + activation  # ~ segments boundaries + one segment
 
 
@@ -152,6 +162,7 @@ def test_training_loop_memory_is_flat():
         loss = F.mse_loss(model(x), y)
         loss.backward()
         opt.step()
+
     gc.collect()
     tracemalloc.start()
     try:
@@ -169,8 +180,13 @@ def test_training_loop_memory_is_flat():
 def test_same_training_trajectory_as_torch():
     torch_ = pytest.importorskip("torch")
     ours = make_mlp(seed=1)
-    theirs = torch_.nn.Sequential(torch_.nn.Linear(3, 8), torch_.nn.ReLU(), torch_.nn.Linear(8, 8),
-                                  torch_.nn.Tanh(), torch_.nn.Linear(8, 2))
+    theirs = torch_.nn.Sequential(
+        torch_.nn.Linear(3, 8),
+        torch_.nn.ReLU(),
+        torch_.nn.Linear(8, 8),
+        torch_.nn.Tanh(),
+        torch_.nn.Linear(8, 2),
+    )
     with torch_.no_grad():
         for p_t, p_o in zip(theirs.parameters(), ours.parameters()):
             p_t.copy_(torch_.from_numpy(p_o.detach().numpy().copy()))

@@ -1,6 +1,7 @@
 """Issue 13's nn surface: each layer/function against real PyTorch (same weights: values and
 gradients of inputs and parameters), and, without torch, against float64 finite
 differences or hand-derived values."""
+
 from __future__ import annotations
 
 import math
@@ -94,12 +95,21 @@ def test_conv2d_module_matches_torch(rt, kw):
 
 def test_conv2d_unbatched_and_functional(rt):
     x, w, b = arr(3, 5, 5), arr(2, 3, 3, 3, seed=1), arr(2, seed=2)
-    close(F.conv2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), stride=2),
-          rt.nn.functional.conv2d(rt.tensor(x), rt.tensor(w), rt.tensor(b), stride=2))
+    close(
+        F.conv2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), stride=2),
+        rt.nn.functional.conv2d(rt.tensor(x), rt.tensor(w), rt.tensor(b), stride=2),
+    )
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=2), dict(dilation=2, groups=2),
-                                dict(padding="same", bias=False)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(stride=2, padding=2),
+        dict(dilation=2, groups=2),
+        dict(padding="same", bias=False),
+    ],
+)
 def test_conv1d_module_matches_torch(rt, kw):
     torch.manual_seed(1)
     m = nn.Conv1d(4, 6, 3, **kw)
@@ -108,10 +118,16 @@ def test_conv1d_module_matches_torch(rt, kw):
     compare_module(m, mr, arr(2, 4, 11), rt)
 
 
-@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
-                                dict(kernel_size=3, stride=2, ceil_mode=True),
-                                dict(kernel_size=(2, 3), stride=1, dilation=(2, 1)),
-                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(kernel_size=2),
+        dict(kernel_size=3, stride=2, padding=1),
+        dict(kernel_size=3, stride=2, ceil_mode=True),
+        dict(kernel_size=(2, 3), stride=1, dilation=(2, 1)),
+        dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    ],
+)
 def test_maxpool2d_matches_torch(rt, kw):
     m, mr = nn.MaxPool2d(**kw), rt.nn.MaxPool2d(**kw)
     assert repr(m) == repr(mr)
@@ -137,13 +153,33 @@ def test_avgpool2d_matches_torch(rt):
     compare_module(nn.AvgPool2d(3, 2, 1), rt.nn.AvgPool2d(3, 2, 1), arr(2, 3, 7, 6), rt)
 
 
-@pytest.mark.parametrize("make", [
-    lambda nn_: nn_.Flatten(), lambda nn_: nn_.Flatten(0, 2), lambda nn_: nn_.Softmax(dim=1),
-    lambda nn_: nn_.LogSoftmax(dim=-1), lambda nn_: nn_.GELU(),
-    lambda nn_: nn_.GELU(approximate="tanh"), lambda nn_: nn_.Sigmoid(), lambda nn_: nn_.SiLU(),
-    lambda nn_: nn_.LeakyReLU(0.2), lambda nn_: nn_.Unflatten(1, (2, 2)),
-], ids=["Flatten", "Flatten(0,2)", "Softmax", "LogSoftmax", "GELU", "GELU(tanh)", "Sigmoid",
-        "SiLU", "LeakyReLU", "Unflatten"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda nn_: nn_.Flatten(),
+        lambda nn_: nn_.Flatten(0, 2),
+        lambda nn_: nn_.Softmax(dim=1),
+        lambda nn_: nn_.LogSoftmax(dim=-1),
+        lambda nn_: nn_.GELU(),
+        lambda nn_: nn_.GELU(approximate="tanh"),
+        lambda nn_: nn_.Sigmoid(),
+        lambda nn_: nn_.SiLU(),
+        lambda nn_: nn_.LeakyReLU(0.2),
+        lambda nn_: nn_.Unflatten(1, (2, 2)),
+    ],
+    ids=[
+        "Flatten",
+        "Flatten(0,2)",
+        "Softmax",
+        "LogSoftmax",
+        "GELU",
+        "GELU(tanh)",
+        "Sigmoid",
+        "SiLU",
+        "LeakyReLU",
+        "Unflatten",
+    ],
+)
 def test_stateless_modules_match_torch(rt, make):
     m, mr = make(nn), make(rt.nn)
     assert repr(m) == repr(mr)
@@ -153,7 +189,8 @@ def test_stateless_modules_match_torch(rt, make):
 def test_grad_fn_names_match_torch(rt):
     x = arr(3, 4)
     cases = [
-        (lambda F_, x: F_.gelu(x)), (lambda F_, x: F_.softmax(x, dim=1)),
+        (lambda F_, x: F_.gelu(x)),
+        (lambda F_, x: F_.softmax(x, dim=1)),
         (lambda F_, x: F_.layer_norm(x, (4,))),
         (lambda F_, x: F_.binary_cross_entropy_with_logits(x, x.detach().sigmoid())),
         (lambda F_, x: F_.mse_loss(x, x.detach() * 2)),
@@ -166,8 +203,12 @@ def test_grad_fn_names_match_torch(rt):
 
 def test_layernorm_matches_torch(rt):
     torch.manual_seed(0)
-    for shape, kw in [((5,), {}), ((3, 5), {"eps": 1e-3}), ((5,), {"elementwise_affine": False}),
-                      ((5,), {"bias": False})]:
+    for shape, kw in [
+        ((5,), {}),
+        ((3, 5), {"eps": 1e-3}),
+        ((5,), {"elementwise_affine": False}),
+        ((5,), {"bias": False}),
+    ]:
         m, mr = nn.LayerNorm(shape, **kw), rt.nn.LayerNorm(shape, **kw)
         assert repr(m) == repr(mr)
         if m.weight is not None:  # non-trivial affine weights
@@ -182,9 +223,17 @@ def test_layernorm_matches_torch(rt):
     assert str(ours.value) == str(theirs.value)
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(momentum=None), dict(affine=False),
-                                dict(track_running_stats=False), dict(momentum=0.3, eps=1e-3),
-                                dict(bias=False)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(momentum=None),
+        dict(affine=False),
+        dict(track_running_stats=False),
+        dict(momentum=0.3, eps=1e-3),
+        dict(bias=False),
+    ],
+)
 @pytest.mark.parametrize("shape", [(6, 3), (4, 3, 5)])
 def test_batchnorm1d_matches_torch_train_then_eval(rt, kw, shape):
     torch.manual_seed(0)
@@ -223,7 +272,10 @@ def test_batchnorm2d_matches_torch(rt):
 @pytest.mark.parametrize("padding_idx", [None, 0, -1])
 def test_embedding_matches_torch(rt, padding_idx):
     torch.manual_seed(0)
-    m, mr = nn.Embedding(7, 4, padding_idx=padding_idx), rt.nn.Embedding(7, 4, padding_idx=padding_idx)
+    m, mr = (
+        nn.Embedding(7, 4, padding_idx=padding_idx),
+        rt.nn.Embedding(7, 4, padding_idx=padding_idx),
+    )
     assert repr(m) == repr(mr)
     if padding_idx is not None:
         assert not m.weight[padding_idx].detach().numpy().any()
@@ -254,8 +306,9 @@ def test_dropout_semantics():
     assert m(x) is x
     assert F.dropout(x, 0.5, training=False) is x
     assert not F.dropout(torch.ones(5), 1.0).numpy().any()
-    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but "
-                                         "got 1.5"):
+    with pytest.raises(
+        ValueError, match="dropout probability has to be between 0 and 1, but got 1.5"
+    ):
         F.dropout(x, 1.5)
 
 
@@ -268,8 +321,16 @@ def test_dropout_matches_torch_repr_and_error(rt):
     assert str(ours.value) == str(theirs.value)
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(reduction="sum"), dict(reduction="none"),
-                                dict(pos_weight=True), dict(weight=True)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(reduction="sum"),
+        dict(reduction="none"),
+        dict(pos_weight=True),
+        dict(weight=True),
+    ],
+)
 def test_bce_with_logits_matches_torch(rt, kw):
     x = arr(4, 3, lo=-30, hi=30)  # large logits: must stay finite
     t = arr(4, 3, seed=1, lo=0, hi=1)
@@ -281,7 +342,9 @@ def test_bce_with_logits_matches_torch(rt, kw):
     red = kw.get("reduction", "mean")
     xt, xr = torch.tensor(x, requires_grad=True), rt.tensor(x, requires_grad=True)
     a = F.binary_cross_entropy_with_logits(xt, torch.tensor(t), reduction=red, **extra_t)
-    b = rt.nn.functional.binary_cross_entropy_with_logits(xr, rt.tensor(t), reduction=red, **extra_r)
+    b = rt.nn.functional.binary_cross_entropy_with_logits(
+        xr, rt.tensor(t), reduction=red, **extra_r
+    )
     close(a, b)
     a.sum().backward()
     b.sum().backward()
@@ -292,8 +355,11 @@ def test_bce_with_logits_matches_torch(rt, kw):
 
 def test_bce_and_l1_match_torch(rt):
     p, t = arr(5, lo=0.01, hi=0.99), arr(5, seed=1, lo=0, hi=1)
-    for ours, theirs in [(nn.BCELoss(), rt.nn.BCELoss()), (nn.L1Loss(), rt.nn.L1Loss()),
-                         (nn.MSELoss(reduction="sum"), rt.nn.MSELoss(reduction="sum"))]:
+    for ours, theirs in [
+        (nn.BCELoss(), rt.nn.BCELoss()),
+        (nn.L1Loss(), rt.nn.L1Loss()),
+        (nn.MSELoss(reduction="sum"), rt.nn.MSELoss(reduction="sum")),
+    ]:
         pt, pr = torch.tensor(p, requires_grad=True), rt.tensor(p, requires_grad=True)
         a, b = ours(pt, torch.tensor(t)), theirs(pr, rt.tensor(t))
         close(a, b)
@@ -304,9 +370,12 @@ def test_bce_and_l1_match_torch(rt):
 
 def test_functional_softmax_mse_match_torch(rt):
     x, y = arr(3, 4), arr(3, 4, seed=1)
-    for fn in [lambda F_, a, b: F_.softmax(a, dim=0), lambda F_, a, b: F_.mse_loss(a, b),
-               lambda F_, a, b: F_.mse_loss(a, b, reduction="none"),
-               lambda F_, a, b: F_.log_softmax(a, 1)]:
+    for fn in [
+        lambda F_, a, b: F_.softmax(a, dim=0),
+        lambda F_, a, b: F_.mse_loss(a, b),
+        lambda F_, a, b: F_.mse_loss(a, b, reduction="none"),
+        lambda F_, a, b: F_.log_softmax(a, 1),
+    ]:
         xt, xr = torch.tensor(x, requires_grad=True), rt.tensor(x, requires_grad=True)
         a, b = fn(F, xt, torch.tensor(y)), fn(rt.nn.functional, xr, rt.tensor(y))
         close(a, b)
@@ -350,8 +419,9 @@ def test_init_functions_follow_torch_rules(rt):
     for name in ["linear", "relu", "tanh", "sigmoid", "selu", "conv2d"]:
         assert nn.init.calculate_gain(name) == rt.nn.init.calculate_gain(name)
     w = torch.empty(64, 32, 3, 3)
-    assert nn.init._calculate_fan_in_and_fan_out(w) == \
-        rt.nn.init._calculate_fan_in_and_fan_out(rt.empty(64, 32, 3, 3))
+    assert nn.init._calculate_fan_in_and_fan_out(w) == rt.nn.init._calculate_fan_in_and_fan_out(
+        rt.empty(64, 32, 3, 3)
+    )
     with pytest.raises(ValueError) as ours:
         nn.init.xavier_uniform_(torch.empty(3))
     with pytest.raises(ValueError) as theirs:
@@ -384,8 +454,15 @@ def test_clip_grad_norm_matches_torch(rt):
 
 def test_state_dict_keys_and_load_match_torch(rt):
     def build(nn_):
-        return nn_.Sequential(nn_.Conv2d(1, 2, 3), nn_.BatchNorm2d(2), nn_.Flatten(),
-                              nn_.Linear(2, 2), nn_.LayerNorm(2), nn_.Embedding(3, 2))
+        return nn_.Sequential(
+            nn_.Conv2d(1, 2, 3),
+            nn_.BatchNorm2d(2),
+            nn_.Flatten(),
+            nn_.Linear(2, 2),
+            nn_.LayerNorm(2),
+            nn_.Embedding(3, 2),
+        )
+
     ours, theirs = build(nn), build(rt.nn)
     assert list(ours.state_dict()) == list(theirs.state_dict())
     assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
@@ -405,8 +482,11 @@ def test_state_dict_keys_and_load_match_torch(rt):
 
 
 def test_conv_and_pool_gradcheck_float64():
-    x, w, b = arr(2, 3, 5, 4, dtype=np.float64), arr(4, 3, 2, 3, seed=1, dtype=np.float64), \
-        arr(4, seed=2, dtype=np.float64)
+    x, w, b = (
+        arr(2, 3, 5, 4, dtype=np.float64),
+        arr(4, 3, 2, 3, seed=1, dtype=np.float64),
+        arr(4, seed=2, dtype=np.float64),
+    )
     args = [torch.tensor(v, requires_grad=True) for v in (x, w, b)]
     assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1), args)
     assert gradcheck(lambda x, w, b: F.conv2d(x, w, None, padding=(0, 1), dilation=(1, 2)), args)
@@ -461,8 +541,11 @@ def test_losses_with_options_gradcheck_float64():
     x = torch.tensor(arr(5, 4, seed=30, lo=-2, hi=2, dtype=np.float64), requires_grad=True)
     t = torch.tensor([0, 3, -100, 2, 3])
     w = torch.tensor(arr(4, seed=31, lo=0.5, hi=2, dtype=np.float64))
-    for kw in [dict(weight=w), dict(ignore_index=-100, label_smoothing=0.2),
-               dict(weight=w, label_smoothing=0.1, reduction="sum")]:
+    for kw in [
+        dict(weight=w),
+        dict(ignore_index=-100, label_smoothing=0.2),
+        dict(weight=w, label_smoothing=0.1, reduction="sum"),
+    ]:
         assert gradcheck(lambda x: F.cross_entropy(x, t, **kw), [x])
     probs = torch.tensor(np.full((5, 4), 0.25))
     assert gradcheck(lambda x: F.cross_entropy(x, probs, weight=w, label_smoothing=0.3), [x])
@@ -493,8 +576,10 @@ def test_hand_derived_values():
     np.testing.assert_allclose(bn.running_mean.numpy(), [0.1], rtol=1e-6)
     np.testing.assert_allclose(bn.running_var.numpy(), [0.9 + 0.2], rtol=1e-6)
     # weighted NLL: mean divides by the summed weights of the counted targets
-    logp = torch.tensor([[math.log(0.5), math.log(0.5)], [math.log(0.25), math.log(0.75)],
-                         [0.0, -1.0]], requires_grad=True)
+    logp = torch.tensor(
+        [[math.log(0.5), math.log(0.5)], [math.log(0.25), math.log(0.75)], [0.0, -1.0]],
+        requires_grad=True,
+    )
     loss = F.nll_loss(logp, torch.tensor([0, 1, -100]), weight=torch.tensor([1.0, 3.0]))
     np.testing.assert_allclose(loss.item(), (math.log(2) + 3 * -math.log(0.75)) / 4, rtol=1e-6)
     loss.backward()
@@ -572,13 +657,14 @@ def test_adamw_decay_by_hand():
     for _ in range(3):
         p.grad = torch.zeros(1)
         opt.step()
-    np.testing.assert_allclose(p.detach().numpy(), [2.0 * 0.95 ** 3], rtol=1e-6)
+    np.testing.assert_allclose(p.detach().numpy(), [2.0 * 0.95**3], rtol=1e-6)
     # RMSprop first step: v = (1 - alpha) g^2, p -= lr * g / (sqrt(v) + eps)
     q = torch.tensor([1.0], requires_grad=True)
     q.grad = torch.tensor([2.0])
     torch.optim.RMSprop([q], lr=0.01, alpha=0.99, eps=0.0).step()
-    np.testing.assert_allclose(q.detach().numpy(), [1.0 - 0.01 * 2.0 / math.sqrt(0.01 * 4)],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        q.detach().numpy(), [1.0 - 0.01 * 2.0 / math.sqrt(0.01 * 4)], rtol=1e-6
+    )
 
 
 def test_adadelta_adagrad_first_step_by_hand():
@@ -646,12 +732,17 @@ def test_lr_schedulers_match_torch(rt, name, kw):
 
 def test_reduce_lr_on_plateau_matches_torch(rt):
     metrics = [5, 4, 4.1, 4.2, 4.0, 4.3, 3.0, 3.1, 3.2, 3.3, 3.4, 3.5, 2.0, 2.5, 2.6, 2.7]
-    for kw in [dict(patience=1), dict(patience=2, cooldown=2, factor=0.5),
-               dict(mode="max", patience=0, threshold_mode="abs", threshold=0.5, min_lr=0.02)]:
+    for kw in [
+        dict(patience=1),
+        dict(patience=2, cooldown=2, factor=0.5),
+        dict(mode="max", patience=0, threshold_mode="abs", threshold=0.5, min_lr=0.02),
+    ]:
         opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
         opt_r = rt.optim.SGD([rt.zeros(1, requires_grad=True)], lr=0.1)
-        s, s_r = (torch.optim.lr_scheduler.ReduceLROnPlateau(opt, **kw),
-                  rt.optim.lr_scheduler.ReduceLROnPlateau(opt_r, **kw))
+        s, s_r = (
+            torch.optim.lr_scheduler.ReduceLROnPlateau(opt, **kw),
+            rt.optim.lr_scheduler.ReduceLROnPlateau(opt_r, **kw),
+        )
         for m in metrics:
             s.step(m)
             s_r.step(m)
@@ -686,8 +777,9 @@ def test_cosine_schedule_by_hand():
         opt.step()
         sched.step()
         lrs.append(sched.get_last_lr()[0])
-    np.testing.assert_allclose(lrs, [(1 + math.cos(math.pi * t / 4)) / 2 for t in range(5)],
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        lrs, [(1 + math.cos(math.pi * t / 4)) / 2 for t in range(5)], atol=1e-12
+    )
 
 
 def test_double_backward_through_conv_pool_gelu_matches_torch(rt):
@@ -698,21 +790,29 @@ def test_double_backward_through_conv_pool_gelu_matches_torch(rt):
         X, W = lib.tensor(x, requires_grad=True), lib.tensor(w, requires_grad=True)
         y = Fm.max_pool2d(Fm.gelu(Fm.conv2d(X, W, padding=1)), 2)
         y = Fm.layer_norm(y, (3, 3))
-        (gx,) = lib.autograd.grad((y ** 2).sum() + y.sum(), X, create_graph=True)
-        (gx ** 2).sum().backward()
+        (gx,) = lib.autograd.grad((y**2).sum() + y.sum(), X, create_graph=True)
+        (gx**2).sum().backward()
         return W.grad, X.grad
+
     for a, b in zip(penalty(torch, F), penalty(rt, rt.nn.functional)):
         close(a, b, rtol=1e-4, atol=1e-5)
 
 
 CE_CASES = [
-    dict(), dict(reduction="sum"), dict(reduction="none"), dict(weight=True),
-    dict(weight=True, reduction="sum"), dict(ignore_index=1), dict(ignore_index=1, weight=True),
-    dict(label_smoothing=0.1), dict(label_smoothing=0.2, weight=True),
-    dict(label_smoothing=0.2, weight=True, ignore_index=2), dict(label_smoothing=0.3,
-                                                                  reduction="none"),
+    dict(),
+    dict(reduction="sum"),
+    dict(reduction="none"),
+    dict(weight=True),
+    dict(weight=True, reduction="sum"),
+    dict(ignore_index=1),
+    dict(ignore_index=1, weight=True),
+    dict(label_smoothing=0.1),
+    dict(label_smoothing=0.2, weight=True),
+    dict(label_smoothing=0.2, weight=True, ignore_index=2),
+    dict(label_smoothing=0.3, reduction="none"),
     dict(label_smoothing=0.1, ignore_index=0, reduction="sum"),
-    dict(probs=True), dict(probs=True, label_smoothing=0.2, weight=True),
+    dict(probs=True),
+    dict(probs=True, label_smoothing=0.2, weight=True),
 ]
 
 
@@ -722,7 +822,10 @@ def test_cross_entropy_options_match_torch(rt, kw):
     x = arr(6, 4, seed=20, lo=-3, hi=3)
     if kw.pop("probs", False):
         p = arr(6, 4, seed=21, lo=0, hi=1)
-        t_ours, t_rt = torch.tensor(p / p.sum(1, keepdims=True)), rt.tensor(p / p.sum(1, keepdims=True))
+        t_ours, t_rt = (
+            torch.tensor(p / p.sum(1, keepdims=True)),
+            rt.tensor(p / p.sum(1, keepdims=True)),
+        )
     else:
         t = np.array([0, 1, 2, 3, 1, 2])
         t_ours, t_rt = torch.tensor(t), rt.tensor(t)
@@ -747,34 +850,50 @@ def test_cross_entropy_options_match_torch(rt, kw):
 
 def test_legacy_size_average_reduce_flags(rt):
     x, y = arr(3, 2), arr(3, 2, seed=1)
-    for flags in [dict(size_average=False), dict(reduce=False), dict(size_average=True, reduce=True)]:
-        close(nn.MSELoss(**flags)(torch.tensor(x), torch.tensor(y)),
-              rt.nn.MSELoss(**flags)(rt.tensor(x), rt.tensor(y)))
+    for flags in [
+        dict(size_average=False),
+        dict(reduce=False),
+        dict(size_average=True, reduce=True),
+    ]:
+        close(
+            nn.MSELoss(**flags)(torch.tensor(x), torch.tensor(y)),
+            rt.nn.MSELoss(**flags)(rt.tensor(x), rt.tensor(y)),
+        )
 
 
 ERROR_CASES = [
     ("conv channels", lambda M: M.nn.functional.conv2d(M.ones(1, 3, 5, 5), M.ones(2, 4, 3, 3))),
-    ("conv dtype", lambda M: M.nn.functional.conv2d(M.ones(1, 3, 5, 5, dtype=M.float64),
-                                                    M.ones(2, 3, 3, 3))),
-    ("conv kernel too big", lambda M: M.nn.functional.conv2d(M.ones(1, 3, 2, 2),
-                                                             M.ones(2, 3, 3, 3))),
+    (
+        "conv dtype",
+        lambda M: M.nn.functional.conv2d(M.ones(1, 3, 5, 5, dtype=M.float64), M.ones(2, 3, 3, 3)),
+    ),
+    (
+        "conv kernel too big",
+        lambda M: M.nn.functional.conv2d(M.ones(1, 3, 2, 2), M.ones(2, 3, 3, 3)),
+    ),
     ("conv rank", lambda M: M.nn.functional.conv2d(M.ones(3, 5), M.ones(2, 3, 3, 3))),
-    ("conv groups", lambda M: M.nn.functional.conv2d(M.ones(1, 4, 5, 5), M.ones(3, 2, 3, 3),
-                                                     groups=2)),
+    (
+        "conv groups",
+        lambda M: M.nn.functional.conv2d(M.ones(1, 4, 5, 5), M.ones(3, 2, 3, 3), groups=2),
+    ),
     ("conv1d channels", lambda M: M.nn.Conv1d(2, 3, 3)(M.ones(1, 1, 5))),
     ("Conv2d same + stride", lambda M: M.nn.Conv2d(2, 3, 3, stride=2, padding="same")),
     ("Conv2d groups", lambda M: M.nn.Conv2d(3, 4, 3, groups=2)),
     ("pool padding", lambda M: M.nn.functional.max_pool2d(M.ones(1, 1, 5, 5), 2, padding=2)),
     ("pool too small", lambda M: M.nn.functional.max_pool2d(M.ones(1, 1, 1, 1), 2)),
     ("embedding float", lambda M: M.nn.functional.embedding(M.ones(2), M.ones(3, 2))),
-    ("bce size", lambda M: M.nn.functional.binary_cross_entropy_with_logits(M.ones(2),
-                                                                            M.ones(3))),
-    ("bce range", lambda M: M.nn.functional.binary_cross_entropy(M.tensor([1.5]),
-                                                                 M.tensor([1.0]))),
-    ("label smoothing", lambda M: M.nn.functional.cross_entropy(M.ones(2, 3), M.tensor([0, 1]),
-                                                                label_smoothing=1.5)),
-    ("nll weight", lambda M: M.nn.functional.nll_loss(M.ones(2, 3), M.tensor([0, 1]),
-                                                      weight=M.ones(2))),
+    ("bce size", lambda M: M.nn.functional.binary_cross_entropy_with_logits(M.ones(2), M.ones(3))),
+    ("bce range", lambda M: M.nn.functional.binary_cross_entropy(M.tensor([1.5]), M.tensor([1.0]))),
+    (
+        "label smoothing",
+        lambda M: M.nn.functional.cross_entropy(
+            M.ones(2, 3), M.tensor([0, 1]), label_smoothing=1.5
+        ),
+    ),
+    (
+        "nll weight",
+        lambda M: M.nn.functional.nll_loss(M.ones(2, 3), M.tensor([0, 1]), weight=M.ones(2)),
+    ),
     ("gelu approximate", lambda M: M.nn.functional.gelu(M.ones(2), approximate="x")),
     ("LayerNorm shape", lambda M: M.nn.LayerNorm((2, 3))(M.ones(3, 2))),
     ("adam lr", lambda M: M.optim.Adam([M.ones(1, requires_grad=True)], lr=-1)),
@@ -801,8 +920,11 @@ def test_forward_hooks_and_containers(rt):
                 self.extra = nn_.ParameterDict({"b": _ones(nn_, 1)})
 
             def forward(self, x):
-                return self.blocks["act"](self.blocks["conv"](x)) * self.scales[0].reshape(
-                    1, 2, 1, 1) + self.extra["b"]
+                return (
+                    self.blocks["act"](self.blocks["conv"](x)) * self.scales[0].reshape(1, 2, 1, 1)
+                    + self.extra["b"]
+                )
+
         return Net()
 
     def _ones(nn_, n):
@@ -812,14 +934,16 @@ def test_forward_hooks_and_containers(rt):
     assert list(ours.state_dict()) == list(theirs.state_dict())
     assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
     seen = []
-    handle = ours.blocks["conv"].register_forward_hook(lambda m, args, out: seen.append(
-        tuple(out.shape)))
+    handle = ours.blocks["conv"].register_forward_hook(
+        lambda m, args, out: seen.append(tuple(out.shape))
+    )
     pre = ours.register_forward_pre_hook(lambda m, args: (args[0] * 0,))
     out = ours(torch.ones(1, 1, 4, 4))
     assert seen == [(1, 2, 2, 2)]
     expected = np.maximum(ours.blocks["conv"].bias.detach().numpy(), 0).reshape(1, 2, 1, 1) + 1
-    np.testing.assert_allclose(out.detach().numpy(), np.broadcast_to(expected, (1, 2, 2, 2)),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        out.detach().numpy(), np.broadcast_to(expected, (1, 2, 2, 2)), rtol=1e-6
+    )
     handle.remove()
     pre.remove()
     ours(torch.ones(1, 1, 4, 4))
@@ -838,9 +962,15 @@ def test_adaptive_avg_pool2d_matches_torch(rt, size):
     compare_module(m, mr, arr(3, 8, 8), rt)
 
 
-@pytest.mark.parametrize("make", [
-    lambda nn_: nn_.ReLU(inplace=True), lambda nn_: nn_.LeakyReLU(0.2, inplace=True),
-    lambda nn_: nn_.SiLU(inplace=True)], ids=["ReLU", "LeakyReLU", "SiLU"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda nn_: nn_.ReLU(inplace=True),
+        lambda nn_: nn_.LeakyReLU(0.2, inplace=True),
+        lambda nn_: nn_.SiLU(inplace=True),
+    ],
+    ids=["ReLU", "LeakyReLU", "SiLU"],
+)
 def test_inplace_activations_match_torch(rt, make):
     m, mr = make(nn), make(rt.nn)
     assert repr(m) == repr(mr)
@@ -856,9 +986,14 @@ def test_inplace_activations_match_torch(rt, make):
     close(xt.grad, xr.grad)
 
 
-CONVT_CASES = [dict(), dict(stride=2), dict(stride=2, padding=1, output_padding=1),
-               dict(stride=3, padding=2, dilation=2, output_padding=1),
-               dict(groups=2, stride=2, bias=False), dict(padding=2)]
+CONVT_CASES = [
+    dict(),
+    dict(stride=2),
+    dict(stride=2, padding=1, output_padding=1),
+    dict(stride=3, padding=2, dilation=2, output_padding=1),
+    dict(groups=2, stride=2, bias=False),
+    dict(padding=2),
+]
 
 
 @pytest.mark.parametrize("kw", CONVT_CASES, ids=[str(c) for c in CONVT_CASES])
@@ -879,9 +1014,10 @@ def test_conv_transpose1d_matches_torch(rt, kw):
 
 
 def test_conv_transpose_output_size_matches_torch(rt):
-    m, mr = nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1), rt.nn.ConvTranspose2d(2, 3, 3,
-                                                                                     stride=2,
-                                                                                     padding=1)
+    m, mr = (
+        nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1),
+        rt.nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1),
+    )
     copy_to_torch(m, mr, rt)
     x = arr(1, 2, 4, 4)
     close(m(torch.tensor(x), output_size=[8, 8]), mr(rt.tensor(x), output_size=[8, 8]))
@@ -901,16 +1037,32 @@ def test_conv_transpose_is_the_adjoint_of_conv_float64():
         assert lhs == pytest.approx((back * x).sum().item(), rel=1e-10)
     xg = torch.tensor(arr(1, 2, 3, 3, seed=43, dtype=np.float64), requires_grad=True)
     wg = torch.tensor(arr(2, 2, 2, 2, seed=44, dtype=np.float64), requires_grad=True)
-    assert gradcheck(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1,
-                                                     output_padding=1), [xg, wg])
+    assert gradcheck(
+        lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1), [xg, wg]
+    )
 
 
-@pytest.mark.parametrize("make", [
-    lambda nn_: nn_.Softplus(), lambda nn_: nn_.Softplus(beta=2.0, threshold=3.0),
-    lambda nn_: nn_.ELU(), lambda nn_: nn_.ELU(0.5), lambda nn_: nn_.GroupNorm(2, 4),
-    lambda nn_: nn_.GroupNorm(4, 4, affine=False), lambda nn_: nn_.GroupNorm(1, 4, eps=1e-3)],
-    ids=["Softplus", "Softplus(2,3)", "ELU", "ELU(0.5)", "GroupNorm(2,4)", "GroupNorm(4,4)",
-         "GroupNorm(1,4)"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda nn_: nn_.Softplus(),
+        lambda nn_: nn_.Softplus(beta=2.0, threshold=3.0),
+        lambda nn_: nn_.ELU(),
+        lambda nn_: nn_.ELU(0.5),
+        lambda nn_: nn_.GroupNorm(2, 4),
+        lambda nn_: nn_.GroupNorm(4, 4, affine=False),
+        lambda nn_: nn_.GroupNorm(1, 4, eps=1e-3),
+    ],
+    ids=[
+        "Softplus",
+        "Softplus(2,3)",
+        "ELU",
+        "ELU(0.5)",
+        "GroupNorm(2,4)",
+        "GroupNorm(4,4)",
+        "GroupNorm(1,4)",
+    ],
+)
 def test_more_modules_match_torch(rt, make):
     torch.manual_seed(3)
     m, mr = make(nn), make(rt.nn)
@@ -922,10 +1074,14 @@ def test_more_modules_match_torch(rt, make):
 
 
 LOSS_CASES = [
-    ("SmoothL1Loss", dict()), ("SmoothL1Loss", dict(beta=0.5, reduction="sum")),
-    ("SmoothL1Loss", dict(beta=0.0)), ("HuberLoss", dict(delta=0.7)),
-    ("HuberLoss", dict(reduction="none")), ("KLDivLoss", dict(reduction="batchmean")),
-    ("KLDivLoss", dict(reduction="sum", log_target=True)), ("KLDivLoss", dict(reduction="none")),
+    ("SmoothL1Loss", dict()),
+    ("SmoothL1Loss", dict(beta=0.5, reduction="sum")),
+    ("SmoothL1Loss", dict(beta=0.0)),
+    ("HuberLoss", dict(delta=0.7)),
+    ("HuberLoss", dict(reduction="none")),
+    ("KLDivLoss", dict(reduction="batchmean")),
+    ("KLDivLoss", dict(reduction="sum", log_target=True)),
+    ("KLDivLoss", dict(reduction="none")),
 ]
 
 
@@ -948,8 +1104,9 @@ def test_more_losses_match_torch(rt, name, kw):
 
 def test_one_hot_and_normalize_match_torch(rt):
     idx = np.array([[0, 3], [2, 1]])
-    np.testing.assert_array_equal(F.one_hot(torch.tensor(idx)).numpy(),
-                                  rt.nn.functional.one_hot(rt.tensor(idx)).numpy())
+    np.testing.assert_array_equal(
+        F.one_hot(torch.tensor(idx)).numpy(), rt.nn.functional.one_hot(rt.tensor(idx)).numpy()
+    )
     assert F.one_hot(torch.tensor(idx), 6).dtype == torch.int64
     x = arr(3, 4, seed=8)
     x[1] = 0  # a zero row: finite output and gradient, as torch
@@ -980,10 +1137,13 @@ def test_more_functions_gradcheck_float64():
 
 
 RNN_CASES = [
-    ("LSTM", dict()), ("LSTM", dict(num_layers=2, batch_first=True)),
-    ("LSTM", dict(bidirectional=True, bias=False)), ("GRU", dict()),
+    ("LSTM", dict()),
+    ("LSTM", dict(num_layers=2, batch_first=True)),
+    ("LSTM", dict(bidirectional=True, bias=False)),
+    ("GRU", dict()),
     ("GRU", dict(num_layers=2, bidirectional=True, batch_first=True)),
-    ("RNN", dict()), ("RNN", dict(nonlinearity="relu", num_layers=2)),
+    ("RNN", dict()),
+    ("RNN", dict(nonlinearity="relu", num_layers=2)),
 ]
 
 
@@ -1013,10 +1173,14 @@ def test_recurrent_layers_match_torch(rt, name, kw):
     h0 = arr(*states_r[0].shape[:1], states_r[0].shape[2], seed=62)
     init_t = tuple(torch.tensor(h0) for _ in states)
     init_r = tuple(rt.tensor(h0) for _ in states_r)
-    a, _ = m(torch.tensor(x[:, 0] if not kw.get("batch_first") else x[0]),
-             init_t if len(init_t) > 1 else init_t[0])
-    b, _ = mr(rt.tensor(x[:, 0] if not kw.get("batch_first") else x[0]),
-              init_r if len(init_r) > 1 else init_r[0])
+    a, _ = m(
+        torch.tensor(x[:, 0] if not kw.get("batch_first") else x[0]),
+        init_t if len(init_t) > 1 else init_t[0],
+    )
+    b, _ = mr(
+        rt.tensor(x[:, 0] if not kw.get("batch_first") else x[0]),
+        init_r if len(init_r) > 1 else init_r[0],
+    )
     close(a, b)
 
 
@@ -1073,8 +1237,9 @@ def test_multihead_attention_matches_torch(rt, mask, batch_first):
         close(p.grad, grads_r[name].grad, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(norm_first=True, activation="gelu"),
-                                dict(batch_first=True)])
+@pytest.mark.parametrize(
+    "kw", [dict(), dict(norm_first=True, activation="gelu"), dict(batch_first=True)]
+)
 def test_transformer_encoder_matches_torch(rt, kw):
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, **kw)
@@ -1089,9 +1254,12 @@ def test_scaled_dot_product_attention_matches_torch(rt):
     q, k, v = arr(2, 3, 4, 8, seed=82), arr(2, 3, 6, 8, seed=83), arr(2, 3, 6, 5, seed=84)
     bool_mask = np.random.default_rng(85).random((4, 6)) > 0.3
     bool_mask[:, 0] = True
-    for kw_t, kw_r in [({}, {}), ({"is_causal": True}, {"is_causal": True}),
-                       ({"attn_mask": torch.tensor(bool_mask)}, {"attn_mask": rt.tensor(bool_mask)}),
-                       ({"scale": 0.3}, {"scale": 0.3})]:
+    for kw_t, kw_r in [
+        ({}, {}),
+        ({"is_causal": True}, {"is_causal": True}),
+        ({"attn_mask": torch.tensor(bool_mask)}, {"attn_mask": rt.tensor(bool_mask)}),
+        ({"scale": 0.3}, {"scale": 0.3}),
+    ]:
         ts = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
         rs = [rt.tensor(a, requires_grad=True) for a in (q, k, v)]
         a = F.scaled_dot_product_attention(*ts, **kw_t)

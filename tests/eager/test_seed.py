@@ -1,4 +1,5 @@
 """The seed document's snippets (examples/seed_walkthrough.py) give PyTorch's results."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -11,8 +12,9 @@ import pytest
 import tracegrad.eager as tg
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("seed_walkthrough",
-                                              ROOT / "examples" / "seed_walkthrough.py")
+spec = importlib.util.spec_from_file_location(
+    "seed_walkthrough", ROOT / "examples" / "seed_walkthrough.py"
+)
 walkthrough = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(walkthrough)
 
@@ -39,7 +41,12 @@ def test_snippet_matches_pytorch(snippet):
 
 
 def test_walkthrough_runs_and_flags_the_document():
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / "seed_walkthrough.py")],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "seed_walkthrough.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     assert out.count(">>> DOC IS WRONG") == 3
     assert "3 places where PyTorch disagrees with the document." in out

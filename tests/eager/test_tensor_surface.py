@@ -10,6 +10,7 @@ hand-derived values. Tests taking the `lib` fixture run the same program under t
 and under torch: their assertions are PyTorch's own (several are ported from PyTorch's
 test/test_autograd.py, as named) and hold for both.
 """
+
 from __future__ import annotations
 
 import gc
@@ -54,8 +55,11 @@ OP_CASES = [
     ("diagonal_3d", lambda L, x: x.diagonal(0, 0, 2), [(3, 4, 5)]),
     ("gather_same_shape", lambda L, x: x.gather(1, I(L, [[0, 4, 4, 1, 0]] * 4)), [(4, 5)]),
     ("gather_smaller_index", lambda L, x: L.gather(x, 0, I(L, [[0, 1, 2], [3, 3, 0]])), [(4, 5)]),
-    ("scatter_add", lambda L, x, s: x.scatter_add(0, I(L, [[0, 1, 2, 3, 0], [1, 1, 1, 1, 1]]), s),
-     [(4, 5), (2, 5)]),
+    (
+        "scatter_add",
+        lambda L, x, s: x.scatter_add(0, I(L, [[0, 1, 2, 3, 0], [1, 1, 1, 1, 1]]), s),
+        [(4, 5), (2, 5)],
+    ),
     ("index_select", lambda L, x: x.index_select(1, I(L, [0, 2, 2])), [(4, 5)]),
     ("index_select_0d", lambda L, x: L.index_select(x, 0, I(L, 1)), [(4, 5)]),
     ("masked_fill", lambda L, x: x.masked_fill(x > 0, 0.5), [(4, 5)]),
@@ -101,10 +105,16 @@ OP_CASES = [
     ("flip_last", lambda L, x: L.flip(x, [-1]), [(3, 4, 5)]),
     ("tril", lambda L, x: x.tril(1), [(4, 5)]),
     ("triu_batched", lambda L, x: L.triu(x, -1), [(2, 4, 5)]),
-    ("masked_select", lambda L, x: x.masked_select(I(L, [True, False, True, False, True])),
-     [(4, 5)]),
-    ("scatter_add_", lambda L, x, s: (x * 1).scatter_add_(0, I(L, [[1, 0, 3, 3, 2]]), s),
-     [(4, 5), (1, 5)]),
+    (
+        "masked_select",
+        lambda L, x: x.masked_select(I(L, [True, False, True, False, True])),
+        [(4, 5)],
+    ),
+    (
+        "scatter_add_",
+        lambda L, x, s: (x * 1).scatter_add_(0, I(L, [[1, 0, 3, 3, 2]]), s),
+        [(4, 5), (1, 5)],
+    ),
     ("index_add_", lambda L, x, s: (x * 1).index_add_(0, I(L, [1, 1]), s), [(4, 5), (2, 5)]),
     ("addcmul_", lambda L, x, y, z: (x * 1).addcmul_(y, z), [(4, 5)] * 3),
     ("addcdiv_", lambda L, x, y, z: (x * 1).addcdiv_(y, z.exp(), value=-1), [(4, 5)] * 3),
@@ -153,8 +163,14 @@ def test_op_matches_pytorch(case):
 
 # Inputs kept away from the kinks (clamp bounds, |x| = 0, ties of the inf-norm) so that
 # central differences are exact enough; the kinks themselves are checked by hand below.
-_GRADCHECK_SKIP = {"masked_fill_", "masked_fill", "masked_fill_tensor", "where", "where_scalar",
-                   "where_method"}  # masks computed from x itself: checked by hand
+_GRADCHECK_SKIP = {
+    "masked_fill_",
+    "masked_fill",
+    "masked_fill_tensor",
+    "where",
+    "where_scalar",
+    "where_method",
+}  # masks computed from x itself: checked by hand
 
 
 @pytest.mark.parametrize("case", OP_CASES, ids=[c[0] for c in OP_CASES])
@@ -165,18 +181,32 @@ def test_op_gradcheck_float64(case):
     arrays = _arrays(shapes, np.float64, seed=3)
     if name.startswith("clamp") or name == "clip":
         arrays[0] = np.round(arrays[0], 1) + 0.05  # no element sits on a bound, and
-        for k, a in enumerate(arrays[1:]):         # no lower bound equals an upper one
+        for k, a in enumerate(arrays[1:]):  # no lower bound equals an upper one
             a[...] = np.round(a, 1) + 0.02 * k
     xs = [tg.tensor(a, requires_grad=True) for a in arrays]
 
     def f(*ts):
         return fn(tg, *ts)
+
     assert gradcheck(f, xs, eps=1e-6, atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["repeat", "gather_smaller_index", "scatter_add",
-                                  "index_select", "diagonal_3d", "norm", "norm_inf_dim",
-                                  "clamp_tensors", "cumsum", "narrow", "unbind"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "repeat",
+        "gather_smaller_index",
+        "scatter_add",
+        "index_select",
+        "diagonal_3d",
+        "norm",
+        "norm_inf_dim",
+        "clamp_tensors",
+        "cumsum",
+        "narrow",
+        "unbind",
+    ],
+)
 def test_op_gradgradcheck_float64(name):
     _, fn, shapes = next(c for c in OP_CASES if c[0] == name)
     arrays = _arrays(shapes, np.float64, seed=5)
@@ -186,6 +216,7 @@ def test_op_gradgradcheck_float64(name):
         out = fn(tg, *ts)
         outs = out if isinstance(out, tuple) else (out,)
         return tuple(o * o for o in outs)  # nonlinear, so the second derivative is not zero
+
     assert tg.autograd.gradgradcheck(f, xs)
 
 
@@ -200,8 +231,10 @@ def test_masked_fill_and_where_by_hand():
     z = tg.where(x > 0, x * x, 5.0)
     z.sum().backward()
     assert z.tolist() == [5.0, 4.0, 5.0, 16.0] and x.grad.tolist() == [0.0, 4.0, 0.0, 8.0]
-    assert [t.tolist() for t in tg.where(tg.tensor([[True, False], [False, True]]))] == \
-        [[0, 1], [0, 1]]
+    assert [t.tolist() for t in tg.where(tg.tensor([[True, False], [False, True]]))] == [
+        [0, 1],
+        [0, 1],
+    ]
 
 
 def test_clamp_gradients_at_the_bounds_by_hand():
@@ -242,15 +275,25 @@ def test_norm_gradients_by_hand():
 def test_views_share_memory_and_version(lib):
     L = lib
     x = L.arange(12.0).reshape(3, 4)
-    parts = [x.narrow(1, 1, 2), x.select(0, 1), x.split(2, 1)[1], x.chunk(3)[2],
-             x.unbind(1)[0], x.diagonal(1)]
+    parts = [
+        x.narrow(1, 1, 2),
+        x.select(0, 1),
+        x.split(2, 1)[1],
+        x.chunk(3)[2],
+        x.unbind(1)[0],
+        x.diagonal(1),
+    ]
     x.add_(100)
     assert [p._version for p in parts] == [1] * 6
     assert parts[0].tolist() == [[101.0, 102.0], [105.0, 106.0], [109.0, 110.0]]
     assert parts[5].tolist() == [101.0, 106.0, 111.0]
     parts[5].mul_(0)  # the diagonal is a view: the write lands in x
     assert x.tolist()[0][1] == 0.0 and x.tolist()[1][2] == 0.0 and x._version == 2
-    r, g, s = x.repeat(1, 2), x.gather(0, L.tensor([[0, 0, 0, 0]])), x.index_select(0, L.tensor([0]))
+    r, g, s = (
+        x.repeat(1, 2),
+        x.gather(0, L.tensor([[0, 0, 0, 0]])),
+        x.index_select(0, L.tensor([0])),
+    )
     x.add_(1)
     assert r._version == g._version == s._version == 0  # copies, as in PyTorch
 
@@ -269,10 +312,12 @@ def test_inplace_through_diagonal_view_is_copyslices(lib):
 def test_multi_output_views_refuse_inplace(lib):
     L = lib
     b = L.ones(4, requires_grad=True) * 1
-    cases = [(lambda: b.split(2)[0], "Output 0 of SplitBackward0"),
-             (lambda: b.chunk(2)[1], "Output 1 of SplitBackward0"),
-             (lambda: b.split([1, 3])[1], "Output 1 of SplitWithSizesBackward0"),
-             (lambda: b.unbind(0)[2], "Output 2 of UnbindBackward0")]
+    cases = [
+        (lambda: b.split(2)[0], "Output 0 of SplitBackward0"),
+        (lambda: b.chunk(2)[1], "Output 1 of SplitBackward0"),
+        (lambda: b.split([1, 3])[1], "Output 1 of SplitWithSizesBackward0"),
+        (lambda: b.unbind(0)[2], "Output 2 of UnbindBackward0"),
+    ]
     for make, head in cases:
         with pytest.raises(RuntimeError) as info:
             make().mul_(2)
@@ -280,7 +325,8 @@ def test_multi_output_views_refuse_inplace(lib):
             f"{head.replace('Backward0', '')} is a view and is being modified inplace. This view "
             "is the output of a function that returns multiple views. Such functions do not "
             "allow the output views to be modified inplace. You should replace the inplace "
-            "operation by an out-of-place one.")
+            "operation by an out-of-place one."
+        )
     with L.no_grad():
         b.split(2)[0].mul_(2)  # allowed outside grad mode
     assert b.tolist() == [2.0, 2.0, 1.0, 1.0]
@@ -290,50 +336,130 @@ def test_multi_output_views_refuse_inplace(lib):
 
 
 ERROR_CASES = [
-    ("gather_out_of_range", lambda L, x: x.gather(0, L.tensor([[5]])), RuntimeError,
-     "index 5 is out of bounds for dimension 0 with size 4"),
-    ("gather_float_index", lambda L, x: x.gather(0, L.tensor([[1.0]])), RuntimeError,
-     "gather(): Expected dtype int32/int64 for index"),
-    ("gather_ndim", lambda L, x: x.gather(0, L.tensor([1])), RuntimeError,
-     "Index tensor must have the same number of dimensions as input tensor"),
-    ("gather_too_large", lambda L, x: x.gather(0, L.tensor([[1, 1, 1, 1, 1, 1]])), RuntimeError,
-     "Size does not match at dimension 1 expected index [1, 6] to be no larger than self "
-     "[4, 5] apart from dimension 0"),
-    ("index_select_matrix", lambda L, x: x.index_select(0, L.tensor([[1]])), IndexError,
-     "index_select(): Index is supposed to be a vector"),
-    ("index_select_range", lambda L, x: x.index_select(0, L.tensor([7])), IndexError,
-     "index out of range in self"),
-    ("index_select_float", lambda L, x: x.index_select(0, L.tensor([1.0])), RuntimeError,
-     "index_select(): Expected dtype int32 or int64 for index"),
-    ("masked_fill_long_mask", lambda L, x: x.masked_fill(L.tensor([1, 0, 1, 0, 1]), 0.0),
-     RuntimeError, "masked_fill_ only supports boolean masks, but got mask with dtype long int"),
-    ("masked_fill_1d_value", lambda L, x: x.masked_fill(x > 0, L.tensor([1.0, 2.0])),
-     RuntimeError, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
-                   "with 1 dimension(s)."),
-    ("narrow_too_long", lambda L, x: x.narrow(1, 3, 4), RuntimeError,
-     "start (3) + length (4) exceeds dimension size (5)."),
-    ("select_range", lambda L, x: x.select(0, 4), IndexError,
-     "select(): index 4 out of range for tensor of size [4, 5] at dimension 0"),
-    ("repeat_too_few", lambda L, x: x.repeat(2), RuntimeError,
-     "Number of dimensions of repeat dims can not be smaller than number of dimensions of "
-     "tensor"),
-    ("chunk_zero", lambda L, x: x.chunk(0), RuntimeError,
-     "chunk expects `chunks` to be greater than 0, got: 0"),
-    ("split_sizes_sum", lambda L, x: x.split([1, 2], 1), RuntimeError,
-     "split_with_sizes expects split_sizes to sum exactly to 5 (input tensor's size at "
-     "dimension 1), but got split_sizes=[1, 2]"),
-    ("scatter_add_range", lambda L, x: x.scatter_add(0, L.tensor([[4]]), L.ones(1, 1)),
-     RuntimeError, "index 4 is out of bounds for dimension 0 with size 4"),
-    ("clamp_no_bounds", lambda L, x: x.clamp(), RuntimeError,
-     "torch.clamp: At least one of 'min' or 'max' must not be None"),
-    ("cumsum_dim", lambda L, x: x.cumsum(2), IndexError,
-     "Dimension out of range (expected to be in range of [-2, 1], but got 2)"),
-    ("inplace_leaf", lambda L, x: x.cos_(), RuntimeError,
-     "a leaf Variable that requires grad is being used in an in-place operation."),
-    ("inplace_leaf_masked_fill_", lambda L, x: x.masked_fill_(x > 0, 0.0), RuntimeError,
-     "a leaf Variable that requires grad is being used in an in-place operation."),
-    ("inplace_leaf_clamp_", lambda L, x: x.clamp_(0, 1), RuntimeError,
-     "a leaf Variable that requires grad is being used in an in-place operation."),
+    (
+        "gather_out_of_range",
+        lambda L, x: x.gather(0, L.tensor([[5]])),
+        RuntimeError,
+        "index 5 is out of bounds for dimension 0 with size 4",
+    ),
+    (
+        "gather_float_index",
+        lambda L, x: x.gather(0, L.tensor([[1.0]])),
+        RuntimeError,
+        "gather(): Expected dtype int32/int64 for index",
+    ),
+    (
+        "gather_ndim",
+        lambda L, x: x.gather(0, L.tensor([1])),
+        RuntimeError,
+        "Index tensor must have the same number of dimensions as input tensor",
+    ),
+    (
+        "gather_too_large",
+        lambda L, x: x.gather(0, L.tensor([[1, 1, 1, 1, 1, 1]])),
+        RuntimeError,
+        "Size does not match at dimension 1 expected index [1, 6] to be no larger than self "
+        "[4, 5] apart from dimension 0",
+    ),
+    (
+        "index_select_matrix",
+        lambda L, x: x.index_select(0, L.tensor([[1]])),
+        IndexError,
+        "index_select(): Index is supposed to be a vector",
+    ),
+    (
+        "index_select_range",
+        lambda L, x: x.index_select(0, L.tensor([7])),
+        IndexError,
+        "index out of range in self",
+    ),
+    (
+        "index_select_float",
+        lambda L, x: x.index_select(0, L.tensor([1.0])),
+        RuntimeError,
+        "index_select(): Expected dtype int32 or int64 for index",
+    ),
+    (
+        "masked_fill_long_mask",
+        lambda L, x: x.masked_fill(L.tensor([1, 0, 1, 0, 1]), 0.0),
+        RuntimeError,
+        "masked_fill_ only supports boolean masks, but got mask with dtype long int",
+    ),
+    (
+        "masked_fill_1d_value",
+        lambda L, x: x.masked_fill(x > 0, L.tensor([1.0, 2.0])),
+        RuntimeError,
+        "masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
+        "with 1 dimension(s).",
+    ),
+    (
+        "narrow_too_long",
+        lambda L, x: x.narrow(1, 3, 4),
+        RuntimeError,
+        "start (3) + length (4) exceeds dimension size (5).",
+    ),
+    (
+        "select_range",
+        lambda L, x: x.select(0, 4),
+        IndexError,
+        "select(): index 4 out of range for tensor of size [4, 5] at dimension 0",
+    ),
+    (
+        "repeat_too_few",
+        lambda L, x: x.repeat(2),
+        RuntimeError,
+        "Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+        "tensor",
+    ),
+    (
+        "chunk_zero",
+        lambda L, x: x.chunk(0),
+        RuntimeError,
+        "chunk expects `chunks` to be greater than 0, got: 0",
+    ),
+    (
+        "split_sizes_sum",
+        lambda L, x: x.split([1, 2], 1),
+        RuntimeError,
+        "split_with_sizes expects split_sizes to sum exactly to 5 (input tensor's size at "
+        "dimension 1), but got split_sizes=[1, 2]",
+    ),
+    (
+        "scatter_add_range",
+        lambda L, x: x.scatter_add(0, L.tensor([[4]]), L.ones(1, 1)),
+        RuntimeError,
+        "index 4 is out of bounds for dimension 0 with size 4",
+    ),
+    (
+        "clamp_no_bounds",
+        lambda L, x: x.clamp(),
+        RuntimeError,
+        "torch.clamp: At least one of 'min' or 'max' must not be None",
+    ),
+    (
+        "cumsum_dim",
+        lambda L, x: x.cumsum(2),
+        IndexError,
+        "Dimension out of range (expected to be in range of [-2, 1], but got 2)",
+    ),
+    (
+        "inplace_leaf",
+        lambda L, x: x.cos_(),
+        RuntimeError,
+        "a leaf Variable that requires grad is being used in an in-place operation.",
+    ),
+    (
+        "inplace_leaf_masked_fill_",
+        lambda L, x: x.masked_fill_(x > 0, 0.0),
+        RuntimeError,
+        "a leaf Variable that requires grad is being used in an in-place operation.",
+    ),
+    (
+        "inplace_leaf_clamp_",
+        lambda L, x: x.clamp_(0, 1),
+        RuntimeError,
+        "a leaf Variable that requires grad is being used in an in-place operation.",
+    ),
 ]
 
 
@@ -357,17 +483,20 @@ def test_inplace_ops_record_versions_and_saved_tensor_errors(lib):
     assert str(info.value).startswith(
         "one of the variables needed for gradient computation has been modified by an inplace "
         "operation: [torch.FloatTensor [3]], which is output 0 of Exp, is at version 1; "
-        "expected version 0 instead.")
+        "expected version 0 instead."
+    )
     # sin_ needs its own input: it keeps the pre-update value, so this backward works
     z = x * 1
     z.sin_().exp_()
     assert z._version == 2
     z.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), np.exp(np.sin([0.5, 1.0, 1.5])) *
-                               np.cos([0.5, 1.0, 1.5]), rtol=1e-6)
+    np.testing.assert_allclose(
+        x.grad.numpy(), np.exp(np.sin([0.5, 1.0, 1.5])) * np.cos([0.5, 1.0, 1.5]), rtol=1e-6
+    )
     w = L.ones(3, dtype=L.int64)
-    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired "
-                                           "output type Long"):
+    with pytest.raises(
+        RuntimeError, match="result type Float can't be cast to the desired output type Long"
+    ):
         w.sqrt_()
 
 
@@ -464,11 +593,13 @@ def test_post_accumulate_grad_hook_e2e_and_errors(lib):
     assert len(seen) == 2
     torch.autograd.grad((p * 2).sum(), p)  # grad() does not accumulate: no hook call
     assert len(seen) == 2
-    with pytest.raises(RuntimeError, match="post accumulate grad hooks cannot be registered on "
-                                           "non-leaf tensors"):
+    with pytest.raises(
+        RuntimeError, match="post accumulate grad hooks cannot be registered on non-leaf tensors"
+    ):
         (p * 1).register_post_accumulate_grad_hook(lambda t: None)
-    with pytest.raises(RuntimeError, match="cannot register a hook on a tensor that doesn't "
-                                           "require gradient"):
+    with pytest.raises(
+        RuntimeError, match="cannot register a hook on a tensor that doesn't require gradient"
+    ):
         torch.ones(2).register_post_accumulate_grad_hook(lambda t: None)
 
 
@@ -651,15 +782,16 @@ def test_saved_tensors_hooks_pack_unpack(lib):
 
     x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-        y = x * x        # saves self and other
-        z = y.exp()      # saves its result
-        w = z + 1        # saves nothing
+        y = x * x  # saves self and other
+        z = y.exp()  # saves its result
+        w = z + 1  # saves nothing
     assert packed == [(3,), (3,), (3,)]
     assert unpacked == []
     w.sum().backward()
     assert len(unpacked) == 3
-    np.testing.assert_allclose(x.grad.numpy(), np.exp([1.0, 4.0, 9.0]) * 2 * np.array([1, 2, 3]),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        x.grad.numpy(), np.exp([1.0, 4.0, 9.0]) * 2 * np.array([1, 2, 3]), rtol=1e-5
+    )
     x.grad = None
     v = x * x  # outside the context: saved as usual
     v.sum().backward()
@@ -677,10 +809,12 @@ def test_saved_tensors_hooks_skip_version_check_and_nest(lib):
     y.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), np.exp([1.0, 2.0]), rtol=1e-6)
     log = []
-    outer = torch.autograd.graph.saved_tensors_hooks(lambda t: log.append("outer") or t,
-                                                      lambda p: p)
-    inner = torch.autograd.graph.saved_tensors_hooks(lambda t: log.append("inner") or t,
-                                                      lambda p: p)
+    outer = torch.autograd.graph.saved_tensors_hooks(
+        lambda t: log.append("outer") or t, lambda p: p
+    )
+    inner = torch.autograd.graph.saved_tensors_hooks(
+        lambda t: log.append("inner") or t, lambda p: p
+    )
     with outer:
         _ = x.sin()
         with inner:
@@ -699,7 +833,7 @@ def test_saved_tensors_hooks_double_backward(lib):
 
     x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda p: p):
-        y = (x ** 3).sum()
+        y = (x**3).sum()
     (g,) = torch.autograd.grad(y, x, create_graph=True)
     assert g.tolist() == [3.0, 12.0]
     (h,) = torch.autograd.grad(g.sum(), x)
@@ -745,8 +879,9 @@ def test_raw_saved_register_hooks(lib):
     x = torch.tensor([1.0, 2.0], requires_grad=True)
     y = x.pow(2)
     calls = []
-    y.grad_fn._raw_saved_self.register_hooks(lambda t: calls.append("pack") or t * 10,
-                                             lambda p: calls.append("unpack") or p)
+    y.grad_fn._raw_saved_self.register_hooks(
+        lambda t: calls.append("pack") or t * 10, lambda p: calls.append("unpack") or p
+    )
     assert calls == ["pack"]
     assert y.grad_fn._saved_self.tolist() == [10.0, 20.0]  # what unpack returns
     y.sum().backward()
@@ -784,7 +919,7 @@ def test_gradgradcheck_catches_a_wrong_second_derivative():
     x = tg.tensor([0.7, -1.3], dtype=tg.float64, requires_grad=True)
 
     def f(t):
-        return t ** 3
+        return t**3
 
     assert tg.autograd.gradgradcheck(f, (x,))
 
@@ -804,7 +939,7 @@ def test_functional_vjp_jvp_multi_output(lib):
     y = torch.tensor([0.5, -1.0], dtype=torch.float64)
 
     def f(a, b):
-        return a * a * b.sum(), (a ** 3).sum() * b
+        return a * a * b.sum(), (a**3).sum() * b
 
     v = (torch.ones(3, dtype=torch.float64), torch.tensor([1.0, 2.0], dtype=torch.float64))
     out, g = F.vjp(f, (x, y), v)
@@ -814,11 +949,17 @@ def test_functional_vjp_jvp_multi_output(lib):
     out, jv = F.jvp(f, (x, y), v)
     assert jv[0].tolist() == [2.0, 10.0, 24.0] and jv[1].tolist() == [57.0, 30.0]
     assert not out[0].requires_grad and not jv[0].requires_grad
-    with pytest.raises(RuntimeError, match=r"v is a tuple of invalid length: should be 2 but "
-                                           r"got 1\."):
+    with pytest.raises(
+        RuntimeError,
+        match=r"v is a tuple of invalid length: should be 2 but "
+        r"got 1\.",
+    ):
         F.vjp(f, (x, y), (torch.ones(3),))
-    with pytest.raises(RuntimeError, match=r"Entry 1 in v has invalid size: should be "
-                                           r"torch.Size\(\[2\]\) but got torch.Size\(\[3\]\)\."):
+    with pytest.raises(
+        RuntimeError,
+        match=r"Entry 1 in v has invalid size: should be "
+        r"torch.Size\(\[2\]\) but got torch.Size\(\[3\]\)\.",
+    ):
         F.vjp(f, (x, y), (torch.ones(3), torch.ones(3)))
 
 
@@ -829,7 +970,7 @@ def test_functional_vhp_hvp(lib):
     y = torch.tensor([0.5, -1.0], dtype=torch.float64)
 
     def h(a, b):
-        return (a ** 3).sum() * (b ** 2).sum()
+        return (a**3).sum() * (b**2).sum()
 
     v = (torch.ones(3, dtype=torch.float64), torch.tensor([1.0, 2.0], dtype=torch.float64))
     # H = [[6a*sum(b^2) diag, 3a^2 (x) 2b], [2b (x) 3a^2, 2 sum(a^3) I]]
@@ -838,23 +979,31 @@ def test_functional_vhp_hvp(lib):
     assert r[0].tolist() == [-1.5, -21.0, -58.5] and r[1].tolist() == [114.0, 60.0]
     _, r2 = F.hvp(h, (x, y), v)
     assert [t.tolist() for t in r2] == [t.tolist() for t in r]
-    _, single = F.hvp(lambda a: (a ** 3).sum(), x, torch.ones(3, dtype=torch.float64))
+    _, single = F.hvp(lambda a: (a**3).sum(), x, torch.ones(3, dtype=torch.float64))
     assert single.tolist() == [6.0, 12.0, 18.0]
-    with pytest.raises(RuntimeError, match="The Tensor returned by the function given to hvp "
-                                           "should contain a single element"):
-        F.hvp(lambda a: a ** 2, x, x)
-    with pytest.raises(RuntimeError, match="The function given to vhp should return a single "
-                                           "Tensor"):
+    with pytest.raises(
+        RuntimeError,
+        match="The Tensor returned by the function given to hvp should contain a single element",
+    ):
+        F.hvp(lambda a: a**2, x, x)
+    with pytest.raises(
+        RuntimeError, match="The function given to vhp should return a single Tensor"
+    ):
         F.vhp(lambda a: (a.sum(), a.sum()), x, x)
-    with pytest.raises(RuntimeError, match=r"v has invalid size: should be torch.Size\(\[3\]\) "
-                                           r"but got torch.Size\(\[2\]\)\."):
+    with pytest.raises(
+        RuntimeError,
+        match=r"v has invalid size: should be torch.Size\(\[3\]\) "
+        r"but got torch.Size\(\[2\]\)\.",
+    ):
         F.vhp(lambda a: a.sum(), x, torch.ones(2))
-    with pytest.raises(RuntimeError, match="The vector v can only be None if the input to the "
-                                           "user-provided function is a single Tensor with a "
-                                           "single element."):
+    with pytest.raises(
+        RuntimeError,
+        match="The vector v can only be None if the input to the "
+        "user-provided function is a single Tensor with a "
+        "single element.",
+    ):
         F.hvp(lambda a: a.sum(), x)
-    _, g = F.vhp(lambda a: (a ** 3).sum(), x, torch.ones(3, dtype=torch.float64),
-                 create_graph=True)
+    _, g = F.vhp(lambda a: (a**3).sum(), x, torch.ones(3, dtype=torch.float64), create_graph=True)
     assert g.requires_grad and g.tolist() == [6.0, 12.0, 18.0]  # create_graph: part of a graph
 
 
@@ -876,8 +1025,10 @@ SECOND_BACKWARD = {  # does a second backward (without retain_graph) raise? PyTo
     "gather": (lambda L, x: x.gather(1, L.tensor([[0, 1, 2]] * 4)), True),
     "gather_small_index": (lambda L, x: x.gather(1, L.tensor([[0]])), True),
     "index_select": (lambda L, x: x.index_select(0, L.tensor([1])), True),
-    "scatter_add_const_src": (lambda L, x: x.scatter_add(0, L.tensor([[0, 1, 2]]), L.ones(1, 3)),
-                              False),
+    "scatter_add_const_src": (
+        lambda L, x: x.scatter_add(0, L.tensor([[0, 1, 2]]), L.ones(1, 3)),
+        False,
+    ),
     "masked_fill": (lambda L, x: x.masked_fill(x > 0, 0.0), True),
     "narrow": (lambda L, x: x.narrow(0, 1, 2), False),
     "diagonal": (lambda L, x: x.diagonal(), False),
@@ -898,8 +1049,9 @@ def test_second_backward_raises_where_pytorch_saved_tensors(name, lib):
     y = fn(lib, x).sum()
     y.backward()
     if raises:
-        with pytest.raises(RuntimeError, match="Trying to backward through the graph a second "
-                                               "time"):
+        with pytest.raises(
+            RuntimeError, match="Trying to backward through the graph a second time"
+        ):
             y.backward()
     else:
         y.backward()
@@ -907,20 +1059,32 @@ def test_second_backward_raises_where_pytorch_saved_tensors(name, lib):
 
 
 SAVED_ATTRS = [  # PyTorch's non-tensor saved attributes of the new nodes (torch 2.13)
-    ("narrow", lambda L, x: x.narrow(1, 1, 2),
-     {"dim": 1, "start": 1, "end": 3, "step": 1, "self_sym_sizes": (4, 5)}),
+    (
+        "narrow",
+        lambda L, x: x.narrow(1, 1, 2),
+        {"dim": 1, "start": 1, "end": 3, "step": 1, "self_sym_sizes": (4, 5)},
+    ),
     ("select", lambda L, x: x.select(0, 1), {"dim": 0, "index": 1, "self_sym_sizes": (4, 5)}),
     ("split", lambda L, x: x.split(2, 1)[0], {"dim": 1, "self_sym_sizes": (4, 5), "split_size": 2}),
-    ("split_sizes", lambda L, x: x.split([1, 4], 1)[1],
-     {"dim": 1, "self_sym_sizes": (4, 5), "split_sizes": (1, 4)}),
+    (
+        "split_sizes",
+        lambda L, x: x.split([1, 4], 1)[1],
+        {"dim": 1, "self_sym_sizes": (4, 5), "split_sizes": (1, 4)},
+    ),
     ("unbind", lambda L, x: x.unbind(1)[0], {"dim": 1}),
     ("repeat", lambda L, x: x.repeat(2, 1), {"repeats": (2, 1), "self_sym_sizes": (4, 5)}),
-    ("diagonal", lambda L, x: x.diagonal(1),
-     {"dim1": 0, "dim2": 1, "offset": 1, "self_sym_sizes": (4, 5)}),
+    (
+        "diagonal",
+        lambda L, x: x.diagonal(1),
+        {"dim1": 0, "dim2": 1, "offset": 1, "self_sym_sizes": (4, 5)},
+    ),
     ("gather", lambda L, x: x.gather(0, L.tensor([[1]])), {"dim": 0, "sparse_grad": False}),
     ("scatter_add", lambda L, x: x.scatter_add(0, L.tensor([[1]]), L.ones(1, 1)), {"dim": 0}),
-    ("index_select", lambda L, x: x.index_select(1, L.tensor([0])),
-     {"dim": 1, "self_sym_sizes": (4, 5)}),
+    (
+        "index_select",
+        lambda L, x: x.index_select(1, L.tensor([0])),
+        {"dim": 1, "self_sym_sizes": (4, 5)},
+    ),
     ("clamp", lambda L, x: x.clamp(0, None), {"min": 0, "max": None}),
     ("norm_1_dim", lambda L, x: x.norm(p=1, dim=1), {"dim": (1,), "keepdim": False, "ord": 1}),
     ("norm", lambda L, x: x.norm(), {"dim": None, "keepdim": False, "ord": 2}),
@@ -974,8 +1138,9 @@ def test_hook_return_value_errors(lib):
     torch = lib
     x = torch.ones(2, requires_grad=True)
     h = x.register_post_accumulate_grad_hook(lambda t: t * 2)
-    with pytest.raises(RuntimeError, match="^Tensor post accumulate grad hooks should return "
-                                           "None.$"):
+    with pytest.raises(
+        RuntimeError, match="^Tensor post accumulate grad hooks should return None.$"
+    ):
         x.sum().backward()
     h.remove()
     x.register_post_accumulate_grad_hook(lambda t: 5)
@@ -983,12 +1148,18 @@ def test_hook_return_value_errors(lib):
         x.sum().backward()
     y = torch.ones(2, requires_grad=True)
     for hook, cls, text in [
-            (lambda gi, go: (gi[0], gi[0]), RuntimeError,
-             "can't replace a None gradient with a non-None value"),
-            (lambda gi, go: 3, TypeError, "expected tuple, but hook returned 'int'"),
-            (lambda gi, go: (gi[0],), RuntimeError,
-             "hook '<lambda>' has returned an incorrect number of values (got 1, but expected "
-             "2)")]:
+        (
+            lambda gi, go: (gi[0], gi[0]),
+            RuntimeError,
+            "can't replace a None gradient with a non-None value",
+        ),
+        (lambda gi, go: 3, TypeError, "expected tuple, but hook returned 'int'"),
+        (
+            lambda gi, go: (gi[0],),
+            RuntimeError,
+            "hook '<lambda>' has returned an incorrect number of values (got 1, but expected 2)",
+        ),
+    ]:
         z = y * 2
         z.grad_fn.register_hook(hook)
         with pytest.raises(cls) as info:
@@ -1000,12 +1171,19 @@ def test_node_prehook_return_values(lib):
     torch = lib
     y = torch.ones(2, requires_grad=True)
     for hook, cls, text in [
-            (lambda go: 3, TypeError, "expected tuple, but hook returned 'int'"),
-            (lambda go: (go[0], go[0]), RuntimeError,
-             "hook '<lambda>' has returned an incorrect number of values (got 2, but expected 1)"),
-            (lambda go: go[0], TypeError, "expected tuple, but hook returned 'Tensor'"),
-            (lambda go: (torch.ones(3),), RuntimeError, "hook '<lambda>' has changed the size of "
-                                                        "value")]:
+        (lambda go: 3, TypeError, "expected tuple, but hook returned 'int'"),
+        (
+            lambda go: (go[0], go[0]),
+            RuntimeError,
+            "hook '<lambda>' has returned an incorrect number of values (got 2, but expected 1)",
+        ),
+        (lambda go: go[0], TypeError, "expected tuple, but hook returned 'Tensor'"),
+        (
+            lambda go: (torch.ones(3),),
+            RuntimeError,
+            "hook '<lambda>' has changed the size of value",
+        ),
+    ]:
         z = y * 2
         z.grad_fn.register_prehook(hook)
         with pytest.raises(cls) as info:

@@ -1,10 +1,10 @@
 """Cross-check against real PyTorch (skipped where torch is not installed):
 values, gradients and grad_fn names of every op in the op table, in float32."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from eager_op_table import OPS, make_inputs
 
 import tracegrad.eager as tg
@@ -16,9 +16,15 @@ def _run(M, fn, arrays):
     leaves = [M.tensor(a, requires_grad=True) for a in arrays]
     out = fn(M, *leaves)
     name = out.grad_fn.name() if out.grad_fn is not None else None
-    (out * M.tensor(np.linspace(0.5, 1.5, out.numel()).reshape(tuple(out.shape)).astype(np.float32))).sum().backward()
-    return (out.detach().numpy(), name,
-            [None if l.grad is None else l.grad.numpy() for l in leaves])
+    (
+        out
+        * M.tensor(np.linspace(0.5, 1.5, out.numel()).reshape(tuple(out.shape)).astype(np.float32))
+    ).sum().backward()
+    return (
+        out.detach().numpy(),
+        name,
+        [None if l.grad is None else l.grad.numpy() for l in leaves],
+    )
 
 
 @pytest.mark.parametrize("op_id,fn,shapes,domain", OPS, ids=[o[0] for o in OPS])
@@ -35,7 +41,7 @@ def test_matches_torch(op_id, fn, shapes, domain):
 def _error(fn):
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001 - we compare whatever each library raises
+    except Exception as exc:
         return type(exc).__name__, str(exc)
     return None
 
@@ -105,8 +111,11 @@ ERRORS = {
     "no_grad_fn": lambda M: M.ones(2).sum().backward(),
     "leaf_inplace": lambda M: M.ones(1, requires_grad=True).add_(1),
     "leaf_setitem": lambda M: M.ones(2, requires_grad=True).__setitem__(0, 1.0),
-    "leaf_view_inplace": lambda M: M.ones(2, requires_grad=True)[0:1].add_(1)
-    if M is torch else M.ones(2, requires_grad=True).view(2).add_(1),
+    "leaf_view_inplace": lambda M: (
+        M.ones(2, requires_grad=True)[0:1].add_(1)
+        if M is torch
+        else M.ones(2, requires_grad=True).view(2).add_(1)
+    ),
     "int_requires_grad": lambda M: M.tensor([1, 2], requires_grad=True),
     "int_requires_grad_": lambda M: M.tensor([1, 2]).requires_grad_(),
     "numpy_requires_grad": lambda M: M.ones(1, requires_grad=True).numpy(),

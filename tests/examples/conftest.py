@@ -1,4 +1,5 @@
 """Fixtures of the example tests."""
+
 import pathlib
 import sys
 
@@ -14,4 +15,5 @@ def load_example():
     if str(EXAMPLES) not in sys.path:
         sys.path.insert(0, str(EXAMPLES))
     import _common
+
     return _common.load_example

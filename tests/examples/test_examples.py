@@ -3,6 +3,7 @@
 Each run checks the example's own claims in its output (gradients agree,
 the tracing error is raised, files are written), not just its exit code.
 """
+
 import importlib.util
 import os
 import pathlib
@@ -19,8 +20,14 @@ EXAMPLES = ROOT / "examples"
 def run_example(name: str, *args: str, timeout: float = 120) -> str:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, str(EXAMPLES / name), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout
 
@@ -36,24 +43,37 @@ def test_eager_vs_traced(tmp_path):
     assert len(short.splitlines()) <= 45  # the story fits one screen
     assert "IR before AD" not in short and "Timing: median" in short
     assert (tmp_path / "short" / "ir_joint.txt").read_text().startswith("graph ")
-    out = run_example("eager_vs_traced.py", "--quick", "--show-ir", "--show-source",
-                      "--out", str(tmp_path))
+    out = run_example(
+        "eager_vs_traced.py", "--quick", "--show-ir", "--show-source", "--out", str(tmp_path)
+    )
     assert number_after(out, "max |eager - compiled| over all gradients:") < 1e-4
     assert number_after(out, "max |eager - compile(mlp_loss) on eager tensors|:") < 1e-4
-    for section in ("IR before AD", "IR after AD", "IR after optimization",
-                    "Generated kernel source", "Timing: median"):
+    for section in (
+        "IR before AD",
+        "IR after AD",
+        "IR after optimization",
+        "Generated kernel source",
+        "Timing: median",
+    ):
         assert section in out
     assert re.search(r"backward graph: \d+ nodes", out)
     written = {p.name for p in tmp_path.iterdir()}
-    assert {"eager_backward_graph.dot", "eager_graph_of_compiled_function.dot", "ir_traced.dot",
-            "ir_joint.dot", "ir_optimized.dot"} <= written
+    assert {
+        "eager_backward_graph.dot",
+        "eager_graph_of_compiled_function.dot",
+        "ir_traced.dot",
+        "ir_joint.dot",
+        "ir_optimized.dot",
+    } <= written
     assert (tmp_path / "ir_joint.dot").read_text().startswith("digraph")
 
 
 def test_control_flow():
     out = run_example("control_flow.py", "--quick")
     assert "TracingError" in out and "tracegrad.where" in out
-    diffs = [float(d) for d in re.findall(r"max \|compiled - eager if-version\| = ([0-9.e+-]+)", out)]
+    diffs = [
+        float(d) for d in re.findall(r"max \|compiled - eager if-version\| = ([0-9.e+-]+)", out)
+    ]
     assert len(diffs) == 2 and max(diffs) < 1e-5
     naive, safe = out.split("naive where", 1)[1].split("safe  where", 1)
     assert "nan" in naive.lower() and "nan" not in safe.lower()
@@ -61,8 +81,11 @@ def test_control_flow():
 
 def test_train_mlp(tmp_path):
     out = run_example("train_mlp.py", "--quick", "--out", str(tmp_path))
-    rows = {line.split()[0]: line.split() for line in out.splitlines()
-            if line.startswith(("eager ", "compiled "))}
+    rows = {
+        line.split()[0]: line.split()
+        for line in out.splitlines()
+        if line.startswith(("eager ", "compiled "))
+    }
     assert {"eager", "compiled"} <= set(rows)
     assert number_after(out, "max |eager - compiled| loss over the run:") < 1e-3
     if importlib.util.find_spec("matplotlib") is not None:
@@ -104,10 +127,13 @@ def test_cnn_classifier():
     final = number_after(out, "final held-out accuracy:")
     assert final > 0.9  # chance is 1/3
     assert number_after(out, "reloaded from torch.save: accuracy") == final
-    for layer in ("Conv2d(1, 8, kernel_size=(3, 3)", "MaxPool2d(kernel_size=2", "Flatten(",
-                  "Linear(in_features=64, out_features=32"):
+    for layer in (
+        "Conv2d(1, 8, kernel_size=(3, 3)",
+        "MaxPool2d(kernel_size=2",
+        "Flatten(",
+        "Linear(in_features=64, out_features=32",
+    ):
         assert layer in out
-
 
 
 @pytest.mark.slow  # ~40 s of cold CNN compiles in a subprocess; tests/compile/test_conv.py
@@ -126,12 +152,14 @@ def test_cnn_classifier_compiled():
         assert re.search(rf"^  {row} +[0-9.]+ ms", out, re.M), row
     assert re.search(r"first step \(trace \+ compile\): [0-9.]+ s", out)
 
+
 def test_cnn_classifier_model_matches_pytorch(load_example):
     """The script's model code under tracegrad and under real PyTorch (its --torch
     imports), same weights and batches: the first-step loss and every parameter gradient
     agree, and so do the parameters after 5 Adam steps."""
     rt = pytest.importorskip("torch")
     import numpy as np
+
     ours = load_example("cnn_classifier", "tracegrad")
     theirs = load_example("cnn_classifier", "torch")
     assert ours.torch.__name__ == "tracegrad.eager" and theirs.torch is rt
@@ -144,7 +172,7 @@ def test_cnn_classifier_model_matches_pytorch(load_example):
     crit, crit_rt = ours.nn.CrossEntropyLoss(), theirs.nn.CrossEntropyLoss()
     x, y = ours.make_images(64, seed=3)
     for step in range(6):
-        xb, yb = x[(step * 16) % 64:][:16], y[(step * 16) % 64:][:16]
+        xb, yb = x[(step * 16) % 64 :][:16], y[(step * 16) % 64 :][:16]
         loss = crit(model(ours.torch.tensor(xb)), ours.torch.tensor(yb))
         loss_rt = crit_rt(model_rt(rt.tensor(xb)), rt.tensor(yb))
         opt.zero_grad()
@@ -155,13 +183,23 @@ def test_cnn_classifier_model_matches_pytorch(load_example):
         np.testing.assert_allclose(loss.item(), loss_rt.item(), rtol=tol)
         grads_rt = {n: p.grad.numpy() for n, p in model_rt.named_parameters()}
         for name, p in model.named_parameters():
-            np.testing.assert_allclose(p.grad.numpy(), grads_rt[name], rtol=tol,
-                                       atol=tol * np.abs(grads_rt[name]).max(), err_msg=name)
+            np.testing.assert_allclose(
+                p.grad.numpy(),
+                grads_rt[name],
+                rtol=tol,
+                atol=tol * np.abs(grads_rt[name]).max(),
+                err_msg=name,
+            )
         opt.step()
         opt_rt.step()
     for name, p in model_rt.named_parameters():
-        np.testing.assert_allclose(dict(model.named_parameters())[name].detach().numpy(),
-                                   p.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(
+            dict(model.named_parameters())[name].detach().numpy(),
+            p.detach().numpy(),
+            rtol=1e-4,
+            atol=1e-5,
+            err_msg=name,
+        )
 
 
 @pytest.mark.slow  # a 2-process LocalCluster per worker count; tests/distributed has the quick check

@@ -3,6 +3,7 @@ give PyTorch's numbers: 20 training steps of each script's own `train_step` unde
 `import tracegrad.eager as torch` and under real torch (the script's --torch imports),
 from the same NumPy initial weights and batches.
 """
+
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ STEPS = 20
 def run_steps(example, steps: int = STEPS, compile: bool = False):
     """The losses of `steps` train_steps and the parameters after them (NumPy)."""
     from _common import compiled, train
+
     model, optimizer = example.build(seed=0)
     step = compiled(example.torch, example.make_train_step(model, optimizer), compile)
     losses = train(example.torch, step, example.batches(steps, seed=0), log=False)
@@ -65,19 +67,27 @@ def test_same_weights_in_both_libraries(load_example):
     x, y = ours.batches(1, seed=3)[0]
     logits, loss = model(ours.torch.tensor(x), ours.torch.tensor(y))
     logits_rt, loss_rt = model_rt(rt.tensor(x), rt.tensor(y))
-    np.testing.assert_allclose(logits.detach().numpy(), logits_rt.detach().numpy(),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        logits.detach().numpy(), logits_rt.detach().numpy(), rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_allclose(loss.item(), loss_rt.item(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["gpt_tiny", "char_mlp"])
 def test_script_runs(name):
     """The script itself: a few steps, the losses printed, --compile falls back or compiles."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(EXAMPLES.parent),
-                                                       os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, str(EXAMPLES / f"{name}.py"), "--steps", "3"],
-                          cwd=EXAMPLES.parent, env=env, capture_output=True, text=True,
-                          timeout=120)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(EXAMPLES.parent), os.environ.get("PYTHONPATH", "")]),
+    )
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py"), "--steps", "3"],
+        cwd=EXAMPLES.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len([line for line in proc.stdout.splitlines() if line.startswith("step ")]) == 3
     assert "tracegrad.eager" in proc.stdout.splitlines()[0]

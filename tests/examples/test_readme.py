@@ -1,4 +1,5 @@
 """Every Python snippet in README.md runs as written (issue 15), in a fresh process."""
+
 import os
 import pathlib
 import re
@@ -17,10 +18,20 @@ def test_readme_has_snippets():
 
 @pytest.mark.parametrize("index", range(len(SNIPPETS)))
 def test_readme_snippet_runs(index, tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", SNIPPETS[index]], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"README snippet {index} failed:\n{SNIPPETS[index]}\n{proc.stderr[-2000:]}"
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", SNIPPETS[index]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (
+        f"README snippet {index} failed:\n{SNIPPETS[index]}\n{proc.stderr[-2000:]}"
+    )
     for line in SNIPPETS[index].splitlines():  # `print(...)  # value` comments hold
         m = re.match(r"print\((.*)\)\s+# (tensor\(.*\)|\(\d.*\))$", line.strip())
         if m:

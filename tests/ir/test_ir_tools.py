@@ -1,9 +1,18 @@
 """The IR's printer (golden strings), verifier (catches broken graphs) and interpreter."""
+
 import numpy as np
 import pytest
 
-from tracegrad.ir import (Graph, InterpretError, VerifyError, clone_graph, find_problems,
-                          format_graph, interpret, verify)
+from tracegrad.ir import (
+    Graph,
+    InterpretError,
+    VerifyError,
+    clone_graph,
+    find_problems,
+    format_graph,
+    interpret,
+    verify,
+)
 from tracegrad.ops.core import Aval
 
 F32 = np.dtype("float32")
@@ -28,7 +37,9 @@ def test_printer_golden():
     g = small_graph()
     g.nodes[-1].tag = "bwd"
     g.nodes[3].group = 2
-    assert format_graph(g) == """\
+    assert (
+        format_graph(g)
+        == """\
 graph small(%0: f32[2,3] x, %1: f32[3] w) -> (%6) {
   %2 = mul %0, %1 : f32[2,3]
   %3 = tanh %2 : f32[2,3]                       # g2
@@ -37,6 +48,7 @@ graph small(%0: f32[2,3] x, %1: f32[3] w) -> (%6) {
   %6 = sum[axis=None, keepdims=False] %5 : f32[]  # bwd
   return %6
 }"""
+    )
     assert str(g) == format_graph(g)
 
 
@@ -87,7 +99,10 @@ def test_verify_accepts_sound_graph():
 def test_verify_catches_wrong_shape():
     g = small_graph()
     g.nodes[2].shape = (3, 2)
-    with pytest.raises(VerifyError, match="%2 = mul: the graph says f32\\[3,2\\], the shape rule gives f32\\[2,3\\]"):
+    with pytest.raises(
+        VerifyError,
+        match="%2 = mul: the graph says f32\\[3,2\\], the shape rule gives f32\\[2,3\\]",
+    ):
         verify(g)
 
 

@@ -9,6 +9,7 @@ exercised here checks its shape/dtype rule too.
 values, so the backward pass is itself recorded and `grad(grad-ish(f))`
 works: this is how the tests prove that every vjp is written in tracegrad ops.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -86,6 +87,7 @@ def backward(out: Rec, wrt: list[Rec]) -> list:
 
 def grad(f, argnums=0):
     """grad of a scalar f at ndarray or Rec arguments; returns Rec values (for nesting)."""
+
     def grad_f(*args):
         if not any(isinstance(a, Rec) for a in args):
             Rec.TAPE.clear()  # outermost call: nothing older can be reached
@@ -96,6 +98,7 @@ def grad(f, argnums=0):
         cts = backward(out, [recs[i] for i in idx])
         cts = [T.full_like(recs[i], value=0) if c is None else c for i, c in zip(idx, cts)]
         return cts[0] if isinstance(argnums, int) else tuple(cts)
+
     return grad_f
 
 

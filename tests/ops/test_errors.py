@@ -1,4 +1,5 @@
 """Bad inputs: each error names the op, the shapes or dtypes, and the caller's file:line."""
+
 import inspect
 
 import numpy as np
@@ -30,8 +31,10 @@ def test_broadcast_mismatch_through_operator_names_sub():
     assert "sub:" in msg and "f32[2,3]" in msg and "f64[4,1,2]" in msg
 
 
-@pytest.mark.parametrize("x_shape, y_shape, dims", [
-    ((3, 4), (5, 6), "4 vs 5"), ((4,), (3,), "4 vs 3"), ((2, 3, 4), (2, 5, 6), "4 vs 5")])
+@pytest.mark.parametrize(
+    "x_shape, y_shape, dims",
+    [((3, 4), (5, 6), "4 vs 5"), ((4,), (3,), "4 vs 3"), ((2, 3, 4), (2, 5, 6), "4 vs 5")],
+)
 def test_matmul_inner_dims(x_shape, y_shape, dims):
     msg = raises_here(ShapeError, tg.matmul, np.ones(x_shape), np.ones(y_shape))
     assert msg.startswith("matmul: inner dimensions differ") and dims in msg
@@ -124,8 +127,11 @@ def test_traced_bool_mask_suggests_where():
 @pytest.mark.parametrize("prim", [T.exp, T.log, T.sqrt, T.sin, T.cos, T.tanh, T.sigmoid])
 @pytest.mark.parametrize("dtype", ["int64", "bool"])
 def test_float_only_ops_reject_int_and_bool(prim, dtype):
-    with pytest.raises(DTypeError, match=rf"{prim.name}: expected floating-point operands, "
-                                         rf"got {dtype}"):
+    with pytest.raises(
+        DTypeError,
+        match=rf"{prim.name}: expected floating-point operands, "
+        rf"got {dtype}",
+    ):
         prim.shape_rule(Aval((3,), np.dtype(dtype)))
 
 
@@ -173,6 +179,7 @@ def test_expand_dims_and_squeeze_axes():
 def test_dtype_error_while_tracing_points_at_the_user_line():
     def f(x):
         return tg.exp(x)  # the line the error must name
+
     line = f.__code__.co_firstlineno + 1
     with pytest.raises(DTypeError) as info:
         tg.trace(f, np.arange(3))

@@ -1,9 +1,10 @@
 """NumPy indexing through the getitem primitive: specs, shapes, masks, gradients."""
+
 import numpy as np
 import pytest
+from opkit import Rec, grad, value
 
 import tracegrad as tg
-from opkit import Rec, grad, value
 from tracegrad.ops import table as T
 from tracegrad.ops.core import Aval
 from tracegrad.ops.indexing import index_spec
@@ -12,16 +13,37 @@ X = np.arange(60.0).reshape(3, 4, 5)
 I2 = np.array([[0, 1], [2, 0]])
 
 INDEXES = [
-    0, -1, (1, 2), (1, 2, 3), slice(None), slice(1, None), slice(None, None, -1),
-    (slice(0, 3, 2), slice(None), slice(4, 0, -2)), (Ellipsis, 0), (0, Ellipsis),
-    (None, 0), (Ellipsis, None), (slice(None), None, 1), (None, Ellipsis, None),
-    np.array([0, 2, 0]), (np.array([0, 2]), np.array([1, 3])), (slice(None), np.array([3, -1])),
-    (np.array([0, 1]), slice(None), np.array([4, 0])),   # arrays apart: block goes first
-    (0, slice(None), np.array([1, 2])),                  # int counts as advanced
-    (slice(None), 0, np.array([1, 2])),                  # adjacent: block stays in place
-    (I2, slice(1, 3)), (Ellipsis, I2), (None, I2, None), [0, 2], (slice(None), [1, 1]),
-    X[:, :, 0] > 20, X > 30, (X[:, 0, 0] > 5,), (slice(None), np.array([True, False, True, True])),
-    (slice(10, 20),), (slice(-100, 100),),
+    0,
+    -1,
+    (1, 2),
+    (1, 2, 3),
+    slice(None),
+    slice(1, None),
+    slice(None, None, -1),
+    (slice(0, 3, 2), slice(None), slice(4, 0, -2)),
+    (Ellipsis, 0),
+    (0, Ellipsis),
+    (None, 0),
+    (Ellipsis, None),
+    (slice(None), None, 1),
+    (None, Ellipsis, None),
+    np.array([0, 2, 0]),
+    (np.array([0, 2]), np.array([1, 3])),
+    (slice(None), np.array([3, -1])),
+    (np.array([0, 1]), slice(None), np.array([4, 0])),  # arrays apart: block goes first
+    (0, slice(None), np.array([1, 2])),  # int counts as advanced
+    (slice(None), 0, np.array([1, 2])),  # adjacent: block stays in place
+    (I2, slice(1, 3)),
+    (Ellipsis, I2),
+    (None, I2, None),
+    [0, 2],
+    (slice(None), [1, 1]),
+    X[:, :, 0] > 20,
+    X > 30,
+    (X[:, 0, 0] > 5,),
+    (slice(None), np.array([True, False, True, True])),
+    (slice(10, 20),),
+    (slice(-100, 100),),
 ]
 
 
@@ -31,8 +53,9 @@ def test_getitem_matches_numpy(index):
     got = tg.getitem(X, index)
     np.testing.assert_array_equal(got, expected)
     spec, arrays = index_spec(X.shape, index)
-    rule = T.getitem.shape_rule(Aval(X.shape, X.dtype), *[Aval(a.shape, a.dtype) for a in arrays],
-                                spec=spec)
+    rule = T.getitem.shape_rule(
+        Aval(X.shape, X.dtype), *[Aval(a.shape, a.dtype) for a in arrays], spec=spec
+    )
     assert tuple(rule.shape) == expected.shape
     hash(spec)  # attrs are static and hashable
 

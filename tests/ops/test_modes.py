@@ -1,8 +1,9 @@
 """One function written with tracegrad ops, run on arrays, eager tensors and tracers."""
+
 import numpy as np
+from opkit import grad, numeric_grad, value
 
 import tracegrad as tg
-from opkit import grad, numeric_grad, value
 
 TARGETS = np.array([[0], [1], [2]])
 
@@ -17,6 +18,7 @@ def model(x, w):
 
 def test_numpy_eager_and_compiled_agree():
     import tracegrad.eager as torch
+
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
     expected = model(x, w)

@@ -1,11 +1,13 @@
 """Numerical stability at extreme logits, tie-breaking of gradients, and the `where` trap."""
+
 import numpy as np
 import pytest
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # log(0), 0*inf are the point
 
-import tracegrad as tg
 from opkit import grad, value
+
+import tracegrad as tg
 from tracegrad.ops import table as T
 
 DTYPES = ["float32", "float64"]
@@ -26,7 +28,9 @@ def test_log_softmax_at_plus_minus_1e4(dtype):
     x = np.array([1e4, 0.0, -1e4], dtype)
     out = tg.log_softmax(x)
     np.testing.assert_allclose(out, [0.0, -1e4, -2e4], rtol=1e-6)
-    g = value(grad(lambda v: tg.sum(tg.multiply(tg.log_softmax(v), np.array([1.0, 2.0, 3.0], dtype))))(x))
+    g = value(
+        grad(lambda v: tg.sum(tg.multiply(tg.log_softmax(v), np.array([1.0, 2.0, 3.0], dtype))))(x)
+    )
     # d/dx sum(w * log_softmax(x)) = w - softmax(x) * sum(w)
     np.testing.assert_allclose(g, [1 - 6, 2, 3], atol=1e-5)
 
@@ -82,8 +86,9 @@ def test_ties_agree_with_torch():
     y = np.array([[3.0, 0.0, 4.0], [0.0, 2.0, 2.0]])
     tx, ty = (torch.tensor(a, requires_grad=True) for a in (x, y))
     (torch.maximum(tx, ty).sum() + tx.max() + torch.clamp(tx, 1.0, 2.0).sum()).backward()
-    ours = grad(lambda a, b: tg.sum(tg.maximum(a, b)) + tg.max(a) + tg.sum(tg.clip(a, 1.0, 2.0)),
-                (0, 1))(x, y)
+    ours = grad(
+        lambda a, b: tg.sum(tg.maximum(a, b)) + tg.max(a) + tg.sum(tg.clip(a, 1.0, 2.0)), (0, 1)
+    )(x, y)
     np.testing.assert_allclose(value(ours[0]), tx.grad.numpy())
     np.testing.assert_allclose(value(ours[1]), ty.grad.numpy())
 
@@ -113,8 +118,16 @@ def test_where_trap_and_safe_idiom():
 
 def test_weak_scalars_keep_float32():
     x = np.ones(3, np.float32)
-    for out in (x + 2.0, tg.add(x, 2.0), tg.power(x, 2), tg.multiply(2.5, x), tg.clip(x, 0.0, 1.0),
-                tg.where(x > 0, x, 0.0), tg.maximum(x, 0.0), tg.divide(1.0, x)):
+    for out in (
+        x + 2.0,
+        tg.add(x, 2.0),
+        tg.power(x, 2),
+        tg.multiply(2.5, x),
+        tg.clip(x, 0.0, 1.0),
+        tg.where(x > 0, x, 0.0),
+        tg.maximum(x, 0.0),
+        tg.divide(1.0, x),
+    ):
         assert np.asarray(out).dtype == np.float32
     gx = value(grad(lambda v: tg.sum(tg.tanh(v) * 3.0))(x))
     assert gx.dtype == np.float32

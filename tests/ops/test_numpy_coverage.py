@@ -8,23 +8,23 @@ checks the tg.* spelling, compiled (interpreter backend), and on eager tensors;
 with `m = jax.numpy` (float64) it cross-checks the gradients against JAX.
 One parametrized test runs a representative set through the default Numba backend.
 """
+
 from __future__ import annotations
 
 import pathlib
 import sys
 import warnings
-
 import zlib
 
 import numpy as np
 import pytest
+from op_cases import _draw
 
 import tracegrad as tg
-from op_cases import _draw
 from tracegrad.ops import table as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "compile"))
-from compile_helpers import numeric_grad  # noqa: E402
+from compile_helpers import numeric_grad
 
 
 def _e(subscripts):
@@ -75,32 +75,61 @@ CASES = [
     ("arctanh", lambda m, x: m.arctanh(x), [("u", (3, 4))]),
     ("fmax_fmin", lambda m, x, y: m.fmax(x, y) + m.fmin(x, y) * 2, [("n", (3, 4)), ("n", (4,))]),
     ("nan_to_num", lambda m, x: m.nan_to_num(x) * 2, [("n", (3, 4))]),
-    ("rounding", lambda m, x: m.ceil(x * 3) + m.trunc(x * 3) * 2 + m.floor(x) + m.angle(x) + x,
-     [("a", (3, 4))]),
-    ("floor_divide", lambda m, x, y: m.floor_divide(x * 5, y) + (x * 7) // 2.0 + x,
-     [("n", (3, 4)), ("a", (4,))]),
-    ("round", lambda m, x: m.round(x * 10, 1) + m.rint(x * 3) + m.round(x * 100, -1) + x,
-     [("n", (3, 4))]),
+    (
+        "rounding",
+        lambda m, x: m.ceil(x * 3) + m.trunc(x * 3) * 2 + m.floor(x) + m.angle(x) + x,
+        [("a", (3, 4))],
+    ),
+    (
+        "floor_divide",
+        lambda m, x, y: m.floor_divide(x * 5, y) + (x * 7) // 2.0 + x,
+        [("n", (3, 4)), ("a", (4,))],
+    ),
+    (
+        "round",
+        lambda m, x: m.round(x * 10, 1) + m.rint(x * 3) + m.round(x * 100, -1) + x,
+        [("n", (3, 4))],
+    ),
     ("cbrt", lambda m, x: m.cbrt(x), [("a", (3, 4))]),
     ("heaviside", lambda m, x: m.heaviside(x, 0.5) + x, [("a", (3, 4))]),
     # reductions and scans
-    ("any_all", lambda m, x: (m.any(x > 1, axis=0) * 1.0 + m.all(x > -1, axis=0)) * x,
-     [("n", (3, 4))]),
+    (
+        "any_all",
+        lambda m, x: (m.any(x > 1, axis=0) * 1.0 + m.all(x > -1, axis=0)) * x,
+        [("n", (3, 4))],
+    ),
     ("ptp", lambda m, x: m.ptp(x, axis=1), [("d", (3, 4))]),
     ("average", lambda m, x, w: m.average(x, axis=1, weights=w), [("n", (3, 4)), ("p", (4,))]),
     ("nansum_nanmean", lambda m, x: m.nansum(x, axis=0) + m.nanmean(x), [("n", (3, 4))]),
-    ("nan_reductions", lambda m, x: (m.nanmax(_holes(m, x), axis=0) + m.nanmin(_holes(m, x))
-                                     + m.nanprod(_holes(m, x), axis=1).sum()
-                                     + m.nanvar(_holes(m, x), axis=0, ddof=1)
-                                     + m.nanstd(_holes(m, x)) + m.nancumsum(_holes(m, x))[5]),
-     [("d", (3, 4))]),
+    (
+        "nan_reductions",
+        lambda m, x: (
+            m.nanmax(_holes(m, x), axis=0)
+            + m.nanmin(_holes(m, x))
+            + m.nanprod(_holes(m, x), axis=1).sum()
+            + m.nanvar(_holes(m, x), axis=0, ddof=1)
+            + m.nanstd(_holes(m, x))
+            + m.nancumsum(_holes(m, x))[5]
+        ),
+        [("d", (3, 4))],
+    ),
     ("median", lambda m, x: m.median(x, axis=1), [("d", (3, 4))]),
     ("median_odd_all", lambda m, x: m.median(x), [("d", (3, 5))]),
     ("quantile", lambda m, x: m.quantile(x, np.array([0.1, 0.75]), axis=0), [("d", (5, 3))]),
     ("percentile", lambda m, x: m.percentile(x, 30, keepdims=True), [("d", (2, 3))]),
-    ("methods", lambda m, x: (x.cumsum(axis=0) + x.cumprod(axis=1) + x.prod() + x.std()
-                              + x.repeat(1, axis=0) + x.trace() + x.round(1)),
-     [("a", (3, 3))]),
+    (
+        "methods",
+        lambda m, x: (
+            x.cumsum(axis=0)
+            + x.cumprod(axis=1)
+            + x.prod()
+            + x.std()
+            + x.repeat(1, axis=0)
+            + x.trace()
+            + x.round(1)
+        ),
+        [("a", (3, 3))],
+    ),
     ("prod_all", lambda m, x: m.prod(x), [("a", (3, 4))]),
     ("prod_axis", lambda m, x: m.prod(x, axis=1), [("n", (3, 4))]),
     ("prod_axes_keep", lambda m, x: m.prod(x, axis=(0, 2), keepdims=True), [("a", (2, 3, 2))]),
@@ -143,16 +172,27 @@ CASES = [
     ("roll_axis", lambda m, x: m.roll(x, -1, axis=1), [("n", (3, 4))]),
     ("roll_axes", lambda m, x: m.roll(x, (1, 2), axis=(0, 1)), [("n", (3, 4))]),
     ("flip", lambda m, x: m.flip(x, 0) + m.fliplr(x) * 2 + m.flipud(x) * 3, [("n", (3, 3))]),
-    ("swap_move", lambda m, x: m.swapaxes(x, 0, 2) + m.moveaxis(x, [0, 1], [2, 1]) * 2,
-     [("n", (2, 3, 2))]),
+    (
+        "swap_move",
+        lambda m, x: m.swapaxes(x, 0, 2) + m.moveaxis(x, [0, 1], [2, 1]) * 2,
+        [("n", (2, 3, 2))],
+    ),
     ("atleast_2d", lambda m, x: m.atleast_2d(x) * 2, [("n", (3,))]),
-    ("pad", lambda m, x: (m.pad(x, ((1, 0), (2, 1)))
-                          + m.pad(x, ((1, 0), (3, 0)), constant_values=2.0)),
-     [("n", (2, 3))]),
-    ("meshgrid", lambda m, x, y: _pieces(m, m.meshgrid(x, y) + m.meshgrid(y, x, indexing="ij")),
-     [("n", (3,)), ("n", (2,))]),
-    ("rot90", lambda m, x: m.rot90(x) + m.rot90(x, 3) * 2 + m.rot90(x, 2, axes=(1, 0)),
-     [("n", (3, 3))]),
+    (
+        "pad",
+        lambda m, x: m.pad(x, ((1, 0), (2, 1))) + m.pad(x, ((1, 0), (3, 0)), constant_values=2.0),
+        [("n", (2, 3))],
+    ),
+    (
+        "meshgrid",
+        lambda m, x, y: _pieces(m, m.meshgrid(x, y) + m.meshgrid(y, x, indexing="ij")),
+        [("n", (3,)), ("n", (2,))],
+    ),
+    (
+        "rot90",
+        lambda m, x: m.rot90(x) + m.rot90(x, 3) * 2 + m.rot90(x, 2, axes=(1, 0)),
+        [("n", (3, 3))],
+    ),
     ("rollaxis", lambda m, x: m.rollaxis(x, 2) * 2 + m.rollaxis(x, 1, 0), [("n", (3, 3, 3))]),
     ("linspace_traced", lambda m, x: m.linspace(x[0], x[1], 5) * x[2], [("n", (3,))]),
     # diagonals, triangles, products
@@ -171,8 +211,11 @@ CASES = [
     ("cross", lambda m, x, y: m.cross(x, y), [("n", (4, 3)), ("n", (3,))]),
     ("tensordot_1", lambda m, x, y: m.tensordot(x, y, axes=1), [("n", (2, 3)), ("n", (3, 4))]),
     ("tensordot_2", lambda m, x, y: m.tensordot(x, y), [("n", (2, 3, 4)), ("n", (3, 4, 5))]),
-    ("tensordot_pairs", lambda m, x, y: m.tensordot(x, y, axes=([0, 2], [2, 0])),
-     [("n", (2, 3, 4)), ("n", (4, 5, 2))]),
+    (
+        "tensordot_pairs",
+        lambda m, x, y: m.tensordot(x, y, axes=([0, 2], [2, 0])),
+        [("n", (2, 3, 4)), ("n", (4, 5, 2))],
+    ),
     ("tensordot_0", lambda m, x, y: m.tensordot(x, y, axes=0), [("n", (2,)), ("n", (3,))]),
     ("dot_nd", lambda m, x, y: m.dot(x, y), [("n", (2, 3, 4)), ("n", (2, 4, 3))]),
     # einsum
@@ -192,9 +235,11 @@ CASES = [
     ("einsum_batch_outer", _e("bi,bj->bij"), [("n", (2, 3)), ("n", (2, 4))]),
     ("einsum_bilinear", _e("i,ij,j->"), [("n", (3,)), ("n", (3, 4)), ("n", (4,))]),
     ("einsum_attention", _e("bhqd,bhkd->bhqk"), [("n", (2, 2, 3, 4)), ("n", (2, 2, 5, 4))]),
-    ("einsum_sublists", lambda m, x, y: (m.einsum(x, [0, 1], y, [1, 2], [0, 2])
-                                         + m.einsum(x, [0, 1], x, [0, 1])),
-     [("n", (3, 4)), ("n", (4, 3))]),
+    (
+        "einsum_sublists",
+        lambda m, x, y: m.einsum(x, [0, 1], y, [1, 2], [0, 2]) + m.einsum(x, [0, 1], x, [0, 1]),
+        [("n", (3, 4)), ("n", (4, 3))],
+    ),
 ]
 IDS = [c[0] for c in CASES]
 NUMPY_METHODS = {"methods"}  # ndarray method spelling: eager tensors follow PyTorch's instead
@@ -233,12 +278,14 @@ def test_values_and_gradients_both_spellings(name):
         out = tg.compile(lambda *xs: fn(m, *xs), backend="interpret")(*args)
         np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
         assert np.asarray(out).dtype == expected.dtype
-        value, grads = tg.value_and_grad(_loss(fn, m, w), argnums=argnums,
-                                         backend="interpret")(*args)
+        value, grads = tg.value_and_grad(_loss(fn, m, w), argnums=argnums, backend="interpret")(
+            *args
+        )
         np.testing.assert_allclose(value, reference(*args), rtol=1e-12)
         for k, g in enumerate(grads):
-            np.testing.assert_allclose(g, numeric[k], rtol=1e-6, atol=1e-7,
-                                       err_msg=f"{name} ({m.__name__}) gradient {k}")
+            np.testing.assert_allclose(
+                g, numeric[k], rtol=1e-6, atol=1e-7, err_msg=f"{name} ({m.__name__}) gradient {k}"
+            )
     grads = tg.grad(_loss(fn, tg, w), argnums=argnums, backend="interpret")(*args)
     for k, g in enumerate(grads):
         np.testing.assert_allclose(g, numeric[k], rtol=1e-6, atol=1e-7)
@@ -260,6 +307,7 @@ def test_tg_spelling_runs_on_plain_arrays_and_float32(name):
 def test_eager_tensors(name):
     """The tg.* spelling on eager tensors: values and .grad from backward()."""
     import tracegrad.eager as torch
+
     if name in NUMPY_METHODS:
         pytest.skip("eager tensors spell methods as PyTorch does (x.cumsum(dim))")
     _, fn, _ = _BY_NAME[name]
@@ -270,8 +318,9 @@ def test_eager_tensors(name):
     out.backward()
     np.testing.assert_allclose(out.detach().numpy(), _loss(fn, np, w)(*args), rtol=1e-12)
     for k, t in enumerate(tensors):
-        np.testing.assert_allclose(t.grad.numpy(), numeric_grad(_loss(fn, np, w), args, k),
-                                   rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(
+            t.grad.numpy(), numeric_grad(_loss(fn, np, w), args, k), rtol=1e-6, atol=1e-7
+        )
 
 
 @pytest.fixture(scope="module")
@@ -291,7 +340,8 @@ def test_gradients_match_jax(name, jax_x64):
     w = _weights(fn, args)
     argnums = tuple(range(len(args)))
     expected = jax_x64.jit(jax_x64.grad(_loss(fn, jnp, jnp.asarray(w)), argnums=argnums))(
-        *[jnp.asarray(a) for a in args])
+        *[jnp.asarray(a) for a in args]
+    )
     ours = tg.grad(_loss(fn, np, w), argnums=argnums, backend="interpret")(*args)
     for k in argnums:
         np.testing.assert_allclose(ours[k], np.asarray(expected[k]), rtol=1e-9, atol=1e-12)
@@ -304,8 +354,9 @@ def _grad(f, *args):
     argnums = tuple(range(len(args)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return tg.value_and_grad(lambda *xs: tg.sum(f(*xs)), argnums=argnums,
-                                 backend="interpret")(*args)
+        return tg.value_and_grad(lambda *xs: tg.sum(f(*xs)), argnums=argnums, backend="interpret")(
+            *args
+        )
 
 
 def test_inverse_trig_at_the_domain_edges():
@@ -380,11 +431,18 @@ def test_logaddexp_second_derivatives_at_and_near_the_branch_switch():
 
 def test_prod_and_cumprod_gradients_at_zeros(jax_x64):
     jnp = jax_x64.numpy
-    for x in (np.array([0.0, 2.0, 3.0, -1.5]), np.array([2.0, 0.0, 0.0, 5.0]),
-              np.array([[0.0, 2.0], [3.0, 0.5]]), np.array([np.inf, 2.0, 1.0])):
+    for x in (
+        np.array([0.0, 2.0, 3.0, -1.5]),
+        np.array([2.0, 0.0, 0.0, 5.0]),
+        np.array([[0.0, 2.0], [3.0, 0.5]]),
+        np.array([np.inf, 2.0, 1.0]),
+    ):
         w = np.linspace(1.0, 2.0, x.size).reshape(x.shape)
-        for fn in (lambda m, v: m.prod(v, axis=0), lambda m, v: m.cumprod(v, axis=0) * w,
-                   lambda m, v: m.prod(v)):
+        for fn in (
+            lambda m, v: m.prod(v, axis=0),
+            lambda m, v: m.cumprod(v, axis=0) * w,
+            lambda m, v: m.prod(v),
+        ):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 value, (g,) = _grad(lambda v: fn(np, v), x)
@@ -396,7 +454,7 @@ def test_prod_and_cumprod_gradients_at_zeros(jax_x64):
 def test_norm_std_sinc_arctan2_at_zero_follow_jax():
     zeros = np.zeros(3)
     assert np.all(np.isnan(_grad(np.linalg.norm, zeros)[1][0]))  # JAX: x / |x| = nan
-    assert np.all(np.isnan(_grad(np.std, np.ones(3))[1][0]))      # JAX: nan too
+    assert np.all(np.isnan(_grad(np.std, np.ones(3))[1][0]))  # JAX: nan too
     value, (g,) = _grad(np.sinc, np.array([0.0, 1e-9]))
     assert value == pytest.approx(2.0) and np.allclose(g, 0.0, atol=1e-8)
     _, (gy, gx) = _grad(np.arctan2, np.array([0.0, 1.0]), np.array([0.0, 0.0]))
@@ -411,8 +469,9 @@ def test_cosh_sinh_reach_numpys_overflow_threshold():
         np.testing.assert_allclose(out, f(x), rtol=4e-16)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # float32: 710 overflows (NumPy and tracegrad)
-            np.testing.assert_allclose(f(x.astype(np.float32)), getattr(tg, f.__name__)(
-                x.astype(np.float32)), rtol=5e-7)
+            np.testing.assert_allclose(
+                f(x.astype(np.float32)), getattr(tg, f.__name__)(x.astype(np.float32)), rtol=5e-7
+            )
 
 
 def test_remainder_by_zero_and_sign_of_divisor():
@@ -463,13 +522,15 @@ def test_tg_array_and_stack_of_traced_scalars():
 
 
 def test_full_with_a_traced_fill_value():
-    value, g = tg.value_and_grad(lambda x: tg.sum(tg.full((2, 3), x[0] * 2)),
-                                 backend="interpret")(np.array([1.5, 0.0]))
+    value, g = tg.value_and_grad(lambda x: tg.sum(tg.full((2, 3), x[0] * 2)), backend="interpret")(
+        np.array([1.5, 0.0])
+    )
     assert value == 18.0 and g.tolist() == [12.0, 0.0]
 
 
 def test_np_array_of_a_large_traced_array_points_to_tg_array():
     from tracegrad.tracing import OBJECT_ARRAY_LIMIT, TracingError
+
     with pytest.raises(TracingError, match=r"tracegrad\.array"):
         tg.trace(lambda x: np.array([x, x]), np.ones(OBJECT_ARRAY_LIMIT + 1))
 
@@ -477,13 +538,16 @@ def test_np_array_of_a_large_traced_array_points_to_tg_array():
 # ------------------------------------------------------------------ errors
 
 
-@pytest.mark.parametrize("call, error", [
-    (lambda x: np.split(x, 3), ValueError),
-    (lambda x: np.linalg.norm(x, ord=3), ValueError),  # no such matrix norm (NumPy's error)
-    (lambda x: np.einsum("ij,jk->ik", x, x[:, :2].T), tg.ShapeError),
-    (lambda x: np.tensordot(x, x, axes=([0], [1])), tg.ShapeError),
-    (lambda x: np.prod(x, dtype=np.float32), NotImplementedError),
-])
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda x: np.split(x, 3), ValueError),
+        (lambda x: np.linalg.norm(x, ord=3), ValueError),  # no such matrix norm (NumPy's error)
+        (lambda x: np.einsum("ij,jk->ik", x, x[:, :2].T), tg.ShapeError),
+        (lambda x: np.tensordot(x, x, axes=([0], [1])), tg.ShapeError),
+        (lambda x: np.prod(x, dtype=np.float32), NotImplementedError),
+    ],
+)
 def test_unsupported_or_invalid_calls_raise(call, error):
     with pytest.raises(error):
         tg.trace(call, np.ones((4, 3)))
@@ -498,38 +562,75 @@ def test_primitives_have_eager_node_names():
 
 # ------------------------------------------------------------- the Numba backend
 
+
 def _numba_unary(x):
-    return (np.tan(x) + np.sinh(x) * 2 + np.cosh(x) + np.arcsin(x * 0.5) + np.arccos(x * 0.3)
-            + np.arctan(x) + np.log1p(x * x) + np.expm1(x) + np.log2(1.5 + x) + np.sinc(x))
+    return (
+        np.tan(x)
+        + np.sinh(x) * 2
+        + np.cosh(x)
+        + np.arcsin(x * 0.5)
+        + np.arccos(x * 0.3)
+        + np.arctan(x)
+        + np.log1p(x * x)
+        + np.expm1(x)
+        + np.log2(1.5 + x)
+        + np.sinc(x)
+    )
 
 
 def _numba_binary(x, y):
-    return (np.arctan2(x, y) + np.hypot(x, y) * 2 + np.logaddexp(x, y) + x % (np.abs(y) + 0.5)
-            + np.fmod(x, y + 3.0))
+    return (
+        np.arctan2(x, y)
+        + np.hypot(x, y) * 2
+        + np.logaddexp(x, y)
+        + x % (np.abs(y) + 0.5)
+        + np.fmod(x, y + 3.0)
+    )
 
 
 def _numba_scans(x, y):
-    return (np.sum(np.cumsum(x, axis=1) * y) + np.sum(np.cumprod(x, axis=0) * y)
-            + np.sum(np.prod(x, axis=1)) + np.sum(np.sort(x, axis=0) * y) + np.std(x)
-            + np.linalg.norm(x))
+    return (
+        np.sum(np.cumsum(x, axis=1) * y)
+        + np.sum(np.cumprod(x, axis=0) * y)
+        + np.sum(np.prod(x, axis=1))
+        + np.sum(np.sort(x, axis=0) * y)
+        + np.std(x)
+        + np.linalg.norm(x)
+    )
 
 
 def _numba_shapes(x, y):
     b = np.einsum("bij,bjk->bik", np.reshape(x, (2, 2, 3)), np.reshape(y, (2, 3, 2)))
-    return (np.sum(b * b) + np.tensordot(x, y, axes=2) + np.trace(x @ y.T) + np.roll(x, 1)[0, 0]
-            + np.sum(np.diag(x[0]) @ np.triu(x @ y.T)[:3, :3]) + np.sum(np.kron(x[:2, :2], y[:2]))
-            + np.sum(np.repeat(x, 2, axis=0) * np.vstack([y, y])) + np.sum(np.outer(x[0], y[1]))
-            + sum(np.sum(p * (i + 1)) for i, p in enumerate(np.array_split(np.hstack([x, y]), 3))))
+    return (
+        np.sum(b * b)
+        + np.tensordot(x, y, axes=2)
+        + np.trace(x @ y.T)
+        + np.roll(x, 1)[0, 0]
+        + np.sum(np.diag(x[0]) @ np.triu(x @ y.T)[:3, :3])
+        + np.sum(np.kron(x[:2, :2], y[:2]))
+        + np.sum(np.repeat(x, 2, axis=0) * np.vstack([y, y]))
+        + np.sum(np.outer(x[0], y[1]))
+        + sum(np.sum(p * (i + 1)) for i, p in enumerate(np.array_split(np.hstack([x, y]), 3)))
+    )
 
 
 def _numba_edges(x, y):
     # values at the edges, compiled with the kernels' fast-math flags
-    return (np.arcsin(np.clip(x * 10, -1.0, 1.0)) + np.log1p(x * 1e-15) * 1e15
-            + np.hypot(x * 1e300, y * 1e300) * 1e-300 + np.logaddexp(x * 1e4, y * 1e4) * 1e-4)
+    return (
+        np.arcsin(np.clip(x * 10, -1.0, 1.0))
+        + np.log1p(x * 1e-15) * 1e15
+        + np.hypot(x * 1e300, y * 1e300) * 1e-300
+        + np.logaddexp(x * 1e4, y * 1e4) * 1e-4
+    )
 
 
-NUMBA = {"unary": (_numba_unary, 1), "binary": (_numba_binary, 2), "scans": (_numba_scans, 2),
-         "shapes": (_numba_shapes, 2), "edges": (_numba_edges, 2)}
+NUMBA = {
+    "unary": (_numba_unary, 1),
+    "binary": (_numba_binary, 2),
+    "scans": (_numba_scans, 2),
+    "shapes": (_numba_shapes, 2),
+    "edges": (_numba_edges, 2),
+}
 
 
 @pytest.mark.parametrize("group", sorted(NUMBA))
@@ -542,6 +643,7 @@ def test_numba_backend(group):
 
     def loss(*xs):
         return np.sum(fn(*xs))
+
     argnums = tuple(range(arity))
     value, grads = tg.value_and_grad(loss, argnums=argnums)(*args)
     ref_value, ref_grads = tg.value_and_grad(loss, argnums=argnums, backend="interpret")(*args)
@@ -557,9 +659,11 @@ def test_numba_backend(group):
 # array of its traced elements, which tracegrad ops and outputs unbox again.
 def _np_array_programs():
     return {
-        "scalars": (lambda x: np.array([x, 2 * x, x ** 2]), 3.0),
-        "matrix_of_elements": (lambda x: np.tanh(np.array([[x[0], x[1]], [x[0] * x[1], 1.0]])
-                                                 @ np.array([0.5, -1.0])), np.array([0.3, -0.7])),
+        "scalars": (lambda x: np.array([x, 2 * x, x**2]), 3.0),
+        "matrix_of_elements": (
+            lambda x: np.tanh(np.array([[x[0], x[1]], [x[0] * x[1], 1.0]]) @ np.array([0.5, -1.0])),
+            np.array([0.3, -0.7]),
+        ),
         "rows": (lambda x: np.array([x, np.sin(x)]).T @ np.ones(2), np.array([0.1, 0.2, 0.3])),
         "summed_by_tg": (lambda x: tg.sum(np.array([x, 2 * x])) * x, 1.5),
         "asarray_of_small": (lambda x: np.asarray(x).sum() * x[0], np.array([1.0, 2.0])),
@@ -579,8 +683,13 @@ def test_np_array_of_traced_values(name):
     for i in range(xs.size):
         d = np.zeros_like(xs)
         d.flat[i] = eps
-        cols.append((np.asarray(fn(xs + d if xs.ndim else float(xs + d)))
-                     - np.asarray(fn(xs - d if xs.ndim else float(xs - d)))) / (2 * eps))
+        cols.append(
+            (
+                np.asarray(fn(xs + d if xs.ndim else float(xs + d)))
+                - np.asarray(fn(xs - d if xs.ndim else float(xs - d)))
+            )
+            / (2 * eps)
+        )
     expected = np.stack(cols, axis=-1).reshape(np.shape(jac))
     np.testing.assert_allclose(jac, expected, rtol=1e-6, atol=1e-8)
 
@@ -589,8 +698,13 @@ def test_np_array_of_traced_values_matches_jax():
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
     x = np.array([0.3, -0.7])
-    ours = tg.grad(lambda x: np.sum(np.tanh(np.array([[x[0], x[1]], [x[1] * x[0], 1.0]])
-                                            @ np.ones((2, 2)))), backend="interpret")(x)
-    theirs = jax.grad(lambda x: jnp.sum(jnp.tanh(jnp.array([[x[0], x[1]], [x[1] * x[0], 1.0]])
-                                                 @ jnp.ones((2, 2)))))(x)
+    ours = tg.grad(
+        lambda x: np.sum(np.tanh(np.array([[x[0], x[1]], [x[1] * x[0], 1.0]]) @ np.ones((2, 2)))),
+        backend="interpret",
+    )(x)
+    theirs = jax.grad(
+        lambda x: jnp.sum(
+            jnp.tanh(jnp.array([[x[0], x[1]], [x[1] * x[0], 1.0]]) @ jnp.ones((2, 2)))
+        )
+    )(x)
     np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-6)

@@ -1,6 +1,8 @@
 """Property tests: random broadcastable shapes and reduction axes, vjp vs finite differences."""
+
 import numpy as np
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from tracegrad.ops import table as T
@@ -27,26 +29,42 @@ def _dot_product_check(prim, args, attrs, rng):
         assert np.isclose(np.vdot(ct, v), numeric, rtol=1e-5, atol=1e-6), (prim.name, i)
 
 
-@given(st.sampled_from(BINARY), hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3,
-                                                                  max_side=3),
-       st.integers(0, 2**31))
+@given(
+    st.sampled_from(BINARY),
+    hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3),
+    st.integers(0, 2**31),
+)
 def test_binary_ops_with_random_broadcasting(prim, shapes, seed):
     rng = np.random.default_rng(seed)
     # |x| in [0.5, 2] keeps div and pow smooth
     args = [rng.uniform(0.5, 2, s) for s in shapes.input_shapes]
     if prim in (T.maximum, T.minimum):  # finite differences must not straddle a tie
         assume(np.min(np.abs(np.subtract(*args))) > 1e-3)
-    out_shape = T.broadcast_shapes(prim.name, *[T.Aval(s, np.dtype(float)) for s in shapes.input_shapes])
+    out_shape = T.broadcast_shapes(
+        prim.name, *[T.Aval(s, np.dtype(float)) for s in shapes.input_shapes]
+    )
     assert out_shape == shapes.result_shape
     _dot_product_check(prim, args, {}, rng)
 
 
-@given(st.sampled_from(REDUCE), hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4),
-       st.data(), st.booleans(), st.integers(0, 2**31))
+@given(
+    st.sampled_from(REDUCE),
+    hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4),
+    st.data(),
+    st.booleans(),
+    st.integers(0, 2**31),
+)
 def test_reductions_with_random_axes(prim, shape, data, keepdims, seed):
     rng = np.random.default_rng(seed)
-    axes = data.draw(st.none() | st.lists(st.integers(-len(shape), len(shape) - 1), min_size=1,
-                                          max_size=len(shape), unique_by=lambda a: a % len(shape)))
+    axes = data.draw(
+        st.none()
+        | st.lists(
+            st.integers(-len(shape), len(shape) - 1),
+            min_size=1,
+            max_size=len(shape),
+            unique_by=lambda a: a % len(shape),
+        )
+    )
     axis = None if axes is None else (axes[0] if len(axes) == 1 else tuple(axes))
     x = rng.permutation(int(np.prod(shape))).reshape(shape) * 0.3 + rng.uniform(0, 0.1, shape)
     attrs = {"axis": axis, "keepdims": keepdims}

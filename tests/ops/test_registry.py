@@ -1,18 +1,36 @@
 """Every primitive in the registry carries every rule, and the table covers every primitive."""
+
 import re
 
 import numpy as np
 import pytest
-
 from op_cases import CASES
+
 from tracegrad.ops import table as T
 from tracegrad.ops.core import REGISTRY
 
 ARITY = {  # fixed-arity primitives: operands each vjp tuple must cover
-    "add": 2, "sub": 2, "mul": 2, "div": 2, "pow": 2, "maximum": 2, "minimum": 2, "where": 3,
-    "matmul": 2, "addmm": 3, "nll_loss": 2, "take_along_axis": 2, "put_along_axis_add": 2,
-    "arctan2": 2, "remainder": 2, "linrec": 2, "triangular_solve": 2, "triangular_matmul": 2, "solve": 2,
-    "clamp_tensor": 3, "lstsq": 2,
+    "add": 2,
+    "sub": 2,
+    "mul": 2,
+    "div": 2,
+    "pow": 2,
+    "maximum": 2,
+    "minimum": 2,
+    "where": 3,
+    "matmul": 2,
+    "addmm": 3,
+    "nll_loss": 2,
+    "take_along_axis": 2,
+    "put_along_axis_add": 2,
+    "arctan2": 2,
+    "remainder": 2,
+    "linrec": 2,
+    "triangular_solve": 2,
+    "triangular_matmul": 2,
+    "solve": 2,
+    "clamp_tensor": 3,
+    "lstsq": 2,
 }
 VARIADIC = {"concatenate", "getitem", "index_add_zeros"}
 # Structured control flow holds sub-graphs: no per-node codegen (the body graphs
@@ -46,8 +64,9 @@ def test_primitive_has_every_rule(name):
 
 def test_every_differentiable_primitive_has_an_op_case():
     covered = {c.prim.name for c in CASES}
-    missing = [n for n, p in REGISTRY.items()
-               if not p.nondiff and n not in covered and n not in CONTROL]
+    missing = [
+        n for n, p in REGISTRY.items() if not p.nondiff and n not in covered and n not in CONTROL
+    ]
     assert not missing, f"add rows to tests/ops/op_cases.py for {missing}"
 
 
@@ -77,9 +96,23 @@ def test_math_helpers_used_by_templates_are_a_known_set():
     for prim in REGISTRY.values():
         if isinstance(prim.codegen, str):
             used |= set(re.findall(r"tg_\w+", prim.codegen))
-    assert used <= {"tg_exp", "tg_log", "tg_log1p", "tg_sqrt", "tg_sin", "tg_cos", "tg_tanh", "tg_sigmoid",
-                    "tg_relu", "tg_sign", "tg_pow", "tg_maximum", "tg_minimum", "tg_where",
-                    "tg_isfinite"}, used
+    assert used <= {
+        "tg_exp",
+        "tg_log",
+        "tg_log1p",
+        "tg_sqrt",
+        "tg_sin",
+        "tg_cos",
+        "tg_tanh",
+        "tg_sigmoid",
+        "tg_relu",
+        "tg_sign",
+        "tg_pow",
+        "tg_maximum",
+        "tg_minimum",
+        "tg_where",
+        "tg_isfinite",
+    }, used
 
 
 TORCH_NAMES = [  # (primitive, operands, attrs, PyTorch's node name), checked against torch 2.13
@@ -103,23 +136,36 @@ TORCH_NAMES = [  # (primitive, operands, attrs, PyTorch's node name), checked ag
     (T.transpose, (np.ones((2, 3, 4)),), {"axes": (2, 0, 1)}, "PermuteBackward0"),
     (T.transpose, (np.ones((2, 3)),), {"axes": (1, 0)}, "PermuteBackward0"),  # x.T
     (T.getitem, (np.ones((3, 4)),), {"spec": (0, ("slice", 0, 4, 1))}, "SelectBackward0"),
-    (T.getitem, (np.ones((3, 4)),), {"spec": (("slice", 1, 3, 1), ("slice", 0, 4, 1))},
-     "SliceBackward0"),
+    (
+        T.getitem,
+        (np.ones((3, 4)),),
+        {"spec": (("slice", 1, 3, 1), ("slice", 0, 4, 1))},
+        "SliceBackward0",
+    ),
     (T.getitem, (np.ones((3, 4)),), {"spec": (0, ("slice", 1, 3, 1))}, "SliceBackward0"),
     (T.getitem, (np.ones((3, 4)),), {"spec": (("slice", 1, 3, 1), 0)}, "SelectBackward0"),
-    (T.getitem, (np.ones((3, 4)),), {"spec": (None, ("slice", 0, 3, 1), ("slice", 0, 4, 1))},
-     "UnsqueezeBackward0"),
+    (
+        T.getitem,
+        (np.ones((3, 4)),),
+        {"spec": (None, ("slice", 0, 3, 1), ("slice", 0, 4, 1))},
+        "UnsqueezeBackward0",
+    ),
     (T.getitem, (np.ones(3),), {"spec": (("slice", 0, 3, 1),)}, "SliceBackward0"),  # x[:]
-    (T.getitem, (np.ones((3, 4)), np.array([0])), {"spec": (("array", 0), ("slice", 0, 4, 1))},
-     "IndexBackward0"),
+    (
+        T.getitem,
+        (np.ones((3, 4)), np.array([0])),
+        {"spec": (("array", 0), ("slice", 0, 4, 1))},
+        "IndexBackward0",
+    ),
     (T.take_along_axis, (np.ones((3, 4)), np.zeros((3, 1), int)), {"axis": 1}, "GatherBackward0"),
     (T.clip, (np.ones(2),), {"lo": 0.0, "hi": None}, "ClampBackward1"),
     (T.astype, (np.ones(2),), {"dtype": "float32"}, "ToCopyBackward0"),
 ]
 
 
-@pytest.mark.parametrize("prim, operands, attrs, expected", TORCH_NAMES,
-                         ids=[f"{t[0].name}-{t[3]}" for t in TORCH_NAMES])
+@pytest.mark.parametrize(
+    "prim, operands, attrs, expected", TORCH_NAMES, ids=[f"{t[0].name}-{t[3]}" for t in TORCH_NAMES]
+)
 def test_torch_node_names(prim, operands, attrs, expected):
     assert prim.node_name(*operands, **attrs) == expected
 
@@ -128,7 +174,7 @@ def test_torch_node_names_match_real_torch():
     torch = pytest.importorskip("torch")
     x = torch.ones(3, 4, requires_grad=True)
     real = {
-        "x**2": (x ** 2, T.pow_.node_name(np.ones((3, 4)), 2)),
+        "x**2": (x**2, T.pow_.node_name(np.ones((3, 4)), 2)),
         "x[0]": (x[0], T.getitem.node_name(np.ones((3, 4)), spec=(0, ("slice", 0, 4, 1)))),
         "x.T": (x.T, T.transpose.node_name(np.ones((3, 4)), axes=(1, 0))),
         "x.max()": (x.max(), T.max_.node_name(np.ones((3, 4)), axis=None)),

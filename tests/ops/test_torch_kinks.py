@@ -1,13 +1,16 @@
 """At kinks (ties, zeros, clip bounds) any subgradient is 'correct'; PyTorch's choice wins."""
+
 import numpy as np
 import pytest
-
-import tracegrad as tg
 from opkit import grad, value
 
+import tracegrad as tg
+
 torch = pytest.importorskip("torch")
-pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"),
-              pytest.mark.filterwarnings("ignore:var.*degrees of freedom:UserWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::RuntimeWarning"),
+    pytest.mark.filterwarnings("ignore:var.*degrees of freedom:UserWarning"),
+]
 
 X = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
 Y = np.array([-2.0, 0.0, 0.0, 3.0, 1.0])
@@ -22,10 +25,10 @@ KINKS = [  # (label, tracegrad fn, torch fn) of (x, y)
     ("minimum", lambda x, y: tg.minimum(x, y), lambda x, y: torch.minimum(x, y)),
     ("max_all", lambda x, y: tg.max(tg.abs(x)), lambda x, y: x.abs().max()),
     ("min_all", lambda x, y: tg.min(tg.abs(y)), lambda x, y: y.abs().min()),
-    ("square_at_0", lambda x, y: x ** 2, lambda x, y: x ** 2),
+    ("square_at_0", lambda x, y: x**2, lambda x, y: x**2),
     ("sqrt_at_0", lambda x, y: tg.sqrt(tg.abs(x)), lambda x, y: x.abs().sqrt()),
     ("pow_tensor_at_0", lambda x, y: tg.abs(x) ** tg.abs(y), lambda x, y: x.abs() ** y.abs()),
-    ("rpow", lambda x, y: 2.0 ** x, lambda x, y: 2.0 ** x),
+    ("rpow", lambda x, y: 2.0**x, lambda x, y: 2.0**x),
     ("zero_pow", lambda x, y: 0.0 ** tg.abs(y), lambda x, y: 0.0 ** y.abs()),
     ("where", lambda x, y: tg.where(x > 0, x, y), lambda x, y: torch.where(x > 0, x, y)),
     ("div_at_0", lambda x, y: x / y, lambda x, y: x / y),
@@ -39,10 +42,14 @@ def test_gradient_at_kinks_matches_torch(label, ours, theirs):
     w = np.linspace(0.5, 1.5, 5)
     tx, ty = (torch.tensor(a, requires_grad=True) for a in (X, Y))
     out = theirs(tx, ty)
-    (out * torch.tensor(w[:out.numel()]).reshape(out.shape)).sum().backward()
+    (out * torch.tensor(w[: out.numel()]).reshape(out.shape)).sum().backward()
     expected = [t.grad.numpy() if t.grad is not None else np.zeros(5) for t in (tx, ty)]
-    got = grad(lambda x, y: tg.sum(ours(x, y) * w[:int(np.prod(np.shape(out)))].reshape(
-        tuple(out.shape))), (0, 1))(X, Y)
+    got = grad(
+        lambda x, y: tg.sum(
+            ours(x, y) * w[: int(np.prod(np.shape(out)))].reshape(tuple(out.shape))
+        ),
+        (0, 1),
+    )(X, Y)
     np.testing.assert_allclose(value(ours(X, Y)), out.detach().numpy(), equal_nan=True)
     for mine, theirs_grad in zip(got, expected):
         np.testing.assert_allclose(value(mine), theirs_grad, equal_nan=True, err_msg=label)

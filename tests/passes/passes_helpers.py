@@ -1,10 +1,11 @@
 """Helpers for the pass tests: build graphs by hand, compare before/after."""
+
 from __future__ import annotations
 
 import numpy as np
+from graph_maker import GraphMaker  # noqa: F401  (re-exported for the pass tests)
 
 from tracegrad.ir import interpret, verify
-from graph_maker import GraphMaker  # noqa: F401  (re-exported for the pass tests)
 from tracegrad.ir.graph import Graph
 
 
@@ -43,6 +44,11 @@ def ops(graph: Graph) -> list[str]:
 
 def snapshot(graph: Graph):
     """Everything a pass must not change in its input graph."""
-    return ([(n, n.key(), n.inputs, n.source, n.tag, n.group)
-             for n in graph.nodes], list(graph.inputs), list(graph.outputs), str(graph),
-            graph._next_id, graph.name)
+    return (
+        [(n, n.key(), n.inputs, n.source, n.tag, n.group) for n in graph.nodes],
+        list(graph.inputs),
+        list(graph.outputs),
+        str(graph),
+        graph._next_id,
+        graph.name,
+    )

@@ -1,6 +1,6 @@
+from passes_helpers import GraphMaker, assert_same_results, ops, snapshot
 
 from tracegrad.passes import cse
-from passes_helpers import GraphMaker, assert_same_results, ops, snapshot
 
 
 def test_cse_merges_identical_nodes():
@@ -24,8 +24,13 @@ def test_cse_merges_consts_by_value_only():
     two_a, two_b = gm.const(2.0), gm.const(2.0)
     two_f64 = gm.const(2.0, "float64")
     zero, minus_zero = gm.const(0.0), gm.const(-0.0)
-    g = gm.output(gm.op("mul", x, two_a), gm.op("mul", x, two_b), gm.op("mul", x, two_f64),
-                  gm.op("add", x, zero), gm.op("add", x, minus_zero))
+    g = gm.output(
+        gm.op("mul", x, two_a),
+        gm.op("mul", x, two_b),
+        gm.op("mul", x, two_f64),
+        gm.op("add", x, zero),
+        gm.op("add", x, minus_zero),
+    )
     h = cse(g)
     # 2.0 f32 twice -> once; 2.0 f64 differs by dtype; -0.0 differs from 0.0 by bits
     assert ops(h).count("const") == 4
@@ -59,8 +64,14 @@ def test_cse_keeps_the_first_nodes_source_and_tag():
 def test_cse_merges_commutative_ops_in_either_order():
     gm = GraphMaker()
     x, y = gm.input((2, 3)), gm.input((3,))
-    g = gm.output(gm.op("mul", x, y), gm.op("mul", y, x), gm.op("add", y, x), gm.op("add", x, y),
-                  gm.op("sub", x, y), gm.op("sub", y, x))  # sub does not commute
+    g = gm.output(
+        gm.op("mul", x, y),
+        gm.op("mul", y, x),
+        gm.op("add", y, x),
+        gm.op("add", x, y),
+        gm.op("sub", x, y),
+        gm.op("sub", y, x),
+    )  # sub does not commute
     h = cse(g)
     assert ops(h) == ["mul", "add", "sub", "sub"]
     assert h.outputs[0] is h.outputs[1] and h.outputs[2] is h.outputs[3]

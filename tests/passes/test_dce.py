@@ -1,7 +1,7 @@
+from passes_helpers import GraphMaker, assert_same_results, ops, snapshot
 
 from tracegrad.ir import verify
 from tracegrad.passes import dce
-from passes_helpers import GraphMaker, assert_same_results, ops, snapshot
 
 
 def test_dce_removes_unused_nodes_and_keeps_inputs():

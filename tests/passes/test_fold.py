@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
+from passes_helpers import GraphMaker, assert_same_results, ops, snapshot
 
 from tracegrad.passes import fold, optimize
-from passes_helpers import GraphMaker, assert_same_results, ops, snapshot
 
 
 def const_values(graph):

@@ -1,13 +1,13 @@
 """optimize() on the joint forward+backward graphs of the real workloads."""
+
 import numpy as np
 import pytest
-
-import tracegrad as tg
-from tracegrad.ir import verify
-from tracegrad.passes import optimize_with_stats
 from passes_helpers import assert_same_results, ops
 
+import tracegrad as tg
 import tracegrad.autodiff as autodiff
+from tracegrad.ir import verify
+from tracegrad.passes import optimize_with_stats
 
 
 def mlp_loss(w1, b1, w2, b2, x, y):

@@ -1,21 +1,22 @@
 """optimize(): the passes together, to a fixpoint, never touching their input."""
+
 import warnings
 
 import pytest
+from passes_helpers import GraphMaker, assert_same_results, ops, snapshot
 
 from tracegrad.ir import verify
-from tracegrad.passes import (RULES, RewriteLimitWarning, Rule, optimize, optimize_with_stats)
-from passes_helpers import GraphMaker, assert_same_results, ops, snapshot
+from tracegrad.passes import RULES, RewriteLimitWarning, Rule, optimize, optimize_with_stats
 
 
 def messy_graph():
     """A graph with work for every pass: dead code, repeats, consts, identities."""
     gm = GraphMaker("messy")
     x, w = gm.input((4, 3), name="x"), gm.input((3,), name="w")
-    gm.op("exp", x)                                              # dead
-    scale = gm.op("mul", gm.const(2.0), gm.const(0.5))           # folds to 1.0
+    gm.op("exp", x)  # dead
+    scale = gm.op("mul", gm.const(2.0), gm.const(0.5))  # folds to 1.0
     y = gm.op("mul", gm.op("add", x, w, source="user.py:7"), scale)  # x*1 -> x
-    y2 = gm.op("add", x, w)                                      # repeats y's add
+    y2 = gm.op("add", x, w)  # repeats y's add
     t = gm.op("transpose", gm.op("transpose", y2, axes=(1, 0)), axes=(1, 0))
     total = gm.op("sum", gm.op("broadcast_to", w, shape=(4, 3)), axis=0)
     return gm.output(gm.op("tanh", y), gm.op("neg", gm.op("neg", t)), total)
@@ -35,7 +36,9 @@ def test_optimize_reaches_a_fixpoint():
 
 def test_optimize_golden_text():
     h = optimize(messy_graph())
-    assert str(h) == """\
+    assert (
+        str(h)
+        == """\
 graph messy(%0: f32[4,3] x, %1: f32[3] w) -> (%13, %6, %18) {
   %6 = add %0, %1 : f32[4,3]
   %17 = const 4.0 : f32[]
@@ -43,6 +46,7 @@ graph messy(%0: f32[4,3] x, %1: f32[3] w) -> (%13, %6, %18) {
   %13 = tanh %6 : f32[4,3]
   return %13, %6, %18
 }"""
+    )
 
 
 def test_optimize_never_mutates_its_input():
@@ -88,8 +92,9 @@ def test_round_limit_stops_rules_that_undo_each_other():
     x, y = gm.input((3,)), gm.input((3,))
     g = gm.output(gm.op("add", x, y))
     with pytest.warns(RewriteLimitWarning, match="no fixpoint after 7 rounds"):
-        h, stats = optimize_with_stats(g, rules=RULES + [Rule("add", "x+y -> y+x", commute)],
-                                       max_rounds=7)
+        h, stats = optimize_with_stats(
+            g, rules=RULES + [Rule("add", "x+y -> y+x", commute)], max_rounds=7
+        )
     assert stats.rounds == 7 and not stats.reached_fixpoint
     assert_same_results(g, h)  # the graph is still valid and right
 
@@ -121,8 +126,10 @@ def test_a_rule_that_gives_up_leaves_no_dead_nodes():
     gm = GraphMaker()
     x = gm.input((3,))
     g = gm.output(gm.op("mul", x, gm.const(1.0)))
-    rules = [Rule("mul", "emits -> nothing", emits_then_gives_up),
-             Rule("mul", "aborts -> nothing", aborts_midway)] + RULES
+    rules = [
+        Rule("mul", "emits -> nothing", emits_then_gives_up),
+        Rule("mul", "aborts -> nothing", aborts_midway),
+    ] + RULES
     h, stats = optimize_with_stats(g, rules=rules)
     assert stats.reached_fixpoint and stats.rounds == 2
     assert ops(h) == [] and h.outputs[0] is h.inputs[0]  # the later x*1 rule still ran

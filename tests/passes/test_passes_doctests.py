@@ -1,11 +1,18 @@
 """The runnable examples in the passes' docstrings stay true."""
+
 import doctest
 import importlib
 
 import pytest
 
-MODULES = ["tracegrad.passes", "tracegrad.passes.rewrite", "tracegrad.passes.dce",
-           "tracegrad.passes.cse", "tracegrad.passes.fold", "tracegrad.passes.simplify"]
+MODULES = [
+    "tracegrad.passes",
+    "tracegrad.passes.rewrite",
+    "tracegrad.passes.dce",
+    "tracegrad.passes.cse",
+    "tracegrad.passes.fold",
+    "tracegrad.passes.simplify",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,12 +1,14 @@
 """Hypothesis: optimize() keeps the results of random small programs, and
 their joint forward+backward graphs, and always returns a valid graph."""
+
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from passes_helpers import assert_same_results, snapshot
 
 import tracegrad as tg
 from tracegrad.ir import verify
 from tracegrad.passes import cse, dce, fold, optimize_with_stats, simplify
-from passes_helpers import assert_same_results, snapshot
 
 SCALARS = [0.0, 1.0, -1.0, 2.0, 0.5]
 SHAPES = [(2, 3), (3,), (1, 3), (2, 1), ()]
@@ -33,8 +35,18 @@ def step(draw, pool, kinds=FLOAT_KINDS):
         return -x
     if kind == "int_scalar":
         c = draw(st.sampled_from([0, 1, -1, 2]))
-        return draw(st.sampled_from([lambda: x * c, lambda: c * x, lambda: x + c,
-                                     lambda: x - c, lambda: c - x, lambda: x - x]))()
+        return draw(
+            st.sampled_from(
+                [
+                    lambda: x * c,
+                    lambda: c * x,
+                    lambda: x + c,
+                    lambda: x - c,
+                    lambda: c - x,
+                    lambda: x - x,
+                ]
+            )
+        )()
     if kind == "int_binary":
         y = draw(st.sampled_from([y for y in pool if fits(x, y)]))
         return draw(st.sampled_from([tg.add, tg.subtract, tg.multiply]))(x, y)
@@ -45,22 +57,40 @@ def step(draw, pool, kinds=FLOAT_KINDS):
             x = tg.broadcast_to(x, (3,) + tuple(shape))
         return tg.sum(x, axis=draw(st.sampled_from([None, 0])), keepdims=draw(st.booleans()))
     if kind == "unary":
-        fn = draw(st.sampled_from([tg.negative, tg.tanh, tg.sin, tg.relu, tg.abs,
-                                   lambda v: tg.exp(tg.tanh(v))]))
+        fn = draw(
+            st.sampled_from(
+                [tg.negative, tg.tanh, tg.sin, tg.relu, tg.abs, lambda v: tg.exp(tg.tanh(v))]
+            )
+        )
         return fn(x)
     if kind == "scalar":
         c = draw(st.sampled_from(SCALARS))
         op = draw(st.sampled_from(["x*c", "c*x", "x+c", "c+x", "x-c", "c-x", "x/c"]))
         if op == "x/c" and c == 0.0:
             c = 2.0
-        return {"x*c": lambda: x * c, "c*x": lambda: c * x, "x+c": lambda: x + c,
-                "c+x": lambda: c + x, "x-c": lambda: x - c, "c-x": lambda: c - x,
-                "x/c": lambda: x / c}[op]()
+        return {
+            "x*c": lambda: x * c,
+            "c*x": lambda: c * x,
+            "x+c": lambda: x + c,
+            "c+x": lambda: c + x,
+            "x-c": lambda: x - c,
+            "c-x": lambda: c - x,
+            "x/c": lambda: x / c,
+        }[op]()
     if kind == "binary":
         partners = [y for y in pool if fits(x, y)]
         y = draw(st.sampled_from(partners))
-        fn = draw(st.sampled_from([tg.add, tg.subtract, tg.multiply, tg.maximum,
-                                   lambda a, b: tg.where(tg.greater(a, b), a, b)]))
+        fn = draw(
+            st.sampled_from(
+                [
+                    tg.add,
+                    tg.subtract,
+                    tg.multiply,
+                    tg.maximum,
+                    lambda a, b: tg.where(tg.greater(a, b), a, b),
+                ]
+            )
+        )
         return fn(x, y)
     if kind == "pow":
         return x ** draw(st.sampled_from([0, 1, 2, 3]))
@@ -161,6 +191,7 @@ def test_optimize_is_exact_on_random_integer_programs(data):
 @given(st.data())
 def test_optimize_preserves_random_joint_graphs(data):
     from tracegrad.autodiff import vjp_graph
+
     fn, shapes, seed = draw_program(data)
     args = example_args(shapes, seed)
     joint = vjp_graph(tg.trace(fn, *args), wrt=[0, 1], seed_ones=True)

@@ -1,12 +1,13 @@
 """One small graph per rewrite rule: the rule fires, the result is right."""
+
 import numpy as np
 import pytest
+from passes_helpers import GraphMaker, assert_same_results, ops, snapshot
 
 from tracegrad.ops.core import REGISTRY
 from tracegrad.passes import RULES, dce, simplify
 from tracegrad.passes.dce import dce_counted
 from tracegrad.passes.simplify import simplify_counted
-from passes_helpers import GraphMaker, assert_same_results, ops, snapshot
 
 
 def simplified(g):
@@ -28,6 +29,7 @@ def out_is_input(h, k=0):
 
 
 # ------------------------------------------------------------- arithmetic
+
 
 @pytest.mark.parametrize("ones_first", [False, True])
 def test_mul_by_one(ones_first):  # x*1 -> x, 1*x -> x
@@ -106,8 +108,11 @@ def test_x_minus_x_is_zero_for_integers_only():
 def test_add_of_neg_becomes_sub():  # x+(-y) -> x-y, (-x)+y -> y-x, x-(-y) -> x+y
     gm = GraphMaker()
     x, y = gm.input((3,)), gm.input((2, 3))
-    g = gm.output(gm.op("add", x, gm.op("neg", y)), gm.op("add", gm.op("neg", x), y),
-                  gm.op("sub", x, gm.op("neg", y)))
+    g = gm.output(
+        gm.op("add", x, gm.op("neg", y)),
+        gm.op("add", gm.op("neg", x), y),
+        gm.op("sub", x, gm.op("neg", y)),
+    )
     h = simplified(g)
     assert [o.op for o in h.outputs] == ["sub", "sub", "add"]
     assert "neg" not in ops(h)
@@ -121,8 +126,9 @@ def test_div_by_one():  # x/1 -> x
     assert out_is_input(h)
 
 
-@pytest.mark.parametrize("divisor,rewritten", [(4.0, True), (0.125, True), (3.0, False),
-                                               (0.0, False)])
+@pytest.mark.parametrize(
+    "divisor,rewritten", [(4.0, True), (0.125, True), (3.0, False), (0.0, False)]
+)
 def test_div_by_power_of_two_becomes_mul(divisor, rewritten):  # x / 2^k -> x * 2^-k, exact
     gm = GraphMaker()
     x = gm.input((5,))
@@ -131,6 +137,7 @@ def test_div_by_power_of_two_becomes_mul(divisor, rewritten):  # x / 2^k -> x * 
     assert h.outputs[0].op == ("mul" if rewritten else "div")
     x_value = np.array([1.0, -3.3, 1e-30, 7e30, np.inf], np.float32)
     from tracegrad.ir import interpret
+
     with np.errstate(divide="ignore", invalid="ignore"):
         np.testing.assert_array_equal(interpret(h, x_value)[0], interpret(g, x_value)[0])
 
@@ -162,6 +169,7 @@ def test_broadcasts_sink_below_elementwise_ops():
 
 
 # ------------------------------------------------------------- shape ops
+
 
 def test_reshape_to_the_same_shape():
     gm = GraphMaker()
@@ -209,9 +217,11 @@ def test_transpose_identity_and_double_transpose():
     gm = GraphMaker()
     x = gm.input((2, 3, 4))
     t = gm.op("transpose", x, axes=(1, 2, 0))
-    g = gm.output(gm.op("transpose", x, axes=(0, 1, 2)),
-                  gm.op("transpose", t, axes=(2, 0, 1)),   # the inverse: back to x
-                  gm.op("transpose", t, axes=(1, 0, 2)))   # another permutation: one transpose
+    g = gm.output(
+        gm.op("transpose", x, axes=(0, 1, 2)),
+        gm.op("transpose", t, axes=(2, 0, 1)),  # the inverse: back to x
+        gm.op("transpose", t, axes=(1, 0, 2)),
+    )  # another permutation: one transpose
     h = simplified(g)
     assert h.outputs[0] is h.inputs[0] and h.outputs[1] is h.inputs[0]
     assert ops(h) == ["transpose"]
@@ -228,11 +238,13 @@ def test_astype_to_the_same_dtype():
 
 # ------------------------------------------------------------- reductions
 
+
 def test_sum_over_no_axes_or_unit_axes_is_a_reshape():
     gm = GraphMaker()
     x = gm.input((2, 1, 3))
-    g = gm.output(gm.op("sum", x, axis=()), gm.op("sum", x, axis=1),
-                  gm.op("sum", x, axis=1, keepdims=True))
+    g = gm.output(
+        gm.op("sum", x, axis=()), gm.op("sum", x, axis=1), gm.op("sum", x, axis=1, keepdims=True)
+    )
     h = simplified(g)
     assert h.outputs[0] is h.inputs[0] and h.outputs[2] is h.inputs[0]
     assert h.outputs[1].op == "reshape" and "sum" not in ops(h)
@@ -245,18 +257,21 @@ def test_sum_of_int32_over_unit_axes_keeps_numpys_int64():
     assert h.outputs[0].dtype == np.int64 and "sum" not in ops(h)
 
 
-@pytest.mark.parametrize("x_shape,full,axis,keepdims,expected_ops", [
-    # exactly the broadcast axes: x * count
-    ((3,), (4, 3), 0, False, ["const", "mul"]),
-    ((1, 3), (4, 3), 0, True, ["const", "mul"]),
-    ((), (4, 3), None, False, ["const", "mul"]),
-    # a subset of them: a smaller broadcast of x * count
-    ((3,), (5, 4, 3), 0, False, ["const", "mul", "broadcast_to"]),
-    ((3, 1), (3, 4), 1, False, ["const", "mul", "reshape"]),
-    # broadcast axes and real axes: sum x over the real ones, times count
-    ((1, 3), (4, 3), None, False, ["sum", "const", "mul"]),
-    ((2, 1, 3), (2, 4, 3), (1, 2), True, ["sum", "const", "mul"]),
-])
+@pytest.mark.parametrize(
+    "x_shape,full,axis,keepdims,expected_ops",
+    [
+        # exactly the broadcast axes: x * count
+        ((3,), (4, 3), 0, False, ["const", "mul"]),
+        ((1, 3), (4, 3), 0, True, ["const", "mul"]),
+        ((), (4, 3), None, False, ["const", "mul"]),
+        # a subset of them: a smaller broadcast of x * count
+        ((3,), (5, 4, 3), 0, False, ["const", "mul", "broadcast_to"]),
+        ((3, 1), (3, 4), 1, False, ["const", "mul", "reshape"]),
+        # broadcast axes and real axes: sum x over the real ones, times count
+        ((1, 3), (4, 3), None, False, ["sum", "const", "mul"]),
+        ((2, 1, 3), (2, 4, 3), (1, 2), True, ["sum", "const", "mul"]),
+    ],
+)
 def test_sum_over_a_broadcast(x_shape, full, axis, keepdims, expected_ops):
     gm = GraphMaker()
     x = gm.input(x_shape)
@@ -292,11 +307,16 @@ def test_sum_over_a_broadcast_is_exact_on_integers():
 
 # ------------------------------------------------------------- others
 
+
 def test_pow_by_small_integers():  # x**1 -> x, x**2 -> x*x, x**0 -> 1
     gm = GraphMaker()
     x = gm.input((3,))
-    g = gm.output(gm.op("pow", x, gm.const(1.0)), gm.op("pow", x, gm.const(2.0)),
-                  gm.op("pow", x, gm.const(0.0)), gm.op("pow", x, gm.const(3.0)))
+    g = gm.output(
+        gm.op("pow", x, gm.const(1.0)),
+        gm.op("pow", x, gm.const(2.0)),
+        gm.op("pow", x, gm.const(0.0)),
+        gm.op("pow", x, gm.const(3.0)),
+    )
     h = simplified(g)
     assert h.outputs[0] is h.inputs[0]
     assert [o.op for o in h.outputs[1:]] == ["mul", "broadcast_to", "pow"]
@@ -306,8 +326,11 @@ def test_where_with_a_known_condition_or_equal_branches():
     gm = GraphMaker()
     c, x, y = gm.input((3,), "bool"), gm.input((3,)), gm.input((2, 3))
     true = gm.op("broadcast_to", gm.const(True, "bool"), shape=(3,))
-    g = gm.output(gm.op("where", true, x, y), gm.op("where", gm.const(False, "bool"), x, y),
-                  gm.op("where", c, x, x))
+    g = gm.output(
+        gm.op("where", true, x, y),
+        gm.op("where", gm.const(False, "bool"), x, y),
+        gm.op("where", c, x, x),
+    )
     h = simplified(g)
     assert [o.op for o in h.outputs] == ["broadcast_to", "input", "input"]
     assert h.outputs[0].inputs[0] is h.inputs[1]
@@ -340,8 +363,9 @@ def test_reshape_of_a_reduction_becomes_keepdims(op):
     assert [o.attrs["keepdims"] for o in h.outputs[:2]] == [True, False]
 
 
-@pytest.mark.parametrize("c1,c2,merged", [(0.1, 2.0, True), (4.0, 0.3, True), (-0.5, -8.0, True),
-                                          (0.1, 3.0, False)])
+@pytest.mark.parametrize(
+    "c1,c2,merged", [(0.1, 2.0, True), (4.0, 0.3, True), (-0.5, -8.0, True), (0.1, 3.0, False)]
+)
 def test_constant_factors_merge_when_exact(c1, c2, merged):  # c1*(c2*x) -> (c1*c2)*x
     gm = GraphMaker()
     x = gm.input((4,), "float64")
@@ -349,6 +373,7 @@ def test_constant_factors_merge_when_exact(c1, c2, merged):  # c1*(c2*x) -> (c1*
     h = dce(simplify(g))
     assert ops(h).count("mul") == (1 if merged else 2)
     from tracegrad.ir import interpret
+
     x_value = np.array([1.0, -3.3, 1e-300, 7e-3])
     np.testing.assert_array_equal(interpret(h, x_value)[0], interpret(g, x_value)[0])
 

@@ -3,6 +3,7 @@
 It times nothing against a target; it checks that `perf/run.py` runs end to end on
 tracegrad and the NumPy reference and writes `report.md` with the results table.
 """
+
 import os
 import subprocess
 import sys
@@ -13,9 +14,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_quick_run_writes_report(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    cmd = [sys.executable, str(ROOT / "perf" / "run.py"), "--quick", "--no-sweeps", "--no-cold-start",
-           "--systems", "tracegrad_eager,tracegrad_compiled,numpy", "--workloads", "seed_scalar",
-           "--repeats", "2", "--out", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "perf" / "run.py"),
+        "--quick",
+        "--no-sweeps",
+        "--no-cold-start",
+        "--systems",
+        "tracegrad_eager,tracegrad_compiled,numpy",
+        "--workloads",
+        "seed_scalar",
+        "--repeats",
+        "2",
+        "--out",
+        str(tmp_path),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = (tmp_path / "report.md").read_text()

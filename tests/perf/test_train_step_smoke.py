@@ -5,18 +5,35 @@ It times nothing against a target; it checks that `measure` returns the fields t
 report reads, that the compiled and eager losses agree, and that the report has its
 tables and ratios.
 """
+
 import json
 
 from perf import train_step as ts
 
 
 def test_train_step_report_has_its_fields():
-    rows = [ts.measure("char_mlp", "tracegrad_compiled", steps=2, warmup=1, backend="interpret",
-                       profile_steps=1),
-            ts.measure("char_mlp", "tracegrad_eager", steps=2, warmup=1)]
+    rows = [
+        ts.measure(
+            "char_mlp",
+            "tracegrad_compiled",
+            steps=2,
+            warmup=1,
+            backend="interpret",
+            profile_steps=1,
+        ),
+        ts.measure("char_mlp", "tracegrad_eager", steps=2, warmup=1),
+    ]
     for r in rows:
         assert r["status"] == "ok", r.get("traceback")
-        for key in ("first_step_s", "median_s", "p10_s", "p90_s", "losses", "step_times", "load_before"):
+        for key in (
+            "first_step_s",
+            "median_s",
+            "p10_s",
+            "p90_s",
+            "losses",
+            "step_times",
+            "load_before",
+        ):
             assert key in r, key
         assert len(r["losses"]) == len(r["step_times"]) == 4 and r["timed_steps"] == 2
     compiled, eager = rows

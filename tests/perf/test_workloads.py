@@ -10,6 +10,7 @@ For every workload of perf/workloads.py (issue 14's models included):
 No timing is asserted. The full-size workloads are checked the same way by
 perf/run.py before it times anything.
 """
+
 from __future__ import annotations
 
 import sys

@@ -7,6 +7,7 @@ report whether the child finished with correct results.
 Prints "OK ..." and exits 0, or prints "HANG"/"FAIL ..." and exits 1. The
 parent waits for the child at most CHILD_TIMEOUT seconds.
 """
+
 import multiprocessing as mp
 import os
 import sys
@@ -19,11 +20,13 @@ BIG = 1 << 18  # >= the code generator's parallel threshold and the eager pool's
 
 def small_loss(x):
     import tracegrad as tg
+
     return tg.sum(tg.tanh(x) * x)
 
 
 def big_loss(x):
     import tracegrad as tg
+
     return tg.sum(tg.exp(-x) * x)
 
 
@@ -33,6 +36,7 @@ def child_work(queue):
     try:
         import tracegrad as tg
         import tracegrad.eager as torch
+
         x = np.linspace(-1.0, 1.0, 5)
         v, g = tg.value_and_grad(small_loss)(x)
         assert abs(v - np.sum(np.tanh(x) * x)) < 1e-12
@@ -50,6 +54,7 @@ def child_work(queue):
 def main(method: str, scenario: str) -> int:
     import tracegrad as tg
     from tracegrad.ops import parallel
+
     # Use the pool whatever the machine's load (its heuristic would keep a busy
     # machine serial, and then there would be no pool to inherit).
     parallel.threads_now = lambda: max(2, parallel.THREADS)
@@ -66,6 +71,7 @@ def main(method: str, scenario: str) -> int:
         note = f"build_in_flight={thread is not None and thread.is_alive()}"
     elif scenario == "eager_pool":
         import tracegrad.eager as torch
+
         t = torch.tensor(np.linspace(0.0, 1.0, BIG, dtype=np.float32))
         for _ in range(3):
             t = (t * 1.0001 + 0.5).tanh()

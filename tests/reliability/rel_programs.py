@@ -20,24 +20,27 @@ gradient is not defined, so finite differences are a valid oracle:
   - values are rescaled to |v| <= 2 whenever they exceed 4, so exp chains do
     not overflow and finite differences keep their digits.
 """
+
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 import tracegrad as tg
 from tracegrad.ops.core import aval_of
 
-DELTA = 0.05   # distance kept from kinks and ties; finite differences use eps 1e-6
-LIMIT = 4.0    # values larger than this are rescaled
+DELTA = 0.05  # distance kept from kinks and ties; finite differences use eps 1e-6
+LIMIT = 4.0  # values larger than this are rescaled
 SHIFTS = (0.0, 0.13, -0.17, 0.29, -0.31, 0.43, -0.47, 0.61, -0.67, 0.83)
 
 
 # ------------------------------------------------------------------ choosers
+
 
 class RngChooser:
     """Choices from a seeded NumPy generator (the fixed, reproducible set)."""
@@ -66,7 +69,8 @@ class DrawChooser:
 
     def __init__(self, draw):
         from hypothesis import strategies as st
-        self.draw, self.wide = draw, st.integers(0, 2 ** 16 - 1)
+
+        self.draw, self.wide = draw, st.integers(0, 2**16 - 1)
 
     def int(self, lo: int, hi: int) -> int:
         return lo + self.draw(self.wide) % (hi - lo + 1)
@@ -82,6 +86,7 @@ class DrawChooser:
 # ------------------------------------------------------------- the op table
 # Each entry: name -> fn(*operand values, **params), written with tracegrad ops
 # only, so it works on arrays, eager tensors and tracers alike.
+
 
 def _ramp(a, step):
     """A constant ramp in a's own dtype (a float64 constant would promote float32)."""
@@ -101,8 +106,8 @@ APPLY: dict[str, Callable[..., Any]] = {
     "scale": lambda a, c: tg.multiply(a, c),
     "rsub_scalar": lambda a, c: c - a,
     "rdiv_scalar": lambda a, c: c / a,
-    "pow_scalar": lambda a, p: a ** p,
-    "rpow_scalar": lambda a, c: c ** a,
+    "pow_scalar": lambda a, p: a**p,
+    "rpow_scalar": lambda a, c: c**a,
     "add_ramp": lambda a, step: a + _ramp(a, step),
     # elementwise functions
     "exp": lambda a: tg.exp(a),
@@ -140,8 +145,12 @@ APPLY: dict[str, Callable[..., Any]] = {
     # linear algebra
     "matmul": lambda a, b: tg.matmul(a, b),
     "matmul_op": lambda a, b: a @ b,
-    "gram": lambda a: tg.matmul(a, a if np.ndim(a) == 1 else tg.transpose(
-        a, tuple(range(np.ndim(a) - 2)) + (np.ndim(a) - 1, np.ndim(a) - 2))),
+    "gram": lambda a: tg.matmul(
+        a,
+        a
+        if np.ndim(a) == 1
+        else tg.transpose(a, tuple(range(np.ndim(a) - 2)) + (np.ndim(a) - 1, np.ndim(a) - 2)),
+    ),
     # indexing
     "getitem": lambda a, index: tg.getitem(a, _unfreeze(index)),
     "take_along_axis": lambda a, idx, axis: tg.take_along_axis(a, _unfreeze(idx), axis=axis),
@@ -182,8 +191,14 @@ APPLY_NUMPY: dict[str, Callable[..., Any]] = {
     "concatenate": lambda *xs, axis: np.concatenate(list(xs), axis=axis),
     "stack": lambda *xs, axis: np.stack(list(xs), axis=axis),
     "matmul": lambda a, b: np.matmul(a, b),
-    "gram": lambda a: a @ (a if np.ndim(a) == 1 else np.transpose(
-        a, tuple(range(np.ndim(a) - 2)) + (np.ndim(a) - 1, np.ndim(a) - 2))),
+    "gram": lambda a: (
+        a
+        @ (
+            a
+            if np.ndim(a) == 1
+            else np.transpose(a, tuple(range(np.ndim(a) - 2)) + (np.ndim(a) - 1, np.ndim(a) - 2))
+        )
+    ),
     "getitem": lambda a, index: a[_unfreeze(index)],
     "take_along_axis": lambda a, idx, axis: np.take_along_axis(a, _unfreeze(idx), axis=axis),
 }
@@ -209,8 +224,8 @@ def _unfreeze(index):
 @dataclass(frozen=True)
 class Step:
     op: str
-    args: tuple             # value numbers; ("in", k) marks a program input
-    params: tuple = ()      # static parameters, (name, value) pairs
+    args: tuple  # value numbers; ("in", k) marks a program input
+    params: tuple = ()  # static parameters, (name, value) pairs
 
     def __repr__(self) -> str:
         args = ", ".join(f"v{a}" for a in self.args)
@@ -220,8 +235,8 @@ class Step:
 
 @dataclass
 class Program:
-    inputs: list            # float64 arrays
-    steps: list             # Step; value i (i >= len(inputs)) is made by steps[i - len(inputs)]
+    inputs: list  # float64 arrays
+    steps: list  # Step; value i (i >= len(inputs)) is made by steps[i - len(inputs)]
     weights: list = field(default_factory=list)  # one array per value, for the output
 
     def __repr__(self) -> str:
@@ -256,12 +271,13 @@ class Program:
 
 # ------------------------------------------------------------------- builder
 
+
 class Builder:
     """Grows a program while evaluating it in float64."""
 
     def __init__(self, ch):
         self.ch = ch
-        self.data_rng = np.random.default_rng(ch.int(0, 2 ** 16))
+        self.data_rng = np.random.default_rng(ch.int(0, 2**16))
         self.inputs: list[np.ndarray] = []
         self.steps: list[Step] = []
         self.vals: list[np.ndarray] = []
@@ -298,14 +314,19 @@ class Builder:
 
     def partner(self, k: int, ok=None) -> int:
         """A value that broadcasts against value k (k itself if nothing else does)."""
+
         def fits(j):
             try:
                 np.broadcast_shapes(self.shape(k), self.shape(j))
             except ValueError:
                 return False
             return ok is None or ok(j)
-        return self.pick(fits) if any(fits(j) for j in range(len(self.vals))
-                                      if j not in self.too_big) else k
+
+        return (
+            self.pick(fits)
+            if any(fits(j) for j in range(len(self.vals)) if j not in self.too_big)
+            else k
+        )
 
     # ---- guards
     def positive(self, k: int, floor: float = 0.3) -> int:
@@ -337,15 +358,18 @@ class Builder:
 # Each generator adds one op (plus any guard steps) or does nothing if the op
 # does not fit the values at hand.
 
+
 def gen_unary(name):
     def gen(b: Builder):
         b.emit(name, (b.pick(),))
+
     return gen
 
 
 def gen_domain(name, floor=0.3):
     def gen(b: Builder):
         b.emit(name, (b.positive(b.pick(), floor),))
+
     return gen
 
 
@@ -354,6 +378,7 @@ def gen_kink(name):  # relu, abs: away from 0
         k = b.shift_away(b.pick(), lambda v: v)
         if k is not None:
             b.emit(name, (k,))
+
     return gen
 
 
@@ -369,6 +394,7 @@ def gen_binary(name):
         a = b.pick()
         other = b.partner(a)
         b.emit(name, (a, other) if b.ch.bool() else (other, a))
+
     return gen
 
 
@@ -384,8 +410,9 @@ def gen_pow(b: Builder):
 
 
 def gen_scalar_op(b: Builder):
-    kind = b.ch.pick(["add_scalar", "scale", "rsub_scalar", "rdiv_scalar", "pow_scalar",
-                      "rpow_scalar"])
+    kind = b.ch.pick(
+        ["add_scalar", "scale", "rsub_scalar", "rdiv_scalar", "pow_scalar", "rpow_scalar"]
+    )
     a = b.pick()
     if kind == "rdiv_scalar":
         b.emit(kind, (b.positive(a),), c=b.ch.pick([1.0, -2.5, 3]))
@@ -409,6 +436,7 @@ def gen_extremum_binary(name):
         shifted = b.shift_away(other, lambda v: b.vals[a] - v)
         if shifted is not None:
             b.emit(name, (a, shifted))
+
     return gen
 
 
@@ -436,6 +464,7 @@ def gen_clip(b: Builder):
 
     def safe(bound):
         return bound is not None and np.min(np.abs(v - bound), initial=np.inf) > DELTA
+
     lo = b.ch.pick([None, -0.5, -0.2, 0.1])
     hi = b.ch.pick([None, 0.4, 0.8, 1.2])
     lo = lo if safe(lo) else None
@@ -449,10 +478,16 @@ def gen_reduce(name):
         axis = b.axis_choice(len(b.shape(a)))
         keepdims = b.ch.bool()
         if name == "var":
-            b.emit(name, (a,), axis=axis, keepdims=keepdims, ddof=b.ch.pick([0, 0, 1])
-                   if _reduced_count(b.shape(a), axis) > 1 else 0)
+            b.emit(
+                name,
+                (a,),
+                axis=axis,
+                keepdims=keepdims,
+                ddof=b.ch.pick([0, 0, 1]) if _reduced_count(b.shape(a), axis) > 1 else 0,
+            )
         else:
             b.emit(name, (a,), axis=axis, keepdims=keepdims)
+
     return gen
 
 
@@ -471,7 +506,8 @@ def _top_gap(v: np.ndarray, axis) -> float:
         axes = tuple(x % v.ndim for x in ((axis,) if isinstance(axis, int) else axis))
         rest = [d for d in range(v.ndim) if d not in axes]
         flat = np.transpose(v, rest + list(axes)).reshape(
-            int(np.prod([v.shape[d] for d in rest], dtype=np.int64)), -1)
+            int(np.prod([v.shape[d] for d in rest], dtype=np.int64)), -1
+        )
     if flat.shape[1] < 2:
         return np.inf
     top = np.sort(flat, axis=1)
@@ -490,6 +526,7 @@ def gen_extremum(name):
                 b.emit("sum", (a,), axis=axis, keepdims=keepdims)
                 return
         b.emit(name, (a,), axis=axis, keepdims=keepdims)
+
     return gen
 
 
@@ -499,6 +536,7 @@ def gen_softmax(name):
         if a is not None:
             nd = len(b.shape(a))
             b.emit(name, (a,), axis=b.ch.int(-nd, nd - 1))
+
     return gen
 
 
@@ -543,7 +581,7 @@ def gen_broadcast_to(b: Builder):
     a = b.pick()
     shape = b.shape(a)
     options = [(2,) + shape]
-    options += [shape[:i] + (3,) + shape[i + 1:] for i, d in enumerate(shape) if d == 1]
+    options += [shape[:i] + (3,) + shape[i + 1 :] for i, d in enumerate(shape) if d == 1]
     b.emit("broadcast_to", (a,), shape=b.ch.pick(options))
 
 
@@ -559,6 +597,7 @@ def gen_concatenate(b: Builder):
     def fits(j):
         s = b.shape(j)
         return len(s) == nd and all(s[d] == shape[d] for d in range(nd) if d != ax)
+
     parts = [a] + [b.pick(fits) for _ in range(b.ch.int(1, 2))]
     b.emit("concatenate", tuple(parts), axis=axis)
 
@@ -584,8 +623,7 @@ def gen_matmul(b: Builder):
         return
     # the other operand: a reshaped copy of some value with the needed inner dim
     k_dim = shape[-1] if form == "right" else (shape[-2] if len(shape) >= 2 else shape[0])
-    donors = [j for j in range(len(b.vals)) if b.vals[j].size % k_dim == 0
-              and j not in b.too_big]
+    donors = [j for j in range(len(b.vals)) if b.vals[j].size % k_dim == 0 and j not in b.too_big]
     d = b.ch.pick(donors)
     m = b.vals[d].size // k_dim
     if form == "right":
@@ -663,34 +701,57 @@ def gen_take_along_axis(b: Builder):
     axis = b.ch.int(-nd, nd - 1)
     ax = axis % nd
     n = shape[ax]
-    idx_shape = tuple(b.ch.int(1, 3) if d == ax else (shape[d] if b.ch.bool() else 1)
-                      for d in range(nd))
+    idx_shape = tuple(
+        b.ch.int(1, 3) if d == ax else (shape[d] if b.ch.bool() else 1) for d in range(nd)
+    )
     size = int(np.prod(idx_shape, dtype=np.int64))
     idx = np.array([b.ch.int(0, n - 1) for _ in range(size)], dtype=np.int64).reshape(idx_shape)
     b.emit("take_along_axis", (a,), idx=_freeze(idx), axis=axis)
 
 
 GENERATORS: dict[str, Callable[[Builder], None]] = {
-    "exp": gen_unary("exp"), "sin": gen_unary("sin"), "cos": gen_unary("cos"),
-    "tanh": gen_unary("tanh"), "sigmoid": gen_unary("sigmoid"), "neg": gen_unary("neg"),
-    "log": gen_domain("log"), "sqrt": gen_domain("sqrt"),
-    "relu": gen_kink("relu"), "abs": gen_kink("abs"), "times_sign": gen_times_sign,
-    "add": gen_binary("add"), "sub": gen_binary("sub"), "mul": gen_binary("mul"),
-    "div": gen_div, "pow": gen_pow, "scalar": gen_scalar_op,
-    "maximum": gen_extremum_binary("maximum"), "minimum": gen_extremum_binary("minimum"),
-    "where": gen_where, "clip": gen_clip,
-    "sum": gen_reduce("sum"), "mean": gen_reduce("mean"), "var": gen_reduce("var"),
+    "exp": gen_unary("exp"),
+    "sin": gen_unary("sin"),
+    "cos": gen_unary("cos"),
+    "tanh": gen_unary("tanh"),
+    "sigmoid": gen_unary("sigmoid"),
+    "neg": gen_unary("neg"),
+    "log": gen_domain("log"),
+    "sqrt": gen_domain("sqrt"),
+    "relu": gen_kink("relu"),
+    "abs": gen_kink("abs"),
+    "times_sign": gen_times_sign,
+    "add": gen_binary("add"),
+    "sub": gen_binary("sub"),
+    "mul": gen_binary("mul"),
+    "div": gen_div,
+    "pow": gen_pow,
+    "scalar": gen_scalar_op,
+    "maximum": gen_extremum_binary("maximum"),
+    "minimum": gen_extremum_binary("minimum"),
+    "where": gen_where,
+    "clip": gen_clip,
+    "sum": gen_reduce("sum"),
+    "mean": gen_reduce("mean"),
+    "var": gen_reduce("var"),
     "logsumexp": gen_reduce("logsumexp"),
-    "max": gen_extremum("max"), "min": gen_extremum("min"),
-    "softmax": gen_softmax("softmax"), "log_softmax": gen_softmax("log_softmax"),
-    "reshape": gen_reshape, "transpose": gen_transpose, "expand_squeeze": gen_expand_squeeze,
-    "broadcast_to": gen_broadcast_to, "concatenate": gen_concatenate, "stack": gen_stack,
-    "matmul": gen_matmul, "getitem": gen_getitem, "take_along_axis": gen_take_along_axis,
+    "max": gen_extremum("max"),
+    "min": gen_extremum("min"),
+    "softmax": gen_softmax("softmax"),
+    "log_softmax": gen_softmax("log_softmax"),
+    "reshape": gen_reshape,
+    "transpose": gen_transpose,
+    "expand_squeeze": gen_expand_squeeze,
+    "broadcast_to": gen_broadcast_to,
+    "concatenate": gen_concatenate,
+    "stack": gen_stack,
+    "matmul": gen_matmul,
+    "getitem": gen_getitem,
+    "take_along_axis": gen_take_along_axis,
 }
 
 
-def generate(ch, max_steps: int = 6, only: list[str] | None = None,
-             first: tuple = ()) -> Program:
+def generate(ch, max_steps: int = 6, only: list[str] | None = None, first: tuple = ()) -> Program:
     """A random program: 1-3 inputs of broadcastable shapes, then the generators
     named in `first`, then 1..max_steps ops drawn from `only` (default: all)."""
     b = Builder(ch)
@@ -699,7 +760,7 @@ def generate(ch, max_steps: int = 6, only: list[str] | None = None,
     base = tuple(ch.pick([2, 3, 1]) for _ in range(rank))
     for _ in range(ch.int(1, 3)):
         drop = ch.pick([0, 0, 1, rank])
-        b.new_input(tuple(1 if ch.int(0, 3) == 3 else d for d in base[min(drop, rank):]))
+        b.new_input(tuple(1 if ch.int(0, 3) == 3 else d for d in base[min(drop, rank) :]))
     names = only or list(GENERATORS)
     for name in first:
         GENERATORS[name](b)

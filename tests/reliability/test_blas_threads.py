@@ -1,5 +1,6 @@
 """BLAS threads at most the idle CPUs during tracegrad's own calls, put back after
 (tracegrad/ops/blas_threads.py)."""
+
 import numpy as np
 import pytest
 
@@ -18,6 +19,7 @@ def fresh(monkeypatch):
 
 def _library_threads() -> list[int]:
     import ctypes
+
     counts = []
     for path, _setter, _start in blas_threads._libraries or ():
         lib = ctypes.CDLL(path)
@@ -50,6 +52,7 @@ def test_the_switch_turns_it_off(fresh):
 
 def test_eager_matmul_results_do_not_depend_on_the_thread_count(fresh):
     import tracegrad.eager as torch
+
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((300, 200)), rng.standard_normal((200, 100))
     fresh.setattr(blas_threads, "threads_now", lambda: 1)
@@ -59,12 +62,14 @@ def test_eager_matmul_results_do_not_depend_on_the_thread_count(fresh):
 
 def test_own_threads_are_not_counted_as_load():
     from tracegrad.runtime import threads
+
     assert parallel._own_threads_running() >= 0
     assert 1 <= parallel.threads_now() <= threads.get_num_threads()
 
 
 def test_kernels_limit_blas_for_the_call(monkeypatch):
     from tracegrad import codegen
+
     calls = []
     entry = lambda *a: calls.append("kernel") or "k"  # noqa: E731
     monkeypatch.setattr(blas_threads, "enter", lambda: calls.append("enter") or ["saved"])
@@ -78,6 +83,7 @@ def test_kernels_limit_blas_for_the_call(monkeypatch):
 
 def test_a_gemm_kernel_limits_blas_threads_while_it_runs(monkeypatch):
     import tracegrad as tg
+
     entered = []
     real_enter = blas_threads.enter
     monkeypatch.setattr(blas_threads, "enter", lambda: entered.append(1) or real_enter())
@@ -93,6 +99,7 @@ def _wants_parallel(batch: int) -> bool:
     from codegen_helpers import GraphMaker
 
     from tracegrad.codegen import _generate
+
     gm = GraphMaker("gemm_then_loop")
     x = gm.input((batch, 512), "float64", "x")
     w = gm.input((512, 512), "float64", "w")
@@ -106,13 +113,16 @@ def test_no_prange_variant_beside_a_threaded_gemm(monkeypatch):
     would spin on the cores its workers need (codegen/structured.BLAS_THREADED_MNK)."""
     import sys
     from pathlib import Path
+
     sys.path.insert(0, str(Path(__file__).parents[1] / "codegen"))
     from tracegrad.codegen.emit import PARALLEL_MIN_ELEMENTS
     from tracegrad.codegen.structured import BLAS_THREADED_MNK
-    batch = 1024   # loops of 2**19 elements: above PARALLEL_MIN_ELEMENTS
+
+    batch = 1024  # loops of 2**19 elements: above PARALLEL_MIN_ELEMENTS
     assert batch * 512 >= PARALLEL_MIN_ELEMENTS and batch * 512 * 512 >= BLAS_THREADED_MNK
     assert not _wants_parallel(batch)
     # the same kernel, were BLAS single-threaded there, keeps its prange variant
     from tracegrad.codegen import structured
+
     monkeypatch.setattr(structured, "BLAS_THREADED_MNK", 1 << 62)
     assert _wants_parallel(batch)

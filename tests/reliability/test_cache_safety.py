@@ -12,6 +12,7 @@ at once, in an empty cache, both get correct results and leave one module.
 The attacks of issue 11 (Numba's pickles, symlinks, umask, FIFOs, a full disk,
 forged index entries) are in test_cache_security.py; fork in test_fork.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,10 +36,19 @@ print("OK", tg.value_and_grad(f).lower(x).source_path, repr(float(value)))
 
 
 def run_child(cache_dir: pathlib.Path, wait: bool = True):
-    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(cache_dir), TRACEGRAD_LOG="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    env = dict(
+        os.environ,
+        TRACEGRAD_CACHE_DIR=str(cache_dir),
+        TRACEGRAD_LOG="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     if not wait:
         return proc
     out, err = proc.communicate(timeout=300)
@@ -84,6 +94,7 @@ def test_two_processes_calling_value_and_grad_at_once_in_an_empty_cache(tmp_path
     x = np.linspace(-1.0, 1.0, 7)
     assert np.isclose(float(values.pop()), np.sum(np.sin(x) * x * 1.25), rtol=1e-12)
     from tracegrad.runtime.cache import content_hash
+
     modules = list(cache.glob("tg_*.py"))
     assert modules and not list(cache.glob(".tmp-*"))
     for module in modules:  # no torn file: every module's content matches its name

@@ -7,6 +7,7 @@ stay short. We run as root here, and root ignores permission bits: no test
 relies on a permission check to stop root; ownership tests that need chown
 skip without root.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,17 +50,32 @@ print("OK", kernel.source_path, repr(float(value)), kind, n_cache)
 """
 
 
-def run_child(cache_dir, prelude: str = "", env_extra: dict | None = None, cwd=None,
-              timeout: float = 240, drop_env=()):
-    env = dict(os.environ, TRACEGRAD_LOG="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+def run_child(
+    cache_dir,
+    prelude: str = "",
+    env_extra: dict | None = None,
+    cwd=None,
+    timeout: float = 240,
+    drop_env=(),
+):
+    env = dict(
+        os.environ,
+        TRACEGRAD_LOG="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
     if cache_dir is not None:
         env["TRACEGRAD_CACHE_DIR"] = str(cache_dir)
     env.update(env_extra or {})
     for k in drop_env:
         env.pop(k, None)
-    proc = subprocess.run([sys.executable, "-c", CHILD.replace("PRELUDE", prelude)],
-                          capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD.replace("PRELUDE", prelude)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("OK"), proc.stdout + proc.stderr
     _, path, value, kind, n_cache = proc.stdout.split()
@@ -70,8 +86,11 @@ def run_child(cache_dir, prelude: str = "", env_extra: dict | None = None, cwd=N
 
 def numba_files(cache_dir: pathlib.Path):
     """Every file Numba's cache of our kernels could read, whatever the layout."""
-    return [p for p in cache_dir.rglob("*")
-            if p.is_file() and (p.suffix in (".nbi", ".nbc") or p.name.endswith(".idx.json"))]
+    return [
+        p
+        for p in cache_dir.rglob("*")
+        if p.is_file() and (p.suffix in (".nbi", ".nbc") or p.name.endswith(".idx.json"))
+    ]
 
 
 def stock_numba_names(module: pathlib.Path):
@@ -98,6 +117,7 @@ class Payload:
 
 
 # ---------------------------------------------------------------- Numba's pickles
+
 
 def test_rewritten_numba_pickles_are_never_unpickled(tmp_path):
     d = tmp_path / "cache"
@@ -143,6 +163,7 @@ def test_truncated_or_corrupt_numba_files_are_recompiled_once(tmp_path):
 
 
 # ---------------------------------------------------------------- the directory
+
 
 def test_symlinked_cache_dir_is_refused(tmp_path):
     real = tmp_path / "real"
@@ -199,8 +220,10 @@ def test_permissions_do_not_depend_on_the_umask(tmp_path):
     assert any(p.suffix == ".nbc" for p in d.rglob("*"))  # Numba's files were checked too
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                    reason="needs root to make a directory of another user")
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="needs root to make a directory of another user",
+)
 def test_symlink_to_another_users_dir_is_refused(tmp_path):
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o700)
@@ -217,11 +240,14 @@ def test_no_home_and_no_passwd_entry_uses_a_private_temp_dir(tmp_path):
     work.mkdir()
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    prelude = ("import pwd\n"
-               "def _missing(uid): raise KeyError(uid)\n"
-               "pwd.getpwuid = _missing")
-    out = run_child(None, prelude=prelude, cwd=work, env_extra={"TMPDIR": str(tmp)},
-                    drop_env=("HOME", "XDG_CACHE_HOME", "TRACEGRAD_CACHE_DIR"))
+    prelude = "import pwd\ndef _missing(uid): raise KeyError(uid)\npwd.getpwuid = _missing"
+    out = run_child(
+        None,
+        prelude=prelude,
+        cwd=work,
+        env_extra={"TMPDIR": str(tmp)},
+        drop_env=("HOME", "XDG_CACHE_HOME", "TRACEGRAD_CACHE_DIR"),
+    )
     assert not (work / "~").exists() and not list(work.iterdir())
     private = tmp / f"tracegrad-{os.getuid()}"
     assert out["path"] == str(private / pathlib.Path(out["path"]).name)
@@ -229,6 +255,7 @@ def test_no_home_and_no_passwd_entry_uses_a_private_temp_dir(tmp_path):
 
 
 # ---------------------------------------------------------------- files that are not files
+
 
 @pytest.mark.numba_pass
 def test_fifo_or_directory_in_place_of_cache_files_is_skipped_not_opened(tmp_path):
@@ -297,8 +324,13 @@ def test_disk_full_still_gives_a_compiled_kernel_with_one_warning(tmp_path, limi
 def test_tiny_tmpfs_still_gives_a_compiled_kernel_with_one_warning(tmp_path):
     mnt = tmp_path / "tiny"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k,mode=0700", "tmpfs", str(mnt)],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=12k,mode=0700", "tmpfs", str(mnt)],
+            capture_output=True,
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs here")
     try:
         out = run_child(mnt / "cache")
@@ -309,6 +341,7 @@ def test_tiny_tmpfs_still_gives_a_compiled_kernel_with_one_warning(tmp_path):
 
 
 # ---------------------------------------------------------------- index entries
+
 
 def _forge(d: pathlib.Path, key: str, **changes) -> None:
     """Rewrite entry `key` with `changes`, with a valid checksum (what someone who
@@ -321,8 +354,10 @@ def _forge(d: pathlib.Path, key: str, **changes) -> None:
 
 def _key(fn, *args):
     from tracegrad.tracing import trace_flat
-    return index.graph_key(trace_flat(fn, args).graph, mode="value_and_grad", wrt=(0,),
-                           optimize=True, has_aux=False)
+
+    return index.graph_key(
+        trace_flat(fn, args).graph, mode="value_and_grad", wrt=(0,), optimize=True, has_aux=False
+    )
 
 
 def f_index(x):
@@ -348,10 +383,13 @@ def index_cache(tmp_path_factory):
     return d, key_f, (d / f"tgi_{key_f}.json").read_bytes()
 
 
-@pytest.mark.parametrize("attack", ["njit", "intrinsic", "numba_import",
-                                    "other_functions_module", "other_graphs_payload"])
-def test_index_entry_naming_anything_but_its_kernel_is_rebuilt_not_run(attack, index_cache,
-                                                                         monkeypatch, caplog):
+@pytest.mark.parametrize(
+    "attack",
+    ["njit", "intrinsic", "numba_import", "other_functions_module", "other_graphs_payload"],
+)
+def test_index_entry_naming_anything_but_its_kernel_is_rebuilt_not_run(
+    attack, index_cache, monkeypatch, caplog
+):
     d, key_f, good_entry = index_cache
     (d / f"tgi_{key_f}.json").write_bytes(good_entry)  # whatever an earlier attack left
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(d))
@@ -371,8 +409,9 @@ def test_index_entry_naming_anything_but_its_kernel_is_rebuilt_not_run(attack, i
         _forge(d, key_f, module=other["module"], entry=other["entry"])
     else:  # g's whole payload, re-checksummed under f's key
         payload = dict(other, in_types=good["in_types"])
-        (d / f"tgi_{key_f}.json").write_text(json.dumps(
-            {"payload": payload, "check": index._checksum(key_f, payload)}))
+        (d / f"tgi_{key_f}.json").write_text(
+            json.dumps({"payload": payload, "check": index._checksum(key_f, payload)})
+        )
     tg.clear_caches()
     with caplog.at_level(logging.INFO, logger="tracegrad"):
         value, grad = tg.value_and_grad(f_index)(x)

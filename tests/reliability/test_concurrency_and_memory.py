@@ -12,6 +12,7 @@ parameter arrays every step; eager bridge); and, for every op that saves
 something, the saved tensors die after backward, no node outlives its output
 and no step leaves garbage for the cycle collector.
 """
+
 from __future__ import annotations
 
 import gc
@@ -37,8 +38,9 @@ def run_threads(worker, n=4):
         try:
             barrier.wait()
             worker(k)
-        except BaseException as exc:  # noqa: BLE001  (reported below)
+        except BaseException as exc:
             errors.append(exc)
+
     threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
     for t in threads:
         t.start()
@@ -50,12 +52,14 @@ def run_threads(worker, n=4):
 
 # ---------------------------------------------------------------------- threads
 
+
 def test_numba_kernels_from_4_threads_same_and_different_shapes_trace_once():
     traced = []
 
     def loss(w, x):
         traced.append((w.shape, x.shape))  # runs only while tracing
         return tg.sum(tg.tanh(x @ w) ** 2)
+
     vg = tg.value_and_grad(loss)
     shapes = [(5, 3), (7, 3), (5, 3), (7, 3)]
     w = np.linspace(-1, 1, 6).reshape(3, 2)
@@ -65,13 +69,14 @@ def test_numba_kernels_from_4_threads_same_and_different_shapes_trace_once():
         for j in range(25):
             x = np.linspace(-1, 1, int(np.prod(shapes[k]))).reshape(shapes[k]) * (1 + j + k)
             results[(k, j)] = (x, vg(w, x))
+
     run_threads(worker)
     assert sorted(traced) == [((3, 2), (5, 3)), ((3, 2), (7, 3))]
     assert vg.cache_info().traces == 2
     for x, (value, g) in results.values():
         t = np.tanh(x @ w)
-        np.testing.assert_allclose(value, np.sum(t ** 2), rtol=1e-12)
-        np.testing.assert_allclose(g, x.T @ (2 * t * (1 - t ** 2)), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(value, np.sum(t**2), rtol=1e-12)
+        np.testing.assert_allclose(g, x.T @ (2 * t * (1 - t**2)), rtol=1e-10, atol=1e-12)
 
 
 def test_eager_bridge_from_4_threads():
@@ -85,6 +90,7 @@ def test_eager_bridge_from_4_threads():
             x = E.tensor(np.arange(4.0) + j)
             step(x, w).backward()
             grads[(k, j)] = (x.numpy(), w.detach().numpy(), w.grad.numpy())
+
     run_threads(worker)
     assert step.cache_info().traces == 1
     for x, w, g in grads.values():
@@ -109,6 +115,7 @@ def test_eager_grad_mode_is_per_thread():
         seen["grad_fn"] = (x * 2).grad_fn
         seen["enabled"] = E.is_grad_enabled()
         done.set()
+
     threads = [threading.Thread(target=holder), threading.Thread(target=recorder)]
     for t in threads:
         t.start()
@@ -132,6 +139,7 @@ def test_eager_training_in_4_threads_matches_one_thread():
             F.cross_entropy(model(x), y).backward()
             opt.step()
         return [p.detach().numpy().copy() for p in model.parameters()]
+
     models = [train(k) for k in range(4)]
     reference = [fit(train(k)) for k in range(4)]
     results = {}
@@ -142,6 +150,7 @@ def test_eager_training_in_4_threads_matches_one_thread():
 
 
 # ----------------------------------------------------------------------- memory
+
 
 def assert_flat(step, steps=10_000, warmup=2_000):
     """Memory after `steps` steps is within LEAK of memory after `warmup` steps.
@@ -161,7 +170,9 @@ def assert_flat(step, steps=10_000, warmup=2_000):
         after = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
-    assert after - before < LEAK, f"memory grew by {after - before} bytes over {steps - warmup} steps"
+    assert after - before < LEAK, (
+        f"memory grew by {after - before} bytes over {steps - warmup} steps"
+    )
 
 
 # 5,000 steps by default (4,000 measured: a leaked 48-byte object per step is 192 KB,
@@ -177,17 +188,20 @@ def test_eager_steps_cross_entropy_adam_memory_flat(steps):
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
         opt.step()
+
     assert_flat(step, steps=steps, warmup=min(2_000, steps // 5))
 
 
 @pytest.mark.numba_pass
 def test_compiled_10000_steps_numba_sgd_memory_flat():
     """New parameter arrays every step (as a real loop makes): no per-call growth."""
+
     def loss(params, x, labels):
         w1, w2 = params
         logits = tg.relu(x @ w1) @ w2
         logp = tg.log_softmax(logits, axis=1)
         return -tg.mean(tg.take_along_axis(logp, labels[:, None], axis=1))
+
     vg = tg.value_and_grad(loss)
     rng = np.random.default_rng(0)
     state = {"params": (rng.standard_normal((4, 8)) * 0.5, rng.standard_normal((8, 3)) * 0.5)}
@@ -197,6 +211,7 @@ def test_compiled_10000_steps_numba_sgd_memory_flat():
         _, (g1, g2) = vg(state["params"], x, labels)
         w1, w2 = state["params"]
         state["params"] = (w1 - 0.1 * g1, w2 - 0.1 * g2)
+
     first = float(vg(state["params"], x, labels)[0])
     assert_flat(step)
     assert vg.cache_info().traces == 1
@@ -211,6 +226,7 @@ def test_eager_bridge_10000_steps_memory_flat():
     def step():
         step_fn(x, w).backward()
         w.grad = None
+
     assert_flat(step)
 
 
@@ -225,7 +241,7 @@ SAVING_OPS = {
     "log": lambda h: h.log(),
     "mul": lambda h: h * h,
     "div": lambda h: 1 / h,
-    "pow": lambda h: h ** 3,
+    "pow": lambda h: h**3,
     "matmul": lambda h: h @ h.T,
     "max": lambda h: h.max(),
     "max(dim)": lambda h: h.max(dim=1)[0],
@@ -252,8 +268,8 @@ def test_saved_tensors_die_after_backward_and_no_cycles(name):
     gc.disable()  # everything below must be freed by reference counting alone
     try:
         x = E.tensor(np.array([[1.0, 2.0, 3.0], [1.5, 0.5, 2.5]]), requires_grad=True)
-        h = x * 1.0 + 0.0                 # an intermediate the op may save
-        out = SAVING_OPS[name](h)         # its output, which exp/tanh/... save
+        h = x * 1.0 + 0.0  # an intermediate the op may save
+        out = SAVING_OPS[name](h)  # its output, which exp/tanh/... save
         loss = out.sum()
         refs = [weakref.ref(h), weakref.ref(out)]
         del h, out

@@ -3,6 +3,7 @@
 Before it, TRACEGRAD_PARALLEL=true and TRACEGRAD_EAGER_NUMBA=false did the
 opposite of what they say.
 """
+
 import pathlib
 import re
 
@@ -11,9 +12,20 @@ import pytest
 from tracegrad import config
 
 
-@pytest.mark.parametrize("value,expected", [("1", True), ("true", True), ("YES", True),
-                                            ("on", True), ("0", False), ("false", False),
-                                            ("No", False), ("off", False), ("", True)])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ("1", True),
+        ("true", True),
+        ("YES", True),
+        ("on", True),
+        ("0", False),
+        ("false", False),
+        ("No", False),
+        ("off", False),
+        ("", True),
+    ],
+)
 def test_switches_parse_one_way(monkeypatch, value, expected):
     monkeypatch.setenv("TRACEGRAD_EAGER_NUMBA", value)
     assert config.eager_numba() is expected
@@ -24,16 +36,27 @@ def test_switches_parse_one_way(monkeypatch, value, expected):
 def test_eager_numba_false_turns_the_numba_path_off(monkeypatch):
     """Was: any value but '0' kept it on."""
     from tracegrad.runtime import eager_math
+
     monkeypatch.setenv("TRACEGRAD_EAGER_NUMBA", "false")
     assert not eager_math.enabled()
 
 
-@pytest.mark.parametrize("value,mode", [("true", "background"), ("1", "background"),
-                                        ("", "background"), ("sync", "sync"),
-                                        ("false", "0"), ("0", "0"), ("no", "0")])
+@pytest.mark.parametrize(
+    "value,mode",
+    [
+        ("true", "background"),
+        ("1", "background"),
+        ("", "background"),
+        ("sync", "sync"),
+        ("false", "0"),
+        ("0", "0"),
+        ("no", "0"),
+    ],
+)
 def test_parallel_mode(monkeypatch, value, mode):
     """Was: TRACEGRAD_PARALLEL=true gave mode 'true', which built no parallel variant."""
     from tracegrad.codegen import parallel_mode
+
     monkeypatch.setenv("TRACEGRAD_PARALLEL", value)
     assert parallel_mode() == mode
 

@@ -8,6 +8,7 @@ across calls, and arguments that change between calls: each either retraces
 (new shape, dtype, rank, structure, static value) or raises a clear error,
 and the function keeps working afterwards.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -58,9 +59,15 @@ def layouts(x):
     flipped = np.ascontiguousarray(x[:, ::-1])[:, ::-1]
     wide = np.zeros((x.shape[0], 2 * x.shape[1]))
     wide[:, ::2] = x
-    return {"C": x, "Fortran": np.asfortranarray(x), "negative stride": flipped,
-            "strided": wide[:, ::2], "read-only": ro, "big-endian": x.astype(">f8"),
-            "transposed view": np.ascontiguousarray(x.T).T}
+    return {
+        "C": x,
+        "Fortran": np.asfortranarray(x),
+        "negative stride": flipped,
+        "strided": wide[:, ::2],
+        "read-only": ro,
+        "big-endian": x.astype(">f8"),
+        "transposed view": np.ascontiguousarray(x.T).T,
+    }
 
 
 def test_forward_kernel_on_every_layout_gives_identical_results_and_leaves_inputs_alone():
@@ -78,12 +85,14 @@ def test_forward_kernel_on_every_layout_gives_identical_results_and_leaves_input
 
 # --------------------------------------------------- arguments that change
 
+
 def counting(fn):
     calls = []
 
     def traced(*args, **kwargs):
         calls.append(tuple(np.shape(a) for a in args))
         return fn(*args, **kwargs)
+
     return traced, calls
 
 
@@ -91,16 +100,22 @@ def counting(fn):
 def test_new_shape_dtype_or_rank_retraces_and_stays_correct(backend):
     fn, calls = counting(lambda x: tg.sum(tg.tanh(x) * x))
     vg = tg.value_and_grad(fn, backend=backend)
-    cases = [np.linspace(-1, 1, 4), np.linspace(-1, 1, 5), np.linspace(-1, 1, 4).astype(np.float32),
-             np.linspace(-1, 1, 6).reshape(2, 3), np.linspace(-1, 1, 4)]
+    cases = [
+        np.linspace(-1, 1, 4),
+        np.linspace(-1, 1, 5),
+        np.linspace(-1, 1, 4).astype(np.float32),
+        np.linspace(-1, 1, 6).reshape(2, 3),
+        np.linspace(-1, 1, 4),
+    ]
     for x in cases:
         value, g = vg(x)
         x64 = x.astype(np.float64)
         assert g.dtype == x.dtype and g.shape == x.shape
         tol = 1e-6 if x.dtype == np.float32 else 1e-12
         np.testing.assert_allclose(value, np.sum(np.tanh(x64) * x64), rtol=tol)
-        np.testing.assert_allclose(g, np.tanh(x64) + x64 * (1 - np.tanh(x64) ** 2), rtol=tol,
-                                   atol=tol)
+        np.testing.assert_allclose(
+            g, np.tanh(x64) + x64 * (1 - np.tanh(x64) ** 2), rtol=tol, atol=tol
+        )
     assert len(calls) == 4 and vg.cache_info().traces == 4  # the last case was a hit
 
 
@@ -108,7 +123,7 @@ def test_static_python_scalars_retrace_per_value_and_arrays_do_not():
     fn, calls = counting(lambda x, s: tg.sum(x * s))
     f = tg.compile(fn, backend="interpret")
     x = np.ones(3)
-    assert float(f(x, 2.0)) == 6.0 and float(f(x, 3.0)) == 9.0   # two static values
+    assert float(f(x, 2.0)) == 6.0 and float(f(x, 3.0)) == 9.0  # two static values
     assert float(f(x, np.array(2.0))) == 6.0 and float(f(x, np.array(5.0))) == 15.0  # one array
     assert len(calls) == 3
 
@@ -132,8 +147,9 @@ def test_keyword_and_positional_calls_agree():
 
 
 def test_changing_structure_retraces():
-    f = tg.compile(lambda p: tg.sum(p["w"] * 2.0) + (tg.sum(p["b"]) if "b" in p else 0.0),
-                   backend="interpret")
+    f = tg.compile(
+        lambda p: tg.sum(p["w"] * 2.0) + (tg.sum(p["b"]) if "b" in p else 0.0), backend="interpret"
+    )
     assert float(f({"w": np.ones(2)})) == 4.0
     assert float(f({"w": np.ones(2), "b": np.ones(3)})) == 7.0
     assert float(f({"w": np.ones(2)})) == 4.0

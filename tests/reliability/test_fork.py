@@ -14,6 +14,7 @@ the child gets correct results from compiled and eager code.
 Each case runs tests/reliability/fork_child.py in a fresh process with a private
 cache directory; the child must finish within its timeout.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -32,12 +33,20 @@ SCRIPT = str(HERE / "fork_child.py")
 def run(method: str, scenario: str, cache_dir: pathlib.Path):
     if method not in mp.get_all_start_methods():
         pytest.skip(f"no {method} start method here")
-    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(cache_dir),
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        TRACEGRAD_CACHE_DIR=str(cache_dir),
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
     env.pop("TRACEGRAD_PARALLEL", None)
     try:
-        proc = subprocess.run([sys.executable, SCRIPT, method, scenario], capture_output=True,
-                              text=True, env=env, timeout=280)
+        proc = subprocess.run(
+            [sys.executable, SCRIPT, method, scenario],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=280,
+        )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"{method}/{scenario}: the parent hung ({exc.stdout!r})")
     assert proc.returncode == 0 and proc.stdout.startswith("OK"), proc.stdout + proc.stderr

@@ -2,6 +2,7 @@
 a template was built runs it for its own new batch sizes, and a child forked while the
 template is still being built finishes the build itself; every value and gradient is
 the interpreter's. Each scenario runs in a fresh process with a private cache."""
+
 from __future__ import annotations
 
 import textwrap
@@ -84,10 +85,15 @@ CHILD = textwrap.dedent(r"""
 
 def run_child(run_script, scenario: str) -> str:
     import multiprocessing as mp
+
     if "fork" not in mp.get_all_start_methods():
         pytest.skip("no fork start method here")
-    return run_script(CHILD, scenario, unset=["TRACEGRAD_TIERED", "TRACEGRAD_SHAPE_GENERIC"],
-                      TRACEGRAD_BACKEND="numba")
+    return run_script(
+        CHILD,
+        scenario,
+        unset=["TRACEGRAD_TIERED", "TRACEGRAD_SHAPE_GENERIC"],
+        TRACEGRAD_BACKEND="numba",
+    )
 
 
 def test_a_child_forked_after_the_template_was_built_runs_it(run_script):

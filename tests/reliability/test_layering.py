@@ -3,6 +3,7 @@
 Every import is counted, function-level ones too. A part may import only parts
 below it; a new top-level module or package needs a place in LAYERS.
 """
+
 import ast
 import collections
 import pathlib
@@ -13,10 +14,31 @@ ROOT = pathlib.Path(tracegrad.__file__).resolve().parent
 
 # bottom to top; parts on the same rank must not import each other
 LAYERS = {
-    "config": 0, "runtime": 1, "ops": 2, "ir": 3, "eager": 3, "pytree": 4, "viz": 4,
-    "tracing": 5, "autodiff": 6, "implicit": 6, "forward": 7, "loops": 8, "passes": 9,
-    "codegen": 10, "lowering": 11, "entries": 11, "compiled_eager": 12, "capture": 12.5, "compiler": 13, "batching": 14,
-    "custom": 14, "explainer": 14, "transforms": 15, "tracegrad": 99, "distributed": 100,
+    "config": 0,
+    "runtime": 1,
+    "ops": 2,
+    "ir": 3,
+    "eager": 3,
+    "pytree": 4,
+    "viz": 4,
+    "tracing": 5,
+    "autodiff": 6,
+    "implicit": 6,
+    "forward": 7,
+    "loops": 8,
+    "passes": 9,
+    "codegen": 10,
+    "lowering": 11,
+    "entries": 11,
+    "compiled_eager": 12,
+    "capture": 12.5,
+    "compiler": 13,
+    "batching": 14,
+    "custom": 14,
+    "explainer": 14,
+    "transforms": 15,
+    "tracegrad": 99,
+    "distributed": 100,
 }
 
 
@@ -42,7 +64,7 @@ def _imports(name: str, path: pathlib.Path, mods: dict):
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(up + ([node.module] if node.module else []))
             subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods]
             yield from subs
@@ -66,7 +88,10 @@ def test_every_part_has_a_layer():
 
 
 def test_parts_import_only_parts_below_them():
-    upward = [f"{src} ({a}) imports {dst} ({b})"
-              for src, targets in _part_edges().items()
-              for dst, a, b in targets if LAYERS[dst] >= LAYERS[src]]
+    upward = [
+        f"{src} ({a}) imports {dst} ({b})"
+        for src, targets in _part_edges().items()
+        for dst, a, b in targets
+        if LAYERS[dst] >= LAYERS[src]
+    ]
     assert not upward, "upward or sideways imports:\n  " + "\n  ".join(sorted(upward))

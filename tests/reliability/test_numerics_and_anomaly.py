@@ -6,6 +6,7 @@ kernel per dtype: all five functions are summed, each on its own input, so
 each gets its own gradient). References are exact float64 formulas
 (scipy.special), not tracegrad.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,13 +21,18 @@ F = E.nn.functional
 HERE = "test_numerics_and_anomaly.py"
 
 # Logits mixing +-1e4 with ordinary values, rows that tie at the top, and a row of -1e4.
-LOGITS = np.array([[1e4, -1e4, 0.0, 1.0],
-                   [-1e4, 1e4, 1e4, -3.0],
-                   [-1e4, -1e4, -1e4, -1e4],
-                   [2.0, -1e4, 1e4 - 1.0, 1e4]])
+LOGITS = np.array(
+    [
+        [1e4, -1e4, 0.0, 1.0],
+        [-1e4, 1e4, 1e4, -3.0],
+        [-1e4, -1e4, -1e4, -1e4],
+        [2.0, -1e4, 1e4 - 1.0, 1e4],
+    ]
+)
 TARGETS = np.array([0, 2, 3, 1])
-W = np.array([[1.0, 2.0, -1.0, 0.5], [0.3, -0.7, 1.5, 2.0],
-              [1.0, 1.0, -2.0, 0.25], [-1.0, 0.5, 0.5, 3.0]])  # weights: distinct gradients
+W = np.array(
+    [[1.0, 2.0, -1.0, 0.5], [0.3, -0.7, 1.5, 2.0], [1.0, 1.0, -2.0, 0.25], [-1.0, 0.5, 0.5, 3.0]]
+)  # weights: distinct gradients
 
 
 def reference():
@@ -53,8 +59,13 @@ def compiled_objectives(xs, w, targets):
     """The five objectives with tracegrad's NumPy-named ops (traced or eager)."""
     a, b, c, d, e = xs
     ce = -tg.mean(tg.take_along_axis(tg.log_softmax(e, axis=1), targets[:, None], axis=1))
-    return [tg.sum(w * tg.softmax(a, axis=1)), tg.sum(w * tg.log_softmax(b, axis=1)),
-            tg.sum(w[:, 0] * tg.logsumexp(c, axis=1)), tg.sum(w * tg.sigmoid(d)), ce]
+    return [
+        tg.sum(w * tg.softmax(a, axis=1)),
+        tg.sum(w * tg.log_softmax(b, axis=1)),
+        tg.sum(w[:, 0] * tg.logsumexp(c, axis=1)),
+        tg.sum(w * tg.sigmoid(d)),
+        ce,
+    ]
 
 
 def compiled_total(a, b, c, d, e, w, targets):
@@ -108,6 +119,7 @@ def test_compiled_finite_and_exact_at_1e4(backend, dtype):
 
 # ------------------------------------------------------------------ the where trap
 
+
 def where_trap(x):
     return tg.sum(tg.where(x > 0, tg.sqrt(x), 0.0))
 
@@ -137,6 +149,7 @@ def test_where_trap_gives_nan_and_the_safe_idiom_does_not(mode):
 
 # -------------------------------------------------------------------- anomaly mode
 
+
 def _forward_with_a_log(x):
     return E.log(x * 0.0 + x)  # the op anomaly mode must point at
 
@@ -158,9 +171,10 @@ def test_anomaly_names_the_first_bad_node_and_its_forward_line_in_a_deep_graph()
 def test_anomaly_decorator_form_and_nan_through_softmax():
     @E.detect_anomaly()
     def step(x):
-        p = F.softmax(x, dim=0)      # p[1] underflows to exactly 0
-        loss = E.log(p).sum()        # log(0) = -inf: the backward divides by 0
+        p = F.softmax(x, dim=0)  # p[1] underflows to exactly 0
+        loss = E.log(p).sum()  # log(0) = -inf: the backward divides by 0
         loss.backward()
+
     x = E.tensor([1e4, -1e4], requires_grad=True)
     with pytest.raises(RuntimeError, match="'LogBackward0' returned (nan|inf) values") as info:
         step(x)
@@ -189,6 +203,7 @@ def test_regression_anomaly_mode_keeps_the_forward_trace_of_a_compiled_call():
 
 # -------------------------------------------------------------------- check_finite
 
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_check_finite_on_a_forward_kernel_names_output_node_and_line():
     f = tg.compile(lambda a: tg.log(a) * 2.0, check_finite=True)
@@ -206,8 +221,9 @@ def test_check_finite_finds_the_where_trap_in_the_gradient():
     with pytest.raises(NonFiniteError, match=r"gradient for 'x' contains NaN.*sqrt") as info:
         g(np.array([-1.0, 4.0]))
     assert "test_numerics_and_anomaly.py" in str(info.value)
-    np.testing.assert_array_equal(tg.grad(where_safe, check_finite=True)(np.array([-1.0, 4.0])),
-                                  [0.0, 0.25])
+    np.testing.assert_array_equal(
+        tg.grad(where_safe, check_finite=True)(np.array([-1.0, 4.0])), [0.0, 0.25]
+    )
 
 
 def test_check_finite_off_returns_the_non_finite_values():

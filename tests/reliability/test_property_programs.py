@@ -22,18 +22,19 @@ What runs where:
     products); slow: the same for each themed program through Numba.
   - slow: 40 more seeded programs through Numba.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rel_programs import APPLY, DrawChooser, Program, RngChooser, generate
 
 import tracegrad as tg
 import tracegrad.eager as E
 
-from rel_programs import APPLY, DrawChooser, Program, RngChooser, generate
-
-RTOL_MODES = 1e-10   # eager vs compiled, float64
+RTOL_MODES = 1e-10  # eager vs compiled, float64
 
 
 @st.composite
@@ -42,6 +43,7 @@ def programs(draw, max_steps=6):
 
 
 # ------------------------------------------------------------------ oracles
+
 
 def central_differences(program: Program, inputs: list, k: int, eps: float = 1e-6) -> np.ndarray:
     """d program / d inputs[k] by float64 central differences on the NumPy path."""
@@ -63,8 +65,9 @@ def eager_value_and_grads(program: Program, inputs: list):
     tensors = [E.tensor(x, requires_grad=True) for x in inputs]
     out = program(*tensors)
     out.backward()
-    grads = [t.grad.numpy() if t.grad is not None else np.zeros_like(x)
-             for t, x in zip(tensors, inputs)]
+    grads = [
+        t.grad.numpy() if t.grad is not None else np.zeros_like(x) for t, x in zip(tensors, inputs)
+    ]
     return out.detach().numpy(), grads
 
 
@@ -80,8 +83,9 @@ def assert_agree(actual, expected, rtol, what, program):
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     # atol scaled to the array: gradients that cancel to ~0 keep only absolute digits
     atol = rtol * max(1.0, float(np.max(np.abs(expected), initial=0.0)))
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol,
-                               err_msg=f"{what}\n{program!r}")
+    np.testing.assert_allclose(
+        actual, expected, rtol=rtol, atol=atol, err_msg=f"{what}\n{program!r}"
+    )
 
 
 def check_float64(program: Program, backend: str = "interpret"):
@@ -97,8 +101,13 @@ def check_float64(program: Program, backend: str = "interpret"):
     for k, (g, ge, x) in enumerate(zip(grads, eager_grads, inputs)):
         assert g.dtype == np.float64 and g.shape == x.shape, (g.dtype, g.shape, x.shape)
         assert_agree(g, ge, RTOL_MODES, f"grad {k}: compiled vs eager", program)
-        assert_agree(g, central_differences(program, inputs, k), 1e-5,
-                     f"grad {k}: compiled vs finite differences", program)
+        assert_agree(
+            g,
+            central_differences(program, inputs, k),
+            1e-5,
+            f"grad {k}: compiled vs finite differences",
+            program,
+        )
     tensors = [E.tensor(x, requires_grad=True) for x in inputs]
     assert tg.gradcheck(lambda *ts: program(*ts), tensors)
     return grads
@@ -119,6 +128,7 @@ def check_float32(program: Program, backend: str = "interpret", grads64=None):
 
 
 # -------------------------------------------------------- hypothesis programs
+
 
 @settings(max_examples=3 * settings.default.max_examples)
 @given(programs())
@@ -143,15 +153,21 @@ def test_random_programs_spelled_with_numpy_functions_are_captured_while_tracing
     and nothing is silently computed on concrete values (that would zero a gradient)."""
     inputs = program.inputs
     argnums = tuple(range(len(inputs)))
-    spelled = tg.value_and_grad(lambda *xs: program(*xs, numpy_spelling=True), argnums=argnums,
-                                backend="interpret")
+    spelled = tg.value_and_grad(
+        lambda *xs: program(*xs, numpy_spelling=True), argnums=argnums, backend="interpret"
+    )
     value, grads = spelled(*inputs)
     _, ref_value, ref_grads = compiled_value_and_grads(program, inputs, "interpret")
     assert_agree(value, ref_value, 1e-12, "NumPy spelling: value", program)
     for k, (g, r) in enumerate(zip(grads, ref_grads)):
         assert_agree(g, r, 1e-12, f"NumPy spelling: grad {k}", program)
-    assert_agree(program(*inputs, numpy_spelling=True), ref_value, 1e-12,
-                 "NumPy spelling on plain arrays", program)
+    assert_agree(
+        program(*inputs, numpy_spelling=True),
+        ref_value,
+        1e-12,
+        "NumPy spelling on plain arrays",
+        program,
+    )
 
 
 def test_generator_reaches_every_op():
@@ -166,26 +182,36 @@ def test_generator_reaches_every_op():
 
 # theme -> (generators to draw from, ops the program must contain)
 THEMES = {
-    "elementwise": (["exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "neg"],
-                    {"exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "neg"}),
-    "scalars": (["scalar"] * 6 + ["tanh"],
-                {"add_scalar", "scale", "rsub_scalar", "rdiv_scalar", "pow_scalar",
-                 "rpow_scalar"}),
-    "kinks": (["relu", "abs", "times_sign", "maximum", "minimum", "where", "clip"],
-              {"relu", "abs", "times_sign", "maximum", "minimum", "where_gt", "clip"}),
-    "arithmetic": (["add", "sub", "mul", "div", "pow", "broadcast_to"],
-                   {"add", "sub", "mul", "div", "pow", "broadcast_to"}),
-    "reductions": (["sum", "mean", "var", "logsumexp", "max", "min", "broadcast_to"],
-                   {"sum", "mean", "var", "logsumexp", "max", "min", "add_ramp"}),
-    "softmax": (["softmax", "log_softmax", "take_along_axis", "exp"],
-                {"softmax", "log_softmax", "take_along_axis"}),
-    "shapes": (["reshape", "transpose", "expand_squeeze", "broadcast_to", "concatenate",
-                "stack", "tanh"],
-               {"reshape", "transpose", "expand_dims", "squeeze", "broadcast_to",
-                "concatenate", "stack"}),
+    "elementwise": (
+        ["exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "neg"],
+        {"exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "neg"},
+    ),
+    "scalars": (
+        ["scalar"] * 6 + ["tanh"],
+        {"add_scalar", "scale", "rsub_scalar", "rdiv_scalar", "pow_scalar", "rpow_scalar"},
+    ),
+    "kinks": (
+        ["relu", "abs", "times_sign", "maximum", "minimum", "where", "clip"],
+        {"relu", "abs", "times_sign", "maximum", "minimum", "where_gt", "clip"},
+    ),
+    "arithmetic": (
+        ["add", "sub", "mul", "div", "pow", "broadcast_to"],
+        {"add", "sub", "mul", "div", "pow", "broadcast_to"},
+    ),
+    "reductions": (
+        ["sum", "mean", "var", "logsumexp", "max", "min", "broadcast_to"],
+        {"sum", "mean", "var", "logsumexp", "max", "min", "add_ramp"},
+    ),
+    "softmax": (
+        ["softmax", "log_softmax", "take_along_axis", "exp"],
+        {"softmax", "log_softmax", "take_along_axis"},
+    ),
+    "shapes": (
+        ["reshape", "transpose", "expand_squeeze", "broadcast_to", "concatenate", "stack", "tanh"],
+        {"reshape", "transpose", "expand_dims", "squeeze", "broadcast_to", "concatenate", "stack"},
+    ),
     "matmul": (["matmul", "matmul", "matmul", "tanh", "add"], {"matmul", "matmul_op", "gram"}),
-    "indexing": (["getitem", "getitem", "take_along_axis", "mul"],
-                 {"getitem", "take_along_axis"}),
+    "indexing": (["getitem", "getitem", "take_along_axis", "mul"], {"getitem", "take_along_axis"}),
 }
 
 
@@ -193,8 +219,7 @@ def themed_program(theme: str) -> Program:
     """The first seeded program of a theme that contains all the theme's ops."""
     generators, required = THEMES[theme]
     for seed in range(2000):
-        prog = generate(RngChooser(seed), max_steps=2, only=generators,
-                        first=tuple(generators))
+        prog = generate(RngChooser(seed), max_steps=2, only=generators, first=tuple(generators))
         if required <= prog.ops() and any(x.ndim >= 2 and x.size >= 4 for x in prog.inputs):
             return prog
     raise AssertionError(f"no seed gives a {theme} program with all of {sorted(required)}")
@@ -226,10 +251,16 @@ def awkward_layouts(x: np.ndarray) -> dict:
 # float64 accumulators of reductions: those two themes run in float32 by default; the
 # other float32 themes repeat float64's graphs in another dtype (slow: one compile each)
 FLOAT32_DEFAULT_THEMES = {"elementwise", "reductions"}
-THEMED_CASES = [pytest.param(theme, dtype, id=f"{theme}-{dtype}",
-                             marks=() if dtype == "float64" or theme in FLOAT32_DEFAULT_THEMES
-                             else pytest.mark.slow)
-                for theme in sorted(THEMES) for dtype in ("float64", "float32")]
+THEMED_CASES = [
+    pytest.param(
+        theme,
+        dtype,
+        id=f"{theme}-{dtype}",
+        marks=() if dtype == "float64" or theme in FLOAT32_DEFAULT_THEMES else pytest.mark.slow,
+    )
+    for theme in sorted(THEMES)
+    for dtype in ("float64", "float32")
+]
 
 
 @pytest.mark.numba_pass
@@ -267,6 +298,7 @@ def test_seeded_program_through_numba(seed):
 
 # ------------------------------------------------------------- second order
 
+
 def hessian_vector_products(program: Program, inputs: list, directions: list, backend: str):
     """(compiled H v, eager H v, finite differences of the compiled gradient along v)."""
     n = len(inputs)
@@ -278,6 +310,7 @@ def hessian_vector_products(program: Program, inputs: list, directions: list, ba
         for g, v in zip(grad(*xs), directions):
             total = total + tg.sum(g * v)
         return total
+
     compiled = tg.grad(directional, argnums=argnums, backend=backend)(*inputs)
     tensors = [E.tensor(x, requires_grad=True) for x in inputs]
     first = E.autograd.grad(program(*tensors), tensors, create_graph=True, allow_unused=True)
@@ -303,8 +336,9 @@ def test_random_programs_second_order_eager_compiled_and_finite_differences(prog
     differences of the gradient, as Hessian-vector products."""
     rng = np.random.default_rng(len(program.steps))
     directions = [rng.uniform(-1, 1, x.shape) for x in program.inputs]
-    compiled, eager, numeric = hessian_vector_products(program, program.inputs, directions,
-                                                       "interpret")
+    compiled, eager, numeric = hessian_vector_products(
+        program, program.inputs, directions, "interpret"
+    )
     for k, (c, e, fd) in enumerate(zip(compiled, eager, numeric)):
         assert_agree(c, e, 1e-9, f"H v {k}: compiled vs eager", program)
         assert_agree(c, fd, 1e-4, f"H v {k}: compiled vs finite differences", program)
@@ -316,8 +350,7 @@ def test_themed_program_second_order_through_numba(theme):
     program = themed_program(theme)
     rng = np.random.default_rng(0)
     directions = [rng.uniform(-1, 1, x.shape) for x in program.inputs]
-    compiled, eager, numeric = hessian_vector_products(program, program.inputs, directions,
-                                                       "numba")
+    compiled, eager, numeric = hessian_vector_products(program, program.inputs, directions, "numba")
     for k, (c, e, fd) in enumerate(zip(compiled, eager, numeric)):
         assert_agree(c, e, 1e-9, f"H v {k}: compiled vs eager", program)
         assert_agree(c, fd, 1e-4, f"H v {k}: compiled vs finite differences", program)

@@ -4,6 +4,7 @@ Rows of test_bad_inputs.py cover the same inputs among many others; these
 keep each fixed bug visible by name. Kernels reuse the shapes of the other
 reliability tests, so Numba loads them from the disk cache.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -104,10 +105,12 @@ def test_long_elementwise_chain_hit_numbas_recursion_limit_and_fell_back_to_the_
     """A fused chain of ~100 tanh ops made Numba's SSA pass recurse past Python's
     recursion limit (numba/core/ssa.py); build_kernel fell back to the interpreter
     with a RuntimeWarning (fixed in codegen by outlining/rerolling long loops)."""
+
     def chain(x):
         for _ in range(100):
             x = tg.tanh(x) * 0.9
         return tg.sum(x)
+
     x = np.linspace(-1, 1, 8)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -124,10 +127,12 @@ def test_same_graph_built_twice_gave_different_source_so_each_new_compiled_funct
     loop grew memory by ~50 KB per call, and the disk cache only hit when processes
     happened to build kernels in the same order."""
     import sys
+
     x = np.linspace(-1.0, 1.0, 5)
 
     def f(v):
         return tg.sum(tg.tanh(v) * v)
+
     first, second = tg.grad(f).lower(x), tg.grad(f).lower(x)
     assert first.source == second.source and first.source_path == second.source_path
     modules = sum(name.startswith("tg_") for name in sys.modules)

@@ -1,5 +1,6 @@
 """tracegrad.distributed gives each Dask worker tracegrad's thread limit = its
 threads_per_worker (issue 23), whatever Dask's OMP_NUM_THREADS=1 in the worker says."""
+
 import numpy as np
 import pytest
 
@@ -15,13 +16,15 @@ def loss(w, x, y):
 
 def _limit_on_worker():
     import tracegrad
+
     return tracegrad.get_num_threads(), tgd.worker_threads()
 
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=3, processes=True,
-                                       dashboard_address=None)
+    cluster = distributed.LocalCluster(
+        n_workers=1, threads_per_worker=3, processes=True, dashboard_address=None
+    )
     c = distributed.Client(cluster)
     yield c
     c.close()
@@ -37,7 +40,7 @@ def test_a_worker_runs_tracegrad_on_its_threads_per_worker(client):
     np.testing.assert_allclose(value, ref_value, rtol=1e-12)
     np.testing.assert_allclose(grad, ref_grad, rtol=1e-12)
     # Dask pins OMP_NUM_THREADS=1 in its workers; tracegrad's limit is the worker's 3
-    (limit, _), = client.run(_limit_on_worker).values()
+    ((limit, _),) = client.run(_limit_on_worker).values()
     assert limit == 3
     assert client.submit(_limit_on_worker, pure=False).result() == (3, 3)
 
@@ -51,6 +54,7 @@ def test_the_limit_is_shared_among_tasks_running_at_once(monkeypatch):
 
     class Worker:
         state = State()
+
     monkeypatch.setattr(distributed, "get_worker", lambda: Worker())
     try:
         tgd._limit_threads_to_worker()

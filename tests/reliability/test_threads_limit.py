@@ -1,6 +1,7 @@
 """One thread limit (tracegrad/runtime/threads.py): where it comes from, and the pieces
 that honour it in this process (the eager split, BLAS calls). Numba's part runs in
 child processes: tests/reliability/test_threads_neighbours.py."""
+
 import os
 
 import numpy as np
@@ -11,8 +12,12 @@ from tracegrad import config
 from tracegrad.ops import blas_threads, parallel
 from tracegrad.runtime import threads
 
-THREAD_VARS = ("TRACEGRAD_NUM_THREADS", "TRACEGRAD_EAGER_THREADS", "NUMBA_NUM_THREADS",
-               "OMP_NUM_THREADS")
+THREAD_VARS = (
+    "TRACEGRAD_NUM_THREADS",
+    "TRACEGRAD_EAGER_THREADS",
+    "NUMBA_NUM_THREADS",
+    "OMP_NUM_THREADS",
+)
 
 
 @pytest.fixture
@@ -27,6 +32,7 @@ def clean(monkeypatch):
 
 # ------------------------------------------------------------------ cgroup fixture trees
 
+
 def _tree(tmp_path, proc_cgroup: str, files: dict) -> tuple[str, str]:
     root = tmp_path / "cgroup"
     for rel, text in files.items():
@@ -40,11 +46,15 @@ def _tree(tmp_path, proc_cgroup: str, files: dict) -> tuple[str, str]:
 
 
 def test_cgroup_v2_quota_is_read_from_the_process_cgroup_and_its_parents(tmp_path):
-    root, proc = _tree(tmp_path, "0::/kubepods/pod1/ctr\n", {
-        "kubepods/pod1/ctr/cpu.max": "max 100000\n",        # no limit of its own
-        "kubepods/pod1/cpu.max": "250000 100000\n",         # the pod: 2.5 CPUs
-        "kubepods/cpu.max": "800000 100000\n",              # a looser one above
-    })
+    root, proc = _tree(
+        tmp_path,
+        "0::/kubepods/pod1/ctr\n",
+        {
+            "kubepods/pod1/ctr/cpu.max": "max 100000\n",  # no limit of its own
+            "kubepods/pod1/cpu.max": "250000 100000\n",  # the pod: 2.5 CPUs
+            "kubepods/cpu.max": "800000 100000\n",  # a looser one above
+        },
+    )
     assert threads.cgroup_cpus(root, proc) == 2.5
 
 
@@ -56,18 +66,23 @@ def test_cgroup_v2_without_a_quota(tmp_path):
 
 
 def test_cgroup_v1_quota_and_period(tmp_path):
-    root, proc = _tree(tmp_path, "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n", {
-        "cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "150000\n",
-        "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n",
-        "cpu,cpuacct/cpu.cfs_quota_us": "-1\n",              # the root: unlimited
-        "cpu,cpuacct/cpu.cfs_period_us": "100000\n",
-    })
+    root, proc = _tree(
+        tmp_path,
+        "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n",
+        {
+            "cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "150000\n",
+            "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n",
+            "cpu,cpuacct/cpu.cfs_quota_us": "-1\n",  # the root: unlimited
+            "cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        },
+    )
     assert threads.cgroup_cpus(root, proc) == 1.5
 
 
 def test_cgroup_v1_unlimited_and_garbage(tmp_path):
-    root, proc = _tree(tmp_path, "3:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1\n",
-                                                 "cpu/cpu.cfs_period_us": "100000\n"})
+    root, proc = _tree(
+        tmp_path, "3:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}
+    )
     assert threads.cgroup_cpus(root, proc) is None
     root, proc = _tree(tmp_path / "b", "0::/x\n", {"x/cpu.max": "lots 100000\n"})
     assert threads.cgroup_cpus(root, proc) is None
@@ -91,16 +106,17 @@ def test_the_real_affinity_is_used():
 
 # ------------------------------------------------------------------------ the limit
 
+
 def test_where_the_default_limit_comes_from(clean):
     clean.setattr(threads, "available_cpus", lambda: 8)
     assert threads.default_num_threads() == 8
-    clean.setenv("OMP_NUM_THREADS", "3,2")           # OpenMP's nested form: the first level
+    clean.setenv("OMP_NUM_THREADS", "3,2")  # OpenMP's nested form: the first level
     assert threads.default_num_threads() == 3
-    clean.setenv("OMP_NUM_THREADS", "64")            # at most the CPUs
+    clean.setenv("OMP_NUM_THREADS", "64")  # at most the CPUs
     assert threads.default_num_threads() == 8
-    clean.setenv("NUMBA_NUM_THREADS", "2")           # Numba's before OpenMP's
+    clean.setenv("NUMBA_NUM_THREADS", "2")  # Numba's before OpenMP's
     assert threads.default_num_threads() == 2
-    clean.setenv("TRACEGRAD_NUM_THREADS", "5")       # tracegrad's own first
+    clean.setenv("TRACEGRAD_NUM_THREADS", "5")  # tracegrad's own first
     assert threads.default_num_threads() == 5
 
 
@@ -116,8 +132,10 @@ def test_set_num_threads_overrides_and_none_restores(clean):
     assert tg.get_num_threads() == 3
 
 
-@pytest.mark.parametrize("bad, error", [(0, ValueError), (-2, ValueError), (2.5, TypeError),
-                                        (True, TypeError), ("4", TypeError)])
+@pytest.mark.parametrize(
+    "bad, error",
+    [(0, ValueError), (-2, ValueError), (2.5, TypeError), (True, TypeError), ("4", TypeError)],
+)
 def test_set_num_threads_refuses_what_is_not_a_count(clean, bad, error):
     with pytest.raises(error, match="set_num_threads"):
         tg.set_num_threads(bad)
@@ -144,7 +162,7 @@ def test_the_eager_split_follows_the_limit(clean):
     np.testing.assert_array_equal(tanh(x), np.tanh(x))  # serial: nothing queued
     assert parallel._get_pool()._work_queue.qsize() == before
     tg.set_num_threads(5)
-    assert parallel._get_pool()._max_workers >= 4     # the pool grew for the new limit
+    assert parallel._get_pool()._max_workers >= 4  # the pool grew for the new limit
     np.testing.assert_array_equal(tanh(x), np.tanh(x))
 
 
@@ -177,6 +195,7 @@ def test_small_arrays_use_fewer_threads_than_the_limit(clean, monkeypatch):
         def submit(self, *a, **k):
             submitted.append(1)
             return self.pool.submit(*a, **k)
+
     monkeypatch.setattr(parallel, "_get_pool", lambda: Recorder(real()))
     x = np.linspace(0, 1, n)
     out = parallel.elementwise_impl(np.exp)(x)
@@ -185,6 +204,7 @@ def test_small_arrays_use_fewer_threads_than_the_limit(clean, monkeypatch):
 
 
 # ------------------------------------------------------------------------------- BLAS
+
 
 @pytest.fixture
 def blas(clean):
@@ -207,7 +227,7 @@ def test_blas_is_lowered_for_tracegrads_call_only_and_put_back(blas):
     a = np.eye(3)
     np.testing.assert_array_equal(call(a, a), a)
     assert seen == [[min(1, b) for b in before]]
-    assert blas_threads.library_threads() == before     # put back
+    assert blas_threads.library_threads() == before  # put back
 
 
 def test_blas_is_put_back_when_the_call_raises(blas):
@@ -217,6 +237,7 @@ def test_blas_is_put_back_when_the_call_raises(blas):
 
     def fails():
         raise RuntimeError("inside")
+
     with pytest.raises(RuntimeError, match="inside"):
         blas_threads.limited(fails)()
     assert blas_threads.library_threads() == before
@@ -245,6 +266,7 @@ def test_the_switch_turns_blas_limiting_off(blas):
 
 def test_eager_matmul_and_addmm_leave_blas_as_they_found_it(blas):
     import tracegrad.eager as torch
+
     blas.setattr(blas_threads, "threads_now", lambda: 1)
     blas_threads._ceiling[0] = max(blas_threads._ceiling[0], 2)
     before = blas_threads.library_threads()

@@ -2,6 +2,7 @@
 and using tracegrad changes no other library's environment variable, thread count or
 BLAS setting; Numba's threads sleep once a kernel returns; the thread limit reaches
 compiled kernels. What is measured here is CPU time and thread counts, never wall time."""
+
 import os
 
 import pytest
@@ -11,7 +12,7 @@ from tracegrad.runtime import threads
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux /proc only")
 
 # a parallel kernel: 2**20 elements is above codegen's prange threshold (2**18)
-PRELUDE = r'''
+PRELUDE = r"""
 import os, sys, time
 try:
     from threadpoolctl import threadpool_info  # (it sets KMP_DUPLICATE_LIB_OK itself)
@@ -42,10 +43,17 @@ def burnt_after(fn, idle=0.03, reps=7):
         time.sleep(idle)
         out.append(time.process_time() - c0)
     return sorted(out)[len(out) // 2] * 1e3
-'''
+"""
 ENV = {"TRACEGRAD_PARALLEL": "sync", "TRACEGRAD_BACKEND": "numba"}
-UNSET = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "TRACEGRAD_OMP_SPINCOUNT", "TRACEGRAD_NUM_THREADS",
-         "NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+UNSET = (
+    "OMP_WAIT_POLICY",
+    "GOMP_SPINCOUNT",
+    "TRACEGRAD_OMP_SPINCOUNT",
+    "TRACEGRAD_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +66,9 @@ multi_core = pytest.mark.skipif(threads.available_cpus() < 2, reason="needs 2 CP
 
 
 def test_using_tracegrad_changes_no_environment_variable_and_no_thread_setting(run_script, cache):
-    run_script(PRELUDE + r'''
+    run_script(
+        PRELUDE
+        + r"""
 import numba
 numba_before = numba.get_num_threads()
 blas_before = blas_threads.library_threads()
@@ -76,14 +86,20 @@ assert numba.get_num_threads() == numba_before
 assert blas_threads.library_threads() == blas_before
 assert [(p["filepath"], p["num_threads"]) for p in threadpool_info()] == pools_before
 print("OK")
-''', unset=UNSET, cache_dir=cache, **ENV)
+""",
+        unset=UNSET,
+        cache_dir=cache,
+        **ENV,
+    )
 
 
 @multi_core
 def test_numba_threads_sleep_once_a_kernel_returns(run_script, cache):
     """libgomp's default spin burnt ~11 ms of CPU per worker after each kernel here
     (perf/threads.md); tracegrad's launch cuts it to ~0.1 ms."""
-    out = run_script(PRELUDE + r'''
+    out = run_script(
+        PRELUDE
+        + r"""
 parallel.threads_now = threads.get_num_threads  # use the parallel variant whatever the load
 report = threads.omp_report()
 assert report["spin"] == 1000 and report["layer"] == "omp", report
@@ -91,31 +107,49 @@ assert "GOMP_SPINCOUNT" not in os.environ
 burnt = burnt_after(lambda: vg(x, w))
 assert burnt < 3.0, f"{burnt:.2f} ms of CPU in the 30 ms after a kernel returned"
 print("OK", burnt)
-''', unset=UNSET, cache_dir=cache, **ENV)
+""",
+        unset=UNSET,
+        cache_dir=cache,
+        **ENV,
+    )
     assert float(out.split()[-1]) < 3.0
 
 
 def test_the_users_openmp_wait_policy_is_left_alone(run_script, cache):
-    run_script(PRELUDE + r'''
+    run_script(
+        PRELUDE
+        + r"""
 assert threads.omp_report()["spin"] is None, threads.omp_report()
 assert "OMP_WAIT_POLICY" in threads.omp_report()["why"]
 assert os.environ["OMP_WAIT_POLICY"] == "active" and "GOMP_SPINCOUNT" not in os.environ
 print("OK")
-''', unset=tuple(v for v in UNSET if v != "OMP_WAIT_POLICY"), OMP_WAIT_POLICY="active",
-               cache_dir=cache, **ENV)
+""",
+        unset=tuple(v for v in UNSET if v != "OMP_WAIT_POLICY"),
+        OMP_WAIT_POLICY="active",
+        cache_dir=cache,
+        **ENV,
+    )
 
 
 def test_default_leaves_libgomp_alone(run_script, cache):
-    run_script(PRELUDE + r'''
+    run_script(
+        PRELUDE
+        + r"""
 assert threads.omp_report()["spin"] is None and "default" in threads.omp_report()["why"]
 print("OK")
-''', unset=tuple(v for v in UNSET if v != "TRACEGRAD_OMP_SPINCOUNT"),
-               TRACEGRAD_OMP_SPINCOUNT="default", cache_dir=cache, **ENV)
+""",
+        unset=tuple(v for v in UNSET if v != "TRACEGRAD_OMP_SPINCOUNT"),
+        TRACEGRAD_OMP_SPINCOUNT="default",
+        cache_dir=cache,
+        **ENV,
+    )
 
 
 @multi_core
 def test_the_limit_reaches_compiled_kernels_and_numbas_count_is_put_back(run_script, cache):
-    run_script(PRELUDE + r'''
+    run_script(
+        PRELUDE
+        + r"""
 import numba
 from numba.np.ufunc import parallel as npar
 parallel.threads_now = threads.get_num_threads
@@ -148,11 +182,17 @@ np.testing.assert_allclose(v1, v2, rtol=1e-5)
 np.testing.assert_allclose(g1, g2, rtol=1e-6)
 assert numba.get_num_threads() == 1
 print("OK")
-''', unset=UNSET, cache_dir=cache, **ENV)
+""",
+        unset=UNSET,
+        cache_dir=cache,
+        **ENV,
+    )
 
 
 def test_a_kernel_in_another_thread_does_not_change_the_callers_numba_count(run_script, cache):
-    run_script(PRELUDE + r'''
+    run_script(
+        PRELUDE
+        + r"""
 import threading, numba
 parallel.threads_now = threads.get_num_threads
 before = numba.get_num_threads()
@@ -170,4 +210,8 @@ vg(x, w)
 assert not errors, errors
 assert numba.get_num_threads() == before
 print("OK")
-''', unset=UNSET, cache_dir=cache, **ENV)
+""",
+        unset=UNSET,
+        cache_dir=cache,
+        **ENV,
+    )

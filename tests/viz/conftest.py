@@ -1,4 +1,5 @@
 """Helpers for the viz tests: read back the DOT text a Drawing writes."""
+
 import re
 
 import pytest
@@ -29,7 +30,9 @@ class ParsedDot:
             elif line.strip() == "}":
                 cluster = None
             elif m := _EDGE.match(line):
-                self.edges.append((_unescape(m.group(1)), _unescape(m.group(2)), _attrs(m.group(3))))
+                self.edges.append(
+                    (_unescape(m.group(1)), _unescape(m.group(2)), _attrs(m.group(3)))
+                )
             elif m := _NODE.match(line):
                 nid = _unescape(m.group(1))
                 self.nodes[nid] = _attrs(m.group(2))

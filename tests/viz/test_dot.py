@@ -1,4 +1,5 @@
 """The Drawing: DOT text, rendering through Graphviz, and the error without it."""
+
 from pathlib import Path
 
 import pytest

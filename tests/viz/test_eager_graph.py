@@ -4,18 +4,28 @@ These tests drive the walker with minimal stand-in nodes (the duck-typed
 contract: `name()`, `next_functions`, `.variable`, `saved_tensors_info`);
 test_eager_graph_real.py draws real tracegrad.eager (and PyTorch) graphs.
 """
+
 from tracegrad.viz import eager_graph
 from tracegrad.viz.eager import COLORS
 
 
 class FakeTensor:
     def __init__(self, shape, grad_fn=None, requires_grad=True, dtype="float32"):
-        self.shape, self.grad_fn, self.requires_grad, self.dtype = shape, grad_fn, requires_grad, dtype
+        self.shape, self.grad_fn, self.requires_grad, self.dtype = (
+            shape,
+            grad_fn,
+            requires_grad,
+            dtype,
+        )
 
 
 class FakeNode:
     def __init__(self, name, next_functions=(), saved=()):
-        self._name, self.next_functions, self.saved_tensors_info = name, tuple(next_functions), list(saved)
+        self._name, self.next_functions, self.saved_tensors_info = (
+            name,
+            tuple(next_functions),
+            list(saved),
+        )
 
     def name(self):
         return self._name
@@ -54,8 +64,11 @@ def test_none_entries_are_skipped_and_one_leaf_node_per_variable(parse_dot):
 
 def test_saved_tensors_are_their_own_orange_nodes(parse_dot):
     x = FakeTensor((3,), dtype="float64")
-    mul = FakeNode("MulBackward0", [(FakeAccumulate(x), 0)],
-                   saved=[("self", (3,), "float64"), ("other", (), "float64")])
+    mul = FakeNode(
+        "MulBackward0",
+        [(FakeAccumulate(x), 0)],
+        saved=[("self", (3,), "float64"), ("other", (), "float64")],
+    )
     parsed = parse_dot(eager_graph(FakeTensor((3,), mul, dtype="float64")))
     saved = parsed.of_class("saved")
     assert sorted(a["label"] for a in saved.values()) == ["other\nf64[]", "self\nf64[3]"]

@@ -1,17 +1,17 @@
 """eager_graph on real tracegrad.eager graphs, and on PyTorch's where it is installed."""
+
 import numpy as np
 import pytest
 
+import tracegrad.eager as torch_like
 from tracegrad.viz import eager_graph
 from tracegrad.viz.eager import COLORS
-
-import tracegrad.eager as torch_like
 
 
 def seed_graph(torch):
     x = torch.tensor([2.0], requires_grad=True)
     y = torch.tensor([3.0], requires_grad=True)
-    z = x * y + x ** 2
+    z = x * y + x**2
     return z, {"x": x, "y": y}
 
 
@@ -64,8 +64,9 @@ def test_same_structure_as_pytorch_on_the_seed(example, parse_dot):
     for cls in ("grad_fn", "leaf", "output"):
         assert ours.labels(cls) == theirs.labels(cls)
     # Same saved shapes; their names may differ (PyTorch calls mm's second operand "mat2").
-    assert sorted(l.split("\n")[1] for l in ours.labels("saved")) == \
-        sorted(l.split("\n")[1] for l in theirs.labels("saved"))
+    assert sorted(l.split("\n")[1] for l in ours.labels("saved")) == sorted(
+        l.split("\n")[1] for l in theirs.labels("saved")
+    )
     assert len(ours.edges) == len(theirs.edges)
 
 
@@ -92,4 +93,5 @@ def test_a_compiled_function_is_one_lavender_node(parse_dot):
     assert all(a["fillcolor"] == COLORS["compiled"] for a in compiled.values())
     assert parsed.labels("leaf") == ["w\nf32[3,2]"]
     assert parsed.labels("grad_fn") == sorted(
-        ["MulBackward0", "CompiledFunctionBackward\n(runs the compiled backward kernel)"])
+        ["MulBackward0", "CompiledFunctionBackward\n(runs the compiled backward kernel)"]
+    )

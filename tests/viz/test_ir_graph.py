@@ -1,4 +1,5 @@
 """ir_graph on a hand-built joint graph: labels, edge types, colours, fusion groups."""
+
 import numpy as np
 import pytest
 

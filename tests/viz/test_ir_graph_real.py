@@ -1,4 +1,5 @@
 """ir_graph on every stage that the real `lower()` returns."""
+
 import re
 
 import numpy as np
@@ -17,7 +18,9 @@ def mlp_loss(w1, b1, w2, x, y):
 @pytest.fixture(scope="module")
 def lowered():
     rng = np.random.default_rng(0)
-    args = [rng.standard_normal(s).astype(np.float32) for s in [(4, 8), (8,), (8, 1), (6, 4), (6, 1)]]
+    args = [
+        rng.standard_normal(s).astype(np.float32) for s in [(4, 8), (8,), (8, 1), (6, 4), (6, 1)]
+    ]
     return tg.value_and_grad(mlp_loss, argnums=(0, 1, 2)).lower(*args)
 
 
@@ -25,9 +28,13 @@ def lowered():
 def test_every_node_and_edge_is_drawn(lowered, stage, parse_dot):
     graph = getattr(lowered, stage)
     parsed = parse_dot(ir_graph(graph))
-    scalar_consts = {n.id for n in graph.nodes if n.op == "const" and np.ndim(n.attrs["value"]) == 0}
+    scalar_consts = {
+        n.id for n in graph.nodes if n.op == "const" and np.ndim(n.attrs["value"]) == 0
+    }
     drawn = [n for n in graph.nodes if n.id not in scalar_consts]
-    assert set(parsed.nodes) == {f"n{n.id}" for n in drawn} | {f"out{k}" for k in range(len(graph.outputs))}
+    assert set(parsed.nodes) == {f"n{n.id}" for n in drawn} | {
+        f"out{k}" for k in range(len(graph.outputs))
+    }
     n_edges = sum(1 for n in graph.nodes for i in n.inputs if i.id not in scalar_consts)
     assert len(parsed.edges) == n_edges + len(graph.outputs)
     by_id = {f"n{n.id}": n for n in graph.nodes}

@@ -1,4 +1,5 @@
 """The runnable examples in tracegrad.viz's docstrings."""
+
 import doctest
 
 import pytest

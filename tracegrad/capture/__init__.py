@@ -17,6 +17,7 @@ reports graphs and breaks.
     >>> np.allclose(model.weight.grad.numpy(), 4.0)
     True
 """
+
 from __future__ import annotations
 
 import threading
@@ -40,6 +41,7 @@ _CAPTURE_LOCK = threading.RLock()
 def _eager_state():
     from tracegrad.eager._tensor import Tensor
     from tracegrad.eager.grad_mode import STATE
+
     return Tensor, STATE
 
 
@@ -97,8 +99,13 @@ def _signature(cf, args: tuple, kwargs: dict):
     Tensor, STATE = _eager_state()
     grad_enabled = bool(STATE.grad_enabled)
     leaves, in_tree, _ = cf._flatten(args, kwargs, ())
-    key = (CAPTURE, in_tree, tuple(_leaf_key(v, Tensor, grad_enabled) for v in leaves),
-           tuple(kwargs), grad_enabled)
+    key = (
+        CAPTURE,
+        in_tree,
+        tuple(_leaf_key(v, Tensor, grad_enabled) for v in leaves),
+        tuple(kwargs),
+        grad_enabled,
+    )
     return Tensor, grad_enabled, leaves, in_tree, key
 
 
@@ -133,10 +140,12 @@ def lower_captured(cf, args: tuple, kwargs: dict):
     backward and the optimizer's update for a training step); with an AOT split,
     `forward` and `backward` are the two kernels' own stages."""
     from tracegrad.lowering import Lowered
+
     _, grad_enabled, leaves, in_tree, key = _signature(cf, args, kwargs)
     with _CAPTURE_LOCK:
-        entry = next((e for e in cf.entries.get(key) or () if e.guards.failure(leaves) is None),
-                     None)
+        entry = next(
+            (e for e in cf.entries.get(key) or () if e.guards.failure(leaves) is None), None
+        )
         if entry is None:
             entry = _build(cf, args, kwargs, leaves, in_tree, grad_enabled, "lower()")
             cf.add_entry(key, (cf.entries.get(key) or []) + [entry])
@@ -145,8 +154,9 @@ def lower_captured(cf, args: tuple, kwargs: dict):
     base = entry.lowered
     if entry.aot is None:
         return base
-    lowered = Lowered(entry.graph, entry.aot.joint, base.optimized, base.kernel, base.backend,
-                      base.timings)
+    lowered = Lowered(
+        entry.graph, entry.aot.joint, base.optimized, base.kernel, base.backend, base.timings
+    )
     lowered.forward, lowered.backward = base, entry.lowered_backward
     return lowered
 
@@ -157,8 +167,9 @@ def _build(cf, args, kwargs, leaves, in_tree, grad_enabled: bool, reason: str):
     names = cf.capture_names()
     with _BUILD_LOCK:
         try:
-            return build_entry(cf, args, kwargs, leaves, in_tree, cf.backend, cf.optimize,
-                               grad_enabled, names)
+            return build_entry(
+                cf, args, kwargs, leaves, in_tree, cf.backend, cf.optimize, grad_enabled, names
+            )
         except BREAK_ERRORS as exc:
             record = note_break(cf, exc)
             if cf.fullgraph:

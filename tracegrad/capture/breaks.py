@@ -7,6 +7,7 @@ warning names the user's file and line once); `fullgraph=True` raises
 `GraphBreakError`. `tracegrad.explain(fn, *args)` (tracegrad/explain.py) reports
 the graphs and breaks.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,11 @@ class BreakRecord:
         return f"{self.filename}:{self.lineno}" if self.filename else "unknown location"
 
     def message(self, fullgraph: bool = False) -> str:
-        what = ("fullgraph=True: the function cannot be captured as one graph"
-                if fullgraph else "graph break; this call runs as eager code")
+        what = (
+            "fullgraph=True: the function cannot be captured as one graph"
+            if fullgraph
+            else "graph break; this call runs as eager code"
+        )
         shown = f"\n    {self.line}" if self.line else ""
         return f"tracegrad.compile: {what}\n  at {self.location}{shown}\n  reason: {self.reason}"
 
@@ -54,8 +58,11 @@ def _user_frame_of(exc: BaseException):
     for frame, lineno in traceback.walk_tb(exc.__traceback__):
         name = frame.f_code.co_filename
         module = frame.f_globals.get("__name__", "")
-        if not core._inside_package(name) and not module.startswith("numpy") \
-                and not name.startswith("<frozen"):
+        if (
+            not core._inside_package(name)
+            and not module.startswith("numpy")
+            and not name.startswith("<frozen")
+        ):
             found = (name, lineno)
     return found
 
@@ -67,15 +74,20 @@ def _first_line(text: str) -> str:
 def note_break(cf, exc: BaseException) -> BreakRecord:
     """Record (and warn about, once per line) why capturing `cf` stopped."""
     import linecache
+
     where = _user_frame_of(exc)
     filename, lineno = where if where else (None, None)
     line = linecache.getline(filename, lineno).strip() if filename else ""
     record = BreakRecord(_first_line(str(exc)) or type(exc).__name__, filename, lineno, line)
     cf.graph_breaks.append(record)
     if not cf.fullgraph:
-        warnings.warn_explicit(record.message(), GraphBreakWarning,
-                               filename or "<tracegrad>", lineno or 0,
-                               module=os.path.splitext(os.path.basename(filename or "x"))[0])
+        warnings.warn_explicit(
+            record.message(),
+            GraphBreakWarning,
+            filename or "<tracegrad>",
+            lineno or 0,
+            module=os.path.splitext(os.path.basename(filename or "x"))[0],
+        )
     return record
 
 
@@ -97,7 +109,7 @@ class EagerFallback:
         values = tree_unflatten(self.in_tree, leaves)
         n_args = len(values) - len(self.kw_names)
         kwargs = dict(zip(self.kw_names, values[n_args:]))
-        return self.fn(*values[:self.n_explicit], **kwargs)
+        return self.fn(*values[: self.n_explicit], **kwargs)
 
 
 class _NoGuards:
@@ -118,14 +130,18 @@ class ExplainOutput:
     out: Any = None
 
     def __str__(self) -> str:
-        lines = [f"Graph Count: {self.graph_count}",
-                 f"Graph Break Count: {self.graph_break_count}",
-                 f"Op Count: {sum(len(ops) for ops in self.ops_per_graph)}",
-                 "Break Reasons:"]
+        lines = [
+            f"Graph Count: {self.graph_count}",
+            f"Graph Break Count: {self.graph_break_count}",
+            f"Op Count: {sum(len(ops) for ops in self.ops_per_graph)}",
+            "Break Reasons:",
+        ]
         for k, record in enumerate(self.break_reasons, 1):
-            lines.append(f"  Break Reason {k}:\n    Reason: {record.reason}\n"
-                         f"    User Stack: {record.location}"
-                         + (f"\n      {record.line}" if record.line else ""))
+            lines.append(
+                f"  Break Reason {k}:\n    Reason: {record.reason}\n"
+                f"    User Stack: {record.location}"
+                + (f"\n      {record.line}" if record.line else "")
+            )
         lines.append("Ops per Graph:")
         for k, ops in enumerate(self.ops_per_graph, 1):
             lines.append(f"  Ops {k}: {', '.join(ops)}")

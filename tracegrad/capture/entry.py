@@ -11,6 +11,7 @@
   AOTAutograd does: outputs come back with a `CompiledFunctionBackward` grad_fn
   whose backward fills `.grad` of the arguments and of the parameters it read.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,12 +24,22 @@ from tracegrad.compiled_eager import _EagerEntry, node_class, output_node_class,
 from tracegrad.lowering import _canonical_leaf, lower_graphs
 from tracegrad.passes.loops import reroll_loops
 from tracegrad.pytree import identifier, is_array_like_leaf, leaf_paths
-from tracegrad.tracing import (TraceContext, TracedFunction, Tracer, _unique, abstract_leaf,
-                               argument_names, output_node, tree_flatten, tree_unflatten)
+from tracegrad.tracing import (
+    TraceContext,
+    TracedFunction,
+    Tracer,
+    _unique,
+    abstract_leaf,
+    argument_names,
+    output_node,
+    tree_flatten,
+    tree_unflatten,
+)
 
 
 def _eager_tensor():
     from tracegrad.eager._tensor import Tensor
+
     return Tensor
 
 
@@ -36,23 +47,31 @@ class CapturedEntry:
     """One captured signature: the kernel(s), where each input is read from and
     where each changed piece of state is written back."""
 
-    def __init__(self, traced: TracedFunction, leaf_inputs: list[int], slots: list,
-                 out_kinds: list, writers: list, clear_writers: list, guards: Guards,
-                 backward_ran: bool):
+    def __init__(
+        self,
+        traced: TracedFunction,
+        leaf_inputs: list[int],
+        slots: list,
+        out_kinds: list,
+        writers: list,
+        clear_writers: list,
+        guards: Guards,
+        backward_ran: bool,
+    ):
         self.traced = traced
-        self.leaf_inputs = leaf_inputs      # leaf index of each argument input, in order
-        self.slots = slots                  # the state inputs that follow them
-        self.out_kinds = out_kinds          # per function output: "tensor" or "array"
-        self.writers = writers              # per state output, in order
+        self.leaf_inputs = leaf_inputs  # leaf index of each argument input, in order
+        self.slots = slots  # the state inputs that follow them
+        self.out_kinds = out_kinds  # per function output: "tensor" or "array"
+        self.writers = writers  # per state output, in order
         self.clear_writers = clear_writers  # state changes with no value (a grad cleared)
         self.guards = guards
         self.backward_ran = backward_ran
         self.n_fn_out = len(out_kinds)
-        self.kernel = None                  # plain: inputs -> outputs + state
+        self.kernel = None  # plain: inputs -> outputs + state
         self.lowered = None
         self.aot: _EagerEntry | None = None  # forward/backward kernels, when split
-        self.wrt_sources: list = []         # per differentiated input: leaf index or slot
-        self.eager_tier = None              # runs the function eagerly until the kernels exist
+        self.wrt_sources: list = []  # per differentiated input: leaf index or slot
+        self.eager_tier = None  # runs the function eagerly until the kernels exist
 
     def _kernels_ready(self) -> bool:
         tiers = [self.kernel] if self.aot is None else [self.aot.forward, self.aot.backward]
@@ -87,7 +106,7 @@ class CapturedEntry:
             outs = self.kernel(*arrays)
             n_out = len(outs)
         outs = [np.asarray(v) for v in outs[:n_out]]
-        for writer, value in zip(self.writers, outs[self.n_fn_out:]):
+        for writer, value in zip(self.writers, outs[self.n_fn_out :]):
             writer.write(value, leaves)
         for writer in self.clear_writers:
             writer.write(None, leaves)
@@ -100,6 +119,7 @@ class CapturedEntry:
 
     def _attach_backward(self, results: list, leaves: list, arrays: list, saved: list) -> None:
         from tracegrad.eager import graph as graph_mod
+
         entry = self.aot
         inputs = [leaves[src] if isinstance(src, int) else src.tensor for src in self.wrt_sources]
         make_node = node_class()
@@ -120,8 +140,17 @@ def _array_of(leaf: Any):
     return leaf._data if isinstance(leaf, Tensor) else leaf
 
 
-def build_entry(cf, args: tuple, kwargs: dict, leaves: list, in_tree, backend: str,
-                optimize: bool, grad_enabled: bool, names: dict | None = None) -> CapturedEntry:
+def build_entry(
+    cf,
+    args: tuple,
+    kwargs: dict,
+    leaves: list,
+    in_tree,
+    backend: str,
+    optimize: bool,
+    grad_enabled: bool,
+    names: dict | None = None,
+) -> CapturedEntry:
     """Trace `cf.fn` on eager tensors and lower what it did (see the module doc)."""
     Tensor = _eager_tensor()
     kw_names = tuple(kwargs)
@@ -134,8 +163,11 @@ def build_entry(cf, args: tuple, kwargs: dict, leaves: list, in_tree, backend: s
     values, leaf_inputs, used = [], [], set()
     with context.active():
         for i, leaf in enumerate(leaves):
-            if not (isinstance(leaf, Tensor) or is_array_like_leaf(leaf)) or \
-                    type(leaf) in (int, float, bool):
+            if not (isinstance(leaf, Tensor) or is_array_like_leaf(leaf)) or type(leaf) in (
+                int,
+                float,
+                bool,
+            ):
                 values.append(leaf)  # a static Python value (part of the key)
                 continue
             name = _unique(identifier(paths[i]) if i < len(paths) else f"arg{i}", used)
@@ -176,8 +208,16 @@ def build_entry(cf, args: tuple, kwargs: dict, leaves: list, in_tree, backend: s
             writers.append(writer)
     traced = TracedFunction(context.graph, in_tree, out_tree, paths)
     traced.graph = reroll_loops(traced.graph)  # unrolled Python loops (layers) -> scan
-    entry = CapturedEntry(traced, leaf_inputs, list(session.slots), out_kinds, writers,
-                          clear_writers, Guards(session, context.graph), session.backward_ran)
+    entry = CapturedEntry(
+        traced,
+        leaf_inputs,
+        list(session.slots),
+        out_kinds,
+        writers,
+        clear_writers,
+        Guards(session, context.graph),
+        session.backward_ran,
+    )
     _lower(entry, session, out_flags, backend, optimize, grad_enabled)
     # PyTorch-style code (it called a module or an optimizer, or ran backward) is a valid
     # eager program: eager mode serves until the kernels exist. Code written with
@@ -185,36 +225,61 @@ def build_entry(cf, args: tuple, kwargs: dict, leaves: list, in_tree, backend: s
     pytorch_style = bool(session.modules or session.optimizers or session.backward_ran)
     if pytorch_style and not entry._kernels_ready():
         from tracegrad.capture.breaks import EagerFallback
+
         entry.eager_tier = EagerFallback(cf, args, kwargs, None)
     return entry
 
 
-def _lower(entry: CapturedEntry, session: CaptureSession, out_flags: list, backend: str,
-           optimize: bool, grad_enabled: bool) -> None:
+def _lower(
+    entry: CapturedEntry,
+    session: CaptureSession,
+    out_flags: list,
+    backend: str,
+    optimize: bool,
+    grad_enabled: bool,
+) -> None:
     graph = entry.graph
     n_leaf = len(entry.leaf_inputs)
     # graph inputs: argument leaves first, then the state slots, in order
-    sources = [(entry.leaf_inputs.index(s.index), s) for s in session.leaf_slots] + \
-        [(n_leaf + k, s) for k, s in enumerate(entry.slots)]
+    sources = [(entry.leaf_inputs.index(s.index), s) for s in session.leaf_slots] + [
+        (n_leaf + k, s) for k, s in enumerate(entry.slots)
+    ]
     wrt, wrt_sources = [], []
     if grad_enabled and not entry.backward_ran:
         for index, slot in sources:
-            if isinstance(slot, TensorSlot) and slot.requires_grad \
-                    and np.dtype(graph.inputs[index].dtype).kind == "f":
+            if (
+                isinstance(slot, TensorSlot)
+                and slot.requires_grad
+                and np.dtype(graph.inputs[index].dtype).kind == "f"
+            ):
                 wrt.append(index)
                 wrt_sources.append(slot.index if isinstance(slot, LeafSlot) else slot)
-    diff_outputs = [k for k, flag in enumerate(out_flags)
-                    if flag and np.dtype(graph.outputs[k].dtype).kind == "f"]
+    diff_outputs = [
+        k
+        for k, flag in enumerate(out_flags)
+        if flag and np.dtype(graph.outputs[k].dtype).kind == "f"
+    ]
     lower = _lowering(backend, optimize)
     if wrt and diff_outputs:
         from tracegrad.autodiff import vjp_graph
+
         n_out = len(graph.outputs)
         joint = vjp_graph(graph, wrt, diff_outputs=diff_outputs, seed_ones=False)
         forward, backward, saved_ids = partition(joint, n_out, len(graph.inputs))
         lowered_fwd, lowered_bwd = lower(graph, forward), lower(graph, backward)
-        entry.aot = _EagerEntry(entry.traced, joint, _Tiered(lowered_fwd), _Tiered(lowered_bwd),
-                                n_out, saved_ids, diff_outputs, wrt, entry.traced.out_tree,
-                                lowered_fwd, lowered_bwd)
+        entry.aot = _EagerEntry(
+            entry.traced,
+            joint,
+            _Tiered(lowered_fwd),
+            _Tiered(lowered_bwd),
+            n_out,
+            saved_ids,
+            diff_outputs,
+            wrt,
+            entry.traced.out_tree,
+            lowered_fwd,
+            lowered_bwd,
+        )
         entry.wrt_sources = wrt_sources
         entry.lowered = lowered_fwd
         entry.lowered_backward = lowered_bwd
@@ -231,12 +296,14 @@ def _lowering(backend: str, optimize: bool):
     its first Numba compile can take minutes on a small machine. TRACEGRAD_TIERED=0 waits
     for the kernels instead."""
     from tracegrad import config
+
     if backend != "numba" or config.tiered_mode() == "0":
         return lambda traced, joint: lower_graphs(traced, joint, backend, optimize=optimize)
     from tracegrad.lowering import _lower_in_background
 
     def lower(traced, joint):
         return _lower_in_background(traced, joint, optimize, None, {})
+
     return lower
 
 
@@ -260,11 +327,15 @@ class _Tiered:
         lowered = self.lowered
         build = lowered.tier_build
         if build is not None and build.kernel is not None:
-            lowered.kernel, lowered.source, lowered.source_path = \
-                build.kernel, build.kernel.source, build.kernel.source_path
+            lowered.kernel, lowered.source, lowered.source_path = (
+                build.kernel,
+                build.kernel.source,
+                build.kernel.source_path,
+            )
             self.kernel = build.kernel
             return build.kernel
         from tracegrad.codegen.background import ensure_worker
+
         ensure_worker()
         if lowered.tier_runner is not None:
             return lowered.tier_runner
@@ -281,6 +352,7 @@ class _Tiered:
             self._promote()
             return True
         from tracegrad.codegen.background import ensure_worker
+
         ensure_worker()
         return False
 
@@ -293,9 +365,11 @@ class _Tiered:
 
 def _interpreted(graph):
     from tracegrad.lowering import _Interpreted
+
     run = _Interpreted(graph)
 
     def interpreter(*arrays):
         with np.errstate(all="ignore"):  # as in a kernel
             return run(*arrays)
+
     return interpreter

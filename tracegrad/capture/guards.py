@@ -19,6 +19,7 @@ call, and a failed check retraces (with the reason kept in `cache_info()`):
     >>> module_fingerprint(lin) == before
     False
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,20 +32,29 @@ _PLAIN = (int, float, bool, str, type(None))
 def module_fingerprint(module: Any) -> tuple:
     """What a module's forward may depend on besides its tensors' values."""
     d = module.__dict__
-    plain = tuple(sorted((k, v) for k, v in d.items()
-                         if type(v) in _PLAIN and not k.startswith("_")))
-    return (bool(d.get("training", True)),
-            tuple((k, id(v)) for k, v in d["_parameters"].items()),
-            tuple((k, id(v)) for k, v in d["_buffers"].items()),
-            tuple((k, id(v)) for k, v in d["_modules"].items()),
-            plain)
+    plain = tuple(
+        sorted((k, v) for k, v in d.items() if type(v) in _PLAIN and not k.startswith("_"))
+    )
+    return (
+        bool(d.get("training", True)),
+        tuple((k, id(v)) for k, v in d["_parameters"].items()),
+        tuple((k, id(v)) for k, v in d["_buffers"].items()),
+        tuple((k, id(v)) for k, v in d["_modules"].items()),
+        plain,
+    )
 
 
 def optimizer_fingerprint(optimizer: Any) -> tuple:
     """An optimizer's hyperparameters, parameters and state layout."""
-    groups = tuple((tuple((k, _hashable(v)) for k, v in sorted(g.items())
-                          if k not in ("params", "lr")),  # lr: an input (session.ScalarSlot)
-                    tuple(id(p) for p in g["params"])) for g in optimizer.param_groups)
+    groups = tuple(
+        (
+            tuple(
+                (k, _hashable(v)) for k, v in sorted(g.items()) if k not in ("params", "lr")
+            ),  # lr: an input (session.ScalarSlot)
+            tuple(id(p) for p in g["params"]),
+        )
+        for g in optimizer.param_groups
+    )
     state = tuple((id(p), tuple(sorted(s))) for p, s in optimizer.state.items())
     return groups, state
 
@@ -60,8 +70,16 @@ def _hashable(value: Any) -> Any:
 class _ModuleGuard:
     """module_fingerprint's facts, compared cheaply on every call (identities first)."""
 
-    __slots__ = ("module", "fingerprint", "training", "params", "buffers", "children",
-                 "plain_names", "plain_values")
+    __slots__ = (
+        "module",
+        "fingerprint",
+        "training",
+        "params",
+        "buffers",
+        "children",
+        "plain_names",
+        "plain_values",
+    )
 
     def __init__(self, module):
         d = module.__dict__
@@ -76,12 +94,13 @@ class _ModuleGuard:
 
     def holds(self) -> bool:
         d = self.module.__dict__
-        return (bool(d.get("training", True)) == self.training
-                and tuple(map(id, d["_parameters"].values())) == self.params
-                and tuple(map(id, d["_buffers"].values())) == self.buffers
-                and tuple(map(id, d["_modules"].values())) == self.children
-                and tuple(map(d.get, self.plain_names)) == self.plain_values)
-
+        return (
+            bool(d.get("training", True)) == self.training
+            and tuple(map(id, d["_parameters"].values())) == self.params
+            and tuple(map(id, d["_buffers"].values())) == self.buffers
+            and tuple(map(id, d["_modules"].values())) == self.children
+            and tuple(map(d.get, self.plain_names)) == self.plain_values
+        )
 
 
 class Guards:
@@ -90,10 +109,17 @@ class Guards:
     def __init__(self, session, graph):
         used = {i.id for n in graph.nodes for i in n.inputs} | {n.id for n in graph.outputs}
         # a .grad the graph never reads (a forward without backward) needs no guard
-        self.slots = [s for s in session.slots if not isinstance(s, DrawSlot)
-                      and not (isinstance(s, GradSlot) and s.placeholder.id not in used)]
-        self.grads_none = [p for p in session.grad_was_none
-                           if id(p) not in session.cleared_first and session.backward_ran]
+        self.slots = [
+            s
+            for s in session.slots
+            if not isinstance(s, DrawSlot)
+            and not (isinstance(s, GradSlot) and s.placeholder.id not in used)
+        ]
+        self.grads_none = [
+            p
+            for p in session.grad_was_none
+            if id(p) not in session.cleared_first and session.backward_ran
+        ]
         self.modules = [_ModuleGuard(m) for m in session.modules.values()]
         self.optimizers = [(o, optimizer_fingerprint(o)) for o in session.optimizers.values()]
 

@@ -16,6 +16,7 @@ swapped submodule.
     >>> [p is q for p, q in zip(fast.parameters(), net.parameters())]
     [True, True]
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 
 def is_module(value: Any) -> bool:
     from tracegrad.eager.nn.modules import Module
+
     return isinstance(value, Module)
 
 
@@ -74,11 +76,16 @@ def _modules_of(fn: Any) -> list:
 
 def _module_base():
     from tracegrad.eager.nn.modules import Module
+
     return Module
 
 
-def CompiledModule(module, make_compiled, backend: str | None = None,  # noqa: N802
-                   fullgraph: bool = False):
+def CompiledModule(
+    module,
+    make_compiled,
+    backend: str | None = None,
+    fullgraph: bool = False,
+):
     """Wrap `module` so that calling it runs the captured graph (see the module doc);
     `make_compiled(fn, backend)` is tracegrad.compiler's CompiledFunction factory."""
     return _compiled_module_class()(module, make_compiled, backend, fullgraph)
@@ -102,6 +109,7 @@ def _compiled_module_class():
 
             def forward(*args, **kwargs):
                 return module(*args, **kwargs)
+
             forward.__name__ = type(module).__name__
             compiled = make_compiled(forward, backend)
             compiled.fullgraph = fullgraph

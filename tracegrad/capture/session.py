@@ -15,6 +15,7 @@ changed it (an in-place op, an optimizer step, a new `.grad`), how to write the
 new value back after the kernel ran. `restore()` puts every swapped value back,
 so tracing leaves the user's objects exactly as they were.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,6 +30,7 @@ from tracegrad.tracing import TraceContext, Tracer, output_node
 
 def _tensor_class():
     from tracegrad.eager._tensor import Tensor
+
     return Tensor
 
 
@@ -43,8 +45,11 @@ class Slot:
     def guard(self, leaves: list) -> str | None:
         """Why this slot no longer fits the graph (a retrace), or None."""
         value = self.read(leaves)
-        if type(value) is not np.ndarray or value.shape != self.aval.shape \
-                or value.dtype != self.aval.dtype:
+        if (
+            type(value) is not np.ndarray
+            or value.shape != self.aval.shape
+            or value.dtype != self.aval.dtype
+        ):
             return f"{self.label} is now {_describe(value)}, traced as {self.aval}"
         return None
 
@@ -152,6 +157,7 @@ class DrawSlot(Slot):
 
     def read(self, leaves: list):
         from tracegrad.eager.creation import draw_now
+
         return draw_now(self.source, self.method, self.args, self.kwargs)
 
 
@@ -191,18 +197,18 @@ class CaptureSession:
 
     def __init__(self, context: TraceContext, names: dict | None = None):
         self.context = context
-        self.slots: list[Slot] = []        # graph inputs after the argument leaves
+        self.slots: list[Slot] = []  # graph inputs after the argument leaves
         self.leaf_slots: list[LeafSlot] = []
-        self.names = names or {}           # id(tensor) -> "fc1.weight" (from a root module)
+        self.names = names or {}  # id(tensor) -> "fc1.weight" (from a root module)
         self._slot_of: dict[int, Slot] = {}
-        self._restore: list = []           # callables putting the user's state back
+        self._restore: list = []  # callables putting the user's state back
         self.modules: dict[int, Any] = {}
         self.optimizers: dict[int, Any] = {}
         self._grads: dict[int, tuple] = {}  # id(param) -> (param, grad object at the start)
         self._state_keys: dict[int, tuple] = {}  # id(optimizer) -> ({id(p): keys}, params)
         self.backward_ran = False
-        self.cleared_first: set = set()     # id(param): zero_grad(set_to_none) before any read
-        self.grad_was_none: list = []       # params whose .grad was None when first read
+        self.cleared_first: set = set()  # id(param): zero_grad(set_to_none) before any read
+        self.grad_was_none: list = []  # params whose .grad was None when first read
         self._used_names: set = set()
 
     # ---- inputs
@@ -224,6 +230,7 @@ class CaptureSession:
 
         def restore():
             tensor._grad = grad
+
         self._restore.append(restore)
 
     def lift(self, tensor) -> None:
@@ -253,10 +260,12 @@ class CaptureSession:
         def restore():
             tensor._data = data
             tensor._counter[0] = counter
+
         self._restore.append(restore)
 
     def _swap_view(self, view) -> None:
         from tracegrad.eager._tensor import refresh_view
+
         data, info = view._data, view.__dict__["_view"]
         seen = info[1]
         info[1] = -1
@@ -265,6 +274,7 @@ class CaptureSession:
         def restore():
             view._data = data
             info[1] = seen
+
         self._restore.append(restore)
 
     def grad_cleared(self, param, set_to_none: bool) -> None:
@@ -281,6 +291,7 @@ class CaptureSession:
 
         def restore():
             param._grad = grad
+
         self._restore.append(restore)
 
     def _note_grad(self, tensor, label: str) -> None:
@@ -305,6 +316,7 @@ class CaptureSession:
             tensor._grad = grad
             grad._data = data
             grad._counter[0] = counter
+
         self._restore.append(restore)
 
     def lift_item(self, container: dict, key: Any, label: str) -> None:
@@ -319,6 +331,7 @@ class CaptureSession:
 
         def restore():
             container[key] = value
+
         self._restore.append(restore)
 
     # ---- what eager code reports (tracegrad.eager.capture_hooks)
@@ -363,10 +376,12 @@ class CaptureSession:
                     state = optimizer.state[p]
                     for key in [k for k in state if k not in before.get(id(p), ())]:
                         del state[key]
+
         self._restore.append(restore)
 
     def random_draw(self, method: str, args: tuple, kwargs: dict, source) -> Tracer:
         from tracegrad.eager.creation import draw_now
+
         sample = draw_now(np.random.default_rng(0), method, args, kwargs)  # shape and dtype
         aval = Aval(sample.shape, sample.dtype)
         label = f"random_{method}"
@@ -384,9 +399,11 @@ class CaptureSession:
         out = []
         for slot in self.leaf_slots:
             if self._leaf_tensor(slot)._grad is not slot.grad_at_start:
-                raise GraphBreak("backward() inside the function changed the .grad of an argument "
-                                 "(captured graphs update the .grad of parameters and tensors "
-                                 "the function reads, not of its arguments)")
+                raise GraphBreak(
+                    "backward() inside the function changed the .grad of an argument "
+                    "(captured graphs update the .grad of parameters and tensors "
+                    "the function reads, not of its arguments)"
+                )
         for slot in self.leaf_slots + self.slots:
             if isinstance(slot, DrawSlot):
                 continue
@@ -407,12 +424,17 @@ class CaptureSession:
             for p, state in optimizer.state.items():
                 for key, value in state.items():
                     if isinstance(value, Tracer) and not self._is_slot_value(state, key):
-                        out.append((self._node_of(value), StateWriter(
-                            "state_item", (optimizer, p), key, f"{self._label_of(p)}_{key}")))
+                        out.append(
+                            (
+                                self._node_of(value),
+                                StateWriter(
+                                    "state_item", (optimizer, p), key, f"{self._label_of(p)}_{key}"
+                                ),
+                            )
+                        )
         for module in self.modules.values():
             for name, b in module._buffers.items():
-                if b is not None and id(b) not in self._slot_of and \
-                        type(b._data) is not np.ndarray:
+                if b is not None and id(b) not in self._slot_of and type(b._data) is not np.ndarray:
                     out.append((self._node_of(b._data), StateWriter("buffer", module, name, name)))
         return out
 
@@ -435,8 +457,9 @@ class CaptureSession:
         return self._leaf_objects[slot.index]
 
     def _is_slot_value(self, state: dict, key) -> bool:
-        return any(isinstance(s, ItemSlot) and s.container is state and s.key == key
-                   for s in self.slots)
+        return any(
+            isinstance(s, ItemSlot) and s.container is state and s.key == key for s in self.slots
+        )
 
     def _node_of(self, value):
         return output_node(self.context, value)

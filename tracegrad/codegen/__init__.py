@@ -53,6 +53,7 @@ Big loops (>= 2**18 elements) get a parallel (prange) variant, compiled in a
 background thread and swapped in when ready (TRACEGRAD_PARALLEL=sync|0).
 Measured numbers are in perf/mathlib_bench.py and perf/codegen_latency.py.
 """
+
 from __future__ import annotations
 
 import collections
@@ -64,7 +65,8 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -88,8 +90,9 @@ def _calls_blas(source: str | None) -> bool:
     return bool(source) and any(c in source for c in ("tg_gemm(", "tg_trs", "tg_potrf("))
 
 
-def _load_aware(entry: Callable, calls_blas: bool, serial: Callable | None = None,
-                work: int | None = None) -> Callable:
+def _load_aware(
+    entry: Callable, calls_blas: bool, serial: Callable | None = None, work: int | None = None
+) -> Callable:
     """`entry`, made a good neighbour (runtime/threads.py, ops/blas_threads.py): a
     parallel variant runs on at most tracegrad's thread limit and the idle CPUs (the
     serial variant when that is one), Numba's count put back after the call; BLAS's
@@ -99,8 +102,14 @@ def _load_aware(entry: Callable, calls_blas: bool, serial: Callable | None = Non
         return entry
     from tracegrad.ops import blas_threads, parallel
     from tracegrad.runtime import threads
-    call = entry if serial is None else threads.numba_parallel_call(
-        entry, serial, idle=lambda: parallel.threads_now(), work=work)
+
+    call = (
+        entry
+        if serial is None
+        else threads.numba_parallel_call(
+            entry, serial, idle=lambda: parallel.threads_now(), work=work
+        )
+    )
     if calls_blas:
         call = blas_threads.limited(call)
     call.raw_entry = entry
@@ -117,9 +126,18 @@ class Kernel:
     (non-contiguous, read-only, Python scalars) is converted on a slower path.
     """
 
-    def __init__(self, entry: Callable, graph: Graph | None, source: str, source_path: str | None,
-                 fallback_ids=(), timings: dict | None = None, module: Any = None,
-                 graph_factory: Callable[[], Graph] | None = None, in_types=None):
+    def __init__(
+        self,
+        entry: Callable,
+        graph: Graph | None,
+        source: str,
+        source_path: str | None,
+        fallback_ids=(),
+        timings: dict | None = None,
+        module: Any = None,
+        graph_factory: Callable[[], Graph] | None = None,
+        in_types=None,
+    ):
         self.entry = _load_aware(entry, calls_blas=_calls_blas(source))
         self._graph = graph
         self._graph_factory = graph_factory  # rebuilds the graph when loaded from the index
@@ -130,8 +148,11 @@ class Kernel:
         self.module = module
         if module is not None:
             _hold_module(self, module)
-        self._in_types = in_types if in_types is not None else \
-            [(tuple(n.shape), np.dtype(n.dtype)) for n in graph.inputs]
+        self._in_types = (
+            in_types
+            if in_types is not None
+            else [(tuple(n.shape), np.dtype(n.dtype)) for n in graph.inputs]
+        )
         self.parallel_source: str | None = None
         self.parallel_source_path: str | None = None
 
@@ -154,16 +175,24 @@ class Kernel:
         self._serial_entry = self.entry
         # on a machine whose other cores are busy the serial variant runs (a parallel
         # region waits for every thread at its barrier, a descheduled one costs a slice)
-        self.entry = _load_aware(entry, calls_blas=_calls_blas(emitted.source),
-                                 serial=self._serial_entry,
-                                 work=max((n.size for n in self.graph.nodes), default=None))
+        self.entry = _load_aware(
+            entry,
+            calls_blas=_calls_blas(emitted.source),
+            serial=self._serial_entry,
+            work=max((n.size for n in self.graph.nodes), default=None),
+        )
         _hold_module(self, module)
         _PARALLEL_KERNELS.add(self)
         self.parallel_source = emitted.source
         self.parallel_source_path = str(path) if path else None
         self.timings["parallel_load_compile"] = time.perf_counter() - t0
-        log.info("codegen %s: parallel variant ready (%s; numba %s %.1f ms)", self.graph.name,
-                 status, "cache load" if hits else "compile", 1e3 * (time.perf_counter() - t0))
+        log.info(
+            "codegen %s: parallel variant ready (%s; numba %s %.1f ms)",
+            self.graph.name,
+            status,
+            "cache load" if hits else "compile",
+            1e3 * (time.perf_counter() - t0),
+        )
 
     def wait_parallel(self, timeout: float | None = None) -> bool:
         """Wait for the background parallel variant; True if it is in use."""
@@ -180,12 +209,15 @@ class Kernel:
             # graph with the interpreter: the op's own check raises tracegrad's
             # OutOfRangeError naming the index, the axis, the shapes and the user's line.
             from tracegrad.ir.interpret import interpret
+
             interpret(self.graph, *arrays)
             raise
         except TypeError:
             if len(arrays) != len(self._in_types):
-                raise TypeError(f"kernel for graph {self.graph.name!r} takes "
-                                f"{len(self._in_types)} arrays, got {len(arrays)}") from None
+                raise TypeError(
+                    f"kernel for graph {self.graph.name!r} takes "
+                    f"{len(self._in_types)} arrays, got {len(arrays)}"
+                ) from None
             fixed = [self._conform(a, shape, dt) for a, (shape, dt) in zip(arrays, self._in_types)]
             return self.entry(*fixed)
 
@@ -202,6 +234,7 @@ class Kernel:
 
 def ir_hash(graph: Graph) -> str:
     from tracegrad.ir.printer import format_graph
+
     text = format_graph(graph)
     h = hashlib.sha256(text.encode())
     for n in graph.nodes:  # consts the printer abridges still change literals
@@ -240,28 +273,55 @@ def build_kernel(graph: Graph, index_key: str | None = None) -> Kernel:
     emitted = _generate(graph, name)
     t1 = time.perf_counter()
     from tracegrad.runtime.numba_loader import import_numba
+
     import_numba()  # timed apart from the compile
     t2 = time.perf_counter()
     loaded = _load(graph, emitted)
     if loaded is None:
         from tracegrad.ir.interpret import interpret
+
         return Kernel(lambda *a: interpret(graph, *a), graph, emitted.source, None)
     entry, module, path, status, hits = loaded
     t3 = time.perf_counter()
     timings = {"codegen": t1 - t0, "import_numba": t2 - t1, "load_compile": t3 - t2}
-    log.info("codegen %s: %.1f ms (%d lines%s); module %s: %s; numba %s %.1f ms",
-             graph.name, 1e3 * (t1 - t0), emitted.source.count("\n"),
-             f", {len(emitted.fallback_ids)} NumPy fallbacks" if emitted.fallback_ids else "",
-             path.name if path else "(memory)", status,
-             "cache load" if hits else "compile", 1e3 * (t3 - t2))
-    kernel = Kernel(entry, graph, emitted.source, str(path) if path else None,
-                    emitted.fallback_ids, timings, module)
-    if (index_key is not None and path is not None and not emitted.const_ids
-            and not emitted.fallback_ids):
+    log.info(
+        "codegen %s: %.1f ms (%d lines%s); module %s: %s; numba %s %.1f ms",
+        graph.name,
+        1e3 * (t1 - t0),
+        emitted.source.count("\n"),
+        f", {len(emitted.fallback_ids)} NumPy fallbacks" if emitted.fallback_ids else "",
+        path.name if path else "(memory)",
+        status,
+        "cache load" if hits else "compile",
+        1e3 * (t3 - t2),
+    )
+    kernel = Kernel(
+        entry,
+        graph,
+        emitted.source,
+        str(path) if path else None,
+        emitted.fallback_ids,
+        timings,
+        module,
+    )
+    if (
+        index_key is not None
+        and path is not None
+        and not emitted.const_ids
+        and not emitted.fallback_ids
+    ):
         from tracegrad.codegen import index
-        index.write_entry(path.parent, index_key, {
-            "module": path.stem, "entry": emitted.entry, "parallel": bool(emitted.wants_parallel),
-            "in_types": [[list(s), d.str] for s, d in kernel._in_types]})
+
+        index.write_entry(
+            path.parent,
+            index_key,
+            {
+                "module": path.stem,
+                "entry": emitted.entry,
+                "parallel": bool(emitted.wants_parallel),
+                "in_types": [[list(s), d.str] for s, d in kernel._in_types],
+            },
+        )
     if emitted.wants_parallel:
         _start_parallel(kernel, name)
     return kernel
@@ -274,24 +334,29 @@ def _start_parallel(kernel: Kernel, name: str | None, label: str = "") -> None:
     if _NO_PARALLEL or mode == "0":
         return
     from tracegrad.runtime import threads
+
     threads.launch_numba()  # Numba's threads, started to sleep after a kernel (see there)
 
     def run():
         graph = kernel.graph
-        kernel._swap_in_parallel(_generate(graph, (name or f"kernel_{ir_hash(graph)}") + "_par",
-                                           parallel=True))
+        kernel._swap_in_parallel(
+            _generate(graph, (name or f"kernel_{ir_hash(graph)}") + "_par", parallel=True)
+        )
+
     if mode == "sync":
         run()
     elif mode == "background":
         # not a daemon: interpreter exit waits for it, rather than killing
         # a Numba compile half way (which can crash the process at exit)
         kernel._parallel_thread = threading.Thread(
-            target=run, daemon=False, name=f"tracegrad-parallel-{name or label}")
+            target=run, daemon=False, name=f"tracegrad-parallel-{name or label}"
+        )
         kernel._parallel_thread.start()
 
 
-def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
-                 label: str = "f") -> Kernel | None:
+def load_indexed(
+    index_key: str, in_types, graph_factory: Callable[[], Graph], label: str = "f"
+) -> Kernel | None:
     """The kernel the index records for `index_key`, loaded without building
     any graph or source; None (reason logged) when there is no usable entry.
 
@@ -301,6 +366,7 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
     _setup_logging()
     from tracegrad.codegen import index
     from tracegrad.runtime import cache
+
     t0 = time.perf_counter()
     directory = cache.open_cache_dir()
     if directory is None:
@@ -313,8 +379,12 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
         types_ = [(tuple(int(d) for d in shape), np.dtype(dt)) for shape, dt in payload["in_types"]]
         module_name, entry_name = payload["module"], payload["entry"]
         wants_parallel = payload["parallel"]
-        if not (cache.is_module_name(module_name) and isinstance(entry_name, str)
-                and _KERNEL_NAME.fullmatch(entry_name) and isinstance(wants_parallel, bool)):
+        if not (
+            cache.is_module_name(module_name)
+            and isinstance(entry_name, str)
+            and _KERNEL_NAME.fullmatch(entry_name)
+            and isinstance(wants_parallel, bool)
+        ):
             raise ValueError(entry_name)
     except (KeyError, TypeError, ValueError):
         log.info("codegen %s: index miss (entry tgi_%s has a bad payload)", label, index_key)
@@ -324,6 +394,7 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
         return None
     t1 = time.perf_counter()
     from tracegrad.runtime.numba_loader import import_numba
+
     import_numba()
     t2 = time.perf_counter()
     try:
@@ -342,13 +413,32 @@ def load_indexed(index_key: str, in_types, graph_factory: Callable[[], Graph],
     t3 = time.perf_counter()
     hits = _numba_cache_hits(module)
     timings = {"index": t1 - t0, "import_numba": t2 - t1, "load_compile": t3 - t2}
-    how = "module already loaded" if status == "already imported" else \
-        ("numba cache load" if hits else "numba compile")
-    log.info("codegen %s: index hit tgi_%s -> %s (%s); %s %.1f ms", label, index_key,
-             path.name if path else module_name, status, how, 1e3 * (t3 - t2))
+    how = (
+        "module already loaded"
+        if status == "already imported"
+        else ("numba cache load" if hits else "numba compile")
+    )
+    log.info(
+        "codegen %s: index hit tgi_%s -> %s (%s); %s %.1f ms",
+        label,
+        index_key,
+        path.name if path else module_name,
+        status,
+        how,
+        1e3 * (t3 - t2),
+    )
     source = getattr(module, "__tg_source__", "")
-    kernel = Kernel(entry, None, source, str(path) if path else None, (), timings, module,
-                    graph_factory=graph_factory, in_types=types_)
+    kernel = Kernel(
+        entry,
+        None,
+        source,
+        str(path) if path else None,
+        (),
+        timings,
+        module,
+        graph_factory=graph_factory,
+        in_types=types_,
+    )
     if wants_parallel:
         _start_parallel(kernel, None, label)
     return kernel
@@ -363,18 +453,28 @@ def _not_a_kernel(entry, module, entry_name: str, in_types) -> str:
     imported `njit`, an intrinsic or a helper), compiled for exactly the entry's
     input types, in a module with the loader's NumPy-fallback table."""
     from numba.core.dispatcher import Dispatcher
+
     if not isinstance(entry, Dispatcher) or not hasattr(module, "_NUMPY"):
         return "is not a compiled kernel"
     py_func = entry.py_func
-    if py_func.__module__ != module.__name__ or py_func.__name__ != entry_name \
-            or py_func.__globals__ is not vars(module):
+    if (
+        py_func.__module__ != module.__name__
+        or py_func.__name__ != entry_name
+        or py_func.__globals__ is not vars(module)
+    ):
         return "is not defined by that module"
     from numba import from_dtype, types
+
     sigs = entry.signatures
     want = tuple(types.Array(from_dtype(dt), len(shape), "C") for shape, dt in in_types)
-    if len(sigs) != 1 or len(sigs[0]) != len(want) or any(
+    if (
+        len(sigs) != 1
+        or len(sigs[0]) != len(want)
+        or any(
             not isinstance(a, types.Array) or (a.dtype, a.ndim, a.layout) != (w.dtype, w.ndim, "C")
-            for a, w in zip(sigs[0], want)):
+            for a, w in zip(sigs[0], want)
+        )
+    ):
         return "is compiled for other input types"
     return ""
 
@@ -389,8 +489,9 @@ def _generate(graph: Graph, name: str, **options):
     restarting it (and its expansion budget) per kernel keeps the source (and so its content hash, cache
     file and module) identical across builds and processes. Otherwise every new
     compiled function of the same graph compiled and imported a new module."""
-    from tracegrad.runtime import mathlib
     from tracegrad.codegen.generate import generate
+    from tracegrad.runtime import mathlib
+
     with _GENERATE_LOCK:
         mathlib.start_kernel()
         emitted = generate(graph, name, **options)
@@ -400,7 +501,7 @@ def _generate(graph: Graph, name: str, **options):
         return emitted
 
 
-_MODULE_USERS: dict[str, int] = {}   # generated module name -> live Kernels using it
+_MODULE_USERS: dict[str, int] = {}  # generated module name -> live Kernels using it
 _USERS_LOCK = threading.Lock()
 
 
@@ -421,7 +522,7 @@ def _hold_module(kernel: Kernel, module) -> None:
 # holds _USERS_LOCK or the cache's lock (an allocation under the lock): the
 # finalizer then must not wait for them. It takes them only if they are free and
 # otherwise leaves the release here, for the next kernel load to finish.
-_PENDING_RELEASES: "collections.deque[str]" = collections.deque()
+_PENDING_RELEASES: collections.deque[str] = collections.deque()
 
 
 def _release_module(name: str) -> None:
@@ -437,6 +538,7 @@ def _release_module(name: str) -> None:
     finally:
         _USERS_LOCK.release()
     from tracegrad.runtime import cache
+
     if not cache.unload(name, blocking=False):
         _PENDING_RELEASES.append(f"\0{name}")  # counted already: only the unload is left
 
@@ -444,6 +546,7 @@ def _release_module(name: str) -> None:
 def release_pending_modules() -> None:
     """Finish module releases that a finalizer had to leave (see _PENDING_RELEASES)."""
     from tracegrad.runtime import cache
+
     while True:
         try:
             name = _PENDING_RELEASES.popleft()
@@ -455,7 +558,7 @@ def release_pending_modules() -> None:
             _release_module(name)
 
 
-_PARALLEL_KERNELS: "weakref.WeakSet[Kernel]" = weakref.WeakSet()  # parallel variant in use
+_PARALLEL_KERNELS: weakref.WeakSet[Kernel] = weakref.WeakSet()  # parallel variant in use
 _NO_PARALLEL = False
 
 
@@ -474,8 +577,11 @@ def _after_fork_in_child() -> None:
     if not _GENERATE_LOCK._is_owned():
         _GENERATE_LOCK = threading.RLock()
     par = sys.modules.get("numba.np.ufunc.parallel")
-    if par is not None and getattr(par, "_is_initialized", False) \
-            and getattr(par, "_threading_layer", None) != "tbb":
+    if (
+        par is not None
+        and getattr(par, "_is_initialized", False)
+        and getattr(par, "_threading_layer", None) != "tbb"
+    ):
         _NO_PARALLEL = True
         for kernel in list(_PARALLEL_KERNELS):
             serial = getattr(kernel, "_serial_entry", None)
@@ -493,6 +599,7 @@ def widened_float16(graph: Graph) -> Graph:
     """A copy of `graph` computing in float32 where it has float16 (Numba has no
     float16 arrays)."""
     from tracegrad.passes.fuse import copy_graph
+
     wide = copy_graph(graph)
     for n in wide.nodes:
         if np.dtype(n.dtype) == np.float16:
@@ -516,39 +623,56 @@ def _build_float16(graph: Graph) -> Kernel:
         outs = _k(*[np.asarray(a, dtype=d) for a, d in zip(arrays, _in)])
         return tuple(o.astype(d, copy=False) for o, d in zip(outs, _out))
 
-    return Kernel(entry, graph, inner.source, inner.source_path, inner.fallback_ids,
-                  inner.timings, inner.module)
+    return Kernel(
+        entry,
+        graph,
+        inner.source,
+        inner.source_path,
+        inner.fallback_ids,
+        inner.timings,
+        inner.module,
+    )
 
 
 def _load(graph: Graph, emitted):
     """(entry, module, path, status, numba cache hits) or None if Numba fails."""
     from tracegrad.runtime.cache import load_source
+
     try:
         module, path, status = load_source(emitted.source)
     except Exception as exc:  # generated code that Numba rejects: a bug, but never the user's
         import warnings
-        warnings.warn(f"tracegrad: Numba could not compile the kernel for graph "
-                      f"{graph.name!r} ({type(exc).__name__}: {exc}); running it with the "
-                      "IR interpreter instead (slow)", RuntimeWarning, stacklevel=3)
+
+        warnings.warn(
+            f"tracegrad: Numba could not compile the kernel for graph "
+            f"{graph.name!r} ({type(exc).__name__}: {exc}); running it with the "
+            "IR interpreter instead (slow)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         log.warning("codegen %s: Numba failed: %s", graph.name, exc)
         return None
     fn = getattr(module, emitted.entry)
     _install_numpy_fallbacks(module, graph, emitted.fallback_ids)
-    consts = [np.ascontiguousarray(by_id.attrs["value"], dtype=by_id.dtype)
-              for cid in emitted.const_ids
-              for by_id in [next(n for n in graph.nodes if n.id == cid)]]
+    consts = [
+        np.ascontiguousarray(by_id.attrs["value"], dtype=by_id.dtype)
+        for cid in emitted.const_ids
+        for by_id in [next(n for n in graph.nodes if n.id == cid)]
+    ]
     entry = (lambda *a, _f=fn, _c=tuple(consts): _f(*_c, *a)) if consts else fn
     return entry, module, path, status, _numba_cache_hits(module)
 
 
 def _install_numpy_fallbacks(module, graph: Graph, ids) -> None:
     from tracegrad.ops.core import REGISTRY
+
     by_id = {n.id: n for n in graph.nodes}
     for nid in ids:
         node = by_id[nid]
         impl, attrs, shape, dtype = REGISTRY[node.op].impl, dict(node.attrs), node.shape, node.dtype
         if node.op == "scan":  # its body runs as a kernel of its own (codegen/loops.py)
             from tracegrad.codegen.loops import scan_runner
+
             runner = scan_runner(node)
             impl, attrs = (lambda *a, _run=runner, **_: _run(*a)), {}
 

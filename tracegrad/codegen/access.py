@@ -5,6 +5,7 @@ Every materialized array lives in a flat, C-ordered 1-D buffer. A view op
 changes how indices map onto its base's buffer. An `Access` is that map:
 element `idx` of the node sits at `buf[offset + sum(idx[k] * strides[k])]`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ def c_strides(shape: tuple) -> tuple:
 
 @dataclass(frozen=True)
 class Access:
-    buf: str          # name of the flat buffer variable in generated code
+    buf: str  # name of the flat buffer variable in generated code
     shape: tuple
     strides: tuple
     offset: int = 0
@@ -35,7 +36,7 @@ class Access:
         keep = [(d, s) for d, s in zip(self.shape, self.strides) if d != 1]
         return all(s == cs for (d, s), cs in zip(keep, c_strides(tuple(d for d, _ in keep))))
 
-    def broadcast(self, shape: tuple) -> "Access":
+    def broadcast(self, shape: tuple) -> Access:
         """Read this array broadcast to `shape` (NumPy rules, right-aligned)."""
         shape = tuple(shape)
         lead = len(shape) - len(self.shape)
@@ -44,13 +45,21 @@ class Access:
             strides.append(0 if (d_src == 1 and d_dst != 1) else s)
         return Access(self.buf, shape, tuple(strides), self.offset, self.scalar)
 
-    def transpose(self, axes) -> "Access":
-        axes = tuple(range(len(self.shape)))[::-1] if axes is None else tuple(
-            a % max(len(self.shape), 1) for a in axes)
-        return Access(self.buf, tuple(self.shape[a] for a in axes),
-                      tuple(self.strides[a] for a in axes), self.offset, self.scalar)
+    def transpose(self, axes) -> Access:
+        axes = (
+            tuple(range(len(self.shape)))[::-1]
+            if axes is None
+            else tuple(a % max(len(self.shape), 1) for a in axes)
+        )
+        return Access(
+            self.buf,
+            tuple(self.shape[a] for a in axes),
+            tuple(self.strides[a] for a in axes),
+            self.offset,
+            self.scalar,
+        )
 
-    def reshape(self, shape: tuple) -> "Access | None":
+    def reshape(self, shape: tuple) -> Access | None:
         """The access for a reshape, or None when it would need a copy."""
         shape = tuple(shape)
         if self.scalar is not None:
@@ -61,8 +70,9 @@ class Access:
         src = [(d, s) for d, s in zip(self.shape, self.strides) if d != 1]
         if [d for d, _ in src] == [d for d in shape if d != 1]:
             it = iter(s for _, s in src)
-            return Access(self.buf, shape, tuple(0 if d == 1 else next(it) for d in shape),
-                          self.offset)
+            return Access(
+                self.buf, shape, tuple(0 if d == 1 else next(it) for d in shape), self.offset
+            )
         return None
 
     def index_expr(self, loop_strides: tuple, loop_vars: tuple) -> str:

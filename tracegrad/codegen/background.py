@@ -27,6 +27,7 @@ Process life:
     go back to the front of the queue, and a worker starts again the next time a
     build is submitted, waited for or its result asked for (`ensure_worker`).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -35,15 +36,21 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("tracegrad")
 
 _COND = threading.Condition(threading.Lock())
-_QUEUE: "collections.deque[KernelBuild]" = collections.deque()
-_DIRECT: "set[KernelBuild]" = set()   # builds other threads run themselves (run_now)
-_STATE: dict[str, Any] = {"worker": None, "pid": None, "current": None, "closing": False,
-                          "atexit": False}
+_QUEUE: collections.deque[KernelBuild] = collections.deque()
+_DIRECT: set[KernelBuild] = set()  # builds other threads run themselves (run_now)
+_STATE: dict[str, Any] = {
+    "worker": None,
+    "pid": None,
+    "current": None,
+    "closing": False,
+    "atexit": False,
+}
 
 
 class KernelBuild:
@@ -53,13 +60,17 @@ class KernelBuild:
     (`error` holds an exception the build raised; a cancelled build ends with
     neither). `seconds` is the build's own time, `queued` the wait before it."""
 
-    def __init__(self, graph, index_key: str | None = None,
-                 on_done: Callable[["KernelBuild"], None] | None = None,
-                 builder: Callable[[], Any] | None = None):
+    def __init__(
+        self,
+        graph,
+        index_key: str | None = None,
+        on_done: Callable[[KernelBuild], None] | None = None,
+        builder: Callable[[], Any] | None = None,
+    ):
         self.graph = graph
         self.index_key = index_key
         self.on_done = on_done
-        self.builder = builder   # builds the kernel instead of codegen.build_kernel
+        self.builder = builder  # builds the kernel instead of codegen.build_kernel
         self.kernel = None
         self.error: BaseException | None = None
         self.cancelled = False
@@ -84,17 +95,25 @@ class KernelBuild:
 
     def _run(self) -> None:
         from tracegrad.codegen import build_kernel
+
         t0 = time.perf_counter()
         self.queued = t0 - self._submitted
         kernel = None
         try:
             if not self.cancelled:
-                kernel = self.builder() if self.builder is not None else \
-                    build_kernel(self.graph, index_key=self.index_key)
+                kernel = (
+                    self.builder()
+                    if self.builder is not None
+                    else build_kernel(self.graph, index_key=self.index_key)
+                )
         except Exception as exc:  # whoever needs the kernel rebuilds it and sees the error
             self.error = exc
-            log.warning("codegen %s: background build failed: %s: %s",
-                        getattr(self.graph, "name", "?"), type(exc).__name__, exc)
+            log.warning(
+                "codegen %s: background build failed: %s: %s",
+                getattr(self.graph, "name", "?"),
+                type(exc).__name__,
+                exc,
+            )
         self.seconds = time.perf_counter() - t0
         self.kernel = kernel  # last: readers take a non-None kernel as "ready"
         self._finish()
@@ -108,9 +127,12 @@ class KernelBuild:
         self._done.set()
 
 
-def submit(graph, index_key: str | None = None,
-           on_done: Callable[[KernelBuild], None] | None = None,
-           builder: Callable[[], Any] | None = None) -> KernelBuild:
+def submit(
+    graph,
+    index_key: str | None = None,
+    on_done: Callable[[KernelBuild], None] | None = None,
+    builder: Callable[[], Any] | None = None,
+) -> KernelBuild:
     """Queue `graph`'s kernel (codegen.build_kernel, or `builder()`: a shape-generic
     kernel, codegen/shape_generic.py) for the background worker."""
     build = KernelBuild(graph, index_key, on_done, builder)
@@ -204,15 +226,18 @@ def _shutdown() -> None:
     for build in dropped:
         build.cancel()
         build._done.set()
-    if worker is not None and worker is not threading.current_thread() and \
-            _STATE["pid"] == os.getpid():
+    if (
+        worker is not None
+        and worker is not threading.current_thread()
+        and _STATE["pid"] == os.getpid()
+    ):
         worker.join()
 
 
 def _after_fork_in_child() -> None:
     global _COND
     _COND = threading.Condition(threading.Lock())
-    lost = [_STATE["current"], *_DIRECT]   # their threads are gone: build them again here
+    lost = [_STATE["current"], *_DIRECT]  # their threads are gone: build them again here
     _QUEUE.extendleft(b for b in lost if b is not None and not b.done)
     _DIRECT.clear()
     _STATE["current"] = None

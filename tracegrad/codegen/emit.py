@@ -15,6 +15,7 @@ Inside a kernel:
   - matmul calls BLAS gemm directly (`tg_gemm`), transposes folded into flags;
   - every statement carries its IR line as a comment.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,13 +25,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracegrad.runtime import mathlib
 from tracegrad.codegen.access import Access, c_strides
-from tracegrad.codegen.memory import (MemoryReport, Placement, PlanMismatch, Workspace,
-                                      check_disjoint, plan_offline, poison_freed)
+from tracegrad.codegen.memory import (
+    MemoryReport,
+    Placement,
+    PlanMismatch,
+    Workspace,
+    check_disjoint,
+    plan_offline,
+    poison_freed,
+)
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ir.printer import format_node
 from tracegrad.passes.fuse import groups_of, is_view
+from tracegrad.runtime import mathlib
 
 log = logging.getLogger("tracegrad")
 
@@ -41,7 +49,7 @@ log = logging.getLogger("tracegrad")
 # caught by tests/codegen/test_mathlib.py. 'reassoc' stays: reductions need it
 # to vectorize.
 FASTMATH = {"arcp", "contract", "afn", "reassoc"}
-PARALLEL_MIN_ELEMENTS = 1 << 18   # loops this big run on all cores (prange)
+PARALLEL_MIN_ELEMENTS = 1 << 18  # loops this big run on all cores (prange)
 # A loop body repeated this often becomes one shared function (a function costs
 # ~0.1 s to compile on its own, an inline copy of a loop ~0.03 s).
 OUTLINE_MIN_USES = 4
@@ -54,19 +62,20 @@ class NoCodegen(Exception):
 @dataclass
 class EmittedModule:
     source: str
-    entry: str                     # name of the function to call
-    const_ids: list[int]           # large consts passed as leading arguments
-    fallback_ids: list[int]        # nodes run by NumPy in the Python driver
-    parallel: bool = False         # this module's kernel uses prange
-    wants_parallel: bool = False   # a parallel variant would differ (some loop is big)
+    entry: str  # name of the function to call
+    const_ids: list[int]  # large consts passed as leading arguments
+    fallback_ids: list[int]  # nodes run by NumPy in the Python driver
+    parallel: bool = False  # this module's kernel uses prange
+    wants_parallel: bool = False  # a parallel variant would differ (some loop is big)
     notes: list[str] = field(default_factory=list)
-    memory: MemoryReport | None = None   # workspace, outputs, peak live bytes (memory.py)
+    memory: MemoryReport | None = None  # workspace, outputs, peak live bytes (memory.py)
     # segment -> workspace offsets planned with all lifetimes known, where they
     # need less memory than this module's (generate emits again with them)
     better_placements: dict = field(default_factory=dict, repr=False)
 
 
 # ------------------------------------------------------------------ helpers
+
 
 def np_dtype_name(dtype) -> str:
     return np.dtype(dtype).name
@@ -100,9 +109,17 @@ def ident(text: str) -> str:
 
 
 def numba_array_type(shape, dtype) -> str:
-    base = {"float32": "float32", "float64": "float64", "int64": "int64", "int32": "int32",
-            "bool": "boolean", "int8": "int8", "uint8": "uint8", "int16": "int16",
-            "float16": "float16"}[np.dtype(dtype).name]
+    base = {
+        "float32": "float32",
+        "float64": "float64",
+        "int64": "int64",
+        "int32": "int32",
+        "bool": "boolean",
+        "int8": "int8",
+        "uint8": "uint8",
+        "int16": "int16",
+        "float16": "float16",
+    }[np.dtype(dtype).name]
     nd = len(shape)
     if nd == 0:
         return f"types.Array(types.{base}, 0, 'C')"
@@ -111,6 +128,7 @@ def numba_array_type(shape, dtype) -> str:
 
 def template_of(node: Node) -> str:
     from tracegrad.ops.core import REGISTRY
+
     cg = REGISTRY[node.op].codegen
     return cg(**node.attrs) if callable(cg) else cg
 
@@ -140,28 +158,28 @@ class Emitter:
         self.indent = 1
         self.access: dict[int, Access] = {}
         self.shaped: dict[int, str] = {}
-        self.workspaces: dict[str, Workspace] = {}   # workspace name -> its offsets
+        self.workspaces: dict[str, Workspace] = {}  # workspace name -> its offsets
         self.ws_dtype: dict[str, str] = {}
         self.regions: dict[int, list[tuple[str, int, int]]] = {}  # storage root -> regions
-        self.dying: dict[int, list[int]] = {}   # unit position -> roots dead after it
+        self.dying: dict[int, list[int]] = {}  # unit position -> roots dead after it
         self.region_events: list[tuple[str, str, int, int]] = []  # for check_disjoint
         self.live_bytes = 0
         self.peak_live_bytes = 0
         self.poison = poison_freed()
-        self.plan: dict[str, Placement] | None = None   # offsets decided ahead (second pass)
-        self.parallel = False          # this body uses prange
-        self.allow_parallel = False    # may it? (the parallel variant of a kernel)
-        self.wants_parallel = False    # would it, if allowed?
+        self.plan: dict[str, Placement] | None = None  # offsets decided ahead (second pass)
+        self.parallel = False  # this body uses prange
+        self.allow_parallel = False  # may it? (the parallel variant of a kernel)
+        self.wants_parallel = False  # would it, if allowed?
         self.counter = 0
-        self.const_values: dict[int, object] = {}   # size-1 consts, by node id
+        self.const_values: dict[int, object] = {}  # size-1 consts, by node id
         self.outline_enabled = True
-        self.outlined: dict[str, str] = {}       # canonical loop text -> function name
-        self.outlined_src: dict[str, str] = {}   # function name -> its source
+        self.outlined: dict[str, str] = {}  # canonical loop text -> function name
+        self.outlined_src: dict[str, str] = {}  # function name -> its source
         self.outline_uses: dict[str, list] = {}  # function name -> [(line index, body)]
-        self.flat_dtypes: dict[str, str] = {}    # flat param/output name -> dtype name
-        self.out_allocs: list[str] = []          # output arrays, allocated in the prologue
-        self.out_size: dict[str, int] = {}       # per-dtype output buffer -> elements
-        self.own_outputs: set[str] = set()       # expressions of arrays made for outputs
+        self.flat_dtypes: dict[str, str] = {}  # flat param/output name -> dtype name
+        self.out_allocs: list[str] = []  # output arrays, allocated in the prologue
+        self.out_size: dict[str, int] = {}  # per-dtype output buffer -> elements
+        self.own_outputs: set[str] = set()  # expressions of arrays made for outputs
         # value id -> the output that is a plain reshape of it (e.g. a loss
         # computed as f32[1] and returned as f32[]): written in place
         self.reshaped_outputs: dict[int, Node] = {}
@@ -173,9 +191,14 @@ class Emitter:
             root = o
             while root.op == "reshape":
                 root = root.inputs[0]
-            if (root is not o and root.op not in ("input", "const") and not is_view(root)
-                    and root.id not in self.output_ids and root.id not in self.reshaped_outputs
-                    and np.dtype(root.dtype) == np.dtype(o.dtype)):
+            if (
+                root is not o
+                and root.op not in ("input", "const")
+                and not is_view(root)
+                and root.id not in self.output_ids
+                and root.id not in self.reshaped_outputs
+                and np.dtype(root.dtype) == np.dtype(o.dtype)
+            ):
                 self.reshaped_outputs[root.id] = o
         self.uses_gemm = False
 
@@ -217,8 +240,9 @@ class Emitter:
         if not body or not self.outline_enabled:
             return
         pad = "    " * self.indent
-        text = "\n".join(line[len(pad):] if line.startswith(pad) else line.strip()
-                         for line in body)
+        text = "\n".join(
+            line[len(pad) :] if line.startswith(pad) else line.strip() for line in body
+        )
         arrays: list[str] = []
 
         def array_param(m):
@@ -226,6 +250,7 @@ class Emitter:
             if name not in arrays:
                 arrays.append(name)
             return f"A{arrays.index(name)}["
+
         canon = self._ARRAY_REF.sub(array_param, text)
         canon = self._NO_OFFSET.sub(lambda m: f"{m.group(1)}[0 + ", canon)
         offsets: list[str] = []
@@ -233,15 +258,18 @@ class Emitter:
         def offset_param(m):
             offsets.append(m.group(2))
             return f"{m.group(1)}[O{len(offsets) - 1}{m.group(3)}"
+
         canon = self._OFFSET.sub(offset_param, canon)
         locals_: dict[str, str] = {}
 
         def local_name(m):
             key = m.group(0)
             if key not in locals_:
-                locals_[key] = (f"{m.group(1)}{len(locals_)}" if m.group(1)
-                                else f"{m.group(3)}_t{len(locals_)}")
+                locals_[key] = (
+                    f"{m.group(1)}{len(locals_)}" if m.group(1) else f"{m.group(3)}_t{len(locals_)}"
+                )
             return locals_[key]
+
         canon = self._LOCAL.sub(local_name, canon)
         key = "\n".join(line for line in canon.split("\n") if not line.lstrip().startswith("#"))
         fn = self.outlined.get(key)
@@ -258,16 +286,22 @@ class Emitter:
             def view(m):
                 views.append((m.group(1), m.group(2)))
                 return f"V{m.group(2)[1:]}[" + ("" if m.group(3) == "]" else "")
-            body_text = re.sub(r"\b(A\d+)\[(O\d+)( \+ |\])",
-                               lambda m: view(m) + ("0]" if m.group(3) == "]" else ""), canon)
-            prologue = [f"V{o[1:]} = {a}[{o}:]"
-                        for a, o in sorted(set(views), key=lambda t: int(t[1][1:]))]
-            self.outlined_src[fn] = (f"@njit(({sig},), fastmath=_FASTMATH, error_model='numpy', "
-                                     "cache=True, nogil=True, no_cpython_wrapper=True)\n"
-                                     f"def {fn}({', '.join(params)}):\n"
-                                     + "\n".join("    " + line for line in
-                                                  prologue + body_text.split("\n"))
-                                     + f"\n\n\ntg_noinline({fn})")
+
+            body_text = re.sub(
+                r"\b(A\d+)\[(O\d+)( \+ |\])",
+                lambda m: view(m) + ("0]" if m.group(3) == "]" else ""),
+                canon,
+            )
+            prologue = [
+                f"V{o[1:]} = {a}[{o}:]" for a, o in sorted(set(views), key=lambda t: int(t[1][1:]))
+            ]
+            self.outlined_src[fn] = (
+                f"@njit(({sig},), fastmath=_FASTMATH, error_model='numpy', "
+                "cache=True, nogil=True, no_cpython_wrapper=True)\n"
+                f"def {fn}({', '.join(params)}):\n"
+                + "\n".join("    " + line for line in prologue + body_text.split("\n"))
+                + f"\n\n\ntg_noinline({fn})"
+            )
         del self.lines[start:]
         # np.int64(...): a bare literal would make Numba compile one specialization
         # of the function per distinct offset value (measured: 4x slower compiles)
@@ -320,8 +354,9 @@ class Emitter:
             name, a = self._output_array(view_out)
             self.shaped[view_out.id] = name
             return Access(a.buf, shape, c_strides(shape), a.offset)
-        if own_array or (own_array is None and node.id in self.output_ids
-                         and node.id not in self.shaped):
+        if own_array or (
+            own_array is None and node.id in self.output_ids and node.id not in self.shaped
+        ):
             self.shaped[node.id], a = self._output_array(node)
             return a
         ws = self.workspace(node.dtype)
@@ -352,8 +387,10 @@ class Emitter:
         self.region_events.append(("give_back", ws, offset, size))
         self.live_bytes -= size * self.workspaces[ws].dtype.itemsize
         if self.poison and self.workspaces[ws].dtype.kind == "f" and size:
-            self.emit(f"{self._poisoner(ws)}({ws}, np.int64({offset}), np.int64({size}))"
-                      "  # poisoned: dead from here on")
+            self.emit(
+                f"{self._poisoner(ws)}({ws}, np.int64({offset}), np.int64({size}))"
+                "  # poisoned: dead from here on"
+            )
 
     def _poisoner(self, ws: str) -> str:
         """One shared function that fills a region of `ws` with NaN (TRACEGRAD_POISON_FREED;
@@ -364,7 +401,8 @@ class Emitter:
             self.outlined_src[fn] = (
                 f"@njit(({sig},), cache=True, nogil=True, no_cpython_wrapper=True)\n"
                 f"def {fn}(a, start, n):\n    for q in range(n):\n        a[start + q] = np.nan"
-                f"\n\n\ntg_noinline({fn})")
+                f"\n\n\ntg_noinline({fn})"
+            )
         return fn
 
     def _output_array(self, node: Node, name: str | None = None) -> tuple[str, Access]:
@@ -424,9 +462,11 @@ class Emitter:
 
         def worth(saved: int) -> bool:
             return saved * 32 >= now and saved >= 4096
+
         # no placement needs less than each workspace's peak of live elements
-        if not worth(now - sum(ws.peak_live * ws.dtype.itemsize
-                               for ws in self.workspaces.values())):
+        if not worth(
+            now - sum(ws.peak_live * ws.dtype.itemsize for ws in self.workspaces.values())
+        ):
             return None
         dtypes = {name: ws.dtype for name, ws in self.workspaces.items()}
         plans = plan_offline(self.region_events, dtypes)
@@ -441,35 +481,49 @@ class Emitter:
         workspace = {}
         for name, ws in self.workspaces.items():
             workspace[ws.dtype.name] = workspace.get(ws.dtype.name, 0) + ws.size * itemsize[name]
-        outputs = sum(n * np.dtype(self.flat_dtypes[buf]).itemsize
-                      for buf, n in self.out_size.items())
-        outputs += sum(int(m.group(1)) * np.dtype(m.group(2)).itemsize
-                       for m in map(_FLAT_OUTPUT.match, self.out_allocs) if m)
+        outputs = sum(
+            n * np.dtype(self.flat_dtypes[buf]).itemsize for buf, n in self.out_size.items()
+        )
+        outputs += sum(
+            int(m.group(1)) * np.dtype(m.group(2)).itemsize
+            for m in map(_FLAT_OUTPUT.match, self.out_allocs)
+            if m
+        )
         return MemoryReport(
-            workspace_bytes=workspace, output_bytes=outputs,
+            workspace_bytes=workspace,
+            output_bytes=outputs,
             peak_live_bytes=self.peak_live_bytes,
             no_reuse_bytes=sum(ws.taken * itemsize[name] for name, ws in self.workspaces.items()),
-            temporaries=sum(1 for e in self.region_events if e[0] == "take"))
+            temporaries=sum(1 for e in self.region_events if e[0] == "take"),
+        )
 
     def set_materialized(self, node: Node, a: Access) -> None:
-        self.access[node.id] = Access(a.buf, tuple(node.shape), c_strides(tuple(node.shape)),
-                                      a.offset)
+        self.access[node.id] = Access(
+            a.buf, tuple(node.shape), c_strides(tuple(node.shape)), a.offset
+        )
 
     def prologue(self) -> list[str]:
         """Workspace and output allocations, to put at the top of the body (all
         allocation first keeps the rest a plain sequence of loops and calls,
         which `reroll` can fold)."""
-        return ([f"    {name} = np.empty({max(ws.size, 1)}, np.{self.ws_dtype[name]})"
-                 for name, ws in self.workspaces.items()]
-                + [f"    {buf} = np.empty({max(n, 1)}, np.{self.flat_dtypes[buf]})"
-                   for buf, n in self.out_size.items()]
-                + ["    " + a for a in self.out_allocs])
+        return (
+            [
+                f"    {name} = np.empty({max(ws.size, 1)}, np.{self.ws_dtype[name]})"
+                for name, ws in self.workspaces.items()
+            ]
+            + [
+                f"    {buf} = np.empty({max(n, 1)}, np.{self.flat_dtypes[buf]})"
+                for buf, n in self.out_size.items()
+            ]
+            + ["    " + a for a in self.out_allocs]
+        )
 
     def loop_fill(self, a: Access, size: int, value: str) -> None:
         """a[0:size] = value, as a loop (slice assignment compiles slowly)."""
         self.emit(f"for q in range({size}):")
-        self.emit(f"    {a.buf}[{a.offset} + q] = {value}" if a.offset else
-                  f"    {a.buf}[q] = {value}")
+        self.emit(
+            f"    {a.buf}[{a.offset} + q] = {value}" if a.offset else f"    {a.buf}[q] = {value}"
+        )
 
     # ------------------------------------------------------- array access
     def acc(self, node: Node) -> Access:
@@ -507,8 +561,9 @@ class Emitter:
         if node.id in self.shaped:
             return self.shaped[node.id]
         name = f"s{node.id}"
-        self.emit(f"{name} = {a.buf}[{a.offset}:{a.offset + node.size}]"
-                  f".reshape({tuple(node.shape)!r})")
+        self.emit(
+            f"{name} = {a.buf}[{a.offset}:{a.offset + node.size}].reshape({tuple(node.shape)!r})"
+        )
         self.shaped[node.id] = name
         return name
 
@@ -535,12 +590,14 @@ def coalesce(dims, stride_sets):
 
 # --------------------------------------------------------------- scheduling
 
+
 def schedule(graph: Graph) -> list[tuple[str, object]]:
     """Units in an executable order: ("group", gid) or ("node", node).
 
     A group runs as a whole, so it waits for every external operand of every
     member; fuse_elementwise guarantees the unit graph has no cycle."""
     import heapq
+
     unit_of: dict[int, tuple] = {}
     first_pos: dict[tuple, int] = {}
     for pos, n in enumerate(graph.nodes):

@@ -7,16 +7,24 @@ elsewhere are stored to their buffers; the rest stay scalar temporaries.
 Reductions accumulate in a scalar where the innermost loops are all reduced
 (a float64 accumulator for float32 sums), or straight into their output.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from tracegrad.runtime import mathlib
 from tracegrad.codegen.access import Access, c_strides, size_of
-from tracegrad.codegen.emit import (PARALLEL_MIN_ELEMENTS, Emitter, NoCodegen, dshort, literal,
-                                    np_dtype_name, template_of)
+from tracegrad.codegen.emit import (
+    PARALLEL_MIN_ELEMENTS,
+    Emitter,
+    NoCodegen,
+    dshort,
+    literal,
+    np_dtype_name,
+    template_of,
+)
 from tracegrad.ir.graph import Node
 from tracegrad.passes.fuse import is_fusible_reduction
+from tracegrad.runtime import mathlib
 
 REDUCE_IDENTITY = {"sum": 0, "mean": 0, "prod": 1}
 
@@ -49,8 +57,11 @@ def identity_literal(op: str, dtype) -> str:
     dtype = np.dtype(dtype)
     if op in REDUCE_IDENTITY:
         return literal(REDUCE_IDENTITY[op], dtype)
-    big = np.inf if np.issubdtype(dtype, np.floating) else (
-        np.iinfo(dtype).max if dtype != np.bool_ else True)
+    big = (
+        np.inf
+        if np.issubdtype(dtype, np.floating)
+        else (np.iinfo(dtype).max if dtype != np.bool_ else True)
+    )
     if dtype == np.bool_:
         return "False" if op in ("max", "amax") else "True"
     return literal(-big if op in ("max", "amax") else big, dtype)
@@ -68,8 +79,7 @@ def combine(op: str, acc: str, v: str) -> str:
 
 
 class _Reduction:
-    def __init__(self, node: Node, domain: tuple, out: Access, loop_strides: tuple,
-                 nlevels: int):
+    def __init__(self, node: Node, domain: tuple, out: Access, loop_strides: tuple, nlevels: int):
         self.node = node
         self.op = node.op
         self.out = out
@@ -80,7 +90,7 @@ class _Reduction:
             level -= 1
         self.acc_level = level
         self.outer_reduced = any(s == 0 for s in loop_strides[:level])
-        self.direct = level == nlevels       # no scalar accumulator
+        self.direct = level == nlevels  # no scalar accumulator
         self.preinit = self.direct or self.outer_reduced
         self.count = size_of(domain) // max(node.size, 1)
         out_dt = np.dtype(node.dtype)
@@ -99,8 +109,11 @@ def emit_group(em: Emitter, gid: int) -> None:
     em.emit(f"# fused group g{gid} over {domain}: " + " ".join(m.name for m in members))
 
     def materialized(m: Node) -> bool:
-        return (m.id in em.output_ids or is_fusible_reduction(m)
-                or any(u.group != gid for u in em.users[m.id]))
+        return (
+            m.id in em.output_ids
+            or is_fusible_reduction(m)
+            or any(u.group != gid for u in em.users[m.id])
+        )
 
     # what the loop reads from outside, as strides over the domain
     reads: dict[int, Access] = {}
@@ -118,26 +131,38 @@ def emit_group(em: Emitter, gid: int) -> None:
             writes[m.id] = Access(a.buf, domain, c_strides(domain), a.offset)
 
     read_ids, write_ids = list(reads), list(writes)
-    stride_sets = ([reads[i].strides for i in read_ids] + [writes[i].strides for i in write_ids]
-                   + [reduction_strides(r, domain) for r, _ in reductions])
+    stride_sets = (
+        [reads[i].strides for i in read_ids]
+        + [writes[i].strides for i in write_ids]
+        + [reduction_strides(r, domain) for r, _ in reductions]
+    )
     from tracegrad.codegen.emit import coalesce
+
     loop_dims, loop_strides = coalesce(list(domain), stride_sets)
     nlev = len(loop_dims)
-    read_strides = dict(zip(read_ids, loop_strides[:len(read_ids)]))
-    write_strides = dict(zip(write_ids, loop_strides[len(read_ids):len(read_ids) + len(write_ids)]))
-    red_strides = loop_strides[len(read_ids) + len(write_ids):]
+    read_strides = dict(zip(read_ids, loop_strides[: len(read_ids)]))
+    write_strides = dict(
+        zip(write_ids, loop_strides[len(read_ids) : len(read_ids) + len(write_ids)])
+    )
+    red_strides = loop_strides[len(read_ids) + len(write_ids) :]
     reds = [_Reduction(r, domain, buf, s, nlev) for (r, buf), s in zip(reductions, red_strides)]
 
-    parallel = (size_of(domain) >= PARALLEL_MIN_ELEMENTS and nlev > 0 and loop_dims[0] >= 2
-                and all(r.strides[0] != 0 or (r.acc_level == 0 and r.op in ("sum", "mean"))
-                        for r in reds))
+    parallel = (
+        size_of(domain) >= PARALLEL_MIN_ELEMENTS
+        and nlev > 0
+        and loop_dims[0] >= 2
+        and all(r.strides[0] != 0 or (r.acc_level == 0 and r.op in ("sum", "mean")) for r in reds)
+    )
     if parallel:
         em.wants_parallel = True
         parallel = em.allow_parallel
         em.parallel |= parallel
 
-    guarded = [m for m in members if not is_fusible_reduction(m)
-               and mathlib.is_guarded(str(_safe_template(m)))]
+    guarded = [
+        m
+        for m in members
+        if not is_fusible_reduction(m) and mathlib.is_guarded(str(_safe_template(m)))
+    ]
     loop_vars = tuple(f"i{k}" for k in range(nlev))
 
     def emit_nest(exact: bool) -> None:
@@ -150,8 +175,19 @@ def emit_group(em: Emitter, gid: int) -> None:
                 if r.acc_level == k and not r.direct:
                     em.emit(f"{r.acc} = {identity_literal(r.op, r.acc_dtype)}")
             if k == nlev:
-                emit_body(em, members, ids, reads, read_strides, writes, write_strides, reds,
-                          loop_vars, exact, guarded)
+                emit_body(
+                    em,
+                    members,
+                    ids,
+                    reads,
+                    read_strides,
+                    writes,
+                    write_strides,
+                    reds,
+                    loop_vars,
+                    exact,
+                    guarded,
+                )
             else:
                 rng = "prange" if (parallel and k == 0) else "range"
                 em.emit(f"for i{k} in {rng}({loop_dims[k]}):")
@@ -208,9 +244,15 @@ def operand_expr(em: Emitter, node: Node, e: Node, ids, reads, read_strides, loo
         value = em.const_values.get(e.id)
         target = node.dtype if np.issubdtype(node.dtype, np.floating) else None
         numeric = np.dtype(e.dtype) != np.bool_
-        if value is not None and target is not None and numeric and (
+        if (
+            value is not None
+            and target is not None
+            and numeric
+            and (
                 not np.issubdtype(e.dtype, np.floating)
-                or np.dtype(target).itemsize < np.dtype(e.dtype).itemsize):
+                or np.dtype(target).itemsize < np.dtype(e.dtype).itemsize
+            )
+        ):
             return literal(value, target)
         return a.scalar
     return a.index_expr(read_strides[e.id], loop_vars)
@@ -238,11 +280,16 @@ def scalar_expr(em: Emitter, node: Node, operands: list[str], exact: bool = Fals
     # bitwise forms of and/or on bools: no short-circuit branches, so loops vectorize
     template = {"logical_and": "({0} & {1})", "logical_or": "({0} | {1})"}.get(node.op, template)
     if node.op in ("logical_and", "logical_or"):
-        operands = [o if np.dtype(i.dtype) == np.bool_ else f"({o} != 0)"
-                    for o, i in zip(operands, node.inputs)]
+        operands = [
+            o if np.dtype(i.dtype) == np.bool_ else f"({o} != 0)"
+            for o, i in zip(operands, node.inputs)
+        ]
     expr = template.format(*operands)
-    float_dt = node.dtype if np.issubdtype(node.dtype, np.floating) else next(
-        (i.dtype for i in node.inputs if np.issubdtype(i.dtype, np.floating)), node.dtype)
+    float_dt = (
+        node.dtype
+        if np.issubdtype(node.dtype, np.floating)
+        else next((i.dtype for i in node.inputs if np.issubdtype(i.dtype, np.floating)), node.dtype)
+    )
     expr = expand_inline(mathlib.specialize(expr, dshort(float_dt), exact))
     if np.dtype(node.dtype) != np.bool_ and not _keeps_dtype(node):
         expr = f"np.{np_dtype_name(node.dtype)}({expr})"
@@ -253,9 +300,14 @@ def _keeps_dtype(node: Node) -> bool:
     """Does Numba's scalar arithmetic already give node's dtype? True when all
     operands share it (float32 op float32 -> float32), False for mixes such as
     float32 * int64 -> float64, which need a cast back."""
-    return (np.issubdtype(node.dtype, np.floating) and node.op not in ("astype",)
-            and all(np.dtype(i.dtype) == np.dtype(node.dtype) or i.size == 1 and i.op == "const"
-                    for i in node.inputs))
+    return (
+        np.issubdtype(node.dtype, np.floating)
+        and node.op not in ("astype",)
+        and all(
+            np.dtype(i.dtype) == np.dtype(node.dtype) or i.size == 1 and i.op == "const"
+            for i in node.inputs
+        )
+    )
 
 
 def expand_inline(expr: str) -> str:
@@ -303,20 +355,36 @@ def pow_by_constant(em: Emitter, node: Node, operands: list[str]) -> str | None:
     if exponent is None or node.inputs[1].size != 1:
         return None
     x = operands[0]
-    forms = {1.0: "{x}", 2.0: "({x} * {x})", 3.0: "({x} * {x} * {x})", 0.5: "np.sqrt({x})",
-             -1.0: "(1 / {x})" if not np.issubdtype(node.dtype, np.integer) else None,
-             0.0: None}
+    forms = {
+        1.0: "{x}",
+        2.0: "({x} * {x})",
+        3.0: "({x} * {x} * {x})",
+        0.5: "np.sqrt({x})",
+        -1.0: "(1 / {x})" if not np.issubdtype(node.dtype, np.integer) else None,
+        0.0: None,
+    }
     form = forms.get(float(exponent))
     if form is None:
         return None
     return f"np.{np_dtype_name(node.dtype)}({form.format(x=x)})"
 
 
-def emit_body(em, members, ids, reads, read_strides, writes, write_strides, reds, loop_vars,
-              exact=False, guarded=()):
+def emit_body(
+    em,
+    members,
+    ids,
+    reads,
+    read_strides,
+    writes,
+    write_strides,
+    reds,
+    loop_vars,
+    exact=False,
+    guarded=(),
+):
     red_by_id = {r.node.id: r for r in reds}
     guarded_ids = {m.id for m in guarded}
-    guard_args: list[str] = []   # sin/cos arguments to check against the fast range
+    guard_args: list[str] = []  # sin/cos arguments to check against the fast range
     for m in members:
         em.comment(m)
         if m.id in red_by_id:
@@ -328,8 +396,7 @@ def emit_body(em, members, ids, reads, read_strides, writes, write_strides, reds
             else:
                 em.emit(combine(r.op, r.acc, v))
             continue
-        operands = [operand_expr(em, m, e, ids, reads, read_strides, loop_vars)
-                    for e in m.inputs]
+        operands = [operand_expr(em, m, e, ids, reads, read_strides, loop_vars) for e in m.inputs]
         if m.id in guarded_ids and not exact and operands[0] not in guard_args:
             guard_args.append(operands[0])
         em.emit(f"v{m.id} = {scalar_expr(em, m, operands, exact)}")

@@ -5,6 +5,7 @@ and returning a tuple of outputs. Nodes without code generation cut the graph:
 each run of generated units becomes an njit "segment", and a plain Python
 driver calls the segments and, between them, the NumPy impl of those nodes.
 """
+
 from __future__ import annotations
 
 import logging
@@ -12,15 +13,25 @@ import re
 
 import numpy as np
 
-from tracegrad.loops.primitives import SUBGRAPH_ATTRS
-from tracegrad.runtime import mathlib
 from tracegrad.codegen.access import Access, c_strides
-from tracegrad.codegen.reroll import reroll
-from tracegrad.codegen.emit import (FASTMATH, EmittedModule, Emitter, NoCodegen, ident, literal,
-                                    numba_array_type, schedule, storage_lifetimes, unit_nodes)
+from tracegrad.codegen.emit import (
+    FASTMATH,
+    EmittedModule,
+    Emitter,
+    NoCodegen,
+    ident,
+    literal,
+    numba_array_type,
+    schedule,
+    storage_lifetimes,
+    unit_nodes,
+)
 from tracegrad.codegen.memory import MemoryReport, PlanMismatch
+from tracegrad.codegen.reroll import reroll
 from tracegrad.ir.graph import Graph, Node
+from tracegrad.loops.primitives import SUBGRAPH_ATTRS
 from tracegrad.passes.fuse import fuse_elementwise, groups_of, is_elementwise, is_view
+from tracegrad.runtime import mathlib
 
 log = logging.getLogger("tracegrad")
 
@@ -36,8 +47,11 @@ SMALL_AROUND_LOOPS = 65_536
 def _numpy_driver_suffices(graph: Graph) -> bool:
     if not any(n.op in tuple(SUBGRAPH_ATTRS) for n in graph.nodes):
         return False
-    work = sum(n.size for n in graph.nodes
-               if n.op not in ("input", "const") + tuple(SUBGRAPH_ATTRS) and not is_view(n))
+    work = sum(
+        n.size
+        for n in graph.nodes
+        if n.op not in ("input", "const") + tuple(SUBGRAPH_ATTRS) and not is_view(n)
+    )
     return work <= SMALL_AROUND_LOOPS
 
 
@@ -45,13 +59,15 @@ def generate(graph: Graph, kernel_name: str, parallel: bool = False) -> EmittedM
     """Source of a module whose `kernel_name` runs `graph` (see module doc)."""
     if _numpy_driver_suffices(graph):
         from tracegrad.passes.rewrite import copy_graph
+
         plain = copy_graph(graph)
         for n in plain.nodes:
             n.group = None
         forced = {n.id for n in plain.nodes if n.op not in ("input", "const")}
         return _generate(plain, kernel_name, forced, parallel)
     if not any(n.group is not None for n in graph.nodes) and any(
-            is_elementwise(n) for n in graph.nodes):
+        is_elementwise(n) for n in graph.nodes
+    ):
         graph = fuse_elementwise(graph)
     forced: set[int] = set()
     for _ in range(len(graph.nodes) + 1):
@@ -68,6 +84,7 @@ def generate(graph: Graph, kernel_name: str, parallel: bool = False) -> EmittedM
 
 def _needs_numpy(node: Node, forced: set[int]) -> bool:
     from tracegrad.codegen.structured import emitter_for
+
     if node.id in forced:
         return True
     if node.op in ("input", "const") or is_view(node):
@@ -80,8 +97,24 @@ def _param_names(graph: Graph) -> dict[int, str]:
     taken: set[str] = set()
     for n in graph.inputs:
         base = ident(n.attrs.get("name") or f"arg{len(names)}")
-        if base in taken or base.startswith(("a", "v", "s", "m", "c", "p", "i", "b", "acc",
-                                              "np", "tg_", "kernel", "prange", "types")):
+        if base in taken or base.startswith(
+            (
+                "a",
+                "v",
+                "s",
+                "m",
+                "c",
+                "p",
+                "i",
+                "b",
+                "acc",
+                "np",
+                "tg_",
+                "kernel",
+                "prange",
+                "types",
+            )
+        ):
             base = f"in_{base}"
         while base in taken:
             base += "_"
@@ -108,8 +141,9 @@ def _generate(graph: Graph, kernel_name: str, forced: set[int], parallel: bool) 
         return first
 
 
-def _generate_once(graph: Graph, kernel_name: str, forced: set[int], parallel: bool,
-                   plans: dict | None) -> EmittedModule:
+def _generate_once(
+    graph: Graph, kernel_name: str, forced: set[int], parallel: bool, plans: dict | None
+) -> EmittedModule:
     groups = groups_of(graph)
     units = schedule(graph)
     numpy_unit = [u[0] == "node" and _needs_numpy(u[1], forced) for u in units]
@@ -130,7 +164,7 @@ def _generate_once(graph: Graph, kernel_name: str, forced: set[int], parallel: b
             pos_of[n.id] = p
     dies_after = storage_lifetimes(graph, groups, units)
     memory: list[MemoryReport] = []
-    better_placements: dict[int, dict] = {}   # segment -> offsets planned ahead, if smaller
+    better_placements: dict[int, dict] = {}  # segment -> offsets planned ahead, if smaller
 
     # Cut into segments at NumPy units.
     segments: list[tuple[str, list[int]]] = []
@@ -171,12 +205,19 @@ def _generate_once(graph: Graph, kernel_name: str, forced: set[int], parallel: b
             operands = [_driver_operand(i, param_name) for i in node.inputs]
             driver.append(f"    # {_ir_line(node)}  (NumPy: no code generation)")
             direct = _driver_direct(node, operands)
-            driver.append(f"    a{node.id} = {direct}" if direct else
-                          f"    a{node.id} = _numpy({node.id}, {', '.join(operands)})")
+            driver.append(
+                f"    a{node.id} = {direct}"
+                if direct
+                else f"    a{node.id} = _numpy({node.id}, {', '.join(operands)})"
+            )
             continue
         fname = kernel_name if single else f"{kernel_name}_s{si}"
-        defined = {n.id for p in positions for n in unit_nodes(groups, units[p])
-                   if n.op not in ("input", "const")}
+        defined = {
+            n.id
+            for p in positions
+            for n in unit_nodes(groups, units[p])
+            if n.op not in ("input", "const")
+        }
         needed = []
         for p in positions:
             for n in unit_nodes(groups, units[p]):
@@ -186,7 +227,9 @@ def _generate_once(graph: Graph, kernel_name: str, forced: set[int], parallel: b
         if single:
             params = entry_params
         else:
-            params = [i for i in needed if not (by_id[i].op == "const" and by_id[i].size <= SMALL_CONST)]
+            params = [
+                i for i in needed if not (by_id[i].op == "const" and by_id[i].size <= SMALL_CONST)
+            ]
         em = Emitter(graph, fname)
         em.allow_parallel = parallel
         if plans is not None:
@@ -208,15 +251,19 @@ def _generate_once(graph: Graph, kernel_name: str, forced: set[int], parallel: b
         em.emit(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
         sig = ", ".join(numba_array_type(by_id[p].shape, by_id[p].dtype) for p in params)
         names = ", ".join(param_name.get(p, f"p{p}") for p in params)
-        deco = f"@njit(({sig},), fastmath=_FASTMATH, error_model=\"numpy\", cache=True, nogil=True" + (
-            ", parallel=True)" if em.parallel else ")")
+        deco = (
+            f'@njit(({sig},), fastmath=_FASTMATH, error_model="numpy", cache=True, nogil=True'
+            + (", parallel=True)" if em.parallel else ")")
+        )
         if not params:
             deco = deco.replace("((,), ", "((), ")
         em.finish_outlining()
         em.lines, int_tables = reroll(em.lines, em.array_type)
         if int_tables and not single:  # each segment's tables _R0, _R1, ... get their own names
-            em.lines, int_tables = ([re.sub(r"\b_R(\d+)\b", rf"_R{si}_\1", t) for t in ts]
-                                    for ts in (em.lines, int_tables))
+            em.lines, int_tables = (
+                [re.sub(r"\b_R(\d+)\b", rf"_R{si}_\1", t) for t in ts]
+                for ts in (em.lines, int_tables)
+            )
         module_tables.extend(int_tables)
         functions.extend(em.outlined_src.values())
         functions.append("\n".join([deco, f"def {fname}({names}):"] + em.prologue() + em.lines))
@@ -231,15 +278,20 @@ def _generate_once(graph: Graph, kernel_name: str, forced: set[int], parallel: b
         if not single:
             rets = ", ".join(f"a{r}" for r in returns)
             call_args = ", ".join(_driver_name(p, param_name) for p in params)
-            driver.append(f"    {rets}{',' if len(returns) == 1 else ''} = {fname}({call_args})"
-                          if returns else f"    {fname}({call_args})")
+            driver.append(
+                f"    {rets}{',' if len(returns) == 1 else ''} = {fname}({call_args})"
+                if returns
+                else f"    {fname}({call_args})"
+            )
 
     body_text = [line for f in functions for line in f.split("\n")]
     helper_names = mathlib.helpers_used(body_text)  # those not expanded in place
     for name in helper_names:
         src, _ = mathlib.FUNCTIONS[name]
         inline = "never" if mathlib.outlined(name) else "always"
-        helpers.append(f"@njit(fastmath=_HELPER_FASTMATH, error_model='numpy', inline='{inline}', cache=True, nogil=True)\n{src}")
+        helpers.append(
+            f"@njit(fastmath=_HELPER_FASTMATH, error_model='numpy', inline='{inline}', cache=True, nogil=True)\n{src}"
+        )
 
     header = [
         f"# Generated by tracegrad from graph {graph.name!r}. Do not edit: the file name is",
@@ -247,13 +299,21 @@ def _generate_once(graph: Graph, kernel_name: str, forced: set[int], parallel: b
         "import numpy as np",
         "from numba import njit, prange, types",
     ]
-    header.append("from tracegrad.runtime.intrinsics import tg_flat, tg_noinline, tg_view" +
-                  (", tg_gemm" if uses_gemm else "") +
-                  "".join(f", {i}" for i in mathlib.intrinsics_used(body_text + helpers)))
-    header.append("\n_FASTMATH = {" + ", ".join(map(repr, sorted(FASTMATH)))
-                  + "}  # no 'nnan'/'ninf': NaN and inf checks still work")
-    header.append("_HELPER_FASTMATH = {" + ", ".join(map(repr, sorted(mathlib.HELPER_FASTMATH)))
-                  + "}  # math helpers: no reassociation (it would undo their reductions)")
+    header.append(
+        "from tracegrad.runtime.intrinsics import tg_flat, tg_noinline, tg_view"
+        + (", tg_gemm" if uses_gemm else "")
+        + "".join(f", {i}" for i in mathlib.intrinsics_used(body_text + helpers))
+    )
+    header.append(
+        "\n_FASTMATH = {"
+        + ", ".join(map(repr, sorted(FASTMATH)))
+        + "}  # no 'nnan'/'ninf': NaN and inf checks still work"
+    )
+    header.append(
+        "_HELPER_FASTMATH = {"
+        + ", ".join(map(repr, sorted(mathlib.HELPER_FASTMATH)))
+        + "}  # math helpers: no reassociation (it would undo their reductions)"
+    )
     header.append("_NUMPY = {}  # node id -> NumPy impl, filled in by the loader")
     header.extend(module_tables)
     parts = ["\n".join(header)] + helpers + functions
@@ -266,17 +326,30 @@ def _generate_once(graph: Graph, kernel_name: str, forced: set[int], parallel: b
             alias = o.id in seen or o.op in ("input", "const")
             out_names.append(f"np.array({name})" if alias else name)
             seen.add(o.id)
-        parts.append("\n".join(
-            ["def _numpy(node_id, *args):", "    return _NUMPY[node_id](*args)", "",
-             f"def {kernel_name}({entry_names}):"] + driver +
-            [f"    return ({', '.join(out_names)}{',' if len(out_names) == 1 else ''})"]))
+        parts.append(
+            "\n".join(
+                [
+                    "def _numpy(node_id, *args):",
+                    "    return _NUMPY[node_id](*args)",
+                    "",
+                    f"def {kernel_name}({entry_names}):",
+                ]
+                + driver
+                + [f"    return ({', '.join(out_names)}{',' if len(out_names) == 1 else ''})"]
+            )
+        )
     source = "\n\n\n".join(parts) + "\n"
     source = _hoist_typed_literals(source)
-    return EmittedModule(source=source, entry=kernel_name,
-                         const_ids=[c.id for c in big_consts], fallback_ids=fallback_ids,
-                         parallel=any_parallel, wants_parallel=wants_parallel,
-                         memory=MemoryReport.combine(memory),
-                         better_placements=better_placements if plans is None else {})
+    return EmittedModule(
+        source=source,
+        entry=kernel_name,
+        const_ids=[c.id for c in big_consts],
+        fallback_ids=fallback_ids,
+        parallel=any_parallel,
+        wants_parallel=wants_parallel,
+        memory=MemoryReport.combine(memory),
+        better_placements=better_placements if plans is None else {},
+    )
 
 
 def _driver_name(node_id: int, param_name: dict[int, str]) -> str:
@@ -287,10 +360,14 @@ def _driver_operand(node: Node, param_name: dict[int, str]) -> str:
     """An operand of a NumPy-run node: small consts are literals, not variables."""
     if node.op == "const" and node.id not in param_name:
         value = np.asarray(node.attrs["value"]).reshape(-1)
-        items = ", ".join(repr(v.item()) if v.dtype.kind != "f" or np.isfinite(v) else
-                          f"float({str(v.item())!r})" for v in value)
-        return (f"np.array([{items}], dtype=np.{np.dtype(node.dtype).name})"
-                f".reshape({tuple(node.shape)!r})")
+        items = ", ".join(
+            repr(v.item()) if v.dtype.kind != "f" or np.isfinite(v) else f"float({str(v.item())!r})"
+            for v in value
+        )
+        return (
+            f"np.array([{items}], dtype=np.{np.dtype(node.dtype).name})"
+            f".reshape({tuple(node.shape)!r})"
+        )
     return _driver_name(node.id, param_name)
 
 
@@ -305,8 +382,9 @@ def _driver_direct(node: Node, operands: list[str]) -> str | None:
     x, shape = operands[0], tuple(node.shape)
     if node.op == "reshape":
         return f"np.ascontiguousarray({x}).reshape({shape!r})"
-    if node.op == "getitem" and all(e is None or isinstance(e, (int, np.integer)) or
-                                    e[0] == "slice" for e in node.attrs["spec"]):
+    if node.op == "getitem" and all(
+        e is None or isinstance(e, (int, np.integer)) or e[0] == "slice" for e in node.attrs["spec"]
+    ):
         return f"np.ascontiguousarray({x}[{_index_source(node.attrs['spec'])}])"
     source = node.inputs[0]
     if node.op == "broadcast_to" and source.op == "const" and source.size == 1:
@@ -332,6 +410,7 @@ def _index_source(spec) -> str:
 
 def _ir_line(node: Node) -> str:
     from tracegrad.ir.printer import format_node
+
     return format_node(node)
 
 
@@ -350,13 +429,13 @@ def _bind_small_const(em: Emitter, node: Node) -> None:
         return
     v = value[0].item()
     em.const_values[node.id] = v
-    em.access[node.id] = Access("", tuple(node.shape), (0,) * node.ndim, 0,
-                                literal(v, node.dtype))
+    em.access[node.id] = Access("", tuple(node.shape), (0,) * node.ndim, 0, literal(v, node.dtype))
 
 
 def _emit_unit(em: Emitter, unit) -> None:
     from tracegrad.codegen.fused import emit_group
     from tracegrad.codegen.structured import emitter_for
+
     kind, v = unit
     if kind == "group":
         try:
@@ -391,6 +470,7 @@ def _emit_view(em: Emitter, node: Node) -> None:
         a = src.transpose(node.attrs.get("axes"))
     elif node.op == "getitem":  # basic indexing only (is_view): offset and strides
         from tracegrad.codegen.structured import basic_index_view
+
         a = basic_index_view(src, node.attrs["spec"])
     else:  # reshape-like: reshape, expand_dims, squeeze, view
         a = src.reshape(tuple(node.shape))
@@ -429,11 +509,13 @@ def _return_outputs(em: Emitter, graph: Graph, param_name) -> list[str]:
 
 def _coalesce(dims, strides):
     from tracegrad.codegen.emit import coalesce
+
     return coalesce(dims, strides)
 
 
 _TYPED_LITERAL = re.compile(
-    r"np\.(float32|float64|int64|int32|int8|uint8|int16)\((-?(?:np\.inf|np\.nan|[0-9][0-9.e+-]*))\)")
+    r"np\.(float32|float64|int64|int32|int8|uint8|int16)\((-?(?:np\.inf|np\.nan|[0-9][0-9.e+-]*))\)"
+)
 
 
 def _hoist_typed_literals(source: str) -> str:

@@ -34,6 +34,7 @@ constant arrays passed as arguments (their values live in the graph), no
 NumPy fallbacks (they are installed from graph nodes), no float16 wrapper.
 Anything else takes the full path, as before.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -51,8 +52,16 @@ log = logging.getLogger("tracegrad")
 FORMAT = 2  # 2: the payload names its graph key
 _PIPELINE_HASH: str | None = None
 # What produces a module from a traced graph (eager/ and viz/ do not).
-_PIPELINE_PARTS = ("__init__.py", "compiler.py", "tracing.py", "autodiff.py", "ir", "ops",
-                   "passes", "codegen")
+_PIPELINE_PARTS = (
+    "__init__.py",
+    "compiler.py",
+    "tracing.py",
+    "autodiff.py",
+    "ir",
+    "ops",
+    "passes",
+    "codegen",
+)
 
 
 class _Unkeyable(Exception):
@@ -90,15 +99,31 @@ def graph_key(graph: Graph, **context) -> str | None:
     if not pipeline:
         return None
     h = hashlib.sha256()
-    h.update(f"tracegrad index {FORMAT}; numpy {np.__version__}; python "
-             f"{sys.version_info[:3]}; pipeline {pipeline}\0".encode())
+    h.update(
+        f"tracegrad index {FORMAT}; numpy {np.__version__}; python "
+        f"{sys.version_info[:3]}; pipeline {pipeline}\0".encode()
+    )
     try:
         h.update(_encode(sorted(context.items())).encode())
-        h.update(_encode((graph.name, [n.id for n in graph.inputs],
-                          [n.id for n in graph.outputs])).encode())
+        h.update(
+            _encode(
+                (graph.name, [n.id for n in graph.inputs], [n.id for n in graph.outputs])
+            ).encode()
+        )
         for n in graph.nodes:
-            h.update(_encode((n.id, n.op, [i.id for i in n.inputs], n.shape, n.dtype, n.tag,
-                              sorted(n.attrs.items()))).encode())
+            h.update(
+                _encode(
+                    (
+                        n.id,
+                        n.op,
+                        [i.id for i in n.inputs],
+                        n.shape,
+                        n.dtype,
+                        n.tag,
+                        sorted(n.attrs.items()),
+                    )
+                ).encode()
+            )
             for v in n.attrs.values():
                 _hash_arrays(h, v)
     except _Unkeyable:
@@ -149,6 +174,7 @@ def _open_dir(directory):
     """The checked cache directory behind `directory` (a CacheDir, or the path of
     the process's cache directory); None if it is not usable."""
     from tracegrad.runtime import cache
+
     if isinstance(directory, cache.CacheDir):
         return directory
     d = cache.open_cache_dir()
@@ -162,6 +188,7 @@ def read_entry(directory, key: str) -> tuple[dict | None, str]:
     directory's handle (a FIFO or other non-file in its place is not opened),
     and its checksum binds it to `key`, the traced graph's hash."""
     from tracegrad.runtime import cache
+
     name = entry_path(Path("."), key).name
     d = _open_dir(directory)
     if d is None:
@@ -184,13 +211,17 @@ def read_entry(directory, key: str) -> tuple[dict | None, str]:
     if not ok or payload.get("format") != FORMAT:
         return None, f"{name} is corrupt or from another format (checksum mismatch)"
     if payload.get("graph") != key:
-        return None, f"{name} is bound to another graph (its payload names {payload.get('graph')!r})"
+        return (
+            None,
+            f"{name} is bound to another graph (its payload names {payload.get('graph')!r})",
+        )
     return payload, ""
 
 
 def write_entry(directory, key: str, payload: dict) -> None:
     """Atomically create or replace the entry (errors are logged, never raised)."""
     from tracegrad.runtime import cache
+
     payload = {**payload, "format": FORMAT, "graph": key}
     data = json.dumps({"payload": payload, "check": _checksum(key, payload)}, sort_keys=True)
     name = entry_path(Path("."), key).name

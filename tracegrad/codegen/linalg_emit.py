@@ -41,6 +41,7 @@ Anything else (a matrix operand of another dtype than the result, NumPy
 without its OpenBLAS) raises NoCodegen and the node runs its NumPy impl
 between segments, as before.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,20 +51,24 @@ from tracegrad.codegen.emit import Emitter, NoCodegen, dshort
 from tracegrad.codegen.structured import structured
 from tracegrad.ir.graph import Node
 
-_IMPORTS = ("from tracegrad.runtime.lapack import (tg_copy2d, tg_getrf, tg_getri, tg_getrs, "
-            "tg_geqrf, tg_gesdd, tg_lower_finite, tg_lu_slogdet, tg_orgqr, tg_potrf, "
-            "tg_qr_r_transposed, tg_sym_lower, tg_syevd, tg_trmm, tg_trmv, tg_trsm, tg_trsv)\n"
-            "from tracegrad.ops.linalg import LinAlgError, NotPositiveDefinite")
+_IMPORTS = (
+    "from tracegrad.runtime.lapack import (tg_copy2d, tg_getrf, tg_getri, tg_getrs, "
+    "tg_geqrf, tg_gesdd, tg_lower_finite, tg_lu_slogdet, tg_orgqr, tg_potrf, "
+    "tg_qr_r_transposed, tg_sym_lower, tg_syevd, tg_trmm, tg_trmv, tg_trsm, tg_trsv)\n"
+    "from tracegrad.ops.linalg import LinAlgError, NotPositiveDefinite"
+)
 
 
 def _require_lapack(node: Node, matrix: Node) -> None:
     """LAPACK reads `matrix` in place: it must have the result's float dtype (the
     other operands are copied into the output, converted on the way)."""
     from tracegrad.runtime import lapack
+
     if not lapack.AVAILABLE:
         raise NoCodegen(f"{node.op}: NumPy's OpenBLAS (LAPACK symbols) not found")
     if np.dtype(node.dtype) not in (np.float32, np.float64) or any(
-            np.dtype(o.dtype).kind not in "biuf" for o in node.inputs):
+        np.dtype(o.dtype).kind not in "biuf" for o in node.inputs
+    ):
         raise NoCodegen(f"{node.op}: LAPACK needs float32/float64 results of real operands")
     if np.dtype(matrix.dtype) != np.dtype(node.dtype):
         raise NoCodegen(f"{node.op}: the matrix is {matrix.dtype}, the result {node.dtype}")
@@ -87,6 +92,7 @@ def _runtime_stamp() -> str:
         import hashlib
 
         from tracegrad.runtime import lapack
+
         with open(lapack.__file__, "rb") as f:
             _STAMP = f"\n# tracegrad.runtime.lapack {hashlib.sha256(f.read()).hexdigest()[:16]}"
     return _STAMP
@@ -112,21 +118,31 @@ def _open_batch(em: Emitter, batch: tuple) -> tuple:
     return vars_
 
 
-def _copy2d(em: Emitter, src: Access, src_vars: tuple, dst: str, dst_base: str,
-            dst_strides: tuple, n0: int, n1: int) -> None:
+def _copy2d(
+    em: Emitter,
+    src: Access,
+    src_vars: tuple,
+    dst: str,
+    dst_base: str,
+    dst_strides: tuple,
+    n0: int,
+    n1: int,
+) -> None:
     """dst[dst_base + i*d0 + j*d1] = src[batch..., i, j] (a 1-D src row: j ignored)
     through the shared helper tg_copy2d (np.int64 arguments: one specialization)."""
     if src.scalar is not None:  # a literal (a size-1 const, maybe broadcast): fill
         i, j = em.fresh("i"), em.fresh("j")
         em.emit(f"for {i} in range({n0}):")
         em.emit(f"    for {j} in range({n1}):")
-        em.emit(f"        {dst}[{dst_base} + {i} * {dst_strides[0]} + {j} * {dst_strides[1]}] = "
-                f"{src.scalar}")
+        em.emit(
+            f"        {dst}[{dst_base} + {i} * {dst_strides[0]} + {j} * {dst_strides[1]}] = "
+            f"{src.scalar}"
+        )
         return
     nd = len(src.shape) - len(src_vars)
     s0 = src.strides[-nd] if nd >= 1 else 0
     s1 = src.strides[-1] if nd >= 2 else 0
-    base = _offset(src, src.strides[:len(src_vars)], src_vars)
+    base = _offset(src, src.strides[: len(src_vars)], src_vars)
     args = [base, s0, s1, None, dst_base, *dst_strides, n0, n1]
     text = ", ".join(f"np.int64({v})" if v is not None else dst for v in args)
     em.emit(f"tg_copy2d({src.buf}, {text})")
@@ -138,6 +154,7 @@ def _offset(a: Access, strides: tuple, vars_: tuple) -> str:
 
 
 # ------------------------------------------------------------------- cholesky
+
 
 @structured("cholesky")
 def emit_cholesky(em: Emitter, node: Node) -> None:
@@ -164,8 +181,10 @@ def emit_cholesky(em: Emitter, node: Node) -> None:
     fin, info = em.fresh("finite"), em.fresh("info")
     i, j = em.fresh("i"), em.fresh("j")
     # np.int64(...): literal ints would compile one specialization of the helper each
-    em.emit(f"{fin} = tg_sym_lower({src.buf}, np.int64({s_base}), np.int64({src.strides[-2]}), "
-            f"np.int64({src.strides[-1]}), {out.buf}, np.int64({base}), np.int64({n}))")
+    em.emit(
+        f"{fin} = tg_sym_lower({src.buf}, np.int64({s_base}), np.int64({src.strides[-2]}), "
+        f"np.int64({src.strides[-1]}), {out.buf}, np.int64({base}), np.int64({n}))"
+    )
     em.emit(f"{info} = tg_potrf({n}, {out.buf}, {base})")
     em.emit(f"if {info} != 0:")
     em.emit(f"    raise NotPositiveDefinite({head!r}, {info}, {tail!r})")
@@ -175,12 +194,15 @@ def emit_cholesky(em: Emitter, node: Node) -> None:
     if node.attrs.get("upper"):
         em.emit(f"for {i} in range({n}):  # upper=True: L^T, in place")
         em.emit(f"    for {j} in range({i}):")
-        em.emit(f"        {out.buf}[{base} + {j} * {n} + {i}] = {out.buf}[{base} + {i} * {n} + {j}]")
+        em.emit(
+            f"        {out.buf}[{base} + {j} * {n} + {i}] = {out.buf}[{base} + {i} * {n} + {j}]"
+        )
         em.emit(f"        {out.buf}[{base} + {i} * {n} + {j}] = 0.0")
     em.indent -= len(batch)
 
 
 # ----------------------------------------------------------- triangular_solve
+
 
 def _triangle_layout(a: Access, n: int):
     """(row stride, flipped) when the (n, n) matrix access is row-major (False) or
@@ -237,8 +259,9 @@ def emit_triangular(em: Emitter, node: Node) -> None:
     if k == 1:  # one vector: trsv (trsm's blocking costs ~5x at n = 256)
         em.emit(f"{vector_fn}({flags}, {acc_a.buf}, {a_base}, {lda}, {out.buf}, {o_base})")
     else:
-        em.emit(f"{matrix_fn}({flags}, {k}, {acc_a.buf}, {a_base}, {lda}, {out.buf}, {o_base}, "
-                f"{k})")
+        em.emit(
+            f"{matrix_fn}({flags}, {k}, {acc_a.buf}, {a_base}, {lda}, {out.buf}, {o_base}, {k})"
+        )
     em.indent -= nb
 
 
@@ -255,11 +278,14 @@ def _is_cholesky_factor(a: Node) -> bool:
 
 
 def _singular_message(node: Node, a: Node, b: Node) -> str:
-    return (f"triangular_solve: the matrix is singular (a zero on its diagonal) "
-            f"(operands: {_operands_text(a, b)}){_where(node)}")
+    return (
+        f"triangular_solve: the matrix is singular (a zero on its diagonal) "
+        f"(operands: {_operands_text(a, b)}){_where(node)}"
+    )
 
 
 # ---------------------------------------------------------------------- solve
+
 
 @structured("solve")
 def emit_solve(em: Emitter, node: Node) -> None:
@@ -286,8 +312,9 @@ def emit_solve(em: Emitter, node: Node) -> None:
     piv = em.scratch(np.int64, n)
     col = em.scratch(node.dtype, n * k) if k > 1 else None
     vars_ = _open_batch(em, batch)
-    base = _offset(out, c_strides(batch + (n * k,))[:len(batch)], vars_) if batch else \
-        str(out.offset)
+    base = (
+        _offset(out, c_strides(batch + (n * k,))[: len(batch)], vars_) if batch else str(out.offset)
+    )
     info = em.fresh("info")
     # A row-major is A^T column-major: getrf factors A^T, getrs solves (A^T)^T x = b
     _copy2d(em, acc_a, vars_, lu[0], str(lu[1]), (n, 1), n, n)
@@ -310,11 +337,11 @@ def emit_solve(em: Emitter, node: Node) -> None:
 
 
 def _solve_message(node: Node, a: Node, b: Node) -> str:
-    return (f"solve: the matrix is singular (operands: {_operands_text(a, b)})"
-            f"{_where(node)}")
+    return f"solve: the matrix is singular (operands: {_operands_text(a, b)}){_where(node)}"
 
 
 # ------------------------------------------------------ det, slogdet, inv (LU)
+
 
 def _lu_batch(em: Emitter, node: Node):
     """Open the batch loops over node's input matrices and LU-factor each one into
@@ -352,10 +379,13 @@ def emit_lu_determinant(em: Emitter, node: Node) -> None:
     batch = tuple(node.inputs[0].shape[:-2])
     vars_, lu, piv, info, n = _lu_batch(em, node)
     sign, logdet = em.fresh("sign"), em.fresh("logdet")
-    em.emit(f"{sign}, {logdet} = tg_lu_slogdet({lu[0]}, np.int64({lu[1]}), {piv[0]}, "
-            f"np.int64({piv[1]}), np.int64({n}), {info})")
-    value = {"det": f"{sign} * np.exp({logdet})", "slogdet_sign": sign,
-             "logabsdet": logdet}[node.op]
+    em.emit(
+        f"{sign}, {logdet} = tg_lu_slogdet({lu[0]}, np.int64({lu[1]}), {piv[0]}, "
+        f"np.int64({piv[1]}), np.int64({n}), {info})"
+    )
+    value = {"det": f"{sign} * np.exp({logdet})", "slogdet_sign": sign, "logabsdet": logdet}[
+        node.op
+    ]
     at = _offset(out, c_strides(batch), vars_) if batch else str(out.offset)
     em.emit(f"{out.buf}[{at}] = {value}")
     em.indent -= len(batch)
@@ -378,12 +408,11 @@ def emit_inv(em: Emitter, node: Node) -> None:
     lwork = 64 * n  # getri's blocked work size (block 64), >= n
     work = em.scratch(node.dtype, lwork)
     vars_, lu, piv, info, n = _lu_batch(em, node)
-    message = (f"inv: the matrix is singular (operands: {_operands_text(a)}){_where(node)}")
+    message = f"inv: the matrix is singular (operands: {_operands_text(a)}){_where(node)}"
     em.emit(f"if {info} != 0:")
     em.emit(f"    raise LinAlgError({message!r})")
-    em.emit(f"tg_getri({n}, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]}, {work[0]}, {work[1]}, "
-            f"{lwork})")
-    base = _offset(out, c_strides(batch + (n * n,))[:len(batch)], vars_)
+    em.emit(f"tg_getri({n}, {lu[0]}, {lu[1]}, {piv[0]}, {piv[1]}, {work[0]}, {work[1]}, {lwork})")
+    base = _offset(out, c_strides(batch + (n * n,))[: len(batch)], vars_)
     _copy2d(em, Access(lu[0], (n, n), (n, 1), lu[1]), (), out.buf, base, (n, 1), n, n)
     em.indent -= len(batch)
     em.release_scratch(piv)
@@ -392,6 +421,7 @@ def emit_inv(em: Emitter, node: Node) -> None:
 
 
 # ------------------------------------------------------------ eigh, eigvalsh
+
 
 @structured("eigh", "eigvalsh")
 def emit_eigh(em: Emitter, node: Node) -> None:
@@ -416,8 +446,9 @@ def emit_eigh(em: Emitter, node: Node) -> None:
     work = None if vectors else em.scratch(node.dtype, n * n)
     vars_ = _open_batch(em, batch)
     per_matrix = (n + 1) * n if vectors else n
-    w_base = _offset(out, c_strides(batch + (per_matrix,))[:nb], vars_) if batch else \
-        str(out.offset)
+    w_base = (
+        _offset(out, c_strides(batch + (per_matrix,))[:nb], vars_) if batch else str(out.offset)
+    )
     if vectors:
         m_buf, m_base = out.buf, f"{w_base} + {n}"
     else:
@@ -425,20 +456,27 @@ def emit_eigh(em: Emitter, node: Node) -> None:
     info = em.fresh("info")
     # the lower triangle of (A + A^T) / 2, as the impl reads it (tg_sym_lower: shared)
     s_base = _offset(acc_a, acc_a.strides[:nb], vars_) if batch else str(acc_a.offset)
-    em.emit(f"tg_sym_lower({acc_a.buf}, np.int64({s_base}), np.int64({acc_a.strides[-2]}), "
-            f"np.int64({acc_a.strides[-1]}), {m_buf}, np.int64({m_base}), np.int64({n}))")
-    em.emit(f"{info} = tg_syevd({int(vectors)}, {int(lower)}, {n}, {m_buf}, {m_base}, "
-            f"{out.buf}, {w_base})")
+    em.emit(
+        f"tg_sym_lower({acc_a.buf}, np.int64({s_base}), np.int64({acc_a.strides[-2]}), "
+        f"np.int64({acc_a.strides[-1]}), {m_buf}, np.int64({m_base}), np.int64({n}))"
+    )
+    em.emit(
+        f"{info} = tg_syevd({int(vectors)}, {int(lower)}, {n}, {m_buf}, {m_base}, "
+        f"{out.buf}, {w_base})"
+    )
     em.emit(f"if {info} != 0:")
-    message = (f"{node.op}: the algorithm did not converge (operands: {_operands_text(a)})"
-               f"{_where(node)}")
+    message = (
+        f"{node.op}: the algorithm did not converge (operands: {_operands_text(a)}){_where(node)}"
+    )
     em.emit(f"    raise LinAlgError({message!r})")
     if vectors and not lower:  # column-major eigenvectors: transpose in place
         i, j, t = em.fresh("i"), em.fresh("j"), em.fresh("t")
         em.emit(f"for {i} in range({n}):")
         em.emit(f"    for {j} in range({i}):")
         em.emit(f"        {t} = {m_buf}[{m_base} + {i} * {n} + {j}]")
-        em.emit(f"        {m_buf}[{m_base} + {i} * {n} + {j}] = {m_buf}[{m_base} + {j} * {n} + {i}]")
+        em.emit(
+            f"        {m_buf}[{m_base} + {i} * {n} + {j}] = {m_buf}[{m_base} + {j} * {n} + {i}]"
+        )
         em.emit(f"        {m_buf}[{m_base} + {j} * {n} + {i}] = {t}")
     em.indent -= nb
     if work is not None:
@@ -446,6 +484,7 @@ def emit_eigh(em: Emitter, node: Node) -> None:
 
 
 # ----------------------------------------------------------------- svd, svdvals
+
 
 @structured("svd", "svdvals")
 def emit_svd(em: Emitter, node: Node) -> None:
@@ -471,24 +510,36 @@ def emit_svd(em: Emitter, node: Node) -> None:
     vt = em.scratch(node.dtype, k * n) if vectors else None
     vars_ = _open_batch(em, batch)
     per_matrix = (m + 1 + n) * k if vectors else k
-    base = _offset(out, c_strides(batch + (per_matrix,))[:nb], vars_) if batch else \
-        str(out.offset)
+    base = _offset(out, c_strides(batch + (per_matrix,))[:nb], vars_) if batch else str(out.offset)
     s_base = f"{base} + {m * k}" if vectors else base
     info = em.fresh("info")
     _copy2d(em, acc_a, vars_, work[0], str(work[1]), (n, 1), m, n)
     if vectors:
-        em.emit(f"{info} = tg_gesdd(1, {m}, {n}, {work[0]}, {work[1]}, {out.buf}, {s_base}, "
-                f"{out.buf}, {base}, {k}, {vt[0]}, {vt[1]}, {n})")
+        em.emit(
+            f"{info} = tg_gesdd(1, {m}, {n}, {work[0]}, {work[1]}, {out.buf}, {s_base}, "
+            f"{out.buf}, {base}, {k}, {vt[0]}, {vt[1]}, {n})"
+        )
     else:
-        em.emit(f"{info} = tg_gesdd(0, {m}, {n}, {work[0]}, {work[1]}, {out.buf}, {s_base}, "
-                f"{work[0]}, {work[1]}, 1, {work[0]}, {work[1]}, 1)")
+        em.emit(
+            f"{info} = tg_gesdd(0, {m}, {n}, {work[0]}, {work[1]}, {out.buf}, {s_base}, "
+            f"{work[0]}, {work[1]}, 1, {work[0]}, {work[1]}, 1)"
+        )
     em.emit(f"if {info} != 0:")
-    message = (f"{node.op}: the algorithm did not converge (operands: {_operands_text(a)})"
-               f"{_where(node)}")
+    message = (
+        f"{node.op}: the algorithm did not converge (operands: {_operands_text(a)}){_where(node)}"
+    )
     em.emit(f"    raise LinAlgError({message!r})")
     if vectors:  # V (n, k) row-major = Vt (k, n) read column by column
-        _copy2d(em, Access(vt[0], (n, k), (1, n), vt[1]), (), out.buf,
-                f"{base} + {(m + 1) * k}", (k, 1), n, k)
+        _copy2d(
+            em,
+            Access(vt[0], (n, k), (1, n), vt[1]),
+            (),
+            out.buf,
+            f"{base} + {(m + 1) * k}",
+            (k, 1),
+            n,
+            k,
+        )
     em.indent -= nb
     if vt is not None:
         em.release_scratch(vt)
@@ -496,6 +547,7 @@ def emit_svd(em: Emitter, node: Node) -> None:
 
 
 # ------------------------------------------------------------------------- qr
+
 
 @structured("qr")
 def emit_qr(em: Emitter, node: Node) -> None:
@@ -519,8 +571,9 @@ def emit_qr(em: Emitter, node: Node) -> None:
     work = em.scratch(node.dtype, m * lda)
     tau = em.scratch(node.dtype, k)
     vars_ = _open_batch(em, batch)
-    base = _offset(out, c_strides(batch + ((m + n) * kq,))[:nb], vars_) if batch else \
-        str(out.offset)
+    base = (
+        _offset(out, c_strides(batch + ((m + n) * kq,))[:nb], vars_) if batch else str(out.offset)
+    )
     _copy2d(em, acc_a, vars_, work[0], str(work[1]), (lda, 1), m, n)
     i, j, info = em.fresh("i"), em.fresh("j"), em.fresh("info")
     if kq > n:  # complete Q of a tall matrix: LAPACKE rejects NaN (garbage) in any column
@@ -533,8 +586,10 @@ def emit_qr(em: Emitter, node: Node) -> None:
     em.emit(f"        {out.buf}[{base} + {i}] = np.nan")
     em.emit("else:")
     em.indent += 1
-    em.emit(f"tg_qr_r_transposed({work[0]}, np.int64({work[1]}), np.int64({lda}), {out.buf}, "
-            f"np.int64({base} + {m * kq}), np.int64({n}), np.int64({kq}))")
+    em.emit(
+        f"tg_qr_r_transposed({work[0]}, np.int64({work[1]}), np.int64({lda}), {out.buf}, "
+        f"np.int64({base} + {m * kq}), np.int64({n}), np.int64({kq}))"
+    )
     em.emit(f"tg_orgqr({m}, {kq}, {k}, {work[0]}, {work[1]}, {lda}, {tau[0]}, {tau[1]})")
     _copy2d(em, Access(work[0], (m, kq), (lda, 1), work[1]), (), out.buf, base, (kq, 1), m, kq)
     em.indent -= 1

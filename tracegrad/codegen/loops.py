@@ -22,11 +22,13 @@ Bodies that cannot be generated as one njit function (a nested loop inside, a
 node without codegen), or results of several dtypes, use a Python loop over the
 body's kernel instead: slower per step, still compiled once.
 """
+
 from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +36,7 @@ from tracegrad.ir.graph import Graph, Node
 
 log = logging.getLogger("tracegrad")
 
-_RUNNERS: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
+_RUNNERS: weakref.WeakKeyDictionary[Graph, dict] = weakref.WeakKeyDictionary()
 
 
 def scan_runner(node: Node) -> Callable | None:
@@ -52,13 +54,15 @@ def scan_runner(node: Node) -> Callable | None:
 def _optimized_body(body: Graph) -> Graph:
     from tracegrad.passes import optimize
     from tracegrad.passes.fuse import fuse_elementwise
+
     return fuse_elementwise(optimize(body))
 
 
 def _build(body: Graph, length: int, reverse: bool, n_carry: int, n_xs: int) -> Callable:
     from tracegrad.codegen import build_kernel, ir_hash
     from tracegrad.codegen.generate import generate
-    from tracegrad.loops.primitives import _scan_avals, packed_layout, pack
+    from tracegrad.loops.primitives import _scan_avals, pack, packed_layout
+
     graph = _optimized_body(body)
     dtype, slots = packed_layout(_scan_avals(graph, length, n_carry))
     same_dtype = all(slot[3] == dtype for slot in slots)
@@ -68,15 +72,19 @@ def _build(body: Graph, length: int, reverse: bool, n_carry: int, n_xs: int) -> 
         try:
             return _native(graph, emitted, name, length, reverse, n_carry, n_xs, dtype, slots)
         except Exception as exc:  # never the user's fault: run the body kernel per step
-            log.warning("scan %s: native loop failed (%s: %s); Python loop over the body "
-                        "kernel", body.name, type(exc).__name__, exc)
+            log.warning(
+                "scan %s: native loop failed (%s: %s); Python loop over the body kernel",
+                body.name,
+                type(exc).__name__,
+                exc,
+            )
     kernel = build_kernel(graph)
     y_nodes = graph.outputs[n_carry:]
 
     def run_python_loop(*operands):
         carry = [np.ascontiguousarray(c) for c in operands[:n_carry]]
-        xs = operands[n_carry:n_carry + n_xs]
-        consts = operands[n_carry + n_xs:]
+        xs = operands[n_carry : n_carry + n_xs]
+        consts = operands[n_carry + n_xs :]
         ys = [np.empty((length,) + tuple(n.shape), n.dtype) for n in y_nodes]
         for t in range(length):
             i = length - 1 - t if reverse else t
@@ -85,28 +93,34 @@ def _build(body: Graph, length: int, reverse: bool, n_carry: int, n_xs: int) -> 
             for y, o in zip(ys, outs[n_carry:]):
                 y[i] = o
         return pack(carry + ys, dtype)
+
     return run_python_loop
 
 
 def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, slots):
     from tracegrad.codegen import _load
+
     n_in = len(graph.inputs)
     consts = [f"c{cid}" for cid in emitted.const_ids]
     carry = [f"carry{k}" for k in range(n_carry)]
     xs = [f"xs{k}" for k in range(n_xs)]
     scan_consts = [f"k{k}" for k in range(n_in - n_carry - n_xs)]
-    x_nodes = graph.inputs[n_carry:n_carry + n_xs]
+    x_nodes = graph.inputs[n_carry : n_carry + n_xs]
     loop_name = f"{body_name}_loop"
     total = sum(slot[1] for slot in slots)
-    lines = ["@njit(cache=True, nogil=True)",
-             f"def {loop_name}({', '.join(consts + carry + xs + scan_consts)}):",
-             f"    out = np.empty({max(total, 1)}, np.{dtype.name})"]
+    lines = [
+        "@njit(cache=True, nogil=True)",
+        f"def {loop_name}({', '.join(consts + carry + xs + scan_consts)}):",
+        f"    out = np.empty({max(total, 1)}, np.{dtype.name})",
+    ]
     for k, node in enumerate(x_nodes):
         lines.append(f"    xs{k}_f = tg_flat(xs{k})")
     lines.append(f"    for t in range({length}):")
     lines.append(f"        i = {length - 1} - t" if reverse else "        i = t")
-    x_args = [f"tg_view(xs{k}_f, i * {max(node.size, 0)}, {tuple(node.shape)!r})"
-              for k, node in enumerate(x_nodes)]
+    x_args = [
+        f"tg_view(xs{k}_f, i * {max(node.size, 0)}, {tuple(node.shape)!r})"
+        for k, node in enumerate(x_nodes)
+    ]
     call_args = consts + carry + x_args + scan_consts
     lines.append(f"        res = {body_name}({', '.join(call_args)})")
     for k in range(n_carry):
@@ -131,13 +145,17 @@ def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, sl
         raise RuntimeError("Numba could not compile the loop")
     module = loaded[1]
     loop = getattr(module, loop_name)
-    const_values = [np.ascontiguousarray(next(n for n in graph.nodes if n.id == cid)
-                                         .attrs["value"], dtype=next(
-                                             n for n in graph.nodes if n.id == cid).dtype)
-                    for cid in emitted.const_ids]
+    const_values = [
+        np.ascontiguousarray(
+            next(n for n in graph.nodes if n.id == cid).attrs["value"],
+            dtype=next(n for n in graph.nodes if n.id == cid).dtype,
+        )
+        for cid in emitted.const_ids
+    ]
     in_dtypes = [n.dtype for n in graph.inputs]
     from tracegrad.codegen import _calls_blas
     from tracegrad.ops import blas_threads
+
     # like a kernel's entry (codegen._load_aware): BLAS threads at most the idle CPUs for
     # the call. A driver around scans has no GEMM of its own, so nothing else limits them;
     # small GEMMs on 2 threads on a busy machine took 3-5x longer (lstm_scan_t20: 7-11 ms vs 2.4)
@@ -153,6 +171,7 @@ def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, sl
                 finally:
                     blas_threads.leave(saved)
         return loop(*const_values, *args)
+
     return run_native
 
 

@@ -29,6 +29,7 @@ Debugging: TRACEGRAD_POISON_FREED=1 makes generated code fill each float
 region with NaN when it dies, so a read after the end of a lifetime shows up
 as NaN in the results instead of a plausible wrong number.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -36,12 +37,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-ALIGN_BYTES = 64   # regions start on a cache line of the workspace
+ALIGN_BYTES = 64  # regions start on a cache line of the workspace
 
 
 def poison_freed() -> bool:
     """TRACEGRAD_POISON_FREED=1: dead float regions are filled with NaN (debugging)."""
     from tracegrad import config
+
     return config.poison_freed()
 
 
@@ -56,13 +58,13 @@ class Workspace:
         self.name = name
         self.dtype = np.dtype(dtype)
         self.align = max(1, ALIGN_BYTES // self.dtype.itemsize)
-        self.plan = plan          # offsets decided ahead (plan_offline), in take order
+        self.plan = plan  # offsets decided ahead (plan_offline), in take order
         self.size = plan.size if plan is not None else 0
-        self.free_offsets: list[int] = []     # sorted starts of free blocks
+        self.free_offsets: list[int] = []  # sorted starts of free blocks
         self.free_sizes: dict[int, int] = {}  # start -> length
-        self.live = 0                         # elements of live values (exact sizes)
+        self.live = 0  # elements of live values (exact sizes)
         self.peak_live = 0
-        self.taken = 0                        # elements of every value ever placed
+        self.taken = 0  # elements of every value ever placed
 
     def _rounded(self, n: int) -> int:
         return -(-n // self.align) * self.align
@@ -112,11 +114,11 @@ class Workspace:
             prev = self.free_offsets[i - 1]
             if prev + self.free_sizes[prev] > start:
                 raise RuntimeError(f"{self.name}: region {start}+{length} given back twice")
-            if prev + self.free_sizes[prev] == start:   # merge with the block before
+            if prev + self.free_sizes[prev] == start:  # merge with the block before
                 start, length = prev, self.free_sizes[prev] + length
                 self._remove(prev)
         following = start + length
-        if following in self.free_sizes:                 # and with the block after
+        if following in self.free_sizes:  # and with the block after
             length += self._remove(following)
         self._insert(start, length)
 
@@ -140,7 +142,7 @@ class Placement:
 
     def __init__(self, size: int, regions: list[tuple[int, int]]):
         self.size = size
-        self.regions = regions     # (offset, elements) in take order
+        self.regions = regions  # (offset, elements) in take order
         self.taken = 0
 
     def next(self, name: str, n: int) -> int:
@@ -170,8 +172,9 @@ def lifetimes(events: list[tuple[str, str, int, int]]) -> dict[str, list[list[in
     return out
 
 
-def plan_offline(events: list[tuple[str, str, int, int]], dtypes: dict[str, np.dtype]
-                 ) -> dict[str, Placement]:
+def plan_offline(
+    events: list[tuple[str, str, int, int]], dtypes: dict[str, np.dtype]
+) -> dict[str, Placement]:
     """Place every region knowing all lifetimes at once ("greedy by size", as
     TFLite's arena planner): in some order, each region goes into the smallest
     gap left by the regions already placed whose lifetimes overlap its own.
@@ -186,8 +189,11 @@ def plan_offline(events: list[tuple[str, str, int, int]], dtypes: dict[str, np.d
         start = np.array([r[1] for r in regions], np.int64)
         stop = np.array([r[2] for r in regions], np.int64)
         span = stop - start
-        orders = (np.lexsort((start, -size)), np.lexsort((start, -size * span)),
-                  np.lexsort((-size, -span)))
+        orders = (
+            np.lexsort((start, -size)),
+            np.lexsort((start, -size * span)),
+            np.lexsort((-size, -span)),
+        )
         best = min((_place(order, size, start, stop) for order in orders), key=lambda p: p[0])
         plans[ws] = Placement(best[0], [(int(o), r[0]) for o, r in zip(best[1], regions)])
     return plans
@@ -206,7 +212,7 @@ def _place(order, size, start, stop) -> tuple[int, np.ndarray]:
         lo, hi = offset[clash], offset[clash] + size[clash]
         by_offset = np.argsort(lo, kind="stable")
         lo, hi = lo[by_offset], hi[by_offset]
-        reach = np.concatenate(([0], np.maximum.accumulate(hi)))   # end of what lies below
+        reach = np.concatenate(([0], np.maximum.accumulate(hi)))  # end of what lies below
         gaps = np.concatenate((lo, [np.iinfo(np.int64).max])) - reach
         fits = np.nonzero(gaps >= size[k])[0]
         offset[k] = reach[fits[np.argmin(gaps[fits])]]
@@ -228,10 +234,12 @@ def check_disjoint(events: list[tuple[str, str, int, int]]) -> None:
         i = bisect.bisect_left(regions, (offset, -1))
         if kind == "take":
             if (i > 0 and sum(regions[i - 1]) > offset) or (
-                    i < len(regions) and regions[i][0] < offset + n):
+                i < len(regions) and regions[i][0] < offset + n
+            ):
                 other = regions[i - 1] if i > 0 and sum(regions[i - 1]) > offset else regions[i]
-                raise RuntimeError(f"{ws}: region {offset}+{n} overlaps live region "
-                                   f"{other[0]}+{other[1]}")
+                raise RuntimeError(
+                    f"{ws}: region {offset}+{n} overlaps live region {other[0]}+{other[1]}"
+                )
             regions.insert(i, (offset, n))
         else:
             if i >= len(regions) or regions[i] != (offset, n):
@@ -271,9 +279,12 @@ class MemoryReport:
 
     def __str__(self) -> str:
         per = ", ".join(f"{d} {_kib(b)}" for d, b in sorted(self.workspace_bytes.items()))
-        text = (f"workspace {_kib(self.total_workspace_bytes)}" + (f" ({per})" if per else "")
-                + f", peak live {_kib(self.peak_live_bytes)}, without reuse "
-                f"{_kib(self.no_reuse_bytes)}, outputs {_kib(self.output_bytes)}")
+        text = (
+            f"workspace {_kib(self.total_workspace_bytes)}"
+            + (f" ({per})" if per else "")
+            + f", peak live {_kib(self.peak_live_bytes)}, without reuse "
+            f"{_kib(self.no_reuse_bytes)}, outputs {_kib(self.output_bytes)}"
+        )
         if self.loops:
             text += "; loop bodies: " + "; ".join(str(m) for m in self.loops)
         return text
@@ -285,15 +296,24 @@ class MemoryReport:
         for p in parts:
             for d, b in p.workspace_bytes.items():
                 per[d] = per.get(d, 0) + b
-        return MemoryReport(per, sum(p.output_bytes for p in parts),
-                            max((p.peak_live_bytes for p in parts), default=0),
-                            sum(p.no_reuse_bytes for p in parts),
-                            sum(p.temporaries for p in parts), loops)
+        return MemoryReport(
+            per,
+            sum(p.output_bytes for p in parts),
+            max((p.peak_live_bytes for p in parts), default=0),
+            sum(p.no_reuse_bytes for p in parts),
+            sum(p.temporaries for p in parts),
+            loops,
+        )
 
 
 def _kib(n: int) -> str:
-    return f"{n} B" if n < 10_000 else f"{n / 1024:.1f} KiB" if n < 10 << 20 else \
-        f"{n / (1 << 20):.1f} MiB"
+    return (
+        f"{n} B"
+        if n < 10_000
+        else f"{n / 1024:.1f} KiB"
+        if n < 10 << 20
+        else f"{n / (1 << 20):.1f} MiB"
+    )
 
 
 def report_for(graph) -> MemoryReport:
@@ -301,22 +321,31 @@ def report_for(graph) -> MemoryReport:
     generated source alone (no Numba compile), with one nested record per
     scan body (the kernels codegen/loops.py builds)."""
     from tracegrad.codegen import _generate, ir_hash
+
     if any(np.dtype(n.dtype) == np.float16 for n in graph.nodes):
-        graph = _widened(graph)   # as build_kernel: float16 graphs compute in float32
+        graph = _widened(graph)  # as build_kernel: float16 graphs compute in float32
     emitted = _generate(graph, f"kernel_{ir_hash(graph)}")
     report = emitted.memory or MemoryReport()
     bodies = tuple(_scan_body_report(n) for n in graph.nodes if n.op == "scan")
     if not bodies:
         return report
-    return MemoryReport(report.workspace_bytes, report.output_bytes, report.peak_live_bytes,
-                        report.no_reuse_bytes, report.temporaries, bodies)
+    return MemoryReport(
+        report.workspace_bytes,
+        report.output_bytes,
+        report.peak_live_bytes,
+        report.no_reuse_bytes,
+        report.temporaries,
+        bodies,
+    )
 
 
 def _scan_body_report(node) -> MemoryReport:
     from tracegrad.codegen.loops import _optimized_body
+
     return report_for(_optimized_body(node.attrs["body"]))
 
 
 def _widened(graph):
     from tracegrad.codegen import widened_float16
+
     return widened_float16(graph)

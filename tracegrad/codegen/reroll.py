@@ -19,11 +19,12 @@ with the varying integers in small module-level int64 tables (`_R0`) and the
 varying arrays in a tuple (all of one type, so it can be indexed at run
 time). Only single-line call statements are folded; anything else ends a run.
 """
+
 from __future__ import annotations
 
 import re
 
-MIN_COVERED = 8     # fold a run only if it replaces at least this many statements
+MIN_COVERED = 8  # fold a run only if it replaces at least this many statements
 MIN_REPEATS = 3
 MAX_PERIOD = 8
 
@@ -41,6 +42,7 @@ def _canon(line: str):
             return "#I"
         params.append(("arr", m.group(2)))
         return "#A"
+
     return _TOKEN.sub(sub, code), params
 
 
@@ -109,15 +111,18 @@ def _find_run(items, pos):
             break
         unit = keys[:period]
         repeats = 1
-        while keys[repeats * period:(repeats + 1) * period] == unit:
+        while keys[repeats * period : (repeats + 1) * period] == unit:
             repeats += 1
-        if repeats >= MIN_REPEATS and period * repeats >= MIN_COVERED and (
-                best is None or period * repeats > best[0] * best[1]):
+        if (
+            repeats >= MIN_REPEATS
+            and period * repeats >= MIN_COVERED
+            and (best is None or period * repeats > best[0] * best[1])
+        ):
             best = (period, repeats)
     if best is None:
         return None
     period, repeats = best
-    members = seq[:period * repeats]
+    members = seq[: period * repeats]
     return period, repeats, members, members[-1] + 1
 
 
@@ -146,6 +151,8 @@ def _fold(items, members, period, repeats, array_type, n_rolled, tables):
         it = iter(values)
         line = re.sub(r"#[IA]", lambda m: next(it), key)
         body.append("        " + line.strip())
-    head = [f"    # {repeats} repeats of the next {period} statement(s), folded into a loop "
-            "(see tracegrad/codegen/reroll.py)"]
+    head = [
+        f"    # {repeats} repeats of the next {period} statement(s), folded into a loop "
+        "(see tracegrad/codegen/reroll.py)"
+    ]
     return head + setup + [f"    for rep in range({repeats}):"] + body

@@ -36,6 +36,7 @@ process find the template without the shapes that made it: the record is only a
 hint, since the module it leads to must still hash to the text rebuilt from the
 new shape's own source.
 """
+
 from __future__ import annotations
 
 import collections
@@ -52,7 +53,7 @@ import numpy as np
 
 log = logging.getLogger("tracegrad")
 
-KERNEL_NAME = "kernel_tgshape"   # the entry name sources are generated under for matching
+KERNEL_NAME = "kernel_tgshape"  # the entry name sources are generated under for matching
 _S, _F = "_S", "_F"
 # Int parameters are masked to this many bits where they are read: a no-op for the
 # values passed (literals have no sign; larger values are refused by `bind`), it
@@ -60,11 +61,14 @@ _S, _F = "_S", "_F"
 # select and its loop still vectorizes, as with a literal offset.
 INT_LIMIT = (1 << 48) - 1
 _EXTRA_TYPES = "types.int64[::1], types.float64[::1]"
-_TYPED_DECL = re.compile(r"(_(?:f32|f64|int64|int32|int8|uint8|int16)_\d+) = "
-                         r"(np\.(?:float32|float64|int64|int32|int8|uint8|int16))\(")
+_TYPED_DECL = re.compile(
+    r"(_(?:f32|f64|int64|int32|int8|uint8|int16)_\d+) = "
+    r"(np\.(?:float32|float64|int64|int32|int8|uint8|int16))\("
+)
 
 
 # ------------------------------------------------------------------ tokens
+
 
 @dataclass(frozen=True)
 class _Tok:
@@ -103,7 +107,7 @@ def _tokens(source: str) -> list[_Tok] | None:
 
 
 def _kind(token: str) -> str | None:
-    """"i" for a plain decimal int literal, "f" for a float literal, else None."""
+    """ "i" for a plain decimal int literal, "f" for a float literal, else None."""
     if re.fullmatch(r"[0-9]+", token):
         return "i" if len(token) < 19 and (token == "0" or token[0] != "0") else None
     if re.fullmatch(r"(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?", token):
@@ -137,23 +141,27 @@ def _parsed(source) -> Parsed:
 
 # ------------------------------------------------------------------ templates
 
+
 @dataclass(frozen=True)
 class Template:
     """A shape-generic module: `text` (entry `entry`, taking the graph's arrays then
     `_S`, `_F`), the token positions it reads from arrays, their kinds ("i"/"f"),
     and the tokens of a source it was made from (`reference`)."""
+
     text: str
     entry: str
     positions: tuple[int, ...]
     kinds: str
-    slots: tuple[int, ...]   # per position: its parameter (among those of its kind)
+    slots: tuple[int, ...]  # per position: its parameter (among those of its kind)
     family: str
     reference: tuple
 
     def __repr__(self) -> str:
         n = {k: len({s for s, kk in zip(self.slots, self.kinds) if kk == k}) for k in "if"}
-        return (f"<Template {self.entry}: {len(self.positions)} literals, {n['i']} int and "
-                f"{n['f']} float parameters>")
+        return (
+            f"<Template {self.entry}: {len(self.positions)} literals, {n['i']} int and "
+            f"{n['f']} float parameters>"
+        )
 
 
 def derive(source_a, source_b, name: str = KERNEL_NAME) -> Template | None:
@@ -201,8 +209,12 @@ def _offset_positions(toks: list[_Tok]) -> set[int]:
     out = set()
     for k in range(2, len(toks)):
         t = toks[k]
-        if t.type == tokenize.NUMBER and _kind(t.string) == "i" and \
-                toks[k - 1].string in ("[", ",") and _FLAT_BUFFER.fullmatch(toks[k - 2].string):
+        if (
+            t.type == tokenize.NUMBER
+            and _kind(t.string) == "i"
+            and toks[k - 1].string in ("[", ",")
+            and _FLAT_BUFFER.fullmatch(toks[k - 2].string)
+        ):
             out.add(k)
     return out
 
@@ -216,21 +228,33 @@ _ERASED = repr("index out of range (in a shape-generic kernel)")
 
 def _erased_strings(toks: list[_Tok]) -> set[int]:
     """Positions of the messages of `raise IndexError('...')`."""
-    return {k for k in range(3, len(toks))
-            if toks[k].type == tokenize.STRING and toks[k - 1].string == "("
-            and toks[k - 2].string == "IndexError" and toks[k - 3].string == "raise"}
+    return {
+        k
+        for k in range(3, len(toks))
+        if toks[k].type == tokenize.STRING
+        and toks[k - 1].string == "("
+        and toks[k - 2].string == "IndexError"
+        and toks[k - 3].string == "raise"
+    }
 
 
-def _template(parsed: Parsed, positions: tuple[int, ...], kinds: str, slots: tuple[int, ...],
-              name: str) -> Template | None:
+def _template(
+    parsed: Parsed, positions: tuple[int, ...], kinds: str, slots: tuple[int, ...], name: str
+) -> Template | None:
     text = _generic_text(parsed.source, parsed.tokens, positions, kinds, slots, name)
     if text is None:
         return None
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     entry = f"kernel_{digest}"
-    return Template(re.sub(rf"\b{name}", entry, text), entry, positions, kinds, slots,
-                    parsed.family,
-                    tuple((t.type, t.string) for t in parsed.tokens))
+    return Template(
+        re.sub(rf"\b{name}", entry, text),
+        entry,
+        positions,
+        kinds,
+        slots,
+        parsed.family,
+        tuple((t.type, t.string) for t in parsed.tokens),
+    )
 
 
 def bind(template: Template, source) -> tuple[list, list] | None:
@@ -254,9 +278,12 @@ def bind(template: Template, source) -> tuple[list, list] | None:
         elif slot[0] == "x":
             if t.type != tokenize.STRING:
                 return None
-        elif t.type != tokenize.NUMBER or _kind(t.string) != slot[0] or \
-                values.setdefault(slot, t.string) != t.string:
-            return None   # (a shared parameter must hold one value)
+        elif (
+            t.type != tokenize.NUMBER
+            or _kind(t.string) != slot[0]
+            or values.setdefault(slot, t.string) != t.string
+        ):
+            return None  # (a shared parameter must hold one value)
     ints = [int(values[("i", j)]) for j in range(sum(1 for s in values if s[0] == "i"))]
     floats = [float(values[("f", j)]) for j in range(sum(1 for s in values if s[0] == "f"))]
     if any(v > INT_LIMIT for v in ints):
@@ -264,26 +291,27 @@ def bind(template: Template, source) -> tuple[list, list] | None:
     return ints, floats
 
 
-def _generic_text(source: str, toks: list[_Tok], positions, kinds, slots,
-                  name: str) -> str | None:
+def _generic_text(source: str, toks: list[_Tok], positions, kinds, slots, name: str) -> str | None:
     """`source` with comments dropped, the numbers at `positions` read from `_S`/`_F`,
     and those two arrays passed to every function that reads them (directly or
     through a call). Hoisted typed constants (`_f32_0 = np.float32(0.5)`) that read
     them are put back at their uses. None if a module-level statement other than
     such a constant reads them (a table the template cannot pass)."""
     lines = source.split("\n")
-    edits: dict[tuple[int, int], tuple[int, str]] = {}   # start -> (end col, new text)
+    edits: dict[tuple[int, int], tuple[int, str]] = {}  # start -> (end col, new text)
     for k, kind, slot in zip(positions, kinds, slots):
         t = toks[k]
         if t.start[0] != t.end[0]:
             return None
-        edits[t.start] = (t.end[1], _ERASED if kind == "x" else
-                          f"_tg{'s' if kind == 'i' else 'f'}{slot}")
+        edits[t.start] = (
+            t.end[1],
+            _ERASED if kind == "x" else f"_tg{'s' if kind == 'i' else 'f'}{slot}",
+        )
     comment_cols = _comment_starts(source)
     out = []
     for row, line in enumerate(lines, start=1):
         if row in comment_cols:
-            line = line[:comment_cols[row]].rstrip()
+            line = line[: comment_cols[row]].rstrip()
             if not line:
                 continue
         cols = sorted(c for (r, c) in edits if r == row)
@@ -314,10 +342,10 @@ def _thread_arrays(text: str, entry: str) -> str | None:
     defs = {b.name: b for b in blocks if b.name}
     for b in blocks:
         if not b.name and _READS.search(b.body):
-            return None   # a module-level table reads them: not generic
+            return None  # a module-level table reads them: not generic
     needs = {n for n, b in defs.items() if _READS.search(b.body)} | {entry}
     changed = True
-    while changed:   # callers of functions that need the arrays need them too
+    while changed:  # callers of functions that need the arrays need them too
         changed = False
         for n, b in defs.items():
             if n not in needs and any(re.search(rf"\b{re.escape(m)}\(", b.body) for m in needs):
@@ -326,7 +354,7 @@ def _thread_arrays(text: str, entry: str) -> str | None:
     parts = []
     for b in blocks:
         body = b.body
-        for m in needs:   # call sites (not the def line, not tg_noinline(name))
+        for m in needs:  # call sites (not the def line, not tg_noinline(name))
             body = _add_call_args(body, m)
         if b.name in needs:
             body = _add_params(body, b.name)
@@ -340,7 +368,7 @@ def _thread_arrays(text: str, entry: str) -> str | None:
 
 @dataclass
 class _Block:
-    name: str | None   # the function a block defines (with its decorators), else None
+    name: str | None  # the function a block defines (with its decorators), else None
     body: str
 
 
@@ -356,18 +384,19 @@ def _top_level_blocks(text: str) -> list[_Block]:
         if cur:
             blocks.append(_Block(cur_name, "\n".join(cur) + "\n"))
         cur, cur_name = [], None
+
     for line in text.split("\n"):
         if line and not line[0].isspace():
             decorating = bool(cur) and cur_name is None and all(c.startswith("@") for c in cur)
             if line.startswith(("@", "def ")) and decorating:
-                pass   # the function these decorators belong to
+                pass  # the function these decorators belong to
             else:
                 flush()
             if line.startswith("def "):
                 cur_name = re.match(r"def (\w+)", line).group(1)
         cur.append(line)
     flush()
-    blocks[-1].body = blocks[-1].body[:-1]   # no newline was added after the last line
+    blocks[-1].body = blocks[-1].body[:-1]  # no newline was added after the last line
     return blocks
 
 
@@ -381,7 +410,7 @@ def _inline_hoisted(blocks: list[_Block]) -> str | None:
             for line in b.body.split("\n"):
                 m = _TYPED_DECL.match(line)
                 if m and _READS.search(line):
-                    subst[m.group(1)] = line[m.end(1) + 3:]
+                    subst[m.group(1)] = line[m.end(1) + 3 :]
                 else:
                     lines.append(line)
             kept.append(_Block(None, "\n".join(lines)))
@@ -396,10 +425,10 @@ def _inline_hoisted(blocks: list[_Block]) -> str | None:
 def _add_call_args(body: str, fn: str) -> str:
     out, pos = [], 0
     for m in re.finditer(rf"(?<![\w.]){re.escape(fn)}\(", body):
-        if body[max(0, m.start() - 4):m.start()] == "def ":
+        if body[max(0, m.start() - 4) : m.start()] == "def ":
             continue
         close = _matching(body, m.end() - 1)
-        inner = body[m.end():close].strip()
+        inner = body[m.end() : close].strip()
         out.append(body[pos:close])
         out.append(f", {_S}, {_F}" if inner else f"{_S}, {_F}")
         pos = close
@@ -410,20 +439,20 @@ def _add_call_args(body: str, fn: str) -> str:
 def _add_params(body: str, fn: str) -> str | None:
     m = re.search(rf"^def {re.escape(fn)}\(", body, re.M)
     close = _matching(body, m.end() - 1)
-    inner = body[m.end():close].strip()
+    inner = body[m.end() : close].strip()
     body = body[:close] + (f", {_S}, {_F}" if inner else f"{_S}, {_F}") + body[close:]
     deco = re.search(r"^@njit\(\(", body, re.M)
-    if deco is None:   # a plain Python driver, or a helper without a signature
+    if deco is None:  # a plain Python driver, or a helper without a signature
         return body
     close = _matching(body, deco.end() - 1)
-    inner = body[deco.end():close].rstrip()
+    inner = body[deco.end() : close].rstrip()
     if not inner:
         new = _EXTRA_TYPES
     elif inner.endswith(","):
         new = f"{inner} {_EXTRA_TYPES},"
     else:
         new = f"{inner}, {_EXTRA_TYPES}"
-    return body[:deco.end()] + new + body[close:]
+    return body[: deco.end()] + new + body[close:]
 
 
 def _add_loads(body: str, fn: str) -> str:
@@ -434,10 +463,14 @@ def _add_loads(body: str, fn: str) -> str:
     if not used:
         return body
     m = re.search(rf"^def {re.escape(fn)}\(.*\n", body, re.M)
-    indent = re.match(r"[ \t]*", body[m.end():]).group(0) or "    "
-    loads = "".join(f"{indent}{n} = {_S}[{n[4:]}] & {INT_LIMIT:#x}\n" if n[3] == "s" else
-                    f"{indent}{n} = {_F}[{n[4:]}]\n" for n in used)
-    return body[:m.end()] + loads + body[m.end():]
+    indent = re.match(r"[ \t]*", body[m.end() :]).group(0) or "    "
+    loads = "".join(
+        f"{indent}{n} = {_S}[{n[4:]}] & {INT_LIMIT:#x}\n"
+        if n[3] == "s"
+        else f"{indent}{n} = {_F}[{n[4:]}]\n"
+        for n in used
+    )
+    return body[: m.end()] + loads + body[m.end() :]
 
 
 def _matching(text: str, open_at: int) -> int:
@@ -455,6 +488,7 @@ def _matching(text: str, open_at: int) -> int:
 
 # ------------------------------------------------------------------ kernels
 
+
 class GenericKernel:
     """A compiled template: `bound(graph, emitted, parsed)` gives a codegen Kernel
     for one shape (None when the template does not reproduce that shape's source)."""
@@ -467,14 +501,17 @@ class GenericKernel:
 
     def bound(self, graph, emitted, parsed: Parsed | None = None):
         from tracegrad.codegen import Kernel
+
         values = bind(self.template, parsed or Parsed(emitted.source))
         if values is None:
             return None
         ints = np.array(values[0], np.int64)
         floats = np.array(values[1], np.float64)
         by_id = {n.id: n for n in graph.nodes}
-        consts = tuple(np.ascontiguousarray(by_id[cid].attrs["value"], dtype=by_id[cid].dtype)
-                       for cid in emitted.const_ids)
+        consts = tuple(
+            np.ascontiguousarray(by_id[cid].attrs["value"], dtype=by_id[cid].dtype)
+            for cid in emitted.const_ids
+        )
         calls = [0]
 
         def entry(*arrays, _f=self.fn, _c=consts, _s=ints, _x=floats):
@@ -482,8 +519,16 @@ class GenericKernel:
             if calls[0] == HOT_CALLS:
                 _specialize_later(kernel)
             return _f(*_c, *arrays, _s, _x)
-        kernel = Kernel(entry, graph, emitted.source, str(self.path) if self.path else None,
-                        (), {"shape_generic": 1.0}, self.module)
+
+        kernel = Kernel(
+            entry,
+            graph,
+            emitted.source,
+            str(self.path) if self.path else None,
+            (),
+            {"shape_generic": 1.0},
+            self.module,
+        )
         kernel.shape_generic = self
         kernel.shape_values = (ints, floats)
         kernel.specialized = None
@@ -499,22 +544,27 @@ HOT_CALLS = 2000
 def _specialize_later(kernel) -> None:
     from tracegrad.codegen import build_kernel
     from tracegrad.codegen.background import submit
+
     graph = kernel.graph
 
     def swap(build):
         spec = build.kernel
-        if getattr(spec, "module", None) is None:   # Numba failed: the interpreter; keep ours
+        if getattr(spec, "module", None) is None:  # Numba failed: the interpreter; keep ours
             return
         kernel.specialized = spec
-        kernel.entry = lambda *arrays: spec.entry(*arrays)   # (its parallel variant too)
-        log.info("codegen %s: specialized kernel in use after %d calls of the "
-                 "shape-generic one", graph.name, HOT_CALLS)
+        kernel.entry = lambda *arrays: spec.entry(*arrays)  # (its parallel variant too)
+        log.info(
+            "codegen %s: specialized kernel in use after %d calls of the shape-generic one",
+            graph.name,
+            HOT_CALLS,
+        )
+
     submit(graph, builder=lambda: build_kernel(graph), on_done=swap)
 
 
 _LOCK = threading.RLock()
-_BY_FAMILY: dict[str, list[GenericKernel]] = {}     # family -> compiled templates
-_STRUCTURES: set[str] = set()                       # structure keys with a compiled template
+_BY_FAMILY: dict[str, list[GenericKernel]] = {}  # family -> compiled templates
+_STRUCTURES: set[str] = set()  # structure keys with a compiled template
 
 
 def usable(emitted) -> bool:
@@ -527,6 +577,7 @@ def usable(emitted) -> bool:
 def emit_for_matching(graph):
     """The graph's module under the fixed entry name sources are compared by."""
     from tracegrad.codegen import _generate
+
     return _generate(graph, KERNEL_NAME)
 
 
@@ -552,18 +603,27 @@ def compile_template(template: Template, structure: str | None = None) -> Generi
     for later processes, and register it here. None (logged) if Numba rejects it."""
     from tracegrad.runtime.cache import load_source
     from tracegrad.runtime.numba_loader import import_numba
+
     import_numba()
     try:
         module, path, status = load_source(template.text)
     except Exception as exc:  # a literal Numba needs at compile time: not generic
-        log.info("codegen: shape-generic kernel rejected by Numba (%s: %s)",
-                 type(exc).__name__, str(exc).split("\n")[0][:200])
+        log.info(
+            "codegen: shape-generic kernel rejected by Numba (%s: %s)",
+            type(exc).__name__,
+            str(exc).split("\n")[0][:200],
+        )
         return None
     gk = GenericKernel(template, module, path)
     _register(gk)
     _record(template, structure)
-    log.info("codegen: shape-generic kernel %s ready (%d int, %d float parameters; %s)",
-             template.entry, template.kinds.count("i"), template.kinds.count("f"), status)
+    log.info(
+        "codegen: shape-generic kernel %s ready (%d int, %d float parameters; %s)",
+        template.entry,
+        template.kinds.count("i"),
+        template.kinds.count("f"),
+        status,
+    )
     return gk
 
 
@@ -581,6 +641,7 @@ def _record_key(fam: str) -> str:
 def _record(template: Template, structure: str | None) -> None:
     from tracegrad.codegen import index
     from tracegrad.runtime import cache
+
     if structure is not None:
         with _LOCK:
             _STRUCTURES.add(structure)
@@ -591,9 +652,15 @@ def _record(template: Template, structure: str | None) -> None:
         index.write_entry(directory.path, _record_key("structure\0" + structure), {})
         if index.read_entry(directory.path, _record_key("any"))[0] is None:
             index.write_entry(directory.path, _record_key("any"), {})
-    index.write_entry(directory.path, _record_key(template.family),
-                      {"positions": list(template.positions), "kinds": template.kinds,
-                       "slots": list(template.slots)})
+    index.write_entry(
+        directory.path,
+        _record_key(template.family),
+        {
+            "positions": list(template.positions),
+            "kinds": template.kinds,
+            "slots": list(template.slots),
+        },
+    )
 
 
 def _load_recorded(parsed: Parsed) -> GenericKernel | None:
@@ -602,6 +669,7 @@ def _load_recorded(parsed: Parsed) -> GenericKernel | None:
     `parsed` itself at the recorded positions, so a wrong record is only a miss."""
     from tracegrad.codegen import index
     from tracegrad.runtime import cache
+
     directory = cache.open_cache_dir()
     if directory is None:
         return None
@@ -612,26 +680,36 @@ def _load_recorded(parsed: Parsed) -> GenericKernel | None:
         positions = tuple(int(p) for p in payload["positions"])
         kinds = str(payload["kinds"])
         slots = tuple(int(s) for s in payload["slots"])
-        if len(kinds) != len(positions) or len(slots) != len(positions) or not positions or \
-                any(s < 0 or s >= len(slots) for s in slots) or set(kinds) - {"i", "f", "x"} or \
-                list(positions) != sorted(set(positions)) or positions[0] < 0 or \
-                positions[-1] >= len(parsed.tokens):
+        if (
+            len(kinds) != len(positions)
+            or len(slots) != len(positions)
+            or not positions
+            or any(s < 0 or s >= len(slots) for s in slots)
+            or set(kinds) - {"i", "f", "x"}
+            or list(positions) != sorted(set(positions))
+            or positions[0] < 0
+            or positions[-1] >= len(parsed.tokens)
+        ):
             raise ValueError(kinds)
     except (KeyError, TypeError, ValueError):
         log.info("codegen: shape-generic record for %s unusable", parsed.family)
         return None
-    if any(parsed.tokens[p].type != tokenize.STRING if k == "x" else
-           parsed.tokens[p].type != tokenize.NUMBER or _kind(parsed.tokens[p].string) != k
-           for p, k in zip(positions, kinds)):
+    if any(
+        parsed.tokens[p].type != tokenize.STRING
+        if k == "x"
+        else parsed.tokens[p].type != tokenize.NUMBER or _kind(parsed.tokens[p].string) != k
+        for p, k in zip(positions, kinds)
+    ):
         return None
     template = _template(parsed, positions, kinds, slots, KERNEL_NAME)
     if template is None:
         return None
     from tracegrad.runtime.numba_loader import import_numba
+
     import_numba()
     try:
         module, path, status = cache.load_named(cache.module_name_for(template.text))
-    except Exception as exc:  # noqa: BLE001 - a failed load is a miss
+    except Exception as exc:
         log.info("codegen: shape-generic module failed to load (%s)", exc)
         return None
     if module is None or not hasattr(module, template.entry):
@@ -645,8 +723,8 @@ def _load_recorded(parsed: Parsed) -> GenericKernel | None:
 
 # ------------------------------------------------------------------ for lowering.py
 
-_PARTNERS: "collections.OrderedDict[str, list]" = collections.OrderedDict()
-MAX_PARTNERS = 64              # structures
+_PARTNERS: collections.OrderedDict[str, list] = collections.OrderedDict()
+MAX_PARTNERS = 64  # structures
 PARTNERS_PER_STRUCTURE = 4
 
 
@@ -655,7 +733,9 @@ def structure_key(graph) -> str:
     ranks and dtypes of the nodes, in order (never their sizes)."""
     h = hashlib.sha256()
     for n in graph.nodes:
-        h.update(f"{n.op}\0{len(n.shape)}\0{np.dtype(n.dtype).str}\0{n.group is not None}\n".encode())
+        h.update(
+            f"{n.op}\0{len(n.shape)}\0{np.dtype(n.dtype).str}\0{n.group is not None}\n".encode()
+        )
     for o in graph.outputs:
         h.update(f"out {o.id}\n".encode())
     return h.hexdigest()[:24]
@@ -674,8 +754,11 @@ class Attempt:
         self.seconds = time.perf_counter() - t0
         if self.kernel is not None:
             self.kernel.timings["shape_generic"] = self.seconds
-            log.info("codegen %s: a compiled shape-generic kernel runs this shape (%.1f ms)",
-                     graph.name, 1e3 * self.seconds)
+            log.info(
+                "codegen %s: a compiled shape-generic kernel runs this shape (%.1f ms)",
+                graph.name,
+                1e3 * self.seconds,
+            )
 
     def template(self) -> Template | None:
         """The template of this graph and an earlier graph of the same structure and
@@ -687,7 +770,7 @@ class Attempt:
             partners = list(_PARTNERS.get(key, ()))
         for k, partner in enumerate(partners):
             if partner is not None and not isinstance(partner, Parsed):
-                emitted = emit_for_matching(partner)   # on first use, then kept as text
+                emitted = emit_for_matching(partner)  # on first use, then kept as text
                 partner = Parsed(emitted.source) if usable(emitted) else None
                 with _LOCK:
                     kept = _PARTNERS.get(key)
@@ -722,8 +805,10 @@ class Attempt:
 def enabled(graph) -> bool:
     """TRACEGRAD_SHAPE_GENERIC is on, and the graph is one templates can serve."""
     from tracegrad import config
+
     return config.shape_generic_mode() != "0" and not any(
-        np.dtype(n.dtype) == np.float16 for n in graph.nodes)
+        np.dtype(n.dtype) == np.float16 for n in graph.nodes
+    )
 
 
 def may_have_template(graph) -> bool:
@@ -735,6 +820,7 @@ def may_have_template(graph) -> bool:
             return True
     from tracegrad.codegen import index
     from tracegrad.runtime import cache
+
     directory = cache.open_cache_dir()
     if directory is None:
         return False
@@ -750,9 +836,12 @@ def any_recorded() -> bool:
             return True
     from tracegrad.codegen import index
     from tracegrad.runtime import cache
+
     directory = cache.open_cache_dir()
-    return directory is not None and \
-        index.read_entry(directory.path, _record_key("any"))[0] is not None
+    return (
+        directory is not None
+        and index.read_entry(directory.path, _record_key("any"))[0] is not None
+    )
 
 
 def note_built(graph, parsed: Parsed | None = None) -> None:
@@ -763,8 +852,9 @@ def note_built(graph, parsed: Parsed | None = None) -> None:
     with _LOCK:
         partners = _PARTNERS.setdefault(key, [])
         _PARTNERS.move_to_end(key)
-        if parsed is not None and any(isinstance(p, Parsed) and p.family == parsed.family
-                                      for p in partners):
+        if parsed is not None and any(
+            isinstance(p, Parsed) and p.family == parsed.family for p in partners
+        ):
             return
         if len(partners) < PARTNERS_PER_STRUCTURE:
             partners.append(parsed if parsed is not None else graph)

@@ -5,9 +5,10 @@ emitter `fn(em, node)`. Each one reads operands through `em.acc`/`em.array`,
 allocates its output with `em.alloc` and records it with `em.set_materialized`.
 A primitive missing here is run by its NumPy impl from the Python driver.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,11 +24,13 @@ def structured(*names):
         for n in names:
             STRUCTURED[n] = fn
         return fn
+
     return register
 
 
 def emitter_for(node: Node):
     from tracegrad.ops.core import REGISTRY
+
     prim = REGISTRY.get(node.op)
     cg = prim.codegen if prim is not None else None
     if isinstance(cg, str) and cg in STRUCTURED:
@@ -36,6 +39,7 @@ def emitter_for(node: Node):
 
 
 # ------------------------------------------------------------------- matmul
+
 
 def _matrix_operand(em: Emitter, node: Node, a: Access, rows: int, cols: int):
     """(trans flag, leading dim) for a (rows, cols) matrix access, or None if it is
@@ -60,8 +64,10 @@ def _as_matrix(a: Access, ndim: int, first: bool) -> Access:
 
 
 def _check_blas_dtypes(node: Node, operands) -> None:
-    if not (np.dtype(node.dtype) in (np.float32, np.float64)
-            and all(o.dtype == node.dtype for o in operands)):
+    if not (
+        np.dtype(node.dtype) in (np.float32, np.float64)
+        and all(o.dtype == node.dtype for o in operands)
+    ):
         raise NoCodegen(f"{node.op}: BLAS needs float32/float64 operands of one dtype")
 
 
@@ -116,7 +122,7 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
         ops.append(a)
     ax, ay = ops
     m, n = ax.shape[-2], ay.shape[-1]
-    batch = tuple(node.shape[:len(node.shape) - (x.ndim >= 2) - (y.ndim >= 2)])
+    batch = tuple(node.shape[: len(node.shape) - (x.ndim >= 2) - (y.ndim >= 2)])
     bx = ax.broadcast(batch + ax.shape[-2:])
     by = ay.broadcast(batch + ay.shape[-2:])
     tx, ldx = _matrix_operand(em, x, bx, m, k)
@@ -155,9 +161,11 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
         idx = Access("", (), (), a.offset).index_expr(strides, vars_)
         return idx[1:-1]
 
-    em.emit(f"tg_gemm({tx}, {ty}, {m}, {n}, {k}, {bx.buf}, {offset(bx, bx.strides[:nb])}, {ldx}, "
-            f"{by.buf}, {offset(by, by.strides[:nb])}, {ldy}, {beta}, "
-            f"{out.buf}, {offset(out, out_batch)}, {max(n, 1)})")
+    em.emit(
+        f"tg_gemm({tx}, {ty}, {m}, {n}, {k}, {bx.buf}, {offset(bx, bx.strides[:nb])}, {ldx}, "
+        f"{by.buf}, {offset(by, by.strides[:nb])}, {ldy}, {beta}, "
+        f"{out.buf}, {offset(out, out_batch)}, {max(n, 1)})"
+    )
     em.indent -= nb
     if scratch is not None:
         _release(em, scratch)
@@ -170,8 +178,12 @@ def _stacked_rows(bx: Access, by: Access, batch: tuple, m: int, ldx: int, tx: in
     """x's batch elements are untransposed row blocks that follow one another (batch
     strides of a C-contiguous (batch, m * ldx) array) and y is the same for all."""
     nb = len(batch)
-    return (nb > 0 and tx == 0 and not any(by.strides[:nb])
-            and tuple(bx.strides[:nb]) == tuple(c_strides(batch + (m * ldx,))[:nb]))
+    return (
+        nb > 0
+        and tx == 0
+        and not any(by.strides[:nb])
+        and tuple(bx.strides[:nb]) == tuple(c_strides(batch + (m * ldx,))[:nb])
+    )
 
 
 # OpenBLAS splits a GEMM over its threads from M*N*K = 65536 * 4 on (its
@@ -200,11 +212,11 @@ BLAS_THREADED_MNK = 65536 * 4
 NT_RELAYOUT_MAX_MNK = 600_000
 NT_RELAYOUT_MIN_MN = 2048
 NT_RELAYOUT_MIN_K = 16
-NT_SMALL_B = 4096     # elements of B worth copying whatever A's size
+NT_SMALL_B = 4096  # elements of B worth copying whatever A's size
 # A short k (a classifier head's W.T, k = n_classes) with a small B pays further:
 # (128, 256, 10) 12.3 -> 8.1 us, (128, 512, 10) 33 -> 18 us in float32, 0.7-0.95x
 # the time in float64; at (4096, 256, 10) NT and NN take the same time.
-SHORT_K = (8, 16)     # k in [8, 16)
+SHORT_K = (8, 16)  # k in [8, 16)
 SHORT_K_MAX_B = 8192
 SHORT_K_MAX_MNK = 1_500_000
 
@@ -262,9 +274,11 @@ def _copy_transposed(em: Emitter, src: Access, choice: str, region, nb: int, var
     ws, offset, _ = region
     rows, cols = src.shape[nb:]
     dst_rows, dst_cols = (cols, rows) if choice == "a" else (rows, cols)
-    em.emit(f"# {'A' if choice == 'a' else 'B'} copied transposed: BLAS's small-matrix "
-            "A @ B.T kernel is slow (structured.nt_relayout_choice)")
-    r, c = "tr", "tc"   # the same names at every site, so equal copies outline to one function
+    em.emit(
+        f"# {'A' if choice == 'a' else 'B'} copied transposed: BLAS's small-matrix "
+        "A @ B.T kernel is slow (structured.nt_relayout_choice)"
+    )
+    r, c = "tr", "tc"  # the same names at every site, so equal copies outline to one function
     start = len(em.lines)
     em.emit(f"for {r} in range({dst_rows}):")
     em.emit(f"    for {c} in range({dst_cols}):")
@@ -282,6 +296,7 @@ def _copy_transposed(em: Emitter, src: Access, choice: str, region, nb: int, var
 
 # --------------------------------------------------------- axis-wise helpers
 
+
 def _axes(node: Node, nd: int, attr="axis") -> tuple:
     axis = node.attrs.get(attr)
     if axis is None:
@@ -296,14 +311,18 @@ def _split(shape: tuple, axes: tuple) -> tuple[int, int, int]:
         return size_of(shape), 1, 1
     if list(axes) != list(range(axes[0], axes[-1] + 1)):
         raise NoCodegen("axes are not one contiguous block")
-    return (size_of(shape[:axes[0]]), size_of(shape[axes[0]:axes[-1] + 1]),
-            size_of(shape[axes[-1] + 1:]))
+    return (
+        size_of(shape[: axes[0]]),
+        size_of(shape[axes[0] : axes[-1] + 1]),
+        size_of(shape[axes[-1] + 1 :]),
+    )
 
 
 def _math(em: Emitter, name: str, dtype) -> str:
     """The dtype-specific mathlib helper name (and remember it is used)."""
-    from tracegrad.runtime import mathlib
     from tracegrad.codegen.emit import dshort
+    from tracegrad.runtime import mathlib
+
     expr = mathlib.specialize(f"{name}(", dshort(dtype))
     return expr[:-1]
 
@@ -447,6 +466,7 @@ def emit_var(em: Emitter, node: Node) -> None:
 
 # ------------------------------------------------------------ gather/scatter
 
+
 def _nested(em: Emitter, shape: tuple) -> tuple:
     vars_ = tuple(f"i{k}" for k in range(len(shape)))
     for v, d in zip(vars_, shape):
@@ -458,7 +478,9 @@ def _bounds_check(em: Emitter, node: Node, var: str, n: int) -> None:
     em.emit(f"if {var} < 0:")
     em.emit(f"    {var} += {n}")
     em.emit(f"if {var} < 0 or {var} >= {n}:")
-    em.emit(f"    raise IndexError({(f'{node.op}: index out of range for an axis of size {n}' + _where_from(node))!r})")
+    em.emit(
+        f"    raise IndexError({(f'{node.op}: index out of range for an axis of size {n}' + _where_from(node))!r})"
+    )
 
 
 @structured("nll_loss")
@@ -493,7 +515,7 @@ def emit_take_along_axis(em: Emitter, node: Node) -> None:
     ax = int(node.attrs["axis"]) % node.ndim
     shape = tuple(node.shape)
     n = x.shape[ax]
-    x_shape = shape[:ax] + (n,) + shape[ax + 1:]
+    x_shape = shape[:ax] + (n,) + shape[ax + 1 :]
     xa = em.acc(x).broadcast(x_shape)
     ia = em.acc(idx).broadcast(shape)
     em.comment(node)
@@ -550,6 +572,7 @@ def emit_concatenate(em: Emitter, node: Node) -> None:
         if x.size == 0:
             continue
         from tracegrad.codegen.emit import coalesce
+
         dims, (ss, ds) = coalesce(list(x.shape), [src.strides, dst.strides])
         vars_ = _nested(em, tuple(dims))
         em.emit(f"{dst.index_expr(ds, vars_)} = {src.index_expr(ss, vars_)}")
@@ -603,8 +626,8 @@ def _advanced_index(em: Emitter, node: Node, base: Access, spec, index_nodes, sh
     block = tuple(np.broadcast_shapes(*[a.shape for _, a in arrays]))
     nb = len(block)
     vars_ = _nested(em, tuple(shape))
-    block_vars = vars_[block_at:block_at + nb]
-    basic_vars = vars_[:block_at] + vars_[block_at + nb:]
+    block_vars = vars_[block_at : block_at + nb]
+    basic_vars = vars_[:block_at] + vars_[block_at + nb :]
     terms = [str(base.offset)] if base.offset else []
     for var, b in zip(basic_vars, basic):
         if b is None:
@@ -612,8 +635,11 @@ def _advanced_index(em: Emitter, node: Node, base: Access, spec, index_nodes, sh
         d, start, step = b
         stride = base.strides[d]
         if stride:
-            terms.append(f"({start} + {var} * {step}) * {stride}" if (start or step != 1)
-                         else f"{var} * {stride}")
+            terms.append(
+                f"({start} + {var} * {step}) * {stride}"
+                if (start or step != 1)
+                else f"{var} * {stride}"
+            )
     for j, (d, e) in enumerate(advanced):
         stride = base.strides[d]
         if isinstance(e, (int, np.integer)):
@@ -639,8 +665,11 @@ def emit_getitem(em: Emitter, node: Node) -> None:
         return
     src = em.acc(x)
     flat, vars_ = _advanced_index(em, node, src, node.attrs["spec"], index_nodes, node.shape)
-    em.emit(f"{out.index_expr(out.strides, vars_)} = {src.buf}[{flat}]"
-            if src.scalar is None else f"{out.index_expr(out.strides, vars_)} = {src.scalar}")
+    em.emit(
+        f"{out.index_expr(out.strides, vars_)} = {src.buf}[{flat}]"
+        if src.scalar is None
+        else f"{out.index_expr(out.strides, vars_)} = {src.scalar}"
+    )
     em.indent -= len(vars_)
 
 
@@ -669,6 +698,7 @@ def emit_index_add_zeros(em: Emitter, node: Node) -> None:
     dst = basic_index_view(out, node.attrs["spec"])
     src = em.acc(g)
     from tracegrad.codegen.emit import coalesce
+
     dims, (ss, ds) = coalesce(list(g.shape), [src.strides, dst.strides])
     vars_ = _nested(em, tuple(dims))
     em.emit(f"{dst.index_expr(ds, vars_)} = {src.index_expr(ss, vars_)}")
@@ -677,10 +707,11 @@ def emit_index_add_zeros(em: Emitter, node: Node) -> None:
 
 # ------------------------------------------------- scans along one axis (issue 13)
 
+
 def _scan_layout(node: Node):
     ax = int(node.attrs["axis"]) % max(node.ndim, 1)
     shape = tuple(node.shape)
-    return size_of(shape[:ax]), shape[ax], size_of(shape[ax + 1:])
+    return size_of(shape[:ax]), shape[ax], size_of(shape[ax + 1 :])
 
 
 @structured("cumsum", "linrec")
@@ -716,8 +747,10 @@ def emit_scan(em: Emitter, node: Node) -> None:
     if node.op == "cumsum":
         em.emit(f"{_at(out, 'cur + i')} = {_at(out, 'prev + i')} + {_at(srcs[0], 'cur + i')}")
     else:
-        em.emit(f"{_at(out, 'cur + i')} = {_at(srcs[0], 'cur + i')} * {_at(out, 'prev + i')}"
-                f" + {_at(srcs[1], 'cur + i')}")
+        em.emit(
+            f"{_at(out, 'cur + i')} = {_at(srcs[0], 'cur + i')} * {_at(out, 'prev + i')}"
+            f" + {_at(srcs[1], 'cur + i')}"
+        )
     em.indent -= 3
 
 

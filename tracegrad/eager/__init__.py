@@ -13,33 +13,83 @@ autograd snippets give the same values, grad_fn names and errors:
 Every op is one primitive of tracegrad's rule table (tracegrad/ops/table.py);
 the backward pass runs that table's vjp rules, the same ones compiled mode uses.
 """
+
 from __future__ import annotations
 
-from tracegrad.eager.dtypes import (bool_ as bool, double, dtype, float, float16, float32,  # noqa: F401,A004
-                                    float64, half, int, int8, int16, int32, int64, long, uint8)
-from tracegrad.eager.grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
-                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
-from tracegrad.eager._tensor import Size, Tensor, tensor  # noqa: F401
-from tracegrad.eager.torch_ops import *  # noqa: F401,F403
-from tracegrad.eager.torch_ops import (abs, max, min, pow, sum)  # noqa: F401,A004
-from tracegrad.eager.creation import (arange, as_tensor, clone, detach, empty, empty_like,  # noqa: F401
-                                      eye, from_numpy, full, full_like, is_tensor, linspace,
-                                      manual_seed, numel, ones, ones_like, rand, rand_like, randint,
-                                      randn, randn_like, randperm, zeros, zeros_like)
-from tracegrad.eager import autograd  # noqa: F401,E402
-from tracegrad.eager.autograd import detect_anomaly, set_detect_anomaly  # noqa: F401,E402
+from tracegrad.eager import autograd
+from tracegrad.eager._tensor import Size, Tensor, tensor
+from tracegrad.eager.autograd import detect_anomaly, set_detect_anomaly
+from tracegrad.eager.creation import (
+    arange,
+    as_tensor,
+    clone,
+    detach,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    is_tensor,
+    linspace,
+    manual_seed,
+    numel,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randn,
+    randn_like,
+    randperm,
+    zeros,
+    zeros_like,
+)
+from tracegrad.eager.dtypes import (
+    bool_ as bool,
+)
+from tracegrad.eager.dtypes import (
+    double,
+    dtype,
+    float,
+    float16,
+    float32,
+    float64,
+    half,
+    int,
+    int8,
+    int16,
+    int32,
+    int64,
+    long,
+    uint8,
+)
+from tracegrad.eager.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from tracegrad.eager.torch_ops import *  # noqa: F403
+from tracegrad.eager.torch_ops import abs, max, min, pow, sum
 
-_LAZY = {"nn": "tracegrad.eager.nn", "optim": "tracegrad.eager.optim",
-         "checkpoint": ("tracegrad.eager.checkpointing", "checkpoint"),
-         "checkpoint_sequential": ("tracegrad.eager.checkpointing", "checkpoint_sequential"),
-         "utils": "tracegrad.eager.utils",
-         # torch.compile is tracegrad.compile (the compiled front end, looked up lazily as
-         # PyTorch's own torch.compile imports torch._dynamo: eager mode never needs it)
-         "compile": ("tracegrad.compiler", "compile")}
+_LAZY = {
+    "nn": "tracegrad.eager.nn",
+    "optim": "tracegrad.eager.optim",
+    "checkpoint": ("tracegrad.eager.checkpointing", "checkpoint"),
+    "checkpoint_sequential": ("tracegrad.eager.checkpointing", "checkpoint_sequential"),
+    "utils": "tracegrad.eager.utils",
+    # torch.compile is tracegrad.compile (the compiled front end, looked up lazily as
+    # PyTorch's own torch.compile imports torch._dynamo: eager mode never needs it)
+    "compile": ("tracegrad.compiler", "compile"),
+}
 
 
 def __getattr__(name: str):
     import importlib
+
     target = _LAZY.get(name)
     if target is None:
         raise AttributeError(f"module 'tracegrad.eager' has no attribute {name!r}")
@@ -47,11 +97,22 @@ def __getattr__(name: str):
         return getattr(importlib.import_module(target[0]), target[1])
     return importlib.import_module(target)
 
+
 # issue 13: PyTorch's top level (tracegrad/eager/compat.py)
-from tracegrad.eager.compat import (Generator, Variable, accelerator, backends, cuda,  # noqa: F401,E402
-                                    device,
-                                    get_default_device, load, save, set_default_device)
+from tracegrad.eager.compat import (
+    Generator,
+    Variable,
+    accelerator,
+    backends,
+    cuda,
+    device,
+    get_default_device,
+    load,
+    save,
+    set_default_device,
+)
 
 autograd.Variable = Variable
 from tracegrad.eager import linalg  # noqa: E402  (torch.linalg; its TOP_LEVEL: torch.det, torch.cholesky_solve, ...)
+
 globals().update(linalg.TOP_LEVEL)

@@ -15,23 +15,33 @@ mode contains no derivative formulas of its own.
     >>> z.backward(); x.grad, y.grad
     (tensor([7.]), tensor([2.]))
 """
+
 from __future__ import annotations
 
 import traceback
 import weakref
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from tracegrad.eager import capture_hooks
 from tracegrad.eager import dtypes as _dt
-from tracegrad.eager.graph import HOOKS_ACTIVE, Node, SavedValue, grad_accumulator, pack_saved
+from tracegrad.eager.capture_hooks import ACTIVE as CAPTURING
 from tracegrad.eager.errors import with_pytorch_class
 from tracegrad.eager.grad_mode import STATE
+from tracegrad.eager.graph import HOOKS_ACTIVE, Node, SavedValue, grad_accumulator, pack_saved
 from tracegrad.ops import table as T
-from tracegrad.ops.core import (_KINDS as _VALUE_KINDS, TracegradError, as_operand, aval_of, bind,
-                                register_value_kind)
-from tracegrad.eager import capture_hooks
-from tracegrad.eager.capture_hooks import ACTIVE as CAPTURING
+from tracegrad.ops.core import (
+    _KINDS as _VALUE_KINDS,
+)
+from tracegrad.ops.core import (
+    TracegradError,
+    as_operand,
+    aval_of,
+    bind,
+    register_value_kind,
+)
 from tracegrad.ops.operators import ArrayOperators
 from tracegrad.ops.parallel import keep_freed_memory
 
@@ -41,23 +51,30 @@ INFERENCE_SAVE_MESSAGE = (
     "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
     "inference mode in computation tracked by autograd. To work around this, you can make a "
     "clone to get a normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
-    "`torch.inference_mode()`.")
+    "`torch.inference_mode()`."
+)
 INFERENCE_INPLACE_MESSAGE = (
     "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
     "clone to get a normal tensor before doing inplace update.See "
-    "https://github.com/pytorch/rfcs/pull/17 for more details.")
+    "https://github.com/pytorch/rfcs/pull/17 for more details."
+)
 LEAF_INPLACE_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
-LEAF_VIEW_INPLACE_MESSAGE = ("a view of a leaf Variable that requires grad is being used in an "
-                             "in-place operation.")
-REQUIRES_GRAD_DTYPE_MESSAGE = "Only Tensors of floating point and complex dtype can require gradients"
+LEAF_VIEW_INPLACE_MESSAGE = (
+    "a view of a leaf Variable that requires grad is being used in an in-place operation."
+)
+REQUIRES_GRAD_DTYPE_MESSAGE = (
+    "Only Tensors of floating point and complex dtype can require gradients"
+)
 NONLEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
     "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
     "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you "
     "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead. See "
-    "github.com/pytorch/pytorch/pull/30531 for more information.")
-NUMPY_GRAD_MESSAGE = ("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
-                      "instead.")
+    "github.com/pytorch/pytorch/pull/30531 for more information."
+)
+NUMPY_GRAD_MESSAGE = (
+    "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
+)
 
 _PLAIN = (float, int, bool, np.ndarray, np.generic)
 
@@ -65,8 +82,11 @@ _PLAIN = (float, int, bool, np.ndarray, np.generic)
 def requires_grad_message(text: str, data: np.ndarray) -> str:
     """PyTorch's text, then the offending dtype and the user's line."""
     from tracegrad.eager.errors import context
-    return text + context(f"requires_grad on a {data.dtype.name} tensor of shape "
-                          f"{tuple(data.shape)}")
+
+    return text + context(
+        f"requires_grad on a {data.dtype.name} tensor of shape {tuple(data.shape)}"
+    )
+
 
 class Size(tuple):
     """A shape; prints like PyTorch's `torch.Size([2, 3])`."""
@@ -89,8 +109,14 @@ def eager_apply(prim, args: tuple, attrs: dict):
     return apply_op(prim, args, attrs)
 
 
-def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
-             visible: tuple | None = None, inplace_of: "Tensor | None" = None) -> "Tensor":
+def apply_op(
+    prim,
+    args: Sequence,
+    attrs: dict,
+    name: str | None = None,
+    visible: tuple | None = None,
+    inplace_of: Tensor | None = None,
+) -> Tensor:
     """Run `prim.impl` on the operands' arrays and record a backward node if needed.
 
     name: PyTorch's node name when the wrapper knows better (unsqueeze via reshape);
@@ -124,7 +150,8 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
                     "(eager ops, nn.Module, backward, optimizers) is captured by "
                     "tracegrad.compile; grad, value_and_grad and vmap trace tracegrad's own "
                     f"ops: write tg.{prim.name}(x) (NumPy names) or an array method there"
-                    + capture_hooks.user_location_suffix())
+                    + capture_hooks.user_location_suffix()
+                )
             arrays.append(a)
             traced = True
         else:
@@ -148,8 +175,12 @@ def apply_op(prim, args: Sequence, attrs: dict, name: str | None = None,
     state = STATE
     if state.inference:
         result._inference = True
-    if prim.kind == "shape" and out.base is not None and isinstance(args[0], Tensor) \
-            and np.may_share_memory(out, arrays[0]):
+    if (
+        prim.kind == "shape"
+        and out.base is not None
+        and isinstance(args[0], Tensor)
+        and np.may_share_memory(out, arrays[0])
+    ):
         _make_view(result, args[0], prim, attrs, name)
     if requires_grad and state.grad_enabled and dt.kind == "f" and not prim.nondiff:
         result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
@@ -171,9 +202,12 @@ def _apply_traced(prim, args, arrays, attrs, requires_grad, name, visible, inpla
     if type(out) not in _VALUE_KINDS:
         out = np.asarray(out)
     dt = out.dtype
-    if (dt.kind == "f" or (dt.kind in "iu" and prim.kind == "elementwise")) and "dtype" not in attrs:
-        out = _in_pytorch_dtype(prim, out, arrays, [_dtype_stand_in(a) for a in arrays], attrs,
-                                bind)
+    if (
+        dt.kind == "f" or (dt.kind in "iu" and prim.kind == "elementwise")
+    ) and "dtype" not in attrs:
+        out = _in_pytorch_dtype(
+            prim, out, arrays, [_dtype_stand_in(a) for a in arrays], attrs, bind
+        )
         dt = out.dtype
     result = Tensor._wrap(out)
     state = STATE
@@ -196,9 +230,18 @@ def _in_pytorch_dtype(prim, out, arrays, described, attrs, run):
     if want is None:
         return out
     if want.kind == "f" and prim.kind == "elementwise":
-        out = run(prim, *[a.astype(want) if (type(a) is np.ndarray or type(a) in _VALUE_KINDS)
-                          and a.dtype != want and a.dtype.kind in "fiu" else a
-                          for a in arrays], **attrs)
+        out = run(
+            prim,
+            *[
+                a.astype(want)
+                if (type(a) is np.ndarray or type(a) in _VALUE_KINDS)
+                and a.dtype != want
+                and a.dtype.kind in "fiu"
+                else a
+                for a in arrays
+            ],
+            **attrs,
+        )
         if type(out) not in _VALUE_KINDS and type(out) is not np.ndarray:
             out = np.asarray(out)
     return out.astype(want) if out.dtype != want else out
@@ -215,7 +258,7 @@ def _dtype_stand_in(a):
     return np.broadcast_to(np.zeros((), a.dtype), a.shape)
 
 
-def refresh_view(view: "Tensor") -> None:
+def refresh_view(view: Tensor) -> None:
     """After an in-place change of its base, a view's history is remade from the
     base's current history (PyTorch regenerates a view's grad_fn the same way)."""
     info = view.__dict__["_view"]
@@ -240,7 +283,7 @@ def refresh_view(view: "Tensor") -> None:
         _move_retain_grad(view, old, t._grad_fn)
 
 
-def _move_retain_grad(t: "Tensor", old, new) -> None:
+def _move_retain_grad(t: Tensor, old, new) -> None:
     """retain_grad() follows `t` to its new grad_fn (tensor hooks stay with the old one)."""
     if old is not None and old.retain_ref is not None and old.retain_ref() is t:
         old.retain_ref = None
@@ -248,7 +291,7 @@ def _move_retain_grad(t: "Tensor", old, new) -> None:
         new.retain_ref = weakref.ref(t)
 
 
-def _fresh_view(view: "Tensor") -> "Tensor":
+def _fresh_view(view: Tensor) -> Tensor:
     """`view` with a history remade from its root base's current one: an in-place op on
     a view takes this as its operand, so the view's own node -- and any hook or
     retain_grad on it or on an intermediate view -- is not part of the new graph
@@ -265,7 +308,7 @@ def _fresh_view(view: "Tensor") -> "Tensor":
     return proxy
 
 
-def inplace_operand(view: "Tensor") -> "Tensor":
+def inplace_operand(view: Tensor) -> Tensor:
     """What an in-place op on `view` (a view, refreshed) records as its operand."""
     if STATE.grad_enabled and view._base._requires_grad:
         return _fresh_view(view)
@@ -302,7 +345,7 @@ _SCALARS = (int, float)
 _F32 = np.dtype(np.float32)
 
 
-def _make_view(view: "Tensor", base: "Tensor", prim, attrs, name: str | None = None) -> None:
+def _make_view(view: Tensor, base: Tensor, prim, attrs, name: str | None = None) -> None:
     """`view` shares `base`'s memory: share the version counter and remember how
     to remake it from the root base (to refresh its history after an in-place
     change of the base, and to push an in-place change of the view into the base)."""
@@ -321,9 +364,15 @@ VIEW_SCATTERS: dict = {}
 def _clear_error(prim, arrays, attrs, exc) -> Exception:
     """The impl failed: let the shape rule explain (op, shapes, user's line)."""
     from tracegrad.ops.core import op_error
+
     try:
-        prim.shape_rule(*[a if isinstance(a, (int, float)) and not isinstance(a, bool)
-                          else aval_of(a) for a in arrays], **attrs)
+        prim.shape_rule(
+            *[
+                a if isinstance(a, (int, float)) and not isinstance(a, bool) else aval_of(a)
+                for a in arrays
+            ],
+            **attrs,
+        )
     except TracegradError as rule_error:
         return rule_error
     except Exception:
@@ -334,8 +383,15 @@ def _clear_error(prim, arrays, attrs, exc) -> Exception:
 class _EagerRules:
     """Per-primitive eager policy, looked up once per primitive."""
 
-    __slots__ = ("saves", "saves_by_call", "policy", "visible", "name", "name_from_arrays",
-                 "saves_scalars")
+    __slots__ = (
+        "saves",
+        "saves_by_call",
+        "policy",
+        "visible",
+        "name",
+        "name_from_arrays",
+        "saves_scalars",
+    )
 
     def __init__(self, prim):
         self.name = prim.torch_name if isinstance(prim.torch_name, str) else None
@@ -412,8 +468,18 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
         visible = rules.visible(args)
     if name == _COPY_SLICES:
         saved = True  # PyTorch's CopySlices drops its fn after backward: a second one raises
-    node = Node(prim, attrs, name, tuple(inputs), tuple(in_meta), tuple(operands), out_saved,
-                (out.shape, out.dtype), visible, saved)
+    node = Node(
+        prim,
+        attrs,
+        name,
+        tuple(inputs),
+        tuple(in_meta),
+        tuple(operands),
+        out_saved,
+        (out.shape, out.dtype),
+        visible,
+        saved,
+    )
     state = STATE
     if state.anomaly:
         node.trace = traceback.format_stack()[:-3]
@@ -427,7 +493,7 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
 _COPY_SLICES = "torch::autograd::CopySlices"
 
 
-def _snapshot(t: "Tensor") -> tuple:
+def _snapshot(t: Tensor) -> tuple:
     """The pre-update value of a tensor an in-place op overwrites (PyTorch's original_self)."""
     copy = Tensor._wrap(t._data.copy())
     copy._requires_grad = t._requires_grad
@@ -459,11 +525,13 @@ class Tensor(ArrayOperators):
         if any(type(a._data) in _VALUE_KINDS for a in _tensors_in(args, kwargs)):
             return func(*_tracers_of(args), **_tracers_of(kwargs))
         return func._implementation(*args, **kwargs)
+
     __hash__ = object.__hash__
 
     def __init__(self, data: Any = (), dtype=None, requires_grad: bool = False):
-        t = tensor(data, dtype=dtype if dtype is not None else _dt.float32,
-                   requires_grad=requires_grad)
+        t = tensor(
+            data, dtype=dtype if dtype is not None else _dt.float32, requires_grad=requires_grad
+        )
         Tensor._init_from(self, t._data)
         self.requires_grad = requires_grad
 
@@ -475,7 +543,7 @@ class Tensor(ArrayOperators):
         self._counter = [0]
 
     @classmethod
-    def _wrap(cls, data: np.ndarray) -> "Tensor":
+    def _wrap(cls, data: np.ndarray) -> Tensor:
         t = object.__new__(cls)
         t._data = data
         t._requires_grad = False
@@ -551,15 +619,19 @@ class Tensor(ArrayOperators):
             raise RuntimeError(
                 "you can only change requires_grad flags of leaf variables. If you want to use a "
                 "computed variable in a subgraph that doesn't require differentiation use "
-                "var_no_grad = var.detach().")
+                "var_no_grad = var.detach()."
+            )
         if flag and self._data.dtype.kind not in "fc":
             raise RuntimeError(requires_grad_message(REQUIRES_GRAD_DTYPE_MESSAGE, self._data))
         self._requires_grad = bool(flag)
 
-    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if requires_grad and self._data.dtype.kind not in "fc":
-            raise RuntimeError(requires_grad_message(
-                "only Tensors of floating point dtype can require gradients", self._data))
+            raise RuntimeError(
+                requires_grad_message(
+                    "only Tensors of floating point dtype can require gradients", self._data
+                )
+            )
         self.requires_grad = requires_grad
         return self
 
@@ -574,18 +646,21 @@ class Tensor(ArrayOperators):
         return self._grad_fn
 
     @property
-    def grad(self) -> "Tensor | None":
+    def grad(self) -> Tensor | None:
         if self._grad is None and self._grad_fn is not None and not self._retains_grad:
             import warnings
+
             warnings.warn(NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter
-    def grad(self, value: "Tensor | None") -> None:
+    def grad(self, value: Tensor | None) -> None:
         if value is not None:
             if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of "
-                                f"type {type(value).__name__}")
+                raise TypeError(
+                    f"assigned grad expected to be a Tensor or None but got grad of "
+                    f"type {type(value).__name__}"
+                )
             if value._data.shape != self._data.shape:
                 raise RuntimeError("assigned grad has data of a different size")
             if value._data.dtype != self._data.dtype:
@@ -597,13 +672,13 @@ class Tensor(ArrayOperators):
         return lambda: self._inference
 
     @property
-    def data(self) -> "Tensor":
+    def data(self) -> Tensor:
         """The same memory, detached, with its own version counter (PyTorch's .data)."""
         t = Tensor._wrap(self._data)
         return t
 
     @data.setter
-    def data(self, value: "Tensor") -> None:
+    def data(self, value: Tensor) -> None:
         self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
 
     @property
@@ -612,8 +687,13 @@ class Tensor(ArrayOperators):
         (shared with its views). Internally `_counter` is the shared one-element list."""
         return self._counter[0]
 
-    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool | None = None,
-                 create_graph: bool = False, inputs: Sequence["Tensor"] | None = None) -> None:
+    def backward(
+        self,
+        gradient: Tensor | None = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+        inputs: Sequence[Tensor] | None = None,
+    ) -> None:
         """Accumulate d(self)/d(leaf) into each leaf's `.grad`.
 
         >>> import tracegrad.eager as torch
@@ -622,13 +702,20 @@ class Tensor(ArrayOperators):
         tensor([4.])
         """
         from tracegrad.eager.autograd import backward
-        backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
-                 inputs=inputs)
 
-    def register_hook(self, hook: Callable[["Tensor"], "Tensor | None"]):
+        backward(
+            [self],
+            None if gradient is None else [gradient],
+            retain_graph,
+            create_graph,
+            inputs=inputs,
+        )
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]):
         """Call `hook(grad)` when this tensor's gradient is computed; a returned
         tensor replaces the gradient. Returns a handle with `.remove()`."""
         from tracegrad.eager.hooks import add_hook
+
         if self._base is not None:
             refresh_view(self)
         if not self._requires_grad:
@@ -642,14 +729,16 @@ class Tensor(ArrayOperators):
             node.tensor_hooks = {}
         return add_hook(node.tensor_hooks, hook)
 
-    def register_post_accumulate_grad_hook(self, hook: Callable[["Tensor"], None]):
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]):
         """Call `hook(tensor)` after the gradient is accumulated into this leaf's `.grad`."""
         from tracegrad.eager.hooks import add_hook
+
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._grad_fn is not None:
-            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
-                               "tensors")
+            raise RuntimeError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors"
+            )
         if self._post_acc_hooks is None:
             self._post_acc_hooks = {}
         return add_hook(self._post_acc_hooks, hook)
@@ -669,21 +758,22 @@ class Tensor(ArrayOperators):
     def retains_grad(self) -> bool:
         return self._retains_grad and self._grad_fn is not None
 
-    def detach(self) -> "Tensor":
+    def detach(self) -> Tensor:
         """Same memory and version counter, no history, requires_grad=False."""
         t = Tensor._wrap(self._data)
         t._counter = self._counter
         t._inference = self._inference
         return t
 
-    def detach_(self) -> "Tensor":
+    def detach_(self) -> Tensor:
         if self._base is not None:
             raise RuntimeError(
                 "Can't detach views in-place. Use detach() instead. If you are using "
                 "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
                 "as True, gradients are views of DDP buckets, and hence detach_() cannot be "
                 "called on these gradients. To fix this error, please refer to the "
-                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution."
+            )
         self._grad_fn = None
         self._requires_grad = False
         return self
@@ -709,7 +799,8 @@ class Tensor(ArrayOperators):
     def item(self):
         if self._data.size != 1:
             raise RuntimeError(
-                f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+                f"a Tensor with {self._data.size} elements cannot be converted to Scalar"
+            )
         return self._data.reshape(()).item()
 
     def tolist(self):
@@ -730,8 +821,7 @@ class Tensor(ArrayOperators):
 
     def __bool__(self) -> bool:
         if self._data.size != 1:
-            raise RuntimeError(
-                "Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self._data.reshape(()).item())
 
     def __format__(self, spec: str) -> str:
@@ -743,6 +833,7 @@ class Tensor(ArrayOperators):
         if type(self._data) in _VALUE_KINDS:
             _needs_values("printing a tensor")
         from tracegrad.eager.formatting import tensor_repr
+
         return tensor_repr(self)
 
     __str__ = __repr__
@@ -752,8 +843,10 @@ class Tensor(ArrayOperators):
 
     def __deepcopy__(self, memo):
         if self._grad_fn is not None:
-            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
-                               "support the deepcopy protocol at the moment.")
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) "
+                "support the deepcopy protocol at the moment."
+            )
         t = type(self)._wrap(self._data.copy())
         t._requires_grad = self._requires_grad
         if self._grad is not None:
@@ -761,10 +854,10 @@ class Tensor(ArrayOperators):
         memo[id(self)] = t
         return t
 
-    def clone(self) -> "Tensor":
+    def clone(self) -> Tensor:
         return apply_op(T.astype, (self,), {"dtype": self._data.dtype.name}, name="CloneBackward0")
 
-    def to(self, *args, **kwargs) -> "Tensor":
+    def to(self, *args, **kwargs) -> Tensor:
         """PyTorch's forms: to(dtype), to(device), to(device, dtype), to(other),
         to(dtype=..., device=..., copy=...). The device must be the CPU."""
         dtype = kwargs.pop("dtype", None)
@@ -784,8 +877,10 @@ class Tensor(ArrayOperators):
             elif a is not None:
                 dtype = a
         if device is not None and not str(device).startswith("cpu"):
-            raise RuntimeError(f"tracegrad.eager runs on the CPU only; cannot move a tensor to "
-                               f"device {str(device)!r}")
+            raise RuntimeError(
+                f"tracegrad.eager runs on the CPU only; cannot move a tensor to "
+                f"device {str(device)!r}"
+            )
         if dtype is None:
             return self.clone() if copy else self
         npd = _dt.to_numpy_dtype(dtype)
@@ -803,25 +898,25 @@ class Tensor(ArrayOperators):
             raise ValueError(f"invalid type: '{dtype}'")
         return self.to(dtype)
 
-    def float(self) -> "Tensor":
+    def float(self) -> Tensor:
         return self.to(_dt.float32)
 
-    def double(self) -> "Tensor":
+    def double(self) -> Tensor:
         return self.to(_dt.float64)
 
-    def long(self) -> "Tensor":
+    def long(self) -> Tensor:
         return self.to(_dt.int64)
 
-    def int(self) -> "Tensor":
+    def int(self) -> Tensor:
         return self.to(_dt.int32)
 
-    def bool(self) -> "Tensor":
+    def bool(self) -> Tensor:
         return self.to(_dt.bool_)
 
-    def cpu(self) -> "Tensor":
+    def cpu(self) -> Tensor:
         return self
 
-    def contiguous(self, memory_format=None) -> "Tensor":
+    def contiguous(self, memory_format=None) -> Tensor:
         """`self` when its memory is in C order, else a C-ordered copy (differentiable; the
         node is PyTorch's CloneBackward0). `.view` after a transpose needs this copy.
 
@@ -859,6 +954,7 @@ class Tensor(ArrayOperators):
     def __matmul__(self, other):
         if isinstance(other, Tensor) and other._data.dtype != self._data.dtype:
             from tracegrad.eager.torch_ops import check_matmul_dtypes
+
             check_matmul_dtypes(self, other)
         return apply_op(T.matmul, (self, other), {})
 
@@ -885,10 +981,12 @@ class Tensor(ArrayOperators):
 
     def __getitem__(self, index):
         from tracegrad.eager.indexing import getitem
+
         return getitem(self, index)
 
     def __setitem__(self, index, value) -> None:
         from tracegrad.eager.indexing import setitem
+
         setitem(self, index, value)
 
     # ----------------------------------------------------------- in-place
@@ -904,151 +1002,164 @@ class Tensor(ArrayOperators):
     def __itruediv__(self, other):
         return self.div_(other)
 
-    def add_(self, other, alpha=1) -> "Tensor":
+    def add_(self, other, alpha=1) -> Tensor:
         if alpha != 1:
             other = scaled_by_alpha(other, alpha)
         return inplace(self, T.add, (self, other), {})
 
-    def sub_(self, other, alpha=1) -> "Tensor":
+    def sub_(self, other, alpha=1) -> Tensor:
         if alpha != 1:
             other = scaled_by_alpha(other, alpha)
         return inplace(self, T.sub, (self, other), {})
 
-    def mul_(self, other) -> "Tensor":
+    def mul_(self, other) -> Tensor:
         return inplace(self, T.mul, (self, other), {})
 
-    def div_(self, other) -> "Tensor":
+    def div_(self, other) -> Tensor:
         return inplace(self, T.div, (self, other), {})
 
-    def pow_(self, exponent) -> "Tensor":
+    def pow_(self, exponent) -> Tensor:
         return inplace(self, T.pow_, (self, exponent), {})
 
-    def clamp_(self, min=None, max=None) -> "Tensor":
+    def clamp_(self, min=None, max=None) -> Tensor:
         from tracegrad.eager import torch_ops as F
+
         if isinstance(min, Tensor) or isinstance(max, Tensor):
             if min is None or max is None or (isinstance(min, Tensor) and isinstance(max, Tensor)):
-                return inplace(self, F.clamp_tensor_primitive,
-                               (self, 0 if min is None else min, 0 if max is None else max),
-                               {"has_lo": min is not None, "has_hi": max is not None})
+                return inplace(
+                    self,
+                    F.clamp_tensor_primitive,
+                    (self, 0 if min is None else min, 0 if max is None else max),
+                    {"has_lo": min is not None, "has_hi": max is not None},
+                )
             F.clamp(self, min, max)  # PyTorch's error for a mixed (tensor, number) call
         return inplace(self, T.clip, (self,), F._clip_args(min, max), name="ClampBackward1")
 
     clip_ = clamp_
 
-    def clamp_min_(self, min) -> "Tensor":  # noqa: A002
+    def clamp_min_(self, min) -> Tensor:
         return self.clamp_(min=min)
 
-    def clamp_max_(self, max) -> "Tensor":  # noqa: A002
+    def clamp_max_(self, max) -> Tensor:
         return self.clamp_(max=max)
 
-    def clamp_min(self, min) -> "Tensor":  # noqa: A002
+    def clamp_min(self, min) -> Tensor:
         from tracegrad.eager.torch_ops import clamp
+
         return clamp(self, min=min)
 
-    def clamp_max(self, max) -> "Tensor":  # noqa: A002
+    def clamp_max(self, max) -> Tensor:
         from tracegrad.eager.torch_ops import clamp
+
         return clamp(self, max=max)
 
-    def masked_fill_(self, mask, value) -> "Tensor":
+    def masked_fill_(self, mask, value) -> Tensor:
         from tracegrad.eager.torch_ops import _masked_fill_args
+
         args, name, visible = _masked_fill_args(self, mask, value)
         return inplace(self, T.where, args, {}, name=name, visible=visible)
 
-    def scatter_add_(self, dim, index, src) -> "Tensor":
+    def scatter_add_(self, dim, index, src) -> Tensor:
         from tracegrad.eager.torch_ops import scatter_add
+
         return inplace_composite(self, lambda t: scatter_add(t, dim, index, src))
 
-    def index_add_(self, dim, index, source, *, alpha=1) -> "Tensor":
+    def index_add_(self, dim, index, source, *, alpha=1) -> Tensor:
         from tracegrad.eager.torch_ops import index_add
+
         return inplace_composite(self, lambda t: index_add(t, dim, index, source, alpha=alpha))
 
-    def addcmul_(self, tensor1, tensor2, *, value=1) -> "Tensor":
+    def addcmul_(self, tensor1, tensor2, *, value=1) -> Tensor:
         from tracegrad.eager.torch_ops import addcmul
+
         return inplace_composite(self, lambda t: addcmul(t, tensor1, tensor2, value=value))
 
-    def addcdiv_(self, tensor1, tensor2, *, value=1) -> "Tensor":
+    def addcdiv_(self, tensor1, tensor2, *, value=1) -> Tensor:
         from tracegrad.eager.torch_ops import addcdiv
+
         return inplace_composite(self, lambda t: addcdiv(t, tensor1, tensor2, value=value))
 
-    def lerp_(self, end, weight) -> "Tensor":
+    def lerp_(self, end, weight) -> Tensor:
         from tracegrad.eager.torch_ops import lerp
+
         return inplace_composite(self, lambda t: lerp(t, end, weight))
 
     # The in-place forms of the elementwise ops: same primitive and node name as the
     # out-of-place op; the pre-update value is what the node saves (see `inplace`).
-    def cos_(self) -> "Tensor":
+    def cos_(self) -> Tensor:
         return inplace(self, T.cos, (self,), {})
 
-    def sin_(self) -> "Tensor":
+    def sin_(self) -> Tensor:
         return inplace(self, T.sin, (self,), {})
 
-    def log_(self) -> "Tensor":
+    def log_(self) -> Tensor:
         return inplace(self, T.log, (self,), {})
 
-    def sqrt_(self) -> "Tensor":
+    def sqrt_(self) -> Tensor:
         return inplace(self, T.sqrt, (self,), {})
 
-    def abs_(self) -> "Tensor":
+    def abs_(self) -> Tensor:
         return inplace(self, T.abs_, (self,), {})
 
     absolute_ = abs_
 
-    def sign_(self) -> "Tensor":
+    def sign_(self) -> Tensor:
         return inplace(self, T.sign, (self,), {})
 
-    def square_(self) -> "Tensor":
+    def square_(self) -> Tensor:
         return inplace(self, T.pow_, (self, 2), {})
 
-    def reciprocal_(self) -> "Tensor":
+    def reciprocal_(self) -> Tensor:
         return inplace(self, T.div, (1.0, self), {}, name="ReciprocalBackward0", visible=(1,))
 
-    def log1p_(self) -> "Tensor":
+    def log1p_(self) -> Tensor:
         return inplace(self, T.log1p, (self,), {})
 
-    def expm1_(self) -> "Tensor":
+    def expm1_(self) -> Tensor:
         return inplace(self, T.expm1, (self,), {})
 
-    def floor_(self) -> "Tensor":
+    def floor_(self) -> Tensor:
         return inplace(self, T.floor, (self,), {})
 
-    def exp_(self) -> "Tensor":
+    def exp_(self) -> Tensor:
         return inplace(self, T.exp, (self,), {})
 
-    def neg_(self) -> "Tensor":
+    def neg_(self) -> Tensor:
         return inplace(self, T.neg, (self,), {})
 
-    def relu_(self) -> "Tensor":
+    def relu_(self) -> Tensor:
         return inplace(self, T.relu, (self,), {})
 
-    def sigmoid_(self) -> "Tensor":
+    def sigmoid_(self) -> Tensor:
         return inplace(self, T.sigmoid, (self,), {})
 
-    def tanh_(self) -> "Tensor":
+    def tanh_(self) -> Tensor:
         return inplace(self, T.tanh, (self,), {})
 
-    def zero_(self) -> "Tensor":
+    def zero_(self) -> Tensor:
         return self.fill_(0, _name="ZeroBackward0")
 
-    def fill_(self, value, _name="FillBackward2") -> "Tensor":
+    def fill_(self, value, _name="FillBackward2") -> Tensor:
         if isinstance(value, Tensor):
             value = value.item()
         return inplace(self, T.where, (True, value, self), {}, name=_name, visible=(2,))
 
-    def copy_(self, src, non_blocking: bool = False) -> "Tensor":
+    def copy_(self, src, non_blocking: bool = False) -> Tensor:
         if not isinstance(src, Tensor):
             src = tensor(src)
-        return inplace(self, T.where, (True, src, self), {}, name="CopyBackwards",
-                       visible=(2, 1))
+        return inplace(self, T.where, (True, src, self), {}, name="CopyBackwards", visible=(2, 1))
 
-    def uniform_(self, a: float = 0.0, b: float = 1.0) -> "Tensor":
+    def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
         from tracegrad.eager.creation import generator
+
         return self._fill_values(generator().uniform(a, b, self._data.shape))
 
-    def normal_(self, mean: float = 0.0, std: float = 1.0) -> "Tensor":
+    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
         from tracegrad.eager.creation import generator
+
         return self._fill_values(generator().normal(mean, std, self._data.shape))
 
-    def _fill_values(self, values: np.ndarray) -> "Tensor":
+    def _fill_values(self, values: np.ndarray) -> Tensor:
         check_inplace(self)
         write_into(self, values)
         return self
@@ -1080,8 +1191,11 @@ def _needs_values(what: str) -> None:
     tracer that escaped its trace)."""
     capture_hooks.graph_break(f"{what} needs the tensor's values")
     from tracegrad.ops.core import TracegradError
-    raise TracegradError(f"{what}: this tensor holds a traced value from a compiled function's "
-                         "trace that has finished; it has no values")
+
+    raise TracegradError(
+        f"{what}: this tensor holds a traced value from a compiled function's "
+        "trace that has finished; it has no values"
+    )
 
 
 def scaled_by_alpha(other, alpha):
@@ -1090,8 +1204,11 @@ def scaled_by_alpha(other, alpha):
     saving the scalar (a second backward through it does not raise)."""
     out = other * alpha
     node = out._grad_fn if isinstance(out, Tensor) else None
-    if node is not None and node.out_saved is None \
-            and not any(type(o) is tuple for o in node.operands):
+    if (
+        node is not None
+        and node.out_saved is None
+        and not any(type(o) is tuple for o in node.operands)
+    ):
         node.saved = False
     return out
 
@@ -1105,8 +1222,9 @@ def _rebuild(data, requires_grad):
 def _dim(dim: int, ndim: int, op: str) -> int:
     n = max(ndim, 1)
     if not -n <= dim < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {dim})")
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
+        )
     return dim % n
 
 
@@ -1119,9 +1237,13 @@ _TORCH_TYPE = {"f": "Float", "i": "Long", "u": "Byte", "b": "Bool"}
 
 
 def _type_word(dt: np.dtype) -> str:
-    return {np.dtype(np.float32): "Float", np.dtype(np.float64): "Double",
-            np.dtype(np.int64): "Long", np.dtype(np.int32): "Int",
-            np.dtype(np.bool_): "Bool"}.get(np.dtype(dt), str(dt))
+    return {
+        np.dtype(np.float32): "Float",
+        np.dtype(np.float64): "Double",
+        np.dtype(np.int64): "Long",
+        np.dtype(np.int32): "Int",
+        np.dtype(np.bool_): "Bool",
+    }.get(np.dtype(dt), str(dt))
 
 
 def check_inplace(t: Tensor) -> None:
@@ -1140,11 +1262,18 @@ def check_inplace(t: Tensor) -> None:
                 f"Output {multi[1]} of {multi[0]} is a view and is being modified "
                 "inplace. This view is the output of a function that returns multiple views. "
                 "Such functions do not allow the output views to be modified inplace. You should "
-                "replace the inplace operation by an out-of-place one.")
+                "replace the inplace operation by an out-of-place one."
+            )
 
 
-def inplace(self: Tensor, prim, args: tuple, attrs: dict, name: str | None = None,
-            visible: tuple | None = None) -> Tensor:
+def inplace(
+    self: Tensor,
+    prim,
+    args: tuple,
+    attrs: dict,
+    name: str | None = None,
+    visible: tuple | None = None,
+) -> Tensor:
     """Compute `prim(*args)`, write it into self's memory, bump the version and,
     when recorded, make the new node self's grad_fn (PyTorch's history rebase)."""
     check_inplace(self)
@@ -1176,8 +1305,11 @@ def commit_inplace(self: Tensor, result: Tensor) -> None:
     for a view, of its base (whose new node is PyTorch's CopySlices)."""
     node = result._grad_fn
     base_result = None
-    if self._base is not None and (node is not None or self._base._requires_grad) \
-            and STATE.grad_enabled:
+    if (
+        self._base is not None
+        and (node is not None or self._base._requires_grad)
+        and STATE.grad_enabled
+    ):
         base_result = _through_inverse_views(self, result)
     write_into(self, result._data)
     old = self._grad_fn
@@ -1201,8 +1333,12 @@ def commit_inplace(self: Tensor, result: Tensor) -> None:
         # The view's history is remade from the base's new one when next used (PyTorch
         # regenerates it too): the op's own node lives inside the base's CopySlices and
         # is not the view's grad_fn, so a retain_grad() of the view moves there then.
-        if self._retains_grad and old is not None and old.retain_ref is not None \
-                and old.retain_ref() is self:
+        if (
+            self._retains_grad
+            and old is not None
+            and old.retain_ref is not None
+            and old.retain_ref() is self
+        ):
             old.retain_ref = None
         self.__dict__["_view"][1] = -1
 
@@ -1224,6 +1360,7 @@ def _through_inverse_views(view: Tensor, result: Tensor) -> Tensor:
             value = apply_op(T.where, (mask, scattered, chain[k]), {}, name=name, visible=(2, 1))
         elif prim is T.getitem:  # a part of the parent: scatter into the parent's old value
             from tracegrad.ops.rulekit import spec_to_index
+
             spec = attrs["spec"]
             mask = np.zeros(in_shape, dtype=np.bool_)
             mask[spec_to_index(spec, ())] = True
@@ -1242,7 +1379,8 @@ def _inverse_view(prim, attrs, in_shape):
         return T.transpose, {"axes": tuple(int(i) for i in np.argsort(attrs["axes"]))}
     raise NotImplementedError(
         f"tracegrad.eager: in-place update of a {prim.name} view in a recorded graph; "
-        "clone() the view first")
+        "clone() the view first"
+    )
 
 
 def write_into(self: Tensor, values: np.ndarray) -> None:
@@ -1260,14 +1398,19 @@ def write_into(self: Tensor, values: np.ndarray) -> None:
         if not ok:
             raise RuntimeError(
                 f"output with shape [{', '.join(map(str, dst.shape))}] doesn't match the "
-                f"broadcast shape [{', '.join(map(str, np.broadcast_shapes(values.shape, dst.shape) if _bcastable(values.shape, dst.shape) else values.shape))}]")
+                f"broadcast shape [{', '.join(map(str, np.broadcast_shapes(values.shape, dst.shape) if _bcastable(values.shape, dst.shape) else values.shape))}]"
+            )
     if values.dtype.kind == "f" and dst.dtype.kind != "f":
-        raise RuntimeError(f"result type {_type_word(values.dtype) if values.dtype != np.float64 else 'Float'} "
-                           f"can't be cast to the desired output type {_type_word(dst.dtype)}")
+        raise RuntimeError(
+            f"result type {_type_word(values.dtype) if values.dtype != np.float64 else 'Float'} "
+            f"can't be cast to the desired output type {_type_word(dst.dtype)}"
+        )
     if not dst.flags.writeable:
-        raise RuntimeError("unsupported operation: more than one element of the written-to "
-                           "tensor refers to a single memory location. Please clone() the "
-                           "tensor before performing the operation.")
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to "
+            "tensor refers to a single memory location. Please clone() the "
+            "tensor before performing the operation."
+        )
     np.copyto(dst, values, casting="unsafe")
     self._counter[0] += 1
 
@@ -1277,6 +1420,7 @@ def _rebind_traced(self: Tensor, values) -> None:
     new traced value, broadcast and cast to its shape and dtype; a view's new value is
     also put back into its base, as shared memory would."""
     from tracegrad.ops import api
+
     if self._base is not None and type(self._base._data) is np.ndarray:
         capture_hooks.lift(self._base)
         refresh_view(self)
@@ -1289,6 +1433,7 @@ def _rebind_traced(self: Tensor, values) -> None:
     base = self._base
     if base is not None:
         from tracegrad.eager.grad_mode import no_grad
+
         with no_grad():
             new_base = _through_inverse_views(self, Tensor._wrap(values))
         base._data = new_base._data
@@ -1343,26 +1488,40 @@ def _to_array(data: Any, dtype) -> np.ndarray:
         return np.array(data, dtype=npd or data.dtype, copy=True, order="C")
     if data is None or isinstance(data, (dict, set)):
         from tracegrad.eager.errors import EagerDTypeError, context
-        raise EagerDTypeError(f"Could not infer dtype of {type(data).__name__}"
-                              + context("tensor(): expected a number, a (nested) list of numbers "
-                                        "or an array"))
+
+        raise EagerDTypeError(
+            f"Could not infer dtype of {type(data).__name__}"
+            + context("tensor(): expected a number, a (nested) list of numbers or an array")
+        )
     if isinstance(data, (str, bytes)):
         from tracegrad.eager.errors import context
-        raise TypeError(f"new(): invalid data type '{type(data).__name__}'"
-                        + context("tensor(): strings are not numbers"))
+
+        raise TypeError(
+            f"new(): invalid data type '{type(data).__name__}'"
+            + context("tensor(): strings are not numbers")
+        )
     if isinstance(data, (list, tuple)):
-        data = [x._data if isinstance(x, Tensor) else x for x in data] \
-            if any(isinstance(x, Tensor) for x in data) else data
+        data = (
+            [x._data if isinstance(x, Tensor) else x for x in data]
+            if any(isinstance(x, Tensor) for x in data)
+            else data
+        )
     try:
         arr = np.array(data)
     except ValueError as exc:
         from tracegrad.ops.core import ShapeError, user_location_suffix
-        raise ShapeError(f"tensor(): ragged nested sequence: every row must have the same "
-                         f"length ({exc})" + user_location_suffix()) from None
+
+        raise ShapeError(
+            f"tensor(): ragged nested sequence: every row must have the same "
+            f"length ({exc})" + user_location_suffix()
+        ) from None
     if arr.dtype == object:
         from tracegrad.ops.core import user_location_suffix
-        raise TypeError("tensor(): could not infer dtype: the data holds values that are not "
-                        "numbers" + user_location_suffix())
+
+        raise TypeError(
+            "tensor(): could not infer dtype: the data holds values that are not "
+            "numbers" + user_location_suffix()
+        )
     if npd is None:
         if arr.dtype.kind == "f":
             npd = np.dtype(np.float32)

@@ -1,21 +1,24 @@
 """`tracegrad.eager.autograd`: backward, grad, anomaly detection (PyTorch's torch.autograd).
 
-    >>> import tracegrad.eager as torch
-    >>> x = torch.tensor([3.0], requires_grad=True)
-    >>> (g,) = torch.autograd.grad((x ** 3).sum(), [x], create_graph=True)
-    >>> g, torch.autograd.grad(g.sum(), [x])[0]
-    (tensor([27.], grad_fn=<MulBackward0>), tensor([18.]))
+>>> import tracegrad.eager as torch
+>>> x = torch.tensor([3.0], requires_grad=True)
+>>> (g,) = torch.autograd.grad((x ** 3).sum(), [x], create_graph=True)
+>>> g, torch.autograd.grad(g.sum(), [x])[0]
+(tensor([27.], grad_fn=<MulBackward0>), tensor([18.]))
 """
+
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from tracegrad.eager.engine import make_root_grads, run_backward
-from tracegrad.eager.graph import grad_accumulator
-from tracegrad.eager.grad_mode import (STATE, enable_grad, inference_mode,  # noqa: F401
-                                       is_grad_enabled, no_grad, set_grad_enabled)
 from tracegrad.eager._tensor import Tensor
+from tracegrad.eager.engine import make_root_grads, run_backward
+from tracegrad.eager.grad_mode import (
+    STATE,
+    inference_mode,  # noqa: F401
+    )
+from tracegrad.eager.graph import grad_accumulator
 
 
 def _as_list(x) -> list:
@@ -26,8 +29,13 @@ def _as_list(x) -> list:
     return list(x)
 
 
-def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
-             create_graph: bool = False, inputs: Sequence[Tensor] | None = None) -> None:
+def backward(
+    tensors,
+    grad_tensors=None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Sequence[Tensor] | None = None,
+) -> None:
     """Accumulate gradients of `tensors` into the leaves' `.grad`."""
     tensors = _as_list(tensors)
     grad_tensors = _as_list(grad_tensors)
@@ -48,9 +56,15 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
     run_backward(roots, grads, retain_graph, create_graph, targets=targets, accumulate=True)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
-         create_graph: bool = False, allow_unused: bool | None = None,
-         materialize_grads: bool = False) -> tuple:
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool | None = None,
+    materialize_grads: bool = False,
+) -> tuple:
     """Gradients of `outputs` with respect to `inputs`, returned (not accumulated)."""
     outputs = _as_list(outputs)
     inputs = _as_list(inputs)
@@ -72,8 +86,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
             ref = t._acc_ref
             nodes.append(ref() if ref is not None else None)
     targets = {n: None for n in nodes if n is not None}
-    captured = run_backward(roots, grads, retain_graph, create_graph, targets=targets,
-                            accumulate=False)
+    captured = run_backward(
+        roots, grads, retain_graph, create_graph, targets=targets, accumulate=False
+    )
     result = []
     for i, (t, node) in enumerate(zip(inputs, nodes)):
         g = captured.get(node) if node is not None else None
@@ -81,9 +96,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
             if not allow_unused:
                 raise RuntimeError(
                     f"The differentiated Tensor at index {i} appears to not have been used in "
-                    "the graph. Set allow_unused=True if this is the desired behavior.")
+                    "the graph. Set allow_unused=True if this is the desired behavior."
+                )
             if materialize_grads:
                 import numpy as np
+
                 result.append(Tensor._wrap(np.zeros_like(t._data)))
             else:
                 result.append(None)
@@ -92,7 +109,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
     return tuple(result)
 
 
-class detect_anomaly:  # noqa: N801
+class detect_anomaly:
     """Make backward raise at the first NaN/Inf gradient, naming the node and
     showing the traceback of the forward op that created it (recorded only
     while this mode is on).
@@ -126,10 +143,11 @@ class detect_anomaly:  # noqa: N801
         def wrapper(*args, **kwargs):
             with detect_anomaly(self.check_nan):
                 return fn(*args, **kwargs)
+
         return wrapper
 
 
-class set_detect_anomaly:  # noqa: N801
+class set_detect_anomaly:
     """Turn anomaly mode on or off (immediately; restored by `with`)."""
 
     def __init__(self, mode: bool, check_nan: bool = True):
@@ -149,20 +167,39 @@ def is_anomaly_enabled() -> bool:
     return STATE.anomaly
 
 
-def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
-              raise_exception: bool = True, **kwargs):
+def gradcheck(
+    fn,
+    inputs,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    **kwargs,
+):
     """Finite differences against backward, in float64 (tracegrad.gradcheck)."""
     from tracegrad.eager.gradcheck import gradcheck as _gradcheck
+
     return _gradcheck(fn, inputs, eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception)
 
 
-def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5,
-                  rtol: float = 1e-3, gen_non_contig_grad_outputs: bool = False,
-                  raise_exception: bool = True, **kwargs) -> bool:
+def gradgradcheck(
+    func,
+    inputs,
+    grad_outputs=None,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    gen_non_contig_grad_outputs: bool = False,
+    raise_exception: bool = True,
+    **kwargs,
+) -> bool:
     """PyTorch's gradgradcheck: gradcheck of (inputs, grad_outputs) -> the gradients of
     func(inputs) (created with create_graph=True), so second derivatives are checked
     against finite differences of first ones. Random grad_outputs if none are given."""
     import numpy as np
+
     tupled_inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     if grad_outputs is None:
         outputs = func(*tupled_inputs)
@@ -170,14 +207,16 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
         rng = np.random.default_rng(0)
         grad_outputs = tuple(
             Tensor._wrap(rng.standard_normal(o.shape).astype(o._data.dtype)).requires_grad_()
-            for o in outputs if isinstance(o, Tensor) and o.requires_grad)
+            for o in outputs
+            if isinstance(o, Tensor) and o.requires_grad
+        )
     else:
         grad_outputs = (grad_outputs,) if isinstance(grad_outputs, Tensor) else tuple(grad_outputs)
     num_outputs = len(grad_outputs)
 
     def new_func(*args):
-        input_args = args[:len(args) - num_outputs]
-        gos = args[len(args) - num_outputs:]
+        input_args = args[: len(args) - num_outputs]
+        gos = args[len(args) - num_outputs :]
         outputs = func(*input_args)
         outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
         outputs = tuple(o for o in outputs if isinstance(o, Tensor) and o.requires_grad)
@@ -185,8 +224,14 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
         grads = grad(outputs, diff_inputs, gos, create_graph=True, allow_unused=True)
         return tuple(g for g in grads if g is not None)
 
-    return gradcheck(new_func, tupled_inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
-                     raise_exception=raise_exception)
+    return gradcheck(
+        new_func,
+        tupled_inputs + grad_outputs,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        raise_exception=raise_exception,
+    )
 
 
 from tracegrad.eager import autograd_functional as functional  # noqa: E402
@@ -200,4 +245,5 @@ sys.modules[__name__ + ".graph"] = graph
 # torch.autograd.Function and torch.autograd.function (custom functions)
 from tracegrad.eager import function  # noqa: E402
 from tracegrad.eager.function import Function  # noqa: E402,F401
+
 sys.modules[__name__ + ".function"] = function

@@ -14,13 +14,15 @@ ordinary backward through the recorded graph.
     tensor([[ 6.,  0.],
             [ 0., 12.]])
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import tracegrad.eager as E
-from tracegrad.eager.grad_mode import enable_grad
 from tracegrad.eager._tensor import Tensor
+from tracegrad.eager.grad_mode import enable_grad
 
 
 def _as_tuple(value: Any, name: str, fn_name: str) -> tuple[bool, tuple]:
@@ -28,34 +30,52 @@ def _as_tuple(value: Any, name: str, fn_name: str) -> tuple[bool, tuple]:
         return False, (value,)
     if isinstance(value, (tuple, list)) and all(isinstance(v, Tensor) for v in value):
         return True, tuple(value)
-    raise TypeError(f"The {name} given to {fn_name} must be either a Tensor or a tuple of "
-                    f"Tensors but the given {name} has type {type(value).__name__}.")
+    raise TypeError(
+        f"The {name} given to {fn_name} must be either a Tensor or a tuple of "
+        f"Tensors but the given {name} has type {type(value).__name__}."
+    )
 
 
 def _prepare_inputs(inputs: tuple, create_graph: bool) -> tuple:
     # PyTorch differentiates w.r.t. fresh leaves that alias the inputs' values
-    return tuple(x.detach().requires_grad_(x.dtype.is_floating_point) if not create_graph
-                 or not x.requires_grad else x.view_as(x) for x in inputs)
+    return tuple(
+        x.detach().requires_grad_(x.dtype.is_floating_point)
+        if not create_graph or not x.requires_grad
+        else x.view_as(x)
+        for x in inputs
+    )
 
 
 def _grads_or_zeros(out, inputs, grad_output, create_graph: bool, strict: bool) -> tuple:
     from tracegrad.eager.autograd import grad
+
     if not out.requires_grad:
         if strict:
-            raise RuntimeError("The output of the user-provided function is independent of "
-                               "input 0. This is not allowed in strict mode.")
+            raise RuntimeError(
+                "The output of the user-provided function is independent of "
+                "input 0. This is not allowed in strict mode."
+            )
         return tuple(E.zeros_like(x) for x in inputs)
-    gs = grad(out, inputs, grad_output, retain_graph=True, create_graph=create_graph,
-              allow_unused=True)
+    gs = grad(
+        out, inputs, grad_output, retain_graph=True, create_graph=create_graph, allow_unused=True
+    )
     if strict and any(g is None for g in gs):
         i = next(k for k, g in enumerate(gs) if g is None)
-        raise RuntimeError(f"The output of the user-provided function is independent of input "
-                           f"{i}. This is not allowed in strict mode.")
+        raise RuntimeError(
+            f"The output of the user-provided function is independent of input "
+            f"{i}. This is not allowed in strict mode."
+        )
     return tuple(E.zeros_like(x) if g is None else g for x, g in zip(inputs, gs))
 
 
-def jacobian(func: Callable, inputs, create_graph: bool = False, strict: bool = False,
-             vectorize: bool = False, strategy: str = "reverse-mode"):
+def jacobian(
+    func: Callable,
+    inputs,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    strategy: str = "reverse-mode",
+):
     """d func(inputs) / d inputs, shaped `output.shape + input.shape` per (output, input)."""
     if strategy != "reverse-mode":
         raise NotImplementedError("tracegrad.eager: jacobian supports strategy='reverse-mode'")
@@ -63,17 +83,21 @@ def jacobian(func: Callable, inputs, create_graph: bool = False, strict: bool = 
     with enable_grad():
         inputs = _prepare_inputs(inputs, create_graph)
         outputs = func(*inputs)
-        is_tuple_out, outputs = _as_tuple(outputs, "outputs of the user-provided function",
-                                          "jacobian")
+        is_tuple_out, outputs = _as_tuple(
+            outputs, "outputs of the user-provided function", "jacobian"
+        )
         blocks = []
         for out in outputs:
             flat = out.reshape(-1)
-            rows = [_grads_or_zeros(flat[i], inputs, None, create_graph, strict)
-                    for i in range(flat.shape[0])]
+            rows = [
+                _grads_or_zeros(flat[i], inputs, None, create_graph, strict)
+                for i in range(flat.shape[0])
+            ]
             per_input = []
             for k, x in enumerate(inputs):
-                stacked = E.stack([r[k] for r in rows]) if rows else \
-                    E.zeros(0, *x.shape, dtype=x.dtype)
+                stacked = (
+                    E.stack([r[k] for r in rows]) if rows else E.zeros(0, *x.shape, dtype=x.dtype)
+                )
                 per_input.append(stacked.reshape(tuple(out.shape) + tuple(x.shape)))
             blocks.append(tuple(per_input))
     if not create_graph:
@@ -83,53 +107,75 @@ def jacobian(func: Callable, inputs, create_graph: bool = False, strict: bool = 
     return blocks[0] if is_tuple_in else blocks[0][0]
 
 
-def hessian(func: Callable, inputs, create_graph: bool = False, strict: bool = False,
-            vectorize: bool = False, outer_jacobian_strategy: str = "reverse-mode"):
+def hessian(
+    func: Callable,
+    inputs,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    outer_jacobian_strategy: str = "reverse-mode",
+):
     """The Jacobian of the gradient of a scalar function."""
     is_tuple_in, inputs = _as_tuple(inputs, "inputs", "hessian")
 
     def gradient(*xs):
         out = func(*xs)
         if not isinstance(out, Tensor) or out.numel() != 1:
-            raise RuntimeError("The function given to hessian should return a single element "
-                               "Tensor")
+            raise RuntimeError(
+                "The function given to hessian should return a single element Tensor"
+            )
         gs = _grads_or_zeros(out.reshape(()), xs, None, True, strict)
         return gs if is_tuple_in else gs[0]
 
-    return jacobian(gradient, inputs if is_tuple_in else inputs[0], create_graph=create_graph,
-                    strict=strict)
+    return jacobian(
+        gradient, inputs if is_tuple_in else inputs[0], create_graph=create_graph, strict=strict
+    )
 
 
 def _validate_v(v: tuple, other: tuple, is_other_tuple: bool) -> None:
     """PyTorch's checks of v against the outputs (vjp) or inputs (jvp, vhp, hvp)."""
     if len(other) != len(v):
         if is_other_tuple:
-            raise RuntimeError(f"v is a tuple of invalid length: should be {len(other)} but got "
-                               f"{len(v)}.")
+            raise RuntimeError(
+                f"v is a tuple of invalid length: should be {len(other)} but got {len(v)}."
+            )
         raise RuntimeError("The given v should contain a single Tensor.")
     for idx, (el_v, el_other) in enumerate(zip(v, other)):
         if tuple(el_v.shape) != tuple(el_other.shape):
             prepend = f"Entry {idx} in " if is_other_tuple else ""
-            raise RuntimeError(f"{prepend}v has invalid size: should be {el_other.shape} but got "
-                               f"{el_v.shape}.")
+            raise RuntimeError(
+                f"{prepend}v has invalid size: should be {el_other.shape} but got {el_v.shape}."
+            )
 
 
-def _grad_sum(outputs: tuple, inputs: tuple, vs: tuple, create_graph: bool, strict: bool,
-              what: str = "output") -> tuple:
+def _grad_sum(
+    outputs: tuple, inputs: tuple, vs: tuple, create_graph: bool, strict: bool, what: str = "output"
+) -> tuple:
     """sum_k vs[k]^T d outputs[k] / d inputs (zeros for inputs no output depends on)."""
     from tracegrad.eager.autograd import grad
+
     pairs = [(o, v) for o, v in zip(outputs, vs) if o.requires_grad]
     if not pairs:
         if strict:
-            raise RuntimeError(f"The {what} of the user-provided function is independent of "
-                               "input 0. This is not allowed in strict mode.")
+            raise RuntimeError(
+                f"The {what} of the user-provided function is independent of "
+                "input 0. This is not allowed in strict mode."
+            )
         return tuple(E.zeros_like(x) for x in inputs)
-    gs = grad([o for o, _ in pairs], inputs, [v for _, v in pairs], retain_graph=True,
-              create_graph=create_graph, allow_unused=True)
+    gs = grad(
+        [o for o, _ in pairs],
+        inputs,
+        [v for _, v in pairs],
+        retain_graph=True,
+        create_graph=create_graph,
+        allow_unused=True,
+    )
     if strict and any(g is None for g in gs):
         i = next(k for k, g in enumerate(gs) if g is None)
-        raise RuntimeError(f"The {what} of the user-provided function is independent of input "
-                           f"{i}. This is not allowed in strict mode.")
+        raise RuntimeError(
+            f"The {what} of the user-provided function is independent of input "
+            f"{i}. This is not allowed in strict mode."
+        )
     return tuple(E.zeros_like(x) if g is None else g for x, g in zip(inputs, gs))
 
 
@@ -145,12 +191,13 @@ def vjp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
     with enable_grad():
         inputs = _prepare_inputs(inputs, create_graph)
         outputs = func(*inputs)
-        is_tuple_out, outputs = _as_tuple(outputs, "outputs of the user-provided function",
-                                          "vjp")
+        is_tuple_out, outputs = _as_tuple(outputs, "outputs of the user-provided function", "vjp")
         if v is None:
             if len(outputs) != 1 or outputs[0].numel() != 1:
-                raise RuntimeError("The vector v can only be None if the user-provided function "
-                                   "returns a single Tensor with a single element.")
+                raise RuntimeError(
+                    "The vector v can only be None if the user-provided function "
+                    "returns a single Tensor with a single element."
+                )
             vs = (E.ones_like(outputs[0]),)
         else:
             _, vs = _as_tuple(v, "v", "vjp")
@@ -163,11 +210,14 @@ def jvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
     """(func(inputs), J v), by the double-vjp trick (PyTorch does the same); func may
     return a tuple of tensors (then J v is a tuple too)."""
     from tracegrad.eager.autograd import grad
+
     is_tuple_in, inputs = _as_tuple(inputs, "inputs", "jvp")
     if v is None:
         if len(inputs) != 1 or inputs[0].numel() != 1:
-            raise RuntimeError("The vector v can only be None if the input to the "
-                               "user-provided function is a single Tensor with a single element.")
+            raise RuntimeError(
+                "The vector v can only be None if the input to the "
+                "user-provided function is a single Tensor with a single element."
+            )
         vs = (E.ones_like(inputs[0]),)
     else:
         _, vs = _as_tuple(v, "v", "jvp")
@@ -175,8 +225,7 @@ def jvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
     with enable_grad():
         inputs = _prepare_inputs(inputs, create_graph)
         outputs = func(*inputs)
-        is_tuple_out, outputs = _as_tuple(outputs, "outputs of the user-provided function",
-                                          "jvp")
+        is_tuple_out, outputs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
         us = tuple(E.zeros_like(o).requires_grad_(o.dtype.is_floating_point) for o in outputs)
         g_u = _grad_sum(outputs, inputs, us, True, strict)
         total = None
@@ -187,16 +236,25 @@ def jvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
         if total is None:
             jv = tuple(E.zeros_like(o) for o in outputs)
         else:
-            found = grad(total, [u for u in us if u.requires_grad], create_graph=create_graph,
-                         allow_unused=True)
+            found = grad(
+                total,
+                [u for u in us if u.requires_grad],
+                create_graph=create_graph,
+                allow_unused=True,
+            )
             it = iter(found)
-            jv = tuple(E.zeros_like(o) if not u.requires_grad else
-                       (lambda g, o: E.zeros_like(o) if g is None else g)(next(it), o)
-                       for u, o in zip(us, outputs))
+            jv = tuple(
+                E.zeros_like(o)
+                if not u.requires_grad
+                else (lambda g, o: E.zeros_like(o) if g is None else g)(next(it), o)
+                for u, o in zip(us, outputs)
+            )
         if strict and any(not o.requires_grad for o in outputs):
             i = next(k for k, o in enumerate(outputs) if not o.requires_grad)
-            raise RuntimeError(f"The output of the user-provided function is independent of "
-                               f"input {i}. This is not allowed in strict mode.")
+            raise RuntimeError(
+                f"The output of the user-provided function is independent of "
+                f"input {i}. This is not allowed in strict mode."
+            )
     return _finish(outputs, is_tuple_out, create_graph), _finish(jv, is_tuple_out, create_graph)
 
 
@@ -204,8 +262,10 @@ def _second_order(name: str, func: Callable, inputs, v, create_graph: bool, stri
     is_tuple_in, inputs = _as_tuple(inputs, "inputs", name)
     if v is None:
         if len(inputs) != 1 or inputs[0].numel() != 1:
-            raise RuntimeError("The vector v can only be None if the input to the "
-                               "user-provided function is a single Tensor with a single element.")
+            raise RuntimeError(
+                "The vector v can only be None if the input to the "
+                "user-provided function is a single Tensor with a single element."
+            )
         vs = (E.ones_like(inputs[0]),)
     else:
         _, vs = _as_tuple(v, "v", name)
@@ -217,11 +277,12 @@ def _second_order(name: str, func: Callable, inputs, v, create_graph: bool, stri
         if is_tuple_out or len(outs) != 1:
             raise RuntimeError(f"The function given to {name} should return a single Tensor")
         if outs[0].numel() != 1:
-            raise RuntimeError(f"The Tensor returned by the function given to {name} should "
-                               "contain a single element")
+            raise RuntimeError(
+                f"The Tensor returned by the function given to {name} should "
+                "contain a single element"
+            )
         out = outs[0]
-        jac = _grad_sum((out.reshape(()),), inputs, (E.ones_like(out.reshape(())),), True,
-                        strict)
+        jac = _grad_sum((out.reshape(()),), inputs, (E.ones_like(out.reshape(())),), True, strict)
         result = _grad_sum(jac, inputs, vs, create_graph, strict, what="jacobian")
     return _finish((out,), False, create_graph), _finish(result, is_tuple_in, create_graph)
 

@@ -15,6 +15,7 @@ number is drawn. Eager mode pays one list read per op when nothing is captured.
     >>> current() is None
     True
 """
+
 from __future__ import annotations
 
 import threading
@@ -24,7 +25,7 @@ import numpy as np
 
 from tracegrad.ops.core import _KINDS, TracegradError, user_location_suffix  # noqa: F401
 
-ACTIVE = [0]                 # sessions open in any thread (cheap test before the local one)
+ACTIVE = [0]  # sessions open in any thread (cheap test before the local one)
 _LOCAL = threading.local()
 
 

@@ -28,22 +28,24 @@ stay alive: with segments ~ sqrt(N) the saved activations grow like sqrt(N).
     >>> x.grad.shape
     torch.Size([2, 4])
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from tracegrad.eager._tensor import Tensor
 from tracegrad.eager.engine import run_backward
 from tracegrad.eager.grad_mode import STATE, enable_grad, no_grad
 from tracegrad.eager.graph import Node, grad_accumulator
-from tracegrad.eager._tensor import Tensor
-
 
 REENTRANT_GRAD_MESSAGE = (
     "When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad() or passing "
     "an `inputs` parameter to .backward(). To resolve this error, you can either set "
-    "use_reentrant=False, or call .backward() without passing the `inputs` argument.")
+    "use_reentrant=False, or call .backward() without passing the `inputs` argument."
+)
 
 
 class CheckpointFunctionBackward(Node):
@@ -60,8 +62,16 @@ class CheckpointFunctionBackward(Node):
             else:
                 inputs.append(None)
                 in_meta.append(None)
-        super().__init__(None, {}, "CheckpointFunctionBackward", tuple(inputs), tuple(in_meta),
-                         (), None, (out.shape, out.dtype))
+        super().__init__(
+            None,
+            {},
+            "CheckpointFunctionBackward",
+            tuple(inputs),
+            tuple(in_meta),
+            (),
+            None,
+            (out.shape, out.dtype),
+        )
         self.saved = True
         self.fn = fn
         # Inputs are kept with their versions so an in-place change is caught.
@@ -72,8 +82,11 @@ class CheckpointFunctionBackward(Node):
     def saved_tensors_info(self) -> list:
         if self.freed:
             return []
-        return [(f"input{i}", tuple(a._data.shape), str(a._data.dtype))
-                for i, (a, _) in enumerate(self.args) if isinstance(a, Tensor)]
+        return [
+            (f"input{i}", tuple(a._data.shape), str(a._data.dtype))
+            for i, (a, _) in enumerate(self.args)
+            if isinstance(a, Tensor)
+        ]
 
     def release(self) -> None:
         self.args = None
@@ -82,6 +95,7 @@ class CheckpointFunctionBackward(Node):
 
     def apply(self, g, as_tensors: bool):
         from tracegrad.eager.graph import FREED_MESSAGE
+
         if self.freed:
             raise RuntimeError(FREED_MESSAGE)
         if STATE.partial_backward:
@@ -94,7 +108,8 @@ class CheckpointFunctionBackward(Node):
                 if a._counter[0] != version:
                     raise RuntimeError(
                         "checkpoint: an input was modified in place between the forward pass and "
-                        f"backward (version {a._counter[0]}, expected {version})")
+                        f"backward (version {a._counter[0]}, expected {version})"
+                    )
                 d = a.detach()
                 d._requires_grad = a._requires_grad
                 detached.append(d)
@@ -129,14 +144,14 @@ class CheckpointFunctionBackward(Node):
 MISMATCH_MESSAGE = (
     "torch.utils.checkpoint: A different number of tensors was saved during the original "
     "forward and recomputation.\nNumber of tensors saved during forward: {}\nNumber of "
-    "tensors saved during recomputation: {}")
+    "tensors saved during recomputation: {}"
+)
 
 
 class _Frame:
     """One non-reentrant checkpoint call: its nodes (weakly) and how to recompute them."""
 
-    __slots__ = ("fn", "args", "kwargs", "versions", "rng_state", "nodes", "filled",
-                 "__weakref__")
+    __slots__ = ("fn", "args", "kwargs", "versions", "rng_state", "nodes", "filled", "__weakref__")
 
     def __init__(self, fn, args, kwargs, preserve_rng_state: bool = True):
         self.fn = fn
@@ -149,6 +164,7 @@ class _Frame:
 
     def record(self, node: Node) -> None:
         import weakref
+
         self.nodes.append(weakref.ref(node))
         node.ckpt = self
         self.strip(node)
@@ -156,8 +172,9 @@ class _Frame:
     @staticmethod
     def strip(node: Node) -> None:
         """Drop the node's saved arrays (and saved input tensors); keep versions."""
-        node.operands = tuple([(None, o[1], o[2], None, o[4]) if type(o) is tuple else o
-                               for o in node.operands])
+        node.operands = tuple(
+            [(None, o[1], o[2], None, o[4]) if type(o) is tuple else o for o in node.operands]
+        )
         out = node.out_saved
         if out is not None:
             node.out_saved = (None, out[1], out[2], None, out[4])
@@ -170,6 +187,7 @@ class _Frame:
                 # recomputing from a changed input would give different values: PyTorch
                 # saves the inputs and raises its usual version error
                 from tracegrad.eager.graph import version_message
+
                 raise RuntimeError(version_message((a._data, a._counter, version, a, False), node))
         rec = _Recompute()
         prev = (STATE.grad_enabled, STATE.inference, STATE.ckpt)
@@ -180,8 +198,9 @@ class _Frame:
         finally:
             STATE.grad_enabled, STATE.inference, STATE.ckpt = prev
         if len(rec.nodes) != len(self.nodes) or any(
-                ref() is not None and ref()._name != new._name
-                for ref, new in zip(self.nodes, rec.nodes)):
+            ref() is not None and ref()._name != new._name
+            for ref, new in zip(self.nodes, rec.nodes)
+        ):
             raise RuntimeError(MISMATCH_MESSAGE.format(len(self.nodes), len(rec.nodes)))
         for ref, new in zip(self.nodes, rec.nodes):
             node = ref()
@@ -190,8 +209,9 @@ class _Frame:
             node.ckpt = None
             if node.freed:
                 continue
-            node.operands = tuple([n if type(o) is tuple else o
-                                   for o, n in zip(node.operands, new.operands)])
+            node.operands = tuple(
+                [n if type(o) is tuple else o for o, n in zip(node.operands, new.operands)]
+            )
             if node.out_saved is not None:
                 node.out_saved = new.out_saved
         self.filled = True
@@ -216,10 +236,11 @@ class _Recompute:
 
 def _rng_state():
     from tracegrad.eager.creation import generator
+
     return generator().bit_generator.state
 
 
-class _replayed_rng:  # noqa: N801
+class _replayed_rng:
     """Run a recomputation from the RNG state of the forward (PyTorch's
     preserve_rng_state), then give the caller its own state back."""
 
@@ -229,12 +250,14 @@ class _replayed_rng:  # noqa: N801
     def __enter__(self):
         if self.state is not None:
             from tracegrad.eager.creation import generator
+
             self.saved = generator().bit_generator.state
             generator().bit_generator.state = self.state
 
     def __exit__(self, *exc):
         if self.state is not None:
             from tracegrad.eager.creation import generator
+
             generator().bit_generator.state = self.saved
         return False
 
@@ -251,9 +274,16 @@ def _checkpoint_without_reentrant(function, args, kwargs, preserve_rng_state: bo
         STATE.ckpt = prev
 
 
-def checkpoint(function: Callable[..., Tensor], *args: Any, use_reentrant: bool | None = None,
-               preserve_rng_state: bool = True, context_fn=None, determinism_check=None,
-               debug=None, **kwargs: Any) -> Tensor:
+def checkpoint(
+    function: Callable[..., Tensor],
+    *args: Any,
+    use_reentrant: bool | None = None,
+    preserve_rng_state: bool = True,
+    context_fn=None,
+    determinism_check=None,
+    debug=None,
+    **kwargs: Any,
+) -> Tensor:
     """`function(*args)` whose intermediate activations are recomputed in backward.
 
     use_reentrant=False is PyTorch's recommended variant: the graph is recorded as
@@ -268,11 +298,14 @@ def checkpoint(function: Callable[..., Tensor], *args: Any, use_reentrant: bool 
     with no_grad():
         out = function(*args, **kwargs)
     if not isinstance(out, Tensor):
-        raise TypeError("tracegrad.eager.checkpoint: the function must return a single Tensor, "
-                        f"got {type(out).__name__}")
+        raise TypeError(
+            "tracegrad.eager.checkpoint: the function must return a single Tensor, "
+            f"got {type(out).__name__}"
+        )
     result = Tensor._wrap(out._data)
-    needs_grad = any(isinstance(a, Tensor) and a._requires_grad for a in args) or \
-        _uses_parameters(function)
+    needs_grad = any(isinstance(a, Tensor) and a._requires_grad for a in args) or _uses_parameters(
+        function
+    )
     if STATE.grad_enabled and needs_grad:
         result._grad_fn = CheckpointFunctionBackward(function, args, kwargs, out._data)
         result._grad_fn.rng_state = rng
@@ -289,13 +322,23 @@ def _uses_parameters(function) -> bool:
     return any(p.requires_grad for p in params())
 
 
-def checkpoint_sequential(functions: Sequence[Callable] | Any, segments: int, input: Tensor,
-                          use_reentrant: bool | None = None) -> Tensor:
+def checkpoint_sequential(
+    functions: Sequence[Callable] | Any,
+    segments: int,
+    input: Tensor,
+    use_reentrant: bool | None = None,
+) -> Tensor:
     """Run `functions` in `segments` chunks, checkpointing every chunk but the last."""
-    funcs = list(functions.children()) if hasattr(functions, "children") and \
-        not isinstance(functions, (list, tuple)) else list(functions)
-    if hasattr(functions, "__len__") and hasattr(functions, "__getitem__") and \
-            not isinstance(functions, (list, tuple)):
+    funcs = (
+        list(functions.children())
+        if hasattr(functions, "children") and not isinstance(functions, (list, tuple))
+        else list(functions)
+    )
+    if (
+        hasattr(functions, "__len__")
+        and hasattr(functions, "__getitem__")
+        and not isinstance(functions, (list, tuple))
+    ):
         funcs = [functions[i] for i in range(len(functions))]
     if segments < 1:
         raise ValueError("checkpoint_sequential: segments must be >= 1")
@@ -304,9 +347,9 @@ def checkpoint_sequential(functions: Sequence[Callable] | Any, segments: int, in
     end = -1
     for start in range(0, size * (segments - 1), size):
         end = start + size - 1
-        chunk = funcs[start:end + 1]
+        chunk = funcs[start : end + 1]
         input = checkpoint(_Chunk(chunk), input, use_reentrant=use_reentrant)
-    for f in funcs[end + 1:]:
+    for f in funcs[end + 1 :]:
         input = f(input)
     return input
 

@@ -11,6 +11,7 @@ raises what a CPU-only PyTorch raises, "cpu" is accepted wherever PyTorch takes 
     >>> torch.ones(2, device=device).to(device)
     tensor([1., 1.])
 """
+
 from __future__ import annotations
 
 import io
@@ -25,9 +26,28 @@ import numpy as np
 
 from tracegrad.eager._tensor import Tensor
 
-_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve",
-                 "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia",
-                 "privateuseone")
+_DEVICE_TYPES = (
+    "cpu",
+    "cuda",
+    "ipu",
+    "xpu",
+    "mkldnn",
+    "opengl",
+    "opencl",
+    "ideep",
+    "hip",
+    "ve",
+    "fpga",
+    "maia",
+    "xla",
+    "lazy",
+    "vulkan",
+    "mps",
+    "meta",
+    "hpu",
+    "mtia",
+    "privateuseone",
+)
 
 
 class device(str):
@@ -36,19 +56,28 @@ class device(str):
 
     def __new__(cls, type_or_device: Any, index: int | None = None):
         if isinstance(type_or_device, device):
-            return type_or_device if index is None else super().__new__(
-                cls, f"{type_or_device.type}:{index}")
+            return (
+                type_or_device
+                if index is None
+                else super().__new__(cls, f"{type_or_device.type}:{index}")
+            )
         if isinstance(type_or_device, int) and not isinstance(type_or_device, bool):
-            raise RuntimeError("tracegrad.eager has no accelerator: a device index alone "
-                               f"({type_or_device}) names no device")
+            raise RuntimeError(
+                "tracegrad.eager has no accelerator: a device index alone "
+                f"({type_or_device}) names no device"
+            )
         text = str(type_or_device)
         kind, _, idx = text.partition(":")
         if kind not in _DEVICE_TYPES:
-            raise RuntimeError(f"Expected one of {', '.join(_DEVICE_TYPES)} device type at start "
-                               f"of device string: {text}")
+            raise RuntimeError(
+                f"Expected one of {', '.join(_DEVICE_TYPES)} device type at start "
+                f"of device string: {text}"
+            )
         if idx and index is not None:
-            raise RuntimeError(f"type (string) must not include an index because index was "
-                               f"passed explicitly: {text}")
+            raise RuntimeError(
+                f"type (string) must not include an index because index was "
+                f"passed explicitly: {text}"
+            )
         if idx and not idx.isdigit():
             raise RuntimeError(f"Invalid device string: '{text}'")
         if index is not None:
@@ -103,6 +132,7 @@ def get_default_device() -> device:
 
 # ---------------------------------------------------------------- cuda / backends
 
+
 def _false(*args, **kwargs) -> bool:
     return False
 
@@ -122,8 +152,9 @@ cuda.current_device = _no_cuda
 cuda.get_device_name = _no_cuda
 cuda.empty_cache = lambda: None
 
-accelerator = types.ModuleType("tracegrad.eager.accelerator",
-                               "torch.accelerator with no accelerator.")
+accelerator = types.ModuleType(
+    "tracegrad.eager.accelerator", "torch.accelerator with no accelerator."
+)
 accelerator.is_available = _false
 accelerator.current_accelerator = lambda check_available=False: None
 accelerator.device_count = lambda: 0
@@ -131,11 +162,13 @@ accelerator.synchronize = lambda device=None: None
 
 backends = types.ModuleType("tracegrad.eager.backends", "torch.backends on a CPU-only build.")
 backends.mps = types.SimpleNamespace(is_available=_false, is_built=_false)
-backends.cudnn = types.SimpleNamespace(is_available=_false, enabled=True, deterministic=False,
-                                       benchmark=False)
+backends.cudnn = types.SimpleNamespace(
+    is_available=_false, enabled=True, deterministic=False, benchmark=False
+)
 
 
 # ---------------------------------------------------------------- Generator
+
 
 class Generator:
     """torch.Generator over a NumPy generator (`_np`); `manual_seed` returns self.
@@ -144,16 +177,16 @@ class Generator:
     def __init__(self, device="cpu"):
         check_device(device)
         self.device = globals()["device"](device)
-        self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
+        self._seed = int(np.random.SeedSequence().entropy % (2**63))
         self._np = np.random.default_rng(self._seed)
 
-    def manual_seed(self, seed: int) -> "Generator":
+    def manual_seed(self, seed: int) -> Generator:
         self._seed = int(seed)
         self._np = np.random.default_rng(self._seed)
         return self
 
     def seed(self) -> int:
-        self.manual_seed(int(np.random.SeedSequence().entropy % (2 ** 63)))
+        self.manual_seed(int(np.random.SeedSequence().entropy % (2**63)))
         return self._seed
 
     def initial_seed(self) -> int:
@@ -162,12 +195,13 @@ class Generator:
     def get_state(self):
         return self._np.bit_generator.state
 
-    def set_state(self, state) -> "Generator":
+    def set_state(self, state) -> Generator:
         self._np.bit_generator.state = state
         return self
 
 
 # ---------------------------------------------------------------- Variable
+
 
 class _VariableMeta(type):
     def __instancecheck__(cls, obj) -> bool:
@@ -200,8 +234,12 @@ _FORMAT = "tracegrad.eager.save/1"
 def _encode(obj: Any, arrays: list) -> Any:
     if isinstance(obj, Tensor):
         arrays.append(np.array(obj._data, order="C", copy=True))
-        return {"$": "tensor", "i": len(arrays) - 1, "requires_grad": bool(obj.requires_grad),
-                "parameter": bool(getattr(obj, "_is_parameter", False))}
+        return {
+            "$": "tensor",
+            "i": len(arrays) - 1,
+            "requires_grad": bool(obj.requires_grad),
+            "parameter": bool(getattr(obj, "_is_parameter", False)),
+        }
     if isinstance(obj, np.ndarray):
         if obj.dtype.hasobject:
             raise TypeError("torch.save (tracegrad): object arrays cannot be saved")
@@ -212,26 +250,34 @@ def _encode(obj: Any, arrays: list) -> Any:
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, int):
-        return {"$": "int", "v": str(obj)} if abs(obj) >= 2 ** 53 else obj
+        return {"$": "int", "v": str(obj)} if abs(obj) >= 2**53 else obj
     if isinstance(obj, float):
         return {"$": "float", "v": repr(obj)}
     if isinstance(obj, np.generic):
-        return {"$": "npscalar", "dtype": obj.dtype.str, "v": obj.item() if obj.dtype.kind != "f"
-                else repr(obj.item())}
+        return {
+            "$": "npscalar",
+            "dtype": obj.dtype.str,
+            "v": obj.item() if obj.dtype.kind != "f" else repr(obj.item()),
+        }
     if isinstance(obj, dict):
         kind = "odict" if isinstance(obj, OrderedDict) else "dict"
-        return {"$": kind, "items": [[_encode(k, arrays), _encode(v, arrays)]
-                                     for k, v in obj.items()]}
+        return {
+            "$": kind,
+            "items": [[_encode(k, arrays), _encode(v, arrays)] for k, v in obj.items()],
+        }
     if isinstance(obj, tuple):
         return {"$": "tuple", "items": [_encode(v, arrays) for v in obj]}
     if isinstance(obj, (list, set, frozenset)):
         tag = "list" if isinstance(obj, list) else "set"
         return {"$": tag, "items": [_encode(v, arrays) for v in obj]}
     from tracegrad.eager import dtypes as _dt
+
     if isinstance(obj, _dt.dtype):
         return {"$": "dtype", "v": np.dtype(obj.np).name}
-    raise TypeError(f"torch.save (tracegrad) stores tensors, arrays, numbers, strings, None and "
-                    f"dicts/lists/tuples of them; got {type(obj).__name__}")
+    raise TypeError(
+        f"torch.save (tracegrad) stores tensors, arrays, numbers, strings, None and "
+        f"dicts/lists/tuples of them; got {type(obj).__name__}"
+    )
 
 
 def _decode(obj: Any, arrays: dict) -> Any:
@@ -242,6 +288,7 @@ def _decode(obj: Any, arrays: dict) -> Any:
         t = Tensor._wrap(arrays[obj["i"]])
         if obj.get("parameter"):
             from tracegrad.eager.nn.modules import Parameter
+
             return Parameter(t, requires_grad=obj["requires_grad"])
         if obj["requires_grad"]:
             t.requires_grad_(True)
@@ -268,12 +315,18 @@ def _decode(obj: Any, arrays: dict) -> Any:
         return {_decode(v, arrays) for v in obj["items"]}
     if tag == "dtype":
         from tracegrad.eager import dtypes as _dt
+
         return _dt.from_numpy_dtype(np.dtype(obj["v"]))
     raise ValueError(f"torch.load (tracegrad): unknown entry {tag!r}")
 
 
-def save(obj: Any, f, pickle_module=None, pickle_protocol=None,
-         _use_new_zipfile_serialization: bool = True) -> None:
+def save(
+    obj: Any,
+    f,
+    pickle_module=None,
+    pickle_protocol=None,
+    _use_new_zipfile_serialization: bool = True,
+) -> None:
     """Write `obj` (a state_dict, an optimizer's state_dict, nested containers of tensors,
     numbers, strings) to a path or binary file in PyTorch's own zip layout, so that real
     PyTorch's torch.load(weights_only=True) reads it; its pickle names only the globals
@@ -281,8 +334,9 @@ def save(obj: Any, f, pickle_module=None, pickle_protocol=None,
     (devices, dtypes, NumPy arrays, sets) is written instead as a zip of .npy arrays plus
     a JSON structure, which only tracegrad reads."""
     if pickle_module is not None:
-        raise ValueError("torch.save (tracegrad) writes its own pickle; pickle_module is not "
-                         "supported")
+        raise ValueError(
+            "torch.save (tracegrad) writes its own pickle; pickle_module is not supported"
+        )
     own = isinstance(f, (str, os.PathLike))
     fh = open(f, "wb") if own else f
     try:
@@ -301,14 +355,24 @@ def save(obj: Any, f, pickle_module=None, pickle_protocol=None,
             fh.close()
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None = None,
-         mmap: bool | None = None, **pickle_load_args) -> Any:
+def load(
+    f,
+    map_location=None,
+    pickle_module=None,
+    *,
+    weights_only: bool | None = None,
+    mmap: bool | None = None,
+    **pickle_load_args,
+) -> Any:
     """Read what `save` wrote (nothing is unpickled), or a file PyTorch's torch.save wrote
     (its pickle read by an unpickler that resolves only OrderedDict, tensor/Parameter
     rebuilds and storage types, as PyTorch's weights_only=True). weights_only=False is
     accepted and changes nothing: no other globals are ever resolved."""
-    if map_location is not None and not callable(map_location) and not isinstance(
-            map_location, dict):
+    if (
+        map_location is not None
+        and not callable(map_location)
+        and not isinstance(map_location, dict)
+    ):
         check_device(map_location)
     own = isinstance(f, (str, os.PathLike))
     fh = open(f, "rb") if own else f
@@ -316,31 +380,35 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
         try:
             zf = zipfile.ZipFile(fh, "r")
         except zipfile.BadZipFile:
-            raise RuntimeError("torch.load (tracegrad): not a file written by "
-                               "tracegrad.eager.save") from None
+            raise RuntimeError(
+                "torch.load (tracegrad): not a file written by tracegrad.eager.save"
+            ) from None
         with zf:
             names = set(zf.namelist())
             if "structure.json" not in names:
                 pickles = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
                 if len(pickles) == 1:
-                    return _load_pytorch_zip(zf, pickles[0][:-len("data.pkl")])
-                raise RuntimeError("torch.load (tracegrad): not a file written by "
-                                   "tracegrad.eager.save or by PyTorch's torch.save")
+                    return _load_pytorch_zip(zf, pickles[0][: -len("data.pkl")])
+                raise RuntimeError(
+                    "torch.load (tracegrad): not a file written by "
+                    "tracegrad.eager.save or by PyTorch's torch.save"
+                )
             structure = json.loads(zf.read("structure.json"))
             if structure.get("format") != _FORMAT:
-                raise RuntimeError(f"torch.load (tracegrad): unknown format "
-                                   f"{structure.get('format')!r}")
+                raise RuntimeError(
+                    f"torch.load (tracegrad): unknown format {structure.get('format')!r}"
+                )
             arrays = {}
             for name in names:
                 if name.startswith("arrays/") and name.endswith(".npy"):
-                    i = int(name[len("arrays/"):-len(".npy")])
-                    arrays[i] = np.lib.format.read_array(io.BytesIO(zf.read(name)),
-                                                         allow_pickle=False)
+                    i = int(name[len("arrays/") : -len(".npy")])
+                    arrays[i] = np.lib.format.read_array(
+                        io.BytesIO(zf.read(name)), allow_pickle=False
+                    )
             return _decode(structure["root"], arrays)
     finally:
         if own:
             fh.close()
-
 
 
 # ---------------------------------------------------------------- PyTorch's own files
@@ -348,9 +416,17 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
 # It is read with an unpickler that resolves only the globals a state dict needs (as
 # PyTorch's weights_only=True does), so a crafted file cannot run code.
 
-_TORCH_STORAGES = {"FloatStorage": "<f4", "DoubleStorage": "<f8", "HalfStorage": "<f2",
-                   "LongStorage": "<i8", "IntStorage": "<i4", "ShortStorage": "<i2",
-                   "CharStorage": "i1", "ByteStorage": "u1", "BoolStorage": "?"}
+_TORCH_STORAGES = {
+    "FloatStorage": "<f4",
+    "DoubleStorage": "<f8",
+    "HalfStorage": "<f2",
+    "LongStorage": "<i8",
+    "IntStorage": "<i4",
+    "ShortStorage": "<i2",
+    "CharStorage": "i1",
+    "ByteStorage": "u1",
+    "BoolStorage": "?",
+}
 
 
 class _StorageType:
@@ -358,26 +434,36 @@ class _StorageType:
         self.dtype = np.dtype(dtype)
 
 
-def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False,
-                       backward_hooks=None, metadata=None):
+def _rebuild_tensor_v2(
+    storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None
+):
     itemsize = storage.dtype.itemsize
     size, stride = tuple(int(v) for v in size), tuple(int(v) for v in stride)
     offset = int(storage_offset)
     # as_strided does not check bounds: a crafted file must not reach outside its storage
     last = offset + sum((n - 1) * st for n, st in zip(size, stride) if n > 0)
-    if (len(size) != len(stride) or offset < 0 or any(n < 0 for n in size)
-            or any(st < 0 for st in stride)
-            or (0 not in size and (last >= storage.size or offset >= storage.size))):
-        raise RuntimeError(f"torch.load (tracegrad): tensor of size {list(size)}, stride "
-                           f"{list(stride)} and offset {offset} does not fit its storage of "
-                           f"{storage.size} elements")
+    if (
+        len(size) != len(stride)
+        or offset < 0
+        or any(n < 0 for n in size)
+        or any(st < 0 for st in stride)
+        or (0 not in size and (last >= storage.size or offset >= storage.size))
+    ):
+        raise RuntimeError(
+            f"torch.load (tracegrad): tensor of size {list(size)}, stride "
+            f"{list(stride)} and offset {offset} does not fit its storage of "
+            f"{storage.size} elements"
+        )
     storage_offset = offset
     if not size:
-        arr = storage[storage_offset:storage_offset + 1].reshape(())
+        arr = storage[storage_offset : storage_offset + 1].reshape(())
     else:
         arr = np.lib.stride_tricks.as_strided(
-            storage[storage_offset:], shape=tuple(size),
-            strides=tuple(st * itemsize for st in stride), writeable=False)
+            storage[storage_offset:],
+            shape=tuple(size),
+            strides=tuple(st * itemsize for st in stride),
+            writeable=False,
+        )
     t = Tensor._wrap(np.array(arr, copy=True))
     if requires_grad:
         t.requires_grad_(True)
@@ -386,6 +472,7 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
 
 def _rebuild_parameter(data, requires_grad, backward_hooks, *args):
     from tracegrad.eager.nn.modules import Parameter
+
     return Parameter(data, requires_grad=requires_grad)
 
 
@@ -394,10 +481,12 @@ def _load_pytorch_zip(zf: zipfile.ZipFile, prefix: str) -> Any:
 
     if f"{prefix}byteorder" in zf.namelist() and zf.read(f"{prefix}byteorder") != b"little":
         raise RuntimeError("torch.load (tracegrad): big-endian PyTorch files are not supported")
-    allowed = {("collections", "OrderedDict"): OrderedDict,
-               ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
-               ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
-               ("torch", "device"): device}
+    allowed = {
+        ("collections", "OrderedDict"): OrderedDict,
+        ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+        ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+        ("torch", "device"): device,
+    }
     storages: dict = {}
 
     class Restricted(pickle.Unpickler):
@@ -408,14 +497,20 @@ def _load_pytorch_zip(zf: zipfile.ZipFile, prefix: str) -> Any:
             if found is None:
                 raise pickle.UnpicklingError(
                     f"Weights only load failed: Unsupported global: GLOBAL {module}.{name} "
-                    "(tracegrad reads state dicts of tensors, containers and numbers only)")
+                    "(tracegrad reads state dicts of tensors, containers and numbers only)"
+                )
             return found
 
         def persistent_load(self, pid):
-            if not (isinstance(pid, tuple) and pid and pid[0] == "storage"
-                    and isinstance(pid[1], _StorageType)):
-                raise pickle.UnpicklingError(f"torch.load (tracegrad): unsupported storage "
-                                             f"record {pid!r:.80}")
+            if not (
+                isinstance(pid, tuple)
+                and pid
+                and pid[0] == "storage"
+                and isinstance(pid[1], _StorageType)
+            ):
+                raise pickle.UnpicklingError(
+                    f"torch.load (tracegrad): unsupported storage record {pid!r:.80}"
+                )
             _, kind, key, _location, numel = pid[:5]
             if key not in storages:
                 raw = zf.read(f"{prefix}data/{key}")
@@ -423,7 +518,6 @@ def _load_pytorch_zip(zf: zipfile.ZipFile, prefix: str) -> Any:
             return storages[key]
 
     return Restricted(io.BytesIO(zf.read(f"{prefix}data.pkl"))).load()
-
 
 
 # ---------------------------------------------------------------- writing PyTorch's format
@@ -455,6 +549,7 @@ class _TorchPickleWriter:
 
     def _obj(self, o) -> None:
         import struct
+
         w = self.out.write
         if o is None:
             w(b"N")
@@ -464,7 +559,7 @@ class _TorchPickleWriter:
             self._tensor(o)
         elif isinstance(o, (int, np.integer)) and not isinstance(o, (bool, np.bool_)):
             o = int(o)
-            if -2 ** 31 <= o < 2 ** 31:
+            if -(2**31) <= o < 2**31:
                 w(b"J" + struct.pack("<i", o))
             else:
                 n = (o.bit_length() + 8) // 8

@@ -1,4 +1,5 @@
 """Tensor constructors: zeros, ones, full, empty, arange, rand, randn, ..."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,9 +8,13 @@ import numpy as np
 
 from tracegrad.eager import capture_hooks
 from tracegrad.eager import dtypes as _dt
+from tracegrad.eager._tensor import (
+    REQUIRES_GRAD_DTYPE_MESSAGE,
+    Tensor,
+    requires_grad_message,
+    tensor,
+)
 from tracegrad.eager.grad_mode import STATE
-from tracegrad.eager._tensor import (REQUIRES_GRAD_DTYPE_MESSAGE, Tensor,  # noqa: F401
-                                    requires_grad_message, tensor)
 
 _rng = np.random.default_rng()
 
@@ -43,6 +48,7 @@ class CapturedGenerator:
     def __getattr__(self, method: str):
         def draw(*args, **kwargs):
             return capture_hooks.random_draw(method, args, kwargs, self.source)
+
         return draw
 
 
@@ -61,6 +67,7 @@ def _shape(size) -> tuple:
 def _check_device(device) -> None:
     if device is not None:
         from tracegrad.eager.compat import check_device
+
         check_device(device)
 
 
@@ -108,15 +115,19 @@ def empty(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor
 def full(size, fill_value, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     _check_device(device)
     if dtype is None:
-        default = np.bool_ if isinstance(fill_value, bool) else (
-            np.int64 if isinstance(fill_value, int) else np.float32)
+        default = (
+            np.bool_
+            if isinstance(fill_value, bool)
+            else (np.int64 if isinstance(fill_value, int) else np.float32)
+        )
     else:
         default = None
     return _finish(np.full(_shape((size,)), fill_value, _np_dtype(dtype, default)), requires_grad)
 
 
-def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False,
-        device=None) -> Tensor:
+def eye(
+    n: int, m: int | None = None, dtype=None, requires_grad: bool = False, device=None
+) -> Tensor:
     _check_device(device)
     return _finish(np.eye(n, m, dtype=_np_dtype(dtype)), requires_grad)
 
@@ -133,8 +144,9 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False, dev
     return _finish(arr.astype(_np_dtype(dtype, default)), requires_grad)
 
 
-def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False,
-             device=None) -> Tensor:
+def linspace(
+    start, end, steps: int, dtype=None, requires_grad: bool = False, device=None
+) -> Tensor:
     _check_device(device)
     return _finish(np.linspace(start, end, steps).astype(_np_dtype(dtype)), requires_grad)
 
@@ -144,18 +156,21 @@ def rand(*size, dtype=None, requires_grad: bool = False, generator=None, device=
     return _finish(_rng_of(generator).random(_shape(size)).astype(_np_dtype(dtype)), requires_grad)
 
 
-def randn(*size, dtype=None, requires_grad: bool = False, generator=None,
-          device=None) -> Tensor:
+def randn(*size, dtype=None, requires_grad: bool = False, generator=None, device=None) -> Tensor:
     _check_device(device)
-    return _finish(_rng_of(generator).standard_normal(_shape(size)).astype(_np_dtype(dtype)), requires_grad)
+    return _finish(
+        _rng_of(generator).standard_normal(_shape(size)).astype(_np_dtype(dtype)), requires_grad
+    )
 
 
 def randint(low, high=None, size=(), dtype=None, generator=None, device=None) -> Tensor:
     _check_device(device)
     if high is None:
         low, high = 0, low
-    return _finish(_rng_of(generator).integers(low, high, size=tuple(size)).astype(_np_dtype(dtype, np.int64)),
-                   False)
+    return _finish(
+        _rng_of(generator).integers(low, high, size=tuple(size)).astype(_np_dtype(dtype, np.int64)),
+        False,
+    )
 
 
 def randperm(n: int, generator=None, dtype=None, device=None) -> Tensor:
@@ -167,42 +182,38 @@ def _like(x: Tensor, dtype) -> tuple:
     return x._data.shape, (x._data.dtype if dtype is None else _dt.to_numpy_dtype(dtype))
 
 
-def zeros_like(input: Tensor, dtype=None, requires_grad: bool = False,
-               device=None) -> Tensor:
+def zeros_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     _check_device(device)
     shape, d = _like(input, dtype)
     return _finish(np.zeros(shape, d), requires_grad)
 
 
-def ones_like(input: Tensor, dtype=None, requires_grad: bool = False,
-              device=None) -> Tensor:
+def ones_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     _check_device(device)
     shape, d = _like(input, dtype)
     return _finish(np.ones(shape, d), requires_grad)
 
 
-def full_like(input: Tensor, fill_value, dtype=None, requires_grad: bool = False,
-              device=None) -> Tensor:
+def full_like(
+    input: Tensor, fill_value, dtype=None, requires_grad: bool = False, device=None
+) -> Tensor:
     _check_device(device)
     shape, d = _like(input, dtype)
     return _finish(np.full(shape, fill_value, d), requires_grad)
 
 
-def empty_like(input: Tensor, dtype=None, requires_grad: bool = False,
-               device=None) -> Tensor:
+def empty_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     _check_device(device)
     return zeros_like(input, dtype, requires_grad)
 
 
-def rand_like(input: Tensor, dtype=None, requires_grad: bool = False,
-              device=None) -> Tensor:
+def rand_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     _check_device(device)
     shape, d = _like(input, dtype)
     return _finish(_rng.random(shape).astype(d), requires_grad)
 
 
-def randn_like(input: Tensor, dtype=None, requires_grad: bool = False,
-               device=None) -> Tensor:
+def randn_like(input: Tensor, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     _check_device(device)
     shape, d = _like(input, dtype)
     return _finish(_rng.standard_normal(shape).astype(d), requires_grad)

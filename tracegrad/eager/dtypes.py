@@ -1,4 +1,5 @@
 """PyTorch-style dtype objects (`torch.float32` ...) over NumPy dtypes."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -6,7 +7,7 @@ from typing import Any
 import numpy as np
 
 
-class dtype:  # noqa: N801  (PyTorch's spelling)
+class dtype:
     """A dtype whose repr is PyTorch's (`torch.float32`); `.np` is the NumPy dtype.
 
     >>> import tracegrad.eager as torch
@@ -39,11 +40,11 @@ int16 = dtype("int16", np.int16, "ShortTensor")
 int8 = dtype("int8", np.int8, "CharTensor")
 uint8 = dtype("uint8", np.uint8, "ByteTensor")
 bool_ = dtype("bool", np.bool_, "BoolTensor")
-float = float32  # noqa: A001  (torch.float is float32)
+float = float32
 double = float64
 half = float16
 long = int64
-int = int32  # noqa: A001
+int = int32
 
 _BY_NUMPY = {d.np: d for d in (float32, float64, float16, int64, int32, int16, int8, uint8, bool_)}
 

@@ -7,19 +7,19 @@ calls its primitive's vjp rules (see graph.Node.apply). Without create_graph
 the rules run on plain ndarrays, which is fast; with create_graph they run on
 Tensors under grad mode, so the backward pass is itself recorded.
 """
+
 from __future__ import annotations
 
 import sys
 import threading
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from tracegrad.eager import capture_hooks
-from tracegrad.eager.graph import DROP_GRAD, AccumulateGrad, Node, grad_accumulator
 from tracegrad.eager.grad_mode import STATE
-
+from tracegrad.eager.graph import DROP_GRAD, AccumulateGrad, Node, grad_accumulator
 
 _TENSOR = None
 
@@ -28,6 +28,7 @@ def _tensor_cls():
     global _TENSOR
     if _TENSOR is None:
         from tracegrad.eager._tensor import Tensor
+
         _TENSOR = Tensor
     return _TENSOR
 
@@ -36,8 +37,9 @@ def _size_str(shape) -> str:
     return f"torch.Size([{', '.join(map(str, shape))}])"
 
 
-def make_root_grads(outputs: Sequence, grad_outputs: Sequence | None, create_graph: bool,
-                    for_grad: bool = False):
+def make_root_grads(
+    outputs: Sequence, grad_outputs: Sequence | None, create_graph: bool, for_grad: bool = False
+):
     """Check the outputs and build their starting gradients (implicit only for scalars)."""
     Tensor = _tensor_cls()
     roots, grads = [], []
@@ -45,13 +47,18 @@ def make_root_grads(outputs: Sequence, grad_outputs: Sequence | None, create_gra
         if not isinstance(out, Tensor):
             raise TypeError(f"backward: expected Tensors as outputs, got {type(out).__name__}")
         if not out._requires_grad:
-            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn"
+            )
         g = None if grad_outputs is None else grad_outputs[i]
         if g is None:
             if out._data.size != 1:
                 from tracegrad.eager.errors import context
-                raise RuntimeError("grad can be implicitly created only for scalar outputs"
-                                   + context("grad" if for_grad else "backward", (out,)))
+
+                raise RuntimeError(
+                    "grad can be implicitly created only for scalar outputs"
+                    + context("grad" if for_grad else "backward", (out,))
+                )
             g = np.ones(out._data.shape, out._data.dtype)
             if create_graph:
                 g = Tensor._wrap(g)
@@ -61,7 +68,8 @@ def make_root_grads(outputs: Sequence, grad_outputs: Sequence | None, create_gra
             if g._data.shape != out._data.shape:
                 raise RuntimeError(
                     f"Mismatch in shape: grad_output[{i}] has a shape of {_size_str(g._data.shape)} "
-                    f"and output[{i}] has a shape of {_size_str(out._data.shape)}.")
+                    f"and output[{i}] has a shape of {_size_str(out._data.shape)}."
+                )
             if not create_graph:
                 g = g._data.astype(out._data.dtype, copy=False)
             elif g._data.dtype != out._data.dtype:
@@ -115,10 +123,12 @@ def _check_hook_result(fn, r, g) -> None:
     got = r._data
     if got.dtype != was.dtype:
         from tracegrad.eager.dtypes import from_numpy_dtype
+
         raise RuntimeError(
             f"hook '{name}' has changed the type of value (was "
             f"torch.{from_numpy_dtype(was.dtype)._tensor_type} got "
-            f"torch.{from_numpy_dtype(got.dtype)._tensor_type})")
+            f"torch.{from_numpy_dtype(got.dtype)._tensor_type})"
+        )
     if got.shape != was.shape:
         raise RuntimeError(f"hook '{name}' has changed the size of value")
 
@@ -163,8 +173,14 @@ def _needed(targets, parents, include_targets: bool = True) -> set:
     return needed
 
 
-def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph: bool,
-                 targets: dict | None = None, accumulate: bool = True) -> dict:
+def run_backward(
+    roots: list,
+    root_grads: list,
+    retain_graph: bool,
+    create_graph: bool,
+    targets: dict | None = None,
+    accumulate: bool = True,
+) -> dict:
     """Propagate gradients from `roots`. `targets` maps nodes whose incoming
     gradient is wanted (autograd.grad / backward(inputs=...)) to the tensor
     whose .grad backward(inputs=...) fills (or None); the captured gradients
@@ -197,35 +213,61 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
                 # not run (no target below it): PyTorch leaves its buffers alone; a
                 # target's gradient is still captured, after its tensor hooks
                 if g is not None and node in targets:
-                    _run_node(node, g, create_graph, retain_graph, targets, captured,
-                              accumulate, anomaly, execute=False)
+                    _run_node(
+                        node,
+                        g,
+                        create_graph,
+                        retain_graph,
+                        targets,
+                        captured,
+                        accumulate,
+                        anomaly,
+                        execute=False,
+                    )
             elif g is None:
                 if not retain_graph:
                     node.release()
-            elif plain and kind is Node and node.tensor_hooks is None and \
-                    node.pre_hooks is None and node.retain_ref is None and node.post_hooks is None:
+            elif (
+                plain
+                and kind is Node
+                and node.tensor_hooks is None
+                and node.pre_hooks is None
+                and node.retain_ref is None
+                and node.post_hooks is None
+            ):
                 results = node.apply(g, create_graph)  # the common case, inlined
                 if not retain_graph and node.saved:
                     node.release()
-            elif targets is None and kind is AccumulateGrad and node.pre_hooks is None \
-                    and node.post_hooks is None and not node.variable._hooks \
-                    and not node.variable._post_acc_hooks:
+            elif (
+                targets is None
+                and kind is AccumulateGrad
+                and node.pre_hooks is None
+                and node.post_hooks is None
+                and not node.variable._hooks
+                and not node.variable._post_acc_hooks
+            ):
                 if accumulate:
                     var = node.variable
                     with _grad_lock(var):  # other threads may be accumulating into var
-                        if var._grad is None and _OWNERSHIP and type(g) is _ndarray \
-                                and _refcount(g) == _EXCLUSIVE_LOCAL + (prev is g) + (gi is g) \
-                                and g.base is None \
-                                and g.dtype is var._data.dtype and g.shape == var._data.shape \
-                                and g.flags.writeable:
+                        if (
+                            var._grad is None
+                            and _OWNERSHIP
+                            and type(g) is _ndarray
+                            and _refcount(g) == _EXCLUSIVE_LOCAL + (prev is g) + (gi is g)
+                            and g.base is None
+                            and g.dtype is var._data.dtype
+                            and g.shape == var._data.shape
+                            and g.flags.writeable
+                        ):
                             # nothing else references this gradient: it becomes .grad (no copy)
                             var._grad = _tensor_cls()._wrap(g)
                         else:
                             _accumulate_unlocked(var, g, create_graph)  # a leaf, inlined
                 continue
             else:
-                results = _run_node(node, g, create_graph, retain_graph, targets, captured,
-                                    accumulate, anomaly)
+                results = _run_node(
+                    node, g, create_graph, retain_graph, targets, captured, accumulate, anomaly
+                )
             inputs = node.inputs
             for i in range(len(inputs)):
                 nxt = inputs[i]
@@ -258,15 +300,20 @@ def run_backward(roots: list, root_grads: list, retain_graph: bool, create_graph
 _OWNERSHIP = sys.implementation.name == "cpython" and sys.version_info < (3, 14)
 _refcount = sys.getrefcount
 _ndarray = np.ndarray
-_EXCLUSIVE_LOCAL = 2     # run_backward's `g` + getrefcount's argument
-_EXCLUSIVE_SLOT = 4      # grads[node] + the caller's `prev` + _sum_into's `prev` + argument
-_EXCLUSIVE_RESULT = 4    # results[i] + the caller's `gi` + _sum_into's `gi` + argument
+_EXCLUSIVE_LOCAL = 2  # run_backward's `g` + getrefcount's argument
+_EXCLUSIVE_SLOT = 4  # grads[node] + the caller's `prev` + _sum_into's `prev` + argument
+_EXCLUSIVE_RESULT = 4  # results[i] + the caller's `gi` + _sum_into's `gi` + argument
 
 
 def _sum_into(grads: dict, node, prev, gi):
     """prev + gi, written into whichever of them only the engine holds (else a new array)."""
-    if _OWNERSHIP and type(prev) is _ndarray and type(gi) is _ndarray \
-            and prev.shape == gi.shape and prev.dtype is gi.dtype:
+    if (
+        _OWNERSHIP
+        and type(prev) is _ndarray
+        and type(gi) is _ndarray
+        and prev.shape == gi.shape
+        and prev.dtype is gi.dtype
+    ):
         if _refcount(prev) == _EXCLUSIVE_SLOT and prev.base is None and prev.flags.writeable:
             return np.add(prev, gi, out=prev)
         if _refcount(gi) == _EXCLUSIVE_RESULT and gi.base is None and gi.flags.writeable:
@@ -274,8 +321,17 @@ def _sum_into(grads: dict, node, prev, gi):
     return prev + gi
 
 
-def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate, anomaly,
-              execute: bool = True):
+def _run_node(
+    node,
+    g,
+    create_graph,
+    retain_graph,
+    targets,
+    captured,
+    accumulate,
+    anomaly,
+    execute: bool = True,
+):
     """One node with its hooks, in PyTorch's order: the tensor's hooks, retain_grad and the
     capture of autograd.grad's inputs, then (only if the node runs) the node's pre-hooks,
     the node itself, and its post-hooks."""
@@ -299,8 +355,9 @@ def _run_node(node, g, create_graph, retain_graph, targets, captured, accumulate
                 r = fn(var)
                 if r is not None:  # PyTorch's two texts
                     if not isinstance(r, _tensor_cls()):
-                        raise TypeError(f"expected Variable, but hook returned "
-                                        f"'{type(r).__name__}'")
+                        raise TypeError(
+                            f"expected Variable, but hook returned '{type(r).__name__}'"
+                        )
                     raise RuntimeError("Tensor post accumulate grad hooks should return None.")
         if node.post_hooks:
             # PyTorch's first accumulation makes the incoming gradient .grad itself, so the
@@ -346,17 +403,18 @@ def _run_post_hooks(node, results, g, create_graph):
     idx = range(len(node.inputs)) if node.visible is None else node.visible
     grad_outputs = (_to_tensor(g),)
     for fn in list(node.post_hooks.values()):
-        grad_inputs = tuple(_to_tensor(results[i]) if results[i] is not None else None
-                            for i in idx)
+        grad_inputs = tuple(_to_tensor(results[i]) if results[i] is not None else None for i in idx)
         r = fn(grad_inputs, grad_outputs)
         if r is None:
             continue
         if not isinstance(r, tuple):
             raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
         if len(r) != len(grad_inputs):
-            raise RuntimeError(f"hook '{getattr(fn, '__name__', '<unknown>')}' has returned an "
-                               f"incorrect number of values (got {len(r)}, but expected "
-                               f"{len(grad_inputs)})")
+            raise RuntimeError(
+                f"hook '{getattr(fn, '__name__', '<unknown>')}' has returned an "
+                f"incorrect number of values (got {len(r)}, but expected "
+                f"{len(grad_inputs)})"
+            )
         results = list(results)
         for k, i in enumerate(idx):
             v = r[k]
@@ -412,8 +470,11 @@ def _accumulate_unlocked(var, g, create_graph: bool) -> None:
         return
     if isinstance(g, Tensor):
         g = g._data
-    if not isinstance(var._data, _CONCRETE) or not isinstance(g, _CONCRETE) or (
-            old is not None and not isinstance(old._data, _CONCRETE)):
+    if (
+        not isinstance(var._data, _CONCRETE)
+        or not isinstance(g, _CONCRETE)
+        or (old is not None and not isinstance(old._data, _CONCRETE))
+    ):
         _accumulate_traced(var, old, g)
         return
     if old is None:
@@ -439,16 +500,20 @@ def _apply_with_anomaly(node, g, create_graph):
             what = "nan" if np.isnan(arr).any() else "inf"
             raise RuntimeError(
                 f"Function '{node.name()}' returned {what} values in its {i}th output.\n"
-                + _forward_trace_text(node))
+                + _forward_trace_text(node)
+            )
     return results
 
 
 def _forward_trace_text(node) -> str:
     if not node.trace:
-        return ("(no forward traceback: the op was recorded outside detect_anomaly(); "
-                "run the forward pass inside it too)")
-    return ("Traceback of forward call that caused the error (most recent call last):\n"
-            + "".join(node.trace))
+        return (
+            "(no forward traceback: the op was recorded outside detect_anomaly(); "
+            "run the forward pass inside it too)"
+        )
+    return "Traceback of forward call that caused the error (most recent call last):\n" + "".join(
+        node.trace
+    )
 
 
 def _warn_forward_trace(node) -> None:

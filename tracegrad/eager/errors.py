@@ -8,6 +8,7 @@ message verbatim; the context follows on the next line:
     shape '[4]' is invalid for input of size 6
       (reshape of f32[2,3] at train.py:12)
 """
+
 from __future__ import annotations
 
 from tracegrad.ops.core import DTypeError, ShapeError, dtype_short, user_frame

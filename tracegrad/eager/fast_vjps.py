@@ -13,6 +13,7 @@ NotImplemented when its fast case does not apply.
     >>> FAST_VJPS[T.relu][0](np.ones(2), np.array([0.0, 2.0]), None)
     array([0., 1.])
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,13 @@ def _relu(g, out, x):
 
 
 def _plain_matrices(g, x, y) -> bool:
-    return (type(g) is np.ndarray and type(x) is np.ndarray and type(y) is np.ndarray
-            and x.ndim == 2 and y.ndim == 2)
+    return (
+        type(g) is np.ndarray
+        and type(x) is np.ndarray
+        and type(y) is np.ndarray
+        and x.ndim == 2
+        and y.ndim == 2
+    )
 
 
 def _matmul_x(g, out, x, y):

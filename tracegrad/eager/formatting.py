@@ -5,6 +5,7 @@ Follows torch/_tensor_str.py (precision 4, line width 80, summarize above
 as `7.`; a spread over 1000x or values beyond 1e8 or below 1e-4 switch to
 scientific notation; columns are right-aligned to the widest element.
 """
+
 from __future__ import annotations
 
 import math
@@ -83,11 +84,14 @@ def _vector_str(values: np.ndarray, indent: int, summarize: bool, fmt: _Formatte
     element_length = fmt.width() + 2
     per_line = max(1, math.floor((LINEWIDTH - indent) / element_length))
     if summarize and values.shape[0] > 2 * EDGEITEMS:
-        data = ([fmt.format(v) for v in values[:EDGEITEMS].tolist()] + [" ..."]
-                + [fmt.format(v) for v in values[-EDGEITEMS:].tolist()])
+        data = (
+            [fmt.format(v) for v in values[:EDGEITEMS].tolist()]
+            + [" ..."]
+            + [fmt.format(v) for v in values[-EDGEITEMS:].tolist()]
+        )
     else:
         data = [fmt.format(v) for v in values.tolist()]
-    lines = [", ".join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
+    lines = [", ".join(data[i : i + per_line]) for i in range(0, len(data), per_line)]
     return "[" + ("," + "\n" + " " * (indent + 1)).join(lines) + "]"
 
 
@@ -98,10 +102,11 @@ def _tensor_str(values: np.ndarray, indent: int, summarize: bool, fmt: _Formatte
         return _vector_str(values, indent, summarize, fmt)
     n = values.shape[0]
     if summarize and n > 2 * EDGEITEMS:
-        parts = ([_tensor_str(values[i], indent + 1, summarize, fmt) for i in range(EDGEITEMS)]
-                 + ["..."]
-                 + [_tensor_str(values[i], indent + 1, summarize, fmt)
-                    for i in range(n - EDGEITEMS, n)])
+        parts = (
+            [_tensor_str(values[i], indent + 1, summarize, fmt) for i in range(EDGEITEMS)]
+            + ["..."]
+            + [_tensor_str(values[i], indent + 1, summarize, fmt) for i in range(n - EDGEITEMS, n)]
+        )
     else:
         parts = [_tensor_str(values[i], indent + 1, summarize, fmt) for i in range(n)]
     return "[" + ("," + "\n" * (values.ndim - 1) + " " * (indent + 1)).join(parts) + "]"

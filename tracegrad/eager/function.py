@@ -40,6 +40,7 @@ and changing either in place and then using the view raises PyTorch's error (for
 leaf input, the in-place change already raises PyTorch's leaf-view error). Forward-mode AD is not implemented (`jvp` is never called; the default raises
 PyTorch's NotImplementedError).
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,29 +54,46 @@ from typing import Any
 
 import numpy as np
 
-from tracegrad.ops.core import TracegradError
-
 from tracegrad.eager._tensor import Tensor, _make_view, check_inplace, commit_inplace
 from tracegrad.eager.grad_mode import STATE, no_grad
-from tracegrad.eager.graph import (FREED_MESSAGE, HOOKS_ACTIVE, Node, _pack_one, fit_to,
-                                   grad_accumulator, saved_hooks_stack, version_message)
+from tracegrad.eager.graph import (
+    FREED_MESSAGE,
+    HOOKS_ACTIVE,
+    Node,
+    _pack_one,
+    fit_to,
+    grad_accumulator,
+    saved_hooks_stack,
+    version_message,
+)
+from tracegrad.ops.core import TracegradError
 
-__all__ = ["FunctionCtx", "BackwardCFunction", "FunctionMeta", "Function",
-           "once_differentiable", "InplaceFunction"]
+__all__ = [
+    "FunctionCtx",
+    "BackwardCFunction",
+    "FunctionMeta",
+    "Function",
+    "once_differentiable",
+    "InplaceFunction",
+]
 
 AUTOGRAD_FUNCTION_COUNTER = itertools.count()
 
 LEGACY_MESSAGE = (
     "Legacy autograd function with non-static forward method is deprecated. Please use "
     "new-style autograd function with static forward method. (Example: "
-    "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)")
+    "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)"
+)
 DIRTY_NOT_RETURNED_MESSAGE = (
     "Some elements marked as dirty during the forward method were not returned as output. "
-    "The inputs that are modified inplace must all be outputs of the Function.")
+    "The inputs that are modified inplace must all be outputs of the Function."
+)
 DIRTY_LEAF_MESSAGE = "a leaf Variable that requires grad has been used in an in-place operation."
-DIRTY_NOT_INPUT_MESSAGE = ("ctx.mark_dirty() received a tensor that was not an input. Only "
-                           "input Tensors that have been mutated should be passed to "
-                           "ctx.mark_dirty().")
+DIRTY_NOT_INPUT_MESSAGE = (
+    "ctx.mark_dirty() received a tensor that was not an input. Only "
+    "input Tensors that have been mutated should be passed to "
+    "ctx.mark_dirty()."
+)
 DIRTY_VIEW_MULTI_OUTPUT_MESSAGE = (
     "If your Function modifies inplace an input that is a view of another Tensor, your Function "
     "cannot return more than one Tensor. This is not supported by the current autograd engine. "
@@ -83,17 +101,22 @@ DIRTY_VIEW_MULTI_OUTPUT_MESSAGE = (
     "your Function only return one Tensor (potentially splitting it into two Functions: one "
     "doing the inplace that returns a single Tensor and a second one that does the other "
     "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do "
-    "this change.")
-CLEARED_MESSAGE = ("saved_tensors can only be accessed once when "
-                   "clear_saved_tensors_on_access=True is set on the autograd.Function. Either "
-                   "access saved_tensors only once, or set clear_saved_tensors_on_access=False.")
+    "this change."
+)
+CLEARED_MESSAGE = (
+    "saved_tensors can only be accessed once when "
+    "clear_saved_tensors_on_access=True is set on the autograd.Function. Either "
+    "access saved_tensors only once, or set clear_saved_tensors_on_access=False."
+)
 AS_IS_VIEW_TAIL = (
     " This view was created inside a custom Function (or because an input was returned as-is) "
     "and the autograd logic to handle view+inplace would override the custom backward "
     "associated with the custom Function, leading to incorrect gradients. This behavior is "
-    "forbidden. You can fix this by cloning the output of the custom Function.")
-ONCE_DIFFERENTIABLE_MESSAGE = ("trying to differentiate twice a function that was marked "
-                               "with @once_differentiable")
+    "forbidden. You can fix this by cloning the output of the custom Function."
+)
+ONCE_DIFFERENTIABLE_MESSAGE = (
+    "trying to differentiate twice a function that was marked with @once_differentiable"
+)
 
 
 # ================================================================== the context
@@ -118,8 +141,10 @@ class FunctionCtx:
         """Keep tensors for `jvp` (stored; forward-mode AD is not implemented)."""
         for t in tensors:
             if not (isinstance(t, Tensor) or t is None):
-                raise AssertionError("save_for_forward expects all arguments to be tensors; "
-                                     "you should save non-tensors as attributes on ctx.")
+                raise AssertionError(
+                    "save_for_forward expects all arguments to be tensors; "
+                    "you should save non-tensors as attributes on ctx."
+                )
         self.saved_for_forward = tensors
 
     def mark_dirty(self, *args: Tensor) -> None:
@@ -127,9 +152,12 @@ class FunctionCtx:
         self.dirty_tensors = args
 
     def mark_shared_storage(self, *pairs) -> None:
-        warnings.warn("`mark_shared_storage` is deprecated. Tensors with shared storages are "
-                      "automatically tracked. Note that calls to `set_()` are not tracked",
-                      FutureWarning, stacklevel=2)
+        warnings.warn(
+            "`mark_shared_storage` is deprecated. Tensors with shared storages are "
+            "automatically tracked. Note that calls to `set_()` are not tracked",
+            FutureWarning,
+            stacklevel=2,
+        )
 
     def mark_non_differentiable(self, *args: Tensor) -> None:
         """Declare outputs that get no gradient (backward still receives zeros for them)."""
@@ -153,18 +181,17 @@ class BackwardCFunction(FunctionCtx, Node):
     _forward_cls: type = None
     materialize_grads = True
     _materialize_non_diff_grads = True
-    _primary = None       # set on the per-output nodes of a multi-output call
+    _primary = None  # set on the per-output nodes of a multi-output call
     _user_phase_cls: type = None  # this class with _UserPhase mixed in (see there)
 
     def __init__(self):
-        Node.__init__(self, None, {}, type(self).__name__, (), (), (), None, None,
-                      None, True)
-        self._saved = None        # entries made by _save_tensors, None once freed
-        self._outputs = ()        # per output: (shape, dtype, differentiable) or None
-        self._slot = None         # the output index this node stands for (one output)
-        self._aliases = None      # output index -> weakref of its node (several outputs)
+        Node.__init__(self, None, {}, type(self).__name__, (), (), (), None, None, None, True)
+        self._saved = None  # entries made by _save_tensors, None once freed
+        self._outputs = ()  # per output: (shape, dtype, differentiable) or None
+        self._slot = None  # the output index this node stands for (one output)
+        self._aliases = None  # output index -> weakref of its node (several outputs)
         self._arg_is_tensor = ()
-        self._fn_pre_hooks = None   # hooks of a multi-output call, run inside apply
+        self._fn_pre_hooks = None  # hooks of a multi-output call, run inside apply
         self._fn_post_hooks = None
 
     def __getattr__(self, name: str):
@@ -181,8 +208,10 @@ class BackwardCFunction(FunctionCtx, Node):
         fwd = self._forward_cls
         backward_fn, vjp_fn = fwd.backward, fwd.vjp
         if backward_fn is not Function.backward and vjp_fn is not Function.vjp:
-            raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function "
-                               "is not allowed. You should only implement one of them.")
+            raise RuntimeError(
+                "Implementing both 'backward' and 'vjp' for a custom Function "
+                "is not allowed. You should only implement one of them."
+            )
         return vjp_fn if vjp_fn is not Function.vjp else backward_fn
 
     @property
@@ -223,8 +252,9 @@ class BackwardCFunction(FunctionCtx, Node):
 
     @property
     def saved_variables(self) -> tuple:
-        warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning,
-                      stacklevel=2)
+        warnings.warn(
+            "'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning, stacklevel=2
+        )
         return self.saved_tensors
 
     @property
@@ -243,6 +273,7 @@ class BackwardCFunction(FunctionCtx, Node):
         if owner is None:
             return Node.register_hook(self, fn)
         from tracegrad.eager.hooks import add_hook
+
         if owner._fn_post_hooks is None:
             owner._fn_post_hooks = {}
         return add_hook(owner._fn_post_hooks, fn)
@@ -253,6 +284,7 @@ class BackwardCFunction(FunctionCtx, Node):
         if owner is None:
             return Node.register_prehook(self, fn)
         from tracegrad.eager.hooks import add_hook
+
         if owner._fn_pre_hooks is None:
             owner._fn_pre_hooks = {}
         return add_hook(owner._fn_pre_hooks, fn)
@@ -278,11 +310,12 @@ class BackwardCFunction(FunctionCtx, Node):
                 entries.append(None)
                 continue
             if not isinstance(t, Tensor):
-                raise TypeError(f"save_for_backward can only save variables, but argument {i} "
-                                f"is of type {type(t).__name__}")
+                raise TypeError(
+                    f"save_for_backward can only save variables, but argument {i} "
+                    f"is of type {type(t).__name__}"
+                )
             slot = None
-            if any(o is t for o in outputs) and t._grad_fn is not None \
-                    and self._owns(t._grad_fn):
+            if any(o is t for o in outputs) and t._grad_fn is not None and self._owns(t._grad_fn):
                 slot = t._grad_fn._slot  # the output this tensor is (its last place)
             if pack is not None:
                 entries.append(("packed", _pack_one(pack[0], pack[1], t, slot is not None), slot))
@@ -401,16 +434,20 @@ class BackwardCFunction(FunctionCtx, Node):
         if len(result) > n_in and all(r is None for r in result[n_in:]):
             result = result[:n_in]
         if len(result) != n_in:
-            raise RuntimeError(f"function {name} returned an incorrect number of gradients "
-                               f"(expected {n_in}, got {len(result)})")
+            raise RuntimeError(
+                f"function {name} returned an incorrect number of gradients "
+                f"(expected {n_in}, got {len(result)})"
+            )
         results = [None] * len(self.inputs)
         edge = -1
         for i, (r, is_tensor) in enumerate(zip(result, self._arg_is_tensor)):
             if not is_tensor:
                 if r is not None:
-                    raise RuntimeError(f"function {name} returned a gradient different than None "
-                                       f"at position {i + 1}, but the corresponding forward "
-                                       "input was not a Variable")
+                    raise RuntimeError(
+                        f"function {name} returned a gradient different than None "
+                        f"at position {i + 1}, but the corresponding forward "
+                        "input was not a Variable"
+                    )
                 continue
             edge += 1
             if r is None:
@@ -425,23 +462,27 @@ class BackwardCFunction(FunctionCtx, Node):
                 raise RuntimeError(
                     f"Function {name} returned an invalid gradient at index {edge} - got "
                     f"[{', '.join(map(str, got))}] but expected shape compatible with "
-                    f"[{', '.join(map(str, shape))}]")
+                    f"[{', '.join(map(str, shape))}]"
+                )
             results[edge] = fit_to(r if as_tensors else r._data, (shape, dtype), as_tensors)
         return results
 
     def _run_post_hooks(self, results: list, grads: list, as_tensors: bool) -> list:
         grad_outputs = tuple(grads)
         for fn in list(self._fn_post_hooks.values()):
-            grad_inputs = tuple(r if r is None or isinstance(r, Tensor) else Tensor._wrap(r)
-                                for r in results)
+            grad_inputs = tuple(
+                r if r is None or isinstance(r, Tensor) else Tensor._wrap(r) for r in results
+            )
             out = fn(grad_inputs, grad_outputs)
             if out is None:
                 continue
             if not isinstance(out, tuple) or len(out) != len(results):
-                raise RuntimeError(f"hook '{getattr(fn, '__name__', '<unknown>')}' has returned "
-                                   f"an incorrect number of values (got "
-                                   f"{len(out) if isinstance(out, tuple) else 1}, but expected "
-                                   f"{len(results)})")
+                raise RuntimeError(
+                    f"hook '{getattr(fn, '__name__', '<unknown>')}' has returned "
+                    f"an incorrect number of values (got "
+                    f"{len(out) if isinstance(out, tuple) else 1}, but expected "
+                    f"{len(results)})"
+                )
             results = [None if v is None else (v if as_tensors else v._data) for v in out]
         return results
 
@@ -480,9 +521,11 @@ def _run_pre_hooks(hooks: dict, grads: list) -> list:
         if not isinstance(out, tuple):
             raise TypeError(f"expected tuple, but hook returned '{type(out).__name__}'")
         if len(out) != len(grads):
-            raise RuntimeError(f"hook '{getattr(fn, '__name__', '<unknown>')}' has returned an "
-                               f"incorrect number of values (got {len(out)}, but expected "
-                               f"{len(grads)})")
+            raise RuntimeError(
+                f"hook '{getattr(fn, '__name__', '<unknown>')}' has returned an "
+                f"incorrect number of values (got {len(out)}, but expected "
+                f"{len(grads)})"
+            )
         grads = list(out)
     return grads
 
@@ -537,8 +580,11 @@ class FunctionMeta(type):
     def __init__(cls, name, bases, attrs):
         backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls})
         backward_cls._autograd_function_id = next(AUTOGRAD_FUNCTION_COUNTER)
-        backward_cls._user_phase_cls = type(backward_cls.__name__, (_UserPhase, backward_cls),
-                                            {"__module__": backward_cls.__module__})
+        backward_cls._user_phase_cls = type(
+            backward_cls.__name__,
+            (_UserPhase, backward_cls),
+            {"__module__": backward_cls.__module__},
+        )
         cls._backward_cls = backward_cls
         super().__init__(name, bases, attrs)
 
@@ -553,10 +599,14 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
     boxed_grads_call = False  # True: backward(ctx, grads) gets one list of gradients
 
     def __init__(self, *args, **kwargs):
-        warnings.warn(f"{self.__class__} should not be instantiated. Methods on autograd "
-                      "functions are all static, so you should invoke them on the class itself. "
-                      "Instantiating an autograd function will raise an error in a future "
-                      "version of PyTorch.", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"{self.__class__} should not be instantiated. Methods on autograd "
+            "functions are all static, so you should invoke them on the class itself. "
+            "Instantiating an autograd function will raise an error in a future "
+            "version of PyTorch.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(LEGACY_MESSAGE)
@@ -564,8 +614,9 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
     @staticmethod
     def forward(*args: Any, **kwargs: Any) -> Any:
         """forward(ctx, *args) -> outputs, or forward(*args) with setup_context."""
-        raise NotImplementedError("You must implement the forward function for custom "
-                                  "autograd.Function.")
+        raise NotImplementedError(
+            "You must implement the forward function for custom autograd.Function."
+        )
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: Any) -> Any:
@@ -575,21 +626,27 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
     @staticmethod
     def backward(ctx: Any, *grad_outputs: Any) -> Any:
         """One gradient per forward input (None for non-tensors) from one per output."""
-        raise NotImplementedError("You must implement either the backward or vjp method for "
-                                  "your custom autograd.Function to use it with backward "
-                                  "mode AD.")
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for "
+            "your custom autograd.Function to use it with backward "
+            "mode AD."
+        )
 
     vjp = backward  # PyTorch: define either one
 
     @staticmethod
     def jvp(ctx: Any, *grad_inputs: Any) -> Any:
-        raise NotImplementedError("You must implement the jvp function for custom "
-                                  "autograd.Function to use it with forward mode AD.")
+        raise NotImplementedError(
+            "You must implement the jvp function for custom "
+            "autograd.Function to use it with forward mode AD."
+        )
 
     @staticmethod
     def vmap(info, in_dims, *args):
-        raise NotImplementedError("To use autograd.Function with vmap, you must either override "
-                                  "the vmap staticmethod or set generate_vmap_rule=True.")
+        raise NotImplementedError(
+            "To use autograd.Function with vmap, you must either override "
+            "the vmap staticmethod or set generate_vmap_rule=True."
+        )
 
     @classmethod
     def apply(cls, *args, **kwargs):
@@ -635,7 +692,8 @@ def _refuse_traced(cls, args: tuple) -> None:
                 f"({np.dtype(a.dtype).name}{list(a.shape)}, inside tracegrad.compile, grad or "
                 "another transform); a custom autograd.Function's backward is eager-only and "
                 "would be ignored there. Define the custom gradient with tracegrad.custom_vjp "
-                "(f.defvjp(fwd, bwd)) instead, or call the function on eager tensors.")
+                "(f.defvjp(fwd, bwd)) instead, or call the function on eager tensors."
+            )
 
 
 def _link_inputs(ctx: BackwardCFunction, args: tuple) -> None:
@@ -683,8 +741,9 @@ def _wrap_outputs(ctx: BackwardCFunction, args: tuple, output, executable: bool)
             alias = Tensor._wrap(o._data)  # PyTorch returns a view of the input
             alias._counter = o._counter
             o = alias
-        differentiable = executable and o._data.dtype.kind in "fc" \
-            and not any(o is n for n in non_diff)
+        differentiable = (
+            executable and o._data.dtype.kind in "fc" and not any(o is n for n in non_diff)
+        )
         outputs.append(o)
         metas.append((o._data.shape, o._data.dtype, differentiable))
         if differentiable:
@@ -707,14 +766,19 @@ def _guard_views(ctx, outputs: list, raw: list, metas: list, dirty) -> None:
     so in-place changes cannot silently replace this call's backward (see _AsIsOutput)."""
     done = set()
     for k, (o, r) in enumerate(zip(outputs, raw)):
-        if not isinstance(o, Tensor) or not metas[k][2] or id(o) in done \
-                or any(r is d for d in dirty):
+        if (
+            not isinstance(o, Tensor)
+            or not metas[k][2]
+            or id(o) in done
+            or any(r is d for d in dirty)
+        ):
             continue
         done.add(id(o))
         base = r if o is not r else (o if o._base is not None else None)
         if base is not None:
-            _make_view(o, base, _AsIsOutput(o, f"Output {k} of {ctx._name[:-len('Backward')]}"),
-                       {})
+            _make_view(
+                o, base, _AsIsOutput(o, f"Output {k} of {ctx._name[: -len('Backward')]}"), {}
+            )
 
 
 def _check_dirty(dirty, input_ids: set, raw: list, executable: bool) -> None:
@@ -724,8 +788,11 @@ def _check_dirty(dirty, input_ids: set, raw: list, executable: bool) -> None:
             if d._base is not None:
                 raise RuntimeError(DIRTY_NOT_INPUT_MESSAGE)
             warnings.warn(DIRTY_NOT_INPUT_MESSAGE, UserWarning, stacklevel=4)
-    if executable and any(d._base is not None for d in dirty) \
-            and sum(isinstance(o, Tensor) for o in raw) > 1:
+    if (
+        executable
+        and any(d._base is not None for d in dirty)
+        and sum(isinstance(o, Tensor) for o in raw) > 1
+    ):
         raise RuntimeError(DIRTY_VIEW_MULTI_OUTPUT_MESSAGE)
 
 
@@ -781,8 +848,11 @@ class _AsIsOutput:
         output = self.output()
         if output is not None:
             output.__dict__["_view"][1] = -1  # raise again at the next use, too
-        what = ("its base or another view of its base has been modified inplace." if changed
-                else "is being modified inplace.")
+        what = (
+            "its base or another view of its base has been modified inplace."
+            if changed
+            else "is being modified inplace."
+        )
         raise _CustomFunctionViewError(f"{self.label} is a view and {what}{AS_IS_VIEW_TAIL}")
 
 
@@ -797,8 +867,19 @@ class DelayedError(Node):
 
     def __init__(self, message: str, source: Tensor):
         meta = (source._data.shape, source._data.dtype)
-        Node.__init__(self, None, {}, "torch::autograd::Error", (grad_accumulator(source),),
-                      (meta,), (), None, meta, None, False)
+        Node.__init__(
+            self,
+            None,
+            {},
+            "torch::autograd::Error",
+            (grad_accumulator(source),),
+            (meta,),
+            (),
+            None,
+            meta,
+            None,
+            False,
+        )
         self.message = message
 
     def apply(self, g, as_tensors: bool):
@@ -817,8 +898,9 @@ def once_differentiable(fn):
             return outputs
         if not any(isinstance(a, Tensor) and a._requires_grad for a in args):
             return outputs
-        wrapped = tuple(_delayed_error(o) for o in (outputs if isinstance(outputs, tuple)
-                                                    else (outputs,)))
+        wrapped = tuple(
+            _delayed_error(o) for o in (outputs if isinstance(outputs, tuple) else (outputs,))
+        )
         return wrapped if isinstance(outputs, tuple) else wrapped[0]
 
     return wrapper

@@ -10,13 +10,15 @@ is per thread, as in PyTorch.
     >>> y.requires_grad
     False
 """
+
 from __future__ import annotations
 
 import functools
 import inspect
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class _State(threading.local):
@@ -57,6 +59,7 @@ class _DecoratorContextManager:
         def wrapper(*args: Any, **kwargs: Any):
             with self.clone():
                 return fn(*args, **kwargs)
+
         return wrapper
 
     def clone(self):
@@ -66,6 +69,7 @@ class _DecoratorContextManager:
 def _wrap_generator(ctx_factory: Callable, fn: Callable) -> Callable:
     """A generator function whose body runs in the mode at every resumption, and the
     caller's mode between them (PyTorch's torch.utils._contextlib._wrap_generator)."""
+
     @functools.wraps(fn)
     def generator_context(*args: Any, **kwargs: Any):
         gen = fn(*args, **kwargs)
@@ -87,10 +91,11 @@ def _wrap_generator(ctx_factory: Callable, fn: Callable) -> Callable:
                         response = gen.send(request)
         except StopIteration as e:
             return e.value
+
     return generator_context
 
 
-class no_grad(_DecoratorContextManager):  # noqa: N801
+class no_grad(_DecoratorContextManager):
     """Disable recording: results of ops do not require grad."""
 
     def __enter__(self):
@@ -102,7 +107,7 @@ class no_grad(_DecoratorContextManager):  # noqa: N801
         return False
 
 
-class enable_grad(_DecoratorContextManager):  # noqa: N801
+class enable_grad(_DecoratorContextManager):
     """Re-enable recording inside a no_grad region."""
 
     def __enter__(self):
@@ -114,7 +119,7 @@ class enable_grad(_DecoratorContextManager):  # noqa: N801
         return False
 
 
-class set_grad_enabled(_DecoratorContextManager):  # noqa: N801
+class set_grad_enabled(_DecoratorContextManager):
     """Set recording on or off. Takes effect immediately (like PyTorch) and is
     restored on leaving the `with` block."""
 
@@ -138,7 +143,7 @@ class set_grad_enabled(_DecoratorContextManager):  # noqa: N801
         return super().__call__(fn)
 
 
-class inference_mode(_DecoratorContextManager):  # noqa: N801
+class inference_mode(_DecoratorContextManager):
     """Like no_grad, and tensors made inside are inference tensors: they can
     never be saved for backward later."""
 

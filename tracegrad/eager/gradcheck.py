@@ -14,9 +14,11 @@ with central finite differences, entry by entry, and returns True or raises
 eager tensors, so functions written with tracegrad ops work unchanged) and may
 return one tensor or a tuple of tensors.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +31,7 @@ class GradcheckError(TracegradError, RuntimeError):
 
 def _eager():
     import tracegrad.eager as eager
+
     return eager
 
 
@@ -110,16 +113,27 @@ def _analytical(fn, args: list, checked: list[int]) -> list:
         for j in range(out.numel()):
             seed = np.zeros(out.numel(), dtype=out.numpy(force=True).dtype)
             seed[j] = 1
-            grads = eager.autograd.grad([out], inputs, [eager.tensor(seed.reshape(out.shape))],
-                                        retain_graph=True, allow_unused=True)
+            grads = eager.autograd.grad(
+                [out],
+                inputs,
+                [eager.tensor(seed.reshape(out.shape))],
+                retain_graph=True,
+                allow_unused=True,
+            )
             for col, g in enumerate(grads):
                 if g is not None:
                     jac[r][col][j, :] = g.numpy().reshape(-1)
     return jac
 
 
-def gradcheck(fn: Callable[..., Any], inputs: Sequence[Any] | Any, eps: float = 1e-6,
-              atol: float = 1e-5, rtol: float = 1e-3, raise_exception: bool = True) -> bool:
+def gradcheck(
+    fn: Callable[..., Any],
+    inputs: Sequence[Any] | Any,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+) -> bool:
     """True if eager backward agrees with finite differences for every Jacobian entry.
 
     Float inputs are copied to float64 leaves; an entry passes when
@@ -134,15 +148,19 @@ def gradcheck(fn: Callable[..., Any], inputs: Sequence[Any] | Any, eps: float = 
             bad = np.abs(a - n) > atol + rtol * np.abs(n)
             bad |= np.isnan(a) != np.isnan(n)
             for out_i, in_i in zip(*np.nonzero(bad)):
-                problems.append((r, checked[col], int(out_i), int(in_i), a[out_i, in_i],
-                                 n[out_i, in_i]))
+                problems.append(
+                    (r, checked[col], int(out_i), int(in_i), a[out_i, in_i], n[out_i, in_i])
+                )
     if not problems:
         return True
     if not raise_exception:
         return False
-    lines = [f"  output {r}[{o}] wrt input {i}[{k}]: analytical {a:.8g}, numerical {n:.8g}"
-             for r, i, o, k, a, n in problems[:20]]
+    lines = [
+        f"  output {r}[{o}] wrt input {i}[{k}]: analytical {a:.8g}, numerical {n:.8g}"
+        for r, i, o, k, a, n in problems[:20]
+    ]
     more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
     raise GradcheckError(
         f"Jacobian mismatch for {len(problems)} entr{'y' if len(problems) == 1 else 'ies'} "
-        f"(eps={eps}, atol={atol}, rtol={rtol}):\n" + "\n".join(lines) + more)
+        f"(eps={eps}, atol={atol}, rtol={rtol}):\n" + "\n".join(lines) + more
+    )

@@ -10,6 +10,7 @@ A node never references the tensor it produced (saved outputs are kept as
 array + version counter), so graphs have no reference cycles and are freed by
 reference counting as soon as the last tensor using them goes away.
 """
+
 from __future__ import annotations
 
 import threading
@@ -17,9 +18,9 @@ import weakref
 
 import numpy as np
 
+from tracegrad.eager.fast_vjps import FAST_VJPS
 from tracegrad.eager.grad_mode import STATE
 from tracegrad.ops.rulekit import PerOperand
-from tracegrad.eager.fast_vjps import FAST_VJPS
 from tracegrad.ops.table import sum_to_shape
 
 FREED_MESSAGE = (
@@ -27,13 +28,18 @@ FREED_MESSAGE = (
     "after they have already been freed). Saved intermediate values of the graph are freed "
     "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
     "backward through the graph a second time or if you need to access saved tensors after "
-    "calling backward.")
+    "calling backward."
+)
 
-HINT_DEFAULT = ("Hint: enable anomaly detection to find the operation that failed to compute "
-                "its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
-HINT_ANOMALY = ("Hint: the backtrace further above shows the operation that failed to compute "
-                "its gradient. The variable in question was changed in there or anywhere later. "
-                "Good luck!")
+HINT_DEFAULT = (
+    "Hint: enable anomaly detection to find the operation that failed to compute "
+    "its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
+)
+HINT_ANOMALY = (
+    "Hint: the backtrace further above shows the operation that failed to compute "
+    "its gradient. The variable in question was changed in there or anywhere later. "
+    "Good luck!"
+)
 
 
 class OperandMeta:
@@ -60,12 +66,13 @@ class OperandMeta:
 DATA, COUNTER, VERSION, TENSOR, IS_OUTPUT = range(5)
 
 
-def SavedValue(data, counter, tensor, is_output) -> tuple:  # noqa: N802 (reads like a type)
+def SavedValue(data, counter, tensor, is_output) -> tuple:
     return (data, counter, counter[0] if counter is not None else 0, tensor, is_output)
 
 
-def version_message(saved: tuple, node: "Node") -> str:
+def version_message(saved: tuple, node: Node) -> str:
     from tracegrad.eager.dtypes import from_numpy_dtype
+
     data = saved[DATA]
     kind = from_numpy_dtype(data.dtype)._tensor_type
     desc = f"[torch.{kind} [{', '.join(map(str, data.shape))}]]"
@@ -78,9 +85,11 @@ def version_message(saved: tuple, node: "Node") -> str:
     if owner is not None:
         desc += f", which is output 0 of {_short_name(owner)},"
     hint = HINT_ANOMALY if STATE.anomaly else HINT_DEFAULT
-    return ("one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: {desc} is at version {saved[COUNTER][0]}; expected version "
-            f"{saved[VERSION]} instead. {hint}")
+    return (
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: {desc} is at version {saved[COUNTER][0]}; expected version "
+        f"{saved[VERSION]} instead. {hint}"
+    )
 
 
 # ------------------------------------------------------- saved-tensor hooks
@@ -115,10 +124,13 @@ class Packed:
 
     def unpack(self):
         from tracegrad.eager._tensor import Tensor
+
         t = self.unpack_hook(self.packed)
         if not isinstance(t, Tensor):
-            raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got "
-                            f"result of type {type(t).__name__}")
+            raise TypeError(
+                f"Output of saved tensor unpack_hook expected to be a Tensor but got "
+                f"result of type {type(t).__name__}"
+            )
         return t
 
 
@@ -128,7 +140,7 @@ def _pack_one(pack_hook, unpack_hook, tensor, is_output) -> Packed:
     return Packed(packed, unpack_hook, tuple(tensor._data.shape), tensor._data.dtype, is_output)
 
 
-class _hooks_disabled:  # noqa: N801
+class _hooks_disabled:
     def __enter__(self):
         stack = saved_hooks_stack()
         stack.append(None)
@@ -139,13 +151,14 @@ class _hooks_disabled:  # noqa: N801
         HOOKS_ACTIVE[0] -= 1
 
 
-def pack_saved(node: "Node", args, result) -> None:
+def pack_saved(node: Node, args, result) -> None:
     """Send the node's saved values through the innermost active pack hook."""
     stack = saved_hooks_stack()
     if not stack or stack[-1] is None:
         return
     pack_hook, unpack_hook = stack[-1]
     from tracegrad.eager._tensor import Tensor
+
     ops = list(node.operands)
     for i, op in enumerate(ops):
         if type(op) is tuple:
@@ -158,12 +171,13 @@ def pack_saved(node: "Node", args, result) -> None:
         node.out_saved = _pack_one(pack_hook, unpack_hook, result, True)
 
 
-def _unpacked_operand(node: "Node", i: int, p: Packed, as_tensors: bool):
+def _unpacked_operand(node: Node, i: int, p: Packed, as_tensors: bool):
     t = p.unpack()
     if not as_tensors:
         return t._data
     # stand in for the original operand: same history, so double backward reaches it
     from tracegrad.eager._tensor import Tensor
+
     edge = node.inputs[i]
     w = Tensor._wrap(t._data)
     if edge is not None:
@@ -192,33 +206,63 @@ class Node:
     ('AddBackward0', ['Node', None])
     """
 
-    __slots__ = ("prim", "attrs", "_name", "inputs", "visible", "in_meta", "saved", "operands", "out_saved", "out_meta",
-                 "freed", "tensor_hooks", "pre_hooks", "post_hooks", "retain_ref", "_metadata",
-                 "trace", "ckpt", "extra", "__weakref__")
+    __slots__ = (
+        "prim",
+        "attrs",
+        "_name",
+        "inputs",
+        "visible",
+        "in_meta",
+        "saved",
+        "operands",
+        "out_saved",
+        "out_meta",
+        "freed",
+        "tensor_hooks",
+        "pre_hooks",
+        "post_hooks",
+        "retain_ref",
+        "_metadata",
+        "trace",
+        "ckpt",
+        "extra",
+        "__weakref__",
+    )
 
-    def __init__(self, prim, attrs, name, inputs, in_meta, operands, out_saved, out_meta,
-                 visible=None, saved=None):
+    def __init__(
+        self,
+        prim,
+        attrs,
+        name,
+        inputs,
+        in_meta,
+        operands,
+        out_saved,
+        out_meta,
+        visible=None,
+        saved=None,
+    ):
         self.prim = prim
         self.attrs = attrs
         self._name = name
-        self.inputs = inputs          # next node per operand, None where no grad flows
-        self.visible = visible        # operand indices PyTorch shows in next_functions
-        self.in_meta = in_meta        # (shape, dtype) per operand, None for Python scalars
-        self.operands = operands      # per operand: scalar, array, saved tuple, or None (unsaved)
-        self.out_saved = out_saved    # saved tuple of the output, or None
-        self.out_meta = out_meta      # (shape, dtype) of the output (rules may read its shape)
+        self.inputs = inputs  # next node per operand, None where no grad flows
+        self.visible = visible  # operand indices PyTorch shows in next_functions
+        self.in_meta = in_meta  # (shape, dtype) per operand, None for Python scalars
+        self.operands = operands  # per operand: scalar, array, saved tuple, or None (unsaved)
+        self.out_saved = out_saved  # saved tuple of the output, or None
+        self.out_meta = out_meta  # (shape, dtype) of the output (rules may read its shape)
         if saved is None:
             saved = out_saved is not None or any(type(o) is tuple for o in operands)
         self.saved = saved
         self.freed = False
-        self.tensor_hooks = None      # Tensor.register_hook on the tensor this node made
-        self.pre_hooks = None         # register_prehook: fn(grad_outputs)
-        self.post_hooks = None        # register_hook: fn(grad_inputs, grad_outputs)
+        self.tensor_hooks = None  # Tensor.register_hook on the tensor this node made
+        self.pre_hooks = None  # register_prehook: fn(grad_outputs)
+        self.post_hooks = None  # register_hook: fn(grad_inputs, grad_outputs)
         self.retain_ref = None
         self._metadata = None
         self.trace = None
-        self.ckpt = None              # non-reentrant checkpoint frame holding its saved values
-        self.extra = None             # PyTorch's non-tensor saved attributes: {"dim": 1, ...}
+        self.ckpt = None  # non-reentrant checkpoint frame holding its saved values
+        self.extra = None  # PyTorch's non-tensor saved attributes: {"dim": 1, ...}
 
     # ---------------------------------------------------------- PyTorch API
     def name(self) -> str:
@@ -251,7 +295,9 @@ class Node:
         info = []
         for i, op in enumerate(self.operands):
             if type(op) is tuple:
-                shape, dtype = self.in_meta[i] if op[DATA] is None else (op[DATA].shape, op[DATA].dtype)
+                shape, dtype = (
+                    self.in_meta[i] if op[DATA] is None else (op[DATA].shape, op[DATA].dtype)
+                )
                 info.append((_operand_label(self._name, i), tuple(shape), str(dtype)))
             elif type(op) is Packed:
                 info.append((_operand_label(self._name, i), op.shape, str(op.dtype)))
@@ -259,7 +305,9 @@ class Node:
         if type(out) is Packed:
             info.append(("result", out.shape, str(out.dtype)))
         elif out is not None:
-            shape, dtype = self.out_meta if out[DATA] is None else (out[DATA].shape, out[DATA].dtype)
+            shape, dtype = (
+                self.out_meta if out[DATA] is None else (out[DATA].shape, out[DATA].dtype)
+            )
             info.append(("result", tuple(shape), str(dtype)))
         return info
 
@@ -267,23 +315,26 @@ class Node:
         # PyTorch's saved-value attributes: `_saved_self`, `_saved_mat2`, `_saved_result`...
         # and `_raw_saved_*`, the SavedTensor objects behind them.
         if attr.startswith("_saved_"):
-            return self._saved_value(attr[len("_saved_"):])
+            return self._saved_value(attr[len("_saved_") :])
         if attr.startswith("_raw_saved_"):
-            slot = self._saved_slot(attr[len("_raw_saved_"):])
+            slot = self._saved_slot(attr[len("_raw_saved_") :])
             if slot is None:
                 raise AttributeError(f"'{self.display_name()}' object has no attribute '{attr}'")
             return SavedTensor(self, slot)
         raise AttributeError(f"'{self.display_name()}' object has no attribute '{attr}'")
 
     def _saved_slot(self, label: str):
-        """"out", an operand index, or None: where the saved value `label` lives."""
-        if label == "result" and (self.out_saved is not None
-                                  or (self.freed and "out" in _saves_of(self))):
+        """ "out", an operand index, or None: where the saved value `label` lives."""
+        if label == "result" and (
+            self.out_saved is not None or (self.freed and "out" in _saves_of(self))
+        ):
             return "out"
         for i, op in enumerate(self.operands):
-            if (type(op) is tuple or type(op) is Packed or (op is None and self.freed
-                                                            and i in _saves_of(self))) \
-                    and _operand_label(self._name, i) == label:
+            if (
+                type(op) is tuple
+                or type(op) is Packed
+                or (op is None and self.freed and i in _saves_of(self))
+            ) and _operand_label(self._name, i) == label:
                 return i
         return None
 
@@ -292,8 +343,9 @@ class Node:
         if slot is None and self.extra is not None and label in self.extra:
             return self.extra[label]  # a number or sizes: kept after backward, as in PyTorch
         if slot is None:
-            raise AttributeError(f"'{self.display_name()}' object has no attribute "
-                                 f"'_saved_{label}'")
+            raise AttributeError(
+                f"'{self.display_name()}' object has no attribute '_saved_{label}'"
+            )
         return self.saved_tensor(slot)
 
     def saved_tensor(self, slot):
@@ -301,6 +353,7 @@ class Node:
         itself, or the output with this node as its grad_fn (so, as in PyTorch, both may
         require grad); through the unpack hook when one packed it."""
         from tracegrad.eager._tensor import Tensor
+
         if self.freed:
             raise RuntimeError(FREED_MESSAGE)
         if self.ckpt is not None:
@@ -319,6 +372,7 @@ class Node:
     def register_hook(self, fn):
         """Post-hook fn(grad_inputs, grad_outputs), called after this node runs."""
         from tracegrad.eager.hooks import add_hook
+
         if self.post_hooks is None:
             self.post_hooks = {}
         return add_hook(self.post_hooks, fn)
@@ -327,6 +381,7 @@ class Node:
         """Pre-hook fn(grad_outputs) -> new grad_outputs or None (runs after the tensor's
         own hooks and retain_grad, as in PyTorch)."""
         from tracegrad.eager.hooks import add_hook
+
         if self.pre_hooks is None:
             self.pre_hooks = {}
         return add_hook(self.pre_hooks, _NodePrehook(fn), node_level=True)
@@ -334,8 +389,9 @@ class Node:
     # ------------------------------------------------------------ backward
     def release(self) -> None:
         if self.saved:
-            self.operands = tuple([None if type(o) is tuple or type(o) is Packed else o
-                                   for o in self.operands])
+            self.operands = tuple(
+                [None if type(o) is tuple or type(o) is Packed else o for o in self.operands]
+            )
             self.out_saved = None
             self.freed = True
 
@@ -369,8 +425,11 @@ class Node:
             return operands, (OperandMeta(*meta) if type(meta) is tuple else meta)
         if type(out) is Packed:
             t = out.unpack()
-            return operands, (_output_value((t._data, out_counter_stub(), 0, None, True), self,
-                                            True) if as_tensors else t._data)
+            return operands, (
+                _output_value((t._data, out_counter_stub(), 0, None, True), self, True)
+                if as_tensors
+                else t._data
+            )
         if out[COUNTER][0] != out[VERSION]:
             raise RuntimeError(version_message(out, self))
         return operands, _output_value(out, self, as_tensors)
@@ -399,8 +458,12 @@ class Node:
                 continue
             meta = in_meta[i]
             # the common case needs no fitting: same shape and dtype already
-            if as_tensors or type(gi) is not np.ndarray or gi.shape != meta[0] \
-                    or gi.dtype is not meta[1]:
+            if (
+                as_tensors
+                or type(gi) is not np.ndarray
+                or gi.shape != meta[0]
+                or gi.dtype is not meta[1]
+            ):
                 gi = fit_to(gi, meta, as_tensors)
             results[i] = gi
         return results
@@ -432,14 +495,18 @@ class SavedTensor:
         node = self.node
         value = node.out_saved if self.slot == "out" else node.operands[self.slot]
         if node.freed or value is None:
-            raise RuntimeError("Calling register_hooks on a saved tensor after it has been freed. "
-                               "Saved intermediate values of the graph are freed when you call "
-                               ".backward() or autograd.grad(). Specify retain_graph=True if you "
-                               "need to backward through the graph a second time or if you need "
-                               "to access saved variables after calling backward.")
+            raise RuntimeError(
+                "Calling register_hooks on a saved tensor after it has been freed. "
+                "Saved intermediate values of the graph are freed when you call "
+                ".backward() or autograd.grad(). Specify retain_graph=True if you "
+                "need to backward through the graph a second time or if you need "
+                "to access saved variables after calling backward."
+            )
         if type(value) is Packed:
-            raise RuntimeError("SavedTensor hooks have already been set on this SavedTensor. "
-                               "Please make sure to call register_hooks only once.")
+            raise RuntimeError(
+                "SavedTensor hooks have already been set on this SavedTensor. "
+                "Please make sure to call register_hooks only once."
+            )
         tensor = node.saved_tensor(self.slot)
         packed = _pack_one(pack_hook, unpack_hook, tensor, self.slot == "out")
         if self.slot == "out":
@@ -470,8 +537,10 @@ class _NodePrehook:
         if not isinstance(r, tuple):
             raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
         if len(r) != 1:
-            raise RuntimeError(f"hook '{self.hook_name}' has returned an incorrect number of "
-                               f"values (got {len(r)}, but expected 1)")
+            raise RuntimeError(
+                f"hook '{self.hook_name}' has returned an incorrect number of "
+                f"values (got {len(r)}, but expected 1)"
+            )
         return DROP_GRAD if r[0] is None else r[0]
 
 
@@ -481,14 +550,21 @@ DROP_GRAD = object()  # a node pre-hook returned (None,): no gradient flows on f
 # PyTorch's argument names where they are not (self, other, ...): the `_saved_<name>`
 # attributes of its nodes.
 _ARG_NAMES = {
-    "MmBackward0": ("self", "mat2"), "BmmBackward0": ("self", "mat2"),
-    "AddmmBackward0": ("self", "mat1", "mat2"), "MvBackward0": ("self", "vec"),
-    "DotBackward0": ("self", "tensor"), "PowBackward0": ("self", "exponent"),
-    "PowBackward1": ("self", "exponent"), "PowBackward2": ("self", "exponent"),
+    "MmBackward0": ("self", "mat2"),
+    "BmmBackward0": ("self", "mat2"),
+    "AddmmBackward0": ("self", "mat1", "mat2"),
+    "MvBackward0": ("self", "vec"),
+    "DotBackward0": ("self", "tensor"),
+    "PowBackward0": ("self", "exponent"),
+    "PowBackward1": ("self", "exponent"),
+    "PowBackward2": ("self", "exponent"),
     "WhereBackward0": ("condition", "self", "other"),
-    "MaskedFillBackward0": ("mask", "value", "self"), "MaskedFillBackward1": ("mask", "value", "self"),
-    "GatherBackward0": ("self", "index"), "IndexSelectBackward0": ("self", "index"),
-    "ScatterAddBackward0": ("src", "index"), "ClampBackward0": ("self", "min", "max"),
+    "MaskedFillBackward0": ("mask", "value", "self"),
+    "MaskedFillBackward1": ("mask", "value", "self"),
+    "GatherBackward0": ("self", "index"),
+    "IndexSelectBackward0": ("self", "index"),
+    "ScatterAddBackward0": ("src", "index"),
+    "ClampBackward0": ("self", "min", "max"),
 }
 
 
@@ -503,6 +579,7 @@ def _output_value(saved: tuple, node: Node, as_tensors: bool):
     if not as_tensors:
         return saved[DATA]
     from tracegrad.eager._tensor import Tensor
+
     t = Tensor._wrap(saved[DATA])
     t._requires_grad = True
     t._grad_fn = node
@@ -572,6 +649,7 @@ class AccumulateGrad:
     def register_hook(self, fn):
         """Post-hook fn(grad_inputs=(), grad_outputs=(grad,)), after accumulation."""
         from tracegrad.eager.hooks import add_hook
+
         if self.post_hooks is None:
             self.post_hooks = {}
         return add_hook(self.post_hooks, fn)
@@ -579,6 +657,7 @@ class AccumulateGrad:
     def register_prehook(self, fn):
         """Pre-hook fn((grad,)) -> new (grad,) or None, after the tensor's own hooks."""
         from tracegrad.eager.hooks import add_hook
+
         if self.pre_hooks is None:
             self.pre_hooks = {}
         return add_hook(self.pre_hooks, _NodePrehook(fn), node_level=True)
@@ -600,7 +679,7 @@ def grad_accumulator(tensor) -> AccumulateGrad:
     return acc
 
 
-class saved_tensors_hooks:  # noqa: N801
+class saved_tensors_hooks:
     """torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook): inside the
     `with`, every tensor a node saves for backward is replaced by pack_hook(tensor), and
     backward uses unpack_hook(packed) in its place.
@@ -634,7 +713,7 @@ class saved_tensors_hooks:  # noqa: N801
         return False
 
 
-class save_on_cpu(saved_tensors_hooks):  # noqa: N801
+class save_on_cpu(saved_tensors_hooks):
     """PyTorch's save_on_cpu: saved tensors are kept as CPU copies (tracegrad is all CPU,
     so this keeps a copy of each saved tensor, detached from later in-place changes)."""
 
@@ -642,7 +721,7 @@ class save_on_cpu(saved_tensors_hooks):  # noqa: N801
         super().__init__(lambda t: t.detach().clone(), lambda packed: packed)
 
 
-class disable_saved_tensors_hooks:  # noqa: N801
+class disable_saved_tensors_hooks:
     """Inside the `with`, entering saved_tensors_hooks raises `error_message`."""
 
     def __init__(self, error_message: str):

@@ -1,8 +1,9 @@
 """Hook handles: `handle = t.register_hook(fn)`; `handle.remove()`."""
+
 from __future__ import annotations
 
 import itertools
-from typing import Callable
+from collections.abc import Callable
 
 _ids = itertools.count()
 

@@ -7,6 +7,7 @@ scatter is `index_add_zeros`; the node is named `CopySlices` (basic index) or
 `IndexPutBackward0` (tensor index), and shows (old, v) in next_functions as
 PyTorch does.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,8 +16,8 @@ import numpy as np
 
 from tracegrad.eager.errors import EagerIndexError
 from tracegrad.eager.grad_mode import STATE
-from tracegrad.ops.core import ShapeError
 from tracegrad.ops import table as T
+from tracegrad.ops.core import ShapeError
 from tracegrad.ops.indexing import index_spec
 from tracegrad.ops.rulekit import spec_to_index
 
@@ -24,6 +25,7 @@ from tracegrad.ops.rulekit import spec_to_index
 def _plain_index(index: Any) -> Any:
     """Tensors inside an index become arrays (bool masks stay bool)."""
     from tracegrad.eager._tensor import Tensor
+
     if isinstance(index, Tensor):
         return index._data
     if isinstance(index, tuple):
@@ -44,6 +46,7 @@ def getitem(x, index, name: str | None = None):
     """x[index]; basic indexing (ints, slices, None) returns a view sharing x's memory
     and version counter, as in PyTorch, so an in-place change of it writes into x."""
     from tracegrad.eager._tensor import _make_view, apply_op
+
     index = _plain_index(index)
     spec, arrays = _spec(x, index)
     out = apply_op(T.getitem, (x, *arrays), {"spec": spec}, name=name)
@@ -55,10 +58,19 @@ def getitem(x, index, name: str | None = None):
 
 
 def setitem(x, index, value) -> None:
-    from tracegrad.eager._tensor import (Tensor, apply_op, check_inplace, commit_inplace,
-                                        inplace_operand, refresh_view, tensor)
+    from tracegrad.eager._tensor import (
+        Tensor,
+        apply_op,
+        check_inplace,
+        commit_inplace,
+        inplace_operand,
+        refresh_view,
+        tensor,
+    )
+
     if x._requires_grad and x._grad_fn is None and STATE.grad_enabled:
         from tracegrad.eager._tensor import LEAF_VIEW_INPLACE_MESSAGE
+
         raise RuntimeError(LEAF_VIEW_INPLACE_MESSAGE)  # PyTorch: x[i] = v writes through a view
     check_inplace(x)
     plain = _plain_index(index)
@@ -77,12 +89,16 @@ def setitem(x, index, value) -> None:
     if not isinstance(value, Tensor):
         value = tensor(np.asarray(value, dtype=x._data.dtype))
     if value._data.shape != selected_shape:
-        value = value.expand(*selected_shape) if value.dim() <= len(selected_shape) else \
-            value.reshape(selected_shape)
+        value = (
+            value.expand(*selected_shape)
+            if value.dim() <= len(selected_shape)
+            else value.reshape(selected_shape)
+        )
     mask = np.zeros(x._data.shape, dtype=np.bool_)
     mask[plain] = True
-    scattered = apply_op(T.index_add_zeros, (value, *arrays),
-                         {"spec": spec, "shape": tuple(x._data.shape)})
+    scattered = apply_op(
+        T.index_add_zeros, (value, *arrays), {"spec": spec, "shape": tuple(x._data.shape)}
+    )
     name = "IndexPutBackward0" if arrays else "torch::autograd::CopySlices"
     target = inplace_operand(x) if x._base is not None else x
     result = apply_op(T.where, (mask, scattered, target), {}, name=name, visible=(2, 1))

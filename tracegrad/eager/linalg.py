@@ -19,6 +19,7 @@ whose next function is LinalgEighBackward0, ...); lstsq's residuals, rank and
 singular_values are empty (PyTorch's default CPU driver 'gelsy' gives no
 residuals or singular values either); its rank is computed.
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -72,8 +73,12 @@ def _check_square(op: str, A: Tensor, name: str = "A") -> None:
     if A.ndim < 2:
         raise shape_error(op, f"{op}: The input tensor {name} must have at least 2 dimensions.", A)
     if A.shape[-1] != A.shape[-2]:
-        raise shape_error(op, f"{op}: {name} must be batches of square matrices, but they are "
-                              f"{A.shape[-2]} by {A.shape[-1]} matrices", A)
+        raise shape_error(
+            op,
+            f"{op}: {name} must be batches of square matrices, but they are "
+            f"{A.shape[-2]} by {A.shape[-1]} matrices",
+            A,
+        )
 
 
 def _check_matrix(op: str, A: Tensor, name: str = "A") -> None:
@@ -81,9 +86,17 @@ def _check_matrix(op: str, A: Tensor, name: str = "A") -> None:
         raise shape_error(op, f"{op}: The input tensor {name} must have at least 2 dimensions.", A)
 
 
-_TORCH_TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
-                     "uint8": "Byte", "bool": "Bool", "float16": "Half", "float32": "Float",
-                     "float64": "Double"}
+_TORCH_TYPE_NAMES = {
+    "int64": "Long",
+    "int32": "Int",
+    "int16": "Short",
+    "int8": "Char",
+    "uint8": "Byte",
+    "bool": "Bool",
+    "float16": "Half",
+    "float32": "Float",
+    "float64": "Double",
+}
 
 
 def _torch_type_name(x: Tensor) -> str:
@@ -94,8 +107,12 @@ def _torch_type_name(x: Tensor) -> str:
 def _check_float(op: str, *tensors: Tensor) -> None:
     for x in tensors:
         if x._data.dtype.kind != "f":
-            raise shape_error(op, f"{op}: Expected a floating point or complex tensor as input. "
-                                  f"Got {_torch_type_name(x)}", x)
+            raise shape_error(
+                op,
+                f"{op}: Expected a floating point or complex tensor as input. "
+                f"Got {_torch_type_name(x)}",
+                x,
+            )
 
 
 def _apply(op: str, prim, args, attrs, failure: str, name: str | None = None) -> Tensor:
@@ -109,20 +126,26 @@ def _apply(op: str, prim, args, attrs, failure: str, name: str | None = None) ->
 def _not_positive_definite(op: str):
     def text(args) -> str:
         order = L._leading_minor(np.asarray(args[0]._data, dtype=np.float64))
-        return (f"{op}: The factorization could not be completed because the input is not "
-                f"positive-definite{order.replace(' positive definite)', ' positive-definite)')}.")
+        return (
+            f"{op}: The factorization could not be completed because the input is not "
+            f"positive-definite{order.replace(' positive definite)', ' positive-definite)')}."
+        )
+
     return text
 
 
 def _singular_pivot(args) -> str:
     """linalg.inv's text names the first zero pivot of the LU factorization."""
     from scipy.linalg import lapack
+
     a = np.asarray(args[0]._data, dtype=np.float64)
     for m in a.reshape((-1,) + a.shape[-2:]):
         info = lapack.dgetrf(m)[2]
         if info > 0:
-            return (f"linalg.inv: The diagonal element {info} is zero, the inversion could not "
-                    "be completed because the input matrix is singular.")
+            return (
+                f"linalg.inv: The diagonal element {info} is zero, the inversion could not "
+                "be completed because the input matrix is singular."
+            )
     return "linalg.inv: The inversion could not be completed because the input matrix is singular."
 
 
@@ -145,8 +168,13 @@ def cholesky(A, *, upper: bool = False, out=None) -> Tensor:
     _no_out(out, "linalg.cholesky")
     _check_square("linalg.cholesky", A)
     _check_float("linalg.cholesky", A)
-    return _apply("linalg.cholesky", L.cholesky_p, (A,), {"upper": bool(upper)},
-                  _not_positive_definite("linalg.cholesky"))
+    return _apply(
+        "linalg.cholesky",
+        L.cholesky_p,
+        (A,),
+        {"upper": bool(upper)},
+        _not_positive_definite("linalg.cholesky"),
+    )
 
 
 def solve(A, B, *, left: bool = True, out=None) -> Tensor:
@@ -168,9 +196,14 @@ def solve(A, B, *, left: bool = True, out=None) -> Tensor:
     rows = B.shape[-1] if vector else (B.shape[-2] if B.ndim >= 2 else -1)
     if rows != A.shape[-1]:
         shape_b = f"{B.shape[-1]}" if vector else f"{B.shape[-2]}x{B.shape[-1]}"
-        raise shape_error("linalg.solve", "linalg.solve: Incompatible shapes of A and B for the "
-                          f"equation {'Ax = b' if vector else 'AX = B'} "
-                          f"({A.shape[-2]}x{A.shape[-1]} and {shape_b})", A, B)
+        raise shape_error(
+            "linalg.solve",
+            "linalg.solve: Incompatible shapes of A and B for the "
+            f"equation {'Ax = b' if vector else 'AX = B'} "
+            f"({A.shape[-2]}x{A.shape[-1]} and {shape_b})",
+            A,
+            B,
+        )
     singular = "torch.linalg.solve: The solver failed because the input matrix is singular."
     if vector and B.ndim > 1:  # a batch of vectors: solve them as (..., n, 1)
         X = _apply("linalg.solve", L.solve_p, (A, B.unsqueeze(-1)), {}, singular)
@@ -223,8 +256,9 @@ def slogdet(A, *, out=None):
     return _SlogdetResult(sign, apply_op(L.logabsdet_p, (A,), {}))
 
 
-def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: bool = False,
-                     out=None) -> Tensor:
+def solve_triangular(
+    A, B, *, upper: bool, left: bool = True, unitriangular: bool = False, out=None
+) -> Tensor:
     """torch.linalg.solve_triangular: X with A X = B (left=False: X A = B), A triangular.
 
     >>> import tracegrad.eager as torch
@@ -238,8 +272,11 @@ def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: boo
     _check_square("linalg.solve_triangular", A)
     _check_float("linalg.solve_triangular", A, B)
     if B.ndim < 2:
-        raise shape_error("linalg.solve_triangular", "linalg.solve_triangular: The input tensor "
-                          "B must have at least 2 dimensions.", B)
+        raise shape_error(
+            "linalg.solve_triangular",
+            "linalg.solve_triangular: The input tensor B must have at least 2 dimensions.",
+            B,
+        )
     if not left:  # X A = B  <=>  A^T X^T = B^T
         X = _triangular(A, _mT(B), lower=not upper, trans=True, unit=unitriangular)
         return _mT(X)
@@ -249,18 +286,28 @@ def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: boo
 def _triangular(A, B, lower: bool, trans: bool, unit: bool, name: str | None = None) -> Tensor:
     n = A.shape[-1]
     if B.shape[-2] != n:
-        raise shape_error("linalg.solve_triangular", "linalg.solve_triangular: Incompatible "
-                          f"shapes of A and B for the equation AX = B ({n}x{n} and "
-                          f"{B.shape[-2]}x{B.shape[-1]})", A, B)
+        raise shape_error(
+            "linalg.solve_triangular",
+            "linalg.solve_triangular: Incompatible "
+            f"shapes of A and B for the equation AX = B ({n}x{n} and "
+            f"{B.shape[-2]}x{B.shape[-1]})",
+            A,
+            B,
+        )
     batch = np.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2]))
     if tuple(A.shape[:-2]) != batch:
         A = A.expand(*batch, n, n)
     if tuple(B.shape[:-2]) != batch:
         B = B.expand(*batch, *B.shape[-2:])
-    return _apply("linalg.solve_triangular", L.triangular_solve_p, (A, B),
-                  {"lower": lower, "trans": trans, "unit_diagonal": bool(unit)},
-                  "linalg.solve_triangular: The diagonal element is zero, the solve could not "
-                  "be completed because the input matrix is singular.", name=name)
+    return _apply(
+        "linalg.solve_triangular",
+        L.triangular_solve_p,
+        (A, B),
+        {"lower": lower, "trans": trans, "unit_diagonal": bool(unit)},
+        "linalg.solve_triangular: The diagonal element is zero, the solve could not "
+        "be completed because the input matrix is singular.",
+        name=name,
+    )
 
 
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
@@ -271,6 +318,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Ten
     tensor(5.)
     """
     from tracegrad.eager import torch_ops
+
     return torch_ops.norm(_t(x), p=ord, dim=dim, keepdim=keepdim, dtype=dtype)
 
 
@@ -282,10 +330,14 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
     tensor(6.)
     """
     from tracegrad.eager import torch_ops
+
     A = _t(A) if dtype is None else _t(A).to(dtype)
     if A.ndim < 2:
-        raise shape_error("linalg.matrix_norm", "linalg.matrix_norm: The input tensor A must "
-                          "have at least 2 dimensions.", A)
+        raise shape_error(
+            "linalg.matrix_norm",
+            "linalg.matrix_norm: The input tensor A must have at least 2 dimensions.",
+            A,
+        )
     r, c = (d % A.ndim for d in dim)
     if ord == "fro":
         return torch_ops.norm(A, p=2, dim=(r, c), keepdim=keepdim)
@@ -325,8 +377,12 @@ def norm(A, ord=None, dim=None, keepdim: bool = False, *, out=None, dtype=None) 
         return vector_norm(A, 2, dim=dims, keepdim=keepdim, dtype=dtype)
     if dims is None:
         if A.ndim not in (1, 2):
-            raise shape_error("linalg.norm", "linalg.norm: If dim is not specified but ord is, "
-                              f"the input must be 1D or 2D. Got {A.ndim}D.", A)
+            raise shape_error(
+                "linalg.norm",
+                "linalg.norm: If dim is not specified but ord is, "
+                f"the input must be 1D or 2D. Got {A.ndim}D.",
+                A,
+            )
         dims = tuple(range(A.ndim))
     if len(dims) == 2:
         return matrix_norm(A, ord, dim=dims, keepdim=keepdim, dtype=dtype)
@@ -345,9 +401,14 @@ def eigh(A, UPLO: str = "L", *, out=None):
     A = _t(A)
     _no_out(out, "linalg.eigh")
     _check_eigh_operand("linalg.eigh", A, UPLO)
-    packed = _apply("linalg.eigh", L.eigh_p, (A,), {"lower": UPLO == "L"},
-                    "linalg.eigh: The algorithm failed to converge because the input matrix is "
-                    "ill-conditioned or has too many repeated eigenvalues.")
+    packed = _apply(
+        "linalg.eigh",
+        L.eigh_p,
+        (A,),
+        {"lower": UPLO == "L"},
+        "linalg.eigh: The algorithm failed to converge because the input matrix is "
+        "ill-conditioned or has too many repeated eigenvalues.",
+    )
     return _EighResult(packed[..., 0, :], packed[..., 1:, :])
 
 
@@ -361,9 +422,14 @@ def eigvalsh(A, UPLO: str = "L", *, out=None) -> Tensor:
     A = _t(A)
     _no_out(out, "linalg.eigvalsh")
     _check_eigh_operand("linalg.eigh", A, UPLO)
-    return _apply("linalg.eigvalsh", L.eigvalsh_p, (A,), {"lower": UPLO == "L"},
-                  "linalg.eigvalsh: The algorithm failed to converge because the input matrix "
-                  "is ill-conditioned or has too many repeated eigenvalues.")
+    return _apply(
+        "linalg.eigvalsh",
+        L.eigvalsh_p,
+        (A,),
+        {"lower": UPLO == "L"},
+        "linalg.eigvalsh: The algorithm failed to converge because the input matrix "
+        "is ill-conditioned or has too many repeated eigenvalues.",
+    )
 
 
 def _check_eigh_operand(op: str, A: Tensor, UPLO: str) -> None:
@@ -371,8 +437,9 @@ def _check_eigh_operand(op: str, A: Tensor, UPLO: str) -> None:
         raise shape_error(op, f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}", A)
     _check_square(op, A)
     if A._data.dtype.kind != "f":
-        raise NotImplementedError(f'"linalg_eigh_cpu" not implemented for '
-                                  f"'{_torch_type_name(A)}'")
+        raise NotImplementedError(
+            f"\"linalg_eigh_cpu\" not implemented for '{_torch_type_name(A)}'"
+        )
 
 
 def qr(A, mode: str = "reduced", *, out=None):
@@ -388,8 +455,12 @@ def qr(A, mode: str = "reduced", *, out=None):
     A = _t(A)
     _no_out(out, "linalg.qr")
     if mode not in L.QR_MODES:
-        raise shape_error("linalg.qr", f"qr received unrecognized mode '{mode}' but expected one "
-                          "of 'reduced' (default), 'r', or 'complete'", A)
+        raise shape_error(
+            "linalg.qr",
+            f"qr received unrecognized mode '{mode}' but expected one "
+            "of 'reduced' (default), 'r', or 'complete'",
+            A,
+        )
     _check_matrix("linalg.qr", A)
     _check_float("linalg.qr", A)
     packed = _apply("linalg.qr", L.qr_p, (A,), {"mode": mode}, "linalg.qr failed")
@@ -412,14 +483,18 @@ def svd(A, full_matrices: bool = True, *, driver=None, out=None):
     _no_out(out, "linalg.svd")
     _check_matrix("linalg.svd", A)
     _check_float("linalg.svd", A)
-    packed = _apply("linalg.svd", L.svd_p, (A,), {"full_matrices": bool(full_matrices)},
-                    "linalg.svd: The algorithm failed to converge because the input matrix is "
-                    "ill-conditioned or has too many repeated singular values.")
+    packed = _apply(
+        "linalg.svd",
+        L.svd_p,
+        (A,),
+        {"full_matrices": bool(full_matrices)},
+        "linalg.svd: The algorithm failed to converge because the input matrix is "
+        "ill-conditioned or has too many repeated singular values.",
+    )
     m, n = A.shape[-2:]
     ku, kv = L._svd_widths(m, n, bool(full_matrices))
     k = min(m, n)
-    return _SVDResult(packed[..., :m, :ku], packed[..., m, :k],
-                      _mT(packed[..., m + 1:, :kv]))
+    return _SVDResult(packed[..., :m, :ku], packed[..., m, :k], _mT(packed[..., m + 1 :, :kv]))
 
 
 def svdvals(A, *, driver=None, out=None) -> Tensor:
@@ -433,9 +508,14 @@ def svdvals(A, *, driver=None, out=None) -> Tensor:
     _no_out(out, "linalg.svdvals")
     _check_matrix("linalg.svd", A)
     _check_float("linalg.svd", A)
-    return _apply("linalg.svdvals", L.svdvals_p, (A,), {},
-                  "linalg.svd: The algorithm failed to converge because the input matrix is "
-                  "ill-conditioned or has too many repeated singular values.")
+    return _apply(
+        "linalg.svdvals",
+        L.svdvals_p,
+        (A,),
+        {},
+        "linalg.svd: The algorithm failed to converge because the input matrix is "
+        "ill-conditioned or has too many repeated singular values.",
+    )
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tensor:
@@ -450,12 +530,19 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tenso
     A = _t(A)
     _no_out(out, "linalg.pinv")
     if A.ndim < 2 or A._data.dtype.kind != "f":
-        raise shape_error("linalg.pinv", f"linalg.pinv({_torch_type_name(A)}{{{list(A.shape)}}}): "
-                          "expected a "
-                          "tensor with 2 or more dimensions of float, double, cfloat or cdouble "
-                          "types", A)
-    attrs = {"atol": 0.0 if atol is None else float(atol),
-             "rtol": None if rtol is None else float(rtol), "hermitian": bool(hermitian)}
+        raise shape_error(
+            "linalg.pinv",
+            f"linalg.pinv({_torch_type_name(A)}{{{list(A.shape)}}}): "
+            "expected a "
+            "tensor with 2 or more dimensions of float, double, cfloat or cdouble "
+            "types",
+            A,
+        )
+    attrs = {
+        "atol": 0.0 if atol is None else float(atol),
+        "rtol": None if rtol is None else float(rtol),
+        "hermitian": bool(hermitian),
+    }
     return _apply("linalg.pinv", L.pinv_p, (A,), attrs, "linalg.pinv failed")
 
 
@@ -476,16 +563,29 @@ def lstsq(A, B, rcond=None, *, driver=None):
     vector = B.ndim == A.ndim - 1
     rows = B.shape[-1] if vector else B.shape[-2]
     if rows != A.shape[-2]:
-        raise shape_error("linalg.lstsq", "torch.linalg.lstsq: input.size(-2) should match "
-                          f"other.size({-1 if vector else -2})", A, B)
+        raise shape_error(
+            "linalg.lstsq",
+            f"torch.linalg.lstsq: input.size(-2) should match other.size({-1 if vector else -2})",
+            A,
+            B,
+        )
     if vector and B.ndim > 1:  # a batch of vectors: solve them as (..., m, 1)
-        X = _apply("linalg.lstsq", L.lstsq_p, (A, B.unsqueeze(-1)), {"rcond": rcond},
-                   "linalg.lstsq failed").squeeze(-1)
+        X = _apply(
+            "linalg.lstsq", L.lstsq_p, (A, B.unsqueeze(-1)), {"rcond": rcond}, "linalg.lstsq failed"
+        ).squeeze(-1)
     else:
         X = _apply("linalg.lstsq", L.lstsq_p, (A, B), {"rcond": rcond}, "linalg.lstsq failed")
     empty = tensor(np.zeros((0,), A._data.dtype))
-    rank = tensor(np.asarray(L.matrix_rank(A._data, None if rcond is None else rcond *
-                                           np.max(L.svdvals(A._data), axis=-1, keepdims=True))))
+    rank = tensor(
+        np.asarray(
+            L.matrix_rank(
+                A._data,
+                None
+                if rcond is None
+                else rcond * np.max(L.svdvals(A._data), axis=-1, keepdims=True),
+            )
+        )
+    )
     return _LstsqResult(X, empty, rank, empty)
 
 
@@ -502,8 +602,10 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -
     m, n = A.shape[-2:]
     if rtol is None:
         rtol = max(m, n) * np.finfo(s.dtype).eps if not atol else 0.0
-    tol = np.maximum(0.0 if atol is None else atol, rtol * np.max(s, axis=-1, keepdims=True)
-                     if s.shape[-1] else 0.0)
+    tol = np.maximum(
+        0.0 if atol is None else atol,
+        rtol * np.max(s, axis=-1, keepdims=True) if s.shape[-1] else 0.0,
+    )
     return tensor(np.asarray(np.sum(s > tol, axis=-1), dtype=np.int64))
 
 
@@ -520,8 +622,14 @@ def cholesky_top(input, upper: bool = False, *, out=None) -> Tensor:
     A = _t(input)
     _no_out(out, "cholesky")
     _check_square("cholesky", A)
-    return _apply("cholesky", L.cholesky_p, (A,), {"upper": bool(upper)},
-                  _not_positive_definite("cholesky"), name="CholeskyBackward0")
+    return _apply(
+        "cholesky",
+        L.cholesky_p,
+        (A,),
+        {"upper": bool(upper)},
+        _not_positive_definite("cholesky"),
+        name="CholeskyBackward0",
+    )
 
 
 def cholesky_solve(input, input2, upper: bool = False, *, out=None) -> Tensor:
@@ -539,18 +647,25 @@ def cholesky_solve(input, input2, upper: bool = False, *, out=None) -> Tensor:
     _no_out(out, "cholesky_solve")
     _check_square("cholesky_solve", L_)
     lower = not upper
-    Y = _triangular(L_, B, lower=lower, trans=upper, unit=False)   # L Y = B (U^T Y = B)
+    Y = _triangular(L_, B, lower=lower, trans=upper, unit=False)  # L Y = B (U^T Y = B)
     return _triangular(L_, Y, lower=lower, trans=lower, unit=False)  # L^T X = Y (U X = Y)
 
 
-def triangular_solve(b, A, upper: bool = True, transpose: bool = False,
-                     unitriangular: bool = False):
+def triangular_solve(
+    b, A, upper: bool = True, transpose: bool = False, unitriangular: bool = False
+):
     """torch.triangular_solve(b, A) (deprecated in PyTorch): (solution, cloned_coefficient),
     the solution's node is TriangularSolveBackward0."""
     b, A = _t(b), _t(A)
     _check_square("triangular_solve", A)
-    X = _triangular(A, b, lower=not upper, trans=bool(transpose), unit=unitriangular,
-                    name="TriangularSolveBackward0")
+    X = _triangular(
+        A,
+        b,
+        lower=not upper,
+        trans=bool(transpose),
+        unit=unitriangular,
+        name="TriangularSolveBackward0",
+    )
     return _TriangularSolveResult(X, A.clone())
 
 
@@ -573,10 +688,11 @@ def svd_top(input, some: bool = True, compute_uv: bool = True, *, out=None):
         m, n = A.shape[-2:]
         S = svdvals(A)
         zeros = np.zeros(tuple(A.shape[:-2]), A._data.dtype)
-        return _SvdTopResult(tensor(np.zeros(zeros.shape + (m, m if not some else min(m, n)),
-                                             A._data.dtype)), S,
-                             tensor(np.zeros(zeros.shape + (n, n if not some else min(m, n)),
-                                             A._data.dtype)))
+        return _SvdTopResult(
+            tensor(np.zeros(zeros.shape + (m, m if not some else min(m, n)), A._data.dtype)),
+            S,
+            tensor(np.zeros(zeros.shape + (n, n if not some else min(m, n)), A._data.dtype)),
+        )
     U, S, Vh = svd(A, full_matrices=not some)
     return _SvdTopResult(U, S, _mT(Vh))
 
@@ -593,6 +709,15 @@ def pinverse(input, rcond: float = 1e-15) -> Tensor:
     return pinv(input, rtol=rcond)
 
 
-TOP_LEVEL = {"svd": svd_top, "qr": qr_top, "pinverse": pinverse, "cholesky": cholesky_top, "cholesky_solve": cholesky_solve,
-             "triangular_solve": triangular_solve, "logdet": logdet, "det": det,
-             "slogdet": slogdet, "inverse": inv}
+TOP_LEVEL = {
+    "svd": svd_top,
+    "qr": qr_top,
+    "pinverse": pinverse,
+    "cholesky": cholesky_top,
+    "cholesky_solve": cholesky_solve,
+    "triangular_solve": triangular_solve,
+    "logdet": logdet,
+    "det": det,
+    "slogdet": slogdet,
+    "inverse": inv,
+}

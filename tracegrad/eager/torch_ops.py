@@ -6,18 +6,23 @@ primitive is shared (unsqueeze, squeeze, flatten and view are all `reshape`).
 `install_methods` attaches them to Tensor, so `x.exp()` and `torch.exp(x)` are
 the same code.
 """
+
 from __future__ import annotations
 
 import builtins
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from tracegrad.eager.errors import (EagerDTypeError, EagerIndexError, EagerNotImplementedError,
-                                    shape_error)
 from tracegrad.eager._tensor import VIEW_SCATTERS, Tensor, apply_op, scaled_by_alpha, tensor
-from tracegrad.ops import table as T
+from tracegrad.eager.errors import (
+    EagerDTypeError,
+    EagerIndexError,
+    EagerNotImplementedError,
+    shape_error,
+)
 from tracegrad.eager.grad_mode import STATE
+from tracegrad.ops import table as T
 
 _bmax, _bmin, _bsum = builtins.max, builtins.min, builtins.sum
 _ball, _bany = builtins.all, builtins.any
@@ -30,8 +35,11 @@ def _t(x) -> Tensor:
 def _dim(dim: int, ndim: int, op: str = "dim") -> int:
     n = _bmax(ndim, 1)
     if not -n <= dim < n:
-        raise shape_error(op, f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                              f"but got {dim})", cls=EagerIndexError)
+        raise shape_error(
+            op,
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})",
+            cls=EagerIndexError,
+        )
     return dim % n
 
 
@@ -81,7 +89,7 @@ def div(input, other):
 divide = true_divide = div
 
 
-def pow(input, exponent):  # noqa: A001
+def pow(input, exponent):
     return apply_op(T.pow_, (input, exponent), {})
 
 
@@ -140,7 +148,7 @@ def relu(input):
     return apply_op(T.relu, (input,), {})
 
 
-def abs(input):  # noqa: A001
+def abs(input):
     return apply_op(T.abs_, (input,), {})
 
 
@@ -167,7 +175,7 @@ def minimum(input, other):
     return apply_op(T.minimum, (input, other), {})
 
 
-def _clip_args(min, max) -> dict:  # noqa: A002
+def _clip_args(min, max) -> dict:
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     attrs = {}
@@ -178,7 +186,7 @@ def _clip_args(min, max) -> dict:  # noqa: A002
     return attrs
 
 
-def clamp(input, min=None, max=None):  # noqa: A002
+def clamp(input, min=None, max=None):
     """PyTorch's two overloads: numbers (ClampBackward1, one `clip`) or tensors
     (ClampBackward0: min and max get gradients too). A 0-d tensor next to a number is
     read as a number, as PyTorch's argument parser does."""
@@ -189,15 +197,22 @@ def clamp(input, min=None, max=None):  # noqa: A002
             return _clamp_tensors(input, min, max)
         for b in (min, max):
             if isinstance(b, Tensor) and b.ndim != 0:
-                kinds = ", ".join(f"{k}={'Tensor' if isinstance(v, Tensor) else type(v).__name__}"
-                                  for k, v in (("max", max), ("min", min)) if v is not None)
-                raise TypeError(f"clamp() received an invalid combination of arguments - got "
-                                f"({kinds}, ), but expected one of:\n"
-                                " * (Tensor min = None, Tensor max = None)\n"
-                                " * (Number min = None, Number max = None)")
+                kinds = ", ".join(
+                    f"{k}={'Tensor' if isinstance(v, Tensor) else type(v).__name__}"
+                    for k, v in (("max", max), ("min", min))
+                    if v is not None
+                )
+                raise TypeError(
+                    f"clamp() received an invalid combination of arguments - got "
+                    f"({kinds}, ), but expected one of:\n"
+                    " * (Tensor min = None, Tensor max = None)\n"
+                    " * (Number min = None, Number max = None)"
+                )
     attrs = _clip_args(min, max)
-    return _with_saved(apply_op(T.clip, (input,), attrs, name="ClampBackward1"),
-                       {"min": attrs.get("lo"), "max": attrs.get("hi")})
+    return _with_saved(
+        apply_op(T.clip, (input,), attrs, name="ClampBackward1"),
+        {"min": attrs.get("lo"), "max": attrs.get("hi")},
+    )
 
 
 clip = clamp
@@ -257,8 +272,9 @@ def logical_or(input, other):
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
-    return bool(np.allclose(_t(input)._data, _t(other)._data, rtol=rtol, atol=atol,
-                            equal_nan=equal_nan))
+    return bool(
+        np.allclose(_t(input)._data, _t(other)._data, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    )
 
 
 def equal(input, other) -> bool:
@@ -269,7 +285,7 @@ def equal(input, other) -> bool:
 # -------------------------------------------------------------- reductions
 
 
-def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+def sum(input, dim=None, keepdim=False, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
     return apply_op(T.sum_, (x,), {"axis": _dims(dim, x.ndim, "sum"), "keepdims": bool(keepdim)})
 
@@ -278,8 +294,12 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
     if x._data.dtype.kind != "f":
         raise shape_error(
-            "mean", "mean(): could not infer output dtype. Input dtype must be either a floating "
-            f"point or complex dtype. Got: {_torch_type(x)}", x, cls=EagerDTypeError)
+            "mean",
+            "mean(): could not infer output dtype. Input dtype must be either a floating "
+            f"point or complex dtype. Got: {_torch_type(x)}",
+            x,
+            cls=EagerDTypeError,
+        )
     return apply_op(T.mean, (x,), {"axis": _dims(dim, x.ndim, "mean"), "keepdims": bool(keepdim)})
 
 
@@ -336,36 +356,56 @@ def _extremum(input, dim, keepdim, full_prim, arg_prim, result_cls, name):
     return result_cls(values, idx)
 
 
-def max(input, dim=None, keepdim=False):  # noqa: A001
+def max(input, dim=None, keepdim=False):
     if isinstance(dim, Tensor):
         return maximum(input, dim)
     return _extremum(input, dim, keepdim, T.max_, T.argmax, _MaxResult, "MaxBackward0")
 
 
-def min(input, dim=None, keepdim=False):  # noqa: A001
+def min(input, dim=None, keepdim=False):
     if isinstance(dim, Tensor):
         return minimum(input, dim)
     return _extremum(input, dim, keepdim, T.min_, T.argmin, _MinResult, "MinBackward0")
 
 
 def amax(input, dim=None, keepdim=False):
-    return apply_op(T.max_, (input,), {"axis": _dims(dim, input.ndim, "amax"), "keepdims": bool(keepdim)},
-                    name="AmaxBackward0")
+    return apply_op(
+        T.max_,
+        (input,),
+        {"axis": _dims(dim, input.ndim, "amax"), "keepdims": bool(keepdim)},
+        name="AmaxBackward0",
+    )
 
 
 def amin(input, dim=None, keepdim=False):
-    return apply_op(T.min_, (input,), {"axis": _dims(dim, input.ndim, "amin"), "keepdims": bool(keepdim)},
-                    name="AminBackward0")
+    return apply_op(
+        T.min_,
+        (input,),
+        {"axis": _dims(dim, input.ndim, "amin"), "keepdims": bool(keepdim)},
+        name="AminBackward0",
+    )
 
 
 def argmax(input, dim=None, keepdim=False):
-    return apply_op(T.argmax, (input,), {"axis": None if dim is None else _dim(dim, input.ndim, "argmax"),
-                                         "keepdims": bool(keepdim) and dim is not None})
+    return apply_op(
+        T.argmax,
+        (input,),
+        {
+            "axis": None if dim is None else _dim(dim, input.ndim, "argmax"),
+            "keepdims": bool(keepdim) and dim is not None,
+        },
+    )
 
 
 def argmin(input, dim=None, keepdim=False):
-    return apply_op(T.argmin, (input,), {"axis": None if dim is None else _dim(dim, input.ndim, "argmin"),
-                                         "keepdims": bool(keepdim) and dim is not None})
+    return apply_op(
+        T.argmin,
+        (input,),
+        {
+            "axis": None if dim is None else _dim(dim, input.ndim, "argmin"),
+            "keepdims": bool(keepdim) and dim is not None,
+        },
+    )
 
 
 def _ddof(unbiased, correction) -> int:
@@ -377,8 +417,15 @@ def _ddof(unbiased, correction) -> int:
 def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     if isinstance(unbiased, (int, list, tuple)) and not isinstance(unbiased, bool):
         dim, unbiased = unbiased, True  # var(x, 1) in the old positional form
-    return apply_op(T.var, (input,), {"axis": _dims(dim, input.ndim, "var"), "keepdims": bool(keepdim),
-                                      "ddof": _ddof(unbiased, correction)})
+    return apply_op(
+        T.var,
+        (input,),
+        {
+            "axis": _dims(dim, input.ndim, "var"),
+            "keepdims": bool(keepdim),
+            "ddof": _ddof(unbiased, correction),
+        },
+    )
 
 
 def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
@@ -387,8 +434,11 @@ def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
 
 
 def logsumexp(input, dim, keepdim=False):
-    return apply_op(T.logsumexp, (input,), {"axis": _dims(dim, input.ndim, "logsumexp"),
-                                            "keepdims": bool(keepdim)})
+    return apply_op(
+        T.logsumexp,
+        (input,),
+        {"axis": _dims(dim, input.ndim, "logsumexp"), "keepdims": bool(keepdim)},
+    )
 
 
 def _softmax_dim(ndim: int) -> int:
@@ -397,8 +447,12 @@ def _softmax_dim(ndim: int) -> int:
 
 def _check_float_kernel(x, kernel: str, op: str) -> None:
     if x._data.dtype.kind != "f":
-        raise shape_error(op, f'"{kernel}" not implemented for \'{_torch_type(x)}\'', x,
-                          cls=EagerNotImplementedError)
+        raise shape_error(
+            op,
+            f"\"{kernel}\" not implemented for '{_torch_type(x)}'",
+            x,
+            cls=EagerNotImplementedError,
+        )
 
 
 def softmax(input, dim=None, dtype=None):
@@ -416,7 +470,7 @@ def log_softmax(input, dim=None, dtype=None):
 
 
 def _torch_type(x) -> str:
-    return x.dtype._tensor_type[:-len("Tensor")]
+    return x.dtype._tensor_type[: -len("Tensor")]
 
 
 # -------------------------------------------------------------- shape ops
@@ -431,19 +485,27 @@ def _infer_shape(shape: tuple, numel: int, op: str, x=None) -> tuple:
             if d != -1:
                 known *= d
         if known == 0 and numel == 0:
-            raise shape_error(op, f"cannot reshape tensor of 0 elements into shape "
-                                  f"[{', '.join(map(str, shape))}] because the unspecified "
-                                  f"dimension size -1 can be any value and is ambiguous", x)
+            raise shape_error(
+                op,
+                f"cannot reshape tensor of 0 elements into shape "
+                f"[{', '.join(map(str, shape))}] because the unspecified "
+                f"dimension size -1 can be any value and is ambiguous",
+                x,
+            )
         if known == 0 or numel % known:
-            raise shape_error(op, f"shape '[{', '.join(map(str, shape))}]' is invalid for input "
-                                  f"of size {numel}", x)
+            raise shape_error(
+                op,
+                f"shape '[{', '.join(map(str, shape))}]' is invalid for input of size {numel}",
+                x,
+            )
         shape = tuple(numel // known if d == -1 else d for d in shape)
     n = 1
     for d in shape:
         n *= d
     if n != numel or _bany(d < 0 for d in shape):
-        raise shape_error(op, f"shape '[{', '.join(map(str, shape))}]' is invalid for input of "
-                              f"size {numel}", x)
+        raise shape_error(
+            op, f"shape '[{', '.join(map(str, shape))}]' is invalid for input of size {numel}", x
+        )
     return shape
 
 
@@ -451,8 +513,12 @@ def reshape(input, *shape):
     shape = _infer_shape(_sizes(shape), input._data.size, "reshape", input)
     data = input._data
     contiguous = type(data) is not np.ndarray or data.flags.c_contiguous  # (captured: no layout)
-    return apply_op(T.reshape, (input,), {"shape": shape},
-                    name="ViewBackward0" if contiguous else "UnsafeViewBackward0")
+    return apply_op(
+        T.reshape,
+        (input,),
+        {"shape": shape},
+        name="ViewBackward0" if contiguous else "UnsafeViewBackward0",
+    )
 
 
 def view(input, *shape):
@@ -461,9 +527,11 @@ def view(input, *shape):
     shape = _infer_shape(_sizes(shape), input._data.size, "view", input)
     if not _reshapes_without_copy(input._data, shape):
         raise shape_error(
-            "view", "view size is not compatible with input tensor's size and stride (at least one "
+            "view",
+            "view size is not compatible with input tensor's size and stride (at least one "
             "dimension spans across two contiguous subspaces). Use .reshape(...) instead.",
-            input) from None
+            input,
+        ) from None
     return apply_op(T.reshape, (input,), {"shape": shape}, name="ViewBackward0")
 
 
@@ -492,7 +560,7 @@ def flatten(input, start_dim=0, end_dim=-1):
         return reshape(input, (1,))
     s, e = _dim(start_dim, nd), _dim(end_dim, nd)
     shape = input._data.shape
-    new = shape[:s] + (int(np.prod(shape[s:e + 1], dtype=np.int64)),) + shape[e + 1:]
+    new = shape[:s] + (int(np.prod(shape[s : e + 1], dtype=np.int64)),) + shape[e + 1 :]
     if new == shape:
         return input
     return reshape(input, new)
@@ -514,35 +582,51 @@ def squeeze(input, dim=None):
 def unsqueeze(input, dim):
     shape = input._data.shape
     d = _dim(dim, len(shape) + 1)
-    return apply_op(T.reshape, (input,), {"shape": shape[:d] + (1,) + shape[d:]},
-                    name="UnsqueezeBackward0")
+    return apply_op(
+        T.reshape, (input,), {"shape": shape[:d] + (1,) + shape[d:]}, name="UnsqueezeBackward0"
+    )
 
 
 def expand(input, *sizes):
     sizes = _sizes(sizes)
     shape = input._data.shape
     if len(sizes) < len(shape):
-        raise shape_error("expand",
+        raise shape_error(
+            "expand",
             f"expand(torch.{input.dtype._tensor_type}{{[{', '.join(map(str, shape))}]}}, "
             f"size=[{', '.join(map(str, sizes))}]): the number of sizes provided ({len(sizes)}) "
-            f"must be greater or equal to the number of dimensions in the tensor ({len(shape)})", input)
+            f"must be greater or equal to the number of dimensions in the tensor ({len(shape)})",
+            input,
+        )
     lead = len(sizes) - len(shape)
     target = []
     for i, size in enumerate(sizes):  # PyTorch's inferExpandGeometry, its checks and texts
         have = shape[i - lead] if i >= lead else None
         if size == -1:
             if have is None:
-                raise shape_error("expand", f"The expanded size of the tensor (-1) isn't allowed "
-                                            f"in a leading, non-existing dimension {i}", input)
+                raise shape_error(
+                    "expand",
+                    f"The expanded size of the tensor (-1) isn't allowed "
+                    f"in a leading, non-existing dimension {i}",
+                    input,
+                )
             size = have
         elif size < 0:
-            raise shape_error("expand", f"Trying to create tensor with negative dimension {size}: "
-                                        f"[{', '.join(map(str, sizes))}]", input)
+            raise shape_error(
+                "expand",
+                f"Trying to create tensor with negative dimension {size}: "
+                f"[{', '.join(map(str, sizes))}]",
+                input,
+            )
         elif have is not None and have != size and have != 1:
-            raise shape_error("expand", f"The expanded size of the tensor ({size}) must match the "
-                              f"existing size ({have}) at non-singleton dimension {i}.  Target "
-                              f"sizes: [{', '.join(map(str, sizes))}].  Tensor sizes: "
-                              f"[{', '.join(map(str, shape))}]", input)
+            raise shape_error(
+                "expand",
+                f"The expanded size of the tensor ({size}) must match the "
+                f"existing size ({have}) at non-singleton dimension {i}.  Target "
+                f"sizes: [{', '.join(map(str, sizes))}].  Tensor sizes: "
+                f"[{', '.join(map(str, shape))}]",
+                input,
+            )
         target.append(size)
     return apply_op(T.broadcast_to, (input,), {"shape": tuple(target)}, name="ExpandBackward0")
 
@@ -571,7 +655,9 @@ swapaxes = swapdims = transpose
 def t(input):
     nd = input._data.ndim
     if nd > 2:
-        raise shape_error("t", f"t() expects a tensor with <= 2 dimensions, but self is {nd}D", input)
+        raise shape_error(
+            "t", f"t() expects a tensor with <= 2 dimensions, but self is {nd}D", input
+        )
     axes = tuple(reversed(range(nd)))
     return apply_op(T.transpose, (input,), {"axes": axes}, name="TBackward0")
 
@@ -580,15 +666,19 @@ def permute(input, *dims):
     dims = _sizes(dims)
     nd = input._data.ndim
     if len(dims) != nd:
-        raise shape_error("permute", f"permute(sparse_coo): number of dimensions in the tensor "
-                          f"input does not match the length of the desired ordering of dimensions "
-                          f"i.e. input.dim() = {nd} is not equal to len(dims) = {len(dims)}", input)
+        raise shape_error(
+            "permute",
+            f"permute(sparse_coo): number of dimensions in the tensor "
+            f"input does not match the length of the desired ordering of dimensions "
+            f"i.e. input.dim() = {nd} is not equal to len(dims) = {len(dims)}",
+            input,
+        )
     axes = tuple(_dim(d, nd, "permute") for d in dims)
     if len(set(axes)) != len(axes):
-        raise shape_error(f"permute with dims {dims}", "permute(): duplicate dims are not allowed.",
-                          input)
-    return apply_op(T.transpose, (input,), {"axes": axes},
-                    name="PermuteBackward0")
+        raise shape_error(
+            f"permute with dims {dims}", "permute(): duplicate dims are not allowed.", input
+        )
+    return apply_op(T.transpose, (input,), {"axes": axes}, name="PermuteBackward0")
 
 
 def movedim(input, source, destination):
@@ -598,9 +688,13 @@ def movedim(input, source, destination):
     src = (source,) if isinstance(source, int) else tuple(source)
     dst = (destination,) if isinstance(destination, int) else tuple(destination)
     if len(src) != len(dst):
-        raise shape_error("movedim", f"movedim: Invalid source or destination dims: source "
-                          f"({list(src)} dims) should contain the same number of dims as "
-                          f"destination ({list(dst)} dims)", input)
+        raise shape_error(
+            "movedim",
+            f"movedim: Invalid source or destination dims: source "
+            f"({list(src)} dims) should contain the same number of dims as "
+            f"destination ({list(dst)} dims)",
+            input,
+        )
     src = tuple(_dim(d, nd, "movedim") for d in src)
     dst = tuple(_dim(d, nd, "movedim") for d in dst)
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
@@ -619,7 +713,7 @@ def unflatten(input, dim, sizes):
     shape = input._data.shape
     d = _dim(dim, len(shape), "unflatten")
     sizes = _infer_shape(tuple(int(s) for s in sizes), shape[d], "unflatten", input)
-    return view(input, shape[:d] + sizes + shape[d + 1:])
+    return view(input, shape[:d] + sizes + shape[d + 1 :])
 
 
 def _storage_offset(input) -> int:
@@ -636,16 +730,20 @@ def roll(input, shifts, dims=None):
     The last node is named as PyTorch's one node, RollBackward0."""
     if dims is None:
         if isinstance(shifts, (tuple, list)) and len(shifts) != 1:
-            raise shape_error("roll", f"shifts and dimensions must align. shifts: "
-                                      f"{len(shifts)}, dims:0", input)
+            raise shape_error(
+                "roll", f"shifts and dimensions must align. shifts: {len(shifts)}, dims:0", input
+            )
         shift = shifts[0] if isinstance(shifts, (tuple, list)) else shifts
         flat = _roll_dim(reshape(input, (-1,)), int(shift), 0, None)
         return apply_op(T.reshape, (flat,), {"shape": tuple(input.shape)}, name="RollBackward0")
     shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     if len(shifts) != len(dims):
-        raise shape_error("roll", f"shifts and dimensions must align. shifts: {len(shifts)}, "
-                                  f"dims:{len(dims)}", input)
+        raise shape_error(
+            "roll",
+            f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}",
+            input,
+        )
     out = input
     for shift, dim in zip(shifts, dims):
         out = _roll_dim(out, int(shift), _dim(dim, input._data.ndim, "roll"), "RollBackward0")
@@ -668,14 +766,20 @@ def cat(tensors: Sequence[Tensor], dim: int = 0):
     d = _dim(dim, nd)
     for i, x in enumerate(tensors[1:], 1):
         if x.ndim != nd:
-            raise shape_error("cat", f"Tensors must have same number of dimensions: got {nd} and "
-                                     f"{x.ndim}", *tensors)
+            raise shape_error(
+                "cat",
+                f"Tensors must have same number of dimensions: got {nd} and {x.ndim}",
+                *tensors,
+            )
         for k in range(nd):
             if k != d and x.shape[k] != tensors[0].shape[k]:
                 raise shape_error(
-                    "cat", f"Sizes of tensors must match except in dimension {d}. Expected size "
+                    "cat",
+                    f"Sizes of tensors must match except in dimension {d}. Expected size "
                     f"{tensors[0].shape[k]} but got size {x.shape[k]} for tensor number {i} in "
-                    f"the list.", *tensors)
+                    f"the list.",
+                    *tensors,
+                )
     return apply_op(T.concatenate, tuple(tensors), {"axis": d})
 
 
@@ -689,29 +793,43 @@ def stack(tensors: Sequence[Tensor], dim: int = 0):
     shape = tensors[0].shape
     for i, x in enumerate(tensors[1:], 1):
         if x.shape != shape:
-            raise shape_error("stack", f"stack expects each tensor to be equal size, but got "
-                                       f"[{', '.join(map(str, shape))}] at entry 0 and "
-                                       f"[{', '.join(map(str, x.shape))}] at entry {i}", *tensors)
+            raise shape_error(
+                "stack",
+                f"stack expects each tensor to be equal size, but got "
+                f"[{', '.join(map(str, shape))}] at entry 0 and "
+                f"[{', '.join(map(str, x.shape))}] at entry {i}",
+                *tensors,
+            )
     d = _dim(dim, len(shape) + 1)
     new = tuple(shape[:d]) + (1,) + tuple(shape[d:])
-    parts = [apply_op(T.reshape, (x,), {"shape": new}, name="UnsqueezeBackward0")
-             for x in tensors]
+    parts = [apply_op(T.reshape, (x,), {"shape": new}, name="UnsqueezeBackward0") for x in tensors]
     return apply_op(T.concatenate, tuple(parts), {"axis": d}, name="StackBackward0")
 
 
 # ------------------------------------------------------------------ matmul
 
 
-_MM_NAMES = {"float32": "float", "float64": "double", "int64": "long int", "int32": "int",
-             "bool": "bool", "float16": "c10::Half"}
+_MM_NAMES = {
+    "float32": "float",
+    "float64": "double",
+    "int64": "long int",
+    "int32": "int",
+    "bool": "bool",
+    "float16": "c10::Half",
+}
 
 
 def check_matmul_dtypes(a, b) -> None:
     """PyTorch multiplies matrices of one dtype only (no promotion)."""
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype != b._data.dtype:
         names = [_MM_NAMES.get(t._data.dtype.name, t._data.dtype.name) for t in (a, b)]
-        raise shape_error("matmul", f"expected m1 and m2 to have the same dtype, but got: "
-                                    f"{names[0]} != {names[1]}", a, b, cls=EagerDTypeError)
+        raise shape_error(
+            "matmul",
+            f"expected m1 and m2 to have the same dtype, but got: {names[0]} != {names[1]}",
+            a,
+            b,
+            cls=EagerDTypeError,
+        )
 
 
 def matmul(input, other):
@@ -726,12 +844,17 @@ def mm(input, mat2):
 
 def _check_mm_shapes(op, input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
-        raise shape_error(op, "self must be a matrix" if input.ndim != 2 else
-                          "mat2 must be a matrix", input, mat2)
+        raise shape_error(
+            op, "self must be a matrix" if input.ndim != 2 else "mat2 must be a matrix", input, mat2
+        )
     if input.shape[1] != mat2.shape[0]:
         raise shape_error(
-            op, f"mat1 and mat2 shapes cannot be multiplied ({input.shape[0]}x{input.shape[1]} "
-            f"and {mat2.shape[0]}x{mat2.shape[1]})", input, mat2)
+            op,
+            f"mat1 and mat2 shapes cannot be multiplied ({input.shape[0]}x{input.shape[1]} "
+            f"and {mat2.shape[0]}x{mat2.shape[1]})",
+            input,
+            mat2,
+        )
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
@@ -749,8 +872,12 @@ def bmm(input, mat2):
 
 def dot(input, other):
     if input.ndim != 1 or other.ndim != 1:
-        raise shape_error("dot", f"1D tensors expected, but got {input.ndim}D and {other.ndim}D "
-                                 "tensors", input, other)
+        raise shape_error(
+            "dot",
+            f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors",
+            input,
+            other,
+        )
     return apply_op(T.matmul, (input, other), {})
 
 
@@ -774,6 +901,7 @@ def outer(input, vec2):
 
 def _index_view(input, index, name, multi=None, saved=None):
     from tracegrad.eager.indexing import getitem
+
     out = getitem(input, index, name=name)
     if multi is not None:
         out.__dict__["_multi_view"] = multi
@@ -795,41 +923,66 @@ def narrow(input, dim, start, length):
     start = int(start.item()) if isinstance(start, Tensor) else int(start)
     length = int(length)
     if not -size <= start <= size:
-        raise shape_error("narrow", f"start out of range (expected to be in range of [{-size}, "
-                                    f"{size}], but got {start})", input, cls=EagerIndexError)
+        raise shape_error(
+            "narrow",
+            f"start out of range (expected to be in range of [{-size}, {size}], but got {start})",
+            input,
+            cls=EagerIndexError,
+        )
     if start < 0:
         start += size
     if length < 0:
         raise shape_error("narrow", "narrow(): length must be non-negative.", input)
     if start + length > size:
-        raise shape_error("narrow", f"start ({start}) + length ({length}) exceeds dimension "
-                                    f"size ({size}).", input)
-    return _index_view(input, (slice(None),) * d + (slice(start, start + length),),
-                       "SliceBackward0", saved={"dim": d, "start": start, "end": start + length,
-                                                "step": 1, "self_sym_sizes": tuple(input.shape)})
+        raise shape_error(
+            "narrow", f"start ({start}) + length ({length}) exceeds dimension size ({size}).", input
+        )
+    return _index_view(
+        input,
+        (slice(None),) * d + (slice(start, start + length),),
+        "SliceBackward0",
+        saved={
+            "dim": d,
+            "start": start,
+            "end": start + length,
+            "step": 1,
+            "self_sym_sizes": tuple(input.shape),
+        },
+    )
 
 
 def select(input, dim, index):
     if input.ndim == 0:
-        raise shape_error("select", "select() cannot be applied to a 0-dim tensor.", input,
-                          cls=EagerIndexError)
+        raise shape_error(
+            "select", "select() cannot be applied to a 0-dim tensor.", input, cls=EagerIndexError
+        )
     d = _dim(dim, input.ndim, "select")
     size = input._data.shape[d]
     index = int(index)
     if not -size <= index < size:
-        raise shape_error("select", f"select(): index {index} out of range for tensor of size "
-                                    f"[{', '.join(map(str, input.shape))}] at dimension {d}",
-                          input, cls=EagerIndexError)
-    return _index_view(input, (slice(None),) * d + (index % size,), "SelectBackward0",
-                       saved={"dim": d, "index": index, "self_sym_sizes": tuple(input.shape)})
+        raise shape_error(
+            "select",
+            f"select(): index {index} out of range for tensor of size "
+            f"[{', '.join(map(str, input.shape))}] at dimension {d}",
+            input,
+            cls=EagerIndexError,
+        )
+    return _index_view(
+        input,
+        (slice(None),) * d + (index % size,),
+        "SelectBackward0",
+        saved={"dim": d, "index": index, "self_sym_sizes": tuple(input.shape)},
+    )
 
 
 def _multi_views(input, d, bounds, name, op, saved=None):
-    return tuple(_index_view(input, (slice(None),) * d + (slice(a, b),), name + "Backward0",
-                             (op, i), saved) for i, (a, b) in enumerate(bounds))
+    return tuple(
+        _index_view(input, (slice(None),) * d + (slice(a, b),), name + "Backward0", (op, i), saved)
+        for i, (a, b) in enumerate(bounds)
+    )
 
 
-def split(tensor, split_size_or_sections, dim=0):  # noqa: F811 (PyTorch's argument name)
+def split(tensor, split_size_or_sections, dim=0):
     input = tensor
     if input.ndim == 0:
         raise shape_error("split", "split expects at least a 1-dimensional tensor", input)
@@ -838,32 +991,51 @@ def split(tensor, split_size_or_sections, dim=0):  # noqa: F811 (PyTorch's argum
     if isinstance(split_size_or_sections, (list, tuple)):
         sizes = [int(s) for s in split_size_or_sections]
         if _bsum(sizes) != size or _bany(s < 0 for s in sizes):
-            raise shape_error("split", f"split_with_sizes expects split_sizes to sum exactly to "
-                                       f"{size} (input tensor's size at dimension {d}), but got "
-                                       f"split_sizes=[{', '.join(map(str, sizes))}]", input)
+            raise shape_error(
+                "split",
+                f"split_with_sizes expects split_sizes to sum exactly to "
+                f"{size} (input tensor's size at dimension {d}), but got "
+                f"split_sizes=[{', '.join(map(str, sizes))}]",
+                input,
+            )
         bounds, a = [], 0
         for s in sizes:
             bounds.append((a, a + s))
             a += s
-        return _multi_views(input, d, bounds, "SplitWithSizes", "SplitWithSizes",
-                            {"dim": d, "self_sym_sizes": tuple(input.shape),
-                             "split_sizes": tuple(sizes)})
+        return _multi_views(
+            input,
+            d,
+            bounds,
+            "SplitWithSizes",
+            "SplitWithSizes",
+            {"dim": d, "self_sym_sizes": tuple(input.shape), "split_sizes": tuple(sizes)},
+        )
     step = int(split_size_or_sections)
     if step < 0 or (step == 0 and size != 0):
-        raise shape_error("split", f"split_size can only be 0 if dimension size is 0, but got "
-                                   f"dimension size of {size}" if step == 0 else
-                          "split expects split_size be non-negative, but got split_size="
-                          f"{step}", input)
+        raise shape_error(
+            "split",
+            f"split_size can only be 0 if dimension size is 0, but got dimension size of {size}"
+            if step == 0
+            else f"split expects split_size be non-negative, but got split_size={step}",
+            input,
+        )
     bounds = [(a, _bmin(a + step, size)) for a in range(0, size, step)] if step else [(0, 0)]
-    return _multi_views(input, d, bounds or [(0, 0)], "Split", "Split",
-                        {"dim": d, "self_sym_sizes": tuple(input.shape), "split_size": step})
+    return _multi_views(
+        input,
+        d,
+        bounds or [(0, 0)],
+        "Split",
+        "Split",
+        {"dim": d, "self_sym_sizes": tuple(input.shape), "split_size": step},
+    )
 
 
 def chunk(input, chunks, dim=0):
     chunks = int(chunks)
     if chunks <= 0:
-        raise shape_error("chunk", f"chunk expects `chunks` to be greater than 0, got: {chunks}",
-                          input)
+        raise shape_error(
+            "chunk", f"chunk expects `chunks` to be greater than 0, got: {chunks}", input
+        )
     if input.ndim == 0:
         raise shape_error("chunk", "chunk expects at least a 1-dimensional tensor", input)
     d = _dim(dim, input.ndim, "chunk")
@@ -875,11 +1047,17 @@ def chunk(input, chunks, dim=0):
 
 def unbind(input, dim=0):
     if input.ndim == 0:
-        raise shape_error("unbind", "Dimension specified as 0 but tensor has no dimensions",
-                          input, cls=EagerIndexError)
+        raise shape_error(
+            "unbind",
+            "Dimension specified as 0 but tensor has no dimensions",
+            input,
+            cls=EagerIndexError,
+        )
     d = _dim(dim, input.ndim, "unbind")
-    return tuple(_index_view(input, (slice(None),) * d + (i,), "UnbindBackward0", ("Unbind", i),
-                             {"dim": d}) for i in range(input._data.shape[d]))
+    return tuple(
+        _index_view(input, (slice(None),) * d + (i,), "UnbindBackward0", ("Unbind", i), {"dim": d})
+        for i in range(input._data.shape[d])
+    )
 
 
 def repeat(input, *sizes):
@@ -887,18 +1065,27 @@ def repeat(input, *sizes):
     sizes = _sizes(sizes)
     shape = input._data.shape
     if len(sizes) < len(shape):
-        raise shape_error("repeat", "Number of dimensions of repeat dims can not be smaller "
-                                    "than number of dimensions of tensor", input)
+        raise shape_error(
+            "repeat",
+            "Number of dimensions of repeat dims can not be smaller "
+            "than number of dimensions of tensor",
+            input,
+        )
     if _bany(r < 0 for r in sizes):
-        raise shape_error("repeat", f"Trying to create tensor with negative dimension "
-                                    f"{_bmin(sizes)}: [{', '.join(map(str, sizes))}]", input)
+        raise shape_error(
+            "repeat",
+            f"Trying to create tensor with negative dimension "
+            f"{_bmin(sizes)}: [{', '.join(map(str, sizes))}]",
+            input,
+        )
     lead = len(sizes) - len(shape)
     full = (1,) * lead + tuple(shape)
     out_shape = tuple(n * r for n, r in zip(full, sizes))
     saved = {"repeats": tuple(sizes), "self_sym_sizes": tuple(shape)}
     if _ball(n == 1 for n in shape):  # a broadcast
-        return _with_saved(apply_op(T.broadcast_to, (input,), {"shape": out_shape},
-                                    name="RepeatBackward0"), saved)
+        return _with_saved(
+            apply_op(T.broadcast_to, (input,), {"shape": out_shape}, name="RepeatBackward0"), saved
+        )
     arrays = []
     for k, n in enumerate(shape):
         axis = lead + k
@@ -924,30 +1111,49 @@ def _index_tensor(index, op: str):
 def _along_checks(op, input, d, idx, other=None, other_name="self"):
     """gather / scatter_add: PyTorch's checks of an index against self (and src)."""
     if idx.dtype.kind not in "iu":
-        raise shape_error(op, f"{op}(): Expected dtype int64 for index" if op == "scatter_add"
-                          else f"{op}(): Expected dtype int32/int64 for index", input,
-                          cls=RuntimeError)
+        raise shape_error(
+            op,
+            f"{op}(): Expected dtype int64 for index"
+            if op == "scatter_add"
+            else f"{op}(): Expected dtype int32/int64 for index",
+            input,
+            cls=RuntimeError,
+        )
     nd = _bmax(input.ndim, 1)
     if _bmax(idx.ndim, 1) != nd:
-        raise shape_error(op, "Index tensor must have the same number of dimensions as "
-                          + ("input tensor" if op == "gather" else "self tensor"), input)
+        raise shape_error(
+            op,
+            "Index tensor must have the same number of dimensions as "
+            + ("input tensor" if op == "gather" else "self tensor"),
+            input,
+        )
     for k in range(idx.ndim):
         if k != d and idx.shape[k] > input._data.shape[k]:
-            raise shape_error(op, f"Size does not match at dimension {k} expected index "
-                                  f"[{', '.join(map(str, idx.shape))}] to be no larger than self "
-                                  f"[{', '.join(map(str, input.shape))}] apart from dimension {d}",
-                              input)
+            raise shape_error(
+                op,
+                f"Size does not match at dimension {k} expected index "
+                f"[{', '.join(map(str, idx.shape))}] to be no larger than self "
+                f"[{', '.join(map(str, input.shape))}] apart from dimension {d}",
+                input,
+            )
         if other is not None and idx.shape[k] > other._data.shape[k]:
-            raise shape_error(op, f"Expected index [{', '.join(map(str, idx.shape))}] to be no "
-                                  f"larger than self [{', '.join(map(str, input.shape))}] apart "
-                                  f"from dimension {d} and to be no larger size than src "
-                                  f"[{', '.join(map(str, other.shape))}]", input)
+            raise shape_error(
+                op,
+                f"Expected index [{', '.join(map(str, idx.shape))}] to be no "
+                f"larger than self [{', '.join(map(str, input.shape))}] apart "
+                f"from dimension {d} and to be no larger size than src "
+                f"[{', '.join(map(str, other.shape))}]",
+                input,
+            )
     size = input._data.shape[d]
     if idx.size:
         bad = idx[(idx < 0) | (idx >= size)]
         if bad.size:
-            raise shape_error(op, f"index {bad.flat[0]} is out of bounds for dimension {d} with "
-                                  f"size {size}", input)
+            raise shape_error(
+                op,
+                f"index {bad.flat[0]} is out of bounds for dimension {d} with size {size}",
+                input,
+            )
 
 
 def _grid_index(idx: np.ndarray, d: int):
@@ -970,11 +1176,12 @@ def gather(input, dim, index, *, sparse_grad=False):
     _along_checks("gather", input, d, idx)
     shape = input._data.shape
     saved = {"dim": d, "sparse_grad": bool(sparse_grad)}
-    if idx.shape[:d] == shape[:d] and idx.shape[d + 1:] == shape[d + 1:]:  # GatherBackward0
+    if idx.shape[:d] == shape[:d] and idx.shape[d + 1 :] == shape[d + 1 :]:  # GatherBackward0
         return _with_saved(apply_op(T.take_along_axis, (input, index), {"axis": d}), saved)
     arrays, spec = _grid_index(idx, d)
-    return _with_saved(apply_op(T.getitem, (input, *arrays), {"spec": spec},
-                                name="GatherBackward0"), saved)
+    return _with_saved(
+        apply_op(T.getitem, (input, *arrays), {"spec": spec}, name="GatherBackward0"), saved
+    )
 
 
 def scatter_add(input, dim, index, src):
@@ -985,47 +1192,63 @@ def scatter_add(input, dim, index, src):
     d = _dim(dim, input.ndim, "scatter_add")
     idx = index._data
     if src._data.dtype != input._data.dtype:
-        raise shape_error("scatter_add", "scatter(): Expected self.dtype to be equal to "
-                                         "src.dtype", input, src)
+        raise shape_error(
+            "scatter_add", "scatter(): Expected self.dtype to be equal to src.dtype", input, src
+        )
     _along_checks("scatter_add", input, d, idx, src)
     part = src
     if src._data.shape != idx.shape:
         part = _index_view(src, tuple(slice(0, n) for n in idx.shape), "SliceBackward0")
     shape = tuple(input._data.shape)
-    if idx.shape[:d] == shape[:d] and idx.shape[d + 1:] == shape[d + 1:]:
+    if idx.shape[:d] == shape[:d] and idx.shape[d + 1 :] == shape[d + 1 :]:
         scattered = apply_op(T.put_along_axis_add, (part, index), {"axis": d, "shape": shape})
     else:
         arrays, spec = _grid_index(idx, d)
-        scattered = apply_op(T.index_add_zeros, (part, *arrays), {"spec": spec, "shape": shape},
-                             name="ScatterAddBackward0")
-    return _with_saved(apply_op(T.add, (input, scattered), {}, name="ScatterAddBackward0"),
-                       {"dim": d})
+        scattered = apply_op(
+            T.index_add_zeros,
+            (part, *arrays),
+            {"spec": spec, "shape": shape},
+            name="ScatterAddBackward0",
+        )
+    return _with_saved(
+        apply_op(T.add, (input, scattered), {}, name="ScatterAddBackward0"), {"dim": d}
+    )
 
 
 def index_select(input, dim, index):
     index = _index_tensor(index, "index_select")
     idx = index._data
     if idx.ndim > 1:
-        raise shape_error("index_select", "index_select(): Index is supposed to be a vector",
-                          input, cls=EagerIndexError)
+        raise shape_error(
+            "index_select",
+            "index_select(): Index is supposed to be a vector",
+            input,
+            cls=EagerIndexError,
+        )
     if idx.dtype.kind not in "iu":
-        raise shape_error("index_select", "index_select(): Expected dtype int32 or int64 for "
-                                          "index", input)
+        raise shape_error(
+            "index_select", "index_select(): Expected dtype int32 or int64 for index", input
+        )
     nd = input.ndim
     d = _dim(dim, nd, "index_select")
     size = input._data.shape[d] if nd else 1
     if idx.size and ((idx < 0) | (idx >= size)).any():
-        raise shape_error("index_select", "index out of range in self", input,
-                          cls=EagerIndexError)
+        raise shape_error("index_select", "index out of range in self", input, cls=EagerIndexError)
     if nd == 0:
-        return apply_op(T.reshape, (input,), {"shape": ()} if idx.ndim == 0 else {"shape": (1,)},
-                        name="IndexSelectBackward0")
+        return apply_op(
+            T.reshape,
+            (input,),
+            {"shape": ()} if idx.ndim == 0 else {"shape": (1,)},
+            name="IndexSelectBackward0",
+        )
     operand = index if idx.ndim == 1 else idx.reshape(1)
-    spec = tuple(("array", 0) if k == d else ("slice", 0, n, 1)
-                 for k, n in enumerate(input._data.shape))
-    return _with_saved(apply_op(T.getitem, (input, operand), {"spec": spec},
-                                name="IndexSelectBackward0"),
-                       {"dim": d, "self_sym_sizes": tuple(input.shape)})
+    spec = tuple(
+        ("array", 0) if k == d else ("slice", 0, n, 1) for k, n in enumerate(input._data.shape)
+    )
+    return _with_saved(
+        apply_op(T.getitem, (input, operand), {"spec": spec}, name="IndexSelectBackward0"),
+        {"dim": d, "self_sym_sizes": tuple(input.shape)},
+    )
 
 
 def _fill_value_for(input, value):
@@ -1042,15 +1265,25 @@ def _masked_fill_args(input, mask, value):
     """(operands of `where`, node name, visible operands) for masked_fill(_), after
     PyTorch's checks of the mask and the value."""
     if not isinstance(mask, Tensor) or mask._data.dtype != np.bool_:
-        got = _MM_NAMES.get(mask._data.dtype.name, mask._data.dtype.name) \
-            if isinstance(mask, Tensor) else type(mask).__name__
-        raise shape_error("masked_fill", f"masked_fill_ only supports boolean masks, but got mask "
-                                         f"with dtype {got}", input)
+        got = (
+            _MM_NAMES.get(mask._data.dtype.name, mask._data.dtype.name)
+            if isinstance(mask, Tensor)
+            else type(mask).__name__
+        )
+        raise shape_error(
+            "masked_fill",
+            f"masked_fill_ only supports boolean masks, but got mask with dtype {got}",
+            input,
+        )
     if isinstance(value, Tensor):
         if value.ndim != 0:
-            raise shape_error("masked_fill", f"masked_fill_ only supports a 0-dimensional value "
-                                             f"tensor, but got tensor with {value.ndim} "
-                                             f"dimension(s).", input)
+            raise shape_error(
+                "masked_fill",
+                f"masked_fill_ only supports a 0-dimensional value "
+                f"tensor, but got tensor with {value.ndim} "
+                f"dimension(s).",
+                input,
+            )
         if value._data.dtype != input._data.dtype:
             value = value.to(input.dtype)
         return (mask, value, input), "MaskedFillBackward1", (2, 1)
@@ -1072,10 +1305,11 @@ def _tensor_where(self, condition, other):
 clamp_tensor_primitive = T.clamp_tensor  # tests and Tensor.clamp_ use the name
 
 
-def _clamp_tensors(input, min, max):  # noqa: A002
+def _clamp_tensors(input, min, max):
     attrs = {"has_lo": min is not None, "has_hi": max is not None}
-    return apply_op(clamp_tensor_primitive, (input, 0 if min is None else min,
-                                             0 if max is None else max), attrs)
+    return apply_op(
+        clamp_tensor_primitive, (input, 0 if min is None else min, 0 if max is None else max), attrs
+    )
 
 
 # ------------------------------------------------------------------ vector norm
@@ -1090,34 +1324,57 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         raise NotImplementedError("tracegrad.eager: norm(out=...) is not supported")
     x = input if dtype is None else input.to(dtype)
     if x._data.dtype.kind != "f":
-        raise shape_error("norm", f"linalg.vector_norm: Expected a floating point or complex "
-                                  f"tensor as input. Got {_torch_type(x)}", x,
-                          cls=EagerDTypeError)
+        raise shape_error(
+            "norm",
+            f"linalg.vector_norm: Expected a floating point or complex "
+            f"tensor as input. Got {_torch_type(x)}",
+            x,
+            cls=EagerDTypeError,
+        )
     if isinstance(p, str):
         if p != "fro":
             raise EagerNotImplementedError(
                 f"tracegrad.eager: norm(p={p!r}) needs a matrix decomposition, which tracegrad "
-                "does not have")
+                "does not have"
+            )
         if isinstance(dim, (list, tuple)) and len(dim) > 2:
-            raise shape_error("norm", "linalg.matrix_norm: dim must be a 2-tuple. Got "
-                              + " ".join(map(str, dim)), x)
+            raise shape_error(
+                "norm",
+                "linalg.matrix_norm: dim must be a 2-tuple. Got " + " ".join(map(str, dim)),
+                x,
+            )
         p = 2
     p = 2.0 if p is None else float(p)
     nd = x.ndim
-    axis = None if dim is None else _dims(dim if isinstance(dim, (list, tuple)) else (dim,),
-                                          nd, "norm")
+    axis = (
+        None
+        if dim is None
+        else _dims(dim if isinstance(dim, (list, tuple)) else (dim,), nd, "norm")
+    )
     if axis is not None and nd == 0:
         axis = None
-    if p == 2.0 and not isinstance(x._data, np.ndarray) and not (
-            x._requires_grad and STATE.grad_enabled):
+    if (
+        p == 2.0
+        and not isinstance(x._data, np.ndarray)
+        and not (x._requires_grad and STATE.grad_enabled)
+    ):
         # captured, no gradient through it (clip_grad_norm_): sqrt(sum(x * x)) of kernel ops,
         # where the vector_norm primitive would call NumPy from inside the kernel
-        return apply_op(T.sqrt, (apply_op(T.sum_, (apply_op(T.mul, (x, x), {}),),
-                                          {"axis": axis, "keepdims": bool(keepdim)}),), {})
-    out = apply_op(vector_norm_primitive, (x,), {"ord": p, "axis": axis,
-                                                 "keepdims": bool(keepdim)})
-    return _with_saved(out, {"dim": axis, "keepdim": bool(keepdim),
-                             "ord": int(p) if float(p).is_integer() else p})
+        return apply_op(
+            T.sqrt,
+            (
+                apply_op(
+                    T.sum_,
+                    (apply_op(T.mul, (x, x), {}),),
+                    {"axis": axis, "keepdims": bool(keepdim)},
+                ),
+            ),
+            {},
+        )
+    out = apply_op(vector_norm_primitive, (x,), {"ord": p, "axis": axis, "keepdims": bool(keepdim)})
+    return _with_saved(
+        out, {"dim": axis, "keepdim": bool(keepdim), "ord": int(p) if float(p).is_integer() else p}
+    )
 
 
 # ------------------------------------------------------------------ diagonal (a view)
@@ -1131,16 +1388,22 @@ diagonal_scatter_primitive = T.diagonal_scatter_zeros
 def diagonal(input, offset=0, dim1=0, dim2=1):
     nd = input.ndim
     if nd < 2:
-        raise shape_error("diagonal", f"Dimension out of range (expected to be in range of [{-_bmax(nd, 1)}, "
-                          f"{_bmax(nd, 1) - 1}], but got 1)", input, cls=EagerIndexError)
+        raise shape_error(
+            "diagonal",
+            f"Dimension out of range (expected to be in range of [{-_bmax(nd, 1)}, "
+            f"{_bmax(nd, 1) - 1}], but got 1)",
+            input,
+            cls=EagerIndexError,
+        )
     a, b = _dim(dim1, nd, "diagonal"), _dim(dim2, nd, "diagonal")
     if a == b:
-        raise shape_error("diagonal", f"diagonal dimensions cannot be identical {dim1}, {dim2}",
-                          input)
-    return _with_saved(apply_op(diagonal_primitive, (input,),
-                                {"offset": int(offset), "axis1": a, "axis2": b}),
-                       {"dim1": a, "dim2": b, "offset": int(offset),
-                        "self_sym_sizes": tuple(input.shape)})
+        raise shape_error(
+            "diagonal", f"diagonal dimensions cannot be identical {dim1}, {dim2}", input
+        )
+    return _with_saved(
+        apply_op(diagonal_primitive, (input,), {"offset": int(offset), "axis1": a, "axis2": b}),
+        {"dim1": a, "dim2": b, "offset": int(offset), "self_sym_sizes": tuple(input.shape)},
+    )
 
 
 def _diagonal_inverse(attrs, in_shape):
@@ -1162,8 +1425,9 @@ def cumsum(input, dim, *, dtype=None):
         _dim(dim, 0, "cumsum")
         if x._data.dtype.kind != "f":
             return tensor(x._data.astype(np.int64))
-        return _with_saved(apply_op(T.reshape, (x,), {"shape": ()}, name="CumsumBackward0"),
-                           {"dim": 0})
+        return _with_saved(
+            apply_op(T.reshape, (x,), {"shape": ()}, name="CumsumBackward0"), {"dim": 0}
+        )
     d = _dim(dim, x.ndim, "cumsum")
     return _with_saved(apply_op(T.cumsum, (x,), {"axis": d}), {"dim": d})
 
@@ -1185,29 +1449,40 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 def lerp(input, end, weight):
     step = (end - input) * weight
-    return apply_op(T.add, (input, step), {},
-                    name="LerpBackward1" if isinstance(weight, Tensor) else "LerpBackward0")
+    return apply_op(
+        T.add,
+        (input, step),
+        {},
+        name="LerpBackward1" if isinstance(weight, Tensor) else "LerpBackward0",
+    )
 
 
 def index_add(input, dim, index, source, *, alpha=1):
     index = _index_tensor(index, "index_add")
     if index._data.ndim > 1:
-        raise shape_error("index_add", "index_add_(): Index is supposed to be a vector", input,
-                          cls=EagerIndexError)
+        raise shape_error(
+            "index_add",
+            "index_add_(): Index is supposed to be a vector",
+            input,
+            cls=EagerIndexError,
+        )
     if index._data.dtype.kind not in "iu":
-        raise shape_error("index_add", "index_add_(): Expected dtype int32/int64 for index",
-                          input)
+        raise shape_error("index_add", "index_add_(): Expected dtype int32/int64 for index", input)
     d = _dim(dim, input.ndim, "index_add")
     source = _t(source)
     if alpha != 1:
         source = source * alpha
-    spec = tuple(("array", 0) if k == d else ("slice", 0, n, 1)
-                 for k, n in enumerate(input._data.shape))
+    spec = tuple(
+        ("array", 0) if k == d else ("slice", 0, n, 1) for k, n in enumerate(input._data.shape)
+    )
     idx = index if index._data.ndim == 1 else index._data.reshape(1)
-    scattered = apply_op(T.index_add_zeros, (source, idx),
-                         {"spec": spec, "shape": tuple(input._data.shape)})
-    return _with_saved(apply_op(T.add, (input, scattered), {}, name="IndexAddBackward0"),
-                       {"dim": d, "alpha": alpha})
+    scattered = apply_op(
+        T.index_add_zeros, (source, idx), {"spec": spec, "shape": tuple(input._data.shape)}
+    )
+    return _with_saved(
+        apply_op(T.add, (input, scattered), {}, name="IndexAddBackward0"),
+        {"dim": d, "alpha": alpha},
+    )
 
 
 def _grid(shape, flipped=()):
@@ -1226,8 +1501,12 @@ def flip(input, *dims):
     nd = input.ndim
     axes = {_dim(d, nd, "flip") for d in dims}
     if len(axes) != len(dims):
-        raise shape_error("flip", "dims has duplicates, original flip dims size="
-                          f"{len(dims)}, but unique flip dims size={len(axes)}", input)
+        raise shape_error(
+            "flip",
+            "dims has duplicates, original flip dims size="
+            f"{len(dims)}, but unique flip dims size={len(axes)}",
+            input,
+        )
     if nd == 0 or not axes:
         return input.clone()
     arrays, spec = _grid(input._data.shape, axes)
@@ -1239,12 +1518,20 @@ def flip(input, *dims):
 
 def _triangle(input, diagonal, lower: bool):
     if input.ndim < 2:
-        raise shape_error("tril" if lower else "triu", f"{'tril' if lower else 'triu'}: input "
-                          "tensor must have at least 2 dimensions", input)
+        raise shape_error(
+            "tril" if lower else "triu",
+            f"{'tril' if lower else 'triu'}: input tensor must have at least 2 dimensions",
+            input,
+        )
     rows, cols = input._data.shape[-2:]
     keep = (np.tril if lower else np.triu)(np.ones((rows, cols), dtype=np.bool_), int(diagonal))
-    out = apply_op(T.where, (keep, input, 0), {},
-                   name="TrilBackward0" if lower else "TriuBackward0", visible=(1,))
+    out = apply_op(
+        T.where,
+        (keep, input, 0),
+        {},
+        name="TrilBackward0" if lower else "TriuBackward0",
+        visible=(1,),
+    )
     if out._grad_fn is not None:
         out._grad_fn.saved = False  # PyTorch keeps only `diagonal`
     return _with_saved(out, {"diagonal": int(diagonal)})
@@ -1291,11 +1578,11 @@ def _logical_reduce(fn, input, dim, keepdim):
     return tensor(np.asarray(fn(data, axis=axis, keepdims=bool(keepdim) and dim is not None)))
 
 
-def all(input, dim=None, keepdim=False):  # noqa: A001
+def all(input, dim=None, keepdim=False):
     return _logical_reduce(np.all, input, dim, keepdim)
 
 
-def any(input, dim=None, keepdim=False):  # noqa: A001
+def any(input, dim=None, keepdim=False):
     return _logical_reduce(np.any, input, dim, keepdim)
 
 
@@ -1307,7 +1594,7 @@ class _TopkResult(_ReturnTypes):
     _name = "topk"
 
 
-_SortResult.__name__ = _SortResult.__qualname__ = "sort"   # type(x.sort()).__name__, as torch
+_SortResult.__name__ = _SortResult.__qualname__ = "sort"  # type(x.sort()).__name__, as torch
 _TopkResult.__name__ = _TopkResult.__qualname__ = "topk"
 
 
@@ -1331,23 +1618,27 @@ def sort(input, dim=-1, descending=False, stable=False):
     """(values, indices); values gather x along dim (SortBackward0)."""
     x = _t(input)
     if x.ndim == 0:
-        return _SortResult(apply_op(T.reshape, (x,), {"shape": ()}, name="SortBackward0"),
-                           tensor(np.zeros((), np.int64)))
+        return _SortResult(
+            apply_op(T.reshape, (x,), {"shape": ()}, name="SortBackward0"),
+            tensor(np.zeros((), np.int64)),
+        )
     d = _dim(dim, x.ndim, "sort")
     idx = tensor(_sorted_indices(x._data, d, descending))
     values = apply_op(T.take_along_axis, (x, idx), {"axis": d}, name="SortBackward0")
     return _SortResult(_with_saved(values, {"dim": d}), idx)
 
 
-def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+def topk(input, k, dim=-1, largest=True, sorted=True):
     x = _t(input)
     d = _dim(dim, x.ndim, "topk") if x.ndim else 0
     size = x._data.shape[d] if x.ndim else 1
     if not 0 <= k <= size:
         raise shape_error("topk", "selected index k out of range", x)
     if x.ndim == 0:
-        return _TopkResult(apply_op(T.reshape, (x,), {"shape": ()}, name="TopkBackward0"),
-                           tensor(np.zeros((), np.int64)))
+        return _TopkResult(
+            apply_op(T.reshape, (x,), {"shape": ()}, name="TopkBackward0"),
+            tensor(np.zeros((), np.int64)),
+        )
     order = _sorted_indices(x._data, d, bool(largest))
     keep = [slice(None)] * x.ndim
     keep[d] = slice(0, int(k))
@@ -1365,25 +1656,32 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     categories of probability 0 come only after all others. The numbers come from
     NumPy's generator (`torch.manual_seed` or `generator=`), not PyTorch's."""
     from tracegrad.eager.creation import _rng_of
+
     p = input._data
     if p.ndim not in (1, 2):
         raise shape_error("multinomial", "prob_dist must be 1 or 2 dim", input)
     if p.dtype.kind != "f":
-        raise shape_error("multinomial", "multinomial only supports floating-point dtypes for "
-                                         "input", input)
+        raise shape_error(
+            "multinomial", "multinomial only supports floating-point dtypes for input", input
+        )
     rows = np.asarray(p, np.float64).reshape(-1, p.shape[-1])
     n = rows.shape[1]
     if num_samples <= 0:
         raise shape_error("multinomial", "cannot sample n_sample <= 0 samples", input)
     if not replacement and num_samples > n:
-        raise shape_error("multinomial", "cannot sample n_sample > prob_dist.size(-1) samples "
-                                         "without replacement", input)
+        raise shape_error(
+            "multinomial",
+            "cannot sample n_sample > prob_dist.size(-1) samples without replacement",
+            input,
+        )
     if not np.isfinite(rows).all() or (rows < 0).any():
-        raise shape_error("multinomial", "probability tensor contains either `inf`, `nan` or "
-                                         "element < 0", input)
+        raise shape_error(
+            "multinomial", "probability tensor contains either `inf`, `nan` or element < 0", input
+        )
     if (rows.sum(axis=1) <= 0).any():
-        raise shape_error("multinomial", "invalid multinomial distribution (sum of "
-                                         "probabilities <= 0)", input)
+        raise shape_error(
+            "multinomial", "invalid multinomial distribution (sum of probabilities <= 0)", input
+        )
     rng = _rng_of(generator)
     if replacement:
         cdf = np.cumsum(rows / rows.sum(axis=1, keepdims=True), axis=1)
@@ -1414,6 +1712,7 @@ def _type_as(self, other):
 
 def _new_dtype(self, dtype):
     from tracegrad.eager.dtypes import to_numpy_dtype
+
     return self._data.dtype if dtype is None else to_numpy_dtype(dtype)
 
 
@@ -1427,10 +1726,14 @@ def _new(arr, requires_grad):
 def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
     if isinstance(data, Tensor):
         import warnings
-        warnings.warn("To copy construct from a tensor, it is recommended to use "
-                      "sourceTensor.detach().clone() or sourceTensor.detach().clone()"
-                      ".requires_grad_(True), rather than tensor.new_tensor(sourceTensor).",
-                      UserWarning, stacklevel=2)
+
+        warnings.warn(
+            "To copy construct from a tensor, it is recommended to use "
+            "sourceTensor.detach().clone() or sourceTensor.detach().clone()"
+            ".requires_grad_(True), rather than tensor.new_tensor(sourceTensor).",
+            UserWarning,
+            stacklevel=2,
+        )
         data = data._data
     return _new(np.array(data, dtype=_new_dtype(self, dtype)), requires_grad)
 
@@ -1455,20 +1758,124 @@ def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=
 
 
 _METHODS = [
-    "add", "sub", "mul", "div", "pow", "neg", "negative", "exp", "log", "sqrt", "sin", "cos",
-    "tanh", "sigmoid", "relu", "abs", "sign", "square", "reciprocal", "maximum", "minimum",
-    "clamp", "clip", "gt", "lt", "ge", "le", "eq", "ne", "isfinite", "logical_not",
-    "logical_and", "logical_or", "sum", "mean", "max", "min", "amax", "amin", "argmax",
-    "argmin", "var", "std", "logsumexp", "softmax", "log_softmax", "reshape", "view", "view_as",
-    "reshape_as", "flatten", "squeeze", "unsqueeze", "expand", "expand_as", "transpose",
-    "swapaxes", "t", "permute", "matmul", "mm", "addmm", "bmm", "dot", "mv", "outer", "allclose", "equal",
-    "subtract", "multiply", "divide", "true_divide", "absolute", "greater", "less",
-    "greater_equal", "less_equal", "not_equal", "broadcast_to",
-    "narrow", "select", "split", "chunk", "unbind", "repeat", "gather", "scatter_add",
-    "index_select", "masked_fill", "norm", "diagonal", "cumsum", "addcmul", "addcdiv", "lerp",
-    "index_add", "flip", "tril", "triu", "masked_select", "nonzero", "isnan", "isinf", "all",
-    "any", "sort", "argsort", "topk", "movedim", "moveaxis", "swapdims", "unflatten",
-    "roll", "multinomial", "rsqrt", "log1p", "expm1", "floor",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "neg",
+    "negative",
+    "exp",
+    "log",
+    "sqrt",
+    "sin",
+    "cos",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "abs",
+    "sign",
+    "square",
+    "reciprocal",
+    "maximum",
+    "minimum",
+    "clamp",
+    "clip",
+    "gt",
+    "lt",
+    "ge",
+    "le",
+    "eq",
+    "ne",
+    "isfinite",
+    "logical_not",
+    "logical_and",
+    "logical_or",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "var",
+    "std",
+    "logsumexp",
+    "softmax",
+    "log_softmax",
+    "reshape",
+    "view",
+    "view_as",
+    "reshape_as",
+    "flatten",
+    "squeeze",
+    "unsqueeze",
+    "expand",
+    "expand_as",
+    "transpose",
+    "swapaxes",
+    "t",
+    "permute",
+    "matmul",
+    "mm",
+    "addmm",
+    "bmm",
+    "dot",
+    "mv",
+    "outer",
+    "allclose",
+    "equal",
+    "subtract",
+    "multiply",
+    "divide",
+    "true_divide",
+    "absolute",
+    "greater",
+    "less",
+    "greater_equal",
+    "less_equal",
+    "not_equal",
+    "broadcast_to",
+    "narrow",
+    "select",
+    "split",
+    "chunk",
+    "unbind",
+    "repeat",
+    "gather",
+    "scatter_add",
+    "index_select",
+    "masked_fill",
+    "norm",
+    "diagonal",
+    "cumsum",
+    "addcmul",
+    "addcdiv",
+    "lerp",
+    "index_add",
+    "flip",
+    "tril",
+    "triu",
+    "masked_select",
+    "nonzero",
+    "isnan",
+    "isinf",
+    "all",
+    "any",
+    "sort",
+    "argsort",
+    "topk",
+    "movedim",
+    "moveaxis",
+    "swapdims",
+    "unflatten",
+    "roll",
+    "multinomial",
+    "rsqrt",
+    "log1p",
+    "expm1",
+    "floor",
 ]
 
 
@@ -1476,9 +1883,14 @@ def install_methods() -> None:
     g = globals()
     for name in _METHODS:
         setattr(Tensor, name, g[name])
-    Tensor.T = property(lambda self: apply_op(
-        T.transpose, (self,), {"axes": tuple(reversed(range(self._data.ndim)))},
-        name="PermuteBackward0"))
+    Tensor.T = property(
+        lambda self: apply_op(
+            T.transpose,
+            (self,),
+            {"axes": tuple(reversed(range(self._data.ndim)))},
+            name="PermuteBackward0",
+        )
+    )
     Tensor.mT = property(lambda self: transpose(self, -2, -1))
     Tensor.where = _tensor_where
     Tensor.type_as = _type_as
@@ -1494,6 +1906,11 @@ def install_methods() -> None:
 
 install_methods()
 
-__all__ = [n for n, v in list(globals().items())
-           if callable(v) and getattr(v, "__module__", None) == __name__ and not n.startswith("_")
-           and n not in ("install_methods", "repeat")]  # (torch.repeat does not exist)
+__all__ = [
+    n
+    for n, v in list(globals().items())
+    if callable(v)
+    and getattr(v, "__module__", None) == __name__
+    and not n.startswith("_")
+    and n not in ("install_methods", "repeat")
+]  # (torch.repeat does not exist)

@@ -1,4 +1,5 @@
 """Copying graphs, so a pass can rewrite a copy and leave its input untouched."""
+
 from __future__ import annotations
 
 from tracegrad.ir.graph import Graph, Node
@@ -27,8 +28,17 @@ def clone_graph_with_map(graph: Graph, name: str | None = None) -> tuple[Graph, 
     new = Graph(name=name or graph.name)
     mapping: dict[int, Node] = {}
     for node in graph.nodes:
-        copy = Node(node.id, node.op, tuple(mapping[i.id] for i in node.inputs),
-                    dict(node.attrs), node.shape, node.dtype, node.source, node.tag, node.group)
+        copy = Node(
+            node.id,
+            node.op,
+            tuple(mapping[i.id] for i in node.inputs),
+            dict(node.attrs),
+            node.shape,
+            node.dtype,
+            node.source,
+            node.tag,
+            node.group,
+        )
         mapping[node.id] = copy
         new.nodes.append(copy)
     new.inputs = [mapping[n.id] for n in graph.inputs]
@@ -47,8 +57,9 @@ def pruned_graph(graph: Graph) -> Graph:
     return new
 
 
-def subgraph(graph: Graph, inputs: list[Node], outputs: list[Node], name: str | None = None
-             ) -> Graph:
+def subgraph(
+    graph: Graph, inputs: list[Node], outputs: list[Node], name: str | None = None
+) -> Graph:
     """The part of `graph` that computes `outputs` from `inputs`.
 
     Each node of `inputs` (any node, not only graph inputs) becomes an input of
@@ -61,8 +72,17 @@ def subgraph(graph: Graph, inputs: list[Node], outputs: list[Node], name: str | 
     for node in inputs:
         if node.id in mapping:
             continue
-        copy = Node(node.id, "input", (), {"name": _input_name(node)}, node.shape, node.dtype,
-                    node.source, node.tag, None)
+        copy = Node(
+            node.id,
+            "input",
+            (),
+            {"name": _input_name(node)},
+            node.shape,
+            node.dtype,
+            node.source,
+            node.tag,
+            None,
+        )
         mapping[node.id] = copy
         new.nodes.append(copy)
         new.inputs.append(copy)
@@ -71,10 +91,21 @@ def subgraph(graph: Graph, inputs: list[Node], outputs: list[Node], name: str | 
         if node.id not in needed or node.id in mapping:
             continue
         if node.op == "input":
-            raise ValueError(f"subgraph: {node.name} ({node.attrs.get('name')}) is needed but "
-                             "not among the inputs")
-        copy = Node(node.id, node.op, tuple(mapping[i.id] for i in node.inputs),
-                    dict(node.attrs), node.shape, node.dtype, node.source, node.tag, node.group)
+            raise ValueError(
+                f"subgraph: {node.name} ({node.attrs.get('name')}) is needed but "
+                "not among the inputs"
+            )
+        copy = Node(
+            node.id,
+            node.op,
+            tuple(mapping[i.id] for i in node.inputs),
+            dict(node.attrs),
+            node.shape,
+            node.dtype,
+            node.source,
+            node.tag,
+            node.group,
+        )
         mapping[node.id] = copy
         new.nodes.append(copy)
     new.outputs = [mapping[n.id] for n in outputs]

@@ -7,10 +7,12 @@ outputs. Printing gives one line per node:
 
     %3 = mul %1, %2 : f32[16,64]
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -21,13 +23,13 @@ from tracegrad.ops.core import Aval
 class Node:
     id: int
     op: str
-    inputs: tuple["Node", ...]
+    inputs: tuple[Node, ...]
     attrs: dict[str, Any]
     shape: tuple[int, ...]
     dtype: np.dtype
     source: str | None = None  # "file:line" of the user's code that made it
-    tag: str = "fwd"            # "fwd" or "bwd": which half of a joint graph
-    group: int | None = None    # fusion group id, set by passes.fuse
+    tag: str = "fwd"  # "fwd" or "bwd": which half of a joint graph
+    group: int | None = None  # fusion group id, set by passes.fuse
 
     @property
     def aval(self) -> Aval:
@@ -50,8 +52,13 @@ class Node:
 
     def key(self) -> tuple:
         """Structural identity, used by common-subexpression elimination."""
-        return (self.op, tuple(i.id for i in self.inputs), attrs_key(self.attrs),
-                self.shape, self.dtype.str)
+        return (
+            self.op,
+            tuple(i.id for i in self.inputs),
+            attrs_key(self.attrs),
+            self.shape,
+            self.dtype.str,
+        )
 
 
 def attrs_key(attrs: dict) -> tuple:
@@ -76,10 +83,25 @@ class Graph:
     name: str = "f"
     _next_id: int = 0
 
-    def new_node(self, op: str, inputs: Iterable[Node], attrs: dict, aval: Aval,
-                 source: str | None = None, tag: str = "fwd") -> Node:
-        node = Node(self._next_id, op, tuple(inputs), dict(attrs), tuple(aval.shape),
-                    np.dtype(aval.dtype), source, tag)
+    def new_node(
+        self,
+        op: str,
+        inputs: Iterable[Node],
+        attrs: dict,
+        aval: Aval,
+        source: str | None = None,
+        tag: str = "fwd",
+    ) -> Node:
+        node = Node(
+            self._next_id,
+            op,
+            tuple(inputs),
+            dict(attrs),
+            tuple(aval.shape),
+            np.dtype(aval.dtype),
+            source,
+            tag,
+        )
         self._next_id += 1
         self.nodes.append(node)
         return node
@@ -103,6 +125,7 @@ class Graph:
 
     def __str__(self) -> str:
         from tracegrad.ir.printer import format_graph
+
         return format_graph(self)
 
     def __repr__(self) -> str:

@@ -5,6 +5,7 @@ tests hold passes and generated kernels against. It is slow by design (a
 Python loop over nodes) and never used on the compiled hot path, except with
 `backend="interpret"`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,8 +33,9 @@ def interpret(graph: Graph, *arrays: Any) -> tuple[np.ndarray, ...]:
     (array([4., 9.]),)
     """
     if len(arrays) != len(graph.inputs):
-        raise InterpretError(f"graph {graph.name} takes {len(graph.inputs)} inputs, "
-                             f"got {len(arrays)}")
+        raise InterpretError(
+            f"graph {graph.name} takes {len(graph.inputs)} inputs, got {len(arrays)}"
+        )
     env: dict[int, np.ndarray] = {}
     for node, value in zip(graph.inputs, arrays):
         env[node.id] = _check_input(node, value)
@@ -47,13 +49,17 @@ def interpret(graph: Graph, *arrays: Any) -> tuple[np.ndarray, ...]:
 def _check_input(node: Node, value: Any) -> np.ndarray:
     arr = np.asarray(value)
     if arr.shape != node.shape:
-        raise InterpretError(f"input {node.name} ({node.attrs.get('name')}) expects "
-                             f"{node.type_str()}, got shape {arr.shape}")
+        raise InterpretError(
+            f"input {node.name} ({node.attrs.get('name')}) expects "
+            f"{node.type_str()}, got shape {arr.shape}"
+        )
     if arr.dtype != node.dtype:
         if np.ndim(value) == 0 and not isinstance(value, np.ndarray):
             return np.asarray(value, dtype=node.dtype)  # Python scalars are weakly typed
-        raise InterpretError(f"input {node.name} ({node.attrs.get('name')}) expects "
-                             f"{node.type_str()}, got dtype {arr.dtype}")
+        raise InterpretError(
+            f"input {node.name} ({node.attrs.get('name')}) expects "
+            f"{node.type_str()}, got dtype {arr.dtype}"
+        )
     return arr
 
 
@@ -68,12 +74,15 @@ def _run_node(node: Node, env: dict[int, np.ndarray]) -> np.ndarray:
     try:
         operands = [env[i.id] for i in node.inputs]
     except KeyError as exc:
-        raise InterpretError(f"{node.name} = {node.op}: operand %{exc.args[0]} is not defined "
-                             "before it") from None
+        raise InterpretError(
+            f"{node.name} = {node.op}: operand %{exc.args[0]} is not defined before it"
+        ) from None
     result = np.asarray(prim.impl(*operands, **node.attrs))
     if result.shape != node.shape:
-        raise InterpretError(f"{node.name} = {node.op}: impl returned shape {result.shape}, "
-                             f"the graph says {node.type_str()}")
+        raise InterpretError(
+            f"{node.name} = {node.op}: impl returned shape {result.shape}, "
+            f"the graph says {node.type_str()}"
+        )
     if result.dtype != node.dtype:
         # NumPy's promotion of 0-d operands can differ from the shape rule's; the
         # graph's dtype is the contract every backend follows.

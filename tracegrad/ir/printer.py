@@ -12,6 +12,7 @@ Static attributes sit in brackets after the op name, as in a jaxpr. A node of
 the backward half is marked `# bwd`; a node in a fusion group `# g2`; with
 `show_source=True` the user's line that made the node is shown too.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,8 +44,9 @@ def format_graph(graph: Graph, show_source: bool = False) -> str:
       return %2
     }
     """
-    params = ", ".join(f"{n.name}: {n.type_str()} {n.attrs.get('name', '')}".rstrip()
-                       for n in graph.inputs)
+    params = ", ".join(
+        f"{n.name}: {n.type_str()} {n.attrs.get('name', '')}".rstrip() for n in graph.inputs
+    )
     outs = ", ".join(n.name for n in graph.outputs)
     lines = [f"graph {graph.name}({params}) -> ({outs}) {{"]
     input_ids = {n.id for n in graph.inputs}
@@ -107,8 +109,11 @@ def _format_attr_value(value) -> str:
     if isinstance(value, slice):
         return _format_slice(value)
     if isinstance(value, tuple) and any(isinstance(v, slice) for v in value):
-        return "(" + ", ".join(_format_slice(v) if isinstance(v, slice) else repr(v)
-                               for v in value) + ")"
+        return (
+            "("
+            + ", ".join(_format_slice(v) if isinstance(v, slice) else repr(v) for v in value)
+            + ")"
+        )
     return repr(value)
 
 

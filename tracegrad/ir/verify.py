@@ -5,6 +5,7 @@ graph), unique ids, that inputs and outputs belong to the graph, that consts
 match their value, and it re-derives each node's shape and dtype with its
 primitive's shape rule. Passes call it in tests after every rewrite.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,8 +49,10 @@ def find_problems(graph: Graph) -> list[str]:
             continue
         for operand in node.inputs:
             if defined.get(operand.id) is not operand:
-                problems.append(f"{node.name} = {node.op}: operand {operand.name} is not "
-                                "defined by an earlier node of this graph")
+                problems.append(
+                    f"{node.name} = {node.op}: operand {operand.name} is not "
+                    "defined by an earlier node of this graph"
+                )
         problems.extend(_check_node(node))
         for key, sub in node.attrs.items():  # bodies of loops, branches, custom rules
             if isinstance(sub, Graph):
@@ -83,8 +86,10 @@ def _check_node(node: Node) -> list[str]:
         if not isinstance(value, np.ndarray):
             return [f"{node.name}: const value must be an ndarray"]
         if value.shape != node.shape or value.dtype != node.dtype:
-            return [f"{node.name}: const value is {value.dtype}{list(value.shape)}, "
-                    f"the node says {node.type_str()}"]
+            return [
+                f"{node.name}: const value is {value.dtype}{list(value.shape)}, "
+                f"the node says {node.type_str()}"
+            ]
         return []
     prim = REGISTRY.get(node.op)
     if prim is None:
@@ -92,9 +97,13 @@ def _check_node(node: Node) -> list[str]:
     try:
         derived = prim.shape_rule(*[i.aval for i in node.inputs], **node.attrs)
     except Exception as exc:  # any failure of the rule is a malformed node
-        return [f"{node.name} = {node.op}: the shape rule rejects it: "
-                f"{type(exc).__name__}: {str(exc).splitlines()[0]}"]
+        return [
+            f"{node.name} = {node.op}: the shape rule rejects it: "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        ]
     if tuple(derived.shape) != node.shape or np.dtype(derived.dtype) != node.dtype:
-        return [f"{node.name} = {node.op}: the graph says {node.type_str()}, "
-                f"the shape rule gives {derived}"]
+        return [
+            f"{node.name} = {node.op}: the graph says {node.type_str()}, "
+            f"the shape rule gives {derived}"
+        ]
     return []

@@ -21,14 +21,23 @@ One function serves both kinds of graph:
 Limits: all carries and per-step outputs of one loop share one dtype (cast
 with `.astype`); `while_loop` has no reverse mode (as in JAX).
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from tracegrad.loops.primitives import (
+    ControlFlowError,
+    cond_p,
+    packed_layout,
+    scan_p,
+    unpack,
+    while_p,
+)
 from tracegrad.ops import api
-from tracegrad.loops.primitives import ControlFlowError, cond_p, packed_layout, scan_p, unpack, while_p
 from tracegrad.ops.core import Aval
 from tracegrad.pytree import TreeDef, tree_flatten, tree_unflatten
 from tracegrad.tracing import Tracer, abstract_leaf, active_contexts, trace_subgraph
@@ -46,8 +55,9 @@ def _as_array(v: Any) -> Any:
 def _as_arrays(tree: Any) -> Any:
     """NumPy scalars that a Python loop produced become 0-d arrays, as traced results are."""
     leaves, treedef = _leaves(tree)
-    return tree_unflatten(treedef, [np.asarray(v) if isinstance(v, (np.generic, float, int))
-                                    else v for v in leaves])
+    return tree_unflatten(
+        treedef, [np.asarray(v) if isinstance(v, (np.generic, float, int)) else v for v in leaves]
+    )
 
 
 def _tracing(*leaves: Any) -> bool:
@@ -60,8 +70,16 @@ def _type_str(avals) -> str:
 
 # ---------------------------------------------------------------------- scan
 
-def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
-         reverse: bool = False, *, remat: bool = False) -> tuple[Any, Any]:
+
+def scan(
+    f: Callable,
+    init: Any,
+    xs: Any = None,
+    length: int | None = None,
+    reverse: bool = False,
+    *,
+    remat: bool = False,
+) -> tuple[Any, Any]:
     """JAX's `lax.scan`: `carry, y = f(carry, x)` over the leading axis of `xs`.
 
     Returns `(final carry, stacked ys)`; carries and xs may be pytrees.
@@ -81,16 +99,21 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
     x_leaves, x_tree = _leaves(xs)
     n = _scan_length(x_leaves, length)
     if not _tracing(*carry_leaves, *x_leaves):
-        return _scan_python(f, tree_unflatten(carry_tree, carry_leaves), x_leaves, x_tree, n,
-                            reverse)
+        return _scan_python(
+            f, tree_unflatten(carry_tree, carry_leaves), x_leaves, x_tree, n, reverse
+        )
     carry_avals = [abstract_leaf(v) for v in carry_leaves]
     x_avals = [Aval(tuple(abstract_leaf(v).shape[1:]), abstract_leaf(v).dtype) for v in x_leaves]
     body, out_tree, captures = trace_subgraph(
-        f, TreeDef("tuple", [carry_tree, x_tree]), carry_avals + x_avals,
-        f"scan_body_{getattr(f, '__name__', 'f')}".replace("<", "").replace(">", ""))
+        f,
+        TreeDef("tuple", [carry_tree, x_tree]),
+        carry_avals + x_avals,
+        f"scan_body_{getattr(f, '__name__', 'f')}".replace("<", "").replace(">", ""),
+    )
     if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
-        raise ControlFlowError(f"scan: the body must return a pair (carry, y), got structure "
-                               f"{out_tree}")
+        raise ControlFlowError(
+            f"scan: the body must return a pair (carry, y), got structure {out_tree}"
+        )
     new_carry_tree, y_tree = out_tree.children
     n_carry = len(carry_leaves)
     carry_out = [o.aval for o in body.outputs[:n_carry]]
@@ -99,27 +122,39 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
             "scan body function carry input and carry output must have equal types (the "
             f"same structure, shapes and dtypes): the carry goes in as {carry_tree} of "
             f"({_type_str(carry_avals)}) and comes out as {new_carry_tree} of "
-            f"({_type_str(carry_out)})")
-    packed = scan_p(*carry_leaves, *x_leaves, *captures, body=body, length=n, reverse=reverse,
-                    n_carry=n_carry, n_xs=len(x_leaves), **({"remat": True} if remat else {}))
+            f"({_type_str(carry_out)})"
+        )
+    packed = scan_p(
+        *carry_leaves,
+        *x_leaves,
+        *captures,
+        body=body,
+        length=n,
+        reverse=reverse,
+        n_carry=n_carry,
+        n_xs=len(x_leaves),
+        **({"remat": True} if remat else {}),
+    )
     avals = carry_out + [Aval((n,) + tuple(o.shape), o.dtype) for o in body.outputs[n_carry:]]
     parts = unpack(packed, avals)
-    return (tree_unflatten(carry_tree, parts[:n_carry]),
-            tree_unflatten(y_tree, parts[n_carry:]))
+    return (tree_unflatten(carry_tree, parts[:n_carry]), tree_unflatten(y_tree, parts[n_carry:]))
 
 
 def _scan_length(x_leaves: list, length: int | None) -> int:
     lengths = {int(np.shape(v)[0]) if np.ndim(v) else None for v in x_leaves}
     if None in lengths:
-        raise ControlFlowError("scan: every leaf of xs needs a leading axis to scan over, got a "
-                               "0-d value")
+        raise ControlFlowError(
+            "scan: every leaf of xs needs a leading axis to scan over, got a 0-d value"
+        )
     if length is not None:
         lengths.add(int(length))
     if not lengths:
         raise ControlFlowError("scan: give xs or length (the number of steps)")
     if len(lengths) > 1:
-        raise ControlFlowError(f"scan got values with different leading axis sizes: "
-                               f"{sorted(lengths)} (xs and length must agree)")
+        raise ControlFlowError(
+            f"scan got values with different leading axis sizes: "
+            f"{sorted(lengths)} (xs and length must agree)"
+        )
     return lengths.pop()
 
 
@@ -143,6 +178,7 @@ def _scan_python(f, carry, x_leaves, x_tree, n, reverse):
 
 # ----------------------------------------------------------------- fori_loop
 
+
 def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any) -> Any:
     """JAX's `lax.fori_loop`: `val = body_fun(i, val)` for i in [lower, upper).
 
@@ -154,11 +190,13 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any) -> Any:
     array(16.)
     """
     if isinstance(lower, Tracer) or isinstance(upper, Tracer):
+
         def cond_fun(state):
             return state[0] < upper
 
         def body(state):
             return (state[0] + 1, body_fun(state[0], state[1]))
+
         return while_loop(cond_fun, body, (lower, init_val))[1]
     lower, upper = int(lower), int(upper)
     if not _tracing(*_leaves(init_val)[0]):
@@ -166,12 +204,14 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any) -> Any:
         for i in range(lower, upper):
             val = body_fun(i, val)
         return _as_arrays(val)
-    carry, _ = scan(lambda val, i: (body_fun(i, val), None), init_val,
-                    np.arange(lower, max(lower, upper)))
+    carry, _ = scan(
+        lambda val, i: (body_fun(i, val), None), init_val, np.arange(lower, max(lower, upper))
+    )
     return carry
 
 
 # ---------------------------------------------------------------- while_loop
+
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     """JAX's `lax.while_loop`: `while cond_fun(val): val = body_fun(val)`.
@@ -190,24 +230,30 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
             val = body_fun(val)
         return _as_arrays(val)
     avals = [abstract_leaf(v) for v in leaves]
-    cond_graph, cond_tree, cond_caps = trace_subgraph(cond_fun, TreeDef("tuple", [tree]), avals,
-                                                   "while_cond")
-    body_graph, body_tree, body_caps = trace_subgraph(body_fun, TreeDef("tuple", [tree]), avals,
-                                                   "while_body")
+    cond_graph, cond_tree, cond_caps = trace_subgraph(
+        cond_fun, TreeDef("tuple", [tree]), avals, "while_cond"
+    )
+    body_graph, body_tree, body_caps = trace_subgraph(
+        body_fun, TreeDef("tuple", [tree]), avals, "while_body"
+    )
     if cond_tree.kind != "array":
-        raise ControlFlowError(f"while_loop: cond_fun must return one bool scalar, got "
-                               f"structure {cond_tree}")
+        raise ControlFlowError(
+            f"while_loop: cond_fun must return one bool scalar, got structure {cond_tree}"
+        )
     out = [o.aval for o in body_graph.outputs]
     if body_tree != tree or out != avals:
         raise ControlFlowError(
             "while_loop body function carry input and carry output must have equal types: "
-            f"in {tree} of ({_type_str(avals)}), out {body_tree} of ({_type_str(out)})")
-    packed = while_p(*leaves, *cond_caps, *body_caps, cond=cond_graph, body=body_graph,
-                     n_carry=len(leaves))
+            f"in {tree} of ({_type_str(avals)}), out {body_tree} of ({_type_str(out)})"
+        )
+    packed = while_p(
+        *leaves, *cond_caps, *body_caps, cond=cond_graph, body=body_graph, n_carry=len(leaves)
+    )
     return tree_unflatten(tree, unpack(packed, avals))
 
 
 # ---------------------------------------------------------------------- cond
+
 
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> Any:
     """JAX's `lax.cond`: `true_fun(*operands) if pred else false_fun(*operands)`.
@@ -238,7 +284,8 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
         raise ControlFlowError(
             "true_fun and false_fun output must have identical types: true_fun gives "
             f"{t_tree} of ({_type_str(t_out)}), false_fun gives {f_tree} of "
-            f"({_type_str(f_out)})")
+            f"({_type_str(f_out)})"
+        )
     packed_layout(t_out)  # one dtype, checked before the node is made
     # Both branches take every operand: (operands, true's captures, false's captures).
     n = len(leaves)

@@ -32,11 +32,13 @@ JVPs, a while loop over the body's JVP (forward mode needs no residuals, so
 while loops have it), a call of the called graph's JVP; a `custom_jvp`
 function calls its user rule, a `custom_vjp` one transposes its `bwd`.
 """
+
 from __future__ import annotations
 
 import functools
 import weakref
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,12 +47,15 @@ from tracegrad.ir.printer import graph_digest  # noqa: F401  (re-exported for th
 from tracegrad.ops.core import Aval, DTypeError, ShapeError, TracegradError, primitive
 from tracegrad.ops.rulekit import PerOperand, as_aval
 
-
 # The primitives that hold sub-graphs, and the attrs that hold them (passes run inside
 # them; the code generator compiles each body on its own).
-SUBGRAPH_ATTRS = {"scan": ("body",), "while": ("cond", "body"),
-                  "cond": ("true_branch", "false_branch"), "call": ("graph",),
-                  "custom_vjp_call": ("fun", "fwd", "bwd")}
+SUBGRAPH_ATTRS = {
+    "scan": ("body",),
+    "while": ("cond", "body"),
+    "cond": ("true_branch", "false_branch"),
+    "call": ("graph",),
+    "custom_vjp_call": ("fun", "fwd", "bwd"),
+}
 
 
 class ControlFlowError(TracegradError, TypeError):
@@ -59,6 +64,7 @@ class ControlFlowError(TracegradError, TypeError):
 
 # ------------------------------------------------------------------- packing
 
+
 def packed_layout(avals: Sequence[Aval]) -> tuple[np.dtype, list[tuple[int, int, tuple, np.dtype]]]:
     """The one dtype and [(offset, size, shape, dtype)] of results packed into one
     array. Results of several dtypes travel as float64, which holds every bool,
@@ -66,8 +72,9 @@ def packed_layout(avals: Sequence[Aval]) -> tuple[np.dtype, list[tuple[int, int,
     dtypes = {np.dtype(a.dtype) for a in avals}
     for d in dtypes:
         if d.kind not in "biuf":
-            raise ControlFlowError(f"loops and branches carry bool, integer or real "
-                                   f"floating-point values, got {d}")
+            raise ControlFlowError(
+                f"loops and branches carry bool, integer or real floating-point values, got {d}"
+            )
     dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float64)
     slots, offset = [], 0
     for a in avals:
@@ -77,7 +84,7 @@ def packed_layout(avals: Sequence[Aval]) -> tuple[np.dtype, list[tuple[int, int,
     return dtype, slots
 
 
-_EXACT_IN_FLOAT64 = 2 ** 53
+_EXACT_IN_FLOAT64 = 2**53
 
 
 def pack(values: Sequence[np.ndarray], dtype) -> np.ndarray:
@@ -86,12 +93,18 @@ def pack(values: Sequence[np.ndarray], dtype) -> np.ndarray:
     parts = []
     for v in values:
         v = np.asarray(v)
-        if dtype.kind == "f" and v.dtype.kind in "iu" and v.dtype.itemsize == 8 and v.size and \
-                np.max(np.abs(v.astype(np.float64))) >= _EXACT_IN_FLOAT64:
+        if (
+            dtype.kind == "f"
+            and v.dtype.kind in "iu"
+            and v.dtype.itemsize == 8
+            and v.size
+            and np.max(np.abs(v.astype(np.float64))) >= _EXACT_IN_FLOAT64
+        ):
             raise ControlFlowError(
                 f"a loop carries an {v.dtype} value of magnitude >= 2**53 next to values of "
                 "other dtypes; tracegrad packs them as float64, which would round it. Carry "
-                "it in a loop of its own, or as float64")
+                "it in a loop of its own, or as float64"
+            )
         parts.append(v.astype(dtype, copy=False).ravel())
     return np.concatenate(parts)
 
@@ -99,17 +112,18 @@ def pack(values: Sequence[np.ndarray], dtype) -> np.ndarray:
 def unpack(packed, avals: Sequence[Aval]) -> list:
     """Slices of a packed value (arrays or tracers), reshaped and cast back."""
     from tracegrad.ops import api
+
     dtype, slots = packed_layout(avals)
     out = []
     for off, size, shape, part_dtype in slots:
-        part = api.reshape(packed[off:off + size], shape)
+        part = api.reshape(packed[off : off + size], shape)
         out.append(part if part_dtype == dtype else api.astype(part, part_dtype))
     return out
 
 
 # --------------------------------------------------------------- running bodies
 
-_RUNNERS: "weakref.WeakKeyDictionary[Graph, Any]" = weakref.WeakKeyDictionary()
+_RUNNERS: weakref.WeakKeyDictionary[Graph, Any] = weakref.WeakKeyDictionary()
 
 
 def body_runner(body: Graph):
@@ -118,16 +132,19 @@ def body_runner(body: Graph):
     run = _RUNNERS.get(body)
     if run is None:
         from tracegrad.ir.interpret import interpret
+
         run = _RUNNERS[body] = functools.partial(interpret, body)
     return run
 
 
 # ---------------------------------------------------------------------- scan
 
+
 def _scan_avals(body: Graph, length: int, n_carry: int) -> list[Aval]:
     outs = body.outputs
     return [o.aval for o in outs[:n_carry]] + [
-        Aval((length,) + tuple(o.shape), o.dtype) for o in outs[n_carry:]]
+        Aval((length,) + tuple(o.shape), o.dtype) for o in outs[n_carry:]
+    ]
 
 
 def _scan_rule(*operands, body, length, reverse, n_carry, n_xs, remat=False):
@@ -137,8 +154,9 @@ def _scan_rule(*operands, body, length, reverse, n_carry, n_xs, remat=False):
     for k, (a, node) in enumerate(zip(avals, body.inputs)):
         want = node.shape if not n_carry <= k < n_carry + n_xs else (length,) + node.shape
         if tuple(a.shape) != tuple(want) or np.dtype(a.dtype) != node.dtype:
-            raise ShapeError(f"scan: operand {k} is {a}, the body expects "
-                             f"{Aval(tuple(want), node.dtype)}")
+            raise ShapeError(
+                f"scan: operand {k} is {a}, the body expects {Aval(tuple(want), node.dtype)}"
+            )
     dtype, slots = packed_layout(_scan_avals(body, length, n_carry))
     total = sum(slot[1] for slot in slots)
     return Aval((total,), dtype)
@@ -147,8 +165,8 @@ def _scan_rule(*operands, body, length, reverse, n_carry, n_xs, remat=False):
 def _scan_impl(*operands, body, length, reverse, n_carry, n_xs, remat=False):
     run = body_runner(body)
     carry = list(operands[:n_carry])
-    xs = operands[n_carry:n_carry + n_xs]
-    consts = operands[n_carry + n_xs:]
+    xs = operands[n_carry : n_carry + n_xs]
+    consts = operands[n_carry + n_xs :]
     y_nodes = body.outputs[n_carry:]
     ys = [np.empty((length,) + tuple(n.shape), n.dtype) for n in y_nodes]
     for t in range(length):
@@ -171,7 +189,7 @@ def _is_float(dtype) -> bool:
     return np.issubdtype(np.dtype(dtype), np.floating)
 
 
-_HISTORY_BASE: "weakref.WeakKeyDictionary[Graph, weakref.ref]" = weakref.WeakKeyDictionary()
+_HISTORY_BASE: weakref.WeakKeyDictionary[Graph, weakref.ref] = weakref.WeakKeyDictionary()
 
 
 def history_base(graph: Graph) -> Graph | None:
@@ -189,6 +207,7 @@ def clear_caches() -> None:
     _while_jvp_graphs.cache_clear()
     _RUNNERS.clear()
     from tracegrad import forward
+
     forward.clear_caches()
 
 
@@ -201,14 +220,14 @@ def residual_bytes(graph: Graph) -> int:
         if node.op == "scan" and history_base(node.attrs["body"]) is not None:
             history = node.attrs["body"]
             n_kept = _HISTORY_KEPT.get(history, node.attrs["n_carry"])
-            kept = history.outputs[len(history.outputs) - n_kept:]
+            kept = history.outputs[len(history.outputs) - n_kept :]
             per_step = sum(n.size * n.dtype.itemsize for n in kept)
             total += node.attrs["length"] * per_step
     return total
 
 
 # history body -> how many of its last outputs are residuals (carries + saved values)
-_HISTORY_KEPT: "weakref.WeakKeyDictionary[Graph, int]" = weakref.WeakKeyDictionary()
+_HISTORY_KEPT: weakref.WeakKeyDictionary[Graph, int] = weakref.WeakKeyDictionary()
 
 
 def inherit_history(old: Graph, new: Graph) -> None:
@@ -225,15 +244,31 @@ def inherit_history(old: Graph, new: Graph) -> None:
 # (transcendentals: many cycles per element); matmuls, reductions and the "other"
 # kind (softmax, solves, nested loops, ...) are saved too. Cheap elementwise ops,
 # shape ops and indexing are recomputed from the saved values and the carries.
-_SAVED_ELEMENTWISE = frozenset({
-    "exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sin", "cos", "arcsin", "arccos",
-    "arctan", "arctan2", "pow", "sqrt"})
+_SAVED_ELEMENTWISE = frozenset(
+    {
+        "exp",
+        "expm1",
+        "log",
+        "log1p",
+        "tanh",
+        "sigmoid",
+        "sin",
+        "cos",
+        "arcsin",
+        "arccos",
+        "arctan",
+        "arctan2",
+        "pow",
+        "sqrt",
+    }
+)
 
 
 def _worth_saving(node) -> bool:
     """Save `node`'s per-step value for the backward scan instead of recomputing it
     (the rule of `jax.checkpoint_policies.dots_saveable`, widened to transcendentals)."""
     from tracegrad.ops.core import REGISTRY
+
     if node.op in ("input", "const") or not _is_float(node.dtype):
         return False
     prim = REGISTRY[node.op]
@@ -245,15 +280,16 @@ def _worth_saving(node) -> bool:
 def _step_varying(body: Graph, n_carry: int, n_xs: int) -> set[int]:
     """Ids of body nodes that depend on the carry or x_t (the others are the same every
     step: saving them per step would only cost memory)."""
-    varying = {n.id for n in body.inputs[:n_carry + n_xs]}
+    varying = {n.id for n in body.inputs[: n_carry + n_xs]}
     for node in body.nodes:
         if any(i.id in varying for i in node.inputs):
             varying.add(node.id)
     return varying
 
 
-def _backward_body(body: Graph, n_carry: int, n_xs: int, saved: Sequence, wanted: frozenset,
-                   max_stacked: int = 0):
+def _backward_body(
+    body: Graph, n_carry: int, n_xs: int, saved: Sequence, wanted: frozenset, max_stacked: int = 0
+):
     """The backward step: inputs (ct of carry', acc of const grads | carry_t, x_t,
     ct of y_t, saved values | consts), outputs (ct of carry, acc + const grads, ct
     of x_t; only for the consts and xs in `wanted`, input positions: a gradient
@@ -266,8 +302,8 @@ def _backward_body(body: Graph, n_carry: int, n_xs: int, saved: Sequence, wanted
     float positions of (carries, accumulated consts, xs) with an output, hoisted
     [(const position, kind, per-step source, index of its D output)])."""
     from tracegrad.autodiff import backward_pass
-    from tracegrad.tracing import TraceContext, Tracer, output_node
     from tracegrad.ops import api
+    from tracegrad.tracing import TraceContext, Tracer, output_node
 
     n_in = len(body.inputs)
     float_in = [k for k, n in enumerate(body.inputs) if _is_float(n.dtype)]
@@ -278,17 +314,20 @@ def _backward_body(body: Graph, n_carry: int, n_xs: int, saved: Sequence, wanted
     wrt = float_carry + consts_float + xs_float
     bctx = TraceContext(f"{body.name}_vjp")
     with bctx.active():
-        ct_carry = [bctx.new_input(body.outputs[k].aval, f"ct_carry{k}")
-                    for k in float_out if k < n_carry]
+        ct_carry = [
+            bctx.new_input(body.outputs[k].aval, f"ct_carry{k}") for k in float_out if k < n_carry
+        ]
         acc = [bctx.new_input(body.inputs[k].aval, f"acc{k}") for k in consts_float]
         carry_t = [bctx.new_input(n.aval, f"carry{k}") for k, n in enumerate(body.inputs[:n_carry])]
         x_t = [bctx.new_input(body.inputs[k].aval, f"x{k}") for k in range(n_carry, n_carry + n_xs)]
         ct_y = [bctx.new_input(body.outputs[k].aval, f"ct_y{k}") for k in float_out if k >= n_carry]
         res = [bctx.new_input(n.aval, f"saved{k}") for k, n in enumerate(saved)]
-        consts = [bctx.new_input(body.inputs[k].aval, f"const{k}")
-                  for k in range(n_carry + n_xs, n_in)]
-        env = _replay_around(body, carry_t + x_t + consts,
-                             {n.id: r for n, r in zip(saved, res)}, bctx)
+        consts = [
+            bctx.new_input(body.inputs[k].aval, f"const{k}") for k in range(n_carry + n_xs, n_in)
+        ]
+        env = _replay_around(
+            body, carry_t + x_t + consts, {n.id: r for n, r in zip(saved, res)}, bctx
+        )
         seeds: dict = {}
         for k, ct in zip(float_out, ct_carry + ct_y):
             nid = body.outputs[k].id  # one node returned twice gets both cotangents
@@ -310,16 +349,16 @@ def _backward_body(body: Graph, n_carry: int, n_xs: int, saved: Sequence, wanted
         outs += [api.add(a, grads[k]) for a, k in kept]
         outs += [grads[k] for k in xs_float]
         for v in outs:
-            bctx.graph.outputs.append(output_node(bctx, v if isinstance(v, Tracer) else
-                                                  np.asarray(v)))
+            bctx.graph.outputs.append(
+                output_node(bctx, v if isinstance(v, Tracer) else np.asarray(v))
+            )
         bctx.graph.outputs.extend(d_nodes)
     graph = bctx.graph
     for a, k in zip(acc, consts_float):
         if all(k != kk for _, kk in kept):  # hoisted: no accumulator carry
             graph.inputs.remove(a.node)
             graph.nodes.remove(a.node)
-    forward = {nid: v.node for nid, v in env.items()
-               if isinstance(v, Tracer) and v.context is bctx}
+    forward = {nid: v.node for nid, v in env.items() if isinstance(v, Tracer) and v.context is bctx}
     return graph, forward, (float_carry, [k for _, k in kept], xs_float, hoisted)
 
 
@@ -334,14 +373,23 @@ def _hoistable(grad, per_step: dict, max_stacked: int):
         return None
     if node.op == "matmul" and len(node.inputs) == 2:
         t, d = node.inputs
-        if (t.op == "transpose" and tuple(t.attrs.get("axes") or ()) == (1, 0)
-                and t.inputs[0].id in per_step and len(d.shape) == 2
-                and d.dtype == node.dtype and d.size <= max_stacked):
+        if (
+            t.op == "transpose"
+            and tuple(t.attrs.get("axes") or ()) == (1, 0)
+            and t.inputs[0].id in per_step
+            and len(d.shape) == 2
+            and d.dtype == node.dtype
+            and d.size <= max_stacked
+        ):
             return "matmul", per_step[t.inputs[0].id], d
-    if (node.op == "sum" and node.attrs.get("keepdims") is False
-            and tuple(np.atleast_1d(node.attrs.get("axis", ()))) == (0,)
-            and len(node.inputs[0].shape) == 2 and node.inputs[0].dtype == node.dtype
-            and node.inputs[0].size <= max_stacked):
+    if (
+        node.op == "sum"
+        and node.attrs.get("keepdims") is False
+        and tuple(np.atleast_1d(node.attrs.get("axis", ()))) == (0,)
+        and len(node.inputs[0].shape) == 2
+        and node.inputs[0].dtype == node.dtype
+        and node.inputs[0].size <= max_stacked
+    ):
         return "sum", None, node.inputs[0]
     return None
 
@@ -351,6 +399,7 @@ def _replay_around(body: Graph, args: Sequence, known: dict, ctx) -> dict:
     from tracegrad.ops import core
     from tracegrad.ops.core import REGISTRY
     from tracegrad.tracing import Tracer, node_source
+
     env: dict = {n.id: a for n, a in zip(body.inputs, args)}
     env.update(known)
     for node in body.nodes:
@@ -360,8 +409,9 @@ def _replay_around(body: Graph, args: Sequence, known: dict, ctx) -> dict:
             env[node.id] = Tracer(ctx, ctx.const_node(node.attrs["value"]))
             continue
         with node_source(node.source):
-            env[node.id] = core.bind(REGISTRY[node.op], *[env[i.id] for i in node.inputs],
-                                     **node.attrs)
+            env[node.id] = core.bind(
+                REGISTRY[node.op], *[env[i.id] for i in node.inputs], **node.attrs
+            )
     return env
 
 
@@ -390,8 +440,14 @@ def _choose_saved(body: Graph, n_carry: int, n_xs: int, wanted: frozenset) -> li
 
 
 @functools.lru_cache(maxsize=256)
-def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = False,
-                         wanted: frozenset | None = None, length: int = 0):
+def _scan_backward_parts(
+    body: Graph,
+    n_carry: int,
+    n_xs: int,
+    remat: bool = False,
+    wanted: frozenset | None = None,
+    length: int = 0,
+):
     """(history body, backward body, float positions, where each saved value is among
     the history scan's results) for reverse mode of a scan with this body; built
     once per body.
@@ -410,8 +466,9 @@ def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = Fal
     ctx = TraceContext(f"{body.name}_history")
     history = ctx.graph
     with ctx.active():
-        ins = [ctx.new_input(n.aval, n.attrs.get("name", f"in{k}"))
-               for k, n in enumerate(body.inputs)]
+        ins = [
+            ctx.new_input(n.aval, n.attrs.get("name", f"in{k}")) for k, n in enumerate(body.inputs)
+        ]
         env = replay(body, ins, ctx)
         for o in body.outputs:
             history.outputs.append(output_node(ctx, env[o.id]))
@@ -430,7 +487,8 @@ def _scan_backward_parts(body: Graph, n_carry: int, n_xs: int, remat: bool = Fal
     _HISTORY_KEPT[history] = len(history.outputs) - len(body.outputs)
     max_stacked = _MAX_STACKED_ELEMENTS // max(length, 1)
     backward, _, (float_carry, consts_float, xs_float, hoisted) = _backward_body(
-        body, n_carry, n_xs, saved, wanted, max_stacked)
+        body, n_carry, n_xs, saved, wanted, max_stacked
+    )
     backward = pruned_graph(backward)  # the forward that only fed saved values
     return history, backward, float_carry, consts_float, xs_float, tuple(sources), hoisted
 
@@ -448,6 +506,7 @@ def _sum_over_steps(kind: str, d_stack, carry_hist: list, xs: list, src):
     """sum over t of P_t^T @ D_t (or of sum(D_t, axis=0)), with the steps stacked
     along the rows: one GEMM (or one reduction) after the backward loop."""
     from tracegrad.ops import api
+
     length, m, n = d_stack.shape
     d2 = api.reshape(d_stack, (length * m, n))
     if kind == "sum":
@@ -461,8 +520,18 @@ def _sum_over_steps(kind: str, d_stack, carry_hist: list, xs: list, src):
 def _scan_vjp(i, g, out, *operands, body, length, reverse, n_carry, n_xs, remat=False):
     """The cotangent of operand i (see _scan_vjps, which reverse mode calls once)."""
     needed = [k == i for k in range(len(operands))]
-    return _scan_vjps(needed, g, out, *operands, body=body, length=length, reverse=reverse,
-                      n_carry=n_carry, n_xs=n_xs, remat=remat)[i]
+    return _scan_vjps(
+        needed,
+        g,
+        out,
+        *operands,
+        body=body,
+        length=length,
+        reverse=reverse,
+        n_carry=n_carry,
+        n_xs=n_xs,
+        remat=remat,
+    )[i]
 
 
 def _scan_vjps(needed, g, out, *operands, body, length, reverse, n_carry, n_xs, remat=False):
@@ -470,23 +539,33 @@ def _scan_vjps(needed, g, out, *operands, body, length, reverse, n_carry, n_xs, 
     reads each step's starting carry and saved values from a forward scan (the
     passes merge that scan with the primal one, passes/loops.py)."""
     from tracegrad.ops import api
+
     float_in = [k for k, n in enumerate(body.inputs) if _is_float(n.dtype)]
     if not any(needed[k] for k in float_in):
         return [None] * len(operands)
     # the carries' cotangents run through every step; consts and xs only if asked for
     asked = frozenset(k for k in float_in if needed[k] and k >= n_carry)
-    history, backward, float_carry, consts_float, xs_float, sources, hoisted = \
-        _scan_backward_parts(body, n_carry, n_xs, bool(remat), asked, length)
+    history, backward, float_carry, consts_float, xs_float, sources, hoisted = _scan_backward_parts(
+        body, n_carry, n_xs, bool(remat), asked, length
+    )
     wanted = set(float_carry) | set(consts_float) | set(xs_float) | {h[0] for h in hoisted}
     carries = list(operands[:n_carry])
-    xs = list(operands[n_carry:n_carry + n_xs])
-    consts = list(operands[n_carry + n_xs:])
+    xs = list(operands[n_carry : n_carry + n_xs])
+    consts = list(operands[n_carry + n_xs :])
     # forward again, keeping each step's starting carry and saved values
-    hist_packed = scan_p(*carries, *xs, *consts, body=history, length=length, reverse=reverse,
-                         n_carry=n_carry, n_xs=n_xs)
+    hist_packed = scan_p(
+        *carries,
+        *xs,
+        *consts,
+        body=history,
+        length=length,
+        reverse=reverse,
+        n_carry=n_carry,
+        n_xs=n_xs,
+    )
     hist_vals = unpack(hist_packed, _scan_avals(history, length, n_carry))
     n_out = len(body.outputs)
-    carry_hist = hist_vals[n_out:n_out + n_carry]
+    carry_hist = hist_vals[n_out : n_out + n_carry]
     saved_hist = [hist_vals[k] for k in sources]  # (history outputs: outs, carries, saved)
     # the cotangent of this scan's packed value, split
     out_avals = _scan_avals(body, length, n_carry)
@@ -495,14 +574,25 @@ def _scan_vjps(needed, g, out, *operands, body, length, reverse, n_carry, n_xs, 
     ct_carry = [g_parts[k] for k in float_out if k < n_carry]
     ct_ys = [g_parts[k] for k in float_out if k >= n_carry]
     acc0 = [api.zeros_like(operands[k]) for k in consts_float]
-    bwd = scan_p(*ct_carry, *acc0, *carry_hist, *xs, *ct_ys, *saved_hist, *consts,
-                 body=backward, length=length, reverse=not reverse,
-                 n_carry=len(ct_carry) + len(acc0),
-                 n_xs=len(carry_hist) + len(xs) + len(ct_ys) + len(saved_hist))
+    bwd = scan_p(
+        *ct_carry,
+        *acc0,
+        *carry_hist,
+        *xs,
+        *ct_ys,
+        *saved_hist,
+        *consts,
+        body=backward,
+        length=length,
+        reverse=not reverse,
+        n_carry=len(ct_carry) + len(acc0),
+        n_xs=len(carry_hist) + len(xs) + len(ct_ys) + len(saved_hist),
+    )
     parts = unpack(bwd, _scan_avals(backward, length, len(ct_carry) + len(acc0)))
-    stacks = parts[len(ct_carry) + len(acc0) + len(xs_float):]
-    summed = {k: _sum_over_steps(kind, stacks[d], carry_hist, xs, src)
-              for k, kind, src, d in hoisted}
+    stacks = parts[len(ct_carry) + len(acc0) + len(xs_float) :]
+    summed = {
+        k: _sum_over_steps(kind, stacks[d], carry_hist, xs, src) for k, kind, src, d in hoisted
+    }
     grads = []
     for i in range(len(operands)):
         if not needed[i] or i not in wanted:
@@ -520,23 +610,29 @@ def _scan_vjps(needed, g, out, *operands, body, length, reverse, n_carry, n_xs, 
 
 # ------------------------------------------------------- forward mode, shared
 
+
 @functools.lru_cache(maxsize=256)
 def _jvp_of(graph: Graph, wrt: tuple) -> Graph:
     """(inputs..., tangents of `wrt`) -> (outputs..., one tangent per output)."""
     from tracegrad.forward import jvp_graph
+
     return jvp_graph(graph, wrt=list(wrt))
 
 
 def _float_wrt(graph: Graph, tangents: Sequence, offset: int = 0) -> tuple:
     """Positions (in graph.inputs) of float inputs whose tangent is not None;
     tangents[k + offset] belongs to graph.inputs[k]."""
-    return tuple(k for k, node in enumerate(graph.inputs)
-                 if _is_float(node.dtype) and tangents[k + offset] is not None)
+    return tuple(
+        k
+        for k, node in enumerate(graph.inputs)
+        if _is_float(node.dtype) and tangents[k + offset] is not None
+    )
 
 
 def pack_values(values: Sequence, avals: Sequence[Aval]):
     """`pack` with tracegrad ops (records on tracers); a None value packs as zeros."""
     from tracegrad.ops import api
+
     dtype, slots = packed_layout(avals)
     parts = []
     for v, (_, size, _, _) in zip(values, slots):
@@ -552,8 +648,9 @@ def pack_tangents(tangents: Sequence, avals: Sequence[Aval]):
     """The tangent of a packed value: its parts' tangents packed the same way (None,
     and the tangents of integer parts, are zero); None if every part's is."""
     dtype, _ = packed_layout(avals)
-    tangents = [t if _is_float(a.dtype) and _is_float(dtype) else None
-                for t, a in zip(tangents, avals)]
+    tangents = [
+        t if _is_float(a.dtype) and _is_float(dtype) else None for t, a in zip(tangents, avals)
+    ]
     if all(t is None for t in tangents):
         return None
     return pack_values(tangents, avals)
@@ -564,8 +661,10 @@ def _with_joint(joint):
     -> (out, tangent)` rule, which forward mode calls instead (tracegrad/forward.py:
     one loop computes the primal and its tangent; the plain form serves jacfwd's
     tangent passes, which share one primal)."""
+
     def rule(primals, tangents, out, **attrs):
         return joint(primals, tangents, **attrs)[1]
+
     rule.joint = joint
     rule.__name__ = joint.__name__.replace("_joint", "")
     return rule
@@ -573,6 +672,7 @@ def _with_joint(joint):
 
 def _zeros_if_none(t, primal):
     from tracegrad.forward import zeros_like_if_none
+
     return zeros_like_if_none(t, primal)
 
 
@@ -583,6 +683,7 @@ def _scan_jvp_body(body: Graph, n_carry: int, n_xs: int, wrt: tuple) -> Graph:
     tangents of the float carries', y_t, tangents of the float y_t)."""
     from tracegrad.autodiff import replay
     from tracegrad.tracing import TraceContext, output_node
+
     fwd = _jvp_of(body, wrt)
     n_in, n_out = len(body.inputs), len(body.outputs)
     groups = [range(0, n_carry), range(n_carry, n_carry + n_xs), range(n_carry + n_xs, n_in)]
@@ -614,40 +715,70 @@ def _scan_jvp_joint(primals, tangents, *, body, length, reverse, n_carry, n_xs, 
     given = _float_wrt(body, tangents)
     wrt = tuple(sorted(set(float_carry) | set(given)))
     if not given:
-        return scan_p(*primals, body=body, length=length, reverse=reverse, n_carry=n_carry,
-                      n_xs=n_xs, **_remat_attr(remat)), None
+        return scan_p(
+            *primals,
+            body=body,
+            length=length,
+            reverse=reverse,
+            n_carry=n_carry,
+            n_xs=n_xs,
+            **_remat_attr(remat),
+        ), None
     new_body = _scan_jvp_body(body, n_carry, n_xs, wrt)
     n_in = len(primals)
-    carry, xs, consts = (primals[:n_carry], primals[n_carry:n_carry + n_xs],
-                         primals[n_carry + n_xs:])
+    carry, xs, consts = (
+        primals[:n_carry],
+        primals[n_carry : n_carry + n_xs],
+        primals[n_carry + n_xs :],
+    )
     tcarry = [_zeros_if_none(tangents[k], primals[k]) for k in float_carry]
     txs = [tangents[k] for k in wrt if n_carry <= k < n_carry + n_xs]
     tconsts = [tangents[k] for k in wrt if n_carry + n_xs <= k < n_in]
     new_n_carry = n_carry + len(tcarry)
-    packed = scan_p(*carry, *tcarry, *xs, *txs, *consts, *tconsts, body=new_body, length=length,
-                    reverse=reverse, n_carry=new_n_carry, n_xs=n_xs + len(txs),
-                    **_remat_attr(remat))
+    packed = scan_p(
+        *carry,
+        *tcarry,
+        *xs,
+        *txs,
+        *consts,
+        *tconsts,
+        body=new_body,
+        length=length,
+        reverse=reverse,
+        n_carry=new_n_carry,
+        n_xs=n_xs + len(txs),
+        **_remat_attr(remat),
+    )
     parts = unpack(packed, _scan_avals(new_body, length, new_n_carry))
     out_avals = _scan_avals(body, length, n_carry)
     t_carry = dict(zip(float_carry, parts[n_carry:new_n_carry]))
     n_y = len(body.outputs) - n_carry
     float_y = [j for j in range(n_y) if _is_float(body.outputs[n_carry + j].dtype)]
-    t_y = dict(zip(float_y, parts[new_n_carry + n_y:]))
-    out = pack_values(parts[:n_carry] + parts[new_n_carry:new_n_carry + n_y], out_avals)
-    return out, pack_tangents([t_carry.get(k) for k in range(n_carry)] +
-                              [t_y.get(j) for j in range(n_y)], out_avals)
+    t_y = dict(zip(float_y, parts[new_n_carry + n_y :]))
+    out = pack_values(parts[:n_carry] + parts[new_n_carry : new_n_carry + n_y], out_avals)
+    return out, pack_tangents(
+        [t_carry.get(k) for k in range(n_carry)] + [t_y.get(j) for j in range(n_y)], out_avals
+    )
 
 
 _scan_jvp = _with_joint(_scan_jvp_joint)
 
 
 scan_p = primitive(
-    "scan", impl=_scan_impl, shape_rule=_scan_rule, kind="other",
-    vjps=PerOperand(_scan_vjp, batch=_scan_vjps), jvp=_scan_jvp, torch_name="ScanBackward",
-    saves=(), codegen=None)
+    "scan",
+    impl=_scan_impl,
+    shape_rule=_scan_rule,
+    kind="other",
+    vjps=PerOperand(_scan_vjp, batch=_scan_vjps),
+    jvp=_scan_jvp,
+    torch_name="ScanBackward",
+    saves=(),
+    codegen=None,
+)
 
 
 # ---------------------------------------------------------------------- cond
+
 
 def _cond_rule(pred, *operands, true_branch, false_branch):
     p = as_aval(pred)
@@ -670,6 +801,7 @@ def _cond_backward_branch(branch: Graph):
     """(operands..., ct_packed) -> packed cotangents of every float operand."""
     from tracegrad.autodiff import replay, vjp_graph
     from tracegrad.tracing import TraceContext, output_node
+
     float_in = [k for k, n in enumerate(branch.inputs) if _is_float(n.dtype)]
     float_out = [k for k, n in enumerate(branch.outputs) if _is_float(n.dtype)]
     joint = vjp_graph(branch, wrt=float_in, diff_outputs=float_out, seed_ones=False)
@@ -678,14 +810,16 @@ def _cond_backward_branch(branch: Graph):
     ctx = TraceContext(f"{branch.name}_vjp")
     graph = ctx.graph
     with ctx.active():
-        ins = [ctx.new_input(n.aval, n.attrs.get("name", f"in{k}"))
-               for k, n in enumerate(branch.inputs)]
+        ins = [
+            ctx.new_input(n.aval, n.attrs.get("name", f"in{k}"))
+            for k, n in enumerate(branch.inputs)
+        ]
         total = sum(slot[1] for slot in slots)
         dtype, _ = packed_layout(out_avals)
         g = ctx.new_input(Aval((total,), dtype), "ct")
         parts = unpack(g, out_avals)
         env = replay(joint, ins + [parts[k] for k in float_out], ctx)
-        grads = [env[o.id] for o in joint.outputs[len(branch.outputs):]]
+        grads = [env[o.id] for o in joint.outputs[len(branch.outputs) :]]
         for v in grads:
             graph.outputs.append(output_node(ctx, v))
     return graph, float_in
@@ -709,8 +843,13 @@ def _cond_jvp_joint(primals, tangents, *, true_branch, false_branch):
     if not wrt:
         return cond_p(*primals, true_branch=true_branch, false_branch=false_branch), None
     t_graph, f_graph = _jvp_of(true_branch, wrt), _jvp_of(false_branch, wrt)
-    packed = cond_p(primals[0], *primals[1:], *[tangents[1 + k] for k in wrt],
-                    true_branch=t_graph, false_branch=f_graph)
+    packed = cond_p(
+        primals[0],
+        *primals[1:],
+        *[tangents[1 + k] for k in wrt],
+        true_branch=t_graph,
+        false_branch=f_graph,
+    )
     n_out = len(true_branch.outputs)
     parts = unpack(packed, [n.aval for n in t_graph.outputs])
     avals = [n.aval for n in true_branch.outputs]
@@ -721,12 +860,20 @@ _cond_jvp = _with_joint(_cond_jvp_joint)
 
 
 cond_p = primitive(
-    "cond", impl=_cond_impl, shape_rule=_cond_rule, kind="other",
-    vjps=PerOperand(_cond_vjp), jvp=_cond_jvp, torch_name="CondBackward", saves=(),
-    codegen=None)
+    "cond",
+    impl=_cond_impl,
+    shape_rule=_cond_rule,
+    kind="other",
+    vjps=PerOperand(_cond_vjp),
+    jvp=_cond_jvp,
+    torch_name="CondBackward",
+    saves=(),
+    codegen=None,
+)
 
 
 # --------------------------------------------------------------------- while
+
 
 def _while_rule(*operands, cond, body, n_carry):
     pred = cond.outputs[0]
@@ -750,11 +897,13 @@ def _while_impl(*operands, cond, body, n_carry):
 
 def _while_vjp(i, g, out, *operands, cond, body, n_carry):
     from tracegrad.autodiff import AutodiffError
+
     raise AutodiffError(
         "Reverse-mode differentiation does not work for tracegrad.while_loop: its trip "
         "count depends on data, so the residuals of every step cannot be stored in a "
         "static graph (JAX says the same). Use tracegrad.fori_loop with static bounds or "
-        "tracegrad.scan, which are differentiable.")
+        "tracegrad.scan, which are differentiable."
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -764,6 +913,7 @@ def _while_jvp_graphs(cond: Graph, body: Graph, n_carry: int, wrt: tuple):
     body consts, their tangents) -> (carry', tangents')."""
     from tracegrad.autodiff import replay
     from tracegrad.tracing import TraceContext, output_node
+
     float_carry = [k for k in wrt if k < n_carry]
     fwd = _jvp_of(body, wrt)
     ctx = TraceContext(f"{body.name}_jvp")
@@ -793,7 +943,7 @@ def _while_jvp_graphs(cond: Graph, body: Graph, n_carry: int, wrt: tuple):
 def _while_jvp_joint(primals, tangents, *, cond, body, n_carry):
     """A while loop over the body's JVP (the same trip count as the primal loop)."""
     n_cond_consts = len(cond.inputs) - n_carry
-    body_tangents = list(tangents[:n_carry]) + list(tangents[n_carry + n_cond_consts:])
+    body_tangents = list(tangents[:n_carry]) + list(tangents[n_carry + n_cond_consts :])
     given = _float_wrt(body, body_tangents)
     if not given:
         return while_p(*primals, cond=cond, body=body, n_carry=n_carry), None
@@ -801,34 +951,53 @@ def _while_jvp_joint(primals, tangents, *, cond, body, n_carry):
     wrt = tuple(sorted(set(float_carry) | set(given)))
     new_cond, new_body = _while_jvp_graphs(cond, body, n_carry, wrt)
     carry = primals[:n_carry]
-    cond_consts = primals[n_carry:n_carry + n_cond_consts]
-    body_consts = primals[n_carry + n_cond_consts:]
+    cond_consts = primals[n_carry : n_carry + n_cond_consts]
+    body_consts = primals[n_carry + n_cond_consts :]
     tcarry = [_zeros_if_none(tangents[k], primals[k]) for k in float_carry]
     tconsts = [body_tangents[k] for k in wrt if k >= n_carry]
-    packed = while_p(*carry, *tcarry, *cond_consts, *body_consts, *tconsts, cond=new_cond,
-                     body=new_body, n_carry=n_carry + len(tcarry))
+    packed = while_p(
+        *carry,
+        *tcarry,
+        *cond_consts,
+        *body_consts,
+        *tconsts,
+        cond=new_cond,
+        body=new_body,
+        n_carry=n_carry + len(tcarry),
+    )
     parts = unpack(packed, [n.aval for n in new_body.outputs])
     t_carry = dict(zip(float_carry, parts[n_carry:]))
     avals = [n.aval for n in body.outputs]
-    return (pack_values(parts[:n_carry], avals),
-            pack_tangents([t_carry.get(k) for k in range(n_carry)], avals))
+    return (
+        pack_values(parts[:n_carry], avals),
+        pack_tangents([t_carry.get(k) for k in range(n_carry)], avals),
+    )
 
 
 _while_jvp = _with_joint(_while_jvp_joint)
 
 
 while_p = primitive(
-    "while", impl=_while_impl, shape_rule=_while_rule, kind="other",
-    vjps=PerOperand(_while_vjp), jvp=_while_jvp, torch_name="WhileBackward", saves=(),
-    codegen=None)
+    "while",
+    impl=_while_impl,
+    shape_rule=_while_rule,
+    kind="other",
+    vjps=PerOperand(_while_vjp),
+    jvp=_while_jvp,
+    torch_name="WhileBackward",
+    saves=(),
+    codegen=None,
+)
 
 
 # ---------------------------------------------------------------------- call
 
+
 def _call_rule(*operands, graph):
     if len(operands) != len(graph.inputs):
-        raise ShapeError(f"call: {graph.name} takes {len(graph.inputs)} inputs, got "
-                         f"{len(operands)}")
+        raise ShapeError(
+            f"call: {graph.name} takes {len(graph.inputs)} inputs, got {len(operands)}"
+        )
     dtype, slots = packed_layout([n.aval for n in graph.outputs])
     return Aval((sum(slot[1] for slot in slots),), dtype)
 
@@ -864,12 +1033,20 @@ _call_jvp = _with_joint(_call_jvp_joint)
 
 
 call_p = primitive(
-    "call", impl=_call_impl, shape_rule=_call_rule, kind="other",
-    vjps=PerOperand(_call_vjp), jvp=_call_jvp, torch_name="CallBackward", saves=(),
-    codegen=None)
+    "call",
+    impl=_call_impl,
+    shape_rule=_call_rule,
+    kind="other",
+    vjps=PerOperand(_call_vjp),
+    jvp=_call_jvp,
+    torch_name="CallBackward",
+    saves=(),
+    codegen=None,
+)
 
 
 # ---------------------------------------------------------- custom_vjp_call
+
 
 def _custom_rule(*operands, fun, fwd, bwd, n_out):
     return _call_rule(*operands, graph=fun)
@@ -898,15 +1075,25 @@ def _custom_jvp(primals, tangents, out, *, fun, fwd, bwd, n_out):
     rule = getattr(fun, "custom_jvp_rule", None)
     if rule is None:
         from tracegrad.forward import derived_jvp
-        return derived_jvp(custom_vjp_p)(primals, tangents, out, fun=fun, fwd=fwd, bwd=bwd,
-                                         n_out=n_out)
-    packed = call_p(*primals, *[_zeros_if_none(t, p) for p, t in zip(primals, tangents)],
-                    graph=rule)
+
+        return derived_jvp(custom_vjp_p)(
+            primals, tangents, out, fun=fun, fwd=fwd, bwd=bwd, n_out=n_out
+        )
+    packed = call_p(
+        *primals, *[_zeros_if_none(t, p) for p, t in zip(primals, tangents)], graph=rule
+    )
     parts = unpack(packed, [n.aval for n in rule.outputs])
     return pack_tangents(parts[n_out:], [n.aval for n in fun.outputs])
 
 
 custom_vjp_p = primitive(
-    "custom_vjp_call", impl=_custom_impl, shape_rule=_custom_rule, kind="other",
-    vjps=PerOperand(_custom_vjp), jvp=_custom_jvp, torch_name="CustomVjpBackward", saves=(),
-    codegen=None)
+    "custom_vjp_call",
+    impl=_custom_impl,
+    shape_rule=_custom_rule,
+    kind="other",
+    vjps=PerOperand(_custom_vjp),
+    jvp=_custom_jvp,
+    torch_name="CustomVjpBackward",
+    saves=(),
+    codegen=None,
+)

@@ -10,10 +10,12 @@ written with the primitives, so they need no rules of their own.
     >>> tg.sum(tg.tanh(np.zeros(3)))
     array(0.)
 """
+
 from __future__ import annotations
 
 import builtins
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,26 +26,70 @@ from tracegrad.ops.table import normalize_axes, sum_to_shape  # noqa: F401
 
 __all__ = [
     # arithmetic
-    "add", "subtract", "multiply", "divide", "negative", "power",
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "negative",
+    "power",
     # elementwise
-    "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu", "abs", "sign",
-    "maximum", "minimum", "where", "clip", "astype",
+    "exp",
+    "log",
+    "sqrt",
+    "sin",
+    "cos",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "abs",
+    "sign",
+    "maximum",
+    "minimum",
+    "where",
+    "clip",
+    "astype",
     # comparisons and logic
-    "greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
-    "logical_and", "logical_or", "logical_not", "isfinite",
+    "greater",
+    "less",
+    "greater_equal",
+    "less_equal",
+    "equal",
+    "not_equal",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "isfinite",
     # reductions
-    "sum", "mean", "max", "min", "argmax", "argmin", "var", "logsumexp",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "var",
+    "logsumexp",
     # softmax family
-    "softmax", "log_softmax",
+    "softmax",
+    "log_softmax",
     # linear algebra
-    "matmul", "dot",
+    "matmul",
+    "dot",
     # shape
-    "reshape", "transpose", "expand_dims", "squeeze", "broadcast_to", "concatenate", "stack",
+    "reshape",
+    "transpose",
+    "expand_dims",
+    "squeeze",
+    "broadcast_to",
+    "concatenate",
+    "stack",
     "ravel",
     # indexing
-    "getitem", "take_along_axis",
+    "getitem",
+    "take_along_axis",
     # constructors from a template
-    "zeros_like", "ones_like", "full_like",
+    "zeros_like",
+    "ones_like",
+    "full_like",
 ]
 
 Array = Any  # ndarray, eager Tensor or Tracer
@@ -109,6 +155,7 @@ def power(x: Array, y: Array) -> Array:
     array([4., 9.])
     """
     return bind(T.pow_, x, y)
+
 
 # ------------------------------------------------------ elementwise functions
 
@@ -193,7 +240,7 @@ def relu(x: Array) -> Array:
     return bind(T.relu, x)
 
 
-def abs(x: Array) -> Array:  # noqa: A001  (NumPy's name)
+def abs(x: Array) -> Array:
     """|x|, elementwise.
 
     >>> import numpy as np, tracegrad as tg
@@ -249,8 +296,14 @@ def where(condition: Array, x: Array, y: Array) -> Array:
     return bind(T.where, condition, x, y)
 
 
-def clip(x: Array, a_min: float | None = None, a_max: float | None = None, *,
-         min: float | None = None, max: float | None = None) -> Array:  # noqa: A002
+def clip(
+    x: Array,
+    a_min: float | None = None,
+    a_max: float | None = None,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+) -> Array:
     """Limit x to [a_min, a_max] (either may be None). Python scalar bounds are one
     clip node; array or traced bounds (JAX's custom_vjp clip_gradient passes
     residuals) are NumPy's minimum(maximum(x, a_min), a_max), differentiable in the
@@ -266,8 +319,10 @@ def clip(x: Array, a_min: float | None = None, a_max: float | None = None, *,
     """
     a_min = min if a_min is None else a_min
     a_max = max if a_max is None else a_max
-    if builtins.any(bound is not None and not isinstance(bound, (int, float, np.generic))
-                    for bound in (a_min, a_max)):
+    if builtins.any(
+        bound is not None and not isinstance(bound, (int, float, np.generic))
+        for bound in (a_min, a_max)
+    ):
         out = x if a_min is None else maximum(x, a_min)
         return out if a_max is None else minimum(out, a_max)
     lo = None if a_min is None else _py_scalar(a_min)
@@ -287,6 +342,7 @@ def astype(x: Array, dtype: Any) -> Array:
     dtype('float32')
     """
     return bind(T.astype, x, dtype=np.dtype(getattr(dtype, "np_dtype", dtype)).name)
+
 
 # ----------------------------------------------- comparisons and logic
 
@@ -390,6 +446,7 @@ def isfinite(x: Array) -> Array:
     """
     return bind(T.isfinite, x)
 
+
 # --------------------------------------------------------------- reductions
 
 
@@ -400,7 +457,7 @@ def _axis(axis):
     return tuple(int(a) for a in axis)
 
 
-def sum(x: Array, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
+def sum(x: Array, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:
     """Sum over `axis` (all axes by default).
 
     >>> import numpy as np, tracegrad as tg
@@ -420,7 +477,7 @@ def mean(x: Array, axis: int | Sequence[int] | None = None, keepdims: bool = Fal
     return bind(T.mean, x, axis=_axis(axis), keepdims=bool(keepdims))
 
 
-def max(x: Array, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
+def max(x: Array, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:
     """Largest value over `axis` (values only, as NumPy's). Ties share the gradient evenly.
 
     >>> import numpy as np, tracegrad as tg
@@ -430,7 +487,7 @@ def max(x: Array, axis: int | Sequence[int] | None = None, keepdims: bool = Fals
     return bind(T.max_, x, axis=_axis(axis), keepdims=bool(keepdims))
 
 
-def min(x: Array, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:  # noqa: A001
+def min(x: Array, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:
     """Smallest value over `axis` (values only, as NumPy's). Ties share the gradient evenly.
 
     >>> import numpy as np, tracegrad as tg
@@ -460,8 +517,9 @@ def argmin(x: Array, axis: int | None = None, keepdims: bool = False) -> Array:
     return bind(T.argmin, x, axis=_axis(axis), keepdims=bool(keepdims))
 
 
-def var(x: Array, axis: int | Sequence[int] | None = None, ddof: int = 0,
-        keepdims: bool = False) -> Array:
+def var(
+    x: Array, axis: int | Sequence[int] | None = None, ddof: int = 0, keepdims: bool = False
+) -> Array:
     """Variance over `axis`, dividing by N - ddof (NumPy's default ddof=0; PyTorch's is 1).
 
     >>> import numpy as np, tracegrad as tg
@@ -479,6 +537,7 @@ def logsumexp(x: Array, axis: int | Sequence[int] | None = None, keepdims: bool 
     array(10000.69314718)
     """
     return bind(T.logsumexp, x, axis=_axis(axis), keepdims=bool(keepdims))
+
 
 # ------------------------------------------------------------ softmax family
 
@@ -501,6 +560,7 @@ def log_softmax(x: Array, axis: int = -1) -> Array:
     array([-0.69314718, -0.69314718])
     """
     return bind(T.log_softmax, x, axis=int(axis))
+
 
 # --------------------------------------------------------------- linear algebra
 
@@ -530,6 +590,7 @@ def dot(x: Array, y: Array) -> Array:
     # N-d y: sum over x's last axis and y's second-to-last (NumPy's rule)
     return tensordot(x, y, axes=([-1], [-2]))
 
+
 # --------------------------------------------------------------- shape ops
 
 
@@ -547,15 +608,18 @@ def reshape(x: Array, shape: int | Sequence[int]) -> Array:
 def _resolve_shape(old: tuple, new: tuple) -> tuple:
     unknown = [i for i, d in enumerate(new) if d == -1]
     if len(unknown) > 1:
-        raise ShapeError(f"reshape: can only specify one unknown dimension, got {new}"
-                         + user_location_suffix())
+        raise ShapeError(
+            f"reshape: can only specify one unknown dimension, got {new}" + user_location_suffix()
+        )
     if not unknown:
         return new
     size = int(np.prod(old, dtype=np.int64))
     known = int(np.prod([d for d in new if d != -1], dtype=np.int64))
     if known == 0 or size % known:
-        raise ShapeError(f"reshape: cannot reshape array of shape {old} (size {size}) into {new}"
-                         + user_location_suffix())
+        raise ShapeError(
+            f"reshape: cannot reshape array of shape {old} (size {size}) into {new}"
+            + user_location_suffix()
+        )
     return tuple(size // known if d == -1 else d for d in new)
 
 
@@ -594,9 +658,10 @@ def expand_dims(x: Array, axis: int | Sequence[int]) -> Array:
     out_ndim = np.ndim(x) + len(axes)
     positions = {int(a) % out_ndim for a in axes if -out_ndim <= a < out_ndim}
     if len(positions) != len(axes):
-        raise ShapeError(f"expand_dims: axis {axis} is out of range or repeated for a result "
-                         f"with {out_ndim} dims (input shape {tuple(np.shape(x))})"
-                         + user_location_suffix())
+        raise ShapeError(
+            f"expand_dims: axis {axis} is out of range or repeated for a result "
+            f"with {out_ndim} dims (input shape {tuple(np.shape(x))})" + user_location_suffix()
+        )
     shape = iter(np.shape(x))
     new_shape = tuple(1 if i in positions else next(shape) for i in range(out_ndim))
     return bind(T.reshape, x, shape=new_shape)
@@ -616,9 +681,10 @@ def squeeze(x: Array, axis: int | Sequence[int] | None = None) -> Array:
         axes = normalize_axes("squeeze", T.aval_of(x), _axis(axis))
         for a in axes:
             if shape[a] != 1:
-                raise ShapeError(f"squeeze: cannot select an axis to squeeze out which has size "
-                                 f"not equal to one (axis {a} of shape {shape})"
-                                 + user_location_suffix())
+                raise ShapeError(
+                    f"squeeze: cannot select an axis to squeeze out which has size "
+                    f"not equal to one (axis {a} of shape {shape})" + user_location_suffix()
+                )
     return bind(T.reshape, x, shape=tuple(d for i, d in enumerate(shape) if i not in axes))
 
 
@@ -642,8 +708,9 @@ def concatenate(arrays: Sequence[Array], axis: int = 0) -> Array:
     """
     arrays = list(arrays)
     if not arrays:
-        raise ValueError("concatenate: need at least one array to concatenate"
-                         + user_location_suffix())
+        raise ValueError(
+            "concatenate: need at least one array to concatenate" + user_location_suffix()
+        )
     if axis is None:
         arrays, axis = [ravel(a) for a in arrays], 0
     return bind(T.concatenate, *arrays, axis=int(axis))
@@ -661,9 +728,12 @@ def stack(arrays: Sequence[Array], axis: int = 0) -> Array:
         raise ValueError("stack: need at least one array to stack" + user_location_suffix())
     shapes = {tuple(np.shape(a)) for a in arrays}
     if len(shapes) > 1:
-        raise ShapeError(f"stack: all input arrays must have the same shape, got "
-                         f"{[tuple(np.shape(a)) for a in arrays]}" + user_location_suffix())
+        raise ShapeError(
+            f"stack: all input arrays must have the same shape, got "
+            f"{[tuple(np.shape(a)) for a in arrays]}" + user_location_suffix()
+        )
     return concatenate([expand_dims(a, axis) for a in arrays], axis=axis)
+
 
 # ----------------------------------------------------------------- indexing
 
@@ -679,6 +749,7 @@ def take_along_axis(x: Array, indices: Array, axis: int) -> Array:
     array([-0.28768207, -0.69314718])
     """
     return bind(T.take_along_axis, x, indices, axis=int(axis))
+
 
 # ---------------------------------------------------------- template constructors
 
@@ -740,8 +811,9 @@ def _dtype(x) -> np.dtype:
 def _norm_axis(axis, ndim: int, name: str) -> int:
     axis = int(axis)
     if not -ndim <= axis < ndim:
-        raise ShapeError(f"{name}: axis {axis} is out of range for a {ndim}-d array"
-                         + user_location_suffix())
+        raise ShapeError(
+            f"{name}: axis {axis} is out of range for a {ndim}-d array" + user_location_suffix()
+        )
     return axis % ndim
 
 
@@ -750,11 +822,13 @@ def _weak_operands(x, y):
     where NumPy 2 keeps that dtype (float32 op 2.0 is float32). For composites: their
     inner steps on a lone Python scalar (abs(2.0), 2 * ln 2) would give a NumPy float64
     scalar, which is not weak, and promote float32 to float64."""
+
     def weak(s, other):
         if type(s) not in (int, float, bool) or type(other) in (int, float, bool):
             return s
         dtype = _dtype(other)
         return np.asarray(s, dtype=dtype) if np.result_type(dtype, s) == dtype else s
+
     return weak(x, y), weak(y, x)
 
 
@@ -812,8 +886,9 @@ def sinh(x: Array) -> Array:
     near_zero = multiply(subtract(expm1(xs), expm1(negative(xs))), 0.5)
     e = _exp_half(where(small, 2.0, ax))
     inv = divide(1.0, e)
-    far = multiply(sign(x), subtract(multiply(multiply(e, 0.5), e),
-                                     multiply(multiply(inv, 0.5), inv)))
+    far = multiply(
+        sign(x), subtract(multiply(multiply(e, 0.5), e), multiply(multiply(inv, 0.5), inv))
+    )
     return where(small, near_zero, far)
 
 
@@ -1050,8 +1125,9 @@ radians, degrees = deg2rad, rad2deg
 
 def _check_real(x, name):
     if _dtype(x).kind == "c":
-        raise NotImplementedError(f"tracegrad.{name}: complex arrays are not supported"
-                                  + user_location_suffix())
+        raise NotImplementedError(
+            f"tracegrad.{name}: complex arrays are not supported" + user_location_suffix()
+        )
 
 
 def real(x: Array) -> Array:
@@ -1095,8 +1171,14 @@ conj = conjugate
 # ------------------------------------------------------------- reductions and scans
 
 
-def std(x: Array, axis: int | Sequence[int] | None = None, dtype: Any = None, out: Any = None,
-        ddof: int = 0, keepdims: bool = False) -> Array:
+def std(
+    x: Array,
+    axis: int | Sequence[int] | None = None,
+    dtype: Any = None,
+    out: Any = None,
+    ddof: int = 0,
+    keepdims: bool = False,
+) -> Array:
     """Standard deviation, sqrt(var). Its gradient is nan where the spread is 0, as in JAX.
 
     >>> import numpy as np, tracegrad as tg
@@ -1109,8 +1191,9 @@ def std(x: Array, axis: int | Sequence[int] | None = None, dtype: Any = None, ou
 
 def _no_dtype_out(name, dtype=None, out=None):
     if dtype is not None or out is not None:
-        raise NotImplementedError(f"tracegrad.{name}: dtype= and out= are not supported"
-                                  + user_location_suffix())
+        raise NotImplementedError(
+            f"tracegrad.{name}: dtype= and out= are not supported" + user_location_suffix()
+        )
 
 
 def _scan_operand(x, axis, name):
@@ -1121,8 +1204,9 @@ def _scan_operand(x, axis, name):
     if _dtype(x) == np.bool_:
         x = astype(x, "int64")
     if np.ndim(x) == 0:
-        raise ShapeError(f"{name}: axis {axis} is out of range for a 0-d array"
-                         + user_location_suffix())
+        raise ShapeError(
+            f"{name}: axis {axis} is out of range for a 0-d array" + user_location_suffix()
+        )
     return x, _norm_axis(axis, np.ndim(x), name)
 
 
@@ -1162,8 +1246,13 @@ def cumprod(x: Array, axis: int | None = None, dtype: Any = None, out: Any = Non
     return bind(T.linrec, where(first, 0, x), where(first, x, 0), axis=axis)
 
 
-def prod(x: Array, axis: int | Sequence[int] | None = None, dtype: Any = None, out: Any = None,
-         keepdims: bool = False) -> Array:
+def prod(
+    x: Array,
+    axis: int | Sequence[int] | None = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+) -> Array:
     """Product over `axis` (the last value of a cumprod over the reduced axes); its
     gradient (the product of the other entries) is exact where x has zeros.
 
@@ -1179,8 +1268,11 @@ def prod(x: Array, axis: int | Sequence[int] | None = None, dtype: Any = None, o
     nd = len(shape)
     axes = normalize_axes("prod", T.aval_of(x), _axis(axis))
     kept = [d for d in range(nd) if d not in axes]
-    out_shape = tuple(1 if d in axes else shape[d] for d in range(nd)) if keepdims else \
-        tuple(shape[d] for d in kept)
+    out_shape = (
+        tuple(1 if d in axes else shape[d] for d in range(nd))
+        if keepdims
+        else tuple(shape[d] for d in kept)
+    )
     n = int(np.prod([shape[d] for d in axes], dtype=np.int64))
     if n == 0:
         return full_like(sum(x, axis=axes, keepdims=keepdims), 1)
@@ -1200,8 +1292,10 @@ def argsort(x: Array, axis: int | None = -1, kind: Any = None, order: Any = None
     array([1, 2, 0])
     """
     if order is not None:
-        raise NotImplementedError("tracegrad.argsort: order= (structured arrays) is not "
-                                  "supported" + user_location_suffix())
+        raise NotImplementedError(
+            "tracegrad.argsort: order= (structured arrays) is not "
+            "supported" + user_location_suffix()
+        )
     x = _wrap(x)
     if axis is None:
         x, axis = ravel(x), 0
@@ -1237,6 +1331,7 @@ def diff(x: Array, n: int = 1, axis: int = -1) -> Array:
         hi[axis], lo[axis] = slice(1, None), slice(None, -1)
         x = subtract(getitem(x, tuple(hi)), getitem(x, tuple(lo)))
     return x
+
 
 # ------------------------------------------------------------------ shape functions
 
@@ -1334,11 +1429,14 @@ def _split_points(n: int, indices_or_sections, equal: bool, name: str) -> list:
     if isinstance(indices_or_sections, (int, np.integer)):
         sections = int(indices_or_sections)
         if sections <= 0:
-            raise ValueError(f"{name}: number of sections must be larger than 0"
-                             + user_location_suffix())
+            raise ValueError(
+                f"{name}: number of sections must be larger than 0" + user_location_suffix()
+            )
         if equal and n % sections:
-            raise ValueError(f"{name}: array split does not result in an equal division "
-                             f"({n} into {sections})" + user_location_suffix())
+            raise ValueError(
+                f"{name}: array split does not result in an equal division "
+                f"({n} into {sections})" + user_location_suffix()
+            )
         size, extra = divmod(n, sections)
         bounds, start = [], 0
         for k in range(sections):
@@ -1348,9 +1446,13 @@ def _split_points(n: int, indices_or_sections, equal: bool, name: str) -> list:
         return bounds
     cuts = [int(i) for i in indices_or_sections]
     edges = [0] + cuts + [n]
-    return [(builtins.min(builtins.max(a if a >= 0 else a + n, 0), n),
-             builtins.min(builtins.max(b if b >= 0 else b + n, 0), n)) for a, b in
-            zip(edges[:-1], edges[1:])]
+    return [
+        (
+            builtins.min(builtins.max(a if a >= 0 else a + n, 0), n),
+            builtins.min(builtins.max(b if b >= 0 else b + n, 0), n),
+        )
+        for a, b in zip(edges[:-1], edges[1:])
+    ]
 
 
 def _split(x, indices_or_sections, axis, equal, name):
@@ -1429,14 +1531,17 @@ def repeat(x: Array, repeats, axis: int | None = None) -> Array:
     if isinstance(repeats, (int, np.integer)) or np.ndim(repeats) == 0:
         r = int(repeats)
         if r < 0:
-            raise ValueError("repeat: repeats may not contain negative values"
-                             + user_location_suffix())
-        wide = broadcast_to(expand_dims(x, axis + 1), shape[:axis + 1] + (r,) + shape[axis + 1:])
-        return reshape(wide, shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
+            raise ValueError(
+                "repeat: repeats may not contain negative values" + user_location_suffix()
+            )
+        wide = broadcast_to(expand_dims(x, axis + 1), shape[: axis + 1] + (r,) + shape[axis + 1 :])
+        return reshape(wide, shape[:axis] + (shape[axis] * r,) + shape[axis + 1 :])
     counts = np.asarray(repeats, dtype=np.int64)
     if counts.shape != (shape[axis],) or (counts < 0).any():
-        raise ValueError(f"repeat: repeats must be non-negative, one per element along axis "
-                         f"{axis} (got shape {counts.shape})" + user_location_suffix())
+        raise ValueError(
+            f"repeat: repeats must be non-negative, one per element along axis "
+            f"{axis} (got shape {counts.shape})" + user_location_suffix()
+        )
     index = [slice(None)] * len(shape)
     index[axis] = np.repeat(np.arange(shape[axis]), counts)
     return getitem(x, tuple(index))
@@ -1468,8 +1573,9 @@ def flip(x: Array, axis: int | Sequence[int] | None = None) -> Array:
     """
     x = _wrap(x)
     axes = normalize_axes("flip", T.aval_of(x), _axis(axis))
-    return getitem(x, tuple(slice(None, None, -1) if d in axes else slice(None)
-                            for d in range(np.ndim(x))))
+    return getitem(
+        x, tuple(slice(None, None, -1) if d in axes else slice(None) for d in range(np.ndim(x)))
+    )
 
 
 def fliplr(x: Array) -> Array:
@@ -1551,12 +1657,16 @@ def moveaxis(x: Array, source, destination) -> Array:
         order.insert(d, s)
     return transpose(x, tuple(order))
 
+
 # -------------------------------------------------------------- diagonals and triangles
 
 
 def _diag_index(n_rows: int, n_cols: int, k: int):
-    rows = np.arange(builtins.max(builtins.min(n_rows, n_cols - k) if k >= 0 else
-                                  builtins.min(n_rows + k, n_cols), 0))
+    rows = np.arange(
+        builtins.max(
+            builtins.min(n_rows, n_cols - k) if k >= 0 else builtins.min(n_rows + k, n_cols), 0
+        )
+    )
     return (rows, rows + k) if k >= 0 else (rows - k, rows)
 
 
@@ -1570,8 +1680,9 @@ def diagonal(x: Array, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array
     x = _wrap(x)
     nd = np.ndim(x)
     if nd < 2:
-        raise ShapeError("diagonal: needs an array of at least 2 dimensions"
-                         + user_location_suffix())
+        raise ShapeError(
+            "diagonal: needs an array of at least 2 dimensions" + user_location_suffix()
+        )
     a1, a2 = _norm_axis(axis1, nd, "diagonal"), _norm_axis(axis2, nd, "diagonal")
     if a1 == a2:
         raise ShapeError("diagonal: axis1 and axis2 cannot be the same" + user_location_suffix())
@@ -1582,8 +1693,9 @@ def diagonal(x: Array, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array
     return getitem(x, (Ellipsis, rows, cols))
 
 
-def trace(x: Array, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None,
-          out: Any = None) -> Array:
+def trace(
+    x: Array, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: Any = None
+) -> Array:
     """Sum of the `offset` diagonal.
 
     >>> import numpy as np, tracegrad as tg
@@ -1626,8 +1738,9 @@ def diagflat(v: Array, k: int = 0) -> Array:
 def _triangle(x, k, lower: bool, name: str):
     x = _wrap(x)
     if np.ndim(x) < 2:
-        raise ShapeError(f"{name}: needs an array of at least 2 dimensions"
-                         + user_location_suffix())
+        raise ShapeError(
+            f"{name}: needs an array of at least 2 dimensions" + user_location_suffix()
+        )
     m, n = _shape(x)[-2:]
     keep = np.tri(m, n, k=int(k), dtype=bool) if lower else ~np.tri(m, n, k=int(k) - 1, dtype=bool)
     return where(keep, x, zeros_like(x))
@@ -1654,6 +1767,7 @@ def triu(x: Array, k: int = 0) -> Array:
     """
     return _triangle(x, k, False, "triu")
 
+
 # -------------------------------------------------------------- products
 
 
@@ -1679,10 +1793,13 @@ def _tensordot_axes(axes, nd_a: int, nd_b: int):
     axes_a = [axes_a] if np.ndim(axes_a) == 0 else list(axes_a)
     axes_b = [axes_b] if np.ndim(axes_b) == 0 else list(axes_b)
     if len(axes_a) != len(axes_b):
-        raise ShapeError("tensordot: the two axis lists must have the same length"
-                         + user_location_suffix())
-    return ([_norm_axis(a, nd_a, "tensordot") for a in axes_a],
-            [_norm_axis(b, nd_b, "tensordot") for b in axes_b])
+        raise ShapeError(
+            "tensordot: the two axis lists must have the same length" + user_location_suffix()
+        )
+    return (
+        [_norm_axis(a, nd_a, "tensordot") for a in axes_a],
+        [_norm_axis(b, nd_b, "tensordot") for b in axes_b],
+    )
 
 
 def tensordot(a: Array, b: Array, axes=2) -> Array:
@@ -1697,8 +1814,10 @@ def tensordot(a: Array, b: Array, axes=2) -> Array:
     axes_a, axes_b = _tensordot_axes(axes, len(sa), len(sb))
     for i, j in zip(axes_a, axes_b):
         if sa[i] != sb[j]:
-            raise ShapeError(f"tensordot: shape mismatch for sum ({sa} axis {i} vs {sb} axis {j})"
-                             + user_location_suffix())
+            raise ShapeError(
+                f"tensordot: shape mismatch for sum ({sa} axis {i} vs {sb} axis {j})"
+                + user_location_suffix()
+            )
     free_a = [d for d in range(len(sa)) if d not in axes_a]
     free_b = [d for d in range(len(sb)) if d not in axes_b]
     k = int(np.prod([sa[d] for d in axes_a], dtype=np.int64))
@@ -1765,10 +1884,16 @@ def cross(a: Array, b: Array, axis: int = -1) -> Array:
         raise ShapeError("cross: only 3-vectors are supported" + user_location_suffix())
     a0, a1, a2 = (getitem(a, (Ellipsis, i)) for i in range(3))
     b0, b1, b2 = (getitem(b, (Ellipsis, i)) for i in range(3))
-    c = stack([subtract(multiply(a1, b2), multiply(a2, b1)),
-               subtract(multiply(a2, b0), multiply(a0, b2)),
-               subtract(multiply(a0, b1), multiply(a1, b0))], axis=-1)
+    c = stack(
+        [
+            subtract(multiply(a1, b2), multiply(a2, b1)),
+            subtract(multiply(a2, b0), multiply(a0, b2)),
+            subtract(multiply(a0, b1), multiply(a1, b0)),
+        ],
+        axis=-1,
+    )
     return moveaxis(c, -1, axis)
+
 
 # -------------------------------------------------------------------------- einsum
 
@@ -1781,8 +1906,10 @@ def _einsum_parse(subscripts: str, operands) -> tuple[list[str], str]:
     lhs, arrow, rhs = subscripts.partition("->")
     inputs = lhs.split(",")
     if len(inputs) != len(operands):
-        raise ValueError(f"einsum: {len(inputs)} subscripts for {len(operands)} operands"
-                         + user_location_suffix())
+        raise ValueError(
+            f"einsum: {len(inputs)} subscripts for {len(operands)} operands"
+            + user_location_suffix()
+        )
     used = set(subscripts) - set(".,->")
     for c in used:
         if c not in _EINSUM_LETTERS:
@@ -1797,10 +1924,12 @@ def _einsum_parse(subscripts: str, operands) -> tuple[list[str], str]:
     for s, op in zip(inputs, operands):
         if "..." in s:
             k = np.ndim(op) - (len(s) - 3)
-            s = s.replace("...", ell[n_ell - k:] if k else "")
+            s = s.replace("...", ell[n_ell - k :] if k else "")
         if len(s) != np.ndim(op):
-            raise ValueError(f"einsum: subscripts {s!r} do not match an operand of shape "
-                             f"{_shape(op)}" + user_location_suffix())
+            raise ValueError(
+                f"einsum: subscripts {s!r} do not match an operand of shape "
+                f"{_shape(op)}" + user_location_suffix()
+            )
         expanded.append(s)
     if arrow:
         out = rhs.replace("...", ell)
@@ -1809,15 +1938,21 @@ def _einsum_parse(subscripts: str, operands) -> tuple[list[str], str]:
         for s in expanded:
             for c in s:
                 counts[c] = counts.get(c, 0) + 1
-        out = ell + "".join(sorted((c for c, n in counts.items() if n == 1 and c not in ell),
-                                   key=_EINSUM_LETTERS.index))
+        out = ell + "".join(
+            sorted(
+                (c for c, n in counts.items() if n == 1 and c not in ell), key=_EINSUM_LETTERS.index
+            )
+        )
     if len(set(out)) != len(out):
-        raise ValueError(f"einsum: output subscript {out!r} repeats a letter"
-                         + user_location_suffix())
+        raise ValueError(
+            f"einsum: output subscript {out!r} repeats a letter" + user_location_suffix()
+        )
     for c in out:
         if not builtins.any(c in s for s in expanded):
-            raise ValueError(f"einsum: output subscript {c!r} does not appear in the inputs"
-                             + user_location_suffix())
+            raise ValueError(
+                f"einsum: output subscript {c!r} does not appear in the inputs"
+                + user_location_suffix()
+            )
     return expanded, out
 
 
@@ -1838,8 +1973,10 @@ def _einsum_sizes(operands, subs) -> dict:
         for c, d in zip(s, _shape(x)):
             old = sizes.get(c, 1)
             if d != 1 and old != 1 and d != old:
-                raise ShapeError(f"einsum: size of label {c!r} is {old} in one operand and "
-                                 f"{d} in another" + user_location_suffix())
+                raise ShapeError(
+                    f"einsum: size of label {c!r} is {old} in one operand and "
+                    f"{d} in another" + user_location_suffix()
+                )
             sizes[c] = builtins.max(old, d)
     return sizes
 
@@ -1855,6 +1992,7 @@ def _einsum_pair(a, sa: str, b, sb: str, keep: set, sizes: dict):
         x = _permuted(x, [s.index(c) for c in order])
         target = tuple(sizes[c] for c in order)
         return broadcast_to(x, target) if _shape(x) != target else x
+
     nb = int(np.prod([sizes[c] for c in batch], dtype=np.int64))
     na = int(np.prod([sizes[c] for c in only_a], dtype=np.int64))
     nbb = int(np.prod([sizes[c] for c in only_b], dtype=np.int64))
@@ -1872,6 +2010,7 @@ def _einsum_pair(a, sa: str, b, sb: str, keep: set, sizes: dict):
 def _einsum_sublists(args) -> tuple[str, tuple]:
     def letters(sub):
         return "".join("..." if s is Ellipsis else _EINSUM_LETTERS[int(s)] for s in sub)
+
     out = args[-1] if len(args) % 2 == 1 else None  # an odd count ends with the output
     pairs = args[:-1] if out is not None else args
     ops, subs = list(pairs[0::2]), list(pairs[1::2])
@@ -1912,7 +2051,7 @@ def einsum(subscripts: str, *operands, optimize: Any = False, **kwargs) -> Array
     x, s = xs[0]
     for k in range(1, len(xs)):
         y, t = xs[k]
-        keep = set(out).union(*[set(u) for _, u in xs[k + 1:]])
+        keep = set(out).union(*[set(u) for _, u in xs[k + 1 :]])
         x, s = _einsum_pair(x, s, y, t, keep, sizes)
     gone = [p for p, c in enumerate(s) if c not in out]
     if gone:
@@ -1922,11 +2061,16 @@ def einsum(subscripts: str, *operands, optimize: Any = False, **kwargs) -> Array
     target = tuple(sizes[c] for c in out)
     return broadcast_to(x, target) if _shape(x) != target else x
 
+
 # --------------------------------------------------------------------- linalg.norm
 
 
-def norm(x: Array, ord: Any = None, axis: Any = None,  # noqa: A002  (NumPy's name)
-         keepdims: bool = False) -> Array:
+def norm(
+    x: Array,
+    ord: Any = None,
+    axis: Any = None,
+    keepdims: bool = False,
+) -> Array:
     """NumPy's linalg.norm for vectors (any ord) and matrices ('fro', 'nuc', 1, -1, 2, -2,
     inf, -inf; 2, -2 and 'nuc' from the singular values).
 
@@ -1946,8 +2090,7 @@ def norm(x: Array, ord: Any = None, axis: Any = None,  # noqa: A002  (NumPy's na
         elif nd == 2:
             axis = (0, 1)
         else:
-            raise ValueError("norm: improper number of dimensions to norm"
-                             + user_location_suffix())
+            raise ValueError("norm: improper number of dimensions to norm" + user_location_suffix())
     axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
     axes = tuple(_norm_axis(a, nd, "norm") for a in axes)
     if len(axes) == 1:
@@ -1966,11 +2109,13 @@ def norm(x: Array, ord: Any = None, axis: Any = None,  # noqa: A002  (NumPy's na
     elif ord in (2, -2, "nuc"):  # from the singular values (ops/linalg.py svdvals)
         s = _linalg_ops.svdvals(moveaxis(x, (r, c), (-2, -1)))
         res = sum(s, axis=-1) if ord == "nuc" else (max if ord == 2 else min)(s, axis=-1)
-        return reshape(res, tuple(1 if i in axes else d for i, d in enumerate(_shape(x)))) \
-            if keepdims else res
+        return (
+            reshape(res, tuple(1 if i in axes else d for i, d in enumerate(_shape(x))))
+            if keepdims
+            else res
+        )
     else:
-        raise ValueError(f"norm: invalid norm order {ord!r} for matrices"
-                         + user_location_suffix())
+        raise ValueError(f"norm: invalid norm order {ord!r} for matrices" + user_location_suffix())
     return res if keepdims else squeeze(res, axis=axes)
 
 
@@ -1986,8 +2131,11 @@ def _vector_norm(x, ord, axis, keepdims):
     if ord == -np.inf:
         return min(abs(x), axis=axis, keepdims=keepdims)
     if ord == 0:
-        return sum(astype(not_equal(x, 0), _dtype(x) if _dtype(x).kind == "f" else "float64"),
-                   axis=axis, keepdims=keepdims)
+        return sum(
+            astype(not_equal(x, 0), _dtype(x) if _dtype(x).kind == "f" else "float64"),
+            axis=axis,
+            keepdims=keepdims,
+        )
     if ord == 1:
         return sum(abs(x), axis=axis, keepdims=keepdims)
     if isinstance(ord, str):
@@ -2011,6 +2159,7 @@ class _Linalg:
 
 
 from tracegrad.ops import linalg as _linalg_ops  # noqa: E402  (issue 14: cholesky, solve, ...)
+
 for _name in _linalg_ops.PUBLIC:
     setattr(_Linalg, _name, staticmethod(getattr(_linalg_ops, _name)))
 linalg = _Linalg()
@@ -2021,8 +2170,11 @@ linalg = _Linalg()
 def _contains_traced(value) -> bool:
     if isinstance(value, (list, tuple)):
         return builtins.any(_contains_traced(v) for v in value)
-    return not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex)) and \
-        hasattr(value, "shape") and hasattr(value, "dtype")
+    return (
+        not isinstance(value, (np.ndarray, np.generic, int, float, bool, complex))
+        and hasattr(value, "shape")
+        and hasattr(value, "dtype")
+    )
 
 
 def array(obj: Any, dtype: Any = None, copy: bool = True, ndmin: int = 0, **kwargs) -> Array:
@@ -2038,8 +2190,12 @@ def array(obj: Any, dtype: Any = None, copy: bool = True, ndmin: int = 0, **kwar
     if kwargs:
         raise TypeError(f"array: unexpected keyword arguments {sorted(kwargs)}")
     if not _contains_traced(obj):
-        out = np.array(obj, dtype=None if dtype is None else
-                       np.dtype(getattr(dtype, "np_dtype", dtype)), copy=copy, ndmin=ndmin)
+        out = np.array(
+            obj,
+            dtype=None if dtype is None else np.dtype(getattr(dtype, "np_dtype", dtype)),
+            copy=copy,
+            ndmin=ndmin,
+        )
         return out
     out = _build(obj)
     if dtype is not None:
@@ -2057,9 +2213,12 @@ def _build(obj):
     parts = [_build(v) for v in obj]
     dtypes = [_dtype(p) for p in parts if _contains_traced(p)]
     target = np.result_type(*dtypes, *[p for p in parts if not _contains_traced(p)])
-    parts = [p if _contains_traced(p) and _dtype(p) == target else
-             (astype(p, target.name) if _contains_traced(p) else np.asarray(p, dtype=target))
-             for p in parts]
+    parts = [
+        p
+        if _contains_traced(p) and _dtype(p) == target
+        else (astype(p, target.name) if _contains_traced(p) else np.asarray(p, dtype=target))
+        for p in parts
+    ]
     return stack(parts, axis=0)
 
 
@@ -2079,21 +2238,85 @@ def asarray(obj: Any, dtype: Any = None, **kwargs) -> Array:
 
 __all__ += [
     # NumPy coverage (issue 13): elementwise
-    "tan", "sinh", "cosh", "arcsin", "arccos", "arctan", "arctan2", "hypot", "log1p", "expm1",
-    "log2", "log10", "exp2", "square", "reciprocal", "logaddexp", "logaddexp2", "sinc",
-    "floor", "remainder", "mod", "fmod", "deg2rad", "rad2deg", "radians", "degrees",
-    "real", "imag", "conj", "conjugate",
+    "tan",
+    "sinh",
+    "cosh",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "arctan2",
+    "hypot",
+    "log1p",
+    "expm1",
+    "log2",
+    "log10",
+    "exp2",
+    "square",
+    "reciprocal",
+    "logaddexp",
+    "logaddexp2",
+    "sinc",
+    "floor",
+    "remainder",
+    "mod",
+    "fmod",
+    "deg2rad",
+    "rad2deg",
+    "radians",
+    "degrees",
+    "real",
+    "imag",
+    "conj",
+    "conjugate",
     # reductions and scans
-    "std", "prod", "cumsum", "cumprod", "sort", "argsort", "diff",
+    "std",
+    "prod",
+    "cumsum",
+    "cumprod",
+    "sort",
+    "argsort",
+    "diff",
     # shape
-    "atleast_1d", "atleast_2d", "atleast_3d", "vstack", "row_stack", "hstack", "dstack",
-    "column_stack", "split", "array_split", "hsplit", "vsplit", "dsplit", "repeat", "tile",
-    "flip", "fliplr", "flipud", "roll", "swapaxes", "moveaxis",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "vstack",
+    "row_stack",
+    "hstack",
+    "dstack",
+    "column_stack",
+    "split",
+    "array_split",
+    "hsplit",
+    "vsplit",
+    "dsplit",
+    "repeat",
+    "tile",
+    "flip",
+    "fliplr",
+    "flipud",
+    "roll",
+    "swapaxes",
+    "moveaxis",
     # diagonals, triangles, products
-    "diagonal", "trace", "diag", "diagflat", "tril", "triu", "outer", "tensordot", "inner",
-    "vdot", "kron", "cross", "einsum", "linalg", "norm",
+    "diagonal",
+    "trace",
+    "diag",
+    "diagflat",
+    "tril",
+    "triu",
+    "outer",
+    "tensordot",
+    "inner",
+    "vdot",
+    "kron",
+    "cross",
+    "einsum",
+    "linalg",
+    "norm",
     # arrays from values
-    "array", "asarray",
+    "array",
+    "asarray",
 ]
 
 # ------------------------------------------------ more of HIPS autograd's numpy_vjps names
@@ -2121,12 +2344,14 @@ def arcsinh(x: Array) -> Array:
     >>> tg.arcsinh(np.array([0.0]))
     array([0.])
     """
+
     def magnitude(a):
         big = greater(a, _ASINH_BIG)
         s = where(big, 1.0, a)  # the untaken branch stays finite
         near = log1p(add(s, divide(multiply(s, s), add(sqrt(add(multiply(s, s), 1.0)), 1.0))))
         far = add(log(where(big, a, 1.0)), _LN2)
         return where(big, far, near)
+
     return _odd(x, magnitude)
 
 
@@ -2219,8 +2444,13 @@ def fmin(x: Array, y: Array) -> Array:
     return where(isnan(y), x, where(isnan(x), y, minimum(x, y)))
 
 
-def nan_to_num(x: Array, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
-               neginf: float | None = None) -> Array:
+def nan_to_num(
+    x: Array,
+    copy: bool = True,
+    nan: float = 0.0,
+    posinf: float | None = None,
+    neginf: float | None = None,
+) -> Array:
     """nan -> 0 and +-inf -> the largest finite values; the gradient passes where x is finite.
 
     >>> import numpy as np, tracegrad as tg
@@ -2233,8 +2463,9 @@ def nan_to_num(x: Array, copy: bool = True, nan: float = 0.0, posinf: float | No
     info = np.finfo(_dtype(x))
     hi = float(info.max) if posinf is None else float(posinf)
     lo = float(info.min) if neginf is None else float(neginf)
-    fill = where(isnan(x), full_like(x, float(nan)),
-                 where(greater(x, 0), full_like(x, hi), full_like(x, lo)))
+    fill = where(
+        isnan(x), full_like(x, float(nan)), where(greater(x, 0), full_like(x, hi), full_like(x, lo))
+    )
     return where(isfinite(x), x, fill)
 
 
@@ -2248,8 +2479,11 @@ def angle(x: Array, deg: bool = False) -> Array:
     x = _wrap(x)
     _check_real(x, "angle")
     half_turn = 180.0 if deg else _math.pi
-    return where(less(x, 0), full_like(x, half_turn, "float64" if _dtype(x).kind != "f" else None),
-                 zeros_like(x, "float64" if _dtype(x).kind != "f" else None))
+    return where(
+        less(x, 0),
+        full_like(x, half_turn, "float64" if _dtype(x).kind != "f" else None),
+        zeros_like(x, "float64" if _dtype(x).kind != "f" else None),
+    )
 
 
 def real_if_close(x: Array, tol: float = 100) -> Array:
@@ -2298,8 +2532,15 @@ def rollaxis(x: Array, axis: int, start: int = 0) -> Array:
     return transpose(x, tuple(order))
 
 
-def linspace(start: Array, stop: Array, num: int = 50, endpoint: bool = True,
-             retstep: bool = False, dtype: Any = None, axis: int = 0) -> Array:
+def linspace(
+    start: Array,
+    stop: Array,
+    num: int = 50,
+    endpoint: bool = True,
+    retstep: bool = False,
+    dtype: Any = None,
+    axis: int = 0,
+) -> Array:
     """`num` evenly spaced values from start to stop; start and stop may be traced scalars.
 
     >>> import numpy as np, tracegrad as tg
@@ -2307,11 +2548,14 @@ def linspace(start: Array, stop: Array, num: int = 50, endpoint: bool = True,
     array([0. , 0.5, 1. ])
     """
     if not (_contains_traced(start) or _contains_traced(stop)):
-        return np.linspace(start, stop, num, endpoint=endpoint, retstep=retstep, dtype=dtype,
-                           axis=axis)
+        return np.linspace(
+            start, stop, num, endpoint=endpoint, retstep=retstep, dtype=dtype, axis=axis
+        )
     if np.ndim(start) or np.ndim(stop) or axis != 0:
-        raise NotImplementedError("tracegrad.linspace: traced start/stop must be scalars "
-                                  "(axis=0)" + user_location_suffix())
+        raise NotImplementedError(
+            "tracegrad.linspace: traced start/stop must be scalars "
+            "(axis=0)" + user_location_suffix()
+        )
     num = int(num)
     div_ = (num - 1) if endpoint else num
     frac = np.arange(num, dtype=np.float64) / div_ if div_ > 0 else np.zeros(num)
@@ -2337,9 +2581,25 @@ def full(shape, fill_value: Array, dtype: Any = None) -> Array:
     return astype(out, dtype) if dtype is not None else out
 
 
-__all__ += ["arcsinh", "arccosh", "arctanh", "isnan", "isinf", "ceil", "trunc", "fix", "fmax",
-            "fmin", "nan_to_num", "angle", "real_if_close", "rot90", "rollaxis", "linspace",
-            "full"]
+__all__ += [
+    "arcsinh",
+    "arccosh",
+    "arctanh",
+    "isnan",
+    "isinf",
+    "ceil",
+    "trunc",
+    "fix",
+    "fmax",
+    "fmin",
+    "nan_to_num",
+    "angle",
+    "real_if_close",
+    "rot90",
+    "rollaxis",
+    "linspace",
+    "full",
+]
 
 # ------------------------------------------- rounding, nan-aware and order statistics
 
@@ -2358,8 +2618,9 @@ def floor_divide(x: Array, y: Array) -> Array:
         xf = astype(x, "float64") if not isinstance(x, int) else float(x)
         yf = astype(y, "float64") if not isinstance(y, int) else float(y)
         q = floor(divide(xf, where(equal(yf, 0), 1.0, yf)))
-        out_dtype = np.result_type(*[v if isinstance(v, (int, bool)) else _dtype(v)
-                                     for v in (x, y)])
+        out_dtype = np.result_type(
+            *[v if isinstance(v, (int, bool)) else _dtype(v) for v in (x, y)]
+        )
         return astype(where(equal(yf, 0), 0.0, q), out_dtype.name)  # NumPy: x // 0 is 0 for ints
     q = divide(subtract(x, remainder(x, y)), y)
     rounded = floor(add(q, 0.5))
@@ -2369,14 +2630,13 @@ def floor_divide(x: Array, y: Array) -> Array:
 def _round_half_even(x):
     f = floor(x)
     d = subtract(x, f)  # exact: no x + 0.5 rounding (0.49999999999999994 stays below 1/2)
-    up = logical_or(greater(d, 0.5),
-                    logical_and(equal(d, 0.5), not_equal(remainder(f, 2.0), 0)))
+    up = logical_or(greater(d, 0.5), logical_and(equal(d, 0.5), not_equal(remainder(f, 2.0), 0)))
     r = add(f, astype(up, _dtype(f).name))
     r = where(equal(r, 0), multiply(x, 0.0), r)  # -0.5 rounds to -0.0, as in NumPy
-    return where(less(abs(x), 2.0 ** 52), r, x)  # larger floats are integers already
+    return where(less(abs(x), 2.0**52), r, x)  # larger floats are integers already
 
 
-def round(x: Array, decimals: int = 0, out: Any = None) -> Array:  # noqa: A001
+def round(x: Array, decimals: int = 0, out: Any = None) -> Array:
     """Round half to even to `decimals` places, as NumPy (zero gradient).
 
     >>> import numpy as np, tracegrad as tg
@@ -2429,7 +2689,7 @@ def heaviside(x: Array, h0: Array) -> Array:
     return where(less(x, 0), zeros_like(x), where(greater(x, 0), one, multiply(h0, one)))
 
 
-def any(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
+def any(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
     """True where any element along `axis` is nonzero.
 
     >>> import numpy as np, tracegrad as tg
@@ -2440,7 +2700,7 @@ def any(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) -> 
     return greater(sum(astype(not_equal(_wrap(x), 0), "int64"), axis=axis, keepdims=keepdims), 0)
 
 
-def all(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
+def all(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
     """True where every element along `axis` is nonzero.
 
     >>> import numpy as np, tracegrad as tg
@@ -2463,8 +2723,13 @@ def ptp(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) -> 
     return subtract(max(x, axis=axis, keepdims=keepdims), min(x, axis=axis, keepdims=keepdims))
 
 
-def average(x: Array, axis: Any = None, weights: Array | None = None, returned: bool = False,
-            keepdims: bool = False) -> Array:
+def average(
+    x: Array,
+    axis: Any = None,
+    weights: Array | None = None,
+    returned: bool = False,
+    keepdims: bool = False,
+) -> Array:
     """Mean, or sum(x * w) / sum(w) along `axis` (weights broadcast against x).
 
     >>> import numpy as np, tracegrad as tg
@@ -2493,8 +2758,9 @@ def _reduced_size(x, axis) -> int:
     return int(np.prod([_shape(x)[a] for a in axes], dtype=np.int64))
 
 
-def nansum(x: Array, axis: Any = None, dtype: Any = None, out: Any = None,
-           keepdims: bool = False) -> Array:
+def nansum(
+    x: Array, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+) -> Array:
     """Sum, treating nan as 0 (the gradient is 0 at nan entries).
 
     >>> import numpy as np, tracegrad as tg
@@ -2506,8 +2772,9 @@ def nansum(x: Array, axis: Any = None, dtype: Any = None, out: Any = None,
     return sum(where(isnan(x), zeros_like(x), x), axis=axis, keepdims=keepdims)
 
 
-def nanmean(x: Array, axis: Any = None, dtype: Any = None, out: Any = None,
-            keepdims: bool = False) -> Array:
+def nanmean(
+    x: Array, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+) -> Array:
     """Mean of the non-nan entries.
 
     >>> import numpy as np, tracegrad as tg
@@ -2551,8 +2818,9 @@ def nanmin(x: Array, axis: Any = None, out: Any = None, keepdims: bool = False) 
     return where(all(isnan(x), axis=axis, keepdims=keepdims), np.nan, res)
 
 
-def nanprod(x: Array, axis: Any = None, dtype: Any = None, out: Any = None,
-            keepdims: bool = False) -> Array:
+def nanprod(
+    x: Array, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+) -> Array:
     """Product treating nan as 1.
 
     >>> import numpy as np, tracegrad as tg
@@ -2563,8 +2831,14 @@ def nanprod(x: Array, axis: Any = None, dtype: Any = None, out: Any = None,
     return prod(_nan_filled(x, 1.0), axis=axis, keepdims=keepdims)
 
 
-def nanvar(x: Array, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
-           keepdims: bool = False) -> Array:
+def nanvar(
+    x: Array,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    ddof: int = 0,
+    keepdims: bool = False,
+) -> Array:
     """Variance of the non-nan entries (dividing by their count - ddof).
 
     >>> import numpy as np, tracegrad as tg
@@ -2575,15 +2849,22 @@ def nanvar(x: Array, axis: Any = None, dtype: Any = None, out: Any = None, ddof:
     x = _wrap(x)
     valid = astype(logical_not(isnan(x)), _dtype(x).name)
     count = sum(valid, axis=axis, keepdims=True)
-    centered = multiply(subtract(_nan_filled(x, 0.0),
-                                 divide(nansum(x, axis=axis, keepdims=True), count)), valid)
+    centered = multiply(
+        subtract(_nan_filled(x, 0.0), divide(nansum(x, axis=axis, keepdims=True), count)), valid
+    )
     total = sum(multiply(centered, centered), axis=axis, keepdims=keepdims)
     dof = subtract(sum(valid, axis=axis, keepdims=keepdims), float(ddof))
     return divide(total, dof)
 
 
-def nanstd(x: Array, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
-           keepdims: bool = False) -> Array:
+def nanstd(
+    x: Array,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    ddof: int = 0,
+    keepdims: bool = False,
+) -> Array:
     """Standard deviation of the non-nan entries.
 
     >>> import numpy as np, tracegrad as tg
@@ -2603,8 +2884,15 @@ def nancumsum(x: Array, axis: int | None = None, dtype: Any = None, out: Any = N
     return cumsum(_nan_filled(x, 0.0), axis=axis, dtype=dtype, out=out)
 
 
-def quantile(x: Array, q, axis: int | None = None, out: Any = None, overwrite_input: bool = False,
-             method: str = "linear", keepdims: bool = False) -> Array:
+def quantile(
+    x: Array,
+    q,
+    axis: int | None = None,
+    out: Any = None,
+    overwrite_input: bool = False,
+    method: str = "linear",
+    keepdims: bool = False,
+) -> Array:
     """The q-th quantile (static q in [0, 1], a scalar or a list) by sorting, with NumPy's
     default linear interpolation; the gradient goes to the one or two order statistics used.
 
@@ -2614,8 +2902,9 @@ def quantile(x: Array, q, axis: int | None = None, out: Any = None, overwrite_in
     """
     _no_dtype_out("quantile", None, out)
     if method != "linear":
-        raise NotImplementedError("tracegrad.quantile: only method='linear' is supported"
-                                  + user_location_suffix())
+        raise NotImplementedError(
+            "tracegrad.quantile: only method='linear' is supported" + user_location_suffix()
+        )
     x = _wrap(x)
     if axis is None:
         kept_nd = np.ndim(x)
@@ -2643,15 +2932,24 @@ def quantile(x: Array, q, axis: int | None = None, out: Any = None, overwrite_in
     vals = add(vlo, multiply(subtract(vhi, vlo), frac))  # (..., len(q))
     vals = moveaxis(vals, -1, 0)
     if keepdims:
-        base = (1,) * kept_nd if kept_nd is not None else tuple(
-            1 if d == ax else m for d, m in enumerate(_shape(x)))
+        base = (
+            (1,) * kept_nd
+            if kept_nd is not None
+            else tuple(1 if d == ax else m for d, m in enumerate(_shape(x)))
+        )
         vals = reshape(vals, (pos.size,) + base)
     return reshape(vals, qs.shape + _shape(vals)[1:])
 
 
-def percentile(x: Array, q, axis: int | None = None, out: Any = None,
-               overwrite_input: bool = False, method: str = "linear",
-               keepdims: bool = False) -> Array:
+def percentile(
+    x: Array,
+    q,
+    axis: int | None = None,
+    out: Any = None,
+    overwrite_input: bool = False,
+    method: str = "linear",
+    keepdims: bool = False,
+) -> Array:
     """quantile(x, q / 100).
 
     >>> import numpy as np, tracegrad as tg
@@ -2659,12 +2957,16 @@ def percentile(x: Array, q, axis: int | None = None, out: Any = None,
     array(2.)
     """
     q = q / 100.0 if isinstance(q, (int, float)) else np.asarray(q, dtype=np.float64) / 100.0
-    return quantile(x, q, axis=axis, out=out,
-                    method=method, keepdims=keepdims)
+    return quantile(x, q, axis=axis, out=out, method=method, keepdims=keepdims)
 
 
-def median(x: Array, axis: int | None = None, out: Any = None, overwrite_input: bool = False,
-           keepdims: bool = False) -> Array:
+def median(
+    x: Array,
+    axis: int | None = None,
+    out: Any = None,
+    overwrite_input: bool = False,
+    keepdims: bool = False,
+) -> Array:
     """The middle value (mean of the two middle values for even counts) along `axis`.
 
     >>> import numpy as np, tracegrad as tg
@@ -2674,12 +2976,30 @@ def median(x: Array, axis: int | None = None, out: Any = None, overwrite_input: 
     return quantile(x, 0.5, axis=axis, out=out, keepdims=keepdims)
 
 
-_PAD_MODES = ("constant", "edge", "wrap", "reflect", "symmetric", "maximum", "minimum", "mean",
-              "median", "linear_ramp", "empty")
+_PAD_MODES = (
+    "constant",
+    "edge",
+    "wrap",
+    "reflect",
+    "symmetric",
+    "maximum",
+    "minimum",
+    "mean",
+    "median",
+    "linear_ramp",
+    "empty",
+)
 
 
-def pad(x: Array, pad_width, mode: str = "constant", constant_values: float = 0,
-        reflect_type: str = "even", stat_length=None, end_values=0.0) -> Array:
+def pad(
+    x: Array,
+    pad_width,
+    mode: str = "constant",
+    constant_values: float = 0,
+    reflect_type: str = "even",
+    stat_length=None,
+    end_values=0.0,
+) -> Array:
     """NumPy's pad, every mode but a callable (reflect_type 'even', one scalar
     constant_values). 'constant' is one index_add_zeros node (its gradient is the
     inner slice); 'edge', 'wrap', 'reflect' and 'symmetric' gather each padded axis
@@ -2695,17 +3015,23 @@ def pad(x: Array, pad_width, mode: str = "constant", constant_values: float = 0,
     >>> tg.pad(np.array([1.0, 5.0]), (2, 1), mode="linear_ramp", end_values=(3.0, 0.0))
     array([3., 2., 1., 5., 0.])
     """
-    if mode not in _PAD_MODES or reflect_type != "even" or \
-            (mode == "constant" and np.ndim(constant_values) != 0):
+    if (
+        mode not in _PAD_MODES
+        or reflect_type != "even"
+        or (mode == "constant" and np.ndim(constant_values) != 0)
+    ):
         raise NotImplementedError(
             f"tracegrad.pad: mode={mode!r} (reflect_type={reflect_type!r}) is not supported; "
             f"modes: {', '.join(_PAD_MODES)} (reflect_type='even', one scalar constant_values)"
-            + user_location_suffix())
+            + user_location_suffix()
+        )
     x = _wrap(x)
     widths = _per_axis_pairs(pad_width, np.ndim(x), "pad_width", np.int64)
     if (widths < 0).any():
-        raise ValueError(f"tracegrad.pad: negative pad_width {np.asarray(pad_width).tolist()}"
-                         + user_location_suffix())
+        raise ValueError(
+            f"tracegrad.pad: negative pad_width {np.asarray(pad_width).tolist()}"
+            + user_location_suffix()
+        )
     if mode in ("edge", "wrap", "reflect", "symmetric"):
         for axis, (d, (a, b)) in enumerate(zip(_shape(x), widths)):
             if a or b:
@@ -2713,8 +3039,11 @@ def pad(x: Array, pad_width, mode: str = "constant", constant_values: float = 0,
                 x = getitem(x, index)
         return x
     if mode in ("maximum", "minimum", "mean", "median"):
-        lengths = None if stat_length is None else \
-            _per_axis_pairs(stat_length, np.ndim(x), "stat_length", np.int64)
+        lengths = (
+            None
+            if stat_length is None
+            else _per_axis_pairs(stat_length, np.ndim(x), "stat_length", np.int64)
+        )
         return _pad_by_statistic(x, widths, mode, lengths)
     if mode == "linear_ramp":
         ends = _per_axis_pairs(end_values, np.ndim(x), "end_values", np.float64)
@@ -2733,12 +3062,14 @@ def _per_axis_pairs(value, ndim: int, name: str, dtype) -> np.ndarray:
     """NumPy's per-axis (before, after) pairs from a scalar, a pair or one per axis."""
     try:
         pairs = np.asarray(value, dtype=dtype)
-        return np.broadcast_to(pairs.reshape(-1, 2) if pairs.ndim else np.full((1, 2), pairs),
-                               (ndim, 2))
+        return np.broadcast_to(
+            pairs.reshape(-1, 2) if pairs.ndim else np.full((1, 2), pairs), (ndim, 2)
+        )
     except ValueError:
-        raise ValueError(f"tracegrad.pad: {name}={value!r} is not a scalar, a (before, after) "
-                         f"pair or one pair per axis ({ndim} axes)"
-                         + user_location_suffix()) from None
+        raise ValueError(
+            f"tracegrad.pad: {name}={value!r} is not a scalar, a (before, after) "
+            f"pair or one pair per axis ({ndim} axes)" + user_location_suffix()
+        ) from None
 
 
 def _axis_block(x, axis: int, start: int, stop: int):
@@ -2754,8 +3085,10 @@ def _pad_by_statistic(x, widths: np.ndarray, mode: str, lengths) -> Array:
             continue
         d = _shape(x)[axis]
         if d == 0:
-            raise ValueError(f"tracegrad.pad: can't extend an empty axis with mode={mode!r}"
-                             + user_location_suffix())
+            raise ValueError(
+                f"tracegrad.pad: can't extend an empty axis with mode={mode!r}"
+                + user_location_suffix()
+            )
         parts = []
         for width, side in ((int(a), 0), (int(b), 1)):
             if not width:
@@ -2768,8 +3101,9 @@ def _pad_by_statistic(x, widths: np.ndarray, mode: str, lengths) -> Array:
             shape = list(_shape(x))
             shape[axis] = width
             parts.append((side, broadcast_to(value, tuple(shape))))
-        x = concatenate([p for s_, p in parts if s_ == 0] + [x] + [p for s_, p in parts if s_ == 1],
-                        axis=axis)
+        x = concatenate(
+            [p for s_, p in parts if s_ == 0] + [x] + [p for s_, p in parts if s_ == 1], axis=axis
+        )
     return x
 
 
@@ -2781,8 +3115,10 @@ def _pad_linear_ramp(x, widths: np.ndarray, ends: np.ndarray) -> Array:
             continue
         d = _shape(x)[axis]
         if d == 0:
-            raise ValueError("tracegrad.pad: can't extend an empty axis with mode='linear_ramp'"
-                             + user_location_suffix())
+            raise ValueError(
+                "tracegrad.pad: can't extend an empty axis with mode='linear_ramp'"
+                + user_location_suffix()
+            )
         along = [1] * np.ndim(x)
         parts = []
         if a:
@@ -2808,8 +3144,9 @@ def _pad_source_index(mode: str, size: int, before: int, after: int) -> np.ndarr
     """For each position of an axis padded by (before, after): the input element it
     copies, by NumPy's rule for `mode` (a static index array)."""
     if size == 0:
-        raise ValueError(f"tracegrad.pad: can't extend an empty axis with mode={mode!r}"
-                         + user_location_suffix())
+        raise ValueError(
+            f"tracegrad.pad: can't extend an empty axis with mode={mode!r}" + user_location_suffix()
+        )
     k = np.arange(-before, size + after)
     if mode == "edge":
         return np.clip(k, 0, size - 1)
@@ -2861,6 +3198,29 @@ def meshgrid(*xs, indexing: str = "xy", sparse: bool = False, copy: bool = True)
     return out
 
 
-__all__ += ["floor_divide", "round", "around", "rint", "cbrt", "heaviside", "any", "all", "ptp",
-            "average", "nansum", "nanmean", "quantile", "percentile", "median", "pad",
-            "append", "meshgrid", "nanmax", "nanmin", "nanprod", "nanvar", "nanstd", "nancumsum"]
+__all__ += [
+    "floor_divide",
+    "round",
+    "around",
+    "rint",
+    "cbrt",
+    "heaviside",
+    "any",
+    "all",
+    "ptp",
+    "average",
+    "nansum",
+    "nanmean",
+    "quantile",
+    "percentile",
+    "median",
+    "pad",
+    "append",
+    "meshgrid",
+    "nanmax",
+    "nanmin",
+    "nanprod",
+    "nanvar",
+    "nanstd",
+    "nancumsum",
+]

@@ -30,6 +30,7 @@ Nothing is set when TRACEGRAD_BLAS_FOLLOW_LOAD=0.
     >>> blas_threads.follow_load() in (None, *range(1, 1025))
     True
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -37,14 +38,22 @@ import threading
 
 from tracegrad.ops.parallel import threads_now
 
-_SETTERS = ("openblas_set_num_threads", "scipy_openblas_set_num_threads64_",
-            "scipy_openblas_set_num_threads", "openblas_set_num_threads64_")
-_GETTERS = ("openblas_get_num_threads", "scipy_openblas_get_num_threads64_",
-            "scipy_openblas_get_num_threads", "openblas_get_num_threads64_")
+_SETTERS = (
+    "openblas_set_num_threads",
+    "scipy_openblas_set_num_threads64_",
+    "scipy_openblas_set_num_threads",
+    "openblas_set_num_threads64_",
+)
+_GETTERS = (
+    "openblas_get_num_threads",
+    "scipy_openblas_get_num_threads64_",
+    "scipy_openblas_get_num_threads",
+    "openblas_get_num_threads64_",
+)
 
 _libraries: list[tuple[str, object, object]] | None = None  # (path, setter, getter)
-_enabled: list = []     # [bool] once decided: TRACEGRAD_BLAS_FOLLOW_LOAD
-_ceiling = [0]          # the largest count a library had when it was found
+_enabled: list = []  # [bool] once decided: TRACEGRAD_BLAS_FOLLOW_LOAD
+_ceiling = [0]  # the largest count a library had when it was found
 _lock = threading.Lock()
 
 
@@ -92,6 +101,7 @@ def _refresh_libraries() -> list:
 def _is_enabled() -> bool:
     if not _enabled:
         from tracegrad.config import blas_follow_load
+
         _enabled.append(blas_follow_load())
     return _enabled[0]
 
@@ -128,6 +138,7 @@ def leave(saved: list | None) -> None:
 def limited(blas_fn):
     """`blas_fn` (np.matmul, a kernel entry, ...) run with BLAS's threads at most the
     count tracegrad may use now, and the library's own count put back after."""
+
     def call(*args, **kwargs):
         saved = enter()
         if saved is None:
@@ -136,6 +147,7 @@ def limited(blas_fn):
             return blas_fn(*args, **kwargs)
         finally:
             leave(saved)
+
     call.__name__ = call.__qualname__ = getattr(blas_fn, "__name__", "blas_call")
     call.raw_entry = blas_fn
     return call

@@ -16,16 +16,17 @@ kind of value (eager Tensor, tracer, ...) registers a handler; plain arrays and
 Python scalars fall through to `impl`. Because vjp rules call `bind` too, the
 same rule runs eagerly, records IR while tracing, and nests for grad-of-grad.
 """
+
 from __future__ import annotations
 
 import functools
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
-
 
 
 class TracegradError(Exception):
@@ -69,8 +70,17 @@ class Aval(NamedTuple):
         return f"{dtype_short(self.dtype)}[{','.join(map(str, self.shape))}]"
 
 
-_SHORT = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "bool": "bool",
-          "float16": "f16", "int8": "i8", "uint8": "u8", "int16": "i16"}
+_SHORT = {
+    "float32": "f32",
+    "float64": "f64",
+    "int64": "i64",
+    "int32": "i32",
+    "bool": "bool",
+    "float16": "f16",
+    "int8": "i8",
+    "uint8": "u8",
+    "int16": "i16",
+}
 
 
 def dtype_short(dtype: Any) -> str:
@@ -88,15 +98,15 @@ class Primitive:
     # ops; a None tangent is zero. None here: derived from `vjps` (tracegrad.forward.jvp_rule).
     jvp: Any = None
     torch_name: Any = None  # str, or callable(*args, **attrs) -> str
-    saves: tuple = ()       # input indices and/or "out"
+    saves: tuple = ()  # input indices and/or "out"
     # How the eager node mirrors PyTorch's own (saving policy and display, not derivatives):
-    saves_by_call: Any = None        # args -> saves, where the call decides (PowBackward1/2)
+    saves_by_call: Any = None  # args -> saves, where the call decides (PowBackward1/2)
     save_only_if_needed: Any = None  # {i: j}: operand i is kept only if operand j needs grad
-    torch_visible: Any = None        # args -> the operands PyTorch shows in next_functions
-    saves_scalars: bool = False      # a Python scalar operand is kept as a (wrapped) tensor
+    torch_visible: Any = None  # args -> the operands PyTorch shows in next_functions
+    saves_scalars: bool = False  # a Python scalar operand is kept as a (wrapped) tensor
     codegen: Any = None
-    kind: str = "other"     # "elementwise", "reduction", "shape", "matmul", "index", "other"
-    nondiff: bool = False   # outputs carry no gradient (comparisons, argmax, ...)
+    kind: str = "other"  # "elementwise", "reduction", "shape", "matmul", "index", "other"
+    nondiff: bool = False  # outputs carry no gradient (comparisons, argmax, ...)
     # vmap: rule(args, batch_dims, **attrs) -> (out, out_batch_dim); None: the default
     # for `kind` in tracegrad.batching, else a per-node loop (tracegrad/batching.py)
     batch_rule: Any = None
@@ -113,7 +123,6 @@ class Primitive:
         if callable(tn):
             return tn(*args, **attrs)
         return tn or (self.name.capitalize() + "Backward0")
-
 
 
 REGISTRY: dict[str, Primitive] = {}
@@ -185,6 +194,7 @@ def unbox_object_array(value: Any):
     if not any(type(v) in _KINDS or _kind_of(v) is not None for v in value.flat):
         return None
     from tracegrad.ops import api
+
     return api.array(value.tolist())
 
 
@@ -221,9 +231,13 @@ def _traced_unboxed(a: Any):
         if a.dtype.kind != "O" or a.size == 0 or not any(_is_traced(v) for v in a.flat):
             return None
         return unbox_object_array(a)
-    if (kind is list or kind is tuple) and 0 < len(a) <= _LIST_LIMIT and \
-            any(_is_traced(v) for v in a):  # np.max([x[0], 2 * x[1]])
+    if (
+        (kind is list or kind is tuple)
+        and 0 < len(a) <= _LIST_LIMIT
+        and any(_is_traced(v) for v in a)
+    ):  # np.max([x[0], 2 * x[1]])
         from tracegrad.ops import api
+
         return api.array(list(a))
     return None
 
@@ -261,6 +275,7 @@ def _routed_reduction(original: Callable) -> Callable:
             if traced is not None:
                 return traced[0]
         return original(obj, ufunc, method, axis, dtype, out, **kwargs)
+
     return _wrapreduction
 
 
@@ -271,6 +286,7 @@ def _routed_any_all(original: Callable) -> Callable:
             if traced is not None:
                 return traced[0]
         return original(obj, ufunc, method, axis, out, **kwargs)
+
     return _wrapreduction_any_all
 
 
@@ -282,8 +298,10 @@ def _routed_method(original: Callable) -> Callable:
         if unboxed is None:
             return original(obj, method, *args, **kwds)
         # NumPy passes its defaults (kind=None, stable=None) that the traced op lacks
-        return getattr(np, method)(unboxed, *args,
-                                   **{k: v for k, v in kwds.items() if v is not None})
+        return getattr(np, method)(
+            unboxed, *args, **{k: v for k, v in kwds.items() if v is not None}
+        )
+
     return _wrapfunc
 
 
@@ -296,7 +314,9 @@ def _routed_statistic(name: str) -> Callable:
             if unboxed is None:
                 return original(a, *args, **kwargs)
             return getattr(np, name)(unboxed, *args, **kwargs)
+
         return statistic
+
     return make
 
 
@@ -350,17 +370,22 @@ def as_operand(value: Any, prim: Primitive | None = None):
         return value
     if value is None or isinstance(value, str):
         name = prim.name if prim is not None else "op"
-        raise ArgumentError(f"{name}: expected an array, got {type(value).__name__} {value!r}"
-                            + user_location_suffix())
+        raise ArgumentError(
+            f"{name}: expected an array, got {type(value).__name__} {value!r}"
+            + user_location_suffix()
+        )
     try:
         arr = np.asarray(value)
     except ValueError as exc:  # ragged nested lists
-        raise ShapeError(f"cannot make an array from {type(value).__name__}: {exc}"
-                         + user_location_suffix()) from None
+        raise ShapeError(
+            f"cannot make an array from {type(value).__name__}: {exc}" + user_location_suffix()
+        ) from None
     if arr.dtype == object:
         name = prim.name if prim is not None else "op"
-        raise ArgumentError(f"{name}: cannot use a value of type {type(value).__name__} as an "
-                            "array" + user_location_suffix())
+        raise ArgumentError(
+            f"{name}: cannot use a value of type {type(value).__name__} as an "
+            "array" + user_location_suffix()
+        )
     return arr
 
 
@@ -407,8 +432,12 @@ def user_frame():
     while f is not None:
         fn = f.f_code.co_filename
         module = f.f_globals.get("__name__", "")
-        if not _inside_package(fn) and not fn.startswith("<frozen") \
-                and not _is_generated_module(module) and not module.startswith("numpy."):
+        if (
+            not _inside_package(fn)
+            and not fn.startswith("<frozen")
+            and not _is_generated_module(module)
+            and not module.startswith("numpy.")
+        ):
             return f
         f = f.f_back
     return None

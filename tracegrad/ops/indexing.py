@@ -6,14 +6,21 @@ list of integer index arrays, which become operands. Boolean masks that are
 concrete become integer arrays through `np.nonzero`; a traced mask would give a
 data-dependent shape, which a static graph cannot have.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
-from tracegrad.ops.core import (DTypeError, IndexTypeError, ShapeError, TracegradError, aval_of,
-                                user_location_suffix)
+from tracegrad.ops.core import (
+    DTypeError,
+    IndexTypeError,
+    ShapeError,
+    TracegradError,
+    aval_of,
+    user_location_suffix,
+)
 from tracegrad.ops.table import getitem as getitem_prim
 
 
@@ -37,10 +44,12 @@ def _concrete_mask(mask: Any, shape: tuple) -> np.ndarray:
         if arr.dtype == np.bool_:
             break
     if arr is None or arr.dtype != np.bool_:
-        raise _error(TracegradError,
-                     f"a traced boolean mask of shape {tuple(mask.shape)} selects a data-dependent "
-                     "number of elements, which a static graph cannot represent; "
-                     "use tracegrad.where(mask, x, 0) to keep the shape fixed")
+        raise _error(
+            TracegradError,
+            f"a traced boolean mask of shape {tuple(mask.shape)} selects a data-dependent "
+            "number of elements, which a static graph cannot represent; "
+            "use tracegrad.where(mask, x, 0) to keep the shape fixed",
+        )
     return arr
 
 
@@ -51,12 +60,14 @@ def _expand(index: tuple, ndim: int) -> list:
     if len(ellipses) > 1:
         raise _error(ShapeError, "an index can only have a single ellipsis ('...')")
     if consumed > ndim:
-        raise _error(ShapeError, f"too many indices for array: array is {ndim}-dimensional, "
-                                 f"but {consumed} were indexed")
+        raise _error(
+            ShapeError,
+            f"too many indices for array: array is {ndim}-dimensional, but {consumed} were indexed",
+        )
     fill = [slice(None)] * (ndim - consumed)
     if ellipses:
         i = ellipses[0]
-        return list(index[:i]) + fill + list(index[i + 1:])
+        return list(index[:i]) + fill + list(index[i + 1 :])
     return list(index) + fill
 
 
@@ -106,20 +117,27 @@ def index_spec(shape: tuple, index: Any) -> tuple[tuple, list]:
                 e = np.asarray(e)
             if aval_of(e).dtype == np.bool_:
                 mask = _concrete_mask(e, shape)
-                if mask.shape != tuple(shape[dim:dim + mask.ndim]):
-                    raise _error(ShapeError, f"boolean mask of shape {mask.shape} does not match "
-                                             f"the indexed axes {tuple(shape[dim:dim + mask.ndim])}")
+                if mask.shape != tuple(shape[dim : dim + mask.ndim]):
+                    raise _error(
+                        ShapeError,
+                        f"boolean mask of shape {mask.shape} does not match "
+                        f"the indexed axes {tuple(shape[dim : dim + mask.ndim])}",
+                    )
                 for part in np.nonzero(mask):
                     spec.append(("array", len(arrays)))
                     arrays.append(part)
                 dim += mask.ndim
                 continue
             if not np.issubdtype(aval_of(e).dtype, np.integer):
-                raise _error(IndexTypeError, f"index arrays must be integers or bools, "
-                                              f"got {aval_of(e).dtype}")
+                raise _error(
+                    IndexTypeError,
+                    f"index arrays must be integers or bools, got {aval_of(e).dtype}",
+                )
             if isinstance(e, np.ndarray) and e.size and (e.max() >= n or e.min() < -n):
                 bad = e.max() if e.max() >= n else e.min()
-                raise _error(ShapeError, f"index {bad} is out of range for axis {dim} with size {n}")
+                raise _error(
+                    ShapeError, f"index {bad} is out of range for axis {dim} with size {n}"
+                )
             spec.append(("array", len(arrays)))
             arrays.append(e)
             dim += 1

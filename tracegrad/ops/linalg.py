@@ -35,6 +35,7 @@ compiles for seconds (perf/linalg_codegen_bench.py).
     array([[2.        , 0.        ],
            [1.        , 1.41421356]])
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -82,19 +83,22 @@ def _linalg_dtype(name: str, *avals: Aval) -> np.dtype:
     if dtype.kind in "biu":
         return np.dtype(np.float64)  # NumPy computes integer matrices in float64
     if dtype not in (np.float32, np.float64):
-        raise op_error(name, list(avals), f"expected float32 or float64 matrices, got {dtype}",
-                       cls=DTypeError)
+        raise op_error(
+            name, list(avals), f"expected float32 or float64 matrices, got {dtype}", cls=DTypeError
+        )
     return np.dtype(dtype)
 
 
 def _square(name: str, a: Any) -> Aval:
     a = as_aval(a)
     if a.ndim < 2:
-        raise op_error(name, [a], f"expected a matrix or a batch of matrices, got a {a.ndim}-D "
-                                  "array")
+        raise op_error(
+            name, [a], f"expected a matrix or a batch of matrices, got a {a.ndim}-D array"
+        )
     if a.shape[-1] != a.shape[-2]:
-        raise op_error(name, [a], f"expected square matrices, got {a.shape[-2]}x{a.shape[-1]} "
-                                  "matrices")
+        raise op_error(
+            name, [a], f"expected square matrices, got {a.shape[-2]}x{a.shape[-1]} matrices"
+        )
     return a
 
 
@@ -103,6 +107,7 @@ def _square_rule(name: str, drop_matrix_axes: bool = False):
         a = _square(name, a)
         shape = a.shape[:-2] if drop_matrix_axes else a.shape
         return Aval(tuple(shape), _linalg_dtype(name, a))
+
     return rule
 
 
@@ -112,8 +117,9 @@ def _rhs_shape(name: str, a: Aval, b: Aval, batch_broadcasts: bool) -> tuple:
     if b.ndim == 0 or b.shape[-1 if b.ndim == 1 else -2] != n:
         raise op_error(name, [a, b], f"b must have {n} rows to solve with {n}x{n} matrices")
     if not batch_broadcasts and a.ndim > 2 and b.shape[:-2] != a.shape[:-2]:
-        raise op_error(name, [a, b], "a batch of matrices needs b (..., n, k) with the same "
-                                     "batch axes")
+        raise op_error(
+            name, [a, b], "a batch of matrices needs b (..., n, k) with the same batch axes"
+        )
     if b.ndim == 1:
         return tuple(a.shape[:-1])
     if not batch_broadcasts:
@@ -131,6 +137,7 @@ def _solve_rule(name: str, batch_broadcasts: bool):
     def rule(a, b, **attrs):
         a, b = _square(name, a), as_aval(b)
         return Aval(_rhs_shape(name, a, b, batch_broadcasts), _linalg_dtype(name, a, b))
+
     return rule
 
 
@@ -143,6 +150,7 @@ _SCIPY_LAPACK_SEEN = []
 def _scipy_linalg():
     """scipy.linalg, imported on first use (~0.2 s); its OpenBLAS then follows the load too."""
     import scipy.linalg
+
     if not _SCIPY_LAPACK_SEEN:
         blas_threads.note_new_library()
         _SCIPY_LAPACK_SEEN.append(True)
@@ -156,9 +164,13 @@ def _as_float(name: str, *arrays):
     (blas_threads.py: on a busy machine OpenBLAS's threads wait for each other)."""
     blas_threads.follow_load()
     first = arrays[0]
-    if type(first) is np.ndarray and first.ndim >= 2 and first.shape[-1] == first.shape[-2] \
-            and all(type(a) is np.ndarray and a.dtype == first.dtype for a in arrays) \
-            and first.dtype in (np.float32, np.float64):
+    if (
+        type(first) is np.ndarray
+        and first.ndim >= 2
+        and first.shape[-1] == first.shape[-2]
+        and all(type(a) is np.ndarray and a.dtype == first.dtype for a in arrays)
+        and first.dtype in (np.float32, np.float64)
+    ):
         return arrays  # the common case, checked without building avals
     avals = [aval_of(a) for a in arrays]
     _square(name, avals[0])  # NumPy's own errors would be reported as a singular matrix
@@ -167,14 +179,16 @@ def _as_float(name: str, *arrays):
 
 
 def _failure(name: str, operands, reason: str) -> LinAlgError:
-    shapes = ", ".join(f"{dtype_short(np.asarray(o).dtype)}[{','.join(map(str, np.shape(o)))}]"
-                       for o in operands)
+    shapes = ", ".join(
+        f"{dtype_short(np.asarray(o).dtype)}[{','.join(map(str, np.shape(o)))}]" for o in operands
+    )
     return LinAlgError(f"{name}: {reason} (operands: {shapes}){user_location_suffix()}")
 
 
 def _leading_minor(a: np.ndarray) -> str:
     """Which leading minor of the first failing matrix is not positive definite."""
     from scipy.linalg import lapack
+
     for m in a.reshape((-1,) + a.shape[-2:]):
         potrf = lapack.dpotrf if m.dtype == np.float64 else lapack.spotrf
         _, info = potrf(m, lower=True, clean=False)
@@ -190,8 +204,9 @@ def _cholesky_impl(a, upper=False):
     try:
         low = np.linalg.cholesky(sym)
     except np.linalg.LinAlgError:
-        raise _failure("cholesky", [a], "the matrix is not positive definite"
-                       + _leading_minor(sym)) from None
+        raise _failure(
+            "cholesky", [a], "the matrix is not positive definite" + _leading_minor(sym)
+        ) from None
     if not np.isfinite(low).all() and np.isfinite(sym).all():
         raise _failure("cholesky", [a], "the matrix is not positive definite")
     return np.ascontiguousarray(np.swapaxes(low, -1, -2)) if upper else low
@@ -203,15 +218,25 @@ def _triangular_solve_impl(a, b, lower=True, trans=False, unit_diagonal=False):
     triangular_solve_p.shape_rule(aval_of(a), aval_of(b))  # scipy would batch b alone
     diag = np.diagonal(a, axis1=-2, axis2=-1)
     if not unit_diagonal and (diag == 0).any():
-        raise _failure("triangular_solve", [a, b], "the matrix is singular (a zero on its "
-                                                   "diagonal)")
+        raise _failure(
+            "triangular_solve", [a, b], "the matrix is singular (a zero on its diagonal)"
+        )
     if a.ndim == 2:
-        return np.asarray(solve_triangular(a, b, lower=lower, trans=int(trans),
-                                           unit_diagonal=unit_diagonal, check_finite=False))
+        return np.asarray(
+            solve_triangular(
+                a, b, lower=lower, trans=int(trans), unit_diagonal=unit_diagonal, check_finite=False
+            )
+        )
     out = np.empty(b.shape, a.dtype)
     for i in np.ndindex(*a.shape[:-2]):  # scipy < 1.15 does not batch
-        out[i] = solve_triangular(a[i], b[i], lower=lower, trans=int(trans),
-                                  unit_diagonal=unit_diagonal, check_finite=False)
+        out[i] = solve_triangular(
+            a[i],
+            b[i],
+            lower=lower,
+            trans=int(trans),
+            unit_diagonal=unit_diagonal,
+            check_finite=False,
+        )
     return out
 
 
@@ -228,8 +253,9 @@ def _solve_impl(a, b):
         if b.ndim == 1:
             return np.linalg.solve(a, b)
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        return np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]),
-                               np.broadcast_to(b, batch + b.shape[-2:]))
+        return np.linalg.solve(
+            np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:])
+        )
     except np.linalg.LinAlgError:
         raise _failure("solve", [a, b], "the matrix is singular") from None
 
@@ -307,8 +333,8 @@ def _cholesky_vjp(g, out, a, upper=False):
     # tril(L^T gL) reads only gL's lower triangle; trmm: half a GEMM's flops
     p = _mask(triangular_matmul_p(low, g_low, lower=True, trans=True), lower=True)
     s = T.mul(T.add(p, _mT(_mask(p, lower=True, strict=True))), 0.5)
-    y = triangular_solve_p(low, s, lower=True, trans=True)              # L^-T S
-    ga = triangular_solve_p(low, _mT(y), lower=True, trans=True)        # L^-T S L^-1
+    y = triangular_solve_p(low, s, lower=True, trans=True)  # L^-T S
+    ga = triangular_solve_p(low, _mT(y), lower=True, trans=True)  # L^-T S L^-1
     return T.mul(T.add(ga, _mT(ga)), 0.5)  # symmetric up to rounding: make it exact
 
 
@@ -363,44 +389,93 @@ def _logabsdet_vjp(g, out, a):
 # ---------------------------------------------------------------- the primitives
 
 cholesky_p = primitive(  # lower L with L L^T = (A + A^T) / 2; upper=True gives L^T
-    "cholesky", impl=_cholesky_impl, shape_rule=_square_rule("cholesky"), kind="other",
-    vjps=(_cholesky_vjp,), torch_name="LinalgCholeskyExBackward0", saves=("out",),
-    codegen="cholesky")
+    "cholesky",
+    impl=_cholesky_impl,
+    shape_rule=_square_rule("cholesky"),
+    kind="other",
+    vjps=(_cholesky_vjp,),
+    torch_name="LinalgCholeskyExBackward0",
+    saves=("out",),
+    codegen="cholesky",
+)
 
 triangular_solve_p = primitive(  # x with op(A) x = b, op(A) = A or A^T (trans), A triangular
-    "triangular_solve", impl=_triangular_solve_impl,
-    shape_rule=_solve_rule("triangular_solve", batch_broadcasts=False), kind="other",
+    "triangular_solve",
+    impl=_triangular_solve_impl,
+    shape_rule=_solve_rule("triangular_solve", batch_broadcasts=False),
+    kind="other",
     vjps=(_triangular_solve_vjp_a, _triangular_solve_vjp_b),
-    torch_name="LinalgSolveTriangularBackward0", saves=(0, "out"), codegen="triangular_solve")
+    torch_name="LinalgSolveTriangularBackward0",
+    saves=(0, "out"),
+    codegen="triangular_solve",
+)
 
 triangular_matmul_p = primitive(  # op(A) @ b, A triangular (only that triangle is read)
-    "triangular_matmul", impl=_triangular_matmul_impl,
-    shape_rule=_solve_rule("triangular_matmul", batch_broadcasts=False), kind="other",
+    "triangular_matmul",
+    impl=_triangular_matmul_impl,
+    shape_rule=_solve_rule("triangular_matmul", batch_broadcasts=False),
+    kind="other",
     vjps=(_triangular_matmul_vjp_a, _triangular_matmul_vjp_b),
-    torch_name="TriangularMatmulBackward0", saves=(0, 1), codegen="triangular_matmul")
+    torch_name="TriangularMatmulBackward0",
+    saves=(0, 1),
+    codegen="triangular_matmul",
+)
 
 solve_p = primitive(  # x with A x = b; b is a vector when 1-D, batch axes broadcast
-    "solve", impl=_solve_impl, shape_rule=_solve_rule("solve", batch_broadcasts=True),
-    kind="other", vjps=(_solve_vjp_a, _solve_vjp_b), torch_name="LinalgSolveExBackward0",
-    saves=(0, "out"), codegen="solve")
+    "solve",
+    impl=_solve_impl,
+    shape_rule=_solve_rule("solve", batch_broadcasts=True),
+    kind="other",
+    vjps=(_solve_vjp_a, _solve_vjp_b),
+    torch_name="LinalgSolveExBackward0",
+    saves=(0, "out"),
+    codegen="solve",
+)
 
 inv_p = primitive(
-    "inv", impl=_inv_impl, shape_rule=_square_rule("inv"), kind="other", vjps=(_inv_vjp,),
-    torch_name="LinalgInvExBackward0", saves=("out",), codegen="inv")
+    "inv",
+    impl=_inv_impl,
+    shape_rule=_square_rule("inv"),
+    kind="other",
+    vjps=(_inv_vjp,),
+    torch_name="LinalgInvExBackward0",
+    saves=("out",),
+    codegen="inv",
+)
 
 det_p = primitive(
-    "det", impl=_det_impl, shape_rule=_square_rule("det", drop_matrix_axes=True), kind="other",
-    vjps=(_det_vjp,), torch_name="LinalgDetBackward0", saves=(0, "out"), codegen="det")
+    "det",
+    impl=_det_impl,
+    shape_rule=_square_rule("det", drop_matrix_axes=True),
+    kind="other",
+    vjps=(_det_vjp,),
+    torch_name="LinalgDetBackward0",
+    saves=(0, "out"),
+    codegen="det",
+)
 
 slogdet_sign_p = primitive(  # the sign of det(A): -1, 0 or 1, no gradient
-    "slogdet_sign", impl=_slogdet_sign_impl,
-    shape_rule=_square_rule("slogdet", drop_matrix_axes=True), kind="other", nondiff=True,
-    vjps=(no_grad,), torch_name=None, saves=(), codegen="slogdet_sign")
+    "slogdet_sign",
+    impl=_slogdet_sign_impl,
+    shape_rule=_square_rule("slogdet", drop_matrix_axes=True),
+    kind="other",
+    nondiff=True,
+    vjps=(no_grad,),
+    torch_name=None,
+    saves=(),
+    codegen="slogdet_sign",
+)
 
 logabsdet_p = primitive(  # log|det(A)|
-    "logabsdet", impl=_logabsdet_impl,
-    shape_rule=_square_rule("slogdet", drop_matrix_axes=True), kind="other",
-    vjps=(_logabsdet_vjp,), torch_name="LinalgSlogdetBackward0", saves=(0,), codegen="logabsdet")
+    "logabsdet",
+    impl=_logabsdet_impl,
+    shape_rule=_square_rule("slogdet", drop_matrix_axes=True),
+    kind="other",
+    vjps=(_logabsdet_vjp,),
+    torch_name="LinalgSlogdetBackward0",
+    saves=(0,),
+    codegen="logabsdet",
+)
 
 
 # ------------------------------------------------------- NumPy-named functions
@@ -412,8 +487,22 @@ EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
 QRResult = namedtuple("QRResult", ["Q", "R"])
 SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 
-PUBLIC = ("cholesky", "solve", "inv", "det", "slogdet", "solve_triangular", "eigh", "eigvalsh",
-          "qr", "svd", "svdvals", "pinv", "lstsq", "matrix_rank")
+PUBLIC = (
+    "cholesky",
+    "solve",
+    "inv",
+    "det",
+    "slogdet",
+    "solve_triangular",
+    "eigh",
+    "eigvalsh",
+    "qr",
+    "svd",
+    "svdvals",
+    "pinv",
+    "lstsq",
+    "matrix_rank",
+)
 
 
 def _operand(x):
@@ -450,10 +539,17 @@ def solve_triangular(a, b, trans: Any = 0, lower: bool = False, unit_diagonal: b
     array([1., 2.])
     """
     if trans not in (0, 1, 2, "N", "T", "C"):
-        raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got "
-                         f"{trans!r}{user_location_suffix()}")
-    return triangular_solve_p(_operand(a), _operand(b), lower=bool(lower),
-                              trans=trans not in (0, "N"), unit_diagonal=bool(unit_diagonal))
+        raise ValueError(
+            f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got "
+            f"{trans!r}{user_location_suffix()}"
+        )
+    return triangular_solve_p(
+        _operand(a),
+        _operand(b),
+        lower=bool(lower),
+        trans=trans not in (0, "N"),
+        unit_diagonal=bool(unit_diagonal),
+    )
 
 
 def solve(a, b):
@@ -503,7 +599,6 @@ def slogdet(a) -> SlogdetResult:
     return SlogdetResult(slogdet_sign_p(a), logabsdet_p(a))
 
 
-
 # =================================================== decompositions (eigh, qr, svd, ...)
 # A primitive has one output, so eigh, qr and svd return their factors packed in
 # one array along the matrix-row axis, and the NumPy-named functions slice them
@@ -521,16 +616,19 @@ def slogdet(a) -> SlogdetResult:
 def _any_matrix(name: str, a: Any) -> Aval:
     a = as_aval(a)
     if a.ndim < 2:
-        raise op_error(name, [a], f"expected a matrix or a batch of matrices, got a {a.ndim}-D "
-                                  "array")
+        raise op_error(
+            name, [a], f"expected a matrix or a batch of matrices, got a {a.ndim}-D array"
+        )
     return a
 
 
 def _rows(x, start: int, stop: int):
     """x[..., start:stop, :] (a static slice of the matrix-row axis)."""
     shape = tuple(np.shape(x))
-    spec = tuple(("slice", 0, d, 1) for d in shape[:-2]) + (("slice", start, stop, 1),
-                                                            ("slice", 0, shape[-1], 1))
+    spec = tuple(("slice", 0, d, 1) for d in shape[:-2]) + (
+        ("slice", start, stop, 1),
+        ("slice", 0, shape[-1], 1),
+    )
     return T.getitem(x, spec=spec)
 
 
@@ -553,8 +651,9 @@ def _cols(x, stop: int):
 def _diag_embed(v):
     """A batch of diagonal matrices from (..., n) vectors."""
     n = np.shape(v)[-1]
-    return T.mul(T.reshape(v, shape=tuple(np.shape(v))[:-1] + (1, n)),
-                 np.eye(n, dtype=aval_of(v).dtype))
+    return T.mul(
+        T.reshape(v, shape=tuple(np.shape(v))[:-1] + (1, n)), np.eye(n, dtype=aval_of(v).dtype)
+    )
 
 
 def _column_scale(x, v):
@@ -616,15 +715,17 @@ def _symmetric_part(a: np.ndarray) -> np.ndarray:
 def _eigh_impl(a, lower=True):
     # (UPLO on the symmetric part: the same LAPACK call as NumPy's, so the same signs)
     (a,) = _as_float("eigh", a)
-    w, v = _lapack_failure("eigh", a, lambda: np.linalg.eigh(_symmetric_part(a),
-                                                             UPLO="L" if lower else "U"))
+    w, v = _lapack_failure(
+        "eigh", a, lambda: np.linalg.eigh(_symmetric_part(a), UPLO="L" if lower else "U")
+    )
     return np.concatenate([w[..., None, :], v], axis=-2)
 
 
 def _eigvalsh_impl(a, lower=True):
     (a,) = _as_float("eigvalsh", a)
-    return _lapack_failure("eigvalsh", a, lambda: np.linalg.eigvalsh(
-        _symmetric_part(a), UPLO="L" if lower else "U"))
+    return _lapack_failure(
+        "eigvalsh", a, lambda: np.linalg.eigvalsh(_symmetric_part(a), UPLO="L" if lower else "U")
+    )
 
 
 def _eigh_vjp(g, out, a, lower=True):
@@ -645,12 +746,26 @@ def _eigvalsh_vjp(g, out, a, lower=True):
 
 
 eigh_p = primitive(  # packed [w; V]: eigenvalues (ascending) and eigenvectors of a symmetric A
-    "eigh", impl=_eigh_impl, shape_rule=_eigh_rule, kind="other", vjps=(_eigh_vjp,),
-    torch_name="LinalgEighBackward0", saves=("out",), codegen="eigh")
+    "eigh",
+    impl=_eigh_impl,
+    shape_rule=_eigh_rule,
+    kind="other",
+    vjps=(_eigh_vjp,),
+    torch_name="LinalgEighBackward0",
+    saves=("out",),
+    codegen="eigh",
+)
 
 eigvalsh_p = primitive(  # the eigenvalues of a symmetric A, ascending
-    "eigvalsh", impl=_eigvalsh_impl, shape_rule=_eigvalsh_rule, kind="other",
-    vjps=(_eigvalsh_vjp,), torch_name="LinalgEighBackward0", saves=(0,), codegen="eigvalsh")
+    "eigvalsh",
+    impl=_eigvalsh_impl,
+    shape_rule=_eigvalsh_rule,
+    kind="other",
+    vjps=(_eigvalsh_vjp,),
+    torch_name="LinalgEighBackward0",
+    saves=(0,),
+    codegen="eigvalsh",
+)
 
 
 # ------------------------------------------------------------------------- qr
@@ -686,18 +801,24 @@ def _qr_vjp(g, out, a, mode="reduced"):
         raise QRNotDifferentiable(
             "The derivative of linalg.qr depends on Q, which is not computed when mode='r'. "
             "Please use linalg.qr(A, mode='reduced') if you are going to differentiate "
-            "through linalg.qr.")
+            "through linalg.qr."
+        )
     if mode == "complete" and m > n:
-        raise QRNotDifferentiable("The QR decomposition is not differentiable when "
-                                  "mode='complete' and nrows > ncols.")
+        raise QRNotDifferentiable(
+            "The QR decomposition is not differentiable when mode='complete' and nrows > ncols."
+        )
     q, r = _rows(out, 0, m), _mT(_rows(out, m, m + n))
     gq, gr = _rows(g, 0, m), _mT(_rows(g, m, m + n))
     # PyTorch's linalg_qr_backward, with gQ and gR both given (an unused one is zeros)
     core = T.sub(T.matmul(gr, _mT(r)), T.matmul(_mT(q), gq))
     if m >= n:
         upper = _mask(core, lower=False)
-        sym = T.sub(T.add(upper, _mT(upper)), _diag_embed(
-            T.diagonal(upper, offset=0, axis1=np.ndim(upper) - 2, axis2=np.ndim(upper) - 1)))
+        sym = T.sub(
+            T.add(upper, _mT(upper)),
+            _diag_embed(
+                T.diagonal(upper, offset=0, axis1=np.ndim(upper) - 2, axis2=np.ndim(upper) - 1)
+            ),
+        )
         # (syminvadj: X + X^T with the diagonal once)
         return _right_solve_upper_t(T.add(T.matmul(q, sym), gq), r)
     ga = T.matmul(q, _mask(_skew(T.neg(core)), lower=True))  # trilImInvAdjSkew(-core)
@@ -708,8 +829,15 @@ def _qr_vjp(g, out, a, mode="reduced"):
 
 
 qr_p = primitive(  # packed [Q; R^T]; mode "r" is "reduced" whose gradient raises (PyTorch's)
-    "qr", impl=_qr_impl, shape_rule=_qr_rule, kind="other", vjps=(_qr_vjp,),
-    torch_name="LinalgQrBackward0", saves=("out",), codegen="qr")
+    "qr",
+    impl=_qr_impl,
+    shape_rule=_qr_rule,
+    kind="other",
+    vjps=(_qr_vjp,),
+    torch_name="LinalgQrBackward0",
+    saves=("out",),
+    codegen="qr",
+)
 
 
 # ------------------------------------------------------------------------ svd
@@ -763,8 +891,11 @@ def _svd_parts(packed, m: int, n: int):
     """(U, s, V) of the reduced SVD from a packed one (full matrices: the first k columns,
     as PyTorch's backward narrows them: the rest are an arbitrary basis)."""
     k = min(m, n)
-    return (_cols(_rows(packed, 0, m), k), _row(_cols(packed, k), m),
-            _cols(_rows(packed, m + 1, m + 1 + n), k))
+    return (
+        _cols(_rows(packed, 0, m), k),
+        _row(_cols(packed, k), m),
+        _cols(_rows(packed, m + 1, m + 1 + n), k),
+    )
 
 
 def _svd_vjp(g, out, a, full_matrices=False):
@@ -773,19 +904,18 @@ def _svd_vjp(g, out, a, full_matrices=False):
     u, s, v = _svd_parts(out, m, n)
     gu, gs, gv = _svd_parts(g, m, n)
     uhgu, vhgv = _skew(T.matmul(_mT(u), gu)), _skew(T.matmul(_mT(v), gv))
-    inner = T.mul(T.add(_column_scale(uhgu, s), _row_scale(vhgv, s)),
-                  _pairwise_reciprocal(T.mul(s, s)))
+    inner = T.mul(
+        T.add(_column_scale(uhgu, s), _row_scale(vhgv, s)), _pairwise_reciprocal(T.mul(s, s))
+    )
     inner = T.add(inner, _diag_embed(gs))
     vh = _mT(v)
     if m > n:  # gA = [U inner + (I - U U^T) gU S^-1] V^T
         gu_sinv = T.div(gu, T.reshape(s, shape=tuple(np.shape(s))[:-1] + (1, np.shape(s)[-1])))
-        ga = T.add(T.matmul(u, inner),
-                   T.sub(gu_sinv, T.matmul(u, T.matmul(_mT(u), gu_sinv))))
+        ga = T.add(T.matmul(u, inner), T.sub(gu_sinv, T.matmul(u, T.matmul(_mT(u), gu_sinv))))
         return T.matmul(ga, vh)
     if m < n:  # gA = U [inner V^T + S^-1 gV^T (I - V V^T)]
         sinv_gvh = T.div(_mT(gv), T.reshape(s, shape=tuple(np.shape(s)) + (1,)))
-        ga = T.add(T.matmul(inner, vh),
-                   T.sub(sinv_gvh, T.matmul(T.matmul(sinv_gvh, v), vh)))
+        ga = T.add(T.matmul(inner, vh), T.sub(sinv_gvh, T.matmul(T.matmul(sinv_gvh, v), vh)))
         return T.matmul(u, ga)
     return T.matmul(T.matmul(u, inner), vh)
 
@@ -797,12 +927,26 @@ def _svdvals_vjp(g, out, a):
 
 
 svd_p = primitive(  # packed [U; s; V] (V = Vh^T), columns padded to the wider factor
-    "svd", impl=_svd_impl, shape_rule=_svd_rule, kind="other", vjps=(_svd_vjp,),
-    torch_name="LinalgSvdBackward0", saves=("out",), codegen="svd")
+    "svd",
+    impl=_svd_impl,
+    shape_rule=_svd_rule,
+    kind="other",
+    vjps=(_svd_vjp,),
+    torch_name="LinalgSvdBackward0",
+    saves=("out",),
+    codegen="svd",
+)
 
 svdvals_p = primitive(  # the singular values, descending
-    "svdvals", impl=_svdvals_impl, shape_rule=_svdvals_rule, kind="other",
-    vjps=(_svdvals_vjp,), torch_name="LinalgSvdBackward0", saves=(0,), codegen="svdvals")
+    "svdvals",
+    impl=_svdvals_impl,
+    shape_rule=_svdvals_rule,
+    kind="other",
+    vjps=(_svdvals_vjp,),
+    torch_name="LinalgSvdBackward0",
+    saves=(0,),
+    codegen="svdvals",
+)
 
 
 # -------------------------------------------------------------- pinv, lstsq
@@ -837,12 +981,16 @@ def _pinv_backward(g, pinv_a, a):
     if m <= n:
         k = mm(gt, pinv_a)
         k_pinv_at = mm(k, pinv_at)
-        return T.add(T.sub(T.sub(k_pinv_at, _mT(mm(pinv_a, k))), mm(mm(a, pinv_a), k_pinv_at)),
-                     mm(mm(pinv_at, pinv_a), T.sub(gt, mm(k, a))))
+        return T.add(
+            T.sub(T.sub(k_pinv_at, _mT(mm(pinv_a, k))), mm(mm(a, pinv_a), k_pinv_at)),
+            mm(mm(pinv_at, pinv_a), T.sub(gt, mm(k, a))),
+        )
     k = mm(pinv_a, gt)
     pinv_at_k = mm(pinv_at, k)
-    return T.add(T.sub(T.sub(pinv_at_k, _mT(mm(k, pinv_a))), mm(mm(pinv_at_k, pinv_a), a)),
-                 mm(mm(T.sub(gt, mm(a, k)), pinv_a), pinv_at))
+    return T.add(
+        T.sub(T.sub(pinv_at_k, _mT(mm(k, pinv_a))), mm(mm(pinv_at_k, pinv_a), a)),
+        mm(mm(T.sub(gt, mm(a, k)), pinv_a), pinv_at),
+    )
 
 
 def _pinv_vjp(g, out, a, atol=0.0, rtol=None, hermitian=False):
@@ -850,8 +998,15 @@ def _pinv_vjp(g, out, a, atol=0.0, rtol=None, hermitian=False):
 
 
 pinv_p = primitive(  # the Moore-Penrose pseudo-inverse
-    "pinv", impl=_pinv_impl, shape_rule=_pinv_rule, kind="other", vjps=(_pinv_vjp,),
-    torch_name="LinalgPinvBackward0", saves=(0, "out"), codegen="numpy")
+    "pinv",
+    impl=_pinv_impl,
+    shape_rule=_pinv_rule,
+    kind="other",
+    vjps=(_pinv_vjp,),
+    torch_name="LinalgPinvBackward0",
+    saves=(0, "out"),
+    codegen="numpy",
+)
 
 
 def _lstsq_rule(a, b, rcond=None):
@@ -878,8 +1033,9 @@ def _lstsq_vjp_a(g, out, a, b, rcond=None):
     # PyTorch's linalg_lstsq_backward: gA = pinv_backward(gX B^T, pinv(A), A)
     pinv_a = pinv_p(a, rtol=rcond)
     if np.ndim(b) == 1:  # gX b^T, for a vector b and gX (..., n)
-        g_bt = T.mul(T.reshape(g, shape=tuple(np.shape(g)) + (1,)),
-                     T.reshape(b, shape=(1, np.shape(b)[0])))
+        g_bt = T.mul(
+            T.reshape(g, shape=tuple(np.shape(g)) + (1,)), T.reshape(b, shape=(1, np.shape(b)[0]))
+        )
     else:
         g_bt = T.matmul(g, _mT(b))
     return _pinv_backward(g_bt, pinv_a, a)
@@ -889,15 +1045,23 @@ def _lstsq_vjp_b(g, out, a, b, rcond=None):
     pinv_a = pinv_p(a, rtol=rcond)
     if np.ndim(b) == 1 and np.ndim(g) > 1:  # a batch of matrices with one vector b
         shape = tuple(np.shape(g))
-        return T.reshape(T.matmul(_mT(pinv_a), T.reshape(g, shape=shape + (1,))),
-                         shape=tuple(np.shape(a))[:-2] + (np.shape(a)[-2],))
+        return T.reshape(
+            T.matmul(_mT(pinv_a), T.reshape(g, shape=shape + (1,))),
+            shape=tuple(np.shape(a))[:-2] + (np.shape(a)[-2],),
+        )
     return T.matmul(_mT(pinv_a), g)  # pinv(A)^T gX
 
 
 lstsq_p = primitive(  # the minimum-norm least-squares solution x of min |A x - b|
-    "lstsq", impl=_lstsq_impl, shape_rule=_lstsq_rule, kind="other",
-    vjps=(_lstsq_vjp_a, _lstsq_vjp_b), torch_name="LinalgLstsqBackward0", saves=(0, 1),
-    codegen="numpy")  # (NumPy between njit segments)
+    "lstsq",
+    impl=_lstsq_impl,
+    shape_rule=_lstsq_rule,
+    kind="other",
+    vjps=(_lstsq_vjp_a, _lstsq_vjp_b),
+    torch_name="LinalgLstsqBackward0",
+    saves=(0, 1),
+    codegen="numpy",
+)  # (NumPy between njit segments)
 
 
 def eigh(a, UPLO: str = "L") -> EighResult:
@@ -931,8 +1095,7 @@ def eigvalsh(a, UPLO: str = "L"):
     array([1., 2.])
     """
     if UPLO not in ("L", "U"):
-        raise ValueError(f"eigvalsh: UPLO must be 'L' or 'U', got {UPLO!r}"
-                         f"{user_location_suffix()}")
+        raise ValueError(f"eigvalsh: UPLO must be 'L' or 'U', got {UPLO!r}{user_location_suffix()}")
     return eigvalsh_p(_operand(a), lower=UPLO == "L")
 
 
@@ -948,8 +1111,9 @@ def qr(a, mode: str = "reduced"):
            [0. , 0.4]])
     """
     if mode not in QR_MODES:
-        raise ValueError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}"
-                         f"{user_location_suffix()}")
+        raise ValueError(
+            f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}{user_location_suffix()}"
+        )
     a = _operand(a)
     packed = qr_p(a, mode="complete" if mode == "complete" else "reduced")
     m = np.shape(a)[-2]
@@ -1002,8 +1166,9 @@ def pinv(a, rcond: Any = None, hermitian: bool = False, *, rtol: Any = None):
            [0. , 0. ]])
     """
     tol = rtol if rtol is not None else rcond
-    return pinv_p(_operand(a), atol=0.0, rtol=None if tol is None else float(tol),
-                  hermitian=bool(hermitian))
+    return pinv_p(
+        _operand(a), atol=0.0, rtol=None if tol is None else float(tol), hermitian=bool(hermitian)
+    )
 
 
 def matrix_rank(a, tol: Any = None):
@@ -1022,8 +1187,9 @@ def matrix_rank(a, tol: Any = None):
     if tol is None:
         s_max = T.max_(s, axis=(np.ndim(s) - 1,), keepdims=True)
         tol = T.mul(s_max, max(m, n) * np.finfo(aval_of(s).dtype).eps)
-    return T.sum_(T.astype(T.gt(s, tol), dtype=np.dtype(np.int64)), axis=(np.ndim(s) - 1,),
-                  keepdims=False)
+    return T.sum_(
+        T.astype(T.gt(s, tol), dtype=np.dtype(np.int64)), axis=(np.ndim(s) - 1,), keepdims=False
+    )
 
 
 def lstsq(a, b, rcond: Any = None):
@@ -1045,8 +1211,11 @@ def lstsq(a, b, rcond: Any = None):
     m, n = np.shape(a)[-2:]
     if m > n:
         r = T.sub(T.matmul(a, x), b)
-        residuals = T.sum_(T.mul(r, r), axis=(np.ndim(r) - 2,) if np.ndim(b) > 1 else
-                           (np.ndim(r) - 1,), keepdims=False)
+        residuals = T.sum_(
+            T.mul(r, r),
+            axis=(np.ndim(r) - 2,) if np.ndim(b) > 1 else (np.ndim(r) - 1,),
+            keepdims=False,
+        )
         if np.ndim(b) == 1:
             residuals = T.reshape(residuals, shape=tuple(np.shape(residuals)) + (1,))
     else:

@@ -23,6 +23,7 @@ PyTorch's 5 ms (both single-threaded), so no primitive was needed.
     array([[[[ 5.,  7.],
              [13., 15.]]]])
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,10 +44,14 @@ IntOrPair = "int | tuple[int, int]"
 def _pair(value, op: str, what: str, operands, minimum: int) -> tuple[int, int]:
     """An int or a pair of ints, each at least `minimum`, as a pair."""
     pair = (value, value) if isinstance(value, (int, np.integer)) else value
-    if not (isinstance(pair, (tuple, list)) and len(pair) == 2
-            and all(isinstance(v, (int, np.integer)) for v in pair)):
-        raise op_error(op, operands, f"{what} must be an int or a pair of ints, got {value!r}",
-                       cls=TypeError)
+    if not (
+        isinstance(pair, (tuple, list))
+        and len(pair) == 2
+        and all(isinstance(v, (int, np.integer)) for v in pair)
+    ):
+        raise op_error(
+            op, operands, f"{what} must be an int or a pair of ints, got {value!r}", cls=TypeError
+        )
     if min(pair) < minimum:
         raise op_error(op, operands, f"{what} must be at least {minimum}, got {value!r}")
     return int(pair[0]), int(pair[1])
@@ -66,8 +71,13 @@ def _out_size(size: int, kernel: int, stride: int, dilation: int) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _window_index(height: int, width: int, kernel: tuple, stride: tuple, dilation: tuple,
-                  ) -> np.ndarray:
+def _window_index(
+    height: int,
+    width: int,
+    kernel: tuple,
+    stride: tuple,
+    dilation: tuple,
+) -> np.ndarray:
     """Flat positions in an (height, width) plane of every window element:
     index[k, i, j] for kernel offset k = (a, b) in row-major order and output (i, j).
     Read-only: it is shared by every call with the same geometry."""
@@ -96,6 +106,7 @@ def _padded(x: Array, pads: tuple, value: float) -> Array:
     if not any(pads):
         return x
     from tracegrad.ops.api import pad
+
     top, bottom, left, right = pads
     return pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=value)
 
@@ -110,14 +121,25 @@ def _conv_padding(padding, kernel, dilation, stride, operands) -> tuple:
                 raise op_error("conv2d", operands, "padding='same' needs stride 1, as in PyTorch")
             total = [d * (k - 1) for k, d in zip(kernel, dilation)]
             return tuple(v for t in total for v in (t // 2, t - t // 2))
-        raise op_error("conv2d", operands, f"padding must be an int, a pair, 'valid' or 'same', "
-                                           f"got {padding!r}", cls=ValueError)
+        raise op_error(
+            "conv2d",
+            operands,
+            f"padding must be an int, a pair, 'valid' or 'same', got {padding!r}",
+            cls=ValueError,
+        )
     ph, pw = _pair(padding, "conv2d", "padding", operands, 0)
     return (ph, ph, pw, pw)
 
 
-def conv2d(x: Array, w: Array, b: Array | None = None, stride: IntOrPair = 1,
-           padding: IntOrPair | str = 0, dilation: IntOrPair = 1, groups: int = 1) -> Array:
+def conv2d(
+    x: Array,
+    w: Array,
+    b: Array | None = None,
+    stride: IntOrPair = 1,
+    padding: IntOrPair | str = 0,
+    dilation: IntOrPair = 1,
+    groups: int = 1,
+) -> Array:
     """2-D cross-correlation of x (N, C, H, W) with w (O, C // groups, kh, kw), plus an
     optional bias b (O,), as torch.nn.functional.conv2d (jax.lax.conv_general_dilated
     with ("NCHW", "OIHW", "NCHW")). padding is an int, a pair, "valid" or "same".
@@ -136,13 +158,18 @@ def conv2d(x: Array, w: Array, b: Array | None = None, stride: IntOrPair = 1,
     if np.ndim(w) != 4:
         raise op_error("conv2d", operands, "expects a 4-d (O, C // groups, kh, kw) weight")
     if any(aval_of(v).dtype != aval_of(x).dtype for v in operands):
-        raise op_error("conv2d", operands, "input, weight and bias must have the same dtype",
-                       cls=DTypeError)
+        raise op_error(
+            "conv2d", operands, "input, weight and bias must have the same dtype", cls=DTypeError
+        )
     o, cg, kh, kw = np.shape(w)
     if not isinstance(groups, (int, np.integer)) or groups < 1 or o % groups or cg * groups != c:
-        raise op_error("conv2d", operands, f"with groups={groups!r} the weight must have "
-                                           f"C // groups = {c // max(int(groups), 1)} input "
-                                           "channels and a multiple of groups output channels")
+        raise op_error(
+            "conv2d",
+            operands,
+            f"with groups={groups!r} the weight must have "
+            f"C // groups = {c // max(int(groups), 1)} input "
+            "channels and a multiple of groups output channels",
+        )
     if b is not None and tuple(np.shape(b)) != (o,):
         raise op_error("conv2d", operands, f"bias must have shape ({o},)")
     stride = _pair(stride, "conv2d", "stride", operands, 1)
@@ -152,15 +179,21 @@ def conv2d(x: Array, w: Array, b: Array | None = None, stride: IntOrPair = 1,
     hp, wp = h + pads[0] + pads[1], wd + pads[2] + pads[3]
     ho, wo = _out_size(hp, kh, stride[0], dilation[0]), _out_size(wp, kw, stride[1], dilation[1])
     if ho <= 0 or wo <= 0:
-        raise op_error("conv2d", operands, f"the kernel ({kh}x{kw}, dilation {dilation}) is "
-                                           f"larger than the padded input ({hp}x{wp})")
+        raise op_error(
+            "conv2d",
+            operands,
+            f"the kernel ({kh}x{kw}, dilation {dilation}) is "
+            f"larger than the padded input ({hp}x{wp})",
+        )
     cols = _windows(xp, (kh, kw), stride, dilation)  # (N * C, K, Ho * Wo)
     k = cg * kh * kw
     if groups == 1:
         out = T.matmul(T.reshape(w, shape=(o, k)), T.reshape(cols, shape=(n, k, ho * wo)))
     else:
-        out = T.matmul(T.reshape(w, shape=(groups, o // groups, k)),
-                       T.reshape(cols, shape=(n, groups, k, ho * wo)))
+        out = T.matmul(
+            T.reshape(w, shape=(groups, o // groups, k)),
+            T.reshape(cols, shape=(n, groups, k, ho * wo)),
+        )
     out = T.reshape(out, shape=(n, o, ho, wo))
     if b is not None:
         out = T.add(out, T.reshape(b, shape=(o, 1, 1)))
@@ -174,20 +207,33 @@ def _pool_geometry(op: str, x, kernel_size, stride, padding, dilation, operands)
     dilation = _pair(dilation, op, "dilation", operands, 1)
     for p, k, d in zip((ph, pw), kernel, dilation):
         if p > (d * (k - 1) + 1) // 2:  # PyTorch's rule: no window lies wholly in padding
-            raise op_error(op, operands, f"padding should be at most half of the effective "
-                                         f"kernel size, got padding {padding!r} and kernel "
-                                         f"{kernel_size!r}")
+            raise op_error(
+                op,
+                operands,
+                f"padding should be at most half of the effective "
+                f"kernel size, got padding {padding!r} and kernel "
+                f"{kernel_size!r}",
+            )
     _, _, h, w = np.shape(x)
     ho = _out_size(h + 2 * ph, kernel[0], stride[0], dilation[0])
     wo = _out_size(w + 2 * pw, kernel[1], stride[1], dilation[1])
     if ho <= 0 or wo <= 0:
-        raise op_error(op, operands, f"the {kernel[0]}x{kernel[1]} window is larger than the "
-                                     f"padded input ({h + 2 * ph}x{w + 2 * pw})")
+        raise op_error(
+            op,
+            operands,
+            f"the {kernel[0]}x{kernel[1]} window is larger than the "
+            f"padded input ({h + 2 * ph}x{w + 2 * pw})",
+        )
     return kernel, stride, (ph, ph, pw, pw), dilation, (ho, wo)
 
 
-def max_pool2d(x: Array, kernel_size: IntOrPair, stride: IntOrPair | None = None,
-               padding: IntOrPair = 0, dilation: IntOrPair = 1) -> Array:
+def max_pool2d(
+    x: Array,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
+    dilation: IntOrPair = 1,
+) -> Array:
     """Maximum over each window of x (N, C, H, W), as torch.nn.functional.max_pool2d
     (stride defaults to kernel_size; padding is -inf). The gradient goes to the first
     maximum of each window, as in PyTorch.
@@ -199,14 +245,16 @@ def max_pool2d(x: Array, kernel_size: IntOrPair, stride: IntOrPair | None = None
     """
     n, c, _, _ = _check_nchw("max_pool2d", x, [x])
     kernel, stride, pads, dilation, (ho, wo) = _pool_geometry(
-        "max_pool2d", x, kernel_size, stride, padding, dilation, [x])
+        "max_pool2d", x, kernel_size, stride, padding, dilation, [x]
+    )
     win = _windows(_padded(x, pads, -np.inf), kernel, stride, dilation)
     first_max = bind(T.argmax, win, axis=1, keepdims=True)
     return T.reshape(T.take_along_axis(win, first_max, axis=1), shape=(n, c, ho, wo))
 
 
-def avg_pool2d(x: Array, kernel_size: IntOrPair, stride: IntOrPair | None = None,
-               padding: IntOrPair = 0) -> Array:
+def avg_pool2d(
+    x: Array, kernel_size: IntOrPair, stride: IntOrPair | None = None, padding: IntOrPair = 0
+) -> Array:
     """Mean over each window of x (N, C, H, W), as torch.nn.functional.avg_pool2d with its
     defaults (zero padding counted in the mean).
 
@@ -217,7 +265,8 @@ def avg_pool2d(x: Array, kernel_size: IntOrPair, stride: IntOrPair | None = None
     """
     n, c, _, _ = _check_nchw("avg_pool2d", x, [x])
     kernel, stride, pads, dilation, (ho, wo) = _pool_geometry(
-        "avg_pool2d", x, kernel_size, stride, padding, 1, [x])
+        "avg_pool2d", x, kernel_size, stride, padding, 1, [x]
+    )
     win = _windows(_padded(x, pads, 0.0), kernel, stride, dilation)
     return T.reshape(T.mean(win, axis=1), shape=(n, c, ho, wo))
 
@@ -232,6 +281,10 @@ def cross_entropy(logits: Array, labels: Array, reduction: str = "mean") -> Arra
     1.386294
     """
     if np.ndim(logits) != 2 or np.ndim(labels) != 1:
-        raise op_error("cross_entropy", [logits, labels],
-                       "expects logits (N, C) and integer labels (N,)", cls=ShapeError)
+        raise op_error(
+            "cross_entropy",
+            [logits, labels],
+            "expects logits (N, C) and integer labels (N,)",
+            cls=ShapeError,
+        )
     return bind(T.nll_loss, bind(T.log_softmax, logits, axis=1), labels, reduction=reduction)

@@ -17,9 +17,11 @@ the same module it differentiates with. Here are:
     >>> tg.grad(lambda x: tg.polyval([1.0, 0.0, -2.0], x))(3.0)  # d/dx (x^2 - 2) = 2x
     array(6.)
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +35,7 @@ acos, acosh, asin, asinh = api.arccos, api.arccosh, api.arcsin, api.arcsinh
 atan, atan2, atanh = api.arctan, api.arctan2, api.arctanh
 amax, amin = api.max, api.min
 concat = api.concatenate
-pow = api.power  # noqa: A001  (NumPy's and the Array API's name)
+pow = api.power
 true_divide = api.divide
 permute_dims = api.transpose
 cumulative_sum = api.cumsum
@@ -44,7 +46,12 @@ zeros, ones, empty, eye, identity = np.zeros, np.ones, np.empty, np.eye, np.iden
 arange, tri, indices, geomspace, logspace = np.arange, np.tri, np.indices, np.geomspace, np.logspace
 tril_indices, triu_indices, diag_indices = np.tril_indices, np.triu_indices, np.diag_indices
 iscomplexobj, isscalar, result_type, promote_types, can_cast = (
-    np.iscomplexobj, np.isscalar, np.result_type, np.promote_types, np.can_cast)
+    np.iscomplexobj,
+    np.isscalar,
+    np.result_type,
+    np.promote_types,
+    np.can_cast,
+)
 
 
 def shape(a: Any) -> tuple:
@@ -99,8 +106,9 @@ def take(a, indices, axis: int | None = None):
 
 
 def isclose(a, b, rtol: float = 1e-05, atol: float = 1e-08):
-    return api.less_equal(api.abs(api.subtract(a, b)),
-                          api.add(atol, api.multiply(rtol, api.abs(b))))
+    return api.less_equal(
+        api.abs(api.subtract(a, b)), api.add(atol, api.multiply(rtol, api.abs(b)))
+    )
 
 
 def allclose(a, b, rtol: float = 1e-05, atol: float = 1e-08) -> bool:
@@ -156,11 +164,59 @@ def polyval(p, x):
     return out
 
 
-__all__ = ["absolute", "fabs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh",
-           "amax", "amin", "concat", "pow", "true_divide", "permute_dims", "cumulative_sum", "erf",
-           "zeros", "ones", "empty", "eye", "identity", "arange", "tri", "indices", "geomspace",
-           "logspace", "tril_indices", "triu_indices", "diag_indices", "iscomplexobj",
-           "isscalar", "result_type", "promote_types", "can_cast", "shape", "ndim", "size",
-           "positive", "matrix_transpose", "vecdot", "matvec", "vecmat", "unstack", "take",
-           "isclose", "allclose", "logical_xor", "count_nonzero", "float_power", "ldexp",
-           "select", "trapezoid", "polyval"]
+__all__ = [
+    "absolute",
+    "fabs",
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "amax",
+    "amin",
+    "concat",
+    "pow",
+    "true_divide",
+    "permute_dims",
+    "cumulative_sum",
+    "erf",
+    "zeros",
+    "ones",
+    "empty",
+    "eye",
+    "identity",
+    "arange",
+    "tri",
+    "indices",
+    "geomspace",
+    "logspace",
+    "tril_indices",
+    "triu_indices",
+    "diag_indices",
+    "iscomplexobj",
+    "isscalar",
+    "result_type",
+    "promote_types",
+    "can_cast",
+    "shape",
+    "ndim",
+    "size",
+    "positive",
+    "matrix_transpose",
+    "vecdot",
+    "matvec",
+    "vecmat",
+    "unstack",
+    "take",
+    "isclose",
+    "allclose",
+    "logical_xor",
+    "count_nonzero",
+    "float_power",
+    "ldexp",
+    "select",
+    "trapezoid",
+    "polyval",
+]

@@ -9,6 +9,7 @@ bool means (eager: the value; tracer: an error).
 `ArrayMethods` adds NumPy-style methods (`x.sum(axis=1)`, `x.T`, ...), for the
 tracer; the eager Tensor keeps PyTorch's spelling (`dim`, `keepdim`) instead.
 """
+
 from __future__ import annotations
 
 from tracegrad.ops import api

@@ -37,6 +37,7 @@ that was ~5800 page faults and about half the step's time. The cost is that the
 process keeps up to 128 MB of freed memory (the trim threshold) for reuse.
 TRACEGRAD_MALLOC_TUNING=0 leaves malloc as it is; other C libraries are untouched.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -51,7 +52,7 @@ from tracegrad.runtime import eager_math
 from tracegrad.runtime import threads as _threads
 
 MIN_PARALLEL = 1 << 17  # elements: below this the pool hand-off costs more than it saves
-_ALIGN = 64             # chunk boundaries, in elements
+_ALIGN = 64  # chunk boundaries, in elements
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -65,13 +66,14 @@ GRAIN = MIN_PARALLEL // 2  # elements per thread at least: a call on n elements 
 
 def _thread_count() -> int:
     from tracegrad.config import eager_threads
+
     threads = eager_threads()
     if threads is not None:
         return threads
     return _threads.get_num_threads()
 
 
-THREADS = _thread_count()    # the eager split's thread count now (follows set_num_threads)
+THREADS = _thread_count()  # the eager split's thread count now (follows set_num_threads)
 _CPUS = max(1, os.cpu_count() or 1)  # /proc/loadavg counts the whole machine's tasks
 _pool = None
 _pool_size = 0
@@ -92,11 +94,14 @@ def _get_pool():
         with _pool_lock:
             if _pool is None or _pool_size < THREADS - 1:
                 from concurrent.futures import ThreadPoolExecutor
+
                 old = _pool
                 _pool_size = max(1, THREADS - 1)
-                _pool = ThreadPoolExecutor(max_workers=_pool_size,
-                                           thread_name_prefix="tracegrad-elementwise",
-                                           initializer=_remember_worker)
+                _pool = ThreadPoolExecutor(
+                    max_workers=_pool_size,
+                    thread_name_prefix="tracegrad-elementwise",
+                    initializer=_remember_worker,
+                )
                 if old is not None:
                     old.shutdown(wait=False)
     return _pool
@@ -241,9 +246,12 @@ def elementwise_impl(ufunc):
             out = ufunc(x)
             return out if type(out) is _ndarray else _asarray(out)
     elif ufunc.nin == 2:
+
         def impl(x, y):
-            if ((type(x) is _ndarray and x.size >= MIN_PARALLEL)
-                    or (type(y) is _ndarray and y.size >= MIN_PARALLEL)) and THREADS > 1:
+            if (
+                (type(x) is _ndarray and x.size >= MIN_PARALLEL)
+                or (type(y) is _ndarray and y.size >= MIN_PARALLEL)
+            ) and THREADS > 1:
                 plan = _flat_operands((x, y))
                 if plan is not None:
                     k = min(threads_now(), THREADS)
@@ -267,8 +275,7 @@ def _fast_math_call(short: str, x: np.ndarray):
     flat = x.reshape(-1)
     out = _empty(x.shape, _F64)
     flat_out = out.reshape(-1)
-    return _split_kernel(lambda lo, hi: eager_math.apply(short, flat[lo:hi], flat_out[lo:hi]),
-                         out)
+    return _split_kernel(lambda lo, hi: eager_math.apply(short, flat[lo:hi], flat_out[lo:hi]), out)
 
 
 def fused_vjp(name: str, g, y):
@@ -276,10 +283,15 @@ def fused_vjp(name: str, g, y):
     `sin_backward`: g * cos(y)) for large same-shape float32/float64 arrays, split
     across idle cores; None when the rule must use table ops (tracers, tensors of a
     recorded backward, small or mixed arrays, kernel unavailable)."""
-    if type(g) is not _ndarray or type(y) is not _ndarray or g.size < MIN_PARALLEL \
-            or g.shape != y.shape or g.dtype is not y.dtype \
-            or (g.dtype is not _F32 and g.dtype is not _F64) \
-            or not (g.flags.c_contiguous and y.flags.c_contiguous):
+    if (
+        type(g) is not _ndarray
+        or type(y) is not _ndarray
+        or g.size < MIN_PARALLEL
+        or g.shape != y.shape
+        or g.dtype is not y.dtype
+        or (g.dtype is not _F32 and g.dtype is not _F64)
+        or not (g.flags.c_contiguous and y.flags.c_contiguous)
+    ):
         return None
     if not eager_math.enabled():
         return None
@@ -288,6 +300,7 @@ def fused_vjp(name: str, g, y):
 
     def run(lo, hi):
         return eager_math.apply_fused(name, flat_g[lo:hi], flat_y[lo:hi], flat_out[lo:hi])
+
     return _split_kernel(run, out)
 
 
@@ -352,8 +365,12 @@ def _after_fork_in_child() -> None:
     _free[0], _free[1] = 0.0, 1
     compiler = sys.modules.get("tracegrad.compiler")
     lock = getattr(compiler, "_BUILD_LOCK", None)
-    if lock is not None and hasattr(lock, "_at_fork_reinit") and hasattr(lock, "_is_owned") \
-            and not lock._is_owned():
+    if (
+        lock is not None
+        and hasattr(lock, "_at_fork_reinit")
+        and hasattr(lock, "_is_owned")
+        and not lock._is_owned()
+    ):
         lock._at_fork_reinit()
 
 
@@ -374,6 +391,7 @@ def keep_freed_memory() -> bool:
         return _malloc_tuned
     _malloc_tuned = False
     from tracegrad.config import malloc_tuning
+
     if not malloc_tuning() or not sys.platform.startswith("linux"):
         return False
     try:
@@ -384,6 +402,7 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    _malloc_tuned = bool(mallopt(_M_MMAP_THRESHOLD, 32 << 20)) and \
-        bool(mallopt(_M_TRIM_THRESHOLD, 128 << 20))
+    _malloc_tuned = bool(mallopt(_M_MMAP_THRESHOLD, 32 << 20)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, 128 << 20)
+    )
     return _malloc_tuned

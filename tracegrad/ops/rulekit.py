@@ -4,6 +4,7 @@ Shape and dtype rules shared by many primitives (broadcasting, reduction axes,
 NumPy indexing), the `PerOperand` holder for the vjps of variadic primitives,
 and small helpers the rules use. table.py then reads as one list of primitives.
 """
+
 from __future__ import annotations
 
 import functools
@@ -12,7 +13,6 @@ import math
 import numpy as np
 
 from tracegrad.ops.core import Aval, DTypeError, ShapeError, aval_of, op_error, promote
-
 
 # ------------------------------------------------------------ values and dtypes
 
@@ -44,6 +44,7 @@ def returns_array(fn):
     def impl(*args, **attrs):
         out = fn(*args, **attrs)
         return out if type(out) is ndarray else asarray(out)  # skip asarray when already one
+
     impl.__name__ = getattr(fn, "__name__", "impl")
     return impl
 
@@ -66,23 +67,32 @@ def elementwise_rule(name, float_only=False, no_bool=False, float_out=False):
     no_bool: bool operands are a DTypeError (sub, neg, as in NumPy/PyTorch).
     float_out: int operands give float64, as NumPy's true_divide does.
     """
+
     def rule(*avals, **attrs):
         shape = broadcast_shapes(name, *avals)
         dtype = promote(*avals)
         if float_only and not np.issubdtype(dtype, np.floating):
-            raise op_error(name, array_avals(*avals),
-                           f"expected floating-point operands, got {dtype}", cls=DTypeError)
+            raise op_error(
+                name,
+                array_avals(*avals),
+                f"expected floating-point operands, got {dtype}",
+                cls=DTypeError,
+            )
         if no_bool and dtype == np.bool_:
-            raise op_error(name, array_avals(*avals), "not supported for bool operands", cls=DTypeError)
+            raise op_error(
+                name, array_avals(*avals), "not supported for bool operands", cls=DTypeError
+            )
         if float_out and not np.issubdtype(dtype, np.floating):
             dtype = np.dtype(np.float64)
         return Aval(shape, np.dtype(dtype))
+
     return rule
 
 
 def comparison_rule(name):
     def rule(*avals, **attrs):
         return Aval(broadcast_shapes(name, *avals), np.dtype(bool))
+
     return rule
 
 
@@ -138,8 +148,7 @@ def normalize_axes(name, aval, axis) -> tuple:
     return tuple(sorted(out))
 
 
-
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _reduced_dtype(fn_name: str, dtype: np.dtype) -> np.dtype:
     """What NumPy's reduction returns for this dtype (sum of bool -> int64, mean of int -> f64)."""
     sample = np.ones(2, dtype=dtype)
@@ -150,8 +159,9 @@ def reduce_rule(name, numpy_name=None, float_only=False, single_axis=False):
     def rule(x, axis=None, keepdims=False, **_):
         x = as_aval(x)
         if float_only and not np.issubdtype(x.dtype, np.floating):
-            raise op_error(name, [x], f"expected a floating-point operand, got {x.dtype}",
-                           cls=DTypeError)
+            raise op_error(
+                name, [x], f"expected a floating-point operand, got {x.dtype}", cls=DTypeError
+            )
         if single_axis and axis is not None and not isinstance(axis, (int, np.integer)):
             raise op_error(name, [x], f"axis must be an int or None, got {axis!r}")
         axes = normalize_axes(name, x, axis)
@@ -165,14 +175,18 @@ def reduce_rule(name, numpy_name=None, float_only=False, single_axis=False):
             shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
         dtype = _reduced_dtype(numpy_name or name, x.dtype)
         return Aval(shape, dtype)
+
     return rule
 
 
 def kept_shape(shape, axis) -> tuple:
     """`shape` with the reduced axes kept as size 1."""
     nd = len(shape)
-    axes = range(nd) if axis is None else [
-        a % nd for a in ((axis,) if isinstance(axis, (int, np.integer)) else axis)]
+    axes = (
+        range(nd)
+        if axis is None
+        else [a % nd for a in ((axis,) if isinstance(axis, (int, np.integer)) else axis)]
+    )
     return tuple(1 if i in axes else d for i, d in enumerate(shape))
 
 
@@ -208,8 +222,9 @@ def index_shape(name, x: Aval, spec, arrays) -> tuple:
     has_array = any(isinstance(e, tuple) and e[0] == "array" for e in spec)
     consumed = sum(1 for e in spec if e is not None)
     if consumed != x.ndim:
-        raise op_error(name, [x] + list(arrays),
-                       f"index has {consumed} entries for a {x.ndim}-d array")
+        raise op_error(
+            name, [x] + list(arrays), f"index has {consumed} entries for a {x.ndim}-d array"
+        )
     out, advanced, advanced_at, dim = [], [], [], 0
     for pos, e in enumerate(spec):
         if e is None:
@@ -219,8 +234,12 @@ def index_shape(name, x: Aval, spec, arrays) -> tuple:
         dim += 1
         if isinstance(e, (int, np.integer)):
             if not 0 <= e < n:
-                raise op_error(name, [x], f"index {e} is out of range for axis {dim - 1} "
-                                          f"with size {n}", cls=ShapeError)
+                raise op_error(
+                    name,
+                    [x],
+                    f"index {e} is out of range for axis {dim - 1} with size {n}",
+                    cls=ShapeError,
+                )
             if has_array:
                 advanced.append(())
                 advanced_at.append((pos, len(out)))
@@ -229,8 +248,12 @@ def index_shape(name, x: Aval, spec, arrays) -> tuple:
         else:
             arr = arrays[e[1]]
             if not np.issubdtype(arr.dtype, np.integer):
-                raise op_error(name, [x, arr], f"index arrays must be integers, got {arr.dtype}",
-                               cls=DTypeError)
+                raise op_error(
+                    name,
+                    [x, arr],
+                    f"index arrays must be integers, got {arr.dtype}",
+                    cls=DTypeError,
+                )
             advanced.append(arr.shape)
             advanced_at.append((pos, len(out)))
     if not has_array:
@@ -238,8 +261,9 @@ def index_shape(name, x: Aval, spec, arrays) -> tuple:
     try:
         block = tuple(np.broadcast_shapes(*advanced))
     except ValueError:
-        raise op_error(name, [x] + list(arrays),
-                       "index arrays cannot be broadcast together") from None
+        raise op_error(
+            name, [x] + list(arrays), "index arrays cannot be broadcast together"
+        ) from None
     positions = [p for p, _ in advanced_at]
     adjacent = positions == list(range(positions[0], positions[-1] + 1))
     insert_at = advanced_at[0][1] if adjacent else 0
@@ -249,8 +273,7 @@ def index_shape(name, x: Aval, spec, arrays) -> tuple:
 def along_axis_shape(name, x, idx, axis):
     x, idx = as_aval(x), as_aval(idx)
     if not np.issubdtype(idx.dtype, np.integer):
-        raise op_error(name, [x, idx], f"indices must be integers, got {idx.dtype}",
-                       cls=DTypeError)
+        raise op_error(name, [x, idx], f"indices must be integers, got {idx.dtype}", cls=DTypeError)
     if idx.ndim != x.ndim:
         raise op_error(name, [x, idx], "indices and array must have the same number of dims")
     ax = normalize_axes(name, x, axis)[0]

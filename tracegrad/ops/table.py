@@ -30,21 +30,45 @@ Shared shape/dtype machinery lives in tracegrad.ops.rulekit.
 Families, in order: arithmetic, elementwise functions, comparisons and logic,
 reductions, softmax family, shape ops, matmul, indexing.
 """
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from tracegrad.ops.core import (REGISTRY, Aval, DTypeError, OutOfRangeError, aval_of,  # noqa: F401
-                                op_error, primitive, promote)
 from tracegrad.ops.blas_threads import limited
+from tracegrad.ops.core import (
+    REGISTRY,
+    Aval,
+    DTypeError,
+    OutOfRangeError,
+    aval_of,
+    op_error,
+    primitive,
+    promote,
+)
 from tracegrad.ops.parallel import elementwise_impl, fused_vjp
 from tracegrad.ops.rulekit import (  # noqa: F401  (re-exported: drivers and tests use T.<name>)
-    PerOperand, array_avals, as_aval, broadcast_shapes, comparison_rule, dtype_name,
-    elementwise_rule, index_shape, is_static_scalar, kept_shape, literal, no_grad,
-    normalize_axes, reduce_rule, returns_array, slice_length, spec_to_index, along_axis_shape)
-
+    PerOperand,
+    along_axis_shape,
+    array_avals,
+    as_aval,
+    broadcast_shapes,
+    comparison_rule,
+    dtype_name,
+    elementwise_rule,
+    index_shape,
+    is_static_scalar,
+    kept_shape,
+    literal,
+    no_grad,
+    normalize_axes,
+    reduce_rule,
+    returns_array,
+    slice_length,
+    spec_to_index,
+)
 
 # --------------------------------------------------------------- arithmetic
 # jvp rules take (primals, tangents, out, **attrs), a None tangent being zero, and
@@ -70,9 +94,11 @@ def _or_zeros(t, like):
 def _linear_jvp(name):
     """The jvp of primitive `name`, linear in its first operand (the others are index
     arrays, without tangents): the op applied to the tangent."""
+
     def rule(primals, tangents, out, **attrs):
         t = tangents[0]
         return None if t is None else REGISTRY[name](t, *primals[1:], **attrs)
+
     rule.__name__ = f"{name}_jvp"
     return rule
 
@@ -89,44 +115,76 @@ def _div_jvp(primals, tangents, out):
 
 
 add = primitive(
-    "add", impl=elementwise_impl(np.add), shape_rule=elementwise_rule("add"), kind="elementwise",
+    "add",
+    impl=elementwise_impl(np.add),
+    shape_rule=elementwise_rule("add"),
+    kind="elementwise",
     vjps=(lambda g, out, x, y: g, lambda g, out, x, y: g),
     jvp=lambda primals, tangents, out: _plus(*tangents),
-    torch_name="AddBackward0", saves=(), codegen="({0} + {1})")
+    torch_name="AddBackward0",
+    saves=(),
+    codegen="({0} + {1})",
+)
 
 sub = primitive(
-    "sub", impl=elementwise_impl(np.subtract), shape_rule=elementwise_rule("sub", no_bool=True),
+    "sub",
+    impl=elementwise_impl(np.subtract),
+    shape_rule=elementwise_rule("sub", no_bool=True),
     kind="elementwise",
     vjps=(lambda g, out, x, y: g, lambda g, out, x, y: neg(g)),
     jvp=lambda primals, tangents, out: _minus(*tangents),
     # PyTorch: `1 - x` is rsub
     torch_name=lambda x, y: "RsubBackward1" if is_static_scalar(x) else "SubBackward0",
     torch_visible=lambda args: (1,) if isinstance(args[0], (int, float)) else None,
-    saves=(), codegen="({0} - {1})")
+    saves=(),
+    codegen="({0} - {1})",
+)
 
 mul = primitive(
-    "mul", impl=elementwise_impl(np.multiply), shape_rule=elementwise_rule("mul"), kind="elementwise",
-    vjps=(lambda g, out, x, y: mul(g, y), lambda g, out, x, y: mul(g, x)), jvp=_mul_jvp,
-    torch_name="MulBackward0", saves=(0, 1), codegen="({0} * {1})",
+    "mul",
+    impl=elementwise_impl(np.multiply),
+    shape_rule=elementwise_rule("mul"),
+    kind="elementwise",
+    vjps=(lambda g, out, x, y: mul(g, y), lambda g, out, x, y: mul(g, x)),
+    jvp=_mul_jvp,
+    torch_name="MulBackward0",
+    saves=(0, 1),
+    codegen="({0} * {1})",
     # PyTorch keeps `other` only to differentiate `self`, and the reverse; a Python scalar
     # operand is kept as a wrapped tensor (so a second backward through `x * 2` raises)
-    save_only_if_needed={0: 1, 1: 0}, saves_scalars=True)
+    save_only_if_needed={0: 1, 1: 0},
+    saves_scalars=True,
+)
 
 div = primitive(
-    "div", impl=elementwise_impl(np.true_divide), shape_rule=elementwise_rule("div", float_out=True),
+    "div",
+    impl=elementwise_impl(np.true_divide),
+    shape_rule=elementwise_rule("div", float_out=True),
     kind="elementwise",
-    vjps=(lambda g, out, x, y: div(g, y),
-          # PyTorch's form: -g * ((x / y) / y), which overflows later than x / y**2
-          lambda g, out, x, y: neg(mul(g, div(div(x, y), y)))),
+    vjps=(
+        lambda g, out, x, y: div(g, y),
+        # PyTorch's form: -g * ((x / y) / y), which overflows later than x / y**2
+        lambda g, out, x, y: neg(mul(g, div(div(x, y), y))),
+    ),
     jvp=_div_jvp,
-    torch_name="DivBackward0", saves=(0, 1), codegen="({0} / {1})",
-    save_only_if_needed={0: 1}, saves_scalars=True)
+    torch_name="DivBackward0",
+    saves=(0, 1),
+    codegen="({0} / {1})",
+    save_only_if_needed={0: 1},
+    saves_scalars=True,
+)
 
 neg = primitive(
-    "neg", impl=elementwise_impl(np.negative), shape_rule=elementwise_rule("neg", no_bool=True),
+    "neg",
+    impl=elementwise_impl(np.negative),
+    shape_rule=elementwise_rule("neg", no_bool=True),
     kind="elementwise",
-    vjps=(lambda g, out, x: neg(g),), jvp=lambda primals, tangents, out: neg(tangents[0]),
-    torch_name="NegBackward0", saves=(), codegen="(-{0})")
+    vjps=(lambda g, out, x: neg(g),),
+    jvp=lambda primals, tangents, out: neg(tangents[0]),
+    torch_name="NegBackward0",
+    saves=(),
+    codegen="(-{0})",
+)
 
 
 def _pow_vjp_base(g, out, x, y):
@@ -165,14 +223,25 @@ def _pow_torch_name(x, y):
 
 
 pow_ = primitive(
-    "pow", impl=elementwise_impl(np.power), shape_rule=elementwise_rule("pow"), kind="elementwise",
+    "pow",
+    impl=elementwise_impl(np.power),
+    shape_rule=elementwise_rule("pow"),
+    kind="elementwise",
     vjps=(_pow_vjp_base, _pow_vjp_exponent),
     # x ** 2 keeps x only (so `y = x**2; y += 1; y.backward()` works); scalars are never saved
-    torch_name=_pow_torch_name, saves=(0, 1), codegen="tg_pow({0}, {1})",
+    torch_name=_pow_torch_name,
+    saves=(0, 1),
+    codegen="tg_pow({0}, {1})",
     # PowBackward1/2 (tensor exponent) also keep the result; PowBackward0 does not
     saves_by_call=lambda args: (0, 1, "out") if not isinstance(args[1], (int, float)) else (0,),
-    torch_visible=lambda args: ((1,) if isinstance(args[0], (int, float)) else
-                                (0,) if isinstance(args[1], (int, float)) else None))
+    torch_visible=lambda args: (
+        (1,)
+        if isinstance(args[0], (int, float))
+        else (0,)
+        if isinstance(args[1], (int, float))
+        else None
+    ),
+)
 
 # ------------------------------------------------------ elementwise functions
 
@@ -180,10 +249,12 @@ pow_ = primitive(
 def _float_operand(impl):
     """Run a float function on int/bool arrays in float64: NumPy would pick float16 for
     bool/int8/uint8 (eager mode then gives PyTorch's float32, as for int64)."""
+
     def run(x):
         if type(x) is np.ndarray and x.dtype.kind in "biu":
             x = x.astype(np.float64)
         return impl(x)
+
     run.__name__ = getattr(impl, "__name__", "impl")
     return run
 
@@ -192,9 +263,15 @@ def _unary(name, impl, vjp, codegen, saves, torch_name=None, float_only=True):
     impl = elementwise_impl(impl) if isinstance(impl, np.ufunc) else returns_array(impl)
     impl = _float_operand(impl) if float_only else impl
     return primitive(
-        name, impl=impl, shape_rule=elementwise_rule(name, float_only=float_only),
-        kind="elementwise", vjps=(vjp,),
-        torch_name=torch_name or name.capitalize() + "Backward0", saves=saves, codegen=codegen)
+        name,
+        impl=impl,
+        shape_rule=elementwise_rule(name, float_only=float_only),
+        kind="elementwise",
+        vjps=(vjp,),
+        torch_name=torch_name or name.capitalize() + "Backward0",
+        saves=saves,
+        codegen=codegen,
+    )
 
 
 def _sigmoid_impl(x):
@@ -210,6 +287,8 @@ def _relu_impl(x):
 exp = _unary("exp", np.exp, lambda g, out, x: mul(g, out), "tg_exp({0})", ("out",))
 log = _unary("log", np.log, lambda g, out, x: div(g, x), "tg_log({0})", (0,))
 sqrt = _unary("sqrt", np.sqrt, lambda g, out, x: div(g, mul(2, out)), "tg_sqrt({0})", ("out",))
+
+
 def _sin_vjp(g, out, x):
     fused = fused_vjp("sin_backward", g, x)  # large plain arrays: one pass, g * cos(x)
     return fused if fused is not None else mul(g, cos(x))
@@ -223,19 +302,25 @@ def _tanh_vjp(g, out, x):
 sin = _unary("sin", np.sin, _sin_vjp, "tg_sin({0})", (0,))
 cos = _unary("cos", np.cos, lambda g, out, x: mul(g, neg(sin(x))), "tg_cos({0})", (0,))
 tanh = _unary("tanh", np.tanh, _tanh_vjp, "tg_tanh({0})", ("out",))
-sigmoid = _unary("sigmoid", _sigmoid_impl, lambda g, out, x: mul(mul(g, sub(1, out)), out),
-                 "tg_sigmoid({0})", ("out",))
+sigmoid = _unary(
+    "sigmoid",
+    _sigmoid_impl,
+    lambda g, out, x: mul(mul(g, sub(1, out)), out),
+    "tg_sigmoid({0})",
+    ("out",),
+)
+
+
 def _relu_vjp(g, out, x):
     return where(le(out, 0), 0, g)
 
 
-relu = _unary("relu", _relu_impl, _relu_vjp,
-              "tg_relu({0})", ("out",), float_only=False)
-abs_ = _unary("abs", np.abs, lambda g, out, x: mul(g, sign(x)), "abs({0})", (0,),
-              float_only=False)
+relu = _unary("relu", _relu_impl, _relu_vjp, "tg_relu({0})", ("out",), float_only=False)
+abs_ = _unary("abs", np.abs, lambda g, out, x: mul(g, sign(x)), "abs({0})", (0,), float_only=False)
 # sign has a (zero) gradient in PyTorch: SignBackward0 exists and gives zeros
-sign = _unary("sign", np.sign, lambda g, out, x: full_like(g, value=0), "tg_sign({0})", (),
-              float_only=False)
+sign = _unary(
+    "sign", np.sign, lambda g, out, x: full_like(g, value=0), "tg_sign({0})", (), float_only=False
+)
 
 
 def _maximum_vjp(first):
@@ -243,6 +328,7 @@ def _maximum_vjp(first):
     def rule(g, out, x, y):
         mine, other = (x, y) if first else (y, x)
         return where(gt(mine, other), g, where(eq(mine, other), mul(g, 0.5), 0))
+
     return rule
 
 
@@ -250,25 +336,42 @@ def _minimum_vjp(first):
     def rule(g, out, x, y):
         mine, other = (x, y) if first else (y, x)
         return where(lt(mine, other), g, where(eq(mine, other), mul(g, 0.5), 0))
+
     return rule
 
 
 maximum = primitive(
-    "maximum", impl=elementwise_impl(np.maximum), shape_rule=elementwise_rule("maximum"),
-    kind="elementwise", vjps=(_maximum_vjp(True), _maximum_vjp(False)),
-    torch_name="MaximumBackward0", saves=(0, 1), codegen="tg_maximum({0}, {1})")
+    "maximum",
+    impl=elementwise_impl(np.maximum),
+    shape_rule=elementwise_rule("maximum"),
+    kind="elementwise",
+    vjps=(_maximum_vjp(True), _maximum_vjp(False)),
+    torch_name="MaximumBackward0",
+    saves=(0, 1),
+    codegen="tg_maximum({0}, {1})",
+)
 
 minimum = primitive(
-    "minimum", impl=elementwise_impl(np.minimum), shape_rule=elementwise_rule("minimum"),
-    kind="elementwise", vjps=(_minimum_vjp(True), _minimum_vjp(False)),
-    torch_name="MinimumBackward0", saves=(0, 1), codegen="tg_minimum({0}, {1})")
+    "minimum",
+    impl=elementwise_impl(np.minimum),
+    shape_rule=elementwise_rule("minimum"),
+    kind="elementwise",
+    vjps=(_minimum_vjp(True), _minimum_vjp(False)),
+    torch_name="MinimumBackward0",
+    saves=(0, 1),
+    codegen="tg_minimum({0}, {1})",
+)
 
 
 def _where_rule(cond, x, y):
     shape = broadcast_shapes("where", cond, x, y)
     if isinstance(cond, Aval) and cond.dtype != np.bool_:
-        raise op_error("where", array_avals(cond, x, y),
-                       f"condition must be bool, got {cond.dtype}", cls=DTypeError)
+        raise op_error(
+            "where",
+            array_avals(cond, x, y),
+            f"condition must be bool, got {cond.dtype}",
+            cls=DTypeError,
+        )
     return Aval(shape, np.dtype(promote(x, y)))
 
 
@@ -280,20 +383,31 @@ def _where_impl(cond, x, y):
     if type(cond) is np.ndarray and cond.dtype is _BOOL:  # the common case, no conversion
         return np.where(cond, x, y)
     if np.asarray(cond).dtype != np.bool_:
-        raise op_error("where", [aval_of(v) for v in (cond, x, y) if isinstance(v, np.ndarray)],
-                       f"condition must be bool, got {np.asarray(cond).dtype}", cls=DTypeError)
+        raise op_error(
+            "where",
+            [aval_of(v) for v in (cond, x, y) if isinstance(v, np.ndarray)],
+            f"condition must be bool, got {np.asarray(cond).dtype}",
+            cls=DTypeError,
+        )
     return np.asarray(np.where(cond, x, y))
 
 
 where = primitive(
-    "where", impl=_where_impl, shape_rule=_where_rule, kind="elementwise",
-    vjps=(no_grad,
-          lambda g, out, c, x, y: where(c, g, 0),
-          lambda g, out, c, x, y: where(c, 0, g)),
-    jvp=lambda primals, tangents, out: None if tangents[1] is None and tangents[2] is None
-    else where(primals[0], _or_zeros(tangents[1], out), _or_zeros(tangents[2], out)),
-    torch_name="WhereBackward0", saves=(0,), codegen="tg_where({0}, {1}, {2})",
-    torch_visible=lambda args: (1, 2))
+    "where",
+    impl=_where_impl,
+    shape_rule=_where_rule,
+    kind="elementwise",
+    vjps=(no_grad, lambda g, out, c, x, y: where(c, g, 0), lambda g, out, c, x, y: where(c, 0, g)),
+    jvp=lambda primals, tangents, out: (
+        None
+        if tangents[1] is None and tangents[2] is None
+        else where(primals[0], _or_zeros(tangents[1], out), _or_zeros(tangents[2], out))
+    ),
+    torch_name="WhereBackward0",
+    saves=(0,),
+    codegen="tg_where({0}, {1}, {2})",
+    torch_visible=lambda args: (1, 2),
+)
 
 
 def _clip_impl(x, lo=None, hi=None):
@@ -329,8 +443,15 @@ def _clip_codegen(lo=None, hi=None):
 
 
 clip = primitive(
-    "clip", impl=_clip_impl, shape_rule=_clip_rule, kind="elementwise",
-    vjps=(_clip_vjp,), torch_name="ClampBackward1", saves=(0,), codegen=_clip_codegen)
+    "clip",
+    impl=_clip_impl,
+    shape_rule=_clip_rule,
+    kind="elementwise",
+    vjps=(_clip_vjp,),
+    torch_name="ClampBackward1",
+    saves=(0,),
+    codegen=_clip_codegen,
+)
 
 
 def _astype_rule(x, dtype):
@@ -348,15 +469,20 @@ def _astype_codegen(dtype):
 
 
 def _astype_jvp(primals, tangents, out, dtype):
-    return astype(tangents[0], dtype=dtype) if np.issubdtype(np.dtype(dtype), np.floating) \
-        else None
+    return astype(tangents[0], dtype=dtype) if np.issubdtype(np.dtype(dtype), np.floating) else None
 
 
 astype = primitive(
-    "astype", impl=lambda x, dtype: np.array(x, dtype=dtype, copy=True),
-    shape_rule=_astype_rule, kind="elementwise",
-    vjps=(_astype_vjp,), jvp=_astype_jvp, torch_name="ToCopyBackward0", saves=(),
-    codegen=_astype_codegen)
+    "astype",
+    impl=lambda x, dtype: np.array(x, dtype=dtype, copy=True),
+    shape_rule=_astype_rule,
+    kind="elementwise",
+    vjps=(_astype_vjp,),
+    jvp=_astype_jvp,
+    torch_name="ToCopyBackward0",
+    saves=(),
+    codegen=_astype_codegen,
+)
 
 
 def _full_like_rule(x, value, dtype=None):
@@ -370,18 +496,33 @@ def _full_like_codegen(value, dtype=None):
 
 full_like = primitive(
     "full_like",
-    impl=lambda x, value, dtype=None: np.full(np.shape(x), value,
-                                              dtype=dtype or np.asarray(x).dtype),
-    shape_rule=_full_like_rule, kind="elementwise", nondiff=True,
-    vjps=(no_grad,), torch_name="FullLikeBackward0", saves=(), codegen=_full_like_codegen)
+    impl=lambda x, value, dtype=None: np.full(
+        np.shape(x), value, dtype=dtype or np.asarray(x).dtype
+    ),
+    shape_rule=_full_like_rule,
+    kind="elementwise",
+    nondiff=True,
+    vjps=(no_grad,),
+    torch_name="FullLikeBackward0",
+    saves=(),
+    codegen=_full_like_codegen,
+)
 
 # ----------------------------------------------- comparisons and logic (no gradient)
 
 
 def _nondiff(name, impl, codegen, arity=2):
     return primitive(
-        name, impl=returns_array(impl), shape_rule=comparison_rule(name), kind="elementwise",
-        nondiff=True, vjps=(no_grad,) * arity, torch_name=None, saves=(), codegen=codegen)
+        name,
+        impl=returns_array(impl),
+        shape_rule=comparison_rule(name),
+        kind="elementwise",
+        nondiff=True,
+        vjps=(no_grad,) * arity,
+        torch_name=None,
+        saves=(),
+        codegen=codegen,
+    )
 
 
 gt = _nondiff("gt", np.greater, "({0} > {1})")
@@ -481,54 +622,106 @@ def _sum_impl(x, axis=None, keepdims=False):
 
 
 sum_ = primitive(
-    "sum", impl=_sum_impl,
-    shape_rule=reduce_rule("sum"), kind="reduction",
-    vjps=(_sum_vjp,), jvp=lambda primals, tangents, out, **attrs: sum_(tangents[0], **attrs),
+    "sum",
+    impl=_sum_impl,
+    shape_rule=reduce_rule("sum"),
+    kind="reduction",
+    vjps=(_sum_vjp,),
+    jvp=lambda primals, tangents, out, **attrs: sum_(tangents[0], **attrs),
     torch_name=_by_axis("SumBackward0", "SumBackward1"),
-    saves=(), codegen="reduce_sum")
+    saves=(),
+    codegen="reduce_sum",
+)
 
 mean = primitive(
-    "mean", impl=lambda x, axis=None, keepdims=False: np.asarray(np.mean(x, axis=axis, keepdims=keepdims)),
-    shape_rule=reduce_rule("mean"), kind="reduction",
-    vjps=(_mean_vjp,), jvp=lambda primals, tangents, out, **attrs: mean(tangents[0], **attrs),
+    "mean",
+    impl=lambda x, axis=None, keepdims=False: np.asarray(np.mean(x, axis=axis, keepdims=keepdims)),
+    shape_rule=reduce_rule("mean"),
+    kind="reduction",
+    vjps=(_mean_vjp,),
+    jvp=lambda primals, tangents, out, **attrs: mean(tangents[0], **attrs),
     torch_name=_by_axis("MeanBackward0", "MeanBackward1"),
-    saves=(), codegen="reduce_mean")
+    saves=(),
+    codegen="reduce_mean",
+)
 
 max_ = primitive(
-    "max", impl=lambda x, axis=None, keepdims=False: np.asarray(np.max(x, axis=axis, keepdims=keepdims)),
-    shape_rule=reduce_rule("max"), kind="reduction",
-    vjps=(_extremum_vjp,), jvp=_extremum_jvp, torch_name=_by_axis("MaxBackward1", "MaxBackward0"),
-    saves=(0, "out"), codegen="reduce_max")
+    "max",
+    impl=lambda x, axis=None, keepdims=False: np.asarray(np.max(x, axis=axis, keepdims=keepdims)),
+    shape_rule=reduce_rule("max"),
+    kind="reduction",
+    vjps=(_extremum_vjp,),
+    jvp=_extremum_jvp,
+    torch_name=_by_axis("MaxBackward1", "MaxBackward0"),
+    saves=(0, "out"),
+    codegen="reduce_max",
+)
 
 min_ = primitive(
-    "min", impl=lambda x, axis=None, keepdims=False: np.asarray(np.min(x, axis=axis, keepdims=keepdims)),
-    shape_rule=reduce_rule("min"), kind="reduction",
-    vjps=(_extremum_vjp,), jvp=_extremum_jvp, torch_name=_by_axis("MinBackward1", "MinBackward0"),
-    saves=(0, "out"), codegen="reduce_min")
+    "min",
+    impl=lambda x, axis=None, keepdims=False: np.asarray(np.min(x, axis=axis, keepdims=keepdims)),
+    shape_rule=reduce_rule("min"),
+    kind="reduction",
+    vjps=(_extremum_vjp,),
+    jvp=_extremum_jvp,
+    torch_name=_by_axis("MinBackward1", "MinBackward0"),
+    saves=(0, "out"),
+    codegen="reduce_min",
+)
 
 argmax = primitive(
     "argmax",
-    impl=lambda x, axis=None, keepdims=False: np.asarray(np.argmax(x, axis=axis, keepdims=keepdims)),
-    shape_rule=reduce_rule("argmax", single_axis=True), kind="reduction", nondiff=True,
-    vjps=(no_grad,), torch_name=None, saves=(), codegen="reduce_argmax")
+    impl=lambda x, axis=None, keepdims=False: np.asarray(
+        np.argmax(x, axis=axis, keepdims=keepdims)
+    ),
+    shape_rule=reduce_rule("argmax", single_axis=True),
+    kind="reduction",
+    nondiff=True,
+    vjps=(no_grad,),
+    torch_name=None,
+    saves=(),
+    codegen="reduce_argmax",
+)
 
 argmin = primitive(
     "argmin",
-    impl=lambda x, axis=None, keepdims=False: np.asarray(np.argmin(x, axis=axis, keepdims=keepdims)),
-    shape_rule=reduce_rule("argmin", single_axis=True), kind="reduction", nondiff=True,
-    vjps=(no_grad,), torch_name=None, saves=(), codegen="reduce_argmin")
+    impl=lambda x, axis=None, keepdims=False: np.asarray(
+        np.argmin(x, axis=axis, keepdims=keepdims)
+    ),
+    shape_rule=reduce_rule("argmin", single_axis=True),
+    kind="reduction",
+    nondiff=True,
+    vjps=(no_grad,),
+    torch_name=None,
+    saves=(),
+    codegen="reduce_argmin",
+)
 
 var = primitive(
     "var",
     impl=lambda x, axis=None, keepdims=False, ddof=0: np.asarray(
-        np.var(x, axis=axis, keepdims=keepdims, ddof=ddof)),
-    shape_rule=reduce_rule("var"), kind="reduction",
-    vjps=(_var_vjp,), jvp=_var_jvp, torch_name="VarBackward0", saves=(0,), codegen="reduce_var")
+        np.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
+    ),
+    shape_rule=reduce_rule("var"),
+    kind="reduction",
+    vjps=(_var_vjp,),
+    jvp=_var_jvp,
+    torch_name="VarBackward0",
+    saves=(0,),
+    codegen="reduce_var",
+)
 
 logsumexp = primitive(
-    "logsumexp", impl=_logsumexp_impl, shape_rule=reduce_rule("logsumexp", "mean", float_only=True),
-    kind="reduction", vjps=(_logsumexp_vjp,), jvp=_logsumexp_jvp, torch_name="LogsumexpBackward0",
-    saves=(0, "out"), codegen="reduce_logsumexp")
+    "logsumexp",
+    impl=_logsumexp_impl,
+    shape_rule=reduce_rule("logsumexp", "mean", float_only=True),
+    kind="reduction",
+    vjps=(_logsumexp_vjp,),
+    jvp=_logsumexp_jvp,
+    torch_name="LogsumexpBackward0",
+    saves=(0, "out"),
+    codegen="reduce_logsumexp",
+)
 
 # ------------------------------------------------------------ softmax family
 
@@ -541,8 +734,9 @@ def _softmax_impl(x, axis):
 def _log_softmax_impl(x, axis):
     if type(x) is np.ndarray:  # np.max/np.sum on an ndarray are exactly these reduces
         shifted = x - np.maximum.reduce(x, axis=axis, keepdims=True)
-        return np.asarray(shifted - np.log(np.add.reduce(np.exp(shifted), axis=axis,
-                                                         keepdims=True)))
+        return np.asarray(
+            shifted - np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))
+        )
     shifted = x - np.max(x, axis=axis, keepdims=True)
     return np.asarray(shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True)))
 
@@ -551,29 +745,45 @@ def _softmax_rule(name):
     def rule(x, axis):
         x = as_aval(x)
         if not np.issubdtype(x.dtype, np.floating):
-            raise op_error(name, [x], f"expected a floating-point operand, got {x.dtype}",
-                           cls=DTypeError)
+            raise op_error(
+                name, [x], f"expected a floating-point operand, got {x.dtype}", cls=DTypeError
+            )
         if not isinstance(axis, (int, np.integer)):
             raise op_error(name, [x], f"axis must be an int, got {axis!r}")
         normalize_axes(name, x, axis)
         return x
+
     return rule
 
 
 softmax = primitive(
-    "softmax", impl=_softmax_impl, shape_rule=_softmax_rule("softmax"), kind="other",
+    "softmax",
+    impl=_softmax_impl,
+    shape_rule=_softmax_rule("softmax"),
+    kind="other",
     vjps=(lambda g, out, x, axis: mul(out, sub(g, sum_(mul(g, out), axis=axis, keepdims=True))),),
     # the Jacobian is symmetric: the jvp is the vjp applied to the tangent
-    jvp=lambda primals, tangents, out, axis: mul(out, sub(tangents[0], sum_(
-        mul(tangents[0], out), axis=axis, keepdims=True))),
-    torch_name="SoftmaxBackward0", saves=("out",), codegen="softmax")
+    jvp=lambda primals, tangents, out, axis: mul(
+        out, sub(tangents[0], sum_(mul(tangents[0], out), axis=axis, keepdims=True))
+    ),
+    torch_name="SoftmaxBackward0",
+    saves=("out",),
+    codegen="softmax",
+)
 
 log_softmax = primitive(
-    "log_softmax", impl=_log_softmax_impl, shape_rule=_softmax_rule("log_softmax"), kind="other",
+    "log_softmax",
+    impl=_log_softmax_impl,
+    shape_rule=_softmax_rule("log_softmax"),
+    kind="other",
     vjps=(lambda g, out, x, axis: sub(g, mul(exp(out), sum_(g, axis=axis, keepdims=True))),),
-    jvp=lambda primals, tangents, out, axis: sub(tangents[0], sum_(
-        mul(tangents[0], exp(out)), axis=axis, keepdims=True)),
-    torch_name="LogSoftmaxBackward0", saves=("out",), codegen="log_softmax")
+    jvp=lambda primals, tangents, out, axis: sub(
+        tangents[0], sum_(mul(tangents[0], exp(out)), axis=axis, keepdims=True)
+    ),
+    torch_name="LogSoftmaxBackward0",
+    saves=("out",),
+    codegen="log_softmax",
+)
 
 # --------------------------------------------------------------- shape ops
 
@@ -582,17 +792,23 @@ def _reshape_rule(x, shape):
     x = as_aval(x)
     shape = tuple(shape)
     if any(d < 0 for d in shape) or (
-            int(np.prod(shape, dtype=np.int64)) != int(np.prod(x.shape, dtype=np.int64))):
+        int(np.prod(shape, dtype=np.int64)) != int(np.prod(x.shape, dtype=np.int64))
+    ):
         raise op_error("reshape", [x], f"cannot reshape to {shape}")
     return Aval(shape, x.dtype)
 
 
 reshape = primitive(
-    "reshape", impl=lambda x, shape: np.reshape(x, shape), shape_rule=_reshape_rule,
+    "reshape",
+    impl=lambda x, shape: np.reshape(x, shape),
+    shape_rule=_reshape_rule,
     kind="shape",
     vjps=(lambda g, out, x, shape: reshape(g, shape=tuple(np.shape(x))),),
     jvp=lambda primals, tangents, out, shape: reshape(tangents[0], shape=shape),
-    torch_name="ViewBackward0", saves=(), codegen="reshape")
+    torch_name="ViewBackward0",
+    saves=(),
+    codegen="reshape",
+)
 
 
 def _broadcast_to_rule(x, shape):
@@ -608,18 +824,24 @@ def _broadcast_to_rule(x, shape):
 
 
 broadcast_to = primitive(
-    "broadcast_to", impl=lambda x, shape: np.broadcast_to(x, shape), shape_rule=_broadcast_to_rule,
+    "broadcast_to",
+    impl=lambda x, shape: np.broadcast_to(x, shape),
+    shape_rule=_broadcast_to_rule,
     kind="shape",
     vjps=(lambda g, out, x, shape: g,),  # the driver sums g back to x's shape
     jvp=lambda primals, tangents, out, shape: broadcast_to(tangents[0], shape=shape),
-    torch_name="ExpandBackward0", saves=(), codegen="broadcast")
+    torch_name="ExpandBackward0",
+    saves=(),
+    codegen="broadcast",
+)
 
 
 def _transpose_rule(x, axes):
     x = as_aval(x)
     if sorted(axes) != list(range(x.ndim)):
-        raise op_error("transpose", [x], f"axes {tuple(axes)} are not a permutation of "
-                                         f"the {x.ndim} axes")
+        raise op_error(
+            "transpose", [x], f"axes {tuple(axes)} are not a permutation of the {x.ndim} axes"
+        )
     return Aval(tuple(x.shape[a] for a in axes), x.dtype)
 
 
@@ -634,11 +856,16 @@ def _transpose_impl(x, axes):
 
 
 transpose = primitive(
-    "transpose", impl=_transpose_impl, shape_rule=_transpose_rule,
+    "transpose",
+    impl=_transpose_impl,
+    shape_rule=_transpose_rule,
     kind="shape",
     vjps=(lambda g, out, x, axes: transpose(g, axes=tuple(int(i) for i in np.argsort(axes))),),
     jvp=lambda primals, tangents, out, axes: transpose(tangents[0], axes=axes),
-    torch_name=_transpose_torch_name, saves=(), codegen="transpose")
+    torch_name=_transpose_torch_name,
+    saves=(),
+    codegen="transpose",
+)
 
 
 def _concatenate_rule(*xs, axis):
@@ -651,9 +878,9 @@ def _concatenate_rule(*xs, axis):
     ax = normalize_axes("concatenate", first, axis)[0]
     for x in xs[1:]:
         if x.ndim != first.ndim or any(
-                a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != ax):
-            raise op_error("concatenate", xs,
-                           f"shapes must match except along axis {axis}")
+            a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != ax
+        ):
+            raise op_error("concatenate", xs, f"shapes must match except along axis {axis}")
     shape = list(first.shape)
     shape[ax] = sum(x.shape[ax] for x in xs)
     return Aval(tuple(shape), np.dtype(promote(*xs)))
@@ -664,8 +891,10 @@ def _concatenate_vjp(i, g, out, *xs, axis):
     ax = axis % ndim
     start = sum(np.shape(x)[ax] for x in xs[:i])
     stop = start + np.shape(xs[i])[ax]
-    spec = tuple(("slice", start, stop, 1) if d == ax else ("slice", 0, n, 1)
-                 for d, n in enumerate(np.shape(out)))
+    spec = tuple(
+        ("slice", start, stop, 1) if d == ax else ("slice", 0, n, 1)
+        for d, n in enumerate(np.shape(out))
+    )
     return getitem(g, spec=spec)
 
 
@@ -678,8 +907,10 @@ def _concatenate_vjps(needed, g, out, *xs, axis):
     for i, x in enumerate(xs):
         stop = start + np.shape(x)[ax]
         if needed[i]:
-            spec = tuple(("slice", start, stop, 1) if d == ax else ("slice", 0, n, 1)
-                         for d, n in enumerate(shape))
+            spec = tuple(
+                ("slice", start, stop, 1) if d == ax else ("slice", 0, n, 1)
+                for d, n in enumerate(shape)
+            )
             results.append(getitem(g, spec=spec))
         else:
             results.append(None)
@@ -688,13 +919,18 @@ def _concatenate_vjps(needed, g, out, *xs, axis):
 
 
 concatenate = primitive(
-    "concatenate", impl=lambda *xs, axis: np.concatenate(xs, axis=axis),
-    shape_rule=_concatenate_rule, kind="shape",
+    "concatenate",
+    impl=lambda *xs, axis: np.concatenate(xs, axis=axis),
+    shape_rule=_concatenate_rule,
+    kind="shape",
     vjps=PerOperand(_concatenate_vjp, batch=_concatenate_vjps),
     jvp=lambda primals, tangents, out, axis: concatenate(
-        *[_or_zeros(t, x) for x, t in zip(primals, tangents)], axis=axis),
-    torch_name="CatBackward0", saves=(),
-    codegen="concatenate")
+        *[_or_zeros(t, x) for x, t in zip(primals, tangents)], axis=axis
+    ),
+    torch_name="CatBackward0",
+    saves=(),
+    codegen="concatenate",
+)
 
 # ------------------------------------------------------------------- matmul
 
@@ -714,8 +950,9 @@ def _matmul_rule(x, y):
     try:
         batch = tuple(np.broadcast_shapes(xb, yb))
     except ValueError:  # name the real operands, not just their batch parts
-        raise op_error("matmul", [x, y], f"batch dimensions {xb} and {yb} cannot be "
-                                         "broadcast together") from None
+        raise op_error(
+            "matmul", [x, y], f"batch dimensions {xb} and {yb} cannot be broadcast together"
+        ) from None
     core = (x.shape[-2],) if x.ndim >= 2 else ()
     core += (y.shape[-1],) if y.ndim >= 2 else ()
     return Aval(batch + core, np.dtype(promote(x, y)))
@@ -755,8 +992,10 @@ def _matmul_vjp_y(g, out, x, y):
         # sum over the batch of x[b]^T g[b] is one GEMM over the stacked rows: one call
         # with a b-times-longer K, where the batched product made b calls and a sum
         rows = int(np.prod(np.shape(x)[:-1]))
-        return matmul(transpose(reshape(x, shape=(rows, np.shape(x)[-1])), axes=(1, 0)),
-                      reshape(g, shape=(rows, np.shape(g)[-1])))
+        return matmul(
+            transpose(reshape(x, shape=(rows, np.shape(x)[-1])), axes=(1, 0)),
+            reshape(g, shape=(rows, np.shape(g)[-1])),
+        )
     x2 = reshape(x, shape=(1,) + np.shape(x)) if np.ndim(x) == 1 else x
     gy = matmul(_swap_last(x2), _as_matrices(g, x, y))  # (..., k, m)
     if np.ndim(y) == 1:
@@ -786,10 +1025,17 @@ def _matmul_jvp(primals, tangents, out):
 
 
 matmul = primitive(
-    "matmul", impl=returns_array(limited(np.matmul)), shape_rule=_matmul_rule, kind="matmul",
-    vjps=(_matmul_vjp_x, _matmul_vjp_y), jvp=_matmul_jvp, torch_name=_matmul_torch_name,
-    saves=(0, 1), save_only_if_needed={0: 1, 1: 0},
-    codegen="matmul")
+    "matmul",
+    impl=returns_array(limited(np.matmul)),
+    shape_rule=_matmul_rule,
+    kind="matmul",
+    vjps=(_matmul_vjp_x, _matmul_vjp_y),
+    jvp=_matmul_jvp,
+    torch_name=_matmul_torch_name,
+    saves=(0, 1),
+    save_only_if_needed={0: 1, 1: 0},
+    codegen="matmul",
+)
 
 
 def _addmm_rule(bias, mat1, mat2):
@@ -800,11 +1046,17 @@ def _addmm_rule(bias, mat1, mat2):
     try:
         np.broadcast_shapes(bias.shape, out.shape)
     except ValueError:
-        raise op_error("addmm", [bias, mat1, mat2],
-                       f"bias of shape {bias.shape} cannot be broadcast to {out.shape}") from None
+        raise op_error(
+            "addmm",
+            [bias, mat1, mat2],
+            f"bias of shape {bias.shape} cannot be broadcast to {out.shape}",
+        ) from None
     if np.broadcast_shapes(bias.shape, out.shape) != out.shape:
-        raise op_error("addmm", [bias, mat1, mat2],
-                       f"bias of shape {bias.shape} cannot be broadcast to {out.shape}")
+        raise op_error(
+            "addmm",
+            [bias, mat1, mat2],
+            f"bias of shape {bias.shape} cannot be broadcast to {out.shape}",
+        )
     return Aval(out.shape, np.dtype(promote(bias, out)))
 
 
@@ -819,13 +1071,23 @@ def _addmm_impl(bias, mat1, mat2):
 
 
 addmm = primitive(  # bias + mat1 @ mat2: nn.Linear's one node, as in PyTorch
-    "addmm", impl=_addmm_impl, shape_rule=_addmm_rule, kind="matmul",
-    vjps=(lambda g, out, bias, mat1, mat2: g,  # the driver sums it to bias's shape
-          lambda g, out, bias, mat1, mat2: matmul(g, transpose(mat2, axes=(1, 0))),
-          lambda g, out, bias, mat1, mat2: matmul(transpose(mat1, axes=(1, 0)), g)),
-    jvp=lambda primals, tangents, out: _plus(tangents[0],
-                                             _matmul_jvp(primals[1:], tangents[1:], out)),
-    torch_name="AddmmBackward0", saves=(1, 2), codegen="addmm")
+    "addmm",
+    impl=_addmm_impl,
+    shape_rule=_addmm_rule,
+    kind="matmul",
+    vjps=(
+        lambda g, out, bias, mat1, mat2: g,  # the driver sums it to bias's shape
+        lambda g, out, bias, mat1, mat2: matmul(g, transpose(mat2, axes=(1, 0))),
+        lambda g, out, bias, mat1, mat2: matmul(transpose(mat1, axes=(1, 0)), g),
+    ),
+    jvp=lambda primals, tangents, out: _plus(
+        tangents[0], _matmul_jvp(primals[1:], tangents[1:], out)
+    ),
+    torch_name="AddmmBackward0",
+    saves=(1, 2),
+    codegen="addmm",
+)
+
 
 # ----------------------------------------------------------------- indexing
 # getitem(x, *index_arrays, spec): `spec` is a static tuple with one entry per
@@ -874,9 +1136,12 @@ def _check_in_range(name, idx, size, axis, operands):
     idx = np.asarray(idx)
     if idx.size and (idx.min() < -size or idx.max() >= size):
         bad = idx[(idx < -size) | (idx >= size)].flat[0]
-        raise op_error(name, [aval_of(o) for o in operands],
-                       f"index {bad} is out of range for axis {axis} with size {size}",
-                       cls=OutOfRangeError)
+        raise op_error(
+            name,
+            [aval_of(o) for o in operands],
+            f"index {bad} is out of range for axis {axis} with size {size}",
+            cls=OutOfRangeError,
+        )
 
 
 def _check_spec_arrays(name, shape, spec, arrays, operands):
@@ -896,12 +1161,17 @@ def _getitem_impl(x, *arrays, spec):
 
 
 getitem = primitive(
-    "getitem", impl=_getitem_impl,
-    shape_rule=_getitem_rule, kind="index",
-    vjps=PerOperand(_getitem_vjp), torch_name=_getitem_torch_name, saves=(),
+    "getitem",
+    impl=_getitem_impl,
+    shape_rule=_getitem_rule,
+    kind="index",
+    vjps=PerOperand(_getitem_vjp),
+    torch_name=_getitem_torch_name,
+    saves=(),
     torch_visible=lambda args: (0,),
     jvp=_linear_jvp("getitem"),
-    codegen="getitem")
+    codegen="getitem",
+)
 
 
 def _index_add_impl(g, *arrays, spec, shape):
@@ -921,8 +1191,11 @@ def _index_add_rule(g, *arrays, spec, shape):
     arrays = [as_aval(a) for a in arrays]
     expected = index_shape("index_add_zeros", Aval(tuple(shape), g.dtype), spec, arrays)
     if tuple(g.shape) != expected:
-        raise op_error("index_add_zeros", [g] + arrays,
-                       f"values have shape {g.shape}, the index selects {expected}")
+        raise op_error(
+            "index_add_zeros",
+            [g] + arrays,
+            f"values have shape {g.shape}, the index selects {expected}",
+        )
     return Aval(tuple(shape), g.dtype)
 
 
@@ -931,10 +1204,19 @@ def _index_add_vjp(i, gg, out, g, *arrays, spec, shape):
 
 
 index_add_zeros = primitive(
-    "index_add_zeros", impl=_index_add_impl, shape_rule=_index_add_rule, kind="index",
-    vjps=PerOperand(_index_add_vjp), jvp=_linear_jvp("index_add_zeros"),
-    torch_name=lambda g, *arrays, spec, shape: "IndexPutBackward0" if arrays else "SliceBackwardBackward0",
-    torch_visible=lambda args: (0,), saves=(), codegen="index_add_zeros")
+    "index_add_zeros",
+    impl=_index_add_impl,
+    shape_rule=_index_add_rule,
+    kind="index",
+    vjps=PerOperand(_index_add_vjp),
+    jvp=_linear_jvp("index_add_zeros"),
+    torch_name=lambda g, *arrays, spec, shape: (
+        "IndexPutBackward0" if arrays else "SliceBackwardBackward0"
+    ),
+    torch_visible=lambda args: (0,),
+    saves=(),
+    codegen="index_add_zeros",
+)
 
 
 def _take_along_axis_rule(x, idx, axis):
@@ -953,19 +1235,29 @@ def _same_batch(x, idx, ax):
     """True when x and idx agree on every dim but `ax` (the common case: no broadcasting)."""
     if type(x) is np.ndarray and type(idx) is np.ndarray:  # same test, without np.shape/issubdtype
         xs, js = x.shape, idx.shape
-        return (len(xs) == len(js) and idx.dtype.kind in "iu"
-                and xs[:ax] == js[:ax] and xs[ax + 1:] == js[ax + 1:])
+        return (
+            len(xs) == len(js)
+            and idx.dtype.kind in "iu"
+            and xs[:ax] == js[:ax]
+            and xs[ax + 1 :] == js[ax + 1 :]
+        )
     xs, js = np.shape(x), np.shape(idx)
-    return (len(xs) == len(js) and np.issubdtype(np.asarray(idx).dtype, np.integer)
-            and xs[:ax] == js[:ax] and xs[ax + 1:] == js[ax + 1:])
+    return (
+        len(xs) == len(js)
+        and np.issubdtype(np.asarray(idx).dtype, np.integer)
+        and xs[:ax] == js[:ax]
+        and xs[ax + 1 :] == js[ax + 1 :]
+    )
 
 
 def _same_batch_index(shape, idx, ax):
     """NumPy's own take/put_along_axis index (as _make_along_axis_idx builds it), for an
     integer ndarray idx already checked by _same_batch: skips NumPy's wrapper checks."""
     ones = (1,) * len(shape)
-    return tuple(idx if d == ax else np.arange(n).reshape(ones[:d] + (-1,) + ones[d + 1:])
-                 for d, n in enumerate(shape))
+    return tuple(
+        idx if d == ax else np.arange(n).reshape(ones[:d] + (-1,) + ones[d + 1 :])
+        for d, n in enumerate(shape)
+    )
 
 
 def _take_along_axis_impl(x, idx, axis):
@@ -978,23 +1270,28 @@ def _take_along_axis_impl(x, idx, axis):
     # broadcast the non-axis dims explicitly, so impl and shape rule agree
     shape, ax = along_axis_shape("take_along_axis", aval_of(x), aval_of(idx), axis)
     _check_in_range("take_along_axis", idx, np.shape(x)[ax], ax, (x, idx))
-    x_shape = shape[:ax] + (np.shape(x)[ax],) + shape[ax + 1:]
+    x_shape = shape[:ax] + (np.shape(x)[ax],) + shape[ax + 1 :]
     return np.take_along_axis(np.broadcast_to(x, x_shape), np.broadcast_to(idx, shape), ax)
 
 
 take_along_axis = primitive(
-    "take_along_axis", impl=_take_along_axis_impl,
-    shape_rule=_take_along_axis_rule, kind="index",
-    vjps=(_take_along_axis_vjp, no_grad), torch_name="GatherBackward0", saves=(1,),
+    "take_along_axis",
+    impl=_take_along_axis_impl,
+    shape_rule=_take_along_axis_rule,
+    kind="index",
+    vjps=(_take_along_axis_vjp, no_grad),
+    torch_name="GatherBackward0",
+    saves=(1,),
     torch_visible=lambda args: (0,),
     jvp=_linear_jvp("take_along_axis"),
-    codegen="take_along_axis")
+    codegen="take_along_axis",
+)
 
 
 def _along_axis_index(idx, axis, shape):
     """The NumPy fancy index that addresses `shape` at idx along `axis`."""
     ax = axis % len(shape)
-    idx = np.broadcast_to(idx, shape[:ax] + (np.shape(idx)[ax],) + shape[ax + 1:])
+    idx = np.broadcast_to(idx, shape[:ax] + (np.shape(idx)[ax],) + shape[ax + 1 :])
     grids = list(np.ogrid[tuple(slice(n) for n in idx.shape)])
     grids[ax] = idx
     return tuple(grids)
@@ -1019,18 +1316,26 @@ def _put_along_axis_add_rule(g, idx, axis, shape):
     g = as_aval(g)
     expected, _ = along_axis_shape("put_along_axis_add", Aval(tuple(shape), g.dtype), idx, axis)
     if tuple(g.shape) != expected:
-        raise op_error("put_along_axis_add", [g, as_aval(idx)],
-                       f"values have shape {g.shape}, expected {expected}")
+        raise op_error(
+            "put_along_axis_add",
+            [g, as_aval(idx)],
+            f"values have shape {g.shape}, expected {expected}",
+        )
     return Aval(tuple(shape), g.dtype)
 
 
 put_along_axis_add = primitive(
-    "put_along_axis_add", impl=_put_along_axis_add_impl, shape_rule=_put_along_axis_add_rule,
+    "put_along_axis_add",
+    impl=_put_along_axis_add_impl,
+    shape_rule=_put_along_axis_add_rule,
     kind="index",
     vjps=(lambda gg, out, g, idx, axis, shape: take_along_axis(gg, idx, axis=axis), no_grad),
     jvp=_linear_jvp("put_along_axis_add"),
-    torch_name="ScatterAddBackward0", saves=(1,), codegen="put_along_axis_add",
-    torch_visible=lambda args: (0,))
+    torch_name="ScatterAddBackward0",
+    saves=(1,),
+    codegen="put_along_axis_add",
+    torch_visible=lambda args: (0,),
+)
 
 # --------------------------------------------------------------- nll_loss
 # -logp[i, target[i]], reduced: PyTorch's one NllLossBackward0 node of cross_entropy.
@@ -1041,14 +1346,22 @@ _NLL_REDUCTIONS = ("mean", "sum", "none")
 def _nll_loss_rule(logp, target, reduction):
     logp, target = as_aval(logp), as_aval(target)
     if reduction not in _NLL_REDUCTIONS:
-        raise op_error("nll_loss", [logp, target], f"reduction must be one of {_NLL_REDUCTIONS}, "
-                                                   f"got {reduction!r}")
+        raise op_error(
+            "nll_loss",
+            [logp, target],
+            f"reduction must be one of {_NLL_REDUCTIONS}, got {reduction!r}",
+        )
     if logp.ndim != 2 or target.ndim != 1 or logp.shape[0] != target.shape[0]:
-        raise op_error("nll_loss", [logp, target], "expects log-probabilities (N, C) and class "
-                                                   "indices (N,)")
+        raise op_error(
+            "nll_loss", [logp, target], "expects log-probabilities (N, C) and class indices (N,)"
+        )
     if logp.dtype.kind != "f" or target.dtype.kind not in "iu":
-        raise op_error("nll_loss", [logp, target], "expects float log-probabilities and integer "
-                                                   "class indices", cls=DTypeError)
+        raise op_error(
+            "nll_loss",
+            [logp, target],
+            "expects float log-probabilities and integer class indices",
+            cls=DTypeError,
+        )
     return Aval((logp.shape[0],) if reduction == "none" else (), logp.dtype)
 
 
@@ -1068,15 +1381,22 @@ def _nll_loss_vjp(g, out, logp, target, reduction):
         per_row = neg(g)
     else:
         per_row = broadcast_to(mul(g, -1.0 / n) if reduction == "mean" else neg(g), shape=(n,))
-    return put_along_axis_add(reshape(per_row, shape=(n, 1)), reshape(target, shape=(n, 1)),
-                              axis=1, shape=(n, c))
+    return put_along_axis_add(
+        reshape(per_row, shape=(n, 1)), reshape(target, shape=(n, 1)), axis=1, shape=(n, c)
+    )
 
 
 nll_loss = primitive(
-    "nll_loss", impl=_nll_loss_impl, shape_rule=_nll_loss_rule, kind="index",
-    vjps=(_nll_loss_vjp, no_grad), torch_name="NllLossBackward0", saves=(1,),
+    "nll_loss",
+    impl=_nll_loss_impl,
+    shape_rule=_nll_loss_rule,
+    kind="index",
+    vjps=(_nll_loss_vjp, no_grad),
+    torch_name="NllLossBackward0",
+    saves=(1,),
     jvp=_linear_jvp("nll_loss"),
-    codegen="nll_loss")
+    codegen="nll_loss",
+)
 
 # ------------------------------------------------- NumPy coverage (issue 13)
 # Primitives only where a composite of the ops above would be wrong or slow:
@@ -1093,17 +1413,47 @@ def _one_minus_x2(x):
     return mul(sub(1, x), add(1, x))
 
 
-log1p = _unary("log1p", np.log1p, lambda g, out, x: div(g, add(x, 1)), "tg_log1p({0})", (0,),
-               torch_name="Log1PBackward0")
-expm1 = _unary("expm1", np.expm1, lambda g, out, x: mul(g, add(out, 1)), "np.expm1({0})",
-               ("out",), torch_name="Expm1Backward0")
+log1p = _unary(
+    "log1p",
+    np.log1p,
+    lambda g, out, x: div(g, add(x, 1)),
+    "tg_log1p({0})",
+    (0,),
+    torch_name="Log1PBackward0",
+)
+expm1 = _unary(
+    "expm1",
+    np.expm1,
+    lambda g, out, x: mul(g, add(out, 1)),
+    "np.expm1({0})",
+    ("out",),
+    torch_name="Expm1Backward0",
+)
 # at |x| = 1 the gradient is +-inf, as in JAX and PyTorch
-arcsin = _unary("arcsin", np.arcsin, lambda g, out, x: div(g, sqrt(_one_minus_x2(x))),
-                "np.arcsin({0})", (0,), torch_name="AsinBackward0")
-arccos = _unary("arccos", np.arccos, lambda g, out, x: neg(div(g, sqrt(_one_minus_x2(x)))),
-                "np.arccos({0})", (0,), torch_name="AcosBackward0")
-arctan = _unary("arctan", np.arctan, lambda g, out, x: div(g, add(1, mul(x, x))),
-                "np.arctan({0})", (0,), torch_name="AtanBackward0")
+arcsin = _unary(
+    "arcsin",
+    np.arcsin,
+    lambda g, out, x: div(g, sqrt(_one_minus_x2(x))),
+    "np.arcsin({0})",
+    (0,),
+    torch_name="AsinBackward0",
+)
+arccos = _unary(
+    "arccos",
+    np.arccos,
+    lambda g, out, x: neg(div(g, sqrt(_one_minus_x2(x)))),
+    "np.arccos({0})",
+    (0,),
+    torch_name="AcosBackward0",
+)
+arctan = _unary(
+    "arctan",
+    np.arctan,
+    lambda g, out, x: div(g, add(1, mul(x, x))),
+    "np.arctan({0})",
+    (0,),
+    torch_name="AtanBackward0",
+)
 # floor's gradient is zero almost everywhere (PyTorch's FloorBackward0 gives zeros)
 floor = _unary("floor", np.floor, lambda g, out, x: full_like(g, value=0), "np.floor({0})", ())
 
@@ -1113,17 +1463,26 @@ def _atan2_denominator(y, x):
 
 
 arctan2 = primitive(  # arctan2(y, x); at (0, 0) both gradients are nan, as in JAX
-    "arctan2", impl=returns_array(lambda y, x: np.arctan2(*_float_pair(y, x))),
-    shape_rule=elementwise_rule("arctan2", float_only=True), kind="elementwise",
-    vjps=(lambda g, out, y, x: mul(g, div(x, _atan2_denominator(y, x))),
-          lambda g, out, y, x: neg(mul(g, div(y, _atan2_denominator(y, x))))),
-    torch_name="Atan2Backward0", saves=(0, 1), codegen="np.arctan2({0}, {1})")
+    "arctan2",
+    impl=returns_array(lambda y, x: np.arctan2(*_float_pair(y, x))),
+    shape_rule=elementwise_rule("arctan2", float_only=True),
+    kind="elementwise",
+    vjps=(
+        lambda g, out, y, x: mul(g, div(x, _atan2_denominator(y, x))),
+        lambda g, out, y, x: neg(mul(g, div(y, _atan2_denominator(y, x)))),
+    ),
+    torch_name="Atan2Backward0",
+    saves=(0, 1),
+    codegen="np.arctan2({0}, {1})",
+)
 
 
 def _float_pair(a, b):
     """Int/bool array operands of a float-only binary function, as float64."""
+
     def conv(v):
         return v.astype(np.float64) if type(v) is np.ndarray and v.dtype.kind in "biu" else v
+
     return conv(a), conv(b)
 
 
@@ -1137,10 +1496,15 @@ def _remainder_vjp_y(g, out, x, y):
 
 
 remainder = primitive(  # x % y with the sign of y (NumPy's and Python's %)
-    "remainder", impl=returns_array(np.remainder),
-    shape_rule=elementwise_rule("remainder", no_bool=True), kind="elementwise",
+    "remainder",
+    impl=returns_array(np.remainder),
+    shape_rule=elementwise_rule("remainder", no_bool=True),
+    kind="elementwise",
     vjps=(lambda g, out, x, y: None if is_static_scalar(x) else g, _remainder_vjp_y),
-    torch_name="RemainderBackward0", saves=(0, 1), codegen="np.remainder({0}, {1})")
+    torch_name="RemainderBackward0",
+    saves=(0, 1),
+    codegen="np.remainder({0}, {1})",
+)
 
 
 def _scan_rule(name, float_only=False):
@@ -1148,10 +1512,12 @@ def _scan_rule(name, float_only=False):
         x = as_aval(x)
         normalize_axes(name, x, axis)
         if float_only and not np.issubdtype(x.dtype, np.floating):
-            raise op_error(name, [x], f"expected a floating-point operand, got {x.dtype}",
-                           cls=DTypeError)
+            raise op_error(
+                name, [x], f"expected a floating-point operand, got {x.dtype}", cls=DTypeError
+            )
         dtype = x.dtype if x.dtype.kind in "fc" else np.dtype(np.cumsum(np.ones(1, x.dtype)).dtype)
         return Aval(tuple(x.shape), np.dtype(dtype))
+
     return rule
 
 
@@ -1169,10 +1535,16 @@ def _cumsum_impl(x, axis, reverse=False):
 
 
 cumsum = primitive(  # running sum along one axis (from the end when reverse)
-    "cumsum", impl=_cumsum_impl, shape_rule=_scan_rule("cumsum"), kind="other",
+    "cumsum",
+    impl=_cumsum_impl,
+    shape_rule=_scan_rule("cumsum"),
+    kind="other",
     vjps=(lambda g, out, x, axis, reverse=False: cumsum(g, axis=axis, reverse=not reverse),),
     jvp=_linear_jvp("cumsum"),
-    torch_name="CumsumBackward0", saves=(), codegen="cumsum")
+    torch_name="CumsumBackward0",
+    saves=(),
+    codegen="cumsum",
+)
 
 
 def _linrec_rule(a, b, axis, reverse=False):
@@ -1211,8 +1583,11 @@ def _shift(v, axis, toward_end):
     n = shape[ax]
 
     def spec(start, stop):
-        return tuple(("slice", start, stop, 1) if d == ax else ("slice", 0, m, 1)
-                     for d, m in enumerate(shape))
+        return tuple(
+            ("slice", start, stop, 1) if d == ax else ("slice", 0, m, 1)
+            for d, m in enumerate(shape)
+        )
+
     if n <= 1:
         return full_like(v, value=0)
     if toward_end:  # out[t] = v[t - 1], out[0] = 0
@@ -1241,10 +1616,16 @@ def _linrec_jvp(primals, tangents, out, axis, reverse=False):
 
 
 linrec = primitive(  # h_t = a_t * h_{t-1} + b_t along `axis`, h_{-1} = 0 (from the end if reverse)
-    "linrec", impl=_linrec_impl, shape_rule=_linrec_rule, kind="other",
-    vjps=(_linrec_vjp_a, _linrec_vjp_b), jvp=_linrec_jvp, torch_name="LinrecBackward0",
+    "linrec",
+    impl=_linrec_impl,
+    shape_rule=_linrec_rule,
+    kind="other",
+    vjps=(_linrec_vjp_a, _linrec_vjp_b),
+    jvp=_linrec_jvp,
+    torch_name="LinrecBackward0",
     saves=(0, "out"),
-    codegen="linrec")
+    codegen="linrec",
+)
 
 
 def _argsort_rule(x, axis):
@@ -1254,10 +1635,16 @@ def _argsort_rule(x, axis):
 
 
 argsort = primitive(  # stable, NaNs last (NumPy's order); sort is take_along_axis of it
-    "argsort", impl=lambda x, axis: np.asarray(np.argsort(x, axis=axis, kind="stable"),
-                                               dtype=np.int64),
-    shape_rule=_argsort_rule, kind="other", nondiff=True, vjps=(no_grad,), torch_name=None,
-    saves=(), codegen="argsort")
+    "argsort",
+    impl=lambda x, axis: np.asarray(np.argsort(x, axis=axis, kind="stable"), dtype=np.int64),
+    shape_rule=_argsort_rule,
+    kind="other",
+    nondiff=True,
+    vjps=(no_grad,),
+    torch_name=None,
+    saves=(),
+    codegen="argsort",
+)
 
 # ------------------------------------------- ops that PyTorch's eager surface needs
 # (torch.erf / nn.GELU, clamp with tensor bounds, linalg.vector_norm, diagonal).
@@ -1266,13 +1653,20 @@ argsort = primitive(  # stable, NaNs last (NumPy's order); sort is take_along_ax
 
 def _erf_impl(x):
     from scipy.special import erf as _scipy_erf
+
     return np.asarray(_scipy_erf(x))
 
 
 erf = primitive(
-    "erf", impl=_erf_impl, shape_rule=elementwise_rule("erf", float_only=True), kind="other",
+    "erf",
+    impl=_erf_impl,
+    shape_rule=elementwise_rule("erf", float_only=True),
+    kind="other",
     vjps=(lambda g, out, x: mul(g, mul(exp(neg(mul(x, x))), 2.0 / math.sqrt(math.pi))),),
-    torch_name="ErfBackward0", saves=(0,), codegen="numpy")
+    torch_name="ErfBackward0",
+    saves=(0,),
+    codegen="numpy",
+)
 
 
 def _clamp_impl(x, lo, hi, has_lo, has_hi):
@@ -1316,9 +1710,15 @@ def _clamp_vjp_max(g, out, x, lo, hi, has_lo, has_hi):
 
 
 clamp_tensor = primitive(
-    "clamp_tensor", impl=_clamp_impl, shape_rule=_clamp_rule, kind="other",
-    vjps=(_clamp_vjp_self, _clamp_vjp_min, _clamp_vjp_max), torch_name="ClampBackward0",
-    saves=(0, 1, 2), codegen="numpy")
+    "clamp_tensor",
+    impl=_clamp_impl,
+    shape_rule=_clamp_rule,
+    kind="other",
+    vjps=(_clamp_vjp_self, _clamp_vjp_min, _clamp_vjp_max),
+    torch_name="ClampBackward0",
+    saves=(0, 1, 2),
+    codegen="numpy",
+)
 
 
 def _vector_norm_impl(x, ord, axis, keepdims):
@@ -1334,14 +1734,17 @@ def _vector_norm_impl(x, ord, axis, keepdims):
     elif ord == 2:
         out = np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdims))
     else:
-        out = np.sum(a ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+        out = np.sum(a**ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
     return np.asarray(out, dtype=x.dtype)
 
 
 def _vector_norm_rule(x, ord, axis, keepdims):
     x = as_aval(x)
-    shape = kept_shape(tuple(x.shape), axis) if keepdims else tuple(
-        n for k, n in enumerate(x.shape) if axis is not None and k not in axis)
+    shape = (
+        kept_shape(tuple(x.shape), axis)
+        if keepdims
+        else tuple(n for k, n in enumerate(x.shape) if axis is not None and k not in axis)
+    )
     return Aval(shape, x.dtype)
 
 
@@ -1364,9 +1767,15 @@ def _vector_norm_vjp(g, out, x, ord, axis, keepdims):
 
 
 vector_norm = primitive(
-    "vector_norm", impl=_vector_norm_impl, shape_rule=_vector_norm_rule, kind="other",
-    vjps=(_vector_norm_vjp,), torch_name="LinalgVectorNormBackward0", saves=(0, "out"),
-    codegen="numpy")
+    "vector_norm",
+    impl=_vector_norm_impl,
+    shape_rule=_vector_norm_rule,
+    kind="other",
+    vjps=(_vector_norm_vjp,),
+    torch_name="LinalgVectorNormBackward0",
+    saves=(0, "out"),
+    codegen="numpy",
+)
 
 
 def diagonal_view(x: np.ndarray, offset: int, axis1: int, axis2: int) -> np.ndarray:
@@ -1384,8 +1793,9 @@ def diagonal_view(x: np.ndarray, offset: int, axis1: int, axis2: int) -> np.ndar
         idx[axis1] = slice(-offset, None)
     start = x[tuple(idx)]  # a view whose first element is the diagonal's first
     strides = tuple(x.strides[k] for k in rest) + (x.strides[axis1] + x.strides[axis2],)
-    return np.lib.stride_tricks.as_strided(start, shape=shape, strides=strides,
-                                           writeable=bool(x.flags.writeable))
+    return np.lib.stride_tricks.as_strided(
+        start, shape=shape, strides=strides, writeable=bool(x.flags.writeable)
+    )
 
 
 def _diag_scatter_impl(g, offset, axis1, axis2, shape):
@@ -1400,20 +1810,34 @@ def _diagonal_rule(x, offset, axis1, axis2):
 
 
 diagonal = primitive(
-    "diagonal", impl=lambda x, offset, axis1, axis2: diagonal_view(np.asarray(x), offset,
-                                                                  axis1, axis2),
-    shape_rule=_diagonal_rule, kind="shape",  # eager: a view of its operand
-    vjps=(lambda g, out, x, offset, axis1, axis2: diagonal_scatter_zeros(
-        g, offset=offset, axis1=axis1, axis2=axis2, shape=tuple(np.shape(x))),),
-    torch_name="DiagonalBackward0", saves=(), codegen="numpy")
+    "diagonal",
+    impl=lambda x, offset, axis1, axis2: diagonal_view(np.asarray(x), offset, axis1, axis2),
+    shape_rule=_diagonal_rule,
+    kind="shape",  # eager: a view of its operand
+    vjps=(
+        lambda g, out, x, offset, axis1, axis2: diagonal_scatter_zeros(
+            g, offset=offset, axis1=axis1, axis2=axis2, shape=tuple(np.shape(x))
+        ),
+    ),
+    torch_name="DiagonalBackward0",
+    saves=(),
+    codegen="numpy",
+)
 
 diagonal_scatter_zeros = primitive(
-    "diagonal_scatter_zeros", impl=_diag_scatter_impl,
+    "diagonal_scatter_zeros",
+    impl=_diag_scatter_impl,
     shape_rule=lambda g, offset, axis1, axis2, shape: Aval(tuple(shape), as_aval(g).dtype),
     kind="other",
-    vjps=(lambda gg, out, g, offset, axis1, axis2, shape: diagonal(
-        gg, offset=offset, axis1=axis1, axis2=axis2),),
-    torch_name="DiagonalBackwardBackward0", saves=(), codegen="numpy")
+    vjps=(
+        lambda gg, out, g, offset, axis1, axis2, shape: diagonal(
+            gg, offset=offset, axis1=axis1, axis2=axis2
+        ),
+    ),
+    torch_name="DiagonalBackwardBackward0",
+    saves=(),
+    codegen="numpy",
+)
 
 
 # ------------------------------------------------------------ the AD drivers' helper
@@ -1429,7 +1853,8 @@ def sum_to_shape(g, shape):
         return broadcast_to(g, shape=shape)
     lead = len(gshape) - len(shape)
     axes = tuple(range(lead)) + tuple(
-        i + lead for i, d in enumerate(shape) if d == 1 and gshape[i + lead] != 1)
+        i + lead for i, d in enumerate(shape) if d == 1 and gshape[i + lead] != 1
+    )
     if type(g) is np.ndarray:  # eager backward on arrays: NumPy directly, same result
         return np.add.reduce(g, axis=axes).reshape(shape) if axes else g.reshape(shape)
     if axes:
@@ -1437,6 +1862,7 @@ def sum_to_shape(g, shape):
     if (g.shape if type(g) is np.ndarray else tuple(np.shape(g))) != shape:
         g = reshape(g, shape=shape)
     return g
+
 
 # cholesky, triangular_solve, solve, inv, det, slogdet live in linalg.py (issue 14)
 from tracegrad.ops import linalg as _linalg  # noqa: E402,F401

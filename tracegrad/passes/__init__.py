@@ -16,11 +16,12 @@ Every pass returns a new graph; the input graph is never modified.
     >>> [n.op for n in optimize(g).nodes]
     ['input']
 """
+
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from tracegrad.ir.graph import Graph
 from tracegrad.passes.cse import cse, cse_counted
@@ -30,9 +31,21 @@ from tracegrad.passes.loops import optimize_bodies_counted, share_scan_residuals
 from tracegrad.passes.rewrite import copy_graph, rewrite_graph
 from tracegrad.passes.simplify import RULES, Rule, describe_rules, simplify, simplify_counted
 
-__all__ = ["optimize", "optimize_with_stats", "OptimizeStats", "RewriteLimitWarning",
-           "dce", "cse", "fold", "simplify", "Rule", "RULES", "describe_rules", "rewrite_graph",
-           "copy_graph"]
+__all__ = [
+    "optimize",
+    "optimize_with_stats",
+    "OptimizeStats",
+    "RewriteLimitWarning",
+    "dce",
+    "cse",
+    "fold",
+    "simplify",
+    "Rule",
+    "RULES",
+    "describe_rules",
+    "rewrite_graph",
+    "copy_graph",
+]
 
 MAX_ROUNDS = 50
 
@@ -50,19 +63,29 @@ class OptimizeStats:
     changes: dict[str, int] = field(default_factory=dict)  # pass name -> total changes
 
 
-def optimize(graph: Graph, *, rules: "list[Rule] | None" = None, max_rounds: int = MAX_ROUNDS,
-             max_fold_elements: int = MAX_FOLD_ELEMENTS) -> Graph:
+def optimize(
+    graph: Graph,
+    *,
+    rules: list[Rule] | None = None,
+    max_rounds: int = MAX_ROUNDS,
+    max_fold_elements: int = MAX_FOLD_ELEMENTS,
+) -> Graph:
     """A simplified copy of `graph`: same inputs (in order), same number of outputs.
 
     Outputs may be re-pointed to equivalent nodes (even to an input or a const).
     """
-    return optimize_with_stats(graph, rules=rules, max_rounds=max_rounds,
-                               max_fold_elements=max_fold_elements)[0]
+    return optimize_with_stats(
+        graph, rules=rules, max_rounds=max_rounds, max_fold_elements=max_fold_elements
+    )[0]
 
 
-def optimize_with_stats(graph: Graph, *, rules: "list[Rule] | None" = None,
-                        max_rounds: int = MAX_ROUNDS,
-                        max_fold_elements: int = MAX_FOLD_ELEMENTS) -> tuple[Graph, OptimizeStats]:
+def optimize_with_stats(
+    graph: Graph,
+    *,
+    rules: list[Rule] | None = None,
+    max_rounds: int = MAX_ROUNDS,
+    max_fold_elements: int = MAX_FOLD_ELEMENTS,
+) -> tuple[Graph, OptimizeStats]:
     """`optimize`, also saying how many rounds ran and what each pass changed."""
     passes: list[tuple[str, CountedPass]] = [
         ("fold", lambda g: fold_counted(g, max_fold_elements)),
@@ -84,7 +107,10 @@ def optimize_with_stats(graph: Graph, *, rules: "list[Rule] | None" = None,
         if round_changes == 0:
             stats.reached_fixpoint = True
             return current, stats
-    warnings.warn(f"optimize({graph.name}): no fixpoint after {max_rounds} rounds "
-                  f"(changes per pass: {stats.changes}); returning the graph as it is",
-                  RewriteLimitWarning, stacklevel=2)
+    warnings.warn(
+        f"optimize({graph.name}): no fixpoint after {max_rounds} rounds "
+        f"(changes per pass: {stats.changes}); returning the graph as it is",
+        RewriteLimitWarning,
+        stacklevel=2,
+    )
     return current, stats

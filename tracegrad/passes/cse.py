@@ -18,6 +18,7 @@ merge.
     >>> h.outputs[0].inputs[0] is h.outputs[0].inputs[1]
     True
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -12,6 +12,7 @@ Input nodes always stay, so the graph keeps its signature.
     >>> [n.op for n in dce(g).nodes]
     ['input', 'exp']
 """
+
 from __future__ import annotations
 
 from tracegrad.ir.clone import needed_ids

@@ -20,6 +20,7 @@ put in that canonical `broadcast_to(scalar)` form.
     >>> fold(g).outputs[0].attrs["value"]
     array(4., dtype=float32)
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -111,7 +112,7 @@ def evaluate(node: Node, operands: list[np.ndarray]) -> np.ndarray:
         with np.errstate(all="ignore"):
             value = np.asarray(REGISTRY[node.op].impl(*operands, **node.attrs))
         return value.astype(node.dtype, copy=False)
-    except Exception as exc:  # noqa: BLE001 - folding is optional, never fatal
+    except Exception as exc:
         raise RewriteAbort(f"cannot fold {node.op}: {exc}") from None
 
 

@@ -30,12 +30,14 @@ the code generator; the others stay scalar temporaries.
     >>> [n.group for n in fuse_elementwise(g).nodes]
     [None, 0, 0]
 """
+
 from __future__ import annotations
 
 from tracegrad.ir.graph import Graph, Node
 
-VIEW_OPS = frozenset({"reshape", "broadcast_to", "transpose", "expand_dims", "squeeze",
-                      "permute", "view"})
+VIEW_OPS = frozenset(
+    {"reshape", "broadcast_to", "transpose", "expand_dims", "squeeze", "permute", "view"}
+)
 FUSIBLE_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "prod", "amax", "amin"})
 
 
@@ -50,6 +52,7 @@ def op_kind(node: Node) -> str:
     if node.op in ("input", "const"):
         return node.op
     from tracegrad.ops.core import REGISTRY
+
     prim = REGISTRY.get(node.op)
     return prim.kind if prim is not None else "other"
 
@@ -58,6 +61,7 @@ def is_elementwise(node: Node) -> bool:
     if op_kind(node) != "elementwise":
         return False
     from tracegrad.ops.core import REGISTRY
+
     cg = REGISTRY[node.op].codegen
     return isinstance(cg, str) or callable(cg)  # callable: cg(**attrs) -> template
 
@@ -71,8 +75,17 @@ def copy_graph(graph: Graph) -> Graph:
     new = Graph(name=graph.name)
     mapping: dict[int, Node] = {}
     for n in graph.nodes:
-        c = Node(n.id, n.op, tuple(mapping[i.id] for i in n.inputs), dict(n.attrs), n.shape,
-                 n.dtype, n.source, n.tag, n.group)
+        c = Node(
+            n.id,
+            n.op,
+            tuple(mapping[i.id] for i in n.inputs),
+            dict(n.attrs),
+            n.shape,
+            n.dtype,
+            n.source,
+            n.tag,
+            n.group,
+        )
         mapping[n.id] = c
         new.nodes.append(c)
     new.inputs = [mapping[n.id] for n in graph.inputs]
@@ -90,6 +103,7 @@ def node_cost(node: Node) -> int:
     if is_fusible_reduction(node):
         return 1
     from tracegrad.ops.core import REGISTRY
+
     cg = REGISTRY[node.op].codegen
     template = cg if isinstance(cg, str) else ""
     return 8 if any(m in template for m in _MATH) else 1
@@ -219,6 +233,7 @@ def concat_tiled_scatters(graph: Graph) -> Graph:
     """
     from tracegrad.passes.dce import dce
     from tracegrad.passes.rewrite import rewrite_graph
+
     if not any(n.op == "index_add_zeros" for n in graph.nodes):
         return graph
     users = graph.users()
@@ -228,8 +243,13 @@ def concat_tiled_scatters(graph: Graph) -> Graph:
         out, stack = [], list(reversed(root.inputs))
         while stack:
             n = stack.pop()
-            interior = (n.op == "add" and n.id not in outputs and len(users.get(n.id, ())) == 1
-                        and n.shape == root.shape and n.dtype == root.dtype)
+            interior = (
+                n.op == "add"
+                and n.id not in outputs
+                and len(users.get(n.id, ())) == 1
+                and n.shape == root.shape
+                and n.dtype == root.dtype
+            )
             if interior:
                 stack.extend(reversed(n.inputs))
             else:
@@ -242,15 +262,14 @@ def concat_tiled_scatters(graph: Graph) -> Graph:
         shape = tuple(node.shape)
         pieces = leaves(node)
         cuts = [_tile_along(p, shape) for p in pieces]
-        if len(pieces) < 2 or any(c is None or p.dtype != node.dtype
-                                  for c, p in zip(cuts, pieces)):
+        if len(pieces) < 2 or any(c is None or p.dtype != node.dtype for c, p in zip(cuts, pieces)):
             return None
         axis = cuts[0][0]
         order = sorted(range(len(pieces)), key=lambda i: cuts[i][1])
         edge = 0
         for i in order:
             if cuts[i][0] != axis or cuts[i][1] != edge:
-                return None   # another axis, a gap or an overlap
+                return None  # another axis, a gap or an overlap
             edge = cuts[i][2]
         if edge != shape[axis]:
             return None

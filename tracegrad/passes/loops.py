@@ -7,6 +7,7 @@ replaced by a slice of it: the forward runs once.
 
     scan(B, ops)  and  scan(history(B), ops)   ->   h = scan(history(B), ops); h[:n]
 """
+
 from __future__ import annotations
 
 from tracegrad.ir.graph import Graph, Node
@@ -16,12 +17,19 @@ from tracegrad.passes.rewrite import copy_graph
 
 def _loop_key(node: Node, body: Graph) -> tuple:
     a = node.attrs
-    return (id(body), tuple(i.id for i in node.inputs), a["length"], a["reverse"],
-            a["n_carry"], a["n_xs"])
+    return (
+        id(body),
+        tuple(i.id for i in node.inputs),
+        a["length"],
+        a["reverse"],
+        a["n_carry"],
+        a["n_xs"],
+    )
 
 
 def share_scan_residuals_counted(graph: Graph) -> tuple[Graph, int]:
     from tracegrad.loops.primitives import history_base
+
     histories = {}
     for node in graph.nodes:
         if node.op == "scan":
@@ -30,8 +38,9 @@ def share_scan_residuals_counted(graph: Graph) -> tuple[Graph, int]:
                 histories.setdefault(_loop_key(node, base), node)
     if not histories:
         return graph, 0
-    forward = [n for n in graph.nodes if n.op == "scan"
-               and _loop_key(n, n.attrs["body"]) in histories]
+    forward = [
+        n for n in graph.nodes if n.op == "scan" and _loop_key(n, n.attrs["body"]) in histories
+    ]
     if not forward:
         return graph, 0
     graph = copy_graph(graph)
@@ -45,8 +54,16 @@ def share_scan_residuals_counted(graph: Graph) -> tuple[Graph, int]:
         at = graph.nodes.index(s1)
         graph.nodes.insert(at, s2)  # its operands are s1's: defined before s1
         s2.tag = s1.tag
-        part = Node(graph._next_id, "getitem", (s2,), {"spec": (("slice", 0, size, 1),)},
-                    (size,), s1.dtype, s1.source, s1.tag)
+        part = Node(
+            graph._next_id,
+            "getitem",
+            (s2,),
+            {"spec": (("slice", 0, size, 1),)},
+            (size,),
+            s1.dtype,
+            s1.source,
+            s1.tag,
+        )
         graph._next_id += 1
         graph.nodes[graph.nodes.index(s1)] = part
         replaced[s1.id] = part
@@ -68,9 +85,9 @@ its reverse mode and the generated code keep the size of one step:
         ->  packed = scan[body: h -> tanh(h*w+b)](h0, w, b); h100 = packed[...]
 """
 
-MIN_STEPS = 16        # shorter chains stay unrolled (faster per call, cheap to compile)
-MAX_PERIOD = 64       # nodes in one step
-_MIN_NODES = 48       # and at least this many nodes in the chain
+MIN_STEPS = 16  # shorter chains stay unrolled (faster per call, cheap to compile)
+MAX_PERIOD = 64  # nodes in one step
+_MIN_NODES = 48  # and at least this many nodes in the chain
 
 
 def reroll_loops(graph: Graph, min_steps: int | None = None) -> Graph:
@@ -87,6 +104,7 @@ def reroll_loops(graph: Graph, min_steps: int | None = None) -> Graph:
 
 def _signature(node: Node, cache: dict) -> int:
     from tracegrad.ir.graph import attrs_key
+
     try:
         key = (node.op, attrs_key(node.attrs), node.shape, node.dtype.str)
         hash(key)
@@ -130,8 +148,8 @@ def _plan(seq: list[Node], start: int, p: int, count: int):
     what the scan needs, or None."""
     pos = {n.id: k for k, n in enumerate(seq)}
     end = start + p * count
-    classes: dict[tuple[int, int], tuple] = {}   # (j, q) -> class for steps >= 1
-    first: dict[tuple[int, int], tuple] = {}     # (j, q) -> class in step 0
+    classes: dict[tuple[int, int], tuple] = {}  # (j, q) -> class for steps >= 1
+    first: dict[tuple[int, int], tuple] = {}  # (j, q) -> class in step 0
     for k in range(count):
         for j in range(p):
             node = seq[start + k * p + j]
@@ -150,8 +168,8 @@ def _plan(seq: list[Node], start: int, p: int, count: int):
                 if k == 0:
                     first[j, q] = cls
                 elif classes.setdefault((j, q), cls) != cls and not (
-                        cls[0] == "ext" and classes[j, q][0] == "ext"
-                        and cls[1] is classes[j, q][1]):
+                    cls[0] == "ext" and classes[j, q][0] == "ext" and cls[1] is classes[j, q][1]
+                ):
                     return None
     init: dict[int, Node] = {}
     for (j, q), cls in classes.items():
@@ -170,9 +188,11 @@ def _plan(seq: list[Node], start: int, p: int, count: int):
     return seq[start:end], p, count, classes, init, run_ids
 
 
-def _rebuild_with_scan(graph: Graph, run: list[Node], p: int, count: int, classes: dict,
-                       init: dict, run_ids: set) -> Graph:
+def _rebuild_with_scan(
+    graph: Graph, run: list[Node], p: int, count: int, classes: dict, init: dict, run_ids: set
+) -> Graph:
     from tracegrad.loops.primitives import _scan_avals, packed_layout
+
     carries = sorted(init)
     step0 = run[:p]
     externals: list[Node] = []
@@ -227,14 +247,31 @@ def _rebuild_with_scan(graph: Graph, run: list[Node], p: int, count: int, classe
     parts: dict = {}
 
     def node_copy(n: Node) -> Node:
-        m = Node(n.id, n.op, tuple(value_of(i) for i in n.inputs), dict(n.attrs), n.shape,
-                 n.dtype, n.source, n.tag, n.group)
+        m = Node(
+            n.id,
+            n.op,
+            tuple(value_of(i) for i in n.inputs),
+            dict(n.attrs),
+            n.shape,
+            n.dtype,
+            n.source,
+            n.tag,
+            n.group,
+        )
         new.nodes.append(m)
         return m
 
     def emit(op, ins, attrs, shape, dtype, like: Node) -> Node:
-        m = Node(new._next_id, op, tuple(ins), attrs, tuple(shape), np_dtype(dtype), like.source,
-                 like.tag)
+        m = Node(
+            new._next_id,
+            op,
+            tuple(ins),
+            attrs,
+            tuple(shape),
+            np_dtype(dtype),
+            like.source,
+            like.tag,
+        )
         new._next_id += 1
         new.nodes.append(m)
         return m
@@ -242,8 +279,14 @@ def _rebuild_with_scan(graph: Graph, run: list[Node], p: int, count: int, classe
     def part(slot: int) -> Node:
         if slot not in parts:
             off, size, shape, dt = layout[slot]
-            piece = emit("getitem", (scan_node,), {"spec": (("slice", off, off + size, 1),)},
-                         (size,), packed_dtype, run[0])
+            piece = emit(
+                "getitem",
+                (scan_node,),
+                {"spec": (("slice", off, off + size, 1),)},
+                (size,),
+                packed_dtype,
+                run[0],
+            )
             piece = emit("reshape", (piece,), {"shape": shape}, shape, packed_dtype, run[0])
             if np_dtype(dt) != packed_dtype:
                 piece = emit("astype", (piece,), {"dtype": np_dtype(dt).name}, shape, dt, run[0])
@@ -273,10 +316,20 @@ def _rebuild_with_scan(graph: Graph, run: list[Node], p: int, count: int, classe
                 avals = _scan_avals(body, count, len(carries))
                 packed_dtype, layout = packed_layout(avals)
                 total = sum(s[1] for s in layout)
-                scan_node = emit("scan", operands,
-                                 {"body": body, "length": count, "reverse": False,
-                                  "n_carry": len(carries), "n_xs": 0},
-                                 (total,), packed_dtype, run[0])
+                scan_node = emit(
+                    "scan",
+                    operands,
+                    {
+                        "body": body,
+                        "length": count,
+                        "reverse": False,
+                        "n_carry": len(carries),
+                        "n_xs": 0,
+                    },
+                    (total,),
+                    packed_dtype,
+                    run[0],
+                )
             continue
         if n.id in mapped:  # a const copied early (see above)
             continue
@@ -296,17 +349,18 @@ def _rebuild_with_scan(graph: Graph, run: list[Node], p: int, count: int, classe
 
 def np_dtype(dtype):
     import numpy as np
+
     return np.dtype(dtype)
 
 
 # -------------------------------------------------------- passes inside bodies
 
 
-
 def optimize_bodies_counted(graph: Graph) -> tuple[Graph, int]:
     """Run the simplification passes inside the sub-graphs of loops and branches
     (each keeps its inputs and its number of outputs). Counts bodies that shrank."""
     from tracegrad.passes import optimize
+
     changed = 0
     replacements: dict[int, dict] = {}
     for node in graph.nodes:
@@ -322,6 +376,7 @@ def optimize_bodies_counted(graph: Graph) -> tuple[Graph, int]:
     if not replacements:
         return graph, 0
     from tracegrad.loops.primitives import inherit_history
+
     graph = copy_graph(graph)
     for node in graph.nodes:
         if node.id in replacements:
@@ -330,4 +385,3 @@ def optimize_bodies_counted(graph: Graph) -> tuple[Graph, int]:
             node.attrs = {**node.attrs, **replacements[node.id]}
             changed += 1
     return graph, changed
-

@@ -20,10 +20,11 @@ an existing node of the new graph, or one made with `builder.emit(...)` /
     >>> changes, h.outputs[0] is h.inputs[0]
     (1, True)
 """
+
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -49,8 +50,16 @@ class Builder:
         self.pending: list[Node] = []
 
     def _make(self, op: str, inputs: tuple[Node, ...], attrs: dict, aval: Aval) -> Node:
-        node = Node(self.graph._next_id, op, tuple(inputs), dict(attrs), tuple(aval.shape),
-                    np.dtype(aval.dtype), self.replacing.source, self.replacing.tag)
+        node = Node(
+            self.graph._next_id,
+            op,
+            tuple(inputs),
+            dict(attrs),
+            tuple(aval.shape),
+            np.dtype(aval.dtype),
+            self.replacing.source,
+            self.replacing.tag,
+        )
         self.graph._next_id += 1
         self.pending.append(node)
         return node
@@ -65,7 +74,7 @@ class Builder:
             raise RewriteAbort(f"no primitive {op!r}")
         try:
             aval = prim.shape_rule(*[i.aval for i in inputs], **attrs)
-        except Exception as exc:  # noqa: BLE001 - any refusal means "no rewrite"
+        except Exception as exc:
             raise RewriteAbort(f"{op}: {exc}") from None
         return self._make(op, inputs, attrs, aval)
 
@@ -92,6 +101,7 @@ class Builder:
             return self.const(x.attrs["value"].astype(dtype), dtype)
         return self.emit("astype", x, dtype=np.dtype(dtype).name)
 
+
 RewriteFn = Callable[[Node, Builder], "Node | None"]
 
 
@@ -106,8 +116,17 @@ def rewrite_graph(graph: Graph, rewrite_node: RewriteFn) -> tuple[Graph, int]:
     env: dict[int, Node] = {}
     changes = 0
     for old in graph.nodes:
-        node = Node(old.id, old.op, tuple(env[i.id] for i in old.inputs), dict(old.attrs),
-                    old.shape, old.dtype, old.source, old.tag, old.group)
+        node = Node(
+            old.id,
+            old.op,
+            tuple(env[i.id] for i in old.inputs),
+            dict(old.attrs),
+            old.shape,
+            old.dtype,
+            old.source,
+            old.tag,
+            old.group,
+        )
         replacement = None
         if old.op != "input":
             builder = Builder(new, node)
@@ -122,7 +141,8 @@ def rewrite_graph(graph: Graph, rewrite_node: RewriteFn) -> tuple[Graph, int]:
         if replacement.shape != node.shape or replacement.dtype != node.dtype:
             raise AssertionError(
                 f"rewrite of {node.name} = {node.op} ({node.type_str()}) produced "
-                f"{replacement.op} of type {replacement.type_str()}: a rule broke shape/dtype")
+                f"{replacement.op} of type {replacement.type_str()}: a rule broke shape/dtype"
+            )
         new.nodes.extend(builder.pending)
         env[old.id] = replacement
         changes += 1
@@ -132,6 +152,7 @@ def rewrite_graph(graph: Graph, rewrite_node: RewriteFn) -> tuple[Graph, int]:
 
 
 # ---------------------------------------------------------- value queries
+
 
 def const_value(node: Node) -> np.ndarray | None:
     """The constant value of `node`, if it is a const or a broadcast of one.

@@ -23,34 +23,40 @@ tolerances cover: sum of n broadcast copies -> x * n, mean of copies -> x.
     >>> h.outputs[0] is h.inputs[0]
     True
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ops.core import REGISTRY
-from tracegrad.passes.rewrite import (Builder, RewriteAbort, const_value, is_filled_with,
-                                      rewrite_graph)
+from tracegrad.passes.rewrite import (
+    Builder,
+    RewriteAbort,
+    const_value,
+    is_filled_with,
+    rewrite_graph,
+)
 
 RuleFn = Callable[[Node, Builder], "Node | None"]
 
 
 @dataclass(frozen=True)
 class Rule:
-    op: str          # the op of the node the rule looks at ("*": any elementwise op)
-    algebra: str     # what it does, as algebra
+    op: str  # the op of the node the rule looks at ("*": any elementwise op)
+    algebra: str  # what it does, as algebra
     apply: RuleFn
 
 
-def simplify(graph: Graph, rules: "list[Rule] | None" = None) -> Graph:
+def simplify(graph: Graph, rules: list[Rule] | None = None) -> Graph:
     """A copy of `graph` with the algebraic rewrite rules applied once per node."""
     return simplify_counted(graph, rules)[0]
 
 
-def simplify_counted(graph: Graph, rules: "list[Rule] | None" = None) -> tuple[Graph, int]:
+def simplify_counted(graph: Graph, rules: list[Rule] | None = None) -> tuple[Graph, int]:
     """`simplify` plus the number of nodes rewritten."""
     by_op = rules_by_op(RULES if rules is None else rules)
 
@@ -71,13 +77,15 @@ def simplify_counted(graph: Graph, rules: "list[Rule] | None" = None) -> tuple[G
     return rewrite_graph(graph, rewrite)
 
 
-def describe_rules(rules: "list[Rule] | None" = None) -> str:
+def describe_rules(rules: list[Rule] | None = None) -> str:
     """The rewrite table as text, one rule per line.
 
     >>> print(describe_rules()[:40])
     mul           x*1 -> x, 1*x -> x (broadc
     """
-    return "\n".join(f"{rule.op:<13} {rule.algebra}" for rule in (RULES if rules is None else rules))
+    return "\n".join(
+        f"{rule.op:<13} {rule.algebra}" for rule in (RULES if rules is None else rules)
+    )
 
 
 def rules_by_op(rules: list[Rule]) -> dict[str, tuple[Rule, ...]]:
@@ -88,6 +96,7 @@ def rules_by_op(rules: list[Rule]) -> dict[str, tuple[Rule, ...]]:
 
 
 # ------------------------------------------------------------ small helpers
+
 
 def is_elementwise(node: Node) -> bool:
     prim = REGISTRY.get(node.op)
@@ -117,7 +126,8 @@ def zeros_like_node(node: Node, b: Builder) -> Node:
 
 # ------------------------------------------------------------ arithmetic
 
-def mul_by_one(node, b):        # x*1 -> x, 1*x -> x (also broadcast ones)
+
+def mul_by_one(node, b):  # x*1 -> x, 1*x -> x (also broadcast ones)
     return identity_operand(node, b, 1, (1, 0))
 
 
@@ -128,34 +138,34 @@ def mul_by_minus_one(node, b):  # x*(-1) -> -x, (-1)*x -> -x
     return None
 
 
-def mul_by_zero_int(node, b):   # x*0 -> 0, integers only (in float inf*0 and nan*0 are nan)
+def mul_by_zero_int(node, b):  # x*0 -> 0, integers only (in float inf*0 and nan*0 are nan)
     if is_int_like(node.dtype) and any(is_filled_with(i, 0) for i in node.inputs):
         return zeros_like_node(node, b)
     return None
 
 
-def add_zero(node, b):          # x+0 -> x, 0+x -> x
+def add_zero(node, b):  # x+0 -> x, 0+x -> x
     return identity_operand(node, b, 0, (1, 0))
 
 
-def sub_zero(node, b):          # x-0 -> x
+def sub_zero(node, b):  # x-0 -> x
     return identity_operand(node, b, 0, (1,))
 
 
-def zero_sub(node, b):          # 0-x -> -x
+def zero_sub(node, b):  # 0-x -> -x
     if is_filled_with(node.inputs[0], 0):
         return same(node, b, b.emit("neg", node.inputs[1]))
     return None
 
 
-def sub_self_int(node, b):      # x-x -> 0, integers only (inf-inf is nan)
+def sub_self_int(node, b):  # x-x -> 0, integers only (inf-inf is nan)
     x, y = node.inputs
     if x is y and is_int_like(node.dtype):
         return zeros_like_node(node, b)
     return None
 
 
-def add_neg(node, b):           # x+(-y) -> x-y, (-x)+y -> y-x   (exact in IEEE arithmetic)
+def add_neg(node, b):  # x+(-y) -> x-y, (-x)+y -> y-x   (exact in IEEE arithmetic)
     x, y = node.inputs
     if y.op == "neg":
         return same(node, b, b.emit("sub", x, y.inputs[0]))
@@ -164,14 +174,14 @@ def add_neg(node, b):           # x+(-y) -> x-y, (-x)+y -> y-x   (exact in IEEE 
     return None
 
 
-def sub_neg(node, b):           # x-(-y) -> x+y
+def sub_neg(node, b):  # x-(-y) -> x+y
     x, y = node.inputs
     if y.op == "neg":
         return same(node, b, b.emit("add", x, y.inputs[0]))
     return None
 
 
-def div_by_one(node, b):        # x/1 -> x
+def div_by_one(node, b):  # x/1 -> x
     return identity_operand(node, b, 1, (1,))
 
 
@@ -189,7 +199,9 @@ def is_power_of_two(value: np.ndarray) -> bool:
     return mantissa == 0.5 and abs(exponent) < 100
 
 
-def mul_const_const(node, b):   # c1*(c2*x) -> (c1*c2)*x if c1 or c2 is ±2^k (exact but for under/overflow)
+def mul_const_const(
+    node, b
+):  # c1*(c2*x) -> (c1*c2)*x if c1 or c2 is ±2^k (exact but for under/overflow)
     for side in (0, 1):
         outer, inner = scalar_const(node.inputs[side]), node.inputs[1 - side]
         if outer is None or inner.op != "mul" or not np.issubdtype(node.dtype, np.floating):
@@ -202,13 +214,13 @@ def mul_const_const(node, b):   # c1*(c2*x) -> (c1*c2)*x if c1 or c2 is ±2^k (e
     return None
 
 
-def neg_neg(node, b):           # -(-x) -> x
+def neg_neg(node, b):  # -(-x) -> x
     if node.inputs[0].op == "neg":
         return same(node, b, node.inputs[0].inputs[0])
     return None
 
 
-def sink_broadcasts(node, b):   # op(broadcast_to(x), y) -> broadcast_to(op(x, y)) or op(x, y)
+def sink_broadcasts(node, b):  # op(broadcast_to(x), y) -> broadcast_to(op(x, y)) or op(x, y)
     """Elementwise ops commute with broadcasting, so compute on the small
     operands and broadcast the result (once, or not at all when implicit
     broadcasting already gives the output shape). XLA's simplifier sinks
@@ -221,12 +233,13 @@ def sink_broadcasts(node, b):   # op(broadcast_to(x), y) -> broadcast_to(op(x, y
 
 # ------------------------------------------------------------ shape ops
 
-def reshape_same(node, b):      # reshape(x, x.shape) -> x
+
+def reshape_same(node, b):  # reshape(x, x.shape) -> x
     x = node.inputs[0]
     return x if x.shape == node.shape else None
 
 
-def reshape_reshape(node, b):   # reshape(reshape(x, s1), s2) -> reshape(x, s2)
+def reshape_reshape(node, b):  # reshape(reshape(x, s1), s2) -> reshape(x, s2)
     x = node.inputs[0]
     if x.op == "reshape":
         inner = x.inputs[0]
@@ -234,7 +247,7 @@ def reshape_reshape(node, b):   # reshape(reshape(x, s1), s2) -> reshape(x, s2)
     return None
 
 
-def broadcast_same(node, b):    # broadcast_to(x, x.shape) -> x
+def broadcast_same(node, b):  # broadcast_to(x, x.shape) -> x
     x = node.inputs[0]
     return x if x.shape == node.shape else None
 
@@ -246,7 +259,9 @@ def broadcast_broadcast(node, b):  # broadcast_to(broadcast_to(x, s1), s2) -> br
     return None
 
 
-def broadcast_of_unit_reshape(node, b):  # broadcast_to(reshape(x, (1,)+x.shape), s) -> broadcast_to(x, s)
+def broadcast_of_unit_reshape(
+    node, b
+):  # broadcast_to(reshape(x, (1,)+x.shape), s) -> broadcast_to(x, s)
     x = node.inputs[0]
     if x.op == "reshape" and strip_leading_ones(x.shape) == strip_leading_ones(x.inputs[0].shape):
         return b.emit("broadcast_to", x.inputs[0], shape=node.shape)
@@ -266,7 +281,7 @@ def transpose_axes(node: Node) -> tuple[int, ...]:
     return tuple(reversed(range(ndim))) if axes is None else tuple(a % max(ndim, 1) for a in axes)
 
 
-def transpose_identity(node, b):   # transpose(x, (0, 1, ..)) -> x
+def transpose_identity(node, b):  # transpose(x, (0, 1, ..)) -> x
     if transpose_axes(node) == tuple(range(node.ndim)):
         return same(node, b, node.inputs[0])
     return None
@@ -283,12 +298,13 @@ def transpose_transpose(node, b):  # transpose(transpose(x, p), q) -> transpose(
     return b.emit("transpose", x.inputs[0], axes=composed)
 
 
-def astype_same(node, b):       # astype(x, x.dtype) -> x
+def astype_same(node, b):  # astype(x, x.dtype) -> x
     x = node.inputs[0]
     return x if x.dtype == node.dtype and x.shape == node.shape else None
 
 
 # ------------------------------------------------------------ reductions
+
 
 def reduced_axes(node: Node) -> tuple[int, ...]:
     """The axes a reduction node sums over, normalized and sorted."""
@@ -300,7 +316,7 @@ def reduced_axes(node: Node) -> tuple[int, ...]:
     return tuple(sorted({int(a) % max(x.ndim, 1) for a in axes}))
 
 
-def sum_trivial(node, b):       # sum(x, axes of length 1 or none) -> reshape(x)  (nothing is added)
+def sum_trivial(node, b):  # sum(x, axes of length 1 or none) -> reshape(x)  (nothing is added)
     x = node.inputs[0]
     if all(x.shape[a] == 1 for a in reduced_axes(node)):
         return same(node, b, x if x.shape == node.shape else b.emit("reshape", x, shape=node.shape))
@@ -316,21 +332,21 @@ def reduce_of_broadcast(node, b):  # sum/mean/max/min(broadcast_to(x), A): reduc
     if bcast.op != "broadcast_to" or 0 in bcast.shape:  # empty: sum is 0 even where x is inf
         return None
     x, full = bcast.inputs[0], bcast.shape
-    x_full = (1,) * (len(full) - x.ndim) + x.shape   # x with full's rank
+    x_full = (1,) * (len(full) - x.ndim) + x.shape  # x with full's rank
     repeated = {i for i, d in enumerate(full) if x_full[i] == 1 and d != 1}
     axes = set(reduced_axes(node))
     if not axes & repeated:
         return None
     keepdims = bool(node.attrs.get("keepdims"))
     y = x
-    if axes - repeated:                              # reduce what really differs
+    if axes - repeated:  # reduce what really differs
         if x.shape != x_full:
             y = b.emit("reshape", x, shape=x_full)
         # all of A at once: the repeated axes have size 1 in x, so this gives the small shape
         y = b.emit(node.op, y, axis=tuple(sorted(axes)), keepdims=keepdims)
     count = int(np.prod([full[i] for i in axes & repeated]))
     if node.op == "sum" and count != 1:
-        y = b.fit(y, y.shape, node.dtype)             # multiply in the sum's dtype (int32 -> int64)
+        y = b.fit(y, y.shape, node.dtype)  # multiply in the sum's dtype (int32 -> int64)
         y = b.emit("mul", y, b.const(np.asarray(count, node.dtype), node.dtype))
     small = tuple(1 if i in axes else d for i, d in enumerate(x_full) if keepdims or i not in axes)
     if y.shape != small:
@@ -356,12 +372,13 @@ def reshape_of_reduction(node, b):  # reshape(sum(x, A), kept shape) -> sum(x, A
 
 # ------------------------------------------------------------ others
 
-def full_like_const(node, b):   # full_like(x, v) -> broadcast_to(v): x is only read for its shape
+
+def full_like_const(node, b):  # full_like(x, v) -> broadcast_to(v): x is only read for its shape
     value = np.asarray(node.attrs["value"], dtype=node.dtype)
     return same(node, b, b.const(value, node.dtype))
 
 
-def pow_small_int(node, b):     # x**1 -> x, x**2 -> x*x, x**0 -> 1 (also for nan, as IEEE pow)
+def pow_small_int(node, b):  # x**1 -> x, x**2 -> x*x, x**0 -> 1 (also for nan, as IEEE pow)
     x, exponent = node.inputs
     if is_filled_with(exponent, 1):
         return same(node, b, x)
@@ -372,7 +389,7 @@ def pow_small_int(node, b):     # x**1 -> x, x**2 -> x*x, x**0 -> 1 (also for na
     return None
 
 
-def where_known(node, b):       # where(True, x, y) -> x, where(False, x, y) -> y, where(c, x, x) -> x
+def where_known(node, b):  # where(True, x, y) -> x, where(False, x, y) -> y, where(c, x, x) -> x
     cond, x, y = node.inputs
     if x is y:
         return same(node, b, x)
@@ -411,28 +428,42 @@ RULES: list[Rule] = [
     Rule("div", "x / 2^k -> x * 2^-k", div_by_power_of_two),
     Rule("neg", "-(-x) -> x", neg_neg),
     Rule("pow", "x**1 -> x, x**2 -> x*x, x**0 -> 1", pow_small_int),
-    Rule("where", "where(True, x, y) -> x, where(False, x, y) -> y, where(c, x, x) -> x",
-         where_known),
+    Rule(
+        "where", "where(True, x, y) -> x, where(False, x, y) -> y, where(c, x, x) -> x", where_known
+    ),
     Rule("full_like", "full_like(x, v) -> broadcast_to(v)", full_like_const),
     Rule("astype", "astype(x, x.dtype) -> x", astype_same),
-    Rule("*", "op(broadcast_to(x), y) -> broadcast_to(op(x, y)), or op(x, y) if that has the shape",
-         sink_broadcasts),
+    Rule(
+        "*",
+        "op(broadcast_to(x), y) -> broadcast_to(op(x, y)), or op(x, y) if that has the shape",
+        sink_broadcasts,
+    ),
     # shape ops
     Rule("reshape", "reshape(x, x.shape) -> x", reshape_same),
     Rule("reshape", "reshape(reshape(x)) -> reshape(x)", reshape_reshape),
-    Rule("reshape", "reshape(sum(x, A), x.shape with 1s at A) -> sum(x, A, keepdims=True), "
-         "and back", reshape_of_reduction),
+    Rule(
+        "reshape",
+        "reshape(sum(x, A), x.shape with 1s at A) -> sum(x, A, keepdims=True), and back",
+        reshape_of_reduction,
+    ),
     Rule("broadcast_to", "broadcast_to(x, x.shape) -> x", broadcast_same),
     Rule("broadcast_to", "broadcast_to(broadcast_to(x)) -> broadcast_to(x)", broadcast_broadcast),
-    Rule("broadcast_to", "broadcast_to(reshape(x) adding leading 1s) -> broadcast_to(x)",
-         broadcast_of_unit_reshape),
+    Rule(
+        "broadcast_to",
+        "broadcast_to(reshape(x) adding leading 1s) -> broadcast_to(x)",
+        broadcast_of_unit_reshape,
+    ),
     Rule("transpose", "transpose(x, identity) -> x", transpose_identity),
-    Rule("transpose", "transpose(transpose(x, p), q) -> transpose(x, p∘q) or x",
-         transpose_transpose),
+    Rule(
+        "transpose", "transpose(transpose(x, p), q) -> transpose(x, p∘q) or x", transpose_transpose
+    ),
     # reductions
     Rule("sum", "sum over no axes / size-1 axes -> reshape(x)", sum_trivial),
-    Rule("sum", "sum(broadcast_to(x), repeated axes B) -> x * count(B), re-broadcast",
-         reduce_of_broadcast),
+    Rule(
+        "sum",
+        "sum(broadcast_to(x), repeated axes B) -> x * count(B), re-broadcast",
+        reduce_of_broadcast,
+    ),
     Rule("mean", "mean(broadcast_to(x), repeated axes) -> x, re-broadcast", reduce_of_broadcast),
     Rule("max", "max(broadcast_to(x), repeated axes) -> x, re-broadcast", reduce_of_broadcast),
     Rule("min", "min(broadcast_to(x), repeated axes) -> x, re-broadcast", reduce_of_broadcast),

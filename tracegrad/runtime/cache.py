@@ -31,6 +31,7 @@ creates is 0700 and every file 0600, whatever the umask.
 
     >>> import os; d = cache_dir()  # $TRACEGRAD_CACHE_DIR or ~/.cache/tracegrad
 """
+
 from __future__ import annotations
 
 import errno
@@ -76,11 +77,12 @@ def _warn_once(key: str, message: str) -> None:
 
 # ------------------------------------------------------------------ the directory
 
-_ABSOLUTE: dict[str, Path | None] = {}   # spec -> absolute path, pinned at first use
+_ABSOLUTE: dict[str, Path | None] = {}  # spec -> absolute path, pinned at first use
 
 
 def _spec() -> str:
     from tracegrad.config import cache_dir_spec
+
     return cache_dir_spec()
 
 
@@ -106,7 +108,7 @@ def _compute_path(spec: str) -> Path | None:
             return None
         return Path(os.path.abspath(expanded))
     xdg = os.environ.get("XDG_CACHE_HOME", "")
-    if xdg and os.path.isabs(xdg):   # the XDG spec ignores relative values
+    if xdg and os.path.isabs(xdg):  # the XDG spec ignores relative values
         return Path(xdg) / "tracegrad"
     home = os.path.expanduser("~")
     if os.path.isabs(home):
@@ -138,23 +140,28 @@ class CacheDir:
                 created = True
             except FileExistsError:
                 pass
-            fd = os.open(name, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC,
-                         dir_fd=self.fd)
+            fd = os.open(
+                name, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=self.fd
+            )
             if created:
                 os.fchmod(fd, 0o700)
             reason = unsafe_reason(os.fstat(fd))
             if reason:
                 os.close(fd)
-                _warn_once(f"unsafe:{self.path / name}",
-                           f"tracegrad: refusing to use {self.path / name}: {reason}; "
-                           "Numba's cache for tracegrad kernels is off (kernels are compiled "
-                           "in every process)")
+                _warn_once(
+                    f"unsafe:{self.path / name}",
+                    f"tracegrad: refusing to use {self.path / name}: {reason}; "
+                    "Numba's cache for tracegrad kernels is off (kernels are compiled "
+                    "in every process)",
+                )
             else:
                 sub = CacheDir(self.path / name, fd)
         except OSError as exc:
-            _warn_once(f"sub:{self.path / name}",
-                       f"tracegrad: cannot use {self.path / name} ({exc}); Numba's cache for "
-                       "tracegrad kernels is off (kernels are compiled in every process)")
+            _warn_once(
+                f"sub:{self.path / name}",
+                f"tracegrad: cannot use {self.path / name} ({exc}); Numba's cache for "
+                "tracegrad kernels is off (kernels are compiled in every process)",
+            )
         with _LOCK:
             if name in self._subdirs:  # another thread won: keep one handle
                 if sub is not None:
@@ -178,9 +185,12 @@ def open_cache_dir() -> CacheDir | None:
     """The cache directory, opened and checked once per process (per path)."""
     path = default_cache_dir()
     if path is None:
-        _warn_once("nohome", "tracegrad: TRACEGRAD_CACHE_DIR starts with '~' but there is "
-                             "no home directory to expand it against; compiling without a "
-                             "disk cache")
+        _warn_once(
+            "nohome",
+            "tracegrad: TRACEGRAD_CACHE_DIR starts with '~' but there is "
+            "no home directory to expand it against; compiling without a "
+            "disk cache",
+        )
         return None
     with _LOCK:
         if path in _OPEN:
@@ -197,35 +207,50 @@ def open_cache_dir() -> CacheDir | None:
 
 def _open_checked(path: Path) -> CacheDir | None:
     if not _DIR_FD_OK:
-        _warn_once(f"nofd:{path}", "tracegrad: this platform cannot open files relative to a "
-                                   "directory handle without following symlinks; compiling "
-                                   "without a disk cache")
+        _warn_once(
+            f"nofd:{path}",
+            "tracegrad: this platform cannot open files relative to a "
+            "directory handle without following symlinks; compiling "
+            "without a disk cache",
+        )
         return None
     try:
         fd, created = _open_or_create(path)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and os.path.islink(path):
-            _warn_once(f"unsafe:{path}", f"tracegrad: refusing to use the kernel cache "
-                                         f"directory {path}: it is a symbolic link (the cache "
-                                         "must be a real directory: cached kernels are code "
-                                         "tracegrad runs). Compiling without a disk cache.")
+            _warn_once(
+                f"unsafe:{path}",
+                f"tracegrad: refusing to use the kernel cache "
+                f"directory {path}: it is a symbolic link (the cache "
+                "must be a real directory: cached kernels are code "
+                "tracegrad runs). Compiling without a disk cache.",
+            )
         else:
-            _warn_once(f"mkdir:{path}", f"tracegrad: cannot create the kernel cache directory "
-                                        f"{path} ({exc}); compiling without a disk cache")
+            _warn_once(
+                f"mkdir:{path}",
+                f"tracegrad: cannot create the kernel cache directory "
+                f"{path} ({exc}); compiling without a disk cache",
+            )
         return None
     st = os.fstat(fd)
     reason = unsafe_reason(st) if not created else None
     if reason:
         os.close(fd)
-        _warn_once(f"unsafe:{path}", f"tracegrad: refusing to use the kernel cache directory "
-                                     f"{path}: {reason}. Cached kernels are Python code that "
-                                     "tracegrad imports; fix the directory's owner/mode or set "
-                                     "TRACEGRAD_CACHE_DIR. Compiling without a disk cache.")
+        _warn_once(
+            f"unsafe:{path}",
+            f"tracegrad: refusing to use the kernel cache directory "
+            f"{path}: {reason}. Cached kernels are Python code that "
+            "tracegrad imports; fix the directory's owner/mode or set "
+            "TRACEGRAD_CACHE_DIR. Compiling without a disk cache.",
+        )
         return None
     if not os.access(str(path), os.W_OK | os.X_OK):
         os.close(fd)
-        _warn_once(f"ro:{path}", f"tracegrad: the kernel cache directory {path} is not "
-                                 "writable; compiling without a disk cache")
+        _warn_once(
+            f"ro:{path}",
+            f"tracegrad: the kernel cache directory {path} is not "
+            "writable; compiling without a disk cache",
+        )
         return None
     return CacheDir(path, fd)
 
@@ -269,6 +294,7 @@ def unsafe_reason(st: os.stat_result) -> str | None:
 
 
 # ------------------------------------------------------------------ files
+
 
 class NotAFile(OSError):
     """A cache file's name is taken by something that is not a regular file of ours."""
@@ -322,21 +348,23 @@ def remove(d: CacheDir, name: str) -> None:
         log.info("cache: cannot remove %s (%s)", d.path / name, exc)
 
 
-def write_file(d: CacheDir, name: str, data: bytes, replace: bool = False,
-               sync: bool = False) -> str:
+def write_file(
+    d: CacheDir, name: str, data: bytes, replace: bool = False, sync: bool = False
+) -> str:
     """Create `name` in `d` with `data` (mode 0600) atomically. Without `replace`
     an existing file is never touched. Returns "written" or "raced" (someone else's
     file is in place). OSError (no space, read-only...) propagates; no temp file
     is left behind."""
     tmp = f".tmp-{secrets.token_hex(8)}-{name}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o600,
-                 dir_fd=d.fd)
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o600, dir_fd=d.fd
+    )
     try:
         try:
             os.fchmod(fd, 0o600)
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             if sync:
                 os.fsync(fd)
         finally:
@@ -377,12 +405,15 @@ def _write_once(path: Path, data: bytes) -> str:
 
 # ------------------------------------------------------------------ hashes and names
 
+
 def version_salt() -> str:
     from tracegrad.runtime.numba_loader import import_numba
+
     import_numba()
     import numba
 
     from tracegrad.config import VERSION
+
     return f"tracegrad {VERSION}; numba {numba.__version__}; python {sys.version_info[:2]}"
 
 
@@ -397,11 +428,16 @@ def module_name_for(source: str) -> str:
 
 
 def is_module_name(name: str) -> bool:
-    return (isinstance(name, str) and name.startswith("tg_") and len(name) == 3 + HASH_CHARS
-            and all(c in "0123456789abcdef" for c in name[3:]))
+    return (
+        isinstance(name, str)
+        and name.startswith("tg_")
+        and len(name) == 3 + HASH_CHARS
+        and all(c in "0123456789abcdef" for c in name[3:])
+    )
 
 
 # ------------------------------------------------------------------ loading
+
 
 def load_source(source: str) -> tuple[types.ModuleType, Path | None, str]:
     """Import generated `source`, through the disk cache when there is one.
@@ -446,8 +482,9 @@ def load_source(source: str) -> tuple[types.ModuleType, Path | None, str]:
         if existing is not None and f"tg_{content_hash(existing)}" == name:
             return _import(name, existing.decode(), path, d), path, status
         if existing is not None:
-            log.warning("tracegrad cache: %s is corrupt or truncated (hash mismatch); "
-                        "rebuilding it", path)
+            log.warning(
+                "tracegrad cache: %s is corrupt or truncated (hash mismatch); rebuilding it", path
+            )
             status = "miss (corrupt file rebuilt)"
             remove(d, fname)
         elif status == "file hit":
@@ -455,13 +492,18 @@ def load_source(source: str) -> tuple[types.ModuleType, Path | None, str]:
         try:
             write_file(d, fname, data, sync=True)
         except OSError as exc:
-            _warn_once(f"write:{d.path}", f"tracegrad: cannot write to the kernel cache "
-                                          f"{d.path} ({exc}); compiling without a disk cache")
-            return _import(name, source, None, None), None, \
-                "cache write failed: compiled in memory"
+            _warn_once(
+                f"write:{d.path}",
+                f"tracegrad: cannot write to the kernel cache "
+                f"{d.path} ({exc}); compiling without a disk cache",
+            )
+            return _import(name, source, None, None), None, "cache write failed: compiled in memory"
         importlib.invalidate_caches()
-    _warn_once(f"loop:{path}", f"tracegrad: {path} keeps failing its hash check; compiling "
-                               "that kernel without a disk cache")
+    _warn_once(
+        f"loop:{path}",
+        f"tracegrad: {path} keeps failing its hash check; compiling "
+        "that kernel without a disk cache",
+    )
     return _import(name, source, None, None), None, "file keeps failing: compiled in memory"
 
 
@@ -520,6 +562,7 @@ def _import(name: str, text: str, path: Path | None, d: CacheDir | None) -> type
 
 def _exec_module(name: str, text: str, path: Path | None, d: CacheDir | None) -> types.ModuleType:
     from tracegrad.runtime import numba_cache
+
     source = text
     store = d.subdir("numba") if d is not None else None
     if store is None or not numba_cache.register(name, store):
@@ -547,6 +590,7 @@ def unload(name: str, blocking: bool = True) -> bool:
     With blocking=False (from a finalizer) returns False instead of waiting when
     the lock is taken, possibly by this very thread."""
     from tracegrad.runtime import numba_cache
+
     if not _LOCK.acquire(blocking=blocking):
         return False
     try:

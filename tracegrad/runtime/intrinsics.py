@@ -12,6 +12,7 @@
 
 Importing this module imports numba; only generated modules import it.
 """
+
 from __future__ import annotations
 
 from llvmlite import ir
@@ -30,6 +31,7 @@ def _register_numpy_cblas() -> bool:
 
     import llvmlite.binding as llvm
     import numpy as np
+
     libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
     for path in sorted(glob.glob(os.path.join(libdir, "libscipy_openblas64_*"))):
         try:
@@ -46,6 +48,7 @@ def _register_numpy_cblas() -> bool:
 NUMPY_CBLAS = _register_numpy_cblas()
 if not NUMPY_CBLAS:
     from numba.np.linalg import ensure_blas
+
     ensure_blas()  # SciPy's cython_blas must be importable for numba_xxgemm
 
 _char = ir.IntType(8)
@@ -68,8 +71,9 @@ def tg_gemm(typingctx, transa, transb, m, n, k, a, offa, lda, b, offb, ldb, beta
         arr_a = _offset_view(context, builder, sa[5], va, voa, sa[6])
         arr_b = _offset_view(context, builder, sa[8], vb, vob, sa[9])
         arr_c = _offset_view(context, builder, sa[12], vc, voc, sa[13])
-        signature = types.void(sa[0], sa[1], sa[2], sa[3], sa[4], sa[5], sa[7], sa[8], sa[10],
-                               sa[11], sa[12], sa[14])
+        signature = types.void(
+            sa[0], sa[1], sa[2], sa[3], sa[4], sa[5], sa[7], sa[8], sa[10], sa[11], sa[12], sa[14]
+        )
         args = (ta, tb, vm, vn, vk, va, vlda, vb, vldb, vbeta, vc, vldc)
         ta, tb, vm, vn, vk, va, vlda, vb, vldb, vbeta, vc, vldc = args
         dtype = signature.args[10].dtype
@@ -77,14 +81,31 @@ def tg_gemm(typingctx, transa, transb, m, n, k, a, offa, lda, b, offb, ldb, beta
         if NUMPY_CBLAS:
             _call_numpy_cblas(context, builder, signature, args, arr_a, arr_b, arr_c, dtype)
             return context.get_dummy_value()
-        fnty = ir.FunctionType(ir.IntType(32), [
-            _char, _char, _char, intp_t, intp_t, intp_t, _void_p, _void_p, intp_t,
-            _void_p, intp_t, _void_p, _void_p, intp_t])
+        fnty = ir.FunctionType(
+            ir.IntType(32),
+            [
+                _char,
+                _char,
+                _char,
+                intp_t,
+                intp_t,
+                intp_t,
+                _void_p,
+                _void_p,
+                intp_t,
+                _void_p,
+                intp_t,
+                _void_p,
+                _void_p,
+                intp_t,
+            ],
+        )
         fn = cgutils.get_or_insert_function(builder.module, fnty, "numba_xxgemm")
         alpha = cgutils.alloca_once_value(builder, context.get_constant(dtype, 1.0))
         beta_val = context.cast(builder, vbeta, signature.args[9], dtype)
         beta_slot = cgutils.alloca_once_value(builder, beta_val)
         from numba.np.linalg import get_blas_kind
+
         kind = ir.Constant(_char, ord(get_blas_kind(dtype)))
 
         def flag(v, ty):
@@ -96,15 +117,25 @@ def tg_gemm(typingctx, transa, transb, m, n, k, a, offa, lda, b, offb, ldb, beta
             return context.cast(builder, v, ty, types.intp)
 
         # BLAS is column-major: row-major C = A@B is column-major C^T = B^T @ A^T.
-        builder.call(fn, (
-            kind, flag(tb, signature.args[1]), flag(ta, signature.args[0]),
-            as_intp(vn, signature.args[3]), as_intp(vm, signature.args[2]),
-            as_intp(vk, signature.args[4]),
-            builder.bitcast(alpha, _void_p), builder.bitcast(arr_b.data, _void_p),
-            as_intp(vldb, signature.args[8]),
-            builder.bitcast(arr_a.data, _void_p), as_intp(vlda, signature.args[6]),
-            builder.bitcast(beta_slot, _void_p), builder.bitcast(arr_c.data, _void_p),
-            as_intp(vldc, signature.args[11])))
+        builder.call(
+            fn,
+            (
+                kind,
+                flag(tb, signature.args[1]),
+                flag(ta, signature.args[0]),
+                as_intp(vn, signature.args[3]),
+                as_intp(vm, signature.args[2]),
+                as_intp(vk, signature.args[4]),
+                builder.bitcast(alpha, _void_p),
+                builder.bitcast(arr_b.data, _void_p),
+                as_intp(vldb, signature.args[8]),
+                builder.bitcast(arr_a.data, _void_p),
+                as_intp(vlda, signature.args[6]),
+                builder.bitcast(beta_slot, _void_p),
+                builder.bitcast(arr_c.data, _void_p),
+                as_intp(vldc, signature.args[11]),
+            ),
+        )
         return context.get_dummy_value()
 
     return sig, codegen
@@ -128,26 +159,42 @@ def _call_numpy_cblas(context, builder, signature, args, arr_a, arr_b, arr_c, dt
     i32, i64 = ir.IntType(32), ir.IntType(64)
     fty = context.get_value_type(dtype)
     ptr = fty.as_pointer()
-    fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, fty, ptr, i64,
-                                           ptr, i64, fty, ptr, i64])
+    fnty = ir.FunctionType(
+        ir.VoidType(), [i32, i32, i32, i64, i64, i64, fty, ptr, i64, ptr, i64, fty, ptr, i64]
+    )
     name = "tg_cblas_sgemm" if dtype == types.float32 else "tg_cblas_dgemm"
     fn = cgutils.get_or_insert_function(builder.module, fnty, name)
 
     def flag(v, ty):
         v = context.cast(builder, v, ty, types.intp)
         is_t = builder.icmp_signed("!=", v, ir.Constant(v.type, 0))
-        return builder.select(is_t, ir.Constant(i32, _CBLAS_TRANS), ir.Constant(i32, _CBLAS_NO_TRANS))
+        return builder.select(
+            is_t, ir.Constant(i32, _CBLAS_TRANS), ir.Constant(i32, _CBLAS_NO_TRANS)
+        )
 
     def i(v, ty):
         return context.cast(builder, v, ty, types.int64)
 
     sa = signature.args
-    builder.call(fn, (
-        ir.Constant(i32, _CBLAS_ROW_MAJOR), flag(ta, sa[0]), flag(tb, sa[1]),
-        i(vm, sa[2]), i(vn, sa[3]), i(vk, sa[4]), context.get_constant(dtype, 1.0),
-        builder.bitcast(arr_a.data, ptr), i(vlda, sa[6]), builder.bitcast(arr_b.data, ptr),
-        i(vldb, sa[8]), context.cast(builder, vbeta, sa[9], dtype),
-        builder.bitcast(arr_c.data, ptr), i(vldc, sa[11])))
+    builder.call(
+        fn,
+        (
+            ir.Constant(i32, _CBLAS_ROW_MAJOR),
+            flag(ta, sa[0]),
+            flag(tb, sa[1]),
+            i(vm, sa[2]),
+            i(vn, sa[3]),
+            i(vk, sa[4]),
+            context.get_constant(dtype, 1.0),
+            builder.bitcast(arr_a.data, ptr),
+            i(vlda, sa[6]),
+            builder.bitcast(arr_b.data, ptr),
+            i(vldb, sa[8]),
+            context.cast(builder, vbeta, sa[9], dtype),
+            builder.bitcast(arr_c.data, ptr),
+            i(vldc, sa[11]),
+        ),
+    )
 
 
 @intrinsic
@@ -164,6 +211,7 @@ def tg_f64_from_bits(typingctx, bits):
 @intrinsic
 def tg_f32_from_bits(typingctx, bits):
     """The float32 whose bit pattern is the int32 `bits`."""
+
     def codegen(context, builder, signature, args):
         v = context.cast(builder, args[0], signature.args[0], types.int32)
         return builder.bitcast(v, ir.FloatType())
@@ -182,12 +230,21 @@ def tg_flat(typingctx, arr):
     def codegen(context, builder, signature, args):
         from numba.core.imputils import impl_ret_borrowed
         from numba.np.arrayobj import populate_array
+
         src = context.make_array(signature.args[0])(context, builder, args[0])
         dst = context.make_array(ret)(context, builder)
-        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(
-            context.get_data_type(arr.dtype)))
-        populate_array(dst, data=src.data, shape=[src.nitems], strides=[itemsize],
-                       itemsize=itemsize, meminfo=src.meminfo, parent=src.parent)
+        itemsize = context.get_constant(
+            types.intp, context.get_abi_sizeof(context.get_data_type(arr.dtype))
+        )
+        populate_array(
+            dst,
+            data=src.data,
+            shape=[src.nitems],
+            strides=[itemsize],
+            itemsize=itemsize,
+            meminfo=src.meminfo,
+            parent=src.parent,
+        )
         return impl_ret_borrowed(context, builder, ret, dst._getvalue())
 
     return ret(arr), codegen
@@ -196,6 +253,7 @@ def tg_flat(typingctx, arr):
 @intrinsic
 def tg_bits_from_f64(typingctx, value):
     """The int64 holding the bit pattern of the float64 `value`."""
+
     def codegen(context, builder, signature, args):
         v = context.cast(builder, args[0], signature.args[0], types.float64)
         return builder.bitcast(v, ir.IntType(64))
@@ -209,9 +267,11 @@ def tg_bits_from_f64(typingctx, value):
 # operations WITHOUT fast-math flags, so their order (and rounding) is kept,
 # while staying plain vectorizable instructions.
 
+
 @intrinsic
 def tg_cw2(typingctx, x, k, c1, c2):
     """(x - k*c1) - k*c2 in float64, in exactly this order (Cody-Waite)."""
+
     def codegen(context, builder, signature, args):
         vals = [context.cast(builder, v, t, types.float64) for v, t in zip(args, signature.args)]
         x_, k_, a, b = vals
@@ -223,6 +283,7 @@ def tg_cw2(typingctx, x, k, c1, c2):
 @intrinsic
 def tg_cw3(typingctx, x, k, c1, c2, c3):
     """((x - k*c1) - k*c2) - k*c3 in float64, in exactly this order."""
+
     def codegen(context, builder, signature, args):
         vals = [context.cast(builder, v, t, types.float64) for v, t in zip(args, signature.args)]
         x_, k_, a, b, c = vals
@@ -237,6 +298,7 @@ def tg_cw3(typingctx, x, k, c1, c2, c3):
 def tg_scale2(typingctx, p, k1, k2):
     """p * 2**k1 * 2**k2 (float64; k1, k2 in the normal exponent range), left
     to right, so a result near overflow or in the subnormals rounds once."""
+
     def codegen(context, builder, signature, args):
         p_ = context.cast(builder, args[0], signature.args[0], types.float64)
         i64 = ir.IntType(64)
@@ -272,8 +334,12 @@ def tg_view(typingctx, arr, offset, shape):
     sharing its memory. Kernels carve all their outputs out of one allocation
     per dtype this way: one `np.empty` signature to compile instead of one per
     output rank, and one allocation per call."""
-    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
-            and isinstance(shape, types.BaseTuple)):
+    if not (
+        isinstance(arr, types.Array)
+        and arr.ndim == 1
+        and arr.layout == "C"
+        and isinstance(shape, types.BaseTuple)
+    ):
         return None
     ndim = len(shape)
     ret = types.Array(arr.dtype, ndim, "C")
@@ -281,20 +347,30 @@ def tg_view(typingctx, arr, offset, shape):
     def codegen(context, builder, signature, args):
         from numba.core.imputils import impl_ret_borrowed
         from numba.np.arrayobj import populate_array
+
         src = context.make_array(signature.args[0])(context, builder, args[0])
         off = context.cast(builder, args[1], signature.args[1], types.intp)
-        dims = [context.cast(builder, v, t, types.intp) for v, t in
-                zip(cgutils.unpack_tuple(builder, args[2], ndim), signature.args[2])]
-        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(
-            context.get_data_type(arr.dtype)))
+        dims = [
+            context.cast(builder, v, t, types.intp)
+            for v, t in zip(cgutils.unpack_tuple(builder, args[2], ndim), signature.args[2])
+        ]
+        itemsize = context.get_constant(
+            types.intp, context.get_abi_sizeof(context.get_data_type(arr.dtype))
+        )
         strides, step = [], itemsize
         for d in reversed(dims):
             strides.append(step)
             step = builder.mul(step, d)
         dst = context.make_array(ret)(context, builder)
-        populate_array(dst, data=builder.gep(src.data, [off]), shape=dims,
-                       strides=list(reversed(strides)), itemsize=itemsize,
-                       meminfo=src.meminfo, parent=None)
+        populate_array(
+            dst,
+            data=builder.gep(src.data, [off]),
+            shape=dims,
+            strides=list(reversed(strides)),
+            itemsize=itemsize,
+            meminfo=src.meminfo,
+            parent=None,
+        )
         return impl_ret_borrowed(context, builder, ret, dst._getvalue())
 
     return ret(arr, offset, shape), codegen
@@ -302,9 +378,11 @@ def tg_view(typingctx, arr, offset, shape):
 
 # float32 twins of the helpers above, for the native float32 math helpers.
 
+
 @intrinsic
 def tg_bits_from_f32(typingctx, value):
     """The int32 holding the bit pattern of the float32 `value`."""
+
     def codegen(context, builder, signature, args):
         v = context.cast(builder, args[0], signature.args[0], types.float32)
         return builder.bitcast(v, ir.IntType(32))
@@ -315,6 +393,7 @@ def tg_bits_from_f32(typingctx, value):
 @intrinsic
 def tg_cw2_f32(typingctx, x, k, c1, c2):
     """(x - k*c1) - k*c2 in float32, in exactly this order (Cody-Waite)."""
+
     def codegen(context, builder, signature, args):
         vals = [context.cast(builder, v, t, types.float32) for v, t in zip(args, signature.args)]
         x_, k_, a, b = vals
@@ -327,6 +406,7 @@ def tg_cw2_f32(typingctx, x, k, c1, c2):
 def tg_scale2_f32(typingctx, p, k1, k2):
     """p * 2**k1 * 2**k2 in float32 (k1, k2 in the normal exponent range), left
     to right, so a result near overflow or in the subnormals rounds once."""
+
     def codegen(context, builder, signature, args):
         out = context.cast(builder, args[0], signature.args[0], types.float32)
         i32 = ir.IntType(32)

@@ -42,6 +42,7 @@ MKL or Accelerate): the emitters then leave these ops to their NumPy impl.
 Importing this module imports numba; only generated modules (and the emitters,
 to read AVAILABLE) import it.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -56,7 +57,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-_ROW_MAJOR, _COL_MAJOR = 101, 102       # CBLAS/LAPACKE layouts
+_ROW_MAJOR, _COL_MAJOR = 101, 102  # CBLAS/LAPACKE layouts
 _NO_TRANS, _TRANS = 111, 112
 _UPPER, _LOWER = 121, 122
 _NON_UNIT, _UNIT = 131, 132
@@ -94,6 +95,7 @@ class _CallSite:
 @dataclass(frozen=True)
 class _Const:
     """A constant: a layout or side enum (32 bits), a job character (8), an increment (64)."""
+
     bits: int
     value: int
 
@@ -109,6 +111,7 @@ class _Int:
     """An integer parameter (a size, a leading dimension, lwork) as int64; with
     at_least_1, max(param, 1): LAPACKE rejects a leading dimension of 0, even for
     an empty matrix (see `_ld`)."""
+
     param: str
     at_least_1: bool = False
 
@@ -127,6 +130,7 @@ class _Int:
 class _Choice:
     """if_set when the (bool or int) parameter is nonzero, else if_not: a CBLAS enum
     (32 bits) or a LAPACK job character (8)."""
+
     param: str
     bits: int
     if_set: int
@@ -156,6 +160,7 @@ class _One:
 class _Pointer:
     """&array[offset] of a 1-D array parameter: float32/float64 (one dtype per call,
     which picks the s or d routine), or int64 for LU pivots."""
+
     array: str
     offset: str
     pivots: bool = False
@@ -219,8 +224,10 @@ def _external(symbol: str, params: str, args: tuple, *, returns_info: bool, doc:
     names = params.split()
     named = {getattr(a, f) for a in args for f in ("param", "array", "offset") if hasattr(a, f)}
     if not named <= set(names):
-        raise ValueError(f"{symbol}: arguments read undeclared parameters "
-                         f"{sorted(named - set(names))} (parameters: {params})")
+        raise ValueError(
+            f"{symbol}: arguments read undeclared parameters "
+            f"{sorted(named - set(names))} (parameters: {params})"
+        )
     family, rest = symbol.split("_?")
     routine = rest.split("_")[0]
     ours = f"tg_{family.lower()}_{{k}}{routine}"
@@ -239,8 +246,9 @@ def _external(symbol: str, params: str, args: tuple, *, returns_info: bool, doc:
 
         def codegen(context, builder, signature, values):
             site = _CallSite(context, builder, names, signature, values)
-            fnty = ir.FunctionType(_i64 if returns_info else ir.VoidType(),
-                                   [a.llvm_type(site) for a in args])
+            fnty = ir.FunctionType(
+                _i64 if returns_info else ir.VoidType(), [a.llvm_type(site) for a in args]
+            )
             name = ours.format(k="s" if site.dtype == types.float32 else "d")
             fn = cgutils.get_or_insert_function(builder.module, fnty, name)
             info = builder.call(fn, [site.build(a) for a in args])
@@ -252,8 +260,11 @@ def _external(symbol: str, params: str, args: tuple, *, returns_info: bool, doc:
     typer.__name__ = typer.__qualname__ = f"tg_{routine}"
     typer.__doc__ = doc
     typer.__signature__ = inspect.Signature(
-        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-         for p in ("typingctx", *names)])
+        [
+            inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            for p in ("typingctx", *names)
+        ]
+    )
     return intrinsic(typer)
 
 
@@ -264,83 +275,179 @@ def _external(symbol: str, params: str, args: tuple, *, returns_info: bool, doc:
 tg_potrf = _external(
     # A row-major lower triangle is the column-major upper one of the same memory:
     # LAPACK's 'U' factor U (U^T U = A) read row-major is L = U^T (L L^T = A).
-    "LAPACKE_?potrf_work", "n a offa", returns_info=True,
+    "LAPACKE_?potrf_work",
+    "n a offa",
+    returns_info=True,
     args=(_enum(_COL_MAJOR), _char("U"), _Int("n"), _Pointer("a", "offa"), _ld("n")),
-    doc="info of the in-place Cholesky of the (n, n) row-major matrix at a[offa:] (lower).")
+    doc="info of the in-place Cholesky of the (n, n) row-major matrix at a[offa:] (lower).",
+)
 
-_TRIANGLE = (_flag("lower", _LOWER, _UPPER), _flag("trans", _TRANS, _NO_TRANS),
-             _flag("unit", _UNIT, _NON_UNIT))
+_TRIANGLE = (
+    _flag("lower", _LOWER, _UPPER),
+    _flag("trans", _TRANS, _NO_TRANS),
+    _flag("unit", _UNIT, _NON_UNIT),
+)
 _MATRIX_PARAMS = "lower trans unit m k a offa lda b offb ldb"
-_MATRIX_ARGS = (_enum(_ROW_MAJOR), _enum(_LEFT), *_TRIANGLE, _Int("m"), _Int("k"), _One(),
-                _Pointer("a", "offa"), _Int("lda"), _Pointer("b", "offb"), _Int("ldb"))
-tg_trsm = _external("cblas_?trsm", _MATRIX_PARAMS, _MATRIX_ARGS, returns_info=False,
-                    doc="B := op(A)^-1 B in place, A (m, m) triangular, B (m, k), row-major.")
-tg_trmm = _external("cblas_?trmm", _MATRIX_PARAMS, _MATRIX_ARGS, returns_info=False,
-                    doc="B := op(A) B in place, A (m, m) triangular, B (m, k), row-major.")
+_MATRIX_ARGS = (
+    _enum(_ROW_MAJOR),
+    _enum(_LEFT),
+    *_TRIANGLE,
+    _Int("m"),
+    _Int("k"),
+    _One(),
+    _Pointer("a", "offa"),
+    _Int("lda"),
+    _Pointer("b", "offb"),
+    _Int("ldb"),
+)
+tg_trsm = _external(
+    "cblas_?trsm",
+    _MATRIX_PARAMS,
+    _MATRIX_ARGS,
+    returns_info=False,
+    doc="B := op(A)^-1 B in place, A (m, m) triangular, B (m, k), row-major.",
+)
+tg_trmm = _external(
+    "cblas_?trmm",
+    _MATRIX_PARAMS,
+    _MATRIX_ARGS,
+    returns_info=False,
+    doc="B := op(A) B in place, A (m, m) triangular, B (m, k), row-major.",
+)
 
 _VECTOR_PARAMS = "lower trans unit m a offa lda x offx"
-_VECTOR_ARGS = (_enum(_ROW_MAJOR), *_TRIANGLE, _Int("m"), _Pointer("a", "offa"), _Int("lda"),
-                _Pointer("x", "offx"), _Const(64, 1))
-tg_trsv = _external("cblas_?trsv", _VECTOR_PARAMS, _VECTOR_ARGS, returns_info=False,
-                    doc="x := op(A)^-1 x in place, A (m, m) triangular row-major, x contiguous.")
-tg_trmv = _external("cblas_?trmv", _VECTOR_PARAMS, _VECTOR_ARGS, returns_info=False,
-                    doc="x := op(A) x in place, A (m, m) triangular row-major, x contiguous.")
+_VECTOR_ARGS = (
+    _enum(_ROW_MAJOR),
+    *_TRIANGLE,
+    _Int("m"),
+    _Pointer("a", "offa"),
+    _Int("lda"),
+    _Pointer("x", "offx"),
+    _Const(64, 1),
+)
+tg_trsv = _external(
+    "cblas_?trsv",
+    _VECTOR_PARAMS,
+    _VECTOR_ARGS,
+    returns_info=False,
+    doc="x := op(A)^-1 x in place, A (m, m) triangular row-major, x contiguous.",
+)
+tg_trmv = _external(
+    "cblas_?trmv",
+    _VECTOR_PARAMS,
+    _VECTOR_ARGS,
+    returns_info=False,
+    doc="x := op(A) x in place, A (m, m) triangular row-major, x contiguous.",
+)
 
 _PIVOTS = _Pointer("ipiv", "offp", pivots=True)
 tg_getrf = _external(
-    "LAPACKE_?getrf_work", "n a offa ipiv offp", returns_info=True,
-    args=(_enum(_COL_MAJOR), _Int("n"), _Int("n"), _Pointer("a", "offa"), _ld("n"),
-          _PIVOTS),
-    doc="info of the in-place LU of the (n, n) column-major matrix at a[offa:].")
+    "LAPACKE_?getrf_work",
+    "n a offa ipiv offp",
+    returns_info=True,
+    args=(_enum(_COL_MAJOR), _Int("n"), _Int("n"), _Pointer("a", "offa"), _ld("n"), _PIVOTS),
+    doc="info of the in-place LU of the (n, n) column-major matrix at a[offa:].",
+)
 tg_getrs = _external(
-    "LAPACKE_?getrs_work", "n k a offa ipiv offp b offb", returns_info=True,
-    args=(_enum(_COL_MAJOR), _char("T"), _Int("n"), _Int("k"), _Pointer("a", "offa"),
-          _ld("n"), _PIVOTS, _Pointer("b", "offb"), _ld("n")),
+    "LAPACKE_?getrs_work",
+    "n k a offa ipiv offp b offb",
+    returns_info=True,
+    args=(
+        _enum(_COL_MAJOR),
+        _char("T"),
+        _Int("n"),
+        _Int("k"),
+        _Pointer("a", "offa"),
+        _ld("n"),
+        _PIVOTS,
+        _Pointer("b", "offb"),
+        _ld("n"),
+    ),
     doc="Solve A^T X = B in place (B (n, k) column-major at b[offb:]) with tg_getrf's "
-        "factorization of the column-major A at a[offa:]; returns info.")
+    "factorization of the column-major A at a[offa:]; returns info.",
+)
 tg_getri = _external(
-    "LAPACKE_?getri_work", "n a offa ipiv offp work offw lwork", returns_info=True,
-    args=(_enum(_COL_MAJOR), _Int("n"), _Pointer("a", "offa"), _ld("n"), _PIVOTS,
-          _Pointer("work", "offw"), _Int("lwork")),
+    "LAPACKE_?getri_work",
+    "n a offa ipiv offp work offw lwork",
+    returns_info=True,
+    args=(
+        _enum(_COL_MAJOR),
+        _Int("n"),
+        _Pointer("a", "offa"),
+        _ld("n"),
+        _PIVOTS,
+        _Pointer("work", "offw"),
+        _Int("lwork"),
+    ),
     doc="In place, the inverse of the column-major matrix whose tg_getrf factorization "
-        "is at a[offa:] (work: lwork >= n elements); returns info.")
+    "is at a[offa:] (work: lwork >= n elements); returns info.",
+)
 
 # syevd, gesdd, geqrf and orgqr: LAPACKE's high-level calls, which allocate their workspace
 tg_syevd = _external(
-    "LAPACKE_?syevd", "vectors lower n a offa w offw", returns_info=True,
-    args=(_flag("lower", _ROW_MAJOR, _COL_MAJOR), _job("vectors", "V", "N"),
-          _job("lower", "L", "U"), _Int("n"), _Pointer("a", "offa"), _ld("n"),
-          _Pointer("w", "offw")),
+    "LAPACKE_?syevd",
+    "vectors lower n a offa w offw",
+    returns_info=True,
+    args=(
+        _flag("lower", _ROW_MAJOR, _COL_MAJOR),
+        _job("vectors", "V", "N"),
+        _job("lower", "L", "U"),
+        _Int("n"),
+        _Pointer("a", "offa"),
+        _ld("n"),
+        _Pointer("w", "offw"),
+    ),
     doc="info of the symmetric eigendecomposition of the (n, n) matrix whose lower "
-        "triangle is at a[offa:] row-major: eigenvalues ascending into w[offw:], and with "
-        "`vectors` the eigenvectors over a. `lower`: LAPACK reads that lower triangle "
-        "(row-major layout: eigenvectors as columns); else the same memory as a "
-        "column-major upper triangle, as NumPy's UPLO='U' (eigenvectors as rows: the "
-        "caller transposes).")
+    "triangle is at a[offa:] row-major: eigenvalues ascending into w[offw:], and with "
+    "`vectors` the eigenvectors over a. `lower`: LAPACK reads that lower triangle "
+    "(row-major layout: eigenvectors as columns); else the same memory as a "
+    "column-major upper triangle, as NumPy's UPLO='U' (eigenvectors as rows: the "
+    "caller transposes).",
+)
 tg_gesdd = _external(
-    "LAPACKE_?gesdd", "vectors m n a offa s offs u offu ldu vt offvt ldvt", returns_info=True,
-    args=(_enum(_ROW_MAJOR), _job("vectors", "S", "N"), _Int("m"), _Int("n"),
-          _Pointer("a", "offa"), _ld("n"), _Pointer("s", "offs"), _Pointer("u", "offu"),
-          _ld("ldu"), _Pointer("vt", "offvt"), _ld("ldvt")),
+    "LAPACKE_?gesdd",
+    "vectors m n a offa s offs u offu ldu vt offvt ldvt",
+    returns_info=True,
+    args=(
+        _enum(_ROW_MAJOR),
+        _job("vectors", "S", "N"),
+        _Int("m"),
+        _Int("n"),
+        _Pointer("a", "offa"),
+        _ld("n"),
+        _Pointer("s", "offs"),
+        _Pointer("u", "offu"),
+        _ld("ldu"),
+        _Pointer("vt", "offvt"),
+        _ld("ldvt"),
+    ),
     doc="info of the SVD of the (m, n) row-major matrix at a[offa:] (destroyed): singular "
-        "values descending into s[offs:], and with `vectors` the reduced U (m, k) and Vt "
-        "(k, n) row-major at u[offu:] (row stride ldu) and vt[offvt:] (ldvt).")
+    "values descending into s[offs:], and with `vectors` the reduced U (m, k) and Vt "
+    "(k, n) row-major at u[offu:] (row stride ldu) and vt[offvt:] (ldvt).",
+)
 
 _QR_PARAMS = "m ncols k a offa lda tau offt"  # (the same for both: the emitter's one shape)
 _QR_ARRAYS = (_Pointer("a", "offa"), _ld("lda"), _Pointer("tau", "offt"))
 tg_geqrf = _external(
-    "LAPACKE_?geqrf", _QR_PARAMS, returns_info=True,
+    "LAPACKE_?geqrf",
+    _QR_PARAMS,
+    returns_info=True,
     args=(_enum(_ROW_MAJOR), _Int("m"), _Int("ncols"), *_QR_ARRAYS),
     doc="info of the Householder QR of the row-major (m, ncols) matrix at a[offa:], in "
-        "place (reflectors below R, their scales into tau[offt:]); k is ignored.")
+    "place (reflectors below R, their scales into tau[offt:]); k is ignored.",
+)
 tg_orgqr = _external(
-    "LAPACKE_?orgqr", _QR_PARAMS, returns_info=True,
+    "LAPACKE_?orgqr",
+    _QR_PARAMS,
+    returns_info=True,
     args=(_enum(_ROW_MAJOR), _Int("m"), _Int("ncols"), _Int("k"), *_QR_ARRAYS),
     doc="info of forming, in place at a[offa:], the first ncols columns of Q from "
-        "tg_geqrf's k reflectors there.")
+    "tg_geqrf's k reflectors there.",
+)
 
 
 # ------------------------------------------------------------ linking
+
 
 def _numpy_openblas() -> ctypes.CDLL | None:
     libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
@@ -366,6 +473,7 @@ def _register() -> bool:
     except AttributeError:
         return False
     import llvmlite.binding as llvm
+
     for name, address in addresses.items():
         llvm.add_symbol(name, address)
     return True

@@ -37,6 +37,7 @@ plain IEEE operations: tg_cw2, tg_cw3, tg_scale2 (float32: tg_cw2_f32,
 tg_scale2_f32). The float32 helpers follow Cephes' expf/logf/tanhf/sinf/cosf
 polynomials with the same structure, all in float32 except sin/cos's reduction.
 """
+
 from __future__ import annotations
 
 import re
@@ -74,9 +75,10 @@ def _factorials(n: int) -> list[float]:
 
 # ------------------------------------------------------------------ exp
 
+
 def _exp_source(name: str, degree: int) -> str:
     poly = _horner("r", _factorials(degree))
-    return f'''
+    return f"""
 def {name}(x):
     # exp(x) = 2**k * exp(r), k = round(x / ln2), |r| <= ln2/2
     xc = x if x < 710.0 else 710.0
@@ -88,7 +90,7 @@ def {name}(x):
     k1 = ki >> 1
     y = tg_scale2(p, k1, ki - k1)
     return y if x == x else x
-'''
+"""
 
 
 _define("_exp64", _exp_source("_exp64", 13))
@@ -101,7 +103,7 @@ def _log_source(name: str, terms: int) -> str:
     # 2*atanh(s) = 2*(s + s^3/3 + s^5/5 + ...)
     coeffs = [2.0 / (2 * i + 1) for i in range(terms)]
     poly = _horner("z", coeffs)
-    return f'''
+    return f"""
 def {name}(x):
     tiny = x < 2.2250738585072014e-308
     xs = x * 18014398509481984.0 if tiny else x
@@ -118,7 +120,7 @@ def {name}(x):
     y = -np.inf if x == 0.0 else y
     y = np.nan if x < 0.0 else y
     return x if ((x != x) | (x == np.inf)) else y
-'''
+"""
 
 
 _define("_log64", _log_source("_log64", 12))
@@ -128,7 +130,9 @@ _define("tg_log_f64", "def tg_log_f64(x):\n    return _log64(x)\n", ("_log64",))
 # of u cancels, so it is as exact as log near 1. u - 1 goes through tg_cw2 (1*1, then
 # 1*0) because the kernel's fast-math would fold (1 + x) - 1 to x. Past 2**53 (2**24),
 # where u - 1 = x, it is log(u): fast-math may compute (log(u) * x) / d, which overflows.
-_define("tg_log1p_f64", """
+_define(
+    "tg_log1p_f64",
+    """
 def tg_log1p_f64(x):
     u = 1.0 + x
     d = tg_cw2(u, 1.0, 1.0, 0.0)
@@ -137,17 +141,18 @@ def tg_log1p_f64(x):
     y = lu if x > 9007199254740992.0 else y
     y = x if d == 0.0 else y
     return x if x == np.inf else y
-""", ("_log64",))
+""",
+    ("_log64",),
+)
 
 # ------------------------------------------------------------------ tanh
 
 _TANH_P = "(-0.964399179425052238628 * z - 99.2877231001918586564) * z - 1614.68768441708447952"
-_TANH_Q = ("((z + 112.811678491632931402) * z + 2235.48839060100448583) * z "
-           "+ 4844.06305325125486048")
+_TANH_Q = "((z + 112.811678491632931402) * z + 2235.48839060100448583) * z + 4844.06305325125486048"
 
 
 def _tanh_source(name: str, exp_name: str) -> str:
-    return f'''
+    return f"""
 def {name}(x):
     a = abs(x)
     z = x * x
@@ -157,7 +162,7 @@ def {name}(x):
     big = big if x >= 0.0 else -big
     y = small if a < 0.625 else big
     return x if ((a < 1e-9) | (x != x)) else y
-'''
+"""
 
 
 _define("_tanh64", _tanh_source("_tanh64", "_exp64"), ("_exp64",))
@@ -167,12 +172,12 @@ _define("tg_tanh_f64", "def tg_tanh_f64(x):\n    return _tanh64(x)\n", ("_tanh64
 
 
 def _sigmoid_source(name: str, exp_name: str) -> str:
-    return f'''
+    return f"""
 def {name}(x):
     t = {exp_name}(-abs(x))
     y = 1.0 / (1.0 + t) if x >= 0.0 else t / (1.0 + t)
     return y if x == x else x
-'''
+"""
 
 
 _define("_sigmoid64", _sigmoid_source("_sigmoid64", "_exp64"), ("_exp64",))
@@ -187,14 +192,14 @@ def _trig_source(name: str, sin_terms: int, cos_terms: int, want: str) -> str:
     sin_poly = _horner("z", [(-1) ** i * f[2 * i + 1] for i in range(sin_terms)])
     cos_poly = _horner("z", [(-1) ** i * f[2 * i] for i in range(cos_terms)])
     if want == "sin":
-        tail = '''    w = c if (q & 1) else s
+        tail = """    w = c if (q & 1) else s
     y = -w if (q & 2) else w
     y = -y if x < 0.0 else y
-    y = x if a < 1e-9 else y'''
+    y = x if a < 1e-9 else y"""
     else:
-        tail = '''    w = s if (q & 1) else c
-    y = -w if ((q + 1) & 2) else w'''
-    return f'''
+        tail = """    w = s if (q & 1) else c
+    y = -w if ((q + 1) & 2) else w"""
+    return f"""
 def {name}(x):
     a = abs(x)
     ac = a if a < 1.0e7 else 0.0
@@ -206,15 +211,17 @@ def {name}(x):
     q = np.int64(k) & 3
 {tail}
     return y if a <= 1.7976931348623157e308 else x - x
-'''
+"""
 
 
 for _fn in ("sin", "cos"):
     _define(f"_{_fn}64", _trig_source(f"_{_fn}64", 9, 10, _fn))
     _define(f"tg_{_fn}_f64", f"def tg_{_fn}_f64(x):\n    return _{_fn}64(x)\n", (f"_{_fn}64",))
     _define(f"tg_{_fn}_exact_f64", f"def tg_{_fn}_exact_f64(x):\n    return np.{_fn}(x)\n")
-    _define(f"tg_{_fn}_exact_f32",
-            f"def tg_{_fn}_exact_f32(x):\n    return np.float32(np.{_fn}(np.float64(x)))\n")
+    _define(
+        f"tg_{_fn}_exact_f32",
+        f"def tg_{_fn}_exact_f32(x):\n    return np.float32(np.{_fn}(np.float64(x)))\n",
+    )
 
 # ------------------------------------------------ native float32 versions
 # float32 kernels compute float32 math in float32: twice the SIMD lanes of
@@ -238,10 +245,18 @@ def _horner32(var: str, coeffs: list[float]) -> str:
 
 
 # exp(r) - 1 - r = r^2 * P(r) on |r| <= ln2/2 (Cephes expf)
-_EXPF_P = [5.0000001201E-1, 1.6666665459E-1, 4.1665795894E-2, 8.3334519073E-3,
-           1.3981999507E-3, 1.9875691500E-4]
+_EXPF_P = [
+    5.0000001201e-1,
+    1.6666665459e-1,
+    4.1665795894e-2,
+    8.3334519073e-3,
+    1.3981999507e-3,
+    1.9875691500e-4,
+]
 
-_define("_exp32", f"""
+_define(
+    "_exp32",
+    f"""
 def _exp32(x):
     # exp(x) = 2**k * exp(r), k = round(x / ln2); 88.8 overflows, -104 underflows to 0
     xc = x if x < {_f(88.8)} else {_f(88.8)}
@@ -253,14 +268,25 @@ def _exp32(x):
     k1 = ki >> np.int32(1)
     y = tg_scale2_f32(p, k1, ki - k1)
     return y if x == x else x
-""")
+""",
+)
 _define("tg_exp_f32", "def tg_exp_f32(x):\n    return _exp32(x)\n", ("_exp32",))
 
 # log(1+f) = f - f^2/2 + f^3*P(f), f = m - 1 in [sqrt(1/2)-1, sqrt(2)-1) (Cephes logf)
-_LOGF_P = [3.3333331174E-1, -2.4999993993E-1, 2.0000714765E-1, -1.6668057665E-1,
-           1.4249322787E-1, -1.2420140846E-1, 1.1676998740E-1, -1.1514610310E-1,
-           7.0376836292E-2]
-_define("_log32", f"""
+_LOGF_P = [
+    3.3333331174e-1,
+    -2.4999993993e-1,
+    2.0000714765e-1,
+    -1.6668057665e-1,
+    1.4249322787e-1,
+    -1.2420140846e-1,
+    1.1676998740e-1,
+    -1.1514610310e-1,
+    7.0376836292e-2,
+]
+_define(
+    "_log32",
+    f"""
 def _log32(x):
     tiny = x < {_f(1.1754943508222875e-38)}
     xs = x * {_f(33554432.0)} if tiny else x
@@ -278,9 +304,12 @@ def _log32(x):
     y = np.float32(-np.inf) if x == {_f(0.0)} else y
     y = np.float32(np.nan) if x < {_f(0.0)} else y
     return x if ((x != x) | (x == np.float32(np.inf))) else y
-""")
+""",
+)
 _define("tg_log_f32", "def tg_log_f32(x):\n    return _log32(x)\n", ("_log32",))
-_define("tg_log1p_f32", f"""
+_define(
+    "tg_log1p_f32",
+    f"""
 def tg_log1p_f32(x):
     u = {_f(1.0)} + x
     d = tg_cw2_f32(u, {_f(1.0)}, {_f(1.0)}, {_f(0.0)})
@@ -289,12 +318,21 @@ def tg_log1p_f32(x):
     y = lu if x > {_f(16777216.0)} else y
     y = x if d == {_f(0.0)} else y
     return x if x == np.float32(np.inf) else y
-""", ("_log32",))
+""",
+    ("_log32",),
+)
 
 # tanh(x) = x + x*z*P(z) for |x| < 0.625 (Cephes tanhf), else 1 - 2/(exp(2|x|)+1)
-_TANHF_P = [-3.33332819422E-1, 1.33314422036E-1, -5.37397155531E-2, 2.06390887954E-2,
-            -5.70498872745E-3]
-_define("_tanh32", f"""
+_TANHF_P = [
+    -3.33332819422e-1,
+    1.33314422036e-1,
+    -5.37397155531e-2,
+    2.06390887954e-2,
+    -5.70498872745e-3,
+]
+_define(
+    "_tanh32",
+    f"""
 def _tanh32(x):
     a = abs(x)
     z = x * x
@@ -304,26 +342,34 @@ def _tanh32(x):
     big = big if x >= {_f(0.0)} else -big
     y = small if a < {_f(0.625)} else big
     return x if ((a < {_f(1e-9)}) | (x != x)) else y  # keeps -0.0
-""", ("_exp32",))
+""",
+    ("_exp32",),
+)
 _define("tg_tanh_f32", "def tg_tanh_f32(x):\n    return _tanh32(x)\n", ("_tanh32",))
 
-_define("_sigmoid32", f"""
+_define(
+    "_sigmoid32",
+    f"""
 def _sigmoid32(x):
     t = _exp32(-abs(x))
     y = {_f(1.0)} / ({_f(1.0)} + t) if x >= {_f(0.0)} else t / ({_f(1.0)} + t)
     return y if x == x else x
-""", ("_exp32",))
+""",
+    ("_exp32",),
+)
 _define("tg_sigmoid_f32", "def tg_sigmoid_f32(x):\n    return _sigmoid32(x)\n", ("_sigmoid32",))
 
 # sin r = r + r*z*S(z), cos r = 1 - z/2 + z*z*C(z) on |r| <= pi/4 (Cephes sinf/cosf)
-_SINF_S = [-1.6666654611E-1, 8.3321608736E-3, -1.9515295891E-4]
-_COSF_C = [4.166664568298827E-2, -1.388731625493765E-3, 2.443315711809948E-5]
+_SINF_S = [-1.6666654611e-1, 8.3321608736e-3, -1.9515295891e-4]
+_COSF_C = [4.166664568298827e-2, -1.388731625493765e-3, 2.443315711809948e-5]
 
 
 def _trig32_source(name: str, want: str) -> str:
     if want == "sin":
-        tail = (f"    w = c if (q & 1) else s\n    y = -w if (q & 2) else w\n"
-                f"    y = -y if x < {_f(0.0)} else y\n    y = x if a < {_f(1e-9)} else y")
+        tail = (
+            f"    w = c if (q & 1) else s\n    y = -w if (q & 2) else w\n"
+            f"    y = -y if x < {_f(0.0)} else y\n    y = x if a < {_f(1e-9)} else y"
+        )
     else:
         tail = "    w = s if (q & 1) else c\n    y = -w if ((q + 1) & 2) else w"
     return f"""
@@ -381,12 +427,14 @@ _CALL = re.compile(r"\b(tg_\w+)\(")
 def specialize(expr: str, dtype_short: str, exact: bool = False) -> str:
     """Point `tg_exp(` at the dtype's version (`tg_exp_f32(`) when there is one;
     with `exact`, guarded helpers (sin, cos) at their libm versions."""
+
     def repl(m):
         name = m.group(1)
         if exact and name in GUARDED:
             name = GUARDED[name]
         typed = f"{name}_{dtype_short}"
         return f"{typed}(" if typed in FUNCTIONS else f"{name}("
+
     return _CALL.sub(repl, expr)
 
 
@@ -411,8 +459,17 @@ def helpers_used(exprs) -> list[str]:
     return order
 
 
-INTRINSICS = ("tg_f64_from_bits", "tg_bits_from_f64", "tg_cw2", "tg_cw3", "tg_scale2",
-              "tg_f32_from_bits", "tg_bits_from_f32", "tg_cw2_f32", "tg_scale2_f32")
+INTRINSICS = (
+    "tg_f64_from_bits",
+    "tg_bits_from_f64",
+    "tg_cw2",
+    "tg_cw3",
+    "tg_scale2",
+    "tg_f32_from_bits",
+    "tg_bits_from_f32",
+    "tg_cw2_f32",
+    "tg_scale2_f32",
+)
 
 
 def intrinsics_used(texts) -> list[str]:
@@ -497,15 +554,17 @@ class _Expander(ast.NodeTransformer):
                     local.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
         rename = {v: f"{v}_m{uid}" for v in local}
         for p, a in zip(params, args):
-            self.before.append(ast.Assign(targets=[ast.Name(rename[p], ast.Store())], value=a,
-                                          lineno=0))
+            self.before.append(
+                ast.Assign(targets=[ast.Name(rename[p], ast.Store())], value=a, lineno=0)
+            )
         result = f"ret_m{uid}"
         for stmt in fn.body:
             stmt = _Renamer(rename).visit(ast.parse(ast.unparse(stmt)).body[0])
             if isinstance(stmt, ast.Return):
                 value = self.visit(stmt.value)
-                self.before.append(ast.Assign(targets=[ast.Name(result, ast.Store())],
-                                              value=value, lineno=0))
+                self.before.append(
+                    ast.Assign(targets=[ast.Name(result, ast.Store())], value=value, lineno=0)
+                )
             elif isinstance(stmt, ast.Assign):
                 stmt.value = self.visit(stmt.value)
                 self.before.append(stmt)

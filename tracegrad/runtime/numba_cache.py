@@ -25,6 +25,7 @@ module's code) to `VerifiedFunctionCache`; every other function keeps Numba's
 own cache. If Numba's caching internals are not what this module expects,
 `register` returns False and the module runs with `cache=False` instead.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,7 +37,7 @@ import threading
 
 log = logging.getLogger("tracegrad")
 
-_MODULES: dict = {}   # module name -> CacheDir holding its Numba files
+_MODULES: dict = {}  # module name -> CacheDir holding its Numba files
 _LOCK = threading.Lock()
 _INSTALLED: bool | None = None
 FORMAT = 1
@@ -69,6 +70,7 @@ def install() -> bool:
         try:
             _define_classes()
             from numba.core.dispatcher import Dispatcher
+
             original = Dispatcher.enable_caching
 
             def enable_caching(self, _original=original):
@@ -76,12 +78,19 @@ def install() -> bool:
                 if store is None:
                     return _original(self)
                 self._cache = VerifiedFunctionCache(self.py_func, store)
+
             enable_caching.__wrapped__ = original
             Dispatcher.enable_caching = enable_caching
             _INSTALLED = True
-        except Exception as exc:  # another Numba: no disk cache for kernels rather than an unchecked one
-            log.warning("tracegrad: cannot install the verified Numba cache (%s: %s); kernels "
-                        "are compiled in every process", type(exc).__name__, exc)
+        except (
+            Exception
+        ) as exc:  # another Numba: no disk cache for kernels rather than an unchecked one
+            log.warning(
+                "tracegrad: cannot install the verified Numba cache (%s: %s); kernels "
+                "are compiled in every process",
+                type(exc).__name__,
+                exc,
+            )
             _INSTALLED = False
     return _INSTALLED
 
@@ -126,20 +135,21 @@ def _define_classes() -> None:
             return None  # never chosen by Numba's own locator search
 
     class _Impl(caching.CompileResultCacheImpl):
-        def __init__(self, py_func, store):  # noqa: super().__init__ would search locators
+        def __init__(self, py_func, store):  # super().__init__ would search locators
             self._lineno = py_func.__code__.co_firstlineno
             self._locator = _Locator(py_func, store)
             fullname = f"{py_func.__module__}.{py_func.__qualname__}"
             self._filename_base = self.get_filename_base(fullname, getattr(sys, "abiflags", ""))
 
     class _VerifiedFunctionCache(caching.FunctionCache):
-        def __init__(self, py_func, store):  # noqa: no stock IndexDataCacheFile
+        def __init__(self, py_func, store):  # no stock IndexDataCacheFile
             self._name = repr(py_func)
             self._py_func = py_func
             self._impl = _Impl(py_func, store)
             self._cache_path = str(store.path)
-            self._cache_file = VerifiedCacheFile(store, self._impl.filename_base,
-                                                 self._impl.locator.get_source_stamp())
+            self._cache_file = VerifiedCacheFile(
+                store, self._impl.filename_base, self._impl.locator.get_source_stamp()
+            )
             self.enable()
 
         def _load_overload(self, sig, target_context):
@@ -152,8 +162,13 @@ def _define_classes() -> None:
             try:
                 return self._impl.rebuild(target_context, data)
             except Exception as exc:  # verified bytes Numba cannot use: compile instead
-                log.warning("tracegrad cache: Numba could not rebuild %s from its cache (%s: "
-                            "%s); compiling it again", self._name, type(exc).__name__, exc)
+                log.warning(
+                    "tracegrad cache: Numba could not rebuild %s from its cache (%s: "
+                    "%s); compiling it again",
+                    self._name,
+                    type(exc).__name__,
+                    exc,
+                )
                 self._cache_file.forget(key)
                 return None
 
@@ -190,8 +205,11 @@ def _define_classes() -> None:
                 return None
             entry = self._check_entry(raw, text)
             if entry is None:
-                log.warning("tracegrad cache: Numba cache entry %s is corrupt, stale or not "
-                            "ours; removing it", self._store.path / index_name)
+                log.warning(
+                    "tracegrad cache: Numba cache entry %s is corrupt, stale or not "
+                    "ours; removing it",
+                    self._store.path / index_name,
+                )
                 cache.remove(self._store, index_name)
                 return None
             data_name, digest = entry
@@ -203,11 +221,15 @@ def _define_classes() -> None:
                 why = "missing"
             if payload is not None and hashlib.sha256(payload).hexdigest() == digest:
                 import pickle
+
                 return pickle.loads(payload)  # exactly the bytes just checked
             if payload is not None:
                 why = "hash mismatch (truncated or edited)"
-            log.warning("tracegrad cache: Numba cache file %s %s; removing it and compiling "
-                        "again", self._store.path / data_name, why)
+            log.warning(
+                "tracegrad cache: Numba cache file %s %s; removing it and compiling again",
+                self._store.path / data_name,
+                why,
+            )
             cache.remove(self._store, data_name)
             cache.remove(self._store, index_name)
             return None
@@ -215,17 +237,24 @@ def _define_classes() -> None:
         def _check_entry(self, raw: bytes, text: str):
             try:
                 entry = json.loads(raw.decode())
-                ok = (isinstance(entry, dict) and entry.get("format") == FORMAT
-                      and entry.get("numba") == numba.__version__
-                      and entry.get("stamp") == self._stamp and entry.get("key") == text)
+                ok = (
+                    isinstance(entry, dict)
+                    and entry.get("format") == FORMAT
+                    and entry.get("numba") == numba.__version__
+                    and entry.get("stamp") == self._stamp
+                    and entry.get("key") == text
+                )
                 data_name, digest = entry["data"], entry["sha256"]
             except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
                 return None
             if not ok or not isinstance(data_name, str) or not isinstance(digest, str):
                 return None
             m = self._data_re.fullmatch(data_name)
-            if m is None or not re.fullmatch(r"[0-9a-f]{64}", digest) \
-                    or not digest.startswith(m.group(1)):
+            if (
+                m is None
+                or not re.fullmatch(r"[0-9a-f]{64}", digest)
+                or not digest.startswith(m.group(1))
+            ):
                 return None
             return data_name, digest
 
@@ -234,17 +263,26 @@ def _define_classes() -> None:
             digest = hashlib.sha256(payload).hexdigest()
             data_name = f"{self._base}.{digest[:32]}.nbc"
             text = self._key_text(key)
-            entry = json.dumps({"format": FORMAT, "numba": numba.__version__, "stamp": self._stamp,
-                                "key": text, "data": data_name, "sha256": digest})
+            entry = json.dumps(
+                {
+                    "format": FORMAT,
+                    "numba": numba.__version__,
+                    "stamp": self._stamp,
+                    "key": text,
+                    "data": data_name,
+                    "sha256": digest,
+                }
+            )
             try:
                 cache.write_file(self._store, data_name, payload, replace=True)
-                cache.write_file(self._store, self._index_name(text), entry.encode(),
-                                 replace=True)
+                cache.write_file(self._store, self._index_name(text), entry.encode(), replace=True)
             except OSError as exc:
-                cache._warn_once(f"numba-write:{self._store.path}",
-                                 f"tracegrad: cannot write Numba's cache in {self._store.path} "
-                                 f"({exc}); the kernel is compiled in memory and is compiled "
-                                 "again in the next process")
+                cache._warn_once(
+                    f"numba-write:{self._store.path}",
+                    f"tracegrad: cannot write Numba's cache in {self._store.path} "
+                    f"({exc}); the kernel is compiled in memory and is compiled "
+                    "again in the next process",
+                )
 
     VerifiedFunctionCache = _VerifiedFunctionCache
 

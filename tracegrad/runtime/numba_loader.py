@@ -24,6 +24,7 @@ The placeholder is in `sys.modules` only for the duration of
 the real module first. Set TRACEGRAD_NUMBA_SCIPY_PROBE=1 to let Numba import
 SciPy as usual.
 """
+
 from __future__ import annotations
 
 import importlib.machinery
@@ -47,6 +48,7 @@ def import_numba() -> None:
         if _READY:
             return
         import numba  # noqa: F401
+
         if "numba.np.arraymath" not in sys.modules:
             _import_arraymath()
         _fork_safe_numba()
@@ -69,6 +71,7 @@ def _fork_safe_numba() -> None:
         return
     try:
         from numba.core.compiler_lock import global_compiler_lock
+
         lock = global_compiler_lock._lock
         acquire, release = lock.acquire, lock.release
     except (ImportError, AttributeError):
@@ -90,11 +93,16 @@ def _fork_safe_numba() -> None:
 def _import_arraymath() -> None:
     placeholder = None
     from tracegrad.config import numba_scipy_probe
-    if (not numba_scipy_probe()
-            and _BLAS_MODULE not in sys.modules and "scipy.linalg" not in sys.modules
-            and _scipy_blas_installed()):
-        placeholder = types.ModuleType(_BLAS_MODULE, "tracegrad placeholder: see "
-                                                     "tracegrad/runtime/numba_loader.py")
+
+    if (
+        not numba_scipy_probe()
+        and _BLAS_MODULE not in sys.modules
+        and "scipy.linalg" not in sys.modules
+        and _scipy_blas_installed()
+    ):
+        placeholder = types.ModuleType(
+            _BLAS_MODULE, "tracegrad placeholder: see tracegrad/runtime/numba_loader.py"
+        )
         sys.modules[_BLAS_MODULE] = placeholder
     try:
         import numba.np.arraymath  # noqa: F401

@@ -49,6 +49,7 @@ default turns it off.
     >>> threads.get_num_threads() >= 1
     True
 """
+
 from __future__ import annotations
 
 import math
@@ -58,12 +59,13 @@ import threading
 from tracegrad import config
 
 _SPINCOUNT_DEFAULT = 1000
-_override: list = [None]     # set_num_threads(n)
-_cached: list = [None]       # the default limit, computed once (reset() recomputes)
-_listeners: list = []        # called with the new limit (the eager pool resizes)
+_override: list = [None]  # set_num_threads(n)
+_cached: list = [None]  # the default limit, computed once (reset() recomputes)
+_listeners: list = []  # called with the new limit (the eager pool resizes)
 
 
 # --------------------------------------------------------------------------- the CPUs
+
 
 def affinity_cpus() -> int:
     """CPUs this process may run on (sched_getaffinity; else os.cpu_count())."""
@@ -114,7 +116,9 @@ def _ancestors(path: str) -> list[str]:
     return out
 
 
-def cgroup_cpus(root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/self/cgroup") -> float | None:
+def cgroup_cpus(
+    root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/self/cgroup"
+) -> float | None:
     """The CPU quota of this process's cgroup in CPUs (2.5 for `--cpus 2.5`), the
     smallest on its path up to the root; None when there is none (or no cgroup fs).
     `root` and `proc_cgroup` are parameters so that tests can give fixture trees."""
@@ -137,8 +141,10 @@ def cgroup_cpus(root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/self/cgr
                     continue
                 for p in _ancestors(path):
                     d = os.path.join(base, p.lstrip("/"))
-                    q = _quota_v1(_read(os.path.join(d, "cpu.cfs_quota_us")),
-                                  _read(os.path.join(d, "cpu.cfs_period_us")))
+                    q = _quota_v1(
+                        _read(os.path.join(d, "cpu.cfs_quota_us")),
+                        _read(os.path.join(d, "cpu.cfs_period_us")),
+                    )
                     if q is not None:
                         found.append(q)
                 break
@@ -159,6 +165,7 @@ def available_cpus() -> int:
 
 
 # ---------------------------------------------------------------------------- the limit
+
 
 def default_num_threads() -> int:
     """The limit when set_num_threads was not called (see the module docstring)."""
@@ -208,12 +215,12 @@ def set_num_threads(n: int | None) -> None:
     """
     if n is not None:
         if isinstance(n, bool) or not isinstance(n, int) and not hasattr(n, "__index__"):
-            raise TypeError(f"set_num_threads: the number of threads must be an int, got "
-                            f"{type(n).__name__}")
+            raise TypeError(
+                f"set_num_threads: the number of threads must be an int, got {type(n).__name__}"
+            )
         n = int(n.__index__()) if not isinstance(n, int) else n
         if n < 1:
-            raise ValueError(f"set_num_threads: the number of threads must be at least 1, "
-                             f"got {n}")
+            raise ValueError(f"set_num_threads: the number of threads must be at least 1, got {n}")
     _override[0] = n
     for listener in list(_listeners):
         listener(get_num_threads())
@@ -235,14 +242,15 @@ def reset() -> None:
 # ------------------------------------------------------------------ Numba's threading layer
 
 _launch_lock = threading.Lock()
-_omp: dict = {}   # what launch_numba did: omp_report()
+_omp: dict = {}  # what launch_numba did: omp_report()
 
 
 def _loaded_libgomp() -> list[str]:
     try:
         with open("/proc/self/maps") as f:
-            return sorted({line.split(None, 5)[-1].strip() for line in f
-                           if "libgomp" in line and "/" in line})
+            return sorted(
+                {line.split(None, 5)[-1].strip() for line in f if "libgomp" in line and "/" in line}
+            )
     except OSError:
         return []
 
@@ -254,8 +262,10 @@ def launch_numba() -> None:
     if _omp:
         return
     from tracegrad.runtime.numba_loader import import_numba
+
     import_numba()
     from numba.np.ufunc import parallel as npar
+
     with _launch_lock:
         if _omp:
             return
@@ -281,8 +291,13 @@ def launch_numba() -> None:
                 npar._launch_threads()
             finally:
                 os.environ.pop("GOMP_SPINCOUNT", None)
-        _omp.update(spin=spin, why=why, layer=npar._threading_layer,
-                    libgomp_before=before, libgomp_after=_loaded_libgomp())
+        _omp.update(
+            spin=spin,
+            why=why,
+            layer=npar._threading_layer,
+            libgomp_before=before,
+            libgomp_after=_loaded_libgomp(),
+        )
 
 
 def omp_report() -> dict:
@@ -295,6 +310,7 @@ def omp_report() -> dict:
 def numba_pool_size() -> int:
     """Threads in Numba's pool (NUMBA_NUM_THREADS, fixed at launch)."""
     from numba.core import config as numba_config
+
     return int(numba_config.NUMBA_NUM_THREADS)
 
 
@@ -314,6 +330,7 @@ def numba_parallel_call(entry, serial, idle=None, work: int | None = None):
     kernel (the smallest with a parallel variant) takes 4. Not measured above 2 cores
     here (perf/threads.py, crossover, measures it per core count)."""
     from numba.np.ufunc import parallel as npar
+
     launch_numba()
     get, set_ = npar._get_num_threads, npar._set_num_threads
     pool = numba_pool_size()
@@ -334,5 +351,6 @@ def numba_parallel_call(entry, serial, idle=None, work: int | None = None):
             return entry(*arrays)
         finally:
             set_(before)
+
     call.raw_entry = entry
     return call

@@ -9,6 +9,7 @@ Both return a `Drawing`: `.to_dot()` gives DOT text (no Graphviz needed),
 `.render("g.svg")` / `.render("g.png")` runs Graphviz's `dot`, and notebooks
 show it inline through `_repr_svg_`.
 """
+
 from tracegrad.viz.dot import Drawing, GraphvizNotFoundError, find_dot
 from tracegrad.viz.eager import eager_graph
 from tracegrad.viz.ir import ir_graph

@@ -8,6 +8,7 @@ into a picture needs the `dot` program (Debian/Ubuntu package `graphviz`).
     >>> print(d.to_dot().splitlines()[0])
     digraph "demo" {
 """
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,13 @@ class Drawing:
     (tail, head, attributes): handy for inspecting a drawing without Graphviz.
     """
 
-    def __init__(self, name: str, graph_attrs: dict | None = None,
-                 node_attrs: dict | None = None, edge_attrs: dict | None = None):
+    def __init__(
+        self,
+        name: str,
+        graph_attrs: dict | None = None,
+        node_attrs: dict | None = None,
+        edge_attrs: dict | None = None,
+    ):
         self.name = name
         self.graph_attrs = dict(graph_attrs or {})
         self.node_attrs = dict(node_attrs or {})
@@ -79,8 +85,11 @@ class Drawing:
     def to_dot(self) -> str:
         """The graph as DOT text; needs no Graphviz install."""
         lines = [f"digraph {quote(self.name)} {{"]
-        for kind, attrs in (("graph", self.graph_attrs), ("node", self.node_attrs),
-                            ("edge", self.edge_attrs)):
+        for kind, attrs in (
+            ("graph", self.graph_attrs),
+            ("node", self.node_attrs),
+            ("edge", self.edge_attrs),
+        ):
             if attrs:
                 lines.append(f"  {kind}{_attr_list(attrs)}")
         in_cluster = set()
@@ -116,8 +125,10 @@ class Drawing:
             return path
         fmt = format or _FORMATS.get(suffix)
         if fmt is None:
-            raise ValueError(f"render: cannot tell the image format from {path!r}; "
-                             f"use a name ending in .svg, .png, .pdf or .dot, or pass format=")
+            raise ValueError(
+                f"render: cannot tell the image format from {path!r}; "
+                f"use a name ending in .svg, .png, .pdf or .dot, or pass format="
+            )
         data = self._run_dot(fmt)
         with open(path, "wb") as f:
             f.write(data)
@@ -130,8 +141,10 @@ class Drawing:
         return self._run_dot("svg").decode("utf-8")
 
     def __repr__(self) -> str:
-        return (f"<Drawing {self.name!r}: {len(self.nodes)} nodes, {len(self.edges)} edges; "
-                f".to_dot() for DOT text, .render('file.svg') for a picture>")
+        return (
+            f"<Drawing {self.name!r}: {len(self.nodes)} nodes, {len(self.edges)} edges; "
+            f".to_dot() for DOT text, .render('file.svg') for a picture>"
+        )
 
     def _run_dot(self, fmt: str) -> bytes:
         dot = find_dot()
@@ -141,12 +154,15 @@ class Drawing:
                 "  Install it with: apt-get install graphviz   (Debian/Ubuntu package 'graphviz';\n"
                 "  'brew install graphviz' on macOS, 'conda install graphviz' in conda).\n"
                 "  Without Graphviz, call .to_dot() for the DOT text (or render to a .dot file)\n"
-                "  and open it in any Graphviz viewer.")
-        proc = subprocess.run([dot, f"-T{fmt}"], input=self.to_dot().encode("utf-8"),
-                              capture_output=True, check=False)
+                "  and open it in any Graphviz viewer."
+            )
+        proc = subprocess.run(
+            [dot, f"-T{fmt}"], input=self.to_dot().encode("utf-8"), capture_output=True, check=False
+        )
         if proc.returncode != 0:
-            raise RuntimeError(f"Graphviz 'dot -T{fmt}' failed: "
-                               f"{proc.stderr.decode('utf-8', 'replace').strip()}")
+            raise RuntimeError(
+                f"Graphviz 'dot -T{fmt}' failed: {proc.stderr.decode('utf-8', 'replace').strip()}"
+            )
         return proc.stdout
 
 

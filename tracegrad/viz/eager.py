@@ -15,9 +15,11 @@ the top, the output at the bottom); backward runs them in reverse.
 
 Works on PyTorch tensors too (their saved tensors are read from `_saved_*`).
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -26,19 +28,25 @@ from tracegrad.viz.dot import Drawing
 
 # torchviz's colours, so the picture looks familiar.
 COLORS = {
-    "output": "#caff70",   # darkolivegreen1
-    "leaf": "#add8e6",     # lightblue
-    "saved": "#ffc46b",    # orange, a little softer
+    "output": "#caff70",  # darkolivegreen1
+    "leaf": "#add8e6",  # lightblue
+    "saved": "#ffc46b",  # orange, a little softer
     "grad_fn": "#e8e8e8",  # lightgrey
-    "compiled": "#e3d7f7", # lavender: one node standing for a whole compiled backward
+    "compiled": "#e3d7f7",  # lavender: one node standing for a whole compiled backward
 }
 COMPILED_NODE = "CompiledFunctionBackward"
-LEGEND = ("green: output   blue: leaf with .grad (AccumulateGrad)   "
-          "grey: backward node (grad_fn)   orange: tensor saved for backward")
+LEGEND = (
+    "green: output   blue: leaf with .grad (AccumulateGrad)   "
+    "grey: backward node (grad_fn)   orange: tensor saved for backward"
+)
 
 
-def eager_graph(tensor: Any, params: dict[str, Any] | Any | None = None,
-                show_saved: bool = True, legend: bool = True) -> Drawing:
+def eager_graph(
+    tensor: Any,
+    params: dict[str, Any] | Any | None = None,
+    show_saved: bool = True,
+    legend: bool = True,
+) -> Drawing:
     """The backward graph behind `tensor` (or a list of tensors) as a `Drawing`.
 
     `params` maps names to leaf tensors (a module works too: its
@@ -55,8 +63,9 @@ def eager_graph(tensor: Any, params: dict[str, Any] | Any | None = None,
     if legend:
         has_compiled = any("compiled" in a["class"] for a in walker.drawing.nodes.values())
         text = LEGEND + ("   lavender: a compiled function" if has_compiled else "")
-        walker.drawing.graph_attrs.update(label=text, labelloc="b", fontsize="10",
-                                          fontcolor="#555555", fontname="Helvetica")
+        walker.drawing.graph_attrs.update(
+            label=text, labelloc="b", fontsize="10", fontcolor="#555555", fontname="Helvetica"
+        )
     return walker.drawing
 
 
@@ -69,18 +78,30 @@ class _Walker:
         self.drawing = Drawing(
             "backward",
             graph_attrs={"rankdir": "TB", "nodesep": "0.25", "ranksep": "0.35"},
-            node_attrs={"shape": "box", "style": "filled,rounded", "fontname": "Helvetica",
-                        "fontsize": "11", "height": "0.3", "margin": "0.1,0.04"},
-            edge_attrs={"color": "#555555", "arrowsize": "0.7"})
+            node_attrs={
+                "shape": "box",
+                "style": "filled,rounded",
+                "fontname": "Helvetica",
+                "fontsize": "11",
+                "height": "0.3",
+                "margin": "0.1,0.04",
+            },
+            edge_attrs={"color": "#555555", "arrowsize": "0.7"},
+        )
         self.ids: dict[int, str] = {}  # id(python object) -> DOT node id
-        self.alive: list[Any] = []     # keep walked objects alive so their id()s stay unique
+        self.alive: list[Any] = []  # keep walked objects alive so their id()s stay unique
         self.stack: list[Any] = []
 
     def add_output(self, out: Any, index: int | None) -> None:
         name = self.names.get(id(out), "output" if index is None else f"output {index}")
         out_id = f"out{0 if index is None else index}"
-        self.drawing.node(out_id, label=f"{name}\n{type_str(out)}", fillcolor=COLORS["output"],
-                          tooltip="the tensor you passed in", **{"class": "output"})
+        self.drawing.node(
+            out_id,
+            label=f"{name}\n{type_str(out)}",
+            fillcolor=COLORS["output"],
+            tooltip="the tensor you passed in",
+            **{"class": "output"},
+        )
         fn = getattr(out, "grad_fn", None)
         if fn is not None:
             self.drawing.edge(self.node_id(fn), out_id)
@@ -119,30 +140,41 @@ class _Walker:
         if var is not None:
             name = self.names.get(id(var))
             lines = ([name] if name else []) + [type_str(var)]
-            self.drawing.node(fn_id, label="\n".join(lines), fillcolor=COLORS["leaf"],
-                              tooltip=f"{node_name(fn)}: accumulates into .grad",
-                              **{"class": "leaf"})
+            self.drawing.node(
+                fn_id,
+                label="\n".join(lines),
+                fillcolor=COLORS["leaf"],
+                tooltip=f"{node_name(fn)}: accumulates into .grad",
+                **{"class": "leaf"},
+            )
             return
         saved = saved_tensors(fn)
         name = node_name(fn)
         label = name if saved is not None else f"{name}\n(saved tensors freed)"
         if name == COMPILED_NODE:
-            self.drawing.node(fn_id, label=label + "\n(runs the compiled backward kernel)",
-                              fillcolor=COLORS["compiled"], **{"class": "grad_fn compiled"})
+            self.drawing.node(
+                fn_id,
+                label=label + "\n(runs the compiled backward kernel)",
+                fillcolor=COLORS["compiled"],
+                **{"class": "grad_fn compiled"},
+            )
         else:
-            self.drawing.node(fn_id, label=label, fillcolor=COLORS["grad_fn"],
-                              **{"class": "grad_fn"})
+            self.drawing.node(
+                fn_id, label=label, fillcolor=COLORS["grad_fn"], **{"class": "grad_fn"}
+            )
         if self.show_saved:
             for i, (label, shape, dtype) in enumerate(saved or ()):
                 saved_id = f"{fn_id}_saved{i}"
-                self.drawing.node(saved_id, label=f"{label}\n{format_type(shape, dtype)}",
-                                  fillcolor=COLORS["saved"], fontsize="10",
-                                  tooltip=f"saved by {node_name(fn)} for backward",
-                                  **{"class": "saved"})
+                self.drawing.node(
+                    saved_id,
+                    label=f"{label}\n{format_type(shape, dtype)}",
+                    fillcolor=COLORS["saved"],
+                    fontsize="10",
+                    tooltip=f"saved by {node_name(fn)} for backward",
+                    **{"class": "saved"},
+                )
                 # Undirected and dashed: a value the node holds, not an input it waits for.
-                self.drawing.edge(saved_id, fn_id, dir="none", style="dashed",
-                                  color="#c07a1e")
-
+                self.drawing.edge(saved_id, fn_id, dir="none", style="dashed", color="#c07a1e")
 
 
 # ------------------------------------------------------------------ helpers
@@ -177,7 +209,7 @@ def _torch_saved_tensors(fn: Any) -> list[tuple[str, tuple, str]]:
             continue
         value = getattr(fn, attr)
         if hasattr(value, "shape") and hasattr(value, "dtype"):
-            out.append((attr[len("_saved_"):], tuple(value.shape), str(value.dtype)))
+            out.append((attr[len("_saved_") :], tuple(value.shape), str(value.dtype)))
     return out
 
 

@@ -22,22 +22,60 @@ primitive), with PyTorch's parameter names, reprs, node names and error texts.
     >>> len(list(model.parameters())), model[0].weight.shape
     (4, torch.Size([3, 2]))
 """
-from tracegrad.eager.nn import functional  # noqa: F401
-from tracegrad.eager.nn.modules import (CrossEntropyLoss, Identity, Linear, Module,  # noqa: F401
-                                        ModuleList, MSELoss, Parameter, ReLU, Sequential,
-                                        Sigmoid, Tanh)
-from tracegrad.eager.nn.modules import (  # noqa: F401
-                                        AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d,
-                                        BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d,
-                                        ConvTranspose1d, ConvTranspose2d, Dropout,
-                                        Embedding, Flatten, GELU, L1Loss, LayerNorm, LeakyReLU,
-                                        LogSoftmax, MaxPool2d, NLLLoss, SiLU, Softmax,
-                                        Unflatten)
-from tracegrad.eager.nn.modules import ModuleDict, ParameterDict, ParameterList  # noqa: F401,E501
-from tracegrad.eager.nn.modules import (ELU, GroupNorm, HuberLoss, KLDivLoss,  # noqa: F401
-                                        SmoothL1Loss, Softplus)
-from tracegrad.eager.nn.modules import GRU, LSTM, RNN  # noqa: F401
-from tracegrad.eager.nn.modules import (MultiheadAttention, TransformerEncoder,  # noqa: F401
-                                        TransformerEncoderLayer)
-from tracegrad.eager.nn import init  # noqa: F401
-from tracegrad.eager.nn import utils  # noqa: F401
+
+from tracegrad.eager.nn import (
+    functional,
+    init,
+    utils,
+)
+from tracegrad.eager.nn.modules import (
+    ELU,
+    GELU,
+    GRU,
+    LSTM,
+    RNN,
+    AdaptiveAvgPool2d,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    BCELoss,
+    BCEWithLogitsLoss,
+    Conv1d,
+    Conv2d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    CrossEntropyLoss,
+    Dropout,
+    Embedding,
+    Flatten,
+    GroupNorm,
+    HuberLoss,
+    Identity,
+    KLDivLoss,
+    L1Loss,
+    LayerNorm,
+    LeakyReLU,
+    Linear,
+    LogSoftmax,
+    MaxPool2d,
+    Module,
+    ModuleDict,
+    ModuleList,
+    MSELoss,
+    MultiheadAttention,
+    NLLLoss,
+    Parameter,
+    ParameterDict,
+    ParameterList,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    SiLU,
+    SmoothL1Loss,
+    Softmax,
+    Softplus,
+    Tanh,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+    Unflatten,
+)

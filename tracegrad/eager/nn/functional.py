@@ -10,14 +10,16 @@ so logits of +-1e4 stay finite.
     >>> F.cross_entropy(logits, torch.tensor([0, 1]))
     tensor(0.3466, grad_fn=<NllLossBackward0>)
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from tracegrad.eager import torch_ops as _f
-from tracegrad.eager.errors import EagerIndexError, EagerValueError, shape_error
 from tracegrad.eager._tensor import Tensor, apply_op, write_into
+from tracegrad.eager.errors import EagerIndexError, EagerValueError, shape_error
 from tracegrad.ops import table as T
+
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     return input.relu_() if inplace else _f.relu(input)
@@ -29,8 +31,12 @@ sigmoid = _f.sigmoid
 
 def _implicit_dim_warning(name: str) -> None:
     import warnings
-    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to "
-                  "include dim=X as an argument.", stacklevel=3)
+
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call to "
+        "include dim=X as an argument.",
+        stacklevel=3,
+    )
 
 
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
@@ -39,8 +45,7 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
     return _f.softmax(input, dim, dtype)
 
 
-def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
-                dtype=None) -> Tensor:
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     if dim is None:
         _implicit_dim_warning("log_softmax")
     return _f.log_softmax(input, dim, dtype)
@@ -71,15 +76,25 @@ def _reduce(values: Tensor, reduction: str, name: str) -> Tensor:
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
-def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
-             reduction: str = "mean", weight=None) -> Tensor:
+def mse_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    weight=None,
+) -> Tensor:
     """Mean squared error."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(input.shape) != tuple(target.shape):
         import warnings
-        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
-                      f"({input.shape}). This will likely lead to incorrect results due to "
-                      "broadcasting. Please ensure they have the same size.", stacklevel=2)
+
+        warnings.warn(
+            f"Using a target size ({target.shape}) that is different to the input size "
+            f"({input.shape}). This will likely lead to incorrect results due to "
+            "broadcasting. Please ensure they have the same size.",
+            stacklevel=2,
+        )
     diff = input - target
     sq = diff * diff
     if weight is not None:
@@ -96,17 +111,29 @@ def _legacy_reduction(size_average, reduce, reduction: str) -> str:
     return "none" if not reduce else ("mean" if size_average else "sum")
 
 
-def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
-             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """Negative log likelihood of class indices `target` under log-probabilities `input`.
 
     With a class `weight` or targets equal to `ignore_index`, the mean divides by the
     summed weight of the counted targets, as PyTorch's does."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if input.ndim != 2 or target.ndim != 1 or input.shape[0] != target.shape[0]:
-        raise shape_error("nll_loss", f"Expected input batch_size ({input.shape[0]}) to match "
-                                      f"target batch_size ({target.shape[0]}).", input, target,
-                          cls=EagerValueError)
+        raise shape_error(
+            "nll_loss",
+            f"Expected input batch_size ({input.shape[0]}) to match "
+            f"target batch_size ({target.shape[0]}).",
+            input,
+            target,
+            cls=EagerValueError,
+        )
     if target.dtype.np.kind not in "iu":
         raise RuntimeError(f"expected scalar type Long but found {target.dtype._tensor_type[:-6]}")
     n_classes = input.shape[1]
@@ -117,19 +144,25 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     tv = t[valid]
     if tv.size and (tv.min() < 0 or tv.max() >= n_classes):
         bad = int(tv.max() if tv.max() >= n_classes else tv.min())
-        raise shape_error("nll_loss", f"Target {bad} is out of bounds.", input, target,
-                          cls=EagerIndexError)
+        raise shape_error(
+            "nll_loss", f"Target {bad} is out of bounds.", input, target, cls=EagerIndexError
+        )
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     if weight is not None and tuple(weight.shape) != (n_classes,):
-        raise RuntimeError(f"weight tensor should be defined either for all {n_classes} classes "
-                           f"or no classes but got weight tensor of shape: {list(weight.shape)}")
+        raise RuntimeError(
+            f"weight tensor should be defined either for all {n_classes} classes "
+            f"or no classes but got weight tensor of shape: {list(weight.shape)}"
+        )
     if weight is None and valid.all():
         return apply_op(T.nll_loss, (input, target), {"reduction": reduction}, visible=(0,))
     # weights per row (0 where ignored), as a constant: -w[t_i] * input[i, t_i]
     safe = np.where(valid, t, 0).astype(np.int64)
-    w = np.ones(n_classes, input._data.dtype) if weight is None else \
-        weight._data.astype(input._data.dtype)
+    w = (
+        np.ones(n_classes, input._data.dtype)
+        if weight is None
+        else weight._data.astype(input._data.dtype)
+    )
     w_row = np.where(valid, w[safe], 0).astype(input._data.dtype)
     picked = apply_op(T.take_along_axis, (input, safe[:, None]), {"axis": 1})
     per_row = picked.reshape(-1) * (-w_row)
@@ -138,12 +171,14 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     total = apply_op(T.sum_, (per_row,), {"axis": None, "keepdims": False})
     if reduction == "sum":
         return apply_op(T.mul, (total, 1.0), {}, name="NllLossBackward0")
-    return apply_op(T.div, (total, np.asarray(w_row.sum(), input._data.dtype)), {},
-                    name="NllLossBackward0")
+    return apply_op(
+        T.div, (total, np.asarray(w_row.sum(), input._data.dtype)), {}, name="NllLossBackward0"
+    )
 
 
-def _nll_loss_captured(input: Tensor, target: Tensor, weight, ignore_index: int,
-                       reduction: str) -> Tensor:
+def _nll_loss_captured(
+    input: Tensor, target: Tensor, weight, ignore_index: int, reduction: str
+) -> Tensor:
     """nll_loss inside tracegrad.compile: the targets are traced, so which are ignored
     is part of the graph (a mask), and the kernel checks their range when it runs."""
     if reduction not in ("mean", "sum", "none"):
@@ -163,9 +198,16 @@ def _nll_loss_captured(input: Tensor, target: Tensor, weight, ignore_index: int,
     return total if reduction == "sum" else total / w_row.sum()
 
 
-def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
-                  size_average=None, ignore_index: int = -100, reduce=None,
-                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
     """log_softmax + nll_loss; `target` holds class indices or class probabilities.
     weight, ignore_index and label_smoothing follow PyTorch's formulas."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -209,7 +251,6 @@ import math as _math  # noqa: E402
 
 from tracegrad.ops.indexing import index_spec as _index_spec  # noqa: E402
 
-
 erf_primitive = T.erf
 
 
@@ -228,9 +269,11 @@ def _tuple(value, n: int, name: str = "value") -> tuple:
         if len(value) == 1:
             return tuple(int(value[0]) for _ in range(n))
         if len(value) != n:
-            raise RuntimeError(f"expected {name} to be a single integer value or a list of {n} "
-                               f"values to match the convolution dimensions, but got {name}="
-                               f"{list(value)}")
+            raise RuntimeError(
+                f"expected {name} to be a single integer value or a list of {n} "
+                f"values to match the convolution dimensions, but got {name}="
+                f"{list(value)}"
+            )
         return tuple(int(v) for v in value)
     return (int(value),) * n
 
@@ -254,8 +297,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     x = input.clone() if inplace else input
-    out = apply_op(T.where, (x._data > 0, x, x * negative_slope), {},
-                   name="LeakyReluBackward0")
+    out = apply_op(T.where, (x._data > 0, x, x * negative_slope), {}, name="LeakyReluBackward0")
     return input.copy_(out) if inplace else out
 
 
@@ -269,6 +311,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if not training or p == 0.0:
         return input
     from tracegrad.eager.creation import generator
+
     shape = input._data.shape
     if p == 1.0:
         scale = np.zeros(shape, input._data.dtype)
@@ -286,9 +329,15 @@ def _reduce_named(values: Tensor, reduction: str, name: str) -> Tensor:
     return _reduce(values, reduction, name)
 
 
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
-                                     size_average=None, reduce=None, reduction: str = "mean",
-                                     pos_weight=None) -> Tensor:
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight=None,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    pos_weight=None,
+) -> Tensor:
     """-[pos_weight * t * log sigmoid(x) + (1 - t) * log(1 - sigmoid(x))], stable at any |x|.
 
     >>> import tracegrad.eager as torch
@@ -298,8 +347,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"Target size ({target.shape}) must be the same as input size "
-                         f"({input.shape})")
+        raise ValueError(
+            f"Target size ({target.shape}) must be the same as input size ({input.shape})"
+        )
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     # log(1 + exp(-|x|)) + max(-x, 0) = -log sigmoid(x)
@@ -316,14 +366,22 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
     return _reduce(loss, reduction, "BinaryCrossEntropyWithLogitsBackward0")
 
 
-def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
-                         reduce=None, reduction: str = "mean") -> Tensor:
+def binary_cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight=None,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """-[t log p + (1 - t) log(1 - p)], logs clamped at -100 as PyTorch does."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
-                         f"size ({input.shape}) is deprecated. Please ensure they have the same "
-                         "size.")
+        raise ValueError(
+            f"Using a target size ({target.shape}) that is different to the input "
+            f"size ({input.shape}) is deprecated. Please ensure they have the same "
+            "size."
+        )
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     data = input._data
@@ -339,11 +397,15 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_averag
     return _reduce(loss, reduction, "BinaryCrossEntropyBackward0")
 
 
-def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
-            reduction: str = "mean") -> Tensor:
+def l1_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean"
+) -> Tensor:
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    return _reduce_named(_f.abs(input - target), reduction, "MeanBackward0"
-                         if reduction == "mean" else "SumBackward0")
+    return _reduce_named(
+        _f.abs(input - target),
+        reduction,
+        "MeanBackward0" if reduction == "mean" else "SumBackward0",
+    )
 
 
 # ------------------------------------------------------------------ normalization
@@ -353,10 +415,12 @@ def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: flo
     """Normalize over the last len(normalized_shape) dims (biased variance), then scale/shift."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(shape)
-    if tuple(input.shape[input.ndim - k:]) != shape or input.ndim < k:
-        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
-                           f"[*, {', '.join(map(str, shape))}], but got input of size"
-                           f"{list(input.shape)}")
+    if tuple(input.shape[input.ndim - k :]) != shape or input.ndim < k:
+        raise RuntimeError(
+            f"Given normalized_shape={list(shape)}, expected input with shape "
+            f"[*, {', '.join(map(str, shape))}], but got input of size"
+            f"{list(input.shape)}"
+        )
     dims = tuple(range(input.ndim - k, input.ndim))
     mean = input.mean(dims, keepdim=True)
     centered = input - mean
@@ -369,8 +433,16 @@ def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: flo
     return apply_op(T.mul, (out, 1.0), {}, name="NativeLayerNormBackward0")
 
 
-def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
-               training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+def batch_norm(
+    input: Tensor,
+    running_mean,
+    running_var,
+    weight=None,
+    bias=None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
     """Batch statistics over every dim but 1 in training (and an in-place update of the
     running ones: unbiased variance, as PyTorch); the running statistics otherwise."""
     c = input.shape[1] if input.ndim > 1 else None
@@ -379,8 +451,10 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
     if training:
         count = input._data.size // max(c or 1, 1)
         if count <= 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got input "
-                             f"size {input.shape}")
+            raise ValueError(
+                f"Expected more than 1 value per channel when training, got input "
+                f"size {input.shape}"
+            )
         mean = input.mean(axes, keepdim=True)
         centered = input - mean
         var = (centered * centered).mean(axes, keepdim=True)
@@ -408,33 +482,46 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
 # ------------------------------------------------------------------ embedding
 
 
-def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None,
-              norm_type: float = 2.0, scale_grad_by_freq: bool = False,
-              sparse: bool = False) -> Tensor:
+def embedding(
+    input: Tensor,
+    weight: Tensor,
+    padding_idx=None,
+    max_norm=None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Tensor:
     """weight[input]; rows at padding_idx get no gradient."""
     idx = input._data if isinstance(input, Tensor) else np.asarray(input)
     if idx.dtype.kind not in "iu":
         from tracegrad.eager.torch_ops import _torch_type
-        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following "
-                           "scalar types: Long, Int; but got torch."
-                           f"{_torch_type(input)}Tensor instead (while checking arguments for "
-                           "embedding)")
+
+        raise RuntimeError(
+            "Expected tensor for argument #1 'indices' to have one of the following "
+            "scalar types: Long, Int; but got torch."
+            f"{_torch_type(input)}Tensor instead (while checking arguments for "
+            "embedding)"
+        )
     n = weight.shape[0]
     captured = type(idx) is not np.ndarray  # inside tracegrad.compile: the kernel checks range
     if not captured and idx.size and (idx.min() < 0 or idx.max() >= n):
         raise IndexError("index out of range in self")
     if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
-                                  "supported by tracegrad.eager")
+        raise NotImplementedError(
+            "embedding: max_norm, scale_grad_by_freq and sparse are not "
+            "supported by tracegrad.eager"
+        )
     spec = (("array", 0), ("slice", 0, weight.shape[1], 1))
-    out = apply_op(T.getitem, (weight, idx), {"spec": spec}, name="EmbeddingBackward0",
-                   visible=(0,))
+    out = apply_op(
+        T.getitem, (weight, idx), {"spec": spec}, name="EmbeddingBackward0", visible=(0,)
+    )
     if padding_idx is not None:
         pad = padding_idx if padding_idx >= 0 else padding_idx + n
         mask = (idx == pad)[..., None]
         if captured or mask.any():
-            out = apply_op(T.where, (mask, weight._data[pad], out), {}, name="EmbeddingBackward0",
-                           visible=(2,))
+            out = apply_op(
+                T.where, (mask, weight._data[pad], out), {}, name="EmbeddingBackward0", visible=(2,)
+            )
     return out
 
 
@@ -448,9 +535,11 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
     'reflect', 'replicate' and 'circular' gather with index arrays."""
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise RuntimeError("Padding length must be divisible by 2" if len(pad) % 2 else
-                           "Padding length should be less than or equal to two times the input "
-                           "dimension")
+        raise RuntimeError(
+            "Padding length must be divisible by 2"
+            if len(pad) % 2
+            else "Padding length should be less than or equal to two times the input dimension"
+        )
     shape = list(input.shape)
     widths = [(0, 0)] * input.ndim
     for i in range(len(pad) // 2):
@@ -460,8 +549,12 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
             raise NotImplementedError("pad: negative padding is not supported by tracegrad.eager")
         out_shape = tuple(n + lo + hi for n, (lo, hi) in zip(shape, widths))
         spec = tuple(("slice", lo, lo + n, 1) for n, (lo, _) in zip(shape, widths))
-        out = apply_op(T.index_add_zeros, (input,), {"spec": spec, "shape": out_shape},
-                       name="ConstantPadNdBackward0")
+        out = apply_op(
+            T.index_add_zeros,
+            (input,),
+            {"spec": spec, "shape": out_shape},
+            name="ConstantPadNdBackward0",
+        )
         if value:
             fill = np.full(out_shape, value, input._data.dtype)
             fill[tuple(slice(lo, lo + n) for n, (lo, _) in zip(shape, widths))] = 0
@@ -476,7 +569,8 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
             "Supported combinations for non-constant padding:\n"
             "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
             "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
-            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)"
+        )
     out = input
     for d, (lo, hi) in enumerate(widths):
         if lo == 0 and hi == 0:
@@ -491,17 +585,21 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
             idx = i % n
         else:
             if lo >= n or hi >= n:
-                raise RuntimeError(f"Argument #4: Padding size should be less than the "
-                                   f"corresponding input dimension, but got: padding ({lo}, "
-                                   f"{hi}) at dimension {d} of input {list(shape)}")
+                raise RuntimeError(
+                    f"Argument #4: Padding size should be less than the "
+                    f"corresponding input dimension, but got: padding ({lo}, "
+                    f"{hi}) at dimension {d} of input {list(shape)}"
+                )
             period = 2 * (n - 1)
             j = np.mod(i, period) if period else np.zeros_like(i)
             idx = np.where(j < n, j, period - j)
         index = (slice(None),) * d + (idx,)
         spec, arrays = _index_spec(tuple(out.shape), index)
-        name = {"reflect": f"ReflectionPad{k}DBackward0",
-                "replicate": f"ReplicationPad{k}DBackward0",
-                "circular": "torch::autograd::CopySlices"}[mode]
+        name = {
+            "reflect": f"ReflectionPad{k}DBackward0",
+            "replicate": f"ReplicationPad{k}DBackward0",
+            "circular": "torch::autograd::CopySlices",
+        }[mode]
         out = apply_op(T.getitem, (out, *arrays), {"spec": spec}, name=name, visible=(0,))
     return out
 
@@ -515,7 +613,9 @@ def _windows(x: Tensor, kernel, stride, dilation, out_size) -> Tensor:
     for i in range(kh):
         for j in range(kw):
             r0, c0 = i * dh, j * dw
-            parts.append(x[:, :, r0:r0 + sh * (ho - 1) + 1:sh, c0:c0 + sw * (wo - 1) + 1:sw])
+            parts.append(
+                x[:, :, r0 : r0 + sh * (ho - 1) + 1 : sh, c0 : c0 + sw * (wo - 1) + 1 : sw]
+            )
     return _f.stack(parts, 2)
 
 
@@ -536,16 +636,19 @@ def _conv_padding(padding, n, kernel, dilation, stride):
                 total = d * (k - 1)
                 out.append((total // 2, total - total // 2))
             return out
-        raise ValueError(f"Invalid padding string '{padding}', should be one of "
-                         "{'valid', 'same'}")
+        raise ValueError(
+            f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}"
+        )
     return [(p, p) for p in _tuple(padding, n, "padding")]
 
 
 def _convnd(input, weight, bias, stride, padding, dilation, groups, n, padding_mode="zeros"):
     name = f"conv{n}d"
     if input.ndim not in (n + 1, n + 2):
-        raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to "
-                           f"{name}, but got input of size: {list(input.shape)}")
+        raise RuntimeError(
+            f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to "
+            f"{name}, but got input of size: {list(input.shape)}"
+        )
     unbatched = input.ndim == n + 1
     if unbatched:
         input = input.unsqueeze(0)
@@ -556,17 +659,23 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, n, padding_m
     if groups < 1:
         raise RuntimeError("non-positive groups is not supported")
     if out_ch % groups:
-        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
-                           f"at dimension 0, but got weight of size [{list(weight.shape)}] "
-                           "instead")
+        raise RuntimeError(
+            f"Given groups={groups}, expected weight to be divisible by {groups} "
+            f"at dimension 0, but got weight of size [{list(weight.shape)}] "
+            "instead"
+        )
     if weight.shape[1] * groups != c_in:
-        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected "
-                           f"input{list(input.shape)} to have {weight.shape[1] * groups} "
-                           f"channels, but got {c_in} channels instead")
+        raise RuntimeError(
+            f"Given groups={groups}, weight of size {list(weight.shape)}, expected "
+            f"input{list(input.shape)} to have {weight.shape[1] * groups} "
+            f"channels, but got {c_in} channels instead"
+        )
     if input._data.dtype != weight._data.dtype:
         names = {"float64": "Double", "float32": "Float", "float16": "Half"}
-        raise RuntimeError(f"expected scalar type {names.get(input._data.dtype.name, 'Long')} but "
-                           f"found {names.get(weight._data.dtype.name, 'Long')}")
+        raise RuntimeError(
+            f"expected scalar type {names.get(input._data.dtype.name, 'Long')} but "
+            f"found {names.get(weight._data.dtype.name, 'Long')}"
+        )
     stride = _tuple(stride, n, "stride")
     dilation = _tuple(dilation, n, "dilation")
     kernel = tuple(weight.shape[2:])
@@ -575,8 +684,12 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, n, padding_m
     if n == 1:  # (N, C, L) as (N, C, 1, L)
         x = x.unsqueeze(2)
         weight = weight.unsqueeze(2)
-        kernel, stride, dilation, widths = (1,) + kernel, (1,) + stride, (1,) + dilation, \
-            [(0, 0)] + widths
+        kernel, stride, dilation, widths = (
+            (1,) + kernel,
+            (1,) + stride,
+            (1,) + dilation,
+            [(0, 0)] + widths,
+        )
     if any(lo or hi for lo, hi in widths):
         flat = tuple(v for lo_hi in reversed(widths) for v in lo_hi)
         x = pad(x, flat, mode="constant" if padding_mode == "zeros" else padding_mode)
@@ -585,30 +698,41 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, n, padding_m
     wo = _conv_out(w, kernel[1], stride[1], 0, 0, dilation[1])
     if ho <= 0 or wo <= 0:
         size = list(input.shape[2:])
-        raise RuntimeError(f"Calculated padded input size per channel: "
-                           f"({' x '.join(map(str, size))}). Kernel size: "
-                           f"({' x '.join(map(str, kernel[-n:]))}). Kernel size can't be greater "
-                           "than actual input size")
+        raise RuntimeError(
+            f"Calculated padded input size per channel: "
+            f"({' x '.join(map(str, size))}). Kernel size: "
+            f"({' x '.join(map(str, kernel[-n:]))}). Kernel size can't be greater "
+            "than actual input size"
+        )
     cols = _windows(x, kernel, stride, dilation, (ho, wo))  # (N, C, kh*kw, ho, wo)
     batch = x.shape[0]
     k = (c_in // groups) * kernel[0] * kernel[1]
     if groups == 1:
         out = _f.matmul(weight.reshape(out_ch, k), cols.reshape(batch, k, ho * wo))
     else:
-        out = _f.matmul(weight.reshape(groups, out_ch // groups, k),
-                        cols.reshape(batch, groups, k, ho * wo))
+        out = _f.matmul(
+            weight.reshape(groups, out_ch // groups, k), cols.reshape(batch, groups, k, ho * wo)
+        )
     out_shape = (batch, out_ch, ho, wo) if n == 2 else (batch, out_ch, wo)
     if bias is not None:
         out = out.reshape(out_shape)
-        out = apply_op(T.add, (out, bias.reshape((out_ch,) + (1,) * n)), {},
-                       name="ConvolutionBackward0")
+        out = apply_op(
+            T.add, (out, bias.reshape((out_ch,) + (1,) * n)), {}, name="ConvolutionBackward0"
+        )
     else:
         out = apply_op(T.reshape, (out,), {"shape": out_shape}, name="ConvolutionBackward0")
     return out.squeeze(0) if unbatched else out
 
 
-def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
-           dilation=1, groups: int = 1) -> Tensor:
+def conv2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+) -> Tensor:
     """2-D cross-correlation, as torch.nn.functional.conv2d (im2col + one matmul).
 
     >>> import tracegrad.eager as torch
@@ -620,8 +744,15 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     return _convnd(input, weight, bias, stride, padding, dilation, groups, 2)
 
 
-def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
-           dilation=1, groups: int = 1) -> Tensor:
+def conv1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+) -> Tensor:
     """1-D cross-correlation, as torch.nn.functional.conv1d (conv2d over a height of 1)."""
     return _convnd(input, weight, bias, stride, padding, dilation, groups, 1)
 
@@ -634,8 +765,15 @@ def _pool_out(size, k, s, p, d, ceil_mode):
     return out
 
 
-def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
-               ceil_mode: bool = False, return_indices: bool = False):
+def max_pool2d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
     """Max over each window; the gradient goes to the first maximum of a window, as in
     PyTorch. return_indices gives flat indices into each input plane."""
     if input.ndim not in (3, 4):
@@ -643,20 +781,27 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
     unbatched = input.ndim == 3
     x = input.unsqueeze(0) if unbatched else input
     kernel = _tuple(kernel_size, 2, "kernel_size")
-    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and not stride) \
+    stride = (
+        kernel
+        if stride is None or (isinstance(stride, (tuple, list)) and not stride)
         else _tuple(stride, 2, "stride")
+    )
     padding = _tuple(padding, 2, "padding")
     dilation = _tuple(dilation, 2, "dilation")
     for p, k, d in zip(padding, kernel, dilation):
         if p > (d * (k - 1) + 1) // 2:
-            raise RuntimeError(f"pad should be at most half of effective kernel size, but got "
-                               f"pad={p}, kernel_size={k} and dilation={d}")
+            raise RuntimeError(
+                f"pad should be at most half of effective kernel size, but got "
+                f"pad={p}, kernel_size={k} and dilation={d}"
+            )
     h, w = x.shape[2], x.shape[3]
     ho = _pool_out(h, kernel[0], stride[0], padding[0], dilation[0], ceil_mode)
     wo = _pool_out(w, kernel[1], stride[1], padding[1], dilation[1], ceil_mode)
     if ho <= 0 or wo <= 0:
-        raise RuntimeError(f"Given input size: ({x.shape[1]}x{h}x{w}). Calculated output size: "
-                           f"({x.shape[1]}x{ho}x{wo}). Output size is too small")
+        raise RuntimeError(
+            f"Given input size: ({x.shape[1]}x{h}x{w}). Calculated output size: "
+            f"({x.shape[1]}x{ho}x{wo}). Output size is too small"
+        )
     # pad with -inf up to what the windows reach (ceil_mode may reach past the right pad)
     need_h = (ho - 1) * stride[0] + dilation[0] * (kernel[0] - 1) + 1
     need_w = (wo - 1) * stride[1] + dilation[1] * (kernel[1] - 1) + 1
@@ -676,16 +821,26 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
     r = kr * dilation[0] + (np.arange(ho) * stride[0])[:, None] - padding[0]
     cidx = kc * dilation[1] + (np.arange(wo) * stride[1])[None, :] - padding[1]
     from tracegrad.eager._tensor import Tensor as _T
+
     idx = _T._wrap((r * w + cidx).astype(np.int64))
     return out, (idx.squeeze(0) if unbatched else idx)
 
 
-def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override=None) -> Tensor:
+def avg_pool2d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override=None,
+) -> Tensor:
     """Mean over each window (zero padding counted, PyTorch's default); no ceil_mode."""
     if ceil_mode or not count_include_pad or divisor_override is not None:
-        raise NotImplementedError("avg_pool2d: ceil_mode, count_include_pad=False and "
-                                  "divisor_override are not supported by tracegrad.eager")
+        raise NotImplementedError(
+            "avg_pool2d: ceil_mode, count_include_pad=False and "
+            "divisor_override are not supported by tracegrad.eager"
+        )
     unbatched = input.ndim == 3
     x = input.unsqueeze(0) if unbatched else input
     kernel = _tuple(kernel_size, 2, "kernel_size")
@@ -696,8 +851,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     ho = _conv_out(x.shape[2], kernel[0], stride[0], 0, 0, 1)
     wo = _conv_out(x.shape[3], kernel[1], stride[1], 0, 0, 1)
     win = _windows(x, kernel, stride, (1, 1), (ho, wo))
-    out = apply_op(T.mean, (win,), {"axis": 2, "keepdims": False},
-                   name="AvgPool2DBackward0")
+    out = apply_op(T.mean, (win,), {"axis": 2, "keepdims": False}, name="AvgPool2DBackward0")
     return out.squeeze(0) if unbatched else out
 
 
@@ -708,8 +862,9 @@ def _adaptive_bins(size: int, out: int) -> list:
 def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     """Mean over PyTorch's adaptive bins (start floor(i*H/oh), end ceil((i+1)*H/oh))."""
     if input.ndim not in (3, 4):
-        raise RuntimeError("adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got "
-                           f"{list(input.shape)}")
+        raise RuntimeError(
+            f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(input.shape)}"
+        )
     h, w = input.shape[-2], input.shape[-1]
     oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
     oh = h if oh is None else int(oh)
@@ -729,51 +884,65 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     return apply_op(T.mul, (out, 1.0), {}, name="AdaptiveAvgPool2DBackward0")
 
 
-def _conv_transposend(input, weight, bias, stride, padding, output_padding, groups, dilation,
-                      n):
+def _conv_transposend(input, weight, bias, stride, padding, output_padding, groups, dilation, n):
     """The gradient of conv w.r.t. its input, as a forward op: spread the input out by
     `stride` (zeros between), pad by dilation*(k-1) - padding, and correlate with the
     flipped kernel whose in/out channels are swapped."""
     name = f"conv_transpose{n}d"
     if input.ndim not in (n + 1, n + 2):
-        raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to "
-                           f"{name}, but got input of size: {list(input.shape)}")
+        raise RuntimeError(
+            f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to "
+            f"{name}, but got input of size: {list(input.shape)}"
+        )
     unbatched = input.ndim == n + 1
     x = input.unsqueeze(0) if unbatched else input
     c_in = x.shape[1]
     if weight.shape[0] != c_in:
-        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected "
-                           f"input{list(x.shape)} to have {weight.shape[0]} channels, but got "
-                           f"{c_in} channels instead")
+        raise RuntimeError(
+            f"Given transposed=1, weight of size {list(weight.shape)}, expected "
+            f"input{list(x.shape)} to have {weight.shape[0]} channels, but got "
+            f"{c_in} channels instead"
+        )
     stride = _tuple(stride, n, "stride")
     padding = _tuple(padding, n, "padding")
     output_padding = _tuple(output_padding, n, "output_padding")
     dilation = _tuple(dilation, n, "dilation")
     for op, s, d in zip(output_padding, stride, dilation):
         if op >= s and op >= d:
-            raise RuntimeError("output padding must be smaller than either stride or dilation, "
-                               f"but got output_padding_height: {output_padding[0]} "
-                               f"output_padding_width: {output_padding[-1]} stride_height: "
-                               f"{stride[0]} stride_width: {stride[-1]} dilation_height: "
-                               f"{dilation[0]} dilation_width: {dilation[-1]}")
+            raise RuntimeError(
+                "output padding must be smaller than either stride or dilation, "
+                f"but got output_padding_height: {output_padding[0]} "
+                f"output_padding_width: {output_padding[-1]} stride_height: "
+                f"{stride[0]} stride_width: {stride[-1]} dilation_height: "
+                f"{dilation[0]} dilation_width: {dilation[-1]}"
+            )
     if n == 1:
         x = x.unsqueeze(2)
         weight = weight.unsqueeze(2)
-        stride, padding, output_padding, dilation = ((1,) + stride, (0,) + padding,
-                                                     (0,) + output_padding, (1,) + dilation)
+        stride, padding, output_padding, dilation = (
+            (1,) + stride,
+            (0,) + padding,
+            (0,) + output_padding,
+            (1,) + dilation,
+        )
     kernel = tuple(weight.shape[2:])
     nb, _, h, w = x.shape
     # 1. zeros between input elements
     if stride != (1, 1):
         spread = ((h - 1) * stride[0] + 1, (w - 1) * stride[1] + 1)
-        spec = (("slice", 0, nb, 1), ("slice", 0, c_in, 1),
-                ("slice", 0, spread[0], stride[0]), ("slice", 0, spread[1], stride[1]))
+        spec = (
+            ("slice", 0, nb, 1),
+            ("slice", 0, c_in, 1),
+            ("slice", 0, spread[0], stride[0]),
+            ("slice", 0, spread[1], stride[1]),
+        )
         x = apply_op(T.index_add_zeros, (x,), {"spec": spec, "shape": (nb, c_in) + spread})
     # 2. pad (or crop) each side; output_padding adds to the bottom/right
     lo = [d * (k - 1) - p for d, k, p in zip(dilation, kernel, padding)]
     hi = [lo_i + op for lo_i, op in zip(lo, output_padding)]
-    crop = tuple(slice(max(-a, 0), x.shape[2 + i] - max(-b, 0))
-                 for i, (a, b) in enumerate(zip(lo, hi)))
+    crop = tuple(
+        slice(max(-a, 0), x.shape[2 + i] - max(-b, 0)) for i, (a, b) in enumerate(zip(lo, hi))
+    )
     if any(a < 0 or b < 0 for a, b in zip(lo, hi)):
         x = x[:, :, crop[0], crop[1]]
     widths = (max(lo[1], 0), max(hi[1], 0), max(lo[0], 0), max(hi[0], 0))
@@ -793,17 +962,35 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
     return out.squeeze(0) if unbatched else out
 
 
-def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
-                     padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+def conv_transpose2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
     """Transposed 2-D convolution (the adjoint of conv2d), as torch's."""
-    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
-                             dilation, 2)
+    return _conv_transposend(
+        input, weight, bias, stride, padding, output_padding, groups, dilation, 2
+    )
 
 
-def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
-                     padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
-    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
-                             dilation, 1)
+def conv_transpose1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
+    return _conv_transposend(
+        input, weight, bias, stride, padding, output_padding, groups, dilation, 1
+    )
 
 
 # ------------------------------------------------------------------ more common functions
@@ -836,8 +1023,7 @@ def _softplus_stable(x: Tensor) -> Tensor:
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (torch's rule)."""
-    soft = _softplus_stable(input * beta) * (1.0 / beta) if beta != 1 else \
-        _softplus_stable(input)
+    soft = _softplus_stable(input * beta) * (1.0 / beta) if beta != 1 else _softplus_stable(input)
     linear = (input._data * beta) > threshold
     return apply_op(T.where, (linear, input, soft), {}, name="SoftplusBackward0")
 
@@ -849,8 +1035,14 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     return input.copy_(out) if inplace else out
 
 
-def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
-                   reduction: str = "mean", beta: float = 1.0) -> Tensor:
+def smooth_l1_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    beta: float = 1.0,
+) -> Tensor:
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     d = input - target
@@ -864,8 +1056,9 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     return _reduce(loss, reduction, "SmoothL1LossBackward0")
 
 
-def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
-               weight=None) -> Tensor:
+def huber_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0, weight=None
+) -> Tensor:
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
     d = input - target
     ad = _f.abs(d)
@@ -877,8 +1070,14 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return _reduce(loss, reduction, "HuberLossBackward0")
 
 
-def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
-           reduction: str = "mean", log_target: bool = False) -> Tensor:
+def kl_div(
+    input: Tensor,
+    target: Tensor,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    log_target: bool = False,
+) -> Tensor:
     """target * (log target - input) pointwise (input holds log-probabilities); 0 where
     target is 0. reduction 'batchmean' divides the sum by the batch size."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -894,25 +1093,33 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
             loss = target * (safe_log - input)
     if reduction == "batchmean":
         total = apply_op(T.sum_, (loss,), {"axis": None, "keepdims": False})
-        return apply_op(T.div, (total, float(input.shape[0]) if input.ndim else 1.0), {},
-                        name="DivBackward0")
+        return apply_op(
+            T.div, (total, float(input.shape[0]) if input.ndim else 1.0), {}, name="DivBackward0"
+        )
     if reduction == "mean":
         import warnings
-        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
-                      "support size.'batchmean' divides only by the batch size, and aligns with "
-                      "the KL div math definition.'mean' will be changed to behave the same as "
-                      "'batchmean' in the next major release.", stacklevel=2)
-    return _reduce_named(loss, reduction, "MeanBackward0" if reduction == "mean" else
-                         "SumBackward0")
+
+        warnings.warn(
+            "reduction: 'mean' divides the total loss by both the batch size and the "
+            "support size.'batchmean' divides only by the batch size, and aligns with "
+            "the KL div math definition.'mean' will be changed to behave the same as "
+            "'batchmean' in the next major release.",
+            stacklevel=2,
+        )
+    return _reduce_named(
+        loss, reduction, "MeanBackward0" if reduction == "mean" else "SumBackward0"
+    )
 
 
 def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
     """Normalize each group of channels of each sample (biased variance), then scale/shift."""
     n, c = input.shape[0], input.shape[1]
     if c % num_groups:
-        raise RuntimeError(f"Expected number of channels in input to be divisible by "
-                           f"num_groups, but got input of shape {list(input.shape)} and "
-                           f"num_groups={num_groups}")
+        raise RuntimeError(
+            f"Expected number of channels in input to be divisible by "
+            f"num_groups, but got input of shape {list(input.shape)} and "
+            f"num_groups={num_groups}"
+        )
     grouped = input.reshape(n, num_groups, -1)
     mean = grouped.mean(2, keepdim=True)
     centered = grouped - mean
@@ -938,16 +1145,24 @@ def _attn_bias(mask, dtype, shape=None):
     return mask
 
 
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None,
-                                 dropout_p: float = 0.0, is_causal: bool = False, scale=None,
-                                 enable_gqa: bool = False) -> Tensor:
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask=None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale=None,
+    enable_gqa: bool = False,
+) -> Tensor:
     """softmax(q k^T * scale + mask) v; a boolean attn_mask marks the allowed positions."""
     l, s = query.shape[-2], key.shape[-2]
     scale = 1.0 / _math.sqrt(query.shape[-1]) if scale is None else scale
     scores = _f.matmul(query, key.transpose(-2, -1)) * scale
     if is_causal:
         scores = scores + np.where(np.tril(np.ones((l, s), bool)), 0.0, -np.inf).astype(
-            scores._data.dtype)
+            scores._data.dtype
+        )
     if attn_mask is not None:
         scores = scores + _attn_bias(attn_mask, scores._data.dtype)
     weights = _f.softmax(scores, -1)

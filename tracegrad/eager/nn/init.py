@@ -7,6 +7,7 @@ fan/gain rules. The random numbers come from the generator `torch.manual_seed` s
     >>> torch.nn.init.zeros_(w).sum().item(), torch.nn.init.calculate_gain("relu")
     (0.0, 1.4142135623730951)
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,15 @@ def _fill(tensor, values):
 
 
 def calculate_gain(nonlinearity: str, param=None) -> float:
-    linear_fns = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
-                  "conv_transpose2d", "conv_transpose3d"]
+    linear_fns = [
+        "linear",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+    ]
     if nonlinearity in linear_fns or nonlinearity == "sigmoid":
         return 1
     if nonlinearity == "tanh":
@@ -47,7 +55,7 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
             negative_slope = param
         else:
             raise ValueError(f"negative_slope {param} not a valid number")
-        return math.sqrt(2.0 / (1 + negative_slope ** 2))
+        return math.sqrt(2.0 / (1 + negative_slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
     raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
@@ -56,8 +64,9 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
 def _calculate_fan_in_and_fan_out(tensor):
     shape = tensor._data.shape
     if len(shape) < 2:
-        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 "
-                         "dimensions")
+        raise ValueError(
+            "Fan in and fan out can not be computed for tensor with fewer than 2 dimensions"
+        )
     receptive = 1
     for s in shape[2:]:
         receptive *= s
@@ -80,8 +89,9 @@ def normal_(tensor, mean: float = 0.0, std: float = 1.0, generator=None):
     return _fill(tensor, _rng(generator).normal(mean, std, tensor._data.shape))
 
 
-def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
-                  generator=None):
+def trunc_normal_(
+    tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0, generator=None
+):
     """Normal(mean, std) redrawn until inside [a, b]."""
     rng = _rng(generator)
     out = rng.normal(mean, std, tensor._data.shape)
@@ -137,8 +147,9 @@ def xavier_normal_(tensor, gain: float = 1.0, generator=None):
     return normal_(tensor, 0.0, std, generator)
 
 
-def kaiming_uniform_(tensor, a: float = 0, mode: str = "fan_in",
-                     nonlinearity: str = "leaky_relu", generator=None):
+def kaiming_uniform_(
+    tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None
+):
     if 0 in tensor._data.shape:
         warnings.warn("Initializing zero-element tensors is a no-op")
         return tensor
@@ -149,8 +160,9 @@ def kaiming_uniform_(tensor, a: float = 0, mode: str = "fan_in",
     return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(tensor, a: float = 0, mode: str = "fan_in",
-                    nonlinearity: str = "leaky_relu", generator=None):
+def kaiming_normal_(
+    tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None
+):
     if 0 in tensor._data.shape:
         warnings.warn("Initializing zero-element tensors is a no-op")
         return tensor

@@ -1,18 +1,20 @@
 """Module, Parameter and the layers/losses of torch.nn that tracegrad provides."""
+
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
-from tracegrad.eager import dtypes as _dt
-from tracegrad.eager.nn import functional as F
-from tracegrad.eager.nn import init
 from tracegrad.eager import capture_hooks
+from tracegrad.eager import dtypes as _dt
 from tracegrad.eager._tensor import Tensor, eager_apply, write_into
 from tracegrad.eager.capture_hooks import ACTIVE as CAPTURING
+from tracegrad.eager.nn import functional as F
+from tracegrad.eager.nn import init
 from tracegrad.ops.core import register_value_kind
 
 
@@ -54,7 +56,7 @@ class RemovableHandle:
     def remove(self) -> None:
         self.hooks.pop(self.id, None)
 
-    def __enter__(self) -> "RemovableHandle":
+    def __enter__(self) -> RemovableHandle:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -95,8 +97,11 @@ class Module:
             self._modules[name] = value
         elif name in self._parameters and value is None:
             self._parameters[name] = None
-        elif "_buffers" in self.__dict__ and name in self._buffers and (
-                value is None or isinstance(value, Tensor)):
+        elif (
+            "_buffers" in self.__dict__
+            and name in self._buffers
+            and (value is None or isinstance(value, Tensor))
+        ):
             self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -116,10 +121,10 @@ class Module:
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         self._parameters[name] = param
 
-    def add_module(self, name: str, module: "Module") -> None:
+    def add_module(self, name: str, module: Module) -> None:
         self._modules[name] = module
 
-    def register_module(self, name: str, module: "Module") -> None:
+    def register_module(self, name: str, module: Module) -> None:
         self.add_module(name, module)
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
@@ -133,8 +138,10 @@ class Module:
             if name not in self._buffers:
                 raise KeyError(f"attribute '{name}' already exists")
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
-                            "(torch Tensor or None required)")
+            raise TypeError(
+                f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                "(torch Tensor or None required)"
+            )
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers_set.discard(name)
@@ -143,7 +150,7 @@ class Module:
 
     def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator:
         seen = set()
-        for mod_prefix, module in (self.named_modules(prefix) if recurse else [(prefix, self)]):
+        for mod_prefix, module in self.named_modules(prefix) if recurse else [(prefix, self)]:
             for name, b in module.__dict__.get("_buffers", {}).items():
                 if b is None or id(b) in seen:
                     continue
@@ -154,7 +161,7 @@ class Module:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
-    def get_submodule(self, target: str) -> "Module":
+    def get_submodule(self, target: str) -> Module:
         mod = self
         for item in target.split(".") if target else []:
             if item not in mod._modules:
@@ -163,8 +170,9 @@ class Module:
         return mod
 
     def forward(self, *args, **kwargs):
-        raise NotImplementedError(f"Module [{type(self).__name__}] is missing the required "
-                                  "\"forward\" function")
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function'
+        )
 
     def __call__(self, *args, **kwargs):
         if CAPTURING[0]:  # inside tracegrad.compile: its parameters and buffers are inputs
@@ -183,7 +191,7 @@ class Module:
                 out = result
         return out
 
-    def _add_hook(self, kind: str, hook) -> "RemovableHandle":
+    def _add_hook(self, kind: str, hook) -> RemovableHandle:
         hooks = self.__dict__.get("_forward_hooks")
         if hooks is None:
             hooks = {"pre": OrderedDict(), "post": OrderedDict()}
@@ -192,18 +200,18 @@ class Module:
         hooks[kind][handle.id] = hook
         return handle
 
-    def register_forward_pre_hook(self, hook) -> "RemovableHandle":
+    def register_forward_pre_hook(self, hook) -> RemovableHandle:
         """hook(module, args) -> None or new args, before forward."""
         return self._add_hook("pre", hook)
 
-    def register_forward_hook(self, hook) -> "RemovableHandle":
+    def register_forward_hook(self, hook) -> RemovableHandle:
         """hook(module, args, output) -> None or a new output, after forward."""
         return self._add_hook("post", hook)
 
     # ------------------------------------------------------------ traversal
     def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator:
         seen = set()
-        for mod_prefix, module in (self.named_modules(prefix) if recurse else [(prefix, self)]):
+        for mod_prefix, module in self.named_modules(prefix) if recurse else [(prefix, self)]:
             for name, p in module._parameters.items():
                 if p is None or id(p) in seen:
                     continue
@@ -223,17 +231,18 @@ class Module:
                 continue
             seen.add(id(m))
             yield name, m
-            stack[0:0] = [((f"{name}.{k}" if name else k), c) for k, c in m._modules.items()
-                          if c is not None]
+            stack[0:0] = [
+                ((f"{name}.{k}" if name else k), c) for k, c in m._modules.items() if c is not None
+            ]
 
-    def modules(self) -> Iterator["Module"]:
+    def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():
             yield m
 
     def named_children(self) -> Iterator:
         yield from self._modules.items()
 
-    def children(self) -> Iterator["Module"]:
+    def children(self) -> Iterator[Module]:
         for _, m in self._modules.items():
             yield m
 
@@ -241,20 +250,20 @@ class Module:
     def zero_grad(self, set_to_none: bool = True) -> None:
         zero_grads(self.parameters(), set_to_none)
 
-    def train(self, mode: bool = True) -> "Module":
+    def train(self, mode: bool = True) -> Module:
         for m in self.modules():
             object.__setattr__(m, "training", bool(mode))
         return self
 
-    def eval(self) -> "Module":
+    def eval(self) -> Module:
         return self.train(False)
 
-    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
-    def to(self, dtype=None, *args, **kwargs) -> "Module":
+    def to(self, dtype=None, *args, **kwargs) -> Module:
         """Cast every floating parameter (and its grad) in place, keeping the Parameter objects.
 
         >>> import tracegrad.eager as torch
@@ -275,8 +284,10 @@ class Module:
         if isinstance(dtype, str):
             device, dtype = dtype, None
         if device is not None and not str(device).startswith("cpu"):
-            raise RuntimeError(f"tracegrad.eager runs on the CPU only; cannot move a module to "
-                               f"device {str(device)!r}")
+            raise RuntimeError(
+                f"tracegrad.eager runs on the CPU only; cannot move a module to "
+                f"device {str(device)!r}"
+            )
         if dtype is None:
             return self
         target = _dt.to_numpy_dtype(dtype)
@@ -292,16 +303,16 @@ class Module:
                 b._counter[0] += 1
         return self
 
-    def cpu(self) -> "Module":
+    def cpu(self) -> Module:
         return self
 
-    def cuda(self, device=None) -> "Module":
+    def cuda(self, device=None) -> Module:
         raise AssertionError("Torch not compiled with CUDA enabled")
 
-    def double(self) -> "Module":
+    def double(self) -> Module:
         return self.to(dtype=_dt.float64)
 
-    def float(self) -> "Module":
+    def float(self) -> Module:
         return self.to(dtype=_dt.float32)
 
     def _state_items(self):
@@ -326,6 +337,7 @@ class Module:
         """Copy values in place (the Parameter objects stay); returns (missing_keys,
         unexpected_keys) as PyTorch's _IncompatibleKeys, and raises on them when strict."""
         from collections import namedtuple
+
         own = OrderedDict(self._state_items())
         missing = [k for k in own if k not in state]
         unexpected = [k for k in state if k not in own]
@@ -336,19 +348,29 @@ class Module:
             src = state[k]
             arr = src._data if isinstance(src, Tensor) else np.asarray(src)
             if tuple(arr.shape) != tuple(p._data.shape):
-                errors.append(f"size mismatch for {k}: copying a param with shape "
-                              f"{_shape_repr(arr.shape)} from checkpoint, the shape in current "
-                              f"model is {_shape_repr(p._data.shape)}.")
+                errors.append(
+                    f"size mismatch for {k}: copying a param with shape "
+                    f"{_shape_repr(arr.shape)} from checkpoint, the shape in current "
+                    f"model is {_shape_repr(p._data.shape)}."
+                )
         if strict:
             if unexpected:
-                errors.insert(0, "Unexpected key(s) in state_dict: "
-                              + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+                errors.insert(
+                    0,
+                    "Unexpected key(s) in state_dict: "
+                    + ", ".join(f'"{k}"' for k in unexpected)
+                    + ". ",
+                )
             if missing:
-                errors.insert(0, "Missing key(s) in state_dict: "
-                              + ", ".join(f'"{k}"' for k in missing) + ". ")
+                errors.insert(
+                    0,
+                    "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ",
+                )
         if errors:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
-                               + "\n\t".join(errors))
+            raise RuntimeError(
+                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                + "\n\t".join(errors)
+            )
         for k, p in own.items():
             if k in state:
                 src = state[k]
@@ -357,7 +379,7 @@ class Module:
         keys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
         return keys(missing, unexpected)
 
-    def apply(self, fn) -> "Module":
+    def apply(self, fn) -> Module:
         for m in list(self.modules())[::-1]:
             fn(m)
         return self
@@ -404,8 +426,10 @@ class Linear(Module):
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.bias is not None}")
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class ReLU(Module):
@@ -464,7 +488,7 @@ class Sequential(Module):
     def __iter__(self):
         return iter(self._modules.values())
 
-    def append(self, module: Module) -> "Sequential":
+    def append(self, module: Module) -> Sequential:
         self.add_module(str(len(self._modules)), module)
         return self
 
@@ -484,7 +508,7 @@ class ModuleList(Module):
     def __iter__(self):
         return iter(self._modules.values())
 
-    def append(self, module: Module) -> "ModuleList":
+    def append(self, module: Module) -> ModuleList:
         self.add_module(str(len(self._modules)), module)
         return self
 
@@ -540,13 +564,13 @@ class ParameterList(Module):
         for v in values or ():
             self.append(v)
 
-    def append(self, value) -> "ParameterList":
+    def append(self, value) -> ParameterList:
         if not isinstance(value, Parameter):
             value = Parameter(value)
         self.register_parameter(str(len(self._parameters)), value)
         return self
 
-    def extend(self, values) -> "ParameterList":
+    def extend(self, values) -> ParameterList:
         for v in values:
             self.append(v)
         return self
@@ -606,8 +630,15 @@ class MSELoss(Module):
 
 
 class CrossEntropyLoss(Module):
-    def __init__(self, weight: Tensor | None = None, size_average=None, ignore_index: int = -100,
-                 reduce=None, reduction: str = "mean", label_smoothing: float = 0.0):
+    def __init__(
+        self,
+        weight: Tensor | None = None,
+        size_average=None,
+        ignore_index: int = -100,
+        reduce=None,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+    ):
         super().__init__()
         self.reduction = F._legacy_reduction(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
@@ -615,21 +646,38 @@ class CrossEntropyLoss(Module):
         self.label_smoothing = label_smoothing
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
-                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+        return F.cross_entropy(
+            input,
+            target,
+            weight=self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )
 
 
 class NLLLoss(Module):
-    def __init__(self, weight: Tensor | None = None, size_average=None, ignore_index: int = -100,
-                 reduce=None, reduction: str = "mean"):
+    def __init__(
+        self,
+        weight: Tensor | None = None,
+        size_average=None,
+        ignore_index: int = -100,
+        reduce=None,
+        reduction: str = "mean",
+    ):
         super().__init__()
         self.reduction = F._legacy_reduction(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
         self.ignore_index = ignore_index
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
-                          reduction=self.reduction)
+        return F.nll_loss(
+            input,
+            target,
+            weight=self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+        )
 
 
 # ================================================================ issue 13: more layers
@@ -664,7 +712,7 @@ class Unflatten(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         d = self.dim % input.ndim
-        shape = tuple(input.shape[:d]) + self.unflattened_size + tuple(input.shape[d + 1:])
+        shape = tuple(input.shape[:d]) + self.unflattened_size + tuple(input.shape[d + 1 :])
         return input.reshape(shape)
 
     def extra_repr(self) -> str:
@@ -743,8 +791,15 @@ class LeakyReLU(Module):
 
 
 class LayerNorm(Module):
-    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
-                 bias: bool = True, device=None, dtype=None):
+    def __init__(
+        self,
+        normalized_shape,
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
@@ -772,16 +827,27 @@ class LayerNorm(Module):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, "
+            f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}"
+        )
 
 
 class _BatchNorm(Module):
     _dims: tuple = ()
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
-                 affine: bool = True, track_running_stats: bool = True, device=None,
-                 dtype=None, *, bias: bool = True):
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        device=None,
+        dtype=None,
+        *,
+        bias: bool = True,
+    ):
         super().__init__()
         self.num_features = num_features
         self.eps = eps
@@ -835,14 +901,23 @@ class _BatchNorm(Module):
                 factor = 1.0 / float(self.num_batches_tracked._data)
         use_batch = self.training or not self.track_running_stats
         track = not self.training or self.track_running_stats
-        return F.batch_norm(input, self.running_mean if track else None,
-                            self.running_var if track else None, self.weight, self.bias,
-                            use_batch, factor, self.eps)
+        return F.batch_norm(
+            input,
+            self.running_mean if track else None,
+            self.running_var if track else None,
+            self.weight,
+            self.bias,
+            use_batch,
+            factor,
+            self.eps,
+        )
 
     def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, bias={self.bias is not None}, "
-                f"track_running_stats={self.track_running_stats}")
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.affine}, bias={self.bias is not None}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
 
 
 class BatchNorm1d(_BatchNorm):
@@ -854,10 +929,20 @@ class BatchNorm2d(_BatchNorm):
 
 
 class Embedding(Module):
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
-                 max_norm=None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
-                 sparse: bool = False, _weight=None, _freeze: bool = False, device=None,
-                 dtype=None):
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm=None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight=None,
+        _freeze: bool = False,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
@@ -890,8 +975,15 @@ class Embedding(Module):
         return cls(rows, cols, padding_idx=padding_idx, _weight=embeddings, _freeze=freeze, **kw)
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq, self.sparse)
+        return F.embedding(
+            input,
+            self.weight,
+            self.padding_idx,
+            self.max_norm,
+            self.norm_type,
+            self.scale_grad_by_freq,
+            self.sparse,
+        )
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -905,9 +997,20 @@ class Embedding(Module):
 class _ConvNd(Module):
     _n = 2
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
-                 device=None, dtype=None):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         n = self._n
         if groups <= 0:
@@ -917,16 +1020,19 @@ class _ConvNd(Module):
         if out_channels % groups != 0:
             raise ValueError("out_channels must be divisible by groups")
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
-            raise ValueError(f"padding_mode must be one of ['zeros', 'reflect', 'replicate', "
-                             f"'circular'], but got padding_mode='{padding_mode}'")
+            raise ValueError(
+                f"padding_mode must be one of ['zeros', 'reflect', 'replicate', "
+                f"'circular'], but got padding_mode='{padding_mode}'"
+            )
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = F._tuple(kernel_size, n, "kernel_size")
         self.stride = F._tuple(stride, n, "stride")
         if isinstance(padding, str):
             if padding not in ("valid", "same"):
-                raise ValueError(f"Invalid padding string {padding!r}, should be one of "
-                                 "{'valid', 'same'}")
+                raise ValueError(
+                    f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}"
+                )
             if padding == "same" and any(s != 1 for s in self.stride):
                 raise ValueError("padding='same' is not supported for strided convolutions")
             self.padding = padding
@@ -937,8 +1043,7 @@ class _ConvNd(Module):
         self.padding_mode = padding_mode
         self.transposed = False
         self.output_padding = (0,) * n
-        self.weight = _empty_param((out_channels, in_channels // groups) + self.kernel_size,
-                                   dtype)
+        self.weight = _empty_param((out_channels, in_channels // groups) + self.kernel_size, dtype)
         if bias:
             self.bias = _empty_param((out_channels,), dtype)
         else:
@@ -954,13 +1059,24 @@ class _ConvNd(Module):
                 init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: Tensor) -> Tensor:
-        return F._convnd(input, self.weight, self.bias, self.stride, self.padding,
-                         self.dilation, self.groups, self._n, self.padding_mode)
+        return F._convnd(
+            input,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self._n,
+            self.padding_mode,
+        )
 
     def extra_repr(self) -> str:
         n = self._n
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}"
-             f", stride={self.stride}")
+        s = (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}"
+            f", stride={self.stride}"
+        )
         if self.padding != (0,) * n:
             s += f", padding={self.padding}"
         if self.dilation != (1,) * n:
@@ -987,12 +1103,23 @@ class Conv1d(_ConvNd):
 class _ConvTransposeNd(_ConvNd):
     """Weight (in, out/groups, *kernel), as PyTorch's; forward is F.conv_transpose{1,2}d."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
-                 padding_mode: str = "zeros", device=None, dtype=None):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation=1,
+        padding_mode: str = "zeros",
+        device=None,
+        dtype=None,
+    ):
         if padding_mode != "zeros":
-            raise ValueError(f'Only "zeros" padding mode is supported for '
-                             f"{type(self).__name__}")
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         Module.__init__(self)
         n = self._n
         if groups <= 0:
@@ -1011,8 +1138,7 @@ class _ConvTransposeNd(_ConvNd):
         self.groups = groups
         self.padding_mode = padding_mode
         self.transposed = True
-        self.weight = _empty_param((in_channels, out_channels // groups) + self.kernel_size,
-                                   dtype)
+        self.weight = _empty_param((in_channels, out_channels // groups) + self.kernel_size, dtype)
         if bias:
             self.bias = _empty_param((out_channels,), dtype)
         else:
@@ -1027,21 +1153,35 @@ class _ConvTransposeNd(_ConvNd):
         spatial = tuple(input.shape[-n:])
         padding = []
         for d in range(n):
-            smallest = ((spatial[d] - 1) * self.stride[d] - 2 * self.padding[d]
-                        + self.dilation[d] * (self.kernel_size[d] - 1) + 1)
+            smallest = (
+                (spatial[d] - 1) * self.stride[d]
+                - 2 * self.padding[d]
+                + self.dilation[d] * (self.kernel_size[d] - 1)
+                + 1
+            )
             extra = size[d] - smallest
             if not 0 <= extra < max(self.stride[d], self.dilation[d]):
-                raise ValueError(f"requested an output size of {list(size)}, but valid sizes "
-                                 f"range from {smallest} to "
-                                 f"{smallest + max(self.stride[d], self.dilation[d]) - 1} "
-                                 f"(for an input of {list(spatial)})")
+                raise ValueError(
+                    f"requested an output size of {list(size)}, but valid sizes "
+                    f"range from {smallest} to "
+                    f"{smallest + max(self.stride[d], self.dilation[d]) - 1} "
+                    f"(for an input of {list(spatial)})"
+                )
             padding.append(extra)
         return tuple(padding)
 
     def forward(self, input: Tensor, output_size=None) -> Tensor:
         fn = F.conv_transpose2d if self._n == 2 else F.conv_transpose1d
-        return fn(input, self.weight, self.bias, self.stride, self.padding,
-                  self._output_padding(input, output_size), self.groups, self.dilation)
+        return fn(
+            input,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self._output_padding(input, output_size),
+            self.groups,
+            self.dilation,
+        )
 
 
 class ConvTranspose2d(_ConvTransposeNd):
@@ -1053,8 +1193,15 @@ class ConvTranspose1d(_ConvTransposeNd):
 
 
 class MaxPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
-                 return_indices: bool = False, ceil_mode: bool = False):
+    def __init__(
+        self,
+        kernel_size,
+        stride=None,
+        padding=0,
+        dilation=1,
+        return_indices: bool = False,
+        ceil_mode: bool = False,
+    ):
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
@@ -1064,17 +1211,33 @@ class MaxPool2d(Module):
         self.ceil_mode = ceil_mode
 
     def forward(self, input: Tensor):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+        return F.max_pool2d(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            ceil_mode=self.ceil_mode,
+            return_indices=self.return_indices,
+        )
 
     def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+        return (
+            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+            f"dilation={self.dilation}, ceil_mode={self.ceil_mode}"
+        )
 
 
 class AvgPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-                 count_include_pad: bool = True, divisor_override=None):
+    def __init__(
+        self,
+        kernel_size,
+        stride=None,
+        padding=0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override=None,
+    ):
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
@@ -1084,8 +1247,15 @@ class AvgPool2d(Module):
         self.divisor_override = divisor_override
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return F.avg_pool2d(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -1104,17 +1274,18 @@ class AdaptiveAvgPool2d(Module):
 
 
 class BCEWithLogitsLoss(Module):
-    def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean",
-                 pos_weight=None):
+    def __init__(
+        self, weight=None, size_average=None, reduce=None, reduction: str = "mean", pos_weight=None
+    ):
         super().__init__()
         self.reduction = reduction
         self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return F.binary_cross_entropy_with_logits(input, target, self.weight,
-                                                  reduction=self.reduction,
-                                                  pos_weight=self.pos_weight)
+        return F.binary_cross_entropy_with_logits(
+            input, target, self.weight, reduction=self.reduction, pos_weight=self.pos_weight
+        )
 
 
 class BCELoss(Module):
@@ -1163,8 +1334,17 @@ class ELU(Module):
 
 
 class GroupNorm(Module):
-    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
-                 affine: bool = True, device=None, dtype=None, *, bias: bool = True):
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        device=None,
+        dtype=None,
+        *,
+        bias: bool = True,
+    ):
         super().__init__()
         if num_channels % num_groups != 0:
             raise ValueError("num_channels must be divisible by num_groups")
@@ -1188,13 +1368,14 @@ class GroupNorm(Module):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
-                f"bias={self.bias is not None}")
+        return (
+            f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class SmoothL1Loss(Module):
-    def __init__(self, size_average=None, reduce=None, reduction: str = "mean",
-                 beta: float = 1.0):
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
         super().__init__()
         self.reduction = F._legacy_reduction(size_average, reduce, reduction)
         self.beta = beta
@@ -1214,8 +1395,9 @@ class HuberLoss(Module):
 
 
 class KLDivLoss(Module):
-    def __init__(self, size_average=None, reduce=None, reduction: str = "mean",
-                 log_target: bool = False):
+    def __init__(
+        self, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False
+    ):
         super().__init__()
         self.reduction = F._legacy_reduction(size_average, reduce, reduction)
         self.log_target = log_target
@@ -1235,13 +1417,24 @@ class _RNNBase(Module):
     _gates = 1
     mode = "RNN_TANH"
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
-                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
-                 bidirectional: bool = False, device=None, dtype=None):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         if not 0 <= dropout <= 1 or isinstance(dropout, bool):
-            raise ValueError("dropout should be a number in range [0, 1] representing the "
-                             "probability of an element being zeroed")
+            raise ValueError(
+                "dropout should be a number in range [0, 1] representing the "
+                "probability of an element being zeroed"
+            )
         if hidden_size <= 0:
             raise ValueError("hidden_size must be greater than zero")
         if num_layers <= 0:
@@ -1284,16 +1477,20 @@ class _RNNBase(Module):
 
     def forward(self, input: Tensor, hx=None):
         from tracegrad.eager.torch_ops import cat, stack
+
         unbatched = input.ndim == 2
         if input.ndim not in (2, 3):
-            raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got "
-                             f"{input.ndim}D instead")
+            raise ValueError(
+                f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D instead"
+            )
         x = input.unsqueeze(1 if not self.batch_first else 0) if unbatched else input
         if self.batch_first:
             x = x.transpose(0, 1)  # (T, B, F)
         if x.shape[-1] != self.input_size:
-            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
-                               f"{self.input_size}, got {x.shape[-1]}")
+            raise RuntimeError(
+                f"input.size(-1) must be equal to input_size. Expected "
+                f"{self.input_size}, got {x.shape[-1]}"
+            )
         steps, batch = x.shape[0], x.shape[1]
         if hx is None:
             states = self._init_state(batch, x._data.dtype)
@@ -1350,8 +1547,9 @@ class _RNNBase(Module):
 class RNN(_RNNBase):
     def __init__(self, *args, nonlinearity: str = "tanh", **kwargs):
         if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
-                             "'relu'.")
+            raise ValueError(
+                f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'."
+            )
         object.__setattr__(self, "nonlinearity", nonlinearity)
         super().__init__(*args, **kwargs)
 
@@ -1372,9 +1570,9 @@ class LSTM(_RNNBase):
         gates = xw + F.linear(h, w_hh, b_hh)
         n = self.hidden_size
         i = F.sigmoid(gates[..., :n])
-        f = F.sigmoid(gates[..., n:2 * n])
-        g = F.tanh(gates[..., 2 * n:3 * n])
-        o = F.sigmoid(gates[..., 3 * n:])
+        f = F.sigmoid(gates[..., n : 2 * n])
+        g = F.tanh(gates[..., 2 * n : 3 * n])
+        o = F.sigmoid(gates[..., 3 * n :])
         c = f * c + i * g
         return (o * F.tanh(c), c)
 
@@ -1387,8 +1585,8 @@ class GRU(_RNNBase):
         hw = F.linear(h, w_hh, b_hh)
         n = self.hidden_size
         r = F.sigmoid(xw[..., :n] + hw[..., :n])
-        z = F.sigmoid(xw[..., n:2 * n] + hw[..., n:2 * n])
-        cand = F.tanh(xw[..., 2 * n:] + r * hw[..., 2 * n:])
+        z = F.sigmoid(xw[..., n : 2 * n] + hw[..., n : 2 * n])
+        cand = F.tanh(xw[..., 2 * n :] + r * hw[..., 2 * n :])
         return ((1 - z) * cand + z * h,)
 
 
@@ -1403,18 +1601,37 @@ class MultiheadAttention(Module):
     """PyTorch's parameters (in_proj_weight (3E, E), in_proj_bias, out_proj) and its
     need_weights computation (scaled q, softmax, dropout on the weights, bmm, out_proj)."""
 
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim=None, vdim=None,
-                 batch_first: bool = False, device=None, dtype=None):
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim=None,
+        vdim=None,
+        batch_first: bool = False,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"embed_dim and num_heads must be greater than 0, got "
-                             f"embed_dim={embed_dim} and num_heads={num_heads} instead")
-        if add_bias_kv or add_zero_attn or (kdim not in (None, embed_dim)) or (
-                vdim not in (None, embed_dim)):
-            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and "
-                                      "kdim/vdim != embed_dim are not supported by "
-                                      "tracegrad.eager")
+            raise ValueError(
+                f"embed_dim and num_heads must be greater than 0, got "
+                f"embed_dim={embed_dim} and num_heads={num_heads} instead"
+            )
+        if (
+            add_bias_kv
+            or add_zero_attn
+            or (kdim not in (None, embed_dim))
+            or (vdim not in (None, embed_dim))
+        ):
+            raise NotImplementedError(
+                "MultiheadAttention: add_bias_kv, add_zero_attn and "
+                "kdim/vdim != embed_dim are not supported by "
+                "tracegrad.eager"
+            )
         self.embed_dim = embed_dim
         self.kdim = self.vdim = embed_dim
         self._qkv_same_embed_dim = True
@@ -1429,8 +1646,9 @@ class MultiheadAttention(Module):
             self.in_proj_bias = _empty_param((3 * embed_dim,), dtype)
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
-                                                        dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(
+            embed_dim, embed_dim, bias=bias, dtype=dtype
+        )
         self.bias_k = self.bias_v = None
         self.add_zero_attn = False
         self._reset_parameters()
@@ -1441,9 +1659,17 @@ class MultiheadAttention(Module):
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask=None,
-                need_weights: bool = True, attn_mask=None, average_attn_weights: bool = True,
-                is_causal: bool = False):
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask=None,
+        need_weights: bool = True,
+        attn_mask=None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ):
         unbatched = query.ndim == 2
         if unbatched:
             query, key, value = (t.unsqueeze(1) for t in (query, key, value))
@@ -1456,26 +1682,30 @@ class MultiheadAttention(Module):
         h, hd = self.num_heads, self.head_dim
         w, b = self.in_proj_weight, self.in_proj_bias
         q = F.linear(query, w[:e], None if b is None else b[:e])
-        k = F.linear(key, w[e:2 * e], None if b is None else b[e:2 * e])
-        v = F.linear(value, w[2 * e:], None if b is None else b[2 * e:])
+        k = F.linear(key, w[e : 2 * e], None if b is None else b[e : 2 * e])
+        v = F.linear(value, w[2 * e :], None if b is None else b[2 * e :])
         q = q.reshape(tgt_len, bsz * h, hd).transpose(0, 1)
         k = k.reshape(src_len, bsz * h, hd).transpose(0, 1)
         v = v.reshape(src_len, bsz * h, hd).transpose(0, 1)
         bias = np.zeros((1, tgt_len, src_len), q._data.dtype)
         if is_causal and attn_mask is None:
-            raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use "
-                               "the Transformer module method `generate_square_subsequent_mask` "
-                               "to create this mask.")
+            raise RuntimeError(
+                "Need attn_mask if specifying the is_causal hint. You may use "
+                "the Transformer module method `generate_square_subsequent_mask` "
+                "to create this mask."
+            )
         if attn_mask is not None:  # True = not allowed (MultiheadAttention's convention)
             m = attn_mask._data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
             m = np.where(m, -np.inf, 0.0) if m.dtype == np.bool_ else m
             bias = bias + (m.reshape(1, tgt_len, src_len) if m.ndim == 2 else m)
         if key_padding_mask is not None:
-            kp = key_padding_mask._data if isinstance(key_padding_mask, Tensor) \
+            kp = (
+                key_padding_mask._data
+                if isinstance(key_padding_mask, Tensor)
                 else np.asarray(key_padding_mask)
+            )
             kp = np.where(kp, -np.inf, 0.0) if kp.dtype == np.bool_ else kp
-            kp = np.repeat(kp.reshape(bsz, 1, 1, src_len), h, axis=1).reshape(
-                bsz * h, 1, src_len)
+            kp = np.repeat(kp.reshape(bsz, 1, 1, src_len), h, axis=1).reshape(bsz * h, 1, src_len)
             bias = bias + kp
         scores = _bmm(q * (1.0 / math.sqrt(hd)), k.transpose(-2, -1))
         if bias.any():
@@ -1502,17 +1732,29 @@ class MultiheadAttention(Module):
 
 def _bmm(a: Tensor, b: Tensor) -> Tensor:
     from tracegrad.eager.torch_ops import bmm
+
     return bmm(a, b)
 
 
 class TransformerEncoderLayer(Module):
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
-                 dropout: float = 0.1, activation="relu", layer_norm_eps: float = 1e-5,
-                 batch_first: bool = False, norm_first: bool = False, bias: bool = True,
-                 device=None, dtype=None):
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation="relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first, dtype=dtype)
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, dtype=dtype
+        )
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
@@ -1528,15 +1770,23 @@ class TransformerEncoderLayer(Module):
         self.activation = activation
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal)[0]
+        x = self.self_attn(
+            x,
+            x,
+            x,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            need_weights=False,
+            is_causal=is_causal,
+        )[0]
         return self.dropout1(x)
 
     def _ff_block(self, x):
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
-    def forward(self, src: Tensor, src_mask=None, src_key_padding_mask=None,
-                is_causal: bool = False) -> Tensor:
+    def forward(
+        self, src: Tensor, src_mask=None, src_key_padding_mask=None, is_causal: bool = False
+    ) -> Tensor:
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
@@ -1548,9 +1798,16 @@ class TransformerEncoderLayer(Module):
 
 
 class TransformerEncoder(Module):
-    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm=None,
-                 enable_nested_tensor: bool = True, mask_check: bool = True):
+    def __init__(
+        self,
+        encoder_layer: TransformerEncoderLayer,
+        num_layers: int,
+        norm=None,
+        enable_nested_tensor: bool = True,
+        mask_check: bool = True,
+    ):
         import copy
+
         super().__init__()
         self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
         self.num_layers = num_layers
@@ -1559,6 +1816,10 @@ class TransformerEncoder(Module):
     def forward(self, src: Tensor, mask=None, src_key_padding_mask=None, is_causal=None):
         out = src
         for layer in self.layers:
-            out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
-                        is_causal=bool(is_causal))
+            out = layer(
+                out,
+                src_mask=mask,
+                src_key_padding_mask=src_key_padding_mask,
+                is_causal=bool(is_causal),
+            )
         return self.norm(out) if self.norm is not None else out

@@ -18,9 +18,10 @@ dtype (`_scalar`), as PyTorch's kernels convert it.
     >>> opt.zero_grad(); w.grad is None
     True
 """
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -77,8 +78,10 @@ class Optimizer:
             group["params"] = list(group["params"])
             for p in group["params"]:
                 if not isinstance(p, Tensor):
-                    raise TypeError(f"optimizer can only optimize Tensors, but one of the params "
-                                    f"is {type(p).__name__}")
+                    raise TypeError(
+                        f"optimizer can only optimize Tensors, but one of the params "
+                        f"is {type(p).__name__}"
+                    )
             self.param_groups.append(group)
 
     def add_param_group(self, param_group: dict) -> None:
@@ -113,16 +116,19 @@ class Optimizer:
         params = []
         for mine, saved in zip(self.param_groups, groups):
             if len(mine["params"]) != len(saved["params"]):
-                raise ValueError("loaded state dict contains a parameter group that doesn't "
-                                 "match the size of optimizer's group")
+                raise ValueError(
+                    "loaded state dict contains a parameter group that doesn't "
+                    "match the size of optimizer's group"
+                )
             params.extend(zip(saved["params"], mine["params"]))
             mine.update({k: v for k, v in saved.items() if k != "params"})
         saved_state = state_dict["state"]
         self.state = {}
         for key, p in params:
             if key in saved_state:
-                self.state[p] = {k: _imported(k, v, p._data.dtype)
-                                 for k, v in saved_state[key].items()}
+                self.state[p] = {
+                    k: _imported(k, v, p._data.dtype) for k, v in saved_state[key].items()
+                }
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
@@ -160,14 +166,29 @@ class Optimizer:
 
 
 class SGD(Optimizer):
-    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ):
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                momentum=momentum,
+                dampening=dampening,
+                weight_decay=weight_decay,
+                nesterov=nesterov,
+            ),
+        )
 
     def _init_state(self, group: dict, p: Tensor) -> None:
         # zeros * momentum + 1 * g is g exactly: the same first step as PyTorch's clone(g)
@@ -205,20 +226,39 @@ class Adam(Optimizer):
 
     _decoupled = False
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
-                 foreach=None, capturable: bool = False, differentiable: bool = False,
-                 fused=None, decoupled_weight_decay: bool = False):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas: tuple = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+        foreach=None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused=None,
+        decoupled_weight_decay: bool = False,
+    ):
         _check(lr, 0.0 <= lr, "learning rate")
         _check(eps, 0.0 <= eps, "epsilon value")
         _check(betas[0], 0.0 <= betas[0] < 1.0, "beta parameter at index 0")
         _check(betas[1], 0.0 <= betas[1] < 1.0, "beta parameter at index 1")
         _check(weight_decay, 0.0 <= weight_decay, "weight_decay value")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize,
-                                      decoupled_weight_decay=decoupled_weight_decay
-                                      or self._decoupled))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                betas=tuple(betas),
+                eps=eps,
+                weight_decay=weight_decay,
+                amsgrad=amsgrad,
+                maximize=maximize,
+                decoupled_weight_decay=decoupled_weight_decay or self._decoupled,
+            ),
+        )
 
     def step(self, closure=None):
         loss = closure() if closure is not None else None
@@ -240,8 +280,8 @@ class Adam(Optimizer):
             m = state["exp_avg"]
             state["exp_avg"] = m = m + (g - m) * np.asarray(1 - beta1, dt)  # lerp, as torch
             state["exp_avg_sq"] = v = state["exp_avg_sq"] * beta2 + (1 - beta2) * g * g
-            bias1 = 1 - beta1 ** t
-            bias2_sqrt = _scalar(np.sqrt(1 - beta2 ** t), dt)
+            bias1 = 1 - beta1**t
+            bias2_sqrt = _scalar(np.sqrt(1 - beta2**t), dt)
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = vmax = np.maximum(state["max_exp_avg_sq"], v)
                 denom = np.sqrt(vmax) / bias2_sqrt + group["eps"]
@@ -266,10 +306,21 @@ class AdamW(Adam):
 
     _decoupled = True
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
-                 foreach=None, capturable: bool = False, differentiable: bool = False,
-                 fused=None):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas: tuple = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+        foreach=None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused=None,
+    ):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
 
 
@@ -277,17 +328,37 @@ class RMSprop(Optimizer):
     """v = alpha v + (1 - alpha) g^2; avg = sqrt(v [- gbar^2 if centered]) + eps;
     p -= lr * g / avg, or through a momentum buffer b = momentum b + g / avg."""
 
-    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
-                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
-                 capturable: bool = False, foreach=None, maximize: bool = False,
-                 differentiable: bool = False):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-2,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        momentum: float = 0.0,
+        centered: bool = False,
+        capturable: bool = False,
+        foreach=None,
+        maximize: bool = False,
+        differentiable: bool = False,
+    ):
         _check(lr, 0.0 <= lr, "learning rate")
         _check(eps, 0.0 <= eps, "epsilon value")
         _check(momentum, 0.0 <= momentum, "momentum value")
         _check(weight_decay, 0.0 <= weight_decay, "weight_decay value")
         _check(alpha, 0.0 <= alpha, "alpha value")
-        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered, maximize=maximize))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                alpha=alpha,
+                eps=eps,
+                weight_decay=weight_decay,
+                momentum=momentum,
+                centered=centered,
+                maximize=maximize,
+            ),
+        )
 
     def step(self, closure=None):
         loss = closure() if closure is not None else None
@@ -307,8 +378,9 @@ class RMSprop(Optimizer):
                 avg = np.sqrt(v)
             avg = avg + group["eps"]
             if group["momentum"] > 0:
-                state["momentum_buffer"] = buf = state["momentum_buffer"] * group["momentum"] \
-                    + g / avg
+                state["momentum_buffer"] = buf = (
+                    state["momentum_buffer"] * group["momentum"] + g / avg
+                )
                 self._write(p, p._data - _scalar(lr, buf.dtype) * buf)
             else:
                 self._write(p, p._data - _scalar(lr, avg.dtype) * (g / avg))
@@ -330,15 +402,26 @@ class Adadelta(Optimizer):
     """v = rho v + (1 - rho) g^2; d = sqrt(u + eps) / sqrt(v + eps) * g;
     u = rho u + (1 - rho) d^2; p -= lr * d (PyTorch's _single_tensor_adadelta)."""
 
-    def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
-                 weight_decay: float = 0.0, foreach=None, *, capturable: bool = False,
-                 maximize: bool = False, differentiable: bool = False):
+    def __init__(
+        self,
+        params,
+        lr: float = 1.0,
+        rho: float = 0.9,
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+        foreach=None,
+        *,
+        capturable: bool = False,
+        maximize: bool = False,
+        differentiable: bool = False,
+    ):
         _check(lr, 0.0 <= lr, "learning rate")
         _check(rho, 0.0 <= rho <= 1.0, "rho value")
         _check(eps, 0.0 <= eps, "epsilon value")
         _check(weight_decay, 0.0 <= weight_decay, "weight_decay value")
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize))
+        super().__init__(
+            params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
+        )
 
     def step(self, closure=None):
         loss = closure() if closure is not None else None
@@ -359,30 +442,56 @@ class Adadelta(Optimizer):
     def _init_state(self, group: dict, p: Tensor) -> None:
         if p not in self.state:
             zeros = np.zeros(p.shape, p._data.dtype)
-            self.state[p] = {"step": np.zeros((), np.float64), "square_avg": zeros,
-                             "acc_delta": zeros.copy()}
+            self.state[p] = {
+                "step": np.zeros((), np.float64),
+                "square_avg": zeros,
+                "acc_delta": zeros.copy(),
+            }
 
 
 class Adagrad(Optimizer):
     """s += g^2; p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(s) + eps)."""
 
-    def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0,
-                 weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
-                 eps: float = 1e-10, foreach=None, *, maximize: bool = False,
-                 differentiable: bool = False, fused=None):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-2,
+        lr_decay: float = 0.0,
+        weight_decay: float = 0.0,
+        initial_accumulator_value: float = 0.0,
+        eps: float = 1e-10,
+        foreach=None,
+        *,
+        maximize: bool = False,
+        differentiable: bool = False,
+        fused=None,
+    ):
         _check(lr, 0.0 <= lr, "learning rate")
         _check(lr_decay, 0.0 <= lr_decay, "lr_decay value")
         _check(weight_decay, 0.0 <= weight_decay, "weight_decay value")
-        _check(initial_accumulator_value, 0.0 <= initial_accumulator_value,
-               "initial_accumulator_value value")
+        _check(
+            initial_accumulator_value,
+            0.0 <= initial_accumulator_value,
+            "initial_accumulator_value value",
+        )
         _check(eps, 0.0 <= eps, "epsilon value")
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                                      initial_accumulator_value=initial_accumulator_value,
-                                      eps=eps, maximize=maximize))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                lr_decay=lr_decay,
+                weight_decay=weight_decay,
+                initial_accumulator_value=initial_accumulator_value,
+                eps=eps,
+                maximize=maximize,
+            ),
+        )
         for group in self.param_groups:
             for p in group["params"]:
-                self.state[p] = {"step": np.zeros((), np.float64), "sum": np.full_like(
-                    p._data, group["initial_accumulator_value"])}
+                self.state[p] = {
+                    "step": np.zeros((), np.float64),
+                    "sum": np.full_like(p._data, group["initial_accumulator_value"]),
+                }
 
     def step(self, closure=None):
         loss = closure() if closure is not None else None
@@ -400,4 +509,4 @@ class Adagrad(Optimizer):
         return loss
 
 
-from tracegrad.eager.optim import lr_scheduler  # noqa: E402,F401
+from tracegrad.eager.optim import lr_scheduler  # noqa: E402

@@ -12,18 +12,28 @@ so a schedule gives the same learning rates as PyTorch's, step by step.
     >>> lrs
     [1.0, 0.5, 0.5, 0.25, 0.25]
 """
+
 from __future__ import annotations
 
 import math
 import warnings
 
-__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
-           "LambdaLR", "LinearLR", "ReduceLROnPlateau"]
+__all__ = [
+    "LRScheduler",
+    "StepLR",
+    "MultiStepLR",
+    "ExponentialLR",
+    "CosineAnnealingLR",
+    "LambdaLR",
+    "LinearLR",
+    "ReduceLROnPlateau",
+]
 
 
 class LRScheduler:
     def __init__(self, optimizer, last_epoch: int = -1):
         from tracegrad.eager.optim import Optimizer
+
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
@@ -33,8 +43,10 @@ class LRScheduler:
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
-                                   "when resuming an optimizer")
+                    raise KeyError(
+                        f"param 'initial_lr' is not specified in param_groups[{i}] "
+                        "when resuming an optimizer"
+                    )
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._step_count = 0
@@ -54,16 +66,22 @@ class LRScheduler:
             self.last_epoch += 1
             values = self.get_lr()
         else:
-            warnings.warn("The epoch parameter in `scheduler.step()` was not necessary and is "
-                          "being deprecated where possible. Please use `scheduler.step()` to step "
-                          "the scheduler. During the deprecation, if epoch is different from "
-                          "None, the closed form is used instead of the new chainable form, "
-                          "where available. Please open an issue if you are unable to replicate "
-                          "your use case: https://github.com/pytorch/pytorch/issues/new/choose.",
-                          UserWarning, stacklevel=2)
+            warnings.warn(
+                "The epoch parameter in `scheduler.step()` was not necessary and is "
+                "being deprecated where possible. Please use `scheduler.step()` to step "
+                "the scheduler. During the deprecation, if epoch is different from "
+                "None, the closed form is used instead of the new chainable form, "
+                "where available. Please open an issue if you are unable to replicate "
+                "your use case: https://github.com/pytorch/pytorch/issues/new/choose.",
+                UserWarning,
+                stacklevel=2,
+            )
             self.last_epoch = epoch
-            values = (self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr")
-                      else self.get_lr())
+            values = (
+                self._get_closed_form_lr()
+                if hasattr(self, "_get_closed_form_lr")
+                else self.get_lr()
+            )
         for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
@@ -90,13 +108,15 @@ class StepLR(LRScheduler):
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list:
-        return [base_lr * self.gamma ** (self.last_epoch // self.step_size)
-                for base_lr in self.base_lrs]
+        return [
+            base_lr * self.gamma ** (self.last_epoch // self.step_size) for base_lr in self.base_lrs
+        ]
 
 
 class MultiStepLR(LRScheduler):
     def __init__(self, optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1):
         from collections import Counter
+
         self.milestones = Counter(milestones)
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
@@ -104,8 +124,10 @@ class MultiStepLR(LRScheduler):
     def get_lr(self) -> list:
         if self.last_epoch not in self.milestones:
             return [group["lr"] for group in self.optimizer.param_groups]
-        return [group["lr"] * self.gamma ** self.milestones[self.last_epoch]
-                for group in self.optimizer.param_groups]
+        return [
+            group["lr"] * self.gamma ** self.milestones[self.last_epoch]
+            for group in self.optimizer.param_groups
+        ]
 
 
 class ExponentialLR(LRScheduler):
@@ -119,7 +141,7 @@ class ExponentialLR(LRScheduler):
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list:
-        return [base_lr * self.gamma ** self.last_epoch for base_lr in self.base_lrs]
+        return [base_lr * self.gamma**self.last_epoch for base_lr in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -133,44 +155,67 @@ class CosineAnnealingLR(LRScheduler):
         if self._is_initial:
             return [group["lr"] for group in groups]
         if self._step_count == 1 and self.last_epoch > 0:
-            return [self.eta_min + (base_lr - self.eta_min)
-                    * (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
-                    for base_lr in self.base_lrs]
+            return [
+                self.eta_min
+                + (base_lr - self.eta_min)
+                * (1 + math.cos(self.last_epoch * math.pi / self.T_max))
+                / 2
+                for base_lr in self.base_lrs
+            ]
         if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
-            return [group["lr"] + (base_lr - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
-                    for base_lr, group in zip(self.base_lrs, groups)]
-        return [(1 + math.cos(math.pi * self.last_epoch / self.T_max))
-                / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max))
-                * (group["lr"] - self.eta_min) + self.eta_min for group in groups]
+            return [
+                group["lr"] + (base_lr - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
+                for base_lr, group in zip(self.base_lrs, groups)
+            ]
+        return [
+            (1 + math.cos(math.pi * self.last_epoch / self.T_max))
+            / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max))
+            * (group["lr"] - self.eta_min)
+            + self.eta_min
+            for group in groups
+        ]
 
     def _get_closed_form_lr(self) -> list:
-        return [self.eta_min + (base_lr - self.eta_min)
-                * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
-                for base_lr in self.base_lrs]
+        return [
+            self.eta_min
+            + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+            for base_lr in self.base_lrs
+        ]
 
 
 class LambdaLR(LRScheduler):
     def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
         n = len(optimizer.param_groups)
-        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) \
-            else [lr_lambda] * n
+        self.lr_lambdas = (
+            list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        )
         if len(self.lr_lambdas) != n:
             raise ValueError(f"Expected {n} lr_lambdas, but got {len(self.lr_lambdas)}")
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
-        return [base_lr * fn(self.last_epoch) for fn, base_lr in zip(self.lr_lambdas, self.base_lrs)]
+        return [
+            base_lr * fn(self.last_epoch) for fn, base_lr in zip(self.lr_lambdas, self.base_lrs)
+        ]
 
     def state_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
 
 
 class LinearLR(LRScheduler):
-    def __init__(self, optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
-                 total_iters: int = 5, last_epoch: int = -1):
+    def __init__(
+        self,
+        optimizer,
+        start_factor: float = 1.0 / 3,
+        end_factor: float = 1.0,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ):
         if start_factor > 1.0 or start_factor <= 0:
-            raise ValueError("Starting multiplicative factor expected to be greater than 0 and "
-                             "less or equal to 1.")
+            raise ValueError(
+                "Starting multiplicative factor expected to be greater than 0 and "
+                "less or equal to 1."
+            )
         if end_factor > 1.0 or end_factor < 0:
             raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
         self.start_factor = start_factor
@@ -184,25 +229,50 @@ class LinearLR(LRScheduler):
             return [group["lr"] * self.start_factor for group in groups]
         if self._is_initial or self.last_epoch > self.total_iters:
             return [group["lr"] for group in groups]
-        return [group["lr"] * (1.0 + (self.end_factor - self.start_factor)
-                               / (self.total_iters * self.start_factor + (self.last_epoch - 1)
-                                  * (self.end_factor - self.start_factor)))
-                for group in groups]
+        return [
+            group["lr"]
+            * (
+                1.0
+                + (self.end_factor - self.start_factor)
+                / (
+                    self.total_iters * self.start_factor
+                    + (self.last_epoch - 1) * (self.end_factor - self.start_factor)
+                )
+            )
+            for group in groups
+        ]
 
     def _get_closed_form_lr(self) -> list:
-        return [base_lr * (self.start_factor + (self.end_factor - self.start_factor)
-                           * min(self.total_iters, self.last_epoch) / self.total_iters)
-                for base_lr in self.base_lrs]
+        return [
+            base_lr
+            * (
+                self.start_factor
+                + (self.end_factor - self.start_factor)
+                * min(self.total_iters, self.last_epoch)
+                / self.total_iters
+            )
+            for base_lr in self.base_lrs
+        ]
 
 
 class ReduceLROnPlateau(LRScheduler):
     """Multiply the learning rates by `factor` once the metric passed to step() has not
     improved for more than `patience` calls (PyTorch's rules for threshold and cooldown)."""
 
-    def __init__(self, optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
-                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0,
-                 min_lr=0, eps: float = 1e-8):
+    def __init__(
+        self,
+        optimizer,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr=0,
+        eps: float = 1e-8,
+    ):
         from tracegrad.eager.optim import Optimizer
+
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
         self.factor = factor
@@ -211,8 +281,9 @@ class ReduceLROnPlateau(LRScheduler):
         self.optimizer = optimizer
         if isinstance(min_lr, (list, tuple)):
             if len(min_lr) != len(optimizer.param_groups):
-                raise ValueError(f"expected {len(optimizer.param_groups)} min_lrs, got "
-                                 f"{len(min_lr)}")
+                raise ValueError(
+                    f"expected {len(optimizer.param_groups)} min_lrs, got {len(min_lr)}"
+                )
             self.default_min_lr = None
             self.min_lrs = list(min_lr)
         else:

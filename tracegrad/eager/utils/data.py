@@ -14,18 +14,33 @@ runs in this process: `num_workers`, `pin_memory` and friends are accepted and i
     >>> len(DataLoader(ds, batch_size=2, drop_last=True))
     2
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from tracegrad.eager._tensor import Tensor
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
-           "random_split", "Sampler", "SequentialSampler", "RandomSampler", "BatchSampler",
-           "SubsetRandomSampler", "DataLoader", "default_collate", "get_worker_info"]
+__all__ = [
+    "Dataset",
+    "IterableDataset",
+    "TensorDataset",
+    "Subset",
+    "ConcatDataset",
+    "random_split",
+    "Sampler",
+    "SequentialSampler",
+    "RandomSampler",
+    "BatchSampler",
+    "SubsetRandomSampler",
+    "DataLoader",
+    "default_collate",
+    "get_worker_info",
+]
 
 
 def _numpy_rng(generator) -> np.random.Generator:
@@ -35,14 +50,15 @@ def _numpy_rng(generator) -> np.random.Generator:
     if generator is not None:
         return getattr(generator, "_np", generator)
     from tracegrad.eager.creation import generator as global_generator
-    return np.random.default_rng(int(global_generator().integers(0, 2 ** 63 - 1)))
+
+    return np.random.default_rng(int(global_generator().integers(0, 2**63 - 1)))
 
 
 class Dataset:
     def __getitem__(self, index):
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
 
-    def __add__(self, other: "Dataset") -> "ConcatDataset":
+    def __add__(self, other: Dataset) -> ConcatDataset:
         return ConcatDataset([self, other])
 
 
@@ -132,7 +148,7 @@ def random_split(dataset: Dataset, lengths: Sequence, generator=None) -> list:
     perm = _numpy_rng(generator).permutation(n).tolist()
     out, offset = [], 0
     for length in lengths:
-        out.append(Subset(dataset, perm[offset:offset + length]))
+        out.append(Subset(dataset, perm[offset : offset + length]))
         offset += length
     return out
 
@@ -163,8 +179,10 @@ class RandomSampler(Sampler):
         self._num_samples = num_samples
         self.generator = generator
         if not isinstance(self.num_samples, int) or self.num_samples <= 0:
-            raise ValueError(f"num_samples should be a positive integer value, but got "
-                             f"num_samples={self.num_samples}")
+            raise ValueError(
+                f"num_samples should be a positive integer value, but got "
+                f"num_samples={self.num_samples}"
+            )
 
     @property
     def num_samples(self) -> int:
@@ -178,7 +196,7 @@ class RandomSampler(Sampler):
         order = []
         for _ in range(self.num_samples // n):
             order.extend(rng.permutation(n).tolist())
-        order.extend(rng.permutation(n)[:self.num_samples % n].tolist())
+        order.extend(rng.permutation(n)[: self.num_samples % n].tolist())
         return iter(order)
 
     def __len__(self) -> int:
@@ -201,8 +219,9 @@ class SubsetRandomSampler(Sampler):
 class BatchSampler(Sampler):
     def __init__(self, sampler, batch_size: int, drop_last: bool):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size should be a positive integer value, but got "
-                             f"batch_size={batch_size}")
+            raise ValueError(
+                f"batch_size should be a positive integer value, but got batch_size={batch_size}"
+            )
         if not isinstance(drop_last, bool):
             raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
         self.sampler = sampler
@@ -227,8 +246,9 @@ class BatchSampler(Sampler):
 def default_collate(batch: list) -> Any:
     """PyTorch's rules: tensors and arrays are stacked, Python floats become float64 and ints
     int64 tensors, sequences are collated per position (a list), dicts per key."""
-    from tracegrad.eager.torch_ops import stack
     from tracegrad.eager._tensor import tensor
+    from tracegrad.eager.torch_ops import stack
+
     elem = batch[0]
     if isinstance(elem, Tensor):
         return stack(list(batch), 0)
@@ -253,8 +273,10 @@ def default_collate(batch: list) -> Any:
         if any(len(e) != size for e in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
         return [default_collate(list(s)) for s in zip(*batch)]
-    raise TypeError("default_collate: batch must contain tensors, numpy arrays, numbers, dicts "
-                    f"or lists; found {type(elem)}")
+    raise TypeError(
+        "default_collate: batch must contain tensors, numpy arrays, numbers, dicts "
+        f"or lists; found {type(elem)}"
+    )
 
 
 def default_convert(data: Any) -> Any:
@@ -271,15 +293,32 @@ class DataLoader:
     """Iterate a dataset in batches (torch.utils.data.DataLoader's arguments; see the
     module docstring for what differs)."""
 
-    def __init__(self, dataset, batch_size: int | None = 1, shuffle: bool | None = None,
-                 sampler=None, batch_sampler=None, num_workers: int = 0, collate_fn=None,
-                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
-                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
-                 prefetch_factor=None, persistent_workers: bool = False,
-                 pin_memory_device: str = "", in_order: bool = True):
+    def __init__(
+        self,
+        dataset,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler=None,
+        batch_sampler=None,
+        num_workers: int = 0,
+        collate_fn=None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn=None,
+        multiprocessing_context=None,
+        generator=None,
+        *,
+        prefetch_factor=None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+    ):
         if num_workers < 0:
-            raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
-                             "disable multiprocessing.")
+            raise ValueError(
+                "num_workers option should be non-negative; use num_workers=0 to "
+                "disable multiprocessing."
+            )
         self.dataset = dataset
         self.num_workers = num_workers
         self.pin_memory = pin_memory
@@ -288,22 +327,31 @@ class DataLoader:
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
             if shuffle not in (None, False):
-                raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle "
-                                 f"option, but got shuffle={shuffle}")
+                raise ValueError(
+                    f"DataLoader with IterableDataset: expected unspecified shuffle "
+                    f"option, but got shuffle={shuffle}"
+                )
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
-                                 "shuffle, sampler, and drop_last")
+                raise ValueError(
+                    "batch_sampler option is mutually exclusive with batch_size, "
+                    "shuffle, sampler, and drop_last"
+                )
             batch_size = None
             drop_last = False
         elif batch_size is None and drop_last:
-            raise ValueError("batch_size=None option disables auto-batching and is mutually "
-                             "exclusive with drop_last")
+            raise ValueError(
+                "batch_size=None option disables auto-batching and is mutually "
+                "exclusive with drop_last"
+            )
         if sampler is None and not self._iterable:
-            sampler = RandomSampler(dataset, generator=generator) if shuffle \
+            sampler = (
+                RandomSampler(dataset, generator=generator)
+                if shuffle
                 else SequentialSampler(dataset)
+            )
         if batch_size is not None and batch_sampler is None and not self._iterable:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.batch_size = batch_size
@@ -312,8 +360,11 @@ class DataLoader:
         self.batch_sampler = batch_sampler
         self._auto_collation = batch_sampler is not None
         if collate_fn is None:
-            collate_fn = default_collate if self._auto_collation or (
-                self._iterable and batch_size is not None) else default_convert
+            collate_fn = (
+                default_collate
+                if self._auto_collation or (self._iterable and batch_size is not None)
+                else default_convert
+            )
         self.collate_fn = collate_fn
         self._default_collate = collate_fn is default_collate
 
@@ -322,8 +373,11 @@ class DataLoader:
         if getitems is not None:
             data = getitems(indices)
             if isinstance(data, _Collated):
-                return data if self._default_collate else \
-                    self.collate_fn([self.dataset[i] for i in indices])
+                return (
+                    data
+                    if self._default_collate
+                    else self.collate_fn([self.dataset[i] for i in indices])
+                )
         else:
             data = [self.dataset[i] for i in indices]
         return self.collate_fn(data)
