@@ -1370,6 +1370,31 @@ def shared_compiled(
         return cf
 
 
+def _shared_static(fn: Callable, static_argnums, static_argnames, **options):
+    """The StaticArgsFunction for `fn` and these static arguments, shared like
+    `shared_compiled` (jit(f, static_argnums=1) inside a loop traces once per value)."""
+
+    def make(bound: Callable) -> CompiledFunction:
+        return CompiledFunction(bound, "compile", **options)
+
+    settings = (
+        "static",
+        _as_tuple(static_argnums, int, "static_argnums"),
+        _as_tuple(static_argnames, str, "static_argnames"),
+        tuple(sorted(options.items())),
+    )
+    key = _reuse_key(fn, settings)
+    if key is None:
+        return StaticArgsFunction(fn, static_argnums, static_argnames, make)
+    with _BUILD_LOCK:
+        sf = _SHARED.get(key)
+        if sf is None:
+            sf = _SHARED[key] = StaticArgsFunction(fn, static_argnums, static_argnames, make)
+            if len(_SHARED) > _SHARED_MAX:
+                _SHARED.popitem(last=False)
+        return sf
+
+
 def _note_unkeyed(fn: Callable, mode: str) -> None:
     """Warn once when many compiled functions are made of callables that cannot be
     recognised again (each one traces and compiles anew)."""
@@ -1386,6 +1411,195 @@ def _note_unkeyed(fn: Callable, mode: str) -> None:
         )
 
 
+class StaticArgsFunction:
+    """`compile(fn, static_argnums=..., static_argnames=...)`, JAX's static arguments.
+
+    A static argument reaches `fn` as the Python value itself (never a tracer), so
+    Python control flow and shapes may depend on it. Its value is part of the cache
+    key: each new hashable value traces and compiles once (one `CompiledFunction` per
+    value, each with its own signatures). An unhashable value (an array, a list) is
+    a ValueError, as in JAX. `static_argnums` also covers the same parameters passed
+    by keyword, and `static_argnames` the same parameters passed by position.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> f = tg.jit(lambda x, n: x ** n if n > 1 else x, static_argnums=1, backend="interpret")
+    >>> f(np.array([2.0]), 3), f(np.array([2.0]), 1)
+    (array([8.]), array([2.]))
+    >>> f(np.array([2.0]), np.array(3))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: Non-hashable static arguments are not supported. ...
+    """
+
+    def __init__(self, fn: Callable, static_argnums: Any, static_argnames: Any, make: Callable):
+        self.fn = fn
+        self._make = make  # bound function -> CompiledFunction
+        self.static_argnums, self.static_argnames = _resolve_static(
+            fn, static_argnums, static_argnames
+        )
+        self._by_static: collections.OrderedDict[tuple, CompiledFunction] = (
+            collections.OrderedDict()
+        )
+        self._warned = False
+        functools.update_wrapper(self, fn, updated=())
+
+    def _split(self, args: tuple, kwargs: dict) -> tuple:
+        """(key, dynamic args, dynamic kwargs): the static values keyed by place."""
+        n = len(args)
+        positions = sorted({p % n for p in self.static_argnums if -n <= p < n})
+        key: list = [n]
+        for p in positions:
+            key.append((p, _static_value_key(self.fn, args[p], p)))
+        dyn_kwargs = {}
+        for name, value in kwargs.items():
+            if name in self.static_argnames:
+                key.append((name, _static_value_key(self.fn, value, name)))
+            else:
+                dyn_kwargs[name] = value
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in positions)
+        return tuple(key), dyn_args, dyn_kwargs
+
+    def _compiled_for(self, key: tuple, args: tuple, kwargs: dict) -> CompiledFunction:
+        cf = self._by_static.get(key)
+        if cf is not None:
+            self._by_static.move_to_end(key)
+            return cf
+        n = key[0]
+        placed = [(p, args[p]) for p, _ in key[1:] if isinstance(p, int)]
+        named = {k: kwargs[k] for k, _ in key[1:] if isinstance(k, str)}
+        fn = self.fn
+
+        def with_static(*dyn, **dyn_kw):
+            full = list(dyn)
+            for p, value in placed:  # ascending positions, all below n
+                full.insert(p, value)
+            return fn(*full, **named, **dyn_kw)
+
+        with_static.__name__ = with_static.__qualname__ = _fn_name(fn)
+        with_static.__wrapped__ = fn
+        try:
+            names = argument_names(fn, n)
+            statics = {p for p, _ in placed}
+            with_static.__signature__ = inspect.Signature(
+                [
+                    inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                    for i, name in enumerate(names)
+                    if i not in statics
+                ]
+            )
+        except (TypeError, ValueError):
+            pass
+        cf = self._by_static[key] = self._make(with_static)
+        if len(self._by_static) > MAX_ENTRIES:
+            self._by_static.popitem(last=False)
+        if len(self._by_static) > MAX_SIGNATURES and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"tracegrad.compile: {_fn_name(fn)} was traced for "
+                f"{len(self._by_static)} different values of its static arguments "
+                f"(the latest: {key[1:]!r:.200}); each new value traces and compiles again",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return cf
+
+    def __call__(self, *args, **kwargs):
+        key, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        return self._compiled_for(key, args, kwargs)(*dyn_args, **dyn_kwargs)
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        """`CompiledFunction.lower` of the function compiled for these static values."""
+        key, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        return self._compiled_for(key, args, kwargs).lower(*dyn_args, **dyn_kwargs)
+
+    def cache_info(self) -> CacheInfo:
+        """Traces and hits summed over every static value seen."""
+        infos = [cf.cache_info() for cf in self._by_static.values()]
+        return CacheInfo(sum(i.traces for i in infos), sum(i.hits for i in infos))
+
+    def cache_clear(self) -> None:
+        self._by_static.clear()
+
+    def __repr__(self) -> str:
+        return (
+            f"<compiled {_fn_name(self.fn)}: static_argnums={self.static_argnums}, "
+            f"static_argnames={self.static_argnames}, {len(self._by_static)} static values>"
+        )
+
+    def __get__(self, obj, objtype=None):  # a method decorator too
+        return self if obj is None else functools.partial(self, obj)
+
+
+def _as_tuple(value: Any, kind: type, what: str) -> tuple:
+    if value is None:
+        return ()
+    if isinstance(value, kind):
+        return (value,)
+    try:
+        items = tuple(value)
+    except TypeError:
+        items = (value,)
+    if not all(isinstance(v, kind) and not isinstance(v, bool) for v in items):
+        raise TypeError(f"{what} must be {kind.__name__}s or a sequence of them, got {value!r}")
+    return items
+
+
+def _resolve_static(fn: Callable, argnums: Any, argnames: Any) -> tuple[tuple, tuple]:
+    """JAX's `_infer_argnums_and_argnames`: each of static_argnums / static_argnames
+    also names the same parameter the other way, where `fn`'s signature says so."""
+    nums = _as_tuple(argnums, int, "static_argnums")
+    names = _as_tuple(argnames, str, "static_argnames")
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return nums, names
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var_positional = any(p.kind == p.VAR_POSITIONAL for p in params)
+    if not var_positional:
+        for p in nums:
+            if not -len(positional) <= p < len(positional):
+                raise ValueError(
+                    f"jitted function has static_argnums={nums}, but only accepts "
+                    f"{len(positional)} positional arguments ({_fn_name(fn)}{_fn_location(fn)})"
+                )
+    index = {p.name: i for i, p in enumerate(positional) if p.kind != p.POSITIONAL_ONLY}
+    known = {p.name for p in params if p.kind != p.POSITIONAL_ONLY}
+    if not any(p.kind == p.VAR_KEYWORD for p in params):
+        for name in names:
+            if name not in known:
+                warnings.warn(
+                    f"static_argnames {name!r} is not a parameter of {_fn_name(fn)}",
+                    UserWarning,
+                    stacklevel=4,
+                )
+    nums += tuple(index[n] for n in names if n in index and index[n] not in nums)
+    names += tuple(
+        positional[p].name
+        for p in nums
+        if -len(positional) <= p < len(positional)
+        and positional[p].kind != positional[p].POSITIONAL_ONLY
+        and positional[p].name not in names
+    )
+    return nums, names
+
+
+def _static_value_key(fn: Callable, value: Any, where: Any) -> tuple:
+    """A static value's cache key: its type and value (1, 1.0 and True differ, and
+    so do 0.0 and -0.0); ValueError, as JAX's, for an unhashable one."""
+    try:
+        hash(value)
+    except TypeError as e:
+        place = f"argument {where}" if isinstance(where, int) else f"argument {where!r}"
+        raise ValueError(
+            "Non-hashable static arguments are not supported. An error occurred while "
+            f"trying to hash an object of type {type(value)}, {value!r:.80}. The error "
+            f"was:\nTypeError: {e}\n({_fn_name(fn)}, static {place}: pass arrays as "
+            "ordinary traced arguments, or a tuple instead of a list)" + _fn_location(fn)
+        ) from None
+    if isinstance(value, tuple):
+        return (type(value), tuple(_static_value_key(fn, v, where) for v in value))
+    return (type(value), static_scalar_key(value))
+
+
 def compile(
     fn: Callable | None = None,
     *,
@@ -1396,6 +1610,9 @@ def compile(
     dynamic: bool | None = None,
     mode: str | None = None,
     options: dict | None = None,
+    static_argnums: int | Sequence[int] | None = None,
+    static_argnames: str | Sequence[str] | None = None,
+    donate_argnums: Any = None,
 ):
     """Compile `fn` per input signature into a kernel; usable as `@compile`.
 
@@ -1428,6 +1645,12 @@ def compile(
     callers and change nothing (every new shape retraces; kernels are always
     fused and cached).
 
+    static_argnums, static_argnames: as in `jax.jit`: these arguments reach `fn` as
+    the values themselves (Python control flow and shapes may depend on them), and
+    each new hashable value traces once (`StaticArgsFunction`); an unhashable one
+    (an array, a list) raises ValueError. donate_argnums is accepted and ignored
+    (as JAX on CPU: nothing is donated).
+
     Arrays that `fn` reads from its closure, from module globals or from
     attributes of the object it is bound to are implicit inputs, read again on
     every call: an in-place change (`W -= lr * g`) or a rebinding is seen by the
@@ -1451,6 +1674,17 @@ def compile(
 
     def wrap(f):
         from tracegrad.capture.module import is_module
+
+        if static_argnums is not None or static_argnames is not None:
+            return _shared_static(
+                f,
+                static_argnums,
+                static_argnames,
+                backend=backend,
+                check_finite=check_finite,
+                optimize=optimize,
+                fullgraph=fullgraph,
+            )
 
         if is_module(f):
             from tracegrad.capture import CompiledModule

@@ -1,0 +1,134 @@
+"""`compile`/`jit` with JAX's `static_argnums` / `static_argnames` (issue 26).
+
+A static argument reaches the function as the Python value itself, its value is
+part of the cache key (each new value traces once), and an unhashable value is a
+ValueError, as in `jax.jit`. Compared against jax.jit where installed.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+I = dict(backend="interpret")
+
+
+def power_or_identity(x, n):
+    if n > 1:  # Python control flow on the static value
+        return x**n
+    return x
+
+
+def test_static_argnums_control_flow_and_retrace_per_value():
+    f = tg.jit(power_or_identity, static_argnums=1, **I)
+    x = np.array([2.0, 3.0])
+    np.testing.assert_array_equal(f(x, 3), x**3)
+    np.testing.assert_array_equal(f(x, 1), x)
+    np.testing.assert_array_equal(f(x, 3), x**3)
+    assert f.cache_info().traces == 2  # one per static value
+    assert f.cache_info().hits == 1
+
+
+def test_static_value_types_are_distinct_keys():
+    seen = []
+
+    def f(x, n):
+        seen.append(type(n))
+        return x * n
+
+    g = tg.compile(f, static_argnums=(1,), **I)
+    x = np.ones(2)
+    g(x, 2)
+    g(x, 2.0)
+    g(x, True)
+    assert seen == [int, float, bool]  # 2 == 2.0 == True, still three traces
+
+
+def test_static_argnames_and_inferred_names():
+    @functools.partial(tg.jit, static_argnames=("shape",), **I)
+    def reshape_twice(x, shape):
+        return tg.reshape(x, shape) * 2.0
+
+    x = np.arange(6.0)
+    np.testing.assert_array_equal(reshape_twice(x, shape=(2, 3)), 2 * x.reshape(2, 3))
+    # static_argnames also covers the parameter passed by position (JAX infers it)
+    np.testing.assert_array_equal(reshape_twice(x, (3, 2)), 2 * x.reshape(3, 2))
+    # and static_argnums covers the parameter passed by keyword
+    f = tg.jit(power_or_identity, static_argnums=1, **I)
+    np.testing.assert_array_equal(f(np.array([2.0]), n=3), [8.0])
+    assert f.static_argnames == ("n",)
+
+
+def test_decorator_forms():
+    @tg.jit(static_argnums=(1,), **I)
+    def scale(x, k):
+        return x * k
+
+    @functools.partial(tg.compile, static_argnums=1, **I)
+    def take(x, i):
+        return x[i]
+
+    np.testing.assert_array_equal(scale(np.ones(2), 3), [3.0, 3.0])
+    np.testing.assert_array_equal(take(np.arange(4.0), 2), 2.0)
+
+
+def test_unhashable_static_argument_is_a_clear_value_error():
+    f = tg.jit(power_or_identity, static_argnums=1, **I)
+    with pytest.raises(ValueError, match="Non-hashable static arguments are not supported"):
+        f(np.ones(2), np.array(3))
+    with pytest.raises(ValueError, match="unhashable type: 'list'"):
+        f(np.ones(2), [1, 2])
+
+
+def test_static_argnums_out_of_range_for_the_signature():
+    with pytest.raises(ValueError, match="static_argnums=\\(2,\\), but only accepts 2"):
+        tg.jit(power_or_identity, static_argnums=2)
+
+
+def test_static_with_grad_and_implicit_inputs():
+    W = np.ones(2)
+    f = tg.jit(lambda x, k: tg.sum(x * W) ** k, static_argnums=1, **I)
+    x = np.array([1.0, 2.0])
+    assert float(f(x, 2)) == 9.0
+    W *= 2  # a closed-over array is still read on every call
+    assert float(f(x, 2)) == 36.0
+    g = tg.grad(lambda x: f(x, 3), **I)(x)
+    np.testing.assert_allclose(g, 3 * 6.0**2 * W)
+
+
+def test_donate_argnums_is_accepted():
+    f = tg.jit(lambda x: x + 1.0, donate_argnums=0, **I)
+    np.testing.assert_array_equal(f(np.zeros(2)), [1.0, 1.0])
+
+
+def test_same_function_shares_one_compiled_per_value():
+    def f(x, n):
+        return x * n
+
+    a = tg.jit(f, static_argnums=1, **I)
+    b = tg.jit(f, static_argnums=1, **I)
+    assert a is b  # jit inside a loop does not retrace
+
+
+def test_matches_jax_jit_static_argnums():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    def mlp(params, x, depth, act):
+        for _ in range(depth):
+            x = act(x @ params)
+        return x
+
+    params = np.random.default_rng(0).normal(size=(3, 3))
+    x = np.random.default_rng(1).normal(size=(2, 3))
+    ours = tg.jit(mlp, static_argnums=(2, 3), **I)
+    theirs = jax.jit(mlp, static_argnums=(2, 3))
+    for depth in (1, 3):
+        np.testing.assert_allclose(
+            ours(params, x, depth, tg.tanh), theirs(params, x, depth, jnp.tanh), rtol=1e-12
+        )
