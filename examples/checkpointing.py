@@ -43,7 +43,7 @@ def make_layers(depth: int, width: int, seed: int = 0):
         eager.tensor(rng.uniform(-0.1, 0.1, 1).astype(np.float32), requires_grad=True)
         for _ in range(depth)
     ]
-    layers = [_layer(w, b) for w, b in zip(weights, biases)]
+    layers = [_layer(w, b) for w, b in zip(weights, biases, strict=True)]
     return layers, weights + biases
 
 
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         peak_ckpt, t_ckpt, faults_ckpt, g_ckpt = measure(
             lambda h: run_checkpoint_sequential(layers, h, segments), params, x, repeats
         )
-        diff = max(float(np.max(np.abs(a - b))) for a, b in zip(g_plain, g_ckpt))
+        diff = max(float(np.max(np.abs(a - b))) for a, b in zip(g_plain, g_ckpt, strict=True))
         results.append((depth, peak_plain, peak_ckpt, t_ckpt / t_plain, faults_plain, faults_ckpt))
         print(
             f"{depth:>5} {segments:>8} | {_mib(peak_plain):>12} {_mib(peak_ckpt):>11} "
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         lambda h: run_checkpoint_blocks(layers, h, block), params, x, repeats
     )
     *_, g_plain = measure(lambda h: run_plain(layers, h), params, x, 1)
-    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(g_plain, g_blocks))
+    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(g_plain, g_blocks, strict=True))
     print(
         f"\ncheckpoint(fn, h) around blocks of {block} layers, N = {depth}: peak "
         f"{_mib(peak_blocks)} ({peak_blocks / activation:.0f} activations), "

@@ -42,7 +42,7 @@ def make_images(n: int, seed: int, size: int = 8, noise: float = 0.3):
     labels = np.arange(n) % len(CLASSES)
     rng.shuffle(labels)
     images = rng.normal(0.0, noise, (n, 1, size, size)).astype(np.float32)
-    for img, label in zip(images, labels):
+    for img, label in zip(images, labels, strict=True):
         r, c = rng.integers(1, size - 1, 2)  # where the bars cross
         length = rng.integers(4, size + 1)
         r0 = rng.integers(0, size - length + 1)

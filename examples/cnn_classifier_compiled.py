@@ -213,10 +213,10 @@ def compare(
             f"  {name:34s} {1000 * statistics.median(times[1:]):7.2f} ms   "
             f"(first step {1000 * times[0]:.0f} ms)"
         )
-    diff = max(abs(a - b) for a, b in zip(compiled_losses, eager_losses))
+    diff = max(abs(a - b) for a, b in zip(compiled_losses, eager_losses, strict=True))
     print(f"max |compiled - eager| loss over the steps: {diff:.2e}")
     if torch is not None:
-        diff = max(abs(a - b) for a, b in zip(compiled_losses, torch_losses))
+        diff = max(abs(a - b) for a, b in zip(compiled_losses, torch_losses, strict=True))
         print(f"max |compiled - PyTorch| loss over the steps: {diff:.2e}")
 
 

@@ -48,7 +48,7 @@ def train(step, params, epochs: int, lr: float):
     for _ in range(epochs):
         t0 = time.perf_counter()
         value, grads = step(params)
-        params = tuple(p - lr * g for p, g in zip(params, grads))
+        params = tuple(p - lr * g for p, g in zip(params, grads, strict=True))
         times.append(time.perf_counter() - t0)
         losses.append(float(value))
     return losses, times
@@ -91,7 +91,9 @@ def main() -> None:
     print(f"\n{'epoch':>5} {'single-process':>16} {'2 workers':>16}")
     for k in range(epochs):
         print(f"{k:5d} {single_losses[k]:16.10f} {results[2][0][k]:16.10f}")
-    diff = max(abs(a - b) for w in results for a, b in zip(single_losses, results[w][0]))
+    diff = max(
+        abs(a - b) for w in results for a, b in zip(single_losses, results[w][0], strict=True)
+    )
     print(f"\nmax |distributed - single-process| loss over all epochs: {diff:.2e}")
     print(f"\n{'workers':>7} {'s per epoch':>12}")
     print(f"{'single':>7} {np.median(single_times):12.3f}")

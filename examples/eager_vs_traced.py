@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
 
     heading("Gradients from both modes")
     worst = 0.0
-    for name, ge, gc in zip(PARAM_NAMES, eager_grads, compiled_grads):
+    for name, ge, gc in zip(PARAM_NAMES, eager_grads, compiled_grads, strict=True):
         diff = float(np.max(np.abs(ge - np.asarray(gc))))
         worst = max(worst, diff)
         if args.show_ir:
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     mixed_loss.backward()
     mixed_diff = max(
         float(np.max(np.abs(mixed_params[k].grad.numpy() - g)))
-        for k, g in zip(PARAM_NAMES, eager_grads)
+        for k, g in zip(PARAM_NAMES, eager_grads, strict=True)
     )
     print(
         f"max |eager - compile(mlp_loss) on eager tensors|: {mixed_diff:.2e} "

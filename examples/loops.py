@@ -110,7 +110,7 @@ def main() -> None:
         print("  ".join(row))
     n = lengths[-1]
     (vu, gu), (vs, gs) = grads["unrolled", n], grads["scan", n]
-    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(gu, gs))
+    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(gu, gs, strict=True))
     print(f"\n  value unrolled {float(vu):.6f}, scan {float(vs):.6f}")
     print(f"  max |unrolled - scan| over gradients: {diff:.2e}")
     xs = rng.standard_normal((n, B, H)).astype(np.float32)

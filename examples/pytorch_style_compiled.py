@@ -127,7 +127,7 @@ def main() -> None:
         print(f"step {k:2d}  eager loss {le:.6f}  compiled loss {lc:.6f}")
     params = max(
         float(np.max(np.abs(p.detach().numpy() - q.detach().numpy())))
-        for p, q in zip(eager_model.parameters(), compiled_model.parameters())
+        for p, q in zip(eager_model.parameters(), compiled_model.parameters(), strict=True)
     )
     print(f"max relative loss difference: {max(diffs):.2e}")
     print(f"max |eager - compiled| over all parameters after {steps} steps: {params:.2e}")

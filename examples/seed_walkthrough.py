@@ -152,13 +152,13 @@ def mistake1_zero_grad(torch) -> Record:
     model, optimizer = _tiny_model(torch)
     x = torch.tensor([[1.0, 2.0]])
     grads = []
-    for epoch in range(3):  # Wrong approach: no zero_grad
+    for _epoch in range(3):  # Wrong approach: no zero_grad
         loss = model(x).sum()
         loss.backward()
         optimizer.step()  # Gradients keep accumulating!
         grads.append(model.weight.grad.tolist())
     fixed = []
-    for epoch in range(3):  # Fix
+    for _epoch in range(3):  # Fix
         optimizer.zero_grad()  # Clear gradients
         loss = model(x).sum()
         loss.backward()

@@ -82,7 +82,7 @@ class Adam:
     def step(self, grads) -> None:
         self.t += 1
         b1, b2 = self.betas
-        for p, g, m, v in zip(self.params, grads, self.m, self.v):
+        for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
             m *= b1
             m += (1 - b1) * g
             v *= b2

@@ -73,7 +73,7 @@ def init_params(seed: int = SEED) -> list:
     """[W1, b1, W2, b2, W3, b3], float32, He-initialized weights (fan_in, fan_out)."""
     rng = np.random.default_rng([seed, 0])
     params = []
-    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
+    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:], strict=True):
         params.append(
             (rng.standard_normal((fan_in, fan_out)) * np.sqrt(2.0 / fan_in)).astype(np.float32)
         )
@@ -543,9 +543,9 @@ def _agreement(results: dict) -> dict:
     for s, r in ok.items():
         c = r["check"]
         diffs = [abs(c["value"] - ref["value"]) / abs(ref["value"])]
-        diffs += [abs(a - b) / abs(b) for a, b in zip(c["l1"], ref["l1"])]
+        diffs += [abs(a - b) / abs(b) for a, b in zip(c["l1"], ref["l1"], strict=True)]
         scale = max(abs(v) for v in ref["b3"])
-        diffs += [abs(a - b) / scale for a, b in zip(c["b3"], ref["b3"])]
+        diffs += [abs(a - b) / scale for a, b in zip(c["b3"], ref["b3"], strict=True)]
         out[s] = max(diffs)
     return out
 
@@ -561,7 +561,7 @@ def write_report(results: dict, cfg: dict, path: Path, started: str, wall_s: flo
         "with other developers' builds (the load average before/after each system is listed).",
         "",
         f"- **Model**: MLP 784-256-256-10, ReLU, softmax cross-entropy (mean over rows), "
-        f"float32, {sum(a * b + b for a, b in zip(SIZES[:-1], SIZES[1:])):,} parameters.",
+        f"float32, {sum(a * b + b for a, b in zip(SIZES[:-1], SIZES[1:], strict=True)):,} parameters.",
         f"- **Data**: {cfg['rows']:,} rows (784 float32 features k/255 from random bytes, labels 0..9), kept in "
         f"memory: in the process for single-process systems, on each Dask worker / DDP rank for "
         f"its own part (generated there, never moved).",

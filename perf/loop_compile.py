@@ -107,7 +107,7 @@ def _plot(rows: list[dict], path: pathlib.Path):
     for form in ("scan", "unrolled", "unrolled, no reroll"):
         pts = [(r["steps"], r["first_s"]) for r in rows if r["form"] == form and "error" not in r]
         if pts:
-            ax.plot(*zip(*pts), marker="o", label=form)
+            ax.plot(*zip(*pts, strict=True), marker="o", label=form)
     ax.set_xscale("log")
     ax.set_xlabel("loop steps")
     ax.set_ylabel("time to first result (s), fresh process")

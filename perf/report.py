@@ -745,7 +745,7 @@ def plot_times(results, path: Path, stamp: str = "") -> bool:
     )
     width = 0.8 / max(1, len(keys))
     colors = plt.get_cmap("tab10")
-    for ax, dtype in zip(axes[:, 0], dtypes):
+    for ax, dtype in zip(axes[:, 0], dtypes, strict=True):
         for j, key in enumerate(keys):
             xs, ys = [], []
             for i, w in enumerate(workloads):
@@ -805,7 +805,7 @@ def plot_stages(results, path: Path, stamp: str = "") -> bool:
         for stage in shown:
             vals = [value(r, stage) * scale for r in rows]
             ax.bar(labels, vals, bottom=bottom, label=stage, color=colors[stage])
-            bottom = [b + v for b, v in zip(bottom, vals)]
+            bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
         ax.set_ylabel(unit)
         ax.set_title(f"tracegrad cold compile by stage: {title}", fontsize=10)
         ax.tick_params(axis="x", labelsize=6)
@@ -828,8 +828,8 @@ def plot_sweeps(sweeps, path: Path, stamp: str = "") -> bool:
     if not sweeps:
         return False
     fig, axes = plt.subplots(1, len(sweeps), figsize=(5.5 * len(sweeps), 4), squeeze=False)
-    for ax, (title, sweep) in zip(axes[0], sweeps.items()):
-        for (eager, compiled), style in zip(sweep["pairs"], ("o-", "s--")):
+    for ax, (title, sweep) in zip(axes[0], sweeps.items(), strict=True):
+        for (eager, compiled), style in zip(sweep["pairs"], ("o-", "s--"), strict=True):
             pts = [
                 (row["size"], row[eager] / row[compiled])
                 for row in sweep["rows"]
@@ -837,7 +837,7 @@ def plot_sweeps(sweeps, path: Path, stamp: str = "") -> bool:
             ]
             if pts:
                 ax.plot(
-                    *zip(*pts),
+                    *zip(*pts, strict=True),
                     style,
                     label=f"{SYSTEMS[compiled].label} over {SYSTEMS[eager].label}",
                 )

@@ -167,7 +167,7 @@ def _profile_outside_kernel(step, data, timers, n: int) -> dict:
     total = time.perf_counter() - t0
     stats = pstats.Stats(prof)
     rows = []
-    for (file, line, func), (cc, nc, tt, ct, _callers) in stats.stats.items():
+    for (file, line, func), (_cc, nc, tt, ct, _callers) in stats.stats.items():
         rows.append((tt, ct, nc, f"{Path(file).name}:{line}({func})"))
     rows.sort(reverse=True)
     return {

@@ -35,7 +35,7 @@ def old_scan_vmap(fn, in_axes):
 
         def body(carry, xs):
             full = list(args)
-            for i, x in zip(positions, xs):
+            for i, x in zip(positions, xs, strict=True):
                 full[i] = x
             return carry, fn(*full)
 

@@ -248,7 +248,7 @@ def mlp(
 ) -> Workload:
     """ReLU MLP with softmax cross-entropy on integer targets."""
     params = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
         params.append(
             (rng.standard_normal((fan_in, fan_out)) * np.sqrt(2.0 / fan_in)).astype(dtype)
         )
@@ -358,7 +358,9 @@ def mlp(
 
 def _mlp_flops(batch: int, sizes) -> int:
     """One value-and-grad call: 3x the forward's matmuls (2 per multiply-add) and bias/ReLU."""
-    return 3 * sum(2 * batch * a * b + 2 * batch * b for a, b in zip(sizes[:-1], sizes[1:]))
+    return 3 * sum(
+        2 * batch * a * b + 2 * batch * b for a, b in zip(sizes[:-1], sizes[1:], strict=True)
+    )
 
 
 def _tg_relu(h):
@@ -589,7 +591,7 @@ def compare(workload: Workload, value, grads, ref=None) -> str | None:
         return f"value {value!r} != reference {ref_value!r}"
     if len(grads) != len(ref_grads):
         return f"{len(grads)} gradients, expected {len(ref_grads)}"
-    for i, (g, r) in enumerate(zip(grads, ref_grads)):
+    for i, (g, r) in enumerate(zip(grads, ref_grads, strict=True)):
         g = np.asarray(g)
         if g.shape != r.shape:
             return f"grad {i} has shape {g.shape}, expected {r.shape}"

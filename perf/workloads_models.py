@@ -240,7 +240,7 @@ def mlp_layernorm(
     """Linear -> LayerNorm (affine) -> ReLU per hidden layer, then a linear head and cross-entropy."""
     n_hidden = len(sizes) - 2
     params = []
-    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
         params += [
             _init(rng, (fan_in, fan_out), dtype, fan_in),
             (0.1 * rng.standard_normal(fan_out)).astype(dtype),
@@ -285,8 +285,8 @@ def mlp_layernorm(
         value, g = _cross_entropy_np(h @ Wo + bo, t_col[:, 0])
         grads = [h.T @ g, g.sum(axis=0)]
         g = g @ Wo.T
-        for (W, b, gamma, beta), (h_in, xhat, inv_std, pre) in zip(
-            reversed(hidden), reversed(saved)
+        for (W, _b, gamma, _beta), (h_in, xhat, inv_std, pre) in zip(
+            reversed(hidden), reversed(saved), strict=True
         ):
             g = g * (pre > 0)
             dgamma, dbeta = (g * xhat).sum(axis=0), g.sum(axis=0)
@@ -340,7 +340,7 @@ def mlp_layernorm(
             h = anp.maximum(zc / anp.sqrt(var + eps) * gamma + beta, 0.0)
         return _autograd_cross_entropy(anp.dot(h, Wo) + bo, t)
 
-    matmul = sum(2 * batch * a * b for a, b in zip(sizes[:-1], sizes[1:]))
+    matmul = sum(2 * batch * a * b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
     return Workload(
         name,
         dtype,

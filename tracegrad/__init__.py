@@ -39,6 +39,7 @@ import tracegrad.loops
 from tracegrad.config import VERSION as __version__
 from tracegrad.ops.api import *  # noqa: F403  (the NumPy-named ops)
 from tracegrad.ops.api import trace as _numpy_trace
+from tracegrad.ops.core import DTypeError, ShapeError, TracegradError
 from tracegrad.ops.nn import *  # noqa: F403  (conv2d, max_pool2d, cross_entropy, ...)
 from tracegrad.ops.numpy_names import *  # noqa: F403  (acos, concat, zeros, vecdot, ...)
 from tracegrad.runtime.threads import get_num_threads, set_num_threads
@@ -60,8 +61,6 @@ def trace(fn_or_array, *args, **kwargs):
         return trace_graph(fn_or_array, *args, **kwargs)
     return _numpy_trace(fn_or_array, *args, **kwargs)
 
-
-from tracegrad.ops.core import DTypeError, ShapeError, TracegradError
 
 _LAZY = {
     "TracingError": "tracegrad.tracing",

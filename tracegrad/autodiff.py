@@ -52,7 +52,7 @@ def replay(
     """
     if len(args) != len(graph.inputs):
         raise AutodiffError(f"graph {graph.name} takes {len(graph.inputs)} inputs, got {len(args)}")
-    env: dict[int, Any] = {n.id: a for n, a in zip(graph.inputs, args)}
+    env: dict[int, Any] = {n.id: a for n, a in zip(graph.inputs, args, strict=True)}
     for node in graph.nodes:
         if node.id in env:
             continue
@@ -103,10 +103,10 @@ def vjp_graph(
         else:
             seeds = [
                 context.new_input(node.aval, f"ct_{_output_name(graph, i)}")
-                for i, node in zip(diff_outputs, outputs)
+                for i, node in zip(diff_outputs, outputs, strict=True)
             ]
         by_id: dict[int, Any] = {}
-        for node, seed in zip(outputs, seeds):  # one node returned twice gets both
+        for node, seed in zip(outputs, seeds, strict=True):  # one node returned twice gets both
             prev = by_id.get(node.id)
             by_id[node.id] = seed if prev is None else core.bind(REGISTRY["add"], prev, seed)
         grads = backward_pass(graph, env, context, by_id, wrt)
@@ -114,7 +114,7 @@ def vjp_graph(
     joint.vjp_origin = context.vjp_origin  # for error messages (check_finite)
     for node in graph.outputs:
         joint.outputs.append(_node_of(context, env[node.id]))
-    for i, g in zip(wrt, grads):
+    for _, g in zip(wrt, grads, strict=True):
         joint.outputs.append(_node_of(context, g))
     return joint
 

@@ -106,7 +106,7 @@ def _to_front(x, dim: int | None, size: int):
 
 
 def _batch_size(args, dims) -> int:
-    for a, d in zip(args, dims):
+    for a, d in zip(args, dims, strict=True):
         if d is not None:
             return _shape(a)[d]
     raise AssertionError("a batching rule ran with no batched operand")
@@ -132,18 +132,22 @@ def elementwise_rule(prim: Primitive) -> Callable:
 
     def rule(args, dims, **attrs):
         size = _batch_size(args, dims)
-        ranks = [_ndim(a) - (d is not None) for a, d in zip(args, dims)]
+        ranks = [_ndim(a) - (d is not None) for a, d in zip(args, dims, strict=True)]
         rank = max(ranks)
         batched = [d for d in dims if d is not None]
         same = len(set(batched)) == 1
         if (
             same
-            and all(r == rank for r, d in zip(ranks, dims) if d is not None)
-            and (batched[0] == 0 or all(r == 0 for r, d in zip(ranks, dims) if d is None))
+            and all(r == rank for r, d in zip(ranks, dims, strict=True) if d is not None)
+            and (
+                batched[0] == 0
+                or all(r == 0 for r, d in zip(ranks, dims, strict=True) if d is None)
+            )
         ):
             return prim(*args, **attrs), batched[0]  # already lined up
         moved = [
-            a if d is None else _padded(_moveaxis(a, d, 0), size, rank) for a, d in zip(args, dims)
+            a if d is None else _padded(_moveaxis(a, d, 0), size, rank)
+            for a, d in zip(args, dims, strict=True)
         ]
         return prim(*moved, **attrs), 0
 
@@ -251,7 +255,7 @@ def transpose_rule(args, dims, axes):
 def concatenate_rule(args, dims, axis):
     size = _batch_size(args, dims)
     nd = _ndim(args[0]) - (dims[0] is not None)
-    moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
+    moved = [_to_front(a, d, size) for a, d in zip(args, dims, strict=True)]
     return T.concatenate(*moved, axis=_norm_axis(axis, nd) + 1), 0
 
 
@@ -264,7 +268,7 @@ def _axis_rule(prim: Primitive, n_operands: int = 1) -> Callable:
             a = _norm_axis(axis, _ndim(x) - 1)
             return prim(x, axis=a if a < d else a + 1, **attrs), d
         size = _batch_size(args, dims)
-        moved = [_to_front(v, d, size) for v, d in zip(args, dims)]
+        moved = [_to_front(v, d, size) for v, d in zip(args, dims, strict=True)]
         return prim(*moved, axis=_norm_axis(axis, _ndim(moved[0]) - 1) + 1, **attrs), 0
 
     return rule
@@ -309,7 +313,7 @@ def _batched_index(spec, arrays, dims, size: int, with_iota: bool):
     advanced = _advanced_positions(spec)
     per_example = [
         _shape(a)[:d] + _shape(a)[d + 1 :] if d is not None else _shape(a)
-        for a, d in zip(arrays, dims)
+        for a, d in zip(arrays, dims, strict=True)
     ]
     rank = len(
         np.broadcast_shapes(
@@ -317,7 +321,8 @@ def _batched_index(spec, arrays, dims, size: int, with_iota: bool):
         )
     )
     new_arrays = [
-        a if d is None else _padded(_moveaxis(a, d, 0), size, rank) for a, d in zip(arrays, dims)
+        a if d is None else _padded(_moveaxis(a, d, 0), size, rank)
+        for a, d in zip(arrays, dims, strict=True)
     ]
     first = advanced[0]
     if with_iota:
@@ -514,7 +519,7 @@ def _repack(parts: list, avals: list, size: int):
 
     dtype, slots = packed_layout(avals)
     flat = []
-    for part, (_, n, _, part_dtype) in zip(parts, slots):
+    for part, (_, n, _, part_dtype) in zip(parts, slots, strict=True):
         part = _reshape(part, (size, n))
         flat.append(part if part_dtype == dtype else T.astype(part, dtype=dtype.name))
     if not flat:
@@ -530,7 +535,7 @@ def _batched_body(graph, dims: list, size: int, force: set, name: str):
 
     avals = [
         Aval((size,) + n.shape, n.dtype) if d is not None else n.aval
-        for n, d in zip(graph.inputs, dims)
+        for n, d in zip(graph.inputs, dims, strict=True)
     ]
     out_dims: list = []
 
@@ -574,15 +579,15 @@ def scan_rule(args, dims, body, length, reverse, n_carry, n_xs, remat=False):
             carry_batched[k] = True
     carries = [
         (_to_front(v, d, size) if carry_batched[k] else v)
-        for k, (v, d) in enumerate(zip(args[:n_carry], dims[:n_carry]))
+        for k, (v, d) in enumerate(zip(args[:n_carry], dims[:n_carry], strict=True))
     ]
     xs = [
         v if d is None else _moveaxis(v, d, 1)  # (length, B, ...): one batch per step
-        for v, d in zip(args[n_carry : n_carry + n_xs], dims[n_carry : n_carry + n_xs])
+        for v, d in zip(args[n_carry : n_carry + n_xs], dims[n_carry : n_carry + n_xs], strict=True)
     ]
     consts = [
         v if d is None else _moveaxis(v, d, 0)
-        for v, d in zip(args[n_carry + n_xs :], dims[n_carry + n_xs :])
+        for v, d in zip(args[n_carry + n_xs :], dims[n_carry + n_xs :], strict=True)
     ]
     packed = scan_p(
         *carries,
@@ -614,7 +619,9 @@ def cond_rule(args, dims, true_branch, false_branch):
     pred, operands, dp = args[0], args[1:], dims[0]
     avals = [n.aval for n in true_branch.outputs]
     if dp is None:
-        moved = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(operands, dims[1:])]
+        moved = [
+            v if d is None else _moveaxis(v, d, 0) for v, d in zip(operands, dims[1:], strict=True)
+        ]
         in_dims = [None if d is None else 0 for d in dims[1:]]
         every = set(range(len(avals)))
         t, _ = _batched_body(true_branch, in_dims, size, every, f"{true_branch.name}_batched")
@@ -628,6 +635,7 @@ def cond_rule(args, dims, true_branch, false_branch):
             batch_graph(true_branch, operands, dims[1:], size),
             batch_graph(false_branch, operands, dims[1:], size),
             avals,
+            strict=True,
         ):
             mask = _reshape(pred, (size,) + (1,) * len(a.shape))
             parts.append(T.where(mask, _to_front(tv, td, size), _to_front(fv, fd, size)))
@@ -665,17 +673,21 @@ def while_rule(args, dims, cond, body, n_carry):
             carry_batched[k] = True
     carries = [
         _to_front(v, d, size) if carry_batched[k] else v
-        for k, (v, d) in enumerate(zip(args[:n_carry], carry_d))
+        for k, (v, d) in enumerate(zip(args[:n_carry], carry_d, strict=True))
     ]
     cc = [
-        v if d is None else _moveaxis(v, d, 0) for v, d in zip(args[n_carry : n_carry + n_cc], cc_d)
+        v if d is None else _moveaxis(v, d, 0)
+        for v, d in zip(args[n_carry : n_carry + n_cc], cc_d, strict=True)
     ]
-    bc = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(args[n_carry + n_cc :], bc_d)]
+    bc = [
+        v if d is None else _moveaxis(v, d, 0)
+        for v, d in zip(args[n_carry + n_cc :], bc_d, strict=True)
+    ]
     if pred_dims[0] is None:
         packed = while_p(*carries, *cc, *bc, cond=new_cond, body=new_body, n_carry=n_carry)
         avals = [
             Aval((size,) + n.shape, n.dtype) if b else n.aval
-            for n, b in zip(body.outputs, carry_batched)
+            for n, b in zip(body.outputs, carry_batched, strict=True)
         ]
     else:
         all_batched = [0] * n_carry
@@ -691,7 +703,7 @@ def while_rule(args, dims, cond, body, n_carry):
             new = batch_graph(body, carry + bvals, all_batched + const_dims[1], size)
             return [
                 T.where(_reshape(pred, (size,) + (1,) * (_ndim(c) - 1)), _to_front(v, d, size), c)
-                for (v, d), c in zip(new, carry)
+                for (v, d), c in zip(new, carry, strict=True)
             ]
 
         avals = [Aval((size,) + n.shape, n.dtype) for n in body.outputs]
@@ -713,7 +725,7 @@ def while_rule(args, dims, cond, body, n_carry):
     parts = unpack(packed, avals)
     parts = [
         p if b else T.broadcast_to(p, shape=(size,) + _shape(p))
-        for p, b in zip(parts, carry_batched)
+        for p, b in zip(parts, carry_batched, strict=True)
     ]
     return _repack(parts, [n.aval for n in body.outputs], size), 0
 
@@ -725,7 +737,7 @@ def custom_vjp_rule(args, dims, fun, fwd, bwd, n_out):
     from tracegrad.loops.primitives import custom_vjp_p, unpack
 
     size = _batch_size(args, dims)
-    moved = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(args, dims)]
+    moved = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(args, dims, strict=True)]
     in_dims = [None if d is None else 0 for d in dims]
 
     def every(graph):
@@ -823,7 +835,7 @@ def _loop_fallback(prim: Primitive, args, dims, attrs, out_aval):
 
     def one_example(carry, x):
         full = list(args)
-        for k, v in zip(positions, x):
+        for k, v in zip(positions, x, strict=True):
             full[k] = v
         return carry, bind(prim, *full, **attrs)
 
@@ -847,7 +859,7 @@ def batch_graph(graph, args: Sequence[Any], dims: Sequence[int | None], size: in
     """
     context = _innermost_context(args)
     env: dict[int, tuple[Any, int | None]] = {
-        n.id: (a, d) for n, a, d in zip(graph.inputs, args, dims)
+        n.id: (a, d) for n, a, d in zip(graph.inputs, args, dims, strict=True)
     }
     for node in graph.nodes:
         if node.id in env:
@@ -981,7 +993,7 @@ def _leaf_axes(spec, value, path: str, what: str) -> list:
         and isinstance(spec, tuple) == isinstance(value, tuple)
     ):
         out = []
-        for k, (s, v) in enumerate(zip(spec, value)):
+        for k, (s, v) in enumerate(zip(spec, value, strict=True)):
             out.extend(_leaf_axes(s, v, f"{path}[{k}]", what))
         return out
     raise BatchingError(
@@ -1022,7 +1034,7 @@ def _check_sizes(mapped: list) -> int:
         return sizes[0]
     lines = []
     for size in dict.fromkeys(sizes):
-        where = [(v, a, n) for (v, a, n), s in zip(mapped, sizes) if s == size]
+        where = [(v, a, n) for (v, a, n), s in zip(mapped, sizes, strict=True) if s == size]
         v, a, n = where[0]
         desc = f"axis {a} of argument {n} of type {_type_of(v)}"
         if len(where) == 1:
@@ -1069,12 +1081,12 @@ def vmap(
         names = argument_names(fn, len(args))
         leaf_axes: list = []
         leaves: list = []
-        for k, (spec, a) in enumerate(zip(axes, args)):
+        for k, (spec, a) in enumerate(zip(axes, args, strict=True)):
             leaf_axes.extend(_leaf_axes(spec, a, names[k], "in_axes"))
             leaves.extend(_prepare_leaf(v) for v in tree_flatten(a, arrays_only_scalars=False)[0])
         mapped_leaves = []
         norm_axes = []
-        for v, (ax, name) in zip(leaves, leaf_axes):
+        for v, (ax, name) in zip(leaves, leaf_axes, strict=True):
             if ax is None:
                 norm_axes.append(None)
                 continue
@@ -1107,7 +1119,7 @@ def vmap(
 
 def _run(fn, args, leaves, axes, size, out_axes):
     avals = []
-    for v, ax in zip(leaves, axes):
+    for v, ax in zip(leaves, axes, strict=True):
         a = abstract_leaf(v)
         avals.append(a if ax is None else Aval(a.shape[:ax] + a.shape[ax + 1 :], a.dtype))
     name = f"vmap_{getattr(fn, '__name__', 'f')}".replace("<", "").replace(">", "")
@@ -1119,7 +1131,7 @@ def _run(fn, args, leaves, axes, size, out_axes):
         out_axes, tree_unflatten(traced.out_tree, [o for o, _ in outs]), "vmap out_axes", "out_axes"
     )
     results = []
-    for (value, d), (spec, _) in zip(outs, out_specs):
+    for (value, d), (spec, _) in zip(outs, out_specs, strict=True):
         results.append(_place_output(value, d, spec, size))
     return tree_unflatten(traced.out_tree, results)
 

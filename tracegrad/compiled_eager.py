@@ -238,7 +238,7 @@ def _make_node_class():
             ]
 
         def _check_versions(self):
-            for (counter, version), t in zip(self.versions, self.input_tensors):
+            for (counter, version), t in zip(self.versions, self.input_tensors, strict=True):
                 if counter[0] != version:
                     raise RuntimeError(
                         "one of the variables needed for gradient computation has been modified "

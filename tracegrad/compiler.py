@@ -551,13 +551,13 @@ class CompiledFunction:
 
         def flat_fn(*all_args):
             explicit = all_args[:n_explicit]
-            kw = dict(zip(kw_names, all_args[nargs:]))
+            kw = dict(zip(kw_names, all_args[nargs:], strict=True))
             if not externals:
                 return fn(*explicit, **kw)
             values = all_args[n_explicit:nargs]
             originals = read_all(externals, explicit)
             context = active_contexts()[-1]
-            for original, value in zip(originals, values):
+            for original, value in zip(originals, values, strict=True):
                 if isinstance(value, Tracer) and value is not original:
                     context.substitute(original, value)
             with swapped_in(externals, explicit, values, originals):
@@ -652,9 +652,11 @@ class CompiledFunction:
             return
         # The cheap walk must find exactly the leaves tree_flatten found (it does not
         # treat lists of numbers or differentiated Python scalars as arrays).
-        if len(tree_leaves) != len(leaves) or any(a is not b for a, b in zip(tree_leaves, leaves)):
+        if len(tree_leaves) != len(leaves) or any(
+            a is not b for a, b in zip(tree_leaves, leaves, strict=True)
+        ):
             return
-        how = _AS_IS if all(a is b for a, b in zip(arrays, leaves)) else _CONVERT
+        how = _AS_IS if all(a is b for a, b in zip(arrays, leaves, strict=True)) else _CONVERT
         self.entries.remember(TREE, key, (entry, how))
 
     def _flatten(self, args, kwargs, wrt_args):
@@ -1141,7 +1143,7 @@ _SUPPORTED_KINDS = "biuf"  # bool, ints, floats
 
 def _check_leaves(cf: CompiledFunction, args: tuple, leaves: list, arg_of_leaf: list) -> None:
     """Refuse leaves that would be silently changed or crash deep inside codegen."""
-    for value, pos in zip(leaves, arg_of_leaf):
+    for value, pos in zip(leaves, arg_of_leaf, strict=True):
         if isinstance(value, Tracer):
             continue
         problem, cls = _leaf_problem(value)
@@ -1299,7 +1301,7 @@ def _first_nonfinite_node(entry: _Entry, arrays) -> str:
     from tracegrad.ir.interpret import _run_node
 
     graph = entry.lowered.joint
-    env = {n.id: a for n, a in zip(graph.inputs, arrays)}
+    env = {n.id: a for n, a in zip(graph.inputs, arrays, strict=True)}
     with np.errstate(all="ignore"):
         for node in graph.nodes:
             if node.id in env:

@@ -135,7 +135,9 @@ def _read_as(closed: Sequence[Tracer], inputs: Sequence[Tracer]) -> None:
     recomputed in the outer trace (`2.0 * W` again: a new node) is matched by what
     it computes (_value_key), so tracing the rule again finds nothing new."""
     context = active_contexts()[-1]
-    by_value = {_value_key(outer.node): inner.node for outer, inner in zip(closed, inputs)}
+    by_value = {
+        _value_key(outer.node): inner.node for outer, inner in zip(closed, inputs, strict=True)
+    }
     capture = context.capture
 
     def capture_closed(outer: Tracer) -> Tracer:
@@ -371,7 +373,7 @@ class custom_vjp(_CustomBase):
                 )
             flat = []
             k = 0
-            for ct, arg_tree in zip(cts, arg_trees):
+            for ct, arg_tree in zip(cts, arg_trees, strict=True):
                 n = arg_tree.num_leaves
                 want = avals[k : k + n]
                 got = [None] * n if ct is None else _leaves(ct)[0]
@@ -380,7 +382,7 @@ class custom_vjp(_CustomBase):
                         f"custom_vjp bwd of {name}: a cotangent has structure "
                         f"{_leaves(ct)[1]}, its argument {arg_tree}"
                     )
-                for v, a in zip(got, want):
+                for v, a in zip(got, want, strict=True):
                     flat.append(_fit(v, a, name))
                 k += n
             return flat
@@ -476,14 +478,14 @@ class custom_jvp(_CustomBase):
                     self.jvp(*statics, tuple(primals), tuple(tangents)), name
                 )
                 total = None
-                for t, c in zip(_leaves(tangent_out)[0], _leaves(g)[0]):
+                for t, c in zip(_leaves(tangent_out)[0], _leaves(g)[0], strict=True):
                     term = api.sum(t * c)
                     total = term if total is None else total + term
                 return total
 
             zeros = [
                 tree_unflatten(t, [api.zeros_like(v) for v in _leaves(p)[0]])
-                for p, t in zip(primals, tree.children)
+                for p, t in zip(primals, tree.children, strict=True)
             ]
             cts = grad(
                 pairing, argnums=tuple(range(len(primals))), backend="interpret", optimize=False
@@ -531,8 +533,8 @@ class custom_jvp(_CustomBase):
                 "custom_jvp rule of {name} must produce primal and tangent outputs with "
                 "the function's shapes: got {got} for an output of shape {want}"
             )
-            return [_fit(v, a, name, role) for v, a in zip(outs, out_avals)] + [
-                _fit(t, a, name, role) for t, a in zip(touts, out_avals)
+            return [_fit(v, a, name, role) for v, a in zip(outs, out_avals, strict=True)] + [
+                _fit(t, a, name, role) for t, a in zip(touts, out_avals, strict=True)
             ]
 
         args = TreeDef("tuple", list(tree.children) + [_closed_tree(closed)]) if closed else tree

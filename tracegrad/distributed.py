@@ -177,7 +177,7 @@ def _merge(a: tuple, b: tuple, reduce: str) -> tuple:
     return (
         rows,
         mix(value_a, value_b),
-        tree_unflatten(tree, [mix(x, y) for x, y in zip(leaves_a, leaves_b)]),
+        tree_unflatten(tree, [mix(x, y) for x, y in zip(leaves_a, leaves_b, strict=True)]),
     )
 
 
@@ -282,7 +282,7 @@ def _shards(client, args: tuple, shard_argnums: tuple) -> list:
                 f"sharded arguments given as futures need the same number of "
                 f"shards each, got {[len(a) for a in sharded]}"
             )
-        return list(zip(*sharded))
+        return list(zip(*sharded, strict=True))
     arrays = [np.asarray(a) for a in sharded]
     n_rows = {a.shape[0] for a in arrays}
     if len(n_rows) != 1:
@@ -291,7 +291,7 @@ def _shards(client, args: tuple, shard_argnums: tuple) -> list:
         )
     n_workers = max(1, len(client.scheduler_info().get("workers", {})) or 1)
     pieces = [np.array_split(a, n_workers, axis=0) for a in arrays]
-    return [parts for parts in zip(*pieces) if len(parts[0]) > 0]
+    return [parts for parts in zip(*pieces, strict=True) if len(parts[0]) > 0]
 
 
 def _is_dask_array(value) -> bool:
@@ -325,7 +325,11 @@ def _dask_array_shards(client, arrays: list) -> list:
             a = client.persist(a)
             futures = {f.key: f for f in futures_of(a)}
         per_array.append([futures[k] for k in keys])
-    return [parts for parts, rows in zip(zip(*per_array), arrays[0].chunks[0]) if rows > 0]
+    return [
+        parts
+        for parts, rows in zip(zip(*per_array, strict=True), arrays[0].chunks[0], strict=True)
+        if rows > 0
+    ]
 
 
 def _is_future(value) -> bool:

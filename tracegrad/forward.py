@@ -93,13 +93,13 @@ def jvp_graph(
             from tracegrad.autodiff import replay
 
             env = replay(graph, primals, context)
-            seeds = {n.id: t for n, t in zip(graph.inputs, tangents) if t is not None}
+            seeds = {n.id: t for n, t in zip(graph.inputs, tangents, strict=True) if t is not None}
             tenv = tangent_pass(graph, env, seeds, context)
             outs = [env[n.id] for n in graph.outputs]
             touts = [tenv.get(n.id) for n in graph.outputs]
         for v in outs:
             context.graph.outputs.append(output_node(context, v))
-        for v, o in zip(touts, outs):
+        for v, o in zip(touts, outs, strict=True):
             context.graph.outputs.append(output_node(context, zeros_like_if_none(v, o)))
     return context.graph
 
@@ -117,8 +117,8 @@ def jvp_apply(
     (loops, branches, calls: `joint(primals, tangents, **attrs) -> (out, tangent)`)
     computes both in one loop instead of running the primal loop twice."""
     context = context if context is not None else _context_among(list(primals) + list(tangents))
-    env = {n.id: v for n, v in zip(graph.inputs, primals)}
-    seeds = {n.id: t for n, t in zip(graph.inputs, tangents) if t is not None}
+    env = {n.id: v for n, v in zip(graph.inputs, primals, strict=True)}
+    seeds = {n.id: t for n, t in zip(graph.inputs, tangents, strict=True) if t is not None}
     tenv = _propagate(graph, env, seeds, context, replaying=True)
     return [env[n.id] for n in graph.outputs], [tenv.get(n.id) for n in graph.outputs]
 
@@ -440,14 +440,14 @@ def _trace_pairing(prim, primals, positions, with_tangent, t_avals, out_aval, at
         ps = list(primals)
         for k in positions:
             ps[k] = context.new_input(core.aval_of(primals[k]), f"p{k}")
-        ts = {k: context.new_input(a, f"t{k}") for k, a in zip(with_tangent, t_avals)}
+        ts = {k: context.new_input(a, f"t{k}") for k, a in zip(with_tangent, t_avals, strict=True)}
         batch = getattr(prim.vjps, "batch", None)
         if batch is not None:
             needed = [k in ts for k in range(len(ps))]
             cts = batch(needed, g, out, *ps, **attrs)
         else:
             cts = [prim.vjps[k](g, out, *ps, **attrs) for k in ts]
-            cts = dict(zip(ts, cts))
+            cts = dict(zip(ts, cts, strict=True))
             cts = [cts.get(k) for k in range(len(ps))]
         total = None
         for k, t in ts.items():

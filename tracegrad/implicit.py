@@ -352,7 +352,7 @@ class _Finder:
         names = _code_names(fn)
         self.names_used |= names
         code = fn.__code__
-        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=True):
             try:
                 value = cell.cell_contents
             except ValueError:  # an empty cell (a name assigned later)
@@ -608,7 +608,7 @@ def swapped_in(
     tracer in its place; restored afterwards, also on errors."""
     done = []
     try:
-        for ext, value, original in zip(externals, values, originals):
+        for ext, value, original in zip(externals, values, originals, strict=True):
             if value is original:  # static scalars pass through unchanged
                 continue
             try:

@@ -62,7 +62,11 @@ class TreeDef:
         if self.kind == "static":
             return repr(self.static)
         if self.kind == "dict":
-            return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.keys, self.children)) + "}"
+            return (
+                "{"
+                + ", ".join(f"{k!r}: {c}" for k, c in zip(self.keys, self.children, strict=True))
+                + "}"
+            )
         body = ", ".join(map(repr, self.children))
         return f"[{body}]" if self.kind == "list" else f"({body})"
 
@@ -157,7 +161,7 @@ def _unflatten(treedef: TreeDef, it):
         return tuple(children) if treedef.keys is None else treedef.keys(*children)
     if kind == "list":
         return children
-    return dict(zip(treedef.keys, children))
+    return dict(zip(treedef.keys, children, strict=True))
 
 
 def leaf_paths(treedef: TreeDef, prefix: str) -> list[str]:

@@ -654,7 +654,7 @@ def _np_moveaxis(a, source, destination):
     src = [s % nd for s in np.atleast_1d(source).tolist()]
     dst = [d % nd for d in np.atleast_1d(destination).tolist()]
     order = [n for n in range(nd) if n not in src]
-    for d, s in sorted(zip(dst, src)):
+    for d, s in sorted(zip(dst, src, strict=True)):
         order.insert(d, s)
     return _api("transpose")(a, tuple(order))
 
@@ -937,13 +937,14 @@ def trace_flat(
         leaves.extend(sub_leaves)
         trees.append(sub_tree)
     in_tree = TreeDef("tuple", trees)
-    paths = [p for name_, t in zip(arg_names, trees) for p in leaf_paths(t, name_)]
+    paths = [p for name_, t in zip(arg_names, trees, strict=True) for p in leaf_paths(t, name_)]
     if avals is None:
         avals = [abstract_leaf(v) for v in leaves]
     context = TraceContext(name or getattr(fn, "__name__", "f"))
     used: set[str] = set()
     tracers = [
-        context.new_input(aval, _unique(identifier(p), used)) for aval, p in zip(avals, paths)
+        context.new_input(aval, _unique(identifier(p), used))
+        for aval, p in zip(avals, paths, strict=True)
     ]
     traced_args = tree_unflatten(in_tree, tracers)
     with context.active():

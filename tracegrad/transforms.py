@@ -72,7 +72,7 @@ def _vdot(out, ct):
     """<out, ct> over the float leaves of two pytrees of the same structure (those of
     `out` decide which leaves are float)."""
     total = None
-    for o, c in zip(_leaves(out), _leaves(ct)):
+    for o, c in zip(_leaves(out), _leaves(ct), strict=True):
         if not _is_float_leaf(o):
             continue
         term = api.sum(o * c)
@@ -133,7 +133,7 @@ def _like_output(ct, out):
     cotangent `(0.0, 1.0)` is two scalars, not one array of two (pytrees take a
     tuple of numbers for one array leaf)."""
     if isinstance(out, (tuple, list)) and isinstance(ct, (tuple, list)) and len(ct) == len(out):
-        items = [_like_output(c, o) for c, o in zip(ct, out)]
+        items = [_like_output(c, o) for c, o in zip(ct, out, strict=True)]
         return type(out)(*items) if is_namedtuple(out) else type(out)(items)
     if isinstance(out, dict) and isinstance(ct, dict) and set(ct) == set(out):
         return {k: _like_output(ct[k], out[k]) for k in out}
@@ -206,7 +206,7 @@ def _check_cotangent(ct, out) -> None:
             f"vjp: unexpected tree structure of the cotangent: got {ct_tree}, "
             f"but expected the output's {out_tree}"
         )
-    for k, (c, o) in enumerate(zip(ct_leaves, out_leaves)):
+    for k, (c, o) in enumerate(zip(ct_leaves, out_leaves, strict=True)):
         if np.shape(c) != np.shape(_unboxed(o)):
             raise ShapeError(
                 f"vjp: cotangent leaf {k} has shape {np.shape(c)}, but the output "
@@ -235,12 +235,14 @@ def _jvp_traceable(fn: Callable, has_aux: bool, primals: tuple, tangents: tuple)
     t_leaves = _args_leaves(tangents)
     t_leaves += [None] * (len(args) - len(t_leaves))  # closed-over values: no tangent
     outs, touts = jvp_apply(
-        graph, args, [t if _is_float_leaf(p) else None for p, t in zip(args, t_leaves)]
+        graph, args, [t if _is_float_leaf(p) else None for p, t in zip(args, t_leaves, strict=True)]
     )
     result = tree_unflatten(out_tree, outs)
     out, aux = _split_aux(result, has_aux)
     n_out = len(_leaves(out)) if has_aux else len(outs)
-    tangent_out = [zeros_like_if_none(t, o) for o, t in zip(outs[:n_out], touts[:n_out])]
+    tangent_out = [
+        zeros_like_if_none(t, o) for o, t in zip(outs[:n_out], touts[:n_out], strict=True)
+    ]
     out_tree_only = out_tree.children[0] if has_aux else out_tree
     tangent_out = tree_unflatten(out_tree_only, tangent_out)
     return (out, tangent_out, aux) if has_aux else (out, tangent_out)
@@ -254,11 +256,11 @@ def _check_tangents(primals: Sequence, tangents: Sequence) -> None:
         )
     if len(primals) != len(tangents):
         raise TypeError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
-    for k, (p, t) in enumerate(zip(primals, tangents)):
+    for k, (p, t) in enumerate(zip(primals, tangents, strict=True)):
         pl, tl = _leaves(p), _leaves(t)
         if len(pl) != len(tl):
             raise TypeError(f"jvp: primal {k} and its tangent have different structures")
-        for a, b in zip(pl, tl):
+        for a, b in zip(pl, tl, strict=True):
             if np.shape(a) != np.shape(b):
                 raise TypeError(
                     f"jvp: primal {k} has shape {np.shape(a)} but its tangent has "
@@ -515,7 +517,13 @@ def _columns(graph, env: dict, node, out_nodes) -> list:
         )
 
     cols = (
-        dict(zip([o.id for o in mapped], vmap(column, out_axes=-1)(np.eye(n, dtype=node.dtype))))
+        dict(
+            zip(
+                [o.id for o in mapped],
+                vmap(column, out_axes=-1)(np.eye(n, dtype=node.dtype)),
+                strict=True,
+            )
+        )
         if mapped
         else {}
     )  # each out.shape + (n,)
@@ -665,13 +673,13 @@ def jacobian(
                 per_leaf = tree_flatten(rows[k], arrays_only_scalars=True)[0]
             stacked.append((arg_tree, arg_leaves, per_leaf))
         parts, offset = [], 0
-        for shape, size in zip(shapes, sizes):
+        for shape, size in zip(shapes, sizes, strict=True):
             per_arg = [
                 tree_unflatten(
                     arg_tree,
                     [
                         api.reshape(rows_j[offset : offset + size], shape + tuple(np.shape(leaf)))
-                        for leaf, rows_j in zip(arg_leaves, per_leaf)
+                        for leaf, rows_j in zip(arg_leaves, per_leaf, strict=True)
                     ],
                 )
                 for arg_tree, arg_leaves, per_leaf in stacked

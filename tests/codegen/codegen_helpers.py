@@ -19,7 +19,7 @@ def assert_matches_interpreter(kernel, graph: Graph, arrays, dtype) -> None:
     want = interpret(graph, *arrays)
     assert len(got) == len(want)
     tight = np.dtype(dtype) == np.float64
-    for node, g, w in zip(graph.outputs, got, want):
+    for node, g, w in zip(graph.outputs, got, want, strict=True):
         assert g.shape == w.shape, f"{node.name} {node.op}: shape {g.shape} != {w.shape}"
         assert g.dtype == w.dtype, f"{node.name} {node.op}: dtype {g.dtype} != {w.dtype}"
         if np.issubdtype(w.dtype, np.floating):

@@ -307,7 +307,7 @@ def _poisoned(fn):
 
 def _assert_same(got, want):
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
 
@@ -393,7 +393,7 @@ def test_poisoning_catches_a_lifetime_that_ends_too_early(monkeypatch):
     kernel = build_kernel(graph)
     got = kernel(args[2], np.ones((16, 128)))
     want = interpret(graph, args[2], np.ones((16, 128)))
-    assert any(not np.allclose(g, w, equal_nan=False) for g, w in zip(got, want))
+    assert any(not np.allclose(g, w, equal_nan=False) for g, w in zip(got, want, strict=True))
 
 
 def test_scratch_regions_are_placed_recorded_and_reused():

@@ -166,7 +166,7 @@ def test_two_processes_compiling_at_once(tmp_path):
         for _ in range(2)
     ]
     outs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
         assert out.startswith("OK")
     files = list(tmp_path.glob("tg_*.py"))

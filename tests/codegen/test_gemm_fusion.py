@@ -72,7 +72,7 @@ def _check_compiled(dtype, rtol):
     value, grads = COMPILED(*args)
     want_value, want_grads = _reference(dtype)
     np.testing.assert_allclose(value, want_value, rtol=rtol)
-    for got, want in zip(grads, want_grads):
+    for got, want in zip(grads, want_grads, strict=True):
         assert got.dtype == np.dtype(dtype)
         np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
     return value, grads, COMPILED.lower(*args).source
@@ -133,7 +133,7 @@ def test_compiled_matches_jax():
     value, grads = COMPILED(*args)
     want_value, want_grads = jax.value_and_grad(jax_fn, argnums=ARGNUMS)(*args)
     np.testing.assert_allclose(value, float(want_value), rtol=1e-12)
-    for got, want in zip(grads, want_grads):
+    for got, want in zip(grads, want_grads, strict=True):
         np.testing.assert_allclose(got, np.asarray(want), rtol=1e-10, atol=1e-12)
 
 
@@ -216,7 +216,7 @@ def test_a_partial_sum_read_elsewhere_is_not_folded_into_the_concatenate():
     new = concat_tiled_scatters(graph)
     assert "concatenate" not in [n.op for n in new.nodes]
     arrays = _inputs(graph, seed=4)
-    for got, want in zip(interpret(new, *arrays), interpret(graph, *arrays)):
+    for got, want in zip(interpret(new, *arrays), interpret(graph, *arrays), strict=True):
         np.testing.assert_array_equal(got, want)
 
 

@@ -51,7 +51,7 @@ def test_stacked_and_looped_products_equal_the_interpreter(compiled, dtype):
     )(*args)
     rtol = 1e-5 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(value, ref_value, rtol=rtol)
-    for g, r in zip(grads, ref_grads):
+    for g, r in zip(grads, ref_grads, strict=True):
         np.testing.assert_allclose(g, r, rtol=rtol, atol=rtol)
 
 

@@ -219,7 +219,7 @@ def test_outputs_are_fresh_arrays(rng):
     assert not np.shares_memory(outs[-1], a) and not np.shares_memory(outs[-2], a)
     assert not np.shares_memory(outs[-1], outs[-2])
     outs2 = kernel(*arrays)
-    assert all(not np.shares_memory(o1, o2) for o1, o2 in zip(outs, outs2))
+    assert all(not np.shares_memory(o1, o2) for o1, o2 in zip(outs, outs2, strict=True))
 
 
 def test_source_is_readable_and_commented():

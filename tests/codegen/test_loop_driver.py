@@ -73,7 +73,7 @@ def test_the_driver_spells_views_and_zeros_in_numpy(compiled):
     lines = driver.splitlines()
     views = [
         (comment, code)
-        for comment, code in zip(lines, lines[1:])
+        for comment, code in zip(lines, lines[1:], strict=False)
         if comment.lstrip().startswith("# %")
         and comment.split("=")[1].split("[")[0].strip() in ("getitem", "reshape", "broadcast_to")
     ]

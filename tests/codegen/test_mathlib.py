@@ -103,13 +103,15 @@ def kernels():
         for names in PAIRS:
             gm = GraphMaker(f"mathlib_{dtype}_{'_'.join(names)}")
             xs = [gm.input((N,), dtype, f"x_{name}") for name in names]
-            kernel = build_kernel(gm.output(*[gm.op(name, x) for name, x in zip(names, xs)]))
+            kernel = build_kernel(
+                gm.output(*[gm.op(name, x) for name, x in zip(names, xs, strict=True)])
+            )
             assert not kernel.fallback_ids, "mathlib's code, not NumPy's, is under test"
             parts.append(kernel)
 
         def run(*arrays, _parts=tuple(parts)):
             outs, k = [], 0
-            for kernel, names in zip(_parts, PAIRS):
+            for kernel, names in zip(_parts, PAIRS, strict=True):
                 outs += kernel(*arrays[k : k + len(names)])
                 k += len(names)
             return tuple(outs)
@@ -140,7 +142,7 @@ def test_accuracy(kernels, dtype, big_trig):
     with np.errstate(all="ignore"):
         outs = kernels[dtype](*[xs[name] for name in FUNCTIONS])
     bound = 2.0 if dtype == "float32" else 1e-14
-    for name, got in zip(FUNCTIONS, outs):
+    for name, got in zip(FUNCTIONS, outs, strict=True):
         err = errors(name, xs[name], got)
         worst = int(np.argmax(err))
         assert err.max() <= bound, (
@@ -154,7 +156,7 @@ def test_signed_zero_and_specials(kernels, dtype):
     x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], dtype)
     arrays = [np.resize(x, N).astype(dtype) for _ in FUNCTIONS]
     outs = kernels[dtype](*arrays)
-    got = {name: out[:5] for name, out in zip(FUNCTIONS, outs)}
+    got = {name: out[:5] for name, out in zip(FUNCTIONS, outs, strict=True)}
     for name in ("tanh", "sin"):  # odd functions keep the sign of zero
         assert np.signbit(got[name][1]) and not np.signbit(got[name][0])
     np.testing.assert_array_equal(got["exp"], [1, 1, np.inf, 0, np.nan])

@@ -51,5 +51,5 @@ def test_guarded_loops_are_shared_and_their_fallback_still_runs():
     value, grads = vg(ws, h)
     want_value, want_grads = tg.value_and_grad(f, argnums=(0, 1), backend="interpret")(ws, h)
     np.testing.assert_allclose(value, want_value, rtol=1e-6)
-    for got, want in zip(grads[0] + [grads[1]], want_grads[0] + [want_grads[1]]):
+    for got, want in zip(grads[0] + [grads[1]], want_grads[0] + [want_grads[1]], strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())

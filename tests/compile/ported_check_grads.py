@@ -43,7 +43,7 @@ def _vdot(a_leaves: Sequence, b_leaves: Sequence) -> float:
     return float(
         sum(
             np.vdot(np.asarray(a, np.float64), np.asarray(b, np.float64))
-            for a, b in zip(a_leaves, b_leaves)
+            for a, b in zip(a_leaves, b_leaves, strict=True)
         )
     )
 
@@ -60,10 +60,11 @@ def _shift(x, v, step: float):
 
 def _numeric_directional(fun: Callable, xs: tuple, vs: tuple) -> list:
     """Leaves of (fun(x + eps/2 v) - fun(x - eps/2 v)) / eps, on plain NumPy."""
-    plus = _leaves(fun(*[_shift(x, v, EPS / 2) for x, v in zip(xs, vs)]))
-    minus = _leaves(fun(*[_shift(x, v, -EPS / 2) for x, v in zip(xs, vs)]))
+    plus = _leaves(fun(*[_shift(x, v, EPS / 2) for x, v in zip(xs, vs, strict=True)]))
+    minus = _leaves(fun(*[_shift(x, v, -EPS / 2) for x, v in zip(xs, vs, strict=True)]))
     return [
-        (np.asarray(p, np.float64) - np.asarray(m, np.float64)) / EPS for p, m in zip(plus, minus)
+        (np.asarray(p, np.float64) - np.asarray(m, np.float64)) / EPS
+        for p, m in zip(plus, minus, strict=True)
     ]
 
 
@@ -81,7 +82,7 @@ def _check_order1(
     if "rev" in modes:
         out, pullback = tg.vjp(fun, *xs, backend=backend)
         out_leaves = _leaves(out)
-        for got, want in zip(out_leaves, _leaves(fun(*xs))):
+        for got, want in zip(out_leaves, _leaves(fun(*xs)), strict=True):
             np.testing.assert_allclose(
                 np.asarray(got, np.float64),
                 np.asarray(want, np.float64),
@@ -130,7 +131,7 @@ def check_grads(
 
         def of_checked(*xs):
             full = list(args)
-            for k, x in zip(nums, xs):
+            for k, x in zip(nums, xs, strict=True):
                 full[k] = x
             return fun(*full)
 
@@ -140,7 +141,9 @@ def check_grads(
             us = [rng.standard_normal(np.shape(o)) for o in _leaves(of_checked(*xs))]
 
             def projected(*xs_):
-                return sum(np.sum(o * u) for o, u in zip(_leaves(of_checked(*xs_)), us))
+                return sum(
+                    np.sum(o * u) for o, u in zip(_leaves(of_checked(*xs_)), us, strict=True)
+                )
 
             gradient = tg.grad(projected, argnums=tuple(range(len(xs))), backend=backend)
             _check_order1(gradient, xs, modes, backend, rng, "order 2")
@@ -208,7 +211,7 @@ def assert_all_close(a, b, rtol=1e-12, atol=1e-12):
             assert_all_close(a[k], b[k], rtol, atol)
     elif isinstance(b, (tuple, list)) and not isinstance(a, np.ndarray):  # (else: numbers)
         assert isinstance(a, (tuple, list)) and len(a) == len(b), (a, b)
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             assert_all_close(x, y, rtol, atol)
     else:
         np.testing.assert_allclose(

@@ -41,7 +41,7 @@ def grads_of(model):
 
 
 def close(a, b, rtol=1e-6, atol=1e-7):
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
 
 
@@ -66,7 +66,9 @@ def test_compile_module_behaves_like_the_module():
     fast = tg.compile(model, **I)
     x, _ = batch(2)
     np.testing.assert_allclose(fast(x).detach().numpy(), model(x).detach().numpy(), rtol=1e-6)
-    assert [p is q for p, q in zip(fast.parameters(), model.parameters())] == [True] * 4
+    assert [p is q for p, q in zip(fast.parameters(), model.parameters(), strict=True)] == [
+        True
+    ] * 4
     assert list(fast.state_dict()) == ["_orig_mod." + k for k in model.state_dict()]
     assert isinstance(fast, nn.Module) and fast._orig_mod is model
     assert fast.eval() is fast and not model.training  # reaches the original
@@ -123,7 +125,7 @@ def test_training_step_is_one_graph_equal_to_eager_step_for_step(name, make_opt,
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-6)
     close(params, eager_params)
     assert step.cache_info() == (1, 4), step.trace_reasons  # one trace, then cache hits
-    for (p, s), (pe, se) in zip(opt.state.items(), eager_opt.state.items()):
+    for (_p, s), (_pe, se) in zip(opt.state.items(), eager_opt.state.items(), strict=True):
         assert sorted(s) == sorted(se)
         for key in s:
             np.testing.assert_allclose(
@@ -140,7 +142,7 @@ def test_training_step_against_pytorch():
     model = mlp()
     ref = real.nn.Sequential(real.nn.Linear(6, 8), real.nn.Tanh(), real.nn.Linear(8, 3))
     with real.no_grad():
-        for p, q in zip(ref.parameters(), model.parameters()):
+        for p, q in zip(ref.parameters(), model.parameters(), strict=True):
             p.copy_(real.tensor(q.detach().numpy()))
     opt = real.optim.AdamW(ref.parameters(), lr=1e-2)
     ref_losses = []
@@ -206,10 +208,13 @@ def test_a_python_value_the_function_reads_retraces_when_it_changes():
     f(x, t)
     assert f.cache_info().traces == 1
     ref = mlp()
-    for p, v in zip(ref.parameters(), before):
+    for p, v in zip(ref.parameters(), before, strict=True):
         p.data = torch.tensor(v)
     F.cross_entropy(ref(x), t).backward()
-    close(params_of(model), [v - 0.05 * p.grad.numpy() for v, p in zip(before, ref.parameters())])
+    close(
+        params_of(model),
+        [v - 0.05 * p.grad.numpy() for v, p in zip(before, ref.parameters(), strict=True)],
+    )
     opt.param_groups[0]["weight_decay"] = 0.1  # another hyperparameter: a constant, retraced
     f(x, t)
     assert f.cache_info().traces == 2 and "hyperparameters" in f.trace_reasons[-1]
@@ -391,7 +396,7 @@ def test_dropout_and_randn_follow_manual_seed_as_eager_mode_does():
     eager = [f(x).numpy() for _ in range(3)]
     torch.manual_seed(7)
     compiled = [fast(x).numpy() for _ in range(3)]
-    for a, b in zip(eager, compiled):
+    for a, b in zip(eager, compiled, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6)
     assert not np.allclose(compiled[0], compiled[1])  # a fresh draw every call
     assert fast.cache_info().traces == 1
@@ -441,7 +446,7 @@ def test_compiled_module_in_an_eager_training_loop_traces_once():
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (eager_model, model)]
     for k in range(4):
         x, t = batch(40 + k)
-        for net, opt in zip((eager_model, fast), opts):
+        for net, opt in zip((eager_model, fast), opts, strict=True):
             if k % 2:
                 opt.zero_grad()  # every other step: accumulate into existing grads
             F.cross_entropy(net(x), t).backward()

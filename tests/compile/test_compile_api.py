@@ -134,7 +134,7 @@ def test_jax_agrees():
     ours = tg.value_and_grad(lambda x, y: tg.sum(tg.tanh(x) * y**2), argnums=(0, 1), **I)(x, y)
     theirs = jax.value_and_grad(lambda x, y: jnp.sum(jnp.tanh(x) * y**2), argnums=(0, 1))(x, y)
     assert_close(ours[0], theirs[0])
-    for a, b in zip(ours[1], theirs[1]):
+    for a, b in zip(ours[1], theirs[1], strict=True):
         assert_close(a, np.asarray(b))
     assert isinstance(ours[1], tuple) and isinstance(theirs[1], tuple)
 
@@ -545,7 +545,7 @@ def test_jax_conventions_for_argnums_order_and_aux():
     assert_close(v1, v2)
     assert_close(aux1["x2"], np.asarray(aux2["x2"]))
     assert len(g1) == len(g2) == 2
-    for a, b in zip(g1, g2):
+    for a, b in zip(g1, g2, strict=True):
         assert_close(a, np.asarray(b))
     ga, auxa = tg.grad(ours_f, has_aux=True, **I)(x, y)
     gb, auxb = jax.grad(jax_f, has_aux=True)(x, y)

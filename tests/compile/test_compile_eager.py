@@ -230,7 +230,9 @@ def test_multiple_outputs_partly_used_and_double_backward():
     np.testing.assert_allclose(x.grad.numpy(), 2 * (1 - t**2) - 2 * xn * t * (1 - t**2), rtol=1e-12)
     x.grad = None
     a, b = f(x)
-    assert tg.gradcheck(lambda x: sum(o.sum() * w for o, w in zip(f(x), (1.5, -0.5))), (x,))
+    assert tg.gradcheck(
+        lambda x: sum(o.sum() * w for o, w in zip(f(x), (1.5, -0.5), strict=True)), (x,)
+    )
 
 
 def test_multiple_outputs_of_mixed_dtypes_keep_one_node_each():

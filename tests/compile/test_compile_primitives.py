@@ -38,7 +38,7 @@ def make_problem(case, dtype, seed=0):
 
     def f(*diff):
         ops = list(operands)
-        for i, d in zip(diff_pos, diff):
+        for i, d in zip(diff_pos, diff, strict=True):
             ops[i] = d
         return tg.sum(bind(case.prim, *ops, **case.attrs) * weights)
 
@@ -71,10 +71,10 @@ def test_value_and_grad_float32_keeps_dtype(case):
     value, grads = tg.value_and_grad(f, argnums=argnums, backend="interpret")(*args32)
     args64 = [a.astype(np.float64) for a in args32]
     value64, grads64 = tg.value_and_grad(f, argnums=argnums, backend="interpret")(*args64)
-    for g, a in zip(grads, args32):
+    for g, a in zip(grads, args32, strict=True):
         assert g.dtype == np.float32 and g.shape == a.shape
     assert_close(value, value64, rtol=2e-5, atol=1e-5, what="value")
-    for g, g64 in zip(grads, grads64):
+    for g, g64 in zip(grads, grads64, strict=True):
         assert_close(g, g64, rtol=2e-4, atol=2e-5, what="grad")
 
 
@@ -128,7 +128,7 @@ def test_interpreter_agrees_with_numpy_for_every_case():
 
             def fn(*xs):
                 ops = list(operands)
-                for i, x in zip(positions, xs):
+                for i, x in zip(positions, xs, strict=True):
                     ops[i] = x
                 return bind(case.prim, *ops, **case.attrs)
 
@@ -150,7 +150,7 @@ def test_compiled_gradients_equal_eager_gradients(case):
     out = f(*tensors)
     out.backward()
     assert_close(value, out.detach().numpy(), rtol=1e-12, what="value")
-    for g, t in zip(grads, tensors):
+    for g, t in zip(grads, tensors, strict=True):
         assert_close(g, t.grad.numpy(), rtol=1e-10, atol=1e-12, what="grad")
 
 
@@ -166,7 +166,7 @@ def test_numba_kernels_equal_interpreter_for_every_case(case):
         tol = dict(rtol=1e-10, atol=1e-12) if dtype == "float64" else dict(rtol=1e-4, atol=1e-5)
         assert value.dtype == ref_value.dtype
         assert_close(value, ref_value, **tol, what=f"{dtype} value")
-        for g, r in zip(grads, ref_grads):
+        for g, r in zip(grads, ref_grads, strict=True):
             assert g.dtype == r.dtype
             assert_close(g, r, **tol, what=f"{dtype} grad")
 

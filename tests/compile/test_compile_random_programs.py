@@ -103,7 +103,7 @@ def run_program(steps, inputs, weights, eager=False):
                 axis = None
             values.append(op(values[a], axis))
     total = 0.0
-    for v, w in zip(values[len(inputs) :], weights):
+    for v, w in zip(values[len(inputs) :], weights, strict=True):
         total = total + tg.sum(v * w)
     return total
 
@@ -130,7 +130,7 @@ def test_random_program_gradients(program):
     tensors = [eager.tensor(x, requires_grad=True) for x in inputs]
     out = make_case(shapes, steps, seed, eager=True)[1](*tensors)
     out.backward()
-    for g, t in zip(grads, tensors):
+    for g, t in zip(grads, tensors, strict=True):
         ref = t.grad.numpy() if t.grad is not None else np.zeros_like(g)
         assert_close(g, ref, rtol=1e-10, atol=1e-12, what="eager vs compiled")
 
@@ -146,7 +146,7 @@ def test_random_program_float32(program):
     )
     assert value.dtype == np.float32
     assert_close(value, value64, rtol=1e-4, atol=1e-4, what="value")
-    for g, g64 in zip(grads, grads64):
+    for g, g64 in zip(grads, grads64, strict=True):
         assert g.dtype == np.float32
         assert_close(g, g64, rtol=1e-3, atol=1e-4, what="grad")
 
@@ -164,6 +164,6 @@ def test_random_program_kernels_equal_interpreter(program, dtype):
     tol = dict(rtol=1e-9, atol=1e-10) if dtype == np.float64 else dict(rtol=1e-4, atol=1e-5)
     assert value.dtype == ref_value.dtype
     assert_close(value, ref_value, **tol, what="value")
-    for g, r in zip(grads, ref_grads):
+    for g, r in zip(grads, ref_grads, strict=True):
         assert g.dtype == r.dtype
         assert_close(g, r, **tol, what="grad")

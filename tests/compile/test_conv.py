@@ -188,7 +188,7 @@ def test_conv2d_matches_torch(name, torch):
     )
     np.testing.assert_allclose(c["value"], value, rtol=1e-12)
     assert len(c["grads"]) == len(grads)
-    for ours, theirs in zip(c["grads"], grads):
+    for ours, theirs in zip(c["grads"], grads, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
 
 
@@ -262,7 +262,7 @@ def jax_x64():
 
 def _lax_padding(padding, w_shape, dilation):
     if padding == "same":  # PyTorch's split: the extra row/column goes after
-        total = [d * (k - 1) for k, d in zip(w_shape[2:], dilation)]
+        total = [d * (k - 1) for k, d in zip(w_shape[2:], dilation, strict=True)]
         return [(t // 2, t - t // 2) for t in total]
     ph, pw = (padding, padding) if isinstance(padding, int) else padding
     return [(ph, ph), (pw, pw)]
@@ -295,7 +295,7 @@ def test_conv2d_matches_jax_conv_general_dilated(name, jax_x64):
     argnums = (0, 1, 2) if c["b"] is not None else (0, 1)
     value, grads = jax_x64.value_and_grad(loss, argnums=argnums)(c["x"], c["w"], c["b"])
     np.testing.assert_allclose(c["value"], float(value), rtol=1e-12)
-    for ours, theirs in zip(c["grads"], grads):
+    for ours, theirs in zip(c["grads"], grads, strict=True):
         np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-10, atol=1e-12)
 
 
@@ -406,7 +406,7 @@ def test_tg_conv2d_on_eager_tensors_matches_eager_functional():
         out = pool(te.tanh(conv(tx, tw, tb, stride=(2, 1), padding=1)), 2, stride=1)
         (out * out).sum().backward()
         results.append([out.detach().numpy(), tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()])
-    for ours, eager in zip(*results):
+    for ours, eager in zip(*results, strict=True):
         np.testing.assert_allclose(ours, eager, rtol=1e-12, atol=1e-13)
 
 
@@ -432,7 +432,7 @@ def test_compiled_loss_equals_eager_loss_in_float32():
     eager.backward()
     assert np.asarray(value).dtype == np.float32
     np.testing.assert_allclose(value, eager.item(), rtol=1e-6)
-    for ours, p in zip(grads, params):
+    for ours, p in zip(grads, params, strict=True):
         assert ours.dtype == np.float32
         np.testing.assert_allclose(ours, p.grad.numpy(), rtol=1e-5, atol=1e-6)
 

@@ -88,7 +88,7 @@ def test_eigh_values_match_numpy_and_read_the_symmetric_part():
 
 def test_lstsq_and_matrix_rank_match_numpy():
     for b in (RHS, RHS[:, 0]):
-        for got, ref in zip(tg.linalg.lstsq(TALL, b), np.linalg.lstsq(TALL, b)):
+        for got, ref in zip(tg.linalg.lstsq(TALL, b), np.linalg.lstsq(TALL, b), strict=True):
             assert_close(got, ref, rtol=1e-10, atol=1e-12)
     x, residuals, rank, _ = tg.linalg.lstsq(WIDE, RHS[:3])
     ref = np.linalg.lstsq(WIDE, RHS[:3])
@@ -128,7 +128,7 @@ def test_compiled_values_match_numpy_mode():
         return w, v, q, r, u, sv, vh, np.linalg.pinv(a), x, np.linalg.svd(a, compute_uv=False)
 
     args = (TALL, _sym(SQUARE), RHS)
-    for got, ref in zip(tg.compile(f)(*args), f(*args)):
+    for got, ref in zip(tg.compile(f)(*args), f(*args), strict=True):
         assert_close(got, ref, rtol=1e-10, atol=1e-12)
 
 
@@ -339,5 +339,5 @@ def test_empty_matrices_give_numpy_results(shape):
         pairs.append((tg.linalg.eigh(x), np.linalg.eigh(x)))
     for got, ref in pairs:
         got, ref = (got, ref) if isinstance(ref, tuple) else ((got,), (ref,))
-        for mine, theirs in zip(got, ref):
+        for mine, theirs in zip(got, ref, strict=True):
             assert np.shape(mine) == np.shape(theirs) and np.array_equal(mine, theirs)

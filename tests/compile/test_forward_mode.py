@@ -125,7 +125,9 @@ def test_jvp_against_finite_differences_and_the_vjp(case):
         eps = 1e-6
 
         def at(s):
-            shifted = [a + s * t if t is not None else a for a, t in zip(args, tangents)]
+            shifted = [
+                a + s * t if t is not None else a for a, t in zip(args, tangents, strict=True)
+            ]
             return case.prim.impl(*shifted, **case.attrs)
 
         numeric = (at(eps) - at(-eps)) / (2 * eps)
@@ -208,13 +210,13 @@ def test_primitives_without_a_table_row_get_an_exact_derived_jvp(name, args, tan
     out = prim.impl(*args, **attrs)
     jt = _apply_jvp(forward.jvp_rule(prim), args, tangents, out, attrs)
     eps = 1e-6
-    plus = prim.impl(*[a + eps * t for a, t in zip(args, tangents)], **attrs)
-    minus = prim.impl(*[a - eps * t for a, t in zip(args, tangents)], **attrs)
+    plus = prim.impl(*[a + eps * t for a, t in zip(args, tangents, strict=True)], **attrs)
+    minus = prim.impl(*[a - eps * t for a, t in zip(args, tangents, strict=True)], **attrs)
     np.testing.assert_allclose(jt, (plus - minus) / (2 * eps), rtol=1e-6, atol=1e-7)
     g = np.random.default_rng(0).standard_normal(out.shape)
     transposed = sum(
         np.vdot(T.sum_to_shape(prim.vjps[i](g, out, *args, **attrs), a.shape), t)
-        for i, (a, t) in enumerate(zip(args, tangents))
+        for i, (a, t) in enumerate(zip(args, tangents, strict=True))
     )
     assert np.isclose(np.vdot(jt, g), transposed, rtol=1e-10)
 
@@ -300,8 +302,8 @@ def test_linearize_matches_jvp(rng, backend):
 
 
 def central(f, primals, tangents, eps=1e-6):
-    plus = f(*[p + eps * t for p, t in zip(primals, tangents)])
-    minus = f(*[p - eps * t for p, t in zip(primals, tangents)])
+    plus = f(*[p + eps * t for p, t in zip(primals, tangents, strict=True)])
+    minus = f(*[p - eps * t for p, t in zip(primals, tangents, strict=True)])
     return (np.asarray(plus) - np.asarray(minus)) / (2 * eps)
 
 
@@ -665,7 +667,7 @@ def test_jvp_matches_jax_and_jacfwd_matches_jacrev():
         argnums = tuple(range(len(shapes)))
         jac = tg.jacfwd(ours, argnums=argnums, **INTERP)(*primals)
         rev = tg.jacobian(ours, argnums=argnums, **INTERP)(*primals)
-        for a, b in zip(jac, rev):
+        for a, b in zip(jac, rev, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=name)
 
 
@@ -699,7 +701,7 @@ def test_jacfwd_matches_jax(which):
     argnums = tuple(range(len(shapes)))
     jac = tg.jacfwd(ours, argnums=argnums, **INTERP)(*primals)
     j_jac = jax.jit(jax.jacfwd(theirs, argnums=argnums))(*primals)
-    for a, b in zip(jac, j_jac):
+    for a, b in zip(jac, j_jac, strict=True):
         np.testing.assert_allclose(a, np.asarray(b), rtol=1e-10, atol=1e-12, err_msg=name)
 
 

@@ -167,7 +167,7 @@ def test_compiled_gradients_match_finite_differences(compiled_result):
     def on_symmetric(A, AS, *rest):
         return every_op(_sym(A), _sym(AS), *rest)
 
-    for i, grad in zip(ARGNUMS, grads):
+    for i, grad in zip(ARGNUMS, grads, strict=True):
         if i in (0, 1):
             # NumPy's cholesky (which the differences run) reads only the lower triangle;
             # along symmetric directions both read the same matrix (JAX covers the rest)
@@ -183,7 +183,7 @@ def test_compiled_gradients_match_jax(compiled_result):
     value, grads = compiled_result
     jvalue, jgrads = jax.jit(jax.value_and_grad(every_op_jax, argnums=ARGNUMS))(*ARGS)
     assert_close(value, float(jvalue), rtol=1e-12)
-    for i, (got, want) in enumerate(zip(grads, jgrads)):
+    for i, (got, want) in enumerate(zip(grads, jgrads, strict=True)):
         assert_close(got, np.asarray(want), rtol=1e-9, atol=1e-11, what=f"argument {i}")
 
 
@@ -424,7 +424,7 @@ def test_batched_solves_in_the_kernel_match_the_interpreter_and_differences():
     assert "tg_getrs(" in compiled.lower(*args).source
     ref_value, ref_grads = tg.value_and_grad(_solves, argnums=argnums, backend="interpret")(*args)
     assert_close(value, ref_value, rtol=1e-13)
-    for i, (got, want) in enumerate(zip(grads, ref_grads)):
+    for i, (got, want) in enumerate(zip(grads, ref_grads, strict=True)):
         assert_close(got, want, rtol=1e-11, atol=1e-13, what=f"argument {i}")
         assert_close(got, numeric_grad(_solves, list(args), i), rtol=1e-6, atol=1e-8)
 
@@ -491,7 +491,7 @@ def test_gp_nll_float32_in_the_kernel_matches_float64():
         [p.astype(np.float64) for p in params], [d.astype(np.float64) for d in data]
     )
     assert_close(value, ref_value, rtol=1e-4)
-    for got, want in zip(grads, ref_grads):
+    for got, want in zip(grads, ref_grads, strict=True):
         assert np.asarray(got).dtype == np.float32
         assert_close(got, want, rtol=2e-3, atol=1e-3)
 
@@ -527,7 +527,7 @@ def test_gp_nll_matches_jax(gp_result):
         *GP_PARAMS, *GP_DATA
     )
     assert_close(value, float(jvalue), rtol=1e-12)
-    for got, want in zip(grads, jgrads):
+    for got, want in zip(grads, jgrads, strict=True):
         assert_close(got, float(want), rtol=1e-9)
 
 
@@ -627,7 +627,7 @@ def decomposition_kernels(a, s):
 def test_compiled_decomposition_kernels_match_numpy():
     a, s, _ = DECOMPOSITION_ARGS
     got = tg.compile(decomposition_kernels)(a, s)
-    for i, (mine, ref) in enumerate(zip(got, decomposition_kernels(a, s))):
+    for i, (mine, ref) in enumerate(zip(got, decomposition_kernels(a, s), strict=True)):
         assert mine.dtype == ref.dtype
         tol = 1e-5 if ref.dtype == np.float32 else 1e-12
         assert_close(mine, ref, rtol=tol, atol=tol, what=f"output {i}")

@@ -93,7 +93,7 @@ def test_scan_runs_eagerly_and_records_every_step(rnn_args):
     loss = rnn_loss(h0, W, xs)
     loss.backward()
     compiled = tg.grad(rnn_loss, argnums=(0, 1, 2), **INTERP)(*rnn_args)
-    for t, g in zip((h0, W, xs), compiled):
+    for t, g in zip((h0, W, xs), compiled, strict=True):
         np.testing.assert_allclose(t.grad.numpy(), g, rtol=1e-10)
     # plain NumPy: also a Python loop
     assert float(rnn_loss(*rnn_args)) == pytest.approx(float(loss.item()), rel=1e-12)
@@ -117,7 +117,7 @@ def test_scan_matches_jax(rnn_args, dtype):
     ours = tg.grad(rnn_loss, argnums=(0, 1, 2), **INTERP)(*args)
     theirs = jax.grad(jax_loss, argnums=(0, 1, 2))(*args)
     rtol = 1e-4 if dtype == np.float32 else 1e-12
-    for a, b in zip(ours, theirs):
+    for a, b in zip(ours, theirs, strict=True):
         assert a.dtype == dtype
         np.testing.assert_allclose(a, np.asarray(b), rtol=rtol, atol=rtol)
 
@@ -277,7 +277,7 @@ from tracegrad.passes import loops as reroll_pass  # noqa: E402
 
 def unrolled_two_state(h, c, w, b, n=40):
     outs = []
-    for t in range(n):
+    for _t in range(n):
         h, c = tg.tanh(h * w + c), c * 0.9 + tg.sin(h) * b
         outs.append(tg.sum(h * c))
     return tg.sum(h) + tg.sum(c**2) + outs[3] + outs[-1] + sum(outs[::7])
@@ -306,7 +306,7 @@ def test_rerolled_gradients_equal_the_unrolled_graph(rng, monkeypatch):
     assert "scan" not in [n.op for n in plain.lower(*args).traced.nodes]
     value, grads = plain(*args)
     assert float(value) == pytest.approx(float(rerolled[0]), rel=1e-12)
-    for a, b in zip(grads, rerolled[1]):
+    for a, b in zip(grads, rerolled[1], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
 
 
@@ -327,7 +327,7 @@ def test_rerolled_numba_kernel_matches_interpreter(rng):
     v1, g1 = tg.value_and_grad(unrolled_two_state, argnums=(0, 2))(*args)
     v2, g2 = tg.value_and_grad(unrolled_two_state, argnums=(0, 2), **INTERP)(*args)
     assert float(v1) == pytest.approx(float(v2), rel=1e-5)
-    for a, b in zip(g1, g2):
+    for a, b in zip(g1, g2, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
@@ -411,7 +411,7 @@ def test_compiled_scan_on_eager_tensors_fills_grad(rng):
     assert type(out.grad_fn).__name__ == "CompiledFunctionBackward"
     out.backward()
     ref = tg.grad(rnn, argnums=(0, 1, 2), **INTERP)(*args)
-    for t, r in zip(tensors, ref):
+    for t, r in zip(tensors, ref, strict=True):
         np.testing.assert_allclose(t.grad.numpy(), r, rtol=1e-12, atol=1e-14)
 
 

@@ -65,7 +65,7 @@ LOG = tg.value_and_grad(log_loss, check_finite=True)
 def mlp_params(seed=0):
     rng = np.random.default_rng(seed)
     params = []
-    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
+    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:], strict=True):
         params += [
             rng.standard_normal((fan_in, fan_out)) * np.sqrt(2.0 / fan_in),
             rng.standard_normal(fan_out) * 0.1,
@@ -132,11 +132,11 @@ def test_second_shape_runs_tiered_and_equals_the_kernel_and_eager(mlp):
     value, grads = mlp.tiered
     k_value, k_grads = mlp.kernel
     assert_close(value, k_value, rtol=1e-12, what="value: interpreter tier vs kernel")
-    for g, kg in zip(grads, k_grads):
+    for g, kg in zip(grads, k_grads, strict=True):
         assert_close(g, kg, rtol=1e-10, atol=1e-14, what="grad: interpreter tier vs kernel")
     e_value, e_grads = eager_value_and_grads(mlp.params, mlp.x, mlp.t)
     assert_close(value, e_value, rtol=1e-12, what="value vs eager")
-    for g, eg in zip(grads, e_grads):
+    for g, eg in zip(grads, e_grads, strict=True):
         assert_close(g, eg, rtol=1e-10, atol=1e-14, what="grad vs eager")
 
 
@@ -151,7 +151,9 @@ def test_lower_waits_for_the_kernel_which_then_answers(mlp):
     # no interpreter call after the build: each call was a plain cache hit
     assert mlp.info_kernel.interpreted_calls == mlp.info_lowered.interpreted_calls
     assert mlp.hits_kernel == mlp.hits + 2
-    for a, b in zip([mlp.kernel[0], *mlp.kernel[1]], [mlp.kernel_again[0], *mlp.kernel_again[1]]):
+    for a, b in zip(
+        [mlp.kernel[0], *mlp.kernel[1]], [mlp.kernel_again[0], *mlp.kernel_again[1]], strict=True
+    ):
         np.testing.assert_array_equal(a, b)
 
 
@@ -213,7 +215,7 @@ def test_third_shape_runs_the_shape_generic_kernel_at_once(mlp, third):
     e_value, e_grads = eager_value_and_grads(mlp.params, third.x, third.t)
     assert_close(value, r_value, rtol=1e-12, what="value: generic kernel vs interpreter")
     assert_close(value, e_value, rtol=1e-12, what="value: generic kernel vs eager")
-    for g, rg, eg in zip(grads, r_grads, e_grads):
+    for g, rg, eg in zip(grads, r_grads, e_grads, strict=True):
         assert_close(g, rg, rtol=1e-10, atol=1e-14, what="grad: generic kernel vs interpreter")
         assert_close(g, eg, rtol=1e-10, atol=1e-14, what="grad: generic kernel vs eager")
     assert_close(grads[5], third.fd_b3, rtol=1e-6, atol=1e-9, what="d loss / d b3")
@@ -242,7 +244,7 @@ def test_threads_with_new_shapes_on_one_generic_kernel_get_their_own_results(mlp
         return [MLP(*mlp.params, *batches[b]) for _ in range(3)]
 
     with ThreadPoolExecutor(len(batches)) as pool:
-        results = dict(zip(batches, pool.map(call, batches)))
+        results = dict(zip(batches, pool.map(call, batches), strict=True))
     reference = tg.value_and_grad(mlp_loss, argnums=tuple(range(6)), backend="interpret")
     for b, runs in results.items():
         r_value, r_grads = reference(*mlp.params, *batches[b])
@@ -252,7 +254,7 @@ def test_threads_with_new_shapes_on_one_generic_kernel_get_their_own_results(mlp
         )
         for value, grads in runs:
             assert_close(value, r_value, rtol=1e-12, what=f"batch {b}: value in a thread")
-            for g, rg in zip(grads, r_grads):
+            for g, rg in zip(grads, r_grads, strict=True):
                 assert_close(g, rg, rtol=1e-10, atol=1e-14, what=f"batch {b}: grad in a thread")
 
 
@@ -266,7 +268,7 @@ def test_generic_kernel_equals_the_specialized_kernel(mlp):
     generic = sg.find(lowered.optimized, emitted, sg.Parsed(emitted.source), disk=False)
     assert generic is not None and generic.shape_generic is mlp.lowered.kernel.shape_generic
     arrays = [*mlp.params, x, np.ascontiguousarray(t)]
-    for a, b in zip(generic(*arrays), lowered.kernel(*arrays)):
+    for a, b in zip(generic(*arrays), lowered.kernel(*arrays), strict=True):
         assert_close(a, b, rtol=1e-12, atol=1e-15, what="generic vs specialized kernel")
 
 
@@ -288,7 +290,7 @@ def test_a_hot_shape_gets_its_specialized_kernel_in_the_background(mlp, third, m
     assert getattr(kernel.specialized, "shape_generic", None) is None
     value, grads = MLP(*mlp.params, x, t)  # now through the specialized kernel
     assert_close(value, first[0], rtol=1e-12)
-    for g, g0 in zip(grads, first[1]):
+    for g, g0 in zip(grads, first[1], strict=True):
         assert_close(g, g0, rtol=1e-10, atol=1e-14)
 
 
@@ -305,7 +307,7 @@ def test_float32_shapes_run_the_shape_generic_kernel():
         value, grads = f32(*params, x.astype(np.float32), t)
         r_value, r_grads = reference(*params, x.astype(np.float32), t)
         assert_close(value, r_value, rtol=1e-5, what=f"f32 value, batch {batch}")
-        for g, rg in zip(grads, r_grads):
+        for g, rg in zip(grads, r_grads, strict=True):
             assert g.dtype == np.float32
             assert_close(g, rg, rtol=1e-4, atol=1e-6, what=f"f32 grad, batch {batch}")
         assert f32.wait_kernels(timeout=600)
@@ -399,13 +401,13 @@ def test_many_shapes_in_quick_succession():
     xs = [np.linspace(-2, 2, n) for n in range(4, 8)]
     first = [SMALL(x) for x in xs]
     assert SMALL.tier_info().pending >= 1
-    for x, (v, g) in zip(xs, first):
+    for x, (v, g) in zip(xs, first, strict=True):
         assert_close(v, 1.375 * np.sum(np.tanh(x) * x), rtol=1e-13)
         assert_close(g, 1.375 * (np.tanh(x) + x * (1 - np.tanh(x) ** 2)), rtol=1e-13)
     assert SMALL.wait_kernels(timeout=600)
     assert SMALL.tier_info().pending == 0
     calls = SMALL.tier_info().interpreted_calls
-    for x, (v, g) in zip(xs, first):
+    for x, (v, g) in zip(xs, first, strict=True):
         kv, kg = SMALL(x)
         assert_close(kv, v, rtol=1e-13)
         assert_close(kg, g, rtol=1e-13)

@@ -26,7 +26,7 @@ def assert_tree_close(a, b, rtol=1e-10, atol=1e-12, check_dtype=False):
             assert_tree_close(a[k], b[k], rtol, atol, check_dtype)
     elif isinstance(b, (tuple, list)):
         assert isinstance(a, (tuple, list)) and len(a) == len(b), (a, b)
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             assert_tree_close(x, y, rtol, atol, check_dtype)
     else:
         if check_dtype:
@@ -252,8 +252,8 @@ def test_heterogeneous_jacobian(jacfun, desired_dtypes):
 
     actual = jacfun(f, **I)(a)
     values = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0))
-    for row, dtypes, vals in zip(actual, desired_dtypes, values):
-        for block, dtype, val in zip(row, dtypes, vals):
+    for row, dtypes, vals in zip(actual, desired_dtypes, values, strict=True):
+        for block, dtype, val in zip(row, dtypes, vals, strict=True):
             assert block.dtype == np.dtype(dtype) and block.shape == (1, 1)
             assert block[0, 0] == val
 

@@ -302,7 +302,10 @@ def _combo_check(fun, argnum, *arg_lists, **kwarg_lists):
     """autograd numpy_utils.combo_check: combinations of args and kwargs."""
     keys = list(kwarg_lists)
     for combo in _combinations(list(arg_lists) + [kwarg_lists[k] for k in keys]):
-        args, kwargs = combo[: len(arg_lists)], dict(zip(keys, combo[len(arg_lists) :]))
+        args, kwargs = (
+            combo[: len(arg_lists)],
+            dict(zip(keys, combo[len(arg_lists) :], strict=True)),
+        )
         check_grads(functools.partial(fun, **kwargs), argnum=argnum)(*args)
 
 

@@ -69,11 +69,11 @@ def _leaves_and_rebuild(tree):
 
     def rebuild(leaves):
         items, at = [], 0
-        for (_, build), n in zip(parts, sizes):
+        for (_, build), n in zip(parts, sizes, strict=True):
             items.append(build(leaves[at : at + n]))
             at += n
         if keys is not None:
-            return dict(zip(keys, items))
+            return dict(zip(keys, items, strict=True))
         return type(tree)(items)
 
     return [leaf for leaves, _ in parts for leaf in leaves], rebuild
@@ -94,7 +94,7 @@ def check_tree_grads(fun, argnum=0, **options):
 
         def of_leaves(*leaves):
             full = list(args)
-            for (k, at, n), build in zip(slots, builders):
+            for (k, at, n), build in zip(slots, builders, strict=True):
                 full[k] = build(list(leaves[at : at + n]))
             return fun(*full)
 
@@ -290,7 +290,7 @@ def test_items_values_keys():
     def fun(input_dict):
         A = 0.0
         B = 0.0
-        for i, (k, v) in enumerate(sorted(input_dict.items(), key=lambda kv: kv[0])):
+        for i, (_k, v) in enumerate(sorted(input_dict.items(), key=lambda kv: kv[0])):
             A = A + np.sum(np.sin(v)) * (i + 1.0)
             B = B + np.sum(np.cos(v))
         for v in input_dict.values():
@@ -425,10 +425,10 @@ def _loss(params, data):
 def test_per_example_gradients():
     """JAX's testPerExampleGradients, plus the per-example values vs a loop."""
     R = np.random.RandomState(0).randn
-    params = [(R(m, n), R(m)) for m, n in zip([2, 4], [3, 2])]
+    params = [(R(m, n), R(m)) for m, n in zip([2, 4], [3, 2], strict=True)]
     batch = (R(5, 3), R(5, 4))
     ans = tg.vmap(partial(tg.grad(_loss, **I), params))(batch)
-    for ans_pair, param_pair in zip(ans, params):
+    for ans_pair, param_pair in zip(ans, params, strict=True):
         dW, db = ans_pair
         W, b = param_pair
         assert dW.shape == (5,) + W.shape

@@ -86,7 +86,7 @@ def test_lstm_gradients_match_finite_differences(lstm_args):
 def test_lstm_gradients_equal_with_and_without_saving(lstm_args):
     _, saved = LSTM_GRAD(*lstm_args)
     _, recomputed = LSTM_GRAD_REMAT(*lstm_args)
-    for a, b in zip(saved, recomputed):
+    for a, b in zip(saved, recomputed, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)
 
 
@@ -95,7 +95,7 @@ def test_lstm_gradients_match_jax(lstm_args):
     jax.config.update("jax_enable_x64", True)
     theirs = jax.grad(jax_lstm_loss, argnums=(0, 1, 2, 3, 4))(*lstm_args)
     _, ours = LSTM_GRAD(*lstm_args)
-    for a, b in zip(ours, theirs):
+    for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(a, np.asarray(b), rtol=1e-11, atol=1e-12)
 
 
@@ -103,7 +103,7 @@ def test_lstm_gradients_match_eager_mode(lstm_args):
     tensors = [torch.tensor(a, requires_grad=True) for a in lstm_args]
     lstm_loss(*tensors).backward()
     _, ours = LSTM_GRAD(*lstm_args)
-    for t, g in zip(tensors, ours):
+    for t, g in zip(tensors, ours, strict=True):
         np.testing.assert_allclose(t.grad.numpy(), g, rtol=1e-11, atol=1e-12)
 
 
@@ -140,7 +140,7 @@ def test_weight_gradients_summed_after_the_loop_are_exact(lstm_args, monkeypatch
     finally:
         primitives._scan_backward_parts.cache_clear()
     _, expected = LSTM_GRAD(*lstm_args)
-    for a, b in zip(grads, expected):
+    for a, b in zip(grads, expected, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
 
 
@@ -244,14 +244,14 @@ def test_scan_gradients_match_jax_and_finite_differences(name, fn, args):
         argnums=(0, 1, 2),
         **INTERP,
     )(*args)
-    for a, b in zip(grads, remat):
+    for a, b in zip(grads, remat, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
     theirs = jax.grad(lambda *a: fn(jnp, jax.lax.scan, *a), argnums=(0, 1, 2))(*args)
-    for a, b in zip(grads, theirs):
+    for a, b in zip(grads, theirs, strict=True):
         np.testing.assert_allclose(a, np.asarray(b), rtol=1e-11, atol=1e-12)
 
 

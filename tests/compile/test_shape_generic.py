@@ -39,7 +39,7 @@ def source(batch, dtype=np.float64, loss=mlp_loss):
     if key not in _SOURCES:
         rng = np.random.default_rng(0)
         params = []
-        for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
+        for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:], strict=True):
             params += [
                 rng.standard_normal((fan_in, fan_out)).astype(dtype),
                 rng.standard_normal(fan_out).astype(dtype),
@@ -72,7 +72,7 @@ def test_the_values_are_the_sources_own_literals_at_the_positions():
     ints, floats = sg.bind(template, parsed)
     literals = [parsed.tokens[p].string for p in template.positions]
     by_slot = {}
-    for lit, kind, slot in zip(literals, template.kinds, template.slots):
+    for lit, kind, slot in zip(literals, template.kinds, template.slots, strict=True):
         by_slot[(kind, slot)] = lit
     assert [int(by_slot[("i", j)]) for j in range(len(ints))] == ints
     assert [float(by_slot[("f", j)]) for j in range(len(floats))] == floats

@@ -1,4 +1,5 @@
-"""`compile`/`jit` with JAX's `static_argnums` / `static_argnames` (issue 26).
+"""`compile`/`jit` with JAX's `static_argnums` / `static_argnames`, and the dot
+family's `precision` / `preferred_element_type` (issue 26).
 
 A static argument reaches the function as the Python value itself, its value is
 part of the cache key (each new value traces once), and an unhashable value is a
@@ -14,7 +15,7 @@ import pytest
 
 import tracegrad as tg
 
-I = dict(backend="interpret")
+INTERP = dict(backend="interpret")
 
 
 def power_or_identity(x, n):
@@ -24,7 +25,7 @@ def power_or_identity(x, n):
 
 
 def test_static_argnums_control_flow_and_retrace_per_value():
-    f = tg.jit(power_or_identity, static_argnums=1, **I)
+    f = tg.jit(power_or_identity, static_argnums=1, **INTERP)
     x = np.array([2.0, 3.0])
     np.testing.assert_array_equal(f(x, 3), x**3)
     np.testing.assert_array_equal(f(x, 1), x)
@@ -40,7 +41,7 @@ def test_static_value_types_are_distinct_keys():
         seen.append(type(n))
         return x * n
 
-    g = tg.compile(f, static_argnums=(1,), **I)
+    g = tg.compile(f, static_argnums=(1,), **INTERP)
     x = np.ones(2)
     g(x, 2)
     g(x, 2.0)
@@ -49,7 +50,7 @@ def test_static_value_types_are_distinct_keys():
 
 
 def test_static_argnames_and_inferred_names():
-    @functools.partial(tg.jit, static_argnames=("shape",), **I)
+    @functools.partial(tg.jit, static_argnames=("shape",), **INTERP)
     def reshape_twice(x, shape):
         return tg.reshape(x, shape) * 2.0
 
@@ -58,17 +59,17 @@ def test_static_argnames_and_inferred_names():
     # static_argnames also covers the parameter passed by position (JAX infers it)
     np.testing.assert_array_equal(reshape_twice(x, (3, 2)), 2 * x.reshape(3, 2))
     # and static_argnums covers the parameter passed by keyword
-    f = tg.jit(power_or_identity, static_argnums=1, **I)
+    f = tg.jit(power_or_identity, static_argnums=1, **INTERP)
     np.testing.assert_array_equal(f(np.array([2.0]), n=3), [8.0])
     assert f.static_argnames == ("n",)
 
 
 def test_decorator_forms():
-    @tg.jit(static_argnums=(1,), **I)
+    @tg.jit(static_argnums=(1,), **INTERP)
     def scale(x, k):
         return x * k
 
-    @functools.partial(tg.compile, static_argnums=1, **I)
+    @functools.partial(tg.compile, static_argnums=1, **INTERP)
     def take(x, i):
         return x[i]
 
@@ -77,7 +78,7 @@ def test_decorator_forms():
 
 
 def test_unhashable_static_argument_is_a_clear_value_error():
-    f = tg.jit(power_or_identity, static_argnums=1, **I)
+    f = tg.jit(power_or_identity, static_argnums=1, **INTERP)
     with pytest.raises(ValueError, match="Non-hashable static arguments are not supported"):
         f(np.ones(2), np.array(3))
     with pytest.raises(ValueError, match="unhashable type: 'list'"):
@@ -91,17 +92,17 @@ def test_static_argnums_out_of_range_for_the_signature():
 
 def test_static_with_grad_and_implicit_inputs():
     W = np.ones(2)
-    f = tg.jit(lambda x, k: tg.sum(x * W) ** k, static_argnums=1, **I)
+    f = tg.jit(lambda x, k: tg.sum(x * W) ** k, static_argnums=1, **INTERP)
     x = np.array([1.0, 2.0])
     assert float(f(x, 2)) == 9.0
     W *= 2  # a closed-over array is still read on every call
     assert float(f(x, 2)) == 36.0
-    g = tg.grad(lambda x: f(x, 3), **I)(x)
+    g = tg.grad(lambda x: f(x, 3), **INTERP)(x)
     np.testing.assert_allclose(g, 3 * 6.0**2 * W)
 
 
 def test_donate_argnums_is_accepted():
-    f = tg.jit(lambda x: x + 1.0, donate_argnums=0, **I)
+    f = tg.jit(lambda x: x + 1.0, donate_argnums=0, **INTERP)
     np.testing.assert_array_equal(f(np.zeros(2)), [1.0, 1.0])
 
 
@@ -109,8 +110,8 @@ def test_same_function_shares_one_compiled_per_value():
     def f(x, n):
         return x * n
 
-    a = tg.jit(f, static_argnums=1, **I)
-    b = tg.jit(f, static_argnums=1, **I)
+    a = tg.jit(f, static_argnums=1, **INTERP)
+    b = tg.jit(f, static_argnums=1, **INTERP)
     assert a is b  # jit inside a loop does not retrace
 
 
@@ -126,9 +127,42 @@ def test_matches_jax_jit_static_argnums():
 
     params = np.random.default_rng(0).normal(size=(3, 3))
     x = np.random.default_rng(1).normal(size=(2, 3))
-    ours = tg.jit(mlp, static_argnums=(2, 3), **I)
+    ours = tg.jit(mlp, static_argnums=(2, 3), **INTERP)
     theirs = jax.jit(mlp, static_argnums=(2, 3))
     for depth in (1, 3):
         np.testing.assert_allclose(
             ours(params, x, depth, tg.tanh), theirs(params, x, depth, jnp.tanh), rtol=1e-12
         )
+
+
+@pytest.mark.parametrize("name", ["dot", "matmul", "inner", "vdot", "tensordot"])
+def test_precision_is_accepted_and_ignored(name):
+    a = np.random.default_rng(0).normal(size=(3, 3))
+    b = np.random.default_rng(1).normal(size=(3, 3))
+    op = getattr(tg, name)
+    expected = op(a, b)
+    for precision in ("highest", "default", ("high", "high"), None):
+        np.testing.assert_array_equal(op(a, b, precision=precision), expected)
+    compiled = tg.jit(lambda a, b: op(a, b, precision="highest"), **INTERP)
+    np.testing.assert_allclose(compiled(a, b), expected, rtol=1e-14)
+    with pytest.raises(ValueError, match=f"{name}: precision must be"):
+        op(a, b, precision="hihg")
+
+
+def test_precision_matches_jax_and_preferred_element_type():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    a = np.arange(6.0).reshape(2, 3)
+    b = np.arange(3.0)
+    p = jax.lax.Precision.HIGHEST
+    np.testing.assert_allclose(tg.dot(a, b, precision=p), jnp.dot(a, b, precision=p))
+    np.testing.assert_allclose(
+        tg.einsum("ij,j->i", a, b, precision="highest"), jnp.einsum("ij,j->i", a, b)
+    )
+    ints = np.arange(6).reshape(2, 3)
+    ours = tg.matmul(ints, np.arange(3), preferred_element_type=np.float64)
+    theirs = jnp.matmul(ints, jnp.arange(3), preferred_element_type=jnp.float64)
+    assert ours.dtype == theirs.dtype == np.float64
+    np.testing.assert_array_equal(ours, theirs)

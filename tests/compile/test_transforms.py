@@ -19,8 +19,8 @@ def f_vec(x, y):
 
 
 def central_jvp(f, primals, tangents, eps=1e-6):
-    plus = f(*[p + eps * t for p, t in zip(primals, tangents)])
-    minus = f(*[p - eps * t for p, t in zip(primals, tangents)])
+    plus = f(*[p + eps * t for p, t in zip(primals, tangents, strict=True)])
+    minus = f(*[p - eps * t for p, t in zip(primals, tangents, strict=True)])
     return (np.asarray(plus) - np.asarray(minus)) / (2 * eps)
 
 
@@ -61,7 +61,7 @@ def test_jacfwd_equals_jacobian_and_finite_differences(rng):
     y = rng.standard_normal(3)
     jf = tg.jacfwd(f_vec, argnums=(0, 1), **INTERP)(x, y)
     jr = tg.jacobian(f_vec, argnums=(0, 1), **INTERP)(x, y)
-    for a, b in zip(jf, jr):
+    for a, b in zip(jf, jr, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
     eye = np.eye(3)
     fd = np.stack([central_jvp(f_vec, (x, y), (eye[k], 0 * y)) for k in range(3)], axis=-1)
@@ -111,7 +111,7 @@ def test_transforms_match_jax(rng):
         tg.jacfwd(f_vec, **INTERP)(x, y), np.asarray(jax.jacfwd(jf)(x, y)), rtol=1e-12
     )
     ct = rng.standard_normal(4)
-    for a, b in zip(tg.vjp(f_vec, x, y, **INTERP)[1](ct), jax.vjp(jf, x, y)[1](ct)):
+    for a, b in zip(tg.vjp(f_vec, x, y, **INTERP)[1](ct), jax.vjp(jf, x, y)[1](ct), strict=True):
         np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12)
 
 
@@ -122,7 +122,7 @@ def test_vmap_per_example_gradients(rng):
     w = rng.standard_normal(3)
     X, Y = rng.standard_normal((20, 3)), rng.standard_normal(20)
     per_example = tg.vmap(tg.grad(loss, **INTERP), in_axes=(None, 0, 0))
-    expected = np.stack([tg.grad(loss, **INTERP)(w, x, y) for x, y in zip(X, Y)])
+    expected = np.stack([tg.grad(loss, **INTERP)(w, x, y) for x, y in zip(X, Y, strict=True)])
     np.testing.assert_allclose(per_example(w, X, Y), expected, rtol=1e-12)
     compiled = tg.compile(lambda w, X, Y: per_example(w, X, Y))
     np.testing.assert_allclose(compiled(w, X, Y), expected, rtol=1e-10)
@@ -189,6 +189,6 @@ def test_pytree_jacobian_matches_jax(rng):
     theirs = jax.jacrev(lambda x, y: (x * jnp.sum(y), x[:, None] * y[None, :]), argnums=(0, 1))(
         x, y
     )
-    for a_out, b_out in zip(ours, theirs):
-        for a, b in zip(a_out, b_out):
+    for a_out, b_out in zip(ours, theirs, strict=True):
+        for a, b in zip(a_out, b_out, strict=True):
             np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12)

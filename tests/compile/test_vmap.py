@@ -41,8 +41,10 @@ def _take(v, axis, i):
 def loop_vmap(fn, in_axes, args, out_axes=0):
     """The reference: fn on each example, results stacked with np.stack."""
     axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
-    size = next(np.shape(a)[ax] for a, ax in zip(args, axes) if ax is not None)
-    results = [fn(*[_take(a, ax, i) for a, ax in zip(args, axes)]) for i in range(size)]
+    size = next(np.shape(a)[ax] for a, ax in zip(args, axes, strict=True) if ax is not None)
+    results = [
+        fn(*[_take(a, ax, i) for a, ax in zip(args, axes, strict=True)]) for i in range(size)
+    ]
     if isinstance(results[0], tuple):
         outs = out_axes if isinstance(out_axes, tuple) else (out_axes,) * len(results[0])
         return tuple(
@@ -66,6 +68,7 @@ def check(fn, args, in_axes=0, out_axes=0, jax_fn=None, jax_np=None, rtol=1e-12,
     for a, b in zip(
         ours if isinstance(ours, tuple) else (ours,),
         expected if isinstance(expected, tuple) else (expected,),
+        strict=True,
     ):
         assert np.shape(a) == np.shape(b)
         np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-12)
@@ -75,6 +78,7 @@ def check(fn, args, in_axes=0, out_axes=0, jax_fn=None, jax_np=None, rtol=1e-12,
         for a, b in zip(
             ours if isinstance(ours, tuple) else (ours,),
             theirs if isinstance(theirs, tuple) else (theirs,),
+            strict=True,
         ):
             np.testing.assert_allclose(a, np.asarray(b), rtol=max(rtol, 1e-10), atol=1e-12)
     graph = tg.trace(tg.vmap(fn, in_axes=in_axes, out_axes=out_axes), *args)
@@ -318,7 +322,10 @@ def _mlp_loss(params, data):
 def mlp_case():
     layer_sizes = [3, 2, 4]
     rng = np.random.RandomState(0)
-    params = [(rng.randn(m, n), rng.randn(m)) for m, n in zip(layer_sizes[1:], layer_sizes[:-1])]
+    params = [
+        (rng.randn(m, n), rng.randn(m))
+        for m, n in zip(layer_sizes[1:], layer_sizes[:-1], strict=True)
+    ]
     return params, (rng.randn(5, 3), rng.randn(5, 4))
 
 
@@ -329,10 +336,10 @@ def test_per_example_gradients_from_jax(mlp_case, jax_np):
     ans = tg.vmap(functools.partial(grad_loss, params))(batch)
     for i in range(5):
         one = grad_loss(params, (batch[0][i], batch[1][i]))
-        for (dW, db), (eW, eb) in zip(ans, one):
+        for (dW, db), (eW, eb) in zip(ans, one, strict=True):
             np.testing.assert_allclose(dW[i], eW, rtol=1e-12)
             np.testing.assert_allclose(db[i], eb, rtol=1e-12)
-    for (dW, db), (W, b) in zip(ans, params):
+    for (dW, db), (W, b) in zip(ans, params, strict=True):
         assert dW.shape == (5,) + W.shape and db.shape == (5,) + b.shape
     graph = tg.trace(tg.vmap(functools.partial(grad_loss, params)), batch)
     assert "scan" not in [n.op for n in graph.nodes]
@@ -348,7 +355,7 @@ def test_per_example_gradients_from_jax(mlp_case, jax_np):
         return jnp.sum((outputs - targets) ** 2)
 
     theirs = jax.vmap(functools.partial(jax.grad(jax_loss), params))(batch)
-    for (dW, db), (tW, tb) in zip(ans, theirs):
+    for (dW, db), (tW, tb) in zip(ans, theirs, strict=True):
         np.testing.assert_allclose(dW, np.asarray(tW), rtol=1e-10)
         np.testing.assert_allclose(db, np.asarray(tb), rtol=1e-10)
 
@@ -446,7 +453,7 @@ def test_vmap_inside_compile_numba(mlp_case):
     compiled = tg.compile(lambda p, b: per_example(p, b))
     ours = compiled(params, batch)
     expected = per_example(params, batch)
-    for (dW, db), (eW, eb) in zip(ours, expected):
+    for (dW, db), (eW, eb) in zip(ours, expected, strict=True):
         np.testing.assert_allclose(dW, eW, rtol=1e-10)
         np.testing.assert_allclose(db, eb, rtol=1e-10)
     assert "scan" not in [n.op for n in compiled.lower(params, batch).traced.nodes]
@@ -481,7 +488,9 @@ def test_loops_and_branches_are_batched(fn):
     check(fn, (xs,), 0, own_loops=0 if fn is _branch else 1)
     compiled = tg.compile(tg.vmap(fn), **INTERP)
     expected = loop_vmap(fn, 0, (xs,))
-    for a, b in zip(*(v if isinstance(v, tuple) else (v,) for v in (compiled(xs), expected))):
+    for a, b in zip(
+        *(v if isinstance(v, tuple) else (v,) for v in (compiled(xs), expected)), strict=True
+    ):
         np.testing.assert_allclose(a, b, rtol=1e-12)
 
     def loss(x):
@@ -758,7 +767,7 @@ def test_linalg_batched_without_loops(fn, args, in_axes):
         grad = tg.grad(lambda a, b: tg.sum(fn(a, b) ** 2), argnums=(0, 1), **INTERP)
         ours = tg.vmap(grad, in_axes=in_axes)(*args)
         for i in range(args[0].shape[0]):
-            for got, want in zip(ours, grad(args[0][i], args[1][i])):
+            for got, want in zip(ours, grad(args[0][i], args[1][i]), strict=True):
                 np.testing.assert_allclose(got[i], want, rtol=1e-10)
 
 

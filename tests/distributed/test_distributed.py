@@ -52,11 +52,11 @@ def test_matches_single_process_and_traces_once_per_worker(client, data):
     value, grads = vg(params, x, y)
     ref_value, ref_grads = tg.value_and_grad(loss)(params, x, y)
     assert float(value) == pytest.approx(float(ref_value), rel=1e-12)
-    for g, r in zip(grads, ref_grads):
+    for g, r in zip(grads, ref_grads, strict=True):
         np.testing.assert_allclose(g, r, rtol=1e-11, atol=1e-14)
     again = vg(params, x, y)
     assert float(again[0]) == float(value)  # a fixed summation order: bitwise the same
-    for g, r in zip(again[1], grads):
+    for g, r in zip(again[1], grads, strict=True):
         np.testing.assert_array_equal(g, r)
     traces = client.run(lambda: [vg.cache_info().traces for vg in tgd._WORKER_CACHE.values()])
     assert sorted(sum(traces.values(), [])) == [1, 1]  # each worker traced once

@@ -76,8 +76,8 @@ def test_matches_pytorch():
     b = np.random.default_rng(1).standard_normal(3)
     ours = jacobian(f_pair, (torch.tensor(data), torch.tensor(b)))
     theirs = RF.jacobian(f_pair, (real.tensor(data), real.tensor(b)))
-    for o_row, t_row in zip(ours, theirs):
-        for o, t in zip(o_row, t_row):
+    for o_row, t_row in zip(ours, theirs, strict=True):
+        for o, t in zip(o_row, t_row, strict=True):
             np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-12)
     hs = hessian(lambda a: (a.exp() * a).sum(), torch.tensor(b))
     ht = RF.hessian(lambda a: (a.exp() * a).sum(), real.tensor(b))

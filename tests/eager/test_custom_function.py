@@ -1825,7 +1825,7 @@ def test_case(case):
 def _assert_same(ours, theirs, path="result"):
     if isinstance(theirs, (list, tuple)):
         assert isinstance(ours, (list, tuple)) and len(ours) == len(theirs), (path, ours, theirs)
-        for i, (o, t) in enumerate(zip(ours, theirs)):
+        for i, (o, t) in enumerate(zip(ours, theirs, strict=True)):
             _assert_same(o, t, f"{path}[{i}]")
     elif isinstance(theirs, np.ndarray):
         assert isinstance(ours, np.ndarray), (path, ours)

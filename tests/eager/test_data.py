@@ -73,7 +73,7 @@ def test_default_collate_rules_match_torch():
     ]
     ours, theirs = default_collate(samples), rt.utils.data.default_collate(samples)
     assert type(ours) is type(theirs) is list
-    for a, b in zip(ours[:3], theirs[:3]):
+    for a, b in zip(ours[:3], theirs[:3], strict=True):
         assert str(a.dtype) == str(b.dtype)
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert ours[3]["a"].tolist() == theirs[3]["a"].tolist()
@@ -88,7 +88,7 @@ def test_dataloader_batches_match_torch_unshuffled():
         rt.utils.data.TensorDataset(rt.tensor(x), rt.tensor(y)), batch_size=3
     )
     assert len(ours) == len(theirs)
-    for (a, b), (c, d) in zip(ours, theirs):
+    for (a, b), (c, d) in zip(ours, theirs, strict=True):
         np.testing.assert_array_equal(a.numpy(), c.numpy())
         np.testing.assert_array_equal(b.numpy(), d.numpy())
 
@@ -168,7 +168,7 @@ def test_manual_seed_repeats_everything_random():
             model(torch.ones(1, 1, 4, 4)).detach().numpy(),
         ]
 
-    for a, b in zip(draw(), draw()):
+    for a, b in zip(draw(), draw(), strict=True):
         np.testing.assert_array_equal(a, b)
 
 

@@ -105,7 +105,7 @@ def test_float32_gradients_track_float64(program):
         assert a.grad.dtype == a.dtype
         gb = b.grad.numpy() if b.grad is not None else np.zeros(b.shape)  # b may be unused
         grads.append((a.grad.numpy().astype(np.float64), gb.astype(np.float64)))
-    for g32, g64 in zip(*grads):
+    for g32, g64 in zip(*grads, strict=True):
         np.testing.assert_allclose(g32, g64, rtol=2e-3, atol=2e-3)
 
 

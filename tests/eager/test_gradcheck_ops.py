@@ -30,7 +30,7 @@ def test_float32_gradients_match_float64(op_id, fn, shapes, domain):
         grads[dt] = [l.grad for l in leaves]
         for l in leaves:
             assert l.grad.dtype == l.dtype and l.grad.shape == l.shape
-    for g32, g64 in zip(grads[np.float32], grads[np.float64]):
+    for g32, g64 in zip(grads[np.float32], grads[np.float64], strict=True):
         np.testing.assert_allclose(g32.numpy(), g64.numpy(), rtol=2e-4, atol=1e-5)
 
 

@@ -168,9 +168,9 @@ def test_matches_torch(case_id, fn, arrays):
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-10, atol=1e-12)
     if case_id not in NAME_DIFFERS:
         assert ours[1] == theirs[1], (ours[1], theirs[1])
-    for k, (mine, ref) in enumerate(zip(ours[2], theirs[2])):
+    for k, (mine, ref) in enumerate(zip(ours[2], theirs[2], strict=True)):
         np.testing.assert_allclose(mine, _read_part(case_id, k, ref), rtol=1e-9, atol=1e-11)
-    for k, (mine, ref) in enumerate(zip(ours[3] or (), theirs[3] or ())):
+    for k, (mine, ref) in enumerate(zip(ours[3] or (), theirs[3] or (), strict=True)):
         np.testing.assert_allclose(mine, _read_part(case_id, k, ref), rtol=1e-8, atol=1e-10)
 
 

@@ -124,12 +124,12 @@ def test_addmm_primitive_compiled_numba_equals_interpreter_and_eager(dtype, bias
     }
     tol = 1e-5 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(results["numba"][0], results["interpret"][0], rtol=tol)
-    for got, want in zip(results["numba"][1], results["interpret"][1]):
+    for got, want in zip(results["numba"][1], results["interpret"][1], strict=True):
         assert got.dtype == np.dtype(dtype)
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
     b, m1, m2 = (torch.tensor(a, requires_grad=True) for a in (bias, mat1, mat2))
     (torch.addmm(b, m1, m2) * torch.tensor(weights)).sum().backward()
-    for t, want in zip((b, m1, m2), results["interpret"][1]):
+    for t, want in zip((b, m1, m2), results["interpret"][1], strict=True):
         np.testing.assert_allclose(t.grad.numpy(), want, rtol=tol, atol=tol)
     lowered = tg.value_and_grad(f, argnums=(0, 1, 2)).lower(bias, mat1, mat2)
     assert "tg_gemm(" in lowered.kernel.source and "addmm" in lowered.kernel.source
@@ -149,5 +149,5 @@ def test_linear_matches_pytorch():
     ]
     (out_ours**2).sum().backward()
     (out_theirs**2).sum().backward()
-    for a, t in zip(ours, theirs):
+    for a, t in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-12)

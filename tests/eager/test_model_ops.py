@@ -105,10 +105,10 @@ def test_clip_grad_norm_is_tensor_ops(rt):
     out = []
     for L in (torch, rt):
         params = [L.zeros(*g.shape, requires_grad=True) for g in grads]
-        for p, g in zip(params, grads):
+        for p, g in zip(params, grads, strict=True):
             p.grad = L.tensor(g)
         total = L.nn.utils.clip_grad_norm_(params, 1.0)
         assert isinstance(total, L.Tensor) and total.grad_fn is None
         out.append([total.numpy()] + [p.grad.numpy() for p in params])
-    for ours, theirs in zip(*out):
+    for ours, theirs in zip(*out, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-6)

@@ -121,7 +121,7 @@ def test_checkpoint_gives_same_gradients():
         assert out.grad_fn.name() in ("CheckpointFunctionBackward", "TanhBackward0")
         out.pow(2).sum().backward()
         got = [p.grad.numpy() for p in model.parameters()] + [x.grad.numpy()]
-        for a, b in zip(got, expected):
+        for a, b in zip(got, expected, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
@@ -188,7 +188,7 @@ def test_same_training_trajectory_as_torch():
         torch_.nn.Linear(8, 2),
     )
     with torch_.no_grad():
-        for p_t, p_o in zip(theirs.parameters(), ours.parameters()):
+        for p_t, p_o in zip(theirs.parameters(), ours.parameters(), strict=True):
             p_t.copy_(torch_.from_numpy(p_o.detach().numpy().copy()))
     rng = np.random.default_rng(3)
     xs = rng.standard_normal((10, 3)).astype(np.float32)
@@ -201,5 +201,5 @@ def test_same_training_trajectory_as_torch():
             loss = M.nn.functional.cross_entropy(model(M.tensor(xs)), M.tensor(ys))
             loss.backward()
             opt.step()
-    for p_o, p_t in zip(ours.parameters(), theirs.parameters()):
+    for p_o, p_t in zip(ours.parameters(), theirs.parameters(), strict=True):
         np.testing.assert_allclose(p_o.detach().numpy(), p_t.detach().numpy(), rtol=1e-4, atol=1e-5)

@@ -56,7 +56,9 @@ def compare_module(tg_module, rt_module, x, rt, train=True, integer_input=False,
     rt_params = dict(rt_module.named_parameters())
     for name, p in tg_module.named_parameters():
         close(p.grad, rt_params[name].grad)
-    for (name, b), (_, br) in zip(tg_module.named_buffers(), rt_module.named_buffers()):
+    for (_, b), (_, br) in zip(
+        tg_module.named_buffers(), rt_module.named_buffers(), strict=True
+    ):
         close(b, br)
     return out_t, out_r
 
@@ -434,12 +436,12 @@ def test_clip_grad_norm_matches_torch(rt):
         grads = [arr(3, 4, seed=1), arr(5, seed=2), arr(2, 2, 2, seed=3)]
         ps = [torch.zeros(*g.shape, requires_grad=True) for g in grads]
         prs = [rt.zeros(*g.shape, requires_grad=True) for g in grads]
-        for p, pr, g in zip(ps, prs, grads):
+        for p, pr, g in zip(ps, prs, grads, strict=True):
             p.grad, pr.grad = torch.tensor(g), rt.tensor(g)
         total = nn.utils.clip_grad_norm_(ps, max_norm, norm_type=norm_type)
         total_r = rt.nn.utils.clip_grad_norm_(prs, max_norm, norm_type=norm_type)
         close(total, total_r)
-        for p, pr in zip(ps, prs):
+        for p, pr in zip(ps, prs, strict=True):
             close(p.grad, pr.grad)
     p = torch.zeros(2, requires_grad=True)
     p.grad = torch.tensor([1.0, float("nan")])
@@ -468,7 +470,7 @@ def test_state_dict_keys_and_load_match_torch(rt):
     assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
     state = {k: torch.tensor(v.numpy()) for k, v in theirs.state_dict().items()}
     ours.load_state_dict(state)
-    for (k, a), (_, b) in zip(ours.state_dict().items(), theirs.state_dict().items()):
+    for (_k, a), (_, b) in zip(ours.state_dict().items(), theirs.state_dict().items(), strict=True):
         close(a, b)
     state.pop("1.running_var")
     state["extra"] = torch.zeros(1)
@@ -641,7 +643,7 @@ def test_optimizers_match_torch_step_by_step(rt, name, kw):
     wr = rt.tensor(w0, requires_grad=True)
     opt = getattr(torch.optim, name)([w], **kw)
     opt_r = getattr(rt.optim, name)([wr], **kw)
-    for step in range(15):
+    for _step in range(15):
         for opt_, w_, lib in ((opt, w, torch), (opt_r, wr, rt)):
             opt_.zero_grad()
             loss = ((lib.tensor(x) @ w_.T).tanh() ** 2).sum()
@@ -794,7 +796,7 @@ def test_double_backward_through_conv_pool_gelu_matches_torch(rt):
         (gx**2).sum().backward()
         return W.grad, X.grad
 
-    for a, b in zip(penalty(torch, F), penalty(rt, rt.nn.functional)):
+    for a, b in zip(penalty(torch, F), penalty(rt, rt.nn.functional), strict=True):
         close(a, b, rtol=1e-4, atol=1e-5)
 
 
@@ -1032,7 +1034,7 @@ def test_conv_transpose_is_the_adjoint_of_conv_float64():
         y = torch.tensor(np.random.default_rng(42).normal(size=tuple(y_shape)))
         lhs = (F.conv2d(x, w, **kw) * y).sum().item()
         back = F.conv_transpose2d(y, w, **kw)
-        pad = [(0, a - b) for a, b in zip(x.shape[2:], back.shape[2:])]
+        pad = [(0, a - b) for a, b in zip(x.shape[2:], back.shape[2:], strict=True)]
         back = F.pad(back, (0, pad[1][1], 0, pad[0][1]))
         assert lhs == pytest.approx((back * x).sum().item(), rel=1e-10)
     xg = torch.tensor(arr(1, 2, 3, 3, seed=43, dtype=np.float64), requires_grad=True)
@@ -1160,7 +1162,7 @@ def test_recurrent_layers_match_torch(rt, name, kw):
     close(out, out_r)
     states = state if isinstance(state, tuple) else (state,)
     states_r = state_r if isinstance(state_r, tuple) else (state_r,)
-    for s, sr in zip(states, states_r):
+    for s, sr in zip(states, states_r, strict=True):
         close(s, sr)
     g = arr(*out_r.shape, seed=61)
     ((out * torch.tensor(g)).sum() + sum(s.sum() for s in states)).backward()
@@ -1267,7 +1269,7 @@ def test_scaled_dot_product_attention_matches_torch(rt):
         close(a, b)
         a.sum().backward()
         b.sum().backward()
-        for x, y in zip(ts, rs):
+        for x, y in zip(ts, rs, strict=True):
             close(x.grad, y.grad, rtol=1e-4, atol=1e-5)
 
 

@@ -68,7 +68,7 @@ def test_repr_exact_strings():
 
 def test_repr_matches_torch():
     real = pytest.importorskip("torch")
-    for ours, theirs in zip(repr_cases(torch), repr_cases(real)):
+    for ours, theirs in zip(repr_cases(torch), repr_cases(real), strict=True):
         assert repr(ours) == repr(theirs)
 
 

@@ -137,7 +137,7 @@ def _run(L, fn, arrays):
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     rng = np.random.default_rng(1)
     weights = [rng.standard_normal(tuple(o.shape)).astype(arrays[0].dtype) for o in outs]
-    total = sum((o * L.tensor(w)).sum() for o, w in zip(outs, weights))
+    total = sum((o * L.tensor(w)).sum() for o, w in zip(outs, weights, strict=True))
     total.backward()
     return xs, outs
 
@@ -150,12 +150,12 @@ def test_op_matches_pytorch(case):
     txs, touts = _run(tg, fn, arrays)
     rxs, routs = _run(torch, fn, arrays)
     assert len(touts) == len(routs)
-    for t, r in zip(touts, routs):
+    for t, r in zip(touts, routs, strict=True):
         assert tuple(t.shape) == tuple(r.shape)
         assert str(t.dtype) == str(r.dtype)
         np.testing.assert_allclose(t.detach().numpy(), r.detach().numpy(), rtol=1e-5, atol=1e-6)
         assert t.grad_fn.name() == r.grad_fn.name()
-    for t, r in zip(txs, rxs):
+    for t, r in zip(txs, rxs, strict=True):
         assert (t.grad is None) == (r.grad is None)
         if t.grad is not None:
             np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), rtol=1e-5, atol=1e-5)

@@ -34,7 +34,7 @@ def test_matches_torch(op_id, fn, shapes, domain):
     theirs = _run(torch, fn, arrays)
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-6)
     assert ours[1] == theirs[1].split("::")[-1], (ours[1], theirs[1])
-    for g_ours, g_theirs in zip(ours[2], theirs[2]):
+    for g_ours, g_theirs in zip(ours[2], theirs[2], strict=True):
         np.testing.assert_allclose(g_ours, g_theirs, rtol=1e-4, atol=1e-5)
 
 

@@ -96,7 +96,9 @@ def grad(f, argnums=0):
         assert out.shape == (), f"grad needs a scalar output, got {out.shape}"
         idx = (argnums,) if isinstance(argnums, int) else argnums
         cts = backward(out, [recs[i] for i in idx])
-        cts = [T.full_like(recs[i], value=0) if c is None else c for i, c in zip(idx, cts)]
+        cts = [
+            T.full_like(recs[i], value=0) if c is None else c for i, c in zip(idx, cts, strict=True)
+        ]
         return cts[0] if isinstance(argnums, int) else tuple(cts)
 
     return grad_f

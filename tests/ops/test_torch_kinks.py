@@ -51,5 +51,5 @@ def test_gradient_at_kinks_matches_torch(label, ours, theirs):
         (0, 1),
     )(X, Y)
     np.testing.assert_allclose(value(ours(X, Y)), out.detach().numpy(), equal_nan=True)
-    for mine, theirs_grad in zip(got, expected):
+    for mine, theirs_grad in zip(got, expected, strict=True):
         np.testing.assert_allclose(value(mine), theirs_grad, equal_nan=True, err_msg=label)

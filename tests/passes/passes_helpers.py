@@ -29,7 +29,7 @@ def assert_same_results(before: Graph, after: Graph, *arrays, rtol=1e-5, atol=1e
     expected = interpret(before, *arrays)
     got = interpret(after, *arrays)
     assert len(expected) == len(got)
-    for e, g in zip(expected, got):
+    for e, g in zip(expected, got, strict=True):
         assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, g.dtype, e.shape, e.dtype)
         if np.issubdtype(e.dtype, np.floating):
             np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)

@@ -39,7 +39,7 @@ def test_train_step_report_has_its_fields():
     compiled, eager = rows
     assert compiled["backend"] == "interpret"
     assert "profile" in compiled and compiled["profile"]["top_own_time"]
-    for r, label in zip(rows, ("cold cache", "")):
+    for r, label in zip(rows, ("cold cache", ""), strict=True):
         r.update(run=label, child_wall_s=0.0, child_load_before=1.0, child_load_after=1.0)
     summary = ts.summarize(rows, ["char_mlp"])
     s = summary["char_mlp"]

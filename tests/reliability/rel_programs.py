@@ -256,7 +256,7 @@ class Program:
         """The program's scalar output: sum over every value of sum(value * weight)."""
         vals = self.values(inputs, numpy_spelling)
         total = 0.0
-        for v, w in zip(vals, self.weights):
+        for v, w in zip(vals, self.weights, strict=True):
             total = total + tg.sum(v * w)
         return total
 

@@ -86,7 +86,7 @@ def test_two_processes_calling_value_and_grad_at_once_in_an_empty_cache(tmp_path
     cache = tmp_path / "cache"
     procs = [run_child(cache, wait=False) for _ in range(2)]
     results = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, results):
+    for p, (out, err) in zip(procs, results, strict=True):
         assert p.returncode == 0, err
         assert out.startswith("OK")
     values = {out.split()[2] for out, _ in results}

@@ -145,7 +145,7 @@ def test_eager_training_in_4_threads_matches_one_thread():
     results = {}
     run_threads(lambda k: results.__setitem__(k, fit(models[k])))
     for k in range(4):
-        for a, b in zip(results[k], reference[k]):
+        for a, b in zip(results[k], reference[k], strict=True):
             np.testing.assert_array_equal(a, b)
 
 

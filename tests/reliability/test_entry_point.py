@@ -38,7 +38,7 @@ def test_outputs_never_alias_inputs_and_are_fresh_on_every_call(name, backend):
     assert not any(np.shares_memory(o, x) for o in outs)
     kept = [o.copy() for o in outs]
     f(x + 100.0)  # a second call must not overwrite the first call's results
-    for o, k in zip(outs, kept):
+    for o, k in zip(outs, kept, strict=True):
         np.testing.assert_array_equal(o, k)
     outs[0][...] = -1.0  # and writing into a result must not reach the input
     np.testing.assert_array_equal(x, np.arange(6.0).reshape(2, 3))

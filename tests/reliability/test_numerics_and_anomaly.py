@@ -113,7 +113,7 @@ def test_compiled_finite_and_exact_at_1e4(backend, dtype):
     xs = [LOGITS.astype(dtype)] * 5
     f = tg.value_and_grad(compiled_total, argnums=(0, 1, 2, 3, 4), has_aux=True, backend=backend)
     (_, parts), grads = f(*xs, W.astype(dtype), TARGETS)
-    for name, value, grad in zip(NAMES, parts, grads):
+    for name, value, grad in zip(NAMES, parts, grads, strict=True):
         _check(name, dtype, value, grad)
 
 

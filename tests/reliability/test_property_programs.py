@@ -66,7 +66,8 @@ def eager_value_and_grads(program: Program, inputs: list):
     out = program(*tensors)
     out.backward()
     grads = [
-        t.grad.numpy() if t.grad is not None else np.zeros_like(x) for t, x in zip(tensors, inputs)
+        t.grad.numpy() if t.grad is not None else np.zeros_like(x)
+        for t, x in zip(tensors, inputs, strict=True)
     ]
     return out.detach().numpy(), grads
 
@@ -94,11 +95,13 @@ def check_float64(program: Program, backend: str = "interpret"):
     reference = float(program(*inputs))
     _, value, grads = compiled_value_and_grads(program, inputs, backend)
     eager_value, eager_grads = eager_value_and_grads(program, inputs)
-    for x, x0 in zip(inputs, originals):  # neither mode may write into the caller's arrays
+    for x, x0 in zip(
+        inputs, originals, strict=True
+    ):  # neither mode may write into the caller's arrays
         np.testing.assert_array_equal(x, x0, err_msg=f"an input was mutated\n{program!r}")
     assert_agree(value, reference, 1e-12, "compiled value vs NumPy", program)
     assert_agree(eager_value, reference, 1e-12, "eager value vs NumPy", program)
-    for k, (g, ge, x) in enumerate(zip(grads, eager_grads, inputs)):
+    for k, (g, ge, x) in enumerate(zip(grads, eager_grads, inputs, strict=True)):
         assert g.dtype == np.float64 and g.shape == x.shape, (g.dtype, g.shape, x.shape)
         assert_agree(g, ge, RTOL_MODES, f"grad {k}: compiled vs eager", program)
         assert_agree(
@@ -121,7 +124,7 @@ def check_float32(program: Program, backend: str = "interpret", grads64=None):
     assert_agree(value, eager_value, 1e-4, "float32 value: compiled vs eager", program)
     if grads64 is None:
         grads64 = compiled_value_and_grads(program, program.inputs, "interpret")[2]
-    for k, (g, ge, g64) in enumerate(zip(grads, eager_grads, grads64)):
+    for k, (g, ge, g64) in enumerate(zip(grads, eager_grads, grads64, strict=True)):
         assert g.dtype == np.float32 and ge.dtype == np.float32, (g.dtype, ge.dtype)
         assert_agree(g, ge, 1e-4, f"float32 grad {k}: compiled vs eager", program)
         assert_agree(g, g64, 1e-3, f"float32 grad {k} vs float64", program)
@@ -159,7 +162,7 @@ def test_random_programs_spelled_with_numpy_functions_are_captured_while_tracing
     value, grads = spelled(*inputs)
     _, ref_value, ref_grads = compiled_value_and_grads(program, inputs, "interpret")
     assert_agree(value, ref_value, 1e-12, "NumPy spelling: value", program)
-    for k, (g, r) in enumerate(zip(grads, ref_grads)):
+    for k, (g, r) in enumerate(zip(grads, ref_grads, strict=True)):
         assert_agree(g, r, 1e-12, f"NumPy spelling: grad {k}", program)
     assert_agree(
         program(*inputs, numpy_spelling=True),
@@ -280,11 +283,11 @@ def test_themed_program_through_numba(theme, dtype):
         before = [v.copy() for v in variants]
         value2, grads2 = vg(*variants)
         np.testing.assert_array_equal(value2, value, err_msg=layout)
-        for g2, g in zip(grads2, grads):
+        for g2, g in zip(grads2, grads, strict=True):
             np.testing.assert_array_equal(g2, g, err_msg=layout)
-        for v, b in zip(variants, before):
+        for v, b in zip(variants, before, strict=True):
             np.testing.assert_array_equal(v, b, err_msg=f"{layout} input was mutated")
-    for x, c in zip(inputs, copies):
+    for x, c in zip(inputs, copies, strict=True):
         np.testing.assert_array_equal(x, c, err_msg="input was mutated")
     assert vg.cache_info().traces == 1  # layouts convert; they never retrace
 
@@ -307,7 +310,7 @@ def hessian_vector_products(program: Program, inputs: list, directions: list, ba
 
     def directional(*xs):
         total = 0.0
-        for g, v in zip(grad(*xs), directions):
+        for g, v in zip(grad(*xs), directions, strict=True):
             total = total + tg.sum(g * v)
         return total
 
@@ -315,18 +318,21 @@ def hessian_vector_products(program: Program, inputs: list, directions: list, ba
     tensors = [E.tensor(x, requires_grad=True) for x in inputs]
     first = E.autograd.grad(program(*tensors), tensors, create_graph=True, allow_unused=True)
     total = 0.0
-    for g, v in zip(first, directions):
+    for g, v in zip(first, directions, strict=True):
         if g is not None:
             total = total + (g * E.tensor(v)).sum()
     if isinstance(total, float) or not total.requires_grad:  # a constant gradient
         eager = [np.zeros_like(x) for x in inputs]
     else:
         second = E.autograd.grad(total, tensors, allow_unused=True)
-        eager = [np.zeros_like(x) if s is None else s.numpy() for s, x in zip(second, inputs)]
+        eager = [
+            np.zeros_like(x) if s is None else s.numpy()
+            for s, x in zip(second, inputs, strict=True)
+        ]
     eps = 1e-6
-    plus = grad(*[x + eps * v for x, v in zip(inputs, directions)])
-    minus = grad(*[x - eps * v for x, v in zip(inputs, directions)])
-    numeric = [(p - m) / (2 * eps) for p, m in zip(plus, minus)]
+    plus = grad(*[x + eps * v for x, v in zip(inputs, directions, strict=True)])
+    minus = grad(*[x - eps * v for x, v in zip(inputs, directions, strict=True)])
+    numeric = [(p - m) / (2 * eps) for p, m in zip(plus, minus, strict=True)]
     return list(compiled), eager, numeric
 
 
@@ -339,7 +345,7 @@ def test_random_programs_second_order_eager_compiled_and_finite_differences(prog
     compiled, eager, numeric = hessian_vector_products(
         program, program.inputs, directions, "interpret"
     )
-    for k, (c, e, fd) in enumerate(zip(compiled, eager, numeric)):
+    for k, (c, e, fd) in enumerate(zip(compiled, eager, numeric, strict=True)):
         assert_agree(c, e, 1e-9, f"H v {k}: compiled vs eager", program)
         assert_agree(c, fd, 1e-4, f"H v {k}: compiled vs finite differences", program)
 
@@ -351,6 +357,6 @@ def test_themed_program_second_order_through_numba(theme):
     rng = np.random.default_rng(0)
     directions = [rng.uniform(-1, 1, x.shape) for x in program.inputs]
     compiled, eager, numeric = hessian_vector_products(program, program.inputs, directions, "numba")
-    for k, (c, e, fd) in enumerate(zip(compiled, eager, numeric)):
+    for k, (c, e, fd) in enumerate(zip(compiled, eager, numeric, strict=True)):
         assert_agree(c, e, 1e-9, f"H v {k}: compiled vs eager", program)
         assert_agree(c, fd, 1e-4, f"H v {k}: compiled vs finite differences", program)

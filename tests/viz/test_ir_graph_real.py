@@ -38,7 +38,7 @@ def test_every_node_and_edge_is_drawn(lowered, stage, parse_dot):
     n_edges = sum(1 for n in graph.nodes for i in n.inputs if i.id not in scalar_consts)
     assert len(parsed.edges) == n_edges + len(graph.outputs)
     by_id = {f"n{n.id}": n for n in graph.nodes}
-    for tail, head, attrs in parsed.edges:
+    for tail, _head, attrs in parsed.edges:
         # each edge carries its value's type, e.g. f32[6,8]
         assert attrs["label"].strip() == by_id[tail].type_str()
         assert re.fullmatch(r"(f32|bool|i64)\[[0-9,]*\]", attrs["label"].strip())

@@ -108,7 +108,7 @@ class EagerFallback:
     def run(self, leaves: list):
         values = tree_unflatten(self.in_tree, leaves)
         n_args = len(values) - len(self.kw_names)
-        kwargs = dict(zip(self.kw_names, values[n_args:]))
+        kwargs = dict(zip(self.kw_names, values[n_args:], strict=True))
         return self.fn(*values[: self.n_explicit], **kwargs)
 
 

@@ -106,12 +106,12 @@ class CapturedEntry:
             outs = self.kernel(*arrays)
             n_out = len(outs)
         outs = [np.asarray(v) for v in outs[:n_out]]
-        for writer, value in zip(self.writers, outs[self.n_fn_out :]):
+        for writer, value in zip(self.writers, outs[self.n_fn_out :], strict=True):
             writer.write(value, leaves)
         for writer in self.clear_writers:
             writer.write(None, leaves)
         results = []
-        for kind, value in zip(self.out_kinds, outs):
+        for kind, value in zip(self.out_kinds, outs, strict=True):
             results.append(Tensor._wrap(value) if kind == "tensor" else value)
         if self.aot is not None and self.aot.wrt:
             self._attach_backward(results, leaves, arrays, saved)
@@ -156,7 +156,11 @@ def build_entry(
     kw_names = tuple(kwargs)
     flat_fn = cf.flat_function(len(args), kw_names)
     arg_names = argument_names(flat_fn, len(args)) + list(kw_names)
-    paths = [p for name, tree in zip(arg_names, in_tree.children) for p in leaf_paths(tree, name)]
+    paths = [
+        p
+        for name, tree in zip(arg_names, in_tree.children, strict=True)
+        for p in leaf_paths(tree, name)
+    ]
     context = TraceContext(getattr(cf.fn, "__name__", None) or type(cf.fn).__name__)
     session = CaptureSession(context, names)
     session._leaf_objects = leaves

@@ -59,7 +59,7 @@ def _modules_of(fn: Any) -> list:
     code = getattr(fn, "__code__", None)
     cells = getattr(fn, "__closure__", None) or ()
     if code is not None:
-        for name, cell in zip(code.co_freevars, cells):
+        for name, cell in zip(code.co_freevars, cells, strict=True):
             try:
                 value = cell.cell_contents
             except ValueError:

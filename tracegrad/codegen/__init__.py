@@ -218,7 +218,10 @@ class Kernel:
                     f"kernel for graph {self.graph.name!r} takes "
                     f"{len(self._in_types)} arrays, got {len(arrays)}"
                 ) from None
-            fixed = [self._conform(a, shape, dt) for a, (shape, dt) in zip(arrays, self._in_types)]
+            fixed = [
+                self._conform(a, shape, dt)
+                for a, (shape, dt) in zip(arrays, self._in_types, strict=True)
+            ]
             return self.entry(*fixed)
 
     @staticmethod
@@ -472,7 +475,7 @@ def _not_a_kernel(entry, module, entry_name: str, in_types) -> str:
         or len(sigs[0]) != len(want)
         or any(
             not isinstance(a, types.Array) or (a.dtype, a.ndim, a.layout) != (w.dtype, w.ndim, "C")
-            for a, w in zip(sigs[0], want)
+            for a, w in zip(sigs[0], want, strict=True)
         )
     ):
         return "is compiled for other input types"
@@ -620,8 +623,8 @@ def _build_float16(graph: Graph) -> Kernel:
     in_dtypes = [np.dtype(n.dtype) for n in wide.inputs]
 
     def entry(*arrays, _k=inner, _in=in_dtypes, _out=out_dtypes):
-        outs = _k(*[np.asarray(a, dtype=d) for a, d in zip(arrays, _in)])
-        return tuple(o.astype(d, copy=False) for o, d in zip(outs, _out))
+        outs = _k(*[np.asarray(a, dtype=d) for a, d in zip(arrays, _in, strict=True)])
+        return tuple(o.astype(d, copy=False) for o, d in zip(outs, _out, strict=True))
 
     return Kernel(
         entry,

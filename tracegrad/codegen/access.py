@@ -33,15 +33,17 @@ class Access:
     @property
     def contiguous(self) -> bool:
         """Is this the C-ordered layout of `shape` (so a reshape stays a view)?"""
-        keep = [(d, s) for d, s in zip(self.shape, self.strides) if d != 1]
-        return all(s == cs for (d, s), cs in zip(keep, c_strides(tuple(d for d, _ in keep))))
+        keep = [(d, s) for d, s in zip(self.shape, self.strides, strict=True) if d != 1]
+        return all(
+            s == cs for (d, s), cs in zip(keep, c_strides(tuple(d for d, _ in keep)), strict=True)
+        )
 
     def broadcast(self, shape: tuple) -> Access:
         """Read this array broadcast to `shape` (NumPy rules, right-aligned)."""
         shape = tuple(shape)
         lead = len(shape) - len(self.shape)
         strides = [0] * lead
-        for d_src, s, d_dst in zip(self.shape, self.strides, shape[lead:]):
+        for d_src, s, d_dst in zip(self.shape, self.strides, shape[lead:], strict=True):
             strides.append(0 if (d_src == 1 and d_dst != 1) else s)
         return Access(self.buf, shape, tuple(strides), self.offset, self.scalar)
 
@@ -67,7 +69,7 @@ class Access:
         if self.contiguous:
             return Access(self.buf, shape, c_strides(shape), self.offset)
         # Only size-1 dims added or removed: keep the other strides in order.
-        src = [(d, s) for d, s in zip(self.shape, self.strides) if d != 1]
+        src = [(d, s) for d, s in zip(self.shape, self.strides, strict=True) if d != 1]
         if [d for d, _ in src] == [d for d in shape if d != 1]:
             it = iter(s for _, s in src)
             return Access(
@@ -80,7 +82,7 @@ class Access:
         if self.scalar is not None:
             return self.scalar
         terms = [str(self.offset)] if self.offset else []
-        for var, s in zip(loop_vars, loop_strides):
+        for var, s in zip(loop_vars, loop_strides, strict=True):
             if s == 1:
                 terms.append(var)
             elif s != 0:

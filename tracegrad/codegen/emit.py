@@ -577,13 +577,15 @@ def coalesce(dims, stride_sets):
     out_strides: list[list[int]] = [[] for _ in stride_sets]
     for i in keep:
         d = dims[i]
-        if out_dims and all(st[-1] == s[i] * d for st, s in zip(out_strides, stride_sets)):
+        if out_dims and all(
+            st[-1] == s[i] * d for st, s in zip(out_strides, stride_sets, strict=True)
+        ):
             out_dims[-1] *= d
-            for st, s in zip(out_strides, stride_sets):
+            for st, s in zip(out_strides, stride_sets, strict=True):
                 st[-1] = s[i]
             continue
         out_dims.append(d)
-        for st, s in zip(out_strides, stride_sets):
+        for st, s in zip(out_strides, stride_sets, strict=True):
             st.append(s[i])
     return out_dims, [tuple(s) for s in out_strides]
 

@@ -140,12 +140,15 @@ def emit_group(em: Emitter, gid: int) -> None:
 
     loop_dims, loop_strides = coalesce(list(domain), stride_sets)
     nlev = len(loop_dims)
-    read_strides = dict(zip(read_ids, loop_strides[: len(read_ids)]))
+    read_strides = dict(zip(read_ids, loop_strides[: len(read_ids)], strict=True))
     write_strides = dict(
-        zip(write_ids, loop_strides[len(read_ids) : len(read_ids) + len(write_ids)])
+        zip(write_ids, loop_strides[len(read_ids) : len(read_ids) + len(write_ids)], strict=True)
     )
     red_strides = loop_strides[len(read_ids) + len(write_ids) :]
-    reds = [_Reduction(r, domain, buf, s, nlev) for (r, buf), s in zip(reductions, red_strides)]
+    reds = [
+        _Reduction(r, domain, buf, s, nlev)
+        for (r, buf), s in zip(reductions, red_strides, strict=True)
+    ]
 
     parallel = (
         size_of(domain) >= PARALLEL_MIN_ELEMENTS
@@ -282,7 +285,7 @@ def scalar_expr(em: Emitter, node: Node, operands: list[str], exact: bool = Fals
     if node.op in ("logical_and", "logical_or"):
         operands = [
             o if np.dtype(i.dtype) == np.bool_ else f"({o} != 0)"
-            for o, i in zip(operands, node.inputs)
+            for o, i in zip(operands, node.inputs, strict=True)
         ]
     expr = template.format(*operands)
     float_dt = (

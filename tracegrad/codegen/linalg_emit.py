@@ -112,7 +112,7 @@ def _where(node: Node) -> str:
 
 def _open_batch(em: Emitter, batch: tuple) -> tuple:
     vars_ = tuple(em.fresh("bt") for _ in batch)
-    for v, d in zip(vars_, batch):
+    for v, d in zip(vars_, batch, strict=True):
         em.emit(f"for {v} in range({d}):")
         em.indent += 1
     return vars_

@@ -90,7 +90,7 @@ def _build(body: Graph, length: int, reverse: bool, n_carry: int, n_xs: int) -> 
             i = length - 1 - t if reverse else t
             outs = kernel(*carry, *[np.ascontiguousarray(x[i]) for x in xs], *consts)
             carry = list(outs[:n_carry])
-            for y, o in zip(ys, outs[n_carry:]):
+            for y, o in zip(ys, outs[n_carry:], strict=True):
                 y[i] = o
         return pack(carry + ys, dtype)
 
@@ -113,7 +113,7 @@ def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, sl
         f"def {loop_name}({', '.join(consts + carry + xs + scan_consts)}):",
         f"    out = np.empty({max(total, 1)}, np.{dtype.name})",
     ]
-    for k, node in enumerate(x_nodes):
+    for k, _node in enumerate(x_nodes):
         lines.append(f"    xs{k}_f = tg_flat(xs{k})")
     lines.append(f"    for t in range({length}):")
     lines.append(f"        i = {length - 1} - t" if reverse else "        i = t")
@@ -125,14 +125,14 @@ def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, sl
     lines.append(f"        res = {body_name}({', '.join(call_args)})")
     for k in range(n_carry):
         lines.append(f"        carry{k} = res[{k}]")
-    for k, (off, size, shape, _) in enumerate(slots[n_carry:]):
+    for k, (off, size, _shape, _) in enumerate(slots[n_carry:]):
         step = size // length if length else 0
         if step == 0:
             continue
         lines.append(f"        r{k} = tg_flat(res[{n_carry + k}])")
         lines.append(f"        for j in range({step}):")
         lines.append(f"            out[{off} + i * {step} + j] = r{k}[j]")
-    for k, (off, size, shape, _) in enumerate(slots[:n_carry]):
+    for k, (off, size, _shape, _) in enumerate(slots[:n_carry]):
         if size == 0:
             continue
         lines.append(f"    cf{k} = tg_flat(carry{k})")
@@ -162,7 +162,7 @@ def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, sl
     limited = _calls_blas(emitted.source)
 
     def run_native(*operands):
-        args = [_kernel_array(a, d) for a, d in zip(operands, in_dtypes)]
+        args = [_kernel_array(a, d) for a, d in zip(operands, in_dtypes, strict=True)]
         if limited:
             saved = blas_threads.enter()
             if saved is not None:

@@ -195,7 +195,9 @@ def plan_offline(
             np.lexsort((-size, -span)),
         )
         best = min((_place(order, size, start, stop) for order in orders), key=lambda p: p[0])
-        plans[ws] = Placement(best[0], [(int(o), r[0]) for o, r in zip(best[1], regions)])
+        plans[ws] = Placement(
+            best[0], [(int(o), r[0]) for o, r in zip(best[1], regions, strict=True)]
+        )
     return plans
 
 

@@ -130,7 +130,7 @@ def _fold(items, members, period, repeats, array_type, n_rolled, tables):
     first = [items[m] for m in members[:period]]
     body = []
     setup = []
-    for q, (block, key, params) in enumerate(first):
+    for q, (_block, key, params) in enumerate(first):
         reps = [items[members[r * period + q]][2] for r in range(repeats)]
         values = []
         for slot, (kind, value) in enumerate(params):
@@ -149,7 +149,7 @@ def _fold(items, members, period, repeats, array_type, n_rolled, tables):
                 setup.append(f"    {name} = ({', '.join(column)},)")
                 values.append(f"{name}[rep]")
         it = iter(values)
-        line = re.sub(r"#[IA]", lambda m: next(it), key)
+        line = re.sub(r"#[IA]", lambda m: next(it), key)  # noqa: B023 - re.sub calls it now
         body.append("        " + line.strip())
     head = [
         f"    # {repeats} repeats of the next {period} statement(s), folded into a loop "

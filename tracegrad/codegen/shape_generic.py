@@ -157,7 +157,10 @@ class Template:
     reference: tuple
 
     def __repr__(self) -> str:
-        n = {k: len({s for s, kk in zip(self.slots, self.kinds) if kk == k}) for k in "if"}
+        n = {
+            k: len({s for s, kk in zip(self.slots, self.kinds, strict=True) if kk == k})
+            for k in "if"
+        }
         return (
             f"<Template {self.entry}: {len(self.positions)} literals, {n['i']} int and "
             f"{n['f']} float parameters>"
@@ -177,7 +180,7 @@ def derive(source_a, source_b, name: str = KERNEL_NAME) -> Template | None:
     slot_of: dict[tuple, int] = {}
     offsets = _offset_positions(ta)
     erased = _erased_strings(ta)
-    for k, (x, y) in enumerate(zip(ta, tb)):
+    for k, (x, y) in enumerate(zip(ta, tb, strict=True)):
         if k in erased:
             positions.append(k)
             kinds.append("x")
@@ -269,8 +272,11 @@ def bind(template: Template, source) -> tuple[list, list] | None:
     if toks is None or len(toks) != len(ref) or parsed.family != template.family:
         return None
     values: dict[tuple[str, int], str] = {}
-    pos = {p: (k, s) for p, k, s in zip(template.positions, template.kinds, template.slots)}
-    for k, (t, r) in enumerate(zip(toks, ref)):
+    pos = {
+        p: (k, s)
+        for p, k, s in zip(template.positions, template.kinds, template.slots, strict=True)
+    }
+    for k, (t, r) in enumerate(zip(toks, ref, strict=True)):
         slot = pos.get(k)
         if slot is None:
             if t.string != r[1] or t.type != r[0]:
@@ -299,7 +305,7 @@ def _generic_text(source: str, toks: list[_Tok], positions, kinds, slots, name: 
     such a constant reads them (a table the template cannot pass)."""
     lines = source.split("\n")
     edits: dict[tuple[int, int], tuple[int, str]] = {}  # start -> (end col, new text)
-    for k, kind, slot in zip(positions, kinds, slots):
+    for k, kind, slot in zip(positions, kinds, slots, strict=True):
         t = toks[k]
         if t.start[0] != t.end[0]:
             return None
@@ -698,7 +704,7 @@ def _load_recorded(parsed: Parsed) -> GenericKernel | None:
         parsed.tokens[p].type != tokenize.STRING
         if k == "x"
         else parsed.tokens[p].type != tokenize.NUMBER or _kind(parsed.tokens[p].string) != k
-        for p, k in zip(positions, kinds)
+        for p, k in zip(positions, kinds, strict=True)
     ):
         return None
     template = _template(parsed, positions, kinds, slots, KERNEL_NAME)

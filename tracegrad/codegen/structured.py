@@ -359,7 +359,7 @@ def emit_softmax(em: Emitter, node: Node) -> None:
     dt = f"np.{np.dtype(node.dtype).name}"
     _open(em, "o", outer)
     _open(em, "i", inner)
-    em.emit("base = o * %d + i" % (n * inner))
+    em.emit(f"base = o * {n * inner} + i")
     em.emit(f"peak = {literal(-np.inf, node.dtype)}")
     _open(em, "j", n)
     em.emit(f"v = {_at(src, f'base + j * {inner}')}")
@@ -401,7 +401,7 @@ def emit_logsumexp(em: Emitter, node: Node) -> None:
     dt = f"np.{np.dtype(node.dtype).name}"
     _open(em, "o", outer)
     _open(em, "i", inner)
-    em.emit("base = o * %d + i" % (n * inner))
+    em.emit(f"base = o * {n * inner} + i")
     em.emit(f"peak = {literal(-np.inf, node.dtype)}")
     _open(em, "j", n)
     em.emit(f"v = {_at(src, f'base + j * {inner}')}")
@@ -426,7 +426,7 @@ def emit_argextremum(em: Emitter, node: Node) -> None:
     cmp = ">" if node.op in ("argmax",) or "argmax" in str(node.op) else "<"
     _open(em, "o", outer)
     _open(em, "i", inner)
-    em.emit("base = o * %d + i" % (n * inner))
+    em.emit(f"base = o * {n * inner} + i")
     em.emit(f"best = {_at(src, 'base')}")
     em.emit("where = 0")
     _open(em, "j", n)
@@ -449,7 +449,7 @@ def emit_var(em: Emitter, node: Node) -> None:
     acc = "np.float64" if np.dtype(x.dtype) in (np.float32, np.float64) else "np.float64"
     _open(em, "o", outer)
     _open(em, "i", inner)
-    em.emit("base = o * %d + i" % (n * inner))
+    em.emit(f"base = o * {n * inner} + i")
     em.emit(f"total = {acc}(0.0)")
     _open(em, "j", n)
     em.emit(f"total += {_at(src, f'base + j * {inner}')}")
@@ -469,7 +469,7 @@ def emit_var(em: Emitter, node: Node) -> None:
 
 def _nested(em: Emitter, shape: tuple) -> tuple:
     vars_ = tuple(f"i{k}" for k in range(len(shape)))
-    for v, d in zip(vars_, shape):
+    for v, d in zip(vars_, shape, strict=True):
         _open(em, v, d)
     return vars_
 
@@ -629,7 +629,7 @@ def _advanced_index(em: Emitter, node: Node, base: Access, spec, index_nodes, sh
     block_vars = vars_[block_at : block_at + nb]
     basic_vars = vars_[:block_at] + vars_[block_at + nb :]
     terms = [str(base.offset)] if base.offset else []
-    for var, b in zip(basic_vars, basic):
+    for var, b in zip(basic_vars, basic, strict=True):
         if b is None:
             continue
         d, start, step = b

@@ -19,6 +19,20 @@ from __future__ import annotations
 from tracegrad.eager import autograd
 from tracegrad.eager._tensor import Size, Tensor, tensor
 from tracegrad.eager.autograd import detect_anomaly, set_detect_anomaly
+
+# issue 13: PyTorch's top level (tracegrad/eager/compat.py)
+from tracegrad.eager.compat import (
+    Generator,
+    Variable,
+    accelerator,
+    backends,
+    cuda,
+    device,
+    get_default_device,
+    load,
+    save,
+    set_default_device,
+)
 from tracegrad.eager.creation import (
     arange,
     as_tensor,
@@ -97,20 +111,6 @@ def __getattr__(name: str):
         return getattr(importlib.import_module(target[0]), target[1])
     return importlib.import_module(target)
 
-
-# issue 13: PyTorch's top level (tracegrad/eager/compat.py)
-from tracegrad.eager.compat import (
-    Generator,
-    Variable,
-    accelerator,
-    backends,
-    cuda,
-    device,
-    get_default_device,
-    load,
-    save,
-    set_default_device,
-)
 
 autograd.Variable = Variable
 from tracegrad.eager import linalg  # noqa: E402  (torch.linalg; its TOP_LEVEL: torch.det, torch.cholesky_solve, ...)

@@ -17,7 +17,7 @@ from tracegrad.eager.engine import make_root_grads, run_backward
 from tracegrad.eager.grad_mode import (
     STATE,
     inference_mode,  # noqa: F401
-    )
+)
 from tracegrad.eager.graph import grad_accumulator
 
 
@@ -90,7 +90,7 @@ def grad(
         roots, grads, retain_graph, create_graph, targets=targets, accumulate=False
     )
     result = []
-    for i, (t, node) in enumerate(zip(inputs, nodes)):
+    for i, (t, node) in enumerate(zip(inputs, nodes, strict=True)):
         g = captured.get(node) if node is not None else None
         if g is None:
             if not allow_unused:

@@ -65,7 +65,7 @@ def _grads_or_zeros(out, inputs, grad_output, create_graph: bool, strict: bool) 
             f"The output of the user-provided function is independent of input "
             f"{i}. This is not allowed in strict mode."
         )
-    return tuple(E.zeros_like(x) if g is None else g for x, g in zip(inputs, gs))
+    return tuple(E.zeros_like(x) if g is None else g for x, g in zip(inputs, gs, strict=True))
 
 
 def jacobian(
@@ -140,7 +140,7 @@ def _validate_v(v: tuple, other: tuple, is_other_tuple: bool) -> None:
                 f"v is a tuple of invalid length: should be {len(other)} but got {len(v)}."
             )
         raise RuntimeError("The given v should contain a single Tensor.")
-    for idx, (el_v, el_other) in enumerate(zip(v, other)):
+    for idx, (el_v, el_other) in enumerate(zip(v, other, strict=True)):
         if tuple(el_v.shape) != tuple(el_other.shape):
             prepend = f"Entry {idx} in " if is_other_tuple else ""
             raise RuntimeError(
@@ -154,7 +154,7 @@ def _grad_sum(
     """sum_k vs[k]^T d outputs[k] / d inputs (zeros for inputs no output depends on)."""
     from tracegrad.eager.autograd import grad
 
-    pairs = [(o, v) for o, v in zip(outputs, vs) if o.requires_grad]
+    pairs = [(o, v) for o, v in zip(outputs, vs, strict=True) if o.requires_grad]
     if not pairs:
         if strict:
             raise RuntimeError(
@@ -176,7 +176,7 @@ def _grad_sum(
             f"The {what} of the user-provided function is independent of input "
             f"{i}. This is not allowed in strict mode."
         )
-    return tuple(E.zeros_like(x) if g is None else g for x, g in zip(inputs, gs))
+    return tuple(E.zeros_like(x) if g is None else g for x, g in zip(inputs, gs, strict=True))
 
 
 def _finish(values: tuple, is_tuple: bool, create_graph: bool):
@@ -229,7 +229,7 @@ def jvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
         us = tuple(E.zeros_like(o).requires_grad_(o.dtype.is_floating_point) for o in outputs)
         g_u = _grad_sum(outputs, inputs, us, True, strict)
         total = None
-        for gi, vi in zip(g_u, vs):
+        for gi, vi in zip(g_u, vs, strict=True):
             if gi.requires_grad:
                 term = (gi * vi).sum()
                 total = term if total is None else total + term
@@ -247,7 +247,7 @@ def jvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
                 E.zeros_like(o)
                 if not u.requires_grad
                 else (lambda g, o: E.zeros_like(o) if g is None else g)(next(it), o)
-                for u, o in zip(us, outputs)
+                for u, o in zip(us, outputs, strict=True)
             )
         if strict and any(not o.requires_grad for o in outputs):
             i = next(k for k, o in enumerate(outputs) if not o.requires_grad)

@@ -123,7 +123,7 @@ class CheckpointFunctionBackward(Node):
         run_backward([root], [g], retain_graph=False, create_graph=as_tensors)
         STATE.grad_enabled = as_tensors  # run_backward restored the outer backward's mode
         results = []
-        for d, nxt in zip(detached, self.inputs):
+        for d, nxt in zip(detached, self.inputs, strict=True):
             if nxt is None or not isinstance(d, Tensor) or d._grad is None:
                 results.append(None)
             else:
@@ -182,7 +182,7 @@ class _Frame:
     def fill(self, node: Node) -> None:
         if self.filled:
             return
-        for a, version in zip(self.args, self.versions):
+        for a, version in zip(self.args, self.versions, strict=True):
             if isinstance(a, Tensor) and a._counter[0] != version:
                 # recomputing from a changed input would give different values: PyTorch
                 # saves the inputs and raises its usual version error
@@ -199,10 +199,10 @@ class _Frame:
             STATE.grad_enabled, STATE.inference, STATE.ckpt = prev
         if len(rec.nodes) != len(self.nodes) or any(
             ref() is not None and ref()._name != new._name
-            for ref, new in zip(self.nodes, rec.nodes)
+            for ref, new in zip(self.nodes, rec.nodes, strict=True)
         ):
             raise RuntimeError(MISMATCH_MESSAGE.format(len(self.nodes), len(rec.nodes)))
-        for ref, new in zip(self.nodes, rec.nodes):
+        for ref, new in zip(self.nodes, rec.nodes, strict=True):
             node = ref()
             if node is None:
                 continue
@@ -210,7 +210,10 @@ class _Frame:
             if node.freed:
                 continue
             node.operands = tuple(
-                [n if type(o) is tuple else o for o, n in zip(node.operands, new.operands)]
+                [
+                    n if type(o) is tuple else o
+                    for o, n in zip(node.operands, new.operands, strict=True)
+                ]
             )
             if node.out_saved is not None:
                 node.out_saved = new.out_saved

@@ -441,7 +441,7 @@ def _rebuild_tensor_v2(
     size, stride = tuple(int(v) for v in size), tuple(int(v) for v in stride)
     offset = int(storage_offset)
     # as_strided does not check bounds: a crafted file must not reach outside its storage
-    last = offset + sum((n - 1) * st for n, st in zip(size, stride) if n > 0)
+    last = offset + sum((n - 1) * st for n, st in zip(size, stride, strict=True) if n > 0)
     if (
         len(size) != len(stride)
         or offset < 0

@@ -192,7 +192,7 @@ def run_backward(
     deps, parents = _collect(roots, targets is not None)
     needed = _needed(targets, parents, accumulate) if targets is not None else None
     grads: dict = {}
-    for node, g in zip(roots, root_grads):
+    for node, g in zip(roots, root_grads, strict=True):
         grads[node] = _add(grads.get(node), g)
     captured: dict = {}
     ready = [n for n in dict.fromkeys(roots) if n not in deps]

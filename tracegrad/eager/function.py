@@ -440,7 +440,7 @@ class BackwardCFunction(FunctionCtx, Node):
             )
         results = [None] * len(self.inputs)
         edge = -1
-        for i, (r, is_tensor) in enumerate(zip(result, self._arg_is_tensor)):
+        for i, (r, is_tensor) in enumerate(zip(result, self._arg_is_tensor, strict=True)):
             if not is_tensor:
                 if r is not None:
                     raise RuntimeError(
@@ -765,7 +765,7 @@ def _guard_views(ctx, outputs: list, raw: list, metas: list, dirty) -> None:
     as it is, or a view made in forward) get a last view op that refuses to be replayed,
     so in-place changes cannot silently replace this call's backward (see _AsIsOutput)."""
     done = set()
-    for k, (o, r) in enumerate(zip(outputs, raw)):
+    for k, (o, r) in enumerate(zip(outputs, raw, strict=True)):
         if (
             not isinstance(o, Tensor)
             or not metas[k][2]

@@ -92,7 +92,7 @@ def _numerical(fn, args: list, checked: list[int], eps: float) -> list:
             flat[k] = orig - eps
             minus = _flat_values(fn(*args))
             flat[k] = orig
-            for r, (p, m) in enumerate(zip(plus, minus)):
+            for r, (p, m) in enumerate(zip(plus, minus, strict=True)):
                 jac[r][col][:, k] = (p - m) / (2 * eps)
     return jac
 
@@ -143,11 +143,11 @@ def gradcheck(
     numerical = _numerical(fn, args, checked, eps)
     analytical = _analytical(fn, args, checked)
     problems = []
-    for r, (num_row, ana_row) in enumerate(zip(numerical, analytical)):
-        for col, (n, a) in enumerate(zip(num_row, ana_row)):
+    for r, (num_row, ana_row) in enumerate(zip(numerical, analytical, strict=True)):
+        for col, (n, a) in enumerate(zip(num_row, ana_row, strict=True)):
             bad = np.abs(a - n) > atol + rtol * np.abs(n)
             bad |= np.isnan(a) != np.isnan(n)
-            for out_i, in_i in zip(*np.nonzero(bad)):
+            for out_i, in_i in zip(*np.nonzero(bad), strict=True):
                 problems.append(
                     (r, checked[col], int(out_i), int(in_i), a[out_i, in_i], n[out_i, in_i])
                 )

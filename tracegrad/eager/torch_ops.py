@@ -700,7 +700,7 @@ def movedim(input, source, destination):
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
         raise shape_error("movedim", "movedim: repeated dim in `source` or `destination`", input)
     rest = iter(d for d in range(nd) if d not in src)
-    where = dict(zip(dst, src))
+    where = dict(zip(dst, src, strict=True))
     axes = tuple(where[k] if k in where else next(rest) for k in range(nd))
     return apply_op(T.transpose, (input,), {"axes": axes}, name="PermuteBackward0")
 
@@ -745,7 +745,7 @@ def roll(input, shifts, dims=None):
             input,
         )
     out = input
-    for shift, dim in zip(shifts, dims):
+    for shift, dim in zip(shifts, dims, strict=True):
         out = _roll_dim(out, int(shift), _dim(dim, input._data.ndim, "roll"), "RollBackward0")
     return out
 
@@ -1080,7 +1080,7 @@ def repeat(input, *sizes):
         )
     lead = len(sizes) - len(shape)
     full = (1,) * lead + tuple(shape)
-    out_shape = tuple(n * r for n, r in zip(full, sizes))
+    out_shape = tuple(n * r for n, r in zip(full, sizes, strict=True))
     saved = {"repeats": tuple(sizes), "self_sym_sizes": tuple(shape)}
     if _ball(n == 1 for n in shape):  # a broadcast
         return _with_saved(
@@ -1686,7 +1686,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     if replacement:
         cdf = np.cumsum(rows / rows.sum(axis=1, keepdims=True), axis=1)
         u = rng.random((rows.shape[0], num_samples))
-        idx = np.stack([np.searchsorted(c, r, side="right") for c, r in zip(cdf, u)])
+        idx = np.stack([np.searchsorted(c, r, side="right") for c, r in zip(cdf, u, strict=True)])
         idx = np.minimum(idx, n - 1)
     else:
         keys = rows / rng.exponential(size=rows.shape)

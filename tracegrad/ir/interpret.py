@@ -37,7 +37,7 @@ def interpret(graph: Graph, *arrays: Any) -> tuple[np.ndarray, ...]:
             f"graph {graph.name} takes {len(graph.inputs)} inputs, got {len(arrays)}"
         )
     env: dict[int, np.ndarray] = {}
-    for node, value in zip(graph.inputs, arrays):
+    for node, value in zip(graph.inputs, arrays, strict=True):
         env[node.id] = _check_input(node, value)
     for node in graph.nodes:
         if node.id in env:

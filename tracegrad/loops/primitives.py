@@ -151,7 +151,7 @@ def _scan_rule(*operands, body, length, reverse, n_carry, n_xs, remat=False):
     avals = [as_aval(v) for v in operands]
     if len(avals) != len(body.inputs):
         raise ShapeError(f"scan: the body takes {len(body.inputs)} inputs, got {len(avals)}")
-    for k, (a, node) in enumerate(zip(avals, body.inputs)):
+    for k, (a, node) in enumerate(zip(avals, body.inputs, strict=True)):
         want = node.shape if not n_carry <= k < n_carry + n_xs else (length,) + node.shape
         if tuple(a.shape) != tuple(want) or np.dtype(a.dtype) != node.dtype:
             raise ShapeError(
@@ -173,7 +173,7 @@ def _scan_impl(*operands, body, length, reverse, n_carry, n_xs, remat=False):
         i = length - 1 - t if reverse else t
         outs = run(*carry, *[x[i] for x in xs], *consts)
         carry = list(outs[:n_carry])
-        for y, o in zip(ys, outs[n_carry:]):
+        for y, o in zip(ys, outs[n_carry:], strict=True):
             y[i] = o
     dtype, _ = packed_layout(_scan_avals(body, length, n_carry))
     return pack(carry + ys, dtype)
@@ -326,17 +326,17 @@ def _backward_body(
             bctx.new_input(body.inputs[k].aval, f"const{k}") for k in range(n_carry + n_xs, n_in)
         ]
         env = _replay_around(
-            body, carry_t + x_t + consts, {n.id: r for n, r in zip(saved, res)}, bctx
+            body, carry_t + x_t + consts, {n.id: r for n, r in zip(saved, res, strict=True)}, bctx
         )
         seeds: dict = {}
-        for k, ct in zip(float_out, ct_carry + ct_y):
+        for k, ct in zip(float_out, ct_carry + ct_y, strict=True):
             nid = body.outputs[k].id  # one node returned twice gets both cotangents
             seeds[nid] = ct if nid not in seeds else api.add(seeds[nid], ct)
-        grads = dict(zip(wrt, backward_pass(body, env, bctx, seeds, wrt)))
+        grads = dict(zip(wrt, backward_pass(body, env, bctx, seeds, wrt), strict=True))
         per_step = {t.node.id: ("carry", j) for j, t in enumerate(carry_t)}
         per_step.update({t.node.id: ("x", j) for j, t in enumerate(x_t)})
         kept, hoisted, d_nodes = [], [], []
-        for a, k in zip(acc, consts_float):
+        for a, k in zip(acc, consts_float, strict=True):
             plan = _hoistable(grads[k], per_step, max_stacked)
             if plan is None:
                 kept.append((a, k))
@@ -354,7 +354,7 @@ def _backward_body(
             )
         bctx.graph.outputs.extend(d_nodes)
     graph = bctx.graph
-    for a, k in zip(acc, consts_float):
+    for a, k in zip(acc, consts_float, strict=True):
         if all(k != kk for _, kk in kept):  # hoisted: no accumulator carry
             graph.inputs.remove(a.node)
             graph.nodes.remove(a.node)
@@ -400,7 +400,7 @@ def _replay_around(body: Graph, args: Sequence, known: dict, ctx) -> dict:
     from tracegrad.ops.core import REGISTRY
     from tracegrad.tracing import Tracer, node_source
 
-    env: dict = {n.id: a for n, a in zip(body.inputs, args)}
+    env: dict = {n.id: a for n, a in zip(body.inputs, args, strict=True)}
     env.update(known)
     for node in body.nodes:
         if node.id in env:
@@ -635,7 +635,7 @@ def pack_values(values: Sequence, avals: Sequence[Aval]):
 
     dtype, slots = packed_layout(avals)
     parts = []
-    for v, (_, size, _, _) in zip(values, slots):
+    for v, (_, size, _, _) in zip(values, slots, strict=True):
         if v is None:
             parts.append(np.zeros(size, dtype))
             continue
@@ -649,7 +649,8 @@ def pack_tangents(tangents: Sequence, avals: Sequence[Aval]):
     and the tangents of integer parts, are zero); None if every part's is."""
     dtype, _ = packed_layout(avals)
     tangents = [
-        t if _is_float(a.dtype) and _is_float(dtype) else None for t, a in zip(tangents, avals)
+        t if _is_float(a.dtype) and _is_float(dtype) else None
+        for t, a in zip(tangents, avals, strict=True)
     ]
     if all(t is None for t in tangents):
         return None
@@ -751,10 +752,10 @@ def _scan_jvp_joint(primals, tangents, *, body, length, reverse, n_carry, n_xs, 
     )
     parts = unpack(packed, _scan_avals(new_body, length, new_n_carry))
     out_avals = _scan_avals(body, length, n_carry)
-    t_carry = dict(zip(float_carry, parts[n_carry:new_n_carry]))
+    t_carry = dict(zip(float_carry, parts[n_carry:new_n_carry], strict=True))
     n_y = len(body.outputs) - n_carry
     float_y = [j for j in range(n_y) if _is_float(body.outputs[n_carry + j].dtype)]
-    t_y = dict(zip(float_y, parts[new_n_carry + n_y :]))
+    t_y = dict(zip(float_y, parts[new_n_carry + n_y :], strict=True))
     out = pack_values(parts[:n_carry] + parts[new_n_carry : new_n_carry + n_y], out_avals)
     return out, pack_tangents(
         [t_carry.get(k) for k in range(n_carry)] + [t_y.get(j) for j in range(n_y)], out_avals
@@ -966,7 +967,7 @@ def _while_jvp_joint(primals, tangents, *, cond, body, n_carry):
         n_carry=n_carry + len(tcarry),
     )
     parts = unpack(packed, [n.aval for n in new_body.outputs])
-    t_carry = dict(zip(float_carry, parts[n_carry:]))
+    t_carry = dict(zip(float_carry, parts[n_carry:], strict=True))
     avals = [n.aval for n in body.outputs]
     return (
         pack_values(parts[:n_carry], avals),
@@ -1080,7 +1081,9 @@ def _custom_jvp(primals, tangents, out, *, fun, fwd, bwd, n_out):
             primals, tangents, out, fun=fun, fwd=fwd, bwd=bwd, n_out=n_out
         )
     packed = call_p(
-        *primals, *[_zeros_if_none(t, p) for p, t in zip(primals, tangents)], graph=rule
+        *primals,
+        *[_zeros_if_none(t, p) for p, t in zip(primals, tangents, strict=True)],
+        graph=rule,
     )
     parts = unpack(packed, [n.aval for n in rule.outputs])
     return pack_tangents(parts[n_out:], [n.aval for n in fun.outputs])

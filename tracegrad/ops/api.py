@@ -565,24 +565,54 @@ def log_softmax(x: Array, axis: int = -1) -> Array:
 # --------------------------------------------------------------- linear algebra
 
 
-def matmul(x: Array, y: Array) -> Array:
+def matmul(
+    x: Array, y: Array, *, precision: Any = None, preferred_element_type: Any = None
+) -> Array:
     """Matrix product with NumPy's rules: 1-D operands are promoted, batch dims broadcast.
+
+    `precision` (JAX's) is accepted and ignored: products run in the operands' own
+    dtype, as JAX does on CPU. `preferred_element_type` computes in that dtype.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.matmul(np.eye(2), np.array([1.0, 2.0]))
     array([1., 2.])
+    >>> tg.matmul(np.eye(2), np.array([1, 2]), preferred_element_type=np.float32).dtype
+    dtype('float32')
     """
+    x, y = _dot_options("matmul", x, y, precision, preferred_element_type)
     return bind(T.matmul, x, y)
 
 
-def dot(x: Array, y: Array) -> Array:
+def _dot_options(name: str, x, y, precision, preferred_element_type) -> tuple:
+    """JAX's `precision` and `preferred_element_type` of the dot family: precision
+    is checked and ignored (CPU products run in the operands' dtype, as in JAX);
+    a preferred element type casts both operands to it."""
+    if precision is not None:
+        for p in precision if isinstance(precision, (tuple, list)) else (precision,):
+            label = getattr(p, "name", p)
+            if p is not None and str(label).lower() not in _PRECISIONS:
+                raise ValueError(
+                    f"{name}: precision must be None, one of {sorted(_PRECISIONS)}, a "
+                    f"jax.lax.Precision or a pair of them, got {precision!r}"
+                    + user_location_suffix()
+                )
+    if preferred_element_type is None:
+        return x, y
+    return astype(x, preferred_element_type), astype(y, preferred_element_type)
+
+
+_PRECISIONS = {"default", "high", "highest", "fastest", "bfloat16", "tensorfloat32", "float32"}
+
+
+def dot(x: Array, y: Array, *, precision: Any = None, preferred_element_type: Any = None) -> Array:
     """NumPy's dot: scalars, vectors, matrices, and N-d operands (tensordot over x's last
-    axis and y's second-to-last).
+    axis and y's second-to-last). `precision` and `preferred_element_type` as `matmul`.
 
     >>> import numpy as np, tracegrad as tg
-    >>> tg.dot(np.array([1.0, 2.0]), np.array([3.0, 4.0]))
+    >>> tg.dot(np.array([1.0, 2.0]), np.array([3.0, 4.0]), precision="highest")
     array(11.)
     """
+    x, y = _dot_options("dot", x, y, precision, preferred_element_type)
     if np.ndim(x) == 0 or np.ndim(y) == 0:
         return bind(T.mul, x, y)
     if np.ndim(y) <= 2:
@@ -1451,7 +1481,7 @@ def _split_points(n: int, indices_or_sections, equal: bool, name: str) -> list:
             builtins.min(builtins.max(a if a >= 0 else a + n, 0), n),
             builtins.min(builtins.max(b if b >= 0 else b + n, 0), n),
         )
-        for a, b in zip(edges[:-1], edges[1:])
+        for a, b in zip(edges[:-1], edges[1:], strict=True)
     ]
 
 
@@ -1560,8 +1590,11 @@ def tile(x: Array, reps) -> Array:
     shape = (1,) * (nd - np.ndim(x)) + _shape(x)
     reps = (1,) * (nd - len(reps)) + reps
     inter = tuple(v for d in shape for v in (1, d))
-    wide = tuple(v for r, d in zip(reps, shape) for v in (r, d))
-    return reshape(broadcast_to(reshape(x, inter), wide), tuple(r * d for r, d in zip(reps, shape)))
+    wide = tuple(v for r, d in zip(reps, shape, strict=True) for v in (r, d))
+    return reshape(
+        broadcast_to(reshape(x, inter), wide),
+        tuple(r * d for r, d in zip(reps, shape, strict=True)),
+    )
 
 
 def flip(x: Array, axis: int | Sequence[int] | None = None) -> Array:
@@ -1613,7 +1646,7 @@ def roll(x: Array, shift, axis: int | Sequence[int] | None = None) -> Array:
     shifts = (shift,) * len(axes) if np.ndim(shift) == 0 else tuple(shift)
     if len(shifts) != len(axes):
         raise ValueError("roll: shift and axis must have the same length" + user_location_suffix())
-    for s, a in zip(shifts, axes):
+    for s, a in zip(shifts, axes, strict=True):
         a = _norm_axis(a, np.ndim(x), "roll")
         n = _shape(x)[a]
         s = int(s) % n if n else 0
@@ -1653,7 +1686,7 @@ def moveaxis(x: Array, source, destination) -> Array:
     src = [_norm_axis(s, nd, "moveaxis") for s in np.atleast_1d(source).tolist()]
     dst = [_norm_axis(d, nd, "moveaxis") for d in np.atleast_1d(destination).tolist()]
     order = [n for n in range(nd) if n not in src]
-    for d, s in sorted(zip(dst, src)):
+    for d, s in sorted(zip(dst, src, strict=True)):
         order.insert(d, s)
     return transpose(x, tuple(order))
 
@@ -1802,17 +1835,20 @@ def _tensordot_axes(axes, nd_a: int, nd_b: int):
     )
 
 
-def tensordot(a: Array, b: Array, axes=2) -> Array:
+def tensordot(
+    a: Array, b: Array, axes=2, *, precision: Any = None, preferred_element_type: Any = None
+) -> Array:
     """Sum of products over the given axes (transposes, reshapes and one matmul).
+    `precision` and `preferred_element_type` as `matmul`.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.tensordot(np.ones((2, 3)), np.ones((3, 4)), axes=1).shape
     (2, 4)
     """
-    a, b = _wrap(a), _wrap(b)
+    a, b = _dot_options("tensordot", _wrap(a), _wrap(b), precision, preferred_element_type)
     sa, sb = _shape(a), _shape(b)
     axes_a, axes_b = _tensordot_axes(axes, len(sa), len(sb))
-    for i, j in zip(axes_a, axes_b):
+    for i, j in zip(axes_a, axes_b, strict=True):
         if sa[i] != sb[j]:
             raise ShapeError(
                 f"tensordot: shape mismatch for sum ({sa} axis {i} vs {sb} axis {j})"
@@ -1832,27 +1868,32 @@ def _permuted(x, order):
     return x if list(order) == list(range(len(order))) else transpose(x, tuple(order))
 
 
-def inner(a: Array, b: Array) -> Array:
-    """Sum of products over the last axes of a and b.
+def inner(
+    a: Array, b: Array, *, precision: Any = None, preferred_element_type: Any = None
+) -> Array:
+    """Sum of products over the last axes of a and b (`precision`, `preferred_element_type`
+    as `matmul`).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.inner(np.array([1.0, 2.0]), np.array([3.0, 4.0]))
     array(11.)
     """
-    a, b = _wrap(a), _wrap(b)
+    a, b = _dot_options("inner", _wrap(a), _wrap(b), precision, preferred_element_type)
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return multiply(a, b)
     return tensordot(a, b, axes=([-1], [-1]))
 
 
-def vdot(a: Array, b: Array) -> Array:
-    """Dot product of the flattened arrays.
+def vdot(a: Array, b: Array, *, precision: Any = None, preferred_element_type: Any = None) -> Array:
+    """Dot product of the flattened arrays (`precision`, `preferred_element_type` as
+    `matmul`).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.vdot(np.array([[1.0, 2.0]]), np.array([3.0, 4.0]))
     array(11.)
     """
-    return sum(multiply(ravel(_wrap(a)), ravel(_wrap(b))))
+    a, b = _dot_options("vdot", _wrap(a), _wrap(b), precision, preferred_element_type)
+    return sum(multiply(ravel(a), ravel(b)))
 
 
 def kron(a: Array, b: Array) -> Array:
@@ -1869,7 +1910,7 @@ def kron(a: Array, b: Array) -> Array:
     sb = (1,) * (nd - np.ndim(b)) + _shape(b)
     a2 = reshape(a, tuple(v for d in sa for v in (d, 1)))
     b2 = reshape(b, tuple(v for d in sb for v in (1, d)))
-    return reshape(multiply(a2, b2), tuple(x * y for x, y in zip(sa, sb)))
+    return reshape(multiply(a2, b2), tuple(x * y for x, y in zip(sa, sb, strict=True)))
 
 
 def cross(a: Array, b: Array, axis: int = -1) -> Array:
@@ -1916,12 +1957,12 @@ def _einsum_parse(subscripts: str, operands) -> tuple[list[str], str]:
             raise ValueError(f"einsum: invalid subscript {c!r}" + user_location_suffix())
     free = [c for c in _EINSUM_LETTERS if c not in used]
     n_ell = 0
-    for s, op in zip(inputs, operands):
+    for s, op in zip(inputs, operands, strict=True):
         if "..." in s:
             n_ell = builtins.max(n_ell, np.ndim(op) - (len(s) - 3))
     ell = "".join(free[:n_ell])
     expanded = []
-    for s, op in zip(inputs, operands):
+    for s, op in zip(inputs, operands, strict=True):
         if "..." in s:
             k = np.ndim(op) - (len(s) - 3)
             s = s.replace("...", ell[n_ell - k :] if k else "")
@@ -1969,8 +2010,8 @@ def _einsum_diagonals(x, s: str):
 
 def _einsum_sizes(operands, subs) -> dict:
     sizes: dict = {}
-    for x, s in zip(operands, subs):
-        for c, d in zip(s, _shape(x)):
+    for x, s in zip(operands, subs, strict=True):
+        for c, d in zip(s, _shape(x), strict=True):
             old = sizes.get(c, 1)
             if d != 1 and old != 1 and d != old:
                 raise ShapeError(
@@ -2032,12 +2073,15 @@ def einsum(subscripts: str, *operands, optimize: Any = False, **kwargs) -> Array
     if not isinstance(subscripts, str):  # einsum(op0, sublist0, op1, sublist1, ..., [out])
         subscripts, operands = _einsum_sublists((subscripts,) + operands)
     _no_dtype_out("einsum", kwargs.pop("dtype", None), kwargs.pop("out", None))
+    precision, preferred = kwargs.pop("precision", None), kwargs.pop("preferred_element_type", None)
     if kwargs:
         raise TypeError(f"einsum: unexpected keyword arguments {sorted(kwargs)}")
     operands = [_wrap(x) for x in operands]
+    if precision is not None or preferred is not None:  # JAX's, as matmul's
+        operands = [_dot_options("einsum", x, x, precision, preferred)[0] for x in operands]
     subs, out = _einsum_parse(subscripts, operands)
     xs = []
-    for x, s in zip(operands, subs):
+    for x, s in zip(operands, subs, strict=True):
         x, s = _einsum_diagonals(x, s)
         xs.append((x, s))
     sizes = _einsum_sizes([x for x, _ in xs], [s for _, s in xs])
@@ -3033,7 +3077,7 @@ def pad(
             + user_location_suffix()
         )
     if mode in ("edge", "wrap", "reflect", "symmetric"):
-        for axis, (d, (a, b)) in enumerate(zip(_shape(x), widths)):
+        for axis, (d, (a, b)) in enumerate(zip(_shape(x), widths, strict=True)):
             if a or b:
                 index = (slice(None),) * axis + (_pad_source_index(mode, d, int(a), int(b)),)
                 x = getitem(x, index)
@@ -3048,12 +3092,16 @@ def pad(
     if mode == "linear_ramp":
         ends = _per_axis_pairs(end_values, np.ndim(x), "end_values", np.float64)
         return _pad_linear_ramp(x, widths, ends)
-    shape = tuple(int(d + a + b) for d, (a, b) in zip(_shape(x), widths))
-    spec = tuple(("slice", int(a), int(a) + d, 1) for d, (a, _) in zip(_shape(x), widths))
+    shape = tuple(int(d + a + b) for d, (a, b) in zip(_shape(x), widths, strict=True))
+    spec = tuple(
+        ("slice", int(a), int(a) + d, 1) for d, (a, _) in zip(_shape(x), widths, strict=True)
+    )
     out = bind(T.index_add_zeros, x, spec=spec, shape=shape)
     if mode == "constant" and constant_values != 0:
         border = np.full(shape, float(constant_values))
-        border[tuple(slice(int(a), int(a) + d) for d, (a, _) in zip(_shape(x), widths))] = 0
+        border[
+            tuple(slice(int(a), int(a) + d) for d, (a, _) in zip(_shape(x), widths, strict=True))
+        ] = 0
         out = add(out, border.astype(_dtype(x)) if _dtype(x).kind == "f" else border)
     return out
 

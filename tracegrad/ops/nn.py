@@ -119,7 +119,7 @@ def _conv_padding(padding, kernel, dilation, stride, operands) -> tuple:
         if padding == "same":
             if stride != (1, 1):
                 raise op_error("conv2d", operands, "padding='same' needs stride 1, as in PyTorch")
-            total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+            total = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
             return tuple(v for t in total for v in (t // 2, t - t // 2))
         raise op_error(
             "conv2d",
@@ -205,7 +205,7 @@ def _pool_geometry(op: str, x, kernel_size, stride, padding, dilation, operands)
     stride = kernel if stride is None else _pair(stride, op, "stride", operands, 1)
     ph, pw = _pair(padding, op, "padding", operands, 0)
     dilation = _pair(dilation, op, "dilation", operands, 1)
-    for p, k, d in zip((ph, pw), kernel, dilation):
+    for p, k, d in zip((ph, pw), kernel, dilation, strict=True):
         if p > (d * (k - 1) + 1) // 2:  # PyTorch's rule: no window lies wholly in padding
             raise op_error(
                 op,

@@ -140,7 +140,7 @@ def select(condlist: Sequence, choicelist: Sequence, default: Any = 0):
     if len(condlist) != len(choicelist):
         raise ValueError("select: list of cases must be same length as list of conditions")
     out = default
-    for cond, choice in zip(reversed(list(condlist)), reversed(list(choicelist))):
+    for cond, choice in zip(reversed(list(condlist)), reversed(list(choicelist)), strict=True):
         out = api.where(cond, choice, out)
     return out
 

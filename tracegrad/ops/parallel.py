@@ -332,7 +332,7 @@ def _parallel_call(ufunc, args, plan, threads):
     futures = []
     failed = False
     try:
-        for (lo, hi), flag in zip(bounds[:-1], flags):
+        for (lo, hi), flag in zip(bounds[:-1], flags, strict=True):
             ops = [op[lo:hi] if type(op) is _ndarray and op.ndim == 1 else op for op in flat]
             futures.append(pool.submit(_run_chunk, ufunc, ops, flat_out[lo:hi], flag))
         lo, hi = bounds[-1]
@@ -396,7 +396,7 @@ def keep_freed_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # glibc, not musl
+        libc.gnu_get_libc_version  # noqa: B018 - raises AttributeError on musl (glibc only)
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False

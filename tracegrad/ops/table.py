@@ -109,7 +109,7 @@ def _mul_jvp(primals, tangents, out):
 
 
 def _div_jvp(primals, tangents, out):
-    (x, y), (tx, ty) = primals, tangents
+    (_, y), (tx, ty) = primals, tangents
     # d(x / y) = tx / y - ty * (x / y) / y
     return _minus(None if tx is None else div(tx, y), None if ty is None else div(mul(ty, out), y))
 
@@ -878,7 +878,7 @@ def _concatenate_rule(*xs, axis):
     ax = normalize_axes("concatenate", first, axis)[0]
     for x in xs[1:]:
         if x.ndim != first.ndim or any(
-            a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != ax
+            a != b for i, (a, b) in enumerate(zip(x.shape, first.shape, strict=True)) if i != ax
         ):
             raise op_error("concatenate", xs, f"shapes must match except along axis {axis}")
     shape = list(first.shape)
@@ -925,7 +925,7 @@ concatenate = primitive(
     kind="shape",
     vjps=PerOperand(_concatenate_vjp, batch=_concatenate_vjps),
     jvp=lambda primals, tangents, out, axis: concatenate(
-        *[_or_zeros(t, x) for x, t in zip(primals, tangents)], axis=axis
+        *[_or_zeros(t, x) for x, t in zip(primals, tangents, strict=True)], axis=axis
     ),
     torch_name="CatBackward0",
     saves=(),
@@ -1111,7 +1111,7 @@ def _getitem_torch_name(x, *arrays, spec):
         return "IndexBackward0"
     # PyTorch applies entries left to right and skips full slices; the last one names the node
     name = None
-    for e, n in zip(spec, _consumed_sizes(x, spec)):
+    for e, n in zip(spec, _consumed_sizes(x, spec), strict=True):
         if e is None:
             name = "UnsqueezeBackward0"
         elif isinstance(e, (int, np.integer)):
@@ -1610,7 +1610,7 @@ def _linrec_vjp_a(g, out, a, b, axis, reverse=False):
 
 def _linrec_jvp(primals, tangents, out, axis, reverse=False):
     # dh_t = a_t dh_{t-1} + (da_t h_{t-1} + db_t): the same recurrence, driven by the tangents
-    (a, b), (ta, tb) = primals, tangents
+    (a, _), (ta, tb) = primals, tangents
     drive = _plus(None if ta is None else mul(ta, _shift(out, axis, toward_end=not reverse)), tb)
     return linrec(a, drive, axis=axis, reverse=reverse)
 

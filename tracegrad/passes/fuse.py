@@ -190,7 +190,7 @@ def _tile_along(node: Node, shape: tuple) -> tuple[int, int, int] | None:
     if len(spec) != len(shape) or tuple(node.attrs.get("shape", ())) != shape:
         return None
     cut = None
-    for d, (e, n) in enumerate(zip(spec, shape)):
+    for d, (e, n) in enumerate(zip(spec, shape, strict=True)):
         if not (isinstance(e, tuple) and e[0] == "slice" and e[3] == 1 and e[2] is not None):
             return None
         start, stop = int(e[1]), min(int(e[2]), n)
@@ -262,7 +262,9 @@ def concat_tiled_scatters(graph: Graph) -> Graph:
         shape = tuple(node.shape)
         pieces = leaves(node)
         cuts = [_tile_along(p, shape) for p in pieces]
-        if len(pieces) < 2 or any(c is None or p.dtype != node.dtype for c, p in zip(cuts, pieces)):
+        if len(pieces) < 2 or any(
+            c is None or p.dtype != node.dtype for c, p in zip(cuts, pieces, strict=True)
+        ):
             return None
         axis = cuts[0][0]
         order = sorted(range(len(pieces)), key=lambda i: cuts[i][1])

@@ -196,7 +196,7 @@ def _rebuild_with_scan(
     carries = sorted(init)
     step0 = run[:p]
     externals: list[Node] = []
-    for (j, q), cls in sorted(classes.items(), key=lambda kv: kv[0]):
+    for _, cls in sorted(classes.items(), key=lambda kv: kv[0]):
         if cls[0] == "ext" and cls[1].op != "const" and all(e is not cls[1] for e in externals):
             externals.append(cls[1])
     # which step values are read after the chain (or returned)

@@ -226,7 +226,7 @@ def sink_broadcasts(node, b):  # op(broadcast_to(x), y) -> broadcast_to(op(x, y)
     broadcasting already gives the output shape). XLA's simplifier sinks
     broadcasts the same way."""
     operands = [o.inputs[0] if o.op == "broadcast_to" else o for o in node.inputs]
-    if all(o is i for o, i in zip(operands, node.inputs)):
+    if all(o is i for o, i in zip(operands, node.inputs, strict=True)):
         return None
     return same(node, b, b.emit(node.op, *operands, **node.attrs))
 

@@ -68,7 +68,7 @@ def source() -> str:
         + ", ".join(map(repr, sorted(mathlib.HELPER_FASTMATH)))
         + "}"
     ]
-    for name, src in zip(helpers, helper_src):
+    for _name, src in zip(helpers, helper_src, strict=True):
         parts.append(
             "@njit(fastmath=_HELPER_FASTMATH, error_model='numpy', inline='always', "
             f"cache=True, nogil=True)\n{src}"

@@ -273,7 +273,10 @@ def tg_cw2(typingctx, x, k, c1, c2):
     """(x - k*c1) - k*c2 in float64, in exactly this order (Cody-Waite)."""
 
     def codegen(context, builder, signature, args):
-        vals = [context.cast(builder, v, t, types.float64) for v, t in zip(args, signature.args)]
+        vals = [
+            context.cast(builder, v, t, types.float64)
+            for v, t in zip(args, signature.args, strict=True)
+        ]
         x_, k_, a, b = vals
         return builder.fsub(builder.fsub(x_, builder.fmul(k_, a)), builder.fmul(k_, b))
 
@@ -285,7 +288,10 @@ def tg_cw3(typingctx, x, k, c1, c2, c3):
     """((x - k*c1) - k*c2) - k*c3 in float64, in exactly this order."""
 
     def codegen(context, builder, signature, args):
-        vals = [context.cast(builder, v, t, types.float64) for v, t in zip(args, signature.args)]
+        vals = [
+            context.cast(builder, v, t, types.float64)
+            for v, t in zip(args, signature.args, strict=True)
+        ]
         x_, k_, a, b, c = vals
         r = builder.fsub(x_, builder.fmul(k_, a))
         r = builder.fsub(r, builder.fmul(k_, b))
@@ -303,7 +309,7 @@ def tg_scale2(typingctx, p, k1, k2):
         p_ = context.cast(builder, args[0], signature.args[0], types.float64)
         i64 = ir.IntType(64)
         out = p_
-        for v, t in zip(args[1:], signature.args[1:]):
+        for v, t in zip(args[1:], signature.args[1:], strict=True):
             k = context.cast(builder, v, t, types.int64)
             bits = builder.shl(builder.add(k, ir.Constant(i64, 1023)), ir.Constant(i64, 52))
             out = builder.fmul(out, builder.bitcast(bits, ir.DoubleType()))
@@ -352,7 +358,9 @@ def tg_view(typingctx, arr, offset, shape):
         off = context.cast(builder, args[1], signature.args[1], types.intp)
         dims = [
             context.cast(builder, v, t, types.intp)
-            for v, t in zip(cgutils.unpack_tuple(builder, args[2], ndim), signature.args[2])
+            for v, t in zip(
+                cgutils.unpack_tuple(builder, args[2], ndim), signature.args[2], strict=True
+            )
         ]
         itemsize = context.get_constant(
             types.intp, context.get_abi_sizeof(context.get_data_type(arr.dtype))
@@ -395,7 +403,10 @@ def tg_cw2_f32(typingctx, x, k, c1, c2):
     """(x - k*c1) - k*c2 in float32, in exactly this order (Cody-Waite)."""
 
     def codegen(context, builder, signature, args):
-        vals = [context.cast(builder, v, t, types.float32) for v, t in zip(args, signature.args)]
+        vals = [
+            context.cast(builder, v, t, types.float32)
+            for v, t in zip(args, signature.args, strict=True)
+        ]
         x_, k_, a, b = vals
         return builder.fsub(builder.fsub(x_, builder.fmul(k_, a)), builder.fmul(k_, b))
 
@@ -410,7 +421,7 @@ def tg_scale2_f32(typingctx, p, k1, k2):
     def codegen(context, builder, signature, args):
         out = context.cast(builder, args[0], signature.args[0], types.float32)
         i32 = ir.IntType(32)
-        for v, t in zip(args[1:], signature.args[1:]):
+        for v, t in zip(args[1:], signature.args[1:], strict=True):
             k = context.cast(builder, v, t, types.int32)
             bits = builder.shl(builder.add(k, ir.Constant(i32, 127)), ir.Constant(i32, 23))
             out = builder.fmul(out, builder.bitcast(bits, ir.FloatType()))

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -78,7 +78,7 @@ class _CallSite:
 
     def __init__(self, context, builder, params, signature, values):
         self.context, self.builder = context, builder
-        self.args = {p: (v, ty) for p, v, ty in zip(params, values, signature.args)}
+        self.args = {p: (v, ty) for p, v, ty in zip(params, values, signature.args, strict=True)}
         self.dtype = next(ty.dtype for ty in signature.args if _float_array(ty))
         self._built: dict = {}
 
@@ -238,7 +238,7 @@ def _external(symbol: str, params: str, args: tuple, *, returns_info: bool, doc:
     def typer(typingctx, *arg_types):
         if len(arg_types) != len(names):
             return None
-        bound = dict(zip(names, arg_types))
+        bound = dict(zip(names, arg_types, strict=True))
         if not all(p.accepts(bound[p.array]) for p in pointers):
             return None
         if len({bound[p.array].dtype for p in pointers if not p.pivots}) != 1:
@@ -485,8 +485,6 @@ AVAILABLE = _register()
 # ------------------------------------------------------------- shared loops
 # Compiled once (and cached on disk by Numba), called by every kernel: as loops
 # inlined in each kernel they cost ~0.2 s of Numba compile per cholesky node.
-
-from numba import njit
 
 
 @njit(cache=True, nogil=True)

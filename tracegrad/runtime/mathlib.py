@@ -553,7 +553,7 @@ class _Expander(ast.NodeTransformer):
                 for t in stmt.targets:
                     local.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
         rename = {v: f"{v}_m{uid}" for v in local}
-        for p, a in zip(params, args):
+        for p, a in zip(params, args, strict=True):
             self.before.append(
                 ast.Assign(targets=[ast.Name(rename[p], ast.Store())], value=a, lineno=0)
             )

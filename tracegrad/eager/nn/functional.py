@@ -547,8 +547,8 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
     if mode == "constant":
         if any(lo < 0 or hi < 0 for lo, hi in widths):
             raise NotImplementedError("pad: negative padding is not supported by tracegrad.eager")
-        out_shape = tuple(n + lo + hi for n, (lo, hi) in zip(shape, widths))
-        spec = tuple(("slice", lo, lo + n, 1) for n, (lo, _) in zip(shape, widths))
+        out_shape = tuple(n + lo + hi for n, (lo, hi) in zip(shape, widths, strict=True))
+        spec = tuple(("slice", lo, lo + n, 1) for n, (lo, _) in zip(shape, widths, strict=True))
         out = apply_op(
             T.index_add_zeros,
             (input,),
@@ -557,7 +557,7 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
         )
         if value:
             fill = np.full(out_shape, value, input._data.dtype)
-            fill[tuple(slice(lo, lo + n) for n, (lo, _) in zip(shape, widths))] = 0
+            fill[tuple(slice(lo, lo + n) for n, (lo, _) in zip(shape, widths, strict=True))] = 0
             out = apply_op(T.add, (out, fill), {}, name="ConstantPadNdBackward0")
         return out
     if mode not in ("reflect", "replicate", "circular"):
@@ -632,7 +632,7 @@ def _conv_padding(padding, n, kernel, dilation, stride):
             if any(s != 1 for s in stride):
                 raise ValueError("padding='same' is not supported for strided convolutions")
             out = []
-            for k, d in zip(kernel, dilation):
+            for k, d in zip(kernel, dilation, strict=True):
                 total = d * (k - 1)
                 out.append((total // 2, total - total // 2))
             return out
@@ -788,7 +788,7 @@ def max_pool2d(
     )
     padding = _tuple(padding, 2, "padding")
     dilation = _tuple(dilation, 2, "dilation")
-    for p, k, d in zip(padding, kernel, dilation):
+    for p, k, d in zip(padding, kernel, dilation, strict=True):
         if p > (d * (k - 1) + 1) // 2:
             raise RuntimeError(
                 f"pad should be at most half of effective kernel size, but got "
@@ -907,7 +907,7 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
     padding = _tuple(padding, n, "padding")
     output_padding = _tuple(output_padding, n, "output_padding")
     dilation = _tuple(dilation, n, "dilation")
-    for op, s, d in zip(output_padding, stride, dilation):
+    for op, s, d in zip(output_padding, stride, dilation, strict=True):
         if op >= s and op >= d:
             raise RuntimeError(
                 "output padding must be smaller than either stride or dilation, "
@@ -938,12 +938,13 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
         )
         x = apply_op(T.index_add_zeros, (x,), {"spec": spec, "shape": (nb, c_in) + spread})
     # 2. pad (or crop) each side; output_padding adds to the bottom/right
-    lo = [d * (k - 1) - p for d, k, p in zip(dilation, kernel, padding)]
-    hi = [lo_i + op for lo_i, op in zip(lo, output_padding)]
+    lo = [d * (k - 1) - p for d, k, p in zip(dilation, kernel, padding, strict=True)]
+    hi = [lo_i + op for lo_i, op in zip(lo, output_padding, strict=True)]
     crop = tuple(
-        slice(max(-a, 0), x.shape[2 + i] - max(-b, 0)) for i, (a, b) in enumerate(zip(lo, hi))
+        slice(max(-a, 0), x.shape[2 + i] - max(-b, 0))
+        for i, (a, b) in enumerate(zip(lo, hi, strict=True))
     )
-    if any(a < 0 or b < 0 for a, b in zip(lo, hi)):
+    if any(a < 0 or b < 0 for a, b in zip(lo, hi, strict=True)):
         x = x[:, :, crop[0], crop[1]]
     widths = (max(lo[1], 0), max(hi[1], 0), max(lo[0], 0), max(hi[0], 0))
     if any(widths):
@@ -1156,11 +1157,11 @@ def scaled_dot_product_attention(
     enable_gqa: bool = False,
 ) -> Tensor:
     """softmax(q k^T * scale + mask) v; a boolean attn_mask marks the allowed positions."""
-    l, s = query.shape[-2], key.shape[-2]
+    n_q, s = query.shape[-2], key.shape[-2]
     scale = 1.0 / _math.sqrt(query.shape[-1]) if scale is None else scale
     scores = _f.matmul(query, key.transpose(-2, -1)) * scale
     if is_causal:
-        scores = scores + np.where(np.tril(np.ones((l, s), bool)), 0.0, -np.inf).astype(
+        scores = scores + np.where(np.tril(np.ones((n_q, s), bool)), 0.0, -np.inf).astype(
             scores._data.dtype
         )
     if attn_mask is not None:

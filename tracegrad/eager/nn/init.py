@@ -151,7 +151,7 @@ def kaiming_uniform_(
     tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None
 ):
     if 0 in tensor._data.shape:
-        warnings.warn("Initializing zero-element tensors is a no-op")
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
     fan = _calculate_correct_fan(tensor, mode)
     gain = calculate_gain(nonlinearity, a)
@@ -164,7 +164,7 @@ def kaiming_normal_(
     tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None
 ):
     if 0 in tensor._data.shape:
-        warnings.warn("Initializing zero-element tensors is a no-op")
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
     fan = _calculate_correct_fan(tensor, mode)
     gain = calculate_gain(nonlinearity, a)

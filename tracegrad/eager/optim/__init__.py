@@ -114,13 +114,13 @@ class Optimizer:
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
         params = []
-        for mine, saved in zip(self.param_groups, groups):
+        for mine, saved in zip(self.param_groups, groups, strict=True):
             if len(mine["params"]) != len(saved["params"]):
                 raise ValueError(
                     "loaded state dict contains a parameter group that doesn't "
                     "match the size of optimizer's group"
                 )
-            params.extend(zip(saved["params"], mine["params"]))
+            params.extend(zip(saved["params"], mine["params"], strict=True))
             mine.update({k: v for k, v in saved.items() if k != "params"})
         saved_state = state_dict["state"]
         self.state = {}

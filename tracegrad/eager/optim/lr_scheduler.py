@@ -82,7 +82,7 @@ class LRScheduler:
                 if hasattr(self, "_get_closed_form_lr")
                 else self.get_lr()
             )
-        for group, lr in zip(self.optimizer.param_groups, values):
+        for group, lr in zip(self.optimizer.param_groups, values, strict=True):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
@@ -165,7 +165,7 @@ class CosineAnnealingLR(LRScheduler):
         if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
             return [
                 group["lr"] + (base_lr - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
-                for base_lr, group in zip(self.base_lrs, groups)
+                for base_lr, group in zip(self.base_lrs, groups, strict=True)
             ]
         return [
             (1 + math.cos(math.pi * self.last_epoch / self.T_max))
@@ -195,7 +195,8 @@ class LambdaLR(LRScheduler):
 
     def get_lr(self) -> list:
         return [
-            base_lr * fn(self.last_epoch) for fn, base_lr in zip(self.lr_lambdas, self.base_lrs)
+            base_lr * fn(self.last_epoch)
+            for fn, base_lr in zip(self.lr_lambdas, self.base_lrs, strict=True)
         ]
 
     def state_dict(self) -> dict:

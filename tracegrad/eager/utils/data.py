@@ -267,12 +267,12 @@ def default_collate(batch: list) -> Any:
     if isinstance(elem, dict):
         return {k: default_collate([d[k] for d in batch]) for k in elem}
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):
-        return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
+        return type(elem)(*(default_collate(list(s)) for s in zip(*batch, strict=True)))
     if isinstance(elem, (list, tuple)):
         size = len(elem)
         if any(len(e) != size for e in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        return [default_collate(list(s)) for s in zip(*batch)]
+        return [default_collate(list(s)) for s in zip(*batch, strict=True)]
     raise TypeError(
         "default_collate: batch must contain tensors, numpy arrays, numbers, dicts "
         f"or lists; found {type(elem)}"
