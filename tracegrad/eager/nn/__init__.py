@@ -79,3 +79,8 @@ from tracegrad.eager.nn.modules import (
     TransformerEncoderLayer,
     Unflatten,
 )
+from tracegrad.eager.nn.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+)
