@@ -366,11 +366,7 @@ STATS = {
 }
 
 
-STATS_XFAIL = {
-    "test_std": "std's gradient is nan where the spread is 0 (a scalar, an axis of "
-    "length 1), by design as in JAX; autograd's stat_check expects the "
-    "finite-difference 0 there"
-}
+STATS_XFAIL: dict[str, str] = {}  # (std over one value has gradient 0, as in autograd)
 
 
 @pytest.mark.parametrize(

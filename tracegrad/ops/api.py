@@ -1033,7 +1033,11 @@ def arctan2(y: Array, x: Array) -> Array:
 
 
 def hypot(x: Array, y: Array) -> Array:
-    """sqrt(x**2 + y**2) without overflow: max * sqrt(1 + (min / max)**2), as JAX.
+    """sqrt(x**2 + y**2) without overflow: s * sqrt((x/s)**2 + (y/s)**2), s a power of
+    two near max(|x|, |y|). s is built through floor, whose derivative is 0, so every
+    derivative is that of sqrt(x*x + y*y): d2/dx2 hypot(x, 2) at 0 is 1/2, as in
+    autograd and JAX (max * sqrt(1 + (min / max)**2) went through abs: it gave 0). At
+    (0, 0) the gradient is the zero subgradient.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.hypot(np.array([3e300]), np.array([4e300]))
@@ -1041,10 +1045,13 @@ def hypot(x: Array, y: Array) -> Array:
     """
     x, y = _weak_operands(x, y)
     ax, ay = abs(x), abs(y)
-    hi, lo = maximum(ax, ay), minimum(ax, ay)
-    safe_hi = where(equal(hi, 0), 1.0, hi)
-    ratio = divide(where(equal(hi, 0), 0.0, lo), safe_hi)
-    out = multiply(hi, sqrt(add(multiply(ratio, ratio), 1.0)))
+    hi = maximum(ax, ay)
+    finite = logical_and(greater(hi, 0), less(hi, np.inf))  # (false for nan)
+    scale = exp2(floor(log2(where(finite, hi, 1.0))))
+    sx, sy = divide(x, scale), divide(y, scale)
+    squares = add(multiply(sx, sx), multiply(sy, sy))
+    zero = equal(squares, 0)  # sqrt's derivative there is inf: run it on 1, masked
+    out = where(zero, 0.0, multiply(scale, sqrt(where(zero, 1.0, squares))))
     either_inf = logical_or(equal(ax, np.inf), equal(ay, np.inf))
     return where(either_inf, np.inf, out)
 
@@ -1209,14 +1216,22 @@ def std(
     ddof: int = 0,
     keepdims: bool = False,
 ) -> Array:
-    """Standard deviation, sqrt(var). Its gradient is nan where the spread is 0, as in JAX.
+    """Standard deviation, sqrt(var). Its gradient is nan where the spread of two or
+    more values is 0, as in JAX; over one value (ddof 0) it is 0, as in autograd.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.std(np.array([1.0, 3.0]))
     array(1.)
     """
     _no_dtype_out("std", dtype, out)
-    return sqrt(var(x, axis=axis, ddof=ddof, keepdims=keepdims))
+    x = _wrap(x)
+    axes = _axis(axis)
+    shape = _shape(x)
+    axes = range(len(shape)) if axes is None else (axes,) if isinstance(axes, int) else axes
+    spread = var(x, axis=axis, ddof=ddof, keepdims=keepdims)
+    if ddof == 0 and int(np.prod([shape[a] for a in axes], dtype=np.int64)) == 1:
+        return spread  # var of one value is 0 (or nan), its own sqrt, with derivative 0
+    return sqrt(spread)
 
 
 def _no_dtype_out(name, dtype=None, out=None):

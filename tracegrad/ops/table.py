@@ -200,7 +200,10 @@ def _pow_vjp_base(g, out, x, y):
     # every y == 0, which gives the same first derivative but drops d/dy of this one:
     # the Hessian's mixed term at y == 0 is 1/x, as the other order gives)
     zero_pow = logical_and(eq(y, 0), logical_or(eq(x, 0), ne(x, x)))
-    return where(zero_pow, 0, mul(g, mul(y, pow_(x, sub(y, 1)))))
+    # the masked branch runs on x = 1 there, so its own derivative is finite: 0 * x**-2
+    # gave nan in the second derivative (autograd's test_power_arg0 wants 0)
+    safe_x = where(zero_pow, 1.0, x)
+    return where(zero_pow, 0, mul(g, mul(y, pow_(safe_x, sub(y, 1)))))
 
 
 def _pow_vjp_exponent(g, out, x, y):
@@ -209,11 +212,16 @@ def _pow_vjp_exponent(g, out, x, y):
     if is_static_scalar(x):
         # log of a Python scalar stays a weak Python float (no float64 drift)
         log_x = math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)
-        grad = mul(g, mul(out, log_x))
-        return where(ge(y, 0), 0.0, grad) if x == 0 else grad
-    # PyTorch: where x == 0 and y >= 0 the gradient is 0, not nan
+        if x != 0:
+            return mul(g, mul(out, log_x))
+        # 0 ** y: 0 for y >= 0; the masked branch multiplies by 0, not by -inf, so the
+        # second derivative is 0 there, not nan (autograd's test_power_arg1_zero)
+        positive = ge(y, 0)
+        return where(positive, 0.0, mul(g, mul(out, where(positive, 0.0, log_x))))
+    # PyTorch: where x == 0 and y >= 0 the gradient is 0, not nan (log runs on 1 there,
+    # so the second derivative is finite too)
     at_zero = logical_and(eq(x, 0), ge(y, 0))
-    return mul(g, where(at_zero, 0.0, mul(out, log(x))))
+    return mul(g, where(at_zero, 0.0, mul(out, log(where(at_zero, 1.0, x)))))
 
 
 def _pow_torch_name(x, y):
