@@ -143,10 +143,15 @@ def main(argv: list[str] | None = None) -> None:
         layers, params = make_layers(depth, width)
         segments = max(1, round(math.sqrt(depth)))
         peak_plain, t_plain, faults_plain, g_plain = measure(
-            lambda h: run_plain(layers, h), params, x, repeats
+            lambda h, layers=layers: run_plain(layers, h), params, x, repeats
         )
         peak_ckpt, t_ckpt, faults_ckpt, g_ckpt = measure(
-            lambda h: run_checkpoint_sequential(layers, h, segments), params, x, repeats
+            lambda h, layers=layers, segments=segments: run_checkpoint_sequential(
+                layers, h, segments
+            ),
+            params,
+            x,
+            repeats,
         )
         diff = max(float(np.max(np.abs(a - b))) for a, b in zip(g_plain, g_ckpt, strict=True))
         results.append((depth, peak_plain, peak_ckpt, t_ckpt / t_plain, faults_plain, faults_ckpt))

@@ -124,8 +124,13 @@ def main() -> None:
     print(f"  drawings: {out_dir}/loops_unrolled_joint.dot, {out_dir}/loops_scan_joint.dot")
 
     heading("4. tg.cond: a data-dependent branch in a static graph")
-    f = lambda x: tg.cond(x > 0, tg.sqrt, lambda x: x * 0.0, x)
-    naive = lambda x: tg.where(x > 0, tg.sqrt(x), x * 0.0)
+
+    def f(x):
+        return tg.cond(x > 0, tg.sqrt, lambda x: x * 0.0, x)
+
+    def naive(x):
+        return tg.where(x > 0, tg.sqrt(x), x * 0.0)
+
     for x in (4.0, -4.0):
         print(
             f"  x = {x:5.1f}: cond gradient {float(tg.grad(f)(x)):.4f}, "

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import tracegrad as tg
-from perf.workloads import WORKLOAD_NAMES, make_workload
+import tracegrad as tg  # noqa: E402 - after the sys.path line that makes perf/ importable as a script
+from perf.workloads import WORKLOAD_NAMES, make_workload  # noqa: E402 - after the sys.path line that makes perf/ importable as a script
 
 
 def rows(name: str, dtype: str):

@@ -354,7 +354,7 @@ def main(argv=None) -> int:
     for r in result["rows"]:
 
         def ms(key):
-            return f"{r[key] * 1e3:.0f} ms" if r.get(key) is not None else "-"
+            return f"{r[key] * 1e3:.0f} ms" if r.get(key) is not None else "-"  # noqa: B023 - ms() runs in this iteration
 
         nb = r.get("numba_at_import")
         print(

@@ -195,9 +195,9 @@ def main() -> None:
         rows.append(
             (
                 fn,
-                best_ms(lambda: ufunc(x, out=out)),
-                best_ms(lambda: getattr(m, f"naive_{fn}")(x, out), number=5),
-                best_ms(lambda: getattr(m, f"fast_{fn}")(x, out)),
+                best_ms(lambda: ufunc(x, out=out)),  # noqa: B023 - best_ms runs it in this iteration
+                best_ms(lambda: getattr(m, f"naive_{fn}")(x, out), number=5),  # noqa: B023 - best_ms runs it in this iteration
+                best_ms(lambda: getattr(m, f"fast_{fn}")(x, out)),  # noqa: B023 - best_ms runs it in this iteration
             )
         )
         ref = ufunc(x.astype(np.float64)).astype(np.float32)

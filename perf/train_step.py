@@ -316,9 +316,9 @@ def _run_child(
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-        rc, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+        rc, _stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
-        rc, stdout, stderr = "timeout", exc.stdout or "", f"timed out after {args.timeout} s"
+        rc, _stdout, stderr = "timeout", exc.stdout or "", f"timed out after {args.timeout} s"
     wall = time.perf_counter() - t0
     try:
         result = json.loads(Path(out).read_text())

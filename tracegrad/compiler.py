@@ -56,6 +56,7 @@ from tracegrad import config
 from tracegrad.eager.capture_hooks import NeedsCapture
 from tracegrad.entries import ARRAYS, TRACED, TREE, EntryCache
 from tracegrad.implicit import StaleExternal, find_externals, read_all, swapped_in
+from tracegrad.devices import is_device_array
 from tracegrad.ir.graph import Graph
 from tracegrad.lowering import (  # noqa: F401  (Lowered and lower_graphs are public here too)
     _BUILD_LOCK,
@@ -600,6 +601,8 @@ class CompiledFunction:
             from tracegrad.capture import call_captured
 
             return call_captured(self, args, kwargs)
+        if any(is_device_array(v) for v in leaves):  # GPU arrays: the CUDA backend
+            return self._call_on_device(args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args)
         _check_leaves(self, args, leaves, arg_of_leaf)
         leaves = [_plain_leaf(v) for v in leaves]
         arrays = [_canonical_leaf(v) for v in leaves]
@@ -619,6 +622,35 @@ class CompiledFunction:
             return call_captured(self, args, kwargs)
         if not kwargs:
             self._remember_fast(args, wrt_args, entry, arrays, leaves)
+        return entry.call(arrays)
+
+    def _call_on_device(self, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
+        """A call with GPU arrays (tracegrad.devices): the same traced, differentiated and
+        optimized graph, lowered by the CUDA backend; host leaves are copied to the GPU,
+        as JAX does. Results are DeviceArrays."""
+        from tracegrad.devices import as_device_array, load_cuda
+
+        load_cuda()  # the clear error when numba.cuda or the GPU is missing
+        arrays = [as_device_array(v) for v in leaves]
+        avals = tuple(core.Aval(a.shape, a.dtype) for a in arrays)
+        wrt = _wrt_leaves(arg_of_leaf, wrt_args)
+        signature = _Signature(in_tree, avals, wrt, tuple(kwargs))
+        key = ("cuda", *signature.key())
+        entry = self.entries.get(key)
+        if entry is None:
+            with _BUILD_LOCK:
+                entry = self.entries.get(key)
+                if entry is None:
+                    # trace with host stand-ins of the same avals (never read)
+                    stand_ins = tree_unflatten(in_tree, [np.zeros(a.shape, a.dtype) for a in avals])
+                    host_args = tuple(stand_ins[: len(args)])
+                    host_kwargs = dict(zip(kwargs, stand_ins[len(args) :], strict=True))
+                    self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
+                    entry = self._build(signature, host_args, host_kwargs, "cuda", self.optimize)
+                    self.add_entry(key, entry)
+                    self.note_new_signature(signature, args)
+        else:
+            self.entries.hits += 1
         return entry.call(arrays)
 
     def _remember_fast(self, args, wrt_args, entry, arrays, leaves) -> None:

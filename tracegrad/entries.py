@@ -52,11 +52,11 @@ class EntryCache:
     )
 
     def __init__(self, max_entries: int):
-        self.by_signature: dict = {}
-        self.shortcuts: dict = {}  # the hot path holds this dict: never rebound
+        self.by_signature: dict[Hashable, Any] = {}
+        self.shortcuts: dict[Hashable, Any] = {}  # the hot path holds this dict: never rebound
         self.shortcut_kinds: set[str] = set()
         self.max_entries = max_entries
-        self.signatures: list = []  # in the order traced, for retrace reports
+        self.signatures: list[Any] = []  # in the order traced, for retrace reports
         self.traces = 0
         self.hits = 0
         self.warned = False

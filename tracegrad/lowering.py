@@ -166,6 +166,12 @@ def lower_graphs(
         if kernel is None:
             kernel = _specialized_kernel(graph, index_key, attempt)
         timings["codegen+numba"] = time.perf_counter() - t0
+    elif backend == "cuda":  # called with GPU arrays (tracegrad.devices)
+        from tracegrad.codegen.cuda import build_cuda_kernel
+
+        t0 = time.perf_counter()
+        kernel = build_cuda_kernel(graph)
+        timings["codegen+cuda"] = time.perf_counter() - t0
     else:
         kernel = _Interpreted(graph)
     return Lowered(traced, joint, graph, kernel, backend, timings, optimize=optimize)

@@ -38,7 +38,7 @@ def test_long_sin_chain_uses_outlined_helpers_and_stays_correct():
 def test_short_chains_still_expand_inline():
     # generation only (the interpreter backend lowers, `_generate` writes the source
     # build_kernel would compile): the decision to expand is made there
-    f = lambda x: tg.sum(tg.tanh(x) * tg.sin(x) + tg.exp(-(x**2)))  # noqa: E731
+    f = lambda x: tg.sum(tg.tanh(x) * tg.sin(x) + tg.exp(-(x**2)))
     graph = tg.value_and_grad(f, backend="interpret").lower(np.ones(5, np.float32)).optimized
     source = _generate(graph, f"kernel_{ir_hash(graph)}").source
     assert 0 < mathlib.expanded_sites(source) <= mathlib.EXPANSION_BUDGET

@@ -91,7 +91,7 @@ def test_seed_example_through_kernels():
 def test_non_contiguous_negative_stride_and_read_only_through_kernels():
     f = tg.value_and_grad(lambda x: tg.sum(tg.tanh(x) * x))
     base = np.linspace(-2, 2, 20).reshape(4, 5)
-    expected = lambda v: np.tanh(v) + v * (1 - np.tanh(v) ** 2)  # noqa: E731
+    expected = lambda v: np.tanh(v) + v * (1 - np.tanh(v) ** 2)
     ro = base.copy()
     ro.setflags(write=False)
     for view in (base, base[:, ::-1], base.T.copy().T, ro):
@@ -170,7 +170,7 @@ def test_numerics_at_large_magnitudes_through_kernels(scale):
 
 
 def test_grad_of_grad_through_kernels():
-    f = lambda x: tg.sum(tg.sin(x) * x**3)  # noqa: E731
+    f = lambda x: tg.sum(tg.sin(x) * x**3)
     d1 = tg.grad(f)
     d2 = tg.grad(lambda x: tg.sum(d1(x)))
     x = np.array([0.3, 1.2, -0.7])

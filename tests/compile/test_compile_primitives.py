@@ -93,7 +93,7 @@ def test_grad_of_grad_matches_differences_of_grad(case):
         return tg.sum(inner(x, *rest) * v)
 
     second = tg.grad(directional, argnums=0, backend="interpret")(x, *rest)
-    first = lambda x, *rest: float(np.sum(inner(x, *rest) * v))  # noqa: E731
+    first = lambda x, *rest: float(np.sum(inner(x, *rest) * v))
     assert_close(
         second,
         numeric_grad(first, [x, *rest], 0, eps=1e-5),
@@ -127,10 +127,10 @@ def test_interpreter_agrees_with_numpy_for_every_case():
             positions = [i for i, o in enumerate(operands) if isinstance(o, np.ndarray)]
 
             def fn(*xs):
-                ops = list(operands)
-                for i, x in zip(positions, xs, strict=True):
+                ops = list(operands)  # noqa: B023 - fn is traced in this iteration
+                for i, x in zip(positions, xs, strict=True):  # noqa: B023 - fn is traced in this iteration
                     ops[i] = x
-                return bind(case.prim, *ops, **case.attrs)
+                return bind(case.prim, *ops, **case.attrs)  # noqa: B023 - fn is traced in this iteration
 
             graph = verify(tg.trace(fn, *arrays))
             (out,) = interpret(graph, *arrays)

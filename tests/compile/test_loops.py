@@ -348,13 +348,13 @@ def _random_step(seed: int):
             a, b = vals[i % len(vals)], vals[j % len(vals)]
             vals.append(
                 {
-                    "add": lambda: a + b,
-                    "mul": lambda: a * b * 0.5,
-                    "sub": lambda: a - b,
-                    "tanh": lambda: tg.tanh(a),
-                    "sin": lambda: tg.sin(a),
-                    "exp_neg": lambda: tg.exp(-a * a),
-                }[op]()
+                    "add": lambda a, b: a + b,
+                    "mul": lambda a, b: a * b * 0.5,
+                    "sub": lambda a, b: a - b,
+                    "tanh": lambda a, b: tg.tanh(a),
+                    "sin": lambda a, b: tg.sin(a),
+                    "exp_neg": lambda a, b: tg.exp(-a * a),
+                }[op](a, b)
             )
         return tg.tanh(vals[-1]), 0.5 * c + 0.1 * vals[-2]
 

@@ -390,8 +390,15 @@ def test_a_fresh_process_runs_new_shapes_on_the_cached_generic_kernel(mlp, run_s
 
 
 @pytest.mark.slow
-def test_ahead_mode_serves_the_second_shape_with_the_generic_kernel(tmp_path):
-    out = run_shapes_child(tmp_path, "ahead", tmp_path / "cache")
+def test_ahead_mode_serves_the_second_shape_with_the_generic_kernel(tmp_path, run_script):
+    out = run_script(
+        SHAPES_CHILD,
+        "ahead",
+        os.path.dirname(__file__),
+        cache_dir=tmp_path / "cache",
+        unset=["TRACEGRAD_TIERED"],
+        TRACEGRAD_SHAPE_GENERIC="ahead",
+    )
     assert out.count("generic True") == 2, out
     assert "TierInfo(pending=0, interpreted_calls=0)" in out.splitlines()[-2], out
 
@@ -484,7 +491,7 @@ def test_tiering_switch(monkeypatch):
 
     config._warned.discard("TRACEGRAD_TIERED")
     with pytest.warns(RuntimeWarning, match="TRACEGRAD_TIERED='sometimes'"):
-        assert config.tiered_mode() == "shapes"
+        assert config.tiered_mode() == "first"
 
 
 CHILD = textwrap.dedent(r"""

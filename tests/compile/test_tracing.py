@@ -179,7 +179,7 @@ def test_tracing_error_is_a_tracegrad_error():
 
 
 def test_where_is_the_fix():
-    f = lambda x: tg.where(x > 0, x, 0.0)  # noqa: E731
+    f = lambda x: tg.where(x > 0, x, 0.0)
     (out,) = interpret(tg.trace(f, X), X)
     np.testing.assert_array_equal(out, np.maximum(X, 0))
 

@@ -67,7 +67,7 @@ def test_empty_shards_are_skipped_and_sum_reduction(client, data):
     one_row = tgd.value_and_grad(loss, client=client)(params, x[:1], y[:1])
     ref = tg.value_and_grad(loss)(params, x[:1], y[:1])
     assert float(one_row[0]) == pytest.approx(float(ref[0]), rel=1e-12)
-    sse = lambda p, x, y: tg.sum((tg.tanh(x @ p[0]) @ p[1] - y) ** 2)  # noqa: E731
+    sse = lambda p, x, y: tg.sum((tg.tanh(x @ p[0]) @ p[1] - y) ** 2)
     total = tgd.value_and_grad(sse, client=client, reduce="sum")(params, x, y)
     ref = tg.value_and_grad(sse)(params, x, y)
     assert float(total[0]) == pytest.approx(float(ref[0]), rel=1e-12)

@@ -39,7 +39,7 @@ def test_hessian_of_a_quadratic_form_is_the_symmetrized_matrix():
 
 def test_vjp_and_jvp_agree_with_the_jacobian():
     x = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
-    fn = lambda x: torch.tanh(x) * x.sum()  # noqa: E731
+    fn = lambda x: torch.tanh(x) * x.sum()
     j = jacobian(fn, x).numpy()
     v = torch.tensor([1.0, 2.0, -1.0], dtype=torch.float64)
     out, g = vjp(fn, x, v)

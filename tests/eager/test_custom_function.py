@@ -1727,9 +1727,9 @@ def case_test_hook_closure_cycle(M):
 
             def hook(*args):
                 grad_fn_b, obj  # noqa: B018 - the closure holds both
-                count[0] += 1
+                count[0] += 1  # noqa: B023 - scope() runs in this iteration
 
-            if use_tensor_hook:
+            if use_tensor_hook:  # noqa: B023 - scope() runs in this iteration
                 b.register_hook(hook)
             else:
                 b.grad_fn.register_hook(hook)

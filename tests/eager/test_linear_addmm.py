@@ -97,12 +97,12 @@ def test_saved_value_attributes_follow_pytorch_and_are_freed_after_backward():
     e = x.exp()
     np.testing.assert_array_equal(e.grad_fn._saved_result.detach().numpy(), e.detach().numpy())
     with pytest.raises(AttributeError, match="_saved_mat2"):
-        z.grad_fn._saved_mat2
+        z.grad_fn._saved_mat2  # noqa: B018 - reading the attribute is what raises
     z.sum().backward()
     with pytest.raises(
         RuntimeError, match="directly access saved tensors after they have already been freed"
     ):
-        z.grad_fn._saved_self
+        z.grad_fn._saved_self  # noqa: B018 - reading the attribute is what raises
 
 
 @pytest.mark.numba

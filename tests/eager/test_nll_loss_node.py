@@ -27,7 +27,7 @@ def test_nll_loss_gradcheck_and_hand_values(reduction):
     rng = np.random.default_rng(0)
     logp = torch.tensor(rng.standard_normal((5, 3)), requires_grad=True)
     target = torch.tensor([0, 2, 2, 1, 0])
-    f = lambda lp: torch.nn.functional.nll_loss(lp, target, reduction=reduction)  # noqa: E731
+    f = lambda lp: torch.nn.functional.nll_loss(lp, target, reduction=reduction)
     assert tg.gradcheck(f, (logp,))
     out = f(logp)
     out.backward(torch.ones_like(out))

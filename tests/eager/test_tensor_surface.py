@@ -34,7 +34,7 @@ def _torch():
     return pytest.importorskip("torch")
 
 
-I = lambda L, v: L.tensor(v)  # noqa: E731  (an index tensor of the library at hand)
+I = lambda L, v: L.tensor(v)  # an index tensor of the library at hand
 
 # (id, fn(L, *tensors), operand shapes): every op of the task, forward and backward.
 OP_CASES = [

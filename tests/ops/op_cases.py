@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from tracegrad.ops import linalg as L
+from tracegrad.ops import special as S
 from tracegrad.ops import table as T
 
 
@@ -74,6 +75,12 @@ def _draw(spec, rng, dtype):
         m = rng.standard_normal(shape)
         return (m @ np.swapaxes(m, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dtype)
     raise ValueError(spec)
+
+
+def _scipy_special(name):
+    import scipy.special
+
+    return getattr(scipy.special, name)
 
 
 def _sigmoid(x):
@@ -511,6 +518,24 @@ CASES = [
     ),
     # ---------------------------------------------- PyTorch's eager surface
     Case("erf", T.erf, [("n", (3, 4))], ref=lambda x: np.vectorize(__import__("math").erf)(x)),
+    # ------------------------------------- special functions (tracegrad/ops/special.py)
+    Case("erfinv", S.erfinv, [("u", (3, 4))], ref=lambda x: _scipy_special("erfinv")(x)),
+    Case("gammaln", S.gammaln, [("p", (3, 4))], ref=lambda x: _scipy_special("gammaln")(x)),
+    Case("digamma", S.digamma, [("p", (3, 4))], ref=lambda x: _scipy_special("psi")(x)),
+    Case(
+        "polygamma_2",
+        S.polygamma,
+        [("p", (3, 4))],
+        {"n": 2},
+        ref=lambda x, n: _scipy_special("polygamma")(n, x),
+    ),
+    Case("log_ndtr", S.log_ndtr, [("n", (3, 4))], ref=lambda x: _scipy_special("log_ndtr")(x)),
+    Case(
+        "ndtri",
+        S.ndtri,
+        [np.array([[0.1, 0.3, 0.5], [0.6, 0.8, 0.95]])],
+        ref=lambda x: _scipy_special("ndtri")(x),
+    ),
     Case(
         "clamp_tensor",
         T.clamp_tensor,

@@ -2,13 +2,12 @@
 
 import numpy as np
 import pytest
-
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # log(0), 0*inf are the point
-
 from opkit import grad, value
 
 import tracegrad as tg
 from tracegrad.ops import table as T
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # log(0), 0*inf are the point
 
 DTYPES = ["float32", "float64"]
 

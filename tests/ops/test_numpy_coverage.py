@@ -275,7 +275,7 @@ def test_values_and_gradients_both_spellings(name):
     argnums = tuple(range(len(args)))
     numeric = [numeric_grad(reference, args, k) for k in argnums]
     for m in (tg, np):
-        out = tg.compile(lambda *xs: fn(m, *xs), backend="interpret")(*args)
+        out = tg.compile(lambda *xs: fn(m, *xs), backend="interpret")(*args)  # noqa: B023 - compiled and run in this iteration
         np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
         assert np.asarray(out).dtype == expected.dtype
         value, grads = tg.value_and_grad(_loss(fn, m, w), argnums=argnums, backend="interpret")(
@@ -440,13 +440,13 @@ def test_prod_and_cumprod_gradients_at_zeros(jax_x64):
         w = np.linspace(1.0, 2.0, x.size).reshape(x.shape)
         for fn in (
             lambda m, v: m.prod(v, axis=0),
-            lambda m, v: m.cumprod(v, axis=0) * w,
+            lambda m, v: m.cumprod(v, axis=0) * w,  # noqa: B023 - a row of the loop's table; run in this iteration
             lambda m, v: m.prod(v),
         ):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                value, (g,) = _grad(lambda v: fn(np, v), x)
-                expected = jax_x64.jit(jax_x64.grad(lambda v: jnp.sum(fn(jnp, v))))(jnp.asarray(x))
+                value, (g,) = _grad(lambda v: fn(np, v), x)  # noqa: B023 - run in this iteration
+                expected = jax_x64.jit(jax_x64.grad(lambda v: jnp.sum(fn(jnp, v))))(jnp.asarray(x))  # noqa: B023 - run in this iteration
                 np.testing.assert_allclose(value, np.sum(fn(np, x)))
             np.testing.assert_allclose(g, np.asarray(expected), rtol=1e-12)
 

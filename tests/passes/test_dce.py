@@ -32,7 +32,7 @@ def test_dce_keeps_everything_that_is_live():
 
 def test_dce_on_a_deep_chain_does_not_recurse():
     gm = GraphMaker()
-    y = x = gm.input((1,))
+    y = gm.input((1,))
     for _ in range(5000):
         y = gm.op("neg", y)
     h = dce(gm.output(y))

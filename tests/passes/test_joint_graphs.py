@@ -30,7 +30,7 @@ def joint_of(fn, args, wrt):
 @pytest.fixture
 def mlp_args():
     rng = np.random.default_rng(0)
-    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)
     labels = np.eye(4, dtype=np.float32)[[0, 1, 2, 3, 0]]
     return [f32(8, 16), f32(16), f32(16, 4), f32(4), f32(5, 8), labels]
 

@@ -107,7 +107,7 @@ def test_optimize_silently_when_a_fixpoint_exists():
 
 def test_a_long_chain_collapses_in_few_rounds():
     gm = GraphMaker()
-    y = x = gm.input((3,))
+    y = gm.input((3,))
     for k in range(200):
         y = gm.op("neg", y) if k % 2 else gm.op("mul", y, gm.const(1.0))
     h, stats = optimize_with_stats(gm.output(y))

@@ -29,7 +29,7 @@ import tracegrad.eager as E
 from tracegrad.ops.core import ArgumentError, OutOfRangeError, TracegradError
 
 HERE = os.path.basename(__file__)
-I = dict(backend="interpret")  # noqa: E741
+I = dict(backend="interpret")
 x23, x34, x3, x4 = np.ones((2, 3)), np.ones((3, 4)), np.ones(3), np.ones(4)
 i3 = np.arange(3)
 

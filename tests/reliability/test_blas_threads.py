@@ -71,7 +71,7 @@ def test_kernels_limit_blas_for_the_call(monkeypatch):
     from tracegrad import codegen
 
     calls = []
-    entry = lambda *a: calls.append("kernel") or "k"  # noqa: E731
+    entry = lambda *a: calls.append("kernel") or "k"
     monkeypatch.setattr(blas_threads, "enter", lambda: calls.append("enter") or ["saved"])
     monkeypatch.setattr(blas_threads, "leave", lambda saved: calls.append(("leave", saved)))
     wrapped = codegen._load_aware(entry, calls_blas=True)

@@ -111,7 +111,7 @@ class CapturedEntry:
         for writer in self.clear_writers:
             writer.write(None, leaves)
         results = []
-        for kind, value in zip(self.out_kinds, outs, strict=True):
+        for kind, value in zip(self.out_kinds, outs[: self.n_fn_out], strict=True):
             results.append(Tensor._wrap(value) if kind == "tensor" else value)
         if self.aot is not None and self.aot.wrt:
             self._attach_backward(results, leaves, arrays, saved)

@@ -115,7 +115,7 @@ def subgraph(
 
 def _input_name(node: Node) -> str:
     if node.op == "input":
-        return node.attrs.get("name", f"v{node.id}")
+        return str(node.attrs.get("name", f"v{node.id}"))
     return f"saved{node.id}_{node.op}"
 
 

@@ -50,7 +50,7 @@ class Node:
     def type_str(self) -> str:
         return str(self.aval)
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[Any, ...]:
         """Structural identity, used by common-subexpression elimination."""
         return (
             self.op,
@@ -61,7 +61,7 @@ class Node:
         )
 
 
-def attrs_key(attrs: dict) -> tuple:
+def attrs_key(attrs: dict[str, Any]) -> tuple[Any, ...]:
     items = []
     for k in sorted(attrs):
         v = attrs[k]
@@ -87,7 +87,7 @@ class Graph:
         self,
         op: str,
         inputs: Iterable[Node],
-        attrs: dict,
+        attrs: dict[str, Any],
         aval: Aval,
         source: str | None = None,
         tag: str = "fwd",
@@ -111,7 +111,7 @@ class Graph:
         self.inputs.append(node)
         return node
 
-    def add_const(self, value, dtype=None, tag: str = "fwd") -> Node:
+    def add_const(self, value: Any, dtype: Any = None, tag: str = "fwd") -> Node:
         arr = np.asarray(value, dtype=dtype)
         return self.new_node("const", (), {"value": arr}, Aval(arr.shape, arr.dtype), tag=tag)
 

@@ -16,6 +16,7 @@ the backward half is marked `# bwd`; a node in a fusion group `# g2`; with
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +87,7 @@ def format_node(node: Node, show_source: bool = False) -> str:
     return text
 
 
-def format_attrs(attrs: dict) -> str:
+def format_attrs(attrs: dict[str, Any]) -> str:
     if not attrs:
         return ""
     parts = [f"{k}={_format_attr_value(attrs[k])}" for k in sorted(attrs)]
@@ -98,7 +99,7 @@ def _indent(text: str, prefix: str) -> str:
     return "\n".join([first] + [prefix + line for line in rest])
 
 
-def _format_attr_value(value) -> str:
+def _format_attr_value(value: Any) -> str:
     if isinstance(value, Graph):
         # the digest covers large consts, which the printed body abbreviates
         return f"{value.name}#{graph_digest(value)[:8]}"
@@ -124,7 +125,7 @@ def _format_slice(s: slice) -> str:
     return text
 
 
-def format_const(value) -> str:
+def format_const(value: Any) -> str:
     """Compact form of a constant: `2.0`, `[1.0, 2.0]`, or `[0.1, 0.2, ... 100 values]`."""
     arr = np.asarray(value)
     if arr.ndim == 0:
@@ -144,7 +145,7 @@ def _nested(arr: np.ndarray) -> str:
     return "[" + ", ".join(_nested(a) for a in arr) + "]"
 
 
-def _format_scalar(v) -> str:
+def _format_scalar(v: Any) -> str:
     # str() of a NumPy scalar is the shortest text that round-trips in its own dtype.
     return str(v) if isinstance(v, np.generic) else repr(v)
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -59,8 +60,8 @@ class OutOfRangeError(ShapeError, IndexError):
 class Aval(NamedTuple):
     """Abstract value: what the shape rule knows about an operand."""
 
-    shape: tuple
-    dtype: np.dtype
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
 
     @property
     def ndim(self) -> int:
@@ -84,7 +85,7 @@ _SHORT = {
 
 
 def dtype_short(dtype: Any) -> str:
-    name = np.dtype(dtype).name
+    name: str = np.dtype(dtype).name
     return _SHORT.get(name, name)
 
 
@@ -93,12 +94,12 @@ class Primitive:
     name: str
     impl: Callable[..., Any]
     shape_rule: Callable[..., Aval]
-    vjps: tuple = ()
+    vjps: tuple[Any, ...] = ()
     # forward mode: jvp(primals, tangents, out, **attrs) -> tangent of out, in tracegrad
     # ops; a None tangent is zero. None here: derived from `vjps` (tracegrad.forward.jvp_rule).
     jvp: Any = None
     torch_name: Any = None  # str, or callable(*args, **attrs) -> str
-    saves: tuple = ()  # input indices and/or "out"
+    saves: tuple[int | str, ...] = ()  # input indices and/or "out"
     # How the eager node mirrors PyTorch's own (saving policy and display, not derivatives):
     saves_by_call: Any = None  # args -> saves, where the call decides (PowBackward1/2)
     save_only_if_needed: Any = None  # {i: j}: operand i is kept only if operand j needs grad
@@ -111,24 +112,24 @@ class Primitive:
     # for `kind` in tracegrad.batching, else a per-node loop (tracegrad/batching.py)
     batch_rule: Any = None
 
-    def __call__(self, *args, **attrs):
+    def __call__(self, *args: Any, **attrs: Any) -> Any:
         return bind(self, *args, **attrs)
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
 
-    def node_name(self, *args, **attrs) -> str:
+    def node_name(self, *args: Any, **attrs: Any) -> str:
         """PyTorch's name for the eager backward node of this call."""
         tn = self.torch_name
         if callable(tn):
-            return tn(*args, **attrs)
-        return tn or (self.name.capitalize() + "Backward0")
+            return str(tn(*args, **attrs))
+        return str(tn) if tn else (self.name.capitalize() + "Backward0")
 
 
 REGISTRY: dict[str, Primitive] = {}
 
 
-def primitive(name: str, **fields) -> Primitive:
+def primitive(name: str, **fields: Any) -> Primitive:
     """Define and register a primitive. Each name is defined once."""
     if name in REGISTRY:
         raise ValueError(f"primitive {name!r} is defined twice")
@@ -140,14 +141,14 @@ def primitive(name: str, **fields) -> Primitive:
 # ---------------------------------------------------------------- value kinds
 # A value kind is a class plus a handler `handler(prim, args, attrs)`. The kind
 # with the highest priority among the arguments handles the call.
-_KINDS: dict[type, tuple[int, Callable]] = {}
+_KINDS: dict[type, tuple[int, Callable[..., Any]]] = {}
 
 
-def register_value_kind(cls: type, priority: int, handler: Callable) -> None:
+def register_value_kind(cls: type, priority: int, handler: Callable[..., Any]) -> None:
     _KINDS[cls] = (priority, handler)
 
 
-def _kind_of(value: Any):
+def _kind_of(value: Any) -> tuple[int, Callable[..., Any]] | None:
     entry = _KINDS.get(type(value))
     if entry is None and not isinstance(value, (np.ndarray, float, int, bool, np.generic)):
         for cls, e in _KINDS.items():
@@ -159,9 +160,9 @@ def _kind_of(value: Any):
 _PLAIN_TYPES = frozenset({np.ndarray, float, int, bool})
 
 
-def bind(prim: Primitive, *args, **attrs):
+def bind(prim: Primitive, *args: Any, **attrs: Any) -> Any:
     """Apply `prim` to `args`, dispatching on the kind of value."""
-    best = None
+    best: tuple[int, Callable[..., Any]] | None = None
     plain = True
     for a in args:
         if type(a) in _PLAIN_TYPES:  # fast path: arrays and Python scalars need no dispatch
@@ -185,7 +186,7 @@ def bind(prim: Primitive, *args, **attrs):
     return numpy_apply(prim, args, attrs)
 
 
-def unbox_object_array(value: Any):
+def unbox_object_array(value: Any) -> Any:
     """An object array holding values of a registered kind (np.array([x, 2 * x]) of
     tracers gives one: NumPy's array() cannot be overridden) as one value of that
     kind, built by tracegrad.array; None if `value` is not such an array."""
@@ -198,7 +199,7 @@ def unbox_object_array(value: Any):
     return api.array(value.tolist())
 
 
-def unbox_object_arrays(args: tuple):
+def unbox_object_arrays(args: tuple[Any, ...]) -> list[Any] | None:
     """`args` with object arrays of tracers (or tensors) unboxed; None if there were none."""
     out, changed = list(args), False
     for i, a in enumerate(args):
@@ -219,10 +220,10 @@ def unbox_object_arrays(args: tuple):
 # types np.max by identity: replacing it broke every njit function using it).
 _REDUCTIONS = frozenset({"max", "min", "any", "all"})  # by _wrapreduction's `method`
 _WRAPPED_METHODS = frozenset({"argmax", "argmin", "argsort"})  # by _wrapfunc's
-_ROUTED: dict[tuple, Callable] = {}  # (module, name) -> NumPy's original
+_ROUTED: dict[tuple[Any, str], Callable[..., Any]] = {}  # (module, name) -> NumPy's original
 
 
-def _traced_unboxed(a: Any):
+def _traced_unboxed(a: Any) -> Any:
     """The traced value an object array (or a list/tuple) of tracers stands for; None
     otherwise, cheaply for plain arrays (eager tensors keep NumPy's element-wise
     path, which their bool() supports)."""
@@ -250,14 +251,16 @@ def _is_traced(value: Any) -> bool:
 _LIST_LIMIT = 1024  # longer lists are not scanned for traced values
 
 
-def _route(module, name: str, make: Callable) -> None:
+def _route(module: Any, name: str, make: Callable[..., Any]) -> None:
     original = getattr(module, name, None)
     if original is not None and (module, name) not in _ROUTED:
         _ROUTED[(module, name)] = original
         setattr(module, name, make(original))
 
 
-def _traced_reduction(obj, method: str, axis, out, kwargs: dict):
+def _traced_reduction(
+    obj: Any, method: str, axis: Any, out: Any, kwargs: dict[str, Any]
+) -> tuple[Any] | None:
     """np.<method> of the traced value `obj` stands for, or None (NumPy's path)."""
     unboxed = _traced_unboxed(obj) if method in _REDUCTIONS else None
     if unboxed is None:
@@ -268,8 +271,10 @@ def _traced_reduction(obj, method: str, axis, out, kwargs: dict):
     return (getattr(np, method)(unboxed, axis=axis, **passed),)
 
 
-def _routed_reduction(original: Callable) -> Callable:
-    def _wrapreduction(obj, ufunc, method, axis, dtype, out, **kwargs):
+def _routed_reduction(original: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrapreduction(
+        obj: Any, ufunc: Any, method: str, axis: Any, dtype: Any, out: Any, **kwargs: Any
+    ) -> Any:
         if type(obj) is not np.ndarray or obj.dtype.kind == "O":  # (the hot path skips)
             traced = _traced_reduction(obj, method, axis, out, kwargs)
             if traced is not None:
@@ -279,8 +284,10 @@ def _routed_reduction(original: Callable) -> Callable:
     return _wrapreduction
 
 
-def _routed_any_all(original: Callable) -> Callable:
-    def _wrapreduction_any_all(obj, ufunc, method, axis, out, **kwargs):
+def _routed_any_all(original: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrapreduction_any_all(
+        obj: Any, ufunc: Any, method: str, axis: Any, out: Any, **kwargs: Any
+    ) -> Any:
         if type(obj) is not np.ndarray or obj.dtype.kind == "O":
             traced = _traced_reduction(obj, method, axis, out, kwargs)
             if traced is not None:
@@ -290,8 +297,8 @@ def _routed_any_all(original: Callable) -> Callable:
     return _wrapreduction_any_all
 
 
-def _routed_method(original: Callable) -> Callable:
-    def _wrapfunc(obj, method, *args, **kwds):
+def _routed_method(original: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrapfunc(obj: Any, method: str, *args: Any, **kwds: Any) -> Any:
         if type(obj) is np.ndarray and obj.dtype.kind != "O":  # the hot path
             return original(obj, method, *args, **kwds)
         unboxed = _traced_unboxed(obj) if method in _WRAPPED_METHODS else None
@@ -305,9 +312,9 @@ def _routed_method(original: Callable) -> Callable:
     return _wrapfunc
 
 
-def _routed_statistic(name: str) -> Callable:
-    def make(original: Callable) -> Callable:
-        def statistic(a, *args, **kwargs):
+def _routed_statistic(name: str) -> Callable[..., Any]:
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def statistic(a: Any, *args: Any, **kwargs: Any) -> Any:
             if type(a) is np.ndarray and a.dtype.kind != "O":  # the hot path
                 return original(a, *args, **kwargs)
             unboxed = _traced_unboxed(a)
@@ -339,7 +346,7 @@ def route_object_array_reductions() -> None:
         from numpy._core import _methods, fromnumeric
     except ImportError:  # NumPy 1.x
         try:
-            from numpy.core import _methods, fromnumeric
+            from numpy.core import _methods, fromnumeric  # type: ignore[attr-defined,no-redef]
         except ImportError:
             return
     _route(fromnumeric, "_wrapreduction", _routed_reduction)
@@ -350,10 +357,10 @@ def route_object_array_reductions() -> None:
 
 
 # Calling a primitive IS bind (no extra frame on this hot path).
-Primitive.__call__ = bind
+Primitive.__call__ = bind  # type: ignore[method-assign,assignment]
 
 
-def numpy_apply(prim: Primitive, args: tuple, attrs: dict):
+def numpy_apply(prim: Primitive, args: tuple[Any, ...], attrs: dict[str, Any]) -> Any:
     arrays = [as_operand(a, prim) for a in args]
     try:
         return prim.impl(*arrays, **attrs)
@@ -364,7 +371,7 @@ def numpy_apply(prim: Primitive, args: tuple, attrs: dict):
         raise op_error(prim, [aval_of(a) for a in arrays], str(exc)) from exc
 
 
-def as_operand(value: Any, prim: Primitive | None = None):
+def as_operand(value: Any, prim: Primitive | None = None) -> Any:
     """Arrays stay arrays, Python scalars stay weakly typed scalars."""
     if isinstance(value, (np.ndarray, float, int, bool, np.generic)):
         return value
@@ -422,13 +429,13 @@ def _absolute_inside_package(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_PACKAGE_DIR)
 
 
-def user_frame():
+def user_frame() -> types.FrameType | None:
     """The innermost stack frame outside the tracegrad package (the user's line).
 
     Generated kernel modules (named tg_<hash>, living in the cache directory)
     count as tracegrad's own code too, and so do NumPy's Python wrappers (np.max of
     a traced object array reaches tracegrad through them)."""
-    f = sys._getframe(1)
+    f: types.FrameType | None = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
         module = f.f_globals.get("__name__", "")
@@ -460,18 +467,23 @@ def user_location_suffix() -> str:
     return f"\n  (at {loc})" if loc else ""
 
 
-def op_error(prim: Primitive | str, avals, reason: str, cls=ShapeError) -> TracegradError:
+def op_error(
+    prim: Primitive | str,
+    avals: Iterable[Any],
+    reason: str,
+    cls: type[TracegradError] = ShapeError,
+) -> TracegradError:
     name = prim if isinstance(prim, str) else prim.name
     operands = ", ".join(str(aval_of(a)) for a in avals)
     return cls(f"{name}: {reason} (operands: {operands}){user_location_suffix()}")
 
 
-def promote(*operands) -> np.dtype:
+def promote(*operands: Any) -> np.dtype[Any]:
     """Result dtype of an elementwise op. Python scalars are weak, as in NumPy 2:
     f32 array * 2.0 stays f32."""
     parts = [o.dtype if isinstance(o, Aval) else o for o in operands]
     return np.result_type(*parts)
 
 
-def is_float(dtype) -> bool:
+def is_float(dtype: Any) -> bool:
     return np.issubdtype(np.dtype(dtype), np.floating)
