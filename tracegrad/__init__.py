@@ -35,6 +35,11 @@ starts fast. Environment variables: `tracegrad.config`.
 
 from __future__ import annotations
 
+# First, before anything imports NumPy: its OpenBLAS's wait policy (runtime/threads.py).
+from tracegrad.runtime.threads import import_numpy as _import_numpy
+
+_import_numpy()
+
 import tracegrad.loops
 from tracegrad.config import VERSION as __version__
 from tracegrad.ops.api import *  # noqa: F403  (the NumPy-named ops)

@@ -66,6 +66,12 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "(libgomp's own: 300000); `default` leaves libgomp's "
         "policy alone",
     ),
+    "TRACEGRAD_OPENBLAS_TIMEOUT": (
+        "17",
+        "log2 of the CPU cycles NumPy's OpenBLAS threads spin after a BLAS call "
+        "before they sleep, where tracegrad imports NumPy first (OpenBLAS's own: "
+        "28, about 0.1 s); `default` leaves OpenBLAS's policy alone",
+    ),
     "TRACEGRAD_MALLOC_TUNING": ("1", "let glibc keep freed blocks of up to 32 MB for reuse"),
     "TRACEGRAD_BLAS_FOLLOW_LOAD": (
         "1",
@@ -194,6 +200,21 @@ def eager_threads() -> int | None:
 def num_threads() -> int | None:
     """TRACEGRAD_NUM_THREADS as a positive int (None: unset); see runtime/threads.py."""
     return _positive_int("TRACEGRAD_NUM_THREADS")
+
+
+def openblas_timeout() -> int | None:
+    """TRACEGRAD_OPENBLAS_TIMEOUT: OpenBLAS's OPENBLAS_THREAD_TIMEOUT (log2 cycles,
+    4..30; default 17), None for `default`."""
+    value = os.environ.get("TRACEGRAD_OPENBLAS_TIMEOUT", "").strip().lower()
+    if not value:
+        return 17
+    if value == "default":
+        return None
+    try:
+        return min(30, max(4, int(value)))
+    except ValueError:
+        _warn("TRACEGRAD_OPENBLAS_TIMEOUT", value, "an integer from 4 to 30 or `default`")
+        return 17
 
 
 def omp_spincount() -> int | None:

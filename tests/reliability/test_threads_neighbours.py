@@ -53,6 +53,8 @@ UNSET = (
     "NUMBA_NUM_THREADS",
     "OMP_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
+    "OPENBLAS_THREAD_TIMEOUT",
+    "TRACEGRAD_OPENBLAS_TIMEOUT",
 )
 
 
@@ -113,6 +115,86 @@ print("OK", burnt)
         **ENV,
     )
     assert float(out.split()[-1]) < 3.0
+
+
+# tracegrad imported before NumPy: OpenBLAS loads with tracegrad's wait policy
+BLAS_PRELUDE = r"""
+import os, sys, time
+ENV_BEFORE = dict(os.environ)
+import tracegrad as tg
+import numpy as np
+from tracegrad.ops import parallel
+from tracegrad.runtime import threads
+
+def burnt_after(fn, idle=0.03, reps=7):
+    out = []
+    for _ in range(reps):
+        fn()
+        c0 = time.process_time()
+        time.sleep(idle)
+        out.append(time.process_time() - c0)
+    return sorted(out)[len(out) // 2] * 1e3
+
+parallel.threads_now = threads.get_num_threads  # BLAS on every thread whatever the load
+a = np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32)
+matmul = tg.compile(lambda a, b: tg.tanh(a @ b))
+np.testing.assert_allclose(matmul(a, a), np.tanh(a.astype(float) @ a), rtol=1e-4, atol=5e-4)
+assert dict(os.environ) == ENV_BEFORE, set(os.environ.items()) ^ set(ENV_BEFORE.items())
+"""
+
+
+@multi_core
+def test_openblas_threads_sleep_once_a_gemm_kernel_returns(run_script, cache):
+    """OpenBLAS's own timeout (2**28 cycles) burnt 12-30 ms of CPU in the 30 ms after
+    one 512x512 GEMM here (perf/threads.md); imported by tracegrad it is 2**17."""
+    out = run_script(
+        BLAS_PRELUDE
+        + r"""
+assert threads.blas_report()["timeout"] == 17, threads.blas_report()
+burnt = max(burnt_after(lambda: matmul(a, a)), burnt_after(lambda: a @ a))
+assert burnt < 3.0, f"{burnt:.2f} ms of CPU in the 30 ms after a GEMM returned"
+print("OK", burnt)
+""",
+        unset=UNSET,
+        cache_dir=cache,
+        **ENV,
+    )
+    assert float(out.split()[-1]) < 3.0
+
+
+@pytest.mark.parametrize(
+    "setting, why",
+    [
+        ({"OPENBLAS_THREAD_TIMEOUT": "28"}, "the user set OPENBLAS_THREAD_TIMEOUT"),
+        ({"TRACEGRAD_OPENBLAS_TIMEOUT": "default"}, "TRACEGRAD_OPENBLAS_TIMEOUT=default"),
+    ],
+)
+def test_openblas_wait_policy_left_alone_when_asked(run_script, cache, setting, why):
+    run_script(
+        BLAS_PRELUDE
+        + f"""
+assert threads.blas_report() == {{"timeout": None, "why": {why!r}}}, threads.blas_report()
+print("OK")
+""",
+        unset=tuple(v for v in UNSET if v not in setting),
+        cache_dir=cache,
+        **setting,
+        **ENV,
+    )
+
+
+def test_openblas_wait_policy_stays_when_numpy_came_first(run_script, cache):
+    run_script(
+        PRELUDE
+        + r"""
+assert threads.blas_report()["timeout"] is None, threads.blas_report()
+assert "NumPy was imported before tracegrad" in threads.blas_report()["why"]
+print("OK")
+""",
+        unset=UNSET,
+        cache_dir=cache,
+        **ENV,
+    )
 
 
 def test_the_users_openmp_wait_policy_is_left_alone(run_script, cache):

@@ -42,8 +42,13 @@ only when:
   leaves alone; `omp_report()` says which case a process is in.
 A library that loads libgomp after tracegrad did (PyTorch imported later) shares
 that runtime, its thread pool and this wait policy: one pool instead of two that
-fight. This is the one process-wide setting tracegrad makes; TRACEGRAD_OMP_SPINCOUNT=
-default turns it off.
+fight. TRACEGRAD_OMP_SPINCOUNT=default turns it off.
+
+NumPy's OpenBLAS. Its threads spin about 0.1 s after each threaded BLAS call,
+tracegrad's kernels' GEMMs included; `import_numpy()` (the first thing `import
+tracegrad` does) cuts that the same way, where tracegrad imports NumPy first, and
+TRACEGRAD_OPENBLAS_TIMEOUT=default turns it off. These two wait policies are the
+only process-wide settings tracegrad makes.
 
     >>> from tracegrad.runtime import threads
     >>> threads.get_num_threads() >= 1
@@ -298,6 +303,51 @@ def launch_numba() -> None:
             libgomp_before=before,
             libgomp_after=_loaded_libgomp(),
         )
+
+
+_blas: dict = {}  # what import_numpy did: blas_report()
+
+
+def import_numpy() -> None:
+    """Import NumPy, with its OpenBLAS's busy-wait after a BLAS call cut to
+    2**TRACEGRAD_OPENBLAS_TIMEOUT cycles where tracegrad is the first to import it.
+
+    OpenBLAS's threads spin for 2**28 cycles (about 0.1 s) after every threaded call
+    before they sleep: 12-30 ms of CPU in the 30 ms after one 512x512 GEMM on 2 cores
+    (perf/threads.py, "spin"), and after each compiled kernel that calls GEMM, since
+    kernels call NumPy's OpenBLAS. OpenBLAS reads OPENBLAS_THREAD_TIMEOUT once, when
+    it loads with NumPy, and offers no call to change it later; so the variable is set
+    for the duration of NumPy's import and removed right after. It applies only when
+    TRACEGRAD_OPENBLAS_TIMEOUT is not `default`, the user did not set
+    OPENBLAS_THREAD_TIMEOUT, and NumPy is not imported yet. Idempotent."""
+    import sys
+
+    if _blas:
+        return
+    timeout = config.openblas_timeout()
+    if "numpy" in sys.modules:
+        why, timeout = "NumPy was imported before tracegrad: OpenBLAS's policy stays", None
+    elif os.environ.get("OPENBLAS_THREAD_TIMEOUT"):
+        why, timeout = "the user set OPENBLAS_THREAD_TIMEOUT", None
+    elif timeout is None:
+        why = "TRACEGRAD_OPENBLAS_TIMEOUT=default"
+    else:
+        why = f"OPENBLAS_THREAD_TIMEOUT={timeout} while NumPy loaded OpenBLAS"
+    if timeout is None:
+        import numpy
+    else:
+        os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(timeout)
+        try:
+            import numpy  # noqa: F401
+        finally:
+            os.environ.pop("OPENBLAS_THREAD_TIMEOUT", None)
+    _blas.update(timeout=timeout, why=why)
+
+
+def blas_report() -> dict:
+    """What import_numpy did: `timeout` (the log2 cycles set, None where OpenBLAS's
+    own policy applies) and `why`."""
+    return dict(_blas)
 
 
 def omp_report() -> dict:
