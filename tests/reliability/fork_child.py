@@ -2,7 +2,7 @@
 (start method argv[1]) in the middle of some tracegrad work (argv[2]), and
 report whether the child finished with correct results.
 
-    python fork_child.py fork|spawn|forkserver parallel_build|eager_pool|parallel_kernel
+    python fork_child.py fork|spawn|forkserver parallel_build|eager_pool|parallel_kernel|captured_step
 
 Prints "OK ..." and exits 0, or prints "HANG"/"FAIL ..." and exits 1. The
 parent waits for the child at most CHILD_TIMEOUT seconds.
@@ -51,6 +51,50 @@ def child_work(queue):
         queue.put(f"{type(exc).__name__}: {exc}")
 
 
+_CAPTURED: dict = {}  # the parent's captured training step, inherited by a forked child
+
+
+def captured_step():
+    """A PyTorch-style training step and its tracegrad.compile capture."""
+    import tracegrad as tg
+    import tracegrad.eager as torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    x = torch.tensor(np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(3, 4))
+    return model, opt, step, tg.compile(step), x, torch.ones(3, 1)
+
+
+def child_captured(queue):
+    """In the child: the inherited captured step, from the inherited weights and
+    momentum, against the eager step from the same state."""
+    try:
+        import copy
+
+        model, opt, step, compiled, x, y = _CAPTURED["step"]
+        model_state, opt_state = copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict())
+        got = [compiled(x, y).item() for _ in range(3)]
+        got_w = [p.detach().numpy().copy() for p in model.parameters()]
+        model.load_state_dict(model_state)
+        opt.load_state_dict(opt_state)
+        want = [step(x, y).item() for _ in range(3)]
+        assert np.allclose(got, want, rtol=1e-5), (got, want)
+        for a, p in zip(got_w, model.parameters(), strict=True):
+            assert np.allclose(a, p.detach().numpy(), rtol=1e-5, atol=1e-6)
+        queue.put("ok")
+    except BaseException as exc:  # report, never hang the parent on a missing message
+        queue.put(f"{type(exc).__name__}: {exc}")
+
+
 def main(method: str, scenario: str) -> int:
     import tracegrad as tg
     from tracegrad.ops import parallel
@@ -82,11 +126,18 @@ def main(method: str, scenario: str) -> int:
         f(xb)  # runs the parallel (prange) variant: Numba's threading layer starts
         f(xb)
         note = f"parallel={f.lower(xb).kernel.parallel_source is not None}"
+    elif scenario == "captured_step":
+        _CAPTURED["step"] = captured_step()
+        model, opt, step, compiled, x, y = _CAPTURED["step"]
+        for _ in range(2):  # traced, and its kernel building in the background (Numba)
+            compiled(x, y)
+        note = f"traces={len(compiled.trace_reasons)}"
     else:
         raise SystemExit(f"unknown scenario {scenario}")
     ctx = mp.get_context(method)
     queue = ctx.Queue()
-    proc = ctx.Process(target=child_work, args=(queue,))
+    target = child_captured if scenario == "captured_step" else child_work
+    proc = ctx.Process(target=target, args=(queue,))
     proc.start()
     proc.join(CHILD_TIMEOUT)
     if proc.is_alive():

@@ -84,3 +84,11 @@ def test_fork_after_large_eager_ops(method, shared_cache):
 def test_fork_after_a_parallel_kernel_ran(method, shared_cache):
     out = run(method, "parallel_kernel", shared_cache)
     assert "parallel=True" in out, out
+
+
+def test_fork_after_a_captured_training_step_ran(shared_cache):
+    """A child forked after tracegrad.compile captured a PyTorch-style step (its kernel
+    possibly still building in the background) runs the inherited step, from the
+    inherited weights and optimizer state, as the eager step does."""
+    out = run("fork", "captured_step", shared_cache)
+    assert "traces=1" in out, out
