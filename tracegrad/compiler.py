@@ -28,9 +28,12 @@ interpreter (same values to float tolerance, same errors and `check_finite`
 checks) while codegen/background.py builds its kernel, which the next call after
 it is ready uses (`f.tier_info()` counts the interpreter's calls; `f.wait_kernels()`
 waits; `f.lower(...)` always returns the real kernel). A signature whose kernel is
-in the disk cache's index loads it at once instead. TRACEGRAD_TIERED=always tiers
-the first signature too, =0 never tiers. Shapes whose sources differ only in
-literals share one shape-generic kernel (codegen/shape_generic.py,
+in the disk cache's index loads it at once instead. By default (TRACEGRAD_TIERED=first)
+a function's first signature is tiered too, where its optimized graph is cheap for
+the interpreter (`interpreter_seconds` under TIER_MAX_SECONDS) and no backend is
+named (`backend=` or TRACEGRAD_BACKEND: then the first call waits for the kernel);
+=shapes tiers only new signatures, =always every one, =0 none. Shapes whose sources
+differ only in literals share one shape-generic kernel (codegen/shape_generic.py,
 TRACEGRAD_SHAPE_GENERIC): the second shape's build compiles it, and later shapes,
 in this process or the next, run it with no Numba compile.
 """
@@ -321,6 +324,61 @@ class _TieredEntry(_Entry):
             build.seconds = time.perf_counter() - t0
             build.kernel = kernel
         return self.promote()
+
+
+# The first-call tier's cost model (TRACEGRAD_TIERED=first, the default): what one
+# call of a graph costs the NumPy interpreter beyond the kernel, from perf/
+# first_call_tier.py's measurements (a busy 2-core machine: ~5 us of Python per node
+# run, ~2.5 ns per element of each node's output, which a fused kernel never writes).
+INTERPRETER_NODE_S = 5e-6
+INTERPRETER_ELEMENT_S = 2.5e-9
+WHILE_TRIPS_GUESS = 100  # a while loop's trip count is data: its body counts this often
+# A first signature whose estimate exceeds this builds its kernel before answering: one
+# interpreted call would cost a good part of the fastest Numba compile (~0.3 s).
+TIER_MAX_SECONDS = 0.1
+
+
+def interpreter_seconds(graph: Graph) -> float:
+    """The NumPy interpreter's estimated extra time for one call of `graph`: per node
+    run INTERPRETER_NODE_S plus INTERPRETER_ELEMENT_S per output element, a scan's
+    body once per step, a while loop's WHILE_TRIPS_GUESS times, a cond's dearer
+    branch (inputs and constants cost nothing).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> g = tg.trace(lambda x: tg.sin(x) * 2.0, np.ones(1000))
+    >>> round(interpreter_seconds(g) * 1e6)  # two nodes: 2 * (5 + 1000 * 0.0025) us
+    15
+    """
+    total = 0.0
+    for node in graph.nodes:
+        if node.op in ("input", "const"):
+            continue
+        total += INTERPRETER_NODE_S + INTERPRETER_ELEMENT_S * int(np.prod(node.shape))
+        inner = [interpreter_seconds(v) for v in node.attrs.values() if isinstance(v, Graph)]
+        if not inner:
+            continue
+        if node.op == "scan":
+            total += node.attrs["length"] * sum(inner)
+        elif node.op == "while":
+            total += WHILE_TRIPS_GUESS * sum(inner)
+        elif node.op == "cond":
+            total += max(inner)
+        else:
+            total += sum(inner)
+    return total
+
+
+def _cheap_to_interpret(graph: Graph) -> bool:
+    seconds = interpreter_seconds(graph)
+    if seconds > TIER_MAX_SECONDS:
+        log.info(
+            "%s: first call builds its kernel (interpreter estimate %.0f ms per call > %.0f ms)",
+            graph.name,
+            1e3 * seconds,
+            1e3 * TIER_MAX_SECONDS,
+        )
+        return False
+    return True
 
 
 def _cancel_build(entry) -> None:
@@ -753,7 +811,7 @@ class CompiledFunction:
                 kwargs,
                 self.backend,
                 self.optimize,
-                tier=tier and self._should_tier(),
+                tier=self._tier_policy() if tier else None,
             )
             if isinstance(entry, _TieredEntry):
                 entry.key = key
@@ -766,18 +824,27 @@ class CompiledFunction:
             self.note_new_signature(signature, args)
         return entry
 
-    def _should_tier(self) -> bool:
+    def _tier_policy(self) -> str | None:
         """Whether a new signature runs on the interpreter while its kernel is built in
-        the background (TRACEGRAD_TIERED: "shapes" once the function has a kernel for
-        another signature, "always", or "0")."""
+        the background: "always", "if_cheap" (a first signature: when the graph's
+        `interpreter_seconds` is at most TIER_MAX_SECONDS) or None (build first).
+
+        TRACEGRAD_TIERED: "first" (default) tiers a function's first signature if cheap,
+        unless a backend is named (`backend=` or TRACEGRAD_BACKEND: naming Numba asks for
+        its kernel), and its new signatures once it has a kernel; "shapes" only the
+        latter; "always" every signature; "0" none."""
         if self.backend != "numba":
-            return False
+            return None
         mode = config.tiered_mode()
-        if mode != "shapes":
-            return mode == "always"
-        return any(
+        if mode == "0":
+            return None
+        if mode == "always" or any(
             isinstance(e, _Entry) and e.lowered.backend == "numba" for e in self.entries.values()
-        )
+        ):
+            return "always"
+        if mode == "first" and self._backend is None and not config.backend_named():
+            return "if_cheap"
+        return None
 
     def note_new_signature(self, signature: _Signature, args) -> None:
         """Count a trace; warn once when signatures keep changing."""
@@ -786,7 +853,13 @@ class CompiledFunction:
             warnings.warn(self._retrace_message(args), RuntimeWarning, stacklevel=5)
 
     def _build(
-        self, signature: _Signature, args, kwargs, backend: str, optimize: bool, tier: bool = False
+        self,
+        signature: _Signature,
+        args,
+        kwargs,
+        backend: str,
+        optimize: bool,
+        tier: str | None = None,
     ) -> _Entry:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -816,12 +889,19 @@ class CompiledFunction:
                 joint = self._joint_graph(graph, signature)
                 timings["autodiff"] = time.perf_counter() - t0
             if tier:
-                lowered = _lower_in_background(graph, joint, optimize, index_key, timings)
+                choose = _cheap_to_interpret if tier == "if_cheap" else None
+                lowered = _lower_in_background(
+                    graph, joint, optimize, index_key, timings, choose=choose
+                )
             else:
                 lowered = lower_graphs(
                     graph, joint, backend, optimize=optimize, index_key=index_key
                 )
-        if backend == "numba" and not tier and lowered.kernel is not None:
+        if (
+            backend == "numba"
+            and lowered.kernel is not None
+            and (not tier or (tier == "if_cheap" and lowered.tier_build is None))
+        ):
             generic = config.shape_generic_mode()
             if generic == "ahead":
                 self._shapes_ahead(lowered, signature, flat_fn, example, wrt_args)

@@ -39,10 +39,18 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "multi-core kernel variants: background, sync (build before returning) or 0 (never)",
     ),
     "TRACEGRAD_TIERED": (
-        "shapes",
+        "first",
         "run a signature on the NumPy interpreter while its kernel "
-        "compiles in the background: shapes (a function's new "
-        "signatures once it has a kernel), always, or 0 (never)",
+        "compiles in the background: first (a function's first "
+        "signature too, where its graph's estimated interpreter time "
+        "per call is under 0.1 s and no backend is named by backend= or "
+        "TRACEGRAD_BACKEND; and new signatures once it has a kernel), "
+        "shapes (only those new signatures), always, or 0 (never)",
+    ),
+    "TRACEGRAD_EXIT_WAIT": (
+        "5",
+        "seconds interpreter exit waits for a background kernel build in "
+        "flight (so it reaches the disk cache) before interrupting it",
     ),
     "TRACEGRAD_SHAPE_GENERIC": (
         "shapes",
@@ -137,8 +145,25 @@ def parallel_mode() -> str:
 
 
 def tiered_mode() -> str:
-    """ "shapes" (default), "always" or "0" (never): see compiler.CompiledFunction."""
-    return _mode("TRACEGRAD_TIERED", "shapes", ("always",))
+    """ "first" (default), "shapes", "always" or "0" (never): see compiler.CompiledFunction."""
+    return _mode("TRACEGRAD_TIERED", "first", ("shapes", "always"))
+
+
+def backend_named() -> bool:
+    """Whether TRACEGRAD_BACKEND names a backend (then first calls wait for the kernel)."""
+    return bool(os.environ.get("TRACEGRAD_BACKEND", "").strip())
+
+
+def exit_wait() -> float:
+    """TRACEGRAD_EXIT_WAIT: seconds (default 5) exit waits for a kernel build in flight."""
+    value = os.environ.get("TRACEGRAD_EXIT_WAIT", "").strip()
+    if not value:
+        return 5.0
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        _warn("TRACEGRAD_EXIT_WAIT", value, "a number of seconds")
+        return 5.0
 
 
 def shape_generic_mode() -> str:

@@ -178,7 +178,12 @@ def lower_graphs(
 
 
 def _lower_in_background(
-    traced: Graph, joint: Graph, optimize: bool, index_key: str | None, timings: dict
+    traced: Graph,
+    joint: Graph,
+    optimize: bool,
+    index_key: str | None,
+    timings: dict,
+    choose: Callable[[Graph], bool] | None = None,
 ) -> Lowered:
     """Passes and fusion now; code generation and Numba in the background worker
     (codegen/background.py). The Lowered's kernel stays None until it is promoted.
@@ -188,11 +193,17 @@ def _lower_in_background(
     lacks the parallel variant the graph wants (`tier_runner`) serves until the
     specialized kernel is built. Otherwise, when an earlier graph of the same
     structure differs from this one only in literals, the background build
-    compiles their template, which serves this shape and the next ones."""
+    compiles their template, which serves this shape and the next ones.
+    `choose(optimized graph)` False: the kernel is built now instead (the first-call
+    tier's cost model, compiler.interpreter_seconds)."""
     from tracegrad.codegen import shape_generic
     from tracegrad.codegen.background import submit
 
     graph = _optimize_graph(joint, optimize, timings)
+    if choose is not None and not choose(graph):
+        built = lower_graphs(traced, graph, "numba", optimize=False, index_key=index_key)
+        timings.update(built.timings)
+        return Lowered(traced, joint, graph, built.kernel, "numba", timings, optimize=optimize)
     enabled = shape_generic.enabled(graph)
     # the matching source costs a code generation: in this thread only when a template
     # for the structure exists (else the worker makes it, and the interpreter answers now)

@@ -19,8 +19,12 @@ TRACEGRAD_TIERED). One worker thread builds the submitted graphs in order
 Process life:
   - exit: the worker is a daemon thread; an exit hook (threading's, which runs
     before atexit handlers, so Numba has not begun shutting down) drops the builds
-    still queued and waits for the one in flight (a Numba compile cut short at
-    interpreter exit can crash the process), so exit waits at most one compile;
+    still queued and gives the one in flight TRACEGRAD_EXIT_WAIT seconds (default
+    5) to finish, so that its kernel reaches the disk cache and the next process
+    loads it. Past that the build is interrupted (`_ExitInterrupt`, raised in the
+    worker the next time it runs Python code: Numba's compiler releases its locks
+    and LLVM is idle before exit goes on; a compile left running at interpreter
+    exit can crash the process), so exit waits at most that long plus one LLVM call;
   - fork: this module holds none of its locks across a compile, and the fork
     waits for a Numba compile in flight (runtime/numba_loader.py). In the child the
     worker thread is gone: its lock is new, the builds that threads were running
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import ctypes
 import logging
 import os
 import threading
@@ -199,24 +204,36 @@ def _at_exit(fn: Callable[[], None]) -> None:
     atexit.register(fn)
 
 
+class _ExitInterrupt(BaseException):
+    """Raised in the worker at interpreter exit to cut a build short (a BaseException,
+    so that no `except Exception` in Numba's compiler swallows it)."""
+
+
 def _work() -> None:
-    while True:
-        with _COND:
-            while not _QUEUE and not _STATE["closing"]:
-                _COND.wait()
-            if _STATE["closing"]:
-                return
-            build = _STATE["current"] = _QUEUE.popleft()
-        try:
-            build._run()
-        finally:
+    build = None
+    try:
+        while True:
             with _COND:
-                _STATE["current"] = None
-                _COND.notify_all()
+                while not _QUEUE and not _STATE["closing"]:
+                    _COND.wait()
+                if _STATE["closing"]:
+                    return
+                build = _STATE["current"] = _QUEUE.popleft()
+            try:
+                build._run()
+            finally:
+                with _COND:
+                    _STATE["current"] = None
+                    _COND.notify_all()
+    except _ExitInterrupt:  # interpreter exit (_shutdown): this build ends unbuilt
+        if build is not None and not build.done:
+            build.cancel()
+            build._done.set()
 
 
 def _shutdown() -> None:
-    """At interpreter exit: drop queued builds, wait for the one in flight."""
+    """At interpreter exit: drop queued builds, give the one in flight
+    TRACEGRAD_EXIT_WAIT seconds, then interrupt it."""
     with _COND:
         _STATE["closing"] = True
         dropped = list(_QUEUE)
@@ -231,7 +248,16 @@ def _shutdown() -> None:
         and worker is not threading.current_thread()
         and _STATE["pid"] == os.getpid()
     ):
-        worker.join()
+        from tracegrad import config
+
+        wait = config.exit_wait()
+        worker.join(None if wait == float("inf") else wait)
+        if worker.is_alive() and worker.ident is not None:
+            log.info("background build still running after %.1f s at exit: interrupted", wait)
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(worker.ident), ctypes.py_object(_ExitInterrupt)
+            )
+            worker.join()
 
 
 def _after_fork_in_child() -> None:

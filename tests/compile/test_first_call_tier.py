@@ -1,0 +1,188 @@
+"""Issue 25: a compiled function's first call answers on the NumPy interpreter while its
+Numba kernel builds in the background (TRACEGRAD_TIERED=first, the default), then the
+kernel takes over.
+
+The tests hold the first result against the kernel's (float64, the tolerances
+test_new_shapes.py uses for interpreter vs kernel) and against the formula; check that
+the kernel replaces the interpreter on its own (no `wait_kernels`, no `lower`): the
+interpreter's call count stops, the entry becomes a plain kernel entry, the fast path
+serves it; that a graph the interpreter would run slowly (a long scan) builds first;
+when tiering applies (a named backend waits for its kernel); and that exit during a
+build is quick and clean.
+
+The test session names a backend (tests/conftest.py sets TRACEGRAD_BACKEND), so first
+calls elsewhere in the suite are not tiered; this file unsets it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+from compile_helpers import assert_close
+
+import tracegrad as tg
+import tracegrad.compiler as compiler
+from tracegrad.compiler import TierInfo, interpreter_seconds
+
+
+@pytest.fixture
+def default_settings(monkeypatch, tmp_path):
+    """The user's defaults: no backend named, TRACEGRAD_TIERED unset, an empty cache."""
+    monkeypatch.delenv("TRACEGRAD_BACKEND", raising=False)
+    monkeypatch.delenv("TRACEGRAD_TIERED", raising=False)
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def loss(w, x):  # (constants no other test uses: the kernel is this file's own)
+    h = tg.tanh(x @ w) * 1.8125
+    return tg.sum(h * h) + 0.4375 * tg.sum(w * w)
+
+
+def expected(w, x):
+    h = np.tanh(x @ w) * 1.8125
+    value = np.sum(h * h) + 0.4375 * np.sum(w * w)
+    dh = 2 * h * 1.8125 * (1 - np.tanh(x @ w) ** 2)
+    return value, x.T @ dh + 0.875 * w
+
+
+def inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((6, 3)), rng.standard_normal((5, 6))
+
+
+@pytest.mark.numba
+def test_first_call_answers_on_the_interpreter_then_the_kernel_replaces_it(default_settings):
+    f = tg.value_and_grad(loss)
+    w, x = inputs()
+    value, grad = f(w, x)  # the interpreter tier
+    assert f.tier_info() == TierInfo(pending=1, interpreted_calls=1)
+    ref_value, ref_grad = expected(w, x)
+    assert_close(value, ref_value, rtol=1e-12, what="tiered value vs formula")
+    assert_close(grad, ref_grad, rtol=1e-10, atol=1e-14, what="tiered grad vs formula")
+
+    # the kernel arrives with nobody waiting for it through the function...
+    (entry,) = f.entries.values()
+    assert isinstance(entry, compiler._TieredEntry)
+    assert entry.build.wait(timeout=600) and entry.build.kernel is not None
+    # ...and the next call runs it and puts it in the interpreter's place
+    k_value, k_grad = f(w, x)
+    assert f.tier_info() == TierInfo(pending=0, interpreted_calls=1)
+    (entry,) = f.entries.values()
+    assert type(entry) is compiler._Entry and hasattr(entry.kernel, "entry")
+    assert_close(value, k_value, rtol=1e-12, what="value: interpreter tier vs kernel")
+    assert_close(grad, k_grad, rtol=1e-10, atol=1e-14, what="grad: interpreter tier vs kernel")
+    # the fast path now serves the kernel: hits grow, the interpreter is not called
+    hits = f.cache_info().hits
+    for _ in range(3):
+        again = f(w, x)
+    assert f.cache_info().hits == hits + 3
+    assert f.tier_info().interpreted_calls == 1
+    assert_close(again[1], k_grad, rtol=0, atol=0, what="kernel vs kernel")
+    assert f.lower(w, x).source is not None  # the real kernel's generated source
+
+
+@pytest.mark.numba_pass  # (a scan kernel's compile: seconds)
+def test_a_graph_the_interpreter_runs_slowly_builds_its_kernel_first(default_settings):
+    def long_scan(c, xs):
+        def step(carry, x):
+            return tg.tanh(carry * 0.96875 + x), None
+
+        final, _ = tg.scan(step, c, xs)
+        return tg.sum(final)
+
+    c, xs = np.ones(3), np.linspace(-1, 1, 30_000 * 3).reshape(30_000, 3)
+    f = tg.compile(long_scan)
+    traced = tg.trace(long_scan, c, xs)
+    assert interpreter_seconds(traced) > compiler.TIER_MAX_SECONDS
+    out = f(c, xs)
+    assert f.tier_info() == TierInfo(pending=0, interpreted_calls=0)  # built before returning
+    carry = c
+    for x in xs:
+        carry = np.tanh(carry * 0.96875 + x)
+    assert_close(out, carry.sum(), rtol=1e-12)
+
+
+def test_interpreter_estimate_counts_loop_steps_and_elements():
+    def body(carry, x):
+        return carry * 2.0 + x, None
+
+    def scanned(n):
+        return tg.trace(lambda c, xs: tg.scan(body, c, xs)[0], np.ones(4), np.ones((n, 4)))
+
+    short, long = interpreter_seconds(scanned(10)), interpreter_seconds(scanned(1000))
+    per_step = (long - short) / 990
+    # a body of two nodes on 4 elements, run once per step
+    assert per_step == pytest.approx(2 * (compiler.INTERPRETER_NODE_S + 4 * 2.5e-9), rel=0.5)
+    small = interpreter_seconds(tg.trace(lambda x: tg.exp(x), np.ones(10)))
+    big = interpreter_seconds(tg.trace(lambda x: tg.exp(x), np.ones(10**6)))
+    assert big - small == pytest.approx((10**6 - 10) * compiler.INTERPRETER_ELEMENT_S)
+
+
+@pytest.mark.parametrize(
+    "env, backend, has_kernel, want",
+    [
+        ({}, None, False, "if_cheap"),  # the default: first calls tier if cheap
+        ({}, None, True, "always"),  # a new shape of a function with a kernel
+        ({"TRACEGRAD_BACKEND": "numba"}, None, False, None),  # a named backend waits
+        ({}, "numba", False, None),
+        ({"TRACEGRAD_BACKEND": "numba"}, None, True, "always"),
+        ({"TRACEGRAD_TIERED": "shapes"}, None, False, None),
+        ({"TRACEGRAD_TIERED": "shapes"}, None, True, "always"),
+        ({"TRACEGRAD_TIERED": "always"}, "numba", False, "always"),
+        ({"TRACEGRAD_TIERED": "0"}, None, True, None),
+        ({"TRACEGRAD_BACKEND": "interpret"}, None, False, None),
+    ],
+)
+def test_tier_policy(monkeypatch, env, backend, has_kernel, want):
+    for name in ("TRACEGRAD_BACKEND", "TRACEGRAD_TIERED"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    f = compiler.CompiledFunction(lambda x: x * 3.0, "compile", backend=backend)  # unshared
+    if has_kernel:
+
+        class Lowered:
+            backend = "numba"
+
+        entry = object.__new__(compiler._Entry)
+        entry.lowered = Lowered()
+        f.entries.add(("a kernel",), entry)
+    assert f._tier_policy() == want
+
+
+EXIT_CHILD = textwrap.dedent(r"""
+    import sys, time
+    import numpy as np
+    import tracegrad as tg
+
+    f = tg.value_and_grad(lambda x: tg.sum(tg.sinh(x) * x * 0.8125))
+    x = np.linspace(0.0, 1.0, 9)
+    v, g = f(x)
+    assert abs(v - np.sum(np.sinh(x) * x * 0.8125)) < 1e-12
+    print("tiered:", f.tier_info(), flush=True)
+    if sys.argv[1] == "second":
+        assert f.tier_info() == (0, 0), f.tier_info()  # the index: the kernel at once
+    print("OK", flush=True)
+""")
+
+
+def test_exit_during_a_first_call_build_is_quick_and_clean(run_script):
+    out = run_script(
+        EXIT_CHILD,
+        "first",
+        unset=["TRACEGRAD_BACKEND", "TRACEGRAD_TIERED"],
+        TRACEGRAD_EXIT_WAIT="0",
+        timeout=120,
+    )
+    assert "tiered: TierInfo(pending=1, interpreted_calls=1)" in out
+
+
+@pytest.mark.numba_pass
+def test_exit_lets_the_build_finish_so_the_next_process_loads_the_kernel(run_script, tmp_path):
+    cache = tmp_path / "shared-cache"
+    unset = ["TRACEGRAD_BACKEND", "TRACEGRAD_TIERED"]
+    first = run_script(EXIT_CHILD, "first", cache_dir=cache, unset=unset, TRACEGRAD_EXIT_WAIT="600")
+    assert "interpreted_calls=1" in first
+    run_script(EXIT_CHILD, "second", cache_dir=cache, unset=unset)
