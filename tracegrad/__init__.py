@@ -20,6 +20,8 @@ Compiled mode, a static graph traced once per input signature, like JAX:
     trace (make_jaxpr), eval_shape      the IR graph and output shapes, nothing computed
     gradcheck                finite differences against eager backward, in float64
     clear_caches             drop every compiled kernel this process holds
+    devices, device_put      placement: a compiled function called with GPU arrays
+                             runs on the GPU (numba.cuda; the `cuda` extra)
     set_num_threads, get_num_threads    one thread limit for kernels, eager ops and BLAS
 
 The ops: NumPy's names (tg.sin, tg.where, tg.einsum, tg.linalg, ...) work on
@@ -89,6 +91,9 @@ _LAZY = {
     "fori_loop": "tracegrad.loops",
     "while_loop": "tracegrad.loops",
     "cond": "tracegrad.loops",
+    "devices": "tracegrad.placement",
+    "device_put": "tracegrad.placement",
+    "DeviceArray": "tracegrad.placement",
     "viz": None,
     "eager": None,
 }

@@ -59,7 +59,6 @@ from tracegrad import config
 from tracegrad.eager.capture_hooks import NeedsCapture
 from tracegrad.entries import ARRAYS, TRACED, TREE, EntryCache
 from tracegrad.implicit import StaleExternal, find_externals, read_all, swapped_in
-from tracegrad.devices import is_device_array
 from tracegrad.ir.graph import Graph
 from tracegrad.lowering import (  # noqa: F401  (Lowered and lower_graphs are public here too)
     _BUILD_LOCK,
@@ -77,6 +76,7 @@ from tracegrad.lowering import (  # noqa: F401  (Lowered and lower_graphs are pu
 from tracegrad.ops import core
 from tracegrad.ops.core import TracegradError
 from tracegrad.passes.loops import reroll_loops
+from tracegrad.placement import is_device_array
 from tracegrad.tracing import (
     Tracer,
     TracingError,
@@ -683,10 +683,10 @@ class CompiledFunction:
         return entry.call(arrays)
 
     def _call_on_device(self, args, kwargs, leaves, in_tree, arg_of_leaf, wrt_args):
-        """A call with GPU arrays (tracegrad.devices): the same traced, differentiated and
+        """A call with GPU arrays (tracegrad.placement): the same traced, differentiated and
         optimized graph, lowered by the CUDA backend; host leaves are copied to the GPU,
         as JAX does. Results are DeviceArrays."""
-        from tracegrad.devices import as_device_array, load_cuda
+        from tracegrad.placement import as_device_array, load_cuda
 
         load_cuda()  # the clear error when numba.cuda or the GPU is missing
         arrays = [as_device_array(v) for v in leaves]

@@ -166,7 +166,7 @@ def lower_graphs(
         if kernel is None:
             kernel = _specialized_kernel(graph, index_key, attempt)
         timings["codegen+numba"] = time.perf_counter() - t0
-    elif backend == "cuda":  # called with GPU arrays (tracegrad.devices)
+    elif backend == "cuda":  # called with GPU arrays (tracegrad.placement)
         from tracegrad.codegen.cuda import build_cuda_kernel
 
         t0 = time.perf_counter()

@@ -21,6 +21,7 @@ LAYERS = {
     "eager": 3,
     "pytree": 4,
     "viz": 4,
+    "placement": 4,  # placement (device_put, DeviceArray); numba.cuda only when used
     "tracing": 5,
     "autodiff": 6,
     "implicit": 6,

@@ -1,0 +1,73 @@
+"""Placement: tracegrad.placement, device_put, DeviceArray, and the error without a GPU."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+
+def test_devices_lists_cpu_then_cuda():
+    devs = tg.devices()
+    assert str(devs[0]) == "cpu"
+    assert [str(d) for d in devs[1:]] == ["cuda:0"]
+
+
+def test_device_put_round_trip_keeps_shape_and_dtype():
+    for x in (np.arange(6, dtype="f4").reshape(2, 3), np.float64(2.5), np.array([True, False])):
+        d = tg.device_put(x, "cuda")
+        assert isinstance(d, tg.DeviceArray)
+        assert d.shape == np.shape(x) and d.dtype == np.asarray(x).dtype
+        np.testing.assert_array_equal(np.asarray(d), x)
+        np.testing.assert_array_equal(tg.device_put(d, "cpu"), x)
+    assert float(tg.device_put(2.5)) == 2.5
+
+
+def test_device_put_maps_pytrees_and_wraps_numba_arrays_without_copy():
+    from numba import cuda
+
+    raw = cuda.to_device(np.ones(3, "f4"))
+    tree = tg.device_put({"a": raw, "b": [np.zeros(2)]})
+    assert tree["a"].data is raw  # the caller's GPU buffer, not a copy
+    assert isinstance(tree["b"][0], tg.DeviceArray)
+
+
+def test_unknown_device_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="unknown device 'tpu'"):
+        tg.device_put(np.ones(2), "tpu")
+
+
+def test_mixed_host_and_device_arguments_run_on_the_device():
+    f = tg.compile(lambda x, y: x * y + 1.0)
+    out = f(tg.device_put(np.arange(3.0)), np.full(3, 2.0))  # the host array is copied over
+    assert isinstance(out, tg.DeviceArray)
+    np.testing.assert_array_equal(np.asarray(out), np.arange(3.0) * 2 + 1)
+    # the CPU path is unchanged: host arrays in, host arrays out, separate cache entries
+    host = f(np.arange(3.0), np.full(3, 2.0))
+    assert type(host) is np.ndarray
+    assert len(f.entries) == 2
+
+
+def test_without_a_gpu_device_put_says_what_is_missing():
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    code = (
+        "import numpy as np, tracegrad as tg\n"
+        "import sys; assert 'numba' not in sys.modules  # import tracegrad loads no CUDA\n"
+        "assert [str(d) for d in tg.devices()] == ['cpu']\n"
+        "try:\n"
+        "    tg.device_put(np.ones(2), 'cuda')\n"
+        "except RuntimeError as e:\n"
+        "    print(type(e).__name__, e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    if "DeviceError" not in out.stdout:
+        pytest.skip("this machine has a CUDA GPU")
+    assert "no CUDA device" in out.stdout
+    assert "pip install tracegrad[cuda]" in out.stdout
+    assert "NUMBA_ENABLE_CUDASIM=1" in out.stdout

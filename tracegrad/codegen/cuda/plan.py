@@ -1,0 +1,667 @@
+"""Graph -> CUDA units, and each kernel's source. Pure Python: no CUDA here.
+
+The fused groups come from `passes/fuse.py`, the planning both backends share.
+Each group becomes, on the GPU:
+
+  - one elementwise kernel (a grid-stride loop over the group's domain) that
+    computes its members in registers and stores the members read outside the
+    group (forward and backward members of one group share the loop, as on the
+    CPU);
+  - one reduction kernel per reduction member, which recomputes the elementwise
+    chain feeding it inline (so that chain is never stored): each block reduces
+    a fixed chunk in a fixed order, then a shared-memory tree; a second pass
+    reduces the chunks' partials when one output has several chunks. Chunks
+    depend only on shapes, so results are deterministic run to run.
+
+Views (reshape, transpose, broadcast_to) are strides, never copies; a view of a
+non-contiguous value that must be reshaped is copied first. matmul/addmm are
+GEMM units (runtime.py: cuBLAS through CuPy, or a tiled kernel). Anything else
+raises `NotImplementedError` naming the op.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> from tracegrad.lowering import _optimize_graph
+    >>> g = _optimize_graph(tg.trace(lambda x: tg.sum(tg.tanh(x) * 2.0), np.ones(8, "f4")), True, {})
+    >>> [u.kind for u in plan_graph(g, simulated=True).units]
+    ['reduce']
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tracegrad.ir.graph import Graph, Node
+from tracegrad.passes.fuse import is_elementwise, is_fusible_reduction
+
+ELEMENTWISE_OPS_MISSING: frozenset = frozenset()  # elementwise ops without a CUDA form
+REDUCTIONS = {"sum", "mean", "max", "min", "prod", "amax", "amin"}
+GEMMS = {"matmul", "addmm"}
+
+
+class CudaUnsupported(NotImplementedError):
+    """An op the CUDA backend does not implement (it never falls back to the host)."""
+
+
+def unsupported(node: Node, why: str = "") -> CudaUnsupported:
+    where = f" (made at {node.source})" if node.source else ""
+    return CudaUnsupported(
+        f"the CUDA backend lacks op {node.op!r}: {node.name} = {node.op} "
+        f"{', '.join(i.name for i in node.inputs)} : {node.type_str()}{where}"
+        + (f"; {why}" if why else "")
+        + ". It does not run it on the host behind your back: call the function with "
+        "host (NumPy) arrays for the CPU path"
+    )
+
+
+# ------------------------------------------------------------------ layouts
+
+
+def c_strides(shape: tuple) -> tuple:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a value's elements are: buffer `buf` at `offset + sum(i_d * strides[d])`
+    (elements), or a scalar `literal` (source text) broadcast everywhere."""
+
+    shape: tuple
+    dtype: np.dtype
+    buf: str | None = None
+    offset: int = 0
+    strides: tuple = ()
+    literal: str | None = None
+
+    @property
+    def contiguous(self) -> bool:
+        return self.literal is None and all(
+            s == c or d == 1
+            for s, c, d in zip(self.strides, c_strides(self.shape), self.shape, strict=True)
+        )
+
+
+@dataclass
+class Buffer:
+    name: str
+    size: int
+    dtype: np.dtype
+    kind: str  # "input", "temp", "output", "const"
+    value: np.ndarray | None = None  # for consts
+    index: int = -1  # input position, or output position
+
+
+@dataclass
+class Unit:
+    """One step on the GPU. kind: "elementwise", "reduce" or "gemm"."""
+
+    kind: str
+    name: str
+    source: str = ""  # the kernel(s) as Python source for numba.cuda
+    args: list = field(default_factory=list)  # buffer names, in the kernel's order
+    launch: tuple = ()  # (blocks, threads)
+    # reductions with a second pass
+    partials: str | None = None
+    final_source: str = ""
+    final_args: list = field(default_factory=list)
+    final_launch: tuple = ()
+    # gemm
+    gemm: dict = field(default_factory=dict)
+    nodes: list = field(default_factory=list)  # the IR lines it computes (for comments)
+
+
+@dataclass
+class Plan:
+    units: list
+    buffers: dict
+    outputs: list  # Layout per graph output (contiguous buffers, or literals)
+
+
+# ------------------------------------------------------------------ math for CUDA
+
+# CPU templates call tg_* helpers and a few np.* functions; in CUDA kernels
+# these names are device functions of runtime.PRELUDE.
+_NP_CALL = re.compile(
+    r"\bnp\.(arccos|arcsin|arctan2|arctan|expm1|floor|sqrt|isfinite|sign|remainder)\("
+)
+
+
+def cuda_expr(template: str, operands: list[str]) -> str:
+    text = template.format(*operands)
+    return _NP_CALL.sub(lambda m: f"tg_{m.group(1)}(", text)
+
+
+def literal(value, dtype) -> str:
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return repr(bool(value))
+    if np.issubdtype(dtype, np.integer):
+        return f"np.{dtype.name}({int(value)})"
+    v = float(value)
+    if math.isnan(v):
+        text = "np.nan"
+    elif math.isinf(v):
+        text = "np.inf" if v > 0 else "-np.inf"
+    else:
+        text = repr(v)
+    return f"np.{dtype.name}({text})"
+
+
+def cast(expr: str, dtype) -> str:
+    dtype = np.dtype(dtype)
+    return expr if dtype == np.bool_ else f"np.{dtype.name}({expr})"
+
+
+# ------------------------------------------------------------------ kernel text
+
+
+class _Body:
+    """Loads and statements of one kernel over a domain, indexed by digit
+    variables d0..d{r-1} (made on demand) or a linear index `lin` when the
+    caller has one for C-ordered identity loads."""
+
+    def __init__(self, domain: tuple, linear: str | None):
+        self.domain = domain
+        self.linear = linear
+        self.params: list[str] = []  # buffer names
+        self.lines: list[str] = []
+        self.uses_digits = False
+
+    def param(self, buf: str) -> str:
+        if buf not in self.params:
+            self.params.append(buf)
+        return f"p{self.params.index(buf)}"
+
+    def load(self, lay: Layout) -> str:
+        if lay.literal is not None:
+            return lay.literal
+        r = len(self.domain)
+        lead = r - len(lay.shape)
+        eff = [0] * r
+        for j, (n, s) in enumerate(zip(lay.shape, lay.strides, strict=True)):
+            if n != 1:
+                eff[lead + j] = s
+        name = self.param(lay.buf)
+        if self.linear is not None and lay.offset == 0 and tuple(eff) == _c_eff(self.domain):
+            return f"{name}[{self.linear}]"
+        terms = [str(lay.offset)] if lay.offset else []
+        for d, s in enumerate(eff):
+            if s:
+                self.uses_digits = True
+                terms.append(f"d{d}" if s == 1 else f"d{d} * {s}")
+        return f"{name}[{' + '.join(terms) or '0'}]"
+
+
+def _c_eff(shape: tuple) -> tuple:
+    return tuple(0 if n == 1 else s for n, s in zip(shape, c_strides(shape), strict=True))
+
+
+def _digits(var: str, dims: list[int], shape: tuple, indent: str) -> list[str]:
+    """d<k> for each domain dim k in `dims` (C order) from the linear `var`."""
+    lines = []
+    if not dims:
+        return lines
+    if len(dims) == 1:
+        return [f"{indent}d{dims[0]} = {var}"]
+    lines.append(f"{indent}rem = {var}")
+    for k in reversed(dims[1:]):
+        lines.append(f"{indent}d{k} = rem % {shape[k]}")
+        lines.append(f"{indent}rem = rem // {shape[k]}")
+    lines.append(f"{indent}d{dims[0]} = rem")
+    return lines
+
+
+# ------------------------------------------------------------------ the planner
+
+
+class _Planner:
+    def __init__(self, graph: Graph, simulated: bool):
+        self.graph = graph
+        self.simulated = simulated
+        self.threads = 32 if simulated else 256
+        self.max_blocks = 8 if simulated else 65535
+        self.layouts: dict[int, Layout] = {}
+        self.buffers: dict[str, Buffer] = {}
+        self.units: list[Unit] = []
+        self.users = graph.users() if hasattr(graph, "users") else {}
+        self.out_ids = {n.id for n in graph.outputs}
+        self.consts: dict[int, Node] = {}
+
+    # ---- buffers
+    def new_buffer(self, node_or_name, shape, dtype, kind="temp") -> Layout:
+        name = node_or_name if isinstance(node_or_name, str) else f"t{node_or_name.id}"
+        size = int(np.prod(shape, dtype=np.int64))
+        self.buffers[name] = Buffer(name, max(size, 1), np.dtype(dtype), kind)
+        return Layout(tuple(shape), np.dtype(dtype), name, 0, c_strides(tuple(shape)))
+
+    # ---- views
+    def view(self, node: Node) -> Layout:
+        src = self.layout_of(node.inputs[0])
+        op = node.op
+        if src.literal is not None:  # a scalar constant stays a literal
+            return Layout(node.shape, node.dtype, literal=src.literal)
+        if op == "broadcast_to":
+            lead = len(node.shape) - len(src.shape)
+            strides = [0] * lead + [
+                0 if n == 1 and m != 1 else s
+                for n, m, s in zip(src.shape, node.shape[lead:], src.strides, strict=True)
+            ]
+            return Layout(node.shape, node.dtype, src.buf, src.offset, tuple(strides))
+        if op == "transpose":
+            axes = node.attrs.get("axes") or tuple(reversed(range(len(src.shape))))
+            return Layout(
+                node.shape,
+                node.dtype,
+                src.buf,
+                src.offset,
+                tuple(src.strides[a] for a in axes),
+            )
+        if op == "reshape":
+            if not src.contiguous:
+                src = self.copy(node.inputs[0], src)
+            return Layout(node.shape, node.dtype, src.buf, src.offset, c_strides(node.shape))
+        raise unsupported(node)
+
+    def copy(self, node: Node, src: Layout) -> Layout:
+        """A contiguous copy of a strided value (one elementwise kernel)."""
+        out = self.new_buffer(f"c{node.id}", src.shape, src.dtype)
+        body = _Body(src.shape, "i")
+        expr = body.load(src)
+        self._elementwise_unit(f"copy_{node.id}", src.shape, body, [(out, expr)], [node])
+        return out
+
+    def layout_of(self, node: Node) -> Layout:
+        lay = self.layouts.get(node.id)
+        if lay is None:
+            raise unsupported(node, "its value was not planned")  # pragma: no cover
+        return lay
+
+    # ---- the walk
+    def plan(self) -> Plan:
+        g = self.graph
+        for k, node in enumerate(g.inputs):
+            self.buffers[f"in{k}"] = Buffer(
+                f"in{k}", max(node.size, 1), np.dtype(node.dtype), "input", index=k
+            )
+            self.layouts[node.id] = Layout(
+                node.shape, np.dtype(node.dtype), f"in{k}", 0, c_strides(node.shape)
+            )
+        for unit in self._units_in_order():
+            if isinstance(unit, list):
+                self.group(unit)
+            else:
+                self.single(unit)
+        outputs = [self.output(k, n) for k, n in enumerate(g.outputs)]
+        return Plan(self.units, self.buffers, outputs)
+
+    def _units_in_order(self) -> list:
+        """Nodes and groups (lists of members) in an order that respects every
+        dependency: a group runs once all its external operands exist."""
+        members: dict[int, list[Node]] = {}
+        unit_of: dict[int, object] = {}
+        order: list = []
+        for n in self.graph.nodes:
+            if n.group is not None and n.op not in ("input", "const"):
+                if n.group not in members:
+                    members[n.group] = []
+                    order.append(("g", n.group))
+                members[n.group].append(n)
+                unit_of[n.id] = ("g", n.group)
+            else:
+                order.append(("n", n.id))
+                unit_of[n.id] = ("n", n.id)
+        nodes = {n.id: n for n in self.graph.nodes}
+        deps: dict = {}
+        for u in order:
+            items = members[u[1]] if u[0] == "g" else [nodes[u[1]]]
+            deps[u] = {
+                unit_of[i.id]
+                for m in items
+                for i in m.inputs
+                if i.id in unit_of and unit_of[i.id] != u
+            }
+        done: set = set()
+        out: list = []
+        pending = list(order)
+        while pending:
+            ready = next((k for k, u in enumerate(pending) if deps[u] <= done), None)
+            if ready is None:  # pragma: no cover - fuse.py refuses cyclic groups
+                raise RuntimeError("CUDA planner: the fused groups depend on each other in a cycle")
+            u = pending.pop(ready)
+            done.add(u)
+            out.append(members[u[1]] if u[0] == "g" else nodes[u[1]])
+        return out
+
+    def single(self, node: Node) -> None:
+        op = node.op
+        if op == "input" or node.id in self.layouts:
+            return
+        if op == "const":
+            value = np.asarray(node.attrs["value"])
+            if value.ndim == 0:
+                self.layouts[node.id] = Layout(
+                    node.shape, np.dtype(node.dtype), literal=literal(value.item(), node.dtype)
+                )
+            else:
+                name = f"k{node.id}"
+                self.buffers[name] = Buffer(
+                    name,
+                    max(node.size, 1),
+                    np.dtype(node.dtype),
+                    "const",
+                    value=np.ascontiguousarray(value, dtype=node.dtype).reshape(-1),
+                )
+                self.layouts[node.id] = Layout(
+                    node.shape, np.dtype(node.dtype), name, 0, c_strides(node.shape)
+                )
+            return
+        if op in ("reshape", "broadcast_to", "transpose"):
+            self.layouts[node.id] = self.view(node)
+            return
+        if op in GEMMS:
+            self.gemm(node)
+            return
+        if is_elementwise(node) or (is_fusible_reduction(node) and node.op in REDUCTIONS):
+            self.group([node])
+            return
+        raise unsupported(node)
+
+    # ---- fused groups
+    def group(self, members: list[Node]) -> None:
+        ids = {m.id for m in members}
+        for m in members:
+            if not (is_elementwise(m) or (is_fusible_reduction(m) and m.op in REDUCTIONS)):
+                raise unsupported(m)
+            if m.op in ELEMENTWISE_OPS_MISSING:
+                raise unsupported(m)
+        reductions = [m for m in members if m.op in REDUCTIONS]
+        elementwise = [m for m in members if m.op not in REDUCTIONS]
+        # members read outside the group, or returned
+        stored = [
+            m
+            for m in elementwise
+            if m.id in self.out_ids or any(u.id not in ids for u in self.users.get(m.id, []))
+        ]
+        if stored:
+            domain = stored[0].shape
+            body = _Body(domain, "i")
+            values = self._emit_members(body, self._closure(stored, ids), ids)
+            outs = []
+            for m in stored:
+                lay = self.new_buffer(m, m.shape, m.dtype)
+                self.layouts[m.id] = lay
+                outs.append((lay, values[m.id]))
+            self._elementwise_unit(f"group_{members[0].id}", domain, body, outs, members)
+        for r in reductions:
+            self.reduction(r, ids)
+
+    def _closure(self, roots: list[Node], ids: set) -> list[Node]:
+        """The group members `roots` need, in graph order."""
+        need: set[int] = set()
+        stack = list(roots)
+        while stack:
+            n = stack.pop()
+            if n.id in need:
+                continue
+            need.add(n.id)
+            stack.extend(i for i in n.inputs if i.id in ids and i.op not in REDUCTIONS)
+        return [n for n in self.graph.nodes if n.id in need]
+
+    def _emit_members(self, body: _Body, members: list[Node], ids: set) -> dict[int, str]:
+        """v<id> = ... for each member; returns node id -> variable name."""
+        from tracegrad.ops.core import REGISTRY
+
+        values: dict[int, str] = {}
+        for m in members:
+            operands = [
+                values[i.id] if i.id in values else body.load(self.layout_of(i)) for i in m.inputs
+            ]
+            cg = REGISTRY[m.op].codegen
+            template = cg(**m.attrs) if callable(cg) else cg
+            expr = cuda_expr(template, operands)
+            body.lines.append(f"# {m.name} = {m.op} {', '.join(i.name for i in m.inputs)}")
+            body.lines.append(f"v{m.id} = {cast(expr, m.dtype)}")
+            values[m.id] = f"v{m.id}"
+        return values
+
+    def _elementwise_unit(self, name, domain, body: _Body, outs, nodes) -> None:
+        n = int(np.prod(domain, dtype=np.int64))
+        out_params = [body.param(lay.buf) for lay, _ in outs]
+        ind = "        "
+        lines = [f"def {name}({', '.join(f'p{k}' for k in range(len(body.params)))}):"]
+        lines.append("    i = cuda.grid(1)")
+        lines.append("    step = cuda.gridsize(1)")
+        lines.append(f"    while i < {n}:")
+        if body.uses_digits:
+            lines += _digits("i", list(range(len(domain))), domain, ind)
+        lines += [ind + ln for ln in body.lines]
+        for (_lay, expr), p in zip(outs, out_params, strict=True):
+            lines.append(f"{ind}{p}[i] = {expr}")
+        lines.append(f"{ind}i += step")
+        threads = self.threads
+        blocks = max(1, min(self.max_blocks, -(-n // threads)))
+        self.units.append(
+            Unit(
+                "elementwise",
+                name,
+                "\n".join(lines) + "\n",
+                list(body.params),
+                (blocks, threads),
+                nodes=[m.name for m in nodes],
+            )
+        )
+
+    def reduction(self, r: Node, ids: set) -> None:
+        src = r.inputs[0]
+        domain = src.shape
+        nd = len(domain)
+        axes = r.attrs.get("axis")
+        if axes is None:
+            axes = tuple(range(nd))
+        elif isinstance(axes, (int, np.integer)):
+            axes = (int(axes) % nd,)
+        else:
+            axes = tuple(sorted(int(a) % nd for a in axes))
+        kept = [d for d in range(nd) if d not in axes]
+        M = int(np.prod([domain[d] for d in kept], dtype=np.int64))
+        R = int(np.prod([domain[d] for d in axes], dtype=np.int64))
+        suffix = list(axes) == list(range(nd - len(axes), nd))
+        body = _Body(domain, f"(m * {R} + k)" if suffix else None)
+        if src.id in ids and src.op not in REDUCTIONS:
+            values = self._emit_members(body, self._closure([src], ids), ids)
+            value = values[src.id]
+        else:
+            value = body.load(self.layout_of(src))
+        acc_t = np.dtype(r.dtype)
+        op = {"amax": "max", "amin": "min"}.get(r.op, r.op)
+        init = {
+            "sum": literal(0, acc_t),
+            "mean": literal(0, acc_t),
+            "prod": literal(1, acc_t),
+            "max": literal(-np.inf, acc_t)
+            if acc_t.kind == "f"
+            else literal(np.iinfo(acc_t).min if acc_t.kind in "iu" else 0, acc_t),
+            "min": literal(np.inf, acc_t)
+            if acc_t.kind == "f"
+            else literal(np.iinfo(acc_t).max if acc_t.kind in "iu" else 1, acc_t),
+        }[op]
+        combine = {
+            "sum": "({a} + {b})",
+            "mean": "({a} + {b})",
+            "prod": "({a} * {b})",
+            "max": "({a} if (({a} >= {b}) or ({a} != {a})) else {b})",
+            "min": "({a} if (({a} <= {b}) or ({a} != {a})) else {b})",
+        }[op]
+        T = self.threads
+        # chunks per output: enough blocks to fill the GPU when outputs are few
+        want = max(1, min(self.max_blocks, 1024) // max(M, 1))
+        P = max(1, min(want, -(-R // (T * 4))))
+        final = f"np.{acc_t.name}(sm[0] / {R})" if op == "mean" else "sm[0]"
+        out = self.new_buffer(r, r.shape, r.dtype)
+        self.layouts[r.id] = out
+        name = f"reduce_{r.id}"
+        params = body.params  # loads registered; the output goes last
+        ind = "        "
+        lines = [f"def {name}({', '.join([*(f'p{k}' for k in range(len(params))), 'out'])}):"]
+        lines += [
+            f"    sm = cuda.shared.array({T}, np.{acc_t.name})",
+            "    t = cuda.threadIdx.x",
+            "    b = cuda.blockIdx.x",
+            f"    m = b // {P}",
+            f"    k = (b % {P}) * {T} + t",
+            f"    acc = {init}",
+        ]
+        if body.uses_digits:
+            lines += _digits("m", kept, domain, "    ")
+        lines.append(f"    while k < {R}:")
+        if body.uses_digits:
+            lines += _digits("k", list(axes), domain, ind)
+        lines += [ind + ln for ln in body.lines]
+        lines.append(f"{ind}acc = {combine.format(a='acc', b=cast(value, acc_t))}")
+        lines.append(f"{ind}k += {P * T}")
+        lines += _tree(T, combine)
+        lines.append("    if t == 0:")
+        lines.append(f"        out[b] = {final if P == 1 else 'sm[0]'}")
+        unit = Unit(
+            "reduce",
+            name,
+            "\n".join(lines) + "\n",
+            [*params, out.buf],
+            (M * P, T),
+            nodes=[r.name],
+        )
+        if P > 1:
+            part = f"part{r.id}"
+            self.buffers[part] = Buffer(part, M * P, acc_t, "temp")
+            unit.args[-1] = part
+            unit.partials = part
+            fin = [
+                f"def {name}_final(part, out):",
+                f"    sm = cuda.shared.array({T}, np.{acc_t.name})",
+                "    t = cuda.threadIdx.x",
+                "    m = cuda.blockIdx.x",
+                f"    acc = {init}",
+                "    j = t",
+                f"    while j < {P}:",
+                f"        acc = {combine.format(a='acc', b=f'part[m * {P} + j]')}",
+                f"        j += {T}",
+                *_tree(T, combine),
+                "    if t == 0:",
+                f"        out[m] = {final}",
+            ]
+            unit.final_source = "\n".join(fin) + "\n"
+            unit.final_args = [part, out.buf]
+            unit.final_launch = (M, T)
+        self.units.append(unit)
+
+    # ---- GEMM
+    def gemm(self, node: Node) -> None:
+        if node.op == "addmm":
+            bias, a, b = node.inputs
+        else:
+            bias = None
+            a, b = node.inputs
+        la, lb = self.layout_of(a), self.layout_of(b)
+        for lay, n in ((la, a), (lb, b)):
+            if lay.literal is not None:
+                raise unsupported(node, f"operand {n.name} is a scalar constant")
+        # NumPy's rules: 1-D operands gain a dimension, dropped again from the result
+        if len(la.shape) == 1:
+            la = Layout((1, *la.shape), la.dtype, la.buf, la.offset, (0, *la.strides))
+        if len(lb.shape) == 1:
+            lb = Layout((*lb.shape, 1), lb.dtype, lb.buf, lb.offset, (*lb.strides, 0))
+        m, k = la.shape[-2:]
+        n = lb.shape[-1]
+        batch = np.broadcast_shapes(la.shape[:-2], lb.shape[:-2])
+        nb = int(np.prod(batch, dtype=np.int64))
+        offs_a, offs_b = _batch_offsets(la, batch), _batch_offsets(lb, batch)
+        out = self.new_buffer(node, node.shape, node.dtype)
+        self.layouts[node.id] = out
+        spec = {
+            "a": la,
+            "b": lb,
+            "out": out.buf,
+            "m": m,
+            "n": n,
+            "k": k,
+            "batch": nb,
+            "offs_a": offs_a,
+            "offs_b": offs_b,
+            "dtype": np.dtype(node.dtype),
+        }
+        self.units.append(
+            Unit(
+                "gemm",
+                f"gemm_{node.id}",
+                args=[la.buf, lb.buf, out.buf],
+                gemm=spec,
+                nodes=[node.name],
+            )
+        )
+        if bias is not None:  # out += bias (broadcast), one elementwise kernel
+            body = _Body(node.shape, "i")
+            expr = f"({body.load(out)} + {body.load(self.layout_of(bias))})"
+            self._elementwise_unit(
+                f"addmm_bias_{node.id}", node.shape, body, [(out, cast(expr, node.dtype))], [node]
+            )
+
+    # ---- outputs
+    def output(self, k: int, node: Node) -> Layout:
+        lay = self.layout_of(node) if node.id in self.layouts else None
+        if lay is None:
+            raise unsupported(node, "its value was not planned")  # pragma: no cover
+        needs_copy = (
+            lay.literal is not None
+            or lay.buf.startswith("in")
+            or lay.buf.startswith("k")
+            or not lay.contiguous
+            or lay.offset != 0
+        )
+        if needs_copy:
+            out = self.new_buffer(f"o{k}_{node.id}", node.shape, node.dtype)
+            body = _Body(node.shape, "i")
+            expr = body.load(lay)
+            self._elementwise_unit(
+                f"out_{k}", node.shape, body, [(out, cast(expr, node.dtype))], [node]
+            )
+            lay = out
+        return lay
+
+
+def _tree(T: int, combine: str) -> list[str]:
+    """A shared-memory tree over T (a power of two) partial results, fixed order."""
+    return [
+        "    sm[t] = acc",
+        "    cuda.syncthreads()",
+        f"    s = {T // 2}",
+        "    while s > 0:",
+        "        if t < s:",
+        f"            sm[t] = {combine.format(a='sm[t]', b='sm[t + s]')}",
+        "        cuda.syncthreads()",
+        "        s //= 2",
+    ]
+
+
+def _batch_offsets(lay: Layout, batch: tuple) -> np.ndarray:
+    """The element offset of each (broadcast) batch matrix of a GEMM operand."""
+    nb = len(batch)
+    own = lay.shape[:-2]
+    lead = nb - len(own)
+    strides = [0] * lead + [0 if d == 1 else s for d, s in zip(own, lay.strides[:-2], strict=True)]
+    offs = np.full(int(np.prod(batch, dtype=np.int64)), lay.offset, dtype=np.int64)
+    if nb:
+        idx = np.indices(batch).reshape(nb, -1)
+        offs = offs + (np.asarray(strides, dtype=np.int64)[:, None] * idx).sum(axis=0)
+    return offs
+
+
+def plan_graph(graph: Graph, simulated: bool = False) -> Plan:
+    """The CUDA units of an optimized (fused) graph; raises `NotImplementedError`
+    for an op the backend lacks."""
+    return _Planner(graph, simulated).plan()

@@ -1,0 +1,376 @@
+"""Compiling and launching the CUDA units of plan.py.
+
+Kernel sources are compiled by numba.cuda once per source text (an in-memory
+cache shared by every graph: the same fused group in two functions is one
+kernel); each unit's launch configuration is fixed when the graph is planned,
+so a call is a list of launches with no host synchronisation until the caller
+reads a result.
+
+GEMMs: on a real GPU with CuPy, `cupy.matmul` on strided views of the buffers
+(cuBLAS, batched when there is a batch); otherwise a tiled numba.cuda kernel
+that reads both operands through their strides (transposed operands are never
+copied). Under the simulator that kernel is what runs.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from tracegrad.codegen.cuda.plan import Plan, Unit, plan_graph
+from tracegrad.placement import DeviceArray, as_device_array, load_cuda
+
+# Device functions for the names kernel templates call (tg_* helpers and the
+# np.* functions plan.cuda_expr renames). CUDA's libdevice gives these
+# accurately (tanhf, expf, ...), so they are one call each.
+PRELUDE = """
+import math
+import numpy as np
+from numba import cuda
+
+
+@cuda.jit(device=True, inline=True)
+def tg_exp(x):
+    return math.exp(x)
+
+
+@cuda.jit(device=True, inline=True)
+def tg_log(x):
+    return math.log(x) if x > 0 else (-np.inf if x == 0 else np.nan)
+
+
+@cuda.jit(device=True, inline=True)
+def tg_log1p(x):
+    return math.log1p(x) if x > -1 else (-np.inf if x == -1 else np.nan)
+
+
+@cuda.jit(device=True, inline=True)
+def tg_tanh(x):
+    return math.tanh(x)
+
+
+@cuda.jit(device=True, inline=True)
+def tg_sin(x):
+    return math.sin(x)
+
+
+@cuda.jit(device=True, inline=True)
+def tg_cos(x):
+    return math.cos(x)
+
+
+@cuda.jit(device=True, inline=True)
+def tg_sqrt(x):
+    return math.sqrt(x) if x >= 0 else np.nan
+
+
+@cuda.jit(device=True, inline=True)
+def tg_expm1(x):
+    return math.expm1(x)
+
+
+@cuda.jit(device=True, inline=True)
+def tg_floor(x):
+    return math.floor(x)
+
+
+@cuda.jit(device=True, inline=True)
+def tg_arccos(x):
+    return math.acos(x) if -1 <= x <= 1 else np.nan
+
+
+@cuda.jit(device=True, inline=True)
+def tg_arcsin(x):
+    return math.asin(x) if -1 <= x <= 1 else np.nan
+
+
+@cuda.jit(device=True, inline=True)
+def tg_arctan(x):
+    return math.atan(x)
+
+
+@cuda.jit(device=True, inline=True)
+def tg_arctan2(y, x):
+    return math.atan2(y, x)
+
+
+@cuda.jit(device=True, inline=True)
+def tg_sigmoid(x):
+    if x >= 0:
+        return 1 / (1 + math.exp(-x))
+    t = math.exp(x)
+    return t / (1 + t)
+
+
+@cuda.jit(device=True, inline=True)
+def tg_relu(x):
+    return x if (x > 0) or (x != x) else x - x
+
+
+@cuda.jit(device=True, inline=True)
+def tg_maximum(x, y):
+    return x if ((x >= y) or (x != x)) else y
+
+
+@cuda.jit(device=True, inline=True)
+def tg_minimum(x, y):
+    return x if ((x <= y) or (x != x)) else y
+
+
+@cuda.jit(device=True, inline=True)
+def tg_where(c, x, y):
+    return x if c else y
+
+
+@cuda.jit(device=True, inline=True)
+def tg_isfinite(x):
+    return abs(x) < np.inf
+
+
+@cuda.jit(device=True, inline=True)
+def tg_sign(x):
+    return x - x + 1 if x > 0 else (x - x - 1 if x < 0 else x)
+
+
+@cuda.jit(device=True, inline=True)
+def tg_remainder(x, y):
+    return x % y
+
+
+@cuda.jit(device=True, inline=True)
+def tg_pow(x, y):
+    return x ** y
+"""
+
+_COMPILE_LOCK = threading.Lock()
+_KERNELS: dict[str, object] = {}  # source text -> numba.cuda kernel
+_PRELUDE_NS: dict | None = None
+STATS = {"compiled": 0, "hits": 0}
+
+
+def _prelude() -> dict:
+    global _PRELUDE_NS
+    if _PRELUDE_NS is None:
+        load_cuda()
+        ns: dict = {}
+        exec(compile(PRELUDE, "<tracegrad cuda prelude>", "exec"), ns)
+        _PRELUDE_NS = ns
+    return _PRELUDE_NS
+
+
+def kernel_for(source: str, name: str):
+    """The numba.cuda kernel of one unit's source, compiled once per text."""
+    k = _KERNELS.get(source)
+    if k is not None:
+        STATS["hits"] += 1
+        return k
+    with _COMPILE_LOCK:
+        k = _KERNELS.get(source)
+        if k is None:
+            cuda = load_cuda()
+            ns = dict(_prelude())
+            exec(compile(source, f"<tracegrad cuda {name}>", "exec"), ns)
+            k = cuda.jit(ns[name])
+            _KERNELS[source] = k
+            STATS["compiled"] += 1
+    return k
+
+
+def clear() -> None:
+    _KERNELS.clear()
+
+
+# ------------------------------------------------------------------ GEMM
+
+_GEMM_SOURCE = """
+def tg_gemm_tiled(a, b, c, offs_a, offs_b, m, n, k, sa0, sa1, sb0, sb1):
+    ta = cuda.shared.array((TILE, TILE), DTYPE)
+    tb = cuda.shared.array((TILE, TILE), DTYPE)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    col = cuda.blockIdx.x * TILE + tx
+    row = cuda.blockIdx.y * TILE + ty
+    bat = cuda.blockIdx.z
+    oa = offs_a[bat]
+    ob = offs_b[bat]
+    acc = DTYPE(0)
+    for p0 in range(0, k, TILE):
+        pa = p0 + tx
+        pb = p0 + ty
+        ta[ty, tx] = a[oa + row * sa0 + pa * sa1] if (row < m and pa < k) else DTYPE(0)
+        tb[ty, tx] = b[ob + pb * sb0 + col * sb1] if (pb < k and col < n) else DTYPE(0)
+        cuda.syncthreads()
+        for q in range(TILE):
+            acc += ta[ty, q] * tb[q, tx]
+        cuda.syncthreads()
+    if row < m and col < n:
+        c[bat * m * n + row * n + col] = acc
+"""
+
+
+def _gemm_kernel(dtype: np.dtype, tile: int):
+    src = (
+        _GEMM_SOURCE.replace("TILE", str(tile))
+        .replace("DTYPE", f"np.{np.dtype(dtype).name}")
+        .replace("tg_gemm_tiled", f"tg_gemm_tiled_{np.dtype(dtype).name}_{tile}")
+    )
+    return kernel_for(src, f"tg_gemm_tiled_{np.dtype(dtype).name}_{tile}")
+
+
+def _cupy():
+    try:
+        import cupy
+    except Exception:
+        return None
+    return cupy
+
+
+# ------------------------------------------------------------------ the kernel
+
+
+class CudaKernel:
+    """An optimized graph as CUDA launches: `kernel(*device arrays)` returns a
+    tuple of DeviceArray, one per graph output.
+
+    `source` holds every kernel's source, with the IR lines it computes."""
+
+    source_path = None
+
+    def __init__(self, graph):
+        cuda = load_cuda()
+        self.cuda = cuda
+        from tracegrad.placement import is_simulated
+
+        self.simulated = is_simulated()
+        self.plan: Plan = plan_graph(graph, simulated=self.simulated)
+        self.graph_name = graph.name
+        self.n_inputs = len(graph.inputs)
+        self.cupy = None if self.simulated else _cupy()
+        self.tile = 4 if self.simulated else 16
+        self.consts = {
+            name: cuda.to_device(b.value)
+            for name, b in self.plan.buffers.items()
+            if b.kind == "const"
+        }
+        self.launches = []  # (callable, args names) per unit, compiled now
+        for unit in self.plan.units:
+            self.launches.append(self._prepare(unit))
+        self.source = self._source_text()
+
+    def _source_text(self) -> str:
+        parts = [f"# CUDA kernels of {self.graph_name} ({len(self.plan.units)} units)"]
+        for u in self.plan.units:
+            parts.append(f"# unit {u.name} ({u.kind}): {', '.join(u.nodes)}")
+            if u.source:
+                parts.append(u.source)
+            if u.final_source:
+                parts.append(u.final_source)
+        return "\n".join(parts)
+
+    def _prepare(self, unit: Unit):
+        if unit.kind == "gemm":
+            return self._prepare_gemm(unit)
+        # (configured per launch: the simulator's kernel[grid, block] configures the
+        # kernel object itself, so two units sharing a kernel would share one config)
+        k = kernel_for(unit.source, unit.name)
+        launch = unit.launch
+        if unit.final_source:
+            fin = kernel_for(unit.final_source, f"{unit.name}_final")
+            a1, a2, launch2 = unit.args, unit.final_args, unit.final_launch
+
+            def run(env):
+                k[launch](*[env[a] for a in a1])
+                fin[launch2](*[env[a] for a in a2])
+
+            return run
+        names = unit.args
+
+        def run(env):
+            k[launch](*[env[a] for a in names])
+
+        return run
+
+    def _prepare_gemm(self, unit: Unit):
+        g = unit.gemm
+        la, lb = g["a"], g["b"]
+        m, n, k, nb = g["m"], g["n"], g["k"], g["batch"]
+        sa0, sa1 = la.strides[-2:]
+        sb0, sb1 = lb.strides[-2:]
+        dtype = g["dtype"]
+        if self.cupy is not None and dtype.kind == "f":
+            return self._cupy_gemm(unit)
+        if dtype.kind != "f":
+            dtype = np.dtype(dtype)
+        kern = _gemm_kernel(dtype, self.tile)
+        t = self.tile
+        config = ((-(-n // t), -(-m // t), nb), (t, t))
+        offs_a = self.cuda.to_device(g["offs_a"])
+        offs_b = self.cuda.to_device(g["offs_b"])
+        a, b, c = unit.args
+
+        def run(env):
+            kern[config](env[a], env[b], env[c], offs_a, offs_b, m, n, k, sa0, sa1, sb0, sb1)
+
+        return run
+
+    def _cupy_gemm(self, unit: Unit):
+        """cuBLAS through CuPy, on strided views of the flat buffers (no copies)."""
+        cp = self.cupy
+        g = unit.gemm
+        la, lb = g["a"], g["b"]
+        m, n, nb = g["m"], g["n"], g["batch"]
+        item = g["dtype"].itemsize
+        batch_shape = (nb,)
+        a_name, b_name, c_name = unit.args
+
+        def view(flat, lay, offs):
+            base = cp.asarray(flat)
+            if nb == 1 or np.all(np.diff(offs) == (offs[1] - offs[0] if nb > 1 else 0)):
+                bstride = int(offs[1] - offs[0]) if nb > 1 else 0
+                shape = (*batch_shape, *lay.shape[-2:])
+                strides = (bstride * item, *(s * item for s in lay.strides[-2:]))
+                return cp.lib.stride_tricks.as_strided(base[int(offs[0]) :], shape, strides)
+            return cp.stack(
+                [
+                    cp.lib.stride_tricks.as_strided(
+                        base[int(o) :], lay.shape[-2:], tuple(s * item for s in lay.strides[-2:])
+                    )
+                    for o in offs
+                ]
+            )
+
+        def run(env):
+            a = view(env[a_name], la, g["offs_a"])
+            b = view(env[b_name], lb, g["offs_b"])
+            c = cp.asarray(env[c_name]).reshape(nb, m, n)
+            cp.matmul(a, b, out=c)
+
+        return run
+
+    # ---- a call
+    def _alloc(self, size: int, dtype):
+        if self.cupy is not None:  # CuPy's memory pool: no cudaMalloc per call
+            return self.cuda.as_cuda_array(self.cupy.empty(size, dtype=dtype))
+        return self.cuda.device_array(size, dtype=dtype)
+
+    def __call__(self, *arrays):
+        if len(arrays) != self.n_inputs:
+            raise TypeError(
+                f"{self.graph_name}: expected {self.n_inputs} arrays, got {len(arrays)}"
+            )
+        env = dict(self.consts)
+        for name, b in self.plan.buffers.items():
+            if b.kind == "input":
+                arr = as_device_array(arrays[b.index])
+                if arr.dtype != b.dtype:
+                    raise TypeError(
+                        f"{self.graph_name}: input {b.index} has dtype {arr.dtype}, the "
+                        f"compiled signature {b.dtype}"
+                    )
+                env[name] = arr.flat_data()
+            elif b.kind == "temp":
+                env[name] = self._alloc(b.size, b.dtype)
+        for run in self.launches:
+            run(env)
+        return tuple(DeviceArray(env[lay.buf], lay.shape) for lay in self.plan.outputs)
