@@ -1452,21 +1452,64 @@ def _bcastable(a, b) -> bool:
 # ================================================================ constructors
 
 
-def _default_dtype_of(data) -> np.dtype | None:
-    """PyTorch's inference: Python floats -> float32, ints -> int64, bools -> bool."""
-    if isinstance(data, np.ndarray):
-        return None
+_I64 = np.dtype(np.int64)
+_BOOL = np.dtype(np.bool_)
+_PY_SCALAR_DTYPES = {float: _F32, int: _I64, bool: _BOOL}
+
+
+def _promote_inferred(a: np.dtype, b: np.dtype) -> np.dtype:
+    """PyTorch's promoteTypes for two inferred element types: a float beats any integer
+    or bool (int64 with float32 is float32, where NumPy says float64), else NumPy's."""
+    if a == b:
+        return a
+    fa, fb = a.kind in "fc", b.kind in "fc"
+    if fa != fb:
+        return a if fa else b
+    return np.promote_types(a, b)
+
+
+def _inferred_dtype(data) -> np.dtype | None:
+    """The dtype torch.tensor(data) infers (PyTorch's infer_scalar_type): Python float ->
+    float32 (the default dtype), int -> int64, bool -> bool; a NumPy scalar, array or
+    tensor keeps its dtype; a sequence promotes its elements' types (an empty one is
+    float32). None where this cannot tell (the caller's checks then explain)."""
+    t = type(data)
+    known = _PY_SCALAR_DTYPES.get(t)
+    if known is not None:
+        return known
+    if isinstance(data, (np.ndarray, np.generic)):
+        return data.dtype
+    if isinstance(data, Tensor):
+        return data._data.dtype
+    if isinstance(data, (list, tuple)):
+        if not data:
+            return _F32
+        kinds = set(map(type, data))
+        result = None
+        if kinds <= _PY_SCALAR_DTYPES.keys():  # a flat list of Python numbers
+            items = [_PY_SCALAR_DTYPES[k] for k in kinds]
+        else:
+            items = map(_inferred_dtype, data)
+        for d in items:
+            if d is None:
+                return None
+            result = d if result is None else _promote_inferred(result, d)
+        return result
     return None
 
 
 def tensor(data: Any, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new leaf tensor holding a copy of `data`.
 
-    Python floats become float32, ints int64; a NumPy array keeps its dtype.
+    Python floats become float32, ints int64; a NumPy array or scalar keeps its dtype;
+    a list promotes its elements' types as PyTorch does (a float beats an integer).
 
+    >>> import numpy as np
     >>> import tracegrad.eager as torch
     >>> torch.tensor([[1.0, 2.0]]).dtype, torch.tensor([1, 2]).dtype
     (torch.float32, torch.int64)
+    >>> torch.tensor(np.float64(2.5)).dtype, torch.tensor([np.int32(1), True]).dtype
+    (torch.float64, torch.int32)
     """
     arr = _to_array(data, dtype)
     t = Tensor._wrap(arr)
@@ -1522,6 +1565,8 @@ def _to_array(data: Any, dtype) -> np.ndarray:
             "tensor(): could not infer dtype: the data holds values that are not "
             "numbers" + user_location_suffix()
         )
+    if npd is None:
+        npd = _inferred_dtype(data)
     if npd is None:
         if arr.dtype.kind == "f":
             npd = np.dtype(np.float32)

@@ -16,7 +16,6 @@ from tests.programs.pytorch._load import (
     same_weights,
 )
 
-
 NUMBER = r"\d+\.?\d*"
 
 
