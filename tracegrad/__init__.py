@@ -37,13 +37,14 @@ starts fast. Environment variables: `tracegrad.config`.
 
 from __future__ import annotations
 
+from typing import Any
+
 # First, before anything imports NumPy: its OpenBLAS's wait policy (runtime/threads.py).
 from tracegrad.runtime.threads import import_numpy as _import_numpy
 
 _import_numpy()
 
 import tracegrad.loops
-from tracegrad.config import VERSION as __version__
 from tracegrad.ops.api import *  # noqa: F403  (the NumPy-named ops)
 from tracegrad.ops.api import trace as _numpy_trace
 from tracegrad.ops.core import DTypeError, ShapeError, TracegradError
@@ -52,7 +53,7 @@ from tracegrad.ops.numpy_names import *  # noqa: F403  (acos, concat, zeros, vec
 from tracegrad.runtime.threads import get_num_threads, set_num_threads
 
 
-def trace(fn_or_array, *args, **kwargs):
+def trace(fn_or_array: Any, *args: Any, **kwargs: Any) -> Any:
     """`tg.trace(fn, *example_args)` records `fn` into an IR graph (see
     `tracegrad.tracing.trace`); `tg.trace(array, offset=0, ...)` is NumPy's trace.
 
@@ -70,6 +71,8 @@ def trace(fn_or_array, *args, **kwargs):
 
 
 _LAZY = {
+    # from the package metadata, looked up on first use (importlib.metadata costs ~40 ms)
+    "__version__": "tracegrad.config",
     "TracingError": "tracegrad.tracing",
     "compile": "tracegrad.compiler",
     "explain": "tracegrad.explainer",

@@ -758,7 +758,7 @@ class CompiledFunction:
             leaves.extend(sub)
             arg_of_leaf.extend([i] * len(sub))
             trees.append(tree)
-        for k, v in kwargs.items():
+        for _k, v in kwargs.items():
             sub, tree = tree_flatten(v)
             leaves.extend(sub)
             arg_of_leaf.extend([-1] * len(sub))
@@ -1727,7 +1727,7 @@ def compile(
     static_argnums: int | Sequence[int] | None = None,
     static_argnames: str | Sequence[str] | None = None,
     donate_argnums: Any = None,
-):
+) -> Callable[..., Any]:
     """Compile `fn` per input signature into a kernel; usable as `@compile`.
 
     A signature is the arguments' pytree structure, shapes and dtypes, and the

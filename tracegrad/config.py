@@ -13,13 +13,41 @@ table is checked against it).
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
-VERSION = "0.1.0"  # tracegrad's version (kernel caches are salted with it)
+# pyproject.toml's version, for a source tree that pip never installed (tests check they agree)
+_FALLBACK_VERSION = "0.2.0"
+
+
+@functools.cache
+def version() -> str:
+    """tracegrad's version, from the installed package's metadata (pyproject.toml's
+    `version`); kernel caches are salted with it. `tracegrad.__version__` and
+    `config.VERSION` read it on first use.
+
+        >>> import tracegrad, tracegrad.config as config
+        >>> tracegrad.__version__ == config.VERSION == config.version()
+        True
+    """
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("tracegrad")
+    except PackageNotFoundError:
+        return _FALLBACK_VERSION
+
+
+def __getattr__(name: str) -> str:
+    if name in ("VERSION", "__version__"):  # computed on first use: see version()
+        return version()
+    raise AttributeError(f"module 'tracegrad.config' has no attribute {name!r}")
+
 
 # name -> (default, what it does)
 VARIABLES: dict[str, tuple[str, str]] = {

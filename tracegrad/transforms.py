@@ -153,7 +153,9 @@ def _pullback(fn: Callable, has_aux: bool, primals: tuple, ct):
     )(*primals)
 
 
-def vjp(fn: Callable, *primals: Any, has_aux: bool = False, backend: str | None = None):
+def vjp(
+    fn: Callable, *primals: Any, has_aux: bool = False, backend: str | None = None
+) -> tuple[Any, ...]:
     """JAX's `vjp`: `(fn(*primals), pullback)`, or `(out, pullback, aux)` with `has_aux`.
 
     `pullback(ct)` takes a cotangent shaped like the output (a pytree) and returns
@@ -275,7 +277,7 @@ def jvp(
     *,
     has_aux: bool = False,
     backend: str | None = None,
-):
+) -> tuple[Any, ...]:
     """JAX's `jvp`: `(fn(*primals), J @ tangents)` (and `aux` with `has_aux`).
 
     >>> import numpy as np, tracegrad as tg
@@ -298,7 +300,7 @@ def jvp(
     return compiled(_args_as_arrays(primals), _args_as_arrays(tangents))
 
 
-def linearize(fn: Callable, *primals: Any, backend: str | None = None):
+def linearize(fn: Callable, *primals: Any, backend: str | None = None) -> tuple[Any, ...]:
     """JAX's `linearize`: `(fn(*primals), f_jvp)` with `f_jvp(*tangents) = J @ tangents`.
 
     The forward-mode graph is split by partial evaluation (`forward.partial_eval`):
@@ -362,7 +364,7 @@ def jacfwd(
     *,
     has_aux: bool = False,
     backend: str | None = None,
-):
+) -> Callable[..., Any]:
     """JAX's `jacfwd`: the Jacobian by forward mode, the tangent pass `vmap`ped over
     the input's basis (the primal runs once), shaped `output.shape + input.shape`
     (a tuple of them for tuple `argnums`). Outputs and arguments may be pytrees:
@@ -610,7 +612,7 @@ def jacobian(
     has_aux: bool = False,
     backend: str | None = None,
     optimize: bool = True,
-):
+) -> Callable[..., Any]:
     """JAX's `jacrev`: d fn(args) / d args[argnums], shaped `output.shape + arg.shape`.
 
     Reverse mode as JAX builds it: the forward pass is traced once and the pullback
@@ -703,7 +705,7 @@ def hessian(
     has_aux: bool = False,
     backend: str | None = None,
     optimize: bool = True,
-):
+) -> Callable[..., Any]:
     """JAX's `hessian`: the Jacobian of the Jacobian, shaped `output.shape +
     arg.shape + arg.shape`. The output may be non-scalar and a pytree, the arguments
     pytrees: the result nests output structure, then argument structure twice, as

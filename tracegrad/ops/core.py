@@ -471,7 +471,7 @@ def op_error(
     prim: Primitive | str,
     avals: Iterable[Any],
     reason: str,
-    cls: type[TracegradError] = ShapeError,
+    cls: type[Exception] = ShapeError,
 ) -> TracegradError:
     name = prim if isinstance(prim, str) else prim.name
     operands = ", ".join(str(aval_of(a)) for a in avals)
