@@ -23,6 +23,8 @@ Compiled mode, a static graph traced once per input signature, like JAX:
     devices, device_put      placement: a compiled function called with GPU arrays
                              runs on the GPU (numba.cuda; the `cuda` extra)
     set_num_threads, get_num_threads    one thread limit for kernels, eager ops and BLAS
+    random                   jax.random's keys and samplers (PRNGKey, split, normal, ...)
+    scipy                    scipy.special / scipy.stats, traceable (as jax.scipy)
 
 The ops: NumPy's names (tg.sin, tg.where, tg.einsum, tg.linalg, ...) work on
 NumPy arrays, on eager tensors and while tracing; NumPy's own functions
@@ -99,6 +101,8 @@ _LAZY = {
     "DeviceArray": "tracegrad.placement",
     "viz": None,
     "eager": None,
+    "random": None,
+    "scipy": None,
 }
 
 

@@ -499,6 +499,9 @@ def _register_optional_rules() -> None:
     makers["triangular_solve"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=False)
     makers["triangular_matmul"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=False)
     makers["erf"] = elementwise_rule
+    special = ("threefry2x32", "erfinv", "gammaln", "digamma", "polygamma", "log_ndtr", "ndtri")
+    for name in special:  # tracegrad/ops/special.py
+        makers[name] = elementwise_rule
     makers["clamp_tensor"] = elementwise_rule
     makers["vector_norm"] = lambda prim: vector_norm_rule
     makers["diagonal"] = lambda prim: diagonal_rule

@@ -310,16 +310,20 @@ def _concrete_error(tracer: Tracer, what: str, how: str) -> TracingError:
 
 def _hint_for_caller() -> str:
     """The fix that fits what the user's line does (an eager op, a `while`, an `if`)."""
-    eager_fn, user = None, None
+    eager_fn, user, scipy_frame = None, None, None
     frame = sys._getframe(2)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module.startswith("tracegrad.eager"):
             eager_fn = frame.f_code.co_name
+        elif module.startswith("scipy."):
+            scipy_frame = frame  # the outermost one is the function the user called
         elif not module.startswith(("tracegrad", "numpy")):
             user = frame
             break
         frame = frame.f_back
+    if scipy_frame is not None:
+        return _scipy_hint(scipy_frame)
     if eager_fn is not None:
         return (
             f"  tracegrad.eager's {eager_fn}() got a traced value: inside tracegrad.compile, "
@@ -349,6 +353,23 @@ def _hint_for_caller() -> str:
         "      tg.where(x > 0, x, 0.0)   instead of   x if x > 0 else 0.0\n"
         "  or make the value a static Python scalar argument (it is then part of the "
         "cache key)."
+    )
+
+
+def _scipy_hint(frame) -> str:
+    """SciPy's functions run NumPy code that cannot trace: name tracegrad.scipy's twin."""
+    module = frame.f_globals.get("__name__", "")
+    fn = frame.f_code.co_name
+    this = frame.f_locals.get("self")  # scipy.stats.norm -> "norm"
+    dist = getattr(this, "name", None) or type(this).__name__.removesuffix("_gen")
+    if module.startswith("scipy.stats") and isinstance(dist, str):
+        theirs, ours = f"scipy.stats.{dist}.{fn}", f"tracegrad.scipy.stats.{dist}.{fn}"
+    else:
+        part = "stats" if module.startswith("scipy.stats") else "special"
+        theirs, ours = f"{module}.{fn}", f"tracegrad.scipy.{part}"
+    return (
+        f"  SciPy's {theirs}() got a traced value: SciPy computes with NumPy and cannot "
+        f"trace. Use {ours} (spelled as jax.scipy), which traces and differentiates."
     )
 
 
@@ -556,6 +577,13 @@ def _numpy_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
     fn = _lookup_api(op_name)
     if fn is None and name == "square":
         return _api("multiply")(inputs[0], inputs[0])
+    special = sys.modules.get("scipy.special")
+    if fn is None and special is not None and getattr(special, name, None) is ufunc:
+        raise TracingError(
+            f"scipy.special.{name} got a traced value: SciPy's ufuncs compute with NumPy "
+            f"and cannot trace. Use tracegrad.scipy.special.{name} (spelled as "
+            f"jax.scipy.special), which traces and differentiates{core.user_location_suffix()}"
+        )
     if fn is None:
         raise TracingError(
             f"numpy.{name} is not supported on traced values: tracegrad has no "

@@ -9,6 +9,7 @@ Operand kinds:
   ("n", shape)          normal floats
   ("p", shape)          positive floats in [0.5, 2] (log, sqrt, pow bases)
   ("u", shape)          floats in (-0.9, 0.9) (arcsin, arccos)
+  ("prob", shape)       floats in [0.05, 0.95] (ndtri)
   ("a", shape)          floats with |x| in [0.5, 2] and a random sign (away from kinks)
   ("d", shape)          distinct floats, no ties (max, min, sort-like ops)
   ("i", shape, high)    int64 indices in [0, high)
@@ -58,6 +59,8 @@ def _draw(spec, rng, dtype):
         return rng.uniform(0.5, 2.0, shape).astype(dtype)
     if kind == "u":  # inside (-1, 1), away from the edges (arcsin, arccos)
         return rng.uniform(-0.9, 0.9, shape).astype(dtype)
+    if kind == "prob":  # probabilities away from 0 and 1 (ndtri)
+        return rng.uniform(0.05, 0.95, shape).astype(dtype)
     if kind == "a":
         return (rng.uniform(0.5, 2.0, shape) * rng.choice([-1, 1], shape)).astype(dtype)
     if kind == "d":
@@ -533,7 +536,7 @@ CASES = [
     Case(
         "ndtri",
         S.ndtri,
-        [np.array([[0.1, 0.3, 0.5], [0.6, 0.8, 0.95]])],
+        [("prob", (3, 4))],
         ref=lambda x: _scipy_special("ndtri")(x),
     ),
     Case(

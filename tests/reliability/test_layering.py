@@ -38,6 +38,8 @@ LAYERS = {
     "custom": 14,
     "explainer": 14,
     "transforms": 15,
+    "random": 16,  # jax.random: composites of the rule table's threefry2x32
+    "scipy": 16,  # jax.scipy.special / stats: composites of tracegrad ops
     "tracegrad": 99,
     "distributed": 100,
 }

@@ -118,6 +118,9 @@ def numba_array_type(shape, dtype) -> str:
         "int8": "int8",
         "uint8": "uint8",
         "int16": "int16",
+        "uint16": "uint16",
+        "uint32": "uint32",  # random keys and bits (tracegrad.random)
+        "uint64": "uint64",
         "float16": "float16",
     }[np.dtype(dtype).name]
     nd = len(shape)

@@ -1,0 +1,196 @@
+"""Rule-table rows for random bits and special functions (issue 26): threefry2x32,
+erfinv, gammaln, digamma and polygamma.
+
+Each is defined once, like the primitives of tracegrad/ops/table.py (whose end
+imports this module): a NumPy/SciPy implementation, a shape rule, vjp rules in
+tracegrad ops and a code-generation entry. They are elementwise over their
+broadcast operands (vmap batches them as such: tracegrad/batching.py) and, like
+`erf`, run their NumPy impl between kernel segments in compiled mode
+(codegen="numpy").
+
+`threefry2x32(k0, k1, x0, x1, word)` is the Threefry-2x32 block cipher (20
+rounds, Salmon et al. 2011), the counter-based generator of JAX's
+`jax.random`, on uint32 operands: `word` 0 or 1 selects an output word, 2 gives
+their xor (JAX's 32-bit random bits). tracegrad.random builds keys, `split`,
+`fold_in` and the samplers from it.
+
+    >>> import numpy as np
+    >>> from tracegrad.ops import special as S
+    >>> k = np.uint32([0x13198A2E, 0x03707344]); x = np.uint32([0x243F6A88, 0x85A308D3])
+    >>> [hex(int(S.threefry2x32(k[0], k[1], x[0], x[1], word=w))) for w in (0, 1)]
+    ['0xc4923a9c', '0x483df7a0']
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracegrad.ops import table as T
+from tracegrad.ops.core import Aval, DTypeError, op_error, primitive
+from tracegrad.ops.rulekit import (
+    array_avals,
+    as_aval,
+    broadcast_shapes,
+    elementwise_rule,
+    no_grad,
+    returns_array,
+)
+
+# ------------------------------------------------------------- threefry2x32
+
+_U32 = np.dtype(np.uint32)
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_PARITY = 0x1BD11BDA  # Threefry's key-schedule constant
+
+
+def _rotl(v: np.ndarray, r: int) -> np.ndarray:
+    return (v << np.uint32(r)) | (v >> np.uint32(32 - r))
+
+
+def threefry_block(k0, k1, x0, x1) -> tuple[np.ndarray, np.ndarray]:
+    """Threefry-2x32 with 20 rounds on uint32 arrays (wrapping arithmetic), as JAX's
+    `threefry2x32_p`: five groups of four rounds, a key injection after each."""
+    k0, k1, x0, x1 = (np.asarray(v, dtype=_U32) for v in (k0, k1, x0, x1))
+    ks = (k0, k1, k0 ^ k1 ^ np.uint32(_PARITY))
+    a, b = x0 + ks[0], x1 + ks[1]
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            a = a + b
+            b = _rotl(b, r) ^ a
+        a = a + ks[(i + 1) % 3]
+        b = b + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return a, b
+
+
+def _threefry_impl(k0, k1, x0, x1, word):
+    with np.errstate(over="ignore"):  # 0-d operands are NumPy scalars, which warn on wrap
+        a, b = threefry_block(k0, k1, x0, x1)
+    out = a if word == 0 else b if word == 1 else a ^ b
+    return np.asarray(out, dtype=_U32)
+
+
+def _threefry_rule(k0, k1, x0, x1, word):
+    operands = (k0, k1, x0, x1)
+    shape = broadcast_shapes("threefry2x32", *operands)
+    for v in operands:
+        if isinstance(v, Aval) and v.dtype != _U32:
+            raise op_error(
+                "threefry2x32",
+                array_avals(*operands),
+                f"operands must be uint32, got {v.dtype}",
+                cls=DTypeError,
+            )
+    if word not in (0, 1, 2):
+        raise op_error("threefry2x32", array_avals(*operands), f"word must be 0, 1 or 2: {word}")
+    return Aval(shape, _U32)
+
+
+threefry2x32 = primitive(
+    "threefry2x32",
+    impl=_threefry_impl,
+    shape_rule=_threefry_rule,
+    kind="other",
+    nondiff=True,
+    vjps=(no_grad,) * 4,
+    torch_name=None,
+    saves=(),
+    codegen="numpy",
+)
+
+# ------------------------------------------------------------ special functions
+
+
+def _float_impl(fn):
+    """A SciPy ufunc on float operands (int/bool in float64), 0-d results as arrays."""
+
+    def impl(x, **attrs):
+        if type(x) is np.ndarray and x.dtype.kind in "biu":
+            x = x.astype(np.float64)
+        return np.asarray(fn(x, **attrs))
+
+    return returns_array(impl)
+
+
+def _scipy(name):
+    import scipy.special
+
+    return getattr(scipy.special, name)
+
+
+def _special(name, impl, vjp, torch_name, attrs_rule=None, saves=(0,)):
+    rule = elementwise_rule(name, float_only=True)
+    return primitive(
+        name,
+        impl=_float_impl(impl),
+        shape_rule=rule if attrs_rule is None else attrs_rule(rule),
+        kind="other",
+        vjps=(vjp,),
+        torch_name=torch_name,
+        saves=saves,
+        codegen="numpy",
+    )
+
+
+_SQRT_PI_2 = math.sqrt(math.pi) / 2
+
+# erfinv'(x) = sqrt(pi)/2 * exp(erfinv(x)^2); +-inf at |x| = 1 as in JAX and PyTorch
+erfinv = _special(
+    "erfinv",
+    lambda x: _scipy("erfinv")(x),
+    lambda g, out, x: T.mul(g, T.mul(_SQRT_PI_2, T.exp(T.mul(out, out)))),
+    "ErfinvBackward0",
+    saves=("out",),
+)
+gammaln = _special(
+    "gammaln",
+    lambda x: _scipy("gammaln")(x),
+    lambda g, out, x: T.mul(g, digamma(x)),
+    "LgammaBackward0",
+)
+digamma = _special(
+    "digamma",
+    lambda x: _scipy("psi")(x),
+    lambda g, out, x: T.mul(g, polygamma(x, n=1)),
+    "DigammaBackward0",
+)
+
+
+def _polygamma_rule(rule):
+    def checked(x, n):
+        if not isinstance(n, (int, np.integer)) or n < 0:
+            raise op_error("polygamma", [as_aval(x)], f"n must be an int >= 0, got {n!r}")
+        return rule(x)
+
+    return checked
+
+
+# polygamma(x, n=k) is scipy.special.polygamma(k, x); its derivative is order k + 1
+polygamma = _special(
+    "polygamma",
+    lambda x, n: _scipy("polygamma")(n, x).astype(np.result_type(x, np.float32)),
+    lambda g, out, x, n: T.mul(g, polygamma(x, n=n + 1)),
+    "PolygammaBackward0",
+    attrs_rule=_polygamma_rule,
+)
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+# log of the standard normal cdf, accurate in both tails (scipy.special.log_ndtr);
+# d/dx = pdf(x) / cdf(x) = exp(-x^2/2 - log(2 pi)/2 - out)
+log_ndtr = _special(
+    "log_ndtr",
+    lambda x: _scipy("log_ndtr")(x),
+    lambda g, out, x: T.mul(g, T.exp(T.sub(T.sub(T.mul(-0.5, T.mul(x, x)), _LOG_SQRT_2PI), out))),
+    "LogNdtrBackward0",
+    saves=(0, "out"),
+)
+# the standard normal quantile (scipy.special.ndtri); d/dp = 1 / pdf(out)
+ndtri = _special(
+    "ndtri",
+    lambda x: _scipy("ndtri")(x),
+    lambda g, out, x: T.mul(g, T.exp(T.add(T.mul(0.5, T.mul(out, out)), _LOG_SQRT_2PI))),
+    "NdtriBackward0",
+    saves=("out",),
+)

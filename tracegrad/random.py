@@ -1,0 +1,359 @@
+"""Random numbers with JAX's key semantics: `tracegrad.random` is spelled as `jax.random`.
+
+A key is a uint32 array of shape (2,) (JAX's raw `PRNGKey`); every draw is a
+pure function of its key, computed by the counter-based Threefry-2x32 generator
+(the `threefry2x32` primitive of the rule table, tracegrad/ops/special.py). So
+the same code runs on NumPy arrays, under `tg.compile`/`tg.jit`, under
+`tg.vmap` over a batch of keys from `split(key, n)`, and under `tg.grad`, where
+draws are constants: `normal(key) * sigma + mu` differentiates through mu and
+sigma. The bits follow JAX's default (`jax_threefry_partitionable`, the
+default since JAX 0.5): `PRNGKey`, `split`, `fold_in`, `bits`, `randint` and
+`permutation` give JAX's very integers, `uniform` on [0, 1), `bernoulli` and
+`categorical` its very values (tests/random/test_random_keys.py); `normal`,
+`truncated_normal`, `gumbel`, `exponential` and `uniform` with bounds agree to a
+few ulp (SciPy's erfinv and NumPy's log where XLA has its own polynomials, and
+no FMA).
+
+Floating-point draws default to float64 (tracegrad's NumPy default; JAX's
+default is float32 unless `jax_enable_x64` is set): pass `dtype=np.float32` for
+JAX's default values.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> key = tg.random.PRNGKey(0)
+    >>> k1, k2 = tg.random.split(key)
+    >>> tg.random.normal(k1, (3,), dtype=np.float32).round(4)
+    array([ 1.004 , -0.9063, -0.7482], dtype=float32)
+    >>> tg.vmap(lambda k: tg.random.uniform(k))(tg.random.split(key, 4)).shape
+    (4,)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tracegrad.ops import api as A
+from tracegrad.ops import numpy_names as N
+from tracegrad.ops import special as S
+from tracegrad.ops import table as T
+from tracegrad.ops.core import ArgumentError, DTypeError, ShapeError, user_location_suffix
+
+__all__ = [
+    "PRNGKey",
+    "bernoulli",
+    "bits",
+    "categorical",
+    "exponential",
+    "fold_in",
+    "gumbel",
+    "key",
+    "key_data",
+    "normal",
+    "permutation",
+    "randint",
+    "shuffle",
+    "split",
+    "truncated_normal",
+    "uniform",
+    "wrap_key_data",
+]
+
+Array = Any
+_U32 = np.dtype(np.uint32)
+_DEFAULT_FLOAT = np.dtype(np.float64)
+
+
+# ------------------------------------------------------------------ keys
+
+
+def _dtype_of(v) -> np.dtype:
+    dtype = getattr(v, "dtype", None)  # (tracers and tensors have one; never np.asarray them)
+    return np.dtype(dtype if dtype is not None else np.asarray(v).dtype)
+
+
+def PRNGKey(seed: int | Array) -> Array:
+    """A key from an integer seed: uint32 [seed >> 32, seed & 0xFFFFFFFF], as JAX's.
+
+    >>> import tracegrad as tg
+    >>> tg.random.PRNGKey(42)
+    array([ 0, 42], dtype=uint32)
+    """
+    if isinstance(seed, (int, np.integer)):
+        s = int(seed)
+        return np.array([(s >> 32) & 0xFFFFFFFF, s & 0xFFFFFFFF], dtype=_U32)
+    dtype = _dtype_of(seed)
+    if np.shape(seed) != () or dtype.kind not in "iub":
+        raise DTypeError(
+            f"PRNGKey: the seed must be an integer scalar, got {dtype}{list(np.shape(seed))}"
+            + user_location_suffix()
+        )
+    lo = T.astype(seed, dtype="uint32")
+    if dtype.itemsize <= 4:  # JAX: a 32-bit seed shifted right by 32 is 0
+        hi = T.full_like(lo, value=0, dtype="uint32")
+    else:
+        hi = T.astype(A.floor_divide(seed, 2**32), dtype="uint32")
+    return A.stack([hi, lo])
+
+
+def key(seed: int | Array) -> Array:
+    """`jax.random.key(seed)`: here the same raw uint32[2] key as `PRNGKey`
+    (tracegrad has no typed key arrays; `key_data` and `wrap_key_data` are identities)."""
+    return PRNGKey(seed)
+
+
+def key_data(keys: Array) -> Array:
+    """The uint32 data of a key (the key itself: keys are raw uint32 arrays here)."""
+    return keys
+
+
+def wrap_key_data(data: Array, *, impl: str | None = None) -> Array:
+    """A key from its uint32 data (the data itself)."""
+    return data
+
+
+def _check_key(name: str, k) -> tuple:
+    shape = tuple(np.shape(k))
+    dtype = _dtype_of(k)
+    if shape != (2,) or dtype != _U32:
+        hint = (
+            "; for a batch of keys from split(key, n), map over it with tg.vmap"
+            if len(shape) == 2 and shape[-1] == 2
+            else ""
+        )
+        raise ArgumentError(
+            f"{name}: expected a key, a uint32 array of shape (2,) from PRNGKey or split, "
+            f"got {dtype}{list(shape)}{hint}" + user_location_suffix()
+        )
+    return k[0], k[1]
+
+
+def _shape(shape) -> tuple:
+    if shape is None:
+        return ()
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(d) for d in shape)
+
+
+def _counters(shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """JAX's iota_2x32_shape: the 64-bit index of each element, as (high, low) words."""
+    n = int(np.prod(shape, dtype=np.int64))
+    if n >= 2**32:
+        raise ShapeError(f"random: {n} draws exceed 2**32 per key" + user_location_suffix())
+    return np.zeros(shape, _U32), np.arange(n, dtype=_U32).reshape(shape)
+
+
+def _block(k0, k1, x0, x1, word: int):
+    return S.threefry2x32(k0, k1, x0, x1, word=word)
+
+
+def split(key: Array, num: int | Sequence[int] = 2) -> Array:
+    """`num` new keys, shape (num, 2) (or `(*num, 2)` for a tuple), as jax.random.split.
+
+    >>> import tracegrad as tg
+    >>> tg.random.split(tg.random.PRNGKey(0))
+    array([[1797259609, 2579123966],
+           [ 928981903, 3453687069]], dtype=uint32)
+    """
+    k0, k1 = _check_key("split", key)
+    hi, lo = _counters(_shape(num))
+    return A.stack([_block(k0, k1, hi, lo, 0), _block(k0, k1, hi, lo, 1)], axis=-1)
+
+
+def fold_in(key: Array, data: int | Array) -> Array:
+    """A new key from `key` and an integer (its low 32 bits), as jax.random.fold_in.
+
+    >>> import tracegrad as tg
+    >>> tg.random.fold_in(tg.random.PRNGKey(0), 1)
+    array([ 928981903, 3453687069], dtype=uint32)
+    """
+    k0, k1 = _check_key("fold_in", key)
+    if isinstance(data, (int, np.integer)):
+        lo = np.uint32(int(data) & 0xFFFFFFFF)
+    else:
+        if np.shape(data) != ():
+            raise ShapeError("fold_in: data must be a scalar" + user_location_suffix())
+        lo = T.astype(data, dtype="uint32")
+    zero = np.uint32(0)
+    return A.stack([_block(k0, k1, zero, lo, 0), _block(k0, k1, zero, lo, 1)])
+
+
+def bits(key: Array, shape: int | Sequence[int] = (), dtype=np.uint32) -> Array:
+    """Random uint32 bits of `shape` (JAX's `random.bits` for 32-bit dtypes)."""
+    if np.dtype(dtype) != _U32:
+        raise DTypeError(f"bits: only uint32 is supported, got {np.dtype(dtype)}")
+    k0, k1 = _check_key("bits", key)
+    hi, lo = _counters(_shape(shape))
+    return _block(k0, k1, hi, lo, 2)
+
+
+# ------------------------------------------------------------------ samplers
+
+
+def _float_dtype(name: str, dtype) -> np.dtype:
+    dt = _DEFAULT_FLOAT if dtype is None or dtype is float else np.dtype(dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise DTypeError(f"{name}: dtype must be float32 or float64, got {dt}")
+    return dt
+
+
+def _unit(key, shape: tuple, dtype: np.dtype):
+    """Floats in [0, 1) from the mantissa bits, exactly JAX's: for float32,
+    (bits >> 9) * 2**-23; for float64, (64 bits >> 12) * 2**-52 (computed in float64,
+    where both are exact)."""
+    k0, k1 = _check_key("uniform", key)
+    hi, lo = _counters(shape)
+    if dtype == np.float32:
+        b = T.astype(_block(k0, k1, hi, lo, 2), dtype="float64")
+        return T.astype(T.mul(T.floor(T.mul(b, 2.0**-9)), 2.0**-23), dtype="float32")
+    w0 = T.astype(_block(k0, k1, hi, lo, 0), dtype="float64")
+    w1 = T.astype(_block(k0, k1, hi, lo, 1), dtype="float64")
+    return T.mul(T.add(T.mul(w0, 2.0**20), T.floor(T.mul(w1, 2.0**-12))), 2.0**-52)
+
+
+def _in_dtype(v, dtype: np.dtype):
+    """A bound as an array of `dtype` (traced bounds are cast, as JAX's)."""
+    if isinstance(v, (int, float, np.generic, np.ndarray)):
+        return np.asarray(v, dtype=dtype)
+    return T.astype(v, dtype=dtype.name) if np.dtype(v.dtype) != dtype else v
+
+
+def uniform(
+    key: Array,
+    shape: int | Sequence[int] = (),
+    dtype=None,
+    minval: float | Array = 0.0,
+    maxval: float | Array = 1.0,
+) -> Array:
+    """Uniform floats in [minval, maxval), as jax.random.uniform.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.random.uniform(tg.random.PRNGKey(0), (2,), np.float32)
+    array([0.947667 , 0.9785799], dtype=float32)
+    """
+    dt = _float_dtype("uniform", dtype)
+    shape = _shape(shape)
+    lo, hi = _in_dtype(minval, dt), _in_dtype(maxval, dt)
+    floats = _unit(key, shape, dt)
+    return A.maximum(lo, A.add(A.multiply(floats, A.subtract(hi, lo)), lo))
+
+
+def normal(key: Array, shape: int | Sequence[int] = (), dtype=None) -> Array:
+    """Standard normal floats, as jax.random.normal: sqrt(2) * erfinv(u) for u uniform
+    in (-1, 1)."""
+    dt = _float_dtype("normal", dtype)
+    lo = np.nextafter(np.array(-1.0, dt), np.array(0.0, dt))
+    u = uniform(key, shape, dt, lo, 1.0)
+    return T.mul(np.array(np.sqrt(2), dt), S.erfinv(u))
+
+
+def truncated_normal(
+    key: Array, lower: float | Array, upper: float | Array, shape=None, dtype=None
+) -> Array:
+    """Normal floats truncated to (lower, upper), as jax.random.truncated_normal."""
+    dt = _float_dtype("truncated_normal", dtype)
+    if shape is None:
+        shape = np.broadcast_shapes(np.shape(lower), np.shape(upper))
+    sqrt2 = np.array(np.sqrt(2), dt)
+    lower, upper = _in_dtype(lower, dt), _in_dtype(upper, dt)
+    a = N.erf(A.divide(lower, sqrt2))
+    b = N.erf(A.divide(upper, sqrt2))
+    out = T.mul(sqrt2, S.erfinv(uniform(key, shape, dt, a, b)))
+    if isinstance(lower, np.ndarray) and isinstance(upper, np.ndarray):
+        lo = np.nextafter(lower, np.array(np.inf, dt))
+        hi = np.nextafter(upper, np.array(-np.inf, dt))
+        return A.minimum(A.maximum(out, lo), hi)
+    return A.minimum(A.maximum(out, lower), upper)  # traced bounds: the closed interval
+
+
+def bernoulli(key: Array, p: float | Array = 0.5, shape=None) -> Array:
+    """Bools that are True with probability p, as jax.random.bernoulli."""
+    dt = _dtype_of(p) if hasattr(p, "dtype") else _DEFAULT_FLOAT
+    dt = dt if dt.kind == "f" else _DEFAULT_FLOAT
+    shape = tuple(np.shape(p)) if shape is None else _shape(shape)
+    return A.less(uniform(key, shape, dt), _in_dtype(p, dt))
+
+
+def exponential(key: Array, shape: int | Sequence[int] = (), dtype=None) -> Array:
+    """Exponential(1) floats, as jax.random.exponential: -log1p(-u)."""
+    dt = _float_dtype("exponential", dtype)
+    return A.negative(A.log1p(A.negative(uniform(key, shape, dt))))
+
+
+def gumbel(key: Array, shape: int | Sequence[int] = (), dtype=None) -> Array:
+    """Standard Gumbel floats, as jax.random.gumbel (its default mode, "low")."""
+    dt = _float_dtype("gumbel", dtype)
+    u = uniform(key, shape, dt, np.finfo(dt).tiny, 1.0)
+    return A.negative(A.log(A.negative(A.log(u))))
+
+
+def categorical(key: Array, logits: Array, axis: int = -1, shape=None) -> Array:
+    """Indices drawn with probabilities softmax(logits) along `axis` (the Gumbel-max
+    trick, as jax.random.categorical with replace=True)."""
+    lshape = tuple(np.shape(logits))
+    dt = _dtype_of(logits)
+    dt = dt if dt.kind == "f" else _DEFAULT_FLOAT
+    ax = axis % len(lshape)
+    batch = lshape[:ax] + lshape[ax + 1 :]
+    shape = batch if shape is None else _shape(shape)
+    if shape[len(shape) - len(batch) :] != batch:
+        raise ShapeError(
+            f"categorical: shape {shape} must end with the logits' batch shape {batch}"
+            + user_location_suffix()
+        )
+    prefix = shape[: len(shape) - len(batch)]
+    full = list(shape[len(shape) - len(batch) :])
+    full.insert(ax, lshape[ax])
+    noise = gumbel(key, (*prefix, *full), dt)
+    expanded = A.reshape(logits, (1,) * len(prefix) + lshape) if prefix else logits
+    return A.argmax(A.add(noise, expanded), axis=ax + len(prefix) if axis >= 0 else axis)
+
+
+def randint(key: Array, shape: int | Sequence[int], minval: int, maxval: int, dtype=np.int32):
+    """Integers in [minval, maxval) with static bounds, as jax.random.randint (JAX's
+    algorithm for int32: two 32-bit draws combined modulo the span; an int64 dtype
+    gets the same int32-range draws cast, not JAX's 64-bit algorithm)."""
+    shape = _shape(shape)
+    dtype = np.dtype(dtype)
+    if dtype.kind != "i" or not all(isinstance(v, (int, np.integer)) for v in (minval, maxval)):
+        raise DTypeError("randint: integer dtype and static int bounds" + user_location_suffix())
+    lo, hi = max(int(minval), -(2**31)), min(int(maxval), 2**31 - 1)
+    span = 1 if hi <= lo else hi - lo
+    if int(maxval) > 2**31 - 1 and hi > lo:  # JAX: maxval past the dtype's range
+        span += 1
+    k = split(key)
+    k_hi, k_lo = k[0], k[1]
+    mult = (2**16 % span) ** 2 % 2**32 % span  # JAX squares in wrapping uint32 too
+    higher = T.astype(bits(k_hi, shape), dtype="int64")
+    lower = T.astype(bits(k_lo, shape), dtype="int64")
+    # JAX computes (higher % span) * mult + lower % span in wrapping uint32
+    offset = A.remainder(
+        A.add(A.multiply(A.remainder(higher, span), mult), A.remainder(lower, span)), 2**32
+    )
+    return T.astype(A.add(A.remainder(offset, span), lo), dtype=dtype.name)
+
+
+def shuffle(key: Array, x: Array, axis: int = 0) -> Array:
+    """x's entries along `axis` in random order (JAX's sort-based `_shuffle`)."""
+    x_shape = tuple(np.shape(x))
+    size = int(np.prod(x_shape))
+    rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
+    for _ in range(rounds):
+        keys = split(key)
+        key, sub = keys[0], keys[1]
+        order = A.argsort(bits(sub, x_shape), axis=axis, kind="stable")
+        x = A.take_along_axis(x, order, axis=axis)
+    return x
+
+
+def permutation(key: Array, x: int | Array, axis: int = 0, independent: bool = False) -> Array:
+    """A random permutation of arange(x) (int x) or of x along `axis`, as
+    jax.random.permutation."""
+    if isinstance(x, (int, np.integer)):
+        return shuffle(key, np.arange(int(x)), 0)
+    if independent or len(np.shape(x)) == 1:
+        return shuffle(key, x, axis)
+    order = shuffle(key, np.arange(np.shape(x)[axis]), 0)
+    return N.take(x, order, axis=axis)
