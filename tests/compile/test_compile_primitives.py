@@ -21,7 +21,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "ops"))
 from compile_helpers import assert_close, numeric_grad
 from op_cases import CASES
 
-FLOAT_KINDS = ("n", "p", "a", "d", "u", "spd")
+FLOAT_KINDS = ("n", "p", "a", "d", "u", "spd", "prob")
 
 
 def _is_float_spec(spec) -> bool:
