@@ -78,6 +78,7 @@ from tracegrad.ops.core import TracegradError
 from tracegrad.passes.loops import reroll_loops
 from tracegrad.placement import is_device_array
 from tracegrad.tracing import (
+    RandomWatch,
     Tracer,
     TracingError,
     TreeDef,
@@ -191,6 +192,7 @@ class _Entry:
         "leaf_paths",
         "call",
         "captures",
+        "impure",
     )
 
     def __init__(self, lowered, pack, signature, output_names, leaf_paths, check_finite=False):
@@ -201,6 +203,7 @@ class _Entry:
         self.output_names = output_names
         self.leaf_paths = leaf_paths
         self.captures = []  # tracers of enclosing traces the function closed over
+        self.impure = None  # the random generator its trace drew from: never cached
         if check_finite:
 
             def call(arrays):
@@ -678,7 +681,7 @@ class CompiledFunction:
 
             self.force_capture = True
             return call_captured(self, args, kwargs)
-        if not kwargs:
+        if not kwargs and not entry.impure:
             self._remember_fast(args, wrt_args, entry, arrays, leaves)
         return entry.call(arrays)
 
@@ -820,6 +823,9 @@ class CompiledFunction:
                     f"{_fn_name(self.fn)} closes over a traced value of a "
                     "finished trace" + core.user_location_suffix()
                 )
+            if entry.impure:
+                _warn_impure(self.fn, entry.impure)
+                return entry  # not cached: the next call traces (and draws) again
             self.add_entry(key, entry)
             self.note_new_signature(signature, args)
         return entry
@@ -867,9 +873,12 @@ class CompiledFunction:
         flat_fn = self.flat_function(len(args), kw_names)
         example = tuple(args) + tuple(kwargs[k] for k in kw_names)
         wrt_args = set(self._wrt_args(len(args)))
-        traced = trace_flat(
-            flat_fn, example, avals=list(signature.avals), scalar_argnums=tuple(wrt_args)
-        )
+        with RandomWatch(self.fn) as watch:
+            traced = trace_flat(
+                flat_fn, example, avals=list(signature.avals), scalar_argnums=tuple(wrt_args)
+            )
+        if watch.drew:  # retraced every call (its draws differ): the interpreter, no kernel
+            backend, tier = "interpret", None
         traced.graph = reroll_loops(traced.graph)  # unrolled Python loops -> scan
         timings["trace"] = time.perf_counter() - t0
         graph = traced.graph
@@ -926,6 +935,7 @@ class CompiledFunction:
                 lowered, pack, signature, output_names, traced.input_paths, self.check_finite
             )
         entry.captures = traced.captures
+        entry.impure = watch.drew
         return entry
 
     def _shapes_ahead(self, lowered, signature, flat_fn, example, wrt_args) -> None:
@@ -1456,6 +1466,25 @@ def _reuse_key(fn: Callable, settings: tuple):
     except TypeError:  # an unhashable default value
         return None
     return key
+
+
+_WARNED_IMPURE: set = set()
+
+
+def _warn_impure(fn, drew: str) -> None:
+    """Once per function: its trace drew from a NumPy random generator."""
+    code = getattr(fn, "__code__", None)
+    if code in _WARNED_IMPURE:
+        return
+    _WARNED_IMPURE.add(code)
+    warnings.warn(
+        f"{_fn_name(fn)} drew from {drew} while it was traced: tracegrad traces it again on "
+        "every call (as HIPS autograd and JAX's grad without jit run it afresh) and runs "
+        "it on the NumPy interpreter. For a cached kernel, pass the random values in as "
+        "arguments or draw them with tracegrad.random keys.",
+        RuntimeWarning,
+        stacklevel=4,
+    )
 
 
 def shared_compiled(

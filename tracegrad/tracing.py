@@ -947,6 +947,80 @@ def _numpy_dtype(dtype) -> np.dtype:
         return np.dtype(str(dtype).rsplit(".", 1)[-1])
 
 
+# ------------------------------------------------------- NumPy random draws
+# A function that draws from numpy.random while it is traced bakes that draw into the
+# graph as a constant; HIPS autograd and JAX's un-jitted grad run it afresh on every
+# call. `RandomWatch` notices such draws (the global RandomState, and RandomState or
+# Generator objects the function reaches through closures and globals) by comparing
+# their states around the trace, so the compiled function can retrace every call.
+
+
+def _rng_fingerprint(rng) -> bytes:
+    import pickle
+
+    state = rng.get_state() if isinstance(rng, np.random.RandomState) else rng.bit_generator.state
+    return pickle.dumps(state)
+
+
+def _reachable_rngs(fn, depth: int = 4) -> list:
+    """RandomState/Generator objects `fn` can reach: its closure cells and the globals
+    its code names (also of nested code), and functions among those, `depth` deep."""
+    kinds = (np.random.RandomState, np.random.Generator)
+    found, seen, todo = [np.random.mtrand._rand], set(), [(fn, 0)]
+    while todo:
+        obj, level = todo.pop()
+        if id(obj) in seen or level > depth:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, kinds):
+            found.append(obj)
+            continue
+        fn_obj = getattr(obj, "__func__", obj)  # bound methods
+        code = getattr(fn_obj, "__code__", None)
+        if code is None:
+            continue
+        values = [c.cell_contents for c in (fn_obj.__closure__ or ()) if _cell_full(c)]
+        names, stack = set(), [code]
+        while stack:
+            co = stack.pop()
+            names.update(co.co_names)
+            stack.extend(c for c in co.co_consts if inspect.iscode(c))
+        glob = getattr(fn_obj, "__globals__", {})
+        values += [glob[n] for n in names if n in glob]
+        todo.extend((v, level + 1) for v in values if isinstance(v, kinds) or callable(v))
+    return list({id(r): r for r in found}.values())
+
+
+def _cell_full(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:  # an empty cell (a name assigned later)
+        return False
+    return True
+
+
+class RandomWatch:
+    """`with RandomWatch(fn) as watch: trace...`; then `watch.drew` names a random
+    number generator the trace drew from (None if none did)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.drew: str | None = None
+
+    def __enter__(self):
+        self.rngs = _reachable_rngs(self.fn)
+        self.before = [_rng_fingerprint(r) for r in self.rngs]
+        return self
+
+    def __exit__(self, *exc):
+        for rng, before in zip(self.rngs, self.before, strict=True):
+            if _rng_fingerprint(rng) != before:
+                glob = rng is np.random.mtrand._rand
+                self.drew = "numpy.random" if glob else f"a {type(rng).__name__}"
+                break
+        return False
+
+
 def trace_flat(
     fn: Callable,
     args: tuple,
