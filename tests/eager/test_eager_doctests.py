@@ -23,6 +23,9 @@ MODULES = [
     "tracegrad.eager.autograd_functional",
     "tracegrad.eager.nn.modules",
     "tracegrad.eager.indexing",
+    "tracegrad.eager.more_ops",
+    "tracegrad.eager.nn.more_functional",
+    "tracegrad.eager.nn.transformer",
 ]
 
 

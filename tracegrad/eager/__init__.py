@@ -86,6 +86,8 @@ from tracegrad.eager.grad_mode import (
     no_grad,
     set_grad_enabled,
 )
+from tracegrad.eager.more_ops import *  # noqa: F403  (issue 26: einsum, scatter, prod, ...)
+from tracegrad.eager.more_ops import round
 from tracegrad.eager.torch_ops import *  # noqa: F403
 from tracegrad.eager.torch_ops import abs, max, min, pow, sum
 

@@ -1170,3 +1170,55 @@ def scaled_dot_product_attention(
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return _f.matmul(weights, value)
+
+
+# issue 26: more of torch.nn.functional (activations, feature dropout, distances,
+# interpolate, 1-D pooling, pixel_shuffle, rms/instance norm, more losses)
+from tracegrad.eager.nn import more_functional as _more  # noqa: E402
+from tracegrad.eager.nn.more_functional import (  # noqa: E402, F401
+    adaptive_avg_pool1d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    alpha_dropout,
+    avg_pool1d,
+    celu,
+    cosine_embedding_loss,
+    cosine_similarity,
+    dropout1d,
+    dropout2d,
+    dropout3d,
+    gaussian_nll_loss,
+    glu,
+    hardshrink,
+    hardsigmoid,
+    hardswish,
+    hardtanh,
+    hinge_embedding_loss,
+    instance_norm,
+    interpolate,
+    local_response_norm,
+    logsigmoid,
+    margin_ranking_loss,
+    max_pool1d,
+    mish,
+    multilabel_soft_margin_loss,
+    pairwise_distance,
+    pixel_shuffle,
+    pixel_unshuffle,
+    poisson_nll_loss,
+    prelu,
+    relu6,
+    rms_norm,
+    selu,
+    soft_margin_loss,
+    softmin,
+    softshrink,
+    softsign,
+    tanhshrink,
+    triplet_margin_loss,
+    upsample,
+    upsample_bilinear,
+    upsample_nearest,
+)
+
+threshold = _more.threshold

@@ -1,0 +1,1303 @@
+"""More of torch's functions and Tensor methods that model code calls (issue 26): einsum,
+scatter, repeat_interleave, cumprod, prod, baddbmm, tile, meshgrid, diag, nan_to_num,
+isin, unique, the trigonometric family, rounding, and more.
+
+Each differentiable function is a composition of rule-table primitives (through the eager
+ops of torch_ops.py or `apply_op`), so its backward is the table's vjp rules; no function
+here has a backward of its own. Integer-valued, boolean and sampling functions compute
+their values with NumPy and are not differentiable, as in PyTorch.
+
+    >>> import tracegrad.eager as torch
+    >>> q, k = torch.ones(2, 3, 4), torch.ones(2, 5, 4)
+    >>> torch.einsum("bqd,bkd->bqk", q, k).shape
+    torch.Size([2, 3, 5])
+    >>> torch.repeat_interleave(torch.tensor([1, 2]), 2).tolist()
+    [1, 1, 2, 2]
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from tracegrad.eager import torch_ops as O
+from tracegrad.eager._tensor import Tensor, apply_op, inplace_composite, tensor
+from tracegrad.eager.errors import shape_error
+from tracegrad.ops import table as T
+
+_bmax, _bmin, _babs = builtins.max, builtins.min, builtins.abs
+_t, _dim, _sizes = O._t, O._dim, O._sizes
+
+
+def _const(x: Tensor, values) -> Tensor:
+    """A constant tensor (no history) in x's dtype."""
+    return Tensor._wrap(np.asarray(values, dtype=x._data.dtype))
+
+
+def _float(x: Tensor) -> Tensor:
+    return x if x._data.dtype.kind == "f" else x.to(np.float32)
+
+
+# ------------------------------------------------------------------ elementwise
+
+
+def tan(input):
+    return apply_op(T.div, (O.sin(input), O.cos(input)), {}, name="TanBackward0")
+
+
+def asin(input):
+    return apply_op(T.arcsin, (_float(input),), {}, name="AsinBackward0")
+
+
+def acos(input):
+    return apply_op(T.arccos, (_float(input),), {}, name="AcosBackward0")
+
+
+def atan(input):
+    return apply_op(T.arctan, (_float(input),), {}, name="AtanBackward0")
+
+
+def atan2(input, other):
+    return apply_op(T.arctan2, (_float(input), _float(_t(other))), {}, name="Atan2Backward0")
+
+
+def sinh(input):
+    e, f = O.exp(input), O.exp(-input)
+    return (e - f) * 0.5
+
+
+def cosh(input):
+    e, f = O.exp(input), O.exp(-input)
+    return (e + f) * 0.5
+
+
+def asinh(input):
+    a = O.abs(input)
+    return O.sign(input) * O.log(a + O.sqrt(a * a + 1.0))
+
+
+def acosh(input):
+    return O.log(input + O.sqrt(input * input - 1.0))
+
+
+def atanh(input):
+    return (O.log1p(input) - O.log1p(-input)) * 0.5
+
+
+def log2(input):
+    return O.log(input) * (1.0 / math.log(2.0))
+
+
+def log10(input):
+    return O.log(input) * (1.0 / math.log(10.0))
+
+
+def exp2(input):
+    return O.exp(_float(input) * math.log(2.0))
+
+
+def erf(input):
+    return apply_op(T.erf, (_float(input),), {}, name="ErfBackward0")
+
+
+def erfc(input):
+    return 1.0 - erf(input)
+
+
+def _rounded(input, values: np.ndarray, name: str) -> Tensor:
+    """`values` (a rounding of input) with floor's zero gradient: floor(x) + (values - floor)."""
+    if input._data.dtype.kind != "f":
+        return tensor(values.astype(input._data.dtype))
+    fl = O.floor(input)
+    return apply_op(T.add, (fl, values - fl._data), {}, name=name)
+
+
+def ceil(input):
+    return _rounded(input, np.ceil(input._data), "CeilBackward0")
+
+
+def trunc(input):
+    return _rounded(input, np.trunc(input._data), "TruncBackward0")
+
+
+fix = trunc
+
+
+def round(input, *, decimals: int = 0):
+    """Half to even, as PyTorch; zero gradient."""
+    if decimals:
+        scale = 10.0**decimals
+        return round(input * scale) / scale
+    return _rounded(input, np.round(input._data), "RoundBackward0")
+
+
+def frac(input):
+    return input - trunc(input)
+
+
+def fmod(input, other):
+    """input - other * trunc(input / other) (the sign of input, C's fmod)."""
+    if input._data.dtype.kind in "iub" and not isinstance(other, float):
+        o = other._data if isinstance(other, Tensor) else other
+        return tensor(np.fmod(input._data, o))
+    return input - other * trunc(input / other)
+
+
+def remainder(input, other):
+    """Python's modulo (the sign of other)."""
+    if isinstance(input, (int, float)):
+        input = tensor(input)
+    return apply_op(T.remainder, (input, other), {}, name="RemainderBackward0")
+
+
+def floor_divide(input, other):
+    if input._data.dtype.kind in "iu" and not isinstance(other, float):
+        o = other._data if isinstance(other, Tensor) else other
+        if (np.asarray(o) == 0).any():
+            raise shape_error("floor_divide", "ZeroDivisionError", input, cls=RuntimeError)
+        return tensor(np.floor_divide(input._data, o))
+    return O.floor(input / other)
+
+
+def hypot(input, other):
+    return O.sqrt(input * input + other * other)
+
+
+def logaddexp(input, other):
+    m = O.maximum(input, other).detach()
+    return m + O.log(O.exp(input - m) + O.exp(other - m))
+
+
+def logaddexp2(input, other):
+    return logaddexp(input * math.log(2.0), other * math.log(2.0)) * (1.0 / math.log(2.0))
+
+
+def logit(input, eps=None):
+    x = input if eps is None else O.clamp(input, eps, 1.0 - eps)
+    return O.log(x / (1.0 - x))
+
+
+def xlogy(input, other):
+    input, other = _t(input), _t(other)
+    zero = input._data == 0
+    safe = O.where(tensor(zero), _const(_float(other), 1.0), other)
+    out = input * O.log(safe)
+    nan = np.isnan(other._data)
+    return O.where(tensor(zero & ~nan), _const(out, 0.0), out)
+
+
+def float_power(input, exponent):
+    x = _t(input).to(np.float64)
+    e = exponent.to(np.float64) if isinstance(exponent, Tensor) else float(exponent)
+    return O.pow(x, e)
+
+
+def sgn(input):
+    return O.sign(input)
+
+
+def signbit(input):
+    return tensor(np.signbit(input._data))
+
+
+def heaviside(input, values):
+    v = values._data if isinstance(values, Tensor) else values
+    return tensor(np.heaviside(input._data, v).astype(input._data.dtype))
+
+
+def nan_to_num(input, nan: float = 0.0, posinf=None, neginf=None):
+    """NaN -> nan, +inf -> posinf (default: the dtype's max), -inf -> neginf (its min);
+    gradient 1 at finite elements, 0 at the replaced ones."""
+    d = input._data
+    if d.dtype.kind != "f":
+        return input.clone()
+    info = np.finfo(d.dtype)
+    hi = info.max if posinf is None else posinf
+    lo = info.min if neginf is None else neginf
+    filled = np.where(np.isnan(d), nan, np.where(d > 0, hi, lo))
+    return O.where(tensor(~np.isfinite(d)), _const(input, filled), input)
+
+
+def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
+    a, b = _t(input)._data, _t(other)._data
+    return tensor(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def isposinf(input):
+    return tensor(np.isposinf(input._data))
+
+
+def isneginf(input):
+    return tensor(np.isneginf(input._data))
+
+
+def isreal(input):
+    return tensor(np.ones(input._data.shape, dtype=np.bool_))
+
+
+def logical_xor(input, other):
+    return tensor(np.logical_xor(input._data, _t(other)._data))
+
+
+def _bitwise(fn):
+    def op(input, other):
+        o = other._data if isinstance(other, Tensor) else other
+        return tensor(fn(input._data, o))
+
+    return op
+
+
+bitwise_and = _bitwise(np.bitwise_and)
+bitwise_or = _bitwise(np.bitwise_or)
+bitwise_xor = _bitwise(np.bitwise_xor)
+
+
+def bitwise_not(input):
+    return tensor(np.invert(input._data))
+
+
+def clamp_min(input, min):
+    return O.clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    return O.clamp(input, max=max)
+
+
+# ------------------------------------------------------------------ reductions
+
+
+def _last(input, dim) -> tuple[Tensor, int]:
+    """input with `dim` moved last, and the normalized dim."""
+    d = _dim(dim, _bmax(input.ndim, 1), "dim")
+    return (input if input.ndim == 0 or d == input.ndim - 1 else O.movedim(input, d, -1)), d
+
+
+def _prod_last(x: Tensor) -> Tensor:
+    """The product over the last dim by halving (log2(n) multiplications, exact gradients
+    where elements are 0)."""
+    n = x._data.shape[-1]
+    if n == 0:
+        return O.sum(x, -1) + 1  # (the empty product)
+    while n > 1:
+        if n % 2:
+            one = Tensor._wrap(np.ones(x._data.shape[:-1] + (1,), x._data.dtype))
+            x = O.cat([x, one], -1)
+            n += 1
+        x = O.narrow(x, -1, 0, n // 2) * O.narrow(x, -1, n // 2, n // 2)
+        n //= 2
+    return O.squeeze(x, -1)
+
+
+def prod(input, dim=None, keepdim: bool = False, *, dtype=None):
+    x = input if dtype is None else input.to(dtype)
+    if x._data.dtype.kind in "bi" and dtype is None:
+        x = x.to(np.int64)
+    if dim is None:
+        return _prod_last(O.reshape(x, (-1,)))
+    x, d = _last(x, dim)
+    if x.ndim == 0:
+        return x.clone()
+    out = _prod_last(x)
+    return O.unsqueeze(out, d) if keepdim else out
+
+
+def cumprod(input, dim, *, dtype=None):
+    """Running products along dim: one multiplication per step (exact where zeros are)."""
+    x = input if dtype is None else input.to(dtype)
+    if x._data.dtype.kind in "bi" and dtype is None:
+        x = x.to(np.int64)
+    if x.ndim == 0:
+        return x.clone()
+    x, d = _last(x, dim)
+    parts = O.unbind(x, -1)
+    acc, outs = parts[0], [parts[0]]
+    for p in parts[1:]:
+        acc = acc * p
+        outs.append(acc)
+    out = O.stack(outs, -1) if outs else x.clone()
+    return out if d == x.ndim - 1 else O.movedim(out, -1, d)
+
+
+def _cum_extreme(input, dim, fn, name):
+    x = input
+    d = _dim(dim, _bmax(x.ndim, 1), name)
+    data = x._data if x.ndim else x._data.reshape(1)
+    acc = fn.accumulate(data, axis=d)
+    n = data.shape[d]
+    shape = [1] * data.ndim
+    shape[d] = n
+    pos = np.broadcast_to(np.arange(n).reshape(shape), data.shape)
+    hit = np.where(data == acc, pos, -1)  # PyTorch: the last index of the running extreme
+    hit = np.where(np.isnan(data), pos, hit) if data.dtype.kind == "f" else hit
+    idx = np.maximum.accumulate(hit, axis=d).astype(np.int64)
+    if x.ndim == 0:
+        idx = idx.reshape(())
+    values = O.gather(x, d, tensor(idx)) if x.ndim else x.clone()
+    return _ValuesIndices(values, tensor(idx))
+
+
+class _ValuesIndices(tuple):
+    """(values, indices) with PyTorch's field names."""
+
+    def __new__(cls, values, indices):
+        return super().__new__(cls, (values, indices))
+
+    values = property(lambda self: self[0])
+    indices = property(lambda self: self[1])
+
+
+def cummax(input, dim):
+    return _cum_extreme(input, dim, np.maximum, "cummax")
+
+
+def cummin(input, dim):
+    return _cum_extreme(input, dim, np.minimum, "cummin")
+
+
+def logcumsumexp(input, dim):
+    m = O.amax(input, dim, keepdim=True).detach() if input.ndim else input.detach()
+    return O.log(O.cumsum(O.exp(input - m), dim)) + m
+
+
+def median(input, dim=None, keepdim: bool = False):
+    """The lower median (PyTorch's), through sort's gradient; with dim: (values, indices)."""
+    if dim is None:
+        flat = O.reshape(input, (-1,))
+        n = flat._data.shape[0]
+        return O.sort(flat).values[(n - 1) // 2]
+    d = _dim(dim, _bmax(input.ndim, 1), "median")
+    if input.ndim == 0:
+        return _ValuesIndices(input.clone(), tensor(np.int64(0)))
+    s = O.sort(input, d, stable=True)
+    k = (input._data.shape[d] - 1) // 2
+    values, indices = O.select(s.values, d, k), O.select(s.indices, d, k)
+    if keepdim:
+        values, indices = O.unsqueeze(values, d), O.unsqueeze(indices, d)
+    return _ValuesIndices(values, indices)
+
+
+def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
+    clean = O.where(tensor(np.isnan(input._data)), _const(input, 0.0), input)
+    return O.sum(clean, dim, keepdim, dtype=dtype)
+
+
+def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
+    count = (~np.isnan(input._data)).sum(
+        axis=None if dim is None else O._dims(dim, input.ndim), keepdims=keepdim
+    )
+    return nansum(input, dim, keepdim, dtype=dtype) / _const(input, count)
+
+
+def std_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    return (
+        O.std(input, dim, unbiased, keepdim, correction=correction),
+        O.mean(input, dim, keepdim),
+    )
+
+
+def var_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    return (
+        O.var(input, dim, unbiased, keepdim, correction=correction),
+        O.mean(input, dim, keepdim),
+    )
+
+
+def aminmax(input, *, dim=None, keepdim: bool = False):
+    class _MinMax(tuple):
+        min = property(lambda self: self[0])
+        max = property(lambda self: self[1])
+
+    return _MinMax((O.amin(input, dim, keepdim), O.amax(input, dim, keepdim)))
+
+
+def count_nonzero(input, dim=None):
+    axis = None if dim is None else O._dims(dim, input.ndim)
+    return tensor(np.asarray(np.count_nonzero(input._data, axis=axis), dtype=np.int64))
+
+
+def trace(input):
+    if input.ndim != 2:
+        raise shape_error("trace", "trace: expected a matrix", input)
+    return O.sum(O.diagonal(input))
+
+
+def dist(input, other, p=2):
+    return O.norm(input - other, p)
+
+
+def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
+    d = _dim(dim, input.ndim, "diff")
+    x = input
+    if prepend is not None or append is not None:
+        x = O.cat([t for t in (prepend, x, append) if t is not None], d)
+    for _ in range(n):
+        m = x._data.shape[d]
+        if m == 0:
+            break
+        x = O.narrow(x, d, 1, m - 1) - O.narrow(x, d, 0, m - 1)
+    return x
+
+
+# ------------------------------------------------------------------ shapes and indexing
+
+
+def tensor_split(input, indices_or_sections, dim: int = 0):
+    """Views split at indices, or into n parts whose first (size % n) have one more."""
+    d = _dim(dim, input.ndim, "tensor_split")
+    size = input._data.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist()
+    if isinstance(indices_or_sections, int):
+        n = indices_or_sections
+        if n <= 0:
+            raise shape_error(
+                "tensor_split",
+                f"number of sections must be larger than 0, got {n}",
+                input,
+                cls=RuntimeError,
+            )
+        q, r = divmod(size, n)
+        bounds = np.cumsum([0] + [q + 1] * r + [q] * (n - r)).tolist()
+    else:
+        bounds = [0, *(_bmin(_bmax(int(i), 0), size) for i in indices_or_sections), size]
+    return tuple(
+        O.narrow(input, d, a, _bmax(b - a, 0)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+    )
+
+
+def hsplit(input, sections):
+    return tensor_split(input, sections, 1 if input.ndim > 1 else 0)
+
+
+def vsplit(input, sections):
+    return tensor_split(input, sections, 0)
+
+
+def _atleast(t: Tensor, n: int) -> Tensor:
+    if n == 1:
+        return O.reshape(t, (1,)) if t.ndim == 0 else t
+    if n == 2:
+        return O.reshape(t, (1, -1)) if t.ndim < 2 else t
+    if t.ndim == 0:
+        return O.reshape(t, (1, 1, 1))
+    if t.ndim == 1:
+        return O.reshape(t, (1, -1, 1))
+    return O.unsqueeze(t, -1) if t.ndim == 2 else t
+
+
+def atleast_1d(*tensors):
+    out = [_atleast(_t(t), 1) for t in tensors]
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def atleast_2d(*tensors):
+    out = [_atleast(_t(t), 2) for t in tensors]
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def atleast_3d(*tensors):
+    out = [_atleast(_t(t), 3) for t in tensors]
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def hstack(tensors):
+    ts = [_atleast(t, 1) for t in tensors]
+    return O.cat(ts, 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    return O.cat([_atleast(t, 2) for t in tensors], 0)
+
+
+row_stack = vstack
+
+
+def dstack(tensors):
+    return O.cat([_atleast(t, 3) for t in tensors], 2)
+
+
+def column_stack(tensors):
+    return O.cat([O.reshape(t, (-1, 1)) if t.ndim < 2 else t for t in tensors], 1)
+
+
+def tile(input, *dims):
+    dims = _sizes(dims)
+    if len(dims) < input.ndim:
+        dims = (1,) * (input.ndim - len(dims)) + tuple(dims)
+    return O.repeat(input, *dims)
+
+
+def meshgrid(*tensors, indexing: str = "ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(
+            f"torch.meshgrid: indexing must be one of 'xy' or 'ij', but received: {indexing}"
+        )
+    ts = list(tensors)
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.numel() for t in ts)
+    out = []
+    for k, t in enumerate(ts):
+        view = [1] * len(ts)
+        view[k] = -1
+        out.append(O.expand(O.reshape(t, view), shape))
+    if swap:
+        out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+
+def cartesian_prod(*tensors):
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing="ij")
+    return O.stack([O.reshape(g, (-1,)) for g in grids], 1)
+
+
+def _embed(values: Tensor, rows: np.ndarray, cols: np.ndarray, shape: tuple) -> Tensor:
+    """A zero tensor of `shape` whose last two dims hold values[..., k] at (rows[k],
+    cols[k]) (index_add_zeros: its vjp reads the values back)."""
+    lead = shape[:-2]
+    spec = tuple(("slice", 0, n, 1) for n in lead) + (("array", 0), ("array", 0))
+    arrays = (rows, cols)
+    spec = tuple(("slice", 0, n, 1) for n in lead) + (("array", 0), ("array", 1))
+    return apply_op(T.index_add_zeros, (values, *arrays), {"spec": spec, "shape": tuple(shape)})
+
+
+def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
+    n = input._data.shape[-1]
+    m = n + _babs(offset)
+    k = np.arange(n)
+    rows, cols = (k, k + offset) if offset >= 0 else (k - offset, k)
+    out = _embed(input, rows, cols, input._data.shape[:-1] + (m, m))
+    nd = out.ndim
+    d1, d2 = _dim(dim1, nd, "diag_embed"), _dim(dim2, nd, "diag_embed")
+    if (d1, d2) != (nd - 2, nd - 1):
+        out = O.movedim(out, (nd - 2, nd - 1), (d1, d2))
+    return out
+
+
+def diag(input, diagonal: int = 0):
+    """1-D: the square matrix with input on the `diagonal`-th diagonal; 2-D: that diagonal
+    (a copy, as PyTorch's diag)."""
+    if input.ndim == 1:
+        return diag_embed(input, diagonal)
+    if input.ndim == 2:
+        return O.diagonal(input, diagonal).clone()
+    raise shape_error("diag", "diag(): Supports 1D or 2D tensors. Got " + f"{input.ndim}D", input)
+
+
+def diagflat(input, offset: int = 0):
+    return diag_embed(O.reshape(input, (-1,)), offset)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None):
+    r, c = np.triu_indices(row, offset, col)
+    return tensor(np.stack([r, c]).astype(np.int64).reshape(2, -1))
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None):
+    r, c = np.tril_indices(row, offset, col)
+    return tensor(np.stack([r, c]).astype(np.int64).reshape(2, -1))
+
+
+def fliplr(input):
+    return O.flip(input, 1)
+
+
+def flipud(input):
+    return O.flip(input, 0)
+
+
+def rot90(input, k: int = 1, dims=(0, 1)):
+    d0, d1 = (_dim(d, input.ndim, "rot90") for d in dims)
+    k %= 4
+    if k == 0:
+        return input.clone()
+    if k == 1:
+        return O.transpose(O.flip(input, d1), d0, d1)
+    if k == 2:
+        return O.flip(input, d0, d1)
+    return O.flip(O.transpose(input, d0, d1), d1)
+
+
+def take(input, index):
+    return O.reshape(input, (-1,))[index]
+
+
+def take_along_dim(input, indices, dim=None):
+    if dim is None:
+        return O.gather(O.reshape(input, (-1,)), 0, O.reshape(indices, (-1,)))
+    d = _dim(dim, input.ndim, "take_along_dim")
+    a, b = list(input._data.shape), list(indices._data.shape)
+    a[d] = b[d] = 1
+    shape = list(np.broadcast_shapes(tuple(a), tuple(b)))
+    shape_in, shape_idx = list(shape), list(shape)
+    shape_in[d], shape_idx[d] = input._data.shape[d], indices._data.shape[d]
+    return O.gather(O.expand(input, shape_in), d, O.expand(indices, shape_idx))
+
+
+def argwhere(input):
+    return O.nonzero(input)
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Each element (or slice along dim) repeated: an index_select, so the gradient sums
+    the copies. repeat_interleave(counts) alone gives arange(n) repeated counts times."""
+    if repeats is None:  # torch.repeat_interleave(repeats)
+        counts = input._data
+        return tensor(np.repeat(np.arange(counts.shape[0]), counts).astype(np.int64))
+    x = O.reshape(input, (-1,)) if dim is None else input
+    d = 0 if dim is None else _dim(dim, input.ndim, "repeat_interleave")
+    n = x._data.shape[d] if x.ndim else 1
+    reps = repeats._data if isinstance(repeats, Tensor) else np.asarray(repeats)
+    if reps.ndim and reps.shape[0] not in (1, n):
+        raise shape_error(
+            "repeat_interleave", "repeats must have the same size as input along dim", input
+        )
+    if (reps < 0).any():
+        raise shape_error("repeat_interleave", "repeats can not be negative", input)
+    index = np.repeat(np.arange(n), reps.reshape(-1) if reps.ndim else int(reps))
+    return O.index_select(x, d, tensor(index.astype(np.int64)))
+
+
+def _scatter_mask(input, d, idx) -> tuple[np.ndarray, np.ndarray]:
+    """(mask of the input positions written, mask of the index entries that write last:
+    PyTorch's CPU kernel writes in order, so the last of duplicate targets wins)."""
+    arrays, _ = O._grid_index(idx, d)
+    target = np.ravel_multi_index(
+        tuple(np.broadcast_to(a, idx.shape) for a in arrays), input._data.shape
+    ).reshape(-1)
+    order = np.arange(target.size)
+    last = np.full(input._data.size, -1)
+    np.maximum.at(last, target, order)
+    wins = (last[target] == order).reshape(idx.shape)
+    written = np.zeros(input._data.size, dtype=np.bool_)
+    written[target] = True
+    return written.reshape(input._data.shape), wins
+
+
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    """input with src (or value) written at index along dim; the gradient reaches input
+    where nothing was written, and src is gradient.gather(dim, index), as in PyTorch.
+    Of duplicate targets the last write wins (PyTorch's CPU order)."""
+    if src is not None and not isinstance(src, Tensor):
+        value, src = src, None
+    index = O._index_tensor(index, "scatter")
+    d = _dim(dim, input.ndim, "scatter")
+    idx = index._data
+    if reduce is not None:
+        if reduce != "add" or src is None:
+            raise NotImplementedError(f"scatter(reduce={reduce!r}): only reduce='add' with src")
+        return O.scatter_add(input, d, index, src)
+    O._along_checks("gather", input, d, idx, src)
+    written, wins = _scatter_mask(input, d, idx)
+    if src is None:
+        return O.where(tensor(written), _const(input, value), input)
+    part = src if src._data.shape == idx.shape else src[tuple(slice(0, n) for n in idx.shape)]
+    if not wins.all():  # losers add 0 to the value but still get the gathered gradient
+        part = part * _const(part, wins) + (part - part.detach()) * _const(part, ~wins)
+    kept = O.where(tensor(written), _const(input, 0), input)
+    return O.scatter_add(kept, d, index, part)
+
+
+def index_fill(input, dim, index, value):
+    d = _dim(dim, input.ndim, "index_fill")
+    mask = np.zeros(input._data.shape[d] if input.ndim else 1, dtype=np.bool_)
+    mask[_t(index)._data.reshape(-1)] = True
+    shape = [1] * input.ndim
+    if input.ndim:
+        shape[d] = -1
+    v = value if isinstance(value, Tensor) else _const(input, value)
+    return O.where(tensor(mask.reshape(shape)), v, input)
+
+
+def index_copy(input, dim, index, source):
+    d = _dim(dim, input.ndim, "index_copy")
+    idx = _t(index)._data
+    shape = [1] * input.ndim
+    shape[d] = -1
+    full = np.broadcast_to(
+        idx.reshape(shape),
+        tuple(source._data.shape[:d]) + (idx.size,) + tuple(source._data.shape[d + 1 :]),
+    )
+    return scatter(input, d, tensor(np.ascontiguousarray(full)), source)
+
+
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False):
+    e = _t(elements)._data
+    t = _t(test_elements)._data
+    return tensor(np.isin(e, t, invert=invert))
+
+
+def unique(
+    input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim=None
+):
+    data = input._data
+    res = np.unique(data, return_inverse=True, return_counts=True, axis=dim)
+    values, inverse, counts = res
+    out = [tensor(values)]
+    if return_inverse:
+        shape = data.shape if dim is None else (data.shape[dim],)
+        out.append(tensor(inverse.reshape(shape).astype(np.int64)))
+    if return_counts:
+        out.append(tensor(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
+    if dim is not None:
+        raise NotImplementedError("unique_consecutive(dim=...) is not supported")
+    data = input._data.reshape(-1)
+    if data.size == 0:
+        starts = np.zeros(0, dtype=np.int64)
+    else:
+        starts = np.flatnonzero(np.concatenate([[True], data[1:] != data[:-1]]))
+    out = [tensor(data[starts])]
+    if return_inverse:
+        inv = np.cumsum(np.isin(np.arange(data.size), starts)) - 1
+        out.append(tensor(inv.reshape(input._data.shape).astype(np.int64)))
+    if return_counts:
+        out.append(tensor(np.diff(np.append(starts, data.size)).astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None):
+    seq = sorted_sequence._data
+    vals = _t(input)._data
+    side = side or ("right" if right else "left")
+    dt = np.int32 if out_int32 else np.int64
+    if seq.ndim == 1:
+        return tensor(np.searchsorted(seq, vals, side=side).astype(dt))
+    rows = [
+        np.searchsorted(s, v, side=side)
+        for s, v in zip(
+            seq.reshape(-1, seq.shape[-1]), vals.reshape(-1, vals.shape[-1]), strict=True
+        )
+    ]
+    return tensor(np.stack(rows).reshape(vals.shape).astype(dt))
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def bincount(input, weights=None, minlength: int = 0):
+    w = None if weights is None else weights._data
+    out = np.bincount(input._data, w, minlength)
+    if w is None:
+        return tensor(out.astype(np.int64))
+    return tensor(out.astype(w.dtype if w.dtype.kind == "f" else np.float64))
+
+
+def histc(input, bins: int = 100, min=0, max=0):
+    d = input._data
+    lo, hi = float(min), float(max)
+    if lo == hi and d.size:
+        lo, hi = float(d.min()), float(d.max())
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    counts, _ = np.histogram(d, bins=bins, range=(lo, hi))
+    return tensor(counts.astype(d.dtype))
+
+
+def kron(input, other):
+    nd = _bmax(input.ndim, other.ndim)
+    a = O.reshape(input, (1,) * (nd - input.ndim) + tuple(input.shape))
+    b = O.reshape(other, (1,) * (nd - other.ndim) + tuple(other.shape))
+    a_shape, b_shape = a._data.shape, b._data.shape
+    a = O.reshape(a, tuple(x for n in a_shape for x in (n, 1)))
+    b = O.reshape(b, tuple(x for n in b_shape for x in (1, n)))
+    return O.reshape(a * b, tuple(m * n for m, n in zip(a_shape, b_shape, strict=True)))
+
+
+def cross(input, other, dim=None):
+    shape = np.broadcast_shapes(input._data.shape, other._data.shape)
+    if dim is None:
+        dim = next((k for k, n in enumerate(shape) if n == 3), None)
+        if dim is None:
+            raise shape_error("cross", "no dimension of size 3 in input", input, other)
+    d = _dim(dim, len(shape), "cross")
+    if shape[d] != 3:
+        raise shape_error(
+            "cross",
+            f"linalg.cross: inputs dimension {d} must have length 3. "
+            f"Got {input.shape[d]} and {other.shape[d]}",
+            input,
+            other,
+            cls=RuntimeError,
+        )
+    a, b = O.expand(input, shape), O.expand(other, shape)
+    a0, a1, a2 = O.unbind(a, d)
+    b0, b1, b2 = O.unbind(b, d)
+    return O.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], d)
+
+
+def block_diag(*tensors):
+    from tracegrad.eager.nn.functional import pad
+
+    mats = [O.reshape(t, (1, -1)) if t.ndim < 2 else t for t in map(_t, tensors)]
+    if t_dtype := [m._data.dtype for m in mats]:
+        dt = np.result_type(*t_dtype)
+        mats = [m if m._data.dtype == dt else m.to(dt) for m in mats]
+    total = sum(m._data.shape[1] for m in mats)
+    rows, left = [], 0
+    for m in mats:
+        w = m._data.shape[1]
+        rows.append(pad(m, (left, total - left - w)))
+        left += w
+    return O.cat(rows, 0)
+
+
+def cdist(x1, x2, p: float = 2.0, compute_mode=None):
+    diff = O.unsqueeze(x1, -2) - O.unsqueeze(x2, -3)
+    return O.norm(diff, p, dim=-1)
+
+
+def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
+    return O.norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)
+
+
+def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
+    """PyTorch's formula: each operand divided by max(its 2-norm, eps), then the dot."""
+    n1 = O.clamp(O.norm(x1, 2, dim=dim, keepdim=True), min=eps)
+    n2 = O.clamp(O.norm(x2, 2, dim=dim, keepdim=True), min=eps)
+    return O.sum((x1 / n1) * (x2 / n2), dim)
+
+
+# ------------------------------------------------------------------ products
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    prod = O.bmm(batch1, batch2)
+    prod = prod if alpha == 1 else prod * alpha
+    if beta == 0:
+        return prod + _const(prod, np.zeros(()))
+    return (input if beta == 1 else input * beta) + prod
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    prod = O.sum(O.bmm(batch1, batch2), 0)
+    prod = prod if alpha == 1 else prod * alpha
+    return prod if beta == 0 else (input if beta == 1 else input * beta) + prod
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    prod = O.mv(mat, vec)
+    prod = prod if alpha == 1 else prod * alpha
+    return prod if beta == 0 else (input if beta == 1 else input * beta) + prod
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    prod = O.outer(vec1, vec2)
+    prod = prod if alpha == 1 else prod * alpha
+    return prod if beta == 0 else (input if beta == 1 else input * beta) + prod
+
+
+def chain_matmul(*matrices):
+    out = matrices[0]
+    for m in matrices[1:]:
+        out = O.mm(out, m)
+    return out
+
+
+def _einsum_parse(equation: str, operands) -> tuple[list[str], str]:
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise ValueError(
+            "einsum(): more operands were provided than specified in the equation"
+            if len(operands) > len(terms)
+            else "einsum(): fewer operands were provided than specified in the equation"
+        )
+    used = set(c for c in eq if c.isalpha())
+    spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in used)
+    ell_len = 0
+    for term, op in zip(terms, operands, strict=True):
+        if "..." in term:
+            ell_len = _bmax(ell_len, op.ndim - (len(term) - 3))
+    ell = "".join(next(spare) for _ in range(ell_len))
+    full = []
+    for term, op in zip(terms, operands, strict=True):
+        if "..." in term:
+            k = op.ndim - (len(term) - 3)
+            term = term.replace("...", ell[ell_len - k :])
+        if len(term) != op.ndim:
+            raise shape_error(
+                "einsum",
+                f"einsum(): the number of subscripts in the equation ({len(term)}) does not "
+                f"match the number of dimensions ({op.ndim}) for operand "
+                f"{len(full)}{'' if '...' in equation else ' and no ellipsis was given'}",
+                op,
+                cls=RuntimeError,
+            )
+        full.append(term)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:
+        counts = {}
+        for term in full:
+            for c in term:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    return full, out
+
+
+def _einsum_prepare(op: Tensor, term: str, keep: set) -> tuple[Tensor, str]:
+    """Take repeated subscripts' diagonals and sum subscripts no one else needs."""
+    while True:
+        dup = next((c for c in term if term.count(c) > 1), None)
+        if dup is None:
+            break
+        i = term.index(dup)
+        j = term.index(dup, i + 1)
+        op = O.diagonal(op, 0, i, j)  # the diagonal goes last
+        term = term[:i] + term[i + 1 : j] + term[j + 1 :] + dup
+    drop = [k for k, c in enumerate(term) if c not in keep]
+    if drop:
+        op = O.sum(op, tuple(drop))
+        term = "".join(c for c in term if c in keep)
+    return op, term
+
+
+def _einsum_pair(a: Tensor, ta: str, b: Tensor, tb: str, keep: set) -> tuple[Tensor, str]:
+    """Contract two operands with one (batched) matmul."""
+    batch = [c for c in ta if c in tb and c in keep]
+    contract = [c for c in ta if c in tb and c not in keep]
+    only_a = [c for c in ta if c not in tb]
+    only_b = [c for c in tb if c not in ta]
+    size = {}
+    for t, term in ((a, ta), (b, tb)):
+        for c, n in zip(term, t._data.shape, strict=True):
+            size[c] = _bmax(size.get(c, 1), n)
+
+    def arrange(t, term, first, second):
+        order = batch + first + second
+        t = O.permute(t, *[term.index(c) for c in order]) if list(term) != order else t
+        target = [size[c] for c in order]
+        if list(t._data.shape) != target:  # size-1 batch dims broadcast
+            t = O.expand(t, target)
+        nb = len(batch)
+        m = int(np.prod([size[c] for c in first]))
+        k = int(np.prod([size[c] for c in second]))
+        return O.reshape(t, tuple(target[:nb]) + (m, k))
+
+    am = arrange(a, ta, only_a, contract)
+    bm = arrange(b, tb, contract, only_b)
+    out = O.matmul(am, bm)
+    shape = tuple(size[c] for c in batch + only_a + only_b)
+    return O.reshape(out, shape), "".join(batch + only_a + only_b)
+
+
+def einsum(equation: str, *operands):
+    """Einstein summation: repeated subscripts in one operand take a diagonal, subscripts
+    that appear nowhere else are summed, and operands are contracted pairwise, left to
+    right, each pair by one batched matmul (so the gradient is matmul's)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    ops = [_t(o) for o in operands]
+    terms, out = _einsum_parse(equation, ops)
+    for c in out:
+        if not any(c in t for t in terms):
+            raise shape_error(
+                "einsum",
+                f"einsum(): output subscript {c} does not appear in the equation for any "
+                "input operand",
+                *ops,
+                cls=RuntimeError,
+            )
+    pairs = list(zip(ops, terms, strict=True))
+
+    def needed(skip: int) -> set:
+        keep = set(out)
+        for k, (_, t) in enumerate(pairs):
+            if k != skip:
+                keep |= set(t)
+        return keep
+
+    pairs = [_einsum_prepare(op, t, needed(k)) for k, (op, t) in enumerate(pairs)]
+    while len(pairs) > 1:
+        (a, ta), (b, tb) = pairs[0], pairs[1]
+        rest = pairs[2:]
+        keep = set(out)
+        for _, t in rest:
+            keep |= set(t)
+        pairs = [_einsum_pair(a, ta, b, tb, keep), *rest]
+    res, term = pairs[0]
+    res, term = _einsum_prepare(res, term, set(out))
+    if term != out:
+        res = O.permute(res, *[term.index(c) for c in out]) if len(out) > 1 else res
+    return res if res is not ops[0] else res.clone()
+
+
+# ------------------------------------------------------------------ random
+
+
+def _rng(generator):
+    from tracegrad.eager.creation import _rng_of
+
+    return _rng_of(generator)
+
+
+def bernoulli(input, p=None, *, generator=None):
+    """1.0 with probability input (or p), else 0.0, in input's dtype; not differentiable."""
+    probs = input._data if p is None else np.broadcast_to(np.asarray(p), input._data.shape)
+    if ((probs < 0) | (probs > 1)).any():
+        raise shape_error(
+            "bernoulli", "Expected p_in >= 0 && p_in <= 1 to be true, but got false.", input
+        )
+    draws = _rng(generator).random(input._data.shape) < probs
+    return tensor(draws.astype(input._data.dtype if input._data.dtype.kind == "f" else np.float32))
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None):
+    """mean + std * N(0, 1): differentiable in mean and std when they are tensors."""
+    rng = _rng(generator)
+    if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
+        shape = tuple(_sizes((size,))) if size is not None else ()
+        dt = np.float32 if dtype is None else dtype
+        out = tensor(rng.standard_normal(shape) * std + mean)
+        return out.to(dt)
+    ref = mean if isinstance(mean, Tensor) else std
+    shape = np.broadcast_shapes(getattr(mean, "shape", ()), getattr(std, "shape", ()))
+    if isinstance(std, Tensor) and (std._data < 0).any():
+        raise shape_error("normal", "normal expects all elements of std >= 0.0", std)
+    eps = _const(ref, rng.standard_normal(shape))
+    return mean + std * eps
+
+
+def poisson(input, generator=None):
+    return tensor(_rng(generator).poisson(input._data).astype(input._data.dtype))
+
+
+# ------------------------------------------------------------------ dtypes
+
+
+def get_default_dtype():
+    from tracegrad.eager import dtypes as _dt
+
+    return _dt.float32
+
+
+def is_floating_point(input) -> bool:
+    return input._data.dtype.kind == "f"
+
+
+def is_complex(input) -> bool:
+    return input._data.dtype.kind == "c"
+
+
+def is_nonzero(input) -> bool:
+    if input.numel() != 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(input._data.reshape(-1)[0])
+
+
+def promote_types(type1, type2):
+    from tracegrad.eager import dtypes as _dt
+
+    a, b = _dt.to_numpy_dtype(type1), _dt.to_numpy_dtype(type2)
+    from tracegrad.eager._tensor import _promote_inferred
+
+    return _dt.from_numpy_dtype(_promote_inferred(a, b))
+
+
+def result_type(tensor1, tensor2):
+    """The dtype of tensor1 + tensor2 under PyTorch's promotion (0-d tensors and Python
+    numbers do not promote within their category)."""
+    from tracegrad.eager import dtypes as _dt
+
+    a = tensor1.detach() if isinstance(tensor1, Tensor) else tensor(tensor1)
+    b = tensor2.detach() if isinstance(tensor2, Tensor) else tensor2
+    return _dt.from_numpy_dtype((a + b)._data.dtype)
+
+
+class finfo:
+    """torch.finfo(dtype): bits, eps, max, min, tiny (smallest_normal), resolution."""
+
+    def __init__(self, type=None):
+        from tracegrad.eager import dtypes as _dt
+
+        f = np.finfo(np.float32 if type is None else _dt.to_numpy_dtype(type))
+        self.bits = f.bits
+        self.eps = float(f.eps)
+        self.max = float(f.max)
+        self.min = float(f.min)
+        self.tiny = self.smallest_normal = float(f.tiny)
+        self.resolution = float(f.resolution)
+        self.dtype = str(f.dtype)
+
+
+class iinfo:
+    """torch.iinfo(dtype): bits, max, min."""
+
+    def __init__(self, type):
+        from tracegrad.eager import dtypes as _dt
+
+        i = np.iinfo(_dt.to_numpy_dtype(type))
+        self.bits, self.max, self.min, self.dtype = i.bits, int(i.max), int(i.min), str(i.dtype)
+
+
+# ------------------------------------------------------------------ Tensor methods
+
+_METHODS = [
+    "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "log2", "log10", "exp2", "erf", "erfc", "ceil", "trunc", "fix", "round", "frac", "fmod",
+    "remainder", "floor_divide", "hypot", "logaddexp", "logaddexp2", "logit", "xlogy",
+    "float_power", "sgn", "signbit", "heaviside", "nan_to_num", "isclose", "isposinf",
+    "isneginf", "isreal", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "bitwise_not", "prod", "cumprod", "cummax", "cummin", "logcumsumexp", "median",
+    "nansum", "nanmean", "aminmax", "count_nonzero", "trace", "dist", "diff",
+    "tensor_split", "hsplit", "vsplit", "tile", "diag", "diag_embed", "diagflat", "fliplr",
+    "flipud", "rot90", "take", "take_along_dim", "argwhere", "repeat_interleave", "scatter",
+    "index_fill", "index_copy", "unique", "unique_consecutive", "bincount", "histc", "kron",
+    "cross", "baddbmm", "addbmm", "addmv", "addr", "bernoulli", "is_complex", "is_nonzero",
+]  # fmt: skip
+_METHODS += ["arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh"]
+arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2
+arcsinh, arccosh, arctanh = asinh, acosh, atanh
+
+
+def _inplace(fn):
+    def method(self, *args, **kwargs):
+        return inplace_composite(self, lambda t: fn(t, *args, **kwargs))
+
+    method.__name__ = fn.__name__ + "_"
+    return method
+
+
+_INPLACE = [
+    "tril", "triu", "scatter", "index_fill", "index_copy", "tan", "asin", "acos", "atan",
+    "sinh", "cosh", "atan2", "log2", "log10", "erf", "ceil", "trunc", "round", "frac",
+    "fmod", "remainder", "hypot", "nan_to_num", "logit", "cumsum", "cumprod", "clamp_min",
+    "clamp_max", "exp2", "lerp", "addcmul", "addcdiv", "baddbmm", "addmm",
+]  # fmt: skip
+
+
+def install_methods() -> None:
+    g = globals()
+    for name in _METHODS:
+        setattr(Tensor, name, g[name])
+    for name in _INPLACE:
+        if hasattr(Tensor, name + "_") and name + "_" in Tensor.__dict__:
+            continue
+        fn = g.get(name) or getattr(O, name)
+        setattr(Tensor, name + "_", _inplace(fn))
+    Tensor.bernoulli_ = _bernoulli_
+    Tensor.is_floating_point = lambda self: self._data.dtype.kind == "f"
+    Tensor.unfold = unfold
+    Tensor.as_strided = as_strided
+    Tensor.positive = lambda self: self
+    Tensor.ravel = lambda self: O.reshape(self, (-1,))
+    Tensor.is_same_size = lambda self, other: tuple(self.shape) == tuple(other.shape)
+    Tensor.half = lambda self: self.to(np.float16)
+    Tensor.short = lambda self: self.to(np.int16)
+    Tensor.char = lambda self: self.to(np.int8)
+    Tensor.byte = lambda self: self.to(np.uint8)
+    Tensor.is_cuda = False
+    Tensor.is_cpu = True
+    Tensor.is_sparse = False
+    Tensor.is_quantized = False
+    Tensor.is_meta = False
+    Tensor.nbytes = property(lambda self: int(self._data.nbytes))
+    Tensor.itemsize = property(lambda self: int(self._data.itemsize))
+
+
+def _bernoulli_(self, p=0.5, *, generator=None):
+    from tracegrad.eager._tensor import check_inplace
+
+    check_inplace(self)
+    draws = _rng(generator).random(self._data.shape) < (p._data if isinstance(p, Tensor) else p)
+    return self._fill_values(draws.astype(self._data.dtype))
+
+
+# ------------------------------------------------------------------ layout: unfold, as_strided
+
+
+def unfold(self, dimension: int, size: int, step: int):
+    """Windows of `size` along `dimension`, `step` apart, as a new last dim (PyTorch's
+    Tensor.unfold); an index gather, so the gradient sums overlapping windows."""
+    nd = _bmax(self.ndim, 1)
+    d = _dim(dimension, nd, "unfold")
+    n = self._data.shape[d] if self.ndim else 1
+    if size > n:
+        raise shape_error(
+            "unfold",
+            f"maximum size for tensor at dimension {d} is {n} but size is {size}",
+            self,
+            cls=RuntimeError,
+        )
+    if step <= 0:
+        raise shape_error("unfold", f"step is {step} but must be > 0", self, cls=RuntimeError)
+    x = O.reshape(self, (1,)) if self.ndim == 0 else self
+    count = (n - size) // step + 1
+    windows = np.arange(count)[:, None] * step + np.arange(size)[None, :]  # (count, size)
+    picked = O.index_select(x, d, tensor(windows.reshape(-1)))  # dim d: count * size
+    shape = list(x._data.shape)
+    shape[d : d + 1] = [count, size]
+    out = O.reshape(picked, tuple(shape))
+    out = O.movedim(out, d + 1, -1)
+    return O.reshape(out, (size,)) if self.ndim == 0 else out
+
+
+def as_strided(self, size, stride, storage_offset=None):
+    """PyTorch's as_strided over this tensor's contiguous storage (elements in C order,
+    starting at the tensor's own storage offset): an index gather from the flattened
+    tensor, so the gradient sums the elements read more than once. Unlike PyTorch's it is
+    a copy, not a view: writes into it do not reach the tensor."""
+    size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride):
+        raise shape_error(
+            "as_strided", "mismatch in length of strides and shape", self, cls=RuntimeError
+        )
+    if not self.is_contiguous():
+        raise shape_error(
+            "as_strided",
+            "as_strided of a non-contiguous tensor reads PyTorch's storage layout, which "
+            "tracegrad.eager does not model: call .contiguous() first",
+            self,
+            cls=NotImplementedError,
+        )
+    if any(s < 0 for s in stride):
+        raise shape_error(
+            "as_strided",
+            "as_strided: Negative strides are not supported at the moment",
+            self,
+            cls=RuntimeError,
+        )
+    offset = 0 if storage_offset is None else int(storage_offset)
+    idx = np.full(size, offset, dtype=np.int64)
+    for k, (n, s) in enumerate(zip(size, stride, strict=True)):
+        view = [1] * len(size)
+        view[k] = n
+        idx = idx + (np.arange(n) * s).reshape(view)
+    if idx.size and idx.max() >= self.numel():
+        raise shape_error(
+            "as_strided",
+            f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset "
+            f"{offset}, and itemsize {self._data.itemsize} requiring a storage size of "
+            f"{(int(idx.max()) + 1) * self._data.itemsize} are out of bounds for storage of "
+            f"size {self.numel() * self._data.itemsize}",
+            self,
+            cls=RuntimeError,
+        )
+    flat = O.reshape(self, (-1,))
+    return flat[tensor(idx)] if idx.ndim else flat[int(idx)]
+
+
+install_methods()
+
+__all__ = [
+    n
+    for n, v in list(globals().items())
+    if (callable(v) or isinstance(v, type))
+    and getattr(v, "__module__", None) == __name__
+    and not n.startswith("_")
+    and n not in ("install_methods", "unfold", "as_strided")
+] + ["arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh", "as_strided"]

@@ -1,0 +1,461 @@
+"""More of torch.nn.functional (issue 26): activations (relu6, hardtanh, hardswish,
+hardsigmoid, mish, selu, celu, glu, logsigmoid, softsign, softmin, tanhshrink, threshold,
+prelu, ...), dropout1d/2d/3d, distances, interpolate (nearest, linear/bilinear), pooling
+in 1-D, pixel_shuffle, rms_norm, instance_norm, local sizes.
+
+Compositions of the eager ops (rule-table primitives), so their gradients are the table's.
+
+    >>> import tracegrad.eager as torch
+    >>> import tracegrad.eager.nn.functional as F
+    >>> F.relu6(torch.tensor([-1.0, 3.0, 7.0])).tolist()
+    [0.0, 3.0, 6.0]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracegrad.eager import more_ops as M
+from tracegrad.eager import torch_ops as O
+from tracegrad.eager._tensor import Tensor
+from tracegrad.eager.errors import shape_error
+
+cosine_similarity = M.cosine_similarity
+pairwise_distance = M.pairwise_distance
+
+
+def _const(x: Tensor, v) -> Tensor:
+    return Tensor._wrap(np.asarray(v, dtype=x._data.dtype))
+
+
+def _maybe_inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
+    return input.copy_(out) if inplace else out
+
+
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+    return _maybe_inplace(input, O.clamp(input, min_val, max_val), inplace)
+
+
+def relu6(input, inplace: bool = False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardsigmoid(input, inplace: bool = False):
+    return _maybe_inplace(input, O.clamp(input / 6.0 + 0.5, 0.0, 1.0), inplace)
+
+
+def hardswish(input, inplace: bool = False):
+    return _maybe_inplace(input, input * O.clamp(input + 3.0, 0.0, 6.0) / 6.0, inplace)
+
+
+def softplus(input, beta: float = 1.0, threshold: float = 20.0):
+    from tracegrad.eager.nn import functional as F
+
+    return F.softplus(input, beta, threshold)
+
+
+def mish(input, inplace: bool = False):
+    return _maybe_inplace(input, input * O.tanh(softplus(input)), inplace)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def elu(input, alpha: float = 1.0):
+    neg = O.expm1(O.clamp(input, max=0.0)) * alpha
+    return O.where(O.gt(input, 0), input, neg)
+
+
+def selu(input, inplace: bool = False):
+    return _maybe_inplace(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
+
+
+def celu(input, alpha: float = 1.0, inplace: bool = False):
+    neg = O.expm1(O.clamp(input, max=0.0) / alpha) * alpha
+    return _maybe_inplace(input, O.where(O.gt(input, 0), input, neg), inplace)
+
+
+def glu(input, dim: int = -1):
+    a, b = O.chunk(input, 2, dim)
+    return a * O.sigmoid(b)
+
+
+def logsigmoid(input):
+    # log(sigmoid(x)) = -softplus(-x), computed stably
+    return -softplus(-input)
+
+
+def softsign(input):
+    return input / (O.abs(input) + 1.0)
+
+
+def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):
+    return O.softmax(-input, dim, dtype)
+
+
+def tanhshrink(input):
+    return input - O.tanh(input)
+
+
+def softshrink(input, lambd: float = 0.5):
+    return O.where(
+        O.gt(input, lambd),
+        input - lambd,
+        O.where(O.lt(input, -lambd), input + lambd, _const(input, 0.0)),
+    )
+
+
+def hardshrink(input, lambd: float = 0.5):
+    return O.where(O.gt(O.abs(input), lambd), input, _const(input, 0.0))
+
+
+def threshold(input, threshold: float, value: float, inplace: bool = False):
+    return _maybe_inplace(
+        input, O.where(O.gt(input, threshold), input, _const(input, value)), inplace
+    )
+
+
+def prelu(input, weight):
+    w = weight
+    if input.ndim >= 2 and weight.numel() > 1:
+        w = O.reshape(weight, (-1,) + (1,) * (input.ndim - 2))
+    return O.where(O.gt(input, 0), input, input * w)
+
+
+def _feature_dropout(input, p: float, training: bool, inplace: bool, lead: int, name: str):
+    """Zero whole channels: the mask has the input's shape up to the channel dim, 1 after."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    from tracegrad.eager.creation import generator
+
+    batched = input.ndim == lead + 2
+    if input.ndim not in (lead + 1, lead + 2):
+        raise shape_error(
+            name,
+            f"{name}: Expected {lead + 1}D or {lead + 2}D input, but received a "
+            f"{input.ndim}D input",
+            input,
+            cls=RuntimeError,
+        )
+    shape = input._data.shape[: 2 if batched else 1] + (1,) * lead
+    keep = generator().random(shape) >= p
+    scale = (
+        keep.astype(input._data.dtype) / (1.0 - p) if p < 1 else np.zeros(shape, input._data.dtype)
+    )
+    out = input * _const(input, scale)
+    return _maybe_inplace(input, out, inplace)
+
+
+def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    return _feature_dropout(input, p, training, inplace, 1, "dropout1d")
+
+
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    return _feature_dropout(input, p, training, inplace, 2, "dropout2d")
+
+
+def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    return _feature_dropout(input, p, training, inplace, 3, "dropout3d")
+
+
+def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):
+    if not training or p == 0.0:
+        return input
+    from tracegrad.eager.creation import generator
+
+    alpha_p = -_SELU_ALPHA * _SELU_SCALE
+    keep = generator().random(input._data.shape) >= p
+    a = ((1 - p) * (1 + p * alpha_p**2)) ** -0.5
+    b = -a * alpha_p * p
+    kept = input * _const(input, keep) + _const(input, np.where(keep, 0.0, alpha_p))
+    return _maybe_inplace(input, kept * a + b, inplace)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    dims = tuple(range(-len(tuple(normalized_shape)), 0))
+    if eps is None:
+        eps = float(np.finfo(input._data.dtype).eps)
+    out = input * O.rsqrt(O.mean(input * input, dims, keepdim=True) + eps)
+    return out * weight if weight is not None else out
+
+
+def instance_norm(
+    input,
+    running_mean=None,
+    running_var=None,
+    weight=None,
+    bias=None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+):
+    dims = tuple(range(2, input.ndim))
+    mean = O.mean(input, dims, keepdim=True)
+    var = O.var(input, dims, keepdim=True, unbiased=False)
+    out = (input - mean) * O.rsqrt(var + eps)
+    shape = (1, -1) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        out = out * O.reshape(weight, shape)
+    if bias is not None:
+        out = out + O.reshape(bias, shape)
+    return out
+
+
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+    from tracegrad.eager.nn import functional as F
+
+    sq = input * input
+    c = input._data.shape[1]
+    padded = F.pad(O.movedim(sq, 1, -1), (size // 2, (size - 1) // 2))
+    windows = padded.unfold(-1, size, 1)  # (..., C, size)
+    div = O.movedim(O.sum(windows, -1), -1, 1) * (alpha / size) + k
+    del c
+    return input / div**beta
+
+
+def pixel_shuffle(input, upscale_factor: int):
+    r = upscale_factor
+    *lead, c, h, w = input.shape
+    out = O.reshape(input, (*lead, c // (r * r), r, r, h, w))
+    n = len(lead)
+    out = O.permute(out, *range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return O.reshape(out, (*lead, c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor: int):
+    r = downscale_factor
+    *lead, c, h, w = input.shape
+    out = O.reshape(input, (*lead, c, h // r, r, w // r, r))
+    n = len(lead)
+    out = O.permute(out, *range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return O.reshape(out, (*lead, c * r * r, h // r, w // r))
+
+
+def _pool1d(input, fn, kernel_size, stride, padding, ceil_mode=False):
+    ks = kernel_size if isinstance(kernel_size, int) else kernel_size[0]
+    st = (
+        ks if stride is None or stride == [] else (stride if isinstance(stride, int) else stride[0])
+    )
+    pd = padding if isinstance(padding, int) else padding[0]
+    x = O.unsqueeze(input, -2)
+    return O.squeeze(fn(x, (1, ks), (1, st), (0, pd)), -2)
+
+
+def max_pool1d(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
+    from tracegrad.eager.nn import functional as F
+
+    return _pool1d(input, F.max_pool2d, kernel_size, stride, padding)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    from tracegrad.eager.nn import functional as F
+
+    return _pool1d(input, F.avg_pool2d, kernel_size, stride, padding)
+
+
+def _adaptive_bounds(n_in: int, n_out: int):
+    return [(math.floor(i * n_in / n_out), math.ceil((i + 1) * n_in / n_out)) for i in range(n_out)]
+
+
+def adaptive_avg_pool1d(input, output_size):
+    n = output_size if isinstance(output_size, int) else output_size[0]
+    parts = [
+        O.mean(O.narrow(input, -1, a, b - a), -1, keepdim=True)
+        for a, b in _adaptive_bounds(input._data.shape[-1], n)
+    ]
+    return O.cat(parts, -1)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices: bool = False):
+    n = output_size if isinstance(output_size, int) else output_size[0]
+    parts = [
+        O.amax(O.narrow(input, -1, a, b - a), -1, keepdim=True)
+        for a, b in _adaptive_bounds(input._data.shape[-1], n)
+    ]
+    return O.cat(parts, -1)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices: bool = False):
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
+    h, w = input._data.shape[-2:]
+    oh, ow = oh or h, ow or w
+    rows = []
+    for a, b in _adaptive_bounds(h, oh):
+        band = O.narrow(input, -2, a, b - a)
+        cols = [
+            O.amax(O.narrow(band, -1, c, d - c), (-2, -1), keepdim=True)
+            for c, d in _adaptive_bounds(w, ow)
+        ]
+        rows.append(O.cat(cols, -1))
+    return O.cat(rows, -2)
+
+
+def _nearest_index(n_in: int, n_out: int, scale=None) -> np.ndarray:
+    s = n_in / n_out if scale is None else 1.0 / scale
+    return np.minimum(np.floor(np.arange(n_out) * s).astype(np.int64), n_in - 1)
+
+
+def _linear_weights(n_in: int, n_out: int, align_corners: bool, scale=None):
+    if align_corners:
+        pos = np.arange(n_out) * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+    else:
+        s = n_in / n_out if scale is None else 1.0 / scale
+        pos = np.maximum((np.arange(n_out) + 0.5) * s - 0.5, 0.0)
+    lo = np.minimum(np.floor(pos).astype(np.int64), n_in - 1)
+    hi = np.minimum(lo + 1, n_in - 1)
+    return lo, hi, pos - lo
+
+
+def interpolate(
+    input,
+    size=None,
+    scale_factor=None,
+    mode: str = "nearest",
+    align_corners=None,
+    recompute_scale_factor=None,
+    antialias: bool = False,
+):
+    """Resize the spatial dims (all but batch and channel): 'nearest', 'linear',
+    'bilinear', 'trilinear' (separable), as index gathers and weighted sums."""
+    nsp = input.ndim - 2
+    spatial = tuple(input._data.shape[2:])
+    if size is not None:
+        out_size = (size,) * nsp if isinstance(size, int) else tuple(size)
+        scales = (None,) * nsp
+    else:
+        sf = (
+            (scale_factor,) * nsp
+            if not isinstance(scale_factor, (tuple, list))
+            else tuple(scale_factor)
+        )
+        out_size = tuple(int(math.floor(n * f)) for n, f in zip(spatial, sf, strict=True))
+        scales = (None,) * nsp if recompute_scale_factor else sf
+    x = input
+    for k in range(nsp):
+        d = 2 + k
+        if mode == "nearest":
+            x = O.index_select(
+                x, d, Tensor._wrap(_nearest_index(spatial[k], out_size[k], scales[k]))
+            )
+        elif mode in ("linear", "bilinear", "trilinear", "bicubic"):
+            if mode == "bicubic":
+                raise NotImplementedError("interpolate(mode='bicubic') is not supported")
+            lo, hi, t = _linear_weights(spatial[k], out_size[k], bool(align_corners), scales[k])
+            shape = [1] * x.ndim
+            shape[d] = -1
+            tw = _const(x, t.reshape(shape))
+            a = O.index_select(x, d, Tensor._wrap(lo))
+            b = O.index_select(x, d, Tensor._wrap(hi))
+            x = a * (1.0 - tw) + b * tw
+        else:
+            raise NotImplementedError(f"interpolate(mode={mode!r}) is not supported")
+    return x
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, "nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, "bilinear", align_corners=True)
+
+
+def gaussian_nll_loss(
+    input, target, var, full: bool = False, eps: float = 1e-6, reduction: str = "mean"
+):
+    v = O.clamp(var, min=eps)
+    loss = (O.log(v) + (input - target) ** 2 / v) * 0.5
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+def _reduce(loss, reduction: str):
+    if reduction == "mean":
+        return O.mean(loss)
+    if reduction == "sum":
+        return O.sum(loss)
+    return loss
+
+
+def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, reduction: str = "mean"):
+    cos = cosine_similarity(input1, input2, dim=-1, eps=1e-8)
+    pos = 1.0 - cos
+    neg = O.clamp(cos - margin, min=0.0)
+    loss = O.where(O.eq(target, 1), pos, O.where(O.eq(target, -1), neg, _const(cos, 0.0)))
+    return _reduce(loss, reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin: float = 0.0, reduction: str = "mean"):
+    return _reduce(O.clamp(-target * (input1 - input2) + margin, min=0.0), reduction)
+
+
+def hinge_embedding_loss(input, target, margin: float = 1.0, reduction: str = "mean"):
+    neg = O.clamp(margin - input, min=0.0)
+    loss = O.where(O.eq(target, 1), input, _const(input, 0.0)) + O.where(
+        O.eq(target, -1), neg, _const(input, 0.0)
+    )
+    return _reduce(loss, reduction)
+
+
+def soft_margin_loss(input, target, reduction: str = "mean"):
+    return _reduce(softplus(-target * input), reduction)
+
+
+def triplet_margin_loss(
+    anchor,
+    positive,
+    negative,
+    margin: float = 1.0,
+    p: float = 2,
+    eps: float = 1e-6,
+    swap: bool = False,
+    reduction: str = "mean",
+):
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = O.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce(O.clamp(d_pos - d_neg + margin, min=0.0), reduction)
+
+
+def poisson_nll_loss(
+    input,
+    target,
+    log_input: bool = True,
+    full: bool = False,
+    eps: float = 1e-8,
+    reduction: str = "mean",
+):
+    if log_input:
+        loss = O.exp(input) - target * input
+    else:
+        loss = input - target * O.log(input + eps)
+    if full:
+        t = target._data
+        stirling = np.where(
+            t > 1,
+            t * np.log(np.where(t > 1, t, 1)) - t + 0.5 * np.log(2 * np.pi * np.where(t > 1, t, 1)),
+            0,
+        )
+        loss = loss + _const(loss, stirling)
+    return _reduce(loss, reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, reduction: str = "mean"):
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    loss = O.mean(loss, -1)
+    return _reduce(loss, reduction)
