@@ -85,28 +85,22 @@ def static_scalar_key(value):
 
 
 def is_array_like_leaf(value: Any) -> bool:
-    """Arrays, NumPy scalars, tracers, eager tensors (anything with a shape and a
-    dtype), and nested lists of numbers."""
+    """Arrays, NumPy scalars, tracers, eager tensors: anything with a shape and a dtype.
+
+    A tuple or list is never one leaf, also of numbers: it is a structure, as in JAX
+    and HIPS autograd (`grad(lambda t: t[0] * t[1])((0.4, 0.5))` is the tuple
+    `(0.5, 0.4)`). Its numbers are leaves of their own: static values in `compile`,
+    arrays where they are differentiated."""
     if isinstance(value, (np.ndarray, np.generic)):
         return True
     if isinstance(value, (list, tuple)):
-        return (
-            len(value) > 0 and not is_namedtuple(value) and all(_is_number_tree(v) for v in value)
-        )
+        return False
     return hasattr(value, "shape") and hasattr(value, "dtype")
 
 
 def is_namedtuple(value) -> bool:
     """A namedtuple is a structure (its fields are children), never one array."""
     return isinstance(value, tuple) and hasattr(type(value), "_fields")
-
-
-def _is_number_tree(value) -> bool:
-    if type(value) in (int, float, bool) or isinstance(value, np.generic):
-        return True
-    if isinstance(value, (list, tuple)):
-        return len(value) > 0 and all(_is_number_tree(v) for v in value)
-    return False
 
 
 def tree_flatten(value: Any, arrays_only_scalars: bool = False) -> tuple[list, TreeDef]:
@@ -118,7 +112,7 @@ def tree_flatten(value: Any, arrays_only_scalars: bool = False) -> tuple[list, T
 
 
 def _flatten(value, leaves: list, scalars_are_arrays: bool) -> TreeDef:
-    if isinstance(value, (list, tuple)) and not is_array_like_leaf(value):
+    if isinstance(value, (list, tuple)):
         kind = "list" if isinstance(value, list) else "tuple"
         # (a namedtuple keeps its class in `keys`: gradients come back as that class)
         return TreeDef(

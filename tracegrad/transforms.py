@@ -102,7 +102,7 @@ def _as_arrays(tree):
 
 def _args_as_arrays(args) -> tuple:
     """`_as_arrays` of each argument: a tuple of arguments `([1., 2.], 4.)` is two
-    arguments, never one array leaf (pytrees take a tuple of numbers for an array)."""
+    arguments, the first a list of two scalars (tuples and lists are pytrees)."""
     return tuple(_as_arrays(a) for a in args)
 
 
@@ -118,11 +118,12 @@ def _args_leaves(args) -> list:
     return [leaf for a in args for leaf in _leaves(a)]
 
 
-def _args_flatten(args) -> tuple:
-    """Leaves and structure of a tuple of arguments, one child per argument."""
+def _args_flatten(args, scalars_are_arrays: bool = True) -> tuple:
+    """Leaves and structure of a tuple of arguments, one child per argument (Python
+    scalars static unless `scalars_are_arrays`)."""
     leaves, trees = [], []
     for a in args:
-        sub, tree = tree_flatten(a, arrays_only_scalars=True)
+        sub, tree = tree_flatten(a, arrays_only_scalars=scalars_are_arrays)
         leaves.extend(sub)
         trees.append(tree)
     return leaves, TreeDef("tuple", trees)
@@ -130,8 +131,8 @@ def _args_flatten(args) -> tuple:
 
 def _like_output(ct, out):
     """The cotangent in the output's structure, its leaves arrays: a tuple output's
-    cotangent `(0.0, 1.0)` is two scalars, not one array of two (pytrees take a
-    tuple of numbers for one array leaf)."""
+    cotangent `(0.0, 1.0)` is two scalars; an array output's cotangent may be given
+    as a (nested) list of numbers."""
     if isinstance(out, (tuple, list)) and isinstance(ct, (tuple, list)) and len(ct) == len(out):
         items = [_like_output(c, o) for c, o in zip(ct, out, strict=True)]
         return type(out)(*items) if is_namedtuple(out) else type(out)(items)
@@ -217,12 +218,14 @@ def _check_cotangent(ct, out) -> None:
             )
 
 
-def _trace_fn(fn: Callable, primals: tuple):
+def _trace_fn(fn: Callable, primals: tuple, scalars_are_arrays: bool = True):
     """`fn` traced on the flattened `primals` (tracers of the enclosing trace):
-    (graph, out_tree, primal leaves + captured outer values)."""
+    (graph, out_tree, primal leaves + captured outer values). Python scalars stay
+    static values unless `scalars_are_arrays` (jacfwd: a bool flag is a Python
+    bool in `fn`, as in grad and jacrev)."""
     from tracegrad.tracing import abstract_leaf, trace_subgraph
 
-    leaves, in_tree = _args_flatten(primals)
+    leaves, in_tree = _args_flatten(primals, scalars_are_arrays)
     avals = [abstract_leaf(v) for v in leaves]
     name = getattr(fn, "__name__", "f").strip("<>")
     graph, out_tree, captures = trace_subgraph(fn, in_tree, avals, name)
@@ -388,7 +391,8 @@ def jacfwd(
         from tracegrad.autodiff import replay
         from tracegrad.tracing import active_contexts
 
-        graph, out_tree, leaves = _trace_fn(fn, args)
+        # (differentiated arguments are arrays already: JacfwdFunction made them so)
+        graph, out_tree, leaves = _trace_fn(fn, args, scalars_are_arrays=False)
         env = replay(graph, leaves, active_contexts()[-1])  # the primal, computed once
         result = tree_unflatten(out_tree, [env[n.id] for n in graph.outputs])
         aux = _split_aux(result, has_aux)[1]
@@ -542,8 +546,8 @@ def _argument_inputs(graph, args: tuple, position: int) -> tuple:
     from tracegrad.ops.core import DTypeError
     from tracegrad.ops.core import user_location_suffix as core_location
 
-    k = sum(len(_leaves(a)) for a in args[:position])
-    arg_tree = tree_flatten(args[position], arrays_only_scalars=True)[1]
+    k = sum(len(tree_flatten(a)[0]) for a in args[:position])
+    arg_tree = tree_flatten(args[position])[1]
     nodes = list(graph.inputs[k : k + arg_tree.num_leaves])
     for node in nodes:
         if not np.issubdtype(node.dtype, np.floating):  # JAX's TypeError and text

@@ -49,12 +49,21 @@ def _vdot(a_leaves: Sequence, b_leaves: Sequence) -> float:
 
 
 def _random_like(rng, x):
-    """A random direction shaped like `x` (a Python float for a Python float)."""
+    """A random direction shaped like `x` (a Python float for a Python float; a tuple or
+    list of them for a tuple or list: containers are pytrees, as autograd's vspaces)."""
+    if isinstance(x, (tuple, list)):
+        return type(x)(_random_like(rng, item) for item in x)
+    if isinstance(x, dict):
+        return {k: _random_like(rng, x[k]) for k in sorted(x)}
     v = rng.standard_normal(np.shape(x))
     return float(v) if isinstance(x, (float, int)) and not isinstance(x, bool) else v
 
 
 def _shift(x, v, step: float):
+    if isinstance(x, (tuple, list)):
+        return type(x)(_shift(a, b, step) for a, b in zip(x, v, strict=True))
+    if isinstance(x, dict):
+        return {k: _shift(x[k], v[k], step) for k in x}
     return x + step * v if isinstance(x, float) else np.asarray(x, np.float64) + step * v
 
 
@@ -93,7 +102,7 @@ def _check_order1(
         us = [rng.standard_normal(np.shape(o)) for o in out_leaves]
         ct = _rebuild(out, us)
         grads = pullback(ct)
-        _assert_close(_vdot(_leaves(grads), vs), _vdot(us, numeric), f"{label} rev (vjp)")
+        _assert_close(_vdot(_leaves(grads), _leaves(vs)), _vdot(us, numeric), f"{label} rev (vjp)")
     if "fwd" in modes:
         _, tangent = tg.jvp(fun, xs, vs, backend=backend)
         t_leaves = _leaves(tangent)
@@ -149,6 +158,114 @@ def check_grads(
             _check_order1(gradient, xs, modes, backend, rng, "order 2")
 
     return check
+
+
+# ------------------------------------------------- autograd's own recursion, verbatim
+# autograd.test_util.check_grads differentiates a *unary* function: with argnum=(0, 1)
+# its argument is the tuple (x, v), and its order-2 checks differentiate
+# `lambda x, v: make_jvp(f, x)(v)[1]` with respect to that tuple. So forward mode meets
+# tuples (of floats, of arrays, nested) at the transform's boundary. `check_grads_nary`
+# follows it step by step on tg.jvp / tg.vjp; check_grads above is the cheaper variant.
+
+
+def _tree_map(f: Callable, *trees):
+    first = trees[0]
+    if isinstance(first, (tuple, list)):
+        return type(first)(_tree_map(f, *items) for items in zip(*trees, strict=True))
+    if isinstance(first, dict):
+        return {k: _tree_map(f, *(t[k] for t in trees)) for k in first}
+    return f(*trees)
+
+
+def _vspace_signature(tree):
+    """autograd's vspace equality, as structure plus leaf shapes."""
+    if isinstance(tree, (tuple, list)):
+        return (type(tree).__name__, tuple(_vspace_signature(t) for t in tree))
+    if isinstance(tree, dict):
+        return ("dict", tuple((k, _vspace_signature(tree[k])) for k in sorted(tree)))
+    return np.shape(tree)
+
+
+def _inner(a, b) -> float:
+    return _vdot(_leaves(a), _leaves(b))
+
+
+def _scalar_close(a: float, b: float) -> bool:  # autograd's TOL = RTOL = 1e-6
+    return abs(a - b) < 1e-6 or abs(a - b) / abs(a + b) < 1e-6
+
+
+def _numerical_jvp(f: Callable, x, v):
+    plus = f(_shift_tree(x, v, EPS / 2))
+    minus = f(_shift_tree(x, v, -EPS / 2))
+    return _tree_map(
+        lambda p, m: (np.asarray(p, np.float64) - np.asarray(m, np.float64)) / EPS, plus, minus
+    )
+
+
+def _shift_tree(x, v, step: float):
+    return _tree_map(lambda a, b: _shift(a, b, step), x, v)
+
+
+def check_grads_nary(
+    fun: Callable,
+    argnum: int | Sequence[int] = 0,
+    modes: Sequence[str] = ("fwd", "rev"),
+    order: int = 2,
+    backend: str = "interpret",
+    seed: int = 0,
+) -> Callable[..., None]:
+    """autograd's `check_grads(fun, argnum, modes, order)(*args)`, recursion and all:
+    the checked argument is `args[argnum]`, or the tuple of `args[i]` for a tuple
+    argnum; order 2 checks `(x, v) -> jvp` and `(x, v) -> vjp` on that tuple."""
+    rng = np.random.default_rng(seed)
+
+    def check(*args: Any) -> None:
+        many = not isinstance(argnum, int)
+
+        def unary(x):
+            full = list(args)
+            for k, value in zip(argnum if many else (argnum,), x if many else (x,), strict=True):
+                full[k] = value
+            return fun(*full)
+
+        x = tuple(args[k] for k in argnum) if many else args[argnum]
+        _check_unary(unary, x, modes, order, backend, rng)
+
+    return check
+
+
+def _check_unary(f: Callable, x, modes, order: int, backend: str, rng) -> None:
+    if "fwd" in modes:
+        v = _random_like(rng, x)
+        _, exact = tg.jvp(f, (x,), (v,), backend=backend)
+        numeric = _numerical_jvp(f, x, v)
+        assert _vspace_signature(exact) == _vspace_signature(numeric), (exact, numeric)
+        w = _random_like(rng, numeric)
+        assert _scalar_close(_inner(exact, w), _inner(numeric, w)), (
+            f"jvp check failed at order {order}: {exact} vs {numeric}"
+        )
+        if order > 1:
+
+            def jvp_f(x, v):
+                return tg.jvp(f, (x,), (v,), backend=backend)[1]
+
+            check_grads_nary(jvp_f, (0, 1), modes, order - 1, backend)(x, _random_like(rng, x))
+    if "rev" in modes:
+        y, pullback = tg.vjp(f, x, backend=backend)
+        x_v, y_v = _random_like(rng, x), _random_like(rng, y)
+        (vjp_y,) = pullback(_tree_map(np.asarray, y_v))
+        assert _vspace_signature(vjp_y) == _vspace_signature(x), (vjp_y, x)
+        exact, numeric = _inner(x_v, vjp_y), _inner(y_v, _numerical_jvp(f, x, x_v))
+        assert _scalar_close(numeric, exact), (
+            f"vjp check failed at order {order}: analytic {exact} vs numeric {numeric}"
+        )
+        if order > 1:
+
+            def vjp_f(x, v):
+                return tg.vjp(f, x, backend=backend)[1](v)[0]
+
+            v = _random_like(rng, y)
+            check_grads_nary(vjp_f, (0, 1), modes, order - 1, backend)(x, v)
 
 
 def short_traceback(test: Callable) -> Callable:

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ported_check_grads import check_grads
+from ported_check_grads import check_grads, check_grads_nary
 
 import tracegrad as tg
 
 INTERP = {"backend": "interpret"}
+SLOW = pytest.mark.slow
 npr = np.random.RandomState(1)
 
 
@@ -132,3 +133,175 @@ def test_std_of_one_value_has_zero_gradient_as_autograd():
     autograd = pytest.importorskip("autograd")
     anp = pytest.importorskip("autograd.numpy")
     assert autograd.grad(lambda x: anp.std((x,)))(0.0) == 0.0
+
+
+# ------------------------------------- forward mode through tuples: autograd's recursion
+# autograd's check_grads checks order 2 by differentiating (x, v) -> jvp(f, x)(v) with
+# respect to the tuple (x, v): forward mode on tuples of floats and arrays. These are
+# the tests/test_scalar_ops.py cases run through ported_check_grads.check_grads_nary,
+# which follows that recursion step by step (fwd and rev, order 2).
+_r = np.random.RandomState(1)
+SCALAR_CASES = {
+    "test_abs": (lambda x: 3.0 * np.abs(x), (1.1,)),
+    "test_absolute_neg": (lambda x: 3.0 * np.absolute(x), (-1.1,)),
+    "test_sin": (lambda x: 3.0 * np.sin(x), (_r.randn(),)),
+    "test_sign": (lambda x: 3.0 * np.sign(x), (1.1,)),
+    "test_exp": (lambda x: 3.0 * np.exp(x), (_r.randn(),)),
+    "test_log": (lambda x: 3.0 * np.log(x), (abs(_r.randn()),)),
+    "test_log2": (lambda x: 3.0 * np.log2(x), (abs(_r.randn()),)),
+    "test_log10": (lambda x: 3.0 * np.log10(x), (abs(_r.randn()),)),
+    "test_log1p": (lambda x: 3.0 * np.log1p(x), (abs(_r.randn()),)),
+    "test_expm1": (lambda x: 3.0 * np.expm1(x), (abs(_r.randn()),)),
+    "test_exp2": (lambda x: 3.0 * np.exp2(x), (abs(_r.randn()),)),
+    "test_neg": (lambda x: 3.0 * -x, (_r.randn(),)),
+    "test_cos": (lambda x: 3.0 * np.cos(x), (_r.randn(),)),
+    "test_tan": (lambda x: 3.0 * np.tan(x), (_r.randn(),)),
+    "test_cosh": (lambda x: 3.0 * np.cosh(x), (_r.randn(),)),
+    "test_sinh": (lambda x: 3.0 * np.sinh(x), (_r.randn(),)),
+    "test_tanh": (lambda x: 3.0 * np.tanh(x), (_r.randn(),)),
+    "test_arccos": (lambda x: 3.0 * np.arccos(x), (0.1,)),
+    "test_arcsin": (lambda x: 3.0 * np.arcsin(x), (0.1,)),
+    "test_arctan": (lambda x: 3.0 * np.arctan(x), (0.2,)),
+    "test_arccosh": (lambda x: 3.0 * np.arccosh(x), (_r.randn() ** 2 + 1.2,)),
+    "test_arcsinh": (lambda x: 3.0 * np.arcsinh(x), (_r.randn(),)),
+    "test_arctanh": (lambda x: 3.0 * np.arctanh(x), (0.2,)),
+    "test_sqrt": (lambda x: 3.0 * np.sqrt(x), (10.0 * _r.rand(),)),
+    "test_power_arg0": (lambda x: np.power(x, 1.7), (_r.rand() ** 2 + 1.0,)),
+    "test_power_arg1": (lambda y: np.power(0.8, y), (_r.rand() ** 2,)),
+    "test_power_arg1_zero": (lambda y: np.power(0.0, y), (_r.rand() ** 2,)),
+    "test_mod_arg0": (lambda x, y: np.mod(x, y), (_r.rand(), _r.rand())),
+    "test_divide_arg0": (lambda x, y: np.divide(x, y), (_r.rand(), _r.rand())),
+    "test_multiply_arg0": (lambda x, y: np.multiply(x, y), (_r.rand(), _r.rand())),
+    "test_true_divide_arg0": (lambda x, y: np.true_divide(x, y), (_r.rand(), _r.rand())),
+    "test_reciprocal": (lambda x: np.reciprocal(x), (_r.rand(),)),
+    "test_negative": (lambda x: np.negative(x), (_r.rand(),)),
+    "test_rad2deg": (lambda x: 3.0 * np.rad2deg(x), (10.0 * _r.rand(),)),
+    "test_deg2rad": (lambda x: 3.0 * np.deg2rad(x), (10.0 * _r.rand(),)),
+    "test_radians": (lambda x: 3.0 * np.radians(x), (10.0 * _r.rand(),)),
+    "test_degrees": (lambda x: 3.0 * np.degrees(x), (10.0 * _r.rand(),)),
+    "test_sinc": (lambda x: 3.0 * np.sinc(x), (10.0 * _r.rand(),)),
+}
+# a handful in the default run (one per kind of rule); all of them with -m slow
+_QUICK = {"test_sin", "test_power_arg1_zero", "test_mod_arg0", "test_abs", "test_sinc"}
+
+
+@pytest.mark.parametrize(
+    "fun, args",
+    [
+        pytest.param(*SCALAR_CASES[name], id=name, marks=[] if name in _QUICK else [SLOW])
+        for name in SCALAR_CASES
+    ],
+)
+def test_scalar_ops_autograd_recursion(fun, args):
+    check_grads_nary(fun)(*args)
+
+
+def test_binary_argnum_tuple_is_one_tuple_argument():
+    """check_grads(fun, argnum=(0, 1))(x, y): the checked argument is the tuple (x, y)
+    (tests/test_dict.py::test_get and tests/test_binary_ops.py pass such pairs)."""
+    check_grads_nary(lambda x, y: np.sum(x * np.sin(y)), argnum=(0, 1))(_r.randn(3), 0.4)
+
+    def fun(d, x):
+        return d.get("item_1", x) ** 2
+
+    check_grads_nary(fun, argnum=(0, 1))({"item_1": 3.0}, 2.0)
+    check_grads_nary(fun, argnum=(0, 1))({"item_2": 4.0}, 2.0)
+    check_grads_nary(fun, argnum=(0, 1))({}, 2.0)
+
+
+# ------------------------------------------------------ tests/test_tuple.py, test_list.py
+def test_tuple_nested_higher_order():
+    """test_tuple.py::test_nested_higher_order: grad of a function of a tuple (x, x),
+    made into an array, inside check_grads and two more grads."""
+
+    def outer_fun(x):
+        def inner_fun(y):
+            return y[0] * y[1]
+
+        return np.sum(np.sin(np.array(grad(inner_fun)((x, x)))))
+
+    check_grads_nary(outer_fun)(5.0)
+    check_grads_nary(grad(outer_fun))(10.0)
+    check_grads_nary(grad(grad(outer_fun)), order=1)(10.0)
+
+
+def test_tuple_isinstance():
+    def fun(x):
+        assert isinstance(x, tuple)
+        return x[0]
+
+    fun((1.0, 2.0, 3.0))
+    g = grad(fun)((1.0, 2.0, 3.0))
+    assert isinstance(g, tuple) and [float(v) for v in g] == [1.0, 0.0, 0.0]
+
+
+def test_list_slices():
+    def f(x):
+        s = slice(None, -1, None)
+        y = x[s]
+        return y[0]
+
+    assert [float(v) for v in grad(f)([1.0, 2.0, 3.0])] == [1.0, 0.0, 0.0]
+
+    def f(x):
+        y = x[1:3]
+        return y[0]
+
+    g = grad(f)([1.0, 2.0, 3.0])
+    assert isinstance(g, list) and [float(v) for v in g] == [0.0, 1.0, 0.0]
+
+
+def test_list_nested_list():
+    A = [[1.0], 2.0, 1.5]
+
+    def fun(x):
+        return x[1:][0]
+
+    check_grads_nary(fun)(A)
+
+
+def test_list_make_list():
+    def fun(x):
+        return [x, x]  # autograd: ag_list((x, x))
+
+    check_grads_nary(fun)(1.0)
+
+
+def test_list_isinstance():
+    def fun(x):
+        assert isinstance(x, list)
+        return x[0]
+
+    fun([1.0, 2.0, 3.0])
+    assert isinstance(grad(fun)([1.0, 2.0, 3.0]), list)
+
+
+def test_make_dict():
+    def fun(x):
+        return dict([("a", x)], b=x)  # autograd: ag_dict
+
+    check_grads_nary(fun, modes=["rev"])(1.0)
+    check_grads_nary(lambda x: {"a": x}, modes=["rev"])(1.0)
+
+
+def test_results_match_autograd_on_containers():
+    autograd = pytest.importorskip("autograd")
+    anp = pytest.importorskip("autograd.numpy")
+
+    def f(t):
+        (a, b), c = t
+        return a * anp.sin(b) + c[0] ** 2 * c[1]
+
+    def g(t):
+        (a, b), c = t
+        return a * np.sin(b) + c[0] ** 2 * c[1]
+
+    x = ((0.3, -1.2), [0.7, 2.0])
+    theirs = autograd.grad(f)(x)
+    ours = grad(g)(x)
+    assert type(ours) is type(theirs) and type(ours[1]) is type(theirs[1]) is list
+    np.testing.assert_allclose(
+        [float(v) for v in (*ours[0], *ours[1])],
+        [float(v) for v in (*theirs[0], *theirs[1])],
+        rtol=1e-14,
+    )
