@@ -164,7 +164,22 @@ def polyval(p, x):
     return out
 
 
+# NumPy's constants, so `import tracegrad as np` programs (HIPS autograd's examples) find
+# np.pi, np.inf, np.newaxis, ...
+pi = np.pi
+e = np.e
+inf = np.inf
+nan = np.nan
+newaxis = None
+euler_gamma = np.euler_gamma
+
 __all__ = [
+    "pi",
+    "e",
+    "inf",
+    "nan",
+    "newaxis",
+    "euler_gamma",
     "absolute",
     "fabs",
     "acos",
