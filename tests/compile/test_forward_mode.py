@@ -126,7 +126,8 @@ def test_jvp_against_finite_differences_and_the_vjp(case):
 
         def at(s):
             shifted = [
-                a + s * t if t is not None else a for a, t in zip(args, tangents, strict=True)  # noqa: B023 - at() runs in this iteration
+                a + s * t if t is not None else a
+                for a, t in zip(args, tangents, strict=True)  # noqa: B023 - at() runs in this iteration
             ]
             return case.prim.impl(*shifted, **case.attrs)
 

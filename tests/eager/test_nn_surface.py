@@ -56,9 +56,7 @@ def compare_module(tg_module, rt_module, x, rt, train=True, integer_input=False,
     rt_params = dict(rt_module.named_parameters())
     for name, p in tg_module.named_parameters():
         close(p.grad, rt_params[name].grad)
-    for (_, b), (_, br) in zip(
-        tg_module.named_buffers(), rt_module.named_buffers(), strict=True
-    ):
+    for (_, b), (_, br) in zip(tg_module.named_buffers(), rt_module.named_buffers(), strict=True):
         close(b, br)
     return out_t, out_r
 
