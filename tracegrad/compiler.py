@@ -879,7 +879,8 @@ class CompiledFunction:
             )
         if watch.drew:  # retraced every call (its draws differ): the interpreter, no kernel
             backend, tier = "interpret", None
-        traced.graph = reroll_loops(traced.graph)  # unrolled Python loops -> scan
+        if backend != "cuda":  # (the CUDA backend lacks scan; unrolled, it has no host loop)
+            traced.graph = reroll_loops(traced.graph)  # unrolled Python loops -> scan
         timings["trace"] = time.perf_counter() - t0
         graph = traced.graph
         if self.mode == "compile":

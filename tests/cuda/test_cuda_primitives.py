@@ -206,3 +206,23 @@ def test_outputs_are_fresh_buffers():
     y = tg.compile(lambda x: x)(x)  # the identity: a copy, never the caller's buffer
     assert y.data is not x.data
     np.testing.assert_array_equal(np.asarray(y), np.asarray(x))
+
+
+def test_python_loop_stays_unrolled_on_the_gpu():
+    # the CPU path rerolls these layers into a scan; the CUDA backend runs them unrolled
+    def chain(w, h):
+        for _ in range(6):
+            h = tg.tanh(h @ w)
+        return tg.sum(h * h)
+
+    check(chain, _x((3, 3), lo=-0.5, hi=0.5), _x((2, 3)), argnums=(0, 1), rtol=2e-5)
+
+
+def test_softmax_cross_entropy_written_with_max_exp_sum_log():
+    def xent(w, x, y):
+        z = x @ w
+        z = z - tg.max(z, axis=1, keepdims=True)
+        return -tg.sum(y * (z - tg.log(tg.sum(tg.exp(z), axis=1, keepdims=True)))) / 3.0
+
+    y = np.eye(4, dtype="f4")[[0, 2, 3]]
+    check(xent, _x((5, 4)), _x((3, 5)), y, argnums=(0, 1))
