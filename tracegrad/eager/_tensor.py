@@ -21,7 +21,7 @@ from __future__ import annotations
 import traceback
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -517,6 +517,10 @@ class Tensor(ArrayOperators):
     _base = None
     _retains_grad = False
     __array_ufunc__ = None  # numpy_array * tensor -> Tensor.__rmul__
+
+    if TYPE_CHECKING:  # for mypy: some methods are installed from tables (eager/more_ops.py)
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def __array_function__(self, func, types, args, kwargs):
         """NumPy functions (np.linalg.cholesky(t), np.concatenate([...])) of a tensor:
