@@ -26,6 +26,7 @@ MODULES = [
     "tracegrad.eager.more_ops",
     "tracegrad.eager.nn.more_functional",
     "tracegrad.eager.nn.transformer",
+    "tracegrad.eager.nn.more_modules",
 ]
 
 

@@ -1,0 +1,206 @@
+"""Issue 26's added torch.nn classes (tracegrad/eager/nn/more_modules.py) and functions
+(nn/more_functional.py), each against real PyTorch from the same weights and inputs:
+outputs, the input's and every parameter's gradient (float64, 1e-9), parameter names and
+shapes (a torch state_dict loads), reprs; float64 gradcheck without torch."""
+
+import numpy as np
+import pytest
+
+import tracegrad.eager as tg
+
+R = np.random.default_rng(1)
+X2 = R.standard_normal((3, 4))
+X3 = R.standard_normal((2, 4, 6))
+X4 = R.standard_normal((2, 4, 5, 6))
+POS2 = R.uniform(0.1, 2.0, (3, 4))
+
+# name -> (module factory fn(nn), inputs (arrays), input dtype kinds)
+MODULES = {
+    "ReLU6": (lambda nn: nn.ReLU6(), (X2 * 5,)),
+    "Hardtanh": (lambda nn: nn.Hardtanh(-0.5, 0.7), (X2,)),
+    "Hardswish": (lambda nn: nn.Hardswish(), (X2 * 3,)),
+    "Hardsigmoid": (lambda nn: nn.Hardsigmoid(), (X2 * 3,)),
+    "Mish": (lambda nn: nn.Mish(), (X2,)),
+    "SELU": (lambda nn: nn.SELU(), (X2,)),
+    "CELU": (lambda nn: nn.CELU(0.5), (X2,)),
+    "GLU": (lambda nn: nn.GLU(), (X2,)),
+    "GLU dim": (lambda nn: nn.GLU(dim=1), (X3,)),
+    "LogSigmoid": (lambda nn: nn.LogSigmoid(), (X2 * 10,)),
+    "Softsign": (lambda nn: nn.Softsign(), (X2,)),
+    "Softmin": (lambda nn: nn.Softmin(dim=1), (X2,)),
+    "Softshrink": (lambda nn: nn.Softshrink(0.3), (X2,)),
+    "Hardshrink": (lambda nn: nn.Hardshrink(0.3), (X2,)),
+    "Tanhshrink": (lambda nn: nn.Tanhshrink(), (X2,)),
+    "Threshold": (lambda nn: nn.Threshold(0.1, 20.0), (X2,)),
+    "Softmax2d": (lambda nn: nn.Softmax2d(), (X4,)),
+    "PReLU": (lambda nn: nn.PReLU(), (X2,)),
+    "PReLU channels": (lambda nn: nn.PReLU(4, init=0.1), (X3,)),
+    "Upsample nearest": (lambda nn: nn.Upsample(scale_factor=2), (X4,)),
+    "Upsample size": (lambda nn: nn.Upsample(size=(7, 9)), (X4,)),
+    "Upsample bilinear": (lambda nn: nn.Upsample(scale_factor=2, mode="bilinear"), (X4,)),
+    "Upsample bilinear corners": (
+        lambda nn: nn.Upsample(size=(3, 8), mode="bilinear", align_corners=True),
+        (X4,),
+    ),
+    "Upsample linear": (lambda nn: nn.Upsample(scale_factor=1.5, mode="linear"), (X3,)),
+    "UpsamplingNearest2d": (lambda nn: nn.UpsamplingNearest2d(scale_factor=3), (X4,)),
+    "UpsamplingBilinear2d": (lambda nn: nn.UpsamplingBilinear2d(scale_factor=2), (X4,)),
+    "MaxPool1d": (lambda nn: nn.MaxPool1d(2), (X3,)),
+    "MaxPool1d stride pad": (lambda nn: nn.MaxPool1d(3, 2, 1), (X3,)),
+    "AvgPool1d": (lambda nn: nn.AvgPool1d(3, 1), (X3,)),
+    "AdaptiveAvgPool1d": (lambda nn: nn.AdaptiveAvgPool1d(4), (X3,)),
+    "AdaptiveMaxPool1d": (lambda nn: nn.AdaptiveMaxPool1d(4), (X3,)),
+    "AdaptiveMaxPool2d": (lambda nn: nn.AdaptiveMaxPool2d((2, 4)), (X4,)),
+    "ZeroPad2d": (lambda nn: nn.ZeroPad2d((1, 2, 0, 1)), (X4,)),
+    "ConstantPad1d": (lambda nn: nn.ConstantPad1d(2, 3.5), (X3,)),
+    "ReflectionPad1d": (lambda nn: nn.ReflectionPad1d(2), (X3,)),
+    "ReflectionPad2d": (lambda nn: nn.ReflectionPad2d((1, 1, 2, 0)), (X4,)),
+    "ReplicationPad2d": (lambda nn: nn.ReplicationPad2d(1), (X4,)),
+    "CircularPad1d": (lambda nn: nn.CircularPad1d(1), (X3,)),
+    "PixelShuffle": (lambda nn: nn.PixelShuffle(2), (X4,)),
+    "PixelUnshuffle": (lambda nn: nn.PixelUnshuffle(2), (R.standard_normal((1, 2, 4, 6)),)),
+    "RMSNorm": (lambda nn: nn.RMSNorm(6), (X3,)),
+    "RMSNorm eps": (lambda nn: nn.RMSNorm([5, 6], eps=1e-3), (X4,)),
+    "InstanceNorm1d": (lambda nn: nn.InstanceNorm1d(4), (X3,)),
+    "InstanceNorm2d affine": (lambda nn: nn.InstanceNorm2d(4, affine=True), (X4,)),
+    "LocalResponseNorm": (lambda nn: nn.LocalResponseNorm(3), (X4,)),
+    "Bilinear": (lambda nn: nn.Bilinear(4, 6, 3), (X2, R.standard_normal((3, 6)))),
+    "RNNCell": (lambda nn: nn.RNNCell(4, 5), (X2, R.standard_normal((3, 5)))),
+    "RNNCell relu no hidden": (lambda nn: nn.RNNCell(4, 5, nonlinearity="relu"), (X2,)),
+    "GRUCell": (lambda nn: nn.GRUCell(4, 5), (X2, R.standard_normal((3, 5)))),
+    "GRUCell unbatched": (lambda nn: nn.GRUCell(4, 5, bias=False), (X2[0],)),
+    "LSTMCell": (lambda nn: nn.LSTMCell(4, 5), (X2,)),
+    "CosineSimilarity": (lambda nn: nn.CosineSimilarity(dim=1), (X2, POS2)),
+    "PairwiseDistance": (lambda nn: nn.PairwiseDistance(p=1.5), (X2, POS2)),
+    "MarginRankingLoss": (lambda nn: nn.MarginRankingLoss(0.2), (X2[0], X2[1], np.sign(X2[2]))),
+    "SoftMarginLoss": (lambda nn: nn.SoftMarginLoss(), (X2, np.sign(POS2 - 1))),
+    "HingeEmbeddingLoss": (
+        lambda nn: nn.HingeEmbeddingLoss(reduction="sum"),
+        (X2, np.sign(POS2 - 1)),
+    ),
+    "CosineEmbeddingLoss": (
+        lambda nn: nn.CosineEmbeddingLoss(0.1),
+        (X2, POS2, np.array([1.0, -1.0, 1.0])),
+    ),
+    "TripletMarginLoss": (lambda nn: nn.TripletMarginLoss(), (X2, POS2, X2 * 0.5)),
+    "GaussianNLLLoss": (lambda nn: nn.GaussianNLLLoss(), (X2, POS2, POS2 * 0.5)),
+    "PoissonNLLLoss": (lambda nn: nn.PoissonNLLLoss(), (X2, np.floor(POS2 * 3))),
+    "MultiLabelSoftMarginLoss": (
+        lambda nn: nn.MultiLabelSoftMarginLoss(),
+        (X2, (POS2 > 1).astype(float)),
+    ),
+}
+NOT_DIFF = {  # inputs that are targets (no gradient)
+    "MarginRankingLoss": {2}, "SoftMarginLoss": {1}, "HingeEmbeddingLoss": {1},
+    "CosineEmbeddingLoss": {2}, "PoissonNLLLoss": {1}, "MultiLabelSoftMarginLoss": {1},
+}  # fmt: skip
+
+
+def _run(L, case, state=None):
+    make, arrays = MODULES[case]
+    L.manual_seed(0)
+    m = make(L.nn).double()
+    if state is not None:
+        m.load_state_dict({k: L.tensor(v) for k, v in state.items()})
+    skip = NOT_DIFF.get(case, set())
+    xs = [
+        L.tensor(a.copy(), dtype=L.float64, requires_grad=k not in skip)
+        for k, a in enumerate(arrays)
+    ]
+    out = m(*xs)
+    outs = out if isinstance(out, tuple) else (out,)
+    total = 0
+    for o in outs:
+        w = L.tensor(np.cos(np.arange(o.numel())).reshape(tuple(o.shape)), dtype=L.float64)
+        total = total + (o * w).sum()
+    total.backward()
+    grads = [x.grad.numpy() if x.grad is not None else None for x in xs]
+    params = {k: p.grad.numpy() for k, p in m.named_parameters()}
+    return m, [o.detach().numpy() for o in outs], grads, params
+
+
+@pytest.mark.parametrize("case", list(MODULES))
+def test_module_matches_pytorch(case):
+    rt = pytest.importorskip("torch")
+    m_rt, out_rt, g_rt, p_rt = _run(rt, case)
+    state = {k: v.detach().numpy() for k, v in m_rt.state_dict().items()}
+    m, out, g, p = _run(tg, case, state)
+    assert repr(m) == repr(m_rt)
+    assert [(k, tuple(v.shape)) for k, v in m.state_dict().items()] == [
+        (k, tuple(v.shape)) for k, v in m_rt.state_dict().items()
+    ]
+    # PyTorch's CPU hardsigmoid multiplies by the float constant 1.0f / 6 even in float64
+    tol = 1e-7 if case == "Hardsigmoid" else 1e-8
+    for a, b in zip(out, out_rt, strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=tol, atol=1e-12)
+    for a, b in zip(g, g_rt, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=tol, atol=1e-12)
+    assert p.keys() == p_rt.keys()
+    for k in p:
+        np.testing.assert_allclose(p[k], p_rt[k], rtol=1e-8, atol=1e-12, err_msg=k)
+
+
+KINKS = {"ReLU6", "Hardtanh", "Hardswish", "Hardsigmoid", "Softshrink", "Hardshrink",
+         "Threshold", "MaxPool1d", "MaxPool1d stride pad", "AdaptiveMaxPool1d",
+         "AdaptiveMaxPool2d", "MarginRankingLoss", "HingeEmbeddingLoss", "TripletMarginLoss",
+         "CosineEmbeddingLoss"}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", [c for c in MODULES if c not in KINKS])
+def test_module_gradcheck(case):
+    make, arrays = MODULES[case]
+    tg.manual_seed(0)
+    m = make(tg.nn).double()
+    skip = NOT_DIFF.get(case, set())
+    xs = [
+        tg.tensor(a.copy(), dtype=tg.float64, requires_grad=k not in skip)
+        for k, a in enumerate(arrays)
+    ]
+    # the inputs' gradients; parameter gradients are compared with PyTorch above
+    assert tg.autograd.gradcheck(lambda *a: m(*a), xs)
+
+
+def test_cells_state_dict_from_torch_rnn_names():
+    """The cells' parameter names and init bounds are PyTorch's: uniform(+-1/sqrt(H))."""
+    cell = tg.nn.LSTMCell(3, 16)
+    assert [(k, tuple(v.shape)) for k, v in cell.named_parameters()] == [
+        ("weight_ih", (64, 3)),
+        ("weight_hh", (64, 16)),
+        ("bias_ih", (64,)),
+        ("bias_hh", (64,)),
+    ]
+    for p in cell.parameters():
+        assert np.abs(p.detach().numpy()).max() <= 0.25
+    assert np.abs(tg.nn.Bilinear(4, 6, 3).weight.detach().numpy()).max() <= 0.5
+
+
+def test_feature_dropout_zeroes_whole_channels():
+    tg.manual_seed(0)
+    x = tg.ones(8, 16, 5, 5)
+    m = tg.nn.Dropout2d(0.5)
+    y = m(x).numpy()
+    per_channel = y.reshape(8, 16, -1)
+    assert set(np.unique(per_channel)) <= {0.0, 2.0}
+    assert (per_channel.min(-1) == per_channel.max(-1)).all()  # a channel is all kept or all 0
+    assert 0.3 < (per_channel[..., 0] == 0).mean() < 0.7
+    m.eval()
+    assert m(x) is x
+    y1 = tg.nn.Dropout1d(0.5)(tg.ones(4, 8, 3)).numpy()
+    assert (y1.min(-1) == y1.max(-1)).all()
+    with pytest.raises(RuntimeError, match="Expected 2D or 3D input"):
+        tg.nn.Dropout1d(0.5)(tg.ones(2, 3, 4, 5))
+
+
+def test_functional_names_exist_in_pytorch():
+    rt = pytest.importorskip("torch")
+    import tracegrad.eager.nn.more_functional as MF
+
+    public = [n for n in dir(MF) if not n.startswith("_") and callable(getattr(MF, n))]
+    for n in public:
+        if n in ("Tensor", "shape_error"):
+            continue
+        assert hasattr(rt.nn.functional, n), n
+        assert hasattr(tg.nn.functional, n), n

@@ -1,0 +1,689 @@
+"""More torch.nn classes (issue 26), by how often public model code uses them: activation
+modules, feature dropout, Upsample, 1-D pooling, padding, PixelShuffle, RMSNorm,
+InstanceNorm, the RNN/LSTM/GRU cells, Bilinear, PReLU, distances and more losses.
+
+Same constructor arguments, parameter names, shapes and initialization as PyTorch (so a
+torch state_dict loads); each forward is a composition of rule-table primitives.
+
+    >>> import tracegrad.eager as torch
+    >>> from tracegrad.eager import nn
+    >>> cell = nn.GRUCell(3, 4)
+    >>> [k for k, _ in cell.named_parameters()]
+    ['weight_ih', 'weight_hh', 'bias_ih', 'bias_hh']
+    >>> cell(torch.zeros(2, 3)).shape
+    torch.Size([2, 4])
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracegrad.eager import dtypes as _dt
+from tracegrad.eager import torch_ops as O
+from tracegrad.eager._tensor import Tensor
+from tracegrad.eager.nn import functional as F
+from tracegrad.eager.nn import init
+from tracegrad.eager.nn.modules import Module, Parameter
+
+
+def _param(shape, dtype=None, fill=None) -> Parameter:
+    npd = _dt.to_numpy_dtype(dtype) if dtype is not None else np.float32
+    data = np.empty(shape, npd) if fill is None else np.full(shape, fill, npd)
+    return Parameter(Tensor._wrap(data))
+
+
+def _simple(name: str, fn, doc: str, **defaults):
+    """An activation Module calling fn(input, **its arguments), with PyTorch's repr."""
+
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        names = list(defaults)
+        values = dict(defaults)
+        for k, v in zip(names, args, strict=False):
+            values[k] = v
+        values.update(kwargs)
+        for k, v in values.items():
+            setattr(self, k, v)
+
+    def forward(self, input):
+        return fn(input, **{k: getattr(self, k) for k in defaults})
+
+    def extra_repr(self):
+        parts = []
+        for k in defaults:
+            cur = getattr(self, k)
+            if k == "inplace":
+                if cur:
+                    parts.append("inplace=True")
+            else:
+                parts.append(f"{k}={cur}")
+        return ", ".join(parts)
+
+    return type(
+        name,
+        (Module,),
+        {
+            "__init__": __init__,
+            "forward": forward,
+            "extra_repr": extra_repr,
+            "__doc__": doc,
+            "__module__": __name__,
+        },
+    )
+
+
+ReLU6 = _simple("ReLU6", F.relu6, "min(max(0, x), 6).", inplace=False)
+Hardtanh = _simple(
+    "Hardtanh", F.hardtanh, "clamp(x, min_val, max_val).", min_val=-1.0, max_val=1.0, inplace=False
+)
+Hardswish = _simple("Hardswish", F.hardswish, "x * relu6(x + 3) / 6.", inplace=False)
+Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "relu6(x + 3) / 6.", inplace=False)
+Mish = _simple("Mish", F.mish, "x * tanh(softplus(x)).", inplace=False)
+SELU = _simple("SELU", F.selu, "scale * elu(x, alpha) (self-normalizing).", inplace=False)
+CELU = _simple(
+    "CELU", F.celu, "max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).", alpha=1.0, inplace=False
+)
+GLU = _simple("GLU", F.glu, "a * sigmoid(b) of the two halves along dim.", dim=-1)
+LogSigmoid = _simple("LogSigmoid", F.logsigmoid, "log(sigmoid(x)).")
+Softsign = _simple("Softsign", F.softsign, "x / (1 + |x|).")
+Softmin = _simple("Softmin", F.softmin, "softmax(-x, dim).", dim=None)
+Softshrink = _simple(
+    "Softshrink", F.softshrink, "x -+ lambd outside [-lambd, lambd], else 0.", lambd=0.5
+)
+Hardshrink = _simple("Hardshrink", F.hardshrink, "x outside [-lambd, lambd], else 0.", lambd=0.5)
+Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "x - tanh(x).")
+Threshold = _simple(
+    "Threshold",
+    F.threshold,
+    "x where x > threshold, else value.",
+    threshold=0.0,
+    value=0.0,
+    inplace=False,
+)
+Dropout1d = _simple(
+    "Dropout1d", None, "Zeroes whole channels of (N, C, L) input.", p=0.5, inplace=False
+)
+Dropout2d = _simple(
+    "Dropout2d", None, "Zeroes whole channels of (N, C, H, W) input.", p=0.5, inplace=False
+)
+Dropout3d = _simple(
+    "Dropout3d", None, "Zeroes whole channels of (N, C, D, H, W) input.", p=0.5, inplace=False
+)
+AlphaDropout = _simple(
+    "AlphaDropout", None, "Dropout that keeps SELU's mean and variance.", p=0.5, inplace=False
+)
+Dropout1d.forward = lambda self, x: F.dropout1d(x, self.p, self.training, self.inplace)
+Dropout2d.forward = lambda self, x: F.dropout2d(x, self.p, self.training, self.inplace)
+Dropout3d.forward = lambda self, x: F.dropout3d(x, self.p, self.training, self.inplace)
+AlphaDropout.forward = lambda self, x: F.alpha_dropout(x, self.p, self.training, self.inplace)
+for _cls in (Dropout1d, Dropout2d, Dropout3d, AlphaDropout):
+    _cls.extra_repr = lambda self: f"p={self.p}, inplace={self.inplace}"
+Softshrink.extra_repr = Hardshrink.extra_repr = lambda self: str(self.lambd)
+Softmax2d = _simple("Softmax2d", lambda x: O.softmax(x, -3), "softmax over the channel dim.")
+CosineSimilarity = _simple(
+    "CosineSimilarity", F.cosine_similarity, "cosine along dim.", dim=1, eps=1e-8
+)
+
+
+class PairwiseDistance(Module):
+    def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
+CosineSimilarity.forward = lambda self, x1, x2: F.cosine_similarity(x1, x2, self.dim, self.eps)
+CosineSimilarity.extra_repr = lambda self: ""
+
+
+class PReLU(Module):
+    """max(0, x) + weight * min(0, x); weight has num_parameters entries (one per channel)."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = _param((num_parameters,), dtype, fill=init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
+class Upsample(Module):
+    def __init__(
+        self,
+        size=None,
+        scale_factor=None,
+        mode: str = "nearest",
+        align_corners=None,
+        recompute_scale_factor=None,
+    ):
+        super().__init__()
+        self.name = type(self).__name__
+        self.size = size
+        self.scale_factor = float(scale_factor) if isinstance(scale_factor, int) else scale_factor
+        self.mode = mode
+        self.align_corners = align_corners
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, input):
+        return F.interpolate(
+            input,
+            self.size,
+            self.scale_factor,
+            self.mode,
+            self.align_corners,
+            recompute_scale_factor=self.recompute_scale_factor,
+        )
+
+    def extra_repr(self):
+        if self.scale_factor is not None:
+            info = f"scale_factor={self.scale_factor!r}"
+        else:
+            info = f"size={self.size!r}"
+        return info + f", mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+class _Pool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, **kwargs):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        for k, v in kwargs.items():
+            setattr(self, k, v)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxPool1d(_Pool1d):
+    def __init__(
+        self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False
+    ):
+        if dilation != 1 or return_indices or ceil_mode:
+            raise NotImplementedError(
+                "MaxPool1d: dilation, return_indices and ceil_mode are not supported"
+            )
+        super().__init__(kernel_size, stride, padding, dilation=dilation, ceil_mode=ceil_mode)
+
+    def forward(self, input):
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding)
+
+    def extra_repr(self):
+        return super().extra_repr() + ", dilation=1, ceil_mode=False"
+
+
+class AvgPool1d(_Pool1d):
+    def __init__(
+        self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True
+    ):
+        if ceil_mode:
+            raise NotImplementedError("AvgPool1d: ceil_mode is not supported")
+        super().__init__(
+            kernel_size, stride, padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad
+        )
+
+    def forward(self, input):
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding)
+
+    def extra_repr(self):
+        one = lambda v: (v if isinstance(v, int) else v[0],)  # noqa: E731
+        return (
+            f"kernel_size={one(self.kernel_size)}, stride={one(self.stride)}, "
+            f"padding={one(self.padding)}"
+        )
+
+
+class _Adaptive(Module):
+    def __init__(self, output_size, return_indices: bool = False):
+        super().__init__()
+        self.output_size = output_size
+        if return_indices:
+            raise NotImplementedError(f"{type(self).__name__}: return_indices is not supported")
+        self.return_indices = return_indices
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_Adaptive):
+    def forward(self, input):
+        return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveMaxPool1d(_Adaptive):
+    def forward(self, input):
+        return F.adaptive_max_pool1d(input, self.output_size)
+
+
+class AdaptiveMaxPool2d(_Adaptive):
+    def forward(self, input):
+        return F.adaptive_max_pool2d(input, self.output_size)
+
+
+class _PadNd(Module):
+    mode = "constant"
+    n = 2
+
+    def __init__(self, padding, value: float = 0.0):
+        super().__init__()
+        self.padding = (padding,) * (2 * self.n) if isinstance(padding, int) else tuple(padding)
+        self.value = value
+
+    def forward(self, input):
+        if self.mode == "constant":
+            return F.pad(input, self.padding, "constant", self.value)
+        return F.pad(input, self.padding, self.mode)
+
+    def extra_repr(self):
+        if self.mode == "constant":
+            return f"padding={self.padding}, value={self.value}"
+        return f"{self.padding}"
+
+
+def _pad_class(name: str, mode: str, n: int, zero: bool = False):
+    def __init__(self, padding, *args):
+        _PadNd.__init__(self, padding, 0.0 if zero or not args else args[0])
+
+    attrs = {"mode": mode, "n": n, "__module__": __name__}
+    if zero or mode != "constant":
+        attrs["__init__"] = __init__
+        if zero:
+            attrs["extra_repr"] = lambda self: f"{self.padding}"
+    return type(name, (_PadNd,), attrs)
+
+
+ZeroPad1d = _pad_class("ZeroPad1d", "constant", 1, zero=True)
+ZeroPad2d = _pad_class("ZeroPad2d", "constant", 2, zero=True)
+ZeroPad3d = _pad_class("ZeroPad3d", "constant", 3, zero=True)
+ConstantPad1d = _pad_class("ConstantPad1d", "constant", 1)
+ConstantPad2d = _pad_class("ConstantPad2d", "constant", 2)
+ConstantPad3d = _pad_class("ConstantPad3d", "constant", 3)
+ReflectionPad1d = _pad_class("ReflectionPad1d", "reflect", 1)
+ReflectionPad2d = _pad_class("ReflectionPad2d", "reflect", 2)
+ReplicationPad1d = _pad_class("ReplicationPad1d", "replicate", 1)
+ReplicationPad2d = _pad_class("ReplicationPad2d", "replicate", 2)
+CircularPad1d = _pad_class("CircularPad1d", "circular", 1)
+CircularPad2d = _pad_class("CircularPad2d", "circular", 2)
+
+
+class PixelShuffle(Module):
+    def __init__(self, upscale_factor: int):
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input):
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self):
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    def __init__(self, downscale_factor: int):
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input):
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self):
+        return f"downscale_factor={self.downscale_factor}"
+
+
+class RMSNorm(Module):
+    """x / sqrt(mean(x^2 over normalized_shape) + eps) * weight (weight starts at 1)."""
+
+    def __init__(
+        self, normalized_shape, eps=None, elementwise_affine: bool = True, device=None, dtype=None
+    ):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = _param(self.normalized_shape, dtype, fill=1.0)
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, x):
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        )
+
+
+class _InstanceNorm(Module):
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool = False,
+        track_running_stats: bool = False,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        if track_running_stats:
+            raise NotImplementedError(
+                f"{type(self).__name__}(track_running_stats=True) is not supported"
+            )
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = _param((num_features,), dtype, fill=1.0)
+            self.bias = _param((num_features,), dtype, fill=0.0)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        unbatched = input.ndim == self._ndim - 1
+        x = O.unsqueeze(input, 0) if unbatched else input
+        out = F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
+        return O.squeeze(out, 0) if unbatched else out
+
+    def extra_repr(self):
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.affine}, bias={self.affine}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
+
+
+class InstanceNorm1d(_InstanceNorm):
+    _ndim = 3
+
+
+class InstanceNorm2d(_InstanceNorm):
+    _ndim = 4
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _ndim = 5
+
+
+class LocalResponseNorm(Module):
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class Bilinear(Module):
+    """y = x1^T A x2 + b: weight (out, in1, in2), bias (out), uniform(+-1/sqrt(in1))."""
+
+    def __init__(
+        self,
+        in1_features: int,
+        in2_features: int,
+        out_features: int,
+        bias: bool = True,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = (
+            in1_features,
+            in2_features,
+            out_features,
+        )
+        self.weight = _param((out_features, in1_features, in2_features), dtype)
+        if bias:
+            self.bias = _param((out_features,), dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.weight.size(1))
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        from tracegrad.eager.more_ops import einsum
+
+        out = einsum("...i,oij,...j->...o", input1, self.weight, input2)
+        return out + self.bias if self.bias is not None else out
+
+    def extra_repr(self):
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )
+
+
+class RNNCellBase(Module):
+    """weight_ih (gates*hidden, input), weight_hh (gates*hidden, hidden), bias_ih, bias_hh;
+    all uniform(+-1/sqrt(hidden_size)), as PyTorch."""
+
+    _gates = 1
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None
+    ):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        g = self._gates * hidden_size
+        self.weight_ih = _param((g, input_size), dtype)
+        self.weight_hh = _param((g, hidden_size), dtype)
+        if bias:
+            self.bias_ih = _param((g,), dtype)
+            self.bias_hh = _param((g,), dtype)
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for w in self.parameters():
+            init.uniform_(w, -stdv, stdv)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if not self.bias:
+            s += ", bias=False"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
+
+    def _gates_of(self, x, h):
+        gi = F.linear(x, self.weight_ih, self.bias_ih)
+        gh = F.linear(h, self.weight_hh, self.bias_hh)
+        return gi, gh
+
+    def _batched(self, input, hx):
+        if input.ndim not in (1, 2):
+            raise ValueError(
+                f"{type(self).__name__}: Expected input to be 1D or 2D, got {input.ndim}D instead"
+            )
+        unbatched = input.ndim == 1
+        x = O.unsqueeze(input, 0) if unbatched else input
+        return x, unbatched
+
+    def _zeros(self, x):
+        return Tensor._wrap(np.zeros((x.shape[0], self.hidden_size), x._data.dtype))
+
+
+class RNNCell(RNNCellBase):
+    def __init__(
+        self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None
+    ):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
+        super().__init__(input_size, hidden_size, bias, dtype=dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        x, unbatched = self._batched(input, hx)
+        h = self._zeros(x) if hx is None else (O.unsqueeze(hx, 0) if unbatched else hx)
+        gi, gh = self._gates_of(x, h)
+        out = O.tanh(gi + gh) if self.nonlinearity == "tanh" else O.relu(gi + gh)
+        return O.squeeze(out, 0) if unbatched else out
+
+
+class LSTMCell(RNNCellBase):
+    _gates = 4
+
+    def forward(self, input, hx=None):
+        x, unbatched = self._batched(input, hx)
+        if hx is None:
+            h = c = self._zeros(x)
+        else:
+            h, c = (O.unsqueeze(t, 0) for t in hx) if unbatched else hx
+        gi, gh = self._gates_of(x, h)
+        i, f, g, o = O.chunk(gi + gh, 4, 1)
+        c2 = O.sigmoid(f) * c + O.sigmoid(i) * O.tanh(g)
+        h2 = O.sigmoid(o) * O.tanh(c2)
+        if unbatched:
+            return O.squeeze(h2, 0), O.squeeze(c2, 0)
+        return h2, c2
+
+
+class GRUCell(RNNCellBase):
+    _gates = 3
+
+    def forward(self, input, hx=None):
+        x, unbatched = self._batched(input, hx)
+        h = self._zeros(x) if hx is None else (O.unsqueeze(hx, 0) if unbatched else hx)
+        gi, gh = self._gates_of(x, h)
+        ir, iz, in_ = O.chunk(gi, 3, 1)
+        hr, hz, hn = O.chunk(gh, 3, 1)
+        r = O.sigmoid(ir + hr)
+        z = O.sigmoid(iz + hz)
+        n = O.tanh(in_ + r * hn)
+        out = (1.0 - z) * n + z * h
+        return O.squeeze(out, 0) if unbatched else out
+
+
+# ------------------------------------------------------------------ losses
+
+
+class _Loss(Module):
+    def __init__(self, reduction: str = "mean", **kwargs):
+        super().__init__()
+        self.reduction = reduction
+        for k, v in kwargs.items():
+            setattr(self, k, v)
+
+
+class GaussianNLLLoss(_Loss):
+    def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean"):
+        super().__init__(reduction, full=full, eps=eps)
+
+    def forward(self, input, target, var):
+        return F.gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction)
+
+
+class CosineEmbeddingLoss(_Loss):
+    def __init__(
+        self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"
+    ):
+        super().__init__(reduction, margin=margin)
+
+    def forward(self, input1, input2, target):
+        return F.cosine_embedding_loss(input1, input2, target, self.margin, self.reduction)
+
+
+class MarginRankingLoss(_Loss):
+    def __init__(
+        self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"
+    ):
+        super().__init__(reduction, margin=margin)
+
+    def forward(self, input1, input2, target):
+        return F.margin_ranking_loss(input1, input2, target, self.margin, self.reduction)
+
+
+class HingeEmbeddingLoss(_Loss):
+    def __init__(
+        self, margin: float = 1.0, size_average=None, reduce=None, reduction: str = "mean"
+    ):
+        super().__init__(reduction, margin=margin)
+
+    def forward(self, input, target):
+        return F.hinge_embedding_loss(input, target, self.margin, self.reduction)
+
+
+class SoftMarginLoss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(reduction)
+
+    def forward(self, input, target):
+        return F.soft_margin_loss(input, target, self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    def __init__(
+        self,
+        margin: float = 1.0,
+        p: float = 2.0,
+        eps: float = 1e-6,
+        swap: bool = False,
+        size_average=None,
+        reduce=None,
+        reduction: str = "mean",
+    ):
+        super().__init__(reduction, margin=margin, p=p, eps=eps, swap=swap)
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_loss(
+            anchor, positive, negative, self.margin, self.p, self.eps, self.swap, self.reduction
+        )
+
+
+class PoissonNLLLoss(_Loss):
+    def __init__(
+        self,
+        log_input: bool = True,
+        full: bool = False,
+        size_average=None,
+        eps: float = 1e-8,
+        reduce=None,
+        reduction: str = "mean",
+    ):
+        super().__init__(reduction, log_input=log_input, full=full, eps=eps)
+
+    def forward(self, log_input, target):
+        return F.poisson_nll_loss(
+            log_input, target, self.log_input, self.full, self.eps, self.reduction
+        )
+
+
+class MultiLabelSoftMarginLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.weight = weight
+
+    def forward(self, input, target):
+        return F.multilabel_soft_margin_loss(input, target, self.weight, self.reduction)
