@@ -147,10 +147,10 @@ def test_reduction_with_several_chunks_is_deterministic():
     assert a == b
     np.testing.assert_allclose(a, np.exp(-(x.astype("f8") ** 2)).sum(), rtol=1e-5)
     lowered_units = [u for u in _units(f, xd) if u.kind == "reduce"]
-    assert lowered_units and lowered_units[0].partials is not None  # two passes
+    assert lowered_units and lowered_units[0].after  # two passes
 
 
-def _units(f, *args):
+def _units(f, *args):  # the CUDA units of f's (one) GPU signature
     entry = next(e for k, e in f.entries.by_signature.items() if k[0] == "cuda")
     return entry.lowered.kernel.plan.units
 
@@ -226,3 +226,16 @@ def test_softmax_cross_entropy_written_with_max_exp_sum_log():
 
     y = np.eye(4, dtype="f4")[[0, 2, 3]]
     check(xent, _x((5, 4)), _x((3, 5)), y, argnums=(0, 1))
+
+
+def test_value_and_gradient_of_an_elementwise_sum_run_in_one_kernel():
+    # issue 24's elementwise workload: the forward sum and the backward dx share one
+    # grid-stride loop (read x, write dx) plus a second pass over the blocks' partials
+    fn = lambda x: tg.sum(tg.tanh(x) * tg.sin(x) + tg.exp(-x * x))
+    x = _x((700,))
+    check(fn, x)
+    f = tg.value_and_grad(fn)
+    f(tg.device_put(x))
+    units = _units(f)
+    assert [u.kind for u in units] == ["elementwise"]
+    assert len(units[0].after) == 1  # the partials' pass

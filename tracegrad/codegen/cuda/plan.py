@@ -106,11 +106,9 @@ class Unit:
     source: str = ""  # the kernel(s) as Python source for numba.cuda
     args: list = field(default_factory=list)  # buffer names, in the kernel's order
     launch: tuple = ()  # (blocks, threads)
-    # reductions with a second pass
-    partials: str | None = None
-    final_source: str = ""
-    final_args: list = field(default_factory=list)
-    final_launch: tuple = ()
+    # launches after the first: a reduction's second pass over its chunks' partials,
+    # (name, source, args, launch) each
+    after: list = field(default_factory=list)
     # gemm
     gemm: dict = field(default_factory=dict)
     nodes: list = field(default_factory=list)  # the IR lines it computes (for comments)
@@ -187,6 +185,7 @@ class _Body:
         for j, (n, s) in enumerate(zip(lay.shape, lay.strides, strict=True)):
             if n != 1:
                 eff[lead + j] = s
+        assert lay.buf is not None
         name = self.param(lay.buf)
         if self.linear is not None and lay.offset == 0 and tuple(eff) == _c_eff(self.domain):
             return f"{name}[{self.linear}]"
@@ -204,7 +203,7 @@ def _c_eff(shape: tuple) -> tuple:
 
 def _digits(var: str, dims: list[int], shape: tuple, indent: str) -> list[str]:
     """d<k> for each domain dim k in `dims` (C order) from the linear `var`."""
-    lines = []
+    lines: list[str] = []
     if not dims:
         return lines
     if len(dims) == 1:
@@ -388,18 +387,30 @@ class _Planner:
             for m in elementwise
             if m.id in self.out_ids or any(u.id not in ids for u in self.users.get(m.id, []))
         ]
+        domain = elementwise[0].shape if elementwise else None
+        # reductions over the whole domain join the elementwise kernel's loop (one pass
+        # over memory: forward value and backward members together); others get their own
+        fused = [
+            r for r in reductions if stored and _reduces_all(r) and r.inputs[0].shape == domain
+        ]
         if stored:
-            domain = stored[0].shape
             body = _Body(domain, "i")
-            values = self._emit_members(body, self._closure(stored, ids), ids)
+            roots = stored + [r.inputs[0] for r in fused if r.inputs[0].id in ids]
+            values = self._emit_members(body, self._closure(roots, ids), ids)
             outs = []
             for m in stored:
                 lay = self.new_buffer(m, m.shape, m.dtype)
                 self.layouts[m.id] = lay
                 outs.append((lay, values[m.id]))
-            self._elementwise_unit(f"group_{members[0].id}", domain, body, outs, members)
+            accs = []
+            for r in fused:
+                src = r.inputs[0]
+                value = values[src.id] if src.id in values else body.load(self.layout_of(src))
+                accs.append((r, value))
+            self._elementwise_unit(f"group_{members[0].id}", domain, body, outs, members, accs)
         for r in reductions:
-            self.reduction(r, ids)
+            if r not in fused:
+                self.reduction(r, ids)
 
     def _closure(self, roots: list[Node], ids: set) -> list[Node]:
         """The group members `roots` need, in graph order."""
@@ -430,29 +441,63 @@ class _Planner:
             values[m.id] = f"v{m.id}"
         return values
 
-    def _elementwise_unit(self, name, domain, body: _Body, outs, nodes) -> None:
+    def _elementwise_unit(self, name, domain, body: _Body, outs, nodes, accs=()) -> None:
+        """A grid-stride loop storing `outs` ((layout, expr) pairs); each of `accs`
+        ((reduction node, expr) pairs, full reductions) is accumulated per thread, then
+        per block (a tree), then over the blocks' partials by a second launch."""
         n = int(np.prod(domain, dtype=np.int64))
+        T = self.threads
+        blocks = max(1, min(self.max_blocks, -(-n // T)))
         out_params = [body.param(lay.buf) for lay, _ in outs]
+        specs = [_ReduceSpec(r, n) for r, _ in accs]
+        part_params = []
+        after = []
+        for spec in specs:
+            out = self.new_buffer(spec.node, spec.node.shape, spec.node.dtype)
+            self.layouts[spec.node.id] = out
+            part = out.buf if blocks == 1 else f"part{spec.node.id}"
+            if blocks > 1:
+                self.buffers[part] = Buffer(part, blocks, spec.acc_t, "temp")
+                after.append(
+                    spec.final_pass(f"{name}_final_{spec.node.id}", part, out.buf, blocks, T)
+                )
+            part_params.append(body.param(part))
         ind = "        "
         lines = [f"def {name}({', '.join(f'p{k}' for k in range(len(body.params)))}):"]
         lines.append("    i = cuda.grid(1)")
         lines.append("    step = cuda.gridsize(1)")
+        for k, spec in enumerate(specs):
+            lines.append(f"    acc{k} = {spec.init}")
         lines.append(f"    while i < {n}:")
         if body.uses_digits:
             lines += _digits("i", list(range(len(domain))), domain, ind)
         lines += [ind + ln for ln in body.lines]
         for (_lay, expr), p in zip(outs, out_params, strict=True):
             lines.append(f"{ind}{p}[i] = {expr}")
+        for k, (spec, (_r, expr)) in enumerate(zip(specs, accs, strict=True)):
+            lines.append(
+                f"{ind}acc{k} = {spec.combine.format(a=f'acc{k}', b=cast(expr, spec.acc_t))}"
+            )
         lines.append(f"{ind}i += step")
-        threads = self.threads
-        blocks = max(1, min(self.max_blocks, -(-n // threads)))
+        if specs:
+            lines.append("    t = cuda.threadIdx.x")
+        for k, (spec, p) in enumerate(zip(specs, part_params, strict=True)):
+            sm = f"sm{k}"  # (one shared array per reduction: their types may differ)
+            lines.append(f"    {sm} = cuda.shared.array({T}, np.{spec.acc_t.name})")
+            lines.append(f"    acc = acc{k}")
+            lines += [ln.replace("sm[", f"{sm}[") for ln in _tree(T, spec.combine)]
+            lines.append("    if t == 0:")
+            value = spec.final if blocks == 1 else "sm[0]"
+            lines.append(f"        {p}[cuda.blockIdx.x] = {value.replace('sm[', f'{sm}[')}")
+            lines.append("    cuda.syncthreads()")
         self.units.append(
             Unit(
                 "elementwise",
                 name,
                 "\n".join(lines) + "\n",
                 list(body.params),
-                (blocks, threads),
+                (blocks, T),
+                after=after,
                 nodes=[m.name for m in nodes],
             )
         )
@@ -478,31 +523,13 @@ class _Planner:
             value = values[src.id]
         else:
             value = body.load(self.layout_of(src))
-        acc_t = np.dtype(r.dtype)
-        op = {"amax": "max", "amin": "min"}.get(r.op, r.op)
-        init = {
-            "sum": literal(0, acc_t),
-            "mean": literal(0, acc_t),
-            "prod": literal(1, acc_t),
-            "max": literal(-np.inf, acc_t)
-            if acc_t.kind == "f"
-            else literal(np.iinfo(acc_t).min if acc_t.kind in "iu" else 0, acc_t),
-            "min": literal(np.inf, acc_t)
-            if acc_t.kind == "f"
-            else literal(np.iinfo(acc_t).max if acc_t.kind in "iu" else 1, acc_t),
-        }[op]
-        combine = {
-            "sum": "({a} + {b})",
-            "mean": "({a} + {b})",
-            "prod": "({a} * {b})",
-            "max": "({a} if (({a} >= {b}) or ({a} != {a})) else {b})",
-            "min": "({a} if (({a} <= {b}) or ({a} != {a})) else {b})",
-        }[op]
+        spec = _ReduceSpec(r, R)
+        acc_t, init, combine = spec.acc_t, spec.init, spec.combine
         T = self.threads
         # chunks per output: enough blocks to fill the GPU when outputs are few
         want = max(1, min(self.max_blocks, 1024) // max(M, 1))
         P = max(1, min(want, -(-R // (T * 4))))
-        final = f"np.{acc_t.name}(sm[0] / {R})" if op == "mean" else "sm[0]"
+        final = spec.final
         out = self.new_buffer(r, r.shape, r.dtype)
         self.layouts[r.id] = out
         name = f"reduce_{r.id}"
@@ -540,24 +567,7 @@ class _Planner:
             part = f"part{r.id}"
             self.buffers[part] = Buffer(part, M * P, acc_t, "temp")
             unit.args[-1] = part
-            unit.partials = part
-            fin = [
-                f"def {name}_final(part, out):",
-                f"    sm = cuda.shared.array({T}, np.{acc_t.name})",
-                "    t = cuda.threadIdx.x",
-                "    m = cuda.blockIdx.x",
-                f"    acc = {init}",
-                "    j = t",
-                f"    while j < {P}:",
-                f"        acc = {combine.format(a='acc', b=f'part[m * {P} + j]')}",
-                f"        j += {T}",
-                *_tree(T, combine),
-                "    if t == 0:",
-                f"        out[m] = {final}",
-            ]
-            unit.final_source = "\n".join(fin) + "\n"
-            unit.final_args = [part, out.buf]
-            unit.final_launch = (M, T)
+            unit.after.append(spec.final_pass(f"{name}_final", part, out.buf, P, T, M))
         self.units.append(unit)
 
     # ---- GEMM
@@ -617,7 +627,7 @@ class _Planner:
         if lay is None:
             raise unsupported(node, "its value was not planned")  # pragma: no cover
         needs_copy = (
-            lay.literal is not None
+            lay.buf is None
             or lay.buf.startswith("in")
             or lay.buf.startswith("k")
             or not lay.contiguous
@@ -632,6 +642,61 @@ class _Planner:
             )
             lay = out
         return lay
+
+
+def _reduces_all(r: Node) -> bool:
+    axis = r.attrs.get("axis")
+    nd = len(r.inputs[0].shape)
+    if axis is None:
+        return True
+    axes = {int(axis) % nd} if isinstance(axis, (int, np.integer)) else {int(a) % nd for a in axis}
+    return axes == set(range(nd))
+
+
+class _ReduceSpec:
+    """A reduction's accumulator type, identity, combining expression and final value."""
+
+    def __init__(self, r: Node, count: int):
+        self.node = r
+        self.acc_t = acc_t = np.dtype(r.dtype)
+        op = {"amax": "max", "amin": "min"}.get(r.op, r.op)
+        if op in ("max", "min"):
+            if acc_t.kind == "f":
+                start = -np.inf if op == "max" else np.inf
+            elif acc_t.kind in "iu":
+                info = np.iinfo(acc_t)
+                start = info.min if op == "max" else info.max
+            else:
+                start = 0 if op == "max" else 1
+        else:
+            start = 1 if op == "prod" else 0
+        self.init = literal(start, acc_t)
+        self.combine = {
+            "sum": "({a} + {b})",
+            "mean": "({a} + {b})",
+            "prod": "({a} * {b})",
+            "max": "({a} if (({a} >= {b}) or ({a} != {a})) else {b})",
+            "min": "({a} if (({a} <= {b}) or ({a} != {a})) else {b})",
+        }[op]
+        self.final = f"np.{acc_t.name}(sm[0] / {count})" if op == "mean" else "sm[0]"
+
+    def final_pass(self, name: str, part: str, out: str, P: int, T: int, M: int = 1) -> tuple:
+        """The second launch: block m reduces partials m*P .. m*P+P-1 into out[m]."""
+        lines = [
+            f"def {name}(part, out):",
+            f"    sm = cuda.shared.array({T}, np.{self.acc_t.name})",
+            "    t = cuda.threadIdx.x",
+            "    m = cuda.blockIdx.x",
+            f"    acc = {self.init}",
+            "    j = t",
+            f"    while j < {P}:",
+            f"        acc = {self.combine.format(a='acc', b=f'part[m * {P} + j]')}",
+            f"        j += {T}",
+            *_tree(T, self.combine),
+            "    if t == 0:",
+            f"        out[m] = {self.final}",
+        ]
+        return (name, "\n".join(lines) + "\n", [part, out], (M, T))
 
 
 def _tree(T: int, combine: str) -> list[str]:

@@ -264,8 +264,7 @@ class CudaKernel:
             parts.append(f"# unit {u.name} ({u.kind}): {', '.join(u.nodes)}")
             if u.source:
                 parts.append(u.source)
-            if u.final_source:
-                parts.append(u.final_source)
+            parts.extend(source for _name, source, _args, _launch in u.after)
         return "\n".join(parts)
 
     def _prepare(self, unit: Unit):
@@ -274,20 +273,13 @@ class CudaKernel:
         # (configured per launch: the simulator's kernel[grid, block] configures the
         # kernel object itself, so two units sharing a kernel would share one config)
         k = kernel_for(unit.source, unit.name)
-        launch = unit.launch
-        if unit.final_source:
-            fin = kernel_for(unit.final_source, f"{unit.name}_final")
-            a1, a2, launch2 = unit.args, unit.final_args, unit.final_launch
-
-            def run(env):
-                k[launch](*[env[a] for a in a1])
-                fin[launch2](*[env[a] for a in a2])
-
-            return run
-        names = unit.args
+        launches = [(k, unit.launch, unit.args)]
+        for name, source, args, launch in unit.after:
+            launches.append((kernel_for(source, name), launch, args))
 
         def run(env):
-            k[launch](*[env[a] for a in names])
+            for kern, config, names in launches:
+                kern[config](*[env[a] for a in names])
 
         return run
 
