@@ -22,6 +22,7 @@ values raises `TracingError`, which points at `tracegrad.where`.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import threading
@@ -975,12 +976,14 @@ def _reachable_rngs(fn, depth: int = 4) -> list:
         if isinstance(obj, kinds):
             found.append(obj)
             continue
+        if isinstance(obj, functools.partial):
+            todo.extend((v, level + 1) for v in (obj.func, *obj.args, *obj.keywords.values()))
+            continue
         fn_obj = getattr(obj, "__func__", obj)  # bound methods
-        code = getattr(fn_obj, "__code__", None)
-        if code is None:
+        if not inspect.isfunction(fn_obj):
             continue
         values = [c.cell_contents for c in (fn_obj.__closure__ or ()) if _cell_full(c)]
-        names, stack = set(), [code]
+        names, stack = set(), [fn_obj.__code__]
         while stack:
             co = stack.pop()
             names.update(co.co_names)

@@ -1,0 +1,78 @@
+"""JAX's examples that use jax.random, vendored with only their import lines changed,
+against JAX itself (issue 26). advi.py: ADVI on a funnel density, a Monte Carlo ELBO
+whose keys come from random.key(t) of the traced step index, split and vmapped over, a
+jitted momentum step with grad of a jitted objective, and mesh_eval jitted with
+static_argnums=(0, 1, 2, 4)."""
+
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _load import load_program
+
+RTOL = 1e-8
+
+
+@pytest.fixture
+def jax_x64():
+    jax = pytest.importorskip("jax")
+    old = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)  # float64, as tracegrad computes
+    yield jax
+    jax.config.update("jax_enable_x64", old)
+
+
+def _advi_main(advi, num_samples, steps, num_ticks):
+    """advi.py's __main__ block (sizes through num_samples, the loop's length and
+    mesh_eval's num_ticks; no plotting), recording what its callback shows."""
+    jit, grad, vmap, random, jnp = advi.jit, advi.grad, advi.vmap, advi.random, advi.jnp
+
+    @jit
+    def objective(params, t):
+        rng = random.key(t)
+        return -advi.batch_elbo(advi.funnel_log_density, rng, params, num_samples)
+
+    x_limits = (-2, 2)
+    y_limits = (-4, 2)
+    target_dist = lambda x, _: jnp.exp(advi.funnel_log_density(x))
+    approx_dist = lambda x, params: jnp.exp(advi.diag_gaussian_logpdf(x, *params))
+    shown = []
+
+    def callback(params, t):
+        shown.append(objective(params, t))
+        shown.extend(advi.mesh_eval(target_dist, x_limits, y_limits, 1, num_ticks))
+        shown.extend(advi.mesh_eval(approx_dist, x_limits, y_limits, params, num_ticks))
+        rngs = random.split(random.key(t), num_samples)
+        shown.append(vmap(advi.diag_gaussian_sample, in_axes=(0, None, None))(rngs, *params))
+
+    D = 2
+    init_params = (jnp.zeros(D), jnp.zeros(D))
+    opt_init, opt_update, get_params = advi.optimizers.momentum(step_size=0.1, mass=0.9)
+    opt_state = opt_init(init_params)
+
+    @jit
+    def update(i, opt_state):
+        params = get_params(opt_state)
+        gradient = grad(objective)(params, i)
+        return opt_update(i, gradient, opt_state)
+
+    for t in range(steps):
+        opt_state = update(t, opt_state)
+        params = get_params(opt_state)
+        callback(params, t)
+    return [np.asarray(p) for p in params], [np.asarray(s) for s in shown]
+
+
+@pytest.mark.slow  # JAX's side compiles ~10 programs: 13 s here at load 12 (tracegrad's: 2.5 s)
+def test_advi_matches_jax(jax_x64):
+    ours = _advi_main(load_program("advi", "tracegrad"), num_samples=8, steps=2, num_ticks=5)
+    theirs = _advi_main(load_program("advi", "jax"), num_samples=8, steps=2, num_ticks=5)
+    assert len(ours[1]) == len(theirs[1]) == 2 * 8
+    for i, (a, b) in enumerate(zip(ours[1], theirs[1], strict=True)):
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-12, err_msg=f"callback value {i}")
+    for a, b in zip(ours[0], theirs[0], strict=True):
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-12, err_msg="final params")
+    assert not np.allclose(ours[0][0], 0)  # it moved
