@@ -307,3 +307,24 @@ def test_results_match_autograd_on_containers():
         [float(v) for v in (*theirs[0], *theirs[1])],
         rtol=1e-14,
     )
+
+
+def _numpy_case_params():
+    """tests/test_numpy.py's cases (test_ported_autograd.NUMPY_CASES, with its xfails)."""
+    import test_ported_autograd as ported
+
+    seen: dict[str, int] = {}
+    for case in ported.NUMPY_CASES:
+        name, fun, args = case[:3]
+        argnum = case[3] if len(case) > 3 else 0
+        seen[name] = seen.get(name, 0) + 1
+        case_id = name if seen[name] == 1 else f"{name}-{seen[name]}"
+        reason = ported.NUMPY_XFAIL.get(case_id)
+        marks = [SLOW] + ([pytest.mark.xfail(reason=reason, strict=True)] if reason else [])
+        yield pytest.param(fun, args, argnum, id=case_id, marks=marks)
+
+
+@pytest.mark.parametrize("fun, args, argnum", list(_numpy_case_params()))
+def test_numpy_autograd_recursion(fun, args, argnum):
+    """The same 103 cases through autograd's own recursion (tuple (x, v) at order 2)."""
+    check_grads_nary(fun, argnum)(*args)
