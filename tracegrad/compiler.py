@@ -76,7 +76,7 @@ from tracegrad.lowering import (  # noqa: F401  (Lowered and lower_graphs are pu
 from tracegrad.ops import core
 from tracegrad.ops.core import TracegradError
 from tracegrad.passes.loops import reroll_loops
-from tracegrad.placement import is_device_array
+from tracegrad.placement import DeviceArray, is_device_array
 from tracegrad.tracing import (
     RandomWatch,
     Tracer,
@@ -541,6 +541,8 @@ class CompiledFunction:
                     key += (type(a), a)
                 elif type(a) is FunctionType:  # a helper function it calls (implicit)
                     key += (a,)
+                elif type(a) is DeviceArray:  # on the GPU (tracegrad.placement)
+                    key += (DeviceArray, a.shape, a.dtype)
                 else:
                     break
             else:
@@ -712,6 +714,11 @@ class CompiledFunction:
                     self.note_new_signature(signature, args)
         else:
             self.entries.hits += 1
+        if not kwargs and all(type(a) is DeviceArray for a in args):  # the hot path's key
+            key = ()
+            for a in args:
+                key += (DeviceArray, a.shape, a.dtype)
+            self.entries.remember(ARRAYS, key, entry.call)
         return entry.call(arrays)
 
     def _remember_fast(self, args, wrt_args, entry, arrays, leaves) -> None:

@@ -71,3 +71,18 @@ def test_without_a_gpu_device_put_says_what_is_missing():
     assert "no CUDA device" in out.stdout
     assert "pip install tracegrad[cuda]" in out.stdout
     assert "NUMBA_ENABLE_CUDASIM=1" in out.stdout
+
+
+def test_repeated_gpu_calls_take_the_hot_path_and_accept_numba_arrays():
+    from numba import cuda
+
+    f = tg.value_and_grad(lambda w, x: tg.sum(tg.tanh(x @ w)))
+    w, x = tg.device_put(np.ones((3, 2), "f4")), tg.device_put(np.ones((4, 3), "f4"))
+    first = f(w, x)
+    again = f(w, x)  # the fast key: (DeviceArray, shape, dtype) per argument
+    assert f.cache_info().hits == 1 and f.cache_info().traces == 1
+    np.testing.assert_array_equal(np.asarray(first[1]), np.asarray(again[1]))
+    raw = f(cuda.to_device(np.ones((3, 2), "f4")), x)  # a Numba device array, as it is
+    np.testing.assert_array_equal(np.asarray(raw[1]), np.asarray(first[1]))
+    b = tg.compile(lambda x: x > 0.5)(tg.device_put(np.array([0.2, 0.7])))  # bool output
+    assert b.dtype == np.bool_ and np.asarray(b).tolist() == [False, True]

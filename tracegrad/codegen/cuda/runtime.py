@@ -253,6 +253,10 @@ class CudaKernel:
             for name, b in self.plan.buffers.items()
             if b.kind == "const"
         }
+        self._lock = threading.Lock()
+        self._scratch: dict | None = None
+        self._fresh: list = []
+        self._inputs: list = []
         self.launches = []  # (callable, args names) per unit, compiled now
         for unit in self.plan.units:
             self.launches.append(self._prepare(unit))
@@ -346,23 +350,45 @@ class CudaKernel:
             return self.cuda.as_cuda_array(self.cupy.empty(size, dtype=dtype))
         return self.cuda.device_array(size, dtype=dtype)
 
+    def _scratch_buffers(self) -> dict:
+        """Temporaries no output uses: allocated once, reused by every call (calls
+        enqueue their launches under one lock, on one stream, so they never overlap)."""
+        if self._scratch is None:
+            returned = {lay.buf for lay in self.plan.outputs}
+            self._scratch = {
+                name: self._alloc(b.size, b.dtype)
+                for name, b in self.plan.buffers.items()
+                if b.kind == "temp" and name not in returned
+            }
+            self._fresh = [
+                (name, b.size, b.dtype)
+                for name, b in self.plan.buffers.items()
+                if b.kind == "temp" and name in returned
+            ]
+            self._inputs = [
+                (name, b.index, b.dtype)
+                for name, b in self.plan.buffers.items()
+                if b.kind == "input"
+            ]
+        return self._scratch
+
     def __call__(self, *arrays):
         if len(arrays) != self.n_inputs:
             raise TypeError(
                 f"{self.graph_name}: expected {self.n_inputs} arrays, got {len(arrays)}"
             )
-        env = dict(self.consts)
-        for name, b in self.plan.buffers.items():
-            if b.kind == "input":
-                arr = as_device_array(arrays[b.index])
-                if arr.dtype != b.dtype:
+        with self._lock:
+            env = {**self.consts, **self._scratch_buffers()}
+            for name, index, dtype in self._inputs:
+                arr = as_device_array(arrays[index])
+                if arr.dtype != dtype:
                     raise TypeError(
-                        f"{self.graph_name}: input {b.index} has dtype {arr.dtype}, the "
-                        f"compiled signature {b.dtype}"
+                        f"{self.graph_name}: input {index} has dtype {arr.dtype}, the "
+                        f"compiled signature {dtype}"
                     )
                 env[name] = arr.flat_data()
-            elif b.kind == "temp":
-                env[name] = self._alloc(b.size, b.dtype)
-        for run in self.launches:
-            run(env)
+            for name, size, dtype in self._fresh:  # outputs: new buffers every call
+                env[name] = self._alloc(size, dtype)
+            for run in self.launches:
+                run(env)
         return tuple(DeviceArray(env[lay.buf], lay.shape) for lay in self.plan.outputs)
