@@ -82,7 +82,8 @@ def _by_hand(module_name: str, name: str, obj: object) -> list[str]:
     except (TypeError, ValueError):
         signature = f"{name}(...)"
     doc = inspect.getdoc(obj) if inspect.isfunction(obj) else None
-    lines = [f"### `{name}`", "", "```python", signature, "```", ""]
+    anchor = f'<a id="{module_name}.{name}"></a>'  # the id mkdocstrings gives its entries
+    lines = [anchor, "", f"### `{name}`", "", "```python", signature, "```", ""]
     if doc:
         lines += [fence_doctests(doc), ""]
     elif module_name == "tracegrad.eager":
@@ -126,11 +127,29 @@ def _api_page(module_name: str) -> str:
     return "\n".join(lines)
 
 
+_PAGES = (("tracegrad", "api/tracegrad.md"), ("tracegrad.eager", "api/eager.md"))
+
+
+def on_post_build(config) -> None:
+    """Every public function and class has its entry (an element with its dotted id)."""
+    import importlib
+
+    from mkdocs.exceptions import PluginError
+
+    for module_name, uri in _PAGES:
+        html = (Path(config["site_dir"]) / uri.replace(".md", ".html")).read_text()
+        module = importlib.import_module(module_name)
+        missing = [
+            name
+            for name, obj in _public(module)
+            if _target(module_name, name, obj) and f'id="{module_name}.{name}"' not in html
+        ]
+        if missing:
+            raise PluginError(f"{uri}: no entry for {missing}")
+
+
 def on_files(files: Files, config) -> Files:
-    for module_name, uri in (
-        ("tracegrad", "api/tracegrad.md"),
-        ("tracegrad.eager", "api/eager.md"),
-    ):
+    for module_name, uri in _PAGES:
         files.append(File.generated(config, uri, content=_api_page(module_name)))
     files.append(
         File.generated(config, "changelog.md", content=(ROOT / "CHANGELOG.md").read_text())
