@@ -411,3 +411,75 @@ def test_shape_stride_contiguity_match_pytorch(case):
         y = LAYOUT_CASES[case](L, x)
         got.append((tuple(y.shape), y.stride(), y.is_contiguous(), y.numpy().tolist()))
     assert got[0] == got[1]
+
+
+# ------------------------------------------------ unflatten, unfold, adjoint, channels_last
+
+
+def test_unflatten(torch):  # test_torch.py: test_unflatten (with its assertions)
+    def eq(a, b):
+        assert tuple(a.shape) == tuple(b.shape)
+        assert_equal(a, b)
+
+    eq(torch.tensor([]).unflatten(0, (0, 1)), torch.empty(0, 1))
+    eq(torch.tensor([1]).unflatten(0, (1, 1)), torch.tensor([[1]]))
+    eq(torch.tensor([1, 2, 3, 4]).unflatten(0, (2, 2)), torch.tensor([[1, 2], [3, 4]]))
+    eq(torch.tensor([1, 2, 3, 4]).unflatten(0, [2, 2]), torch.tensor([[1, 2], [3, 4]]))
+    eq(torch.tensor([1, 2, 3, 4]).unflatten(0, torch.Size([2, 2])), torch.tensor([[1, 2], [3, 4]]))
+    eq(torch.ones(2, 10).unflatten(1, (5, 2)), torch.ones(2, 5, 2))
+    eq(torch.tensor([1, 2, 3, 4]).unflatten(0, (-1, 2)), torch.tensor([[1, 2], [3, 4]]))
+    eq(torch.ones(2, 10).unflatten(1, (5, -1)), torch.ones(2, 5, 2))
+    eq(torch.ones(2, 10).unflatten(1, (-1,)), torch.ones(2, 10))
+    eq(torch.ones(2, 3 * 4 * 5 * 6).unflatten(1, (3, 4, -1, 6)), torch.ones(2, 3, 4, 5, 6))
+    eq(torch.ones(2, 0, 2).unflatten(1, (3, -1, 4, 5)), torch.ones(2, 3, 0, 4, 5, 2))
+    with pytest.raises(RuntimeError, match=r"Provided sizes \[2, 2\] don't multiply up to the size of dim 0 \(1\)"):  # fmt: skip
+        torch.tensor([1]).unflatten(0, [2, 2])
+    # (torch 2.13 wraps this IndexError in "RuntimeError: unflatten got an unexpected error")
+    with pytest.raises((IndexError, RuntimeError), match=r"Dimension specified as 0 but tensor has no dimensions"):  # fmt: skip
+        torch.tensor(1).unflatten(0, [0])
+    with pytest.raises(RuntimeError, match=r"only one dimension can be inferred"):
+        torch.randn(5, 10).unflatten(1, (-1, -1))
+    with pytest.raises(RuntimeError, match=r"Provided sizes \[-1, 4\] don't multiply up to the size of dim 1 \(10\)"):  # fmt: skip
+        torch.randn(5, 10).unflatten(1, (-1, 4))
+    with pytest.raises(RuntimeError, match=r"the unspecified dimension size -1 can be any value and is ambiguous"):  # fmt: skip
+        torch.randn(2, 0).unflatten(1, (2, -1, 0))
+
+
+def test_unfold_scalars(torch):  # test_view_ops.py: TestOldViewOps.test_unfold_scalars
+    x = torch.tensor(0.5)
+    assert tuple(x.unfold(0, 0, 1).shape) == (0,)
+    assert tuple(x.unfold(0, 0, 2).shape) == (0,)
+    assert x.unfold(0, 1, 1).tolist() == [0.5]
+
+
+def test_unfold_values_and_gradient(torch):
+    """Windows along a dim as a new last dim; overlapping windows add their gradients
+    (PyTorch's unfold is a view, tracegrad's a gather copy: the values and gradients
+    agree, the strides do not)."""
+    x = torch.arange(6.0, requires_grad=True)
+    w = x.unfold(0, 3, 2)  # [[0, 1, 2], [2, 3, 4]]
+    assert w.tolist() == [[0.0, 1.0, 2.0], [2.0, 3.0, 4.0]]
+    w.sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0, 2.0, 1.0, 1.0, 0.0]
+    y = torch.arange(24.0).view(2, 3, 4).unfold(2, 2, 1)
+    assert tuple(y.shape) == (2, 3, 3, 2)
+    assert y[1, 2, 1].tolist() == [21.0, 22.0]
+
+
+def test_adjoint_mH_H(torch):
+    x = torch.arange(24.0).view(2, 3, 4)
+    assert torch.equal(x.mH, x.transpose(-2, -1)) and torch.equal(x.adjoint(), x.mT)
+    m = x[0]
+    assert torch.equal(m.H, m.t())
+    with pytest.raises(RuntimeError, match="only supported on matrices"):
+        _ = x.H
+
+
+def test_channels_last(torch):
+    x = torch.arange(24.0).view(1, 2, 3, 4)
+    assert x.is_contiguous() and not x.is_contiguous(memory_format=torch.channels_last)
+    y = x.contiguous(memory_format=torch.channels_last)
+    assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
+    assert y.stride() == (24, 1, 8, 2) and torch.equal(y, x)
+    assert y.contiguous().stride() == (24, 12, 4, 1)
+    assert x.contiguous(memory_format=torch.contiguous_format) is x

@@ -595,10 +595,18 @@ class Tensor(ArrayOperators):
         return self._data.dtype.kind == "f"
 
     def is_contiguous(self, memory_format=None) -> bool:
-        """C order, ignoring the strides of size-1 dims (PyTorch's rule, and NumPy's flag).
+        """C order, ignoring the strides of size-1 dims (PyTorch's rule, and NumPy's flag);
+        with memory_format=torch.channels_last, NHWC order of a 4-d tensor.
         A value being captured by tracegrad.compile has no memory layout: True."""
         flags = getattr(self._data, "flags", None)
-        return True if flags is None else bool(flags.c_contiguous)
+        if flags is None:
+            return True
+        if memory_format is not None and getattr(memory_format, "_perm", None):
+            perm = memory_format._perm
+            if self._data.ndim != len(perm):
+                return False
+            return bool(self._data.transpose(perm).flags.c_contiguous)
+        return bool(flags.c_contiguous)
 
     def __len__(self) -> int:
         if self._data.ndim == 0:
@@ -931,10 +939,18 @@ class Tensor(ArrayOperators):
         >>> x.t().contiguous().grad_fn.name()
         'CloneBackward0'
         """
-        if self.is_contiguous():
+        perm = getattr(memory_format, "_perm", None)
+        if self.is_contiguous(memory_format):
             return self
         out = apply_op(T.astype, (self,), {"dtype": self._data.dtype.name}, name="CloneBackward0")
-        if not out._data.flags.c_contiguous:  # astype keeps the input's layout, as clone() does
+        if perm:  # channels_last: NHWC memory, NCHW shape
+            if self._data.ndim != len(perm):
+                raise RuntimeError(
+                    f"required rank {len(perm)} tensor to use {memory_format} format"
+                )
+            inverse = tuple(int(i) for i in np.argsort(perm))
+            out._data = np.ascontiguousarray(out._data.transpose(perm)).transpose(inverse)
+        elif not out._data.flags.c_contiguous:  # astype keeps the input's layout, as clone()
             out._data = np.ascontiguousarray(out._data)
         return out
 

@@ -1144,6 +1144,46 @@ class iinfo:
         self.bits, self.max, self.min, self.dtype = i.bits, int(i.max), int(i.min), str(i.dtype)
 
 
+class memory_format:
+    """torch.contiguous_format, channels_last, channels_last_3d, preserve_format: the
+    layouts contiguous() and is_contiguous() take (_perm: the dims in memory order)."""
+
+    def __init__(self, name: str, perm: tuple = ()):
+        self._name, self._perm = name, perm
+
+    def __repr__(self) -> str:
+        return f"torch.{self._name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last", (0, 2, 3, 1))
+channels_last_3d = memory_format("channels_last_3d", (0, 2, 3, 4, 1))
+
+
+def _adjoint(self):
+    """The conjugate transpose of the last two dims (a transpose for real tensors)."""
+    if self.ndim < 2:
+        raise shape_error(
+            "adjoint",
+            "tensor.adjoint() is only supported on matrices or batches of matrices.",
+            self,
+            cls=RuntimeError,
+        )
+    return O.transpose(self, -2, -1)
+
+
+def _H(self):
+    if self.ndim not in (0, 2):
+        raise shape_error(
+            "H",
+            f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.",
+            self,
+            cls=RuntimeError,
+        )
+    return O.transpose(self, 0, 1) if self.ndim == 2 else self
+
+
 # ------------------------------------------------------------------ Tensor methods
 
 _METHODS = [
@@ -1192,6 +1232,9 @@ def install_methods() -> None:
     Tensor.bernoulli_ = _bernoulli_
     Tensor.is_floating_point = lambda self: self._data.dtype.kind == "f"
     Tensor.unfold = unfold
+    Tensor.adjoint = _adjoint
+    Tensor.mH = property(_adjoint)
+    Tensor.H = property(_H)
     Tensor.as_strided = as_strided
     Tensor.positive = lambda self: self
     Tensor.ravel = lambda self: O.reshape(self, (-1,))
@@ -1293,11 +1336,15 @@ def as_strided(self, size, stride, storage_offset=None):
 
 install_methods()
 
-__all__ = [
-    n
-    for n, v in list(globals().items())
-    if (callable(v) or isinstance(v, type))
-    and getattr(v, "__module__", None) == __name__
-    and not n.startswith("_")
-    and n not in ("install_methods", "unfold", "as_strided")
-] + ["arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh", "as_strided"]
+__all__ = (
+    [
+        n
+        for n, v in list(globals().items())
+        if (callable(v) or isinstance(v, type))
+        and getattr(v, "__module__", None) == __name__
+        and not n.startswith("_")
+        and n not in ("install_methods", "unfold", "as_strided")
+    ]
+    + ["contiguous_format", "preserve_format", "channels_last", "channels_last_3d"]
+    + ["arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh", "as_strided"]
+)

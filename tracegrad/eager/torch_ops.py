@@ -711,8 +711,24 @@ moveaxis = movedim
 def unflatten(input, dim, sizes):
     """Split dim `dim` into `sizes` (one of them may be -1): a view, ViewBackward0."""
     shape = input._data.shape
+    if not shape:
+        raise shape_error(
+            "unflatten",
+            f"Dimension specified as {dim} but tensor has no dimensions",
+            input,
+            cls=EagerIndexError,
+        )
     d = _dim(dim, len(shape), "unflatten")
-    sizes = _infer_shape(tuple(int(s) for s in sizes), shape[d], "unflatten", input)
+    sizes = tuple(int(s) for s in sizes)
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if known != shape[d] if -1 not in sizes else (known != 0 and shape[d] % known):
+        raise shape_error(
+            "unflatten",
+            f"unflatten: Provided sizes [{', '.join(map(str, sizes))}] don't multiply up to "
+            f"the size of dim {d} ({shape[d]}) in the input tensor",
+            input,
+        )
+    sizes = _infer_shape(sizes, shape[d], "unflatten", input)
     return view(input, shape[:d] + sizes + shape[d + 1 :])
 
 
