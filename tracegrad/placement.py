@@ -157,13 +157,14 @@ class DeviceArray:
     Compiled functions called with device arrays return these.
     """
 
-    __slots__ = ("data", "shape", "dtype", "__weakref__")
+    __slots__ = ("data", "shape", "dtype", "_flat", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, data: Any, shape: tuple | None = None):
         self.data = data  # a numba.cuda device array (any shape, C-contiguous)
         self.shape = tuple(data.shape) if shape is None else tuple(shape)
         self.dtype = np.dtype(data.dtype)
+        self._flat = None
 
     # ---- NumPy-like metadata
     @property
@@ -179,9 +180,13 @@ class DeviceArray:
         return Device("cuda", 0, _loaded_simulator(load_cuda()))
 
     def flat_data(self):
-        """The buffer as a 1-D device array (a view, no copy)."""
-        n = max(self.size, 1) if self.shape == () else self.size
-        return self.data if self.data.shape == (n,) else self.data.reshape(n)
+        """The buffer as a 1-D device array (a view, no copy; made once)."""
+        flat = self._flat
+        if flat is None:
+            n = self.size if self.shape else 1
+            flat = self.data if self.data.shape == (n,) else self.data.reshape(n)
+            self._flat = flat
+        return flat
 
     # ---- leaving the device
     def __array__(self, dtype=None, copy=None):

@@ -86,3 +86,30 @@ def test_repeated_gpu_calls_take_the_hot_path_and_accept_numba_arrays():
     np.testing.assert_array_equal(np.asarray(raw[1]), np.asarray(first[1]))
     b = tg.compile(lambda x: x > 0.5)(tg.device_put(np.array([0.2, 0.7])))  # bool output
     assert b.dtype == np.bool_ and np.asarray(b).tolist() == [False, True]
+
+
+def test_cupy_arrays_in_and_cublas_gemm_on_a_real_gpu(real_gpu):
+    cupy = pytest.importorskip("cupy")
+    a = cupy.asarray(np.random.default_rng(0).standard_normal((64, 32)).astype("f4"))
+    b = cupy.asarray(np.random.default_rng(1).standard_normal((32, 16)).astype("f4"))
+    f = tg.value_and_grad(lambda a, b: tg.sum(tg.tanh(a @ b)), argnums=(0, 1))
+    value, (ga, gb) = f(a, b)  # CuPy arrays, read without copies
+    ref = tg.value_and_grad(
+        lambda a, b: tg.sum(tg.tanh(a @ b)), argnums=(0, 1), backend="interpret"
+    )(cupy.asnumpy(a), cupy.asnumpy(b))
+    np.testing.assert_allclose(float(value), ref[0], rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(ga), ref[1][0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(gb), ref[1][1], rtol=1e-4, atol=1e-5)
+    entry = next(e for k, e in f.entries.by_signature.items() if k[0] == "cuda")
+    assert entry.lowered.kernel.cupy is not None  # GEMMs went to cuBLAS through CuPy
+
+
+def test_torch_cuda_tensors_are_read_without_copies(real_gpu):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    x = torch.linspace(-1, 1, 10, device="cuda")
+    d = tg.device_put(x)
+    assert d.__cuda_array_interface__["data"][0] == x.data_ptr()
+    out = tg.compile(lambda x: tg.sin(x) * 2.0)(x)
+    np.testing.assert_allclose(np.asarray(out), 2 * np.sin(x.cpu().numpy()), rtol=1e-6)

@@ -105,7 +105,7 @@ def tg_sigmoid(x):
 
 @cuda.jit(device=True, inline=True)
 def tg_relu(x):
-    return x if (x > 0) or (x != x) else x - x
+    return x if (x > 0) or (x != x) else 0  # +0.0, as NumPy (x - x is nan at -inf)
 
 
 @cuda.jit(device=True, inline=True)
