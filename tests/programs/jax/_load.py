@@ -1,6 +1,7 @@
 """Load a vendored JAX example of this folder under tracegrad (as vendored) or under JAX
 (its import lines turned back, line for line, with IMPORTS). matplotlib, imported at the
-top but used only by the plotting `__main__` block, is a stub while a program loads."""
+top but used only by the plotting `__main__` block, and JAX's examples.datasets (MNIST
+downloads) are stubs while a program loads."""
 
 import pathlib
 import sys
@@ -15,6 +16,8 @@ IMPORTS = {
     "import _optimizers as optimizers": "from jax.example_libraries import optimizers",
     "import tracegrad as jnp": "import jax.numpy as jnp",
     "import tracegrad.scipy.stats.norm as norm": "import jax.scipy.stats.norm as norm",
+    "from tracegrad import jit, grad": "from jax import jit, grad",
+    "from tracegrad.scipy.special import logsumexp": "from jax.scipy.special import logsumexp",
 }
 _COUNT = [0]
 
@@ -33,12 +36,22 @@ def _matplotlib_stub() -> dict:
     def unavailable(attr):
         if attr.startswith("__"):
             raise AttributeError(attr)
-        raise RuntimeError(f"matplotlib.pyplot.{attr}: a stub in tests/programs/jax")
+        raise RuntimeError(f"{attr}: a stub in tests/programs/jax (matplotlib, datasets)")
 
     pyplot.__getattr__ = unavailable
     package = types.ModuleType("matplotlib")
     package.pyplot = pyplot
-    return {"matplotlib": package, "matplotlib.pyplot": pyplot}
+    # JAX's examples/datasets.py downloads MNIST; only the __main__ blocks call it
+    datasets = types.ModuleType("examples.datasets")
+    datasets.__getattr__ = unavailable
+    examples = types.ModuleType("examples")
+    examples.datasets = datasets
+    return {
+        "matplotlib": package,
+        "matplotlib.pyplot": pyplot,
+        "examples": examples,
+        "examples.datasets": datasets,
+    }
 
 
 def load_program(name: str, backend: str) -> types.ModuleType:

@@ -1,8 +1,10 @@
-"""JAX's examples that use jax.random, vendored with only their import lines changed,
+"""JAX's examples, vendored with only their import lines changed,
 against JAX itself (issue 26). advi.py: ADVI on a funnel density, a Monte Carlo ELBO
 whose keys come from random.key(t) of the traced step index, split and vmapped over, a
 jitted momentum step with grad of a jitted objective, and mesh_eval jitted with
-static_argnums=(0, 1, 2, 4)."""
+static_argnums=(0, 1, 2, 4). mnist_classifier_fromscratch.py: its MLP, loss (with
+jax.scipy.special.logsumexp), accuracy and jitted SGD step on a list of (w, b) pairs,
+on synthetic data (its MNIST download is stubbed)."""
 
 import pathlib
 import sys
@@ -76,3 +78,52 @@ def test_advi_matches_jax(jax_x64):
     for a, b in zip(ours[0], theirs[0], strict=True):
         np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-12, err_msg="final params")
     assert not np.allclose(ours[0][0], 0)  # it moved
+
+
+def _mnist_main(mnist, layer_sizes, steps, batch_size=16, num_train=64):
+    """mnist_classifier_fromscratch.py's __main__ block on synthetic data (the sizes
+    through init_random_params' layer_sizes; MNIST itself is not downloaded)."""
+    jit, grad = mnist.jit, mnist.grad
+    rng = np.random.RandomState(1)
+    train_images = rng.randn(num_train, layer_sizes[0])
+    train_labels = np.eye(layer_sizes[-1])[rng.randint(0, layer_sizes[-1], num_train)]
+    param_scale, step_size = 0.1, 0.001
+    num_complete_batches, leftover = divmod(num_train, batch_size)
+    num_batches = num_complete_batches + bool(leftover)
+
+    def data_stream():
+        rng = np.random.RandomState(0)
+        while True:
+            perm = rng.permutation(num_train)
+            for i in range(num_batches):
+                batch_idx = perm[i * batch_size : (i + 1) * batch_size]
+                yield train_images[batch_idx], train_labels[batch_idx]
+
+    batches = data_stream()
+
+    @jit
+    def update(params, batch):
+        grads = grad(mnist.loss)(params, batch)
+        return [
+            (w - step_size * dw, b - step_size * db)
+            for (w, b), (dw, db) in zip(params, grads, strict=True)
+        ]
+
+    params = mnist.init_random_params(param_scale, layer_sizes, rng=np.random.RandomState(0))
+    shown = []
+    for _ in range(steps):
+        params = update(params, next(batches))
+        shown.append(mnist.loss(params, (train_images, train_labels)))
+        shown.append(mnist.accuracy(params, (train_images, train_labels)))
+    return [np.asarray(a) for wb in params for a in wb], [np.asarray(s) for s in shown]
+
+
+@pytest.mark.slow  # JAX's side: its compiles take seconds at this machine's load
+def test_mnist_classifier_fromscratch_matches_jax(jax_x64):
+    sizes = [12, 16, 16, 10]
+    ours = _mnist_main(load_program("mnist_classifier_fromscratch", "tracegrad"), sizes, 6)
+    theirs = _mnist_main(load_program("mnist_classifier_fromscratch", "jax"), sizes, 6)
+    for i, (a, b) in enumerate(zip(ours[1], theirs[1], strict=True)):
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-12, err_msg=f"loss/accuracy {i}")
+    for i, (a, b) in enumerate(zip(ours[0], theirs[0], strict=True)):
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-12, err_msg=f"parameter {i}")
