@@ -239,3 +239,17 @@ def test_value_and_gradient_of_an_elementwise_sum_run_in_one_kernel():
     units = _units(f)
     assert [u.kind for u in units] == ["elementwise"]
     assert len(units[0].after) == 1  # the partials' pass
+
+
+ROW_AND_INDEX = {
+    "softmax": lambda z: tg.sum(tg.softmax(z, axis=-1) * z),
+    "log_softmax_axis0": lambda z: tg.sum(tg.log_softmax(z, axis=0) * z),
+    "logsumexp": lambda z: tg.sum(tg.logsumexp(z, axis=1)) + tg.logsumexp(z * 2.0),
+    "getitem_slices": lambda z: tg.sum(tg.softmax(z, axis=-1)[:, 1:3] * 2.0),
+    "getitem_int_step_none": lambda z: tg.sum(z[1, ::-2] * z[None, 0, 1:][..., :2].sum()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROW_AND_INDEX))
+def test_row_ops_and_basic_indexing(name):
+    check(ROW_AND_INDEX[name], _x((3, 4)))

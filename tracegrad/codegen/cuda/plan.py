@@ -39,6 +39,7 @@ from tracegrad.passes.fuse import is_elementwise, is_fusible_reduction
 ELEMENTWISE_OPS_MISSING: frozenset = frozenset()  # elementwise ops without a CUDA form
 REDUCTIONS = {"sum", "mean", "max", "min", "prod", "amax", "amin"}
 GEMMS = {"matmul", "addmm"}
+ROW_OPS = {"softmax", "log_softmax", "logsumexp"}
 
 
 class CudaUnsupported(NotImplementedError):
@@ -261,11 +262,73 @@ class _Planner:
                 src.offset,
                 tuple(src.strides[a] for a in axes),
             )
+        if op == "getitem":  # basic indexing: ints, slices, None
+            return self._index_view(node, src)
         if op == "reshape":
             if not src.contiguous:
                 src = self.copy(node.inputs[0], src)
             return Layout(node.shape, node.dtype, src.buf, src.offset, c_strides(node.shape))
         raise unsupported(node)
+
+    def _index_view(self, node: Node, src: Layout, shape_out: tuple | None = None) -> Layout:
+        """The strided view `src[spec]` (basic indexing) of `node.attrs["spec"]`."""
+        shape_out = node.shape if shape_out is None else shape_out
+        offset, shape, strides, dim = src.offset, [], [], 0
+        for e in node.attrs["spec"]:
+            if e is None:
+                shape.append(1)
+                strides.append(0)
+            elif isinstance(e, (int, np.integer)):
+                offset += int(e) * src.strides[dim]
+                dim += 1
+            elif isinstance(e, tuple) and e[0] == "slice":
+                _, start, stop, step = e
+                n = len(range(start, -1 if stop is None else stop, step))
+                offset += start * src.strides[dim] if n else 0
+                shape.append(n)
+                strides.append(step * src.strides[dim])
+                dim += 1
+            else:
+                raise unsupported(node, "advanced (array) indexing")
+        shape += src.shape[dim:]
+        strides += src.strides[dim:]
+        if tuple(shape) != tuple(shape_out):  # pragma: no cover - the shape rule agrees
+            raise unsupported(node, f"index view shape {tuple(shape)}")
+        return Layout(tuple(shape_out), src.dtype, src.buf, offset, tuple(strides))
+
+    def index_add_zeros(self, node: Node) -> None:
+        """zeros(shape) with g written into its basic-index view: a fill kernel, then
+        a kernel over g's elements storing each through the view's strides."""
+        if len(node.inputs) != 1:
+            raise unsupported(node, "advanced (array) indexing")
+        g = node.inputs[0]
+        out = self.new_buffer(node, node.shape, node.dtype)
+        self.layouts[node.id] = out
+        fill = _Body(node.shape, "i")
+        self._elementwise_unit(
+            f"zeros_{node.id}", node.shape, fill, [(out, literal(0, node.dtype))], [node]
+        )
+        body = _Body(g.shape, "i")
+        value = cast(body.load(self.layout_of(g)), node.dtype)
+        target = body.load(self._index_view(node, out, g.shape))
+        n = max(g.size, 0)
+        ind = "        "
+        lines = [f"def scatter_{node.id}({', '.join(f'p{k}' for k in range(len(body.params)))}):"]
+        lines += ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)", f"    while i < {n}:"]
+        if body.uses_digits:
+            lines += _digits("i", list(range(len(g.shape))), g.shape, ind)
+        lines += [f"{ind}{target} = {value}", f"{ind}i += step"]
+        T = self.threads
+        self.units.append(
+            Unit(
+                "elementwise",
+                f"scatter_{node.id}",
+                "\n".join(lines) + "\n",
+                list(body.params),
+                (max(1, min(self.max_blocks, -(-n // T))), T),
+                nodes=[node.name],
+            )
+        )
 
     def copy(self, node: Node, src: Layout) -> Layout:
         """A contiguous copy of a strided value (one elementwise kernel)."""
@@ -360,8 +423,16 @@ class _Planner:
                     node.shape, np.dtype(node.dtype), name, 0, c_strides(node.shape)
                 )
             return
-        if op in ("reshape", "broadcast_to", "transpose"):
+        if op in ("reshape", "broadcast_to", "transpose") or (
+            op == "getitem" and len(node.inputs) == 1
+        ):
             self.layouts[node.id] = self.view(node)
+            return
+        if op in ROW_OPS:
+            self.row_op(node)
+            return
+        if op == "index_add_zeros":
+            self.index_add_zeros(node)
             return
         if op in GEMMS:
             self.gemm(node)
@@ -569,6 +640,73 @@ class _Planner:
             unit.args[-1] = part
             unit.after.append(spec.final_pass(f"{name}_final", part, out.buf, P, T, M))
         self.units.append(unit)
+
+    # ---- softmax, log_softmax, logsumexp
+    def row_op(self, node: Node) -> None:
+        """One thread per row (every index but the reduced axes), three passes along
+        the row: max, sum of exp(x - max), then the outputs. Deterministic."""
+        src = node.inputs[0]
+        domain, nd = src.shape, len(src.shape)
+        axis = node.attrs.get("axis")
+        if axis is None:
+            axes = list(range(nd))
+        elif isinstance(axis, (int, np.integer)):
+            axes = [int(axis) % nd]
+        else:
+            axes = sorted(int(a) % nd for a in axis)
+        kept = [d for d in range(nd) if d not in axes]
+        rows = int(np.prod([domain[d] for d in kept], dtype=np.int64))
+        R = int(np.prod([domain[d] for d in axes], dtype=np.int64))
+        t = np.dtype(node.dtype)
+        body = _Body(domain, None)
+        x = body.load(self.layout_of(src))
+        out = self.new_buffer(node, node.shape, node.dtype)
+        self.layouts[node.id] = out
+        o = body.param(out.buf)
+        name = f"{node.op}_{node.id}"
+        ind, ind2 = "        ", "            "
+        inner = _digits("j", axes, domain, ind2)
+        cs = c_strides(domain)
+        out_index = " + ".join(f"d{d} * {cs[d]}" for d in range(nd) if domain[d] != 1) or "0"
+        lines = [
+            f"def {name}({', '.join(f'p{k}' for k in range(len(body.params)))}):",
+            "    r = cuda.grid(1)",
+            "    step = cuda.gridsize(1)",
+            f"    while r < {rows}:",
+            *_digits("r", kept, domain, ind),
+            f"{ind}m = {literal(-np.inf, t)}",
+            f"{ind}for j in range({R}):",
+            *inner,
+            f"{ind2}m = tg_maximum(m, {cast(x, t)})",
+            f"{ind}ms = m if abs(m) < np.inf else {literal(0, t)}",
+            f"{ind}acc = {literal(0, t)}",
+            f"{ind}for j in range({R}):",
+            *inner,
+            f"{ind2}acc = {cast(f'acc + tg_exp({x} - ms)', t)}",
+        ]
+        if node.op == "logsumexp":
+            lines.append(f"{ind}{o}[r] = {cast('ms + tg_log(acc)', t)}")
+        else:
+            value = "tg_exp(x - ms) / acc" if node.op == "softmax" else "x - ms - tg_log(acc)"
+            lines += [
+                f"{ind}for j in range({R}):",
+                *inner,
+                f"{ind2}x = {x}",
+                f"{ind2}{o}[{out_index}] = {cast(value, t)}",
+            ]
+        lines.append(f"{ind}r += step")
+        T = self.threads
+        blocks = max(1, min(self.max_blocks, -(-rows // T)))
+        self.units.append(
+            Unit(
+                "row",
+                name,
+                "\n".join(lines) + "\n",
+                list(body.params),
+                (blocks, T),
+                nodes=[node.name],
+            )
+        )
 
     # ---- GEMM
     def gemm(self, node: Node) -> None:
