@@ -1,7 +1,7 @@
 """The documentation site (issue 27): every Python snippet in docs/src/*.md runs as
 written, in a fresh process, as README.md's do (tests/examples/test_readme.py; snippets
 the README also holds run there only), and its `print(...)  # value` comments hold.
-The site itself is built by CI (`mkdocs build --strict -d docs/_build`)."""
+The site itself is built by CI (`mkdocs build --strict -d docs/_build/html`)."""
 
 import os
 import pathlib
