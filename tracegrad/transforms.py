@@ -262,15 +262,51 @@ def _check_tangents(primals: Sequence, tangents: Sequence) -> None:
     if len(primals) != len(tangents):
         raise TypeError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
     for k, (p, t) in enumerate(zip(primals, tangents, strict=True)):
-        pl, tl = _leaves(p), _leaves(t)
-        if len(pl) != len(tl):
-            raise TypeError(f"jvp: primal {k} and its tangent have different structures")
+        (pl, p_tree), (tl, t_tree) = _flat(p), _flat(_ordered_like(t, p))
+        if len(pl) != len(tl) or _skeleton(p_tree) != _skeleton(t_tree):
+            raise TypeError(
+                f"jvp: primal {k} and its tangent have different structures: primal and "
+                "tangent arguments must have the same tree structure (as in jax.jvp); "
+                f"the primal has {p_tree}, the tangent {t_tree}"
+            )
         for a, b in zip(pl, tl, strict=True):
             if np.shape(a) != np.shape(b):
                 raise TypeError(
                     f"jvp: primal {k} has shape {np.shape(a)} but its tangent has "
                     f"shape {np.shape(b)}; tangents must match their primals"
                 )
+
+
+def _flat(tree) -> tuple:
+    leaves, treedef = tree_flatten(tree, arrays_only_scalars=True)
+    return [_unboxed(v) for v in leaves], treedef
+
+
+def _ordered_like(tangent, primal):
+    """`tangent` with each dict's keys in `primal`'s order, so that their leaves pair
+    up when flattened (dicts flatten in insertion order: {'b': .., 'a': ..} against
+    {'a': .., 'b': ..} paired a's primal with b's tangent)."""
+    if isinstance(primal, dict) and isinstance(tangent, dict) and set(primal) == set(tangent):
+        return {k: _ordered_like(tangent[k], primal[k]) for k in primal}
+    if (
+        isinstance(primal, (tuple, list))
+        and isinstance(tangent, (tuple, list))
+        and len(primal) == len(tangent)
+    ):
+        items = [_ordered_like(t, p) for t, p in zip(tangent, primal, strict=True)]
+        return type(tangent)(*items) if is_namedtuple(tangent) else type(tangent)(items)
+    return tangent
+
+
+def _skeleton(tree: TreeDef) -> tuple:
+    """A structure without namedtuple classes or dict order: what a tangent must match."""
+    if tree.kind in ("array", "static"):
+        return ("leaf",)
+    keys = tuple(sorted(map(repr, tree.keys))) if tree.kind == "dict" else None
+    children = tree.children
+    if tree.kind == "dict":
+        children = [c for _, c in sorted(zip(map(repr, tree.keys), children, strict=True))]
+    return (tree.kind, keys, tuple(_skeleton(c) for c in children))
 
 
 def jvp(
@@ -300,6 +336,7 @@ def jvp(
             backend=backend,
         ),
     )
+    tangents = _ordered_like(tuple(tangents), tuple(primals))
     return compiled(_args_as_arrays(primals), _args_as_arrays(tangents))
 
 
@@ -340,7 +377,7 @@ def linearize(fn: Callable, *primals: Any, backend: str | None = None) -> tuple[
 
     def f_jvp(*tangents):
         _check_tangents(primals, tangents)
-        t_leaves = _args_leaves(tangents)
+        t_leaves = _args_leaves(_ordered_like(tuple(tangents), tuple(primals)))
         touts = linear_part(*residuals, *[t_leaves[k] for k in wrt])
         return tree_unflatten(traced.out_tree, list(touts))
 

@@ -143,6 +143,22 @@ def test_jvp_tuple_of_floats_with_tangents_of_0d_arrays():
 def test_jvp_structure_mismatch_is_a_clear_error():
     with pytest.raises(TypeError, match="different structures"):
         tg.jvp(lambda t: t[0] * t[1], ((0.4, 0.5),), ((1.0, 0.0, 3.0),), **INTERP)
+    with pytest.raises(TypeError, match=r"the primal has \(\*, \*\), the tangent \[\*, \*\]"):
+        tg.jvp(lambda t: t[0] * t[1], ((0.4, 0.5),), ([1.0, 0.0],), **INTERP)  # as jax.jvp
+
+
+def test_jvp_and_linearize_pair_dict_tangents_by_key(jax):
+    """A tangent dict in another key order pairs by key (it paired by position: the
+    tangent of b went to a, a silently wrong derivative)."""
+    f = lambda t: t["a"] * t["b"] ** 2
+    primal, tangent = {"a": 1.0, "b": 2.0}, {"b": 1.0, "a": 0.0}
+    _, ours = tg.jvp(f, (primal,), (tangent,), **INTERP)
+    _, theirs = jax.jvp(f, (primal,), (tangent,))
+    assert float(ours) == float(theirs) == 4.0
+    _, f_jvp = tg.linearize(f, primal, **INTERP)
+    assert float(f_jvp(tangent)) == 4.0
+    _, pullback = tg.vjp(lambda t: {"x": t["a"], "y": t["b"]}, primal, **INTERP)
+    assert_same_tree(pullback({"y": 1.0, "x": 0.0}), ({"a": 0.0, "b": 1.0},))
 
 
 def test_linearize_of_a_list_primal():
