@@ -253,3 +253,20 @@ ROW_AND_INDEX = {
 @pytest.mark.parametrize("name", sorted(ROW_AND_INDEX))
 def test_row_ops_and_basic_indexing(name):
     check(ROW_AND_INDEX[name], _x((3, 4)))
+
+
+GATHERS = {
+    "cross_entropy": lambda z, y: tg.cross_entropy(z, y),
+    "cross_entropy_sum": lambda z, y: tg.cross_entropy(z * 2.0, y, reduction="sum"),
+    "take_along_axis": lambda z, y: tg.sum(tg.take_along_axis(z, y[:, None], axis=1) ** 2),
+    "take_along_axis_repeats": lambda z, y: tg.sum(
+        tg.take_along_axis(z, np.array([[0, 1], [3, 3], [1, 0], [2, 2], [0, 0]]), axis=1) * 3.0
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GATHERS))
+def test_gathers_along_an_axis(name):
+    # (the integer labels go to the GPU too; the gradient of repeated indices is summed
+    # per output element in index order: deterministic, no atomics)
+    check(GATHERS[name], _x((5, 4)), np.array([0, 3, 1, 1, 2]))

@@ -434,6 +434,9 @@ class _Planner:
         if op == "index_add_zeros":
             self.index_add_zeros(node)
             return
+        if op in ("take_along_axis", "put_along_axis_add", "nll_loss"):
+            getattr(self, op)(node)
+            return
         if op in GEMMS:
             self.gemm(node)
             return
@@ -640,6 +643,159 @@ class _Planner:
             unit.args[-1] = part
             unit.after.append(spec.final_pass(f"{name}_final", part, out.buf, P, T, M))
         self.units.append(unit)
+
+    # ---- gathers along an axis (cross-entropy's ops); out-of-range indices give NaN
+    def _loop_unit(self, name, domain, body: _Body, lines_in: list[str], nodes) -> None:
+        """A grid-stride loop over `domain` (digits d0.. made) running `lines_in`."""
+        n = int(np.prod(domain, dtype=np.int64))
+        ind = "        "
+        lines = [f"def {name}({', '.join(f'p{k}' for k in range(len(body.params)))}):"]
+        lines += ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)", f"    while i < {n}:"]
+        lines += _digits("i", list(range(len(domain))), domain, ind)
+        lines += [ind + ln for ln in lines_in] + [f"{ind}i += step"]
+        T = self.threads
+        blocks = max(1, min(self.max_blocks, -(-n // T)))
+        self.units.append(
+            Unit(
+                "elementwise",
+                name,
+                "\n".join(lines) + "\n",
+                list(body.params),
+                (blocks, T),
+                nodes=[m.name for m in nodes],
+            )
+        )
+
+    def _along(self, node: Node, x: Node, idx: Node):
+        ax = int(node.attrs["axis"]) % max(len(x.shape), 1)
+        if len(x.shape) != len(idx.shape) or any(
+            a != b for d, (a, b) in enumerate(zip(x.shape, idx.shape, strict=True)) if d != ax
+        ):
+            raise unsupported(node, "index batch dims that differ from the array's")
+        return ax
+
+    def take_along_axis(self, node: Node) -> None:
+        x, idx = node.inputs
+        ax = self._along(node, x, idx)
+        n = x.shape[ax]
+        body = _Body(node.shape, None)
+        k = body.load(self.layout_of(idx))
+        lx = self.layout_of(x)
+        moved = Layout(lx.shape, lx.dtype, lx.buf, lx.offset, lx.strides)
+        out = self.new_buffer(node, node.shape, node.dtype)
+        self.layouts[node.id] = out
+        o = body.param(out.buf)
+        # x's element with the axis digit replaced by the index: load at digit `a`
+        xs = body.load(
+            Layout(
+                lx.shape,
+                lx.dtype,
+                lx.buf,
+                lx.offset,
+                tuple(0 if d == ax else st for d, st in enumerate(lx.strides)),
+            )
+        )
+        st = moved.strides[ax]
+        xs = xs[:-1] + f" + a * {st}]"
+        lines = [
+            f"a = {k}",
+            f"a = a + {n} if a < 0 else a",
+            f"{o}[i] = {xs} if 0 <= a < {n} else {literal(np.nan, node.dtype)}",
+        ]
+        self._loop_unit(f"take_{node.id}", node.shape, body, lines, [node])
+
+    def put_along_axis_add(self, node: Node) -> None:
+        """zeros(shape) plus g at idx along the axis; each output element sums its
+        row's matching entries in index order (deterministic, no atomics)."""
+        g, idx = node.inputs
+        shape = tuple(node.attrs["shape"])
+        ax = int(node.attrs["axis"]) % len(shape)
+        if g.shape != idx.shape or any(
+            a != b for d, (a, b) in enumerate(zip(shape, idx.shape, strict=True)) if d != ax
+        ):
+            raise unsupported(node, "index batch dims that differ from the output's")
+        n, k = shape[ax], idx.shape[ax]
+        body = _Body(shape, None)
+        lg, li = self.layout_of(g), self.layout_of(idx)
+
+        # read g and idx at (digits with the axis digit = j)
+        def at_j(lay):
+            if lay.literal is not None:
+                return lay.literal
+            e = body.load(
+                Layout(
+                    lay.shape,
+                    lay.dtype,
+                    lay.buf,
+                    lay.offset,
+                    tuple(0 if d == ax else s for d, s in enumerate(lay.strides)),
+                )
+            )
+            return e[:-1] + f" + j * {lay.strides[ax]}]"
+
+        out = self.new_buffer(node, node.shape, node.dtype)
+        self.layouts[node.id] = out
+        o = body.param(out.buf)
+        lines = [
+            f"acc = {literal(0, node.dtype)}",
+            f"for j in range({k}):",
+            f"    a = {at_j(li)}",
+            f"    a = a + {n} if a < 0 else a",
+            f"    if a == d{ax}:",
+            f"        acc = {cast(f'acc + {at_j(lg)}', node.dtype)}",
+            f"{o}[i] = acc",
+        ]
+        self._loop_unit(f"put_{node.id}", shape, body, lines, [node])
+
+    def nll_loss(self, node: Node) -> None:
+        logp, target = node.inputs
+        nrows, c = logp.shape
+        red = node.attrs["reduction"]
+        t = np.dtype(node.dtype)
+        body = _Body((nrows,), None)
+        lp, lt = self.layout_of(logp), self.layout_of(target)
+        tgt = body.load(Layout((nrows,), lt.dtype, lt.buf, lt.offset, lt.strides[:1]))
+        row = body.load(Layout((nrows,), lp.dtype, lp.buf, lp.offset, lp.strides[:1]))
+        pick = row[:-1] + f" + a * {lp.strides[1]}]"
+        out = self.new_buffer(node, node.shape, node.dtype)
+        self.layouts[node.id] = out
+        o = body.param(out.buf)
+        get = [
+            "d0 = i",
+            f"a = {tgt}",
+            f"v = -{pick} if 0 <= a < {c} else {literal(np.nan, t)}",
+        ]
+        if red == "none":
+            self._loop_unit(
+                f"nll_{node.id}", (nrows,), body, [*get[1:], f"{o}[i] = {cast('v', t)}"], [node]
+            )
+            return
+        T = self.threads
+        final = f"sm[0] / {nrows}" if red == "mean" else "sm[0]"
+        lines = [
+            f"def nll_{node.id}({', '.join(f'p{k}' for k in range(len(body.params)))}):",
+            f"    sm = cuda.shared.array({T}, np.{t.name})",
+            "    t = cuda.threadIdx.x",
+            f"    acc = {literal(0, t)}",
+            "    i = t",
+            f"    while i < {nrows}:",
+            *["        " + ln for ln in get],
+            f"        acc = {cast('acc + v', t)}",
+            f"        i += {T}",
+            *_tree(T, "({a} + {b})"),
+            "    if t == 0:",
+            f"        {o}[0] = {cast(final, t)}",
+        ]
+        self.units.append(
+            Unit(
+                "reduce",
+                f"nll_{node.id}",
+                "\n".join(lines) + "\n",
+                list(body.params),
+                (1, T),
+                nodes=[node.name],
+            )
+        )
 
     # ---- softmax, log_softmax, logsumexp
     def row_op(self, node: Node) -> None:
