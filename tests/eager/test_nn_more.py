@@ -204,3 +204,103 @@ def test_functional_names_exist_in_pytorch():
             continue
         assert hasattr(rt.nn.functional, n), n
         assert hasattr(tg.nn.functional, n), n
+
+
+X3C = R.standard_normal((2, 5, 3))  # (N, C, d1)
+T3C = np.array([[1, 0, 4], [2, 2, 3]])
+PROB3 = np.exp(R.standard_normal((2, 5, 3)))
+PROB3 /= PROB3.sum(1, keepdims=True)
+EMB = R.standard_normal((6, 4)) * 2
+Q4, K4, V4 = (R.standard_normal(s) for s in ((1, 4, 3, 2), (1, 2, 5, 2), (1, 2, 5, 2)))
+
+# name -> (fn(F, L, *tensors), inputs): float inputs require grad
+FUNCTIONAL = {
+    "cross_entropy (N, C, d)": (
+        lambda F, L, x: F.cross_entropy(x, L.tensor(T3C), label_smoothing=0.1),
+        (X3C,),
+    ),
+    "cross_entropy (N, C, d) none ignore": (
+        lambda F, L, x: F.cross_entropy(x, L.tensor(T3C), ignore_index=2, reduction="none"),
+        (X3C,),
+    ),
+    "cross_entropy (N, C, d) probabilities": (
+        lambda F, L, x, p: F.cross_entropy(x, p, reduction="sum"),
+        (X3C, PROB3),
+    ),
+    "cross_entropy unbatched": (lambda F, L, x: F.cross_entropy(x, L.tensor(3)), (X3C[0, :, 0],)),
+    "nll_loss (N, C, d) weight": (
+        lambda F, L, x: F.nll_loss(x, L.tensor(T3C), weight=L.arange(1.0, 6.0, dtype=L.float64)),
+        (X3C,),
+    ),
+    "embedding max_norm": (
+        lambda F, L, w: F.embedding(L.tensor([[1, 3], [1, 5]]), w.detach().clone(), max_norm=1.0),
+        (EMB,),
+    ),
+    "embedding scale_grad_by_freq": (
+        lambda F, L, w: F.embedding(L.tensor([1, 3, 1, 1]), w, scale_grad_by_freq=True),
+        (EMB,),
+    ),
+    "embedding padding_idx": (
+        lambda F, L, w: F.embedding(L.tensor([0, 2, 0]), w, padding_idx=0),
+        (EMB,),
+    ),
+    "sdpa grouped-query": (
+        lambda F, L, q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+        (Q4, K4, V4),
+    ),
+    "interpolate nearest-exact": (
+        lambda F, L, x: F.interpolate(x, scale_factor=2, mode="nearest-exact"),
+        (X3C,),
+    ),
+    "interpolate nearest-exact size": (
+        lambda F, L, x: F.interpolate(x, size=5, mode="nearest-exact"),
+        (X3C,),
+    ),
+}
+
+
+def _functional(L, case):
+    fn, arrays = FUNCTIONAL[case]
+    xs = [L.tensor(a.copy(), requires_grad=True) for a in arrays]
+    y = fn(L.nn.functional, L, *xs)
+    if y.requires_grad:
+        w = L.tensor(np.cos(np.arange(y.numel())).reshape(tuple(y.shape)), dtype=L.float64)
+        (y * w).sum().backward()
+    return y.detach().numpy(), [None if x.grad is None else x.grad.numpy() for x in xs]
+
+
+@pytest.mark.parametrize("case", list(FUNCTIONAL))
+def test_functional_options_match_pytorch(case):
+    rt = pytest.importorskip("torch")
+    y, g = _functional(tg, case)
+    y_rt, g_rt = _functional(rt, case)
+    assert y.shape == y_rt.shape
+    np.testing.assert_allclose(y, y_rt, rtol=1e-9, atol=1e-12)
+    for a, b in zip(g, g_rt, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_embedding_options_by_hand():
+    """max_norm renormalizes the looked-up rows of the weight in place (PyTorch's
+    embedding_renorm_); scale_grad_by_freq divides each row's gradient by its count."""
+    w = tg.tensor([[3.0, 4.0], [0.3, 0.4], [6.0, 8.0]])
+    emb = tg.nn.Embedding.from_pretrained(w, freeze=False, max_norm=1.0)
+    out = emb(tg.tensor([0, 1]))
+    np.testing.assert_allclose(out.detach().numpy(), [[0.6, 0.8], [0.3, 0.4]], rtol=1e-6)
+    np.testing.assert_allclose(emb.weight.detach().numpy()[2], [6.0, 8.0])  # not looked up
+    w2 = tg.ones(3, 2, requires_grad=True)
+    tg.nn.functional.embedding(tg.tensor([1, 1, 2]), w2, scale_grad_by_freq=True).sum().backward()
+    assert w2.grad.tolist() == [[0.0, 0.0], [1.0, 1.0], [1.0, 1.0]]
+    layer = tg.nn.Embedding(5, 3, padding_idx=1)
+    assert layer.weight[1].tolist() == [0.0, 0.0, 0.0]  # the padding row starts at 0
+
+
+def test_cross_entropy_target_shape_errors_match_pytorch():
+    rt = pytest.importorskip("torch")
+    for L in (tg, rt):
+        with pytest.raises(RuntimeError, match=r"Expected target size \[2, 3\], got \[2, 4\]"):
+            L.nn.functional.cross_entropy(L.zeros(2, 5, 3), L.zeros(2, 4, dtype=L.int64))
+        with pytest.raises(ValueError, match=r"Expected input batch_size \(2\) to match target"):
+            L.nn.functional.cross_entropy(L.zeros(2, 5, 3), L.zeros(3, 3, dtype=L.int64))

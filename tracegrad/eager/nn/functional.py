@@ -111,6 +111,39 @@ def _legacy_reduction(size_average, reduce, reduction: str) -> str:
     return "none" if not reduce else ("mean" if size_average else "sum")
 
 
+def _class_dim_last(fn, input: Tensor, target: Tensor, reduction: str, **kw):
+    """PyTorch's (N, C, d1, ...) and unbatched (C,) inputs of nll_loss / cross_entropy:
+    the class dim moved last and the rest flattened into rows, then `fn` on (rows, C);
+    a 'none' result takes the target's shape back."""
+    if input.ndim == 1:
+        out = fn(input.unsqueeze(0), target.unsqueeze(0), reduction=reduction, **kw)
+        return out.squeeze(0) if reduction == "none" else out
+    probs = target.dtype.is_floating_point
+    want = tuple(input.shape) if probs else (input.shape[0], *input.shape[2:])
+    if tuple(target.shape) != want:
+        if target.shape and input.shape[0] != target.shape[0]:
+            raise shape_error(
+                fn.__name__,
+                f"Expected input batch_size ({input.shape[0]}) to match "
+                f"target batch_size ({target.shape[0]}).",
+                input,
+                target,
+                cls=EagerValueError,
+            )
+        raise shape_error(
+            fn.__name__,
+            f"Expected target size {list(want)}, got {list(target.shape)}",
+            input,
+            target,
+            cls=RuntimeError,
+        )
+    c = input.shape[1]
+    rows = input.movedim(1, -1).reshape(-1, c)
+    t = target.movedim(1, -1).reshape(-1, c) if probs else target.reshape(-1)
+    out = fn(rows, t, reduction=reduction, **kw)
+    return out.reshape(want[:1] + want[2:] if probs else want) if reduction == "none" else out
+
+
 def nll_loss(
     input: Tensor,
     target: Tensor,
@@ -125,6 +158,10 @@ def nll_loss(
     With a class `weight` or targets equal to `ignore_index`, the mean divides by the
     summed weight of the counted targets, as PyTorch's does."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    if input.ndim != 2 and target.ndim == input.ndim - 1:
+        return _class_dim_last(
+            nll_loss, input, target, reduction, weight=weight, ignore_index=ignore_index
+        )
     if input.ndim != 2 or target.ndim != 1 or input.shape[0] != target.shape[0]:
         raise shape_error(
             "nll_loss",
@@ -213,6 +250,16 @@ def cross_entropy(
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if input.ndim != 2 and input.ndim >= 1:
+        return _class_dim_last(
+            cross_entropy,
+            input,
+            target,
+            reduction,
+            weight=weight,
+            ignore_index=ignore_index,
+            label_smoothing=label_smoothing,
+        )
     logp = log_softmax(input, dim=1)
     n_classes = input.shape[1]
     if target.dtype.is_floating_point:
@@ -506,15 +553,26 @@ def embedding(
     captured = type(idx) is not np.ndarray  # inside tracegrad.compile: the kernel checks range
     if not captured and idx.size and (idx.min() < 0 or idx.max() >= n):
         raise IndexError("index out of range in self")
-    if max_norm is not None or scale_grad_by_freq or sparse:
+    if sparse:
         raise NotImplementedError(
-            "embedding: max_norm, scale_grad_by_freq and sparse are not "
-            "supported by tracegrad.eager"
+            "embedding: sparse gradients are not supported by tracegrad.eager"
         )
+    if max_norm is not None and not captured:  # PyTorch's embedding_renorm_, in place
+        rows = np.unique(idx)
+        norms = np.linalg.norm(weight._data[rows].astype(np.float64), ord=norm_type, axis=1)
+        over = norms > max_norm
+        if over.any():
+            scale = (max_norm / (norms[over] + 1e-7)).astype(weight._data.dtype)
+            weight._data[rows[over]] *= scale[:, None]
+            weight._counter[0] += 1
     spec = (("array", 0), ("slice", 0, weight.shape[1], 1))
     out = apply_op(
         T.getitem, (weight, idx), {"spec": spec}, name="EmbeddingBackward0", visible=(0,)
     )
+    if scale_grad_by_freq and not captured:  # the gradient of each row / its count here
+        _, inverse, counts = np.unique(idx, return_inverse=True, return_counts=True)
+        s = (1.0 / counts[inverse.reshape(idx.shape)])[..., None].astype(weight._data.dtype)
+        out = out * s + out.detach() * (1.0 - s)
     if padding_idx is not None:
         pad = padding_idx if padding_idx >= 0 else padding_idx + n
         mask = (idx == pad)[..., None]
@@ -1159,6 +1217,10 @@ def scaled_dot_product_attention(
     """softmax(q k^T * scale + mask) v; a boolean attn_mask marks the allowed positions."""
     n_q, s = query.shape[-2], key.shape[-2]
     scale = 1.0 / _math.sqrt(query.shape[-1]) if scale is None else scale
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        groups = query.shape[-3] // key.shape[-3]  # grouped-query attention: heads share k, v
+        key = key.repeat_interleave(groups, dim=-3)
+        value = value.repeat_interleave(groups, dim=-3)
     scores = _f.matmul(query, key.transpose(-2, -1)) * scale
     if is_causal:
         scores = scores + np.where(np.tril(np.ones((n_q, s), bool)), 0.0, -np.inf).astype(

@@ -1,6 +1,6 @@
 """More of torch.nn.functional (issue 26): activations (relu6, hardtanh, hardswish,
 hardsigmoid, mish, selu, celu, glu, logsigmoid, softsign, softmin, tanhshrink, threshold,
-prelu, ...), dropout1d/2d/3d, distances, interpolate (nearest, linear/bilinear), pooling
+prelu, ...), dropout1d/2d/3d, distances, interpolate (nearest, nearest-exact, linear/bilinear), pooling
 in 1-D, pixel_shuffle, rms_norm, instance_norm, local sizes.
 
 Compositions of the eager ops (rule-table primitives), so their gradients are the table's.
@@ -297,9 +297,10 @@ def adaptive_max_pool2d(input, output_size, return_indices: bool = False):
     return O.cat(rows, -2)
 
 
-def _nearest_index(n_in: int, n_out: int, scale=None) -> np.ndarray:
+def _nearest_index(n_in: int, n_out: int, scale=None, exact: bool = False) -> np.ndarray:
     s = n_in / n_out if scale is None else 1.0 / scale
-    return np.minimum(np.floor(np.arange(n_out) * s).astype(np.int64), n_in - 1)
+    pos = (np.arange(n_out) + 0.5) * s if exact else np.arange(n_out) * s
+    return np.minimum(np.floor(pos).astype(np.int64), n_in - 1)
 
 
 def _linear_weights(n_in: int, n_out: int, align_corners: bool, scale=None):
@@ -340,10 +341,10 @@ def interpolate(
     x = input
     for k in range(nsp):
         d = 2 + k
-        if mode == "nearest":
-            x = O.index_select(
-                x, d, Tensor._wrap(_nearest_index(spatial[k], out_size[k], scales[k]))
-            )
+        if mode in ("nearest", "nearest-exact"):
+            exact = mode == "nearest-exact"
+            index = _nearest_index(spatial[k], out_size[k], scales[k], exact)
+            x = O.index_select(x, d, Tensor._wrap(index))
         elif mode in ("linear", "bilinear", "trilinear", "bicubic"):
             if mode == "bicubic":
                 raise NotImplementedError("interpolate(mode='bicubic') is not supported")
