@@ -2,7 +2,9 @@
 
 A key is a uint32 array of shape (2,) (JAX's raw `PRNGKey`); every draw is a
 pure function of its key, computed by the counter-based Threefry-2x32 generator
-(the `threefry2x32` primitive of the rule table, tracegrad/ops/special.py). So
+(the `threefry2x32` primitive of the rule table, tracegrad/ops/special.py: NumPy
+in eager mode and on the interpreter, a scalar helper inlined into the fused
+loop of Numba kernels). So
 the same code runs on NumPy arrays, under `tg.compile`/`tg.jit`, under
 `tg.vmap` over a batch of keys from `split(key, n)`, and under `tg.grad`, where
 draws are constants: `normal(key) * sigma + mu` differentiates through mu and

@@ -198,6 +198,7 @@ SCALAR_ATTRS = {
     "clip": {"lo": 0.0, "hi": 1.0},
     "astype": {"dtype": "float32"},
     "full_like": {"value": 3},
+    "threefry2x32": {"word": 2},
 }
 
 

@@ -4,9 +4,10 @@ erfinv, gammaln, digamma and polygamma.
 Each is defined once, like the primitives of tracegrad/ops/table.py (whose end
 imports this module): a NumPy/SciPy implementation, a shape rule, vjp rules in
 tracegrad ops and a code-generation entry. They are elementwise over their
-broadcast operands (vmap batches them as such: tracegrad/batching.py) and, like
-`erf`, run their NumPy impl between kernel segments in compiled mode
-(codegen="numpy").
+broadcast operands (vmap batches them as such: tracegrad/batching.py).
+threefry2x32 generates code: a straight-line scalar helper that mathlib inlines
+into fused Numba loops; the special functions, like `erf`, run their SciPy impl
+between kernel segments in compiled mode (codegen="numpy").
 
 `threefry2x32(k0, k1, x0, x1, word)` is the Threefry-2x32 block cipher (20
 rounds, Salmon et al. 2011), the counter-based generator of JAX's
@@ -37,6 +38,7 @@ from tracegrad.ops.rulekit import (
     no_grad,
     returns_array,
 )
+from tracegrad.runtime import mathlib
 
 # ------------------------------------------------------------- threefry2x32
 
@@ -87,16 +89,43 @@ def _threefry_rule(k0, k1, x0, x1, word):
     return Aval(shape, _U32)
 
 
+def _threefry_helper(word: int) -> str:
+    """Source of `tg_threefry<word>(k0, k1, x0, x1)` for generated kernels: the same 20
+    rounds on scalars, straight-line (mathlib inlines it into the fused loop), carried in
+    uint64 and masked to 32 bits after each add and rotation (Numba widens uint32 sums)."""
+    ks = ("a0", "a1", "a2")
+    body = [
+        "m = np.uint64(0xFFFFFFFF)",
+        "a0 = np.uint64(k0)",
+        "a1 = np.uint64(k1)",
+        f"a2 = a0 ^ a1 ^ np.uint64({_PARITY})",
+        "x = (np.uint64(x0) + a0) & m",
+        "y = (np.uint64(x1) + a1) & m",
+    ]
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            body.append("x = (x + y) & m")
+            body.append(f"y = (((y << np.uint64({r})) | (y >> np.uint64({32 - r}))) & m) ^ x")
+        body.append(f"x = (x + {ks[(i + 1) % 3]}) & m")
+        body.append(f"y = (y + {ks[(i + 2) % 3]} + np.uint64({i + 1})) & m")
+    body.append("return " + ("x", "y", "x ^ y")[word])
+    return f"def tg_threefry{word}(k0, k1, x0, x1):\n" + "".join(f"    {b}\n" for b in body)
+
+
+for _word in (0, 1, 2):
+    mathlib._define(f"tg_threefry{_word}", _threefry_helper(_word))
+
 threefry2x32 = primitive(
     "threefry2x32",
     impl=_threefry_impl,
     shape_rule=_threefry_rule,
-    kind="other",
+    kind="elementwise",
     nondiff=True,
     vjps=(no_grad,) * 4,
     torch_name=None,
     saves=(),
-    codegen="numpy",
+    # a fused loop's scalar expression: the helper above, inlined (tracegrad.runtime.mathlib)
+    codegen=lambda word: f"tg_threefry{word}({{0}}, {{1}}, {{2}}, {{3}})",
 )
 
 # ------------------------------------------------------------ special functions
