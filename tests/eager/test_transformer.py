@@ -89,3 +89,68 @@ def test_gradcheck_decoder_layer():
     tgt = tg.tensor(TGT[:3, :1, :4], requires_grad=True)
     mem = tg.tensor(SRC[:2, :1, :4], requires_grad=True)
     assert tg.autograd.gradcheck(lambda a, b: layer(a, b), [tgt, mem])
+
+
+MHA = {
+    "plain": (lambda nn: nn.MultiheadAttention(8, 2), {}),
+    "kdim vdim": (lambda nn: nn.MultiheadAttention(8, 2, kdim=5, vdim=3), {}),
+    "bias_kv": (lambda nn: nn.MultiheadAttention(8, 2, add_bias_kv=True), {}),
+    "zero_attn": (lambda nn: nn.MultiheadAttention(8, 4, add_zero_attn=True), {}),
+    "all, masks": (
+        lambda nn: nn.MultiheadAttention(
+            8, 2, add_bias_kv=True, add_zero_attn=True, kdim=5, vdim=3
+        ),
+        {"masks": True},
+    ),
+    "batch_first no bias, masks": (
+        lambda nn: nn.MultiheadAttention(8, 2, bias=False, batch_first=True),
+        {"masks": True},
+    ),
+}
+KEY5, VAL3 = R.standard_normal((5, 2, 5)), R.standard_normal((5, 2, 3))
+
+
+def _mha(L, case, state=None):
+    make, opts = MHA[case]
+    L.manual_seed(0)
+    m = make(L.nn).double()
+    if state is not None:
+        m.load_state_dict({k: L.tensor(v) for k, v in state.items()})
+    q = L.tensor(TGT, requires_grad=True)
+    k = L.tensor(KEY5 if m.kdim == 5 else SRC, requires_grad=True)
+    v = L.tensor(VAL3 if m.vdim == 3 else SRC, requires_grad=True)
+    if m.batch_first:
+        q, k, v = (t.detach().transpose(0, 1).requires_grad_() for t in (q, k, v))
+    kw = {}
+    if opts.get("masks"):
+        kw["attn_mask"] = L.tensor(np.triu(np.ones((4, 5), dtype=bool), 2))
+        kw["key_padding_mask"] = L.tensor([[False] * 4 + [True], [False] * 5])
+    out, weights = m(q, k, v, **kw)
+    w = L.tensor(np.sin(np.arange(out.numel())).reshape(tuple(out.shape)), dtype=L.float64)
+    ((out * w).sum() + (weights * weights).sum()).backward()
+    grads = {n: p.grad.numpy() for n, p in m.named_parameters()}
+    return (
+        m,
+        out.detach().numpy(),
+        weights.detach().numpy(),
+        [t.grad.numpy() for t in (q, k, v)],
+        grads,
+    )
+
+
+@pytest.mark.parametrize("case", list(MHA))
+def test_multihead_attention_options_match_pytorch(case):
+    rt = pytest.importorskip("torch")
+    m_rt, out_rt, w_rt, g_rt, p_rt = _mha(rt, case)
+    state = {k: v.detach().numpy() for k, v in m_rt.state_dict().items()}
+    m, out, w, g, p = _mha(tg, case, state)
+    assert [(k, tuple(v.shape)) for k, v in m.state_dict().items()] == [
+        (k, tuple(v.shape)) for k, v in m_rt.state_dict().items()
+    ]
+    np.testing.assert_allclose(out, out_rt, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(w, w_rt, rtol=1e-9, atol=1e-11)
+    for a, b in zip(g, g_rt, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-11)
+    assert p.keys() == p_rt.keys()
+    for k in p:
+        np.testing.assert_allclose(p[k], p_rt[k], rtol=1e-8, atol=1e-11, err_msg=k)

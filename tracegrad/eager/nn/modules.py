@@ -1621,27 +1621,26 @@ class MultiheadAttention(Module):
                 f"embed_dim and num_heads must be greater than 0, got "
                 f"embed_dim={embed_dim} and num_heads={num_heads} instead"
             )
-        if (
-            add_bias_kv
-            or add_zero_attn
-            or (kdim not in (None, embed_dim))
-            or (vdim not in (None, embed_dim))
-        ):
-            raise NotImplementedError(
-                "MultiheadAttention: add_bias_kv, add_zero_attn and "
-                "kdim/vdim != embed_dim are not supported by "
-                "tracegrad.eager"
-            )
         self.embed_dim = embed_dim
-        self.kdim = self.vdim = embed_dim
-        self._qkv_same_embed_dim = True
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.num_heads = num_heads
         self.dropout = dropout
         self.batch_first = batch_first
         self.head_dim = embed_dim // num_heads
         if self.head_dim * num_heads != embed_dim:
             raise AssertionError("embed_dim must be divisible by num_heads")
-        self.in_proj_weight = _empty_param((3 * embed_dim, embed_dim), dtype)
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = _empty_param((3 * embed_dim, embed_dim), dtype)
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        else:  # separate projections of keys and values of other widths
+            self.q_proj_weight = _empty_param((embed_dim, embed_dim), dtype)
+            self.k_proj_weight = _empty_param((embed_dim, self.kdim), dtype)
+            self.v_proj_weight = _empty_param((embed_dim, self.vdim), dtype)
+            self.register_parameter("in_proj_weight", None)
         if bias:
             self.in_proj_bias = _empty_param((3 * embed_dim,), dtype)
         else:
@@ -1649,15 +1648,27 @@ class MultiheadAttention(Module):
         self.out_proj = NonDynamicallyQuantizableLinear(
             embed_dim, embed_dim, bias=bias, dtype=dtype
         )
-        self.bias_k = self.bias_v = None
-        self.add_zero_attn = False
+        if add_bias_kv:  # a learned key and value appended to every sequence
+            self.bias_k = _empty_param((1, 1, embed_dim), dtype)
+            self.bias_v = _empty_param((1, 1, embed_dim), dtype)
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
-        init.xavier_uniform_(self.in_proj_weight)
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            init.xavier_uniform_(self.q_proj_weight)
+            init.xavier_uniform_(self.k_proj_weight)
+            init.xavier_uniform_(self.v_proj_weight)
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def forward(
         self,
@@ -1680,14 +1691,29 @@ class MultiheadAttention(Module):
         tgt_len, bsz, e = query.shape
         src_len = key.shape[0]
         h, hd = self.num_heads, self.head_dim
-        w, b = self.in_proj_weight, self.in_proj_bias
-        q = F.linear(query, w[:e], None if b is None else b[:e])
-        k = F.linear(key, w[e : 2 * e], None if b is None else b[e : 2 * e])
-        v = F.linear(value, w[2 * e :], None if b is None else b[2 * e :])
+        b = self.in_proj_bias
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight
+            wq, wk, wv = w[:e], w[e : 2 * e], w[2 * e :]
+        else:
+            wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+        q = F.linear(query, wq, None if b is None else b[:e])
+        k = F.linear(key, wk, None if b is None else b[e : 2 * e])
+        v = F.linear(value, wv, None if b is None else b[2 * e :])
+        extra = 0  # key positions appended (bias_k/bias_v, then the zero attention)
+        if self.bias_k is not None:
+            k = _cat_tensors([k, self.bias_k.expand(1, bsz, e)], 0)
+            v = _cat_tensors([v, self.bias_v.expand(1, bsz, e)], 0)
+            extra += 1
         q = q.reshape(tgt_len, bsz * h, hd).transpose(0, 1)
-        k = k.reshape(src_len, bsz * h, hd).transpose(0, 1)
-        v = v.reshape(src_len, bsz * h, hd).transpose(0, 1)
-        bias = np.zeros((1, tgt_len, src_len), q._data.dtype)
+        k = k.reshape(src_len + extra, bsz * h, hd).transpose(0, 1)
+        v = v.reshape(src_len + extra, bsz * h, hd).transpose(0, 1)
+        if self.add_zero_attn:
+            zeros = Tensor._wrap(np.zeros((bsz * h, 1, hd), q._data.dtype))
+            k, v = _cat_tensors([k, zeros], 1), _cat_tensors([v, zeros], 1)
+            extra += 1
+        full = src_len + extra
+        bias = np.zeros((1, tgt_len, full), q._data.dtype)
         if is_causal and attn_mask is None:
             raise RuntimeError(
                 "Need attn_mask if specifying the is_causal hint. You may use "
@@ -1697,7 +1723,9 @@ class MultiheadAttention(Module):
         if attn_mask is not None:  # True = not allowed (MultiheadAttention's convention)
             m = attn_mask._data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
             m = np.where(m, -np.inf, 0.0) if m.dtype == np.bool_ else m
-            bias = bias + (m.reshape(1, tgt_len, src_len) if m.ndim == 2 else m)
+            if extra:  # the appended positions are always visible
+                m = np.concatenate([m, np.zeros(m.shape[:-1] + (extra,), m.dtype)], -1)
+            bias = bias + (m.reshape(1, tgt_len, full) if m.ndim == 2 else m)
         if key_padding_mask is not None:
             kp = (
                 key_padding_mask._data
@@ -1705,7 +1733,9 @@ class MultiheadAttention(Module):
                 else np.asarray(key_padding_mask)
             )
             kp = np.where(kp, -np.inf, 0.0) if kp.dtype == np.bool_ else kp
-            kp = np.repeat(kp.reshape(bsz, 1, 1, src_len), h, axis=1).reshape(bsz * h, 1, src_len)
+            if extra:
+                kp = np.concatenate([kp, np.zeros(kp.shape[:-1] + (extra,), kp.dtype)], -1)
+            kp = np.repeat(kp.reshape(bsz, 1, 1, full), h, axis=1).reshape(bsz * h, 1, full)
             bias = bias + kp
         scores = _bmm(q * (1.0 / math.sqrt(hd)), k.transpose(-2, -1))
         if bias.any():
@@ -1722,12 +1752,18 @@ class MultiheadAttention(Module):
             out = out.transpose(0, 1)
         if not need_weights:
             return out, None
-        weights = weights.reshape(bsz, h, tgt_len, src_len)
+        weights = weights.reshape(bsz, h, tgt_len, full)
         if average_attn_weights:
             weights = weights.mean(1)
         if unbatched:
             weights = weights.squeeze(0)
         return out, weights
+
+
+def _cat_tensors(tensors, dim: int) -> Tensor:
+    from tracegrad.eager.torch_ops import cat as _cat
+
+    return _cat(tensors, dim)
 
 
 def _bmm(a: Tensor, b: Tensor) -> Tensor:
