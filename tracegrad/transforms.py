@@ -275,6 +275,23 @@ def _check_tangents(primals: Sequence, tangents: Sequence) -> None:
                     f"jvp: primal {k} has shape {np.shape(a)} but its tangent has "
                     f"shape {np.shape(b)}; tangents must match their primals"
                 )
+            _check_tangent_dtype(k, a, b)
+
+
+def _check_tangent_dtype(k: int, primal, tangent) -> None:
+    """A float primal's tangent array has its dtype (jax.jvp's TypeError); a Python
+    number tangent takes the primal's dtype, as JAX's weak types."""
+    if type(tangent) in (int, float) or type(primal) in (int, float, bool):
+        return
+    p_dtype, t_dtype = getattr(primal, "dtype", None), getattr(tangent, "dtype", None)
+    if p_dtype is None or t_dtype is None:
+        return
+    p_dtype, t_dtype = np.dtype(str(p_dtype)), np.dtype(str(t_dtype))
+    if np.issubdtype(p_dtype, np.inexact) and p_dtype != t_dtype:
+        raise TypeError(
+            f"jvp: primal and tangent arguments do not match (as in jax.jvp); dtypes "
+            f"must be equal: primal {k} has dtype {p_dtype} and its tangent {t_dtype}"
+        )
 
 
 def _flat(tree) -> tuple:

@@ -227,3 +227,17 @@ def test_compile_tuple_argument_is_a_structure():
     np.testing.assert_array_equal(np.array(out), [0.4, 0.5, 0.4, 0.5])
     g = tg.compile(lambda x, t: x * t[0] + t[1], **INTERP)
     np.testing.assert_array_equal(g(np.ones(2), (2.0, np.array([1.0, 3.0]))), [3.0, 5.0])
+
+
+def test_jvp_mismatched_arguments():
+    """JAX's api_test test_jvp_mismatched_arguments, each case a TypeError (JAX's
+    different-shapes case is a ValueError there; tracegrad's is a TypeError)."""
+    with pytest.raises(TypeError, match="1 primals but 0 tangents"):
+        tg.jvp(lambda x, y: x * y, (np.float32(2),), (), **INTERP)
+    with pytest.raises(TypeError, match="dtypes must be equal"):
+        tg.jvp(lambda x: -x, (np.float16(2),), (np.float32(4),), **INTERP)
+    with pytest.raises(TypeError, match="shape"):
+        tg.jvp(lambda x: x + 1, (np.array([1.0, 2.0, 3.0]),), (np.array([1.0, 2, 3, 4]),))
+    # a Python number tangent takes its primal's dtype (JAX's weak type)
+    _, t = tg.jvp(lambda x: -x, (np.float32(2),), (1.0,), **INTERP)
+    assert t.dtype == np.float32 and float(t) == -1.0
