@@ -86,6 +86,11 @@ BINARY = {
     "arctan2": tg.arctan2,
     "remainder": lambda x, y: tg.remainder(x, 0.7) * y,
     "where_cmp": lambda x, y: tg.where(x < y, x * y, tg.where(x >= 0.5, x, y - x)),
+    "compare_all": lambda x, y: tg.where(
+        tg.logical_and(tg.logical_and(x <= y, tg.isfinite(x)), x == x),
+        tg.full_like(x, 2.0) * x,
+        y,
+    ),
     "logical": lambda x, y: tg.where(
         tg.logical_or(tg.logical_and(x > 0, y > 0), tg.logical_not(x != y)), x, y
     ),
@@ -270,3 +275,25 @@ def test_gathers_along_an_axis(name):
     # (the integer labels go to the GPU too; the gradient of repeated indices is summed
     # per output element in index order: deterministic, no atomics)
     check(GATHERS[name], _x((5, 4)), np.array([0, 3, 1, 1, 2]))
+
+
+def test_every_elementwise_primitive_has_a_case_here():
+    # the rule table's elementwise ops all have a CUDA form (the CPU templates, with
+    # runtime.PRELUDE's math); each must appear in a case above
+    from tracegrad.ops.core import REGISTRY
+
+    seen: set = set()
+    x = _x()
+    for fn, _ in UNARY.values():
+        seen |= {n.op for n in tg.trace(lambda x: fn(x), x).nodes}  # noqa: B023
+    for fn in BINARY.values():
+        seen |= {n.op for n in tg.trace(fn, x, x).nodes}
+    from tracegrad.codegen.cuda.plan import cuda_template
+    from tracegrad.ir.graph import Node
+
+    wanted = {k for k, p in REGISTRY.items() if p.kind == "elementwise"}
+    # the rest have no CUDA form, and the planner refuses them by name
+    refused = {"threefry2x32"}
+    assert wanted - seen == refused
+    node = Node(0, "threefry2x32", (x, x, x, x), {"word": 32}, (2,), np.dtype("uint32"))
+    assert cuda_template(node) is None

@@ -136,6 +136,25 @@ def cuda_expr(template: str, operands: list[str]) -> str:
     return _NP_CALL.sub(lambda m: f"tg_{m.group(1)}(", text)
 
 
+def cuda_template(node: Node) -> str | None:
+    """The CUDA form of an elementwise node's code template, or None when it calls a
+    helper the prelude lacks (e.g. threefry2x32, which the CPU path runs between
+    kernel segments)."""
+    from tracegrad.codegen.cuda.prelude import HELPERS
+    from tracegrad.ops.core import REGISTRY
+
+    cg = REGISTRY[node.op].codegen
+    if not (isinstance(cg, str) or callable(cg)):
+        return None
+    template = cg(**node.attrs) if callable(cg) else cg
+    probe = cuda_expr(template, [f"a{k}" for k in range(len(node.inputs))])
+    if any(name not in HELPERS for name in re.findall(r"\b(tg_\w+)\(", probe)):
+        return None
+    if re.search(r"\bnp\.(?!float|int|uint|bool_|nan\b|inf\b)\w+\(", probe):
+        return None  # a NumPy function without a device version here
+    return template
+
+
 def literal(value, dtype) -> str:
     dtype = np.dtype(dtype)
     if dtype == np.bool_:
@@ -500,15 +519,14 @@ class _Planner:
 
     def _emit_members(self, body: _Body, members: list[Node], ids: set) -> dict[int, str]:
         """v<id> = ... for each member; returns node id -> variable name."""
-        from tracegrad.ops.core import REGISTRY
-
         values: dict[int, str] = {}
         for m in members:
             operands = [
                 values[i.id] if i.id in values else body.load(self.layout_of(i)) for i in m.inputs
             ]
-            cg = REGISTRY[m.op].codegen
-            template = cg(**m.attrs) if callable(cg) else cg
+            template = cuda_template(m)
+            if template is None:
+                raise unsupported(m, "its code template calls a function with no CUDA version")
             expr = cuda_expr(template, operands)
             body.lines.append(f"# {m.name} = {m.op} {', '.join(i.name for i in m.inputs)}")
             body.lines.append(f"v{m.id} = {cast(expr, m.dtype)}")
