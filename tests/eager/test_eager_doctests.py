@@ -24,6 +24,7 @@ MODULES = [
     "tracegrad.eager.nn.modules",
     "tracegrad.eager.indexing",
     "tracegrad.eager.more_ops",
+    "tracegrad.eager.special",
     "tracegrad.eager.nn.more_functional",
     "tracegrad.eager.nn.transformer",
     "tracegrad.eager.nn.more_modules",

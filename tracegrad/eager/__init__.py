@@ -16,7 +16,10 @@ the backward pass runs that table's vjp rules, the same ones compiled mode uses.
 
 from __future__ import annotations
 
-from tracegrad.eager import autograd
+from tracegrad.eager import (
+    autograd,
+    special,
+)
 from tracegrad.eager._tensor import Size, Tensor, tensor
 from tracegrad.eager.autograd import detect_anomaly, set_detect_anomaly
 

@@ -266,6 +266,46 @@ def clamp_max(input, max):
     return O.clamp(input, max=max)
 
 
+def _special_op(prim, input, **attrs):
+    from tracegrad.ops import special as S
+
+    return apply_op(getattr(S, prim), (_float(_t(input)),), attrs)
+
+
+def lgamma(input):
+    """log|Gamma(x)| (the rule table's gammaln); its derivative is digamma."""
+    return _special_op("gammaln", input)
+
+
+def digamma(input):
+    return _special_op("digamma", input)
+
+
+def polygamma(n, input):
+    """The n-th derivative of digamma (torch.polygamma(n, x); as a method, x.polygamma(n))."""
+    return _special_op("polygamma", input, n=int(n))
+
+
+def erfinv(input):
+    return _special_op("erfinv", input)
+
+
+def mvlgamma(input, p: int):
+    """The multivariate log-gamma of dimension p: sum_j lgamma(x - j/2) + const."""
+    out = lgamma(input)
+    for j in range(1, p):
+        out = out + lgamma(input - j / 2)
+    return out + p * (p - 1) / 4 * math.log(math.pi)
+
+
+def sinc(input):
+    """sin(pi x) / (pi x), 1 at 0 (gradient 0 there)."""
+    x = _float(input)
+    zero = tensor(x._data == 0)
+    safe = O.where(zero, _const(x, 1.0), x) * math.pi
+    return O.where(zero, _const(x, 1.0), O.sin(safe) / safe)
+
+
 # ------------------------------------------------------------------ reductions
 
 
@@ -1198,6 +1238,7 @@ _METHODS = [
     "flipud", "rot90", "take", "take_along_dim", "argwhere", "repeat_interleave", "scatter",
     "index_fill", "index_copy", "unique", "unique_consecutive", "bincount", "histc", "kron",
     "cross", "baddbmm", "addbmm", "addmv", "addr", "bernoulli", "is_complex", "is_nonzero",
+    "lgamma", "digamma", "erfinv", "mvlgamma", "sinc",
 ]  # fmt: skip
 _METHODS += ["arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh"]
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2
@@ -1233,6 +1274,7 @@ def install_methods() -> None:
     Tensor.is_floating_point = lambda self: self._data.dtype.kind == "f"
     Tensor.unfold = unfold
     Tensor.adjoint = _adjoint
+    Tensor.polygamma = lambda self, n: polygamma(n, self)
     Tensor.mH = property(_adjoint)
     Tensor.H = property(_H)
     Tensor.as_strided = as_strided
