@@ -56,7 +56,6 @@ from typing import Any
 import numpy as np
 
 from tracegrad import config
-from tracegrad.eager.capture_hooks import NeedsCapture
 from tracegrad.entries import ARRAYS, TRACED, TREE, EntryCache
 from tracegrad.implicit import StaleExternal, find_externals, read_all, swapped_in
 from tracegrad.ir.graph import Graph
@@ -104,6 +103,19 @@ MAX_ENTRIES = 32
 _LIVE: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
 
 BACKENDS = ("numba", "interpret")
+
+
+class _NeverRaised(Exception):
+    pass
+
+
+def _needs_capture() -> type[Exception]:
+    """eager's NeedsCapture, raised by eager code only: where `tracegrad.eager` was never
+    imported nothing can raise it, and a compiled first call does not import it (the
+    eager package: ~10-20% of a warm first call). Used as `except _needs_capture():`,
+    evaluated only when an exception passes."""
+    hooks = sys.modules.get("tracegrad.eager.capture_hooks")
+    return hooks.NeedsCapture if hooks is not None else _NeverRaised
 
 
 class CompileError(TracegradError):
@@ -266,8 +278,11 @@ class _TieredEntry(_Entry):
             cf = self.owner()
             if cf is not None and interpreted:
                 cf._interpreted_calls += 1
-            with np.errstate(all="ignore"):
-                outs = run(*arrays)
+            try:
+                with np.errstate(all="ignore"):
+                    outs = run(*arrays)
+            finally:
+                build.release()  # a first call's build waits for its result (hold)
             if check_finite:
                 _check_finite(self, arrays, outs)
             return pack(outs)
@@ -676,7 +691,7 @@ class CompiledFunction:
             self._check_wrt(args, kwargs, leaves, avals, wrt, arg_of_leaf, wrt_args)
         try:
             entry = self._entry_for(signature, args, kwargs)
-        except NeedsCapture:  # the function runs eager modules or tensors: capture it
+        except _needs_capture():  # the function runs eager modules or tensors: capture it
             if self.mode != "compile":
                 raise
             from tracegrad.capture import call_captured
@@ -896,7 +911,11 @@ class CompiledFunction:
             pack = self._grad_pack(traced, signature, args)
         lowered = None
         index_key = None
-        if backend == "numba" and not traced.captures:
+        if backend == "numba" and not traced.captures and tier == "if_cheap":
+            # a cached kernel loads in the background too: Numba's import and its cache
+            # load take longer than the interpreter's first result
+            index_key = self._index_key(traced, signature, optimize, timings)
+        elif backend == "numba" and not traced.captures:
             lowered, index_key = self._lower_from_index(traced, signature, optimize, timings)
         if lowered is None:
             if self.mode == "compile":
@@ -908,7 +927,7 @@ class CompiledFunction:
             if tier:
                 choose = _cheap_to_interpret if tier == "if_cheap" else None
                 lowered = _lower_in_background(
-                    graph, joint, optimize, index_key, timings, choose=choose
+                    graph, joint, optimize, index_key, timings, choose=choose, hold=True
                 )
             else:
                 lowered = lower_graphs(
@@ -959,15 +978,13 @@ class CompiledFunction:
         data = [k for k in range(len(signature.avals)) if k not in set(signature.wrt)]
         prepare_shapes_ahead(lowered, list(signature.avals), data, retrace, self.optimize)
 
-    def _lower_from_index(self, traced, signature: _Signature, optimize: bool, timings: dict):
-        """(Lowered, key) from the cache index (no autodiff, passes or codegen), or
-        (None, key to record the kernel under once built). See codegen/index.py."""
-        from tracegrad.codegen import index, load_indexed
+    def _index_key(self, traced, signature: _Signature, optimize: bool, timings: dict):
+        """The traced graph's key in the cache index (codegen/index.py), or None."""
+        from tracegrad.codegen import index
 
         t0 = time.perf_counter()
-        graph = traced.graph
         key = index.graph_key(
-            graph,
+            traced.graph,
             mode=self.mode,
             wrt=tuple(signature.wrt),
             optimize=bool(optimize),
@@ -976,6 +993,16 @@ class CompiledFunction:
         timings["index_key"] = time.perf_counter() - t0
         if key is None:
             log.info("%s: no index key (an attribute has no exact encoding)", _fn_name(self.fn))
+        return key
+
+    def _lower_from_index(self, traced, signature: _Signature, optimize: bool, timings: dict):
+        """(Lowered, key) from the cache index (no autodiff, passes or codegen), or
+        (None, key to record the kernel under once built). See codegen/index.py."""
+        from tracegrad.codegen import load_indexed
+
+        graph = traced.graph
+        key = self._index_key(traced, signature, optimize, timings)
+        if key is None:
             return None, None
         if self.mode == "compile":
 
@@ -1112,7 +1139,7 @@ class CompiledFunction:
         if entry is None:  # lower() wants the kernel: no interpreter tier
             try:
                 entry = self._entry_for(signature, args, kwargs, tier=False)
-            except NeedsCapture:  # PyTorch-style code: the captured stages
+            except _needs_capture():  # PyTorch-style code: the captured stages
                 if self.mode != "compile":
                     raise
                 from tracegrad.capture import lower_captured

@@ -184,6 +184,7 @@ def _lower_in_background(
     index_key: str | None,
     timings: dict,
     choose: Callable[[Graph], bool] | None = None,
+    hold: bool = False,
 ) -> Lowered:
     """Passes and fusion now; code generation and Numba in the background worker
     (codegen/background.py). The Lowered's kernel stays None until it is promoted.
@@ -195,7 +196,8 @@ def _lower_in_background(
     structure differs from this one only in literals, the background build
     compiles their template, which serves this shape and the next ones.
     `choose(optimized graph)` False: the kernel is built now instead (the first-call
-    tier's cost model, compiler.interpreter_seconds)."""
+    tier's cost model, compiler.interpreter_seconds). `hold`: the build waits for
+    `tier_build.release()` (background.submit)."""
     from tracegrad.codegen import shape_generic
     from tracegrad.codegen.background import submit
 
@@ -223,7 +225,7 @@ def _lower_in_background(
 
     if attempt is not None and attempt.kernel is not None:
         lowered.tier_runner = attempt.kernel
-        lowered.tier_build = submit(graph, index_key, builder=specialized)
+        lowered.tier_build = submit(graph, index_key, builder=specialized, hold=hold)
         what = "its kernel"
     elif enabled:
         # in the worker, after the builds queued before it (a template made ahead for
@@ -233,10 +235,10 @@ def _lower_in_background(
             attempt = attempt or shape_generic.Attempt(graph)
             return attempt.later(specialized)
 
-        lowered.tier_build = submit(graph, index_key, builder=later)
+        lowered.tier_build = submit(graph, index_key, builder=later, hold=hold)
         what = "its kernel (shape-generic if it can be)"
     else:
-        lowered.tier_build = submit(graph, index_key, builder=specialized)
+        lowered.tier_build = submit(graph, index_key, builder=specialized, hold=hold)
         what = "its kernel"
     log.info(
         "%s: tiered: %s until %s is built in the background",

@@ -50,7 +50,8 @@ How a graph becomes a kernel (one module each; read them in this order):
                    import Numba's BLAS probe would do (~0.1-0.17 s).
 
 Big loops (>= 2**18 elements) get a parallel (prange) variant, compiled in a
-background thread and swapped in when ready (TRACEGRAD_PARALLEL=sync|0).
+background thread from the kernel's first call and swapped in when ready
+(TRACEGRAD_PARALLEL=sync|0).
 Measured numbers are in perf/mathlib_bench.py and perf/codegen_latency.py.
 """
 
@@ -195,7 +196,11 @@ class Kernel:
         )
 
     def wait_parallel(self, timeout: float | None = None) -> bool:
-        """Wait for the background parallel variant; True if it is in use."""
+        """Wait for the background parallel variant (started now if the kernel was not
+        called yet); True if it is in use."""
+        start = getattr(self, "_start_parallel", None)
+        if start is not None:
+            start()
         thread = getattr(self, "_parallel_thread", None)
         if thread is not None:
             thread.join(timeout)
@@ -338,8 +343,6 @@ def _start_parallel(kernel: Kernel, name: str | None, label: str = "") -> None:
         return
     from tracegrad.runtime import threads
 
-    threads.launch_numba()  # Numba's threads, started to sleep after a kernel (see there)
-
     def run():
         graph = kernel.graph
         kernel._swap_in_parallel(
@@ -347,14 +350,38 @@ def _start_parallel(kernel: Kernel, name: str | None, label: str = "") -> None:
         )
 
     if mode == "sync":
+        threads.launch_numba()  # Numba's threads, started to sleep after a kernel (see there)
         run()
     elif mode == "background":
-        # not a daemon: interpreter exit waits for it, rather than killing
-        # a Numba compile half way (which can crash the process at exit)
-        kernel._parallel_thread = threading.Thread(
-            target=run, daemon=False, name=f"tracegrad-parallel-{name or label}"
-        )
-        kernel._parallel_thread.start()
+        # Built when it may be used: on the kernel's first call (a script that never
+        # calls the kernel, say one whose only call the interpreter tier answered, does
+        # not pay for Numba's parallel compile, nor wait for it at exit), and not at all
+        # under a thread limit of one.
+        serial = kernel.entry
+        pending = [None]  # emptied by whoever starts it (list.pop is atomic)
+
+        def start() -> None:
+            try:
+                pending.pop()
+            except IndexError:
+                return
+            kernel.entry = serial
+            if threads.get_num_threads() < 2:
+                return
+            threads.launch_numba()  # Numba's threads, started to sleep (see there)
+            # not a daemon: interpreter exit waits for it, rather than killing
+            # a Numba compile half way (which can crash the process at exit)
+            kernel._parallel_thread = threading.Thread(
+                target=run, daemon=False, name=f"tracegrad-parallel-{name or label}"
+            )
+            kernel._parallel_thread.start()
+
+        def first_call(*arrays):
+            start()
+            return serial(*arrays)
+
+        kernel.entry = first_call
+        kernel._start_parallel = start
 
 
 def load_indexed(

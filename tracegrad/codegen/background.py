@@ -19,9 +19,9 @@ TRACEGRAD_TIERED). One worker thread builds the submitted graphs in order
 Process life:
   - exit: the worker is a daemon thread; an exit hook (threading's, which runs
     before atexit handlers, so Numba has not begun shutting down) drops the builds
-    still queued and gives the one in flight TRACEGRAD_EXIT_WAIT seconds (default
-    5) to finish, so that its kernel reaches the disk cache and the next process
-    loads it. Past that the build is interrupted (`_ExitInterrupt`, raised in the
+    still queued, but first calls' kernels, and gives the one in flight and those
+    TRACEGRAD_EXIT_WAIT seconds (default 5) to finish, so that their kernels reach
+    the disk cache and the next process loads them. Past that the build is interrupted (`_ExitInterrupt`, raised in the
     worker the next time it runs Python code: Numba's compiler releases its locks
     and LLVM is idle before exit goes on; a compile left running at interpreter
     exit can crash the process), so exit waits at most that long plus one LLVM call;
@@ -71,6 +71,7 @@ class KernelBuild:
         index_key: str | None = None,
         on_done: Callable[[KernelBuild], None] | None = None,
         builder: Callable[[], Any] | None = None,
+        hold: bool = False,
     ):
         self.graph = graph
         self.index_key = index_key
@@ -83,6 +84,10 @@ class KernelBuild:
         self.queued: float | None = None
         self._submitted = time.perf_counter()
         self._done = threading.Event()
+        self._released = threading.Event()  # (held: the worker waits for `release`)
+        self.first_call = hold  # (held builds are first calls': see _wanted_at_exit)
+        if not hold:
+            self._released.set()
 
     @property
     def done(self) -> bool:
@@ -90,9 +95,14 @@ class KernelBuild:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the build to end; True if it has."""
+        self.release()
         if not self._done.is_set():
             ensure_worker()
         return self._done.wait(timeout)
+
+    def release(self) -> None:
+        """Let the worker start a held build (`submit(hold=True)`)."""
+        self._released.set()
 
     def cancel(self) -> None:
         """Skip the build if it has not started (its result is no longer wanted)."""
@@ -132,15 +142,25 @@ class KernelBuild:
         self._done.set()
 
 
+# A held build starts at most this long after the worker reaches it.
+HOLD_MAX_S = 2.0
+# At exit, how long an interrupted build may take to stop (it stops at its next Python
+# bytecode: after the LLVM call in progress).
+EXIT_INTERRUPT_JOIN_S = 60.0
+
+
 def submit(
     graph,
     index_key: str | None = None,
     on_done: Callable[[KernelBuild], None] | None = None,
     builder: Callable[[], Any] | None = None,
+    hold: bool = False,
 ) -> KernelBuild:
     """Queue `graph`'s kernel (codegen.build_kernel, or `builder()`: a shape-generic
-    kernel, codegen/shape_generic.py) for the background worker."""
-    build = KernelBuild(graph, index_key, on_done, builder)
+    kernel, codegen/shape_generic.py) for the background worker. `hold`: the worker
+    starts it only once `build.release()` is called (or HOLD_MAX_S later): a first
+    call's interpreter answers before Numba's import and compile compete for the GIL."""
+    build = KernelBuild(graph, index_key, on_done, builder, hold)
     with _COND:
         if _STATE["closing"]:  # interpreter exit: nothing new starts
             build._done.set()
@@ -216,30 +236,45 @@ def _work() -> None:
             with _COND:
                 while not _QUEUE and not _STATE["closing"]:
                     _COND.wait()
-                if _STATE["closing"]:
+                if not _QUEUE:  # closing, and nothing left that exit waits for
                     return
                 build = _STATE["current"] = _QUEUE.popleft()
             try:
+                build._released.wait(HOLD_MAX_S)  # (exit cancels a build still held)
                 build._run()
             finally:
                 with _COND:
                     _STATE["current"] = None
                     _COND.notify_all()
     except _ExitInterrupt:  # interpreter exit (_shutdown): this build ends unbuilt
+        # (no blocking on _COND here: the interrupt may have come while it was taken)
         if build is not None and not build.done:
             build.cancel()
             build._done.set()
 
 
+def _wanted_at_exit(build: KernelBuild) -> bool:
+    """A first call's kernel (submitted held, released by its result) is built at exit,
+    within TRACEGRAD_EXIT_WAIT, even if the worker had not reached it: the next process
+    then loads it. Other queued builds (more shapes, templates) are dropped."""
+    return build.first_call and build._released.is_set()
+
+
 def _shutdown() -> None:
-    """At interpreter exit: drop queued builds, give the one in flight
-    TRACEGRAD_EXIT_WAIT seconds, then interrupt it."""
+    """At interpreter exit: drop the queued builds but first calls', give the one in
+    flight and those TRACEGRAD_EXIT_WAIT seconds, then interrupt."""
     with _COND:
         _STATE["closing"] = True
-        dropped = list(_QUEUE)
+        dropped = [b for b in _QUEUE if not _wanted_at_exit(b)]
+        kept = [b for b in _QUEUE if _wanted_at_exit(b)]
         _QUEUE.clear()
+        _QUEUE.extend(kept)
         _COND.notify_all()
         worker = _STATE["worker"]
+        current = _STATE["current"]
+        if current is not None and not current._released.is_set():
+            current.cancel()  # held: not started, and no result waits for it
+            current.release()
     for build in dropped:
         build.cancel()
         build._done.set()
@@ -252,12 +287,28 @@ def _shutdown() -> None:
 
         wait = config.exit_wait()
         worker.join(None if wait == float("inf") else wait)
-        if worker.is_alive() and worker.ident is not None:
+        if not worker.is_alive():
+            return
+        with _COND:  # out of time: nothing more starts
+            left = list(_QUEUE)
+            _QUEUE.clear()
+            running = _STATE["current"] is not None
+            _COND.notify_all()
+        for build in left:
+            build.cancel()
+            build._done.set()
+        if running and worker.ident is not None:
             log.info("background build still running after %.1f s at exit: interrupted", wait)
             ctypes.pythonapi.PyThreadState_SetAsyncExc(
                 ctypes.c_ulong(worker.ident), ctypes.py_object(_ExitInterrupt)
             )
-            worker.join()
+        # the interrupt lands once the compile is back in Python code (one LLVM call);
+        # a worker stuck past that is not compiling: exit goes on without it
+        worker.join(EXIT_INTERRUPT_JOIN_S)
+    else:
+        for build in kept:  # no worker here to build them
+            build.cancel()
+            build._done.set()
 
 
 def _after_fork_in_child() -> None:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -74,22 +75,34 @@ def pipeline_hash() -> str:
     change of the code could not be detected)."""
     global _PIPELINE_HASH
     if _PIPELINE_HASH is None:
-        root = Path(__file__).resolve().parents[1]
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         h = hashlib.sha256()
         try:
-            for part in _PIPELINE_PARTS:
-                p = root / part
-                files = [p] if p.is_file() else sorted(p.rglob("*.py"))
+            for part in _PIPELINE_PARTS:  # (os, not pathlib: this runs in every warm process)
+                files = _python_files(root, part)
                 if not files:
-                    raise FileNotFoundError(p)
-                for f in files:
-                    h.update(str(f.relative_to(root)).encode() + b"\0")
-                    h.update(f.read_bytes() + b"\0")
+                    raise FileNotFoundError(os.path.join(root, part))
+                for rel in files:
+                    with open(os.path.join(root, rel), "rb") as f:
+                        h.update(rel.encode() + b"\0")
+                        h.update(f.read() + b"\0")
             _PIPELINE_HASH = h.hexdigest()
         except OSError as exc:
             log.info("cache index disabled: cannot read tracegrad's source (%s)", exc)
             _PIPELINE_HASH = ""
     return _PIPELINE_HASH
+
+
+def _python_files(root: str, part: str) -> list[str]:
+    """`part` (a file or a folder under `root`) as sorted relative paths of .py files."""
+    if os.path.isfile(os.path.join(root, part)):
+        return [part]
+    files = []
+    for folder, subfolders, names in os.walk(os.path.join(root, part)):
+        subfolders[:] = [s for s in subfolders if s != "__pycache__"]
+        rel = os.path.relpath(folder, root)
+        files += [os.path.join(rel, n) for n in names if n.endswith(".py")]
+    return sorted(files)
 
 
 def graph_key(graph: Graph, **context) -> str | None:
