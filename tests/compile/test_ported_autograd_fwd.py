@@ -369,3 +369,94 @@ def test_binary_ops_autograd_recursion(name):
         if name == "test_mod" and arg1 is arg2:
             continue
         check_grads_nary(fun)(*prepare(arg1, arg2))
+
+
+# --------------------------------------------------- tests/test_wrappers.py, fwd mode
+def _check_equivalent(x, y):
+    """autograd's check_equivalent: same vspace (structure, shapes), close values."""
+    assert np.shape(x) == np.shape(y), (x, y)
+    np.testing.assert_allclose(np.asarray(x, float), np.asarray(y, float), rtol=1e-6, atol=1e-6)
+
+
+def _make_jvp(fun):
+    """autograd's make_jvp(fun)(x)(v) -> (fun(x), J v), on tg.jvp."""
+    return lambda x: lambda v: tg.jvp(fun, (x,), (v,), **INTERP)
+
+
+def _make_hvp(fun):
+    """autograd's make_hvp: forward over reverse, jvp of grad."""
+    return lambda x: (lambda v: tg.jvp(grad(fun), (x,), (v,), **INTERP)[1], fun(x))
+
+
+def _make_ggnvp(f, g=lambda x: 1.0 / 2 * np.sum(x**2, axis=-1)):
+    """autograd's make_ggnvp: v -> J^T H_g J v, as f's vjp of g's hvp of f's jvp."""
+
+    def ggnvp_maker(x):
+        f_x, f_vjp = tg.vjp(f, x, **INTERP)
+
+        def ggnvp(v):
+            jv = tg.jvp(f, (x,), (v,), **INTERP)[1]
+            hjv = tg.jvp(grad(g), (f_x,), (jv,), **INTERP)[1]
+            return f_vjp(hjv)[0]
+
+        return ggnvp
+
+    return ggnvp_maker
+
+
+def _make_explicit_ggnvp(f, g=lambda x: 1.0 / 2 * np.dot(x, x)):
+    def ggnvp_maker(x):
+        J = tg.jacobian(f, **INTERP)(x)
+        H = tg.hessian(g, **INTERP)(f(x))
+
+        def ggnvp(v):
+            return np.dot(J.T, np.dot(H, np.dot(J, v)))
+
+        return ggnvp
+
+    return ggnvp_maker
+
+
+def test_value_and_multigrad():
+    def complicated_fun(a, b, c, d, e, f=1.1, g=9.0):
+        return a + np.sin(b) + np.cosh(c) + np.cos(d) + np.tan(e) + f + g
+
+    A, B, C, D, E, F, G = 0.5, -0.3, 0.2, -1.1, 0.7, 0.6, -0.1
+    dfun = tg.grad(complicated_fun, argnums=[3, 1], **INTERP)
+    dfun_both = tg.value_and_grad(complicated_fun, argnums=[3, 1], **INTERP)
+    _check_equivalent(
+        complicated_fun(A, B, C, D, E, f=F, g=G), dfun_both(A, B, C, D, E, f=F, g=G)[0]
+    )
+    _check_equivalent(dfun(A, B, C, D, E, f=F, g=G), dfun_both(A, B, C, D, E, f=F, g=G)[1])
+
+
+def test_hvp():
+    fun = lambda a: np.sum(np.sin(a))
+    a, v = npr.randn(5), npr.randn(5)
+    H = tg.hessian(fun, **INTERP)(a)
+    hvp = _make_hvp(fun)(a)[0]
+    _check_equivalent(np.dot(H, v), hvp(v))
+
+
+def test_make_jvp():
+    A, x, v = npr.randn(3, 5), npr.randn(5), npr.randn(5)
+    fun = lambda x: np.tanh(np.dot(A, x))
+    jvp_explicit = lambda x: lambda v: np.dot(tg.jacobian(fun, **INTERP)(x), v)
+    _check_equivalent(jvp_explicit(x)(v), _make_jvp(fun)(x)(v)[1])
+
+
+def test_make_ggnvp():
+    A, x, v = npr.randn(5, 4), npr.randn(4), npr.randn(4)
+    fun = lambda x: np.dot(A, x)
+    _check_equivalent(_make_ggnvp(fun)(x)(v), _make_explicit_ggnvp(fun)(x)(v))
+    fun2 = lambda x: np.tanh(np.dot(A, x))
+    _check_equivalent(_make_ggnvp(fun2)(x)(v), _make_explicit_ggnvp(fun2)(x)(v))
+
+
+def test_make_ggnvp_nondefault_g():
+    A, x, v = npr.randn(5, 4), npr.randn(4), npr.randn(4)
+    g = lambda y: np.sum(2.0 * y**2 + y**4)
+    fun = lambda x: np.dot(A, x)
+    _check_equivalent(_make_ggnvp(fun, g)(x)(v), _make_explicit_ggnvp(fun, g)(x)(v))
+    fun2 = lambda x: np.tanh(np.dot(A, x))
+    _check_equivalent(_make_ggnvp(fun2, g)(x)(v), _make_explicit_ggnvp(fun2, g)(x)(v))
