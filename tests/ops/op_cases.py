@@ -533,6 +533,25 @@ CASES = [
         ref=lambda x, n: _scipy_special("polygamma")(n, x),
     ),
     Case("log_ndtr", S.log_ndtr, [("n", (3, 4))], ref=lambda x: _scipy_special("log_ndtr")(x)),
+    # incomplete gamma/beta: differentiable in x only (the shape parameters are scalars)
+    Case(
+        "gammainc",
+        S.gammainc,
+        [2.5, ("p", (3, 4))],
+        ref=lambda a, x: _scipy_special("gammainc")(a, x),
+    ),
+    Case(
+        "gammaincc",
+        S.gammaincc,
+        [0.7, ("p", (3, 4))],
+        ref=lambda a, x: _scipy_special("gammaincc")(a, x),
+    ),
+    Case(
+        "betainc",
+        S.betainc,
+        [2.5, 0.7, ("prob", (3, 4))],
+        ref=lambda a, b, x: _scipy_special("betainc")(a, b, x),
+    ),
     Case(
         "ndtri",
         S.ndtri,

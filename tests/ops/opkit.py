@@ -64,6 +64,12 @@ register_value_kind(Rec, 5, _apply)
 def backward(out: Rec, wrt: list[Rec]) -> list:
     """Cotangents of `out` (scalar) for each of `wrt`; the backward ops are recorded."""
     tape = [n for n in Rec.TAPE]  # snapshot: ops recorded by the vjps are not walked now
+    # as the real drivers, run a vjp only for an operand that depends on `wrt` (a shape
+    # parameter without a gradient rule, betainc's a, raises when asked for one)
+    needs = {id(w) for w in wrt}
+    for node in tape:
+        if node.parents is not None and any(id(a) in needs for a in node.parents[1]):
+            needs.add(id(node))
     cts = {id(out): T.full_like(out, value=1)}
     for node in reversed(tape):
         ct = cts.pop(id(node), None)
@@ -74,6 +80,8 @@ def backward(out: Rec, wrt: list[Rec]) -> list:
             continue
         for i, a in enumerate(args):
             if not isinstance(a, Rec) or not np.issubdtype(a.dtype, np.floating):
+                continue
+            if id(a) not in needs:
                 continue
             c = prim.vjps[i](ct, node, *args, **attrs)
             if c is None:

@@ -31,6 +31,9 @@ ARITY = {  # fixed-arity primitives: operands each vjp tuple must cover
     "solve": 2,
     "clamp_tensor": 3,
     "lstsq": 2,
+    "gammainc": 2,
+    "gammaincc": 2,
+    "betainc": 3,
 }
 VARIADIC = {"concatenate", "getitem", "index_add_zeros"}
 # Structured control flow holds sub-graphs: no per-node codegen (the body graphs

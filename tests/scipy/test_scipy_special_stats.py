@@ -129,6 +129,42 @@ def test_eager_gradcheck(name):
     assert tg.gradcheck(lambda *t: ours(*t), tensors)
 
 
+# cdfs through the incomplete gamma/beta functions: differentiable in x, loc and scale
+CDF_CASES = [
+    ("gamma.cdf", stats.gamma.cdf, ss.gamma.cdf, (POS, 2.5, 0.01, 1.7), (0, 2, 3)),
+    ("gamma.sf", stats.gamma.sf, ss.gamma.sf, (POS, 2.5, 0.01, 1.7), (0, 2, 3)),
+    ("gamma.logcdf", stats.gamma.logcdf, ss.gamma.logcdf, (POS, 2.5, 0.01, 1.7), (0, 2, 3)),
+    ("beta.cdf", stats.beta.cdf, ss.beta.cdf, (UNIT, 2.5, 0.7), (0,)),
+    ("beta.logsf", stats.beta.logsf, ss.beta.logsf, (UNIT, 2.5, 0.7), (0,)),
+    ("t.cdf", stats.t.cdf, ss.t.cdf, (X, 3.5, 0.3, 1.7), (0, 2, 3)),
+    ("gammainc", special.gammainc, sp.gammainc, (2.5, POS), (1,)),
+    ("betainc", special.betainc, sp.betainc, (2.5, 0.7, UNIT), (2,)),
+]
+
+
+@pytest.mark.parametrize("name, ours, theirs, args, wrt", CDF_CASES, ids=[c[0] for c in CDF_CASES])
+def test_cdfs_match_scipy_and_differentiate_in_x(name, ours, theirs, args, wrt):
+    np.testing.assert_allclose(ours(*args), theirs(*args), rtol=1e-12, atol=1e-14)
+    grads = tg.grad(lambda *a: tg.sum(ours(*a)), argnums=wrt)(*args)
+    for i, g in zip(wrt, grads, strict=True):
+        a = np.asarray(args[i], dtype=np.float64)
+        num = np.zeros(a.shape)
+        for idx in np.ndindex(a.shape):
+            step = np.zeros(a.shape)
+            step[idx] = 1e-6
+            up, dn = list(args), list(args)
+            up[i], dn[i] = a + step, a - step
+            num[idx] = (np.sum(theirs(*up)) - np.sum(theirs(*dn))) / 2e-6
+        np.testing.assert_allclose(g, num, rtol=2e-6, atol=2e-7, err_msg=f"{name} arg {i}")
+
+
+def test_shape_parameter_gradients_raise():
+    with pytest.raises(NotImplementedError, match="gammainc: the gradient with respect to a"):
+        tg.grad(lambda a: tg.sum(stats.gamma.cdf(POS, a)))(2.5)
+    with pytest.raises(NotImplementedError, match="betainc: the gradient with respect to b"):
+        tg.grad(lambda b: tg.sum(special.betainc(2.0, b, UNIT)))(0.7)
+
+
 def test_second_derivatives():
     """digamma's derivative is polygamma(1), whose derivative is polygamma(2)."""
     d1 = tg.grad(lambda x: tg.sum(special.gammaln(x)))
@@ -183,6 +219,9 @@ def test_matches_jax_scipy():
                 st_mod.gamma.logpdf(POS, 2.5, 0.01, 1.7),
                 st_mod.dirichlet.logpdf(SIMPLEX, ALPHA),
                 st_mod.multivariate_normal.logpdf(PTS, np.ones(3), C),
+                st_mod.gamma.cdf(POS, 2.5, 0.01, 1.7),
+                st_mod.beta.cdf(UNIT, 2.5, 0.7),
+                sp_mod.betainc(2.5, 0.7, UNIT),
             ]
 
         theirs = jax.jit(lambda: both(jsp, jss))()

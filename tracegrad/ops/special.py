@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from tracegrad.ops import table as T
-from tracegrad.ops.core import Aval, DTypeError, op_error, primitive
+from tracegrad.ops.core import Aval, DTypeError, op_error, primitive, user_location_suffix
 from tracegrad.ops.rulekit import (
     array_avals,
     as_aval,
@@ -222,4 +222,89 @@ ndtri = _special(
     lambda g, out, x: T.mul(g, T.exp(T.add(T.mul(0.5, T.mul(out, out)), _LOG_SQRT_2PI))),
     "NdtriBackward0",
     saves=("out",),
+)
+
+
+# ------------------------------------------- incomplete gamma and beta (the cdfs)
+# Differentiable in x only (their derivative there is the density); a gradient with
+# respect to a shape parameter raises, never a silent zero.
+
+
+def _no_shape_gradient(name: str, which: str):
+    def rule(g, out, *operands):
+        raise NotImplementedError(
+            f"{name}: the gradient with respect to {which} is not implemented (only with "
+            f"respect to x){user_location_suffix()}"
+        )
+
+    return rule
+
+
+def _gammainc_x(regularized_upper: bool):
+    def rule(g, out, a, x):  # d/dx P(a, x) = x^(a-1) e^-x / Gamma(a)
+        density = T.exp(T.sub(T.sub(T.mul(T.sub(a, 1.0), T.log(x)), x), gammaln(a)))
+        return T.mul(g, T.neg(density) if regularized_upper else density)
+
+    return rule
+
+
+def _in_result_dtype(fn):
+    """fn on float operands, its result in NumPy's promoted dtype (a Python float
+    parameter keeps a float32 x float32, which SciPy's ufuncs would widen)."""
+
+    def impl(*xs):
+        dtype = np.result_type(*xs, np.float32)
+        return np.asarray(fn(*(np.asarray(x, np.float64) for x in xs)), dtype=dtype)
+
+    return impl
+
+
+def _binary_special(name, impl, vjps, torch_name):
+    return primitive(
+        name,
+        impl=_in_result_dtype(impl),
+        shape_rule=elementwise_rule(name, float_only=True),
+        kind="other",
+        vjps=vjps,
+        torch_name=torch_name,
+        saves=(0, 1),
+        codegen="numpy",
+    )
+
+
+gammainc = _binary_special(  # the regularized lower incomplete gamma P(a, x)
+    "gammainc",
+    lambda a, x: _scipy("gammainc")(a, x),
+    (_no_shape_gradient("gammainc", "a"), _gammainc_x(False)),
+    "IgammaBackward0",
+)
+gammaincc = _binary_special(  # the regularized upper incomplete gamma Q(a, x) = 1 - P
+    "gammaincc",
+    lambda a, x: _scipy("gammaincc")(a, x),
+    (_no_shape_gradient("gammaincc", "a"), _gammainc_x(True)),
+    "IgammacBackward0",
+)
+
+
+def _betainc_x(g, out, a, b, x):  # d/dx I_x(a, b) = x^(a-1) (1-x)^(b-1) / B(a, b)
+    log_density = T.sub(
+        T.add(T.mul(T.sub(a, 1.0), T.log(x)), T.mul(T.sub(b, 1.0), T.log1p(T.neg(x)))),
+        T.sub(T.add(gammaln(a), gammaln(b)), gammaln(T.add(a, b))),
+    )
+    return T.mul(g, T.exp(log_density))
+
+
+betainc = primitive(  # the regularized incomplete beta I_x(a, b)
+    "betainc",
+    impl=_in_result_dtype(lambda a, b, x: _scipy("betainc")(a, b, x)),
+    shape_rule=elementwise_rule("betainc", float_only=True),
+    kind="other",
+    vjps=(
+        _no_shape_gradient("betainc", "a"),
+        _no_shape_gradient("betainc", "b"),
+        _betainc_x,
+    ),
+    torch_name="BetaincBackward0",
+    saves=(0, 1, 2),
+    codegen="numpy",
 )

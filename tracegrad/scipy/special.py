@@ -26,6 +26,7 @@ from tracegrad.ops import special as S
 from tracegrad.ops.core import aval_of
 
 __all__ = [
+    "betainc",
     "betaln",
     "digamma",
     "entr",
@@ -33,6 +34,8 @@ __all__ = [
     "erfc",
     "erfinv",
     "expit",
+    "gammainc",
+    "gammaincc",
     "gammaln",
     "log_ndtr",
     "log_softmax",
@@ -76,6 +79,21 @@ psi = digamma
 def polygamma(n: int, x: Array) -> Array:
     """The n-th derivative of digamma (n a static int >= 0), as scipy.special.polygamma."""
     return S.polygamma(_float(x), n=int(n))
+
+
+def gammainc(a: Array, x: Array) -> Array:
+    """The regularized lower incomplete gamma function P(a, x) (differentiable in x)."""
+    return S.gammainc(_float(a), _float(x))
+
+
+def gammaincc(a: Array, x: Array) -> Array:
+    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x)."""
+    return S.gammaincc(_float(a), _float(x))
+
+
+def betainc(a: Array, b: Array, x: Array) -> Array:
+    """The regularized incomplete beta function I_x(a, b) (differentiable in x)."""
+    return S.betainc(_float(a), _float(b), _float(x))
 
 
 def erf(x: Array) -> Array:

@@ -1,5 +1,6 @@
-"""The beta distribution, as jax.scipy.stats.beta: logpdf and pdf (shapes a, b, loc,
-scale; -inf outside [loc, loc + scale]).
+"""The beta distribution, as jax.scipy.stats.beta: logpdf, pdf, cdf, logcdf, sf, logsf
+(shapes a, b, loc, scale; -inf outside [loc, loc + scale]). The cdfs differentiate in x,
+loc and scale, not a or b.
 
     >>> from tracegrad.scipy.stats import beta
     >>> round(float(beta.pdf(0.5, 2.0, 2.0)), 6)  # 6 x (1 - x)
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tracegrad.ops import api as A
-from tracegrad.scipy.special import betaln, xlog1py, xlogy
+from tracegrad.scipy.special import betainc, betaln, xlog1py, xlogy
 from tracegrad.scipy.stats._common import floats, nan_where, standardize
 
 Array = Any
@@ -32,3 +33,21 @@ def logpdf(x: Array, a: Array, b: Array, loc: Array = 0.0, scale: Array = 1.0) -
 
 def pdf(x: Array, a: Array, b: Array, loc: Array = 0.0, scale: Array = 1.0) -> Array:
     return A.exp(logpdf(x, a, b, loc, scale))
+
+
+def cdf(x: Array, a: Array, b: Array, loc: Array = 0.0, scale: Array = 1.0) -> Array:
+    y, _ = standardize(x, loc, scale)
+    return betainc(a, b, A.clip(y, 0.0, 1.0))
+
+
+def logcdf(x: Array, a: Array, b: Array, loc: Array = 0.0, scale: Array = 1.0) -> Array:
+    return A.log(cdf(x, a, b, loc, scale))
+
+
+def sf(x: Array, a: Array, b: Array, loc: Array = 0.0, scale: Array = 1.0) -> Array:
+    y, _ = standardize(x, loc, scale)
+    return betainc(b, a, A.clip(A.subtract(1.0, y), 0.0, 1.0))
+
+
+def logsf(x: Array, a: Array, b: Array, loc: Array = 0.0, scale: Array = 1.0) -> Array:
+    return A.log(sf(x, a, b, loc, scale))

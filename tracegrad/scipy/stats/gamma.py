@@ -1,5 +1,5 @@
-"""The gamma distribution, as jax.scipy.stats.gamma: logpdf and pdf (shape a, loc,
-scale; -inf below loc).
+"""The gamma distribution, as jax.scipy.stats.gamma: logpdf, pdf, cdf, logcdf, sf, logsf
+(shape a, loc, scale; -inf below loc). The cdfs differentiate in x, loc and scale, not a.
 
     >>> from tracegrad.scipy.stats import gamma
     >>> round(float(gamma.logpdf(1.0, 2.0)), 6)  # log(x e^-x) at x = 1
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tracegrad.ops import api as A
-from tracegrad.scipy.special import gammaln, xlogy
+from tracegrad.scipy.special import gammainc, gammaincc, gammaln, xlogy
 from tracegrad.scipy.stats._common import floats, nan_where, standardize
 
 Array = Any
@@ -30,3 +30,21 @@ def logpdf(x: Array, a: Array, loc: Array = 0.0, scale: Array = 1.0) -> Array:
 
 def pdf(x: Array, a: Array, loc: Array = 0.0, scale: Array = 1.0) -> Array:
     return A.exp(logpdf(x, a, loc, scale))
+
+
+def cdf(x: Array, a: Array, loc: Array = 0.0, scale: Array = 1.0) -> Array:
+    y, _ = standardize(x, loc, scale)
+    return gammainc(a, A.maximum(y, 0.0))
+
+
+def logcdf(x: Array, a: Array, loc: Array = 0.0, scale: Array = 1.0) -> Array:
+    return A.log(cdf(x, a, loc, scale))
+
+
+def sf(x: Array, a: Array, loc: Array = 0.0, scale: Array = 1.0) -> Array:
+    y, _ = standardize(x, loc, scale)
+    return gammaincc(a, A.maximum(y, 0.0))
+
+
+def logsf(x: Array, a: Array, loc: Array = 0.0, scale: Array = 1.0) -> Array:
+    return A.log(sf(x, a, loc, scale))
