@@ -343,3 +343,247 @@ class ReduceLROnPlateau(LRScheduler):
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+
+# ------------------------------------------------------------- issue 26: more schedules
+
+
+def _per_group(name: str, optimizer, value) -> list:
+    if isinstance(value, (list, tuple)):
+        if len(value) != len(optimizer.param_groups):
+            raise ValueError(
+                f"expected {len(optimizer.param_groups)} values for {name}, got {len(value)}"
+            )
+        return list(value)
+    return [value] * len(optimizer.param_groups)
+
+
+class ConstantLR(LRScheduler):
+    """lr * factor until total_iters, then lr (PyTorch's chainable form)."""
+
+    def __init__(self, optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch=-1):
+        if factor > 1.0 or factor < 0:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0:
+            return [g["lr"] * self.factor for g in groups]
+        if self.last_epoch != self.total_iters:
+            return [g["lr"] for g in groups]
+        return [g["lr"] * (1.0 / self.factor) for g in groups]
+
+
+class PolynomialLR(LRScheduler):
+    """lr decayed by (1 - t / total_iters) ** power over total_iters steps."""
+
+    def __init__(self, optimizer, total_iters: int = 5, power: float = 1.0, last_epoch=-1):
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        groups = self.optimizer.param_groups
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return [g["lr"] for g in groups]
+        decay = (
+            (1.0 - self.last_epoch / self.total_iters)
+            / (1.0 - (self.last_epoch - 1) / self.total_iters)
+        ) ** self.power
+        return [g["lr"] * decay for g in groups]
+
+
+class MultiplicativeLR(LRScheduler):
+    """lr multiplied by lr_lambda(epoch) at every step."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
+        self.lr_lambdas = _per_group("lr_lambda", optimizer, lr_lambda)
+        for f in self.lr_lambdas:
+            if not callable(f):
+                raise TypeError(f"lr_lambda should be a function, but got {type(f).__name__}")
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        groups = self.optimizer.param_groups
+        if self._is_initial:
+            return [g["lr"] for g in groups]
+        return [g["lr"] * f(self.last_epoch) for f, g in zip(self.lr_lambdas, groups, strict=True)]
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from each base lr to eta_min over T_i steps, restarting with
+    T_i *= T_mult (SGDR)."""
+
+    def __init__(self, optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch=-1):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        self.T_0 = self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        return [
+            self.eta_min
+            + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+            for base in self.base_lrs
+        ]
+
+    def step(self, epoch=None) -> None:
+        self._step_count += 1
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult**n
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr(), strict=True):
+            group["lr"] = lr
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy: lr from max_lr / div_factor up to max_lr over pct_start of the
+    steps, then down to initial_lr / final_div_factor ('cos' or 'linear'); momentum (or
+    Adam's beta1) cycles the other way between max_momentum and base_momentum."""
+
+    def __init__(
+        self,
+        optimizer,
+        max_lr,
+        total_steps=None,
+        epochs=None,
+        steps_per_epoch=None,
+        pct_start: float = 0.3,
+        anneal_strategy: str = "cos",
+        cycle_momentum: bool = True,
+        base_momentum=0.85,
+        max_momentum=0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+        last_epoch: int = -1,
+    ):
+        from tracegrad.eager.optim import Optimizer
+
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        if total_steps is not None:
+            if total_steps <= 0 or not isinstance(total_steps, int):
+                raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+            self.total_steps = total_steps
+        elif epochs is not None and steps_per_epoch is not None:
+            self.total_steps = epochs * steps_per_epoch
+        else:
+            raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+        n = self.total_steps
+        if three_phase:
+            self._schedule_phases = [
+                (float(pct_start * n) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                (float(2 * pct_start * n) - 2, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
+                (n - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum"),
+            ]  # fmt: skip
+        else:
+            self._schedule_phases = [
+                (float(pct_start * n) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                (n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"),
+            ]  # fmt: skip
+        if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
+            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(
+                f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}"
+            )
+        self._anneal_func_type = anneal_strategy
+        max_lrs = _per_group("max_lr", optimizer, max_lr)
+        if last_epoch == -1:
+            for m, group in zip(max_lrs, optimizer.param_groups, strict=True):
+                group["initial_lr"] = m / div_factor
+                group["max_lr"] = m
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError(
+                    "optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
+                )
+            self.use_beta1 = "betas" in optimizer.defaults
+            maxes = _per_group("max_momentum", optimizer, max_momentum)
+            bases = _per_group("base_momentum", optimizer, base_momentum)
+            if last_epoch == -1:
+                for m, b, group in zip(maxes, bases, optimizer.param_groups, strict=True):
+                    if self.use_beta1:
+                        group["betas"] = (m, *group["betas"][1:])
+                    else:
+                        group["momentum"] = m
+                    group["max_momentum"] = m
+                    group["base_momentum"] = b
+        super().__init__(optimizer, last_epoch)
+
+    def _anneal(self, start, end, pct):
+        if self._anneal_func_type == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self) -> list:
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(
+                f"Tried to step {step} times. The specified number of total steps is "
+                f"{self.total_steps}"
+            )
+        lrs = []
+        last = len(self._schedule_phases) - 1
+        for group in self.optimizer.param_groups:
+            start_step = 0.0
+            for i, (end_step, lr0, lr1, m0, m1) in enumerate(self._schedule_phases):
+                if step <= end_step or i == last:
+                    pct = (step - start_step) / (end_step - start_step)
+                    lr = self._anneal(group[lr0], group[lr1], pct)
+                    momentum = (
+                        self._anneal(group[m0], group[m1], pct) if self.cycle_momentum else None
+                    )
+                    break
+                start_step = end_step
+            lrs.append(lr)
+            if self.cycle_momentum:
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
+
+
+__all__ += [
+    "ConstantLR",
+    "PolynomialLR",
+    "MultiplicativeLR",
+    "CosineAnnealingWarmRestarts",
+    "OneCycleLR",
+]
