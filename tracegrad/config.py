@@ -64,7 +64,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "TRACEGRAD_LOG": ("0", "log every stage's time and each cache hit or miss"),
     "TRACEGRAD_PARALLEL": (
         "background",
-        "multi-core kernel variants: background, sync (build before returning) or 0 (never)",
+        "multi-core kernel variants: background (built from the kernel's first "
+        "call; never under a thread limit of 1), sync (build before returning) or 0 (never)",
     ),
     "TRACEGRAD_TIERED": (
         "first",
