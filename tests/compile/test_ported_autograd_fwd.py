@@ -460,3 +460,27 @@ def test_make_ggnvp_nondefault_g():
     _check_equivalent(_make_ggnvp(fun, g)(x)(v), _make_explicit_ggnvp(fun, g)(x)(v))
     fun2 = lambda x: np.tanh(np.dot(A, x))
     _check_equivalent(_make_ggnvp(fun2, g)(x)(v), _make_explicit_ggnvp(fun2, g)(x)(v))
+
+
+# ------------------------------------------------ tests/test_systematic.py, verbatim
+@SLOW
+@pytest.mark.parametrize("kind", ["stat", "unary", "binary", "combos"])
+def test_systematic_autograd_recursion(kind, monkeypatch):
+    """test_ported_autograd's systematic checks (stat_check, unary_ufunc_check,
+    binary_ufunc_check with argnum (0, 1), the combo_check cases) with its check_grads
+    swapped for autograd's own recursion: fwd and rev at order 2 on tuples."""
+    import test_ported_autograd as ported
+
+    monkeypatch.setattr(ported, "check_grads", check_grads_nary)
+    if kind == "stat":
+        for fun in ported.STATS.values():
+            ported._stat_check(fun)
+    elif kind == "unary":
+        for fun, lims in ported.UNARY.values():
+            ported._unary_ufunc_check(fun, lims)
+    elif kind == "binary":
+        for fun, kw in ported.BINARY.values():
+            ported._binary_ufunc_check(fun, **kw)
+    else:
+        for case in ported.SYSTEMATIC_COMBOS:
+            case()
