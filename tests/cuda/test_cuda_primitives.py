@@ -297,3 +297,28 @@ def test_every_elementwise_primitive_has_a_case_here():
     assert wanted - seen == refused
     node = Node(0, "threefry2x32", (x, x, x, x), {"word": 32}, (2,), np.dtype("uint32"))
     assert cuda_template(node) is None
+
+
+def test_scan_runs_its_body_per_step_forward_and_backward():
+    xs = np.linspace(0, 1, 24).reshape(3, 2, 4).astype("f4")
+
+    def f(w, h):
+        def body(h, x):
+            h = tg.tanh(h @ w + x)
+            return h, tg.sum(h)
+
+        h, ys = tg.scan(body, h, xs)
+        return tg.sum(h) + tg.sum(ys * ys)
+
+    check(f, _x((4, 4), lo=-0.5, hi=0.5), _x((2, 4)), argnums=(0, 1), rtol=2e-5, atol=1e-5)
+    check(
+        lambda c: tg.fori_loop(0, 3, lambda i, c: c * 0.5 + tg.astype(i, "float32"), c),
+        np.ones(3, "f4"),
+        grad=False,
+    )
+
+
+def test_while_loop_is_refused_by_name():
+    x = tg.device_put(np.ones(2, "f4"))
+    with pytest.raises(NotImplementedError, match="CUDA backend lacks op 'while'"):
+        tg.compile(lambda x: tg.while_loop(lambda c: tg.sum(c) < 10.0, lambda c: c * 2.0, x))(x)

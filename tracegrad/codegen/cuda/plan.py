@@ -112,6 +112,8 @@ class Unit:
     after: list = field(default_factory=list)
     # gemm
     gemm: dict = field(default_factory=dict)
+    # scan: the body graph (fused), operands and the packed output (runtime.py runs it)
+    scan: dict = field(default_factory=dict)
     nodes: list = field(default_factory=list)  # the IR lines it computes (for comments)
 
 
@@ -243,7 +245,7 @@ class _Planner:
     def __init__(self, graph: Graph, simulated: bool):
         self.graph = graph
         self.simulated = simulated
-        self.threads = 32 if simulated else 256
+        self.threads = 8 if simulated else 256  # (the simulator: a Python thread each)
         self.max_blocks = 8 if simulated else 65535
         self.layouts: dict[int, Layout] = {}
         self.buffers: dict[str, Buffer] = {}
@@ -453,6 +455,9 @@ class _Planner:
         if op == "index_add_zeros":
             self.index_add_zeros(node)
             return
+        if op == "scan":
+            self.scan_unit(node)
+            return
         if op in ("take_along_axis", "put_along_axis_add", "nll_loss"):
             getattr(self, op)(node)
             return
@@ -661,6 +666,49 @@ class _Planner:
             unit.args[-1] = part
             unit.after.append(spec.final_pass(f"{name}_final", part, out.buf, P, T, M))
         self.units.append(unit)
+
+    # ---- scan: the body's own plan, run once per step (runtime.py)
+    def scan_unit(self, node: Node) -> None:
+        from tracegrad.passes.fuse import fuse_elementwise
+
+        a = node.attrs
+        body, length, n_carry = a["body"], int(a["length"]), int(a["n_carry"])
+        n_xs = int(a["n_xs"])
+        carries = [o.aval for o in body.outputs[:n_carry]]
+        ys = [(length, *o.shape) for o in body.outputs[n_carry:]]
+        dtypes = {np.dtype(o.dtype) for o in body.outputs} | {np.dtype(node.dtype)}
+        if len(dtypes) != 1:
+            raise unsupported(node, "a loop whose results have several dtypes (packed as float64)")
+        operands = []
+        for i in node.inputs:
+            lay = self.layout_of(i)
+            if lay.literal is not None or not lay.contiguous:
+                lay = self.copy(i, lay)
+            operands.append((lay.buf, lay.offset, tuple(i.shape)))
+        # (sizes of the packed output's parts: final carries, then the stacked ys)
+        parts = [int(np.prod(c.shape, dtype=np.int64)) for c in carries]
+        parts += [int(np.prod(y, dtype=np.int64)) for y in ys]
+        out = self.new_buffer(node, node.shape, node.dtype)
+        self.layouts[node.id] = out
+        spec = {
+            "body": fuse_elementwise(body),
+            "length": length,
+            "reverse": bool(a["reverse"]),
+            "n_carry": n_carry,
+            "n_xs": n_xs,
+            "operands": operands,
+            "parts": parts,
+            "out": out.buf,
+        }
+        self.units.append(
+            Unit(
+                "scan",
+                f"scan_{node.id}",
+                args=[b for b, _, _ in operands],
+                scan=spec,
+                nodes=[node.name],
+            )
+        )
 
     # ---- gathers along an axis (cross-entropy's ops); out-of-range indices give NaN
     def _loop_unit(self, name, domain, body: _Body, lines_in: list[str], nodes) -> None:
@@ -944,6 +992,7 @@ class _Planner:
             or lay.buf.startswith("k")
             or not lay.contiguous
             or lay.offset != 0
+            or self.buffers[lay.buf].size != max(node.size, 1)  # a part of a bigger buffer
         )
         if needs_copy:
             out = self.new_buffer(f"o{k}_{node.id}", node.shape, node.dtype)

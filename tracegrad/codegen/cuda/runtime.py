@@ -153,6 +153,8 @@ class CudaKernel:
     def _prepare(self, unit: Unit):
         if unit.kind == "gemm":
             return self._prepare_gemm(unit)
+        if unit.kind == "scan":
+            return self._prepare_scan(unit)
         # (configured per launch: the simulator's kernel[grid, block] configures the
         # kernel object itself, so two units sharing a kernel would share one config)
         k = kernel_for(unit.source, unit.name)
@@ -163,6 +165,51 @@ class CudaKernel:
         def run(env):
             for kern, config, names in launches:
                 kern[config](*[env[a] for a in names])
+
+        return run
+
+    def _prepare_scan(self, unit: Unit):
+        """The body's own CudaKernel, called once per step from the host (its launches
+        are asynchronous: no synchronisation inside the loop); xs steps are views,
+        ys and final carries are copied into their slots of the packed output."""
+        sp = unit.scan
+        body = CudaKernel(sp["body"])
+        length, reverse = sp["length"], sp["reverse"]
+        n_carry, n_xs = sp["n_carry"], sp["n_xs"]
+        operands, parts = sp["operands"], sp["parts"]
+
+        def view(flat, offset, shape):
+            size = int(np.prod(shape, dtype=np.int64))
+            data = (
+                flat[offset : offset + max(size, 1)] if (offset or flat.shape[0] != size) else flat
+            )
+            return DeviceArray(data, shape)
+
+        def run(env):
+            ops = [view(env[b], off, shape) for b, off, shape in operands]
+            carry = ops[:n_carry]
+            xs = ops[n_carry : n_carry + n_xs]
+            consts = ops[n_carry + n_xs :]
+            out = env[sp["out"]]
+            ys_at = []  # (offset of the stacked y, size of one step)
+            pos = sum(parts[:n_carry])
+            for size in parts[n_carry:]:
+                ys_at.append((pos, size // max(length, 1)))
+                pos += size
+            for t in range(length):
+                i = length - 1 - t if reverse else t
+                steps = []
+                for x in xs:
+                    step = int(np.prod(x.shape[1:], dtype=np.int64))
+                    steps.append(DeviceArray(x.flat_data()[i * step : (i + 1) * step], x.shape[1:]))
+                outs = body(*carry, *steps, *consts)
+                carry = list(outs[:n_carry])
+                for (at, size), y in zip(ys_at, outs[n_carry:], strict=True):
+                    out[at + i * size : at + (i + 1) * size].copy_to_device(y.flat_data())
+            pos = 0
+            for size, c in zip(parts[:n_carry], carry, strict=True):
+                out[pos : pos + size].copy_to_device(c.flat_data())
+                pos += size
 
         return run
 
