@@ -106,7 +106,7 @@ def _format_attr_value(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return format_const(value)
     if isinstance(value, np.dtype):
-        return value.name
+        return str(value.name)
     if isinstance(value, slice):
         return _format_slice(value)
     if isinstance(value, tuple) and any(isinstance(v, slice) for v in value):
