@@ -1740,15 +1740,18 @@ def _resolve_static(fn: Callable, argnums: Any, argnames: Any) -> tuple[tuple, t
                     f"{len(positional)} positional arguments ({_fn_name(fn)}{_fn_location(fn)})"
                 )
     index = {p.name: i for i, p in enumerate(positional) if p.kind != p.POSITIONAL_ONLY}
-    known = {p.name for p in params if p.kind != p.POSITIONAL_ONLY}
-    if not any(p.kind == p.VAR_KEYWORD for p in params):
-        for name in names:
-            if name not in known:
-                warnings.warn(
-                    f"static_argnames {name!r} is not a parameter of {_fn_name(fn)}",
-                    UserWarning,
-                    stacklevel=4,
-                )
+    kinds = {p.name: p.kind for p in params}
+    var_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
+    for name in names:  # JAX's ValueErrors (test_jit_argnames_validation)
+        kind = kinds.get(name)
+        if kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL) or (
+            kind is None and not var_keyword
+        ):
+            what = "is not a parameter" if kind is None else f"is a {kind.description} parameter"
+            raise ValueError(
+                f"jitted function has static_argnames={names}, but {name!r} {what} of "
+                f"{_fn_name(fn)}: static_argnames name keyword parameters{_fn_location(fn)}"
+            )
     nums += tuple(index[n] for n in names if n in index and index[n] not in nums)
     names += tuple(
         positional[p].name

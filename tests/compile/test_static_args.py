@@ -166,3 +166,127 @@ def test_precision_matches_jax_and_preferred_element_type():
     theirs = jnp.matmul(ints, jnp.arange(3), preferred_element_type=jnp.float64)
     assert ours.dtype == theirs.dtype == np.float64
     np.testing.assert_array_equal(ours, theirs)
+
+
+# ------------------------------------------- JAX's tests/api_test.py (JitTest), ported
+def test_jit_static_args():
+    """JAX's test_jit_static_args, its NumPy-array parametrization (with Python ints,
+    tracegrad keeps x, y, z static too, so each new value traces: its own rule for
+    Python scalars, see compile's docstring)."""
+    one, two, three = (np.asarray(v, np.int32) for v in (1, 2, 3))
+    side = []
+
+    def f(x, y, z, flag=False, flag2=False):
+        del flag2  # unused
+        assert flag
+        side.append(None)
+        return 100 * x + 10 * y + z
+
+    f1 = tg.jit(f, static_argnums=(3, 4), **INTERP)
+    assert f1(one, two, three, True, False) == 123
+    assert len(side) == 1
+    assert f1(one, two, three, True, False) == 123
+    assert len(side) == 1  # Obvious cache hit.
+    assert f1(two, one, three, True, False) == 213
+    assert len(side) == 1  # Should cache hit because same signature.
+    assert f1(two, one, three, True, True) == 213
+    assert len(side) == 2
+
+    side[:] = []
+    f2 = tg.jit(f, static_argnums=(0, 2, 3, 4), **INTERP)
+    assert f2(1, two, 3, True, False) == 123
+    assert len(side) == 1
+    assert f2(1, three, 3, True, False) == 133
+    assert len(side) == 1
+    assert f2(2, two, 3, True, False) == 223
+    assert len(side) == 2
+    assert f2(2, np.asarray(4, np.int32), 3, True, False) == 243
+    assert len(side) == 2
+    assert f2(2, np.asarray(4, np.int32), 3, True, True) == 243
+    assert len(side) == 3
+
+
+def test_static_args_equality():
+    class A:
+        def __hash__(self):
+            return 1
+
+        def __eq__(self, other):
+            return isinstance(other, A)
+
+    side = []
+
+    def f(x, static_arg):
+        del static_arg
+        side.append(None)
+        return x * 100
+
+    f1 = tg.jit(f, static_argnums=(1,), **INTERP)
+    assert f1(np.float64(1), A()) == 100
+    assert len(side) == 1
+    assert f1(np.float64(1), A()) == 100
+    assert len(side) == 1
+
+
+def test_jit_argnums_overflow_error():
+    def f(a, b, c): ...
+
+    def g(a, /, b, *, c): ...
+
+    def h(a, *args): ...
+
+    def i(): ...
+
+    tg.jit(f, static_argnums=(0, 1))
+    tg.jit(g, static_argnums=(0, 1))
+    tg.jit(f, static_argnums=(0, 1, -3))
+    for fn, nums in ((f, (0, 1, 3)), (f, (0, 1, -4)), (g, (0, 1, 3)), (g, (0, 1, -3))):
+        with pytest.raises(ValueError):
+            tg.jit(fn, static_argnums=nums)
+    tg.jit(h, static_argnums=(0, 999))
+    tg.jit(h, static_argnums=(0, -999))
+    tg.jit(i, static_argnums=())
+    tg.jit(i)
+
+
+def test_jit_argnames_validation():
+    def f(a, b, c): ...
+
+    def g(a, b, **kwargs): ...
+
+    def h(a, /, b, c, *args, **kwargs): ...
+
+    tg.jit(f, static_argnames=("b", "c"))
+    with pytest.raises(ValueError):
+        tg.jit(f, static_argnames=("b", "c", "not_defined"))
+    tg.jit(g, static_argnames=("a", "b", "not_defined"))
+    tg.jit(h, static_argnames=("b", "c"))
+    tg.jit(h, static_argnames=("b", "c", "not_defined"))
+    with pytest.raises(ValueError):  # positional only
+        tg.jit(h, static_argnames=("a", "c"))
+    with pytest.raises(ValueError):  # var positional
+        tg.jit(h, static_argnames=("args", "c"))
+
+
+def test_jit_donate_static_argnums():
+    """JAX's test_jit_donate_static_argnums (donation is accepted and ignored: the
+    inputs stay usable, as on a backend without donation)."""
+    jit_fun = tg.jit(
+        lambda a, b, c, d: ((a + b + c), (a + b + d)),
+        static_argnums=(0, 1),
+        donate_argnums=(2, 3),
+        **INTERP,
+    )
+    c, d = np.array([2.0, 2.0]), np.array([1.0, 1.0, 1.0, 1.0])
+    e, f = jit_fun(1, 2, c, d)
+    np.testing.assert_allclose(e, [5.0, 5.0])
+    np.testing.assert_allclose(f, [4.0, 4.0, 4.0, 4.0])
+
+
+def test_static_argnum_on_method():
+    class A:
+        @functools.partial(tg.jit, static_argnums=(0,), **INTERP)
+        def my_func_jit(self, x):
+            return x + 2
+
+    assert A().my_func_jit(np.float64(3)) == 5
