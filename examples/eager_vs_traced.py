@@ -146,9 +146,14 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     value, compiled_grads = value_and_grad(*inputs)
     first_call = time.perf_counter() - start
-    lowered = value_and_grad.lower(*inputs)
+    tiered = value_and_grad.tier_info().interpreted_calls > 0
+    lowered = value_and_grad.lower(*inputs)  # (waits for the kernel)
     from_disk = "autodiff" not in lowered.timings  # the cache index skipped the pipeline
-    how = "loaded from the disk cache" if from_disk else "trace + autodiff + compile"
+    how = (
+        "trace + autodiff, then the NumPy interpreter while the kernel builds"
+        if tiered
+        else ("loaded from the disk cache" if from_disk else "trace + autodiff + compile")
+    )
     print(f"loss = {float(value):.6f}   (first call, {how}: {fmt_time(first_call).strip()})")
     for stage in ("traced", "joint", "optimized"):
         print(f"{stage:>9} graph: {len(getattr(lowered, stage).nodes):3d} nodes")
