@@ -221,6 +221,13 @@ def test_python_loop_stays_unrolled_on_the_gpu():
         return tg.sum(h * h)
 
     check(chain, _x((3, 3), lo=-0.5, hi=0.5), _x((2, 3)), argnums=(0, 1), rtol=2e-5)
+    # equal layers are equal kernels: compiled once (sources differ only in comments/names)
+    from tracegrad.codegen.cuda.runtime import canonical
+
+    f = tg.value_and_grad(chain, argnums=(0, 1))
+    f(tg.device_put(_x((3, 3))), tg.device_put(_x((2, 3))))
+    units = [u for u in _units(f) if u.kind == "elementwise"]
+    assert len({canonical(u.source, u.name) for u in units}) <= len(units) // 2
 
 
 def test_softmax_cross_entropy_written_with_max_exp_sum_log():

@@ -534,8 +534,9 @@ class _Planner:
                 raise unsupported(m, "its code template calls a function with no CUDA version")
             expr = cuda_expr(template, operands)
             body.lines.append(f"# {m.name} = {m.op} {', '.join(i.name for i in m.inputs)}")
-            body.lines.append(f"v{m.id} = {cast(expr, m.dtype)}")
-            values[m.id] = f"v{m.id}"
+            var = f"v{len(values)}"  # numbered per kernel: equal layers, equal sources
+            body.lines.append(f"{var} = {cast(expr, m.dtype)}")
+            values[m.id] = var
         return values
 
     def _elementwise_unit(self, name, domain, body: _Body, outs, nodes, accs=()) -> None:

@@ -38,20 +38,29 @@ def _prelude() -> dict:
     return _PRELUDE_NS
 
 
+def canonical(source: str, name: str) -> str:
+    """The kernel without its comments (IR lines) and under one name: what is
+    compiled, so equal kernels of different nodes (a chain's layers) compile once."""
+    lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith("#")]
+    text = "\n".join(lines) + "\n"
+    return text.replace(f"def {name}(", "def tg_kernel(", 1)
+
+
 def kernel_for(source: str, name: str):
-    """The numba.cuda kernel of one unit's source, compiled once per text."""
-    k = _KERNELS.get(source)
+    """The numba.cuda kernel of one unit's source, compiled once per canonical text."""
+    key = canonical(source, name)
+    k = _KERNELS.get(key)
     if k is not None:
         STATS["hits"] += 1
         return k
     with _COMPILE_LOCK:
-        k = _KERNELS.get(source)
+        k = _KERNELS.get(key)
         if k is None:
             cuda = load_cuda()
             ns = dict(_prelude())
-            exec(compile(source, f"<tracegrad cuda {name}>", "exec"), ns)
-            k = cuda.jit(ns[name])
-            _KERNELS[source] = k
+            exec(compile(key, "<tracegrad cuda kernel>", "exec"), ns)
+            k = cuda.jit(ns["tg_kernel"])
+            _KERNELS[key] = k
             STATS["compiled"] += 1
     return k
 
