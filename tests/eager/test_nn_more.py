@@ -85,6 +85,16 @@ MODULES = {
     "TripletMarginLoss": (lambda nn: nn.TripletMarginLoss(), (X2, POS2, X2 * 0.5)),
     "GaussianNLLLoss": (lambda nn: nn.GaussianNLLLoss(), (X2, POS2, POS2 * 0.5)),
     "PoissonNLLLoss": (lambda nn: nn.PoissonNLLLoss(), (X2, np.floor(POS2 * 3))),
+    "Unfold": (
+        lambda nn: nn.Unfold(kernel_size=(2, 3), dilation=(1, 2), padding=1, stride=2),
+        (X4,),
+    ),
+    "Fold": (lambda nn: nn.Fold((5, 6), 2, stride=1), (R.standard_normal((2, 16, 20)),)),
+    "Fold padding": (
+        lambda nn: nn.Fold((4, 6), (2, 2), padding=1, stride=2),
+        (R.standard_normal((1, 8, 12)),),
+    ),
+    "ChannelShuffle": (lambda nn: nn.ChannelShuffle(2), (X4,)),
     "MultiLabelSoftMarginLoss": (
         lambda nn: nn.MultiLabelSoftMarginLoss(),
         (X2, (POS2 > 1).astype(float)),
@@ -194,6 +204,20 @@ def test_feature_dropout_zeroes_whole_channels():
         tg.nn.Dropout1d(0.5)(tg.ones(2, 3, 4, 5))
 
 
+def test_gumbel_softmax():
+    tg.manual_seed(0)
+    logits = tg.tensor(np.log([[0.1, 0.6, 0.3]] * 4000))
+    soft = tg.nn.functional.gumbel_softmax(logits, tau=0.5)
+    np.testing.assert_allclose(soft.sum(-1).numpy(), 1.0, rtol=1e-12)
+    x = logits.clone().requires_grad_()
+    hard = tg.nn.functional.gumbel_softmax(x, hard=True)
+    assert set(np.unique(hard.detach().numpy())) == {0.0, 1.0}
+    freq = hard.detach().numpy().mean(0)  # argmax of logits + Gumbel ~ softmax(logits)
+    np.testing.assert_allclose(freq, [0.1, 0.6, 0.3], atol=0.03)
+    (hard * tg.tensor([1.0, 2.0, 3.0])).sum().backward()  # straight-through: soft grads
+    assert x.grad is not None and np.abs(x.grad.numpy()).sum() > 0
+
+
 def test_functional_names_exist_in_pytorch():
     rt = pytest.importorskip("torch")
     import tracegrad.eager.nn.more_functional as MF
@@ -251,6 +275,24 @@ FUNCTIONAL = {
     "interpolate nearest-exact": (
         lambda F, L, x: F.interpolate(x, scale_factor=2, mode="nearest-exact"),
         (X3C,),
+    ),
+    "unfold unbatched": (lambda F, L, x: F.unfold(x, 3, padding=1), (X4[0],)),
+    "bilinear": (
+        lambda F, L, a, b, w, bias: F.bilinear(a, b, w, bias),
+        (X2, X2[:, :3], R.standard_normal((2, 4, 3)), R.standard_normal(2)),
+    ),
+    "pdist": (lambda F, L, x: F.pdist(x, p=3), (X2,)),
+    "in-place activations": (
+        lambda F, L, x: (
+            F.relu_(x * 1)
+            + F.elu_(x * 1)
+            + F.leaky_relu_(x * 1, 0.2)
+            + F.selu_(x * 1)
+            + F.hardtanh_(x * 1)
+            + F.threshold_(x * 1, 0.1, 2.0)
+            + F.celu_(x * 1)
+        ),
+        (X2,),
     ),
     "interpolate nearest-exact size": (
         lambda F, L, x: F.interpolate(x, size=5, mode="nearest-exact"),

@@ -1243,18 +1243,24 @@ from tracegrad.eager.nn.more_functional import (  # noqa: E402, F401
     adaptive_max_pool2d,
     alpha_dropout,
     avg_pool1d,
+    bilinear,
     celu,
+    celu_,
+    channel_shuffle,
     cosine_embedding_loss,
     cosine_similarity,
     dropout1d,
     dropout2d,
     dropout3d,
+    fold,
     gaussian_nll_loss,
     glu,
+    gumbel_softmax,
     hardshrink,
     hardsigmoid,
     hardswish,
     hardtanh,
+    hardtanh_,
     hinge_embedding_loss,
     instance_norm,
     interpolate,
@@ -1264,7 +1270,9 @@ from tracegrad.eager.nn.more_functional import (  # noqa: E402, F401
     max_pool1d,
     mish,
     multilabel_soft_margin_loss,
+    native_channel_shuffle,
     pairwise_distance,
+    pdist,
     pixel_shuffle,
     pixel_unshuffle,
     poisson_nll_loss,
@@ -1272,15 +1280,32 @@ from tracegrad.eager.nn.more_functional import (  # noqa: E402, F401
     relu6,
     rms_norm,
     selu,
+    selu_,
     soft_margin_loss,
     softmin,
     softshrink,
     softsign,
     tanhshrink,
+    threshold_,
     triplet_margin_loss,
+    unfold,
     upsample,
     upsample_bilinear,
     upsample_nearest,
 )
 
 threshold = _more.threshold
+
+
+def _inplace_activation(fn):
+    def op(input, *args, **kwargs):  # fn reads a copy: the write does not touch its saves
+        return input.copy_(fn(input.clone(), *args, **kwargs))
+
+    op.__name__ = fn.__name__ + "_"
+    op.__doc__ = f"In-place {fn.__name__}."
+    return op
+
+
+relu_ = _inplace_activation(relu)
+elu_ = _inplace_activation(elu)
+leaky_relu_ = _inplace_activation(leaky_relu)

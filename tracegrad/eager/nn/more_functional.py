@@ -30,12 +30,17 @@ def _const(x: Tensor, v) -> Tensor:
     return Tensor._wrap(np.asarray(v, dtype=x._data.dtype))
 
 
-def _maybe_inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
-    return input.copy_(out) if inplace else out
+def _maybe_inplace(input: Tensor, fn, inplace: bool) -> Tensor:
+    """fn(input), or with inplace=True written into input: fn then reads a copy, so what
+    its nodes saved is not the tensor the write changes (PyTorch's in-place activations
+    save their result instead)."""
+    if not inplace:
+        return fn(input)
+    return input.copy_(fn(input.clone()))
 
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
-    return _maybe_inplace(input, O.clamp(input, min_val, max_val), inplace)
+    return _maybe_inplace(input, lambda x: O.clamp(x, min_val, max_val), inplace)
 
 
 def relu6(input, inplace: bool = False):
@@ -43,11 +48,11 @@ def relu6(input, inplace: bool = False):
 
 
 def hardsigmoid(input, inplace: bool = False):
-    return _maybe_inplace(input, O.clamp(input / 6.0 + 0.5, 0.0, 1.0), inplace)
+    return _maybe_inplace(input, lambda x: O.clamp(x / 6.0 + 0.5, 0.0, 1.0), inplace)
 
 
 def hardswish(input, inplace: bool = False):
-    return _maybe_inplace(input, input * O.clamp(input + 3.0, 0.0, 6.0) / 6.0, inplace)
+    return _maybe_inplace(input, lambda x: x * O.clamp(x + 3.0, 0.0, 6.0) / 6.0, inplace)
 
 
 def softplus(input, beta: float = 1.0, threshold: float = 20.0):
@@ -57,7 +62,7 @@ def softplus(input, beta: float = 1.0, threshold: float = 20.0):
 
 
 def mish(input, inplace: bool = False):
-    return _maybe_inplace(input, input * O.tanh(softplus(input)), inplace)
+    return _maybe_inplace(input, lambda x: x * O.tanh(softplus(x)), inplace)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -70,12 +75,14 @@ def elu(input, alpha: float = 1.0):
 
 
 def selu(input, inplace: bool = False):
-    return _maybe_inplace(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
+    return _maybe_inplace(input, lambda x: elu(x, _SELU_ALPHA) * _SELU_SCALE, inplace)
 
 
 def celu(input, alpha: float = 1.0, inplace: bool = False):
-    neg = O.expm1(O.clamp(input, max=0.0) / alpha) * alpha
-    return _maybe_inplace(input, O.where(O.gt(input, 0), input, neg), inplace)
+    def fn(x):
+        return O.where(O.gt(x, 0), x, O.expm1(O.clamp(x, max=0.0) / alpha) * alpha)
+
+    return _maybe_inplace(input, fn, inplace)
 
 
 def glu(input, dim: int = -1):
@@ -114,7 +121,7 @@ def hardshrink(input, lambd: float = 0.5):
 
 def threshold(input, threshold: float, value: float, inplace: bool = False):
     return _maybe_inplace(
-        input, O.where(O.gt(input, threshold), input, _const(input, value)), inplace
+        input, lambda x: O.where(O.gt(x, threshold), x, _const(x, value)), inplace
     )
 
 
@@ -147,8 +154,7 @@ def _feature_dropout(input, p: float, training: bool, inplace: bool, lead: int, 
     scale = (
         keep.astype(input._data.dtype) / (1.0 - p) if p < 1 else np.zeros(shape, input._data.dtype)
     )
-    out = input * _const(input, scale)
-    return _maybe_inplace(input, out, inplace)
+    return _maybe_inplace(input, lambda x: x * _const(x, scale), inplace)
 
 
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
@@ -172,8 +178,11 @@ def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool =
     keep = generator().random(input._data.shape) >= p
     a = ((1 - p) * (1 + p * alpha_p**2)) ** -0.5
     b = -a * alpha_p * p
-    kept = input * _const(input, keep) + _const(input, np.where(keep, 0.0, alpha_p))
-    return _maybe_inplace(input, kept * a + b, inplace)
+
+    def fn(x):
+        return (x * _const(x, keep) + _const(x, np.where(keep, 0.0, alpha_p))) * a + b
+
+    return _maybe_inplace(input, fn, inplace)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
@@ -460,3 +469,135 @@ def multilabel_soft_margin_loss(input, target, weight=None, reduction: str = "me
         loss = loss * weight
     loss = O.mean(loss, -1)
     return _reduce(loss, reduction)
+
+
+def _pair(v) -> tuple:
+    return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(x) for x in v)
+
+
+def _patch_index(size, kernel, dilation, stride):
+    """rows/cols (kh*kw, L) of each kernel offset at each output position (im2col)."""
+    (h, w), (kh, kw), (dh, dw), (sh, sw) = size, kernel, dilation, stride
+    oh = (h - dh * (kh - 1) - 1) // sh + 1
+    ow = (w - dw * (kw - 1) - 1) // sw + 1
+    ki, kj = np.meshgrid(np.arange(kh), np.arange(kw), indexing="ij")
+    pi, pj = np.meshgrid(np.arange(oh), np.arange(ow), indexing="ij")
+    rows = ki.reshape(-1, 1) * dh + pi.reshape(1, -1) * sh
+    cols = kj.reshape(-1, 1) * dw + pj.reshape(1, -1) * sw
+    return rows, cols, oh, ow
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: (N, C, H, W) -> (N, C * kh * kw, L), each column one sliding block (an
+    index gather of the padded input, so the gradient sums overlapping blocks)."""
+    from tracegrad.eager.nn import functional as F
+
+    if input.ndim not in (3, 4):
+        raise shape_error(
+            "unfold",
+            f"Input Error: Only 3D or 4D input Tensors are supported (got {input.ndim}D)",
+            input,
+            cls=NotImplementedError,
+        )
+    batched = input.ndim == 4
+    x = input if batched else O.unsqueeze(input, 0)
+    kernel, dil, pad, st = _pair(kernel_size), _pair(dilation), _pair(padding), _pair(stride)
+    if any(pad):
+        x = F.pad(x, (pad[1], pad[1], pad[0], pad[0]))
+    n, c, h, w = x.shape
+    rows, cols, _, _ = _patch_index((h, w), kernel, dil, st)
+    spec = (("slice", 0, n, 1), ("slice", 0, c, 1), ("array", 0), ("array", 1))
+    from tracegrad.eager._tensor import apply_op
+    from tracegrad.ops import table as T
+
+    blocks = apply_op(T.getitem, (x, rows, cols), {"spec": spec}, name="Im2ColBackward0")
+    out = O.reshape(blocks, (n, c * kernel[0] * kernel[1], rows.shape[1]))
+    return out if batched else O.squeeze(out, 0)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """col2im, unfold's adjoint: (N, C * kh * kw, L) summed into (N, C, H, W)."""
+    from tracegrad.eager._tensor import apply_op
+    from tracegrad.ops import table as T
+
+    batched = input.ndim == 3
+    x = input if batched else O.unsqueeze(input, 0)
+    kernel, dil, pad, st = _pair(kernel_size), _pair(dilation), _pair(padding), _pair(stride)
+    (oh_, ow_) = _pair(output_size)
+    h, w = oh_ + 2 * pad[0], ow_ + 2 * pad[1]
+    rows, cols, _, _ = _patch_index((h, w), kernel, dil, st)
+    n, ckk, length = x.shape
+    k = kernel[0] * kernel[1]
+    if ckk % k or length != rows.shape[1]:
+        raise shape_error(
+            "fold",
+            f"Expected size of input's dimension 1 to be divisible by the product of "
+            f"kernel_size, and input's dimension 2 to match the calculated number of sliding "
+            f"blocks {rows.shape[1]}, but got input.size(1)={ckk}, input.size(2)={length}.",
+            input,
+            cls=RuntimeError,
+        )
+    c = ckk // k
+    blocks = O.reshape(x, (n, c, k, length))
+    spec = (("slice", 0, n, 1), ("slice", 0, c, 1), ("array", 0), ("array", 1))
+    out = apply_op(
+        T.index_add_zeros,
+        (blocks, rows, cols),
+        {"spec": spec, "shape": (n, c, h, w)},
+        name="Col2ImBackward0",
+    )
+    if any(pad):
+        out = out[:, :, pad[0] : pad[0] + oh_, pad[1] : pad[1] + ow_]
+    return out if batched else O.squeeze(out, 0)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    out = M.einsum("...i,oij,...j->...o", input1, weight, input2)
+    return out + bias if bias is not None else out
+
+
+def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1):
+    """softmax((logits + Gumbel noise) / tau); hard=True gives the one-hot argmax in the
+    forward pass with the soft sample's gradient (straight-through)."""
+    from tracegrad.eager.creation import generator
+
+    g = -np.log(generator().exponential(size=logits._data.shape))
+    y = O.softmax((logits + _const(logits, g)) / tau, dim)
+    if not hard:
+        return y
+    idx = np.argmax(y._data, axis=dim)
+    hard_y = np.zeros_like(y._data)
+    np.put_along_axis(hard_y, np.expand_dims(idx, dim), 1.0, axis=dim)
+    return _const(y, hard_y) - y.detach() + y
+
+
+def pdist(input, p: float = 2.0):
+    """The condensed pairwise distances of the rows (i < j)."""
+    n = input._data.shape[0]
+    i, j = np.triu_indices(n, 1)
+    return O.norm(input[Tensor._wrap(i)] - input[Tensor._wrap(j)], p, dim=-1)
+
+
+def channel_shuffle(input, groups: int):
+    n, c = input._data.shape[:2]
+    rest = tuple(input._data.shape[2:])
+    x = O.reshape(input, (n, groups, c // groups, *rest))
+    return O.reshape(O.transpose(x, 1, 2), (n, c, *rest))
+
+
+native_channel_shuffle = channel_shuffle
+
+
+def _inplace_of(fn):
+    def op(input, *args, **kwargs):
+        return input.copy_(fn(input.clone(), *args, **kwargs))
+
+    op.__name__ = fn.__name__ + "_"
+    op.__doc__ = f"In-place {fn.__name__}."
+    return op
+
+
+selu_ = _inplace_of(selu)
+celu_ = _inplace_of(celu)
+hardtanh_ = _inplace_of(hardtanh)
+threshold_ = _inplace_of(threshold)

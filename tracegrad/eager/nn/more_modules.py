@@ -687,3 +687,54 @@ class MultiLabelSoftMarginLoss(_Loss):
 
     def forward(self, input, target):
         return F.multilabel_soft_margin_loss(input, target, self.weight, self.reduction)
+
+
+class Unfold(Module):
+    """im2col (F.unfold): (N, C, H, W) -> (N, C * prod(kernel_size), L)."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = (
+            kernel_size, dilation, padding, stride,
+        )  # fmt: skip
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self):
+        return (
+            f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
+            f"padding={self.padding}, stride={self.stride}"
+        )
+
+
+class Fold(Module):
+    """col2im (F.fold): (N, C * prod(kernel_size), L) summed into (N, C, *output_size)."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input):
+        return F.fold(
+            input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride
+        )
+
+    def extra_repr(self):
+        return (
+            f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
+            f"dilation={self.dilation}, padding={self.padding}, stride={self.stride}"
+        )
+
+
+class ChannelShuffle(Module):
+    def __init__(self, groups: int):
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self):
+        return f"groups={self.groups}"
