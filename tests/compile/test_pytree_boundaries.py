@@ -241,3 +241,12 @@ def test_jvp_mismatched_arguments():
     # a Python number tangent takes its primal's dtype (JAX's weak type)
     _, t = tg.jvp(lambda x: -x, (np.float32(2),), (1.0,), **INTERP)
     assert t.dtype == np.float32 and float(t) == -1.0
+
+
+def test_jit_with_many_args_works():
+    """JAX's test_jit_with_many_args_works: a list of 500 numbers is a pytree."""
+    f = tg.jit(lambda args_list: sum(args_list), **INTERP)
+    assert f(list(range(500))) == sum(range(500))
+    g = tg.grad(lambda xs: sum(x * x for x in xs), **INTERP)
+    grads = g([float(v) for v in range(50)])
+    assert isinstance(grads, list) and [float(v) for v in grads] == [2.0 * v for v in range(50)]
