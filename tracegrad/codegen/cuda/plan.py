@@ -458,6 +458,12 @@ class _Planner:
         if op == "scan":
             self.scan_unit(node)
             return
+        if op in ("cumsum", "linrec"):
+            self.running(node)
+            return
+        if op == "concatenate":
+            self.concatenate(node)
+            return
         if op in ("take_along_axis", "put_along_axis_add", "nll_loss"):
             getattr(self, op)(node)
             return
@@ -667,6 +673,90 @@ class _Planner:
             unit.args[-1] = part
             unit.after.append(spec.final_pass(f"{name}_final", part, out.buf, P, T, M))
         self.units.append(unit)
+
+    # ---- running sums and linear recurrences along an axis
+    def running(self, node: Node) -> None:
+        """cumsum (h = h + x_t) and linrec (h = a_t * h + b_t): one thread per line
+        along the axis, in order (deterministic)."""
+        nd = len(node.shape)
+        ax = int(node.attrs["axis"]) % max(nd, 1)
+        reverse = bool(node.attrs.get("reverse", False))
+        body = _Body(node.shape, None)
+        t = np.dtype(node.dtype)
+        loads = [cast(body.load(self.layout_of(i)), t) for i in node.inputs]
+        out = self.new_buffer(node, node.shape, node.dtype)
+        self.layouts[node.id] = out
+        o = body.param(out.buf)
+        kept = [d for d in range(nd) if d != ax]
+        lines_n = int(np.prod([node.shape[d] for d in kept], dtype=np.int64))
+        n = node.shape[ax]
+        cs = c_strides(node.shape)
+        out_index = " + ".join(f"d{d} * {cs[d]}" for d in range(nd) if node.shape[d] != 1) or "0"
+        step = "h = h + x0" if node.op == "cumsum" else "h = x0 * h + x1"
+        ind, ind2 = "        ", "            "
+        lines = [
+            f"def run_{node.id}({', '.join(f'p{k}' for k in range(len(body.params)))}):",
+            "    r = cuda.grid(1)",
+            "    step = cuda.gridsize(1)",
+            f"    while r < {lines_n}:",
+            *_digits("r", kept, node.shape, ind),
+            f"{ind}h = {literal(0, t)}",
+            f"{ind}for q in range({n}):",
+            f"{ind2}d{ax} = {n - 1} - q" if reverse else f"{ind2}d{ax} = q",
+            *[f"{ind2}x{k} = {e}" for k, e in enumerate(loads)],
+            f"{ind2}{step}",
+            f"{ind2}h = {cast('h', t)}",
+            f"{ind2}{o}[{out_index}] = h",
+            f"{ind}r += step",
+        ]
+        T = self.threads
+        self.units.append(
+            Unit(
+                "row",
+                f"run_{node.id}",
+                "\n".join(lines) + "\n",
+                list(body.params),
+                (max(1, min(self.max_blocks, -(-lines_n // T))), T),
+                nodes=[node.name],
+            )
+        )
+
+    def concatenate(self, node: Node) -> None:
+        """Each input stored into its slice of the output (a kernel per input)."""
+        ax = int(node.attrs["axis"]) % len(node.shape)
+        out = self.new_buffer(node, node.shape, node.dtype)
+        self.layouts[node.id] = out
+        start = 0
+        for k, x in enumerate(node.inputs):
+            part = Layout(x.shape, out.dtype, out.buf, start * out.strides[ax], out.strides)
+            start += x.shape[ax]
+            if x.size == 0:
+                continue
+            body = _Body(x.shape, "i")
+            value = cast(body.load(self.layout_of(x)), node.dtype)
+            target = body.load(part)
+            ind = "        "
+            name = f"concat_{node.id}_{k}"
+            lines = [f"def {name}({', '.join(f'p{j}' for j in range(len(body.params)))}):"]
+            lines += [
+                "    i = cuda.grid(1)",
+                "    step = cuda.gridsize(1)",
+                f"    while i < {x.size}:",
+            ]
+            if body.uses_digits:
+                lines += _digits("i", list(range(len(x.shape))), x.shape, ind)
+            lines += [f"{ind}{target} = {value}", f"{ind}i += step"]
+            T = self.threads
+            self.units.append(
+                Unit(
+                    "elementwise",
+                    name,
+                    "\n".join(lines) + "\n",
+                    list(body.params),
+                    (max(1, min(self.max_blocks, -(-x.size // T))), T),
+                    nodes=[node.name],
+                )
+            )
 
     # ---- scan: the body's own plan, run once per step (runtime.py)
     def scan_unit(self, node: Node) -> None:
