@@ -472,7 +472,9 @@ def op_error(
     avals: Iterable[Any],
     reason: str,
     cls: type[Exception] = ShapeError,
-) -> TracegradError:
+) -> Exception:
+    """The error to raise for `prim` on operands `avals`: a TracegradError subclass by
+    default (ShapeError); a few callers pass NumPy's own class (TypeError, ValueError)."""
     name = prim if isinstance(prim, str) else prim.name
     operands = ", ".join(str(aval_of(a)) for a in avals)
     return cls(f"{name}: {reason} (operands: {operands}){user_location_suffix()}")
