@@ -9,12 +9,13 @@ the same code runs on NumPy arrays, under `tg.compile`/`tg.jit`, under
 `tg.vmap` over a batch of keys from `split(key, n)`, and under `tg.grad`, where
 draws are constants: `normal(key) * sigma + mu` differentiates through mu and
 sigma. The bits follow JAX's default (`jax_threefry_partitionable`, the
-default since JAX 0.5): `PRNGKey`, `split`, `fold_in`, `bits`, `randint` and
-`permutation` give JAX's very integers, `uniform` on [0, 1), `bernoulli` and
-`categorical` its very values (tests/random/test_random_keys.py); `normal`,
-`truncated_normal`, `gumbel`, `exponential` and `uniform` with bounds agree to a
-few ulp (SciPy's erfinv and NumPy's log where XLA has its own polynomials, and
-no FMA).
+default since JAX 0.5): `PRNGKey`, `split`, `fold_in`, `bits`, `randint` (int32
+and int64), `permutation`, `choice` and `rademacher` give JAX's very integers,
+`uniform` on [0, 1), `bernoulli` and `categorical` its very values
+(tests/random/test_random_keys.py); `normal`, `truncated_normal`,
+`multivariate_normal`, `gumbel`, `exponential`, `laplace`, `logistic`, `cauchy`
+and `uniform` with bounds agree to a few ulp (SciPy's erfinv and NumPy's log
+where XLA has its own polynomials, and no FMA).
 
 Floating-point draws default to float64 (tracegrad's NumPy default; JAX's
 default is float32 unless `jax_enable_x64` is set): pass `dtype=np.float32` for
@@ -47,13 +48,19 @@ __all__ = [
     "bernoulli",
     "bits",
     "categorical",
+    "cauchy",
+    "choice",
     "exponential",
     "fold_in",
     "gumbel",
     "key",
     "key_data",
+    "laplace",
+    "logistic",
+    "multivariate_normal",
     "normal",
     "permutation",
+    "rademacher",
     "randint",
     "shuffle",
     "split",
@@ -313,28 +320,146 @@ def categorical(key: Array, logits: Array, axis: int = -1, shape=None) -> Array:
     return A.argmax(A.add(noise, expanded), axis=ax + len(prefix) if axis >= 0 else axis)
 
 
-def randint(key: Array, shape: int | Sequence[int], minval: int, maxval: int, dtype=np.int32):
-    """Integers in [minval, maxval) with static bounds, as jax.random.randint (JAX's
-    algorithm for int32: two 32-bit draws combined modulo the span; an int64 dtype
-    gets the same int32-range draws cast, not JAX's 64-bit algorithm)."""
+def _random_bits(key, shape: tuple, nbits: int):
+    """JAX's `_random_bits` for 32 or 64 bits: word0 ^ word1, or word0 << 32 | word1."""
+    k0, k1 = _check_key("randint", key)
+    hi, lo = _counters(shape)
+    if nbits == 32:
+        return _block(k0, k1, hi, lo, 2)
+    w0 = T.astype(_block(k0, k1, hi, lo, 0), dtype="uint64")
+    w1 = T.astype(_block(k0, k1, hi, lo, 1), dtype="uint64")
+    return A.add(A.multiply(w0, np.uint64(2**32)), w1)  # (exact: no carry into bit 64)
+
+
+def randint(
+    key: Array, shape: int | Sequence[int], minval: int, maxval: int, dtype=np.int64
+) -> Array:
+    """Integers in [minval, maxval) for static int bounds, as jax.random.randint: JAX's
+    algorithm (two draws of the dtype's width combined modulo the span, in wrapping
+    unsigned arithmetic), so int32 and int64 draws are JAX's (int64: with x64 on).
+
+    >>> import tracegrad as tg
+    >>> tg.random.randint(tg.random.PRNGKey(0), (4,), 0, 10)
+    array([5, 1, 5, 7])
+    """
     shape = _shape(shape)
     dtype = np.dtype(dtype)
-    if dtype.kind != "i" or not all(isinstance(v, (int, np.integer)) for v in (minval, maxval)):
-        raise DTypeError("randint: integer dtype and static int bounds" + user_location_suffix())
-    lo, hi = max(int(minval), -(2**31)), min(int(maxval), 2**31 - 1)
-    span = 1 if hi <= lo else hi - lo
-    if int(maxval) > 2**31 - 1 and hi > lo:  # JAX: maxval past the dtype's range
-        span += 1
+    if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise DTypeError(
+            f"randint: dtype must be int32 or int64, got {dtype}" + user_location_suffix()
+        )
+    if not all(isinstance(v, (int, np.integer)) for v in (minval, maxval)):
+        raise ArgumentError("randint: minval and maxval must be ints" + user_location_suffix())
+    nbits = dtype.itemsize * 8
+    info = np.iinfo(dtype)
+    lo = min(max(int(minval), info.min), info.max)
+    hi = min(max(int(maxval), info.min), info.max)
+    span = 1 if hi <= lo else (hi - lo) % 2**nbits
+    if int(maxval) > info.max and hi > lo:  # JAX: one more when maxval is past the range
+        span = (span + 1) % 2**nbits
+    unsigned = np.dtype(f"uint{nbits}")
     k = split(key)
-    k_hi, k_lo = k[0], k[1]
-    mult = (2**16 % span) ** 2 % 2**32 % span  # JAX squares in wrapping uint32 too
-    higher = T.astype(bits(k_hi, shape), dtype="int64")
-    lower = T.astype(bits(k_lo, shape), dtype="int64")
-    # JAX computes (higher % span) * mult + lower % span in wrapping uint32
-    offset = A.remainder(
-        A.add(A.multiply(A.remainder(higher, span), mult), A.remainder(lower, span)), 2**32
-    )
-    return T.astype(A.add(A.remainder(offset, span), lo), dtype=dtype.name)
+    higher, lower = _random_bits(k[0], shape, nbits), _random_bits(k[1], shape, nbits)
+    if span == 0:  # the whole range: XLA's x % 0 is x, so the offset is `lower`
+        offset = lower
+    else:
+        mult = (2 ** (nbits // 2) % span) ** 2 % 2**nbits % span  # squared in wrapping uint
+        span_u, mult_u = np.array(span, unsigned), np.array(mult, unsigned)
+        offset = A.add(
+            A.multiply(A.remainder(higher, span_u), mult_u), A.remainder(lower, span_u)
+        )  # unsigned: wraps as JAX's
+        offset = A.remainder(offset, span_u)
+    return A.add(T.astype(offset, dtype=dtype.name), np.array(lo, dtype))
+
+
+def choice(
+    key: Array,
+    a: int | Array,
+    shape: Sequence[int] = (),
+    replace: bool = True,
+    p: Array | None = None,
+    axis: int = 0,
+) -> Array:
+    """Entries of `a` (or of arange(a)) drawn along `axis`, with or without replacement,
+    uniformly or with probabilities `p`, as jax.random.choice."""
+    shape = _shape(shape)
+    scalar = isinstance(a, (int, np.integer))
+    n = int(a) if scalar else int(np.shape(a)[axis])
+    draws = int(np.prod(shape))
+    if not replace and draws > n:
+        raise ShapeError(
+            f"choice: cannot take {draws} draws from {n} without replacement"
+            + user_location_suffix()
+        )
+    if p is None and replace:
+        ind = randint(key, shape, 0, n)
+    elif p is None:
+        perm = permutation(key, n if scalar else a, axis)
+        index = (slice(None),) * (0 if scalar else axis) + (slice(draws),)
+        out = perm[index]
+        return A.reshape(out, shape) if scalar else _place(out, a, axis, shape)
+    else:
+        probs = p if _dtype_of(p).kind == "f" else T.astype(p, dtype="float64")
+        if replace:
+            cuml = A.cumsum(probs)
+            r = A.multiply(cuml[-1], A.subtract(1.0, uniform(key, shape, _dtype_of(probs))))
+            # searchsorted(cuml, r): how many cumulative sums lie below r
+            below = A.less(A.reshape(cuml, (1,) * len(shape) + (n,)), A.expand_dims(r, -1))
+            ind = A.sum(T.astype(below, dtype="int64"), axis=-1)
+        else:  # the Gumbel top-k trick, as JAX
+            g = A.add(gumbel(key, (n,), _dtype_of(probs)), A.log(probs))
+            ind = A.argsort(A.negative(g), kind="stable")[:draws]
+    if scalar:
+        return A.reshape(ind, shape)
+    return _place(N.take(a, A.reshape(ind, (-1,)), axis=axis), a, axis, shape)
+
+
+def _place(taken, a, axis: int, shape: tuple):
+    a_shape = tuple(np.shape(a))
+    return A.reshape(taken, a_shape[:axis] + tuple(shape) + a_shape[axis + 1 :])
+
+
+def multivariate_normal(
+    key: Array, mean: Array, cov: Array, shape=None, dtype=None, method: str = "cholesky"
+) -> Array:
+    """Draws from N(mean, cov), as jax.random.multivariate_normal: mean + L z with L
+    cov's Cholesky factor (method="cholesky", JAX's default)."""
+    if method != "cholesky":
+        raise ArgumentError(f"multivariate_normal: method {method!r} (only 'cholesky')")
+    dt = _float_dtype("multivariate_normal", dtype)
+    m_shape, c_shape = tuple(np.shape(mean)), tuple(np.shape(cov))
+    if shape is None:
+        shape = np.broadcast_shapes(m_shape[:-1], c_shape[:-2])
+    z = normal(key, tuple(shape) + m_shape[-1:], dt)
+    factor = A.linalg.cholesky(cov)
+    return A.add(mean, A.einsum("...ij,...j->...i", factor, z))
+
+
+def rademacher(key: Array, shape: int | Sequence[int] = (), dtype=np.int64) -> Array:
+    """-1 or +1 with equal probability, as jax.random.rademacher."""
+    b = T.astype(bernoulli(key, 0.5, _shape(shape)), dtype=np.dtype(dtype).name)
+    return T.astype(A.subtract(A.multiply(2, b), 1), dtype=np.dtype(dtype).name)
+
+
+def laplace(key: Array, shape: int | Sequence[int] = (), dtype=None) -> Array:
+    """Laplace(0, 1) floats, as jax.random.laplace."""
+    dt = _float_dtype("laplace", dtype)
+    u = uniform(key, shape, dt, -1.0 + np.finfo(dt).epsneg, 1.0)
+    return A.multiply(A.sign(u), A.log1p(A.negative(A.abs(u))))
+
+
+def logistic(key: Array, shape: int | Sequence[int] = (), dtype=None) -> Array:
+    """Standard logistic floats, as jax.random.logistic."""
+    dt = _float_dtype("logistic", dtype)
+    x = uniform(key, shape, dt, np.finfo(dt).tiny, 1.0)
+    return A.subtract(A.log(x), A.log1p(A.negative(x)))
+
+
+def cauchy(key: Array, shape: int | Sequence[int] = (), dtype=None) -> Array:
+    """Standard Cauchy floats, as jax.random.cauchy."""
+    dt = _float_dtype("cauchy", dtype)
+    u = uniform(key, shape, dt, np.finfo(dt).eps, 1.0)
+    return A.tan(A.multiply(np.array(np.pi, dt), A.subtract(u, np.array(0.5, dt))))
 
 
 def shuffle(key: Array, x: Array, axis: int = 0) -> Array:

@@ -16,7 +16,9 @@ INTERP = dict(backend="interpret")
 
 LOGITS = np.log(np.arange(1.0, 11.0)).reshape(2, 5)
 X = np.arange(12.0).reshape(3, 4)
-RANDINT_BOUNDS = [(0, 10), (-100, 100), (3, 100_000), (5, 5), (-5, 2**31 + 7)]
+RANDINT_BOUNDS = [(0, 10), (-100, 100), (3, 100_000), (5, 5), (-5, 2**31 + 7), (-(2**40), 2**40)]
+RANDINT64_BOUNDS = [(0, 10), (-100, 100), (3, 2**40), (-(2**62), 2**62)]
+COV = np.array([[2.0, 0.5], [0.5, 1.0]])
 
 
 def _draws(r, key, dtype):
@@ -34,11 +36,26 @@ def _draws(r, key, dtype):
         "truncated_normal": r.truncated_normal(key, -1.0, 2.0, (50,), dtype),
         "exponential": r.exponential(key, (50,), dtype),
         "gumbel": r.gumbel(key, (50,), dtype),
+        "laplace": r.laplace(key, (50,), dtype),
+        "logistic": r.logistic(key, (50,), dtype),
+        "cauchy": r.cauchy(key, (50,), dtype),
+        "multivariate_normal": r.multivariate_normal(
+            key, np.ones(2, dtype), COV.astype(dtype), (5,), dtype
+        ),
+        "choice_p": r.choice(key, 10, (2, 3), p=(np.arange(1.0, 11.0) / 55).astype(dtype)),
+        "choice_p_no_replace": r.choice(
+            key, 10, (4,), replace=False, p=(np.arange(1.0, 11.0) / 55).astype(dtype)
+        ),
     }
 
 
-def _integers(r, key, int32):
+def _integers(r, key, int32, int64):
     out = {f"randint{b}": r.randint(key, (64,), *b, int32) for b in RANDINT_BOUNDS}
+    out.update({f"randint64{b}": r.randint(key, (64,), *b, int64) for b in RANDINT64_BOUNDS})
+    out["choice"] = r.choice(key, X[0] * 1.5, (5,))
+    out["choice_no_replace"] = r.choice(key, 10, (5,), replace=False)
+    out["choice_axis1"] = r.choice(key, X, (2,), axis=1)
+    out["rademacher"] = r.rademacher(key, (10,), int64)
     out["permutation"] = r.permutation(key, 10)
     out["permutation_axis1"] = r.permutation(key, X, axis=1)
     out["permutation_rows"] = r.permutation(key, X)
@@ -65,7 +82,7 @@ def jax_ref():
 
         def everything(k1, k3):
             ref = {np.dtype(dt).name: _draws(jr, k3, dt) for dt in DTYPES}
-            ref["int"] = _integers(jr, k1, jnp.int32)
+            ref["int"] = _integers(jr, k1, jnp.int32, jnp.int64)
             ref["keys"] = [jr.key_data(jr.PRNGKey(s)) for s in SEEDS]
             ref["bits"] = jr.bits(jr.PRNGKey(7), (3, 4), dtype=np.uint32)
             return ref
@@ -93,22 +110,66 @@ def test_threefry_known_answers(key, count, expected):
     assert got == [expected[0], expected[1], expected[0] ^ expected[1]]
 
 
+def _core(r, key):
+    """A few draws of each kind, for the default run (the full comparison is slow)."""
+    return {
+        "split": r.split(key, 3),
+        "fold_in": r.fold_in(key, 12345),
+        "uniform32": r.uniform(key, (8,), np.float32),
+        "uniform64": r.uniform(key, (8,), np.float64),
+        "bernoulli": r.bernoulli(key, 0.3, (8,)),
+        "categorical": r.categorical(key, LOGITS),
+        "randint": r.randint(key, (8,), -5, 100, np.int32),
+        "normal": r.normal(key, (8,), np.float64),
+    }
+
+
+def test_core_draws_are_jaxs():
+    jax = pytest.importorskip("jax")
+    old = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        theirs = jax.tree_util.tree_map(
+            np.asarray, jax.jit(lambda k: _core(jax.random, k))(jax.random.PRNGKey(5))
+        )
+        np.testing.assert_array_equal(R.PRNGKey(-1), jax.random.key_data(jax.random.PRNGKey(-1)))
+    finally:
+        jax.config.update("jax_enable_x64", old)
+    ours = _core(R, R.PRNGKey(5))
+    for name in ours:
+        if name == "normal":  # SciPy's erfinv, not XLA's
+            np.testing.assert_allclose(ours[name], theirs[name], rtol=1e-12)
+        else:
+            np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+
+
+@pytest.mark.slow  # JAX compiles every sampler once: ~30 s on a loaded machine
 def test_keys_split_fold_in_bits_are_jaxs(jax_ref):
     for seed, theirs in zip(SEEDS, jax_ref["keys"], strict=True):
         np.testing.assert_array_equal(R.PRNGKey(seed), theirs)
     np.testing.assert_array_equal(R.bits(R.PRNGKey(7), (3, 4)), jax_ref["bits"])
 
 
+@pytest.mark.slow
 def test_integer_draws_split_and_fold_in_are_jaxs(jax_ref):
-    ours = _integers(R, R.PRNGKey(1), np.int32)
+    ours = _integers(R, R.PRNGKey(1), np.int32, np.int64)
     assert ours.keys() == jax_ref["int"].keys()
     for name, theirs in jax_ref["int"].items():
         np.testing.assert_array_equal(ours[name], theirs, err_msg=name)
 
 
-EXACT = ("uniform", "bernoulli", "categorical", "categorical_shape", "categorical_axis0")
+EXACT = (
+    "uniform",
+    "bernoulli",
+    "categorical",
+    "categorical_shape",
+    "categorical_axis0",
+    "choice_p",
+    "choice_p_no_replace",
+)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_samplers_are_jaxs(jax_ref, dtype):
     ours, theirs = _draws(R, R.PRNGKey(3), dtype), jax_ref[np.dtype(dtype).name]
@@ -119,8 +180,17 @@ def test_samplers_are_jaxs(jax_ref, dtype):
     np.testing.assert_allclose(ours["uniform_bounds"], theirs["uniform_bounds"], atol=8 * ulp)
     # normal and truncated_normal: SciPy's erfinv, not XLA's polynomial; gumbel and
     # exponential: NumPy's log/log1p, not XLA's (a few ulp)
-    rtol = 1e-5 if dtype == np.float32 else 1e-12
-    for name in ("normal", "truncated_normal", "exponential", "gumbel"):
+    rtol = 1e-5 if dtype == np.float32 else 1e-12  # (laplace near -1: log1p's ulps)
+    for name in (
+        "normal",
+        "truncated_normal",
+        "exponential",
+        "gumbel",
+        "laplace",
+        "logistic",
+        "cauchy",
+        "multivariate_normal",
+    ):
         assert ours[name].dtype == dtype, name
         np.testing.assert_allclose(ours[name], theirs[name], rtol=rtol, atol=rtol, err_msg=name)
 
@@ -133,7 +203,7 @@ def test_draws_have_the_right_distribution():
     counts = np.bincount(R.categorical(R.PRNGKey(2), np.log([0.2, 0.3, 0.5]), shape=(20_000,)))
     np.testing.assert_allclose(counts / 20_000, [0.2, 0.3, 0.5], atol=0.015)
     r = R.randint(R.PRNGKey(3), (5000,), -3, 4)
-    assert r.dtype == np.int32 and set(np.unique(r)) == set(range(-3, 4))
+    assert r.dtype == np.int64 and set(np.unique(r)) == set(range(-3, 4))
 
 
 def test_vmap_over_split_keys_equals_a_loop():
