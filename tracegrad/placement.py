@@ -155,6 +155,12 @@ class DeviceArray:
     so `np.asarray(x)` copies it to the host.
 
     Compiled functions called with device arrays return these.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> x = tg.device_put(np.arange(3.0), "cuda")  # (a GPU, or NUMBA_ENABLE_CUDASIM=1)
+    >>> y = tg.compile(lambda x: x * 2.0)(x)
+    >>> type(y).__name__, y.shape, np.asarray(y)
+    ('DeviceArray', (3,), array([0., 2., 4.]))
     """
 
     __slots__ = ("data", "shape", "dtype", "_flat", "__weakref__")
