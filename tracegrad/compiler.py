@@ -899,6 +899,8 @@ class CompiledFunction:
             traced = trace_flat(
                 flat_fn, example, avals=list(signature.avals), scalar_argnums=tuple(wrt_args)
             )
+        if self.mode == "compile":  # jit traces once, as JAX's: a draw is a constant
+            watch.drew = None
         if watch.drew:  # retraced every call (its draws differ): the interpreter, no kernel
             backend, tier = "interpret", None
         if backend != "cuda":  # (the CUDA backend lacks scan; unrolled, it has no host loop)

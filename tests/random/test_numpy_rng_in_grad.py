@@ -52,3 +52,15 @@ def test_a_pure_function_is_still_traced_once():
         g(np.ones(3))
         g(np.ones(3))
     assert g.entries.traces == 1
+
+
+def test_jit_traces_once_as_jax_does():
+    """jax.jit freezes a NumPy draw made while tracing into the compiled program; so does
+    tracegrad.jit (only the differentiating transforms run the function afresh)."""
+    rs = np.random.RandomState(0)
+    f = tg.jit(lambda x: x * rs.randn(3), backend="interpret")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first, second = f(np.ones(3)), f(np.ones(3))
+    np.testing.assert_array_equal(first, second)
+    assert f.entries.traces == 1
