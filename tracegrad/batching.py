@@ -1050,10 +1050,6 @@ def _check_sizes(mapped: list) -> int:
     )
 
 
-def _prepare_leaf(v):
-    return np.asarray(v) if isinstance(v, (list, tuple)) else v
-
-
 def vmap(
     fn: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None
 ) -> Callable:
@@ -1087,7 +1083,7 @@ def vmap(
         leaves: list = []
         for k, (spec, a) in enumerate(zip(axes, args, strict=True)):
             leaf_axes.extend(_leaf_axes(spec, a, names[k], "in_axes"))
-            leaves.extend(_prepare_leaf(v) for v in tree_flatten(a, arrays_only_scalars=False)[0])
+            leaves.extend(tree_flatten(a, arrays_only_scalars=False)[0])
         mapped_leaves = []
         norm_axes = []
         for v, (ax, name) in zip(leaves, leaf_axes, strict=True):
