@@ -60,15 +60,18 @@ def shape(a: Any) -> tuple:
 
 
 def ndim(a: Any) -> int:
+    """The number of axes of an array, tracer or eager tensor (NumPy's `ndim`)."""
     return len(shape(a))
 
 
 def size(a: Any, axis: int | None = None) -> int:
+    """The number of elements, or the length of `axis` (NumPy's `size`)."""
     s = shape(a)
     return int(np.prod(s, dtype=np.int64)) if axis is None else s[axis]
 
 
 def positive(x):
+    """+x, elementwise (NumPy's `positive`; a copy, gradient 1)."""
     return api.multiply(x, 1)
 
 
@@ -93,6 +96,7 @@ def vecmat(x, a):
 
 
 def unstack(x, axis: int = 0) -> tuple:
+    """The slices of `x` along `axis`, as a tuple (the Array API's `unstack`)."""
     moved = api.moveaxis(x, axis, 0)
     return tuple(moved[i] for i in range(shape(moved)[0]))
 
@@ -106,6 +110,8 @@ def take(a, indices, axis: int | None = None):
 
 
 def isclose(a, b, rtol: float = 1e-05, atol: float = 1e-08):
+    """|a - b| <= atol + rtol * |b|, elementwise: NumPy's formula, but an infinity is
+    never close, even to itself (NumPy: isclose(inf, inf) is True)."""
     return api.less_equal(
         api.abs(api.subtract(a, b)), api.add(atol, api.multiply(rtol, api.abs(b)))
     )
@@ -117,18 +123,22 @@ def allclose(a, b, rtol: float = 1e-05, atol: float = 1e-08) -> bool:
 
 
 def logical_xor(a, b):
+    """Exactly one of `a`, `b` is nonzero, elementwise (NumPy's `logical_xor`)."""
     return api.not_equal(api.not_equal(a, 0), api.not_equal(b, 0))
 
 
 def count_nonzero(a, axis=None):
+    """How many entries are nonzero, in all or along `axis` (int64; NumPy's)."""
     return api.sum(api.astype(api.not_equal(a, 0), np.int64), axis=axis)
 
 
 def float_power(x, y):
+    """x ** y computed in float64 (NumPy's `float_power`)."""
     return api.power(api.astype(x, np.float64), y)
 
 
 def ldexp(x, i):
+    """x * 2**i, keeping a float32 x in float32 (NumPy's `ldexp`)."""
     scale = api.power(2.0, i)
     if type(x) not in (int, float, bool) and api._dtype(x).kind == "f":
         scale = api.astype(scale, api._dtype(x))  # float32 x stays float32, as in NumPy
