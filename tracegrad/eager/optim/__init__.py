@@ -509,4 +509,156 @@ class Adagrad(Optimizer):
         return loss
 
 
+class _AdamFamily(Optimizer):
+    """Shared constructor checks of Adamax, NAdam and RAdam (issue 26)."""
+
+    def __init__(self, params, lr, betas, eps, weight_decay, **extra):
+        _check(lr, 0.0 <= lr, "learning rate")
+        _check(eps, 0.0 <= eps, "epsilon value")
+        _check(betas[0], 0.0 <= betas[0] < 1.0, "beta parameter at index 0")
+        _check(betas[1], 0.0 <= betas[1] < 1.0, "beta parameter at index 1")
+        _check(weight_decay, 0.0 <= weight_decay, "weight_decay value")
+        super().__init__(
+            params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, **extra)
+        )
+
+    def _grad(self, group, p, g):
+        if group.get("maximize"):
+            g = -g
+        wd = group["weight_decay"]
+        if wd:
+            if group.get("decoupled_weight_decay"):
+                self._write(p, p._data * _scalar(1 - group["lr"] * wd, p._data.dtype))
+            else:
+                g = g + wd * p._data
+        if p not in self.state:
+            self._init_state(group, p)
+        return g
+
+
+class Adamax(_AdamFamily):
+    """Adam with the infinity norm: u = max(beta2 u, |g| + eps);
+    p -= lr / (1 - beta1^t) * m / u (PyTorch's _single_tensor_adamax)."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 foreach=None, *, maximize=False, differentiable=False, capturable=False):  # fmt: skip
+        super().__init__(params, lr, betas, eps, weight_decay, maximize=maximize)
+
+    def _init_state(self, group, p):
+        z = np.zeros(p.shape, p._data.dtype)
+        self.state[p] = {"step": np.zeros((), np.float64), "exp_avg": z, "exp_inf": z.copy()}
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group, p, g in self._params_with_grad():
+            g = self._grad(group, p, g)
+            beta1, beta2 = group["betas"]
+            dt = p._data.dtype
+            state = self.state[p]
+            t = _next_step(state)
+            m = state["exp_avg"]
+            state["exp_avg"] = m = m + (g - m) * np.asarray(1 - beta1, dt)
+            state["exp_inf"] = u = np.maximum(
+                state["exp_inf"] * _scalar(beta2, dt), np.abs(g) + _scalar(group["eps"], dt)
+            )
+            clr = _scalar(group["lr"] / (1 - beta1**t), dt)
+            self._write(p, p._data - clr * (m / u))
+        return loss
+
+
+class NAdam(_AdamFamily):
+    """Adam with Nesterov momentum and PyTorch's momentum-decay schedule
+    mu_t = beta1 (1 - 0.5 * 0.96^(t psi)) (PyTorch's _single_tensor_nadam; the running
+    product of mu is a float32 0-d tensor there, and here)."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
+                 maximize=False, capturable=False, differentiable=False):  # fmt: skip
+        _check(momentum_decay, 0.0 <= momentum_decay, "momentum_decay value")
+        super().__init__(
+            params, lr, betas, eps, weight_decay, momentum_decay=momentum_decay,
+            decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
+        )  # fmt: skip
+
+    def _init_state(self, group, p):
+        z = np.zeros(p.shape, p._data.dtype)
+        self.state[p] = {
+            "step": np.zeros((), np.float64),
+            "mu_product": np.ones((), np.float32),
+            "exp_avg": z,
+            "exp_avg_sq": z.copy(),
+        }
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group, p, g in self._params_with_grad():
+            g = self._grad(group, p, g)
+            beta1, beta2 = group["betas"]
+            lr, psi = group["lr"], group["momentum_decay"]
+            dt = p._data.dtype
+            state = self.state[p]
+            t = float(_next_step(state))
+            bias2 = 1 - beta2**t
+            mu = beta1 * (1.0 - 0.5 * (0.96 ** (t * psi)))
+            mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((t + 1) * psi)))
+            state["mu_product"] = mu_product = np.float32(state["mu_product"] * mu)
+            mu_product_next = float(mu_product) * mu_next
+            m = state["exp_avg"]
+            state["exp_avg"] = m = m + (g - m) * np.asarray(1 - beta1, dt)
+            state["exp_avg_sq"] = v = (
+                state["exp_avg_sq"] * _scalar(beta2, dt) + _scalar(1 - beta2, dt) * g * g
+            )
+            denom = np.sqrt(v / _scalar(bias2, dt)) + _scalar(group["eps"], dt)
+            new = p._data + _scalar(-lr * (1.0 - mu) / (1.0 - float(mu_product)), dt) * (g / denom)
+            new = new + _scalar(-lr * mu_next / (1.0 - mu_product_next), dt) * (m / denom)
+            self._write(p, new)
+        return loss
+
+
+class RAdam(_AdamFamily):
+    """Rectified Adam: the adaptive step only once the variance estimate is tractable
+    (rho_t > 5), with PyTorch's rectification term (_single_tensor_radam)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False,
+                 capturable=False, differentiable=False):  # fmt: skip
+        super().__init__(
+            params, lr, betas, eps, weight_decay,
+            decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
+        )  # fmt: skip
+
+    def _init_state(self, group, p):
+        z = np.zeros(p.shape, p._data.dtype)
+        self.state[p] = {"step": np.zeros((), np.float64), "exp_avg": z, "exp_avg_sq": z.copy()}
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group, p, g in self._params_with_grad():
+            g = self._grad(group, p, g)
+            beta1, beta2 = group["betas"]
+            lr = group["lr"]
+            dt = p._data.dtype
+            state = self.state[p]
+            t = float(_next_step(state))
+            m = state["exp_avg"]
+            state["exp_avg"] = m = m + (g - m) * np.asarray(1 - beta1, dt)
+            state["exp_avg_sq"] = v = (
+                state["exp_avg_sq"] * _scalar(beta2, dt) + _scalar(1 - beta2, dt) * g * g
+            )
+            bias1, bias2 = 1 - beta1**t, 1 - beta2**t
+            corrected = m / _scalar(bias1, dt)
+            rho_inf = 2 / (1 - beta2) - 1
+            rho_t = rho_inf - 2 * t * (beta2**t) / bias2
+            if rho_t > 5.0:
+                rect = (
+                    (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
+                ) ** 0.5
+                adaptive = _scalar(bias2**0.5, dt) / (np.sqrt(v) + _scalar(group["eps"], dt))
+                update = corrected * _scalar(lr, dt) * adaptive * _scalar(rect, dt)
+            else:
+                update = corrected * _scalar(lr, dt)
+            self._write(p, p._data - update)
+        return loss
+
+
 from tracegrad.eager.optim import lr_scheduler  # noqa: E402
