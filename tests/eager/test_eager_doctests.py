@@ -28,6 +28,7 @@ MODULES = [
     "tracegrad.eager.nn.more_functional",
     "tracegrad.eager.nn.transformer",
     "tracegrad.eager.nn.more_modules",
+    "tracegrad.eager.nn.utils.rnn",
 ]
 
 

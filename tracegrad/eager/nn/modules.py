@@ -1476,7 +1476,29 @@ class _RNNBase(Module):
         return (z,)
 
     def forward(self, input: Tensor, hx=None):
-        from tracegrad.eager.torch_ops import cat, stack
+        from tracegrad.eager.nn.utils.rnn import PackedSequence
+
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
+        return self._forward(input, hx)
+
+    def _forward_packed(self, packed, hx):
+        """A PackedSequence: run on the padded batch with each sequence's state frozen
+        past its length (so finals are each sequence's last step), then pack again."""
+        from tracegrad.eager.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+        padded, lengths = pad_packed_sequence(packed, batch_first=self.batch_first)
+        n = lengths.numpy()
+        steps = padded.shape[1 if self.batch_first else 0]
+        masks = [Tensor._wrap((n > t)[:, None]) for t in range(steps)]
+        output, final = self._forward(padded, hx, masks)
+        out = pack_padded_sequence(
+            output, n.tolist(), self.batch_first, enforce_sorted=packed.sorted_indices is None
+        )
+        return out, final
+
+    def _forward(self, input: Tensor, hx=None, masks=None):
+        from tracegrad.eager.torch_ops import cat, stack, where
 
         unbatched = input.ndim == 2
         if input.ndim not in (2, 3):
@@ -1514,7 +1536,10 @@ class _RNNBase(Module):
                 order = range(steps - 1, -1, -1) if d else range(steps)
                 hs = [None] * steps
                 for t in order:
-                    state = self._cell(xw[t], state, w_hh, b_hh)
+                    new = self._cell(xw[t], state, w_hh, b_hh)
+                    if masks is not None:  # past a sequence's length its state stays
+                        new = tuple(where(masks[t], a, b) for a, b in zip(new, state, strict=True))
+                    state = new
                     hs[t] = state[0]
                 outs.append(stack(hs, 0))
                 for i, s in enumerate(state):

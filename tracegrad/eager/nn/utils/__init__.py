@@ -103,3 +103,6 @@ def vector_to_parameters(vec: Tensor, parameters) -> None:
         p._data[...] = vec._data[pointer : pointer + n].reshape(p._data.shape)
         p._counter[0] += 1
         pointer += n
+
+
+from tracegrad.eager.nn.utils import rnn  # noqa: E402  (torch.nn.utils.rnn)
