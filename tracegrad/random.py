@@ -13,8 +13,9 @@ default since JAX 0.5): `PRNGKey`, `split`, `fold_in`, `bits`, `randint` (int32
 and int64), `permutation`, `choice` and `rademacher` give JAX's very integers,
 `uniform` on [0, 1), `bernoulli` and `categorical` its very values
 (tests/random/test_random_keys.py); `normal`, `truncated_normal`,
-`multivariate_normal`, `gumbel`, `exponential`, `laplace`, `logistic`, `cauchy`
-and `uniform` with bounds agree to a few ulp (SciPy's erfinv and NumPy's log
+`multivariate_normal`, `gumbel`, `exponential`, `laplace`, `logistic`, `cauchy`,
+`lognormal`, `pareto`, `weibull_min`, `maxwell`, `rayleigh`, `triangular`,
+`orthogonal` and `uniform` with bounds agree to a few ulp (`geometric` exactly) (SciPy's erfinv and NumPy's log
 where XLA has its own polynomials, and no FMA).
 
 Floating-point draws default to float64 (tracegrad's NumPy default; JAX's
@@ -44,7 +45,6 @@ from tracegrad.ops import table as T
 from tracegrad.ops.core import ArgumentError, DTypeError, ShapeError, user_location_suffix
 
 __all__ = [
-    "PRNGKey",
     "bernoulli",
     "bits",
     "categorical",
@@ -52,20 +52,29 @@ __all__ = [
     "choice",
     "exponential",
     "fold_in",
+    "geometric",
     "gumbel",
     "key",
     "key_data",
     "laplace",
     "logistic",
+    "lognormal",
+    "maxwell",
     "multivariate_normal",
     "normal",
+    "orthogonal",
+    "pareto",
     "permutation",
+    "PRNGKey",
     "rademacher",
     "randint",
+    "rayleigh",
     "shuffle",
     "split",
+    "triangular",
     "truncated_normal",
     "uniform",
+    "weibull_min",
     "wrap_key_data",
 ]
 
@@ -460,6 +469,87 @@ def cauchy(key: Array, shape: int | Sequence[int] = (), dtype=None) -> Array:
     dt = _float_dtype("cauchy", dtype)
     u = uniform(key, shape, dt, np.finfo(dt).eps, 1.0)
     return A.tan(A.multiply(np.array(np.pi, dt), A.subtract(u, np.array(0.5, dt))))
+
+
+def _param_shape(shape, *params) -> tuple:
+    return np.broadcast_shapes(*(np.shape(p) for p in params)) if shape is None else _shape(shape)
+
+
+def lognormal(key: Array, sigma: float | Array = 1.0, shape=None, dtype=None) -> Array:
+    """exp(sigma * z) for standard normal z, as jax.random.lognormal."""
+    dt = _float_dtype("lognormal", dtype)
+    sigma = _in_dtype(sigma, dt)
+    return A.exp(A.multiply(normal(key, _param_shape(shape, sigma), dt), sigma))
+
+
+def pareto(key: Array, b: float | Array, shape=None, dtype=None) -> Array:
+    """Pareto(b) floats, exp(e / b) for exponential e, as jax.random.pareto."""
+    dt = _float_dtype("pareto", dtype)
+    b = _in_dtype(b, dt)
+    return A.exp(A.divide(exponential(key, _param_shape(shape, b), dt), b))
+
+
+def weibull_min(
+    key: Array, scale: float | Array, concentration: float | Array, shape=(), dtype=None
+) -> Array:
+    """Weibull floats by the inverse cdf, as jax.random.weibull_min."""
+    dt = _float_dtype("weibull_min", dtype)
+    scale, concentration = _in_dtype(scale, dt), _in_dtype(concentration, dt)
+    u = uniform(key, shape, dt)
+    base = A.negative(A.log1p(A.negative(u)))
+    return A.multiply(A.power(base, A.divide(np.array(1, dt), concentration)), scale)
+
+
+def maxwell(key: Array, shape: int | Sequence[int] = (), dtype=None) -> Array:
+    """The norm of three standard normals, as jax.random.maxwell."""
+    dt = _float_dtype("maxwell", dtype)
+    z = normal(key, _shape(shape) + (3,), dt)
+    return A.sqrt(A.sum(A.multiply(z, z), axis=-1))
+
+
+def rayleigh(key: Array, scale: float | Array, shape=None, dtype=None) -> Array:
+    """scale * sqrt(-2 log u), as jax.random.rayleigh."""
+    dt = _float_dtype("rayleigh", dtype)
+    scale = _in_dtype(scale, dt)
+    u = uniform(key, _param_shape(shape, scale), dt)
+    return A.multiply(scale, A.sqrt(A.multiply(A.log(u), -2.0)))
+
+
+def geometric(key: Array, p: float | Array, shape=None, dtype=np.int64) -> Array:
+    """The number of Bernoulli(p) trials to the first success, as jax.random.geometric."""
+    dt = _dtype_of(p) if hasattr(p, "dtype") and _dtype_of(p).kind == "f" else _DEFAULT_FLOAT
+    p = _in_dtype(p, dt)
+    u = uniform(key, _param_shape(shape, p), dt)
+    u = A.where(A.equal(u, 0), np.array(1, dt), u)
+    g = A.add(A.floor(A.divide(A.log(u), A.log1p(A.negative(p)))), 1)
+    return T.astype(g, dtype=np.dtype(dtype).name)
+
+
+def triangular(key: Array, left, mode, right, shape=None, dtype=None) -> Array:
+    """Triangular(left, mode, right) floats by the inverse cdf, as jax.random.triangular."""
+    dt = _float_dtype("triangular", dtype)
+    shape = _param_shape(shape, left, mode, right)
+    left, mode, right = (A.broadcast_to(_in_dtype(v, dt), shape) for v in (left, mode, right))
+    width = A.subtract(right, left)
+    fc = A.divide(A.subtract(mode, left), width)
+    u = uniform(key, shape, dt)
+    out1 = A.add(left, A.sqrt(A.multiply(A.multiply(u, width), A.subtract(mode, left))))
+    out2 = A.subtract(
+        right, A.sqrt(A.multiply(A.multiply(A.subtract(1.0, u), width), A.subtract(right, mode)))
+    )
+    return A.where(A.less(u, fc), out1, out2)
+
+
+def orthogonal(key: Array, n: int, shape: Sequence[int] = (), dtype=None, m: int | None = None):
+    """Haar-random orthogonal (n, m) matrices: the signed Q of a normal matrix's QR, as
+    jax.random.orthogonal."""
+    dt = _float_dtype("orthogonal", dtype)
+    m = n if m is None else int(m)
+    z = normal(key, (*_shape(shape), max(n, m), min(n, m)), dt)
+    q, r = A.linalg.qr(z)
+    d = A.diagonal(r, axis1=-2, axis2=-1)
+    x = A.multiply(q, A.expand_dims(A.sign(d), -2))
+    return A.swapaxes(x, -1, -2) if n < m else x
 
 
 def shuffle(key: Array, x: Array, axis: int = 0) -> Array:

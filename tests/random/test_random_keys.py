@@ -42,6 +42,15 @@ def _draws(r, key, dtype):
         "multivariate_normal": r.multivariate_normal(
             key, np.ones(2, dtype), COV.astype(dtype), (5,), dtype
         ),
+        "lognormal": r.lognormal(key, 0.5, (20,), dtype),
+        "pareto": r.pareto(key, 2.0, (20,), dtype),
+        "weibull_min": r.weibull_min(key, 1.5, 2.0, (20,), dtype),
+        "maxwell": r.maxwell(key, (20,), dtype),
+        "rayleigh": r.rayleigh(key, 1.5, (20,), dtype),
+        "triangular": r.triangular(key, -1.0, 0.5, 2.0, (20,), dtype),
+        "orthogonal": r.orthogonal(key, 3, (2,), dtype),
+        "orthogonal_wide": r.orthogonal(key, 2, (), dtype, m=4),
+        "geometric": r.geometric(key, dtype(0.3), (30,)),
         "choice_p": r.choice(key, 10, (2, 3), p=(np.arange(1.0, 11.0) / 55).astype(dtype)),
         "choice_p_no_replace": r.choice(
             key, 10, (4,), replace=False, p=(np.arange(1.0, 11.0) / 55).astype(dtype)
@@ -166,6 +175,8 @@ EXACT = (
     "categorical_axis0",
     "choice_p",
     "choice_p_no_replace",
+    "geometric",
+    "triangular",
 )
 
 
@@ -190,6 +201,13 @@ def test_samplers_are_jaxs(jax_ref, dtype):
         "logistic",
         "cauchy",
         "multivariate_normal",
+        "lognormal",
+        "pareto",
+        "weibull_min",
+        "maxwell",
+        "rayleigh",
+        "orthogonal",
+        "orthogonal_wide",
     ):
         assert ours[name].dtype == dtype, name
         np.testing.assert_allclose(ours[name], theirs[name], rtol=rtol, atol=rtol, err_msg=name)
@@ -247,6 +265,9 @@ def test_grad_treats_draws_as_constants():
     x = z * 2.0 + 0.5
     np.testing.assert_allclose(g_mu, np.sum(2 * x), rtol=1e-12)
     np.testing.assert_allclose(g_sigma, np.sum(2 * x * z), rtol=1e-12)
+    # samplers with parameters differentiate through them (reparameterized draws)
+    g_s = tg.grad(lambda s: tg.sum(R.lognormal(key, s, (4,))))(0.7)
+    np.testing.assert_allclose(g_s, np.sum(z * np.exp(0.7 * z)), rtol=1e-12)
     # the reparameterised draw differentiates through a traced key-dependent program
     keys = R.split(key, 3)
     per_key = tg.vmap(tg.grad(lambda s, k: tg.sum(R.normal(k, (2,)) * s)), in_axes=(None, 0))
