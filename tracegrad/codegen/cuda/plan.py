@@ -6,17 +6,20 @@ Each group becomes, on the GPU:
   - one elementwise kernel (a grid-stride loop over the group's domain) that
     computes its members in registers and stores the members read outside the
     group (forward and backward members of one group share the loop, as on the
-    CPU);
-  - one reduction kernel per reduction member, which recomputes the elementwise
-    chain feeding it inline (so that chain is never stored): each block reduces
-    a fixed chunk in a fixed order, then a shared-memory tree; a second pass
-    reduces the chunks' partials when one output has several chunks. Chunks
-    depend only on shapes, so results are deterministic run to run.
+    CPU); reductions of the group over its whole domain accumulate in the same
+    loop (per thread, then a block tree, then a pass over the blocks' partials);
+  - one kernel per other reduction member, which recomputes the elementwise chain
+    feeding it inline (so that chain is never stored): each block reduces a fixed
+    chunk in a fixed order, then a shared-memory tree; a second pass reduces the
+    chunks' partials when one output has several chunks. Chunks depend only on
+    shapes, so results are deterministic run to run.
 
-Views (reshape, transpose, broadcast_to) are strides, never copies; a view of a
-non-contiguous value that must be reshaped is copied first. matmul/addmm are
-GEMM units (runtime.py: cuBLAS through CuPy, or a tiled kernel). Anything else
-raises `NotImplementedError` naming the op.
+Views (reshape, transpose, broadcast_to, basic getitem) are strides, never copies;
+a view of a non-contiguous value that must be reshaped is copied first.
+matmul/addmm are GEMM units (runtime.py: cuBLAS through CuPy, or a tiled kernel).
+plan_ops.py plans the other ops (scan, row and gather kernels, cumsum/linrec,
+concatenate); kernel_text.py holds the pieces kernels are written with. Anything
+else raises `NotImplementedError` naming the op.
 
     >>> import numpy as np, tracegrad as tg
     >>> from tracegrad.lowering import _optimize_graph
@@ -27,14 +30,32 @@ raises `NotImplementedError` naming the op.
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass, field
-
 import numpy as np
 
+from tracegrad.codegen.cuda.kernel_text import (
+    Buffer,
+    CudaUnsupported,
+    Layout,
+    Plan,
+    Unit,
+    _batch_offsets,
+    _Body,
+    _digits,
+    _reduces_all,
+    _ReduceSpec,
+    _tree,
+    c_strides,
+    cast,
+    cuda_expr,
+    cuda_template,
+    literal,
+    unsupported,
+)
+from tracegrad.codegen.cuda.plan_ops import OtherOps
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.passes.fuse import is_elementwise, is_fusible_reduction
+
+__all__ = ["CudaUnsupported", "Plan", "Unit", "cuda_template", "plan_graph"]
 
 ELEMENTWISE_OPS_MISSING: frozenset = frozenset()  # elementwise ops without a CUDA form
 REDUCTIONS = {"sum", "mean", "max", "min", "prod", "amax", "amin"}
@@ -42,206 +63,10 @@ GEMMS = {"matmul", "addmm"}
 ROW_OPS = {"softmax", "log_softmax", "logsumexp"}
 
 
-class CudaUnsupported(NotImplementedError):
-    """An op the CUDA backend does not implement (it never falls back to the host)."""
-
-
-def unsupported(node: Node, why: str = "") -> CudaUnsupported:
-    where = f" (made at {node.source})" if node.source else ""
-    return CudaUnsupported(
-        f"the CUDA backend lacks op {node.op!r}: {node.name} = {node.op} "
-        f"{', '.join(i.name for i in node.inputs)} : {node.type_str()}{where}"
-        + (f"; {why}" if why else "")
-        + ". It does not run it on the host behind your back: call the function with "
-        "host (NumPy) arrays for the CPU path"
-    )
-
-
-# ------------------------------------------------------------------ layouts
-
-
-def c_strides(shape: tuple) -> tuple:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= d
-    return tuple(reversed(out))
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where a value's elements are: buffer `buf` at `offset + sum(i_d * strides[d])`
-    (elements), or a scalar `literal` (source text) broadcast everywhere."""
-
-    shape: tuple
-    dtype: np.dtype
-    buf: str | None = None
-    offset: int = 0
-    strides: tuple = ()
-    literal: str | None = None
-
-    @property
-    def contiguous(self) -> bool:
-        return self.literal is None and all(
-            s == c or d == 1
-            for s, c, d in zip(self.strides, c_strides(self.shape), self.shape, strict=True)
-        )
-
-
-@dataclass
-class Buffer:
-    name: str
-    size: int
-    dtype: np.dtype
-    kind: str  # "input", "temp", "output", "const"
-    value: np.ndarray | None = None  # for consts
-    index: int = -1  # input position, or output position
-
-
-@dataclass
-class Unit:
-    """One step on the GPU. kind: "elementwise", "reduce" or "gemm"."""
-
-    kind: str
-    name: str
-    source: str = ""  # the kernel(s) as Python source for numba.cuda
-    args: list = field(default_factory=list)  # buffer names, in the kernel's order
-    launch: tuple = ()  # (blocks, threads)
-    # launches after the first: a reduction's second pass over its chunks' partials,
-    # (name, source, args, launch) each
-    after: list = field(default_factory=list)
-    # gemm
-    gemm: dict = field(default_factory=dict)
-    # scan: the body graph (fused), operands and the packed output (runtime.py runs it)
-    scan: dict = field(default_factory=dict)
-    nodes: list = field(default_factory=list)  # the IR lines it computes (for comments)
-
-
-@dataclass
-class Plan:
-    units: list
-    buffers: dict
-    outputs: list  # Layout per graph output (contiguous buffers, or literals)
-
-
-# ------------------------------------------------------------------ math for CUDA
-
-# CPU templates call tg_* helpers and a few np.* functions; in CUDA kernels
-# these names are device functions of runtime.PRELUDE.
-_NP_CALL = re.compile(
-    r"\bnp\.(arccos|arcsin|arctan2|arctan|expm1|floor|sqrt|isfinite|sign|remainder)\("
-)
-
-
-def cuda_expr(template: str, operands: list[str]) -> str:
-    text = template.format(*operands)
-    return _NP_CALL.sub(lambda m: f"tg_{m.group(1)}(", text)
-
-
-def cuda_template(node: Node) -> str | None:
-    """The CUDA form of an elementwise node's code template, or None when it calls a
-    helper the prelude lacks (e.g. threefry2x32, which the CPU path runs between
-    kernel segments)."""
-    from tracegrad.codegen.cuda.prelude import HELPERS
-    from tracegrad.ops.core import REGISTRY
-
-    cg = REGISTRY[node.op].codegen
-    if not (isinstance(cg, str) or callable(cg)):
-        return None
-    template = cg(**node.attrs) if callable(cg) else cg
-    probe = cuda_expr(template, [f"a{k}" for k in range(len(node.inputs))])
-    if any(name not in HELPERS for name in re.findall(r"\b(tg_\w+)\(", probe)):
-        return None
-    if re.search(r"\bnp\.(?!float|int|uint|bool_|nan\b|inf\b)\w+\(", probe):
-        return None  # a NumPy function without a device version here
-    return template
-
-
-def literal(value, dtype) -> str:
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return repr(bool(value))
-    if np.issubdtype(dtype, np.integer):
-        return f"np.{dtype.name}({int(value)})"
-    v = float(value)
-    if math.isnan(v):
-        text = "np.nan"
-    elif math.isinf(v):
-        text = "np.inf" if v > 0 else "-np.inf"
-    else:
-        text = repr(v)
-    return f"np.{dtype.name}({text})"
-
-
-def cast(expr: str, dtype) -> str:
-    dtype = np.dtype(dtype)
-    return expr if dtype == np.bool_ else f"np.{dtype.name}({expr})"
-
-
-# ------------------------------------------------------------------ kernel text
-
-
-class _Body:
-    """Loads and statements of one kernel over a domain, indexed by digit
-    variables d0..d{r-1} (made on demand) or a linear index `lin` when the
-    caller has one for C-ordered identity loads."""
-
-    def __init__(self, domain: tuple, linear: str | None):
-        self.domain = domain
-        self.linear = linear
-        self.params: list[str] = []  # buffer names
-        self.lines: list[str] = []
-        self.uses_digits = False
-
-    def param(self, buf: str) -> str:
-        if buf not in self.params:
-            self.params.append(buf)
-        return f"p{self.params.index(buf)}"
-
-    def load(self, lay: Layout) -> str:
-        if lay.literal is not None:
-            return lay.literal
-        r = len(self.domain)
-        lead = r - len(lay.shape)
-        eff = [0] * r
-        for j, (n, s) in enumerate(zip(lay.shape, lay.strides, strict=True)):
-            if n != 1:
-                eff[lead + j] = s
-        assert lay.buf is not None
-        name = self.param(lay.buf)
-        if self.linear is not None and lay.offset == 0 and tuple(eff) == _c_eff(self.domain):
-            return f"{name}[{self.linear}]"
-        terms = [str(lay.offset)] if lay.offset else []
-        for d, s in enumerate(eff):
-            if s:
-                self.uses_digits = True
-                terms.append(f"d{d}" if s == 1 else f"d{d} * {s}")
-        return f"{name}[{' + '.join(terms) or '0'}]"
-
-
-def _c_eff(shape: tuple) -> tuple:
-    return tuple(0 if n == 1 else s for n, s in zip(shape, c_strides(shape), strict=True))
-
-
-def _digits(var: str, dims: list[int], shape: tuple, indent: str) -> list[str]:
-    """d<k> for each domain dim k in `dims` (C order) from the linear `var`."""
-    lines: list[str] = []
-    if not dims:
-        return lines
-    if len(dims) == 1:
-        return [f"{indent}d{dims[0]} = {var}"]
-    lines.append(f"{indent}rem = {var}")
-    for k in reversed(dims[1:]):
-        lines.append(f"{indent}d{k} = rem % {shape[k]}")
-        lines.append(f"{indent}rem = rem // {shape[k]}")
-    lines.append(f"{indent}d{dims[0]} = rem")
-    return lines
-
-
 # ------------------------------------------------------------------ the planner
 
 
-class _Planner:
+class _Planner(OtherOps):
     def __init__(self, graph: Graph, simulated: bool):
         self.graph = graph
         self.simulated = simulated
@@ -316,40 +141,6 @@ class _Planner:
         if tuple(shape) != tuple(shape_out):  # pragma: no cover - the shape rule agrees
             raise unsupported(node, f"index view shape {tuple(shape)}")
         return Layout(tuple(shape_out), src.dtype, src.buf, offset, tuple(strides))
-
-    def index_add_zeros(self, node: Node) -> None:
-        """zeros(shape) with g written into its basic-index view: a fill kernel, then
-        a kernel over g's elements storing each through the view's strides."""
-        if len(node.inputs) != 1:
-            raise unsupported(node, "advanced (array) indexing")
-        g = node.inputs[0]
-        out = self.new_buffer(node, node.shape, node.dtype)
-        self.layouts[node.id] = out
-        fill = _Body(node.shape, "i")
-        self._elementwise_unit(
-            f"zeros_{node.id}", node.shape, fill, [(out, literal(0, node.dtype))], [node]
-        )
-        body = _Body(g.shape, "i")
-        value = cast(body.load(self.layout_of(g)), node.dtype)
-        target = body.load(self._index_view(node, out, g.shape))
-        n = max(g.size, 0)
-        ind = "        "
-        lines = [f"def scatter_{node.id}({', '.join(f'p{k}' for k in range(len(body.params)))}):"]
-        lines += ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)", f"    while i < {n}:"]
-        if body.uses_digits:
-            lines += _digits("i", list(range(len(g.shape))), g.shape, ind)
-        lines += [f"{ind}{target} = {value}", f"{ind}i += step"]
-        T = self.threads
-        self.units.append(
-            Unit(
-                "elementwise",
-                f"scatter_{node.id}",
-                "\n".join(lines) + "\n",
-                list(body.params),
-                (max(1, min(self.max_blocks, -(-n // T))), T),
-                nodes=[node.name],
-            )
-        )
 
     def copy(self, node: Node, src: Layout) -> Layout:
         """A contiguous copy of a strided value (one elementwise kernel)."""
@@ -674,353 +465,6 @@ class _Planner:
             unit.after.append(spec.final_pass(f"{name}_final", part, out.buf, P, T, M))
         self.units.append(unit)
 
-    # ---- running sums and linear recurrences along an axis
-    def running(self, node: Node) -> None:
-        """cumsum (h = h + x_t) and linrec (h = a_t * h + b_t): one thread per line
-        along the axis, in order (deterministic)."""
-        nd = len(node.shape)
-        ax = int(node.attrs["axis"]) % max(nd, 1)
-        reverse = bool(node.attrs.get("reverse", False))
-        body = _Body(node.shape, None)
-        t = np.dtype(node.dtype)
-        loads = [cast(body.load(self.layout_of(i)), t) for i in node.inputs]
-        out = self.new_buffer(node, node.shape, node.dtype)
-        self.layouts[node.id] = out
-        o = body.param(out.buf)
-        kept = [d for d in range(nd) if d != ax]
-        lines_n = int(np.prod([node.shape[d] for d in kept], dtype=np.int64))
-        n = node.shape[ax]
-        cs = c_strides(node.shape)
-        out_index = " + ".join(f"d{d} * {cs[d]}" for d in range(nd) if node.shape[d] != 1) or "0"
-        step = "h = h + x0" if node.op == "cumsum" else "h = x0 * h + x1"
-        ind, ind2 = "        ", "            "
-        lines = [
-            f"def run_{node.id}({', '.join(f'p{k}' for k in range(len(body.params)))}):",
-            "    r = cuda.grid(1)",
-            "    step = cuda.gridsize(1)",
-            f"    while r < {lines_n}:",
-            *_digits("r", kept, node.shape, ind),
-            f"{ind}h = {literal(0, t)}",
-            f"{ind}for q in range({n}):",
-            f"{ind2}d{ax} = {n - 1} - q" if reverse else f"{ind2}d{ax} = q",
-            *[f"{ind2}x{k} = {e}" for k, e in enumerate(loads)],
-            f"{ind2}{step}",
-            f"{ind2}h = {cast('h', t)}",
-            f"{ind2}{o}[{out_index}] = h",
-            f"{ind}r += step",
-        ]
-        T = self.threads
-        self.units.append(
-            Unit(
-                "row",
-                f"run_{node.id}",
-                "\n".join(lines) + "\n",
-                list(body.params),
-                (max(1, min(self.max_blocks, -(-lines_n // T))), T),
-                nodes=[node.name],
-            )
-        )
-
-    def concatenate(self, node: Node) -> None:
-        """Each input stored into its slice of the output (a kernel per input)."""
-        ax = int(node.attrs["axis"]) % len(node.shape)
-        out = self.new_buffer(node, node.shape, node.dtype)
-        self.layouts[node.id] = out
-        start = 0
-        for k, x in enumerate(node.inputs):
-            part = Layout(x.shape, out.dtype, out.buf, start * out.strides[ax], out.strides)
-            start += x.shape[ax]
-            if x.size == 0:
-                continue
-            body = _Body(x.shape, "i")
-            value = cast(body.load(self.layout_of(x)), node.dtype)
-            target = body.load(part)
-            ind = "        "
-            name = f"concat_{node.id}_{k}"
-            lines = [f"def {name}({', '.join(f'p{j}' for j in range(len(body.params)))}):"]
-            lines += [
-                "    i = cuda.grid(1)",
-                "    step = cuda.gridsize(1)",
-                f"    while i < {x.size}:",
-            ]
-            if body.uses_digits:
-                lines += _digits("i", list(range(len(x.shape))), x.shape, ind)
-            lines += [f"{ind}{target} = {value}", f"{ind}i += step"]
-            T = self.threads
-            self.units.append(
-                Unit(
-                    "elementwise",
-                    name,
-                    "\n".join(lines) + "\n",
-                    list(body.params),
-                    (max(1, min(self.max_blocks, -(-x.size // T))), T),
-                    nodes=[node.name],
-                )
-            )
-
-    # ---- scan: the body's own plan, run once per step (runtime.py)
-    def scan_unit(self, node: Node) -> None:
-        from tracegrad.passes.fuse import fuse_elementwise
-
-        a = node.attrs
-        body, length, n_carry = a["body"], int(a["length"]), int(a["n_carry"])
-        n_xs = int(a["n_xs"])
-        carries = [o.aval for o in body.outputs[:n_carry]]
-        ys = [(length, *o.shape) for o in body.outputs[n_carry:]]
-        dtypes = {np.dtype(o.dtype) for o in body.outputs} | {np.dtype(node.dtype)}
-        if len(dtypes) != 1:
-            raise unsupported(node, "a loop whose results have several dtypes (packed as float64)")
-        operands = []
-        for i in node.inputs:
-            lay = self.layout_of(i)
-            if lay.literal is not None or not lay.contiguous:
-                lay = self.copy(i, lay)
-            operands.append((lay.buf, lay.offset, tuple(i.shape)))
-        # (sizes of the packed output's parts: final carries, then the stacked ys)
-        parts = [int(np.prod(c.shape, dtype=np.int64)) for c in carries]
-        parts += [int(np.prod(y, dtype=np.int64)) for y in ys]
-        out = self.new_buffer(node, node.shape, node.dtype)
-        self.layouts[node.id] = out
-        spec = {
-            "body": fuse_elementwise(body),
-            "length": length,
-            "reverse": bool(a["reverse"]),
-            "n_carry": n_carry,
-            "n_xs": n_xs,
-            "operands": operands,
-            "parts": parts,
-            "out": out.buf,
-        }
-        self.units.append(
-            Unit(
-                "scan",
-                f"scan_{node.id}",
-                args=[b for b, _, _ in operands],
-                scan=spec,
-                nodes=[node.name],
-            )
-        )
-
-    # ---- gathers along an axis (cross-entropy's ops); out-of-range indices give NaN
-    def _loop_unit(self, name, domain, body: _Body, lines_in: list[str], nodes) -> None:
-        """A grid-stride loop over `domain` (digits d0.. made) running `lines_in`."""
-        n = int(np.prod(domain, dtype=np.int64))
-        ind = "        "
-        lines = [f"def {name}({', '.join(f'p{k}' for k in range(len(body.params)))}):"]
-        lines += ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)", f"    while i < {n}:"]
-        lines += _digits("i", list(range(len(domain))), domain, ind)
-        lines += [ind + ln for ln in lines_in] + [f"{ind}i += step"]
-        T = self.threads
-        blocks = max(1, min(self.max_blocks, -(-n // T)))
-        self.units.append(
-            Unit(
-                "elementwise",
-                name,
-                "\n".join(lines) + "\n",
-                list(body.params),
-                (blocks, T),
-                nodes=[m.name for m in nodes],
-            )
-        )
-
-    def _along(self, node: Node, x: Node, idx: Node):
-        ax = int(node.attrs["axis"]) % max(len(x.shape), 1)
-        if len(x.shape) != len(idx.shape) or any(
-            a != b for d, (a, b) in enumerate(zip(x.shape, idx.shape, strict=True)) if d != ax
-        ):
-            raise unsupported(node, "index batch dims that differ from the array's")
-        return ax
-
-    def take_along_axis(self, node: Node) -> None:
-        x, idx = node.inputs
-        ax = self._along(node, x, idx)
-        n = x.shape[ax]
-        body = _Body(node.shape, None)
-        k = body.load(self.layout_of(idx))
-        lx = self.layout_of(x)
-        moved = Layout(lx.shape, lx.dtype, lx.buf, lx.offset, lx.strides)
-        out = self.new_buffer(node, node.shape, node.dtype)
-        self.layouts[node.id] = out
-        o = body.param(out.buf)
-        # x's element with the axis digit replaced by the index: load at digit `a`
-        xs = body.load(
-            Layout(
-                lx.shape,
-                lx.dtype,
-                lx.buf,
-                lx.offset,
-                tuple(0 if d == ax else st for d, st in enumerate(lx.strides)),
-            )
-        )
-        st = moved.strides[ax]
-        xs = xs[:-1] + f" + a * {st}]"
-        lines = [
-            f"a = {k}",
-            f"a = a + {n} if a < 0 else a",
-            f"{o}[i] = {xs} if 0 <= a < {n} else {literal(np.nan, node.dtype)}",
-        ]
-        self._loop_unit(f"take_{node.id}", node.shape, body, lines, [node])
-
-    def put_along_axis_add(self, node: Node) -> None:
-        """zeros(shape) plus g at idx along the axis; each output element sums its
-        row's matching entries in index order (deterministic, no atomics)."""
-        g, idx = node.inputs
-        shape = tuple(node.attrs["shape"])
-        ax = int(node.attrs["axis"]) % len(shape)
-        if g.shape != idx.shape or any(
-            a != b for d, (a, b) in enumerate(zip(shape, idx.shape, strict=True)) if d != ax
-        ):
-            raise unsupported(node, "index batch dims that differ from the output's")
-        n, k = shape[ax], idx.shape[ax]
-        body = _Body(shape, None)
-        lg, li = self.layout_of(g), self.layout_of(idx)
-
-        # read g and idx at (digits with the axis digit = j)
-        def at_j(lay):
-            if lay.literal is not None:
-                return lay.literal
-            e = body.load(
-                Layout(
-                    lay.shape,
-                    lay.dtype,
-                    lay.buf,
-                    lay.offset,
-                    tuple(0 if d == ax else s for d, s in enumerate(lay.strides)),
-                )
-            )
-            return e[:-1] + f" + j * {lay.strides[ax]}]"
-
-        out = self.new_buffer(node, node.shape, node.dtype)
-        self.layouts[node.id] = out
-        o = body.param(out.buf)
-        lines = [
-            f"acc = {literal(0, node.dtype)}",
-            f"for j in range({k}):",
-            f"    a = {at_j(li)}",
-            f"    a = a + {n} if a < 0 else a",
-            f"    if a == d{ax}:",
-            f"        acc = {cast(f'acc + {at_j(lg)}', node.dtype)}",
-            f"{o}[i] = acc",
-        ]
-        self._loop_unit(f"put_{node.id}", shape, body, lines, [node])
-
-    def nll_loss(self, node: Node) -> None:
-        logp, target = node.inputs
-        nrows, c = logp.shape
-        red = node.attrs["reduction"]
-        t = np.dtype(node.dtype)
-        body = _Body((nrows,), None)
-        lp, lt = self.layout_of(logp), self.layout_of(target)
-        tgt = body.load(Layout((nrows,), lt.dtype, lt.buf, lt.offset, lt.strides[:1]))
-        row = body.load(Layout((nrows,), lp.dtype, lp.buf, lp.offset, lp.strides[:1]))
-        pick = row[:-1] + f" + a * {lp.strides[1]}]"
-        out = self.new_buffer(node, node.shape, node.dtype)
-        self.layouts[node.id] = out
-        o = body.param(out.buf)
-        get = [
-            "d0 = i",
-            f"a = {tgt}",
-            f"v = -{pick} if 0 <= a < {c} else {literal(np.nan, t)}",
-        ]
-        if red == "none":
-            self._loop_unit(
-                f"nll_{node.id}", (nrows,), body, [*get[1:], f"{o}[i] = {cast('v', t)}"], [node]
-            )
-            return
-        T = self.threads
-        final = f"sm[0] / {nrows}" if red == "mean" else "sm[0]"
-        lines = [
-            f"def nll_{node.id}({', '.join(f'p{k}' for k in range(len(body.params)))}):",
-            f"    sm = cuda.shared.array({T}, np.{t.name})",
-            "    t = cuda.threadIdx.x",
-            f"    acc = {literal(0, t)}",
-            "    i = t",
-            f"    while i < {nrows}:",
-            *["        " + ln for ln in get],
-            f"        acc = {cast('acc + v', t)}",
-            f"        i += {T}",
-            *_tree(T, "({a} + {b})"),
-            "    if t == 0:",
-            f"        {o}[0] = {cast(final, t)}",
-        ]
-        self.units.append(
-            Unit(
-                "reduce",
-                f"nll_{node.id}",
-                "\n".join(lines) + "\n",
-                list(body.params),
-                (1, T),
-                nodes=[node.name],
-            )
-        )
-
-    # ---- softmax, log_softmax, logsumexp
-    def row_op(self, node: Node) -> None:
-        """One thread per row (every index but the reduced axes), three passes along
-        the row: max, sum of exp(x - max), then the outputs. Deterministic."""
-        src = node.inputs[0]
-        domain, nd = src.shape, len(src.shape)
-        axis = node.attrs.get("axis")
-        if axis is None:
-            axes = list(range(nd))
-        elif isinstance(axis, (int, np.integer)):
-            axes = [int(axis) % nd]
-        else:
-            axes = sorted(int(a) % nd for a in axis)
-        kept = [d for d in range(nd) if d not in axes]
-        rows = int(np.prod([domain[d] for d in kept], dtype=np.int64))
-        R = int(np.prod([domain[d] for d in axes], dtype=np.int64))
-        t = np.dtype(node.dtype)
-        body = _Body(domain, None)
-        x = body.load(self.layout_of(src))
-        out = self.new_buffer(node, node.shape, node.dtype)
-        self.layouts[node.id] = out
-        o = body.param(out.buf)
-        name = f"{node.op}_{node.id}"
-        ind, ind2 = "        ", "            "
-        inner = _digits("j", axes, domain, ind2)
-        cs = c_strides(domain)
-        out_index = " + ".join(f"d{d} * {cs[d]}" for d in range(nd) if domain[d] != 1) or "0"
-        lines = [
-            f"def {name}({', '.join(f'p{k}' for k in range(len(body.params)))}):",
-            "    r = cuda.grid(1)",
-            "    step = cuda.gridsize(1)",
-            f"    while r < {rows}:",
-            *_digits("r", kept, domain, ind),
-            f"{ind}m = {literal(-np.inf, t)}",
-            f"{ind}for j in range({R}):",
-            *inner,
-            f"{ind2}m = tg_maximum(m, {cast(x, t)})",
-            f"{ind}ms = m if abs(m) < np.inf else {literal(0, t)}",
-            f"{ind}acc = {literal(0, t)}",
-            f"{ind}for j in range({R}):",
-            *inner,
-            f"{ind2}acc = {cast(f'acc + tg_exp({x} - ms)', t)}",
-        ]
-        if node.op == "logsumexp":
-            lines.append(f"{ind}{o}[r] = {cast('ms + tg_log(acc)', t)}")
-        else:
-            value = "tg_exp(x - ms) / acc" if node.op == "softmax" else "x - ms - tg_log(acc)"
-            lines += [
-                f"{ind}for j in range({R}):",
-                *inner,
-                f"{ind2}x = {x}",
-                f"{ind2}{o}[{out_index}] = {cast(value, t)}",
-            ]
-        lines.append(f"{ind}r += step")
-        T = self.threads
-        blocks = max(1, min(self.max_blocks, -(-rows // T)))
-        self.units.append(
-            Unit(
-                "row",
-                name,
-                "\n".join(lines) + "\n",
-                list(body.params),
-                (blocks, T),
-                nodes=[node.name],
-            )
-        )
-
     # ---- GEMM
     def gemm(self, node: Node) -> None:
         if node.op == "addmm":
@@ -1094,88 +538,6 @@ class _Planner:
             )
             lay = out
         return lay
-
-
-def _reduces_all(r: Node) -> bool:
-    axis = r.attrs.get("axis")
-    nd = len(r.inputs[0].shape)
-    if axis is None:
-        return True
-    axes = {int(axis) % nd} if isinstance(axis, (int, np.integer)) else {int(a) % nd for a in axis}
-    return axes == set(range(nd))
-
-
-class _ReduceSpec:
-    """A reduction's accumulator type, identity, combining expression and final value."""
-
-    def __init__(self, r: Node, count: int):
-        self.node = r
-        self.acc_t = acc_t = np.dtype(r.dtype)
-        op = {"amax": "max", "amin": "min"}.get(r.op, r.op)
-        if op in ("max", "min"):
-            if acc_t.kind == "f":
-                start = -np.inf if op == "max" else np.inf
-            elif acc_t.kind in "iu":
-                info = np.iinfo(acc_t)
-                start = info.min if op == "max" else info.max
-            else:
-                start = 0 if op == "max" else 1
-        else:
-            start = 1 if op == "prod" else 0
-        self.init = literal(start, acc_t)
-        self.combine = {
-            "sum": "({a} + {b})",
-            "mean": "({a} + {b})",
-            "prod": "({a} * {b})",
-            "max": "({a} if (({a} >= {b}) or ({a} != {a})) else {b})",
-            "min": "({a} if (({a} <= {b}) or ({a} != {a})) else {b})",
-        }[op]
-        self.final = f"np.{acc_t.name}(sm[0] / {count})" if op == "mean" else "sm[0]"
-
-    def final_pass(self, name: str, part: str, out: str, P: int, T: int, M: int = 1) -> tuple:
-        """The second launch: block m reduces partials m*P .. m*P+P-1 into out[m]."""
-        lines = [
-            f"def {name}(part, out):",
-            f"    sm = cuda.shared.array({T}, np.{self.acc_t.name})",
-            "    t = cuda.threadIdx.x",
-            "    m = cuda.blockIdx.x",
-            f"    acc = {self.init}",
-            "    j = t",
-            f"    while j < {P}:",
-            f"        acc = {self.combine.format(a='acc', b=f'part[m * {P} + j]')}",
-            f"        j += {T}",
-            *_tree(T, self.combine),
-            "    if t == 0:",
-            f"        out[m] = {self.final}",
-        ]
-        return (name, "\n".join(lines) + "\n", [part, out], (M, T))
-
-
-def _tree(T: int, combine: str) -> list[str]:
-    """A shared-memory tree over T (a power of two) partial results, fixed order."""
-    return [
-        "    sm[t] = acc",
-        "    cuda.syncthreads()",
-        f"    s = {T // 2}",
-        "    while s > 0:",
-        "        if t < s:",
-        f"            sm[t] = {combine.format(a='sm[t]', b='sm[t + s]')}",
-        "        cuda.syncthreads()",
-        "        s //= 2",
-    ]
-
-
-def _batch_offsets(lay: Layout, batch: tuple) -> np.ndarray:
-    """The element offset of each (broadcast) batch matrix of a GEMM operand."""
-    nb = len(batch)
-    own = lay.shape[:-2]
-    lead = nb - len(own)
-    strides = [0] * lead + [0 if d == 1 else s for d, s in zip(own, lay.strides[:-2], strict=True)]
-    offs = np.full(int(np.prod(batch, dtype=np.int64)), lay.offset, dtype=np.int64)
-    if nb:
-        idx = np.indices(batch).reshape(nb, -1)
-        offs = offs + (np.asarray(strides, dtype=np.int64)[:, None] * idx).sum(axis=0)
-    return offs
 
 
 def plan_graph(graph: Graph, simulated: bool = False) -> Plan:
