@@ -337,7 +337,9 @@ def test_scan_runs_its_body_per_step_forward_and_backward():
     )
 
 
-def test_while_loop_is_refused_by_name():
-    x = tg.device_put(np.ones(2, "f4"))
-    with pytest.raises(NotImplementedError, match="CUDA backend lacks op 'while'"):
-        tg.compile(lambda x: tg.while_loop(lambda c: tg.sum(c) < 10.0, lambda c: c * 2.0, x))(x)
+def test_while_loop_and_cond_read_their_predicate_on_the_host():
+    x = np.array([0.5, 1.0], "f4")
+    check(lambda x: tg.while_loop(lambda c: tg.sum(c) < 10.0, lambda c: c * 2.0, x), x, grad=False)
+    g = lambda x: tg.sum(tg.cond(tg.sum(x) > 1.0, lambda x: tg.sin(x) * 2.0, lambda x: x - 1.0, x))
+    check(g, x)  # the true branch
+    check(g, x * 0.1)  # the false one

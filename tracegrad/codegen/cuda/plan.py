@@ -249,6 +249,9 @@ class _Planner(OtherOps):
         if op == "scan":
             self.scan_unit(node)
             return
+        if op in ("while", "cond"):
+            self.control_unit(node)
+            return
         if op in ("cumsum", "linrec"):
             self.running(node)
             return

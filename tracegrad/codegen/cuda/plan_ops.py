@@ -211,6 +211,48 @@ class OtherOps:
             )
         )
 
+    def control_unit(self, node: Node) -> None:
+        """while_loop and cond: their graphs' own plans; the host reads the predicate
+        (one synchronisation per trip or branch: the trip count is data)."""
+        from tracegrad.passes.fuse import fuse_elementwise
+
+        a = node.attrs
+        if node.op == "while":
+            graphs = {"cond": fuse_elementwise(a["cond"]), "body": fuse_elementwise(a["body"])}
+            results = a["body"].outputs
+        else:
+            graphs = {
+                "true": fuse_elementwise(a["true_branch"]),
+                "false": fuse_elementwise(a["false_branch"]),
+            }
+            results = a["true_branch"].outputs
+        if len({np.dtype(o.dtype) for o in results} | {np.dtype(node.dtype)}) != 1:
+            raise unsupported(node, "results of several dtypes (packed as float64)")
+        operands = []
+        for i in node.inputs:
+            lay = self.layout_of(i)
+            if lay.literal is not None or not lay.contiguous:
+                lay = self.copy(i, lay)
+            operands.append((lay.buf, lay.offset, tuple(i.shape)))
+        out = self.new_buffer(node, node.shape, node.dtype)
+        self.layouts[node.id] = out
+        spec = {
+            **graphs,
+            "n_carry": int(a.get("n_carry", 0)),
+            "operands": operands,
+            "parts": [int(np.prod(o.shape, dtype=np.int64)) for o in results],
+            "out": out.buf,
+        }
+        self.units.append(
+            Unit(
+                node.op,
+                f"{node.op}_{node.id}",
+                args=[b for b, _, _ in operands],
+                scan=spec,
+                nodes=[node.name],
+            )
+        )
+
     # ---- gathers along an axis (cross-entropy's ops); out-of-range indices give NaN
     def _loop_unit(self, name, domain, body: _Body, lines_in: list[str], nodes) -> None:
         """A grid-stride loop over `domain` (digits d0.. made) running `lines_in`."""

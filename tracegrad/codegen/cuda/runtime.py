@@ -106,6 +106,13 @@ def _gemm_kernel(dtype: np.dtype, tile: int):
     return kernel_for(src, f"tg_gemm_tiled_{np.dtype(dtype).name}_{tile}")
 
 
+def _view(flat, offset: int, shape: tuple) -> DeviceArray:
+    """A DeviceArray of `shape` over `flat[offset:]` (a view, no copy)."""
+    size = int(np.prod(shape, dtype=np.int64))
+    data = flat[offset : offset + max(size, 1)] if (offset or flat.shape[0] != size) else flat
+    return DeviceArray(data, shape)
+
+
 def _cupy():
     try:
         import cupy
@@ -164,6 +171,8 @@ class CudaKernel:
             return self._prepare_gemm(unit)
         if unit.kind == "scan":
             return self._prepare_scan(unit)
+        if unit.kind in ("while", "cond"):
+            return self._prepare_control(unit)
         # (configured per launch: the simulator's kernel[grid, block] configures the
         # kernel object itself, so two units sharing a kernel would share one config)
         k = kernel_for(unit.source, unit.name)
@@ -187,15 +196,8 @@ class CudaKernel:
         n_carry, n_xs = sp["n_carry"], sp["n_xs"]
         operands, parts = sp["operands"], sp["parts"]
 
-        def view(flat, offset, shape):
-            size = int(np.prod(shape, dtype=np.int64))
-            data = (
-                flat[offset : offset + max(size, 1)] if (offset or flat.shape[0] != size) else flat
-            )
-            return DeviceArray(data, shape)
-
         def run(env):
-            ops = [view(env[b], off, shape) for b, off, shape in operands]
+            ops = [_view(env[b], off, shape) for b, off, shape in operands]
             carry = ops[:n_carry]
             xs = ops[n_carry : n_carry + n_xs]
             consts = ops[n_carry + n_xs :]
@@ -218,6 +220,34 @@ class CudaKernel:
             pos = 0
             for size, c in zip(parts[:n_carry], carry, strict=True):
                 out[pos : pos + size].copy_to_device(c.flat_data())
+                pos += size
+
+        return run
+
+    def _prepare_control(self, unit: Unit):
+        """while_loop / cond: the graphs' own CudaKernels; the host reads each
+        predicate (a synchronisation), then the results go into the packed output."""
+        sp = unit.scan
+        operands, parts = sp["operands"], sp["parts"]
+        if unit.kind == "while":
+            cond, body = CudaKernel(sp["cond"]), CudaKernel(sp["body"])
+            n_carry = sp["n_carry"]
+            n_cond = len(sp["cond"].inputs) - n_carry
+        else:
+            branches = (CudaKernel(sp["false"]), CudaKernel(sp["true"]))
+
+        def run(env):
+            ops = [_view(env[b], off, shape) for b, off, shape in operands]
+            if unit.kind == "while":
+                carry, consts = ops[:n_carry], ops[n_carry:]
+                while bool(np.asarray(cond(*carry, *consts[:n_cond])[0])):
+                    carry = list(body(*carry, *consts[n_cond:]))
+                results = carry
+            else:
+                results = branches[bool(np.asarray(ops[0]))](*ops[1:])
+            out, pos = env[sp["out"]], 0
+            for size, r in zip(parts, results, strict=True):
+                out[pos : pos + size].copy_to_device(r.flat_data())
                 pos += size
 
         return run
