@@ -160,6 +160,50 @@ DIFF = {
         ),
         (A, POS),
     ),
+    "copysign": (lambda L, a, b: L.copysign(a, b), (A, B[:3, :4])),
+    "fmax fmin": (lambda L, a, b: L.fmax(a, b) + L.fmin(a, b) * 2, (A, B[:3, :4])),
+    "deg2rad rad2deg ldexp": (
+        lambda L, x: L.deg2rad(x) + x.rad2deg() + L.ldexp(x, L.tensor([1, 2, 0, 3])),
+        (A,),
+    ),
+    "inner": (lambda L, a, b: L.inner(a, b), (A, B.T[:2])),
+    "vdot": (lambda L, a, b: L.vdot(a, b), (A[0], A[1])),
+    "msort": (lambda L, x: L.msort(x), (A,)),
+    "kthvalue": (lambda L, x: x.kthvalue(2, 1).values, (A,)),
+    "mode": (lambda L, x: L.mode(L.round(x), 0).values, (A * 2,)),
+    "quantile": (
+        lambda L, x: L.quantile(
+            x, L.tensor([0.1, 0.5, 0.93], dtype=L.float64), dim=1, keepdim=True
+        ),
+        (A,),
+    ),
+    "quantile scalar": (lambda L, x: x.quantile(0.3, interpolation="midpoint"), (A,)),
+    "cov corrcoef": (lambda L, x: L.cov(x) + L.corrcoef(x), (A,)),
+    "masked_scatter": (lambda L, x, s: x.masked_scatter(L.tensor(IDX > 1), s), (A, B)),
+    "index_put": (
+        lambda L, x, v: x.index_put((L.tensor([0, 2]), L.tensor([1, 3])), v),
+        (A, A[0, :2]),
+    ),
+    "index_put accumulate": (
+        lambda L, x, v: L.index_put(x, (L.tensor([0, 0]),), v, accumulate=True),
+        (A, A[:2]),
+    ),
+    "scatter_reduce sum": (
+        lambda L, x, s: x.scatter_reduce(1, L.tensor(IDX), s, "sum"),
+        (A, B[:3, :4]),
+    ),
+    "scatter_reduce mean exclude self": (
+        lambda L, x, s: L.scatter_reduce(x, 1, L.tensor(IDX), s, "mean", include_self=False),
+        (A, B[:3, :4]),
+    ),
+    "matrix_power det inverse": (
+        lambda L, x: L.linalg.matrix_power(x, 3) + x.det() + x.inverse() + x.matrix_power(-2),
+        (A[:3, :3] + 3 * np.eye(3),),
+    ),
+    "multi_dot vecdot": (
+        lambda L, a, b: L.linalg.multi_dot([a, b, b.T]).sum() + L.linalg.vecdot(a, a),
+        (A, B),
+    ),
     "clamp_min clamp_max": (lambda L, x: L.clamp_min(x, -0.1) + L.clamp_max(x, 0.2), (A,)),
 }
 
@@ -167,6 +211,7 @@ DIFF = {
 # with duplicate targets (PyTorch's gradient gathers to every src entry, though only the
 # last one is written); nan_to_num here sees inf/nan made by a division by 0 (nan grads)
 NO_GRADCHECK = {
+    "mode",  # (a selection among ties)
     "rounding",
     "round decimals",
     "cummax values",
@@ -196,8 +241,9 @@ def test_values_and_grads_match_pytorch(case):
     tol = 1e-7 if case == "polygamma" else 1e-9
     np.testing.assert_allclose(y, y_rt, rtol=tol, atol=1e-12)
     for a, b in zip(g, g_rt, strict=True):
-        if b is None:
-            assert a is None or not a.any()
+        if b is None or a is None:  # no gradient on one side: the other's is zero
+            other = a if b is None else b
+            assert other is None or not other.any()
         else:
             np.testing.assert_allclose(a, b, rtol=tol, atol=1e-12)
 
@@ -253,6 +299,11 @@ VALUES = {
         L.floor_divide(L.tensor([-7, 7]), 2),
         L.floor_divide(L.tensor([-7.5, 7.5]), 2),
     ),
+    "logspace": lambda L: L.logspace(0, 2, 5),
+    "rng state round trip": lambda L: (
+        (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3)))(L.get_rng_state())[0] * 0
+    ),
+    "is_signed": lambda L: L.tensor([L.ones(1).is_signed(), L.ones(1, dtype=L.uint8).is_signed()]),
     "integer prod cumprod": lambda L: (
         L.prod(L.tensor([2, 3, 4])),
         L.cumprod(L.tensor([2, 3, 4]), 0),

@@ -721,3 +721,33 @@ TOP_LEVEL = {
     "slogdet": slogdet,
     "inverse": inv,
 }
+
+
+def matrix_power(A: Tensor, n: int) -> Tensor:
+    """A multiplied by itself n times by squaring (n = 0: the identity; n < 0: of A's
+    inverse), as torch.linalg.matrix_power."""
+    from tracegrad.eager.more_ops import matrix_power as _power
+
+    return _power(A, n)
+
+
+def multi_dot(tensors) -> Tensor:
+    """The product of the matrices, left to right (a 1-d first / last operand is a row /
+    column vector, as torch.linalg.multi_dot)."""
+    from tracegrad.eager.torch_ops import matmul
+
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = matmul(out, t)
+    return out
+
+
+def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
+    """The dot product along dim (real tensors)."""
+    from tracegrad.eager.torch_ops import sum as _sum
+
+    return _sum(x * y, dim)
+
+
+__all__ += ["matrix_power", "multi_dot", "vecdot"]
+TOP_LEVEL["matrix_power"] = matrix_power

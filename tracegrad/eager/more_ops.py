@@ -939,6 +939,25 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
     return prod if beta == 0 else (input if beta == 1 else input * beta) + prod
 
 
+def matrix_power(input, n: int):
+    """input @ input @ ... (n times; n = 0: the identity; n < 0: of the inverse)."""
+    from tracegrad.eager import linalg as _linalg
+
+    if n < 0:
+        return matrix_power(_linalg.inv(input), -n)
+    if n == 0:
+        eye = np.broadcast_to(np.eye(input.shape[-1], dtype=input._data.dtype), input._data.shape)
+        return tensor(eye.copy())
+    out, base = None, input
+    while n:
+        if n & 1:
+            out = base if out is None else O.matmul(out, base)
+        n >>= 1
+        if n:
+            base = O.matmul(base, base)
+    return out
+
+
 def chain_matmul(*matrices):
     out = matrices[0]
     for m in matrices[1:]:
@@ -1074,6 +1093,261 @@ def einsum(equation: str, *operands):
     if term != out:
         res = O.permute(res, *[term.index(c) for c in out]) if len(out) > 1 else res
     return res if res is not ops[0] else res.clone()
+
+
+# ------------------------------------------------------------------ more (issue 26, part 2)
+
+
+def copysign(input, other):
+    """|input| with other's sign (gradient: sign(input) * sign(result) where input != 0)."""
+    o = other._data if isinstance(other, Tensor) else np.asarray(other)
+    sign = np.where(np.signbit(o), -1.0, 1.0)
+    return O.abs(input) * _const(_float(input), sign)
+
+
+def fmax(input, other):
+    """maximum, with NaN losing to a number."""
+    a, b = _t(input), _t(other)
+    nan_a = tensor(np.isnan(a._data)) if a._data.dtype.kind == "f" else None
+    out = O.maximum(a, b)
+    return out if nan_a is None else O.where(nan_a, O.expand_as(b, out), out)
+
+
+def fmin(input, other):
+    a, b = _t(input), _t(other)
+    nan_a = tensor(np.isnan(a._data)) if a._data.dtype.kind == "f" else None
+    out = O.minimum(a, b)
+    return out if nan_a is None else O.where(nan_a, O.expand_as(b, out), out)
+
+
+def deg2rad(input):
+    return _float(input) * (math.pi / 180.0)
+
+
+def rad2deg(input):
+    return _float(input) * (180.0 / math.pi)
+
+
+def ldexp(input, other):
+    return input * O.pow(_const(_float(input), 2.0), _t(other).to(_float(input).dtype))
+
+
+def inner(input, other):
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    return O.matmul(input, O.transpose(other, -1, -2) if other.ndim > 1 else other)
+
+
+def vdot(input, other):
+    return O.dot(input, other)
+
+
+def msort(input):
+    return O.sort(input, 0).values
+
+
+def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
+    """The k-th smallest element along dim (1-based) and its index, through sort."""
+    d = _dim(dim, _bmax(input.ndim, 1), "kthvalue")
+    if input.ndim == 0:
+        return _ValuesIndices(input.clone(), tensor(np.int64(0)))
+    s = O.sort(input, d, stable=True)
+    values, indices = O.select(s.values, d, k - 1), O.select(s.indices, d, k - 1)
+    if keepdim:
+        values, indices = O.unsqueeze(values, d), O.unsqueeze(indices, d)
+    return _ValuesIndices(values, indices)
+
+
+def mode(input, dim: int = -1, keepdim: bool = False):
+    """The most frequent value along dim (the smallest of ties) and the last index where
+    it occurs, as PyTorch's CPU kernel."""
+    d = _dim(dim, _bmax(input.ndim, 1), "mode")
+    data = np.moveaxis(input._data if input.ndim else input._data.reshape(1), d, -1)
+    rows = data.reshape(-1, data.shape[-1])
+    idx = np.empty(rows.shape[0], np.int64)
+    for r, row in enumerate(rows):
+        vals, counts = np.unique(row, return_counts=True)
+        best = vals[np.argmax(counts)]
+        idx[r] = np.flatnonzero(row == best)[-1]
+    idx = idx.reshape(data.shape[:-1])
+    index = tensor(np.expand_dims(idx, d) if input.ndim else idx.reshape(1))
+    values = O.gather(input if input.ndim else O.reshape(input, (1,)), d, index)
+    if not keepdim or input.ndim == 0:
+        values, index = O.squeeze(values, d), O.squeeze(index, d)
+    return _ValuesIndices(values, index)
+
+
+def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
+    """Quantiles through sort (so the gradient reaches the two order statistics)."""
+    x = O.reshape(input, (-1,)) if dim is None else input
+    d = 0 if dim is None else _dim(dim, input.ndim, "quantile")
+    n = x._data.shape[d]
+    qs = np.atleast_1d(q._data if isinstance(q, Tensor) else np.asarray(q, np.float64))
+    if ((qs < 0) | (qs > 1)).any():
+        raise shape_error("quantile", "quantile() q values must be in the range [0, 1]", input)
+    s = O.sort(x, d).values
+    outs = []
+    for qv in qs:
+        pos = qv * (n - 1)
+        lo, hi = int(np.floor(pos)), int(np.ceil(pos))
+        a, b = O.select(s, d, lo), O.select(s, d, hi)
+        if interpolation == "lower":
+            v = a
+        elif interpolation == "higher":
+            v = b
+        elif interpolation == "nearest":
+            v = O.select(s, d, int(np.round(pos)))
+        elif interpolation == "midpoint":
+            v = (a + b) * 0.5
+        else:
+            v = a + (b - a) * float(pos - lo)
+        if keepdim:
+            v = O.unsqueeze(v, d) if dim is not None else O.reshape(v, (1,) * input.ndim)
+        outs.append(v)
+    scalar_q = (
+        not isinstance(q, Tensor) and np.ndim(q) == 0 or isinstance(q, Tensor) and q.ndim == 0
+    )
+    return outs[0] if scalar_q else O.stack(outs, 0)
+
+
+def nanquantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
+    if np.isnan(input._data).any():
+        raise NotImplementedError("nanquantile with NaN values is not supported by tracegrad.eager")
+    return quantile(input, q, dim, keepdim, interpolation=interpolation)
+
+
+def cov(input, *, correction: int = 1, fweights=None, aweights=None):
+    if fweights is not None or aweights is not None:
+        raise NotImplementedError("cov: fweights/aweights are not supported by tracegrad.eager")
+    x = O.reshape(input, (1, -1)) if input.ndim == 1 else input
+    n = x._data.shape[1]
+    centered = x - O.mean(x, 1, keepdim=True)
+    out = O.matmul(centered, O.transpose(centered, 0, 1)) / float(_bmax(n - correction, 0))
+    return O.reshape(out, ()) if input.ndim == 1 else out
+
+
+def corrcoef(input):
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    d = O.sqrt(O.diagonal(c))
+    return O.clamp(c / O.unsqueeze(d, 1) / O.unsqueeze(d, 0), -1.0, 1.0)
+
+
+def is_signed(self) -> bool:
+    return self._data.dtype.kind in "fi"
+
+
+def masked_scatter(input, mask, source):
+    """input with the masked positions filled by source's elements in order."""
+    m = np.broadcast_to(mask._data, input._data.shape)
+    k = int(m.sum())
+    taken = O.reshape(source, (-1,))[:k] if k else None
+    if taken is None:
+        return input.clone()
+    spec_arrays = np.nonzero(m)
+    from tracegrad.ops import table as _T
+
+    spec = tuple(("array", i) for i in range(input.ndim))
+    placed = apply_op(
+        _T.index_add_zeros, (taken, *spec_arrays), {"spec": spec, "shape": input._data.shape}
+    )
+    return O.where(tensor(m), placed, input)
+
+
+def index_put(input, indices, values, accumulate: bool = False):
+    """input with input[indices] = values (or += with accumulate), out of place."""
+    out = input.clone()
+    if accumulate:
+        idx = tuple(indices)
+        from tracegrad.ops import table as _T
+
+        arrays = [i._data if isinstance(i, Tensor) else np.asarray(i) for i in idx]
+        spec = tuple(("array", i) for i in range(len(arrays))) + tuple(
+            ("slice", 0, n, 1) for n in input._data.shape[len(arrays) :]
+        )
+        target = np.broadcast_shapes(*(a.shape for a in arrays)) + tuple(
+            input._data.shape[len(arrays) :]
+        )
+        v = _t(values)
+        v = O.expand(v, target) if tuple(v.shape) != target else v
+        added = apply_op(
+            _T.index_add_zeros, (v, *arrays), {"spec": spec, "shape": input._data.shape}
+        )
+        return input + added
+    out[tuple(indices)] = values
+    return out
+
+
+def scatter_reduce(input, dim, index, src, reduce: str, *, include_self: bool = True):
+    """reduce 'sum' or 'mean' of src into input at index (PyTorch's include_self rule)."""
+    if reduce not in ("sum", "mean"):
+        raise NotImplementedError(f"scatter_reduce(reduce={reduce!r}): only 'sum' and 'mean'")
+    d = _dim(dim, input.ndim, "scatter_reduce")
+    written, _ = _scatter_mask(input, d, index._data)
+    base = input if include_self else O.where(tensor(written), _const(input, 0), input)
+    total = O.scatter_add(base, d, index, src)
+    if reduce == "sum":
+        return total
+    counts = np.zeros(input._data.shape, np.float64)
+    arrays, _ = O._grid_index(index._data, d)
+    np.add.at(counts, tuple(np.broadcast_to(a, index._data.shape) for a in arrays), 1.0)
+    counts = counts + (1.0 if include_self else 0.0)
+    counts = np.where(counts == 0, 1.0, counts)
+    if input._data.dtype.kind in "iu":
+        return tensor(np.floor_divide(total._data, counts.astype(input._data.dtype)))
+    return total / _const(total, counts)
+
+
+def logspace(
+    start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad=False
+):
+    from tracegrad.eager import dtypes as _dt
+
+    npd = np.float32 if dtype is None else _dt.to_numpy_dtype(dtype)
+    out = tensor(np.power(base, np.linspace(float(start), float(end), int(steps))).astype(npd))
+    return out.requires_grad_() if requires_grad else out
+
+
+def seed() -> int:
+    """Reseed the default generator from fresh entropy; returns the seed."""
+    from tracegrad.eager.creation import manual_seed
+
+    s = int(np.random.SeedSequence().entropy % (2**63))
+    manual_seed(s)
+    _SEED[0] = s
+    return s
+
+
+_SEED = [None]
+
+
+def initial_seed() -> int:
+    from tracegrad.eager import creation
+
+    return _SEED[0] if _SEED[0] is not None else getattr(creation, "_seed", 0)
+
+
+def get_rng_state():
+    """The default generator's state as a uint8 tensor (NumPy's bit-generator state,
+    pickled: it round-trips through set_rng_state, it is not PyTorch's byte layout)."""
+    import pickle
+
+    from tracegrad.eager import creation
+
+    blob = pickle.dumps(creation._rng.bit_generator.state)
+    return tensor(np.frombuffer(blob, np.uint8).copy())
+
+
+def set_rng_state(new_state) -> None:
+    import pickle
+
+    from tracegrad.eager import creation
+
+    state = pickle.loads(new_state._data.astype(np.uint8).tobytes())
+    if not isinstance(state, dict) or "bit_generator" not in state:
+        raise RuntimeError("set_rng_state: not a state from tracegrad.eager.get_rng_state()")
+    creation._rng.bit_generator.state = state
 
 
 # ------------------------------------------------------------------ random
@@ -1238,7 +1512,10 @@ _METHODS = [
     "flipud", "rot90", "take", "take_along_dim", "argwhere", "repeat_interleave", "scatter",
     "index_fill", "index_copy", "unique", "unique_consecutive", "bincount", "histc", "kron",
     "cross", "baddbmm", "addbmm", "addmv", "addr", "bernoulli", "is_complex", "is_nonzero",
-    "lgamma", "digamma", "erfinv", "mvlgamma", "sinc",
+    "lgamma", "digamma", "erfinv", "mvlgamma", "sinc", "copysign", "fmax", "fmin",
+    "deg2rad", "rad2deg", "ldexp", "inner", "vdot", "msort", "kthvalue", "mode", "quantile",
+    "nanquantile", "cov", "corrcoef", "is_signed", "masked_scatter", "index_put",
+    "scatter_reduce",
 ]  # fmt: skip
 _METHODS += ["arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh"]
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2
@@ -1257,7 +1534,9 @@ _INPLACE = [
     "tril", "triu", "scatter", "index_fill", "index_copy", "tan", "asin", "acos", "atan",
     "sinh", "cosh", "atan2", "log2", "log10", "erf", "ceil", "trunc", "round", "frac",
     "fmod", "remainder", "hypot", "nan_to_num", "logit", "cumsum", "cumprod", "clamp_min",
-    "clamp_max", "exp2", "lerp", "addcmul", "addcdiv", "baddbmm", "addmm",
+    "clamp_max", "exp2", "lerp", "addcmul", "addcdiv", "baddbmm", "addmm", "copysign",
+    "masked_scatter", "index_put", "scatter_reduce", "deg2rad", "rad2deg", "sgn", "xlogy",
+    "floor_divide", "float_power", "erfinv", "lgamma", "digamma", "sinc", "hypot", "ldexp",
 ]  # fmt: skip
 
 
@@ -1274,6 +1553,13 @@ def install_methods() -> None:
     Tensor.is_floating_point = lambda self: self._data.dtype.kind == "f"
     Tensor.unfold = unfold
     Tensor.adjoint = _adjoint
+    from tracegrad.eager import linalg as _linalg
+
+    for name in ("det", "logdet", "slogdet", "inverse", "pinverse", "cholesky_solve",
+                 "triangular_solve", "svd", "qr"):  # fmt: skip
+        setattr(Tensor, name, _linalg.TOP_LEVEL[name])
+    Tensor.cholesky = lambda self, upper=False: _linalg.TOP_LEVEL["cholesky"](self, upper)
+    Tensor.matrix_power = lambda self, n: matrix_power(self, n)
     Tensor.polygamma = lambda self, n: polygamma(n, self)
     Tensor.mH = property(_adjoint)
     Tensor.H = property(_H)
