@@ -4,19 +4,22 @@ A key is a uint32 array of shape (2,) (JAX's raw `PRNGKey`); every draw is a
 pure function of its key, computed by the counter-based Threefry-2x32 generator
 (the `threefry2x32` primitive of the rule table, tracegrad/ops/special.py: NumPy
 in eager mode and on the interpreter, a scalar helper inlined into the fused
-loop of Numba kernels). So
-the same code runs on NumPy arrays, under `tg.compile`/`tg.jit`, under
-`tg.vmap` over a batch of keys from `split(key, n)`, and under `tg.grad`, where
-draws are constants: `normal(key) * sigma + mu` differentiates through mu and
-sigma. The bits follow JAX's default (`jax_threefry_partitionable`, the
-default since JAX 0.5): `PRNGKey`, `split`, `fold_in`, `bits`, `randint` (int32
-and int64), `permutation`, `choice` and `rademacher` give JAX's very integers,
-`uniform` on [0, 1), `bernoulli` and `categorical` its very values
-(tests/random/test_random_keys.py); `normal`, `truncated_normal`,
-`multivariate_normal`, `gumbel`, `exponential`, `laplace`, `logistic`, `cauchy`,
-`lognormal`, `pareto`, `weibull_min`, `maxwell`, `rayleigh`, `triangular`,
-`orthogonal` and `uniform` with bounds agree to a few ulp (`geometric` exactly) (SciPy's erfinv and NumPy's log
-where XLA has its own polynomials, and no FMA).
+loop of Numba kernels). So the same code runs on NumPy arrays, under
+`tg.compile`/`tg.jit`, under `tg.vmap` over a batch of keys from
+`split(key, n)`, and under `tg.grad`, where draws are constants:
+`normal(key) * sigma + mu` differentiates through mu and sigma.
+
+The bits follow JAX's default (`jax_threefry_partitionable`, the default since
+JAX 0.5): `PRNGKey`, `split`, `fold_in`, `bits`, `randint` (int32 and int64),
+`permutation`, `choice`, `rademacher` and `geometric` give JAX's very integers,
+`uniform` on [0, 1), `bernoulli`, `categorical` and `triangular` its very
+values (tests/random/test_random_keys.py); `normal`, `truncated_normal`,
+`multivariate_normal`, `gumbel`, `exponential`, `laplace`, `logistic`,
+`cauchy`, `lognormal`, `pareto`, `weibull_min`, `maxwell`, `rayleigh`,
+`orthogonal` and `uniform` with bounds agree to a few ulp (SciPy's erfinv and
+NumPy's log where XLA has its own polynomials, and no FMA). Not here yet: the
+gamma family (`gamma`, `beta`, `dirichlet`, `chisquare`, `t`), `poisson`,
+`binomial`, typed key arrays (`key` returns the raw uint32 key).
 
 Floating-point draws default to float64 (tracegrad's NumPy default; JAX's
 default is float32 unless `jax_enable_x64` is set): pass `dtype=np.float32` for
