@@ -343,3 +343,16 @@ def test_while_loop_and_cond_read_their_predicate_on_the_host():
     g = lambda x: tg.sum(tg.cond(tg.sum(x) > 1.0, lambda x: tg.sin(x) * 2.0, lambda x: x - 1.0, x))
     check(g, x)  # the true branch
     check(g, x * 0.1)  # the false one
+
+
+@pytest.mark.parametrize(
+    "name", ["exp", "expm1", "floor", "relu", "sign", "tanh", "sigmoid", "log", "sqrt", "abs"]
+)
+def test_edge_values_match_numpy(name):
+    # inf, nan, overflow, huge: the CUDA helpers' guards give NumPy's values
+    x = np.array([-1.5, 2.5, 800.0, -np.inf, np.inf, np.nan, 1e20, 0.0, -0.0], "f8")
+    fn = getattr(tg, name)
+    with np.errstate(all="ignore"):
+        want = tg.compile(fn, backend="interpret")(x)
+    got = np.asarray(tg.compile(fn)(tg.device_put(x)))
+    np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
