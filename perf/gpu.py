@@ -315,6 +315,7 @@ def main() -> int:
             row[system] = f"{median * 1e6:.0f}"
             row[f"{system} first"] = f"{first * 1e3:.0f} ms"
             if system == "tracegrad":
+                row["launches"] = str(_launches(build, inputs))
                 err = check_against_cpu(build, inputs, result)
                 row["max rel. diff vs CPU"] = f"{err:.1e}"
                 if err > 1e-3:
@@ -324,7 +325,14 @@ def main() -> int:
                 flush=True,
             )
         rows.append(row)
-    cols = ["workload", *systems, "tracegrad first", "jax.jit first", "max rel. diff vs CPU"]
+    cols = [
+        "workload",
+        *systems,
+        "tracegrad first",
+        "jax.jit first",
+        "launches",
+        "max rel. diff vs CPU",
+    ]
     device = _device_name()
     lines = [
         f"GPU: {device}. float32 value and gradient of every input; median us per call "
@@ -338,6 +346,16 @@ def main() -> int:
     print(text)
     Path(args.out).write_text(text)
     return status
+
+
+def _launches(build, inputs) -> int:
+    """Kernel launches (GEMMs included) per call of the workload's compiled function."""
+    import tracegrad as tg
+
+    f = tg.value_and_grad(build(_TG()), argnums=tuple(range(len(inputs))))
+    f(*[tg.device_put(x) for x in inputs])
+    entry = next(e for k, e in f.entries.by_signature.items() if k[0] == "cuda")
+    return sum(1 + len(u.after) for u in entry.lowered.kernel.plan.units)
 
 
 def _device_name() -> str:
