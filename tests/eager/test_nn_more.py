@@ -346,3 +346,61 @@ def test_cross_entropy_target_shape_errors_match_pytorch():
             L.nn.functional.cross_entropy(L.zeros(2, 5, 3), L.zeros(2, 4, dtype=L.int64))
         with pytest.raises(ValueError, match=r"Expected input batch_size \(2\) to match target"):
             L.nn.functional.cross_entropy(L.zeros(2, 5, 3), L.zeros(3, 3, dtype=L.int64))
+
+
+BAGS = {
+    "2d mean": ({"mode": "mean"}, np.array([[1, 2, 4], [4, 3, 0]]), None, None),
+    "offsets sum weights": (
+        {"mode": "sum"},
+        np.array([1, 2, 4, 5, 4, 3, 2, 9]),
+        np.array([0, 3, 3, 6]),  # an empty bag
+        R.standard_normal(8),
+    ),
+    "offsets max": ({"mode": "max"}, np.array([1, 2, 4, 5, 4, 3]), np.array([0, 2, 5]), None),
+    "include_last_offset mean padding": (
+        {"mode": "mean", "include_last_offset": True, "padding_idx": 4},
+        np.array([1, 4, 4, 5, 4, 3]),
+        np.array([0, 3, 6]),
+        None,
+    ),
+}
+
+
+def _bag(L, case, state=None):
+    kw, idx, offsets, weights = BAGS[case]
+    L.manual_seed(0)
+    m = L.nn.EmbeddingBag(10, 3, **kw).double()
+    if state is not None:
+        m.load_state_dict({k: L.tensor(v) for k, v in state.items()})
+    psw = None if weights is None else L.tensor(weights, requires_grad=True)
+    off = None if offsets is None else L.tensor(offsets)
+    out = m(L.tensor(idx), off, per_sample_weights=psw)
+    (out * L.tensor(np.cos(np.arange(out.numel())).reshape(tuple(out.shape)))).sum().backward()
+    return m, [out.detach().numpy(), m.weight.grad.numpy()] + (
+        [] if psw is None else [psw.grad.numpy()]
+    )
+
+
+@pytest.mark.parametrize("case", list(BAGS))
+def test_embedding_bag_matches_pytorch(case):
+    rt = pytest.importorskip("torch")
+    m_rt, theirs = _bag(rt, case)
+    m, ours = _bag(tg, case, {k: v.detach().numpy() for k, v in m_rt.state_dict().items()})
+    assert repr(m) == repr(m_rt)
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_module_helpers_and_lazy_linear():
+    tg.manual_seed(0)
+    model = tg.nn.Sequential(tg.nn.Linear(3, 4), tg.nn.BatchNorm1d(4))
+    assert model.get_parameter("0.weight") is model[0].weight
+    assert model.get_buffer("1.running_mean") is model[1].running_mean
+    with pytest.raises(AttributeError):
+        model.get_parameter("0.nothing")
+    assert model.half()[0].weight.dtype == tg.float16
+    lazy = tg.nn.LazyLinear(2)
+    out = lazy(tg.ones(5, 7))
+    assert tuple(out.shape) == (5, 2) and tuple(lazy.weight.shape) == (2, 7)
+    assert [k for k, _ in lazy.named_parameters()] == ["weight", "bias"]
+    assert np.abs(lazy.weight.detach().numpy()).max() <= 1 / np.sqrt(7)

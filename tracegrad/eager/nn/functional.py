@@ -1252,6 +1252,7 @@ from tracegrad.eager.nn.more_functional import (  # noqa: E402, F401
     dropout1d,
     dropout2d,
     dropout3d,
+    embedding_bag,
     fold,
     gaussian_nll_loss,
     glu,

@@ -312,6 +312,25 @@ class Module:
     def double(self) -> Module:
         return self.to(dtype=_dt.float64)
 
+    def half(self) -> Module:
+        return self.to(dtype=_dt.float16)
+
+    def get_parameter(self, target: str):
+        """The parameter at a dotted path ("encoder.layers.0.linear1.weight")."""
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path) if module_path else self
+        if name not in mod._parameters:
+            raise AttributeError(f"{type(mod).__name__} has no parameter `{name}`")
+        return mod._parameters[name]
+
+    def get_buffer(self, target: str):
+        """The buffer at a dotted path."""
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path) if module_path else self
+        if name not in mod._buffers:
+            raise AttributeError(f"{type(mod).__name__} has no buffer `{name}`")
+        return mod._buffers[name]
+
     def float(self) -> Module:
         return self.to(dtype=_dt.float32)
 

@@ -601,3 +601,63 @@ selu_ = _inplace_of(selu)
 celu_ = _inplace_of(celu)
 hardtanh_ = _inplace_of(hardtanh)
 threshold_ = _inplace_of(threshold)
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float = 2,
+                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights=None, include_last_offset: bool = False,
+                  padding_idx=None):  # fmt: skip
+    """Sums, means or maxima of bags of embedding rows: input (B, N) makes B bags of N, or
+    1-d input with offsets marks where each bag starts. An embedding gather, then
+    index_add into the bags (max: per-bag amax); padding_idx rows are left out."""
+    from tracegrad.eager.nn import functional as F
+
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(
+            "embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+            f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
+            "on GitHub."
+        )
+    idx = input._data
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None")
+        b, n = idx.shape
+        starts = np.arange(b) * n
+        flat = O.reshape(input, (-1,))
+        if per_sample_weights is not None:
+            per_sample_weights = O.reshape(per_sample_weights, (-1,))
+    else:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        starts = offsets._data.astype(np.int64)
+        if include_last_offset:
+            starts = starts[:-1]
+        b = starts.shape[0]
+        flat = input
+    total = flat._data.shape[0]
+    rows = F.embedding(flat, weight, None, max_norm, norm_type, scale_grad_by_freq)
+    bag = np.searchsorted(starts, np.arange(total), side="right") - 1
+    keep = np.ones(total, bool) if padding_idx is None else flat._data != padding_idx
+    d = weight.shape[1]
+    if per_sample_weights is not None:
+        rows = rows * O.unsqueeze(per_sample_weights, 1)
+    if mode == "max":
+        outs = []
+        for i in range(b):
+            sel = np.flatnonzero((bag == i) & keep)
+            if sel.size:
+                outs.append(O.amax(rows[Tensor._wrap(sel)], 0))
+            else:
+                outs.append(Tensor._wrap(np.zeros(d, weight._data.dtype)))
+        return O.stack(outs, 0)
+    if not keep.all():
+        rows = rows * _const(rows, keep[:, None])
+    zeros = Tensor._wrap(np.zeros((b, d), weight._data.dtype))
+    sums = O.index_add(zeros, 0, Tensor._wrap(bag.astype(np.int64)), rows)
+    if mode == "sum":
+        return sums
+    counts = np.bincount(bag[keep], minlength=b).astype(weight._data.dtype)
+    return sums / _const(sums, np.maximum(counts, 1)[:, None])

@@ -738,3 +738,88 @@ class ChannelShuffle(Module):
 
     def extra_repr(self):
         return f"groups={self.groups}"
+
+
+class EmbeddingBag(Module):
+    """Bags of embedding rows reduced by sum, mean or max (weight ~ N(0, 1), PyTorch's)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm=None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
+                 sparse: bool = False, _weight=None, include_last_offset: bool = False,
+                 padding_idx=None, device=None, dtype=None):  # fmt: skip
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.mode, self.sparse = scale_grad_by_freq, mode, sparse
+        self.include_last_offset = include_last_offset
+        if padding_idx is not None and padding_idx < 0:
+            padding_idx += num_embeddings
+        self.padding_idx = padding_idx
+        if _weight is None:
+            self.weight = _param((num_embeddings, embedding_dim), dtype)
+            init.normal_(self.weight)
+            if padding_idx is not None:
+                self.weight.data[padding_idx] = 0.0
+        else:
+            self.weight = Parameter(_weight)
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(
+            input, self.weight, offsets, self.max_norm, self.norm_type,
+            self.scale_grad_by_freq, self.mode, self.sparse, per_sample_weights,
+            self.include_last_offset, self.padding_idx,
+        )  # fmt: skip
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze: bool = True, max_norm=None,
+                        norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                        mode: str = "mean", sparse: bool = False,
+                        include_last_offset: bool = False, padding_idx=None):  # fmt: skip
+        rows, cols = embeddings.shape
+        bag = cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
+                  embeddings, include_last_offset, padding_idx)  # fmt: skip
+        bag.weight.requires_grad = not freeze
+        return bag
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += ", scale_grad_by_freq=True"
+        s += f", mode={self.mode!r}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
+
+
+class LazyLinear(Module):
+    """A Linear whose in_features is read from the first input (then it is a Linear with
+    PyTorch's initialization)."""
+
+    def __init__(self, out_features: int, bias: bool = True, device=None, dtype=None):
+        super().__init__()
+        self.out_features, self._bias, self._dtype = out_features, bias, dtype
+        self.in_features = 0
+        self.weight = None
+        self.bias = None
+
+    def forward(self, input):
+        from tracegrad.eager.nn.modules import Linear
+
+        if self.in_features == 0:
+            self.in_features = input.shape[-1]
+            proto = Linear(self.in_features, self.out_features, self._bias, dtype=self._dtype)
+            self.weight = proto.weight
+            if self._bias:
+                self.bias = proto.bias
+            else:
+                self.register_parameter("bias", None)
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, bias={self._bias}"
+        )
