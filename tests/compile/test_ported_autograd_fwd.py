@@ -484,3 +484,19 @@ def test_systematic_autograd_recursion(kind, monkeypatch):
     else:
         for case in ported.SYSTEMATIC_COMBOS:
             case()
+
+
+@pytest.mark.numba_pass
+def test_edge_derivatives_through_numba_kernels():
+    """The hypot and pow rules above, generated as Numba kernels: same values."""
+    x, y = np.array([0.0, 3.0, 3e300, -1.0]), np.array([2.0, 4.0, 4e300, 0.0])
+    np.testing.assert_array_equal(tg.compile(tg.hypot, backend="numba")(x, y), np.hypot(x, y))
+    h = tg.hessian(lambda x, y: tg.sum(tg.hypot(x, y)), backend="numba")(x, y)
+    r = np.hypot(x, y)
+    np.testing.assert_allclose(np.diag(h), (y / r) ** 2 / r, rtol=1e-12)
+    d2 = tg.hessian(lambda x, y: tg.sum(x**y), backend="numba")(
+        np.array([0.0, 2.0]), np.array([0.0, 2.0])
+    )
+    np.testing.assert_array_equal(np.diag(d2), [0.0, 2.0])
+    f = tg.jit(lambda x, n: x**n, static_argnums=1, backend="numba")
+    assert f(np.array([2.0]), 3)[0] == 8.0 and f(np.array([2.0]), 2)[0] == 4.0
