@@ -106,3 +106,31 @@ def test_generate_evaluate_and_dataset():
         means[b] = m.evaluate(models[b], ds, batch_size=len(words))
         assert models[b].training  # evaluate puts the model back in training mode
     np.testing.assert_allclose(means["tracegrad"], means["torch"], rtol=1e-6)
+
+
+def test_create_datasets_and_infinite_loader(tmp_path):
+    """makemore's create_datasets (a names file, a random split) and its InfiniteDataLoader
+    (RandomSampler with replacement and num_samples=1e10, drawn lazily) feed its own
+    training step under tracegrad.eager: the loss falls over a few AdamW steps."""
+    m = load_pair("makemore")["tracegrad"]
+    names = tmp_path / "names.txt"
+    words = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia", "harper"] * 3
+    names.write_text("\n".join(words) + "\n")
+    m.torch.manual_seed(0)
+    train, test = m.create_datasets(str(names))
+    assert len(train) + len(test) == len(words) and len(test) == 2
+    loader = m.InfiniteDataLoader(train, batch_size=8, pin_memory=False, num_workers=0)
+    cfg = m.ModelConfig(vocab_size=train.get_vocab_size(), block_size=train.get_output_length(),
+                        n_embd=8, n_embd2=16)  # fmt: skip
+    model = m.MLP(cfg)
+    opt = m.torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01, betas=(0.9, 0.99))
+    losses = []
+    for _ in range(15):
+        x, y = loader.next()
+        assert tuple(x.shape) == (8, train.get_output_length()) and x.dtype == m.torch.int64
+        _, loss = model(x, y)
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert np.mean(losses[-3:]) < losses[0]

@@ -191,13 +191,20 @@ class RandomSampler(Sampler):
     def __iter__(self) -> Iterator[int]:
         n = len(self.data_source)
         rng = _numpy_rng(self.generator)
-        if self.replacement:
-            return iter(rng.integers(0, n, self.num_samples).tolist())
+        if self.replacement:  # drawn in chunks, as PyTorch's (num_samples may be 1e10)
+            return self._with_replacement(rng, n)
         order = []
         for _ in range(self.num_samples // n):
             order.extend(rng.permutation(n).tolist())
         order.extend(rng.permutation(n)[: self.num_samples % n].tolist())
         return iter(order)
+
+    def _with_replacement(self, rng, n: int) -> Iterator[int]:
+        left = self.num_samples
+        while left > 0:
+            chunk = min(left, 32)
+            yield from rng.integers(0, n, chunk).tolist()
+            left -= chunk
 
     def __len__(self) -> int:
         return self.num_samples
