@@ -1233,9 +1233,13 @@ class CompiledFunction:
             counts[pos] = len(seen)
         pos = max(counts, key=counts.get)
         name = names[pos] if pos < len(names) else f"keyword argument {pos - len(names)}"
+        tree = self.entries.signatures[-1].in_tree.children[pos]
         what = (
             "static value"
-            if self.entries.signatures[-1].in_tree.children[pos].kind == "static"
+            if tree.kind == "static"
+            else "shape/dtype, or the Python numbers inside it: a tuple or list is a "
+            "pytree whose numbers are static values"
+            if _holds_static(tree)
             else "shape/dtype"
         )
         return (
@@ -1265,6 +1269,10 @@ def _signature_of(names: list[str], kw_names):
         unique.append(n)
     params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in unique]
     return inspect.Signature(params)
+
+
+def _holds_static(tree: TreeDef) -> bool:
+    return tree.kind == "static" or any(_holds_static(c) for c in tree.children)
 
 
 def _arg_part(signature: _Signature, pos: int):

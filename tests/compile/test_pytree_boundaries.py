@@ -250,3 +250,10 @@ def test_jit_with_many_args_works():
     g = tg.grad(lambda xs: sum(x * x for x in xs), **INTERP)
     grads = g([float(v) for v in range(50)])
     assert isinstance(grads, list) and [float(v) for v in grads] == [2.0 * v for v in range(50)]
+
+
+def test_retrace_warning_names_numbers_inside_a_tuple():
+    f = tg.compile(lambda x, t: x * t[0], **INTERP)
+    with pytest.warns(RuntimeWarning, match="a tuple or list is a pytree whose numbers are static"):
+        for k in range(10):
+            f(np.ones(2), (float(k), 2.0))
