@@ -249,7 +249,13 @@ def test_softmax_cross_entropy_written_with_max_exp_sum_log():
         return -tg.sum(y * (z - tg.log(tg.sum(tg.exp(z), axis=1, keepdims=True)))) / 3.0
 
     y = np.eye(4, dtype="f4")[[0, 2, 3]]
-    check(xent, _x((5, 4)), _x((3, 5)), y, argnums=(0, 1))
+    args = (_x((5, 4)), _x((3, 5)), y)
+    check(xent, *args, argnums=(0, 1))
+    # the row reductions (max, sum over axis 1) run in their groups' kernels, a block a row
+    f = tg.value_and_grad(xent, argnums=(0, 1))
+    f(*[tg.device_put(a) for a in args])
+    kinds = [u.kind for u in _units(f)]
+    assert kinds.count("rows") >= 2, kinds
 
 
 def test_value_and_gradient_of_an_elementwise_sum_run_in_one_kernel():

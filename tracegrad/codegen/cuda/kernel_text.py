@@ -211,6 +211,17 @@ def _digits(var: str, dims: list[int], shape: tuple, indent: str) -> list[str]:
     return lines
 
 
+def _axes_of(r: Node) -> tuple:
+    """A reduction's axes, sorted and non-negative."""
+    axis = r.attrs.get("axis")
+    nd = len(r.inputs[0].shape)
+    if axis is None:
+        return tuple(range(nd))
+    if isinstance(axis, (int, np.integer)):
+        return (int(axis) % nd,)
+    return tuple(sorted(int(a) % nd for a in axis))
+
+
 def _reduces_all(r: Node) -> bool:
     axis = r.attrs.get("axis")
     nd = len(r.inputs[0].shape)

@@ -38,6 +38,7 @@ from tracegrad.codegen.cuda.kernel_text import (
     Layout,
     Plan,
     Unit,
+    _axes_of,
     _batch_offsets,
     _Body,
     _digits,
@@ -291,6 +292,10 @@ class _Planner(OtherOps):
         fused = [
             r for r in reductions if stored and _reduces_all(r) and r.inputs[0].shape == domain
         ]
+        rows = self._row_fusable(stored, reductions, domain)
+        if rows is not None:  # reductions over trailing axes: one block per row
+            self._rowwise_group(members, ids, stored, reductions, domain, rows)
+            return
         if stored:
             body = _Body(domain, "i")
             roots = stored + [r.inputs[0] for r in fused if r.inputs[0].id in ids]
@@ -309,6 +314,86 @@ class _Planner(OtherOps):
         for r in reductions:
             if r not in fused:
                 self.reduction(r, ids)
+
+    def _row_fusable(self, stored, reductions, domain) -> int | None:
+        """R (the row length) when every reduction of the group reduces the same
+        trailing axes of the group's domain, there are members to store, and rows
+        are many enough to fill the GPU with one block each; else None."""
+        if not stored or not reductions or domain is None:
+            return None
+        nd = len(domain)
+        axes_set = {_axes_of(r) for r in reductions}
+        if len(axes_set) != 1 or any(r.inputs[0].shape != domain for r in reductions):
+            return None
+        axes = axes_set.pop()
+        if not axes or list(axes) != list(range(nd - len(axes), nd)) or len(axes) == nd:
+            return None
+        R = int(np.prod([domain[d] for d in axes], dtype=np.int64))
+        M = int(np.prod(domain, dtype=np.int64)) // max(R, 1)
+        return R if M >= (2 if self.simulated else 64) and R > 0 else None
+
+    def _rowwise_group(self, members, ids, stored, reductions, domain, R: int) -> None:
+        """One kernel: block m walks row m (threads stride along it), stores the
+        members read outside the group and accumulates every reduction; a block
+        tree per reduction writes out[m]. Rows are fixed by shape: deterministic."""
+        n = int(np.prod(domain, dtype=np.int64))
+        M = n // R
+        body = _Body(domain, "i")
+        roots = stored + [r.inputs[0] for r in reductions if r.inputs[0].id in ids]
+        values = self._emit_members(body, self._closure(roots, ids), ids)
+        outs = []
+        for m in stored:
+            lay = self.new_buffer(m, m.shape, m.dtype)
+            self.layouts[m.id] = lay
+            outs.append((body.param(lay.buf), values[m.id]))
+        specs = []
+        for r in reductions:
+            src = r.inputs[0]
+            value = values[src.id] if src.id in values else body.load(self.layout_of(src))
+            out = self.new_buffer(r, r.shape, r.dtype)
+            self.layouts[r.id] = out
+            specs.append((_ReduceSpec(r, R), value, body.param(out.buf)))
+        T = min(self.threads, 1 << max(3, (R - 1).bit_length()))  # a power of two
+        name = f"rows_{members[0].id}"
+        i1, i2 = "        ", "            "
+        lines = [f"def {name}({', '.join(f'p{k}' for k in range(len(body.params)))}):"]
+        lines += [
+            "    t = cuda.threadIdx.x",
+            "    m = cuda.blockIdx.x",
+            *[
+                f"    sm{k} = cuda.shared.array({T}, np.{sp.acc_t.name})"
+                for k, (sp, _, _) in enumerate(specs)
+            ],
+            f"    while m < {M}:",
+            *[f"{i1}acc{k} = {sp.init}" for k, (sp, _, _) in enumerate(specs)],
+            f"{i1}k = t",
+            f"{i1}while k < {R}:",
+            f"{i2}i = m * {R} + k",
+        ]
+        if body.uses_digits:
+            lines += _digits("i", list(range(len(domain))), domain, i2)
+        lines += [i2 + ln for ln in body.lines]
+        lines += [f"{i2}{p}[i] = {expr}" for p, expr in outs]
+        for k, (sp, value, _) in enumerate(specs):
+            lines.append(f"{i2}acc{k} = {sp.combine.format(a=f'acc{k}', b=cast(value, sp.acc_t))}")
+        lines.append(f"{i2}k += {T}")
+        for k, (sp, _, p) in enumerate(specs):
+            lines.append(f"{i1}acc = acc{k}")
+            lines += ["    " + ln.replace("sm[", f"sm{k}[") for ln in _tree(T, sp.combine)]
+            lines.append(f"{i1}if t == 0:")
+            lines.append(f"{i2}{p}[m] = {sp.final.replace('sm[', f'sm{k}[')}")
+            lines.append(f"{i1}cuda.syncthreads()")
+        lines.append(f"{i1}m += cuda.gridDim.x")
+        self.units.append(
+            Unit(
+                "rows",
+                name,
+                "\n".join(lines) + "\n",
+                list(body.params),
+                (max(1, min(self.max_blocks, M)), T),
+                nodes=[m.name for m in members],
+            )
+        )
 
     def _closure(self, roots: list[Node], ids: set) -> list[Node]:
         """The group members `roots` need, in graph order."""
