@@ -255,7 +255,10 @@ def test_softmax_cross_entropy_written_with_max_exp_sum_log():
     f = tg.value_and_grad(xent, argnums=(0, 1))
     f(*[tg.device_put(a) for a in args])
     kinds = [u.kind for u in _units(f)]
-    assert kinds.count("rows") >= 2, kinds
+    from tracegrad.placement import is_simulated
+
+    if is_simulated():  # (on a GPU, 3 rows are too few for a block each)
+        assert kinds.count("rows") >= 2, kinds
 
 
 def test_value_and_gradient_of_an_elementwise_sum_run_in_one_kernel():
