@@ -182,8 +182,32 @@ inf = np.inf
 nan = np.nan
 newaxis = None
 euler_gamma = np.euler_gamma
+# NumPy's dtypes and their queries (`jnp.float32`, `np.finfo(...)` in programs that import
+# tracegrad under those names)
+float16, float32, float64 = np.float16, np.float32, np.float64
+int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
+uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
+bool_, complex64, complex128 = np.bool_, np.complex64, np.complex128
+dtype, finfo, iinfo = np.dtype, np.finfo, np.iinfo
 
 __all__ = [
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool_",
+    "complex64",
+    "complex128",
+    "dtype",
+    "finfo",
+    "iinfo",
     "pi",
     "e",
     "inf",
