@@ -99,10 +99,22 @@ def load_cuda():
             else:
                 why = ""
             if available:
+                _quiet_occupancy_warnings()
                 _CUDA = cuda
                 return cuda
             _CUDA_PROBLEM = "numba.cuda finds no CUDA GPU" + why
     raise DeviceError(f"no CUDA device: {_CUDA_PROBLEM}; {INSTALL_HINT}")
+
+
+def _quiet_occupancy_warnings() -> None:
+    """numba-cuda warns at every launch of a small grid ("will likely result in GPU
+    under-utilization"); tracegrad's small kernels are small on purpose."""
+    try:
+        from numba.core import config
+
+        config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+    except Exception:  # pragma: no cover - another numba layout
+        pass
 
 
 def cuda_available() -> bool:
