@@ -1,5 +1,5 @@
 """Issue 26's added learning-rate schedules (OneCycleLR, CosineAnnealingWarmRestarts,
-ConstantLR, PolynomialLR, MultiplicativeLR) give PyTorch's learning rates (and OneCycle's
+ConstantLR, PolynomialLR, MultiplicativeLR, SequentialLR) give PyTorch's learning rates (and OneCycle's
 momentum / beta1) step by step, with two parameter groups; by hand without torch."""
 
 import math
@@ -30,6 +30,22 @@ SCHEDULES = {
     "MultiplicativeLR": (
         "SGD",
         lambda S, o: S.MultiplicativeLR(o, lambda e: 0.9 if e % 2 else 1.0),
+    ),
+    "SequentialLR warmup cosine": (
+        "Adam",
+        lambda S, o: S.SequentialLR(
+            o,
+            [S.LinearLR(o, start_factor=0.1, total_iters=3), S.CosineAnnealingLR(o, T_max=6)],
+            milestones=[3],
+        ),
+    ),
+    "SequentialLR three": (
+        "SGD",
+        lambda S, o: S.SequentialLR(
+            o,
+            [S.ConstantLR(o, factor=0.5, total_iters=2), S.ExponentialLR(o, 0.9), S.StepLR(o, 2)],
+            milestones=[2, 6],
+        ),
     ),
 }
 

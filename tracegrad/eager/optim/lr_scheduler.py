@@ -587,3 +587,79 @@ __all__ += [
     "CosineAnnealingWarmRestarts",
     "OneCycleLR",
 ]
+
+
+class SequentialLR(LRScheduler):
+    """Runs `schedulers` one after another, switching at `milestones` (the common warmup
+    then decay: SequentialLR(opt, [LinearLR(...), CosineAnnealingLR(...)], [warmup]))."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1):
+        if len(schedulers) < 1:
+            raise ValueError(
+                f"{type(self).__name__} expects at least one scheduler, but got no scheduler."
+            )
+        for i, sched in enumerate(schedulers):
+            if isinstance(sched, ReduceLROnPlateau):
+                raise ValueError(
+                    f"{type(self).__name__} does not support `ReduceLROnPlateau` scheduler as "
+                    "it requires additional kwargs to be specified when calling `step`, but "
+                    f"got one at index {i} in the given schedulers sequence."
+                )
+            if sched.optimizer is not optimizer:
+                raise ValueError(
+                    f"{type(self).__name__} expects all schedulers to belong to the same "
+                    f"optimizer, but got scheduler {type(sched).__name__} at index {i} has "
+                    f"{sched.optimizer}, which is different from {type(optimizer).__name__}."
+                )
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(
+                "Sequential Schedulers expects number of schedulers provided to be one more "
+                f"than the number of milestone points, but got number of schedulers "
+                f"{len(schedulers)} and the number of milestones to be equal to "
+                f"{len(milestones)}"
+            )
+        self._schedulers = list(schedulers)
+        self._milestones = list(milestones)
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        for group in optimizer.param_groups:  # back to the initial lrs ...
+            group["lr"] = group["initial_lr"]
+        self._undo(self)  # ... and undo the step each scheduler took when it was made
+        first = self._schedulers[0]
+        first._step_count = 0
+        first._is_initial = True
+        first.step()
+        first._is_initial = False
+        self._last_lr = first.get_last_lr()
+
+    def _undo(self, sched) -> None:
+        if hasattr(sched, "_schedulers"):
+            for s in sched._schedulers:
+                self._undo(s)
+        elif hasattr(sched, "last_epoch"):
+            sched.last_epoch -= 1
+
+    def step(self) -> None:
+        import bisect
+
+        self.last_epoch += 1
+        idx = bisect.bisect_right(self._milestones, self.last_epoch)
+        sched = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            sched.last_epoch = 0  # PyTorch's _update_lr(0): the closed form at epoch 0
+            closed = getattr(sched, "_get_closed_form_lr", None)
+            values = closed() if closed is not None else sched.get_lr()
+            for group, lr in zip(self.optimizer.param_groups, values, strict=True):
+                group["lr"] = lr
+            sched._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        else:
+            sched.step()
+        self._last_lr = sched.get_last_lr()
+
+    def state_dict(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+
+__all__ += ["SequentialLR"]
