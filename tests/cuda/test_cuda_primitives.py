@@ -365,3 +365,20 @@ def test_edge_values_match_numpy(name):
         want = tg.compile(fn, backend="interpret")(x)
     got = np.asarray(tg.compile(fn)(tg.device_put(x)))
     np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
+
+
+def test_addmm_from_captured_code():
+    # addmm (bias + a @ b) comes from PyTorch-style code (nn.Linear); a hand-built graph
+    from tracegrad.codegen.cuda import build_cuda_kernel
+    from tracegrad.ir.graph import Graph
+    from tracegrad.ir.interpret import interpret
+    from tracegrad.ops.core import Aval
+
+    g = Graph()
+    bias = g.add_input(Aval((5,), np.dtype("f4")))
+    a = g.add_input(Aval((3, 4), np.dtype("f4")))
+    b = g.add_input(Aval((4, 5), np.dtype("f4")))
+    g.outputs.append(g.new_node("addmm", (bias, a, b), {}, Aval((3, 5), np.dtype("f4"))))
+    args = (_x((5,)), _x((3, 4)), _x((4, 5)))
+    (got,) = build_cuda_kernel(g)(*[tg.device_put(x) for x in args])
+    np.testing.assert_allclose(np.asarray(got), interpret(g, *args)[0], rtol=1e-5, atol=1e-6)

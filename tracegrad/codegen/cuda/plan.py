@@ -8,7 +8,10 @@ Each group becomes, on the GPU:
     group (forward and backward members of one group share the loop, as on the
     CPU); reductions of the group over its whole domain accumulate in the same
     loop (per thread, then a block tree, then a pass over the blocks' partials);
-  - one kernel per other reduction member, which recomputes the elementwise chain
+  - when every reduction of the group reduces the same trailing axes (softmax,
+    cross-entropy and attention rows) and rows are many: one kernel, a block per
+    row, storing the members and reducing in the same pass;
+  - otherwise one kernel per other reduction member, which recomputes the chain
     feeding it inline (so that chain is never stored): each block reduces a fixed
     chunk in a fixed order, then a shared-memory tree; a second pass reduces the
     chunks' partials when one output has several chunks. Chunks depend only on
@@ -58,7 +61,6 @@ from tracegrad.passes.fuse import is_elementwise, is_fusible_reduction
 
 __all__ = ["CudaUnsupported", "Plan", "Unit", "cuda_template", "plan_graph"]
 
-ELEMENTWISE_OPS_MISSING: frozenset = frozenset()  # elementwise ops without a CUDA form
 REDUCTIONS = {"sum", "mean", "max", "min", "prod", "amax", "amin"}
 GEMMS = {"matmul", "addmm"}
 ROW_OPS = {"softmax", "log_softmax", "logsumexp"}
@@ -275,8 +277,6 @@ class _Planner(OtherOps):
         ids = {m.id for m in members}
         for m in members:
             if not (is_elementwise(m) or (is_fusible_reduction(m) and m.op in REDUCTIONS)):
-                raise unsupported(m)
-            if m.op in ELEMENTWISE_OPS_MISSING:
                 raise unsupported(m)
         reductions = [m for m in members if m.op in REDUCTIONS]
         elementwise = [m for m in members if m.op not in REDUCTIONS]
