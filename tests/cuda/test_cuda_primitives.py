@@ -382,3 +382,17 @@ def test_addmm_from_captured_code():
     args = (_x((5,)), _x((3, 4)), _x((4, 5)))
     (got,) = build_cuda_kernel(g)(*[tg.device_put(x) for x in args])
     np.testing.assert_allclose(np.asarray(got), interpret(g, *args)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_transforms_of_compiled_functions_run_on_the_gpu():
+    x = np.array([0.3, -0.7, 1.1])
+    f = lambda x: tg.sum(tg.sin(x) ** 3)
+    for t in (
+        lambda: tg.grad(lambda x: tg.sum(tg.grad(f)(x))),  # grad of grad
+        lambda: tg.jacobian(lambda x: tg.sin(x) * x),
+        lambda: tg.hessian(f),
+        lambda: tg.compile(tg.vmap(lambda x: tg.sum(x * x))),
+    ):
+        got = t()(tg.device_put(x))
+        assert isinstance(got, tg.DeviceArray)
+        np.testing.assert_allclose(np.asarray(got), t()(x), rtol=1e-12, atol=1e-12)
