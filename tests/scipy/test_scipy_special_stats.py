@@ -23,6 +23,8 @@ C = np.array([[2.0, 0.5, 0.1], [0.5, 1.0, 0.2], [0.1, 0.2, 1.5]])
 PTS = RNG.standard_normal((4, 3))
 ALPHA = np.array([1.5, 2.0, 3.0])
 SIMPLEX = np.array([[0.2, 0.3], [0.3, 0.3], [0.5, 0.4]])
+COUNTS = np.array([0.0, 1.0, 3.0, 6.0])
+FLIPS = np.array([0.0, 1.0, 1.0, 0.0])
 
 # (name, ours, SciPy's, arguments): every argument is differentiated
 CASES = [
@@ -67,6 +69,18 @@ CASES = [
         lambda x, a: np.array([ss.dirichlet.logpdf(c, a) for c in x.T]),
         (SIMPLEX, ALPHA),
     ),
+    ("expon.logpdf", stats.expon.logpdf, ss.expon.logpdf, (POS, 0.1, 1.7)),
+    ("expon.cdf", stats.expon.cdf, ss.expon.cdf, (POS, 0.1, 1.7)),
+    ("expon.logsf", stats.expon.logsf, ss.expon.logsf, (POS, 0.1, 1.7)),
+    ("uniform.cdf", stats.uniform.cdf, ss.uniform.cdf, (UNIT * 2, 0.05, 1.5)),
+    ("uniform.ppf", stats.uniform.ppf, ss.uniform.ppf, (UNIT, 0.05, 1.5)),
+    ("laplace.logpdf", stats.laplace.logpdf, ss.laplace.logpdf, (X, 0.3, 1.7)),
+    ("laplace.cdf", stats.laplace.cdf, ss.laplace.cdf, (X, 0.3, 1.7)),
+    ("logistic.logpdf", stats.logistic.logpdf, ss.logistic.logpdf, (X * 30, 0.3, 1.7)),
+    ("logistic.cdf", stats.logistic.cdf, ss.logistic.cdf, (X, 0.3, 1.7)),
+    ("logistic.ppf", stats.logistic.ppf, ss.logistic.ppf, (UNIT, 0.3, 1.7)),
+    ("cauchy.logpdf", stats.cauchy.logpdf, ss.cauchy.logpdf, (X, 0.3, 1.7)),
+    ("cauchy.cdf", stats.cauchy.cdf, ss.cauchy.cdf, (X, 0.3, 1.7)),
     (
         "mvn.logpdf",
         stats.multivariate_normal.logpdf,
@@ -138,6 +152,12 @@ CDF_CASES = [
     ("beta.logsf", stats.beta.logsf, ss.beta.logsf, (UNIT, 2.5, 0.7), (0,)),
     ("t.cdf", stats.t.cdf, ss.t.cdf, (X, 3.5, 0.3, 1.7), (0, 2, 3)),
     ("gammainc", special.gammainc, sp.gammainc, (2.5, POS), (1,)),
+    # discrete: counts are not differentiated, the rate / probability is
+    ("poisson.logpmf", stats.poisson.logpmf, ss.poisson.logpmf, (COUNTS, 2.5), (1,)),
+    ("poisson.pmf", stats.poisson.pmf, ss.poisson.pmf, (COUNTS, 2.5), (1,)),
+    ("poisson.cdf", stats.poisson.cdf, ss.poisson.cdf, (COUNTS, 2.5), (1,)),
+    ("bernoulli.logpmf", stats.bernoulli.logpmf, ss.bernoulli.logpmf, (FLIPS, 0.3), (1,)),
+    ("bernoulli.cdf", stats.bernoulli.cdf, ss.bernoulli.cdf, (FLIPS, 0.3), (1,)),
     ("betainc", special.betainc, sp.betainc, (2.5, 0.7, UNIT), (2,)),
 ]
 
@@ -189,6 +209,9 @@ def test_edges_follow_scipy():
     assert np.isneginf(stats.beta.logpdf(1.5, 2.0, 2.0))
     assert np.isnan(stats.beta.logpdf(0.5, -1.0, 2.0))
     assert np.isneginf(stats.dirichlet.logpdf(np.array([0.5, 0.6]), np.array([1.0, 2.0])))
+    assert np.isneginf(stats.expon.logpdf(-1.0)) and np.isneginf(stats.uniform.logpdf(2.0))
+    assert np.all(np.isneginf(stats.poisson.logpmf(np.array([-1.0, 1.5]), 2.0)))
+    assert np.all(np.isneginf(stats.bernoulli.logpmf(np.array([-1.0, 2.0]), 0.3)))
     assert float(special.xlogy(0.0, 0.0)) == 0.0
     # no nan gradient through the masked branch of xlogy at x = 0, y = 0
     g = tg.grad(lambda y: special.xlogy(0.0, y))(0.0)
@@ -222,6 +245,14 @@ def test_matches_jax_scipy():
                 st_mod.gamma.cdf(POS, 2.5, 0.01, 1.7),
                 st_mod.beta.cdf(UNIT, 2.5, 0.7),
                 sp_mod.betainc(2.5, 0.7, UNIT),
+                st_mod.expon.logpdf(POS, 0.1, 1.7),
+                st_mod.uniform.logpdf(UNIT * 2, 0.05, 1.5),
+                st_mod.laplace.cdf(X, 0.3, 1.7),
+                st_mod.logistic.logpdf(X * 30, 0.3, 1.7),
+                st_mod.cauchy.logpdf(X, 0.3, 1.7),
+                st_mod.poisson.logpmf(COUNTS, 2.5),
+                st_mod.poisson.cdf(COUNTS, 2.5),
+                st_mod.bernoulli.logpmf(FLIPS, 0.3),
             ]
 
         theirs = jax.jit(lambda: both(jsp, jss))()
@@ -257,7 +288,7 @@ def test_scipy_on_a_traced_value_points_to_tracegrad_scipy():
         "tracegrad.scipy.stats.beta",
         "tracegrad.scipy.stats.dirichlet",
         "tracegrad.scipy.stats.multivariate_normal",
-    ],
+    ],  # (expon, uniform, laplace, logistic, cauchy, poisson, bernoulli: no examples)
 )
 def test_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)

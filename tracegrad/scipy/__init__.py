@@ -3,8 +3,10 @@
 replaces `import autograd.scipy.stats.norm as norm`.
 
     special   logsumexp, gammaln, digamma, polygamma, betaln, multigammaln, erf, erfc,
-              erfinv, expit, logit, log_ndtr, ndtr, ndtri, xlogy, xlog1py, entr, ...
-    stats     norm, multivariate_normal, t, dirichlet, beta, gamma (logpdf, pdf, and
+              erfinv, expit, logit, log_ndtr, ndtr, ndtri, xlogy, xlog1py, entr,
+              gammainc, gammaincc, betainc, softmax, log_softmax
+    stats     norm, multivariate_normal, t, dirichlet, beta, gamma, expon, uniform,
+              laplace, logistic, cauchy, poisson, bernoulli (logpdf/logpmf, pdf/pmf, and
               cdf/logcdf/ppf/sf where jax.scipy has them)
 
 Each function is a composite of tracegrad ops and the rule table's special-function

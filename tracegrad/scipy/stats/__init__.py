@@ -9,6 +9,34 @@ work, as with JAX and HIPS autograd.
     (0.975002, -1.160974)
 """
 
-from tracegrad.scipy.stats import beta, dirichlet, gamma, multivariate_normal, norm, t
+from tracegrad.scipy.stats import (
+    bernoulli,
+    beta,
+    cauchy,
+    dirichlet,
+    expon,
+    gamma,
+    laplace,
+    logistic,
+    multivariate_normal,
+    norm,
+    poisson,
+    t,
+    uniform,
+)
 
-__all__ = ["beta", "dirichlet", "gamma", "multivariate_normal", "norm", "t"]
+__all__ = [
+    "bernoulli",
+    "beta",
+    "cauchy",
+    "dirichlet",
+    "expon",
+    "gamma",
+    "laplace",
+    "logistic",
+    "multivariate_normal",
+    "norm",
+    "poisson",
+    "t",
+    "uniform",
+]
