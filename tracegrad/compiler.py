@@ -1989,6 +1989,9 @@ def clear_caches() -> None:
         from tracegrad.codegen import shape_generic
 
         shape_generic.clear()
+        cuda_runtime = sys.modules.get("tracegrad.codegen.cuda.runtime")
+        if cuda_runtime is not None:  # the CUDA kernels (loaded only by calls with GPU arrays)
+            cuda_runtime.clear()
         for clear in _CACHE_CLEARERS:  # the transforms above this module (vjp, linearize)
             clear()
     gc.collect()

@@ -113,3 +113,14 @@ def test_torch_cuda_tensors_are_read_without_copies(real_gpu):
     assert d.__cuda_array_interface__["data"][0] == x.data_ptr()
     out = tg.compile(lambda x: tg.sin(x) * 2.0)(x)
     np.testing.assert_allclose(np.asarray(out), 2 * np.sin(x.cpu().numpy()), rtol=1e-6)
+
+
+def test_clear_caches_drops_the_cuda_kernels():
+    from tracegrad.codegen.cuda import runtime
+
+    f = tg.compile(lambda x: tg.cos(x) * 3.0)
+    f(tg.device_put(np.ones(2)))
+    assert runtime._KERNELS
+    tg.clear_caches()
+    assert not runtime._KERNELS and len(f.entries) == 0
+    np.testing.assert_allclose(np.asarray(f(tg.device_put(np.ones(2)))), 3 * np.cos(1.0))
