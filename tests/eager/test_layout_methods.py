@@ -483,3 +483,26 @@ def test_channels_last(torch):
     assert y.stride() == (24, 1, 8, 2) and torch.equal(y, x)
     assert y.contiguous().stride() == (24, 12, 4, 1)
     assert x.contiguous(memory_format=torch.contiguous_format) is x
+
+
+def test_inplace_layout_methods(torch):
+    """unsqueeze_/squeeze_/t_/transpose_/swapdims_ change a tensor's shape in place: its
+    values, history (PyTorch's in-place nodes) and version, and the gradient through them."""
+    x = torch.arange(6.0, requires_grad=True)
+    y = (x * 2).view(2, 3)
+    assert y.unsqueeze_(0) is y and tuple(y.shape) == (1, 2, 3)
+    assert y.grad_fn.name() == "UnsqueezeBackward1"
+    y.squeeze_(0)
+    assert tuple(y.shape) == (2, 3) and y.grad_fn.name() == "SqueezeBackward4"
+    y.t_()
+    assert tuple(y.shape) == (3, 2) and y.grad_fn.name() == "TBackward1"
+    y.transpose_(0, 1)
+    assert y.grad_fn.name() == "TransposeBackward1"
+    y.swapdims_(0, 1)
+    (y * torch.arange(6.0).view(3, 2)).sum().backward()
+    assert x.grad.tolist() == [0.0, 4.0, 8.0, 2.0, 6.0, 10.0]
+    z = torch.ones(3, 1)
+    z.squeeze_()
+    assert tuple(z.shape) == (3,) and z._version == 1
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        x.unsqueeze_(0)

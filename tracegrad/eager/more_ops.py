@@ -1553,6 +1553,10 @@ def install_methods() -> None:
     Tensor.is_floating_point = lambda self: self._data.dtype.kind == "f"
     Tensor.unfold = unfold
     Tensor.adjoint = _adjoint
+    Tensor.unsqueeze_ = _unsqueeze_
+    Tensor.squeeze_ = _squeeze_
+    Tensor.t_ = _t_
+    Tensor.transpose_ = Tensor.swapdims_ = Tensor.swapaxes_ = _transpose_
     from tracegrad.eager import linalg as _linalg
 
     for name in ("det", "logdet", "slogdet", "inverse", "pinverse", "cholesky_solve",
@@ -1586,6 +1590,53 @@ def _bernoulli_(self, p=0.5, *, generator=None):
     check_inplace(self)
     draws = _rng(generator).random(self._data.shape) < (p._data if isinstance(p, Tensor) else p)
     return self._fill_values(draws.astype(self._data.dtype))
+
+
+# ------------------------------------------------------------------ in-place layout methods
+
+
+def _inplace_view(self, fn, name: str, node: str | None = None):
+    """unsqueeze_, squeeze_, t_, transpose_, swapdims_: self takes the view's shape and
+    history (PyTorch's UnsqueezeBackward1, ...), the version counter moves on. A view
+    also takes the new view's remake chain from its base."""
+    from tracegrad.eager._tensor import check_inplace
+
+    check_inplace(self)
+    out = fn(self)
+    if self._base is not None:
+        if out._base is not self._base or "_view" not in out.__dict__:
+            raise NotImplementedError(f"{name}: this view cannot change shape in place")
+        ops, version = out.__dict__["_view"]
+        if node is not None and ops:  # the remade node carries the in-place op's name
+            ops = (*ops[:-1], (*ops[-1][:3], node))
+        self.__dict__["_view"] = [ops, version]
+    self._data = out._data
+    if out._grad_fn is not None:
+        if node is not None and hasattr(out._grad_fn, "_name"):
+            out._grad_fn._name = node  # PyTorch's in-place overload's node
+        self._grad_fn = out._grad_fn
+        self._requires_grad = out._requires_grad
+    self._counter[0] += 1
+    return self
+
+
+def _unsqueeze_(self, dim):
+    return _inplace_view(self, lambda t: O.unsqueeze(t, dim), "unsqueeze_", "UnsqueezeBackward1")
+
+
+def _squeeze_(self, dim=None):
+    node = "SqueezeBackward3" if dim is None else "SqueezeBackward4"
+    return _inplace_view(self, lambda t: O.squeeze(t, dim), "squeeze_", node)
+
+
+def _t_(self):
+    return _inplace_view(self, O.t, "t_", "TBackward1")
+
+
+def _transpose_(self, dim0, dim1):
+    return _inplace_view(
+        self, lambda t: O.transpose(t, dim0, dim1), "transpose_", "TransposeBackward1"
+    )
 
 
 # ------------------------------------------------------------------ layout: unfold, as_strided
