@@ -929,17 +929,21 @@ class CompiledFunction:
             if tier:
                 choose = _cheap_to_interpret if tier == "if_cheap" else None
                 lowered = _lower_in_background(
-                    graph, joint, optimize, index_key, timings, choose=choose, hold=True
+                    graph,
+                    joint,
+                    optimize,
+                    index_key,
+                    timings,
+                    choose=choose,
+                    hold=choose is not None,
                 )
             else:
                 lowered = lower_graphs(
                     graph, joint, backend, optimize=optimize, index_key=index_key
                 )
-        if (
-            backend == "numba"
-            and lowered.kernel is not None
-            and (not tier or (tier == "if_cheap" and lowered.tier_build is None))
-        ):
+        # a function's first signature (tiered or not) readies its next shapes: their
+        # jobs queue behind its kernel's build
+        if backend == "numba" and (tier == "if_cheap" or (not tier and lowered.kernel is not None)):
             generic = config.shape_generic_mode()
             if generic == "ahead":
                 self._shapes_ahead(lowered, signature, flat_fn, example, wrt_args)

@@ -208,9 +208,13 @@ def _lower_in_background(
         return Lowered(traced, joint, graph, built.kernel, "numba", timings, optimize=optimize)
     enabled = shape_generic.enabled(graph)
     # the matching source costs a code generation: in this thread only when a template
-    # for the structure exists (else the worker makes it, and the interpreter answers now)
+    # for the structure exists (else the worker makes it, and the interpreter answers now);
+    # never for a first call (`hold`): loading a template imports Numba, which the
+    # interpreter's first result must not wait for
     attempt = (
-        shape_generic.Attempt(graph) if enabled and shape_generic.may_have_template(graph) else None
+        shape_generic.Attempt(graph)
+        if enabled and not hold and shape_generic.may_have_template(graph)
+        else None
     )
     if attempt is not None and attempt.kernel is not None:
         timings["shape_generic"] = attempt.seconds
