@@ -21,10 +21,14 @@ Process life:
     before atexit handlers, so Numba has not begun shutting down) drops the builds
     still queued, but first calls' kernels, and gives the one in flight and those
     TRACEGRAD_EXIT_WAIT seconds (default 5) to finish, so that their kernels reach
-    the disk cache and the next process loads them. Past that the build is interrupted (`_ExitInterrupt`, raised in the
-    worker the next time it runs Python code: Numba's compiler releases its locks
-    and LLVM is idle before exit goes on; a compile left running at interpreter
-    exit can crash the process), so exit waits at most that long plus one LLVM call;
+    the disk cache and the next process loads them. Past that the rest is dropped
+    and the build in flight interrupted (`_ExitInterrupt`, raised in the worker the
+    next time it runs Python code: Numba's compiler releases its locks and LLVM is
+    idle before exit goes on; a compile left running at interpreter exit can crash
+    the process), so exit waits at most that long plus one LLVM call;
+  - first calls: their builds are submitted held (`hold=True`) and start once the
+    interpreter's first result is out, so Numba's import and compile do not compete
+    with it for the GIL;
   - fork: this module holds none of its locks across a compile, and the fork
     waits for a Numba compile in flight (runtime/numba_loader.py). In the child the
     worker thread is gone: its lock is new, the builds that threads were running
