@@ -335,7 +335,7 @@ def _promoted_dtype(dt: np.dtype, arrays) -> np.dtype | None:
     want = _dt.result_type(arrays)
     if dt.kind == "f":
         if want is None or want.kind != "f":
-            want = _F32  # the default dtype
+            want = _dt.default_float()
     elif want is None or want.kind not in "iu":
         return None
     return None if want == dt else want
@@ -534,7 +534,9 @@ class Tensor(ArrayOperators):
 
     def __init__(self, data: Any = (), dtype=None, requires_grad: bool = False):
         t = tensor(
-            data, dtype=dtype if dtype is not None else _dt.float32, requires_grad=requires_grad
+            data,
+            dtype=dtype if dtype is not None else _dt.get_default_dtype(),
+            requires_grad=requires_grad,
         )
         Tensor._init_from(self, t._data)
         self.requires_grad = requires_grad
@@ -1496,18 +1498,18 @@ def _inferred_dtype(data) -> np.dtype | None:
     t = type(data)
     known = _PY_SCALAR_DTYPES.get(t)
     if known is not None:
-        return known
+        return known if t is not float else _dt.default_float()
     if isinstance(data, (np.ndarray, np.generic)):
         return data.dtype
     if isinstance(data, Tensor):
         return data._data.dtype
     if isinstance(data, (list, tuple)):
         if not data:
-            return _F32
+            return _dt.default_float()
         kinds = set(map(type, data))
         result = None
         if kinds <= _PY_SCALAR_DTYPES.keys():  # a flat list of Python numbers
-            items = [_PY_SCALAR_DTYPES[k] for k in kinds]
+            items = [_PY_SCALAR_DTYPES[k] if k is not float else _dt.default_float() for k in kinds]
         else:
             items = map(_inferred_dtype, data)
         for d in items:
@@ -1589,7 +1591,7 @@ def _to_array(data: Any, dtype) -> np.ndarray:
         npd = _inferred_dtype(data)
     if npd is None:
         if arr.dtype.kind == "f":
-            npd = np.dtype(np.float32)
+            npd = _dt.default_float()
         elif arr.dtype.kind in "iu":
             npd = np.dtype(np.int64)
         elif arr.dtype.kind == "b":

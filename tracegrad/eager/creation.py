@@ -91,8 +91,11 @@ def _finish(arr: np.ndarray, requires_grad: bool) -> Tensor:
     return t
 
 
-def _np_dtype(dtype, default=np.float32) -> np.dtype:
-    return np.dtype(default) if dtype is None else _dt.to_numpy_dtype(dtype)
+def _np_dtype(dtype, default=None) -> np.dtype:
+    """dtype, else `default`, else the default float dtype (torch.set_default_dtype)."""
+    if dtype is not None:
+        return _dt.to_numpy_dtype(dtype)
+    return _dt.default_float() if default is None else np.dtype(default)
 
 
 def zeros(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
@@ -118,7 +121,7 @@ def full(size, fill_value, dtype=None, requires_grad: bool = False, device=None)
         default = (
             np.bool_
             if isinstance(fill_value, bool)
-            else (np.int64 if isinstance(fill_value, int) else np.float32)
+            else (np.int64 if isinstance(fill_value, int) else _dt.default_float())
         )
     else:
         default = None
@@ -139,7 +142,7 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False, dev
     if end is None:
         start, end = 0, start
     is_float = any(isinstance(v, float) for v in (start, end, step))
-    default = np.float32 if is_float else np.int64
+    default = _dt.default_float() if is_float else np.int64
     arr = np.arange(start, end, step, dtype=np.float64 if is_float else np.int64)
     return _finish(arr.astype(_np_dtype(dtype, default)), requires_grad)
 

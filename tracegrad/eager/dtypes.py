@@ -85,6 +85,34 @@ builtins_float, builtins_int, builtins_bool = _b.float, _b.int, _b.bool
 
 _NP_F32 = np.dtype(np.float32)
 _NP_I64 = np.dtype(np.int64)
+# torch.set_default_dtype: the dtype of Python floats and of float factories
+_DEFAULT_FLOAT = [_NP_F32]
+
+
+def default_float() -> np.dtype:
+    """The NumPy dtype of torch.get_default_dtype() (float32 unless set)."""
+    return _DEFAULT_FLOAT[0]
+
+
+def get_default_dtype() -> dtype:
+    """The dtype Python floats and float factories (zeros, rand, ...) make."""
+    return _BY_NUMPY[_DEFAULT_FLOAT[0]]
+
+
+def set_default_dtype(d) -> None:
+    """torch.set_default_dtype: float32, float64 or float16.
+
+    >>> import tracegrad.eager as torch
+    >>> torch.set_default_dtype(torch.float64); torch.tensor([1.5]).dtype, torch.zeros(1).dtype
+    (torch.float64, torch.float64)
+    >>> torch.set_default_dtype(torch.float32)
+    """
+    npd = to_numpy_dtype(d)
+    if npd.kind != "f" or npd not in _BY_NUMPY:
+        raise TypeError("only floating-point types are supported as the default type")
+    _DEFAULT_FLOAT[0] = npd
+
+
 _NP_BOOL = np.dtype(np.bool_)
 
 
@@ -139,7 +167,7 @@ def result_type(operands) -> np.dtype | None:
         elif isinstance(a, builtins_int):
             d = _NP_I64
         elif isinstance(a, builtins_float):
-            d = _NP_F32  # the default dtype (np.float64 is a float too)
+            d = _DEFAULT_FLOAT[0]  # the default dtype (np.float64 is a float too)
         elif isinstance(a, np.generic):
             d = a.dtype
             zero = d if zero is None else promote_types(zero, d)

@@ -17,7 +17,12 @@ LINEWIDTH = 80
 THRESHOLD = 1000
 EDGEITEMS = 3
 
-_DEFAULT_DTYPES = ("float32", "int64", "bool")
+
+
+def _default_float_name() -> str:
+    from tracegrad.eager.dtypes import default_float
+
+    return default_float().name
 
 
 class _Formatter:
@@ -144,11 +149,11 @@ def tensor_repr(t) -> str:
     if values.size == 0:
         if values.ndim != 1:
             suffixes.append("size=" + str(tuple(values.shape)))
-        if dtype_name != "float32":
+        if dtype_name != _default_float_name():
             suffixes.append(f"dtype=torch.{dtype_name}")
         body = "[]"
     else:
-        if dtype_name not in _DEFAULT_DTYPES:
+        if dtype_name not in ("int64", "bool", _default_float_name()):
             suffixes.append(f"dtype=torch.{dtype_name}")
         body = array_str(values, indent)
     if t._grad_fn is not None:

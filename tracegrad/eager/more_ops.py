@@ -1304,7 +1304,7 @@ def logspace(
 ):
     from tracegrad.eager import dtypes as _dt
 
-    npd = np.float32 if dtype is None else _dt.to_numpy_dtype(dtype)
+    npd = _dt.default_float() if dtype is None else _dt.to_numpy_dtype(dtype)
     out = tensor(np.power(base, np.linspace(float(start), float(end), int(steps))).astype(npd))
     return out.requires_grad_() if requires_grad else out
 
@@ -1375,7 +1375,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     rng = _rng(generator)
     if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
         shape = tuple(_sizes((size,))) if size is not None else ()
-        dt = np.float32 if dtype is None else dtype
+        dt = get_default_dtype() if dtype is None else dtype
         out = tensor(rng.standard_normal(shape) * std + mean)
         return out.to(dt)
     ref = mean if isinstance(mean, Tensor) else std
@@ -1396,7 +1396,15 @@ def poisson(input, generator=None):
 def get_default_dtype():
     from tracegrad.eager import dtypes as _dt
 
-    return _dt.float32
+    return _dt.get_default_dtype()
+
+
+def set_default_dtype(d) -> None:
+    """torch.set_default_dtype(torch.float64): Python floats, float factories (zeros,
+    rand, arange of floats, ...) and new layers' parameters in that dtype."""
+    from tracegrad.eager import dtypes as _dt
+
+    _dt.set_default_dtype(d)
 
 
 def is_floating_point(input) -> bool:

@@ -29,7 +29,7 @@ class Parameter(Tensor):
 
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True):
         if data is None:
-            data = Tensor._wrap(np.zeros(0, np.float32))
+            data = Tensor._wrap(np.zeros(0, _dt.default_float()))
         arr = data._data if isinstance(data, Tensor) else np.asarray(data)
         p = cls._wrap(arr)
         if requires_grad:
@@ -426,7 +426,7 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        npd = _dt.to_numpy_dtype(dtype) if dtype is not None else np.float32
+        npd = _dt.to_numpy_dtype(dtype) if dtype is not None else _dt.default_float()
         self.weight = Parameter(Tensor._wrap(np.empty((out_features, in_features), npd)))
         if bias:
             self.bias = Parameter(Tensor._wrap(np.empty(out_features, npd)))
@@ -703,7 +703,7 @@ class NLLLoss(Module):
 
 
 def _factory_dtype(dtype) -> np.dtype:
-    return _dt.to_numpy_dtype(dtype) if dtype is not None else np.dtype(np.float32)
+    return _dt.to_numpy_dtype(dtype) if dtype is not None else _dt.default_float()
 
 
 def _empty_param(shape, dtype) -> Parameter:

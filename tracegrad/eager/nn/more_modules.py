@@ -29,7 +29,7 @@ from tracegrad.eager.nn.modules import Module, Parameter
 
 
 def _param(shape, dtype=None, fill=None) -> Parameter:
-    npd = _dt.to_numpy_dtype(dtype) if dtype is not None else np.float32
+    npd = _dt.to_numpy_dtype(dtype) if dtype is not None else _dt.default_float()
     data = np.empty(shape, npd) if fill is None else np.full(shape, fill, npd)
     return Parameter(Tensor._wrap(data))
 
