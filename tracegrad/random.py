@@ -49,17 +49,22 @@ from tracegrad.ops.core import ArgumentError, DTypeError, ShapeError, user_locat
 
 __all__ = [
     "bernoulli",
+    "beta",
     "bits",
     "categorical",
     "cauchy",
+    "chisquare",
     "choice",
+    "dirichlet",
     "exponential",
     "fold_in",
+    "gamma",
     "geometric",
     "gumbel",
     "key",
     "key_data",
     "laplace",
+    "loggamma",
     "logistic",
     "lognormal",
     "maxwell",
@@ -74,6 +79,7 @@ __all__ = [
     "rayleigh",
     "shuffle",
     "split",
+    "t",
     "triangular",
     "truncated_normal",
     "uniform",
@@ -553,6 +559,71 @@ def orthogonal(key: Array, n: int, shape: Sequence[int] = (), dtype=None, m: int
     d = A.diagonal(r, axis1=-2, axis2=-1)
     x = A.multiply(q, A.expand_dims(A.sign(d), -2))
     return A.swapaxes(x, -1, -2) if n < m else x
+
+
+def _gamma(key, a, shape, dtype, log_space: bool):
+    dt = _float_dtype("gamma", dtype)
+    shape = tuple(np.shape(a)) if shape is None else _shape(shape)
+    a = A.broadcast_to(_in_dtype(a, dt), shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    keys = split(key, n)  # one key per element, as JAX's random_gamma
+    k0, k1 = A.reshape(keys[:, 0], shape), A.reshape(keys[:, 1], shape)
+    return S.random_gamma(k0, k1, a, log_space=log_space)
+
+
+def gamma(key: Array, a: float | Array, shape=None, dtype=None) -> Array:
+    """Gamma(a, 1) floats, as jax.random.gamma (Marsaglia-Tsang, one key per element;
+    not differentiable in a: its gradient raises)."""
+    return _gamma(key, a, shape, dtype, log_space=False)
+
+
+def loggamma(key: Array, a: float | Array, shape=None, dtype=None) -> Array:
+    """log of Gamma(a, 1) floats, accurate for small a, as jax.random.loggamma."""
+    return _gamma(key, a, shape, dtype, log_space=True)
+
+
+def beta(key: Array, a: float | Array, b: float | Array, shape=None, dtype=None) -> Array:
+    """Beta(a, b) floats from two log-gamma draws, as jax.random.beta."""
+    dt = _float_dtype("beta", dtype)
+    shape = _param_shape(shape, a, b)
+    keys = split(key)
+    log_a = loggamma(keys[0], A.broadcast_to(_in_dtype(a, dt), shape), shape, dt)
+    log_b = loggamma(keys[1], A.broadcast_to(_in_dtype(b, dt), shape), shape, dt)
+    log_max = A.maximum(log_a, log_b)
+    ga, gb = A.exp(A.subtract(log_a, log_max)), A.exp(A.subtract(log_b, log_max))
+    return A.divide(ga, A.add(ga, gb))
+
+
+def dirichlet(key: Array, alpha: Array, shape=None, dtype=None) -> Array:
+    """Dirichlet(alpha) vectors (last axis), the softmax of log-gamma draws, as
+    jax.random.dirichlet."""
+    dt = _float_dtype("dirichlet", dtype)
+    a_shape = tuple(np.shape(alpha))
+    if len(a_shape) < 1:
+        raise ShapeError("dirichlet: alpha must have at least one axis" + user_location_suffix())
+    shape = a_shape[:-1] if shape is None else _shape(shape)
+    logs = loggamma(key, _in_dtype(alpha, dt), shape + a_shape[-1:], dt)
+    e = A.exp(A.subtract(logs, A.max(logs, axis=-1, keepdims=True)))
+    return A.divide(e, A.sum(e, axis=-1, keepdims=True))
+
+
+def chisquare(key: Array, df: float | Array, shape=None, dtype=None) -> Array:
+    """Chi-square(df) floats, 2 exp(loggamma(df / 2)), as jax.random.chisquare."""
+    dt = _float_dtype("chisquare", dtype)
+    half = A.divide(_in_dtype(df, dt), np.array(2, dt))
+    shape = tuple(np.shape(df)) if shape is None else _shape(shape)
+    return A.multiply(A.exp(loggamma(key, half, shape, dt)), np.array(2, dt))
+
+
+def t(key: Array, df: float | Array, shape=None, dtype=None) -> Array:
+    """Student's t(df) floats, z sqrt(df / 2 / g) for g ~ Gamma(df / 2), as jax.random.t."""
+    dt = _float_dtype("t", dtype)
+    shape = tuple(np.shape(df)) if shape is None else _shape(shape)
+    keys = split(key)
+    z = normal(keys[0], shape, dt)
+    half = A.divide(_in_dtype(df, dt), np.array(2, dt))
+    g = gamma(keys[1], half, shape, dt)
+    return A.multiply(z, A.sqrt(A.divide(half, g)))
 
 
 def shuffle(key: Array, x: Array, axis: int = 0) -> Array:

@@ -34,6 +34,7 @@ ARITY = {  # fixed-arity primitives: operands each vjp tuple must cover
     "gammainc": 2,
     "gammaincc": 2,
     "betainc": 3,
+    "random_gamma": 3,
 }
 VARIADIC = {"concatenate", "getitem", "index_add_zeros"}
 # Structured control flow holds sub-graphs: no per-node codegen (the body graphs
@@ -65,10 +66,17 @@ def test_primitive_has_every_rule(name):
         assert all(callable(v) for v in prim.vjps), name
 
 
+# Differentiable in no operand yet, though not `nondiff` (which would make the gradient
+# a silent zero): their vjps raise. random_gamma: alpha (tests/random/test_random_keys.py).
+NO_GRADIENT_YET = {"random_gamma"}
+
+
 def test_every_differentiable_primitive_has_an_op_case():
     covered = {c.prim.name for c in CASES}
     missing = [
-        n for n, p in REGISTRY.items() if not p.nondiff and n not in covered and n not in CONTROL
+        n
+        for n, p in REGISTRY.items()
+        if not p.nondiff and n not in covered and n not in CONTROL | NO_GRADIENT_YET
     ]
     assert not missing, f"add rows to tests/ops/op_cases.py for {missing}"
 

@@ -51,6 +51,12 @@ def _draws(r, key, dtype):
         "orthogonal": r.orthogonal(key, 3, (2,), dtype),
         "orthogonal_wide": r.orthogonal(key, 2, (), dtype, m=4),
         "geometric": r.geometric(key, dtype(0.3), (30,)),
+        "gamma": r.gamma(key, np.array([0.05, 0.3, 1.0, 2.5, 7.0], dtype), dtype=dtype),
+        "loggamma": r.loggamma(key, np.array([0.05, 0.3, 1.0, 2.5, 7.0], dtype), dtype=dtype),
+        "beta": r.beta(key, 2.0, 3.0, (20,), dtype),
+        "dirichlet": r.dirichlet(key, np.array([0.5, 1.0, 2.0], dtype), (6,), dtype),
+        "chisquare": r.chisquare(key, 3.0, (20,), dtype),
+        "t": r.t(key, 4.0, (20,), dtype),
         "choice_p": r.choice(key, 10, (2, 3), p=(np.arange(1.0, 11.0) / 55).astype(dtype)),
         "choice_p_no_replace": r.choice(
             key, 10, (4,), replace=False, p=(np.arange(1.0, 11.0) / 55).astype(dtype)
@@ -208,6 +214,12 @@ def test_samplers_are_jaxs(jax_ref, dtype):
         "rayleigh",
         "orthogonal",
         "orthogonal_wide",
+        "gamma",
+        "loggamma",
+        "beta",
+        "dirichlet",
+        "chisquare",
+        "t",
     ):
         assert ours[name].dtype == dtype, name
         np.testing.assert_allclose(ours[name], theirs[name], rtol=rtol, atol=rtol, err_msg=name)
@@ -222,6 +234,23 @@ def test_draws_have_the_right_distribution():
     np.testing.assert_allclose(counts / 20_000, [0.2, 0.3, 0.5], atol=0.015)
     r = R.randint(R.PRNGKey(3), (5000,), -3, 4)
     assert r.dtype == np.int64 and set(np.unique(r)) == set(range(-3, 4))
+
+
+def test_gamma_family_moments_and_transforms():
+    """Marsaglia-Tsang gamma variates (one key per element, JAX's loop): moments, and
+    the same draws under jit and vmap; alpha has no gradient rule and says so."""
+    g = R.gamma(R.PRNGKey(0), np.array([0.3, 2.5]), (4000, 2))
+    np.testing.assert_allclose(g.mean(0), [0.3, 2.5], rtol=0.06)
+    np.testing.assert_allclose(g.var(0), [0.3, 2.5], rtol=0.12)
+    d = R.dirichlet(R.PRNGKey(1), np.array([1.0, 2.0, 3.0]), (2000,))
+    np.testing.assert_allclose(d.sum(-1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(d.mean(0), [1 / 6, 2 / 6, 3 / 6], atol=0.02)
+    f = lambda k: R.beta(k, 2.0, 0.5, (3,))
+    keys = R.split(R.PRNGKey(2), 3)
+    np.testing.assert_array_equal(tg.jit(f, **INTERP)(keys[0]), f(keys[0]))
+    np.testing.assert_array_equal(tg.vmap(f)(keys), np.stack([f(k) for k in keys]))
+    with pytest.raises(NotImplementedError, match="random_gamma: the gradient with respect"):
+        tg.grad(lambda a: tg.sum(R.gamma(R.PRNGKey(0), a, (2,))))(2.0)
 
 
 def test_vmap_over_split_keys_equals_a_loop():

@@ -235,7 +235,7 @@ ndtri = _special(
 
 
 def _no_shape_gradient(name: str, which: str):
-    def rule(g, out, *operands):
+    def rule(g, out, *operands, **attrs):
         raise NotImplementedError(
             f"{name}: the gradient with respect to {which} is not implemented (only with "
             f"respect to x){user_location_suffix()}"
@@ -310,5 +310,100 @@ betainc = primitive(  # the regularized incomplete beta I_x(a, b)
     ),
     torch_name="BetaincBackward0",
     saves=(0, 1, 2),
+    codegen="numpy",
+)
+
+
+# ------------------------------------------------------------- gamma variates
+# JAX's `random_gamma`: Marsaglia and Tsang's rejection method, one key per element
+# (jax/_src/random: _gamma_one), each element's loop replayed with NumPy over all
+# elements at once (a mask per loop), so the draws are JAX's.
+
+
+def _split_keys(k0, k1, n: int) -> list:
+    """split(key, n) for arrays of keys: the n new keys' (word0, word1)."""
+    return [threefry_block(k0, k1, np.uint32(0), np.uint32(i)) for i in range(n)]
+
+
+def _unit_np(k0, k1, dtype):
+    """uniform(key, ()) in [0, 1) for arrays of keys, as tracegrad.random._unit."""
+    a, b = threefry_block(k0, k1, np.uint32(0), np.uint32(0))
+    if dtype == np.float32:
+        return (np.floor((a ^ b).astype(np.float64) * 2.0**-9) * 2.0**-23).astype(np.float32)
+    return (a.astype(np.float64) * 2.0**20 + np.floor(b.astype(np.float64) * 2.0**-12)) * 2.0**-52
+
+
+def _uniform_np(k0, k1, dtype, lo, hi):
+    lo, hi = np.asarray(lo, dtype), np.asarray(hi, dtype)
+    return np.maximum(lo, _unit_np(k0, k1, dtype) * (hi - lo) + lo)
+
+
+def _normal_np(k0, k1, dtype):
+    lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
+    u = _uniform_np(k0, k1, dtype, lo, 1.0)
+    return np.asarray(np.array(np.sqrt(2), dtype) * _scipy("erfinv")(u), dtype)
+
+
+def _gamma_impl(k0, k1, alpha, log_space):
+    alpha = np.asarray(alpha)
+    dt = np.dtype(alpha.dtype)
+    shape = np.broadcast_shapes(np.shape(k0), np.shape(k1), alpha.shape)
+    k0, k1 = (np.broadcast_to(np.asarray(k, _U32), shape).ravel() for k in (k0, k1))
+    a = np.broadcast_to(alpha, shape).ravel()
+    c1, third = dt.type(1), dt.type(1.0 / 3.0)
+    boost = a >= c1
+    a_boosted = np.where(boost, a, a + c1)
+    d = a_boosted - third
+    c = third / np.sqrt(d)
+    (key0, key1), (sub0, sub1) = _split_keys(k0, k1, 2)
+    X, V, U = np.zeros_like(a), np.ones_like(a), np.full_like(a, 2)
+
+    def rejected(X, V, U):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            first = U >= c1 - dt.type(0.0331) * (X * X)
+            second = np.log(U) >= X * dt.type(0.5) + d * (c1 - V + np.log(V))
+        return first & second
+
+    active = rejected(X, V, U)
+    while active.any():
+        i = np.flatnonzero(active)
+        (n0, n1), (x0, x1), (u0, u1) = _split_keys(key0[i], key1[i], 3)
+        x, v = np.zeros(len(i), dt), np.full(len(i), -c1, dt)
+        inner = v <= 0
+        while inner.any():
+            j = np.flatnonzero(inner)
+            (x0[j], x1[j]), (s0, s1) = _split_keys(x0[j], x1[j], 2)
+            x[j] = _normal_np(s0, s1, dt)
+            v[j] = c1 + x[j] * c[i][j]
+            inner = v <= 0
+        key0[i], key1[i] = n0, n1
+        X[i], V[i], U[i] = x * x, v * v * v, _uniform_np(u0, u1, dt, 0.0, 1.0)
+        active = rejected(X, V, U)
+    with np.errstate(divide="ignore"):
+        if log_space:
+            log_samples = np.log1p(-_uniform_np(sub0, sub1, dt, 0.0, 1.0))  # -exponential
+            log_boost = np.where(boost | (log_samples == 0), dt.type(0), log_samples * (c1 / a))
+            out = np.log(d) + np.log(V) + log_boost
+        else:
+            samples = c1 - _uniform_np(sub0, sub1, dt, 0.0, 1.0)
+            out = d * V * np.where(boost, c1, samples ** (c1 / a))
+    return np.asarray(out, dt).reshape(shape)
+
+
+def _gamma_rule(k0, k1, alpha, log_space):
+    alpha = as_aval(alpha)
+    if not np.issubdtype(alpha.dtype, np.floating):
+        raise op_error("random_gamma", [alpha], "alpha must be floating-point", cls=DTypeError)
+    return Aval(broadcast_shapes("random_gamma", k0, k1, alpha), alpha.dtype)
+
+
+random_gamma = primitive(  # Gamma(alpha) variates (log_space: their logs), one key per element
+    "random_gamma",
+    impl=_gamma_impl,
+    shape_rule=_gamma_rule,
+    kind="other",
+    vjps=(no_grad, no_grad, _no_shape_gradient("random_gamma", "alpha")),
+    torch_name="RandomGammaBackward0",
+    saves=(),
     codegen="numpy",
 )

@@ -1874,5 +1874,6 @@ def sum_to_shape(g, shape):
 
 # cholesky, triangular_solve, solve, inv, det, slogdet live in linalg.py (issue 14)
 from tracegrad.ops import linalg as _linalg  # noqa: E402,F401
+
 # threefry2x32 (random bits), erfinv, gammaln, digamma, polygamma live in special.py (issue 26)
 from tracegrad.ops import special as _special  # noqa: E402,F401
