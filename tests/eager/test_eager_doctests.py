@@ -29,6 +29,7 @@ MODULES = [
     "tracegrad.eager.nn.transformer",
     "tracegrad.eager.nn.more_modules",
     "tracegrad.eager.nn.utils.rnn",
+    "tracegrad.eager.nn.backward_hooks",
 ]
 
 

@@ -13,6 +13,7 @@ from tracegrad.eager import capture_hooks
 from tracegrad.eager import dtypes as _dt
 from tracegrad.eager._tensor import Tensor, eager_apply, write_into
 from tracegrad.eager.capture_hooks import ACTIVE as CAPTURING
+from tracegrad.eager.grad_mode import STATE as STATE_GRAD
 from tracegrad.eager.nn import functional as F
 from tracegrad.eager.nn import init
 from tracegrad.ops.core import register_value_kind
@@ -184,17 +185,30 @@ class Module:
             result = hook(self, args)
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
+        backward = (hooks["backward"] or hooks["backward_pre"]) and STATE_GRAD.grad_enabled
+        if backward:
+            from tracegrad.eager.nn import backward_hooks as _bh
+
+            state = _bh._State()
+            args = _bh.wrap_inputs(self, hooks, args, state)
         out = self.forward(*args, **kwargs)
         for hook in list(hooks["post"].values()):
             result = hook(self, args, out)
             if result is not None:
                 out = result
+        if backward:
+            out = _bh.wrap_outputs(self, hooks, out, state)
         return out
 
     def _add_hook(self, kind: str, hook) -> RemovableHandle:
         hooks = self.__dict__.get("_forward_hooks")
         if hooks is None:
-            hooks = {"pre": OrderedDict(), "post": OrderedDict()}
+            hooks = {
+                "pre": OrderedDict(),
+                "post": OrderedDict(),
+                "backward": OrderedDict(),
+                "backward_pre": OrderedDict(),
+            }
             object.__setattr__(self, "_forward_hooks", hooks)
         handle = RemovableHandle(hooks[kind])
         hooks[kind][handle.id] = hook
@@ -207,6 +221,15 @@ class Module:
     def register_forward_hook(self, hook) -> RemovableHandle:
         """hook(module, args, output) -> None or a new output, after forward."""
         return self._add_hook("post", hook)
+
+    def register_full_backward_hook(self, hook) -> RemovableHandle:
+        """hook(module, grad_input, grad_output) -> None or a new grad_input, when the
+        gradients of the module's inputs are computed (nn/backward_hooks.py)."""
+        return self._add_hook("backward", hook)
+
+    def register_full_backward_pre_hook(self, hook) -> RemovableHandle:
+        """hook(module, grad_output) -> None or a new grad_output, before them."""
+        return self._add_hook("backward_pre", hook)
 
     # ------------------------------------------------------------ traversal
     def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator:
