@@ -16,10 +16,12 @@ JAX 0.5): `PRNGKey`, `split`, `fold_in`, `bits`, `randint` (int32 and int64),
 values (tests/random/test_random_keys.py); `normal`, `truncated_normal`,
 `multivariate_normal`, `gumbel`, `exponential`, `laplace`, `logistic`,
 `cauchy`, `lognormal`, `pareto`, `weibull_min`, `maxwell`, `rayleigh`,
-`orthogonal` and `uniform` with bounds agree to a few ulp (SciPy's erfinv and
-NumPy's log where XLA has its own polynomials, and no FMA). Not here yet: the
-gamma family (`gamma`, `beta`, `dirichlet`, `chisquare`, `t`), `poisson`,
-`binomial`, typed key arrays (`key` returns the raw uint32 key).
+`orthogonal`, the gamma family (`gamma`, `loggamma`, `beta`, `dirichlet`,
+`chisquare`, `t`: JAX's rejection loop, the same acceptances) and `uniform`
+with bounds agree to a few ulp (SciPy's erfinv and NumPy's log where XLA has
+its own polynomials, and no FMA). Not here yet: gradients of gamma variates
+with respect to their shape (they raise), `poisson`, `binomial`, typed key
+arrays (`key` returns the raw uint32 key).
 
 Floating-point draws default to float64 (tracegrad's NumPy default; JAX's
 default is float32 unless `jax_enable_x64` is set): pass `dtype=np.float32` for
