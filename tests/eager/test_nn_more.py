@@ -95,6 +95,23 @@ MODULES = {
         (R.standard_normal((1, 8, 12)),),
     ),
     "ChannelShuffle": (lambda nn: nn.ChannelShuffle(2), (X4,)),
+    "MultiMarginLoss": (lambda nn: nn.MultiMarginLoss(), (X2, np.array([0, 3, 1]))),
+    "MultiMarginLoss p2 margin": (
+        lambda nn: nn.MultiMarginLoss(p=2, margin=0.5, reduction="sum"),
+        (X2, np.array([2, 2, 0])),
+    ),
+    "MultiLabelMarginLoss": (
+        lambda nn: nn.MultiLabelMarginLoss(),
+        (X2, np.array([[3, 0, -1, 1], [1, -1, 2, 0], [0, 1, 2, 3]])),
+    ),
+    "TripletMarginWithDistanceLoss": (
+        lambda nn: nn.TripletMarginWithDistanceLoss(margin=0.5, swap=True),
+        (X2, POS2, X2 * 0.5),
+    ),
+    "LPPool1d": (lambda nn: nn.LPPool1d(2, 3, 2), (np.abs(X3) + 0.1,)),
+    "LPPool2d": (lambda nn: nn.LPPool2d(3, 2), (np.abs(X4) + 0.1,)),
+    "BatchNorm3d": (lambda nn: nn.BatchNorm3d(2), (R.standard_normal((2, 2, 2, 3, 2)),)),
+    "SyncBatchNorm": (lambda nn: nn.SyncBatchNorm(4), (X4,)),
     "MultiLabelSoftMarginLoss": (
         lambda nn: nn.MultiLabelSoftMarginLoss(),
         (X2, (POS2 > 1).astype(float)),
@@ -103,6 +120,7 @@ MODULES = {
 NOT_DIFF = {  # inputs that are targets (no gradient)
     "MarginRankingLoss": {2}, "SoftMarginLoss": {1}, "HingeEmbeddingLoss": {1},
     "CosineEmbeddingLoss": {2}, "PoissonNLLLoss": {1}, "MultiLabelSoftMarginLoss": {1},
+    "MultiMarginLoss": {1}, "MultiMarginLoss p2 margin": {1}, "MultiLabelMarginLoss": {1},
 }  # fmt: skip
 
 
@@ -114,7 +132,9 @@ def _run(L, case, state=None):
         m.load_state_dict({k: L.tensor(v) for k, v in state.items()})
     skip = NOT_DIFF.get(case, set())
     xs = [
-        L.tensor(a.copy(), dtype=L.float64, requires_grad=k not in skip)
+        L.tensor(a.copy())
+        if a.dtype.kind == "i"
+        else L.tensor(a.copy(), dtype=L.float64, requires_grad=k not in skip)
         for k, a in enumerate(arrays)
     ]
     out = m(*xs)
@@ -156,7 +176,8 @@ def test_module_matches_pytorch(case):
 KINKS = {"ReLU6", "Hardtanh", "Hardswish", "Hardsigmoid", "Softshrink", "Hardshrink",
          "Threshold", "MaxPool1d", "MaxPool1d stride pad", "AdaptiveMaxPool1d",
          "AdaptiveMaxPool2d", "MarginRankingLoss", "HingeEmbeddingLoss", "TripletMarginLoss",
-         "CosineEmbeddingLoss"}  # fmt: skip
+         "CosineEmbeddingLoss", "MultiMarginLoss", "MultiMarginLoss p2 margin",
+         "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss"}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", [c for c in MODULES if c not in KINKS])
@@ -166,7 +187,9 @@ def test_module_gradcheck(case):
     m = make(tg.nn).double()
     skip = NOT_DIFF.get(case, set())
     xs = [
-        tg.tensor(a.copy(), dtype=tg.float64, requires_grad=k not in skip)
+        tg.tensor(a.copy())
+        if a.dtype.kind == "i"
+        else tg.tensor(a.copy(), dtype=tg.float64, requires_grad=k not in skip)
         for k, a in enumerate(arrays)
     ]
     # the inputs' gradients; parameter gradients are compared with PyTorch above

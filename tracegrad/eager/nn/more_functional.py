@@ -661,3 +661,78 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
         return sums
     counts = np.bincount(bag[keep], minlength=b).astype(weight._data.dtype)
     return sums / _const(sums, np.maximum(counts, 1)[:, None])
+
+
+def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=None,
+                      size_average=None, reduce=None, reduction: str = "mean"):  # fmt: skip
+    """sum_{j != y} max(0, margin - x[y] + x[j])^p / C per row (times weight[y])."""
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    x = O.unsqueeze(input, 0) if input.ndim == 1 else input
+    t = O.reshape(target, (-1,))
+    c = x._data.shape[1]
+    picked = O.gather(x, 1, O.unsqueeze(t, 1))
+    z = O.clamp(margin - picked + x, min=0.0)
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        z = z * O.unsqueeze(weight[t], 1)
+    other = np.ones(x._data.shape, dtype=bool)
+    other[np.arange(x._data.shape[0]), t._data] = False
+    loss = O.sum(z * _const(z, other), 1) / c
+    if input.ndim == 1:
+        loss = O.squeeze(loss, 0)
+    return _reduce(loss, reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None,
+                           reduction: str = "mean"):  # fmt: skip
+    """sum over target classes j (the -1-terminated prefix of target) and non-target
+    classes i of max(0, 1 - (x[j] - x[i])) / C."""
+    x = O.unsqueeze(input, 0) if input.ndim == 1 else input
+    tgt = target._data.reshape(x._data.shape)
+    n, c = x._data.shape
+    rows = []
+    for r in range(n):
+        labels = []
+        for v in tgt[r]:
+            if v < 0:
+                break
+            labels.append(int(v))
+        is_target = np.zeros(c, bool)
+        is_target[labels] = True
+        if not labels:
+            rows.append(O.sum(x[r] * 0.0))
+            continue
+        xj = O.unsqueeze(x[r][Tensor._wrap(np.array(labels))], 1)  # (J, 1)
+        hinge = O.clamp(1.0 - (xj - O.unsqueeze(x[r], 0)), min=0.0)  # (J, C)
+        rows.append(O.sum(hinge * _const(hinge, ~is_target[None, :])) / c)
+    loss = O.stack(rows, 0)
+    if input.ndim == 1:
+        loss = O.squeeze(loss, 0)
+    return _reduce(loss, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin: float = 1.0, swap: bool = False,
+                                      reduction: str = "mean"):  # fmt: skip
+    dist = distance_function if distance_function is not None else pairwise_distance
+    d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        d_neg = O.minimum(d_neg, dist(positive, negative))
+    return _reduce(O.clamp(d_pos - d_neg + margin, min=0.0), reduction)
+
+
+def lp_pool1d(input, norm_type: float, kernel_size: int, stride=None, ceil_mode: bool = False):
+    """(sum over each window of x^p)^(1/p), as PyTorch: avg_pool of x^p times the size."""
+    k = kernel_size if isinstance(kernel_size, int) else kernel_size[0]
+    pooled = avg_pool1d(O.pow(input, norm_type), k, stride)
+    return O.pow(O.sign(pooled) * O.relu(O.abs(pooled)) * k, 1.0 / norm_type)
+
+
+def lp_pool2d(input, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
+    from tracegrad.eager.nn import functional as F
+
+    kh, kw = _pair(kernel_size)
+    pooled = F.avg_pool2d(O.pow(input, norm_type), (kh, kw), stride)
+    return O.pow(O.sign(pooled) * O.relu(O.abs(pooled)) * (kh * kw), 1.0 / norm_type)

@@ -823,3 +823,94 @@ class LazyLinear(Module):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, bias={self._bias}"
         )
+
+
+class MultiMarginLoss(_Loss):
+    def __init__(self, p: int = 1, margin: float = 1.0, weight=None, size_average=None,
+                 reduce=None, reduction: str = "mean"):  # fmt: skip
+        super().__init__(reduction, p=p, margin=margin)
+        self.weight = weight
+
+    def forward(self, input, target):
+        return F.multi_margin_loss(
+            input, target, self.p, self.margin, self.weight, reduction=self.reduction
+        )
+
+
+class MultiLabelMarginLoss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(reduction)
+
+    def forward(self, input, target):
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False,
+                 reduction: str = "mean"):  # fmt: skip
+        super().__init__(reduction, margin=margin, swap=swap)
+        self.distance_function = (
+            distance_function if distance_function is not None else PairwiseDistance()
+        )
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(
+            anchor, positive, negative, distance_function=self.distance_function,
+            margin=self.margin, swap=self.swap, reduction=self.reduction,
+        )  # fmt: skip
+
+
+class LPPool1d(Module):
+    def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride = norm_type, kernel_size, stride
+        self.ceil_mode = ceil_mode
+
+    def forward(self, input):
+        return F.lp_pool1d(input, float(self.norm_type), self.kernel_size, self.stride)
+
+    def extra_repr(self):
+        return (
+            f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, ceil_mode={self.ceil_mode}"
+        )
+
+
+class LPPool2d(LPPool1d):
+    def forward(self, input):
+        return F.lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride)
+
+
+def _batchnorm3d():
+    from tracegrad.eager.nn.modules import BatchNorm2d
+
+    class BatchNorm3d(BatchNorm2d):
+        """BatchNorm over (N, C, D, H, W) inputs."""
+
+        _dims = (5,)
+
+    BatchNorm3d.__module__ = __name__
+    return BatchNorm3d
+
+
+BatchNorm3d = _batchnorm3d()
+
+
+def _sync_batchnorm():
+    from tracegrad.eager.nn.modules import _BatchNorm
+
+    class SyncBatchNorm(_BatchNorm):
+        """One process: BatchNorm over any (N, C, ...) input (its statistics are this
+        process's; there is no process group to synchronize with)."""
+
+        _dims = (2, 3, 4, 5)
+
+        @classmethod
+        def convert_sync_batchnorm(cls, module, process_group=None):
+            return module
+
+    SyncBatchNorm.__module__ = __name__
+    return SyncBatchNorm
+
+
+SyncBatchNorm = _sync_batchnorm()
