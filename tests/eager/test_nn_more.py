@@ -110,6 +110,18 @@ MODULES = {
     ),
     "LPPool1d": (lambda nn: nn.LPPool1d(2, 3, 2), (np.abs(X3) + 0.1,)),
     "LPPool2d": (lambda nn: nn.LPPool2d(3, 2), (np.abs(X4) + 0.1,)),
+    "ReflectionPad3d": (lambda nn: nn.ReflectionPad3d(1), (R.standard_normal((1, 2, 3, 3, 3)),)),
+    "ReplicationPad3d": (
+        lambda nn: nn.ReplicationPad3d((1, 0, 2, 1, 0, 1)),
+        (R.standard_normal((1, 2, 3, 3, 3)),),
+    ),
+    "CircularPad3d": (lambda nn: nn.CircularPad3d(1), (R.standard_normal((1, 1, 2, 3, 3)),)),
+    "RReLU eval": (lambda nn: nn.RReLU(0.1, 0.3).eval(), (X2,)),
+    "DataParallel": (lambda nn: nn.DataParallel(nn.Linear(4, 2)), (X2,)),
+    "NLLLoss2d": (
+        lambda nn: nn.NLLLoss2d(),
+        (R.standard_normal((2, 3, 2, 2)), np.array([[[0, 1], [2, 2]], [[1, 0], [0, 2]]])),
+    ),
     "BatchNorm3d": (lambda nn: nn.BatchNorm3d(2), (R.standard_normal((2, 2, 2, 3, 2)),)),
     "SyncBatchNorm": (lambda nn: nn.SyncBatchNorm(4), (X4,)),
     "MultiLabelSoftMarginLoss": (
@@ -121,6 +133,7 @@ NOT_DIFF = {  # inputs that are targets (no gradient)
     "MarginRankingLoss": {2}, "SoftMarginLoss": {1}, "HingeEmbeddingLoss": {1},
     "CosineEmbeddingLoss": {2}, "PoissonNLLLoss": {1}, "MultiLabelSoftMarginLoss": {1},
     "MultiMarginLoss": {1}, "MultiMarginLoss p2 margin": {1}, "MultiLabelMarginLoss": {1},
+    "NLLLoss2d": {1},
 }  # fmt: skip
 
 
@@ -177,7 +190,7 @@ KINKS = {"ReLU6", "Hardtanh", "Hardswish", "Hardsigmoid", "Softshrink", "Hardshr
          "Threshold", "MaxPool1d", "MaxPool1d stride pad", "AdaptiveMaxPool1d",
          "AdaptiveMaxPool2d", "MarginRankingLoss", "HingeEmbeddingLoss", "TripletMarginLoss",
          "CosineEmbeddingLoss", "MultiMarginLoss", "MultiMarginLoss p2 margin",
-         "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss"}  # fmt: skip
+         "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss", "RReLU eval"}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", [c for c in MODULES if c not in KINKS])
@@ -427,3 +440,17 @@ def test_module_helpers_and_lazy_linear():
     assert tuple(out.shape) == (5, 2) and tuple(lazy.weight.shape) == (2, 7)
     assert [k for k, _ in lazy.named_parameters()] == ["weight", "bias"]
     assert np.abs(lazy.weight.detach().numpy()).max() <= 1 / np.sqrt(7)
+
+
+def test_random_activations_and_feature_alpha_dropout():
+    tg.manual_seed(0)
+    x = -tg.ones(2000)
+    y = tg.nn.RReLU(0.1, 0.3)(x).numpy()  # training: slopes ~ U(0.1, 0.3)
+    assert (-y >= 0.1).all() and (-y <= 0.3).all() and abs(-y.mean() - 0.2) < 0.01
+    m = tg.nn.FeatureAlphaDropout(0.5)
+    out = m(tg.ones(4, 6, 3, 3)).numpy().reshape(4, 6, -1)
+    assert (out.min(-1) == out.max(-1)).all()  # whole channels kept or dropped
+    assert len(np.unique(out.round(6))) == 2
+    m.eval()
+    x = tg.ones(2, 3)
+    assert m(x) is x

@@ -736,3 +736,37 @@ def lp_pool2d(input, norm_type: float, kernel_size, stride=None, ceil_mode: bool
     kh, kw = _pair(kernel_size)
     pooled = F.avg_pool2d(O.pow(input, norm_type), (kh, kw), stride)
     return O.pow(O.sign(pooled) * O.relu(O.abs(pooled)) * (kh * kw), 1.0 / norm_type)
+
+
+def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False):  # fmt: skip
+    """Leaky ReLU with slope ~ U(lower, upper) per element when training, else the mean."""
+    if training:
+        from tracegrad.eager.creation import generator
+
+        slope = generator().uniform(lower, upper, input._data.shape)
+    else:
+        slope = (lower + upper) / 2
+
+    def fn(x):
+        return O.where(O.ge(x, 0), x, x * _const(x, slope))
+
+    return _maybe_inplace(input, fn, inplace)
+
+
+def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):
+    """AlphaDropout with one keep/drop draw per channel."""
+    if not training or p == 0.0:
+        return input
+    from tracegrad.eager.creation import generator
+
+    alpha_p = -_SELU_ALPHA * _SELU_SCALE
+    shape = input._data.shape[:2] + (1,) * (input.ndim - 2)
+    keep = generator().random(shape) >= p
+    a = ((1 - p) * (1 + p * alpha_p**2)) ** -0.5
+    b = -a * alpha_p * p
+
+    def fn(x):
+        return (x * _const(x, keep) + _const(x, np.where(keep, 0.0, alpha_p))) * a + b
+
+    return _maybe_inplace(input, fn, inplace)

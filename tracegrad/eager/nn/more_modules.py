@@ -323,6 +323,9 @@ ReplicationPad1d = _pad_class("ReplicationPad1d", "replicate", 1)
 ReplicationPad2d = _pad_class("ReplicationPad2d", "replicate", 2)
 CircularPad1d = _pad_class("CircularPad1d", "circular", 1)
 CircularPad2d = _pad_class("CircularPad2d", "circular", 2)
+CircularPad3d = _pad_class("CircularPad3d", "circular", 3)
+ReflectionPad3d = _pad_class("ReflectionPad3d", "reflect", 3)
+ReplicationPad3d = _pad_class("ReplicationPad3d", "replicate", 3)
 
 
 class PixelShuffle(Module):
@@ -914,3 +917,62 @@ def _sync_batchnorm():
 
 
 SyncBatchNorm = _sync_batchnorm()
+
+
+class DataParallel(Module):
+    """One device: calls `module` (its parameters appear under "module.", as PyTorch's
+    DataParallel state_dict keys)."""
+
+    def __init__(self, module, device_ids=None, output_device=None, dim: int = 0):
+        super().__init__()
+        self.module = module
+        self.device_ids = [] if device_ids is None else list(device_ids)
+        self.output_device = output_device
+        self.dim = dim
+
+    def forward(self, *inputs, **kwargs):
+        return self.module(*inputs, **kwargs)
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: negative slopes ~ U(lower, upper) per element in training,
+    their mean (lower + upper) / 2 in evaluation."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (
+            ", inplace=True" if self.inplace else ""
+        )
+
+
+class FeatureAlphaDropout(Module):
+    """AlphaDropout of whole channels."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
+        super().__init__()
+        self.p, self.inplace = p, inplace
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+def _aliases():
+    from tracegrad.eager.nn.modules import NLLLoss, _RNNBase
+
+    class NLLLoss2d(NLLLoss):
+        """The deprecated name of NLLLoss for (N, C, H, W) inputs."""
+
+    NLLLoss2d.__module__ = __name__
+    return NLLLoss2d, _RNNBase
+
+
+NLLLoss2d, RNNBase = _aliases()
