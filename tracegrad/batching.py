@@ -500,7 +500,7 @@ def _register_optional_rules() -> None:
     makers["triangular_matmul"] = lambda prim: _solve_batch_rule(prim, batch_broadcasts=False)
     makers["erf"] = elementwise_rule
     special = ("threefry2x32", "erfinv", "gammaln", "digamma", "polygamma", "log_ndtr", "ndtri")
-    special += ("gammainc", "gammaincc", "betainc", "random_gamma")
+    special += ("gammainc", "gammaincc", "betainc", "random_gamma", "random_gamma_grad")
     for name in special:  # tracegrad/ops/special.py
         makers[name] = elementwise_rule
     makers["clamp_tensor"] = elementwise_rule

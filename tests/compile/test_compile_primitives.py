@@ -114,7 +114,7 @@ def test_every_differentiable_primitive_has_a_compiled_gradient_case():
         "while",
         "call",
         "custom_vjp_call",
-        "random_gamma",  # its float operand alpha has no gradient rule (it raises): tests/random
+        "random_gamma",  # implicit reparameterization, not its impl's derivative: tests/random
     }, differentiable - covered
 
 

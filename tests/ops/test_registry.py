@@ -66,8 +66,10 @@ def test_primitive_has_every_rule(name):
         assert all(callable(v) for v in prim.vjps), name
 
 
-# Differentiable in no operand yet, though not `nondiff` (which would make the gradient
-# a silent zero): their vjps raise. random_gamma: alpha (tests/random/test_random_keys.py).
+# Differentiable, but not the derivative of their impl, so finite differences of the
+# impl cannot check them: random_gamma's gradient in alpha is the implicit
+# reparameterization one (JAX's), not the derivative of its rejection loop;
+# tests/random/test_random_keys.py checks it against JAX and SciPy's gammainc.
 NO_GRADIENT_YET = {"random_gamma"}
 
 

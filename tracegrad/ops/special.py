@@ -29,7 +29,14 @@ import math
 import numpy as np
 
 from tracegrad.ops import table as T
-from tracegrad.ops.core import Aval, DTypeError, op_error, primitive, user_location_suffix
+from tracegrad.ops.core import (
+    Aval,
+    DTypeError,
+    aval_of,
+    op_error,
+    primitive,
+    user_location_suffix,
+)
 from tracegrad.ops.rulekit import (
     array_avals,
     as_aval,
@@ -397,13 +404,64 @@ def _gamma_rule(k0, k1, alpha, log_space):
     return Aval(broadcast_shapes("random_gamma", k0, k1, alpha), alpha.dtype)
 
 
+def _gammainc_da(a, x, max_terms: int = 5000):
+    """d/da of the regularized lower incomplete gamma P(a, x), by its series
+    P = sum_n x^(a+n) e^-x / Gamma(a+n+1), differentiated term by term."""
+    gammaln_, digamma_ = _scipy("gammaln"), _scipy("digamma")
+    a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
+    out = np.zeros(a.shape)
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+        log_x = np.log(x)
+        for n in range(max_terms):
+            an = a + (n + 1)
+            w = np.exp((an - 1) * log_x - x - gammaln_(an))
+            out += np.where(w > 0, w * (log_x - digamma_(an)), 0.0)
+            if n > 20 and np.all((an > x) & (w < 1e-17 * np.maximum(np.abs(out), 1e-300))):
+                break
+    return out
+
+
+def _gamma_grad_impl(alpha, sample):
+    """dz/dalpha of a Gamma(alpha) variate z, by implicit reparameterization (as JAX's
+    random_gamma_grad): -(dP/dalpha)(alpha, z) / density(z)."""
+    dt = np.result_type(alpha, sample)
+    a, z = np.asarray(alpha, np.float64), np.asarray(sample, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_density = (a - 1) * np.log(z) - z - _scipy("gammaln")(a)
+        out = -_gammainc_da(a, z) / np.exp(log_density)
+    return np.asarray(out, dt)
+
+
+random_gamma_grad = primitive(  # d(sample)/d(alpha) of gamma variates (first order only)
+    "random_gamma_grad",
+    impl=_gamma_grad_impl,
+    shape_rule=elementwise_rule("random_gamma_grad", float_only=True),
+    kind="other",
+    nondiff=True,
+    vjps=(no_grad, no_grad),
+    torch_name=None,
+    saves=(),
+    codegen="numpy",
+)
+
+
+def _gamma_vjp_alpha(g, out, k0, k1, alpha, log_space):
+    if not log_space:
+        return T.mul(g, random_gamma_grad(alpha, out))
+    # d log z = dz / z; an exp(log z) that rounds to 0 is the smallest float, as JAX
+    z = T.exp(out)
+    tiny = float(np.finfo(aval_of(out).dtype).tiny)
+    z = T.where(T.eq(z, 0), tiny, z)
+    return T.mul(g, T.div(random_gamma_grad(alpha, z), z))
+
+
 random_gamma = primitive(  # Gamma(alpha) variates (log_space: their logs), one key per element
     "random_gamma",
     impl=_gamma_impl,
     shape_rule=_gamma_rule,
     kind="other",
-    vjps=(no_grad, no_grad, _no_shape_gradient("random_gamma", "alpha")),
+    vjps=(no_grad, no_grad, _gamma_vjp_alpha),
     torch_name="RandomGammaBackward0",
-    saves=(),
+    saves=(2, "out"),
     codegen="numpy",
 )
