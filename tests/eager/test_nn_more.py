@@ -122,6 +122,32 @@ MODULES = {
         lambda nn: nn.NLLLoss2d(),
         (R.standard_normal((2, 3, 2, 2)), np.array([[[0, 1], [2, 2]], [[1, 0], [0, 2]]])),
     ),
+    "Conv3d": (
+        lambda nn: nn.Conv3d(2, 4, (2, 3, 2), stride=(2, 1, 1), padding=1),
+        (R.standard_normal((2, 2, 4, 5, 4)),),
+    ),
+    "Conv3d groups dilation no bias": (
+        lambda nn: nn.Conv3d(4, 2, 2, dilation=(2, 1, 1), groups=2, bias=False),
+        (R.standard_normal((1, 4, 5, 3, 3)),),
+    ),
+    "Conv3d same unbatched": (
+        lambda nn: nn.Conv3d(2, 2, 3, padding="same"),
+        (R.standard_normal((2, 3, 4, 4)),),
+    ),
+    "MaxPool3d": (lambda nn: nn.MaxPool3d(2), (R.standard_normal((1, 2, 4, 4, 4)),)),
+    "MaxPool3d stride pad": (
+        lambda nn: nn.MaxPool3d(3, 2, 1),
+        (R.standard_normal((1, 2, 5, 5, 5)),),
+    ),
+    "AvgPool3d": (lambda nn: nn.AvgPool3d((2, 2, 1), 1), (R.standard_normal((2, 1, 3, 3, 3)),)),
+    "AdaptiveAvgPool3d": (
+        lambda nn: nn.AdaptiveAvgPool3d((2, 3, 1)),
+        (R.standard_normal((1, 2, 5, 4, 3)),),
+    ),
+    "AdaptiveMaxPool3d": (
+        lambda nn: nn.AdaptiveMaxPool3d(2),
+        (R.standard_normal((1, 2, 5, 4, 3)),),
+    ),
     "BatchNorm3d": (lambda nn: nn.BatchNorm3d(2), (R.standard_normal((2, 2, 2, 3, 2)),)),
     "SyncBatchNorm": (lambda nn: nn.SyncBatchNorm(4), (X4,)),
     "MultiLabelSoftMarginLoss": (
@@ -190,7 +216,8 @@ KINKS = {"ReLU6", "Hardtanh", "Hardswish", "Hardsigmoid", "Softshrink", "Hardshr
          "Threshold", "MaxPool1d", "MaxPool1d stride pad", "AdaptiveMaxPool1d",
          "AdaptiveMaxPool2d", "MarginRankingLoss", "HingeEmbeddingLoss", "TripletMarginLoss",
          "CosineEmbeddingLoss", "MultiMarginLoss", "MultiMarginLoss p2 margin",
-         "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss", "RReLU eval"}  # fmt: skip
+         "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss", "RReLU eval", "MaxPool3d",
+         "MaxPool3d stride pad", "AdaptiveMaxPool3d"}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", [c for c in MODULES if c not in KINKS])

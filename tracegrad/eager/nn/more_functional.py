@@ -770,3 +770,147 @@ def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace
         return (x * _const(x, keep) + _const(x, np.where(keep, 0.0, alpha_p))) * a + b
 
     return _maybe_inplace(input, fn, inplace)
+
+
+# ------------------------------------------------------------------ 3-d: conv, pooling
+
+
+def _triple(v) -> tuple:
+    return (int(v),) * 3 if isinstance(v, (int, np.integer)) else tuple(int(x) for x in v)
+
+
+def _depth_slices(x, k: int, stride: int, dilation: int, out: int):
+    """For each kernel depth offset, the input depths it meets: x[:, :, kd*dil :: stride]."""
+    return [
+        x[:, :, kd * dilation : kd * dilation + (out - 1) * stride + 1 : stride] for kd in range(k)
+    ]
+
+
+def _to_planes(x):
+    """(N, C, D, H, W) -> (N * D, C, H, W)."""
+    n, c, d, h, w = x.shape
+    return O.reshape(O.transpose(x, 1, 2), (n * d, c, h, w))
+
+
+def _from_planes(y, n: int, d: int):
+    """(N * D, C, H, W) -> (N, C, D, H, W)."""
+    _, c, h, w = y.shape
+    return O.transpose(O.reshape(y, (n, d, c, h, w)), 1, 2)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1,
+           padding_mode: str = "zeros"):  # fmt: skip
+    """A sum over the kernel's depth of conv2d of depth slices (the 2-d convolution's
+    gradients serve), then the bias."""
+    from tracegrad.eager.nn import functional as F
+
+    unbatched = input.ndim == 4
+    x = O.unsqueeze(input, 0) if unbatched else input
+    if x.ndim != 5:
+        raise RuntimeError(
+            f"Expected 4D (unbatched) or 5D (batched) input to conv3d, but got input of "
+            f"size: {list(input.shape)}"
+        )
+    st, dil = _triple(stride), _triple(dilation)
+    kd, kh, kw = weight.shape[2:]
+    if isinstance(padding, str):
+        if padding == "valid":
+            pad3 = (0, 0, 0)
+        else:  # 'same' (stride 1)
+            total = [dl * (k - 1) for dl, k in zip(dil, (kd, kh, kw), strict=True)]
+            widths = [(t // 2, t - t // 2) for t in total]
+            flat = tuple(v for lo_hi in reversed(widths) for v in lo_hi)
+            x = F.pad(x, flat, mode="constant" if padding_mode == "zeros" else padding_mode)
+            pad3 = (0, 0, 0)
+    else:
+        pad3 = _triple(padding)
+    if any(pad3):
+        flat = (pad3[2], pad3[2], pad3[1], pad3[1], pad3[0], pad3[0])
+        x = F.pad(x, flat, mode="constant" if padding_mode == "zeros" else padding_mode)
+    n, d = x.shape[0], x.shape[2]
+    do = (d - dil[0] * (kd - 1) - 1) // st[0] + 1
+    out = None
+    for k, xs in enumerate(_depth_slices(x, kd, st[0], dil[0], do)):
+        y = F.conv2d(_to_planes(xs), weight[:, :, k], None, st[1:], 0, dil[1:], groups)
+        out = y if out is None else out + y
+    out = _from_planes(out, n, do)
+    if bias is not None:
+        out = out + O.reshape(bias, (1, -1, 1, 1, 1))
+    return O.squeeze(out, 0) if unbatched else out
+
+
+def _pool3d(input, kernel_size, stride, padding, fn2d, combine, name):
+    from tracegrad.eager.nn import functional as F
+
+    unbatched = input.ndim == 4
+    x = O.unsqueeze(input, 0) if unbatched else input
+    k = _triple(kernel_size)
+    st = k if stride is None or stride == [] else _triple(stride)
+    pd = _triple(padding)
+    if pd[0]:
+        fill = -np.inf if name == "max" else 0.0
+        x = F.pad(x, (0, 0, 0, 0, pd[0], pd[0]), value=fill)
+    n, d = x.shape[0], x.shape[2]
+    do = (d - k[0]) // st[0] + 1
+    parts = [
+        fn2d(_to_planes(xs), k[1:], st[1:], pd[1:]) for xs in _depth_slices(x, k[0], st[0], 1, do)
+    ]
+    out = combine(parts)
+    out = _from_planes(out, n, do)
+    return O.squeeze(out, 0) if unbatched else out
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):  # fmt: skip
+    from tracegrad.eager.nn import functional as F
+
+    if dilation not in (1, (1, 1, 1)) or ceil_mode or return_indices:
+        raise NotImplementedError("max_pool3d: dilation, ceil_mode and return_indices")
+
+    def combine(parts):
+        out = parts[0]
+        for p in parts[1:]:
+            out = O.maximum(out, p)
+        return out
+
+    return _pool3d(input, kernel_size, stride, padding, F.max_pool2d, combine, "max")
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):  # fmt: skip
+    from tracegrad.eager.nn import functional as F
+
+    if ceil_mode or not count_include_pad or divisor_override is not None:
+        raise NotImplementedError(
+            "avg_pool3d: ceil_mode, count_include_pad=False, divisor_override"
+        )
+
+    def combine(parts):
+        total = parts[0]
+        for p in parts[1:]:
+            total = total + p
+        return total / float(len(parts))
+
+    return _pool3d(input, kernel_size, stride, padding, F.avg_pool2d, combine, "avg")
+
+
+def _adaptive3d(input, output_size, reduce):
+    size = (
+        _triple(output_size) if not isinstance(output_size, (tuple, list)) else tuple(output_size)
+    )
+    spatial = input.shape[-3:]
+    size = tuple(s if s is not None else n for s, n in zip(size, spatial, strict=True))
+    x = input
+    for axis, (n_in, n_out) in enumerate(zip(spatial, size, strict=True)):
+        dim = x.ndim - 3 + axis
+        parts = [reduce(O.narrow(x, dim, a, b - a), dim) for a, b in _adaptive_bounds(n_in, n_out)]
+        x = O.cat(parts, dim)
+    return x
+
+
+def adaptive_avg_pool3d(input, output_size):
+    return _adaptive3d(input, output_size, lambda t, d: O.mean(t, d, keepdim=True))
+
+
+def adaptive_max_pool3d(input, output_size, return_indices: bool = False):
+    return _adaptive3d(input, output_size, lambda t, d: O.amax(t, d, keepdim=True))

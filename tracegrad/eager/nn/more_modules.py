@@ -976,3 +976,68 @@ def _aliases():
 
 
 NLLLoss2d, RNNBase = _aliases()
+
+
+def _conv3d_class():
+    from tracegrad.eager.nn.modules import _ConvNd
+
+    class Conv3d(_ConvNd):
+        """3-d convolution (F.conv3d: conv2d over depth slices, summed)."""
+
+        _n = 3
+
+        def forward(self, input):
+            return F.conv3d(
+                input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                self.groups, self.padding_mode,
+            )  # fmt: skip
+
+    Conv3d.__module__ = __name__
+    return Conv3d
+
+
+Conv3d = _conv3d_class()
+
+
+class MaxPool3d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):  # fmt: skip
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+
+    def forward(self, input):
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)  # fmt: skip
+
+    def extra_repr(self):
+        return (
+            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+            f"dilation={self.dilation}, ceil_mode={self.ceil_mode}"
+        )
+
+
+class AvgPool3d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True, divisor_override=None):  # fmt: skip
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input):
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)  # fmt: skip
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool3d(_Adaptive):
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class AdaptiveMaxPool3d(_Adaptive):
+    def forward(self, input):
+        return F.adaptive_max_pool3d(input, self.output_size)
