@@ -501,6 +501,7 @@ def _register_optional_rules() -> None:
     makers["erf"] = elementwise_rule
     special = ("threefry2x32", "erfinv", "gammaln", "digamma", "polygamma", "log_ndtr", "ndtri")
     special += ("gammainc", "gammaincc", "betainc", "random_gamma", "random_gamma_grad")
+    special += ("gammainc_grad_a",)
     for name in special:  # tracegrad/ops/special.py
         makers[name] = elementwise_rule
     makers["clamp_tensor"] = elementwise_rule

@@ -19,9 +19,9 @@ values (tests/random/test_random_keys.py); `normal`, `truncated_normal`,
 `orthogonal`, the gamma family (`gamma`, `loggamma`, `beta`, `dirichlet`,
 `chisquare`, `t`: JAX's rejection loop, the same acceptances) and `uniform`
 with bounds agree to a few ulp (SciPy's erfinv and NumPy's log where XLA has
-its own polynomials, and no FMA). Not here yet: gradients of gamma variates
-with respect to their shape (they raise), `poisson`, `binomial`, typed key
-arrays (`key` returns the raw uint32 key).
+its own polynomials, and no FMA). Gamma variates differentiate in their shape
+by implicit reparameterization, as JAX's. Not here yet: `poisson`, `binomial`,
+typed key arrays (`key` returns the raw uint32 key).
 
 Floating-point draws default to float64 (tracegrad's NumPy default; JAX's
 default is float32 unless `jax_enable_x64` is set): pass `dtype=np.float32` for
@@ -575,7 +575,7 @@ def _gamma(key, a, shape, dtype, log_space: bool):
 
 def gamma(key: Array, a: float | Array, shape=None, dtype=None) -> Array:
     """Gamma(a, 1) floats, as jax.random.gamma (Marsaglia-Tsang, one key per element;
-    not differentiable in a: its gradient raises)."""
+    differentiable in a by implicit reparameterization)."""
     return _gamma(key, a, shape, dtype, log_space=False)
 
 

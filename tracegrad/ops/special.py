@@ -237,8 +237,9 @@ ndtri = _special(
 
 
 # ------------------------------------------- incomplete gamma and beta (the cdfs)
-# Differentiable in x only (their derivative there is the density); a gradient with
-# respect to a shape parameter raises, never a silent zero.
+# Differentiable in x (their derivative there is the density); gammainc/gammaincc in a
+# too (first order: P's series differentiated term by term, gammainc_grad_a below);
+# a gradient of betainc with respect to a or b raises, never a silent zero.
 
 
 def _no_shape_gradient(name: str, which: str):
@@ -283,16 +284,24 @@ def _binary_special(name, impl, vjps, torch_name):
     )
 
 
+def _gammainc_a(upper: bool):
+    def rule(g, out, a, x):  # dP/da by its series (first order: gammainc_grad_a is nondiff)
+        da = gammainc_grad_a(a, x)
+        return T.mul(g, T.neg(da) if upper else da)
+
+    return rule
+
+
 gammainc = _binary_special(  # the regularized lower incomplete gamma P(a, x)
     "gammainc",
     lambda a, x: _scipy("gammainc")(a, x),
-    (_no_shape_gradient("gammainc", "a"), _gammainc_x(False)),
+    (_gammainc_a(False), _gammainc_x(False)),
     "IgammaBackward0",
 )
 gammaincc = _binary_special(  # the regularized upper incomplete gamma Q(a, x) = 1 - P
     "gammaincc",
     lambda a, x: _scipy("gammaincc")(a, x),
-    (_no_shape_gradient("gammaincc", "a"), _gammainc_x(True)),
+    (_gammainc_a(True), _gammainc_x(True)),
     "IgammacBackward0",
 )
 
@@ -419,6 +428,19 @@ def _gammainc_da(a, x, max_terms: int = 5000):
             if n > 20 and np.all((an > x) & (w < 1e-17 * np.maximum(np.abs(out), 1e-300))):
                 break
     return out
+
+
+gammainc_grad_a = primitive(  # dP(a, x)/da (first order only)
+    "gammainc_grad_a",
+    impl=_in_result_dtype(lambda a, x: _gammainc_da(a, x)),
+    shape_rule=elementwise_rule("gammainc_grad_a", float_only=True),
+    kind="other",
+    nondiff=True,
+    vjps=(no_grad, no_grad),
+    torch_name=None,
+    saves=(),
+    codegen="numpy",
+)
 
 
 def _gamma_grad_impl(alpha, sample):
