@@ -481,3 +481,27 @@ def test_random_activations_and_feature_alpha_dropout():
     m.eval()
     x = tg.ones(2, 3)
     assert m(x) is x
+
+
+@pytest.mark.parametrize(
+    "name,args,shape",
+    [
+        ("LazyConv1d", (4, 3), (2, 3, 8)),
+        ("LazyConv2d", (4, 3), (2, 3, 6, 6)),
+        ("LazyConv3d", (2, 2), (1, 3, 4, 4, 4)),
+        ("LazyConvTranspose2d", (2, 3), (1, 3, 4, 4)),
+        ("LazyBatchNorm1d", (), (4, 5)),
+        ("LazyBatchNorm2d", (), (2, 3, 4, 4)),
+    ],
+)
+def test_lazy_modules_become_their_class(name, args, shape):
+    """The first input completes the module: it becomes the eager class with PyTorch's
+    parameter names and shapes (checked against torch's own lazy module)."""
+    rt = pytest.importorskip("torch")
+    x = R.standard_normal(shape)
+    got = []
+    for L in (tg, rt):
+        m = getattr(L.nn, name)(*args)
+        m(L.tensor(x, dtype=L.float32))
+        got.append((type(m).__name__, [(k, tuple(v.shape)) for k, v in m.state_dict().items()]))
+    assert got[0] == got[1]

@@ -1041,3 +1041,47 @@ class AdaptiveAvgPool3d(_Adaptive):
 class AdaptiveMaxPool3d(_Adaptive):
     def forward(self, input):
         return F.adaptive_max_pool3d(input, self.output_size)
+
+
+def _lazy(name: str, target):
+    """A Lazy* module: the first input's size(1) (channels) completes the constructor of
+    `target`; the module then becomes a `target` (PyTorch's cls_to_become)."""
+
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        object.__setattr__(self, "_lazy_args", (args, kwargs))
+
+    def forward(self, input, *rest, **kw):
+        args, kwargs = self.__dict__["_lazy_args"]
+        cls = target()
+        channels = input.shape[1] if input.ndim > 1 else input.shape[0]
+        real = cls(channels, *args, **kwargs)
+        training = self.training
+        self.__dict__.clear()
+        self.__dict__.update(real.__dict__)
+        self.__class__ = cls
+        self.train(training)
+        return self.forward(input, *rest, **kw)
+
+    def extra_repr(self):
+        return "(uninitialized)"
+
+    return type(name, (Module,), {"__init__": __init__, "forward": forward,
+                                  "extra_repr": extra_repr, "__module__": __name__,
+                                  "__doc__": _lazy.__doc__})  # fmt: skip
+
+
+def _modules():
+    from tracegrad.eager.nn import modules as M
+
+    return M
+
+
+LazyConv1d = _lazy("LazyConv1d", lambda: _modules().Conv1d)
+LazyConv2d = _lazy("LazyConv2d", lambda: _modules().Conv2d)
+LazyConv3d = _lazy("LazyConv3d", lambda: Conv3d)
+LazyConvTranspose1d = _lazy("LazyConvTranspose1d", lambda: _modules().ConvTranspose1d)
+LazyConvTranspose2d = _lazy("LazyConvTranspose2d", lambda: _modules().ConvTranspose2d)
+LazyBatchNorm1d = _lazy("LazyBatchNorm1d", lambda: _modules().BatchNorm1d)
+LazyBatchNorm2d = _lazy("LazyBatchNorm2d", lambda: _modules().BatchNorm2d)
+LazyBatchNorm3d = _lazy("LazyBatchNorm3d", lambda: BatchNorm3d)
