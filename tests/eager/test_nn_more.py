@@ -505,3 +505,58 @@ def test_lazy_modules_become_their_class(name, args, shape):
         m(L.tensor(x, dtype=L.float32))
         got.append((type(m).__name__, [(k, tuple(v.shape)) for k, v in m.state_dict().items()]))
     assert got[0] == got[1]
+
+
+CTC_X = R.standard_normal((6, 3, 5))
+CTC_CASES = {
+    "padded mean": (
+        np.array([[1, 2, 2], [3, 1, 0], [4, 4, 4]]),
+        [6, 5, 4],
+        [3, 2, 2],
+        "mean",
+        False,
+    ),
+    "padded sum": (np.array([[1, 2, 2], [3, 1, 0], [4, 4, 4]]), [6, 5, 4], [3, 2, 2], "sum", False),
+    "concatenated none": (np.array([1, 2, 2, 3, 1, 4, 4]), [6, 5, 4], [3, 2, 2], "none", False),
+    "impossible zero_infinity": (
+        np.array([1, 2, 2, 3, 1, 4, 4, 4]),
+        [6, 5, 2],
+        [3, 2, 3],
+        "none",
+        True,
+    ),
+}
+
+
+def _ctc(L, case):
+    targets, in_len, tl, red, zero_inf = CTC_CASES[case]
+    a = L.tensor(CTC_X, requires_grad=True)
+    lp = L.nn.functional.log_softmax(a, 2)
+    loss = L.nn.CTCLoss(reduction=red, zero_infinity=zero_inf)(
+        lp, L.tensor(targets), L.tensor(in_len), L.tensor(tl)
+    )
+    w = L.tensor(np.arange(1.0, 1 + loss.numel()).reshape(tuple(loss.shape)))
+    (loss * w).sum().backward()
+    return loss.detach().numpy(), a.grad.numpy()
+
+
+@pytest.mark.parametrize("case", list(CTC_CASES))
+def test_ctc_loss_matches_pytorch(case):
+    rt = pytest.importorskip("torch")
+    for a, b in zip(_ctc(tg, case), _ctc(rt, case), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_ctc_loss_by_hand():
+    """One frame, target [1]: the only alignment emits 1, so the loss is -log p(1)."""
+    p = np.array([[[0.2, 0.5, 0.3]]])
+    loss = tg.nn.functional.ctc_loss(
+        tg.tensor(np.log(p)), tg.tensor([[1]]), [1], [1], reduction="sum"
+    )
+    assert loss.item() == pytest.approx(-np.log(0.5))
+    # two frames, target [1]: alignments 1-1, 1-b, b-1
+    p2 = np.array([[[0.2, 0.5, 0.3]], [[0.4, 0.1, 0.5]]])
+    loss = tg.nn.functional.ctc_loss(
+        tg.tensor(np.log(p2)), tg.tensor([[1]]), [2], [1], reduction="sum"
+    )
+    assert loss.item() == pytest.approx(-np.log(0.5 * 0.1 + 0.5 * 0.4 + 0.2 * 0.1))

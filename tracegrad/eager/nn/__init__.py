@@ -103,6 +103,7 @@ from tracegrad.eager.nn.more_modules import (
     Conv3d,
     CosineEmbeddingLoss,
     CosineSimilarity,
+    CTCLoss,
     DataParallel,
     Dropout1d,
     Dropout2d,

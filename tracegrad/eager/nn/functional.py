@@ -1253,6 +1253,7 @@ from tracegrad.eager.nn.more_functional import (  # noqa: E402, F401
     conv3d,
     cosine_embedding_loss,
     cosine_similarity,
+    ctc_loss,
     dropout1d,
     dropout2d,
     dropout3d,

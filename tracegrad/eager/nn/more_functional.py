@@ -914,3 +914,68 @@ def adaptive_avg_pool3d(input, output_size):
 
 def adaptive_max_pool3d(input, output_size, return_indices: bool = False):
     return _adaptive3d(input, output_size, lambda t, d: O.amax(t, d, keepdim=True))
+
+
+# ------------------------------------------------------------------ CTC
+
+
+_CTC_NEG = -1e30  # log(0) stand-in: finite, so logsumexp and its gradient stay finite
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
+             reduction: str = "mean", zero_infinity: bool = False):  # fmt: skip
+    """Connectionist temporal classification: -log of the summed probability of every
+    alignment of each target, by the forward (alpha) recursion over the blank-extended
+    target in log space, written in tensor ops (its gradient is the table's). log_probs
+    is (T, N, C) (or (T, C) unbatched); targets (N, S) padded or 1-d concatenated."""
+    unbatched = log_probs.ndim == 2
+    lp = O.unsqueeze(log_probs, 1) if unbatched else log_probs
+    n = lp.shape[1]
+
+    def ints(v):
+        if isinstance(v, Tensor):
+            return [int(a) for a in np.atleast_1d(v._data).tolist()]
+        return [int(a) for a in np.atleast_1d(v)]
+
+    in_len, tgt_len = ints(input_lengths), ints(target_lengths)
+    tg_data = targets._data if isinstance(targets, Tensor) else np.asarray(targets)
+    if unbatched and tg_data.ndim == 1 and len(tgt_len) == 1:
+        tg_data = tg_data[None, :]
+    offsets = np.concatenate([[0], np.cumsum(tgt_len)]) if tg_data.ndim == 1 else None
+    losses = []
+    for b in range(n):
+        s_len = tgt_len[b]
+        labels = (
+            tg_data[offsets[b] : offsets[b] + s_len] if offsets is not None else tg_data[b, :s_len]
+        ).astype(np.int64)
+        ext = np.full(2 * s_len + 1, blank, np.int64)
+        ext[1::2] = labels
+        size = ext.size
+        skip_ok = np.zeros(size, bool)  # alpha[s-2] may jump to s: a label unlike s-2's
+        skip_ok[2:] = (ext[2:] != blank) & (ext[2:] != ext[:-2])
+        seq = lp[: in_len[b], b]  # (T_b, C)
+        emit = seq[:, Tensor._wrap(ext)]  # (T_b, size)
+        start = np.full(size, _CTC_NEG)
+        start[0] = 0.0
+        if size > 1:
+            start[1] = 0.0
+        alpha = emit[0] + _const(emit, np.where(start == 0.0, 0.0, _CTC_NEG))
+        neg1 = _const(emit, np.full(1, _CTC_NEG))
+        neg2 = _const(emit, np.full(2, _CTC_NEG))
+        skip_mask = Tensor._wrap(skip_ok)
+        for t in range(1, in_len[b]):
+            one = O.cat([neg1, alpha[:-1]], 0)
+            two = O.where(skip_mask, O.cat([neg2, alpha[:-2]], 0), _const(alpha, _CTC_NEG))
+            alpha = O.logsumexp(O.stack([alpha, one, two], 0), 0) + emit[t]
+        tail = alpha[-2:] if size > 1 else alpha[-1:]
+        loss = -O.logsumexp(tail, 0)
+        if zero_infinity and loss._data > 1e29:
+            loss = loss * 0.0
+        losses.append(loss)
+    out = O.stack(losses, 0)
+    if reduction == "mean":
+        lengths = np.maximum(np.asarray(tgt_len, dtype=out._data.dtype), 1)
+        return O.mean(out / _const(out, lengths))
+    if reduction == "sum":
+        return O.sum(out)
+    return O.squeeze(out, 0) if unbatched else out

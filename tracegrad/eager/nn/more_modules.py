@@ -1085,3 +1085,16 @@ LazyConvTranspose2d = _lazy("LazyConvTranspose2d", lambda: _modules().ConvTransp
 LazyBatchNorm1d = _lazy("LazyBatchNorm1d", lambda: _modules().BatchNorm1d)
 LazyBatchNorm2d = _lazy("LazyBatchNorm2d", lambda: _modules().BatchNorm2d)
 LazyBatchNorm3d = _lazy("LazyBatchNorm3d", lambda: BatchNorm3d)
+
+
+class CTCLoss(_Loss):
+    """Connectionist temporal classification loss (F.ctc_loss)."""
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False):
+        super().__init__(reduction, blank=blank, zero_infinity=zero_infinity)
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(
+            log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
+            self.zero_infinity,
+        )  # fmt: skip
