@@ -560,3 +560,22 @@ def test_ctc_loss_by_hand():
         tg.tensor(np.log(p2)), tg.tensor([[1]]), [2], [1], reduction="sum"
     )
     assert loss.item() == pytest.approx(-np.log(0.5 * 0.1 + 0.5 * 0.4 + 0.2 * 0.1))
+
+
+@pytest.mark.parametrize("dims", [1, 2])
+def test_max_unpool_matches_pytorch(dims):
+    rt = pytest.importorskip("torch")
+    shape = (2, 3, 8) if dims == 1 else (2, 3, 4, 6)
+    x = R.standard_normal(shape)
+    got = []
+    for L in (tg, rt):
+        a = L.tensor(x, requires_grad=True)
+        pool = getattr(L.nn.functional, f"max_pool{dims}d")
+        p, idx = pool(a, 2, return_indices=True)
+        unpool = getattr(L.nn, f"MaxUnpool{dims}d")(2)
+        u = unpool(p, idx)
+        w = L.tensor(np.arange(u.numel(), dtype=float).reshape(tuple(u.shape)))
+        (u * w).sum().backward()
+        got.append((u.detach().numpy(), a.grad.numpy()))
+    for ours, theirs in zip(*got, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)

@@ -138,6 +138,8 @@ from tracegrad.eager.nn.more_modules import (
     MarginRankingLoss,
     MaxPool1d,
     MaxPool3d,
+    MaxUnpool1d,
+    MaxUnpool2d,
     Mish,
     MultiLabelMarginLoss,
     MultiLabelSoftMarginLoss,

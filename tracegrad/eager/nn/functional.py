@@ -1278,6 +1278,8 @@ from tracegrad.eager.nn.more_functional import (  # noqa: E402, F401
     margin_ranking_loss,
     max_pool1d,
     max_pool3d,
+    max_unpool1d,
+    max_unpool2d,
     mish,
     multi_margin_loss,
     multilabel_margin_loss,

@@ -260,7 +260,18 @@ def max_pool1d(
 ):
     from tracegrad.eager.nn import functional as F
 
-    return _pool1d(input, F.max_pool2d, kernel_size, stride, padding)
+    if dilation != 1 or ceil_mode:
+        raise NotImplementedError("max_pool1d: dilation and ceil_mode are not supported")
+    if not return_indices:
+        return _pool1d(input, F.max_pool2d, kernel_size, stride, padding)
+    # (a 1-row plane: the 2-d pool's flat indices are the 1-d ones)
+    ks = kernel_size if isinstance(kernel_size, int) else kernel_size[0]
+    st = (
+        ks if stride is None or stride == [] else (stride if isinstance(stride, int) else stride[0])
+    )
+    pd = padding if isinstance(padding, int) else padding[0]
+    out, idx = F.max_pool2d(O.unsqueeze(input, -2), (1, ks), (1, st), (0, pd), return_indices=True)
+    return O.squeeze(out, -2), O.squeeze(idx, -2)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -979,3 +990,32 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
     if reduction == "sum":
         return O.sum(out)
     return O.squeeze(out, 0) if unbatched else out
+
+
+def _unpool(input, indices, kernel_size, stride, padding, output_size, n: int):
+    k = (kernel_size,) * n if isinstance(kernel_size, int) else tuple(kernel_size)
+    st = k if stride is None else ((stride,) * n if isinstance(stride, int) else tuple(stride))
+    pd = (padding,) * n if isinstance(padding, int) else tuple(padding)
+    spatial = tuple(input.shape[-n:])
+    if output_size is None:
+        size = tuple(
+            (s - 1) * t - 2 * p + kk for s, t, p, kk in zip(spatial, st, pd, k, strict=True)
+        )
+    else:
+        size = tuple(output_size)[-n:]
+    lead = tuple(input.shape[:-n])
+    flat_in = O.reshape(input, (*lead, -1))
+    idx = O.reshape(indices, (*lead, -1))
+    zeros = Tensor._wrap(np.zeros((*lead, int(np.prod(size))), input._data.dtype))
+    out = M.scatter(zeros, len(lead), idx, flat_in)
+    return O.reshape(out, (*lead, *size))
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """max_pool1d's partial inverse: each value back at its index, zeros elsewhere."""
+    return _unpool(input, indices, kernel_size, stride, padding, output_size, 1)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """max_pool2d's partial inverse: each value back at its index, zeros elsewhere."""
+    return _unpool(input, indices, kernel_size, stride, padding, output_size, 2)
