@@ -204,6 +204,28 @@ DIFF = {
         lambda L, a, b: L.linalg.multi_dot([a, b, b.T]).sum() + L.linalg.vecdot(a, a),
         (A, B),
     ),
+    "select_scatter": (lambda L, x, s: L.select_scatter(x, s, 1, 2), (A, A[:, 0])),
+    "slice_scatter": (lambda L, x, s: x.slice_scatter(s, 1, 1, 4, 2), (A, B[:3, :2])),
+    "diagonal_scatter": (lambda L, x, s: L.diagonal_scatter(x, s, 1), (A, A[0, :3])),
+    "split_with_sizes": (lambda L, x: L.cat(x.split_with_sizes([1, 3], 1)[::-1], 1), (A,)),
+    "renorm": (lambda L, x: x.renorm(2, 0, 1.0), (A * 2,)),
+    "sum_to_size": (lambda L, x: x.sum_to_size(1, 4), (A,)),
+    "rsub": (lambda L, a, b: L.rsub(a, b, alpha=2), (A, POS)),
+    "trapezoid": (
+        lambda L, y, x: L.trapezoid(y, x) + L.trapz(y, dx=0.5, dim=0).sum(),
+        (A, np.sort(A[0])),
+    ),
+    "combinations": (lambda L, x: L.combinations(x, 2) * 1 + 0, (A[0],)),
+    "combinations replacement": (
+        lambda L, x: L.combinations(x, 2, with_replacement=True) * 1,
+        (A[0],),
+    ),
+    "fill_diagonal_": (
+        lambda L, x: (
+            (x * 1).fill_diagonal_(2.0) + (x[:2] * 1).fill_diagonal_(-1.0, wrap=True).sum()
+        ),
+        (A,),
+    ),
     "clamp_min clamp_max": (lambda L, x: L.clamp_min(x, -0.1) + L.clamp_max(x, 0.2), (A,)),
 }
 
@@ -303,6 +325,13 @@ VALUES = {
     "rng state round trip": lambda L: (
         (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3)))(L.get_rng_state())[0] * 0
     ),
+    "in-place comparisons": lambda L: (lambda x: (x.gt_(0.5), x.logical_not_()))(
+        L.tensor([0.2, 0.9, 0.5])
+    )[1],
+    "get_device is_pinned": lambda L: L.tensor(
+        [L.ones(1).get_device(), int(L.ones(1).is_pinned())]
+    ),
+    "random_ range": lambda L: L.zeros(200).random_(3, 7).min().unsqueeze(0),
     "is_signed": lambda L: L.tensor([L.ones(1).is_signed(), L.ones(1, dtype=L.uint8).is_signed()]),
     "integer prod cumprod": lambda L: (
         L.prod(L.tensor([2, 3, 4])),

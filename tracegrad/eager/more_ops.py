@@ -1350,6 +1350,139 @@ def set_rng_state(new_state) -> None:
     creation._rng.bit_generator.state = state
 
 
+# ------------------------------------------------------------------ scatters and misc
+
+
+def _scatter_into(input, index, src):
+    out = input.clone()
+    out[index] = src
+    return out
+
+
+def select_scatter(input, src, dim: int, index: int):
+    """input with input.select(dim, index) replaced by src (a clone written in place:
+    the gradient reaches input outside the slice and src inside)."""
+    d = _dim(dim, input.ndim, "select_scatter")
+    return _scatter_into(input, (slice(None),) * d + (index,), src)
+
+
+def slice_scatter(input, src, dim: int = 0, start=None, end=None, step: int = 1):
+    d = _dim(dim, input.ndim, "slice_scatter")
+    return _scatter_into(input, (slice(None),) * d + (slice(start, end, step),), src)
+
+
+def diagonal_scatter(input, src, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    out = input.clone()
+    O.diagonal(out, offset, dim1, dim2).copy_(src)
+    return out
+
+
+def split_with_sizes(input, split_sizes, dim: int = 0):
+    return O.split(input, list(split_sizes), dim)
+
+
+def renorm(input, p, dim: int, maxnorm):
+    """Each slice along dim with p-norm above maxnorm scaled down to maxnorm."""
+    d = _dim(dim, input.ndim, "renorm")
+    others = tuple(k for k in range(input.ndim) if k != d)
+    norms = O.norm(input, p, dim=others, keepdim=True)
+    over = tensor(norms._data > maxnorm)
+    scale = O.where(over, maxnorm / (norms + 1e-7), _const(norms, 1.0))
+    return input * scale
+
+
+def sum_to_size(input, *size):
+    """input summed over the dims where `size` is 1 (or missing in front)."""
+    size = _sizes(size)
+    lead = input.ndim - len(size)
+    out = O.sum(input, tuple(range(lead))) if lead else input
+    dims = tuple(k for k, n in enumerate(size) if n == 1 and out.shape[k] != 1)
+    return O.sum(out, dims, keepdim=True) if dims else out
+
+
+def rsub(input, other, *, alpha=1):
+    return other - input * alpha
+
+
+def trapezoid(y, x=None, *, dx=None, dim: int = -1):
+    d = _dim(dim, y.ndim, "trapezoid")
+    n = y.shape[d]
+    left, right = O.narrow(y, d, 0, n - 1), O.narrow(y, d, 1, n - 1)
+    if x is None:
+        return O.sum(left + right, d) * ((1.0 if dx is None else dx) / 2.0)
+    dxs = O.narrow(x, -1 if x.ndim == 1 else d, 1, n - 1) - O.narrow(
+        x, -1 if x.ndim == 1 else d, 0, n - 1
+    )
+    return O.sum((left + right) * dxs, d) / 2.0
+
+
+def trapz(y, x=None, *, dx=None, dim: int = -1):
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def combinations(input, r: int = 2, with_replacement: bool = False):
+    import itertools
+
+    n = input.shape[0]
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    idx = np.array(list(pick(range(n), r)), dtype=np.int64).reshape(-1, r)
+    if idx.size == 0:
+        return tensor(np.zeros((0, r), input._data.dtype))
+    return O.stack([input[tensor(idx[:, k])] for k in range(r)], 1)
+
+
+def _fill_diagonal_(self, fill_value, wrap: bool = False):
+    """The main diagonal (all dims equal for ndim > 2) set to fill_value, in place; with
+    wrap=True a tall matrix's diagonal restarts every cols + 1 rows (NumPy's and
+    PyTorch's fill_diagonal_)."""
+    shape = self._data.shape
+    if self.ndim < 2 or (self.ndim > 2 and len(set(shape)) != 1):
+        raise RuntimeError("all dimensions of input must be of equal length")
+    mask = np.zeros(shape, bool)
+    if self.ndim == 2 and wrap and shape[0] > shape[1] + 1:
+        flat = mask.reshape(-1)
+        flat[:: shape[1] + 1] = True
+        mask = flat.reshape(shape)
+    else:
+        k = min(shape)
+        mask[(np.arange(k),) * self.ndim] = True
+    return self.masked_fill_(tensor(mask), fill_value)
+
+
+def _random_fill(name):
+    def fill(self, *args, generator=None, **kwargs):
+        from tracegrad.eager._tensor import check_inplace
+
+        check_inplace(self)
+        rng = _rng(generator)
+        shape = self._data.shape
+        if name == "exponential_":
+            lambd = args[0] if args else kwargs.get("lambd", 1.0)
+            v = rng.exponential(1.0 / lambd, shape)
+        elif name == "log_normal_":
+            mean = args[0] if args else kwargs.get("mean", 1.0)
+            std = args[1] if len(args) > 1 else kwargs.get("std", 2.0)
+            v = rng.lognormal(mean, std, shape)
+        elif name == "cauchy_":
+            median = args[0] if args else kwargs.get("median", 0.0)
+            sigma = args[1] if len(args) > 1 else kwargs.get("sigma", 1.0)
+            v = median + sigma * rng.standard_cauchy(shape)
+        elif name == "geometric_":
+            v = rng.geometric(args[0] if args else kwargs["p"], shape)
+        else:  # random_(from=0, to=None): integers in [from, to)
+            lo, hi = (0, args[0]) if len(args) == 1 else (args + (None, None))[:2]
+            lo = kwargs.get("from", lo if lo is not None else 0)
+            hi = kwargs.get("to", hi)
+            if hi is None:
+                kind = self._data.dtype
+                hi = 2 ** (np.finfo(kind).nmant + 1) if kind.kind == "f" else np.iinfo(kind).max
+            v = rng.integers(lo, hi, shape)
+        return self._fill_values(np.asarray(v).astype(self._data.dtype))
+
+    fill.__name__ = name
+    return fill
+
+
 # ------------------------------------------------------------------ random
 
 
@@ -1523,7 +1656,8 @@ _METHODS = [
     "lgamma", "digamma", "erfinv", "mvlgamma", "sinc", "copysign", "fmax", "fmin",
     "deg2rad", "rad2deg", "ldexp", "inner", "vdot", "msort", "kthvalue", "mode", "quantile",
     "nanquantile", "cov", "corrcoef", "is_signed", "masked_scatter", "index_put",
-    "scatter_reduce",
+    "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
+    "split_with_sizes", "renorm", "sum_to_size",
 ]  # fmt: skip
 _METHODS += ["arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh"]
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2
@@ -1561,6 +1695,22 @@ def install_methods() -> None:
     Tensor.is_floating_point = lambda self: self._data.dtype.kind == "f"
     Tensor.unfold = unfold
     Tensor.adjoint = _adjoint
+    Tensor.fill_diagonal_ = _fill_diagonal_
+    for name in ("exponential_", "log_normal_", "cauchy_", "geometric_", "random_"):
+        setattr(Tensor, name, _random_fill(name))
+    for alias, target in (("divide_", "div_"), ("multiply_", "mul_"), ("subtract_", "sub_"),
+                          ("true_divide_", "div_"), ("negative_", "neg_")):  # fmt: skip
+        setattr(Tensor, alias, getattr(Tensor, target))
+    for name in ("gt", "lt", "ge", "le", "eq", "ne", "logical_and", "logical_or", "logical_xor"):
+        setattr(Tensor, name + "_", _compare_inplace(name))
+    Tensor.logical_not_ = lambda self: self._fill_values(
+        np.logical_not(self._data).astype(self._data.dtype)
+    )
+    Tensor.rsqrt_ = _inplace(O.rsqrt)
+    Tensor.get_device = lambda self: -1
+    Tensor.is_pinned = lambda self: False
+    Tensor.data_ptr = lambda self: int(self._data.__array_interface__["data"][0])
+    Tensor.cuda = _cuda
     Tensor.unsqueeze_ = _unsqueeze_
     Tensor.squeeze_ = _squeeze_
     Tensor.t_ = _t_
@@ -1590,6 +1740,27 @@ def install_methods() -> None:
     Tensor.is_meta = False
     Tensor.nbytes = property(lambda self: int(self._data.nbytes))
     Tensor.itemsize = property(lambda self: int(self._data.itemsize))
+
+
+def _compare_inplace(name):
+    """x.gt_(y): x's memory holds (x > y) in x's dtype (no gradient, as PyTorch)."""
+
+    def op(self, other):
+        from tracegrad.eager._tensor import check_inplace
+
+        check_inplace(self)
+        o = other._data if isinstance(other, Tensor) else other
+        fn = {"gt": np.greater, "lt": np.less, "ge": np.greater_equal, "le": np.less_equal,
+              "eq": np.equal, "ne": np.not_equal, "logical_and": np.logical_and,
+              "logical_or": np.logical_or, "logical_xor": np.logical_xor}[name]  # fmt: skip
+        return self._fill_values(fn(self._data, o).astype(self._data.dtype))
+
+    op.__name__ = name + "_"
+    return op
+
+
+def _cuda(self, device=None, non_blocking: bool = False, memory_format=None):
+    raise AssertionError("Torch not compiled with CUDA enabled")
 
 
 def _bernoulli_(self, p=0.5, *, generator=None):
