@@ -16,7 +16,36 @@ PRECISION = 4
 LINEWIDTH = 80
 THRESHOLD = 1000
 EDGEITEMS = 3
+SCI_MODE = None  # None: chosen from the values; True/False: forced (set_printoptions)
 
+
+def set_printoptions(
+    precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None
+) -> None:
+    """torch.set_printoptions: digits, summarization threshold and edge items, line
+    width, a profile ("default", "short", "full") and scientific notation on/off/auto.
+
+    >>> import tracegrad.eager as torch
+    >>> torch.set_printoptions(precision=2); torch.tensor([1.2345, 2.0])
+    tensor([1.23, 2.00])
+    >>> torch.set_printoptions(profile="default")
+    """
+    global PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH, SCI_MODE
+    if profile is not None:
+        PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = {
+            "default": (4, 1000, 3, 80),
+            "short": (2, 1000, 2, 80),
+            "full": (4, math.inf, 3, 80),
+        }[profile]
+    if precision is not None:
+        PRECISION = precision
+    if threshold is not None:
+        THRESHOLD = threshold
+    if edgeitems is not None:
+        EDGEITEMS = edgeitems
+    if linewidth is not None:
+        LINEWIDTH = linewidth
+    SCI_MODE = sci_mode
 
 
 def _default_float_name() -> str:
@@ -43,6 +72,8 @@ class _Formatter:
         lo, hi = float(absval.min()), float(absval.max())
         self.int_mode = bool(np.all(finite == np.ceil(finite)))
         self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+        if SCI_MODE is not None:
+            self.sci_mode = SCI_MODE
         for v in finite.tolist():
             if self.sci_mode:
                 s = f"{v:.{PRECISION}e}"

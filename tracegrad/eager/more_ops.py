@@ -1573,6 +1573,14 @@ def result_type(tensor1, tensor2):
     return _dt.from_numpy_dtype((a + b)._data.dtype)
 
 
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
+                     profile=None, sci_mode=None) -> None:  # fmt: skip
+    """torch.set_printoptions (tracegrad/eager/formatting.py)."""
+    from tracegrad.eager import formatting
+
+    formatting.set_printoptions(precision, threshold, edgeitems, linewidth, profile, sci_mode)
+
+
 class finfo:
     """torch.finfo(dtype): bits, eps, max, min, tiny (smallest_normal), resolution."""
 
