@@ -134,6 +134,16 @@ MODULES = {
         lambda nn: nn.Conv3d(2, 2, 3, padding="same"),
         (R.standard_normal((2, 3, 4, 4)),),
     ),
+    "ConvTranspose3d": (
+        lambda nn: nn.ConvTranspose3d(
+            2, 3, (2, 3, 2), stride=(2, 1, 2), padding=(0, 1, 1), output_padding=(1, 0, 1)
+        ),
+        (R.standard_normal((1, 2, 3, 3, 3)),),
+    ),
+    "ConvTranspose3d groups dilation": (
+        lambda nn: nn.ConvTranspose3d(4, 2, 2, groups=2, dilation=2, bias=False),
+        (R.standard_normal((2, 4, 2, 3, 2)),),
+    ),
     "MaxPool3d": (lambda nn: nn.MaxPool3d(2), (R.standard_normal((1, 2, 4, 4, 4)),)),
     "MaxPool3d stride pad": (
         lambda nn: nn.MaxPool3d(3, 2, 1),

@@ -101,6 +101,7 @@ from tracegrad.eager.nn.more_modules import (
     ConstantPad2d,
     ConstantPad3d,
     Conv3d,
+    ConvTranspose3d,
     CosineEmbeddingLoss,
     CosineSimilarity,
     CTCLoss,

@@ -1251,6 +1251,7 @@ from tracegrad.eager.nn.more_functional import (  # noqa: E402, F401
     celu_,
     channel_shuffle,
     conv3d,
+    conv_transpose3d,
     cosine_embedding_loss,
     cosine_similarity,
     ctc_loss,

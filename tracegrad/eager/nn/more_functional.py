@@ -1019,3 +1019,46 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """max_pool2d's partial inverse: each value back at its index, zeros elsewhere."""
     return _unpool(input, indices, kernel_size, stride, padding, output_size, 2)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1):  # fmt: skip
+    """conv3d's adjoint: the input spread out by `stride` (zeros between), padded by
+    dilation * (k - 1) - padding (+ output_padding at the end), then conv3d with the
+    kernel flipped and its in/out channels swapped per group."""
+    from tracegrad.eager._tensor import apply_op
+    from tracegrad.ops import table as T
+
+    unbatched = input.ndim == 4
+    x = O.unsqueeze(input, 0) if unbatched else input
+    st, pd, op, dil = _triple(stride), _triple(padding), _triple(output_padding), _triple(dilation)
+    n, c = x.shape[:2]
+    spatial = tuple(x.shape[2:])
+    k = tuple(weight.shape[2:])
+    if any(s > 1 for s in st):
+        up = tuple((m - 1) * s + 1 for m, s in zip(spatial, st, strict=True))
+        spec = (("slice", 0, n, 1), ("slice", 0, c, 1)) + tuple(
+            ("slice", 0, u, s) for u, s in zip(up, st, strict=True)
+        )
+        x = apply_op(T.index_add_zeros, (x,), {"spec": spec, "shape": (n, c, *up)})
+    lo = [d * (kk - 1) - p for d, kk, p in zip(dil, k, pd, strict=True)]
+    hi = [a + o for a, o in zip(lo, op, strict=True)]
+    from tracegrad.eager.nn import functional as F
+
+    pads = []
+    for a, b in zip(reversed(lo), reversed(hi), strict=True):
+        pads += [max(a, 0), max(b, 0)]
+    if any(pads):
+        x = F.pad(x, tuple(pads))
+    crop = [slice(None), slice(None)]
+    for a, b, m in zip(lo, hi, x.shape[2:], strict=True):
+        crop.append(slice(-a if a < 0 else 0, m + b if b < 0 else m))
+    if any(a < 0 or b < 0 for a, b in zip(lo, hi, strict=True)):
+        x = x[tuple(crop)]
+    cin_g = weight.shape[0] // groups
+    parts = [
+        O.transpose(weight[g * cin_g : (g + 1) * cin_g], 0, 1) for g in range(groups)
+    ]  # each (cout_g, cin_g, k)
+    w = O.flip(O.cat(parts, 0), 2, 3, 4)
+    out = conv3d(x, w, bias, 1, 0, dil, groups)
+    return O.squeeze(out, 0) if unbatched else out

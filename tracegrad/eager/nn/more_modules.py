@@ -1121,3 +1121,26 @@ class MaxUnpool1d(MaxUnpool2d):
         return F.max_unpool1d(
             input, indices, self.kernel_size, self.stride, self.padding, output_size
         )
+
+
+def _conv_transpose3d_class():
+    from tracegrad.eager.nn.modules import _ConvTransposeNd
+
+    class ConvTranspose3d(_ConvTransposeNd):
+        """3-d transposed convolution (F.conv_transpose3d)."""
+
+        _n = 3
+
+        def forward(self, input, output_size=None):
+            if output_size is not None:
+                raise NotImplementedError("ConvTranspose3d(output_size=...) is not supported")
+            return F.conv_transpose3d(
+                input, self.weight, self.bias, self.stride, self.padding,
+                self.output_padding, self.groups, self.dilation,
+            )  # fmt: skip
+
+    ConvTranspose3d.__module__ = __name__
+    return ConvTranspose3d
+
+
+ConvTranspose3d = _conv_transpose3d_class()
