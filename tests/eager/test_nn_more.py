@@ -158,6 +158,7 @@ MODULES = {
         lambda nn: nn.AdaptiveMaxPool3d(2),
         (R.standard_normal((1, 2, 5, 4, 3)),),
     ),
+    "LPPool3d": (lambda nn: nn.LPPool3d(2, 2), (np.abs(R.standard_normal((1, 2, 4, 4, 4))) + 0.1,)),
     "BatchNorm3d": (lambda nn: nn.BatchNorm3d(2), (R.standard_normal((2, 2, 2, 3, 2)),)),
     "SyncBatchNorm": (lambda nn: nn.SyncBatchNorm(4), (X4,)),
     "MultiLabelSoftMarginLoss": (
@@ -500,6 +501,7 @@ def test_random_activations_and_feature_alpha_dropout():
         ("LazyConv2d", (4, 3), (2, 3, 6, 6)),
         ("LazyConv3d", (2, 2), (1, 3, 4, 4, 4)),
         ("LazyConvTranspose2d", (2, 3), (1, 3, 4, 4)),
+        ("LazyConvTranspose3d", (2, 2), (1, 3, 3, 3, 3)),
         ("LazyBatchNorm1d", (), (4, 5)),
         ("LazyBatchNorm2d", (), (2, 3, 4, 4)),
     ],

@@ -1276,6 +1276,7 @@ from tracegrad.eager.nn.more_functional import (  # noqa: E402, F401
     logsigmoid,
     lp_pool1d,
     lp_pool2d,
+    lp_pool3d,
     margin_ranking_loss,
     max_pool1d,
     max_pool3d,

@@ -1062,3 +1062,9 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     w = O.flip(O.cat(parts, 0), 2, 3, 4)
     out = conv3d(x, w, bias, 1, 0, dil, groups)
     return O.squeeze(out, 0) if unbatched else out
+
+
+def lp_pool3d(input, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
+    k = _triple(kernel_size)
+    pooled = avg_pool3d(O.pow(input, norm_type), k, stride)
+    return O.pow(O.sign(pooled) * O.relu(O.abs(pooled)) * float(np.prod(k)), 1.0 / norm_type)

@@ -1144,3 +1144,11 @@ def _conv_transpose3d_class():
 
 
 ConvTranspose3d = _conv_transpose3d_class()
+
+
+class LPPool3d(LPPool1d):
+    def forward(self, input):
+        return F.lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride)
+
+
+LazyConvTranspose3d = _lazy("LazyConvTranspose3d", lambda: ConvTranspose3d)
