@@ -591,3 +591,18 @@ def test_max_unpool_matches_pytorch(dims):
         got.append((u.detach().numpy(), a.grad.numpy()))
     for ours, theirs in zip(*got, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_max_unpool3d_matches_pytorch():
+    """With torch's max_pool3d indices (tracegrad's max_pool3d has no return_indices)."""
+    rt = pytest.importorskip("torch")
+    x = rt.tensor(R.standard_normal((1, 2, 4, 4, 4)))
+    pooled, idx = rt.nn.functional.max_pool3d(x, 2, return_indices=True)
+    got = []
+    for L, p, i in ((tg, tg.tensor(pooled.numpy()), tg.tensor(idx.numpy())), (rt, pooled, idx)):
+        p = p.detach().clone().requires_grad_()
+        u = L.nn.MaxUnpool3d(2)(p, i)
+        (u * L.tensor(np.arange(u.numel(), dtype=float).reshape(tuple(u.shape)))).sum().backward()
+        got.append((u.detach().numpy(), p.grad.numpy()))
+    for a, b in zip(*got, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)

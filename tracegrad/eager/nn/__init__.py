@@ -143,6 +143,7 @@ from tracegrad.eager.nn.more_modules import (
     MaxPool3d,
     MaxUnpool1d,
     MaxUnpool2d,
+    MaxUnpool3d,
     Mish,
     MultiLabelMarginLoss,
     MultiLabelSoftMarginLoss,

@@ -1282,6 +1282,7 @@ from tracegrad.eager.nn.more_functional import (  # noqa: E402, F401
     max_pool3d,
     max_unpool1d,
     max_unpool2d,
+    max_unpool3d,
     mish,
     multi_margin_loss,
     multilabel_margin_loss,

@@ -1068,3 +1068,8 @@ def lp_pool3d(input, norm_type: float, kernel_size, stride=None, ceil_mode: bool
     k = _triple(kernel_size)
     pooled = avg_pool3d(O.pow(input, norm_type), k, stride)
     return O.pow(O.sign(pooled) * O.relu(O.abs(pooled)) * float(np.prod(k)), 1.0 / norm_type)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """max_pool3d's partial inverse: each value back at its flat index, zeros elsewhere."""
+    return _unpool(input, indices, kernel_size, stride, padding, output_size, 3)

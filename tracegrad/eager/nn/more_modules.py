@@ -1152,3 +1152,10 @@ class LPPool3d(LPPool1d):
 
 
 LazyConvTranspose3d = _lazy("LazyConvTranspose3d", lambda: ConvTranspose3d)
+
+
+class MaxUnpool3d(MaxUnpool2d):
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool3d(
+            input, indices, self.kernel_size, self.stride, self.padding, output_size
+        )
