@@ -606,3 +606,27 @@ def test_max_unpool3d_matches_pytorch():
         got.append((u.detach().numpy(), p.grad.numpy()))
     for a, b in zip(*got, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_adaptive_log_softmax_matches_pytorch():
+    rt = pytest.importorskip("torch")
+    x = R.standard_normal((6, 8))
+    target = np.array([0, 3, 5, 9, 12, 2])
+    got, state = [], None
+    for L in (rt, tg):
+        L.manual_seed(0)
+        m = L.nn.AdaptiveLogSoftmaxWithLoss(8, 14, [4, 10], div_value=2.0).double()
+        if state is None:
+            state = {k: v.detach().numpy() for k, v in m.state_dict().items()}
+        else:
+            assert list(m.state_dict()) == list(state)
+            m.load_state_dict({k: L.tensor(v) for k, v in state.items()})
+        a = L.tensor(x, requires_grad=True)
+        out, loss = m(a, L.tensor(target))
+        (loss + (out * L.tensor(np.arange(6.0))).sum()).backward()
+        lp = m.log_prob(a.detach())
+        got.append([out.detach().numpy(), loss.detach().numpy(), a.grad.numpy(),
+                    m.head.weight.grad.numpy(), m.tail[1][0].weight.grad.numpy(),
+                    lp.detach().numpy(), m.predict(a.detach()).numpy()])  # fmt: skip
+    for ours, theirs in zip(got[1], got[0], strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)

@@ -85,6 +85,7 @@ from tracegrad.eager.nn.more_modules import (
     SELU,
     AdaptiveAvgPool1d,
     AdaptiveAvgPool3d,
+    AdaptiveLogSoftmaxWithLoss,
     AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
     AdaptiveMaxPool3d,

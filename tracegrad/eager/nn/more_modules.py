@@ -1159,3 +1159,117 @@ class MaxUnpool3d(MaxUnpool2d):
         return F.max_unpool3d(
             input, indices, self.kernel_size, self.stride, self.padding, output_size
         )
+
+
+class _ASMoutput(tuple):
+    """(output, loss) with PyTorch's field names."""
+
+    def __new__(cls, output, loss):
+        return super().__new__(cls, (output, loss))
+
+    output = property(lambda self: self[0])
+    loss = property(lambda self: self[1])
+
+
+class AdaptiveLogSoftmaxWithLoss(Module):
+    """Efficient softmax over many classes (Grave et al.): a head over the shortlist and
+    one entry per cluster, and a projected tail per cluster; PyTorch's parameters
+    (head, tail.i.0, tail.i.1) and computation, in eager ops."""
+
+    def __init__(self, in_features: int, n_classes: int, cutoffs, div_value: float = 4.0,
+                 head_bias: bool = False, device=None, dtype=None):  # fmt: skip
+        from tracegrad.eager.nn.modules import Linear, ModuleList, Sequential
+
+        super().__init__()
+        cutoffs = list(cutoffs)
+        if len(cutoffs) == 0:
+            raise ValueError("cutoffs should be a sequence of length larger than 0")
+        if (
+            cutoffs != sorted(cutoffs)
+            or min(cutoffs) <= 0
+            or max(cutoffs) > n_classes - 1
+            or len(set(cutoffs)) != len(cutoffs)
+            or any(int(c) != c for c in cutoffs)
+        ):
+            raise ValueError(
+                "cutoffs should be a sequence of unique, positive integers sorted in an "
+                "increasing order, where each value is between 1 and n_classes-1"
+            )
+        self.in_features, self.n_classes = in_features, n_classes
+        self.cutoffs = cutoffs + [n_classes]
+        self.div_value, self.head_bias = div_value, head_bias
+        self.shortlist_size = self.cutoffs[0]
+        self.n_clusters = len(self.cutoffs) - 1
+        self.head_size = self.shortlist_size + self.n_clusters
+        self.head = Linear(in_features, self.head_size, bias=head_bias, dtype=dtype)
+        self.tail = ModuleList()
+        for i in range(self.n_clusters):
+            hsz = int(in_features // (div_value ** (i + 1)))
+            osz = self.cutoffs[i + 1] - self.cutoffs[i]
+            self.tail.append(
+                Sequential(
+                    Linear(in_features, hsz, bias=False, dtype=dtype),
+                    Linear(hsz, osz, bias=False, dtype=dtype),
+                )
+            )
+
+    def forward(self, input_, target_):
+        targ_dim = target_.dim()
+        if targ_dim == 1:
+            if input_.size(0) != target_.size(0):
+                raise RuntimeError(
+                    "Input and target should have the same size in the batch dimension."
+                )
+        elif targ_dim != 0:
+            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+        batched = targ_dim > 0
+        input = input_ if batched else input_.unsqueeze(0)
+        target = target_ if batched else target_.unsqueeze(0)
+        t = target.numpy()
+        n = t.shape[0]
+        head_logprob = F.log_softmax(self.head(input), dim=1)
+        gather = np.zeros(n, np.int64)
+        parts, rows_of = [], []
+        bounds = [0] + self.cutoffs
+        used = 0
+        for i in range(len(bounds) - 1):
+            lo, hi = bounds[i], bounds[i + 1]
+            rows = np.flatnonzero((t >= lo) & (t < hi))
+            if rows.size == 0:
+                continue
+            used += rows.size
+            if i == 0:
+                gather[rows] = t[rows]
+                continue
+            gather[rows] = self.shortlist_size + i - 1
+            sub = input.index_select(0, Tensor._wrap(rows))
+            cluster = F.log_softmax(self.tail[i - 1](sub), dim=1)
+            rel = Tensor._wrap((t[rows] - lo)[:, None])
+            parts.append(cluster.gather(1, rel).squeeze(1))
+            rows_of.append(rows)
+        if used != n:
+            raise RuntimeError(
+                f"Target values should be in [0, {self.n_classes - 1}], but values in range "
+                f"[{t.min()}, {t.max()}] were found. "
+            )
+        output = head_logprob.gather(1, Tensor._wrap(gather[:, None])).squeeze(1)
+        if parts:  # the tail's log-probabilities, added at their rows
+            zeros = Tensor._wrap(np.zeros(n, output._data.dtype))
+            order = np.concatenate(rows_of)
+            output = output + zeros.index_add(0, Tensor._wrap(order), O.cat(parts, 0))
+        loss = (-output).mean()
+        return _ASMoutput(output if batched else output.squeeze(0), loss)
+
+    def _get_full_log_prob(self, input, head_output):
+        head_logprob = F.log_softmax(head_output, dim=1)
+        cols = [head_logprob[:, : self.shortlist_size]]
+        for i in range(self.n_clusters):
+            cluster = F.log_softmax(self.tail[i](input), dim=1)
+            cols.append(cluster + head_logprob[:, self.shortlist_size + i].unsqueeze(1))
+        return O.cat(cols, 1)
+
+    def log_prob(self, input):
+        return self._get_full_log_prob(input, self.head(input))
+
+    def predict(self, input):
+        return O.argmax(self.log_prob(input), 1)
