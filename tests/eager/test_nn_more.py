@@ -504,6 +504,7 @@ def test_random_activations_and_feature_alpha_dropout():
         ("LazyConvTranspose3d", (2, 2), (1, 3, 3, 3, 3)),
         ("LazyBatchNorm1d", (), (4, 5)),
         ("LazyBatchNorm2d", (), (2, 3, 4, 4)),
+        ("LazyInstanceNorm2d", (), (2, 3, 4, 4)),
     ],
 )
 def test_lazy_modules_become_their_class(name, args, shape):
@@ -629,4 +630,26 @@ def test_adaptive_log_softmax_matches_pytorch():
                     m.head.weight.grad.numpy(), m.tail[1][0].weight.grad.numpy(),
                     lp.detach().numpy(), m.predict(a.detach()).numpy()])  # fmt: skip
     for ours, theirs in zip(got[1], got[0], strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+def test_instance_norm_running_stats_match_pytorch():
+    """track_running_stats: training updates the running mean/var (the batch mean of
+    per-instance statistics, unbiased variance), eval normalizes by them."""
+    rt = pytest.importorskip("torch")
+    xs = [R.standard_normal((2, 3, 4, 5)) for _ in range(3)]
+    got = []
+    for L in (tg, rt):
+        m = L.nn.InstanceNorm2d(3, affine=True, track_running_stats=True, momentum=0.3).double()
+        for x in xs[:2]:
+            m(L.tensor(x))
+        m.eval()
+        a = L.tensor(xs[2], requires_grad=True)
+        out = m(a)
+        (
+            out * L.tensor(np.arange(out.numel(), dtype=float).reshape(tuple(out.shape)))
+        ).sum().backward()
+        got.append([out.detach().numpy(), a.grad.numpy(), m.weight.grad.numpy(),
+                    *(v.numpy() for v in m.state_dict().values())])  # fmt: skip
+    for ours, theirs in zip(*got, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)

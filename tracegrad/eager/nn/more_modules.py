@@ -390,10 +390,6 @@ class _InstanceNorm(Module):
         dtype=None,
     ):
         super().__init__()
-        if track_running_stats:
-            raise NotImplementedError(
-                f"{type(self).__name__}(track_running_stats=True) is not supported"
-            )
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
@@ -402,11 +398,38 @@ class _InstanceNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        if track_running_stats:
+            npd = _dt.to_numpy_dtype(dtype) if dtype is not None else _dt.default_float()
+            self.register_buffer("running_mean", Tensor._wrap(np.zeros(num_features, npd)))
+            self.register_buffer("running_var", Tensor._wrap(np.ones(num_features, npd)))
+            self.register_buffer("num_batches_tracked", Tensor._wrap(np.zeros((), np.int64)))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
 
     def forward(self, input):
         unbatched = input.ndim == self._ndim - 1
         x = O.unsqueeze(input, 0) if unbatched else input
-        out = F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
+        if self.track_running_stats and not self.training:  # normalize by the running stats
+            shape = (1, -1) + (1,) * (x.ndim - 2)
+            mean = O.reshape(self.running_mean, shape)
+            var = O.reshape(self.running_var, shape)
+            out = (x - mean) * O.rsqrt(var + self.eps)
+            if self.weight is not None:
+                out = out * O.reshape(self.weight, shape) + O.reshape(self.bias, shape)
+        else:
+            out = F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
+            if self.track_running_stats:  # PyTorch: the batch mean of per-instance stats
+                dims = tuple(range(2, x.ndim))
+                data = x._data
+                count = int(np.prod([data.shape[d] for d in dims]))
+                mean = data.mean(axis=dims).mean(0)
+                var = data.var(axis=dims, ddof=1 if count > 1 else 0).mean(0)
+                m = self.momentum
+                rm, rv = self.running_mean, self.running_var
+                rm._data[...] = (1 - m) * rm._data + m * mean.astype(rm._data.dtype)
+                rv._data[...] = (1 - m) * rv._data + m * var.astype(rv._data.dtype)
         return O.squeeze(out, 0) if unbatched else out
 
     def extra_repr(self):
@@ -1085,6 +1108,24 @@ LazyConvTranspose2d = _lazy("LazyConvTranspose2d", lambda: _modules().ConvTransp
 LazyBatchNorm1d = _lazy("LazyBatchNorm1d", lambda: _modules().BatchNorm1d)
 LazyBatchNorm2d = _lazy("LazyBatchNorm2d", lambda: _modules().BatchNorm2d)
 LazyBatchNorm3d = _lazy("LazyBatchNorm3d", lambda: BatchNorm3d)
+
+
+def _lazy_instance(name, target):
+    """Lazy InstanceNorm: PyTorch's lazy variants default to affine and running stats."""
+    base = _lazy(name, target)
+    init = base.__init__
+
+    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 device=None, dtype=None):  # fmt: skip
+        init(self, eps, momentum, affine, track_running_stats, dtype=dtype)
+
+    base.__init__ = __init__
+    return base
+
+
+LazyInstanceNorm1d = _lazy_instance("LazyInstanceNorm1d", lambda: InstanceNorm1d)
+LazyInstanceNorm2d = _lazy_instance("LazyInstanceNorm2d", lambda: InstanceNorm2d)
+LazyInstanceNorm3d = _lazy_instance("LazyInstanceNorm3d", lambda: InstanceNorm3d)
 
 
 class CTCLoss(_Loss):
