@@ -52,7 +52,32 @@ def import_numba() -> None:
         if "numba.np.arraymath" not in sys.modules:
             _import_arraymath()
         _fork_safe_numba()
+        _streams_left_alone()
         _READY = True
+
+
+class _NoColorShell:
+    """Stands in for numba.core.errors.ColorShell: builds nothing, rebinds nothing."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_detail) -> None:
+        return None
+
+
+def _streams_left_alone() -> None:
+    """Numba builds each error message (most are raised and caught inside its own type
+    inference, so every compile makes many) inside colorama's init()/deinit(), which
+    rebind sys.stdout and sys.stderr and put back the streams of the moment init ran.
+    From tracegrad's background compile thread that races with the main thread: a
+    stream the user swapped meanwhile (contextlib.redirect_stdout, doctest, a
+    notebook's capture) was replaced by the old one, and their output went astray.
+    The messages are strings that nobody writes there, so the shell is not needed."""
+    from numba.core import errors
+
+    if hasattr(errors, "ColorShell"):
+        errors.ColorShell = _NoColorShell
 
 
 _FORK_HOOKED = False
