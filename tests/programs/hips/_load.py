@@ -6,8 +6,9 @@ the same backend's copy while a program loads. matplotlib, imported at the top o
 example but used only by its plotting `__main__` block, is a stub."""
 
 import pathlib
-import sys
 import types
+
+from tests.programs._vendored import modules_swapped, original_source, run_program, stub_modules
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -23,61 +24,30 @@ IMPORTS = {
     "from tracegrad.ops.linalg import solve": "from autograd.numpy.linalg import solve",
 }
 SIBLINGS = ("optimizers", "black_box_svi")  # what the programs import from this folder
-_COUNT = [0]
 
 
 def source(name: str, backend: str) -> str:
-    text = (HERE / f"{name}.py").read_text()
     if backend == "tracegrad":
-        return text
+        return (HERE / f"{name}.py").read_text()
     assert backend == "autograd", backend
-    return "\n".join(IMPORTS.get(line, line) for line in text.split("\n"))
-
-
-def _matplotlib_stub() -> dict:
-    """sys.modules entries for a matplotlib whose pyplot raises on use: the programs
-    import it at the top, only their `__main__` blocks plot (and pyplot takes seconds to
-    import)."""
-    pyplot = types.ModuleType("matplotlib.pyplot")
-
-    def unavailable(attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        raise RuntimeError(f"matplotlib.pyplot.{attr}: a stub in tests/programs/hips")
-
-    pyplot.__getattr__ = unavailable
-    package = types.ModuleType("matplotlib")
-    package.pyplot = pyplot
-    return {"matplotlib": package, "matplotlib.pyplot": pyplot}
+    return original_source(HERE / f"{name}.py", IMPORTS)
 
 
 def load_program(name: str, backend: str, _loaded=None) -> types.ModuleType:
     """A fresh module running tests/programs/hips/<name>.py with `backend` ("tracegrad" or
     "autograd", which needs HIPS autograd installed)."""
     loaded = {} if _loaded is None else _loaded
-    stubs = _matplotlib_stub()
-    saved = {s: sys.modules.get(s) for s in (*SIBLINGS, "_flatten", *stubs)}
-    try:
-        sys.modules.update(stubs)
-        sys.path.insert(0, str(HERE))  # _flatten (the tracegrad optimizers' helper)
-        for sibling in SIBLINGS:
-            wanted = f"from {sibling} import" in source(name, backend)
-            if sibling != name and wanted and sibling not in loaded:
-                loaded[sibling] = load_program(sibling, backend, loaded)
-            if sibling in loaded:
-                sys.modules[sibling] = loaded[sibling]
-        _COUNT[0] += 1
-        mod = types.ModuleType(f"_hips_{name}_{backend}_{_COUNT[0]}")
-        mod.__file__ = str(HERE / f"{name}.py")
-        exec(compile(source(name, backend), mod.__file__, "exec"), mod.__dict__)
-        return mod
-    finally:
-        sys.path.remove(str(HERE))
-        for s, m in saved.items():
-            if m is None:
-                sys.modules.pop(s, None)
-            else:
-                sys.modules[s] = m
+    siblings = {}
+    for sibling in SIBLINGS:
+        wanted = f"from {sibling} import" in source(name, backend)
+        if sibling != name and wanted and sibling not in loaded:
+            loaded[sibling] = load_program(sibling, backend, loaded)
+        if sibling in loaded:
+            siblings[sibling] = loaded[sibling]
+    entries = {**stub_modules("tests/programs/hips", "matplotlib.pyplot"), **siblings}
+    # (HERE on sys.path: _flatten, the tracegrad optimizers' helper)
+    with modules_swapped(entries, HERE, restore=("_flatten",)):
+        return run_program(f"hips_{backend}", HERE / f"{name}.py", source(name, backend))
 
 
 def load_pair(name: str) -> dict:

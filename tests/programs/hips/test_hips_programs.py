@@ -7,15 +7,12 @@ left out), at tiny sizes through the parameters the example exposes (n_data, num
 layer_sizes, num_iters, maxiter), under tracegrad and under HIPS autograd, and compares
 values, gradients and the optimizer's path in float64 to 1e-8."""
 
-import pathlib
-import sys
 import warnings
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _load import load_pair
+from tests.programs.hips._load import load_pair
 
 RTOL = 1e-8
 

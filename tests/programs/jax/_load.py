@@ -4,8 +4,9 @@ top but used only by the plotting `__main__` block, and JAX's examples.datasets 
 downloads) are stubs while a program loads."""
 
 import pathlib
-import sys
 import types
+
+from tests.programs._vendored import modules_swapped, original_source, run_program, stub_modules
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -19,58 +20,18 @@ IMPORTS = {
     "from tracegrad import jit, grad": "from jax import jit, grad",
     "from tracegrad.scipy.special import logsumexp": "from jax.scipy.special import logsumexp",
 }
-_COUNT = [0]
 
 
 def source(name: str, backend: str) -> str:
-    text = (HERE / f"{name}.py").read_text()
     if backend == "tracegrad":
-        return text
+        return (HERE / f"{name}.py").read_text()
     assert backend == "jax", backend
-    return "\n".join(IMPORTS.get(line, line) for line in text.split("\n"))
-
-
-def _matplotlib_stub() -> dict:
-    pyplot = types.ModuleType("matplotlib.pyplot")
-
-    def unavailable(attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        raise RuntimeError(f"{attr}: a stub in tests/programs/jax (matplotlib, datasets)")
-
-    pyplot.__getattr__ = unavailable
-    package = types.ModuleType("matplotlib")
-    package.pyplot = pyplot
-    # JAX's examples/datasets.py downloads MNIST; only the __main__ blocks call it
-    datasets = types.ModuleType("examples.datasets")
-    datasets.__getattr__ = unavailable
-    examples = types.ModuleType("examples")
-    examples.datasets = datasets
-    return {
-        "matplotlib": package,
-        "matplotlib.pyplot": pyplot,
-        "examples": examples,
-        "examples.datasets": datasets,
-    }
+    return original_source(HERE / f"{name}.py", IMPORTS)
 
 
 def load_program(name: str, backend: str) -> types.ModuleType:
     """A fresh module running tests/programs/jax/<name>.py with `backend` ("tracegrad" or
-    "jax")."""
-    stubs = _matplotlib_stub()
-    saved = {s: sys.modules.get(s) for s in stubs}
-    sys.modules.update(stubs)
-    sys.path.insert(0, str(HERE))  # _optimizers
-    try:
-        _COUNT[0] += 1
-        mod = types.ModuleType(f"_jax_example_{name}_{backend}_{_COUNT[0]}")
-        mod.__file__ = str(HERE / f"{name}.py")
-        exec(compile(source(name, backend), mod.__file__, "exec"), mod.__dict__)
-        return mod
-    finally:
-        sys.path.remove(str(HERE))
-        for s, m in saved.items():
-            if m is None:
-                sys.modules.pop(s, None)
-            else:
-                sys.modules[s] = m
+    "jax"). JAX's examples/datasets.py downloads MNIST: only __main__ blocks call it."""
+    stubs = stub_modules("tests/programs/jax", "matplotlib.pyplot", "examples.datasets")
+    with modules_swapped(stubs, HERE, restore=("_optimizers",)):  # HERE: _optimizers
+        return run_program(f"jax_{backend}", HERE / f"{name}.py", source(name, backend))

@@ -6,14 +6,10 @@ static_argnums=(0, 1, 2, 4). mnist_classifier_fromscratch.py: its MLP, loss (wit
 jax.scipy.special.logsumexp), accuracy and jitted SGD step on a list of (w, b) pairs,
 on synthetic data (its MNIST download is stubbed)."""
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _load import load_program
+from tests.programs.jax._load import load_program
 
 RTOL = 1e-8
 
