@@ -1,7 +1,7 @@
 """Every TRACEGRAD_* environment variable, read with one parsing rule.
 
 Switches accept `1/true/yes/on` and `0/false/no/off` (any case); anything else
-warns once and keeps the default. `VARIABLES` lists them all (the README's
+warns once and keeps the default. `VARIABLES` lists them all (docs/src/configuration.md's
 table is checked against it).
 
     >>> import os, tracegrad.config as config

@@ -57,6 +57,6 @@ def test_docs_snippet_runs(page, index, code, tmp_path):
     )
     assert proc.returncode == 0, f"{page} snippet {index} failed:\n{code}\n{proc.stderr[-2000:]}"
     for line in code.splitlines():  # `print(...)  # value` comments hold
-        m = re.match(r"print\((.*)\)\s+# (.+)$", line.strip())
-        if m and not m.group(2).startswith("("):  # a parenthesized comment explains
+        m = re.match(r"print\((.*)\)\s+# ((True|False|tensor\(|\(\d|\[).*)$", line.strip())
+        if m:  # a value (words after it, in parentheses, explain it)
             assert m.group(2).split(" (")[0] in proc.stdout, (line, proc.stdout)
