@@ -176,8 +176,8 @@ def polyval(p, x):
 
 # NumPy's constants, so `import tracegrad as np` programs (HIPS autograd's examples) find
 # np.pi, np.inf, np.newaxis, ...
-pi = np.pi
-e = np.e
+pi: float = np.pi
+e: float = np.e
 inf = np.inf
 nan = np.nan
 newaxis = None
