@@ -502,3 +502,27 @@ def test_numba_kernels_replace_the_eager_tier():
     assert entry.eager_tier is None and entry.kernel.kernel is not None
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
     close(params_of(model), eager_params, rtol=1e-4, atol=1e-6)
+
+
+def test_item_assignment_on_a_new_tensor_is_captured_without_a_break():
+    """makemore's `idx = torch.roll(idx, 1, 1); idx[:, 0] = blank` inside a compiled step:
+    the write is functional in the graph (no break), roll's result is new memory (not a
+    view of idx: concatenate never is), and the caller's tensors are untouched."""
+
+    def shift(idx, x):
+        rolled = torch.roll(idx, 1, 1)
+        rolled[:, 0] = 9
+        joined = torch.cat([x, x], dim=1)
+        joined[:, 0] = -1.0  # written into the new tensor, never into x
+        return rolled, joined, x.sum()
+
+    idx = torch.tensor(np.arange(12).reshape(3, 4))
+    x = torch.tensor(np.linspace(0.0, 1.0, 6).reshape(3, 2))
+    want = shift(idx.clone(), x.clone())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphBreakWarning)
+        got = tg.compile(shift, fullgraph=True)(idx, x)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    np.testing.assert_array_equal(idx.numpy(), np.arange(12).reshape(3, 4))
+    np.testing.assert_array_equal(x.numpy(), np.linspace(0.0, 1.0, 6).reshape(3, 2))

@@ -213,7 +213,7 @@ def _apply_traced(prim, args, arrays, attrs, requires_grad, name, visible, inpla
     state = STATE
     if state.inference:
         result._inference = True
-    if prim.kind == "shape" and isinstance(args[0], Tensor):
+    if prim.kind == "shape" and prim is not T.concatenate and isinstance(args[0], Tensor):
         _make_view(result, args[0], prim, attrs, name)  # a view, as in eager mode
     if requires_grad and state.grad_enabled and dt.kind == "f" and not prim.nondiff:
         result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)

@@ -59,6 +59,7 @@ def getitem(x, index, name: str | None = None):
 
 def setitem(x, index, value) -> None:
     from tracegrad.eager._tensor import (
+        _VALUE_KINDS,
         Tensor,
         apply_op,
         check_inplace,
@@ -79,8 +80,9 @@ def setitem(x, index, value) -> None:
     if x._base is not None:
         refresh_view(x)
         recording = recording or (STATE.grad_enabled and x._base._requires_grad)
-    if not recording:
-        v = value._data if isinstance(value, Tensor) else value
+    v = value._data if isinstance(value, Tensor) else value
+    traced = type(x._data) in _VALUE_KINDS or type(v) in _VALUE_KINDS
+    if not recording and not traced:  # (in a capture, the functional form below)
         x._data[plain] = v
         x._counter[0] += 1
         return
