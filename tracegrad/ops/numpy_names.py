@@ -25,6 +25,11 @@ from typing import Any
 
 import numpy as np
 
+# NumPy's constants, so `import tracegrad as np` programs (HIPS autograd's examples) find
+# np.pi, np.inf, np.newaxis, ... (imported, not assigned: mypy from a cold cache misread
+# a module-level `e = np.e` as a read of a deleted variable)
+from numpy import e, euler_gamma, inf, nan, pi
+
 from tracegrad.ops import api
 from tracegrad.ops import table as _table
 
@@ -174,14 +179,8 @@ def polyval(p, x):
     return out
 
 
-# NumPy's constants, so `import tracegrad as np` programs (HIPS autograd's examples) find
-# np.pi, np.inf, np.newaxis, ...
-pi: float = np.pi
-e: float = np.e
-inf = np.inf
-nan = np.nan
+# (NumPy's constants pi, e, inf, nan and euler_gamma are imported at the top), and
 newaxis = None
-euler_gamma = np.euler_gamma
 # NumPy's dtypes and their queries (`jnp.float32`, `np.finfo(...)` in programs that import
 # tracegrad under those names)
 float16, float32, float64 = np.float16, np.float32, np.float64
