@@ -213,12 +213,53 @@ def _apply_traced(prim, args, arrays, attrs, requires_grad, name, visible, inpla
     state = STATE
     if state.inference:
         result._inference = True
-    if prim.kind == "shape" and prim is not T.concatenate and isinstance(args[0], Tensor):
+    if (
+        prim.kind == "shape"
+        and prim is not T.concatenate
+        and isinstance(args[0], Tensor)
+        and (prim is not T.reshape or _reshape_would_view(args[0], attrs["shape"]))
+    ):
         _make_view(result, args[0], prim, attrs, name)  # a view, as in eager mode
     if requires_grad and state.grad_enabled and dt.kind == "f" and not prim.nondiff:
         result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
         result._requires_grad = True
     return result
+
+
+def _reshape_would_view(x: Tensor, shape) -> bool:
+    """Inside a capture, where values have no strides: whether eager mode's reshape of
+    `x` would be a view (NumPy's rule: no copy needed). The view chain from x's root
+    (taken as C-contiguous) is replayed on a strided stand-in that owns one byte, whose
+    shape and strides are all that is read; a reshape that needs a copy makes a new
+    tensor, as in eager mode (`x.t().reshape(-1)` must not write into x)."""
+    if x._base is None:
+        return True
+    root_shape = tuple(x._base._data.shape)
+    strides, step = [], 1
+    for n in reversed(root_shape):
+        strides.insert(0, step)
+        step *= max(int(n), 1)
+    layout = np.lib.stride_tricks.as_strided(np.empty(1, np.uint8), root_shape, strides)
+    for prim, attrs, _, _ in x.__dict__["_view"][0]:
+        if prim is T.transpose:
+            layout = np.transpose(layout, attrs["axes"])
+        elif prim is T.broadcast_to:
+            layout = np.broadcast_to(layout, attrs["shape"])
+        elif prim is T.getitem:
+            from tracegrad.ops.rulekit import spec_to_index
+
+            layout = layout[spec_to_index(attrs["spec"], ()) + (Ellipsis,)]
+        elif prim is T.reshape:
+            layout = layout.view()
+            layout.shape = attrs["shape"]
+        else:  # (diagonal and the views defined outside the table: taken as views)
+            return True
+    probe = layout.view()
+    try:
+        probe.shape = shape
+    except AttributeError:
+        return False
+    return True
 
 
 def _in_pytorch_dtype(prim, out, arrays, described, attrs, run):
