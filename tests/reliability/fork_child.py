@@ -111,7 +111,11 @@ def main(method: str, scenario: str) -> int:
         # (slow) Numba compile runs in a background thread while we fork.
         f = tg.value_and_grad(big_loss)
         f(xb)
-        thread = getattr(f.lower(xb).kernel, "_parallel_thread", None)
+        kernel = f.lower(xb).kernel
+        # started by the kernel's first call; start it here in case another entry (a
+        # shape-generic template, under load) answered that call
+        getattr(kernel, "_start_parallel", lambda: None)()
+        thread = getattr(kernel, "_parallel_thread", None)
         note = f"build_in_flight={thread is not None and thread.is_alive()}"
     elif scenario == "eager_pool":
         import tracegrad.eager as torch

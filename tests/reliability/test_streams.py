@@ -10,7 +10,17 @@ import io
 import sys
 import threading
 
+import pytest
+
 from tracegrad.runtime.numba_loader import import_numba
+
+
+@pytest.fixture(autouse=True)
+def numba_with_colorama():
+    """Numba uses colorama's shell only where colorama is installed (CI's venv has none:
+    there the streams are never rebound)."""
+    pytest.importorskip("colorama")
+    import_numba()
 
 
 def test_a_numba_error_message_keeps_a_stream_swapped_meanwhile():
