@@ -211,6 +211,22 @@ def test_a_held_build_starts_only_once_released(monkeypatch):
     assert started == [1] and build.kernel == "kernel" and other.kernel == "next"
 
 
+def test_wait_idle_releases_held_builds_and_waits_for_the_queue(monkeypatch):
+    import threading
+
+    from tracegrad.codegen import background
+
+    monkeypatch.setattr(background, "HOLD_MAX_S", 60.0)
+    gate = threading.Event()
+    held = background.submit(None, builder=lambda: "held", hold=True)
+    slow = background.submit(None, builder=lambda: gate.wait(60) and "slow")
+    assert not background.wait_idle(timeout=0.3)  # `slow` runs until the gate opens
+    assert held.done and held.kernel == "held"  # released, not left for 60 s
+    gate.set()
+    assert background.wait_idle(timeout=60) and background.pending() == 0
+    assert slow.kernel == "slow"
+
+
 @pytest.mark.numba_pass  # (Numba's parallel compile: seconds)
 def test_the_parallel_variant_is_built_from_the_kernels_first_call(monkeypatch, tmp_path):
     from tracegrad.codegen import build_kernel

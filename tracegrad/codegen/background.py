@@ -199,6 +199,25 @@ def pending() -> int:
         return len(_QUEUE) + (_STATE["current"] is not None)
 
 
+def wait_idle(timeout: float | None = None) -> bool:
+    """Wait until no build is queued or running; True if none is. Held builds are
+    released first, so that the wait ends (for tests that measure memory or time
+    and must not count a kernel an earlier call left building)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with _COND:
+        for build in [*_QUEUE, _STATE["current"]]:
+            if build is not None:
+                build.release()
+    ensure_worker()
+    with _COND:
+        while _QUEUE or _STATE["current"] is not None or _DIRECT:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            _COND.wait(0.1 if left is None else min(left, 0.1))  # (run_now does not notify)
+    return True
+
+
 def ensure_worker() -> None:
     """Start the worker thread if this process has none (first use, or a forked child)."""
     if _STATE["worker"] is not None and _STATE["pid"] == os.getpid():
