@@ -454,8 +454,7 @@ def test_unfold_scalars(torch):  # test_view_ops.py: TestOldViewOps.test_unfold_
 
 def test_unfold_values_and_gradient(torch):
     """Windows along a dim as a new last dim; overlapping windows add their gradients
-    (PyTorch's unfold is a view, tracegrad's a gather copy: the values and gradients
-    agree, the strides do not)."""
+    (a view in both: test_unfold_is_a_view)."""
     x = torch.arange(6.0, requires_grad=True)
     w = x.unfold(0, 3, 2)  # [[0, 1, 2], [2, 3, 4]]
     assert w.tolist() == [[0.0, 1.0, 2.0], [2.0, 3.0, 4.0]]
@@ -464,6 +463,50 @@ def test_unfold_values_and_gradient(torch):
     y = torch.arange(24.0).view(2, 3, 4).unfold(2, 2, 1)
     assert tuple(y.shape) == (2, 3, 3, 2)
     assert y[1, 2, 1].tolist() == [21.0, 22.0]
+
+
+def test_unfold_is_a_view(torch):
+    """A view of its base, as in PyTorch: same strides, base changes show through,
+    writes into non-overlapping windows reach the base, and a later in-place change of
+    the base takes part in the view's gradient (its history is remade)."""
+    x = torch.arange(6.0)
+    w = x.unfold(0, 3, 2)
+    assert is_view_of(x, w) and w.stride() == (2, 1) and not w.is_contiguous()
+    x[2] = 20.0
+    assert w.tolist() == [[0.0, 1.0, 20.0], [20.0, 3.0, 4.0]]
+    y = torch.arange(6.0)
+    y.unfold(0, 2, 2).mul_(10)
+    assert y.tolist() == [0.0, 10.0, 20.0, 30.0, 40.0, 50.0]
+    leaf = torch.arange(6.0, requires_grad=True)
+    z = leaf.clone()
+    v = z.unfold(0, 2, 1)
+    z.mul_(2)  # after the view was made
+    assert v.tolist()[1] == [2.0, 4.0]
+    (v * torch.arange(10.0).view(5, 2)).sum().backward()
+    assert leaf.grad.tolist() == [0.0, 6.0, 14.0, 22.0, 30.0, 18.0]
+
+
+def test_unfold_write_into_a_view_under_autograd(torch):
+    leaf = torch.arange(6.0, requires_grad=True)
+    z = leaf.clone()
+    z.unfold(0, 3, 3).mul_(torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+    assert z.tolist() == [0.0, 2.0, 6.0, 12.0, 20.0, 30.0]
+    z.sum().backward()
+    assert leaf.grad.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+def test_as_strided_is_a_view(torch):
+    leaf = torch.arange(6.0, requires_grad=True)
+    z = leaf.clone()
+    v = z.as_strided((2, 2), (1, 2), 1)  # [[1, 3], [2, 4]]
+    assert v.tolist() == [[1.0, 3.0], [2.0, 4.0]] and v.stride() == (1, 2)
+    v.mul_(3)
+    assert z.tolist() == [0.0, 3.0, 6.0, 9.0, 12.0, 5.0]
+    v.sum().backward()
+    assert leaf.grad.tolist() == [0.0, 3.0, 3.0, 3.0, 3.0, 0.0]
+    r = torch.arange(4.0, requires_grad=True)
+    r.as_strided((3, 2), (1, 1)).sum().backward()  # repeated elements add up
+    assert r.grad.tolist() == [1.0, 2.0, 2.0, 1.0]
 
 
 def test_adjoint_mH_H(torch):

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from tracegrad.eager import torch_ops as O
-from tracegrad.eager._tensor import Tensor, apply_op, inplace_composite, tensor
+from tracegrad.eager._tensor import VIEW_SCATTERS, Tensor, apply_op, inplace_composite, tensor
 from tracegrad.eager.errors import shape_error
 from tracegrad.ops import table as T
 
@@ -1830,8 +1830,9 @@ def _transpose_(self, dim0, dim1):
 
 
 def unfold(self, dimension: int, size: int, step: int):
-    """Windows of `size` along `dimension`, `step` apart, as a new last dim (PyTorch's
-    Tensor.unfold); an index gather, so the gradient sums overlapping windows."""
+    """Windows of `size` along `dimension`, `step` apart, as a new last dim: a view, as
+    PyTorch's Tensor.unfold (writes go through to the tensor where windows do not
+    overlap; overlapping windows are read-only); the gradient sums overlapping windows."""
     nd = _bmax(self.ndim, 1)
     d = _dim(dimension, nd, "unfold")
     n = self._data.shape[d] if self.ndim else 1
@@ -1845,21 +1846,15 @@ def unfold(self, dimension: int, size: int, step: int):
     if step <= 0:
         raise shape_error("unfold", f"step is {step} but must be > 0", self, cls=RuntimeError)
     x = O.reshape(self, (1,)) if self.ndim == 0 else self
-    count = (n - size) // step + 1
-    windows = np.arange(count)[:, None] * step + np.arange(size)[None, :]  # (count, size)
-    picked = O.index_select(x, d, tensor(windows.reshape(-1)))  # dim d: count * size
-    shape = list(x._data.shape)
-    shape[d : d + 1] = [count, size]
-    out = O.reshape(picked, tuple(shape))
-    out = O.movedim(out, d + 1, -1)
+    out = apply_op(T.unfold, (x,), {"dimension": d, "size": int(size), "step": int(step)})
     return O.reshape(out, (size,)) if self.ndim == 0 else out
 
 
 def as_strided(self, size, stride, storage_offset=None):
     """PyTorch's as_strided over this tensor's contiguous storage (elements in C order,
-    starting at the tensor's own storage offset): an index gather from the flattened
-    tensor, so the gradient sums the elements read more than once. Unlike PyTorch's it is
-    a copy, not a view: writes into it do not reach the tensor."""
+    starting at the tensor's own storage offset): a view, so writes reach the tensor
+    where no two elements share memory; the gradient sums the elements read more than
+    once."""
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     if len(size) != len(stride):
         raise shape_error(
@@ -1881,23 +1876,41 @@ def as_strided(self, size, stride, storage_offset=None):
             cls=RuntimeError,
         )
     offset = 0 if storage_offset is None else int(storage_offset)
-    idx = np.full(size, offset, dtype=np.int64)
-    for k, (n, s) in enumerate(zip(size, stride, strict=True)):
-        view = [1] * len(size)
-        view[k] = n
-        idx = idx + (np.arange(n) * s).reshape(view)
-    if idx.size and idx.max() >= self.numel():
+    last = offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
+    if math.prod(size) and last >= self.numel():
         raise shape_error(
             "as_strided",
             f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset "
             f"{offset}, and itemsize {self._data.itemsize} requiring a storage size of "
-            f"{(int(idx.max()) + 1) * self._data.itemsize} are out of bounds for storage of "
+            f"{(last + 1) * self._data.itemsize} are out of bounds for storage of "
             f"size {self.numel() * self._data.itemsize}",
             self,
             cls=RuntimeError,
         )
     flat = O.reshape(self, (-1,))
-    return flat[tensor(idx)] if idx.ndim else flat[int(idx)]
+    return apply_op(T.as_strided, (flat,), {"size": size, "stride": stride, "offset": offset})
+
+
+def _window_write_back(backward, view_shape_of):
+    """How an in-place change of an unfold/as_strided view goes back into its base
+    (CopySlices): the elements the view covers are replaced (its windows do not
+    overlap: an overlapping view is read-only)."""
+
+    def inverse(attrs, in_shape):
+        extra = {"shape": tuple(in_shape)} if backward is T.unfold_backward else {}
+        if backward is T.as_strided_backward:
+            extra = {"length": int(in_shape[0])}
+        covered = backward.impl(np.ones(view_shape_of(attrs, in_shape)), **attrs, **extra)
+        return covered > 0, backward, dict(attrs, **extra)
+
+    return inverse
+
+
+VIEW_SCATTERS[T.unfold] = _window_write_back(
+    T.unfold_backward,
+    lambda a, shape: T._unfold_shape(tuple(shape), a["dimension"], a["size"], a["step"]),
+)
+VIEW_SCATTERS[T.as_strided] = _window_write_back(T.as_strided_backward, lambda a, _: a["size"])
 
 
 install_methods()

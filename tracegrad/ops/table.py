@@ -1848,6 +1848,136 @@ diagonal_scatter_zeros = primitive(
 )
 
 
+# ------------------------------------------------- windows and strided views (eager: views)
+
+
+def _strided_view(x: np.ndarray, shape, byte_strides) -> np.ndarray:
+    """A view of x's memory; writable only where no two elements share memory (PyTorch's
+    in-place ops on such views are ill-defined: writing raises a clear error instead)."""
+    distinct = np.unique(_element_offsets(shape, byte_strides)).size == math.prod(shape)
+    return np.lib.stride_tricks.as_strided(
+        x,
+        shape=tuple(shape),
+        strides=tuple(byte_strides),
+        writeable=bool(x.flags.writeable and distinct),
+    )
+
+
+def _element_offsets(shape, strides) -> np.ndarray:
+    """Every element's offset (in the strides' unit), in the view's C order."""
+    offsets = np.zeros(tuple(shape), dtype=np.int64)
+    for k, (n, s) in enumerate(zip(shape, strides, strict=True)):
+        axis = [1] * len(shape)
+        axis[k] = n
+        offsets = offsets + (np.arange(n, dtype=np.int64) * s).reshape(axis)
+    return offsets
+
+
+def _unfold_shape(shape, dimension: int, size: int, step: int) -> tuple[int, ...]:
+    out = list(shape)
+    out[dimension] = (shape[dimension] - size) // step + 1
+    return (*out, size)
+
+
+def _unfold_impl(x, dimension: int, size: int, step: int) -> np.ndarray:
+    x = np.asarray(x)
+    strides = list(x.strides)
+    strides[dimension] *= step
+    shape = _unfold_shape(x.shape, dimension, size, step)
+    return _strided_view(x, shape, (*strides, x.strides[dimension]))
+
+
+def _unfold_backward_impl(g, dimension: int, size: int, step: int, shape):
+    """The windows summed back into an array of `shape` (overlaps add up)."""
+    g = np.asarray(g)
+    out = np.zeros(tuple(shape), dtype=g.dtype)
+    count = g.shape[dimension]
+    for k in range(size):  # window offset k: elements k, k+step, ... along `dimension`
+        index = [slice(None)] * out.ndim
+        index[dimension] = slice(k, k + step * (count - 1) + 1, step)
+        out[tuple(index)] += np.take(g, k, axis=-1)
+    return out
+
+
+unfold = primitive(
+    "unfold",
+    impl=_unfold_impl,
+    shape_rule=lambda x, dimension, size, step: Aval(
+        _unfold_shape(as_aval(x).shape, dimension, size, step), as_aval(x).dtype
+    ),
+    kind="shape",  # eager: a view of its operand, as PyTorch's Tensor.unfold
+    vjps=(
+        lambda g, out, x, dimension, size, step: unfold_backward(
+            g, dimension=dimension, size=size, step=step, shape=tuple(np.shape(x))
+        ),
+    ),
+    torch_name="UnfoldBackward0",
+    saves=(),
+    codegen="numpy",
+)
+
+unfold_backward = primitive(
+    "unfold_backward",
+    impl=_unfold_backward_impl,
+    shape_rule=lambda g, dimension, size, step, shape: Aval(tuple(shape), as_aval(g).dtype),
+    kind="other",
+    vjps=(
+        lambda gg, out, g, dimension, size, step, shape: unfold(
+            gg, dimension=dimension, size=size, step=step
+        ),
+    ),
+    torch_name="UnfoldBackwardBackward0",
+    saves=(),
+    codegen="numpy",
+)
+
+
+def _as_strided_impl(x, size, stride, offset: int) -> np.ndarray:
+    """PyTorch's as_strided over a 1-D contiguous operand (strides in elements)."""
+    x = np.asarray(x)
+    item = x.strides[0] if x.ndim else x.itemsize
+    return _strided_view(x[offset:], size, tuple(s * item for s in stride))
+
+
+def _as_strided_backward_impl(g, size, stride, offset: int, length: int):
+    """Each element's gradient added into the operand's flat storage (repeats add up)."""
+    g = np.asarray(g)
+    out = np.zeros(length, dtype=g.dtype)
+    np.add.at(out, offset + _element_offsets(size, stride), g)
+    return out
+
+
+as_strided = primitive(
+    "as_strided",
+    impl=_as_strided_impl,
+    shape_rule=lambda x, size, stride, offset: Aval(tuple(size), as_aval(x).dtype),
+    kind="shape",  # eager: a view of its (flattened, contiguous) operand
+    vjps=(
+        lambda g, out, x, size, stride, offset: as_strided_backward(
+            g, size=size, stride=stride, offset=offset, length=int(np.shape(x)[0])
+        ),
+    ),
+    torch_name="AsStridedBackward0",
+    saves=(),
+    codegen="numpy",
+)
+
+as_strided_backward = primitive(
+    "as_strided_backward",
+    impl=_as_strided_backward_impl,
+    shape_rule=lambda g, size, stride, offset, length: Aval((int(length),), as_aval(g).dtype),
+    kind="other",
+    vjps=(
+        lambda gg, out, g, size, stride, offset, length: as_strided(
+            gg, size=size, stride=stride, offset=offset
+        ),
+    ),
+    torch_name="AsStridedBackwardBackward0",
+    saves=(),
+    codegen="numpy",
+)
+
+
 # ------------------------------------------------------------ the AD drivers' helper
 
 
