@@ -53,6 +53,9 @@ def import_numba() -> None:
             _import_arraymath()
         _fork_safe_numba()
         _streams_left_alone()
+        from tracegrad.runtime.numba_warnings import leave_filters_alone
+
+        leave_filters_alone()
         _READY = True
 
 
