@@ -82,7 +82,7 @@ def vjp_graph(
                   instead of taking cotangent inputs.
     """
     if diff_outputs is None:
-        diff_outputs = [i for i, n in enumerate(graph.outputs) if core.is_float(n.dtype)]
+        diff_outputs = [i for i, n in enumerate(graph.outputs) if core.is_inexact(n.dtype)]
     for i in wrt:
         node = graph.inputs[i]
         if not np.issubdtype(node.dtype, np.inexact):
@@ -216,7 +216,10 @@ def fit_cotangent(ct: Any, operand: Node) -> Any:
             if hasattr(api, "sum_to_shape")
             else _table_sum_to_shape(ct, operand.shape)
         )
-    if np.dtype(_dtype_of(ct)) != operand.dtype:
+    ct_dtype = np.dtype(_dtype_of(ct))
+    if ct_dtype != operand.dtype:
+        if ct_dtype.kind == "c" and operand.dtype.kind != "c":  # JAX: a real operand's
+            ct = api.real(ct)  # cotangent is the real part (the transpose of x -> x + 0i)
         ct = api.astype(ct, operand.dtype)
     return ct
 

@@ -1194,6 +1194,8 @@ def jacobian_rows(
             argnums=tuple(argnums),
             backend="interpret",
             optimize=False,
+            # complex rows: seeded with 1, the gradient is JAX's transpose of the jvp
+            holomorphic="any" if np.dtype(dtype).kind == "c" else False,
         )(*args)
 
     return vmap(pullback_of)(np.eye(n_out, dtype=dtype))

@@ -483,6 +483,7 @@ class CompiledFunction:
         check_finite: bool = False,
         optimize: bool = True,
         fullgraph: bool = False,
+        holomorphic: Any = False,  # True, False, or "any" (tracegrad.vjp: no dtype checks)
     ):
         if not callable(fn):
             raise TypeError(f"expected a callable, got {type(fn).__name__}")
@@ -509,6 +510,7 @@ class CompiledFunction:
         self.argnums = _normalize_argnums(argnums) if mode != "compile" else ()
         self.argnums_is_tuple = isinstance(argnums, (tuple, list))
         self.has_aux = has_aux
+        self.holomorphic = holomorphic  # JAX's grad(..., holomorphic=True)
         self.check_finite = check_finite
         self.optimize = optimize
         self._interpreted_calls = 0  # calls served by the interpreter tier
@@ -802,6 +804,11 @@ class CompiledFunction:
                     f"{i}) holds no arrays to differentiate" + core.user_location_suffix()
                 )
         for k in wrt:
+            if self.holomorphic is True and avals[k].dtype.kind != "c":  # JAX's TypeError, text
+                raise core.DTypeError(
+                    f"{self.mode} with holomorphic=True requires inputs with complex dtype, "
+                    f"but got {avals[k].dtype.name}." + core.user_location_suffix()
+                )
             if not np.issubdtype(avals[k].dtype, np.inexact):
                 raise core.DTypeError(
                     f"{self.mode} requires real-valued inputs (a floating-point dtype) for "
@@ -902,6 +909,11 @@ class CompiledFunction:
         if self.mode == "compile":  # jit traces once, as JAX's: a draw is a constant
             watch.drew = None
         if watch.drew:  # retraced every call (its draws differ): the interpreter, no kernel
+            backend, tier = "interpret", None
+        if backend != "interpret" and _has_complex(traced.graph):
+            # complex values run on the NumPy interpreter (the code generator emits
+            # real-valued kernels only)
+            log.info("%s: complex values: the interpreter runs it", _fn_name(self.fn))
             backend, tier = "interpret", None
         if backend != "cuda":  # (the CUDA backend lacks scan; unrolled, it has no host loop)
             traced.graph = reroll_loops(traced.graph)  # unrolled Python loops -> scan
@@ -1077,7 +1089,8 @@ class CompiledFunction:
                 "tracegrad.jacobian (all derivatives) or tracegrad.vjp (a vector-Jacobian "
                 "product) for vector outputs"
             )
-        if not np.issubdtype(value.dtype, np.floating):
+        _check_output_dtype(self.mode, self.holomorphic, value.dtype, self.fn)
+        if not np.issubdtype(value.dtype, np.inexact):
             raise core.DTypeError(
                 f"{self.mode} requires real-valued outputs (a floating-point dtype), but "
                 f"{_fn_name(self.fn)} returned {value.dtype}{_fn_location(self.fn)}"
@@ -1309,7 +1322,7 @@ def _describe(part) -> str:
 # NumPy's ufunc and iterator machinery stops at 32 dimensions (NPY_MAXARGS) even
 # where arrays may have 64.
 MAX_RANK = 32
-_SUPPORTED_KINDS = "biuf"  # bool, ints, floats
+_SUPPORTED_KINDS = "biufc"  # bool, ints, floats, complex
 
 
 def _check_leaves(cf: CompiledFunction, args: tuple, leaves: list, arg_of_leaf: list) -> None:
@@ -1324,6 +1337,33 @@ def _check_leaves(cf: CompiledFunction, args: tuple, leaves: list, arg_of_leaf: 
             raise cls(
                 f"{_fn_name(cf.fn)}: argument {name!r} {problem}" + core.user_location_suffix()
             )
+
+
+def _has_complex(graph: Graph) -> bool:
+    """Whether any value of `graph` (an input, a const or a node) is complex."""
+    return any(node.dtype.kind == "c" for node in graph.nodes) or any(
+        node.dtype.kind == "c" for node in graph.inputs
+    )
+
+
+def _check_output_dtype(mode: str, holomorphic: Any, dtype: np.dtype, fn: Callable) -> None:
+    """JAX's `_check_output_dtype_revderiv` for complex outputs (its TypeError and text):
+    holomorphic=True needs a complex output, and a complex output needs holomorphic=True."""
+    if holomorphic == "any":  # (vjp's pullback: any cotangent, no check)
+        return
+    where = f" ({_fn_name(fn)}{_fn_location(fn)})"
+    if holomorphic and dtype.kind != "c":
+        raise core.DTypeError(
+            f"{mode} with holomorphic=True requires outputs with complex dtype, "
+            f"but got {dtype.name}." + where
+        )
+    if not holomorphic and dtype.kind == "c":
+        raise core.DTypeError(
+            f"{mode} requires real-valued outputs (output dtype that is a sub-dtype of "
+            f"np.floating), but got {dtype.name}. For holomorphic differentiation, pass "
+            "holomorphic=True. For differentiation of non-holomorphic functions involving "
+            "complex outputs, use tracegrad.vjp directly." + where
+        )
 
 
 def _leaf_problem(value: Any) -> tuple[str | None, type]:
@@ -1356,8 +1396,8 @@ def _leaf_problem(value: Any) -> tuple[str | None, type]:
             "m": "timedelta",
         }.get(dtype.kind, dtype.kind)
         return (
-            f"has dtype {dtype} ({what}); tracegrad supports bool, integer and real "
-            "floating-point arrays"
+            f"has dtype {dtype} ({what}); tracegrad supports bool, integer, "
+            "floating-point and complex arrays"
         ), core.DTypeError
     ndim = getattr(value, "ndim", None)
     if isinstance(ndim, int) and ndim > MAX_RANK:
@@ -1911,6 +1951,7 @@ def value_and_grad(
     argnums: int | Sequence[int] = 0,
     has_aux: bool = False,
     *,
+    holomorphic: bool = False,
     backend: str | None = None,
     check_finite: bool = False,
     optimize: bool = True,
@@ -1925,6 +1966,9 @@ def value_and_grad(
         (tuples, lists, dicts) of them.
     argnums: which positional argument(s) to differentiate; an int or a tuple.
     has_aux: `fn` returns `(value, aux)`; aux is passed through, not differentiated.
+    holomorphic: `fn` maps complex inputs to a complex output holomorphically; the
+        gradient is then f'(z) (JAX's convention; without it a complex output raises
+        JAX's TypeError).
     backend, check_finite, optimize: as for `compile` ("numba" or "interpret"; raise
         on NaN/Inf outputs; run the graph passes).
 
@@ -1933,6 +1977,17 @@ def value_and_grad(
     >>> vg(np.array([1.0, 2.0]))
     (array(5.), array([2., 4.]))
     """
+    if holomorphic:  # (a separate key only when set: existing cache keys stay as they were)
+        return shared_compiled(
+            fn,
+            "value_and_grad",
+            argnums,
+            has_aux,
+            holomorphic=True,
+            backend=backend,
+            check_finite=check_finite,
+            optimize=optimize,
+        )
     return shared_compiled(
         fn,
         "value_and_grad",
@@ -1949,6 +2004,7 @@ def grad(
     argnums: int | Sequence[int] = 0,
     has_aux: bool = False,
     *,
+    holomorphic: Any = False,
     backend: str | None = None,
     check_finite: bool = False,
     optimize: bool = True,
@@ -1957,7 +2013,9 @@ def grad(
 
     Arguments as for `value_and_grad` (`argnums`, `has_aux`: then the call returns
     `(grads, aux)`). A non-scalar output raises GradOutputError (a TypeError),
-    pointing to `tg.jacobian`.
+    pointing to `tg.jacobian`. `holomorphic=True` (complex inputs and output): the
+    complex derivative f'(z), as in JAX; a real-valued `fn` of complex inputs gets
+    JAX's gradient, df/dx - i df/dy (the conjugate of PyTorch's `z.grad`).
 
     backend, check_finite, optimize: as for `compile` ("numba" or "interpret"; raise
         on NaN/Inf outputs; run the graph passes).
@@ -1965,7 +2023,21 @@ def grad(
     >>> import numpy as np, tracegrad as tg
     >>> tg.grad(lambda x: tg.sum(x ** 3), backend="interpret")(np.array([1.0, 2.0]))
     array([ 3., 12.])
+    >>> tg.grad(lambda z: tg.sum(z * z), holomorphic=True, backend="interpret")(
+    ...     np.array([1 + 2j]))
+    array([2.+4.j])
     """
+    if holomorphic:
+        return shared_compiled(
+            fn,
+            "grad",
+            argnums,
+            has_aux,
+            holomorphic=holomorphic,
+            backend=backend,
+            check_finite=check_finite,
+            optimize=optimize,
+        )
     return shared_compiled(
         fn, "grad", argnums, has_aux, backend=backend, check_finite=check_finite, optimize=optimize
     )

@@ -69,10 +69,10 @@ def jvp_graph(
     (array([3., 8.]), array([3., 4.]))
     """
     if wrt is None:
-        wrt = [k for k, n in enumerate(graph.inputs) if core.is_float(n.dtype)]
+        wrt = [k for k, n in enumerate(graph.inputs) if core.is_inexact(n.dtype)]
     for k in wrt:
         node = graph.inputs[k]
-        if not core.is_float(node.dtype):
+        if not core.is_inexact(node.dtype):
             raise ForwardModeError(
                 f"jvp: input {node.attrs.get('name', k)} of {graph.name} has dtype {node.dtype}; "
                 "tangents need floating-point inputs"
@@ -150,7 +150,7 @@ def _propagate(
         tangents = [tenv.get(i.id) for i in node.inputs]
         prim = REGISTRY[node.op]
         active = not (
-            all(t is None for t in tangents) or prim.nondiff or not core.is_float(node.dtype)
+            all(t is None for t in tangents) or prim.nondiff or not core.is_inexact(node.dtype)
         )
         operands = tuple(env[i.id] for i in node.inputs)
         rule = jvp_rule(prim) if active else None
@@ -224,6 +224,8 @@ def _fit(t: Any, node: Node | Aval) -> Any:
     if shape != tuple(node.shape):
         t = T.broadcast_to(t, shape=tuple(node.shape))
     if dtype != np.dtype(node.dtype):
+        if dtype.kind == "c" and np.dtype(node.dtype).kind != "c":
+            t = T.REGISTRY["real"](t)  # a real primal's tangent is the real part
         t = T.astype(t, dtype=np.dtype(node.dtype).name)
     return t
 

@@ -431,7 +431,7 @@ def _any_substitutes() -> bool:
 
 def _substituted(value: Any) -> Any:
     """The tracer standing for `value` if it is an implicit input of an active trace."""
-    if isinstance(value, Tracer) or type(value) in (bool, int, float):
+    if isinstance(value, Tracer) or type(value) in (bool, int, float, complex):
         return value
     for context in reversed(active_contexts()):
         hit = context._substitutes.get(id(value))
@@ -465,7 +465,7 @@ def _escaped_error(what: str, tracer: Tracer) -> TracingError:
 
 def _operand(context: TraceContext, value: Any, prim: Primitive):
     """A Tracer, a Python scalar (weak), or an ndarray to be made a const."""
-    if isinstance(value, Tracer) or type(value) in (bool, int, float):
+    if isinstance(value, Tracer) or type(value) in (bool, int, float, complex):
         return value
     if isinstance(value, np.ndarray):
         unboxed = core.unbox_object_array(value) if value.dtype == object else None
@@ -929,7 +929,7 @@ def abstract_leaf(value: Any) -> Aval:
     """The aval a leaf is traced with (eager tensors and lists included)."""
     if isinstance(value, Tracer):
         return value.aval
-    if type(value) in (int, float, bool):
+    if type(value) in (int, float, bool, complex):
         return Aval((), np.asarray(value).dtype)
     shape = getattr(value, "shape", None)
     if shape is not None and hasattr(value, "dtype") and not isinstance(value, np.ndarray):

@@ -146,12 +146,21 @@ def _pullback(fn: Callable, has_aux: bool, primals: tuple, ct):
     from tracegrad.compiler import grad
 
     n = len(primals)
+    complex_ct = any(np.dtype(_dtype_of(c)).kind == "c" for c in _leaves(ct))
     return grad(
         lambda *p: _vdot(_split_aux(fn(*p), has_aux)[0], ct),
         argnums=tuple(range(n)),
         backend="interpret",
         optimize=False,
+        # a complex <out, ct>: seeded with 1, its gradient is JAX's transpose of the jvp
+        holomorphic="any" if complex_ct else False,
     )(*primals)
+
+
+def _dtype_of(v) -> np.dtype:
+    from tracegrad.ops.core import aval_of
+
+    return np.dtype(aval_of(_unboxed(v)).dtype)
 
 
 def vjp(
@@ -420,6 +429,7 @@ def jacfwd(
     argnums: int | Sequence[int] = 0,
     *,
     has_aux: bool = False,
+    holomorphic: bool = False,
     backend: str | None = None,
 ) -> Callable[..., Any]:
     """JAX's `jacfwd`: the Jacobian by forward mode, the tangent pass `vmap`ped over
@@ -435,6 +445,9 @@ def jacfwd(
     >>> tg.jacfwd(lambda x: {"sq": x ** 2, "sum": tg.sum(x)}, backend="interpret")(
     ...     np.array([1.0, 3.0]))["sum"]
     array([1., 1.])
+
+    With `holomorphic=True` (complex inputs and outputs) the Jacobian holds the
+    complex derivatives; without it complex inputs raise JAX's TypeError.
     """
     from tracegrad.compiler import _normalize_argnums
 
@@ -452,9 +465,12 @@ def jacfwd(
         aux = _split_aux(result, has_aux)[1]
         out_tree_only = out_tree.children[0] if has_aux else out_tree
         out_nodes = graph.outputs[: out_tree_only.num_leaves]
+        if holomorphic:
+            for node in out_nodes:
+                _check_complex("jacfwd", "outputs", node.dtype)
         per_arg = []  # per argument: its tree, and per leaf d outputs / d leaf
         for pos in positions:
-            arg_tree, nodes = _argument_inputs(graph, args, pos)
+            arg_tree, nodes = _argument_inputs(graph, args, pos, holomorphic)
             per_arg.append((arg_tree, [_columns(graph, env, node, out_nodes) for node in nodes]))
         parts = []
         for j in range(len(out_nodes)):
@@ -595,7 +611,7 @@ def _columns(graph, env: dict, node, out_nodes) -> list:
     ]
 
 
-def _argument_inputs(graph, args: tuple, position: int) -> tuple:
+def _argument_inputs(graph, args: tuple, position: int, holomorphic: bool = False) -> tuple:
     """The structure and graph inputs (one per leaf) of jacfwd's argument `position`."""
     from tracegrad.ops.core import DTypeError
     from tracegrad.ops.core import user_location_suffix as core_location
@@ -604,13 +620,34 @@ def _argument_inputs(graph, args: tuple, position: int) -> tuple:
     arg_tree = tree_flatten(args[position])[1]
     nodes = list(graph.inputs[k : k + arg_tree.num_leaves])
     for node in nodes:
-        if not np.issubdtype(node.dtype, np.floating):  # JAX's TypeError and text
+        if holomorphic:
+            _check_complex("jacfwd", "inputs", node.dtype)
+        elif not np.issubdtype(node.dtype, np.floating):  # JAX's TypeError and text
+            complex_hint = (
+                " For holomorphic differentiation, pass holomorphic=True. For "
+                "differentiation of non-holomorphic functions involving complex inputs or "
+                "integer inputs, use tracegrad.jvp directly."
+                if node.dtype.kind == "c"
+                else ""
+            )
             raise DTypeError(
                 "jacfwd requires real-valued inputs (input dtype that is a "
                 f"sub-dtype of np.floating), but got {node.dtype.name} for "
-                f"argument {position}" + core_location()
+                f"argument {position}." + complex_hint + core_location()
             )
     return arg_tree, nodes
+
+
+def _check_complex(name: str, what: str, dtype) -> None:
+    """holomorphic=True needs complex inputs and outputs (JAX's TypeError and text)."""
+    from tracegrad.ops.core import DTypeError
+    from tracegrad.ops.core import user_location_suffix as core_location
+
+    if np.dtype(dtype).kind != "c":
+        raise DTypeError(
+            f"{name} with holomorphic=True requires {what} with complex dtype, but got "
+            f"{np.dtype(dtype).name}." + core_location()
+        )
 
 
 def _moveaxis(x, source: int, destination: int):
@@ -668,6 +705,7 @@ def jacobian(
     argnums: int | Sequence[int] = 0,
     *,
     has_aux: bool = False,
+    holomorphic: bool = False,
     backend: str | None = None,
     optimize: bool = True,
 ) -> Callable[..., Any]:
@@ -685,6 +723,10 @@ def jacobian(
     >>> tg.jacobian(lambda x: x ** 2, backend="interpret")(np.array([1.0, 2.0]))
     array([[2., 0.],
            [0., 4.]])
+
+    `holomorphic=True`: complex inputs and outputs, the complex derivatives (JAX's);
+    without it a complex output raises JAX's TypeError, and a real output of complex
+    inputs gives JAX's gradient convention (see `tracegrad.grad`).
     """
     from tracegrad.batching import jacobian_rows
 
@@ -705,6 +747,7 @@ def jacobian(
     def jacobian_of_fn(*args):
         out, aux = output_of(fn(*args))
         out_leaves, out_tree = tree_flatten(out, arrays_only_scalars=True)
+        _check_jacrev_dtypes(holomorphic, args, positions, out_leaves)
         shapes = [tuple(np.shape(o)) for o in out_leaves]
         sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
 
@@ -754,6 +797,29 @@ def jacobian(
     compiled = _jacfwd_class()(jacobian_of_fn, "compile", backend=backend, optimize=optimize)
     compiled.array_argnums = positions
     return compiled
+
+
+def _check_jacrev_dtypes(holomorphic: bool, args, positions, out_leaves) -> None:
+    """JAX's jacrev dtype checks for complex values (TypeError, JAX's text)."""
+    from tracegrad.ops.core import DTypeError
+    from tracegrad.ops.core import user_location_suffix as core_location
+
+    if holomorphic:
+        for pos in positions:
+            for leaf in tree_flatten(args[pos], arrays_only_scalars=True)[0]:
+                _check_complex("jacrev", "inputs", _dtype_of(leaf))
+        for o in out_leaves:
+            _check_complex("jacrev", "outputs", _dtype_of(o))
+        return
+    for o in out_leaves:
+        dtype = _dtype_of(o)
+        if dtype.kind == "c":
+            raise DTypeError(
+                "jacrev requires real-valued outputs (output dtype that is a sub-dtype of "
+                f"np.floating), but got {dtype.name}. For holomorphic differentiation, pass "
+                "holomorphic=True. For differentiation of non-holomorphic functions "
+                "involving complex outputs, use tracegrad.vjp directly." + core_location()
+            )
 
 
 def hessian(

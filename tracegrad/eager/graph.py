@@ -597,6 +597,8 @@ def fit_to(g, meta, as_tensors: bool):
         if tuple(g.shape) != shape:
             g = sum_to_shape(g, shape)
         if g.dtype.np != dtype:
+            if g.dtype.np.kind == "c" and dtype.kind != "c":
+                g = g.real  # a real operand gets the real part (PyTorch's handle_r_to_c)
             g = g.to(dtype)
         return g
     if isinstance(g, _SCALARS):  # (a tracer, inside tracegrad.compile, stays one)
@@ -606,7 +608,7 @@ def fit_to(g, meta, as_tensors: bool):
         if isinstance(g, _SCALARS):
             g = np.asarray(g)
     if g.dtype != dtype:
-        g = g.astype(dtype)
+        g = (g.real if g.dtype.kind == "c" and dtype.kind != "c" else g).astype(dtype)
     return g
 
 

@@ -1160,47 +1160,37 @@ def rad2deg(x: Array) -> Array:
 radians, degrees = deg2rad, rad2deg
 
 
-def _check_real(x, name):
-    if _dtype(x).kind == "c":
-        raise NotImplementedError(
-            f"tracegrad.{name}: complex arrays are not supported" + user_location_suffix()
-        )
-
-
 def real(x: Array) -> Array:
-    """The real part: x itself for real arrays (tracegrad has no complex dtypes).
+    """The real part (x itself for real arrays).
 
     >>> import numpy as np, tracegrad as tg
-    >>> tg.real(np.array([1.0]))
+    >>> tg.real(np.array([1.0 + 2.0j]))
     array([1.])
     """
     x = _wrap(x)
-    _check_real(x, "real")
-    return x
+    return bind(T.REGISTRY["real"], x) if _dtype(x).kind == "c" else x
 
 
 def imag(x: Array) -> Array:
-    """The imaginary part: zeros for real arrays (tracegrad has no complex dtypes).
+    """The imaginary part (zeros for real arrays).
 
     >>> import numpy as np, tracegrad as tg
-    >>> tg.imag(np.array([1.0]))
-    array([0.])
+    >>> tg.imag(np.array([1.0 + 2.0j]))
+    array([2.])
     """
     x = _wrap(x)
-    _check_real(x, "imag")
-    return zeros_like(x)
+    return bind(T.REGISTRY["imag"], x) if _dtype(x).kind == "c" else zeros_like(x)
 
 
 def conjugate(x: Array) -> Array:
-    """The complex conjugate: x itself for real arrays.
+    """The complex conjugate (x itself for real arrays).
 
     >>> import numpy as np, tracegrad as tg
-    >>> tg.conj(np.array([1.0]))
-    array([1.])
+    >>> tg.conj(np.array([1.0 + 2.0j]))
+    array([1.-2.j])
     """
     x = _wrap(x)
-    _check_real(x, "conj")
-    return x
+    return bind(T.REGISTRY["conj"], x) if _dtype(x).kind == "c" else x
 
 
 conj = conjugate
@@ -2529,14 +2519,19 @@ def nan_to_num(
 
 
 def angle(x: Array, deg: bool = False) -> Array:
-    """The argument of real numbers: 0 for x >= 0, pi for x < 0 (zero gradient).
+    """The argument arctan2(imag, real) of complex numbers; for real numbers 0 for
+    x >= 0, pi for x < 0 (zero gradient).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.angle(np.array([-2.0, 3.0]))
     array([3.14159265, 0.        ])
+    >>> tg.angle(np.array([1j]))
+    array([1.57079633])
     """
     x = _wrap(x)
-    _check_real(x, "angle")
+    if _dtype(x).kind == "c":
+        a = arctan2(imag(x), real(x))
+        return multiply(a, 180.0 / _math.pi) if deg else a
     half_turn = 180.0 if deg else _math.pi
     return where(
         less(x, 0),

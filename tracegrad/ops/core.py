@@ -81,6 +81,8 @@ _SHORT = {
     "int8": "i8",
     "uint8": "u8",
     "int16": "i16",
+    "complex64": "c64",
+    "complex128": "c128",
 }
 
 
@@ -157,7 +159,7 @@ def _kind_of(value: Any) -> tuple[int, Callable[..., Any]] | None:
     return entry
 
 
-_PLAIN_TYPES = frozenset({np.ndarray, float, int, bool})
+_PLAIN_TYPES = frozenset({np.ndarray, float, int, bool, complex})
 
 
 def bind(prim: Primitive, *args: Any, **attrs: Any) -> Any:
@@ -373,7 +375,7 @@ def numpy_apply(prim: Primitive, args: tuple[Any, ...], attrs: dict[str, Any]) -
 
 def as_operand(value: Any, prim: Primitive | None = None) -> Any:
     """Arrays stay arrays, Python scalars stay weakly typed scalars."""
-    if isinstance(value, (np.ndarray, float, int, bool, np.generic)):
+    if isinstance(value, (np.ndarray, float, int, bool, complex, np.generic)):
         return value
     if value is None or isinstance(value, str):
         name = prim.name if prim is not None else "op"
@@ -409,6 +411,8 @@ def aval_of(value: Any) -> Aval:
         return Aval((), np.dtype(np.int64))
     if isinstance(value, float):
         return Aval((), np.dtype(np.float64))
+    if isinstance(value, complex):
+        return Aval((), np.dtype(np.complex128))
     arr = as_operand(value)
     return Aval(arr.shape, arr.dtype)
 
@@ -489,3 +493,14 @@ def promote(*operands: Any) -> np.dtype[Any]:
 
 def is_float(dtype: Any) -> bool:
     return np.issubdtype(np.dtype(dtype), np.floating)
+
+
+def is_complex(dtype: Any) -> bool:
+    """complex64 or complex128 (accepts a dtype, an Aval or any value with a dtype)."""
+    dtype = getattr(dtype, "dtype", dtype)
+    return np.dtype(dtype).kind == "c"
+
+
+def is_inexact(dtype: Any) -> bool:
+    """A floating-point or complex dtype: one that carries gradients."""
+    return np.issubdtype(np.dtype(dtype), np.inexact)

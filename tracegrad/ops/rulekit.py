@@ -28,7 +28,7 @@ def array_avals(*vs):
 
 def is_static_scalar(v) -> bool:
     """A Python (or NumPy) scalar operand: static, weakly typed, never differentiated."""
-    return isinstance(v, (int, float, np.generic)) and not isinstance(v, np.ndarray)
+    return isinstance(v, (int, float, complex, np.generic)) and not isinstance(v, np.ndarray)
 
 
 def dtype_name(v) -> str:
@@ -71,7 +71,7 @@ def elementwise_rule(name, float_only=False, no_bool=False, float_out=False):
     def rule(*avals, **attrs):
         shape = broadcast_shapes(name, *avals)
         dtype = promote(*avals)
-        if float_only and not np.issubdtype(dtype, np.floating):
+        if float_only and not np.issubdtype(dtype, np.inexact):
             raise op_error(
                 name,
                 array_avals(*avals),
@@ -82,7 +82,7 @@ def elementwise_rule(name, float_only=False, no_bool=False, float_out=False):
             raise op_error(
                 name, array_avals(*avals), "not supported for bool operands", cls=DTypeError
             )
-        if float_out and not np.issubdtype(dtype, np.floating):
+        if float_out and not np.issubdtype(dtype, np.inexact):
             dtype = np.dtype(np.float64)
         return Aval(shape, np.dtype(dtype))
 

@@ -267,13 +267,13 @@ def _float_operand(impl):
     return run
 
 
-def _unary(name, impl, vjp, codegen, saves, torch_name=None, float_only=True):
+def _unary(name, impl, vjp, codegen, saves, torch_name=None, float_only=True, shape_rule=None):
     impl = elementwise_impl(impl) if isinstance(impl, np.ufunc) else returns_array(impl)
     impl = _float_operand(impl) if float_only else impl
     return primitive(
         name,
         impl=impl,
-        shape_rule=elementwise_rule(name, float_only=float_only),
+        shape_rule=shape_rule or elementwise_rule(name, float_only=float_only),
         kind="elementwise",
         vjps=(vjp,),
         torch_name=torch_name or name.capitalize() + "Backward0",
@@ -324,7 +324,23 @@ def _relu_vjp(g, out, x):
 
 
 relu = _unary("relu", _relu_impl, _relu_vjp, "tg_relu({0})", ("out",), float_only=False)
-abs_ = _unary("abs", np.abs, lambda g, out, x: mul(g, sign(x)), "abs({0})", (0,), float_only=False)
+
+
+def _abs_vjp(g, out, x):
+    if aval_of(x).dtype.kind != "c":
+        return mul(g, sign(x))
+    # |z| of complex z: JAX's g * conj(z) / |z|, 0 at z = 0 (PyTorch's is its conjugate)
+    return mul(g, div(REGISTRY["conj"](x), where(eq(out, 0), 1.0, out)))
+
+
+def _abs_rule(x):
+    shape_dtype = elementwise_rule("abs")(x)
+    if shape_dtype.dtype.kind != "c":
+        return shape_dtype
+    return Aval(shape_dtype.shape, np.empty(0, shape_dtype.dtype).real.dtype)  # c64 -> f32
+
+
+abs_ = _unary("abs", np.abs, _abs_vjp, "abs({0})", (0,), float_only=False, shape_rule=_abs_rule)
 # sign has a (zero) gradient in PyTorch: SignBackward0 exists and gives zeros
 sign = _unary(
     "sign", np.sign, lambda g, out, x: full_like(g, value=0), "tg_sign({0})", (), float_only=False
@@ -467,8 +483,10 @@ def _astype_rule(x, dtype):
 
 
 def _astype_vjp(g, out, x, dtype):
-    if is_static_scalar(x) or not np.issubdtype(aval_of(x).dtype, np.floating):
+    if is_static_scalar(x) or not np.issubdtype(aval_of(x).dtype, np.inexact):
         return None
+    if aval_of(g).dtype.kind == "c" and aval_of(x).dtype.kind != "c":
+        g = REGISTRY["real"](g)  # real -> complex: the transpose keeps the real part
     return astype(g, dtype=dtype_name(x))
 
 
@@ -477,7 +495,12 @@ def _astype_codegen(dtype):
 
 
 def _astype_jvp(primals, tangents, out, dtype):
-    return astype(tangents[0], dtype=dtype) if np.issubdtype(np.dtype(dtype), np.floating) else None
+    if not np.issubdtype(np.dtype(dtype), np.inexact):
+        return None
+    t = tangents[0]
+    if np.dtype(dtype).kind != "c" and t is not None and aval_of(t).dtype.kind == "c":
+        t = REGISTRY["real"](t)  # complex -> real drops the imaginary part
+    return astype(t, dtype=dtype)
 
 
 astype = primitive(
@@ -2003,6 +2026,8 @@ def sum_to_shape(g, shape):
 
 
 # cholesky, triangular_solve, solve, inv, det, slogdet live in linalg.py (issue 14)
+# real, imag, conj, complex (x + iy) live in complex_ops.py (issue 26)
+from tracegrad.ops import complex_ops as _complex_ops  # noqa: E402,F401
 from tracegrad.ops import linalg as _linalg  # noqa: E402,F401
 
 # threefry2x32 (random bits), erfinv, gammaln, digamma, polygamma live in special.py (issue 26)
