@@ -126,7 +126,7 @@ class Lowered:
     @functools.cached_property
     def memory(self):
         """The kernel's memory record (see the class doc)."""
-        from tracegrad.codegen.memory import report_for
+        from tracegrad.codegen.kernel import report_for
 
         return report_for(self.optimized)  # code generation takes its own lock
 

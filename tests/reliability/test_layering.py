@@ -98,3 +98,128 @@ def test_parts_import_only_parts_below_them():
         if LAYERS[dst] >= LAYERS[src]
     ]
     assert not upward, "upward or sideways imports:\n  " + "\n  ".join(sorted(upward))
+
+
+# Inside codegen/ (issue 24): the planning both backends share at the bottom, each
+# backend's emission above it, the CPU kernel's driver and the services on top, the
+# package's facade (`tracegrad.codegen`) above all. A module may import only modules
+# of a lower rank; equal ranks must not import each other.
+CODEGEN = "tracegrad.codegen"
+CODEGEN_LAYERS = {
+    # shared planning: no code is written here
+    "plan": 0,
+    "memory": 0,
+    "access": 0,
+    "index": 0,
+    "reroll": 0,
+    # the CPU (Numba) emission
+    "emit": 1,
+    "fused": 2,
+    "linalg_emit": 2,
+    "structured": 3,
+    "generate": 4,
+    "loops": 5,
+    "kernel": 6,
+    "background": 7,
+    "shape_generic": 8,
+    # the CUDA emission
+    "cuda.prelude": 1,
+    "cuda.kernel_text": 2,
+    "cuda.plan_ops": 3,
+    "cuda.plan": 4,
+    "cuda.runtime": 5,
+    "cuda": 6,
+    "": 99,  # the facade
+}
+SHARED_PLANNING = {"plan", "memory", "access", "index", "reroll"}
+
+
+def _codegen_edges() -> dict:
+    mods = _modules()
+    edges: dict = {}
+    for name, path in mods.items():
+        if name == CODEGEN or name.startswith(CODEGEN + "."):
+            local = name[len(CODEGEN) + 1 :]
+            edges[local] = {
+                t[len(CODEGEN) + 1 :]
+                for t in _imports(name, path, mods)
+                if (t == CODEGEN or t.startswith(CODEGEN + ".")) and t != name
+            }
+    return edges
+
+
+def _cycles(edges: dict) -> list:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    on_stack: set = set()
+    found: list = []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_finds_an_import_circle():
+    edges = {"generate": {"loops"}, "loops": {"memory"}, "memory": {"emit"}, "emit": {"generate"}}
+    assert _cycles(edges) == [["emit", "generate", "loops", "memory"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_codegen_has_no_import_circle():
+    """Every import counts, function-level ones too (codegen/ was one 7-module circle)."""
+    circles = _cycles(_codegen_edges())
+    assert not circles, "import circles inside codegen/:\n  " + "\n  ".join(map(str, circles))
+
+
+def test_codegen_modules_import_only_lower_ranks():
+    edges = _codegen_edges()
+    missing = sorted(set(edges) - set(CODEGEN_LAYERS))
+    assert not missing, f"give these codegen modules a rank in CODEGEN_LAYERS: {missing}"
+    upward = [
+        f"{src or CODEGEN} imports {dst or CODEGEN}"
+        for src, targets in edges.items()
+        for dst in targets
+        if CODEGEN_LAYERS[dst] >= CODEGEN_LAYERS[src]
+    ]
+    assert not upward, "upward or sideways imports in codegen/:\n  " + "\n  ".join(sorted(upward))
+
+
+def test_backends_share_planning_and_differ_in_emission():
+    """The planning imports no emitter; neither backend imports the other's emission."""
+    edges = _codegen_edges()
+    cuda = {m for m in edges if m == "cuda" or m.startswith("cuda.")}
+    cpu = set(edges) - cuda - SHARED_PLANNING - {""}
+    bad = [
+        f"{src} imports {dst}"
+        for src, targets in edges.items()
+        for dst in targets
+        if (src in SHARED_PLANNING and dst not in SHARED_PLANNING)
+        or (src in cuda and dst in cpu)
+        or (src in cpu and dst in cuda)
+    ]
+    assert not bad, "\n  ".join(sorted(bad))
+    assert "plan" in edges["cuda.plan"], "the CUDA planner should use the shared schedule"

@@ -113,7 +113,7 @@ class KernelBuild:
         self.cancelled = True
 
     def _run(self) -> None:
-        from tracegrad.codegen import build_kernel
+        from tracegrad.codegen.kernel import build_kernel
 
         t0 = time.perf_counter()
         self.queued = t0 - self._submitted

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +35,13 @@ from tracegrad.codegen.memory import (
     check_disjoint,
     plan_offline,
     poison_freed,
+)
+from tracegrad.codegen.plan import (  # noqa: F401  (planning is shared: codegen/plan.py)
+    coalesce,
+    schedule,
+    storage_lifetimes,
+    unit_nodes,
+    view_root,
 )
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.ir.printer import format_node
@@ -57,6 +65,22 @@ OUTLINE_MIN_USES = 4
 
 class NoCodegen(Exception):
     """This node has no generated code; run its NumPy impl from Python instead."""
+
+
+# A primitive's codegen template name (or op name) -> its emitter `fn(em, node)`:
+# structured.py and linalg_emit.py register theirs here (one way: they import this).
+STRUCTURED: dict[str, Callable[[Emitter, Node], None]] = {}
+
+
+def structured(*names):
+    """Register an emitter for the named primitives (a decorator)."""
+
+    def register(fn):
+        for n in names:
+            STRUCTURED[n] = fn
+        return fn
+
+    return register
 
 
 @dataclass
@@ -569,99 +593,3 @@ class Emitter:
         )
         self.shaped[node.id] = name
         return name
-
-
-def coalesce(dims, stride_sets):
-    """Drop size-1 dims and merge neighbours that every access walks contiguously.
-
-    Returns (loop dims, per-access strides over those loop dims)."""
-    keep = [i for i, d in enumerate(dims) if d != 1]
-    out_dims: list[int] = []
-    out_strides: list[list[int]] = [[] for _ in stride_sets]
-    for i in keep:
-        d = dims[i]
-        if out_dims and all(
-            st[-1] == s[i] * d for st, s in zip(out_strides, stride_sets, strict=True)
-        ):
-            out_dims[-1] *= d
-            for st, s in zip(out_strides, stride_sets, strict=True):
-                st[-1] = s[i]
-            continue
-        out_dims.append(d)
-        for st, s in zip(out_strides, stride_sets, strict=True):
-            st.append(s[i])
-    return out_dims, [tuple(s) for s in out_strides]
-
-
-# --------------------------------------------------------------- scheduling
-
-
-def schedule(graph: Graph) -> list[tuple[str, object]]:
-    """Units in an executable order: ("group", gid) or ("node", node).
-
-    A group runs as a whole, so it waits for every external operand of every
-    member; fuse_elementwise guarantees the unit graph has no cycle."""
-    import heapq
-
-    unit_of: dict[int, tuple] = {}
-    first_pos: dict[tuple, int] = {}
-    for pos, n in enumerate(graph.nodes):
-        key = ("group", n.group) if n.group is not None else ("node", n.id)
-        unit_of[n.id] = key
-        first_pos.setdefault(key, pos)
-    deps: dict[tuple, set] = {k: set() for k in first_pos}
-    for n in graph.nodes:
-        for i in n.inputs:
-            if unit_of[i.id] != unit_of[n.id]:
-                deps[unit_of[n.id]].add(unit_of[i.id])
-    dependents: dict[tuple, list] = {k: [] for k in first_pos}
-    for k, ds in deps.items():
-        for d in ds:
-            dependents[d].append(k)
-    waiting = {k: len(ds) for k, ds in deps.items()}
-    ready = [(first_pos[k], k) for k, c in waiting.items() if c == 0]
-    heapq.heapify(ready)
-    order = []
-    by_id = {n.id: n for n in graph.nodes}
-    while ready:
-        _, k = heapq.heappop(ready)
-        order.append(k)
-        for d in dependents[k]:
-            waiting[d] -= 1
-            if waiting[d] == 0:
-                heapq.heappush(ready, (first_pos[d], d))
-    if len(order) != len(first_pos):
-        raise RuntimeError("fusion groups depend on each other in a cycle")
-    return [("group", k[1]) if k[0] == "group" else ("node", by_id[k[1]]) for k in order]
-
-
-def unit_nodes(graph_groups, unit) -> list[Node]:
-    kind, v = unit
-    return list(graph_groups[v]) if kind == "group" else [v]
-
-
-def view_root(node: Node) -> Node:
-    while is_view(node):
-        node = node.inputs[0]
-    return node
-
-
-def storage_lifetimes(graph: Graph, groups, units) -> dict[int, int]:
-    """Storage root id -> position of the last unit that needs its storage.
-
-    A value is needed by every unit that reads it or any view of it (views are
-    index arithmetic on their base's buffer, and so are the copies the emitter
-    makes of views: they belong to the base); a value nobody reads is needed
-    only by the unit that computes it. Roots of graph outputs are missing:
-    their storage must outlive the kernel."""
-    dies_after: dict[int, int] = {}
-    for p, unit in enumerate(units):
-        for n in unit_nodes(groups, unit):
-            root = view_root(n).id
-            dies_after[root] = max(dies_after.get(root, -1), p)
-            for i in n.inputs:
-                r = view_root(i).id
-                dies_after[r] = max(dies_after.get(r, -1), p)
-    for o in graph.outputs:
-        dies_after.pop(view_root(o).id, None)
-    return dies_after

@@ -136,7 +136,7 @@ def emit_group(em: Emitter, gid: int) -> None:
         + [writes[i].strides for i in write_ids]
         + [reduction_strides(r, domain) for r, _ in reductions]
     )
-    from tracegrad.codegen.emit import coalesce
+    from tracegrad.codegen.plan import coalesce
 
     loop_dims, loop_strides = coalesce(list(domain), stride_sets)
     nlev = len(loop_dims)

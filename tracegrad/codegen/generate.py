@@ -22,11 +22,9 @@ from tracegrad.codegen.emit import (
     ident,
     literal,
     numba_array_type,
-    schedule,
-    storage_lifetimes,
-    unit_nodes,
 )
 from tracegrad.codegen.memory import MemoryReport, PlanMismatch
+from tracegrad.codegen.plan import schedule, storage_lifetimes, unit_nodes
 from tracegrad.codegen.reroll import reroll
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.loops.primitives import SUBGRAPH_ATTRS
@@ -508,7 +506,7 @@ def _return_outputs(em: Emitter, graph: Graph, param_name) -> list[str]:
 
 
 def _coalesce(dims, strides):
-    from tracegrad.codegen.emit import coalesce
+    from tracegrad.codegen.plan import coalesce
 
     return coalesce(dims, strides)
 

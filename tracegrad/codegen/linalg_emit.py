@@ -47,8 +47,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracegrad.codegen.access import Access, c_strides
-from tracegrad.codegen.emit import Emitter, NoCodegen, dshort
-from tracegrad.codegen.structured import structured
+from tracegrad.codegen.emit import Emitter, NoCodegen, dshort, structured
 from tracegrad.ir.graph import Node
 
 _IMPORTS = (

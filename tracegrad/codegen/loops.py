@@ -39,38 +39,47 @@ log = logging.getLogger("tracegrad")
 _RUNNERS: weakref.WeakKeyDictionary[Graph, dict] = weakref.WeakKeyDictionary()
 
 
-def scan_runner(node: Node) -> Callable | None:
-    """A callable computing the scan node's packed value from its operands."""
+def scan_runner(
+    node: Node, build_kernel: Callable[[Graph], Callable], calls_blas: Callable[[str], bool]
+) -> Callable | None:
+    """A callable computing the scan node's packed value from its operands.
+
+    The kernel builder (`kernel.build_kernel`, for bodies that need a Python loop)
+    and its BLAS test (`kernel._calls_blas`) come from the caller: this module sits
+    below kernel.py, which installs the runners, so imports run one way."""
     attrs = node.attrs
     body = attrs["body"]
     key = (attrs["length"], attrs["reverse"], attrs["n_carry"], attrs["n_xs"])
     per_body = _RUNNERS.setdefault(body, {})
     run = per_body.get(key)
     if run is None:
-        run = per_body[key] = _build(body, *key)
+        run = per_body[key] = _build(body, *key, build_kernel, calls_blas)
     return run
 
 
-def _optimized_body(body: Graph) -> Graph:
-    from tracegrad.passes import optimize
-    from tracegrad.passes.fuse import fuse_elementwise
-
-    return fuse_elementwise(optimize(body))
-
-
-def _build(body: Graph, length: int, reverse: bool, n_carry: int, n_xs: int) -> Callable:
-    from tracegrad.codegen import build_kernel, ir_hash
+def _build(
+    body: Graph,
+    length: int,
+    reverse: bool,
+    n_carry: int,
+    n_xs: int,
+    build_kernel: Callable[[Graph], Callable],
+    calls_blas: Callable[[str], bool],
+) -> Callable:
     from tracegrad.codegen.generate import generate
+    from tracegrad.codegen.plan import ir_hash, optimized_body
     from tracegrad.loops.primitives import _scan_avals, pack, packed_layout
 
-    graph = _optimized_body(body)
+    graph = optimized_body(body)
     dtype, slots = packed_layout(_scan_avals(graph, length, n_carry))
     same_dtype = all(slot[3] == dtype for slot in slots)
     name = f"scan_body_{ir_hash(graph)}"
     emitted = generate(graph, name)
     if same_dtype and not emitted.fallback_ids:
         try:
-            return _native(graph, emitted, name, length, reverse, n_carry, n_xs, dtype, slots)
+            return _native(
+                graph, emitted, name, length, reverse, n_carry, n_xs, dtype, slots, calls_blas
+            )
         except Exception as exc:  # never the user's fault: run the body kernel per step
             log.warning(
                 "scan %s: native loop failed (%s: %s); Python loop over the body kernel",
@@ -97,8 +106,8 @@ def _build(body: Graph, length: int, reverse: bool, n_carry: int, n_xs: int) -> 
     return run_python_loop
 
 
-def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, slots):
-    from tracegrad.codegen import _load
+def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, slots, calls_blas):
+    from tracegrad.runtime.cache import load_source
 
     n_in = len(graph.inputs)
     consts = [f"c{cid}" for cid in emitted.const_ids]
@@ -140,10 +149,7 @@ def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, sl
         lines.append(f"        out[{off} + j] = cf{k}[j]")
     lines.append("    return out")
     emitted.source = emitted.source.rstrip("\n") + "\n\n\n" + "\n".join(lines) + "\n"
-    loaded = _load(graph, emitted)
-    if loaded is None:
-        raise RuntimeError("Numba could not compile the loop")
-    module = loaded[1]
+    module, _path, _status = load_source(emitted.source)  # an error: the Python loop
     loop = getattr(module, loop_name)
     const_values = [
         np.ascontiguousarray(
@@ -153,13 +159,12 @@ def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, sl
         for cid in emitted.const_ids
     ]
     in_dtypes = [n.dtype for n in graph.inputs]
-    from tracegrad.codegen import _calls_blas
     from tracegrad.ops import blas_threads
 
     # like a kernel's entry (codegen._load_aware): BLAS threads at most the idle CPUs for
     # the call. A driver around scans has no GEMM of its own, so nothing else limits them;
     # small GEMMs on 2 threads on a busy machine took 3-5x longer (lstm_scan_t20: 7-11 ms vs 2.4)
-    limited = _calls_blas(emitted.source)
+    limited = calls_blas(emitted.source)
 
     def run_native(*operands):
         args = [_kernel_array(a, d) for a, d in zip(operands, in_dtypes, strict=True)]

@@ -5,7 +5,7 @@ per dtype (`ws_float32`, ...). The code generator walks the schedule unit by
 unit: a unit's results get regions when the unit is emitted (`Workspace.take`),
 and a value's region, with every copy made of it, is given back once the last
 unit reading it, or any view of it, has run (`Workspace.give_back`; the
-lifetimes come from `emit.storage_lifetimes`). Regions are placed best-fit
+lifetimes come from `plan.storage_lifetimes`). Regions are placed best-fit
 among the free blocks, which are split to fit and merged with free neighbours,
 so a dead value of any size serves later values of any smaller size.
 Placing in program order can still strand space behind a long-lived value, so
@@ -316,38 +316,3 @@ def _kib(n: int) -> str:
         if n < 10 << 20
         else f"{n / (1 << 20):.1f} MiB"
     )
-
-
-def report_for(graph) -> MemoryReport:
-    """The MemoryReport of the kernel `build_kernel(graph)` makes, from its
-    generated source alone (no Numba compile), with one nested record per
-    scan body (the kernels codegen/loops.py builds)."""
-    from tracegrad.codegen import _generate, ir_hash
-
-    if any(np.dtype(n.dtype) == np.float16 for n in graph.nodes):
-        graph = _widened(graph)  # as build_kernel: float16 graphs compute in float32
-    emitted = _generate(graph, f"kernel_{ir_hash(graph)}")
-    report = emitted.memory or MemoryReport()
-    bodies = tuple(_scan_body_report(n) for n in graph.nodes if n.op == "scan")
-    if not bodies:
-        return report
-    return MemoryReport(
-        report.workspace_bytes,
-        report.output_bytes,
-        report.peak_live_bytes,
-        report.no_reuse_bytes,
-        report.temporaries,
-        bodies,
-    )
-
-
-def _scan_body_report(node) -> MemoryReport:
-    from tracegrad.codegen.loops import _optimized_body
-
-    return report_for(_optimized_body(node.attrs["body"]))
-
-
-def _widened(graph):
-    from tracegrad.codegen import widened_float16
-
-    return widened_float16(graph)

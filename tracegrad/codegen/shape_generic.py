@@ -506,7 +506,7 @@ class GenericKernel:
         self.fn = getattr(module, template.entry)
 
     def bound(self, graph, emitted, parsed: Parsed | None = None):
-        from tracegrad.codegen import Kernel
+        from tracegrad.codegen.kernel import Kernel
 
         values = bind(self.template, parsed or Parsed(emitted.source))
         if values is None:
@@ -548,8 +548,8 @@ HOT_CALLS = 2000
 
 
 def _specialize_later(kernel) -> None:
-    from tracegrad.codegen import build_kernel
     from tracegrad.codegen.background import submit
+    from tracegrad.codegen.kernel import build_kernel
 
     graph = kernel.graph
 
@@ -582,7 +582,7 @@ def usable(emitted) -> bool:
 
 def emit_for_matching(graph):
     """The graph's module under the fixed entry name sources are compared by."""
-    from tracegrad.codegen import _generate
+    from tracegrad.codegen.kernel import _generate
 
     return _generate(graph, KERNEL_NAME)
 

@@ -8,24 +8,17 @@ A primitive missing here is run by its NumPy impl from the Python driver.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from tracegrad.codegen.access import Access, c_strides, size_of
-from tracegrad.codegen.emit import Emitter, NoCodegen, literal
+from tracegrad.codegen.emit import (
+    STRUCTURED,
+    Emitter,
+    NoCodegen,
+    literal,
+    structured,
+)
 from tracegrad.ir.graph import Node
-
-STRUCTURED: dict[str, Callable[[Emitter, Node], None]] = {}
-
-
-def structured(*names):
-    def register(fn):
-        for n in names:
-            STRUCTURED[n] = fn
-        return fn
-
-    return register
 
 
 def emitter_for(node: Node):
@@ -571,7 +564,7 @@ def emit_concatenate(em: Emitter, node: Node) -> None:
         start += x.shape[ax]
         if x.size == 0:
             continue
-        from tracegrad.codegen.emit import coalesce
+        from tracegrad.codegen.plan import coalesce
 
         dims, (ss, ds) = coalesce(list(x.shape), [src.strides, dst.strides])
         vars_ = _nested(em, tuple(dims))
@@ -697,7 +690,7 @@ def emit_index_add_zeros(em: Emitter, node: Node) -> None:
         return
     dst = basic_index_view(out, node.attrs["spec"])
     src = em.acc(g)
-    from tracegrad.codegen.emit import coalesce
+    from tracegrad.codegen.plan import coalesce
 
     dims, (ss, ds) = coalesce(list(g.shape), [src.strides, dst.strides])
     vars_ = _nested(em, tuple(dims))

@@ -1,7 +1,7 @@
 """Graph -> CUDA units, and each kernel's source. Pure Python: no CUDA here.
 
-The fused groups come from `passes/fuse.py`, the planning both backends share.
-Each group becomes, on the GPU:
+The fused groups come from `passes/fuse.py` and their order from `codegen/plan.py`'s
+`schedule`, the planning both backends share. Each group becomes, on the GPU:
 
   - one elementwise kernel (a grid-stride loop over the group's domain) that
     computes its members in registers and stores the members read outside the
@@ -56,8 +56,9 @@ from tracegrad.codegen.cuda.kernel_text import (
     unsupported,
 )
 from tracegrad.codegen.cuda.plan_ops import OtherOps
+from tracegrad.codegen.plan import schedule, unit_nodes
 from tracegrad.ir.graph import Graph, Node
-from tracegrad.passes.fuse import is_elementwise, is_fusible_reduction
+from tracegrad.passes.fuse import groups_of, is_elementwise, is_fusible_reduction
 
 __all__ = ["CudaUnsupported", "Plan", "Unit", "cuda_template", "plan_graph"]
 
@@ -178,42 +179,10 @@ class _Planner(OtherOps):
         return Plan(self.units, self.buffers, outputs)
 
     def _units_in_order(self) -> list:
-        """Nodes and groups (lists of members) in an order that respects every
-        dependency: a group runs once all its external operands exist."""
-        members: dict[int, list[Node]] = {}
-        unit_of: dict[int, object] = {}
-        order: list = []
-        for n in self.graph.nodes:
-            if n.group is not None and n.op not in ("input", "const"):
-                if n.group not in members:
-                    members[n.group] = []
-                    order.append(("g", n.group))
-                members[n.group].append(n)
-                unit_of[n.id] = ("g", n.group)
-            else:
-                order.append(("n", n.id))
-                unit_of[n.id] = ("n", n.id)
-        nodes = {n.id: n for n in self.graph.nodes}
-        deps: dict = {}
-        for u in order:
-            items = members[u[1]] if u[0] == "g" else [nodes[u[1]]]
-            deps[u] = {
-                unit_of[i.id]
-                for m in items
-                for i in m.inputs
-                if i.id in unit_of and unit_of[i.id] != u
-            }
-        done: set = set()
-        out: list = []
-        pending = list(order)
-        while pending:
-            ready = next((k for k, u in enumerate(pending) if deps[u] <= done), None)
-            if ready is None:  # pragma: no cover - fuse.py refuses cyclic groups
-                raise RuntimeError("CUDA planner: the fused groups depend on each other in a cycle")
-            u = pending.pop(ready)
-            done.add(u)
-            out.append(members[u[1]] if u[0] == "g" else nodes[u[1]])
-        return out
+        """Nodes and groups (lists of members) in the shared schedule (codegen/plan.py,
+        the CPU backend's order): a group runs once all its external operands exist."""
+        groups = groups_of(self.graph)
+        return [unit_nodes(groups, u) if u[0] == "group" else u[1] for u in schedule(self.graph)]
 
     def single(self, node: Node) -> None:
         op = node.op

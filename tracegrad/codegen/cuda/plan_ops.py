@@ -170,7 +170,7 @@ class OtherOps:
 
     # ---- scan: the body's own plan, run once per step (runtime.py)
     def scan_unit(self, node: Node) -> None:
-        from tracegrad.passes.fuse import fuse_elementwise
+        from tracegrad.codegen.plan import optimized_body
 
         a = node.attrs
         body, length, n_carry = a["body"], int(a["length"]), int(a["n_carry"])
@@ -192,7 +192,7 @@ class OtherOps:
         out = self.new_buffer(node, node.shape, node.dtype)
         self.layouts[node.id] = out
         spec = {
-            "body": fuse_elementwise(body),
+            "body": optimized_body(body),  # as on the CPU (codegen/loops.py)
             "length": length,
             "reverse": bool(a["reverse"]),
             "n_carry": n_carry,
