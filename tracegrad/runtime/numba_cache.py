@@ -152,6 +152,17 @@ def _define_classes() -> None:
             )
             self.enable()
 
+        def load_overload(self, sig, target_context):
+            # Numba's FunctionCache.load_overload refreshes the target context first:
+            # imports and installs every typing and lowering registry (~0.1-0.25 s, the
+            # largest part of a warm process's wait for its kernel after Numba's import).
+            # Rebuilding a compiled result needs none of them: its object code calls
+            # only the symbols the runtime registers (`_runtime_symbols`). A miss
+            # returns None and the dispatcher compiles, which refreshes then.
+            _runtime_symbols(target_context)
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+
         def _load_overload(self, sig, target_context):
             if not self._enabled:
                 return None
@@ -160,6 +171,11 @@ def _define_classes() -> None:
             if data is None:
                 return None
             try:
+                return self._impl.rebuild(target_context, data)
+            except Exception:  # (not expected) rebuild once more after Numba's full refresh
+                pass
+            try:
+                target_context.refresh()
                 return self._impl.rebuild(target_context, data)
             except Exception as exc:  # verified bytes Numba cannot use: compile instead
                 log.warning(
@@ -222,6 +238,7 @@ def _define_classes() -> None:
             if payload is not None and hashlib.sha256(payload).hexdigest() == digest:
                 import pickle
 
+                _symbols_for(payload)
                 return pickle.loads(payload)  # exactly the bytes just checked
             if payload is not None:
                 why = "hash mismatch (truncated or edited)"
@@ -285,6 +302,35 @@ def _define_classes() -> None:
                 )
 
     VerifiedFunctionCache = _VerifiedFunctionCache
+
+
+def _runtime_symbols(target_context) -> None:
+    """What a cached compile result's object code links against, without Numba's full
+    refresh: Numba's C helpers, CPython's exceptions and the C math functions are in
+    LLVM's symbol table once the CPU context exists (BaseContext/CPUContext init); the
+    runtime's (NRT: allocation, reference counts) are added here, as refresh does
+    first; a parallel kernel's threading layer by its own reload_init when rebuilt;
+    tracegrad's BLAS/LAPACK entry points when the generated module imports
+    runtime.intrinsics / runtime.lapack; and `_symbols_for` adds the rest."""
+    from numba.core.runtime.nrt import rtsys
+
+    rtsys.initialize(target_context)
+
+
+# symbols that only a module imported by Numba's refresh adds to LLVM's table: the
+# name in a compile result's object code -> the module that registers it at import
+_REFRESH_SYMBOLS = {b"_numba_hashsecret_": "numba.cpython.hashing"}
+
+
+def _symbols_for(payload: bytes) -> None:
+    """Import the modules whose symbols the compile result `payload` (its pickle, which
+    holds the object code as plain bytes) links against, before LLVM resolves them (an
+    unresolved symbol aborts the process)."""
+    import importlib
+
+    for name, module in _REFRESH_SYMBOLS.items():
+        if module not in sys.modules and name in payload:
+            importlib.import_module(module)
 
 
 def _after_fork_in_child() -> None:

@@ -1,15 +1,16 @@
 """Importing Numba for the kernels, without the SciPy import it does not need.
 
-The first kernel a process loads (even from Numba's disk cache) makes Numba
-import its whole library of implementations ("refresh" of the target
-context). One of them, `numba.np.arraymath`, probes at import time whether a
-BLAS is available for `np.dot` by importing `scipy.linalg.cython_blas`, which
-imports all of `scipy.linalg` (and, through it, `numpy.f2py`): ~0.1-0.17 s, a
-third of a warm process's time to its first compiled result, for a BLAS the
-generated kernels never use (`intrinsics.tg_gemm` calls the OpenBLAS NumPy
+The first kernel a process compiles makes Numba import its whole library of
+implementations ("refresh" of the target context; Numba's stock disk cache
+refreshes for a load too, tracegrad's verified one does not: numba_cache.py).
+One of them, `numba.np.arraymath`, probes at import time whether a BLAS is
+available for `np.dot` by importing `scipy.linalg.cython_blas`, which imports
+all of `scipy.linalg` (and, through it, `numpy.f2py`): ~0.1-0.17 s, for a BLAS
+the generated kernels never use (`intrinsics.tg_gemm` calls the OpenBLAS NumPy
 already loaded).
 
-`import_numba()` imports Numba and `numba.np.arraymath` with a placeholder
+`import_numba()` imports Numba and arranges that `numba.np.arraymath` is
+imported at Numba's first refresh (its first compile) with a placeholder
 module standing in for `scipy.linalg.cython_blas` during that one import, when
 the real one is installed (its extension file exists), and removes the
 placeholder right after. Numba then records the same answer (BLAS available)
@@ -50,7 +51,7 @@ def import_numba() -> None:
         import numba  # noqa: F401
 
         if "numba.np.arraymath" not in sys.modules:
-            _import_arraymath()
+            _arraymath_at_first_refresh()
         _fork_safe_numba()
         _streams_left_alone()
         from tracegrad.runtime.numba_warnings import leave_filters_alone
@@ -118,6 +119,35 @@ def _fork_safe_numba() -> None:
     _FORK_HOOKED = True
 
 
+_ARRAYMATH_LOCK = threading.Lock()
+
+
+def _arraymath_at_first_refresh() -> None:
+    """Import `numba.np.arraymath` (through `_import_arraymath`) only when Numba first
+    refreshes its CPU target context, that is when it first compiles something: the
+    refresh imports every implementation module, arraymath among them. A process
+    that only loads cached kernels never refreshes (`numba_cache` rebuilds them with
+    the runtime's symbols alone) and so skips arraymath's ~0.1 s import too. Numba
+    itself imports arraymath nowhere else before a refresh, and every refresh of
+    the CPU context runs CPUContext.load_additional_registries first."""
+    from numba.core import cpu
+
+    original = cpu.CPUContext.load_additional_registries
+    if getattr(original, "_tracegrad_arraymath", False):
+        return
+
+    def load_additional_registries(self, _original=original):
+        if "numba.np.arraymath" not in sys.modules:
+            with _ARRAYMATH_LOCK:
+                if "numba.np.arraymath" not in sys.modules:
+                    _import_arraymath()
+        return _original(self)
+
+    load_additional_registries._tracegrad_arraymath = True  # type: ignore[attr-defined]
+    load_additional_registries.__wrapped__ = original  # type: ignore[attr-defined]
+    cpu.CPUContext.load_additional_registries = load_additional_registries  # type: ignore[method-assign]
+
+
 def _import_arraymath() -> None:
     placeholder = None
     from tracegrad.config import numba_scipy_probe
@@ -158,8 +188,9 @@ def _scipy_blas_installed() -> bool:
 def _reset_lock_in_child() -> None:
     """After fork only the forking thread exists: a lock another thread held would
     stay held forever in the child."""
-    global _LOCK
+    global _LOCK, _ARRAYMATH_LOCK
     _LOCK = threading.Lock()
+    _ARRAYMATH_LOCK = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
