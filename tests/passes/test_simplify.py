@@ -337,6 +337,42 @@ def test_where_with_a_known_condition_or_equal_branches():
     assert h.outputs[1] is h.inputs[2] and h.outputs[2] is h.inputs[1]
 
 
+def test_logical_and_or_with_a_known_operand():
+    """pow's vjp masks x == 0 only where the exponent is 0: with a constant exponent
+    the mask is and(False, ...), and the where() that reads it must fold away."""
+    gm = GraphMaker()
+    c, d = gm.input((2, 3), "bool"), gm.input((3,), "bool")
+    false, true = gm.const(False, "bool"), gm.const(True, "bool")
+    g = gm.output(
+        gm.op("logical_and", false, c),
+        gm.op("logical_or", c, true),
+        gm.op("logical_and", true, c),
+        gm.op("logical_or", false, c),
+        gm.op("logical_and", c, d),  # nothing known: stays
+    )
+    h = simplified(g)
+    assert [o.op for o in h.outputs] == [
+        "broadcast_to",
+        "broadcast_to",
+        "input",
+        "input",
+        "logical_and",
+    ]
+    assert [bool(o.inputs[0].attrs["value"]) for o in h.outputs[:2]] == [False, True]
+    assert h.outputs[2] is h.inputs[0] and h.outputs[3] is h.inputs[0]
+
+
+def test_pow_by_a_constant_exponent_leaves_no_zero_mask_in_the_gradient():
+    import tracegrad as tg
+
+    x = np.array([0.0, 1.5, -2.0], np.float32)
+    # an array exponent (a const in the graph): the vjp's general, masked branch
+    f = tg.grad(lambda x: tg.sum(x ** tg.asarray(np.float32(2.0))), backend="numba")
+    np.testing.assert_allclose(f(x), 2 * x)
+    ops_left = {n.op for n in f.lower(x).optimized.nodes}
+    assert not ops_left & {"logical_and", "logical_or", "eq", "ne", "where"}, ops_left
+
+
 def test_full_like_needs_only_the_shape():
     gm = GraphMaker()
     x = gm.input((2, 3))

@@ -400,6 +400,20 @@ def where_known(node, b):  # where(True, x, y) -> x, where(False, x, y) -> y, wh
     return None
 
 
+def logical_absorbing(
+    node, b
+):  # and(False, x) -> False, or(True, x) -> True; and(True, x) -> x, or(False, x) -> x
+    absorbing = node.op == "logical_or"  # True absorbs in or, False in and
+    for side in (0, 1):
+        if is_filled_with(node.inputs[side], absorbing):
+            return same(node, b, b.const(np.asarray(absorbing), np.dtype(np.bool_)))
+    for side in (0, 1):
+        other = node.inputs[1 - side]
+        if is_filled_with(node.inputs[side], not absorbing) and other.dtype == np.bool_:
+            return same(node, b, other)
+    return None
+
+
 def div_by_power_of_two(node, b):  # x / 2^k -> x * 2^-k (exact: both only change the exponent)
     x, divisor = node.inputs
     value = scalar_const(divisor)
@@ -431,6 +445,8 @@ RULES: list[Rule] = [
     Rule(
         "where", "where(True, x, y) -> x, where(False, x, y) -> y, where(c, x, x) -> x", where_known
     ),
+    Rule("logical_and", "and(False, x) -> False, and(True, x) -> x", logical_absorbing),
+    Rule("logical_or", "or(True, x) -> True, or(False, x) -> x", logical_absorbing),
     Rule("full_like", "full_like(x, v) -> broadcast_to(v)", full_like_const),
     Rule("astype", "astype(x, x.dtype) -> x", astype_same),
     Rule(
