@@ -60,12 +60,16 @@ class Layout:
         )
 
 
+# The buffer gathers set when an index is out of range (runtime.py checks it per call).
+RANGE_FLAG = "range_flag"
+
+
 @dataclass
 class Buffer:
     name: str
     size: int
     dtype: np.dtype
-    kind: str  # "input", "temp", "output", "const"
+    kind: str  # "input", "temp", "output", "const", "flag" (RANGE_FLAG)
     value: np.ndarray | None = None  # for consts
     index: int = -1  # input position, or output position
 

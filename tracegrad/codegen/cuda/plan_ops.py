@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracegrad.codegen.cuda.kernel_text import (
+    RANGE_FLAG,
+    Buffer,
     Layout,
     Unit,
     _Body,
@@ -253,7 +255,15 @@ class OtherOps:
             )
         )
 
-    # ---- gathers along an axis (cross-entropy's ops); out-of-range indices give NaN
+    # ---- gathers along an axis (cross-entropy's ops). An index outside [-n, n) sets
+    # the kernel's range flag (runtime.py reads it at the end of the call and raises
+    # the CPU path's OutOfRangeError); the element itself gets NaN.
+    def _range_flag(self, body: _Body) -> str:
+        """The flag buffer's parameter in `body` (one int32 per kernel, planned once)."""
+        if RANGE_FLAG not in self.buffers:
+            self.buffers[RANGE_FLAG] = Buffer(RANGE_FLAG, 1, np.dtype(np.int32), "flag")
+        return body.param(RANGE_FLAG)
+
     def _loop_unit(self, name, domain, body: _Body, lines_in: list[str], nodes) -> None:
         """A grid-stride loop over `domain` (digits d0.. made) running `lines_in`."""
         n = int(np.prod(domain, dtype=np.int64))
@@ -306,10 +316,15 @@ class OtherOps:
         )
         st = moved.strides[ax]
         xs = xs[:-1] + f" + a * {st}]"
+        flag = self._range_flag(body)
         lines = [
             f"a = {k}",
             f"a = a + {n} if a < 0 else a",
-            f"{o}[i] = {xs} if 0 <= a < {n} else {literal(np.nan, node.dtype)}",
+            f"if 0 <= a < {n}:",
+            f"    {o}[i] = {xs}",
+            "else:",
+            f"    {o}[i] = {literal(np.nan, node.dtype)}",
+            f"    {flag}[0] = 1",
         ]
         self._loop_unit(f"take_{node.id}", node.shape, body, lines, [node])
 
@@ -345,11 +360,14 @@ class OtherOps:
         out = self.new_buffer(node, node.shape, node.dtype)
         self.layouts[node.id] = out
         o = body.param(out.buf)
+        flag = self._range_flag(body)
         lines = [
             f"acc = {literal(0, node.dtype)}",
             f"for j in range({k}):",
             f"    a = {at_j(li)}",
             f"    a = a + {n} if a < 0 else a",
+            f"    if a < 0 or a >= {n}:",
+            f"        {flag}[0] = 1",
             f"    if a == d{ax}:",
             f"        acc = {cast(f'acc + {at_j(lg)}', node.dtype)}",
             f"{o}[i] = acc",
@@ -369,10 +387,14 @@ class OtherOps:
         out = self.new_buffer(node, node.shape, node.dtype)
         self.layouts[node.id] = out
         o = body.param(out.buf)
+        flag = self._range_flag(body)
         get = [
             "d0 = i",
             f"a = {tgt}",
+            f"a = a + {c} if a < 0 else a",  # as NumPy's (and the CPU path's) indexing
             f"v = -{pick} if 0 <= a < {c} else {literal(np.nan, t)}",
+            f"if a < 0 or a >= {c}:",
+            f"    {flag}[0] = 1",
         ]
         if red == "none":
             self._loop_unit(

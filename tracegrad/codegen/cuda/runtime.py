@@ -18,6 +18,7 @@ import threading
 
 import numpy as np
 
+from tracegrad.codegen.cuda.kernel_text import RANGE_FLAG
 from tracegrad.codegen.cuda.plan import Plan, Unit, plan_graph
 from tracegrad.codegen.cuda.prelude import PRELUDE
 from tracegrad.placement import DeviceArray, as_device_array, load_cuda
@@ -128,19 +129,38 @@ class CudaKernel:
     """An optimized graph as CUDA launches: `kernel(*device arrays)` returns a
     tuple of DeviceArray, one per graph output.
 
-    `source` holds every kernel's source, with the IR lines it computes."""
+    `source` holds every kernel's source, with the IR lines it computes. Made from
+    the graph (planned here), or from a plan loaded from the disk cache (disk.py:
+    then `graph_factory` rebuilds the graph if an error message needs it).
+
+    Gathers by data (take_along_axis, put_along_axis_add, nll_loss) set a range flag
+    for an index outside [-n, n); the call reads it once at its end (one small copy
+    to the host, only in kernels that have such gathers, loop bodies' included) and
+    raises the CPU path's OutOfRangeError, found by running the graph's interpreter on
+    the host copies of the inputs."""
 
     source_path = None
 
-    def __init__(self, graph):
+    def __init__(
+        self,
+        graph=None,
+        *,
+        plan: Plan | None = None,
+        graph_factory=None,
+        name: str | None = None,
+        n_inputs: int | None = None,
+    ):
         cuda = load_cuda()
         self.cuda = cuda
         from tracegrad.placement import is_simulated
 
         self.simulated = is_simulated()
-        self.plan: Plan = plan_graph(graph, simulated=self.simulated)
-        self.graph_name = graph.name
-        self.n_inputs = len(graph.inputs)
+        self._graph = graph
+        self._graph_factory = graph_factory
+        self.plan: Plan = plan if plan is not None else plan_graph(graph, simulated=self.simulated)
+        self.graph_name = graph.name if graph is not None else str(name)
+        self.n_inputs = len(graph.inputs) if graph is not None else int(n_inputs or 0)
+        self._nested: list[CudaKernel] = []  # loop bodies' and branches' kernels
         self.cupy = None if self.simulated else _cupy()
         self.tile = 4 if self.simulated else 16
         self.consts = {
@@ -156,6 +176,16 @@ class CudaKernel:
         for unit in self.plan.units:
             self.launches.append(self._prepare(unit))
         self.source = self._source_text()
+        self.checks_range = RANGE_FLAG in self.plan.buffers or any(
+            k.checks_range for k in self._nested
+        )
+
+    @property
+    def graph(self):
+        """The optimized graph (rebuilt on first use for a kernel loaded from disk)."""
+        if self._graph is None and self._graph_factory is not None:
+            self._graph = self._graph_factory()
+        return self._graph
 
     def _source_text(self) -> str:
         parts = [f"# CUDA kernels of {self.graph_name} ({len(self.plan.units)} units)"]
@@ -192,6 +222,7 @@ class CudaKernel:
         ys and final carries are copied into their slots of the packed output."""
         sp = unit.scan
         body = CudaKernel(sp["body"])
+        self._nested.append(body)
         length, reverse = sp["length"], sp["reverse"]
         n_carry, n_xs = sp["n_carry"], sp["n_xs"]
         operands, parts = sp["operands"], sp["parts"]
@@ -213,7 +244,7 @@ class CudaKernel:
                 for x in xs:
                     step = int(np.prod(x.shape[1:], dtype=np.int64))
                     steps.append(DeviceArray(x.flat_data()[i * step : (i + 1) * step], x.shape[1:]))
-                outs = body(*carry, *steps, *consts)
+                outs = body.launch(*carry, *steps, *consts)  # (range flags: read at the end)
                 carry = list(outs[:n_carry])
                 for (at, size), y in zip(ys_at, outs[n_carry:], strict=True):
                     out[at + i * size : at + (i + 1) * size].copy_to_device(y.flat_data())
@@ -231,20 +262,22 @@ class CudaKernel:
         operands, parts = sp["operands"], sp["parts"]
         if unit.kind == "while":
             cond, body = CudaKernel(sp["cond"]), CudaKernel(sp["body"])
+            self._nested += [cond, body]
             n_carry = sp["n_carry"]
             n_cond = len(sp["cond"].inputs) - n_carry
         else:
             branches = (CudaKernel(sp["false"]), CudaKernel(sp["true"]))
+            self._nested += list(branches)
 
         def run(env):
             ops = [_view(env[b], off, shape) for b, off, shape in operands]
             if unit.kind == "while":
                 carry, consts = ops[:n_carry], ops[n_carry:]
-                while bool(np.asarray(cond(*carry, *consts[:n_cond])[0])):
-                    carry = list(body(*carry, *consts[n_cond:]))
+                while bool(np.asarray(cond.launch(*carry, *consts[:n_cond])[0])):
+                    carry = list(body.launch(*carry, *consts[n_cond:]))
                 results = carry
             else:
-                results = branches[bool(np.asarray(ops[0]))](*ops[1:])
+                results = branches[bool(np.asarray(ops[0]))].launch(*ops[1:])
             out, pos = env[sp["out"]], 0
             for size, r in zip(parts, results, strict=True):
                 out[pos : pos + size].copy_to_device(r.flat_data())
@@ -325,6 +358,9 @@ class CudaKernel:
                 for name, b in self.plan.buffers.items()
                 if b.kind == "temp" and name not in returned
             }
+            for name, b in self.plan.buffers.items():
+                if b.kind == "flag":  # zero until a gather finds an index out of range
+                    self._scratch[name] = self.cuda.to_device(np.zeros(b.size, b.dtype))
             self._fresh = [
                 (name, b.size, b.dtype)
                 for name, b in self.plan.buffers.items()
@@ -338,6 +374,46 @@ class CudaKernel:
         return self._scratch
 
     def __call__(self, *arrays):
+        outs = self.launch(*arrays)
+        if self.checks_range:
+            self._check_range(arrays)
+        return outs
+
+    def _range_flags(self) -> list:
+        own = self._scratch.get(RANGE_FLAG) if self._scratch is not None else None
+        nested = [f for k in self._nested for f in k._range_flags()]
+        return ([own] if own is not None else []) + nested
+
+    def _check_range(self, arrays) -> None:
+        """Raise the CPU path's error if a gather of this call (or of a loop body it
+        ran) met an index out of range; the flags are cleared for the next call."""
+        hit = False
+        for flag in self._range_flags():
+            if flag.copy_to_host()[0]:  # (waits for the call's kernels)
+                hit = True
+                flag.copy_to_device(np.zeros(1, np.int32))
+        if hit:
+            raise self._range_error(arrays)
+
+    def _range_error(self, arrays) -> Exception:
+        """The interpreter's OutOfRangeError for these inputs (it names the op, the
+        index, the axis, the shapes and the user's line), as the CPU kernel raises."""
+        from tracegrad.ir.interpret import interpret
+
+        graph = self.graph
+        if graph is not None:
+            try:
+                interpret(graph, *[np.asarray(a) for a in arrays])
+            except IndexError as exc:
+                return exc
+        return IndexError(
+            f"{self.graph_name}: an index array holds a value out of range (found by a "
+            "gather on the GPU)"
+        )
+
+    def launch(self, *arrays):
+        """The call's launches, without reading the range flags (loops read them once,
+        after their last step)."""
         if len(arrays) != self.n_inputs:
             raise TypeError(
                 f"{self.graph_name}: expected {self.n_inputs} arrays, got {len(arrays)}"
