@@ -170,7 +170,8 @@ def lower_graphs(
         from tracegrad.codegen.cuda import build_cuda_kernel
 
         t0 = time.perf_counter()
-        kernel = build_cuda_kernel(graph)
+        in_types = [(n.shape, n.dtype) for n in traced.inputs]
+        kernel = build_cuda_kernel(graph, index_key, in_types)
         timings["codegen+cuda"] = time.perf_counter() - t0
     else:
         kernel = _Interpreted(graph)
@@ -227,9 +228,19 @@ def _lower_in_background(
     def specialized():
         return _specialized_kernel(graph, index_key, attempt)
 
+    def indexed(build):
+        # a warm cache: the kernel the index records for this traced graph, loaded
+        # without generating its source (as the untiered path's _lower_from_index);
+        # else `build`
+        def builder():
+            kernel = _indexed_kernel(traced, graph, index_key)
+            return kernel if kernel is not None else build()
+
+        return builder
+
     if attempt is not None and attempt.kernel is not None:
         lowered.tier_runner = attempt.kernel
-        lowered.tier_build = submit(graph, index_key, builder=specialized, hold=hold)
+        lowered.tier_build = submit(graph, index_key, builder=indexed(specialized), hold=hold)
         what = "its kernel"
     elif enabled:
         # in the worker, after the builds queued before it (a template made ahead for
@@ -239,10 +250,10 @@ def _lower_in_background(
             attempt = attempt or shape_generic.Attempt(graph)
             return attempt.later(specialized)
 
-        lowered.tier_build = submit(graph, index_key, builder=later, hold=hold)
+        lowered.tier_build = submit(graph, index_key, builder=indexed(later), hold=hold)
         what = "its kernel (shape-generic if it can be)"
     else:
-        lowered.tier_build = submit(graph, index_key, builder=specialized, hold=hold)
+        lowered.tier_build = submit(graph, index_key, builder=indexed(specialized), hold=hold)
         what = "its kernel"
     log.info(
         "%s: tiered: %s until %s is built in the background",
@@ -251,6 +262,23 @@ def _lower_in_background(
         what,
     )
     return lowered
+
+
+def _indexed_kernel(traced: Graph, graph: Graph, index_key: str | None):
+    """The kernel the cache index maps `index_key` to (codegen.load_indexed: one index
+    read, then the module's verified load; no code generation), or None. `graph`, the
+    optimized graph, is the kernel's graph (errors, the parallel variant) and is noted
+    as built, so a later shape of its structure may pair with it as after a build."""
+    if index_key is None:
+        return None
+    from tracegrad.codegen import load_indexed, shape_generic
+
+    kernel = load_indexed(
+        index_key, [(n.shape, n.dtype) for n in traced.inputs], lambda: graph, label=traced.name
+    )
+    if kernel is not None:
+        shape_generic.note_built(graph)
+    return kernel
 
 
 def _specialized_kernel(graph: Graph, index_key: str | None, attempt=None):

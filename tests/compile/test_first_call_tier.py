@@ -251,3 +251,45 @@ def test_the_parallel_variant_is_built_from_the_kernels_first_call(monkeypatch, 
     one(x)
     one(x)
     assert getattr(one, "_parallel_thread", None) is None and not one.wait_parallel()
+
+
+WARM_CHILD = textwrap.dedent(r"""
+    import logging, sys
+    import numpy as np
+    import tracegrad as tg
+
+    messages = []
+    class Keep(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+    logging.getLogger("tracegrad").addHandler(Keep())
+    logging.getLogger("tracegrad").setLevel(logging.INFO)
+
+    f = tg.value_and_grad(lambda x: tg.sum(tg.cosh(x) * x * 0.6875))
+    x = np.linspace(0.0, 1.0, 7)
+    v, g = f(x)
+    assert abs(v - np.sum(np.cosh(x) * x * 0.6875)) < 1e-12
+    assert f.wait_kernels(timeout=300)
+    v2, g2 = f(x)  # the kernel's
+    assert f.tier_info().interpreted_calls == 1
+    assert abs(v2 - v) < 1e-12 and np.allclose(g2, g, rtol=1e-10, atol=1e-12)
+    if sys.argv[1] == "warm":
+        loads = [m for m in messages if m.startswith("codegen")]
+        # the index maps the traced graph to the kernel's module: no code generation,
+        # and Numba's cache load rebuilds it without refreshing its target context
+        assert loads and all("index hit" in m and "numba cache load" in m for m in loads), loads
+        assert "tracegrad.codegen.generate" not in sys.modules
+        assert "numba.np.arraymath" not in sys.modules
+    print("OK", flush=True)
+""")
+
+
+@pytest.mark.numba_pass
+def test_a_warm_first_call_loads_its_kernel_through_the_index(run_script, tmp_path):
+    """A warm cache's tiered first call: the interpreter answers, and the background
+    build takes the kernel from the cache index (as the untiered path does) instead of
+    generating the source to find its module; the load refreshes nothing in Numba."""
+    cache = tmp_path / "shared-cache"
+    unset = ["TRACEGRAD_BACKEND", "TRACEGRAD_TIERED"]
+    run_script(WARM_CHILD, "cold", cache_dir=cache, unset=unset, TRACEGRAD_EXIT_WAIT="600")
+    run_script(WARM_CHILD, "warm", cache_dir=cache, unset=unset)
