@@ -125,7 +125,9 @@ def _flatten(value, leaves: list, scalars_are_arrays: bool) -> TreeDef:
         return TreeDef(
             "dict", [_flatten(value[k], leaves, scalars_are_arrays) for k in keys], keys=keys
         )
-    if is_array_like_leaf(value) or (scalars_are_arrays and type(value) in (int, float, bool)):
+    if is_array_like_leaf(value) or (
+        scalars_are_arrays and type(value) in (int, float, bool, complex)
+    ):
         leaves.append(value)
         return TreeDef("array")
     try:

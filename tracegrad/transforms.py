@@ -96,7 +96,7 @@ def _as_arrays(tree):
     tangent was dropped, and float cotangents were baked into the trace)."""
     leaves, treedef = tree_flatten(tree, arrays_only_scalars=True)
     return tree_unflatten(
-        treedef, [np.asarray(v) if type(v) in (float, int, bool) else v for v in leaves]
+        treedef, [np.asarray(v) if type(v) in (float, int, bool, complex) else v for v in leaves]
     )
 
 
@@ -465,12 +465,12 @@ def jacfwd(
         aux = _split_aux(result, has_aux)[1]
         out_tree_only = out_tree.children[0] if has_aux else out_tree
         out_nodes = graph.outputs[: out_tree_only.num_leaves]
-        if holomorphic:
+        inputs = [_argument_inputs(graph, args, pos, holomorphic) for pos in positions]
+        if holomorphic:  # (after the inputs, as JAX checks)
             for node in out_nodes:
                 _check_complex("jacfwd", "outputs", node.dtype)
         per_arg = []  # per argument: its tree, and per leaf d outputs / d leaf
-        for pos in positions:
-            arg_tree, nodes = _argument_inputs(graph, args, pos, holomorphic)
+        for arg_tree, nodes in inputs:
             per_arg.append((arg_tree, [_columns(graph, env, node, out_nodes) for node in nodes]))
         parts = []
         for j in range(len(out_nodes)):

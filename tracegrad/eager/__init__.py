@@ -36,6 +36,8 @@ from tracegrad.eager.compat import (
     save,
     set_default_device,
 )
+from tracegrad.eager.complex_ops import *  # noqa: F403  (issue 26: complex, view_as_real, ...)
+from tracegrad.eager.complex_ops import complex, real
 from tracegrad.eager.creation import (
     arange,
     as_tensor,
@@ -66,6 +68,10 @@ from tracegrad.eager.dtypes import (
     bool_ as bool,
 )
 from tracegrad.eager.dtypes import (
+    cdouble,
+    cfloat,
+    complex64,
+    complex128,
     double,
     dtype,
     float,
@@ -100,6 +106,7 @@ _LAZY = {
     "checkpoint": ("tracegrad.eager.checkpointing", "checkpoint"),
     "checkpoint_sequential": ("tracegrad.eager.checkpointing", "checkpoint_sequential"),
     "utils": "tracegrad.eager.utils",
+    "fft": "tracegrad.eager.fft",  # torch.fft (issue 26)
     # torch.compile is tracegrad.compile (the compiled front end, looked up lazily as
     # PyTorch's own torch.compile imports torch._dynamo: eager mode never needs it)
     "compile": ("tracegrad.compiler", "compile"),

@@ -168,7 +168,7 @@ def apply_op(
         out = np.asarray(out)
     dt = out.dtype
     kind = dt.kind
-    if (kind == "f" or (kind in "iu" and prim.kind == "elementwise")) and "dtype" not in attrs:
+    if (kind in "fc" or (kind in "iu" and prim.kind == "elementwise")) and "dtype" not in attrs:
         out = _in_pytorch_dtype(prim, out, arrays, arrays, attrs, _run_impl)
         dt = out.dtype
     result = Tensor._wrap(out)
@@ -182,7 +182,7 @@ def apply_op(
         and np.may_share_memory(out, arrays[0])
     ):
         _make_view(result, args[0], prim, attrs, name)
-    if requires_grad and state.grad_enabled and dt.kind == "f" and not prim.nondiff:
+    if requires_grad and state.grad_enabled and dt.kind in "fc" and not prim.nondiff:
         result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
         result._requires_grad = True
     return result
@@ -203,7 +203,7 @@ def _apply_traced(prim, args, arrays, attrs, requires_grad, name, visible, inpla
         out = np.asarray(out)
     dt = out.dtype
     if (
-        dt.kind == "f" or (dt.kind in "iu" and prim.kind == "elementwise")
+        dt.kind in "fc" or (dt.kind in "iu" and prim.kind == "elementwise")
     ) and "dtype" not in attrs:
         out = _in_pytorch_dtype(
             prim, out, arrays, [_dtype_stand_in(a) for a in arrays], attrs, bind
@@ -220,7 +220,7 @@ def _apply_traced(prim, args, arrays, attrs, requires_grad, name, visible, inpla
         and (prim is not T.reshape or _reshape_would_view(args[0], attrs["shape"]))
     ):
         _make_view(result, args[0], prim, attrs, name)  # a view, as in eager mode
-    if requires_grad and state.grad_enabled and dt.kind == "f" and not prim.nondiff:
+    if requires_grad and state.grad_enabled and dt.kind in "fc" and not prim.nondiff:
         result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
         result._requires_grad = True
     return result
@@ -375,8 +375,15 @@ def _promoted_dtype(dt: np.dtype, arrays) -> np.dtype | None:
             return None
     want = _dt.result_type(arrays)
     if dt.kind == "f":
+        if want is not None and want.kind == "c":  # abs, real, imag, angle of complex
+            return None
         if want is None or want.kind != "f":
             want = _dt.default_float()
+    elif dt.kind == "c":  # a complex result keeps the precision of real operands
+        if want is None:
+            return None
+        if want.kind != "c":
+            want = _dt.complex_of(want) if want.kind == "f" else _dt.default_complex()
     elif want is None or want.kind not in "iu":
         return None
     return None if want == dt else want
@@ -1525,10 +1532,7 @@ def _promote_inferred(a: np.dtype, b: np.dtype) -> np.dtype:
     or bool (int64 with float32 is float32, where NumPy says float64), else NumPy's."""
     if a == b:
         return a
-    fa, fb = a.kind in "fc", b.kind in "fc"
-    if fa != fb:
-        return a if fa else b
-    return np.promote_types(a, b)
+    return _dt.promote_types(a, b)
 
 
 def _inferred_dtype(data) -> np.dtype | None:
@@ -1537,6 +1541,8 @@ def _inferred_dtype(data) -> np.dtype | None:
     tensor keeps its dtype; a sequence promotes its elements' types (an empty one is
     float32). None where this cannot tell (the caller's checks then explain)."""
     t = type(data)
+    if t is complex:  # the default complex dtype: complex64 (complex128 under float64)
+        return _dt.default_complex()
     known = _PY_SCALAR_DTYPES.get(t)
     if known is not None:
         return known if t is not float else _dt.default_float()

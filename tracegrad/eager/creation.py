@@ -83,7 +83,7 @@ def _rng_of(gen) -> np.random.Generator:
 def _finish(arr: np.ndarray, requires_grad: bool) -> Tensor:
     t = Tensor._wrap(arr)
     if requires_grad:
-        if arr.dtype.kind != "f":
+        if arr.dtype.kind not in "fc":
             raise RuntimeError(requires_grad_message(REQUIRES_GRAD_DTYPE_MESSAGE, arr))
         t._requires_grad = True
     if STATE.inference:

@@ -15,12 +15,13 @@ class dtype:
     (torch.float32, True)
     """
 
-    __slots__ = ("name", "np", "is_floating_point", "itemsize", "_tensor_type")
+    __slots__ = ("name", "np", "is_floating_point", "is_complex", "itemsize", "_tensor_type")
 
     def __init__(self, name: str, np_dtype: Any, tensor_type: str):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.is_floating_point = bool(np.issubdtype(self.np, np.floating))
+        self.is_complex = self.np.kind == "c"
         self.itemsize = self.np.itemsize
         self._tensor_type = tensor_type
 
@@ -40,13 +41,32 @@ int16 = dtype("int16", np.int16, "ShortTensor")
 int8 = dtype("int8", np.int8, "CharTensor")
 uint8 = dtype("uint8", np.uint8, "ByteTensor")
 bool_ = dtype("bool", np.bool_, "BoolTensor")
+complex64 = dtype("complex64", np.complex64, "ComplexFloatTensor")
+complex128 = dtype("complex128", np.complex128, "ComplexDoubleTensor")
+cfloat = complex64
+cdouble = complex128
 float = float32
 double = float64
 half = float16
 long = int64
 int = int32
 
-_BY_NUMPY = {d.np: d for d in (float32, float64, float16, int64, int32, int16, int8, uint8, bool_)}
+_BY_NUMPY = {
+    d.np: d
+    for d in (
+        float32,
+        float64,
+        float16,
+        int64,
+        int32,
+        int16,
+        int8,
+        uint8,
+        bool_,
+        complex64,
+        complex128,
+    )
+}
 
 
 def from_numpy_dtype(np_dtype: Any) -> dtype:
@@ -94,6 +114,19 @@ def default_float() -> np.dtype:
     return _DEFAULT_FLOAT[0]
 
 
+def default_complex() -> np.dtype:
+    """The dtype Python complex numbers make: complex64 (complex128 when the default
+    dtype is float64), as PyTorch's default complex dtype."""
+    return np.dtype(np.complex128 if _DEFAULT_FLOAT[0] == np.float64 else np.complex64)
+
+
+def complex_of(d: np.dtype) -> np.dtype:
+    """The complex dtype with `d`'s precision (float64 -> complex128; others complex64)."""
+    if d.kind == "c":
+        return d
+    return np.dtype(np.complex128 if d == np.float64 else np.complex64)
+
+
 def get_default_dtype() -> dtype:
     """The dtype Python floats and float factories (zeros, rand, ...) make."""
     return _BY_NUMPY[_DEFAULT_FLOAT[0]]
@@ -126,6 +159,9 @@ def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
         return b
     if kb == "b":
         return a
+    if ka == "c" or kb == "c":  # complex beats all; float64 widens complex64
+        c, other = (a, b) if ka == "c" else (b, a)
+        return np.promote_types(c, other) if other.kind in "fc" else c
     if ka == "f" and kb != "f":
         return a
     if kb == "f" and ka != "f":
@@ -147,6 +183,8 @@ def _combine(higher, lower):
     if _category(higher) >= _category(lower):
         if higher.kind != "b" or lower.kind == "b":
             return higher
+    if higher.kind == "f" and lower.kind == "c":  # ATen keeps the float's precision
+        return complex_of(higher)
     return promote_types(higher, lower)
 
 
@@ -168,6 +206,8 @@ def result_type(operands) -> np.dtype | None:
             d = _NP_I64
         elif isinstance(a, builtins_float):
             d = _DEFAULT_FLOAT[0]  # the default dtype (np.float64 is a float too)
+        elif isinstance(a, complex):
+            d = default_complex()
         elif isinstance(a, np.generic):
             d = a.dtype
             zero = d if zero is None else promote_types(zero, d)

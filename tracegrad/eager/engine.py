@@ -59,6 +59,15 @@ def make_root_grads(
                     "grad can be implicitly created only for scalar outputs"
                     + context("grad" if for_grad else "backward", (out,))
                 )
+            if out._data.dtype.kind == "c":
+                from tracegrad.eager.dtypes import from_numpy_dtype
+                from tracegrad.eager.errors import context
+
+                raise RuntimeError(
+                    "grad can be implicitly created only for real scalar outputs but got "
+                    f"{from_numpy_dtype(out._data.dtype)!r}"
+                    + context("grad" if for_grad else "backward", (out,))
+                )
             g = np.ones(out._data.shape, out._data.dtype)
             if create_graph:
                 g = Tensor._wrap(g)

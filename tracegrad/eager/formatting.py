@@ -54,6 +54,12 @@ def _default_float_name() -> str:
     return default_float().name
 
 
+def _default_complex_name() -> str:
+    from tracegrad.eager.dtypes import default_complex
+
+    return default_complex().name
+
+
 class _Formatter:
     def __init__(self, values: np.ndarray):
         self.floating = values.dtype.kind == "f"
@@ -105,6 +111,26 @@ class _Formatter:
         return (self.max_width - len(ret)) * " " + ret
 
 
+class _ComplexFormatter:
+    """torch/_tensor_str.py's complex case: one formatter for the real parts, one for
+    the imaginary parts; `1.0000+2.j`."""
+
+    def __init__(self, values: np.ndarray):
+        self.real = _Formatter(np.ascontiguousarray(values.real))
+        self.imag = _Formatter(np.ascontiguousarray(values.imag))
+
+    def width(self) -> int:
+        return self.real.width() + self.imag.width() + 1
+
+    def format(self, value) -> str:
+        value = complex(value)
+        real_str = self.real.format(value.real)
+        imag_str = (self.imag.format(value.imag) + "j").lstrip()
+        if imag_str[0] in "+-":
+            return real_str + imag_str
+        return real_str + "+" + imag_str
+
+
 def _summarized(values: np.ndarray) -> np.ndarray:
     """The edge items only (what the formatter measures when summarizing)."""
     if values.ndim == 0:
@@ -116,7 +142,7 @@ def _summarized(values: np.ndarray) -> np.ndarray:
     return np.stack([_summarized(v) for v in values])
 
 
-def _vector_str(values: np.ndarray, indent: int, summarize: bool, fmt: _Formatter) -> str:
+def _vector_str(values: np.ndarray, indent: int, summarize: bool, fmt) -> str:
     element_length = fmt.width() + 2
     per_line = max(1, math.floor((LINEWIDTH - indent) / element_length))
     if summarize and values.shape[0] > 2 * EDGEITEMS:
@@ -131,7 +157,7 @@ def _vector_str(values: np.ndarray, indent: int, summarize: bool, fmt: _Formatte
     return "[" + ("," + "\n" + " " * (indent + 1)).join(lines) + "]"
 
 
-def _tensor_str(values: np.ndarray, indent: int, summarize: bool, fmt: _Formatter) -> str:
+def _tensor_str(values: np.ndarray, indent: int, summarize: bool, fmt) -> str:
     if values.ndim == 0:
         return fmt.format(values.item())
     if values.ndim == 1:
@@ -152,7 +178,10 @@ def array_str(values: np.ndarray, indent: int) -> str:
     if values.size == 0:
         return "[]"
     summarize = values.size > THRESHOLD
-    fmt = _Formatter(_summarized(values) if summarize else values)
+    shown = _summarized(values) if summarize else values
+    fmt: _Formatter | _ComplexFormatter = (
+        _ComplexFormatter(shown) if values.dtype.kind == "c" else _Formatter(shown)
+    )
     return _tensor_str(values, indent, summarize, fmt)
 
 
@@ -184,7 +213,7 @@ def tensor_repr(t) -> str:
             suffixes.append(f"dtype=torch.{dtype_name}")
         body = "[]"
     else:
-        if dtype_name not in ("int64", "bool", _default_float_name()):
+        if dtype_name not in ("int64", "bool", _default_float_name(), _default_complex_name()):
             suffixes.append(f"dtype=torch.{dtype_name}")
         body = array_str(values, indent)
     if t._grad_fn is not None:

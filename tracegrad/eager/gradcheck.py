@@ -13,6 +13,17 @@ with central finite differences, entry by entry, and returns True or raises
 `fn` may take eager tensors or NumPy arrays (arrays are handed to `fn` as
 eager tensors, so functions written with tracegrad ops work unchanged) and may
 return one tensor or a tuple of tensors.
+
+Complex inputs and outputs are checked as PyTorch's gradcheck checks them: each
+complex number is its two real coordinates (real part, imaginary part), so the
+real Jacobian of (Re out, Im out) in (Re z, Im z) is compared entry by entry. The
+analytical row of Re out comes from backward with grad_output 1, that of Im out
+with grad_output 1j, each read as (Re z.grad, Im z.grad): this checks PyTorch's
+conjugate Wirtinger convention (z.grad = dL/dx + i dL/dy for real L).
+
+    >>> z = torch.randn(2, dtype=torch.complex128, requires_grad=True)
+    >>> gradcheck(lambda t: (t * t.conj().exp()).sum(), (z,))
+    True
 """
 
 from __future__ import annotations
@@ -45,21 +56,32 @@ def _prepare(inputs) -> tuple[list, list[int]]:
     any_requires_grad = any(isinstance(a, Tensor) and a.requires_grad for a in inputs)
     for i, a in enumerate(inputs):
         if isinstance(a, Tensor):
-            differentiable = a.requires_grad or (not any_requires_grad and a.is_floating_point())
+            inexact = a.is_floating_point() or a.is_complex()
+            differentiable = a.requires_grad or (not any_requires_grad and inexact)
             if differentiable:
-                t = eager.tensor(a.detach().numpy().astype(np.float64), requires_grad=True)
+                data = a.detach().numpy()
+                t = eager.tensor(data.astype(_wide(data.dtype)), requires_grad=True)
                 prepared.append(t)
                 checked.append(i)
             else:
                 prepared.append(a)
-        elif isinstance(a, np.ndarray) and a.dtype.kind == "f":
-            prepared.append(eager.tensor(a.astype(np.float64), requires_grad=True))
+        elif isinstance(a, np.ndarray) and a.dtype.kind in "fc":
+            prepared.append(eager.tensor(a.astype(_wide(a.dtype)), requires_grad=True))
             checked.append(i)
         else:
             prepared.append(a)
     if not checked:
         raise ValueError("gradcheck expects at least one floating-point input that requires grad")
     return prepared, checked
+
+
+def _wide(dtype: np.dtype) -> type:
+    return np.complex128 if dtype.kind == "c" else np.float64
+
+
+def _coords(t) -> int:
+    """Real coordinates of a tensor: numel, twice that for complex ones."""
+    return t.numel() * (2 if t.is_complex() else 1)
 
 
 def _outputs(result) -> list:
@@ -76,53 +98,67 @@ def _outputs(result) -> list:
 
 
 def _numerical(fn, args: list, checked: list[int], eps: float) -> list:
-    """J_num[out][inp] of shape (out.numel(), inp.numel()), by central differences."""
+    """J_num[out][inp] of shape (out coords, inp coords), by central differences (a
+    complex input is perturbed along its real and then its imaginary parts)."""
     # Grad mode stays on: fn may itself call autograd.grad (second-order checks).
     base = _outputs(fn(*args))
-    jac = [[np.zeros((o.numel(), args[i].numel())) for i in checked] for o in base]
+    jac = [[np.zeros((_coords(o), _coords(args[i]))) for i in checked] for o in base]
     for col, i in enumerate(checked):
         data = args[i].detach().numpy()
         flat = data.reshape(-1)
         if not np.shares_memory(flat, data):  # must perturb the leaf's own memory
             raise AssertionError("gradcheck: prepared inputs must be C-contiguous")
-        for k in range(flat.size):
-            orig = flat[k]
-            flat[k] = orig + eps
-            plus = _flat_values(fn(*args))
-            flat[k] = orig - eps
-            minus = _flat_values(fn(*args))
-            flat[k] = orig
-            for r, (p, m) in enumerate(zip(plus, minus, strict=True)):
-                jac[r][col][:, k] = (p - m) / (2 * eps)
+        steps = (eps, 1j * eps) if data.dtype.kind == "c" else (eps,)
+        for part, step in enumerate(steps):
+            for k in range(flat.size):
+                orig = flat[k]
+                flat[k] = orig + step
+                plus = _flat_values(fn(*args))
+                flat[k] = orig - step
+                minus = _flat_values(fn(*args))
+                flat[k] = orig
+                for r, (p, m) in enumerate(zip(plus, minus, strict=True)):
+                    jac[r][col][:, part * flat.size + k] = (p - m) / (2 * eps)
     return jac
 
 
 def _flat_values(result) -> list:
-    return [o.detach().numpy().astype(np.float64).reshape(-1).copy() for o in _outputs(result)]
+    out = []
+    for o in _outputs(result):
+        v = o.detach().numpy().reshape(-1)
+        out.append(np.concatenate([v.real, v.imag]) if v.dtype.kind == "c" else v.astype(float))
+    return out
 
 
 def _analytical(fn, args: list, checked: list[int]) -> list:
-    """J_ana[out][inp] from one eager backward per output element."""
+    """J_ana[out][inp] from one eager backward per output coordinate (grad_output 1 for
+    a real part, 1j for an imaginary part; a complex input's row is (Re, Im) of its grad)."""
     eager = _eager()
     outs = _outputs(fn(*args))
     inputs = [args[i] for i in checked]
-    jac = [[np.zeros((o.numel(), t.numel())) for t in inputs] for o in outs]
+    jac = [[np.zeros((_coords(o), _coords(t))) for t in inputs] for o in outs]
     for r, out in enumerate(outs):
         if not out.requires_grad:
             continue  # a constant output: its Jacobian is zero
-        for j in range(out.numel()):
-            seed = np.zeros(out.numel(), dtype=out.numpy(force=True).dtype)
-            seed[j] = 1
-            grads = eager.autograd.grad(
-                [out],
-                inputs,
-                [eager.tensor(seed.reshape(out.shape))],
-                retain_graph=True,
-                allow_unused=True,
-            )
-            for col, g in enumerate(grads):
-                if g is not None:
-                    jac[r][col][j, :] = g.numpy().reshape(-1)
+        n = out.numel()
+        dtype = out.numpy(force=True).dtype
+        units = (1, 1j) if dtype.kind == "c" else (1,)
+        for part, unit in enumerate(units):
+            for j in range(n):
+                seed = np.zeros(n, dtype=dtype)
+                seed[j] = unit
+                grads = eager.autograd.grad(
+                    [out],
+                    inputs,
+                    [eager.tensor(seed.reshape(out.shape))],
+                    retain_graph=True,
+                    allow_unused=True,
+                )
+                for col, g in enumerate(grads):
+                    if g is not None:
+                        v = g.numpy().reshape(-1)
+                        row = np.concatenate([v.real, v.imag]) if v.dtype.kind == "c" else v
+                        jac[r][col][part * n + j, :] = row
     return jac
 
 
@@ -136,7 +172,8 @@ def gradcheck(
 ) -> bool:
     """True if eager backward agrees with finite differences for every Jacobian entry.
 
-    Float inputs are copied to float64 leaves; an entry passes when
+    Float inputs are copied to float64 leaves (complex ones to complex128, checked as
+    their real and imaginary coordinates, as PyTorch does); an entry passes when
     |analytical - numerical| <= atol + rtol * |numerical|.
     """
     args, checked = _prepare(inputs)

@@ -435,7 +435,20 @@ class Node:
         return operands, _output_value(out, self, as_tensors)
 
     def apply(self, g, as_tensors: bool):
-        """Gradients for each operand (None where not needed)."""
+        """Gradients for each operand (None where not needed).
+
+        The table's vjp rules follow JAX's convention for complex values (the transpose
+        of the jvp); PyTorch's gradient is its conjugate: conj(vjp(conj(g))), so complex
+        gradients are conjugated on the way in and on the way out (one set of rules)."""
+        if _is_complex_grad(g):
+            return [_conj_grad(gi) for gi in self._apply(_conj_grad(g), as_tensors)]
+        results = self._apply(g, as_tensors)
+        for i, gi in enumerate(results):  # a real gradient may meet a complex operand
+            if gi is not None and _is_complex_grad(gi):
+                results[i] = _conj_grad(gi)
+        return results
+
+    def _apply(self, g, as_tensors: bool):
         operands, out = self.unpack(as_tensors)
         vjps = self.prim.vjps
         attrs = self.attrs
@@ -467,6 +480,25 @@ class Node:
                 gi = fit_to(gi, meta, as_tensors)
             results[i] = gi
         return results
+
+
+def _is_complex_grad(g) -> bool:
+    if type(g) is np.ndarray:
+        return g.dtype.kind == "c"
+    data = getattr(g, "_data", None)  # a Tensor (create_graph)
+    return data is not None and getattr(data, "dtype", None) is not None and data.dtype.kind == "c"
+
+
+def _conj_grad(g):
+    """conj(g) for a complex gradient (a recorded op on Tensors); others unchanged."""
+    if g is None or not _is_complex_grad(g):
+        return g
+    if type(g) is np.ndarray:
+        return np.conjugate(g)
+    from tracegrad.eager._tensor import apply_op
+    from tracegrad.ops.core import REGISTRY
+
+    return apply_op(REGISTRY["conj"], (g,), {})
 
 
 def out_counter_stub() -> list:

@@ -292,7 +292,7 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
-    if x._data.dtype.kind != "f":
+    if x._data.dtype.kind not in "fc":
         raise shape_error(
             "mean",
             "mean(): could not infer output dtype. Input dtype must be either a floating "

@@ -2133,7 +2133,7 @@ def norm(
     nd = np.ndim(x)
     if axis is None:
         if ord is None or (ord in ("fro", "f") and nd == 2) or (ord == 2 and nd == 1):
-            return _keep_all(sqrt(sum(multiply(x, x))), nd, keepdims)
+            return _keep_all(sqrt(sum(_abs_squared(x))), nd, keepdims)
         if nd == 1:
             axis = (0,)
         elif nd == 2:
@@ -2148,7 +2148,7 @@ def norm(
         raise ValueError("norm: improper number of dimensions to norm" + user_location_suffix())
     r, c = axes
     if ord is None or ord in ("fro", "f"):
-        return sqrt(sum(multiply(x, x), axis=axes, keepdims=keepdims))
+        return sqrt(sum(_abs_squared(x), axis=axes, keepdims=keepdims))
     if ord in (1, -1):
         col = sum(abs(x), axis=r, keepdims=True)
         res = (max if ord == 1 else min)(col, axis=c, keepdims=True)
@@ -2168,13 +2168,21 @@ def norm(
     return res if keepdims else squeeze(res, axis=axes)
 
 
+def _abs_squared(x):
+    """|x|^2: x * x for real arrays, re^2 + im^2 for complex ones (real)."""
+    if _dtype(x).kind != "c":
+        return multiply(x, x)
+    re, im = real(x), imag(x)
+    return add(multiply(re, re), multiply(im, im))
+
+
 def _keep_all(v, nd, keepdims):
     return reshape(v, (1,) * nd) if keepdims else v
 
 
 def _vector_norm(x, ord, axis, keepdims):
     if ord is None or ord == 2:
-        return sqrt(sum(multiply(x, x), axis=axis, keepdims=keepdims))
+        return sqrt(sum(_abs_squared(x), axis=axis, keepdims=keepdims))
     if ord == np.inf:
         return max(abs(x), axis=axis, keepdims=keepdims)
     if ord == -np.inf:
@@ -2212,6 +2220,10 @@ from tracegrad.ops import linalg as _linalg_ops  # noqa: E402  (issue 14: choles
 for _name in _linalg_ops.PUBLIC:
     setattr(_Linalg, _name, staticmethod(getattr(_linalg_ops, _name)))
 linalg = _Linalg()
+
+from tracegrad.ops import fourier as _fourier_ops  # noqa: E402  (issue 26: numpy.fft)
+
+fft = _fourier_ops.NAMESPACE
 
 # ------------------------------------------------------------- arrays from values
 
@@ -2362,6 +2374,7 @@ __all__ += [
     "cross",
     "einsum",
     "linalg",
+    "fft",
     "norm",
     # arrays from values
     "array",

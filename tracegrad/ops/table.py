@@ -267,7 +267,9 @@ def _float_operand(impl):
     return run
 
 
-def _unary(name, impl, vjp, codegen, saves, torch_name=None, float_only=True, shape_rule=None):
+def _unary(
+    name, impl, vjp, codegen, saves, torch_name=None, float_only=True, shape_rule=None, jvp=None
+):
     impl = elementwise_impl(impl) if isinstance(impl, np.ufunc) else returns_array(impl)
     impl = _float_operand(impl) if float_only else impl
     return primitive(
@@ -276,6 +278,7 @@ def _unary(name, impl, vjp, codegen, saves, torch_name=None, float_only=True, sh
         shape_rule=shape_rule or elementwise_rule(name, float_only=float_only),
         kind="elementwise",
         vjps=(vjp,),
+        jvp=jvp,
         torch_name=torch_name or name.capitalize() + "Backward0",
         saves=saves,
         codegen=codegen,
@@ -329,8 +332,10 @@ relu = _unary("relu", _relu_impl, _relu_vjp, "tg_relu({0})", ("out",), float_onl
 def _abs_vjp(g, out, x):
     if aval_of(x).dtype.kind != "c":
         return mul(g, sign(x))
-    # |z| of complex z: JAX's g * conj(z) / |z|, 0 at z = 0 (PyTorch's is its conjugate)
-    return mul(g, div(REGISTRY["conj"](x), where(eq(out, 0), 1.0, out)))
+    # |z| of complex z: JAX's g * conj(z) / |z|, 0 at z = 0 (PyTorch's is its conjugate);
+    # |z| is recomputed: eager nodes keep only the operand
+    size = abs_(x)
+    return mul(g, div(REGISTRY["conj"](x), where(eq(size, 0), 1.0, size)))
 
 
 def _abs_rule(x):
@@ -340,7 +345,27 @@ def _abs_rule(x):
     return Aval(shape_dtype.shape, np.empty(0, shape_dtype.dtype).real.dtype)  # c64 -> f32
 
 
-abs_ = _unary("abs", np.abs, _abs_vjp, "abs({0})", (0,), float_only=False, shape_rule=_abs_rule)
+def _abs_jvp(primals, tangents, out):
+    (x,), (t,) = primals, tangents
+    if t is None:
+        return None
+    if aval_of(x).dtype.kind != "c":
+        return mul(t, sign(x))
+    # d|z| = Re(conj(z) dz) / |z| (0 at z = 0); a real tangent of a complex z counts too
+    safe = where(eq(out, 0), 1.0, out)
+    return div(REGISTRY["real"](mul(REGISTRY["conj"](x), t)), safe)
+
+
+abs_ = _unary(
+    "abs",
+    np.abs,
+    _abs_vjp,
+    "abs({0})",
+    (0,),
+    float_only=False,
+    shape_rule=_abs_rule,
+    jvp=_abs_jvp,
+)
 # sign has a (zero) gradient in PyTorch: SignBackward0 exists and gives zeros
 sign = _unary(
     "sign", np.sign, lambda g, out, x: full_like(g, value=0), "tg_sign({0})", (), float_only=False
@@ -2028,6 +2053,9 @@ def sum_to_shape(g, shape):
 # cholesky, triangular_solve, solve, inv, det, slogdet live in linalg.py (issue 14)
 # real, imag, conj, complex (x + iy) live in complex_ops.py (issue 26)
 from tracegrad.ops import complex_ops as _complex_ops  # noqa: E402,F401
+
+# the discrete Fourier transform (fft) and NumPy's fft namespace live in fourier.py
+from tracegrad.ops import fourier as _fourier  # noqa: E402,F401
 from tracegrad.ops import linalg as _linalg  # noqa: E402,F401
 
 # threefry2x32 (random bits), erfinv, gammaln, digamma, polygamma live in special.py (issue 26)
