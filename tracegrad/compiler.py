@@ -929,8 +929,10 @@ class CompiledFunction:
             # a cached kernel loads in the background too: Numba's import and its cache
             # load take longer than the interpreter's first result
             index_key = self._index_key(traced, signature, optimize, timings)
-        elif backend == "numba" and not traced.captures:
-            lowered, index_key = self._lower_from_index(traced, signature, optimize, timings)
+        elif backend in ("numba", "cuda") and not traced.captures:
+            lowered, index_key = self._lower_from_index(
+                traced, signature, optimize, timings, backend
+            )
         if lowered is None:
             if self.mode == "compile":
                 joint = graph
@@ -1013,10 +1015,16 @@ class CompiledFunction:
             log.info("%s: no index key (an attribute has no exact encoding)", _fn_name(self.fn))
         return key
 
-    def _lower_from_index(self, traced, signature: _Signature, optimize: bool, timings: dict):
+    def _lower_from_index(
+        self, traced, signature: _Signature, optimize: bool, timings: dict, backend="numba"
+    ):
         """(Lowered, key) from the cache index (no autodiff, passes or codegen), or
-        (None, key to record the kernel under once built). See codegen/index.py."""
-        from tracegrad.codegen import load_indexed
+        (None, key to record the kernel under once built). See codegen/index.py (and
+        codegen/cuda/disk.py for backend "cuda")."""
+        if backend == "cuda":
+            from tracegrad.codegen.cuda import load_cuda_indexed as load_indexed
+        else:
+            from tracegrad.codegen import load_indexed
 
         graph = traced.graph
         key = self._index_key(traced, signature, optimize, timings)
@@ -1032,7 +1040,7 @@ class CompiledFunction:
                 return self._joint_graph(graph, signature)
 
         lowered = Lowered(
-            graph, None, None, None, "numba", {}, make_joint=make_joint, optimize=optimize
+            graph, None, None, None, backend, {}, make_joint=make_joint, optimize=optimize
         )
         t0 = time.perf_counter()
         kernel = load_indexed(
@@ -1045,7 +1053,7 @@ class CompiledFunction:
             return None, key
         # the same stage name as the full path's; the kernel's own timings say what it
         # was made of here ("index" lookup, "import_numba", "load_compile")
-        timings["codegen+numba"] = time.perf_counter() - t0
+        timings["codegen+cuda" if backend == "cuda" else "codegen+numba"] = time.perf_counter() - t0
         lowered.kernel, lowered.source, lowered.source_path = (
             kernel,
             kernel.source,

@@ -85,10 +85,17 @@ def test_docstring_examples_run():
     import doctest
 
     import tracegrad.codegen
+    import tracegrad.codegen.plan
     import tracegrad.passes.fuse
     import tracegrad.runtime.cache
 
-    for module in (tracegrad.passes.fuse, tracegrad.codegen, tracegrad.runtime.cache):
+    modules = (
+        tracegrad.passes.fuse,
+        tracegrad.codegen,
+        tracegrad.codegen.plan,
+        tracegrad.runtime.cache,
+    )
+    for module in modules:
         result = doctest.testmod(module)
         assert result.failed == 0, module.__name__
 

@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-MODULES = ["tracegrad.placement", "tracegrad.codegen.cuda.plan"]
+MODULES = ["tracegrad.placement", "tracegrad.codegen.cuda.plan", "tracegrad.codegen.cuda.disk"]
 
 
 @pytest.mark.parametrize("name", MODULES)

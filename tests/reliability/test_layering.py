@@ -126,6 +126,7 @@ CODEGEN_LAYERS = {
     "cuda.prelude": 1,
     "cuda.kernel_text": 2,
     "cuda.plan_ops": 3,
+    "cuda.disk": 3,  # plans in the disk cache
     "cuda.plan": 4,
     "cuda.runtime": 5,
     "cuda": 6,

@@ -14,6 +14,7 @@ copied). Under the simulator that kernel is what runs.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 
 import numpy as np
@@ -25,8 +26,18 @@ from tracegrad.placement import DeviceArray, as_device_array, load_cuda
 
 _COMPILE_LOCK = threading.Lock()
 _KERNELS: dict[str, object] = {}  # source text -> numba.cuda kernel
+_MODULES: list[str] = []  # the kernels' modules (runtime/cache.py), for clear()
 _PRELUDE_NS: dict | None = None
-STATS = {"compiled": 0, "hits": 0}
+# compiled: kernels compiled by this process; hits: found compiled in memory;
+# file_hits: kernel modules read from their verified files in the disk cache;
+# planned / plans_loaded: graphs planned here / plans read from the disk cache (disk.py)
+STATS = {"compiled": 0, "hits": 0, "file_hits": 0, "planned": 0, "plans_loaded": 0}
+
+
+def prelude_names() -> dict:
+    """The prelude's device functions and imports (`cuda`, `np`, `math`): what every
+    kernel module puts in its globals."""
+    return _prelude()
 
 
 def _prelude() -> dict:
@@ -47,8 +58,24 @@ def canonical(source: str, name: str) -> str:
     return text.replace(f"def {name}(", "def tg_kernel(", 1)
 
 
+_PRELUDE_HASH = hashlib.sha256(PRELUDE.encode()).hexdigest()[:16]
+
+
+def module_text(canonical_source: str) -> str:
+    """A kernel's module, as the disk cache stores it: the prelude's names, then
+    the kernel (the prelude's hash is in the text, so a new prelude is a new file)."""
+    return (
+        f"# tracegrad CUDA kernel (codegen/cuda/runtime.py); prelude {_PRELUDE_HASH}\n"
+        "from tracegrad.codegen.cuda.runtime import prelude_names as _tg_prelude_names\n\n"
+        "globals().update(_tg_prelude_names())\n\n\n" + canonical_source
+    )
+
+
 def kernel_for(source: str, name: str):
-    """The numba.cuda kernel of one unit's source, compiled once per canonical text."""
+    """The numba.cuda kernel of one unit's source, compiled once per canonical text.
+
+    The source is a module in the disk cache (runtime/cache.py: a hash-named file,
+    written once, verified before it is run), as the CPU kernels' are."""
     key = canonical(source, name)
     k = _KERNELS.get(key)
     if k is not None:
@@ -57,17 +84,27 @@ def kernel_for(source: str, name: str):
     with _COMPILE_LOCK:
         k = _KERNELS.get(key)
         if k is None:
+            from tracegrad.runtime.cache import load_source
+
             cuda = load_cuda()
-            ns = dict(_prelude())
-            exec(compile(key, "<tracegrad cuda kernel>", "exec"), ns)
-            k = cuda.jit(ns["tg_kernel"])
+            _prelude()
+            module, _path, status = load_source(module_text(key))
+            if status == "file hit":
+                STATS["file_hits"] += 1
+            _MODULES.append(module.__name__)
+            k = cuda.jit(module.tg_kernel)
             _KERNELS[key] = k
             STATS["compiled"] += 1
     return k
 
 
 def clear() -> None:
+    """Forget the compiled kernels (and let their modules leave sys.modules)."""
+    from tracegrad.runtime import cache
+
     _KERNELS.clear()
+    while _MODULES:
+        cache.unload(_MODULES.pop())
 
 
 # ------------------------------------------------------------------ GEMM
@@ -157,7 +194,10 @@ class CudaKernel:
         self.simulated = is_simulated()
         self._graph = graph
         self._graph_factory = graph_factory
-        self.plan: Plan = plan if plan is not None else plan_graph(graph, simulated=self.simulated)
+        if plan is None:
+            plan = plan_graph(graph, simulated=self.simulated)
+            STATS["planned"] += 1
+        self.plan: Plan = plan
         self.graph_name = graph.name if graph is not None else str(name)
         self.n_inputs = len(graph.inputs) if graph is not None else int(n_inputs or 0)
         self._nested: list[CudaKernel] = []  # loop bodies' and branches' kernels
@@ -176,8 +216,8 @@ class CudaKernel:
         for unit in self.plan.units:
             self.launches.append(self._prepare(unit))
         self.source = self._source_text()
-        self.checks_range = RANGE_FLAG in self.plan.buffers or any(
-            k.checks_range for k in self._nested
+        self.checks_range: bool = RANGE_FLAG in self.plan.buffers or any(
+            bool(k.checks_range) for k in self._nested
         )
 
     @property
