@@ -3,6 +3,7 @@
     python perf/cold_start.py            # prints a table; --json for machine-readable output
     python perf/cold_start.py --workloads linreg_n1000,lstm_scan_t20 --out cold.json
                                          # + each workload's first call per compiler, fresh processes
+    python perf/cold_start.py --demo-runs 0   # without the main demo's first-call rows
 
 Each case runs in a new Python process:
   - "empty cache": TRACEGRAD_CACHE_DIR is a new empty folder, so the first
@@ -10,6 +11,8 @@ Each case runs in a new Python process:
     generates code and compiles it with Numba;
   - "warm cache": the same folder again, now filled by the first run, so the
     first call should load the generated module and Numba's cached machine code;
+  - "warm cache, kernel first": the same with TRACEGRAD_TIERED=0, so the first
+    result waits for the kernel (Numba's import and its verified cache load);
   - "eager only": `import tracegrad.eager`, which must not import numba;
   - two "Numba floor" peers: the same fresh process loads a trivial cached
     njit function (one np.empty, one loop) instead, through plain `import numba`
@@ -21,6 +24,9 @@ sys.modules right after `import tracegrad`, and the time from the end of the
 import (inputs already built) to the first result. The warm-cache row also
 has `stages`: tracegrad's per-stage timings of that first call (index lookup,
 import numba, Numba cache load, ...; the rest is the kernel's first call).
+The main demo's rows (examples/eager_vs_traced.py, which the README's Quickstart
+runs): its first `value_and_grad` call in fresh processes with empty caches,
+alternating with jax.jit's first call of the same loss.
 On a busy 2-core machine the kernel's first call can take ~80 ms instead of
 ~15: NumPy's OpenBLAS runs the GEMMs on 2 threads and waits for a time slice
 when another process holds the second core (OPENBLAS_NUM_THREADS=1 avoids it);
@@ -43,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import json, sys, time, logging
 t0 = time.perf_counter()
+t_start = t0
 import numpy
 t1 = time.perf_counter()
 import {module}
@@ -75,6 +82,7 @@ if {compiled}:
     stages.update({{"(of which) kernel " + k: v
                    for k, v in getattr(lowered.kernel, "timings", {{}}).items()}})
     out.update(first_result=t4 - t3, inputs=t3 - t2, value=float(value),
+               process=(t1 - t0) + (t2 - t1) + (t4 - t3),
                interpreted=interpreted, kernel_ready=kernel_ready,
                numba_before_call=numba_before_call, log=records[-12:], stages=stages)
 if {floor!r}:
@@ -137,9 +145,13 @@ def _child_env(**extra: str) -> dict:
     return env
 
 
-def _run_child(module: str, compiled: bool, cache_dir: str, floor: str = "") -> dict:
+def _run_child(
+    module: str, compiled: bool, cache_dir: str, floor: str = "", code: str = "", **extra: str
+) -> dict:
     floor_dir = os.path.join(cache_dir, "floor")
-    if module == "jax":
+    if code:
+        pass
+    elif module == "jax":
         code = JAX_CHILD.format(root=str(ROOT))
     else:
         code = CHILD.format(
@@ -147,6 +159,8 @@ def _run_child(module: str, compiled: bool, cache_dir: str, floor: str = "") -> 
         )
     env = _child_env(TRACEGRAD_CACHE_DIR=cache_dir, TRACEGRAD_LOG="1")
     env.pop("TRACEGRAD_BACKEND", None)  # its default settings (a named backend never tiers)
+    env.pop("TRACEGRAD_TIERED", None)
+    env.update(extra)
     proc = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -167,7 +181,7 @@ def _median_row(rows: list[dict]) -> dict:
     if not ok:
         return rows[-1]
     out = dict(ok[0])
-    for key in ("import_numpy", "import", "first_result", "kernel_ready"):
+    for key in ("import_numpy", "import", "first_result", "kernel_ready", "process"):
         vals = [r[key] for r in ok if r.get(key) is not None]
         if vals:
             out[key] = statistics.median(vals)
@@ -184,12 +198,15 @@ def measure(runs: int = 3, log=print) -> dict:
         cold = _run_child("tracegrad", True, cache_dir)
         rows.append({"case": "empty cache", **cold})
         log(f"  cold start, empty cache: {cold}")
-        warm, jax_runs = [], []
-        for _ in range(runs):  # alternating, so that load changes hit both alike
+        warm, kernel_first, jax_runs = [], [], []
+        for _ in range(runs):  # alternating, so that load changes hit all alike
             warm.append(_run_child("tracegrad", True, cache_dir))
+            kernel_first.append(_run_child("tracegrad", True, cache_dir, TRACEGRAD_TIERED="0"))
             jax_runs.append(_run_child("jax", True, cache_dir))
         rows.append({"case": "warm cache", **_median_row(warm)})
         log(f"  cold start, warm cache: {rows[-1]}")
+        rows.append({"case": KERNEL_FIRST, **_median_row(kernel_first)})
+        log(f"  cold start, warm cache, kernel first: {rows[-1]}")
         if any(r.get("status") == "ok" for r in jax_runs):
             rows.append({"case": "jax.jit (no persistent cache)", **_median_row(jax_runs)})
             log(f"  cold start, jax.jit: {rows[-1]}")
@@ -219,9 +236,11 @@ def measure(runs: int = 3, log=print) -> dict:
         "load a trivial cached njit function instead: Numba's own import and first-dispatch "
         "cost. By default tracegrad's first result comes from the NumPy interpreter while "
         "the kernel builds or loads in the background (`kernel ready`: from the call to the "
-        "kernel in use). jax.jit: the same workload's first `jax.jit(value_and_grad)` result "
-        "(import jax apart), run alternately with the warm-cache row. Children run with "
-        "Python's bytecode cache on (PYTHONDONTWRITEBYTECODE removed), as a user's Python."
+        "kernel in use). `kernel first`: the warm cache with TRACEGRAD_TIERED=0, so the first "
+        "result waits for Numba's import and the kernel's cache load. jax.jit: the same "
+        "workload's first `jax.jit(value_and_grad)` result (import jax apart), run alternately "
+        "with the warm-cache rows. Children run with Python's bytecode cache on "
+        "(PYTHONDONTWRITEBYTECODE removed), as a user's Python."
     )
     return {"rows": rows, "note": note, "ratios": ratios(rows)}
 
@@ -234,7 +253,7 @@ def ratios(rows: list[dict]) -> dict:
     if jax_row is None:
         return {}
     out = {}
-    for case in ("empty cache", "warm cache"):
+    for case in ("empty cache", "warm cache", KERNEL_FIRST):
         r = by_case.get(case)
         if r is not None:
             out[f"{case}: (import + first result) / jax.jit first result"] = (
@@ -245,6 +264,68 @@ def ratios(rows: list[dict]) -> dict:
                     r["import"] + r["kernel_ready"]
                 ) / jax_row["first_result"]
     return out
+
+
+KERNEL_FIRST = "warm cache, kernel first (TRACEGRAD_TIERED=0)"
+
+# ------------------------------------------------- the main demo's first compiled call
+DEMO_CHILD = r"""
+import json, sys, time
+import numpy as np
+sys.path.insert(0, {examples!r})
+import {module}
+from eager_vs_traced import PARAM_NAMES, make_problem, mlp_loss
+arrays = make_problem(32, n_in=8, n_hidden=64)  # the demo's defaults
+inputs = [arrays[k] for k in (*PARAM_NAMES, "x", "y")]
+if {module!r} == "jax":
+    import jax, jax.numpy as jnp
+    def loss(w1, b1, w2, b2, x, y):
+        return jnp.mean(((jnp.tanh(x @ w1 + b1) @ w2 + b2) - y) ** 2)
+    vg = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2, 3)))
+    t0 = time.perf_counter()
+    value, grads = vg(*inputs)
+    value = float(value); grads = [np.asarray(g) for g in grads]
+    interpreted = None
+else:
+    import tracegrad as tg
+    vg = tg.value_and_grad(mlp_loss, argnums=(0, 1, 2, 3))
+    t0 = time.perf_counter()
+    value, grads = vg(*inputs)
+    interpreted = vg.tier_info().interpreted_calls
+t1 = time.perf_counter()
+print("COLD_START_JSON " + json.dumps({{"first_result": t1 - t0, "value": float(value),
+                                       "interpreted": interpreted}}))
+"""
+
+
+def measure_demo(runs: int = 5, log=print) -> dict:
+    """The main demo's (examples/eager_vs_traced.py, the README Quickstart) first compiled
+    call, `value_and_grad(mlp_loss)` on its default 32 x 8 -> 64 -> 1 problem, in fresh
+    processes each with a new empty TRACEGRAD_CACHE_DIR, alternating with jax.jit's first
+    call of the same loss (median of `runs`)."""
+    examples = str(ROOT / "examples")
+    ours, theirs = [], []
+    for _ in range(runs):
+        cache_dir = tempfile.mkdtemp(prefix="tracegrad-cold-demo-")
+        try:
+            code = DEMO_CHILD.format(examples=examples, module="tracegrad")
+            ours.append(
+                _run_child("tracegrad", True, cache_dir, code=code, TRACEGRAD_EXIT_WAIT="0")
+            )
+            code = DEMO_CHILD.format(examples=examples, module="jax")
+            theirs.append(_run_child("jax", True, cache_dir, code=code))
+        finally:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+    rows = [
+        {"case": "main demo, empty cache", **_median_row(ours)},
+        {"case": "main demo, jax.jit", **_median_row(theirs)},
+    ]
+    for row in rows:
+        log(f"  cold start, {row['case']}: {row}")
+    ratio = None
+    if all(r.get("first_result") for r in rows):
+        ratio = rows[0]["first_result"] / rows[1]["first_result"]
+    return {"rows": rows, "ratio to jax.jit": ratio}
 
 
 # ------------------------------------------------- every workload, every compiler
@@ -396,6 +477,12 @@ def main(argv=None) -> int:
         help="skip the mlp_mnist_b128 empty/warm/eager/Numba-floor rows",
     )
     p.add_argument(
+        "--demo-runs",
+        type=int,
+        default=5,
+        help="fresh processes for the main demo's first compiled call (0: skip it)",
+    )
+    p.add_argument(
         "--inductor-dir",
         default=None,
         help="TORCHINDUCTOR_CACHE_DIR for the --workloads table (default: a new temporary folder)",
@@ -410,6 +497,8 @@ def main(argv=None) -> int:
     result = (
         {"rows": [], "note": ""} if args.only_workloads else measure(args.runs, log=lambda m: None)
     )
+    if args.demo_runs > 0 and not args.only_workloads:
+        result["demo"] = measure_demo(args.demo_runs, log=lambda m: None)
     if names:
         result["workloads"] = measure_workloads(names, log=print, inductor_dir=args.inductor_dir)
     if args.out:
@@ -435,6 +524,22 @@ def main(argv=None) -> int:
     print(result["note"])
     for what, ratio in result.get("ratios", {}).items():
         print(f"{what}: {ratio:.2f}x")
+    for r in result.get("rows", []):
+        if r.get("process") is not None:
+            print(
+                f"{r['case']}: whole process to the first result (import numpy and "
+                f"tracegrad included): {r['process'] * 1e3:.0f} ms"
+            )
+    demo = result.get("demo")
+    if demo:
+        for r in demo["rows"]:
+            first = r.get("first_result")
+            print(
+                f"{r['case']}: first value-and-grad call "
+                f"{'-' if first is None else f'{first * 1e3:.1f} ms'} ({r['status']})"
+            )
+        if demo.get("ratio to jax.jit") is not None:
+            print(f"main demo: tracegrad / jax.jit first call: {demo['ratio to jax.jit']:.2f}x")
     warm = next((r for r in result["rows"] if r["case"] == "warm cache"), {})
     if warm.get("stages"):
         print(
