@@ -759,6 +759,8 @@ for _name in (
 
 for _name in ("fft", "ifft", "rfft", "irfft"):  # numpy.fft (ops/fourier.py)
     _NUMPY_FUNCTIONS[_name] = lambda *a, _n=_name, **kw: getattr(_api("fft"), _n)(*a, **kw)
+for _name in ("eig", "eigvals"):  # numpy.linalg (ops/linalg_eig.py)
+    _NUMPY_FUNCTIONS[_name] = lambda *a, _n=_name, **kw: getattr(_api("linalg"), _n)(*a, **kw)
 for _name in ("real", "imag", "conj", "conjugate", "angle"):  # complex numbers
     _NUMPY_FUNCTIONS.setdefault(_name, lambda *a, _n=_name, **kw: _api(_n)(*a, **kw))
 

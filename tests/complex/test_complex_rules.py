@@ -8,7 +8,8 @@ directions v (complex operands) and cotangents u (complex outputs),
 the pairing whose transpose JAX (and so tracegrad's compiled mode) takes; and the
 jvp rule (tracegrad.forward) against the same finite differences. These rows stand
 in for tests/ops/op_cases.py's, which draw real operands only (test_registry's
-COMPLEX_ROWS).
+COMPLEX_ROWS). eig's rows are tests/complex/test_eig.py (its vjp needs a
+phase-independent cotangent).
 """
 
 import zlib
@@ -52,6 +53,8 @@ ROWS = [  # (id, primitive name, operand specs, attrs)
     ("mean", "mean", [_c((2, 3))], {"axis": None}),
     ("astype_c2r", "astype", [_c((3,))], {"dtype": "float64"}),
     ("astype_r2c", "astype", [_r((3,))], {"dtype": "complex128"}),
+    ("solve_general", "solve_general", [_c((3, 3)), _c((3, 2))], {}),
+    ("solve_general_real", "solve_general", [_r((2, 2)), _r((2, 1))], {}),
 ]
 
 
@@ -60,6 +63,8 @@ def _draw(spec, rng):
         return spec
     kind, shape = spec
     x = rng.uniform(0.5, 1.5, shape) * rng.choice([-1, 1], shape)
+    if len(shape) == 2 and shape[0] == shape[1]:
+        x = x + 3 * np.eye(shape[0])  # well-conditioned square matrices (solve)
     if kind == "c":
         x = x + 1j * rng.uniform(0.3, 1.2, shape)  # away from the branch cut of log/sqrt/pow
     return x

@@ -321,10 +321,13 @@ def test_every_elementwise_primitive_has_a_case_here():
 
     wanted = {k for k, p in REGISTRY.items() if p.kind == "elementwise"}
     # the rest have no CUDA form, and the planner refuses them by name
-    refused = {"threefry2x32"}
+    # (complex values run on the CPU interpreter: tracegrad.compiler._has_complex)
+    refused = {"threefry2x32", "real", "imag", "conj", "complex"}
     assert wanted - seen == refused
     node = Node(0, "threefry2x32", (x, x, x, x), {"word": 32}, (2,), np.dtype("uint32"))
     assert cuda_template(node) is None
+    z = Node(1, "input", (), {}, (2,), np.dtype("complex64"))
+    assert cuda_template(Node(2, "real", (z,), {}, (2,), np.dtype("float32"))) is None
 
 
 def test_scan_runs_its_body_per_step_forward_and_backward():

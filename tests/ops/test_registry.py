@@ -36,6 +36,7 @@ ARITY = {  # fixed-arity primitives: operands each vjp tuple must cover
     "betainc": 3,
     "random_gamma": 3,
     "complex": 2,
+    "solve_general": 2,
 }
 VARIADIC = {"concatenate", "getitem", "index_add_zeros"}
 # Structured control flow holds sub-graphs: no per-node codegen (the body graphs
@@ -74,7 +75,7 @@ def test_primitive_has_every_rule(name):
 NO_GRADIENT_YET = {"random_gamma"}
 # Complex-valued primitives: op_cases draws real operands, so their rows (complex
 # operands, JAX's transpose convention) live in tests/complex/test_complex_rules.py.
-COMPLEX_ROWS = {"real", "imag", "conj", "complex", "fft"}
+COMPLEX_ROWS = {"real", "imag", "conj", "complex", "fft", "eig", "solve_general"}
 
 
 def test_every_differentiable_primitive_has_an_op_case():

@@ -751,3 +751,39 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
 
 __all__ += ["matrix_power", "multi_dot", "vecdot"]
 TOP_LEVEL["matrix_power"] = matrix_power
+
+
+_EigResult = namedtuple("linalg_eig", ["eigenvalues", "eigenvectors"])
+
+
+def eig(A, *, out=None):
+    """torch.linalg.eig: (eigenvalues, unit eigenvectors as columns) of a general square
+    A, complex; the gradient is PyTorch's linalg_eig_backward (issue 26;
+    tracegrad/ops/linalg_eig.py), including its error for a loss that depends on the
+    eigenvectors' phases.
+
+    >>> import tracegrad.eager as torch
+    >>> torch.linalg.eig(torch.tensor([[2.0, 0.0], [0.0, 3.0]])).eigenvalues
+    tensor([2.+0.j, 3.+0.j])
+    """
+    from tracegrad.ops import linalg_eig as E
+
+    A = _t(A)
+    _no_out(out, "linalg.eig")
+    _check_square("linalg.eig", A)
+    packed = _apply(
+        "linalg.eig",
+        E.eig_p,
+        (A,),
+        {},
+        "linalg.eig: The algorithm failed to converge",
+    )
+    return _EigResult(packed[..., 0, :], packed[..., 1:, :])
+
+
+def eigvals(A, *, out=None) -> Tensor:
+    """torch.linalg.eigvals: the eigenvalues of a general square A (complex)."""
+    return eig(A, out=out).eigenvalues
+
+
+__all__ += ["eig", "eigvals"]

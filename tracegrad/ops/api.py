@@ -2222,6 +2222,10 @@ for _name in _linalg_ops.PUBLIC:
 linalg = _Linalg()
 
 from tracegrad.ops import fourier as _fourier_ops  # noqa: E402  (issue 26: numpy.fft)
+from tracegrad.ops import linalg_eig as _eig_ops  # noqa: E402  (issue 26: eig, eigvals)
+
+_Linalg.eig = staticmethod(_eig_ops.eig)  # type: ignore[attr-defined]
+_Linalg.eigvals = staticmethod(_eig_ops.eigvals)  # type: ignore[attr-defined]
 
 fft = _fourier_ops.NAMESPACE
 

@@ -2058,5 +2058,8 @@ from tracegrad.ops import complex_ops as _complex_ops  # noqa: E402,F401
 from tracegrad.ops import fourier as _fourier  # noqa: E402,F401
 from tracegrad.ops import linalg as _linalg  # noqa: E402,F401
 
+# eig and eigvals of general matrices live in linalg_eig.py
+from tracegrad.ops import linalg_eig as _linalg_eig  # noqa: E402,F401
+
 # threefry2x32 (random bits), erfinv, gammaln, digamma, polygamma live in special.py (issue 26)
 from tracegrad.ops import special as _special  # noqa: E402,F401

@@ -124,6 +124,10 @@ def cuda_template(node: Node) -> str | None:
     cg = REGISTRY[node.op].codegen
     if not (isinstance(cg, str) or callable(cg)):
         return None
+    if np.dtype(node.dtype).kind == "c" or any(
+        np.dtype(i.dtype).kind == "c" for i in node.inputs if hasattr(i, "dtype")
+    ):
+        return None  # complex values (real, imag, conj, complex, ...): no CUDA form here
     template = cg(**node.attrs) if callable(cg) else cg
     probe = cuda_expr(template, [f"a{k}" for k in range(len(node.inputs))])
     if any(name not in HELPERS for name in re.findall(r"\b(tg_\w+)\(", probe)):
