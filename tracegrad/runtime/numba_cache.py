@@ -159,8 +159,10 @@ def _define_classes() -> None:
             # Rebuilding a compiled result needs none of them: its object code calls
             # only the symbols the runtime registers (`_runtime_symbols`). A miss
             # returns None and the dispatcher compiles, which refreshes then.
-            _runtime_symbols(target_context)
-            with self._guard_against_spurious_io_errors():
+            guard = getattr(self, "_guard_against_spurious_io_errors", None)
+            if guard is None or not _runtime_symbols(target_context):
+                return super().load_overload(sig, target_context)  # Numba's own, refreshing
+            with guard():
                 return self._load_overload(sig, target_context)
 
         def _load_overload(self, sig, target_context):
@@ -304,17 +306,30 @@ def _define_classes() -> None:
     VerifiedFunctionCache = _VerifiedFunctionCache
 
 
-def _runtime_symbols(target_context) -> None:
+# Numba versions (major, minor) whose symbol registrations were read for the load
+# without refresh: `grep -rn "add_symbol" numba/` lists every module that adds to LLVM's
+# symbol table; those that only Numba's refresh imports must be in _REFRESH_SYMBOLS (an
+# unresolved symbol aborts the process). Other versions load with Numba's refresh.
+LIGHT_LOAD_NUMBA = ((0, 68),)
+
+
+def _runtime_symbols(target_context) -> bool:
     """What a cached compile result's object code links against, without Numba's full
     refresh: Numba's C helpers, CPython's exceptions and the C math functions are in
     LLVM's symbol table once the CPU context exists (BaseContext/CPUContext init); the
     runtime's (NRT: allocation, reference counts) are added here, as refresh does
     first; a parallel kernel's threading layer by its own reload_init when rebuilt;
     tracegrad's BLAS/LAPACK entry points when the generated module imports
-    runtime.intrinsics / runtime.lapack; and `_symbols_for` adds the rest."""
+    runtime.intrinsics / runtime.lapack; and `_symbols_for` adds the rest. False (the
+    caller refreshes) for a Numba version not in LIGHT_LOAD_NUMBA."""
+    import numba
+
+    if tuple(int(p) for p in numba.__version__.split(".")[:2]) not in LIGHT_LOAD_NUMBA:
+        return False
     from numba.core.runtime.nrt import rtsys
 
     rtsys.initialize(target_context)
+    return True
 
 
 # symbols that only a module imported by Numba's refresh adds to LLVM's table: the

@@ -130,9 +130,13 @@ def _arraymath_at_first_refresh() -> None:
     the runtime's symbols alone) and so skips arraymath's ~0.1 s import too. Numba
     itself imports arraymath nowhere else before a refresh, and every refresh of
     the CPU context runs CPUContext.load_additional_registries first."""
-    from numba.core import cpu
+    try:
+        from numba.core import cpu
 
-    original = cpu.CPUContext.load_additional_registries
+        original = cpu.CPUContext.load_additional_registries
+    except (ImportError, AttributeError):  # another Numba: at once, as before
+        _import_arraymath()
+        return
     if getattr(original, "_tracegrad_arraymath", False):
         return
 
