@@ -82,6 +82,7 @@ class _Planner(OtherOps):
         self.users = graph.users() if hasattr(graph, "users") else {}
         self.out_ids = {n.id for n in graph.outputs}
         self.consts: dict[int, Node] = {}
+        self._returned: set = set()  # buffers of the outputs planned so far
 
     # ---- buffers
     def new_buffer(self, node_or_name, shape, dtype, kind="temp") -> Layout:
@@ -585,6 +586,7 @@ class _Planner(OtherOps):
             or not lay.contiguous
             or lay.offset != 0
             or self.buffers[lay.buf].size != max(node.size, 1)  # a part of a bigger buffer
+            or lay.buf in self._returned  # returned twice: a buffer each (as the CPU path)
         )
         if needs_copy:
             out = self.new_buffer(f"o{k}_{node.id}", node.shape, node.dtype)
@@ -594,6 +596,7 @@ class _Planner(OtherOps):
                 f"out_{k}", node.shape, body, [(out, cast(expr, node.dtype))], [node]
             )
             lay = out
+        self._returned.add(lay.buf)
         return lay
 
 

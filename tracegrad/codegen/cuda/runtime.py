@@ -31,7 +31,15 @@ _PRELUDE_NS: dict | None = None
 # compiled: kernels compiled by this process; hits: found compiled in memory;
 # file_hits: kernel modules read from their verified files in the disk cache;
 # planned / plans_loaded: graphs planned here / plans read from the disk cache (disk.py)
-STATS = {"compiled": 0, "hits": 0, "file_hits": 0, "planned": 0, "plans_loaded": 0}
+# scan_copies: device copies of loop results into their slots (scan bodies write in place)
+STATS = {
+    "compiled": 0,
+    "hits": 0,
+    "file_hits": 0,
+    "planned": 0,
+    "plans_loaded": 0,
+    "scan_copies": 0,
+}
 
 
 def prelude_names() -> dict:
@@ -258,14 +266,28 @@ class CudaKernel:
 
     def _prepare_scan(self, unit: Unit):
         """The body's own CudaKernel, called once per step from the host (its launches
-        are asynchronous: no synchronisation inside the loop); xs steps are views,
-        ys and final carries are copied into their slots of the packed output."""
+        are asynchronous: no synchronisation inside the loop); xs steps are views.
+        The body writes each step's ys straight into their slots of the packed output,
+        and its carries into two buffers in turn (the last step: into the output's
+        carry slots), so a step is the body's launches alone: no copies, no
+        allocations. An output the body cannot write in place (one buffer returned
+        twice) is copied into its slot, as before (STATS["scan_copies"])."""
         sp = unit.scan
         body = CudaKernel(sp["body"])
         self._nested.append(body)
         length, reverse = sp["length"], sp["reverse"]
         n_carry, n_xs = sp["n_carry"], sp["n_xs"]
         operands, parts = sp["operands"], sp["parts"]
+        ys_at = []  # (offset of the stacked y, size of one step)
+        pos = sum(parts[:n_carry])
+        for size in parts[n_carry:]:
+            ys_at.append((pos, size // max(length, 1)))
+            pos += size
+        carry_at = [sum(parts[:c]) for c in range(n_carry)]
+        sizes = list(parts[:n_carry]) + [size for _, size in ys_at]
+        own = body.own_outputs()
+        direct = {k for k, size in enumerate(sizes) if own.get(k) == size and size > 0}
+        spare: list[list] = [[None, None] for _ in range(n_carry)]  # carries' two buffers
 
         def run(env):
             ops = [_view(env[b], off, shape) for b, off, shape in operands]
@@ -273,25 +295,36 @@ class CudaKernel:
             xs = ops[n_carry : n_carry + n_xs]
             consts = ops[n_carry + n_xs :]
             out = env[sp["out"]]
-            ys_at = []  # (offset of the stacked y, size of one step)
-            pos = sum(parts[:n_carry])
-            for size in parts[n_carry:]:
-                ys_at.append((pos, size // max(length, 1)))
-                pos += size
             for t in range(length):
                 i = length - 1 - t if reverse else t
                 steps = []
                 for x in xs:
                     step = int(np.prod(x.shape[1:], dtype=np.int64))
                     steps.append(DeviceArray(x.flat_data()[i * step : (i + 1) * step], x.shape[1:]))
-                outs = body.launch(*carry, *steps, *consts)  # (range flags: read at the end)
+                into = {}
+                for c in range(n_carry):
+                    if c not in direct:
+                        continue
+                    if t == length - 1:
+                        into[c] = out[carry_at[c] : carry_at[c] + sizes[c]]
+                    else:
+                        if spare[c][t % 2] is None:
+                            spare[c][t % 2] = body.new_output(c)
+                        into[c] = spare[c][t % 2]
+                for j, (at, size) in enumerate(ys_at):
+                    if n_carry + j in direct:
+                        into[n_carry + j] = out[at + i * size : at + (i + 1) * size]
+                # (range flags: read at the end of the outer call)
+                outs = body.launch(*carry, *steps, *consts, into=into)
                 carry = list(outs[:n_carry])
-                for (at, size), y in zip(ys_at, outs[n_carry:], strict=True):
-                    out[at + i * size : at + (i + 1) * size].copy_to_device(y.flat_data())
-            pos = 0
-            for size, c in zip(parts[:n_carry], carry, strict=True):
-                out[pos : pos + size].copy_to_device(c.flat_data())
-                pos += size
+                for j, ((at, size), y) in enumerate(zip(ys_at, outs[n_carry:], strict=True)):
+                    if n_carry + j not in direct:
+                        out[at + i * size : at + (i + 1) * size].copy_to_device(y.flat_data())
+                        STATS["scan_copies"] += 1
+            for c, (size, value) in enumerate(zip(parts[:n_carry], carry, strict=True)):
+                if length == 0 or c not in direct:
+                    out[carry_at[c] : carry_at[c] + size].copy_to_device(value.flat_data())
+                    STATS["scan_copies"] += 1
 
         return run
 
@@ -451,9 +484,26 @@ class CudaKernel:
             "gather on the GPU)"
         )
 
-    def launch(self, *arrays):
+    def own_outputs(self) -> dict[int, int]:
+        """Output position -> its buffer's size, for the outputs a caller may give a
+        destination (`launch(into=...)`): each in a buffer of its own that every call
+        makes fresh."""
+        returned = [lay.buf for lay in self.plan.outputs]
+        return {
+            k: self.plan.buffers[b].size
+            for k, b in enumerate(returned)
+            if b is not None and returned.count(b) == 1 and self.plan.buffers[b].kind == "temp"
+        }
+
+    def new_output(self, k: int):
+        """A fresh flat buffer for output `k` (a destination for `launch(into=...)`)."""
+        b = self.plan.buffers[self.plan.outputs[k].buf]
+        return self._alloc(b.size, b.dtype)
+
+    def launch(self, *arrays, into: dict | None = None):
         """The call's launches, without reading the range flags (loops read them once,
-        after their last step)."""
+        after their last step). `into`: output position -> the flat device array that
+        output is written to (one of `own_outputs`, of its size), instead of a new one."""
         if len(arrays) != self.n_inputs:
             raise TypeError(
                 f"{self.graph_name}: expected {self.n_inputs} arrays, got {len(arrays)}"
@@ -468,8 +518,9 @@ class CudaKernel:
                         f"compiled signature {dtype}"
                     )
                 env[name] = arr.flat_data()
+            given = {self.plan.outputs[k].buf: a for k, a in (into or {}).items()}
             for name, size, dtype in self._fresh:  # outputs: new buffers every call
-                env[name] = self._alloc(size, dtype)
+                env[name] = given[name] if name in given else self._alloc(size, dtype)
             for run in self.launches:
                 run(env)
         return tuple(DeviceArray(env[lay.buf], lay.shape) for lay in self.plan.outputs)
