@@ -172,8 +172,8 @@ def install_methods() -> None:
     .real/.imag properties (PyTorch's)."""
     for name in ("conj", "angle", "conj_physical", "resolve_conj", "is_conj"):
         setattr(Tensor, name, _method(globals()[name]))
-    Tensor.real = property(real)  # type: ignore[assignment,method-assign]
-    Tensor.imag = property(imag)  # type: ignore[assignment,method-assign]
+    setattr(Tensor, "real", property(real))  # noqa: B010
+    setattr(Tensor, "imag", property(imag))  # noqa: B010
 
 
 install_methods()

@@ -78,13 +78,25 @@ def _conj_vjp(g, out, x):
     return conj(g) if is_complex(x) else g
 
 
+def _real_jvp(primals, tangents, out):
+    return real(tangents[0])
+
+
+def _imag_jvp(primals, tangents, out):
+    return imag(tangents[0])
+
+
+def _conj_jvp(primals, tangents, out):
+    return conj(tangents[0])
+
+
 real = primitive(
     "real",
     impl=returns_array(lambda x: np.array(np.real(x))),
     shape_rule=_part_rule("real"),
     kind="elementwise",
     vjps=(_real_vjp,),
-    jvp=lambda primals, tangents, out: real(tangents[0]),
+    jvp=_real_jvp,
     torch_name="RealBackward0",
     saves=(),
     codegen="({0}).real",
@@ -96,7 +108,7 @@ imag = primitive(
     shape_rule=_part_rule("imag"),
     kind="elementwise",
     vjps=(_imag_vjp,),
-    jvp=lambda primals, tangents, out: imag(tangents[0]),
+    jvp=_imag_jvp,
     torch_name="ImagBackward0",
     saves=(),
     codegen="({0}).imag",
@@ -108,7 +120,7 @@ conj = primitive(
     shape_rule=lambda x: as_aval(x),
     kind="elementwise",
     vjps=(_conj_vjp,),
-    jvp=lambda primals, tangents, out: conj(tangents[0]),
+    jvp=_conj_jvp,
     torch_name="ConjBackward0",
     saves=(),
     codegen="({0}).conjugate()",
@@ -137,7 +149,8 @@ def _complex_impl(x, y):
     return out
 
 
-def _complex_jvp(tx, ty, out):
+def _complex_jvp(primals, tangents, out):
+    tx, ty = tangents
     dtype = np.dtype(T.aval_of(out).dtype).name
     if tx is None and ty is None:
         return None
@@ -155,7 +168,7 @@ make_complex = primitive(  # x + iy from real x, y (torch.complex, lax.complex)
     kind="elementwise",
     # JAX: [real(t), imag(neg(t))]
     vjps=(lambda g, out, x, y: real(g), lambda g, out, x, y: T.neg(imag(g))),
-    jvp=lambda primals, tangents, out: _complex_jvp(*tangents, out),
+    jvp=_complex_jvp,
     torch_name="ComplexBackward0",
     saves=(),
     codegen="complex({0}, {1})",

@@ -498,7 +498,7 @@ def is_float(dtype: Any) -> bool:
 def is_complex(dtype: Any) -> bool:
     """complex64 or complex128 (accepts a dtype, an Aval or any value with a dtype)."""
     dtype = getattr(dtype, "dtype", dtype)
-    return np.dtype(dtype).kind == "c"
+    return bool(np.dtype(dtype).kind == "c")
 
 
 def is_inexact(dtype: Any) -> bool:
