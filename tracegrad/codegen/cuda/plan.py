@@ -60,7 +60,7 @@ from tracegrad.codegen.plan import schedule, unit_nodes
 from tracegrad.ir.graph import Graph, Node
 from tracegrad.passes.fuse import groups_of, is_elementwise, is_fusible_reduction
 
-__all__ = ["CudaUnsupported", "Plan", "Unit", "cuda_template", "plan_graph"]
+__all__ = ["CudaUnsupported", "Plan", "Unit", "cuda_template", "place_temporaries", "plan_graph"]
 
 REDUCTIONS = {"sum", "mean", "max", "min", "prod", "amax", "amin"}
 GEMMS = {"matmul", "addmm"}
@@ -598,6 +598,73 @@ class _Planner(OtherOps):
             lay = out
         self._returned.add(lay.buf)
         return lay
+
+
+def unit_buffers(unit: Unit) -> set:
+    """Every buffer a unit's launches read or write."""
+    names = set(unit.args)
+    for _name, _source, args, _launch in unit.after:
+        names |= set(args)
+    if unit.scan:
+        names.add(unit.scan["out"])
+        names |= {b for b, _off, _shape in unit.scan["operands"]}
+    return names
+
+
+def place_temporaries(plan: Plan) -> tuple[dict, dict]:
+    """Where the plan's temporaries live: one workspace per dtype, placed by the
+    CPU path's allocator (codegen/memory.py: best fit, a region reused once the
+    last unit using its buffer has run; views share their base's buffer, so a
+    buffer's uses are its views' too). Returns ({dtype name: elements},
+    {buffer: (dtype name, offset)}). Outputs (new every call), inputs, constants
+    and the range flag are not temporaries. Placements are checked for overlap.
+
+    >>> import numpy as np
+    >>> f32 = np.dtype("float32")
+    >>> plan = Plan([Unit("elementwise", "a", args=["in0", "t1"]),
+    ...              Unit("elementwise", "b", args=["t1", "t2"]),
+    ...              Unit("elementwise", "c", args=["t2", "t3"]),
+    ...              Unit("elementwise", "d", args=["t3", "t4"])],
+    ...             {"in0": Buffer("in0", 100, f32, "input", index=0),
+    ...              **{f"t{k}": Buffer(f"t{k}", 100, f32, "temp") for k in range(1, 5)}},
+    ...             [Layout((100,), f32, "t4", 0, (1,))])
+    >>> place_temporaries(plan)   # t3 takes t1's place once t1 is dead
+    ({'float32': 224}, {'t1': ('float32', 0), 't2': ('float32', 112), 't3': ('float32', 0)})
+    """
+    from tracegrad.codegen.memory import Workspace, check_disjoint
+
+    returned = {lay.buf for lay in plan.outputs}
+    temps = {
+        name: b for name, b in plan.buffers.items() if b.kind == "temp" and name not in returned
+    }
+    first: dict = {}
+    last: dict = {}
+    for p, unit in enumerate(plan.units):
+        for name in unit_buffers(unit):
+            if name in temps:
+                first.setdefault(name, p)
+                last[name] = p
+    spaces: dict = {}
+    where: dict = {}
+    events: list = []
+    by_start: dict = {}
+    by_end: dict = {}
+    for name in first:
+        by_start.setdefault(first[name], []).append(name)
+        by_end.setdefault(last[name], []).append(name)
+    for p in range(len(plan.units)):
+        for name in by_start.get(p, ()):  # (all of a unit's buffers live at once)
+            b = temps[name]
+            dt = np.dtype(b.dtype).name
+            ws = spaces.setdefault(dt, Workspace(dt, b.dtype))
+            where[name] = (dt, ws.take(b.size))
+            events.append(("take", dt, where[name][1], b.size))
+        for name in by_end.get(p, ()):
+            dt, offset = where[name]
+            spaces[dt].give_back(offset, temps[name].size)
+            events.append(("give_back", dt, offset, temps[name].size))
+    check_disjoint(events)
+    return {dt: ws.size for dt, ws in spaces.items()}, where
 
 
 def plan_graph(graph: Graph, simulated: bool = False) -> Plan:

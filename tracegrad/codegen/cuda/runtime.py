@@ -20,7 +20,7 @@ import threading
 import numpy as np
 
 from tracegrad.codegen.cuda.kernel_text import RANGE_FLAG
-from tracegrad.codegen.cuda.plan import Plan, Unit, plan_graph
+from tracegrad.codegen.cuda.plan import Plan, Unit, place_temporaries, plan_graph
 from tracegrad.codegen.cuda.prelude import PRELUDE
 from tracegrad.placement import DeviceArray, as_device_array, load_cuda
 
@@ -218,6 +218,7 @@ class CudaKernel:
         }
         self._lock = threading.Lock()
         self._scratch: dict | None = None
+        self.workspace_bytes = 0  # the temporaries' device memory (after the first call)
         self._fresh: list = []
         self._inputs: list = []
         self.launches = []  # (callable, args names) per unit, compiled now
@@ -426,11 +427,15 @@ class CudaKernel:
         enqueue their launches under one lock, on one stream, so they never overlap)."""
         if self._scratch is None:
             returned = {lay.buf for lay in self.plan.outputs}
+            # the temporaries: regions of one workspace per dtype (plan.place_temporaries:
+            # the CPU path's allocator, a region reused once its buffer is dead)
+            sizes, where = place_temporaries(self.plan)
+            spaces = {dt: self._alloc(size, np.dtype(dt)) for dt, size in sizes.items()}
             self._scratch = {
-                name: self._alloc(b.size, b.dtype)
-                for name, b in self.plan.buffers.items()
-                if b.kind == "temp" and name not in returned
+                name: spaces[dt][offset : offset + self.plan.buffers[name].size]
+                for name, (dt, offset) in where.items()
             }
+            self.workspace_bytes = sum(size * np.dtype(dt).itemsize for dt, size in sizes.items())
             for name, b in self.plan.buffers.items():
                 if b.kind == "flag":  # zero until a gather finds an index out of range
                     self._scratch[name] = self.cuda.to_device(np.zeros(b.size, b.dtype))
