@@ -156,11 +156,24 @@ def test_plans_round_trip_and_reject_what_disk_py_never_writes(cache_dir):
     bad(lambda r: r.pop("units"))
 
 
-def test_plans_with_constant_arrays_or_loop_bodies_get_no_record(cache_dir):
+def test_constants_are_in_the_record_and_loop_bodies_get_none(cache_dir):
     # (an array made inside the function is a constant; a closure's array is an input)
-    f = tg.value_and_grad(lambda z: tg.sum(z * np.arange(20, dtype="float32").reshape(5, 4)))
-    f(tg.device_put(np.ones((5, 4), "float32")))
+    def fn(z):
+        return tg.sum(z * np.arange(20, dtype="float32").reshape(5, 4) ** 2)
+
+    z = np.linspace(-1.0, 1.0, 20, dtype="float32").reshape(5, 4)
+    want = tg.value_and_grad(fn, backend="interpret")(z)
+    f = tg.value_and_grad(fn)
+    f(tg.device_put(z))
     assert any(b.kind == "const" for b in _kernel(f).plan.buffers.values())
+    assert len(_records(cache_dir)) == 1
+    tg.clear_caches()
+    planned, loaded = runtime.STATS["planned"], runtime.STATS["plans_loaded"]
+    f = tg.value_and_grad(fn)
+    got = f(tg.device_put(z))  # from the record: constants included
+    assert (runtime.STATS["planned"], runtime.STATS["plans_loaded"]) == (planned, loaded + 1)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6)
 
     def g(c):
         return tg.sum(tg.fori_loop(0, 3, lambda i, c: tg.tanh(c), c))
@@ -168,4 +181,13 @@ def test_plans_with_constant_arrays_or_loop_bodies_get_no_record(cache_dir):
     g = tg.value_and_grad(g)
     g(tg.device_put(np.ones(3, "float32")))
     assert any(u.kind == "scan" for u in _kernel(g).plan.units)
-    assert _records(cache_dir) == []
+    assert disk.record_of(_kernel(g).plan) is None
+    assert len(_records(cache_dir)) == 1
+    # a constant of the wrong size, or not base64, is refused
+    record = disk.record_of(_kernel(f).plan)
+    const = next(b for b in record["buffers"] if b["kind"] == "const")
+    for value in (const["value"][:-8], "not base64!"):
+        const_bad = json.loads(json.dumps(record))
+        next(b for b in const_bad["buffers"] if b["kind"] == "const")["value"] = value
+        with pytest.raises(disk.BadRecord):
+            disk.plan_of(const_bad)

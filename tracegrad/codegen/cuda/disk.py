@@ -15,10 +15,11 @@ Two levels, the CPU path's (codegen/kernel.py, codegen/index.py, runtime/cache.p
 The index key is the CPU path's (traced graph, what is done with it, the pipeline's
 source) salted with "cuda" and whether the simulator runs the kernels (it plans
 smaller launches). Records hold no code that runs on load: JSON, read through the
-cache directory's handle (regular files only), checked field by field. Plans with
-constant arrays (their values live in the graph) or with loops and branches (their
-bodies are graphs) get no record and take the full path, as the CPU index skips
-kernels with constant arrays or NumPy fallbacks.
+cache directory's handle (regular files only), checked field by field. Constant
+arrays are in the record (base64 of their bytes, at most MAX_CONST_BYTES in all; the
+key covers their values, as it covers every byte of the traced graph). Plans with
+loops and branches (their bodies are graphs) or bigger constants get no record and
+take the full path, as the CPU index skips kernels with NumPy fallbacks.
 
 What is not cached: numba.cuda's compiled code (PTX/cubin). Its stock cache
 unpickles files that nothing verified (runtime/numba_cache.py hooks only the CPU
@@ -37,6 +38,8 @@ verified module.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import logging
@@ -53,7 +56,7 @@ FORMAT = 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,200}")
 _RECORD = re.compile(r"tgp_[0-9a-f]{32}")
 _KINDS = {"elementwise", "reduce", "row", "rows", "gemm"}
-_BUFFER_KINDS = {"input", "temp", "flag"}
+_BUFFER_KINDS = {"input", "temp", "flag", "const"}
 _DTYPES = {
     "float16",
     "float32",
@@ -69,6 +72,7 @@ _DTYPES = {
     "bool",
 }
 MAX_RECORD = 16 << 20  # bytes
+MAX_CONST_BYTES = 4 << 20  # constant arrays recorded in one plan, in all
 
 
 class BadRecord(ValueError):
@@ -98,11 +102,16 @@ def _layout_rec(lay: Layout) -> dict:
 
 
 def record_of(plan: Plan) -> dict | None:
-    """The plan as JSON-able data, or None when it has constant arrays or units
-    whose bodies are graphs (loops, branches): those are not recorded."""
+    """The plan as JSON-able data, or None when it has units whose bodies are graphs
+    (loops, branches) or constants of more than MAX_CONST_BYTES: not recorded."""
     if any(u.kind not in _KINDS or u.scan for u in plan.units):
         return None
     if any(b.kind not in _BUFFER_KINDS for b in plan.buffers.values()):
+        return None
+    consts = [b for b in plan.buffers.values() if b.kind == "const"]
+    if sum(np.asarray(b.value).nbytes for b in consts) > MAX_CONST_BYTES or any(
+        np.asarray(b.value).size != b.size for b in consts
+    ):
         return None
     units = []
     for u in plan.units:
@@ -134,6 +143,7 @@ def record_of(plan: Plan) -> dict | None:
             "dtype": np.dtype(b.dtype).name,
             "kind": b.kind,
             "index": int(b.index),
+            **({"value": _encode_array(b.value, b.dtype)} if b.kind == "const" else {}),
         }
         for b in plan.buffers.values()
     ]
@@ -143,6 +153,19 @@ def record_of(plan: Plan) -> dict | None:
         "buffers": buffers,
         "outputs": [_layout_rec(o) for o in plan.outputs],
     }
+
+
+def _encode_array(value, dtype) -> str:
+    flat = np.ascontiguousarray(value, dtype=np.dtype(dtype).newbyteorder("<")).reshape(-1)
+    return base64.b64encode(flat.tobytes()).decode("ascii")
+
+
+def _decode_array(text: Any, buffer: Buffer) -> np.ndarray:
+    _want(isinstance(text, str) and len(text) <= 2 * MAX_CONST_BYTES, "bad constant")
+    raw = base64.b64decode(text.encode("ascii"), validate=True)
+    dtype = np.dtype(buffer.dtype).newbyteorder("<")
+    _want(len(raw) == buffer.size * dtype.itemsize, "a constant of the wrong size")
+    return np.frombuffer(raw, dtype).astype(buffer.dtype)  # (a writable, native copy)
 
 
 def _want(cond: bool, what: str) -> None:
@@ -193,7 +216,7 @@ def plan_of(record: Any) -> Plan:
         return _plan_of(record)
     except BadRecord:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, binascii.Error) as exc:
         raise BadRecord(f"{type(exc).__name__}: {exc}") from None
 
 
@@ -206,6 +229,8 @@ def _plan_of(record: Any) -> Plan:
         buffers[name] = Buffer(
             name, _int(b["size"], 1), _dtype(b["dtype"]), b["kind"], index=_int(b["index"], -1)
         )
+        if b["kind"] == "const":
+            buffers[name].value = _decode_array(b["value"], buffers[name])
     inputs = sorted(b.index for b in buffers.values() if b.kind == "input")
     _want(inputs == list(range(len(inputs))), "inputs are not numbered 0..n-1")
     units = []
@@ -265,7 +290,7 @@ def write(index_key: str, plan: Plan, name: str, in_types) -> str:
 
     record = record_of(plan)
     if record is None:
-        return "not recorded (constant arrays or loop bodies)"
+        return "not recorded (loop bodies, or constants over MAX_CONST_BYTES)"
     d = cache.open_cache_dir()
     if d is None:
         return "no usable cache dir"
