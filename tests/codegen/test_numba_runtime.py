@@ -81,13 +81,15 @@ a = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
 print("VALUE", repr(k(a)[0].tolist()))
 print("FORTRAN", repr(k(np.asfortranarray(a))[0].tolist()))
 print("ARRAYMATH", "numba.np.arraymath" in sys.modules)
+print("ARRAYOBJ", "numba.np.arrayobj" in sys.modules)
 """
 
 
 def test_cached_kernel_loads_without_numbas_refresh(tmp_path):
     """A process that only loads a cached kernel does not refresh Numba's target
     context (which imports every implementation module, numba.np.arraymath among
-    them): numba_cache rebuilds the compile result with the runtime's symbols alone.
+    them): numba_cache rebuilds the compile result with the runtime's symbols alone,
+    and the environments of Numba's own implementations without their modules.
     The loaded kernel gives the compiling process's values, also on a Fortran-ordered
     input (the dispatcher's no-match path, then tracegrad's conform)."""
     import numba
@@ -114,6 +116,8 @@ def test_cached_kernel_loads_without_numbas_refresh(tmp_path):
     compiled, loaded = outs
     assert compiled["ARRAYMATH"] == "True"  # a compile refreshes (and imports arraymath)
     assert loaded["ARRAYMATH"] == "False"  # a cache load does not
+    # nor does it import numba.np.arrayobj for the globals of np.empty's environment
+    assert compiled["ARRAYOBJ"] == "True" and loaded["ARRAYOBJ"] == "False"
     a = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
     want = np.tanh(a * a).sum(axis=1)
     for out in outs:

@@ -238,10 +238,8 @@ def _define_classes() -> None:
             else:
                 why = "missing"
             if payload is not None and hashlib.sha256(payload).hexdigest() == digest:
-                import pickle
-
                 _symbols_for(payload)
-                return pickle.loads(payload)  # exactly the bytes just checked
+                return _Unpickler(payload).load()  # exactly the bytes just checked
             if payload is not None:
                 why = "hash mismatch (truncated or edited)"
             log.warning(
@@ -303,6 +301,47 @@ def _define_classes() -> None:
                     "again in the next process",
                 )
 
+    import io
+    import pickle
+
+    from numba.core import environment
+
+    def _rebuild_env(modname, consts, env_name):
+        """numba.core.environment._rebuild_env without importing a Numba module for its
+        globals: the environment of one of Numba's own implementations (np.empty's in
+        numba.np.arrayobj, whose import pulls Numba's unicode and hashing support: ~0.1 s
+        of a warm process) gets a globals dict holding only its name. Nopython code reads
+        an environment's consts (restored here as by Numba), never its globals: only
+        object-mode lowering does (pylowering). Every other module (the generated one,
+        already imported; a user's) goes through Numba's own."""
+        if (
+            not isinstance(modname, str)
+            or not modname.startswith("numba.")
+            or modname in sys.modules
+            or _light_envs is False
+        ):
+            return environment._rebuild_env(modname, consts, env_name)
+        env = environment.lookup_environment(env_name)
+        if env is not None:
+            return env
+        env = environment.Environment({"__name__": modname})
+        env.consts[:] = consts
+        env.env_name = env_name
+        environment.Environment._memo[env_name] = env
+        return env
+
+    class _Unpickler(pickle.Unpickler):
+        def __init__(self, payload: bytes):
+            super().__init__(io.BytesIO(payload))
+
+        def find_class(self, module, name):
+            if module == "numba.core.environment" and name == "_rebuild_env":
+                return _rebuild_env
+            return super().find_class(module, name)
+
+    _light_envs = hasattr(environment, "lookup_environment") and hasattr(
+        environment.Environment, "_memo"
+    )
     VerifiedFunctionCache = _VerifiedFunctionCache
 
 
