@@ -910,9 +910,10 @@ class CompiledFunction:
             watch.drew = None
         if watch.drew:  # retraced every call (its draws differ): the interpreter, no kernel
             backend, tier = "interpret", None
-        if backend != "interpret" and _has_complex(traced.graph):
-            # complex values run on the NumPy interpreter (the code generator emits
-            # real-valued kernels only)
+        if backend == "cuda" and _has_complex(traced.graph):
+            # complex values run on the NumPy interpreter (the CUDA kernels are
+            # real-valued; the Numba backend runs complex nodes in NumPy between
+            # its kernel segments: codegen.generate._complex_to_numpy)
             log.info("%s: complex values: the interpreter runs it", _fn_name(self.fn))
             backend, tier = "interpret", None
         if backend != "cuda":  # (the CUDA backend lacks scan; unrolled, it has no host loop)

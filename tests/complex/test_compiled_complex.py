@@ -309,13 +309,3 @@ def test_grad_of_grad_through_complex_matches_jax():
         return jnp.real(jnp.exp(1j * x * x) * (2 + 1j))
 
     np.testing.assert_allclose(tg.grad(tg.grad(f, **I), **I)(x), jax.grad(jax.grad(jf))(x))
-
-
-def test_numba_backend_runs_complex_graphs_on_the_interpreter():
-    """The code generator emits real kernels only: a graph with complex values runs on
-    the interpreter (same values), never a crash in generated code."""
-    z = np.array([1 + 2j, 3 - 1j])
-    out = tg.compile(lambda z: tg.exp(z) * z + 1, backend="numba")(z)
-    np.testing.assert_allclose(out, np.exp(z) * z + 1)
-    g = tg.grad(lambda z: tg.sum(tg.abs(z * z)), backend="numba")(z)
-    np.testing.assert_allclose(g, tg.grad(lambda z: tg.sum(tg.abs(z * z)), **I)(z))

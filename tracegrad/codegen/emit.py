@@ -146,6 +146,8 @@ def numba_array_type(shape, dtype) -> str:
         "uint32": "uint32",  # random keys and bits (tracegrad.random)
         "uint64": "uint64",
         "float16": "float16",
+        "complex64": "complex64",  # (a complex input passed through unchanged)
+        "complex128": "complex128",
     }[np.dtype(dtype).name]
     nd = len(shape)
     if nd == 0:

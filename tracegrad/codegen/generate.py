@@ -67,7 +67,7 @@ def generate(graph: Graph, kernel_name: str, parallel: bool = False) -> EmittedM
         is_elementwise(n) for n in graph.nodes
     ):
         graph = fuse_elementwise(graph)
-    forced: set[int] = set()
+    graph, forced = _complex_to_numpy(graph)
     for _ in range(len(graph.nodes) + 1):
         try:
             return _generate(graph, kernel_name, forced, parallel)
@@ -78,6 +78,31 @@ def generate(graph: Graph, kernel_name: str, parallel: bool = False) -> EmittedM
             log.info("codegen: %%%d runs in NumPy (%s)", node_id, exc)
             forced.add(node_id)
     raise RuntimeError("code generation did not converge")
+
+
+def _touches_complex(node: Node) -> bool:
+    return np.dtype(node.dtype).kind == "c" or any(
+        np.dtype(i.dtype).kind == "c" for i in node.inputs
+    )
+
+
+def _complex_to_numpy(graph: Graph) -> tuple[Graph, set[int]]:
+    """Nodes with a complex operand or result run in NumPy between the njit segments
+    (the emitters are real-valued); fused groups holding one are dissolved. Returns the
+    graph (a copy when changed) and the ids forced to NumPy."""
+    complex_ids = {
+        n.id for n in graph.nodes if n.op not in ("input", "const") and _touches_complex(n)
+    }
+    if not complex_ids:
+        return graph, set()
+    from tracegrad.passes.rewrite import copy_graph
+
+    graph = copy_graph(graph)
+    broken = {n.group for n in graph.nodes if n.id in complex_ids and n.group is not None}
+    for n in graph.nodes:
+        if n.group in broken:
+            n.group = None
+    return graph, complex_ids
 
 
 def _needs_numpy(node: Node, forced: set[int]) -> bool:
@@ -425,6 +450,8 @@ def _bind_small_const(em: Emitter, node: Node) -> None:
     if value.size == 0:  # an empty region: loops over it run zero times
         em.access[node.id] = em.alloc(node, own_array=False)
         return
+    if np.dtype(node.dtype).kind == "c":
+        return  # read only by nodes that run in NumPy (_complex_to_numpy)
     v = value[0].item()
     em.const_values[node.id] = v
     em.access[node.id] = Access("", tuple(node.shape), (0,) * node.ndim, 0, literal(v, node.dtype))

@@ -58,7 +58,7 @@ def op_kind(node: Node) -> str:
 
 
 def is_elementwise(node: Node) -> bool:
-    if op_kind(node) != "elementwise":
+    if op_kind(node) != "elementwise" or _complex_valued(node):
         return False
     from tracegrad.ops.core import REGISTRY
 
@@ -67,7 +67,15 @@ def is_elementwise(node: Node) -> bool:
 
 
 def is_fusible_reduction(node: Node) -> bool:
-    return node.op in FUSIBLE_REDUCTIONS and op_kind(node) == "reduction"
+    return (
+        node.op in FUSIBLE_REDUCTIONS and op_kind(node) == "reduction" and not _complex_valued(node)
+    )
+
+
+def _complex_valued(node: Node) -> bool:
+    """A complex result or operand: the kernels are real-valued, so such a node is never
+    fused (the code generator runs it in NumPy between kernel segments)."""
+    return node.dtype.kind == "c" or any(i.dtype.kind == "c" for i in node.inputs)
 
 
 def copy_graph(graph: Graph) -> Graph:
