@@ -187,6 +187,13 @@ def _make_node_class():
                 self.trace = traceback.format_list(user)
 
         def apply(self, g, as_tensors: bool):
+            # the compiled backward is JAX's vjp; PyTorch's gradient of complex values
+            # is its conjugate (as eager nodes do: tracegrad.eager.graph.Node.apply)
+            from tracegrad.eager.graph import _conj_grad
+
+            return [_conj_grad(r) for r in self._apply_vjp(_conj_grad(g), as_tensors)]
+
+        def _apply_vjp(self, g, as_tensors: bool):
             if self.freed:
                 raise RuntimeError(_freed_message())
             self._check_versions()

@@ -254,14 +254,14 @@ def _lower(
             if (
                 isinstance(slot, TensorSlot)
                 and slot.requires_grad
-                and np.dtype(graph.inputs[index].dtype).kind == "f"
+                and np.dtype(graph.inputs[index].dtype).kind in "fc"
             ):
                 wrt.append(index)
                 wrt_sources.append(slot.index if isinstance(slot, LeafSlot) else slot)
     diff_outputs = [
         k
         for k, flag in enumerate(out_flags)
-        if flag and np.dtype(graph.outputs[k].dtype).kind == "f"
+        if flag and np.dtype(graph.outputs[k].dtype).kind in "fc"
     ]
     lower = _lowering(backend, optimize)
     if wrt and diff_outputs:

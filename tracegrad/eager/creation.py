@@ -156,14 +156,19 @@ def linspace(
 
 def rand(*size, dtype=None, requires_grad: bool = False, generator=None, device=None) -> Tensor:
     _check_device(device)
-    return _finish(_rng_of(generator).random(_shape(size)).astype(_np_dtype(dtype)), requires_grad)
+    rng, shape, d = _rng_of(generator), _shape(size), _np_dtype(dtype)
+    if d.kind == "c":  # PyTorch: real and imaginary parts each uniform on [0, 1)
+        return _finish((rng.random(shape) + 1j * rng.random(shape)).astype(d), requires_grad)
+    return _finish(rng.random(shape).astype(d), requires_grad)
 
 
 def randn(*size, dtype=None, requires_grad: bool = False, generator=None, device=None) -> Tensor:
     _check_device(device)
-    return _finish(
-        _rng_of(generator).standard_normal(_shape(size)).astype(_np_dtype(dtype)), requires_grad
-    )
+    rng, shape, d = _rng_of(generator), _shape(size), _np_dtype(dtype)
+    if d.kind == "c":  # PyTorch: unit variance, half of it in each part
+        parts = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+        return _finish((parts * np.sqrt(0.5)).astype(d), requires_grad)
+    return _finish(rng.standard_normal(shape).astype(d), requires_grad)
 
 
 def randint(low, high=None, size=(), dtype=None, generator=None, device=None) -> Tensor:
