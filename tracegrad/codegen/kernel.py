@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+import tracegrad.codegen.loops as loops
 from tracegrad import config
-from tracegrad.codegen import loops
 from tracegrad.ir.graph import Graph
 
 log = logging.getLogger("tracegrad")
@@ -263,7 +263,7 @@ def build_kernel(graph: Graph, index_key: str | None = None) -> Kernel:
         and not emitted.const_ids
         and not emitted.fallback_ids
     ):
-        from tracegrad.codegen import index
+        import tracegrad.codegen.index as index
 
         index.write_entry(
             path.parent,
@@ -341,7 +341,7 @@ def load_indexed(
     kernel takes anything else is not used. `graph_factory` rebuilds the
     kernel's graph if it is ever needed (errors, the parallel variant)."""
     _setup_logging()
-    from tracegrad.codegen import index
+    import tracegrad.codegen.index as index
     from tracegrad.runtime import cache
 
     t0 = time.perf_counter()

@@ -645,7 +645,7 @@ def _record_key(fam: str) -> str:
 
 
 def _record(template: Template, structure: str | None) -> None:
-    from tracegrad.codegen import index
+    import tracegrad.codegen.index as index
     from tracegrad.runtime import cache
 
     if structure is not None:
@@ -673,7 +673,7 @@ def _load_recorded(parsed: Parsed) -> GenericKernel | None:
     """The template a disk record names for this family, loaded only if its module
     exists and verifies: the module's name is the hash of the text rebuilt from
     `parsed` itself at the recorded positions, so a wrong record is only a miss."""
-    from tracegrad.codegen import index
+    import tracegrad.codegen.index as index
     from tracegrad.runtime import cache
 
     directory = cache.open_cache_dir()
@@ -824,7 +824,7 @@ def may_have_template(graph) -> bool:
     with _LOCK:
         if key in _STRUCTURES:
             return True
-    from tracegrad.codegen import index
+    import tracegrad.codegen.index as index
     from tracegrad.runtime import cache
 
     directory = cache.open_cache_dir()
@@ -840,7 +840,7 @@ def any_recorded() -> bool:
     with _LOCK:
         if _STRUCTURES or _BY_FAMILY:
             return True
-    from tracegrad.codegen import index
+    import tracegrad.codegen.index as index
     from tracegrad.runtime import cache
 
     directory = cache.open_cache_dir()

@@ -808,4 +808,4 @@ def emit_argsort(em: Emitter, node: Node) -> None:
     em.indent -= 3
 
 
-from tracegrad.codegen import linalg_emit  # noqa: E402,F401  (registers cholesky, triangular_solve)
+import tracegrad.codegen.linalg_emit  # noqa: E402,F401  (registers cholesky, triangular_solve)

@@ -285,7 +285,7 @@ def _types(in_types) -> list:
 def write(index_key: str, plan: Plan, name: str, in_types) -> str:
     """Record `plan` (built and compiled by this process) for `index_key`; returns
     what happened, for the log. Errors are logged, never raised."""
-    from tracegrad.codegen import index
+    import tracegrad.codegen.index as index
     from tracegrad.runtime import cache
 
     record = record_of(plan)
@@ -311,7 +311,7 @@ def write(index_key: str, plan: Plan, name: str, in_types) -> str:
 
 def read(index_key: str, in_types) -> tuple[Plan, str] | tuple[None, str]:
     """(plan, graph name) recorded for `index_key`, or (None, why not)."""
-    from tracegrad.codegen import index
+    import tracegrad.codegen.index as index
     from tracegrad.runtime import cache
 
     d = cache.open_cache_dir()
