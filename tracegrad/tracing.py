@@ -763,6 +763,9 @@ for _name in ("eig", "eigvals"):  # numpy.linalg (ops/linalg_eig.py)
     _NUMPY_FUNCTIONS[_name] = lambda *a, _n=_name, **kw: getattr(_api("linalg"), _n)(*a, **kw)
 for _name in ("real", "imag", "conj", "conjugate", "angle"):  # complex numbers
     _NUMPY_FUNCTIONS.setdefault(_name, lambda *a, _n=_name, **kw: _api(_n)(*a, **kw))
+# dtype questions have static answers
+_NUMPY_FUNCTIONS["iscomplexobj"] = lambda x: core.aval_of(x).dtype.kind == "c"
+_NUMPY_FUNCTIONS["isrealobj"] = lambda x: core.aval_of(x).dtype.kind != "c"
 
 
 def _numpy_function(func, args: tuple, kwargs: dict):

@@ -485,6 +485,8 @@ class Node:
 def _is_complex_grad(g) -> bool:
     if type(g) is np.ndarray:
         return g.dtype.kind == "c"
+    if isinstance(g, (np.complexfloating, complex)):  # (a 0-d result as a NumPy scalar)
+        return True
     data = getattr(g, "_data", None)  # a Tensor (create_graph)
     return data is not None and getattr(data, "dtype", None) is not None and data.dtype.kind == "c"
 
@@ -493,7 +495,7 @@ def _conj_grad(g):
     """conj(g) for a complex gradient (a recorded op on Tensors); others unchanged."""
     if g is None or not _is_complex_grad(g):
         return g
-    if type(g) is np.ndarray:
+    if type(g) is np.ndarray or isinstance(g, (np.complexfloating, complex)):
         return np.conjugate(g)
     from tracegrad.eager._tensor import apply_op
     from tracegrad.ops.core import REGISTRY

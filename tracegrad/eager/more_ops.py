@@ -1139,6 +1139,9 @@ def inner(input, other):
 
 
 def vdot(input, other):
+    """torch.vdot: the dot product with `input` conjugated (complex tensors)."""
+    if input._data.dtype.kind == "c":
+        input = input.conj()
     return O.dot(input, other)
 
 
@@ -1633,7 +1636,8 @@ def _adjoint(self):
             self,
             cls=RuntimeError,
         )
-    return O.transpose(self, -2, -1)
+    out = O.transpose(self, -2, -1)
+    return out.conj() if out._data.dtype.kind == "c" else out
 
 
 def _H(self):
@@ -1644,7 +1648,8 @@ def _H(self):
             self,
             cls=RuntimeError,
         )
-    return O.transpose(self, 0, 1) if self.ndim == 2 else self
+    out = O.transpose(self, 0, 1) if self.ndim == 2 else self
+    return out.conj() if out._data.dtype.kind == "c" else out
 
 
 # ------------------------------------------------------------------ Tensor methods

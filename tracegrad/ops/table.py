@@ -286,6 +286,8 @@ def _unary(
 
 
 def _sigmoid_impl(x):
+    if np.iscomplexobj(x):
+        return np.asarray(1 / (1 + np.exp(-x)))
     # exp only of -|x|, so nothing overflows at |x| = 1e4 and tiny results keep their digits
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1, e) / (1 + e)
@@ -626,6 +628,8 @@ def _extremum_vjp(g, out, x, axis=None, keepdims=False):
 
 def _var_vjp(g, out, x, axis=None, keepdims=False, ddof=0):
     centered = sub(x, mean(x, axis=axis, keepdims=True))
+    if aval_of(x).dtype.kind == "c":  # var = mean |x - m|^2: JAX's g * 2 conj(x - m) / dof
+        centered = REGISTRY["conj"](centered)
     dof = _reduced_count(x, axis) - ddof
     scale = 2.0 / dof if dof > 0 else math.inf  # PyTorch: nan gradient when N <= ddof
     return mul(_keep(g, x, axis, keepdims), mul(centered, scale))
@@ -644,6 +648,9 @@ def _var_jvp(primals, tangents, out, axis=None, keepdims=False, ddof=0):
     centered = sub(x, mean(x, axis=axis, keepdims=True))
     dof = _reduced_count(x, axis) - ddof
     scale = 2.0 / dof if dof > 0 else math.inf
+    if aval_of(x).dtype.kind == "c":  # d var = 2 Re(conj(x - m) t) / dof
+        product = REGISTRY["real"](mul(REGISTRY["conj"](centered), t))
+        return mul(sum_(product, axis=axis, keepdims=keepdims), scale)
     return mul(sum_(mul(centered, t), axis=axis, keepdims=keepdims), scale)
 
 
