@@ -224,3 +224,26 @@ def test_backends_share_planning_and_differ_in_emission():
     ]
     assert not bad, "\n  ".join(sorted(bad))
     assert "plan" in edges["cuda.plan"], "the CUDA planner should use the shared schedule"
+
+
+def test_codegen_modules_never_import_through_the_facade():
+    """Inside codegen/, `from tracegrad.codegen import x` reads as an import of the
+    package (its __init__ imports kernel.py, which imports most of codegen/): name the
+    submodule instead (`from tracegrad.codegen.kernel import build_kernel`,
+    `import tracegrad.codegen.index as index`)."""
+    mods = _modules()
+    found = []
+    for name, path in mods.items():
+        if not name.startswith(CODEGEN + "."):  # (the facade itself may)
+            continue
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ""
+            if node.level:  # (a relative import: resolved as _imports does)
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            if base == CODEGEN:
+                found.append(f"{name}:{node.lineno}")
+    assert not found, "imports through the tracegrad.codegen facade: " + ", ".join(found)
