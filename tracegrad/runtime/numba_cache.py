@@ -16,7 +16,11 @@ module replaces that cache with one that unpickles nothing it did not check:
     anything else (missing, truncated, edited, another version) is deleted
     and the function is compiled again, which writes fresh files;
   - a failed write (disk full, read-only) leaves the compiled function in
-    memory with one CacheWarning; the kernel is as fast as ever.
+    memory with one CacheWarning; the kernel is as fast as ever;
+  - a load (on the Numba versions in LIGHT_LOAD_NUMBA) skips what only a compile
+    needs: Numba's refresh of its target context (`_runtime_symbols` adds the
+    runtime's symbols instead) and the import of the modules of Numba's own
+    implementations whose environments the compile result names (`_rebuild_env`).
 
 Numba's stock cache never sees these modules: `Dispatcher.enable_caching` is
 wrapped (once, when Numba is imported for kernels) to hand functions whose
