@@ -279,7 +279,9 @@ def test_non_square_input_names_the_op_and_the_shapes():
     with pytest.raises(ShapeError, match="1-D"):
         tg.linalg.inv(np.ones(3))
     with pytest.raises(DTypeError, match="float32 or float64"):
-        tg.linalg.inv(np.eye(2, dtype=np.complex128))
+        tg.linalg.inv(np.eye(2, dtype=np.float16))
+    # complex matrices are supported since issue 26 (tests/complex/test_eig.py)
+    np.testing.assert_allclose(tg.linalg.inv(np.eye(2, dtype=np.complex128) * 2j), np.eye(2) / 2j)
 
 
 def test_non_positive_definite_raises_linalg_error_in_numpy_mode():

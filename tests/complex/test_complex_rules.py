@@ -55,6 +55,7 @@ ROWS = [  # (id, primitive name, operand specs, attrs)
     ("astype_r2c", "astype", [_r((3,))], {"dtype": "complex128"}),
     ("solve_general", "solve_general", [_c((3, 3)), _c((3, 2))], {}),
     ("solve_general_real", "solve_general", [_r((2, 2)), _r((2, 1))], {}),
+    ("det_general", "det_general", [_c((3, 3))], {}),
 ]
 
 

@@ -1,6 +1,7 @@
 """linalg.eig / eigvals of general matrices (issue 26): values against NumPy, the
 eigenvalues' gradient against jax (compiled; JAX's rule), eigenvalues' and
-eigenvectors' gradients against torch (eager; PyTorch's linalg_eig_backward)."""
+eigenvectors' gradients against torch (eager; PyTorch's linalg_eig_backward).
+Also inv, solve and det of complex matrices (linalg_eig.py's general primitives)."""
 
 import numpy as np
 import pytest
@@ -106,3 +107,44 @@ def test_eager_is_conj_of_compiled_for_eigenvectors():
     assert tg.gradcheck(
         lambda t: (torch.linalg.eig(t).eigenvectors.abs() ** 2).sum(0), (torch.tensor(Z),)
     )
+
+
+M = Z + 3 * np.eye(4)
+BV = rng.standard_normal(4) + 1j * rng.standard_normal(4)
+BM = rng.standard_normal((4, 2)) + 1j * rng.standard_normal((4, 2))
+COMPLEX_LINALG = {  # name: (f(m, a) for tracegrad and jax.numpy)
+    "inv": lambda m, a: m.sum(m.abs(m.linalg.inv(a))),
+    "solve_vector": lambda m, a: m.sum(m.abs(m.linalg.solve(a, BV)) ** 2),
+    "solve_matrix": lambda m, a: m.sum(m.real(m.linalg.solve(a, BM))),
+    "det": lambda m, a: m.abs(m.linalg.det(a)) + m.imag(m.linalg.det(a)),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPLEX_LINALG))
+def test_complex_inv_solve_det_match_jax(name):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    f = COMPLEX_LINALG[name]
+    np.testing.assert_allclose(f(tg, M), f(jax.numpy, M), rtol=1e-12)
+    np.testing.assert_allclose(
+        tg.grad(lambda a: f(tg, a), **I)(M), jax.grad(lambda a: f(jax.numpy, a))(M), rtol=1e-10
+    )
+
+
+@pytest.mark.parametrize("name", ["inv", "solve_vector", "solve_matrix", "det"])
+def test_complex_inv_solve_det_match_torch(name):
+    real_torch = pytest.importorskip("torch")
+    losses = {
+        "inv": lambda m, a: m.linalg.inv(a).abs().sum(),
+        "solve_vector": lambda m, a: m.linalg.solve(a, m.tensor(BV)).abs().sum(),
+        "solve_matrix": lambda m, a: m.linalg.solve(a, m.tensor(BM)).real.sum(),
+        "det": lambda m, a: m.linalg.det(a).abs() + m.linalg.det(a).imag,
+    }
+    results = []
+    for m in (torch, real_torch):
+        a = m.tensor(M, requires_grad=True)
+        loss = losses[name](m, a)
+        loss.backward()
+        results.append((loss.item(), a.grad.numpy()))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-12)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-10)

@@ -75,7 +75,7 @@ def test_primitive_has_every_rule(name):
 NO_GRADIENT_YET = {"random_gamma"}
 # Complex-valued primitives: op_cases draws real operands, so their rows (complex
 # operands, JAX's transpose convention) live in tests/complex/test_complex_rules.py.
-COMPLEX_ROWS = {"real", "imag", "conj", "complex", "fft", "eig", "solve_general"}
+COMPLEX_ROWS = {"real", "imag", "conj", "complex", "fft", "eig", "solve_general", "det_general"}
 
 
 def test_every_differentiable_primitive_has_an_op_case():

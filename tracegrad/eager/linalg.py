@@ -104,6 +104,10 @@ def _torch_type_name(x: Tensor) -> str:
     return _TORCH_TYPE_NAMES.get(x._data.dtype.name, x._data.dtype.name.capitalize())
 
 
+def _is_c(x: Tensor) -> bool:
+    return x._data.dtype.kind == "c"
+
+
 def _check_float(op: str, *tensors: Tensor) -> None:
     for x in tensors:
         if x._data.dtype.kind != "f":
@@ -189,9 +193,18 @@ def solve(A, B, *, left: bool = True, out=None) -> Tensor:
     A, B = _t(A), _t(B)
     _no_out(out, "linalg.solve")
     _check_square("linalg.solve", A)
-    _check_float("linalg.solve", A, B)
     if not left:  # X A = B  <=>  A^T X^T = B^T
         return _mT(solve(_mT(A), _mT(B)))
+    if _is_c(A) or _is_c(B):  # complex: tracegrad/ops/linalg_eig.py's solve_general
+        from tracegrad.ops import linalg_eig as E
+
+        vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+        return (
+            E.solve_any(A, B)
+            if B.ndim == 1 or not vector
+            else E.solve_any(A, B.unsqueeze(-1)).squeeze(-1)
+        )
+    _check_float("linalg.solve", A, B)
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
     rows = B.shape[-1] if vector else (B.shape[-2] if B.ndim >= 2 else -1)
     if rows != A.shape[-1]:
@@ -222,6 +235,10 @@ def inv(A, *, out=None) -> Tensor:
     A = _t(A)
     _no_out(out, "linalg.inv")
     _check_square("linalg.inv", A)
+    if _is_c(A):  # complex: tracegrad/ops/linalg_eig.py
+        from tracegrad.ops import linalg_eig as E
+
+        return E.inv_general(A)
     _check_float("linalg.inv", A)
     return _apply("linalg.inv", L.inv_p, (A,), {}, _singular_pivot)
 
@@ -236,6 +253,10 @@ def det(A, *, out=None) -> Tensor:
     A = _t(A)
     _no_out(out, "linalg.det")
     _check_square("linalg.det", A)
+    if _is_c(A):  # complex: tracegrad/ops/linalg_eig.py
+        from tracegrad.ops import linalg_eig as E
+
+        return _apply("linalg.det", E.det_general, (A,), {}, "linalg.det failed")
     _check_float("linalg.det", A)
     return _apply("linalg.det", L.det_p, (A,), {}, "linalg.det failed")
 

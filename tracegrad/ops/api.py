@@ -2231,6 +2231,23 @@ from tracegrad.ops import linalg_eig as _eig_ops  # noqa: E402  (issue 26: eig, 
 _Linalg.eig = staticmethod(_eig_ops.eig)  # type: ignore[attr-defined]
 _Linalg.eigvals = staticmethod(_eig_ops.eigvals)  # type: ignore[attr-defined]
 
+
+def _complex_aware(real_fn: Any, general_fn: Any) -> Any:
+    """`real_fn` (ops/linalg.py), or `general_fn` (linalg_eig.py) for complex operands."""
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        if builtins.any(_dtype(a).kind == "c" for a in args if a is not None):
+            return general_fn(*args)
+        return real_fn(*args, **kwargs)
+
+    fn.__name__, fn.__doc__ = real_fn.__name__, real_fn.__doc__
+    return staticmethod(fn)
+
+
+_Linalg.inv = _complex_aware(_linalg_ops.inv, _eig_ops.inv_general)  # type: ignore[attr-defined]
+_Linalg.solve = _complex_aware(_linalg_ops.solve, _eig_ops.solve_any)  # type: ignore[attr-defined]
+_Linalg.det = _complex_aware(_linalg_ops.det, _eig_ops.det_general)  # type: ignore[attr-defined]
+
 fft = _fourier_ops.NAMESPACE
 
 # ------------------------------------------------------------- arrays from values

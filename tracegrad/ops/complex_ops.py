@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracegrad.ops import table as T
-from tracegrad.ops.core import Aval, DTypeError, op_error, primitive
+from tracegrad.ops.core import REGISTRY, Aval, DTypeError, op_error, primitive
 from tracegrad.ops.rulekit import array_avals, as_aval, broadcast_shapes, returns_array
 
 
@@ -167,7 +167,7 @@ make_complex = primitive(  # x + iy from real x, y (torch.complex, lax.complex)
     shape_rule=_complex_rule,
     kind="elementwise",
     # JAX: [real(t), imag(neg(t))]
-    vjps=(lambda g, out, x, y: real(g), lambda g, out, x, y: T.neg(imag(g))),
+    vjps=(lambda g, out, x, y: real(g), lambda g, out, x, y: REGISTRY["neg"](imag(g))),
     jvp=_complex_jvp,
     torch_name="ComplexBackward0",
     saves=(),

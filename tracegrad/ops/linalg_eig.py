@@ -176,7 +176,55 @@ solve_general = primitive(  # A^-1 B for real or complex A (..., n, n), B (..., 
 )
 
 
+# ------------------------------------------------------------------ det_general
+
+
+def _det_rule(a):
+    a = _square("det_general", a)
+    return Aval(tuple(a.shape[:-2]), _solve_rule(a, Aval(a.shape, a.dtype)).dtype)
+
+
+def _det_impl(a):
+    dtype = _det_rule(aval_of(a)).dtype
+    blas_threads.follow_load()
+    return np.asarray(np.linalg.det(np.asarray(a, dtype)), dtype)
+
+
+def _det_vjp(g, out, a):
+    # d det = det tr(A^-1 dA): the transpose is g det A^-T (holomorphic: no conjugates)
+    n = np.shape(a)[-1]
+    scale = T.reshape(T.mul(g, out), shape=tuple(np.shape(out)) + (1, 1))
+    return T.mul(scale, _mT(solve_general(a, _eye(a, n))))
+
+
+det_general = primitive(  # the determinant of real or complex square matrices
+    "det_general",
+    impl=_det_impl,
+    shape_rule=_det_rule,
+    kind="other",
+    vjps=(_det_vjp,),
+    torch_name="LinalgDetBackward0",
+    saves=(0, "out"),
+    codegen="numpy",
+)
+
+
 # ------------------------------------------------------------------- public
+
+
+def inv_general(a):
+    """A^-1 of real or complex square matrices (tracegrad.linalg.inv of complex A)."""
+    n = np.shape(a)[-1]
+    return solve_general(a, _eye(a, n))
+
+
+def solve_any(a, b):
+    """numpy.linalg.solve's rule (b is a vector when 1-D) for real or complex A."""
+    if np.ndim(b) == 1:
+        column = solve_general(a, T.reshape(b, shape=(np.shape(b)[0], 1)))
+        return T.reshape(column, shape=tuple(np.shape(column))[:-1])
+    return solve_general(a, b)
+
 
 EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 
