@@ -827,6 +827,7 @@ def hessian(
     argnums: int | Sequence[int] = 0,
     *,
     has_aux: bool = False,
+    holomorphic: bool = False,
     backend: str | None = None,
     optimize: bool = True,
 ) -> Callable[..., Any]:
@@ -842,11 +843,15 @@ def hessian(
     >>> tg.hessian(lambda x: x ** 3, backend="interpret")(np.array([1.0, 2.0]))[1]
     array([[ 0.,  0.],
            [ 0., 12.]])
+
+    `holomorphic=True`: the complex second derivatives of a holomorphic `fn` (JAX's).
     """
     from tracegrad.compiler import grad
 
-    by_grad = grad(fn, argnums, has_aux=has_aux, backend=backend)
-    by_jacobian = jacobian(fn, argnums, has_aux=has_aux, backend=backend, optimize=optimize)
+    by_grad = grad(fn, argnums, has_aux=has_aux, holomorphic=holomorphic, backend=backend)
+    by_jacobian = jacobian(
+        fn, argnums, has_aux=has_aux, holomorphic=holomorphic, backend=backend, optimize=optimize
+    )
 
     scalar_output: dict = {}  # per argument signature (jacobian traces this 3 times)
 
@@ -872,7 +877,14 @@ def hessian(
     first_derivative.__name__ = first_derivative.__qualname__ = (
         f"hessian({getattr(fn, '__name__', 'f')})"
     )
-    return jacobian(first_derivative, argnums, has_aux=has_aux, backend=backend, optimize=optimize)
+    return jacobian(
+        first_derivative,
+        argnums,
+        has_aux=has_aux,
+        holomorphic=holomorphic,
+        backend=backend,
+        optimize=optimize,
+    )
 
 
 jacrev = jacobian  # JAX's name for the reverse-mode Jacobian

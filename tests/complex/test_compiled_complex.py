@@ -309,3 +309,21 @@ def test_grad_of_grad_through_complex_matches_jax():
         return jnp.real(jnp.exp(1j * x * x) * (2 + 1j))
 
     np.testing.assert_allclose(tg.grad(tg.grad(f, **I), **I)(x), jax.grad(jax.grad(jf))(x))
+
+
+def test_holomorphic_hessian_matches_jax():
+    jax, jnp = _jax()
+    z = np.array([1 + 2j, 0.5 - 1j])
+    np.testing.assert_allclose(
+        tg.hessian(lambda z: tg.sum(tg.exp(z) * z[::-1]), holomorphic=True, **I)(z),
+        jax.hessian(lambda z: jnp.sum(jnp.exp(z) * z[::-1]), holomorphic=True)(z),
+    )
+
+
+def test_vmap_of_complex_functions():
+    rng = np.random.default_rng(0)
+    zs = rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))
+    per_row = tg.grad(lambda z: tg.sum(tg.abs(z * z)), **I)
+    np.testing.assert_allclose(tg.vmap(per_row)(zs), np.stack([per_row(r) for r in zs]))
+    a = rng.standard_normal((2, 3, 3))
+    np.testing.assert_allclose(tg.vmap(tg.linalg.eigvals)(a), np.linalg.eigvals(a))
