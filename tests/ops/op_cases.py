@@ -602,6 +602,54 @@ CASES = [
         {"offset": -1, "axis1": 0, "axis2": 1, "shape": (4, 3)},
         ref=lambda g, offset, axis1, axis2, shape: np.diag(g, -1)[:, :3],
     ),
+    Case(
+        "unfold",
+        T.unfold,
+        [("n", (2, 7, 3))],
+        {"dimension": 1, "size": 3, "step": 2},  # overlapping windows
+        ref=lambda x, dimension, size, step: np.lib.stride_tricks.sliding_window_view(
+            x, size, axis=dimension
+        )[:, ::step],
+    ),
+    Case(
+        "unfold_backward",
+        T.unfold_backward,
+        [("n", (2, 3, 3, 3))],
+        {"dimension": 1, "size": 3, "step": 2, "shape": (2, 7, 3)},
+        ref=lambda g, dimension, size, step, shape: _unfold_backward_ref(g, step, shape),
+    ),
+    Case(
+        "as_strided",
+        T.as_strided,
+        [("n", (7,))],
+        {"size": (3, 2), "stride": (2, 1), "offset": 1},  # overlapping rows
+        ref=lambda x, size, stride, offset: np.array(
+            [[x[1 + 2 * i + j] for j in range(2)] for i in range(3)]
+        ),
+    ),
+    Case(
+        "as_strided_backward",
+        T.as_strided_backward,
+        [("n", (3, 2))],
+        {"size": (3, 2), "stride": (2, 1), "offset": 1, "length": 7},
+        ref=lambda g, size, stride, offset, length: _as_strided_backward_ref(g, length),
+    ),
 ]
+
+
+def _unfold_backward_ref(g, step, shape):
+    out = np.zeros(shape, g.dtype)
+    for w in range(g.shape[1]):  # window w covers rows w*step .. w*step + size - 1
+        out[:, w * step : w * step + g.shape[3]] += np.moveaxis(g[:, w], -1, 1)
+    return out
+
+
+def _as_strided_backward_ref(g, length):
+    out = np.zeros(length, g.dtype)
+    for i in range(3):
+        for j in range(2):
+            out[1 + 2 * i + j] += g[i, j]
+    return out
+
 
 CASE_IDS = [c.id for c in CASES]
