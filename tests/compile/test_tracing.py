@@ -109,7 +109,7 @@ def test_static_shape_queries_are_plain_python():
 @pytest.mark.parametrize(
     "fn, name",
     [
-        (lambda x: np.linalg.eig(x[:, :3]), "numpy.linalg.eig"),
+        (lambda x: np.linalg.cond(x[:, :3]), "numpy.linalg.cond"),  # (eig: issue 26)
         (lambda x: np.searchsorted(x.ravel(), 0.5), "numpy.searchsorted"),
         (lambda x: np.unique(x), "numpy.unique"),
         (lambda x: np.add.reduce(x), "numpy.add.reduce"),
