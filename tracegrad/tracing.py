@@ -757,7 +757,18 @@ for _name in (
     _NUMPY_FUNCTIONS[_name] = lambda *a, _n=_name, **kw: getattr(_api("linalg"), _n)(*a, **kw)
 
 
-for _name in ("fft", "ifft", "rfft", "irfft"):  # numpy.fft (ops/fourier.py)
+for _name in (
+    "fft",
+    "ifft",
+    "rfft",
+    "irfft",
+    "fft2",
+    "ifft2",
+    "fftn",
+    "ifftn",
+    "fftshift",
+    "ifftshift",
+):  # numpy.fft (ops/fourier.py)
     _NUMPY_FUNCTIONS[_name] = lambda *a, _n=_name, **kw: getattr(_api("fft"), _n)(*a, **kw)
 for _name in ("eig", "eigvals"):  # numpy.linalg (ops/linalg_eig.py)
     _NUMPY_FUNCTIONS[_name] = lambda *a, _n=_name, **kw: getattr(_api("linalg"), _n)(*a, **kw)

@@ -1,4 +1,5 @@
-"""torch.fft: fft, ifft, rfft, irfft, fftfreq, rfftfreq (issue 26).
+"""torch.fft: fft, ifft, rfft, irfft, fft2, ifft2, fftn, ifftn, fftshift, ifftshift,
+fftfreq, rfftfreq (issue 26).
 
 The same composites of the rule table's `fft` primitive as `tracegrad.fft`
 (tracegrad/ops/fourier.py), on eager tensors; gradients follow PyTorch's
@@ -15,7 +16,10 @@ from tracegrad.eager._tensor import Tensor
 from tracegrad.eager.creation import tensor
 from tracegrad.ops import fourier as _F
 
-__all__ = ["fft", "ifft", "rfft", "irfft", "fftfreq", "rfftfreq"]
+__all__ = [
+    "fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "fftn", "ifftn", "fftshift", "ifftshift",
+    "fftfreq", "rfftfreq",
+]  # fmt: skip
 
 
 def _checked(input, name: str) -> Tensor:
@@ -45,6 +49,36 @@ def rfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = 
 def irfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
     """torch.fft.irfft: the inverse of rfft, a real signal of length n."""
     return _F.irfft(_checked(input, "irfft"), n=n, axis=dim, norm=norm)
+
+
+def fftn(input: Tensor, s=None, dim=None, norm: str | None = None) -> Tensor:
+    """torch.fft.fftn: the transform along each of `dim` (all by default)."""
+    return _F.fftn(_checked(input, "fftn"), s=s, axes=dim, norm=norm)
+
+
+def ifftn(input: Tensor, s=None, dim=None, norm: str | None = None) -> Tensor:
+    """torch.fft.ifftn: the inverse transform along each of `dim`."""
+    return _F.ifftn(_checked(input, "ifftn"), s=s, axes=dim, norm=norm)
+
+
+def fft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None) -> Tensor:
+    """torch.fft.fft2: fftn over the last two dims."""
+    return _F.fftn(_checked(input, "fft2"), s=s, axes=dim, norm=norm)
+
+
+def ifft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None) -> Tensor:
+    """torch.fft.ifft2: ifftn over the last two dims."""
+    return _F.ifftn(_checked(input, "ifft2"), s=s, axes=dim, norm=norm)
+
+
+def fftshift(input: Tensor, dim=None) -> Tensor:
+    """torch.fft.fftshift: the zero frequency moved to the middle."""
+    return _F.fftshift(_checked(input, "fftshift"), axes=dim)
+
+
+def ifftshift(input: Tensor, dim=None) -> Tensor:
+    """torch.fft.ifftshift: the inverse of fftshift."""
+    return _F.ifftshift(_checked(input, "ifftshift"), axes=dim)
 
 
 def fftfreq(n: int, d: float = 1.0, *, dtype=None) -> Tensor:

@@ -1,5 +1,6 @@
 """The discrete Fourier transform: one primitive, `fft`, and NumPy's `fft` namespace
-(`tg.fft.fft`, `ifft`, `rfft`, `irfft`, `fftfreq`, `rfftfreq`) as composites of it (issue 26).
+(`tg.fft.fft`, `ifft`, `rfft`, `irfft`, `fft2`, `ifft2`, `fftn`, `ifftn`, `fftshift`,
+`ifftshift`, `fftfreq`, `rfftfreq`) as composites of it (issue 26).
 
 The primitive is the 1-D complex DFT along one axis, forward or inverse, with
 NumPy's `norm` ("backward", "ortho" or "forward"). Its matrix is symmetric, so
@@ -162,6 +163,67 @@ def irfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None)
     return real(fft_p(full, axis=ax, inverse=True, norm=norm or "backward"))
 
 
+def _axes_and_sizes(a: Any, s: Any, axes: Any, default_last: int | None) -> tuple:
+    nd = np.ndim(a)
+    if axes is None:
+        axes = tuple(range(nd)) if s is None else tuple(range(nd - len(s), nd))
+        if default_last is not None and s is None:
+            axes = tuple(range(nd))[-default_last:]
+    axes = tuple(normalize_axes("fft", as_aval(T.aval_of(a)), (ax,))[0] for ax in axes)
+    sizes = (None,) * len(axes) if s is None else tuple(s)
+    if len(sizes) != len(axes):
+        raise ShapeError("fftn: s and axes must have the same length")
+    return axes, sizes
+
+
+def fftn(a: Any, s: Any = None, axes: Any = None, norm: str | None = None) -> Any:
+    """numpy.fft.fftn: the transform along each of `axes` (all by default), one after another."""
+    axes, sizes = _axes_and_sizes(a, s, axes, None)
+    x = _as_complex(a)
+    for ax, n in zip(axes, sizes, strict=True):
+        x = fft(x, n=n, axis=ax, norm=norm)
+    return x
+
+
+def ifftn(a: Any, s: Any = None, axes: Any = None, norm: str | None = None) -> Any:
+    """numpy.fft.ifftn: the inverse transform along each of `axes`."""
+    axes, sizes = _axes_and_sizes(a, s, axes, None)
+    x = _as_complex(a)
+    for ax, n in zip(axes, sizes, strict=True):
+        x = ifft(x, n=n, axis=ax, norm=norm)
+    return x
+
+
+def fft2(a: Any, s: Any = None, axes: Any = (-2, -1), norm: str | None = None) -> Any:
+    """numpy.fft.fft2: fftn over the last two axes."""
+    return fftn(a, s=s, axes=axes, norm=norm)
+
+
+def ifft2(a: Any, s: Any = None, axes: Any = (-2, -1), norm: str | None = None) -> Any:
+    """numpy.fft.ifft2: ifftn over the last two axes."""
+    return ifftn(a, s=s, axes=axes, norm=norm)
+
+
+def fftshift(x: Any, axes: Any = None) -> Any:
+    """numpy.fft.fftshift: the zero frequency moved to the middle (a roll)."""
+    from tracegrad.ops import api
+
+    nd = np.ndim(x)
+    axes = tuple(range(nd)) if axes is None else ((axes,) if np.ndim(axes) == 0 else tuple(axes))
+    shifts = tuple(np.shape(x)[ax] // 2 for ax in axes)
+    return api.roll(x, shifts, axes)
+
+
+def ifftshift(x: Any, axes: Any = None) -> Any:
+    """numpy.fft.ifftshift: the inverse of fftshift."""
+    from tracegrad.ops import api
+
+    nd = np.ndim(x)
+    axes = tuple(range(nd)) if axes is None else ((axes,) if np.ndim(axes) == 0 else tuple(axes))
+    shifts = tuple(-(np.shape(x)[ax] // 2) for ax in axes)
+    return api.roll(x, shifts, axes)
+
+
 def fftfreq(n: int, d: float = 1.0) -> np.ndarray:
     """numpy.fft.fftfreq (a constant)."""
     return np.fft.fftfreq(n, d)
@@ -173,7 +235,8 @@ def rfftfreq(n: int, d: float = 1.0) -> np.ndarray:
 
 
 class _FFT:
-    """`tracegrad.fft`: fft ifft rfft irfft fftfreq rfftfreq (NumPy's signatures).
+    """`tracegrad.fft`: fft ifft rfft irfft fft2 ifft2 fftn ifftn fftshift ifftshift fftfreq
+    rfftfreq (NumPy's signatures).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.fft.ifft(tg.fft.fft(np.array([1.0, 2.0]))).real
@@ -184,11 +247,20 @@ class _FFT:
     ifft = staticmethod(ifft)
     rfft = staticmethod(rfft)
     irfft = staticmethod(irfft)
+    fft2 = staticmethod(fft2)
+    ifft2 = staticmethod(ifft2)
+    fftn = staticmethod(fftn)
+    ifftn = staticmethod(ifftn)
+    fftshift = staticmethod(fftshift)
+    ifftshift = staticmethod(ifftshift)
     fftfreq = staticmethod(fftfreq)
     rfftfreq = staticmethod(rfftfreq)
 
     def __repr__(self) -> str:
-        return "<tracegrad.fft: fft ifft rfft irfft fftfreq rfftfreq>"
+        return (
+            "<tracegrad.fft: fft ifft rfft irfft fft2 ifft2 fftn ifftn fftshift ifftshift "
+            "fftfreq rfftfreq>"
+        )
 
 
 NAMESPACE = _FFT()
