@@ -107,7 +107,13 @@ def np_dtype_name(dtype) -> str:
 
 def dshort(dtype) -> str:
     """Which mathlib variant serves this dtype (float16 computes in float32)."""
-    return {"float32": "f32", "float64": "f64", "float16": "f32"}.get(np.dtype(dtype).name, "f64")
+    return {
+        "float32": "f32",
+        "float64": "f64",
+        "float16": "f32",
+        "complex64": "c64",  # (mathlib's complex helpers: Numba's complex math)
+        "complex128": "c128",
+    }.get(np.dtype(dtype).name, "f64")
 
 
 def literal(value, dtype) -> str:
@@ -117,6 +123,10 @@ def literal(value, dtype) -> str:
         return repr(bool(value))
     if np.issubdtype(dtype, np.integer):
         return f"np.{dtype.name}({int(value)})"
+    if dtype.kind == "c":
+        c = complex(value)
+        text = f"complex({literal(c.real, np.float64)}, {literal(c.imag, np.float64)})"
+        return text if dtype == np.complex128 else f"np.{dtype.name}({text})"
     v = float(value)
     if math.isnan(v):
         text = "np.nan"

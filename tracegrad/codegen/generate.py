@@ -91,7 +91,9 @@ def _complex_to_numpy(graph: Graph) -> tuple[Graph, set[int]]:
     (the emitters are real-valued); fused groups holding one are dissolved. Returns the
     graph (a copy when changed) and the ids forced to NumPy."""
     complex_ids = {
-        n.id for n in graph.nodes if n.op not in ("input", "const") and _touches_complex(n)
+        n.id
+        for n in graph.nodes
+        if n.op not in ("input", "const") and _touches_complex(n) and n.group is None
     }
     if not complex_ids:
         return graph, set()
@@ -450,8 +452,6 @@ def _bind_small_const(em: Emitter, node: Node) -> None:
     if value.size == 0:  # an empty region: loops over it run zero times
         em.access[node.id] = em.alloc(node, own_array=False)
         return
-    if np.dtype(node.dtype).kind == "c":
-        return  # read only by nodes that run in NumPy (_complex_to_numpy)
     v = value[0].item()
     em.const_values[node.id] = v
     em.access[node.id] = Access("", tuple(node.shape), (0,) * node.ndim, 0, literal(v, node.dtype))

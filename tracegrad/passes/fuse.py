@@ -58,8 +58,12 @@ def op_kind(node: Node) -> str:
 
 
 def is_elementwise(node: Node) -> bool:
-    if op_kind(node) != "elementwise" or _complex_valued(node):
+    if op_kind(node) != "elementwise":
         return False
+    if _complex_valued(node) and node.op not in COMPLEX_FUSIBLE:
+        # real -> complex casts compile (np.complex128(x)); complex -> real ones do not
+        if not (node.op == "astype" and node.dtype.kind == "c"):
+            return False
     from tracegrad.ops.core import REGISTRY
 
     cg = REGISTRY[node.op].codegen
@@ -70,6 +74,16 @@ def is_fusible_reduction(node: Node) -> bool:
     return (
         node.op in FUSIBLE_REDUCTIONS and op_kind(node) == "reduction" and not _complex_valued(node)
     )
+
+
+# elementwise ops whose scalar templates Numba compiles on complex values (issue 26;
+# mathlib has complex versions of exp, log, log1p, sqrt, sin, cos, tanh, sigmoid)
+COMPLEX_FUSIBLE = frozenset(
+    {
+        "add", "sub", "mul", "div", "neg", "real", "imag", "conj", "complex", "abs",
+        "exp", "log", "log1p", "sqrt", "sin", "cos", "tanh", "sigmoid", "where",
+    }
+)  # fmt: skip
 
 
 def _complex_valued(node: Node) -> bool:

@@ -397,6 +397,14 @@ for _fn in ("sin", "cos"):
 for _dt in ("f32", "f64"):
     _define(f"tg_sqrt_{_dt}", f"def tg_sqrt_{_dt}(x):\n    return np.sqrt(x)\n")
 
+# complex scalars (issue 26): Numba's own complex math (np.exp ... on complex values)
+for _dt in ("c64", "c128"):
+    for _fn in ("exp", "log", "log1p", "sqrt", "sin", "cos", "tanh"):
+        _define(f"tg_{_fn}_{_dt}", f"def tg_{_fn}_{_dt}(x):\n    return np.{_fn}(x)\n")
+    _define(f"tg_sigmoid_{_dt}", f"def tg_sigmoid_{_dt}(x):\n    return 1 / (1 + np.exp(-x))\n")
+    for _fn in ("sin", "cos"):  # (the libm-exact variants a guarded loop re-runs with)
+        _define(f"tg_{_fn}_exact_{_dt}", f"def tg_{_fn}_exact_{_dt}(x):\n    return np.{_fn}(x)\n")
+
 # Tiny helpers are expanded inline by the code generator (see INLINE); these
 # definitions serve anything that still calls them by name.
 _define("tg_pow", "def tg_pow(x, y):\n    return x ** y\n")
