@@ -337,3 +337,17 @@ def test_random_complex_tensors_follow_pytorch():
     r = torch.rand(20000, dtype=torch.cdouble).numpy()
     assert 0 <= r.real.min() and r.real.max() < 1 and 0 <= r.imag.min() and r.imag.max() < 1
     assert abs(r.imag.mean() - 0.5) < 0.02
+
+
+def test_grad_output_of_the_other_kind_raises_pytorchs_error():
+    z = torch.tensor(ZN, requires_grad=True)
+    with pytest.raises(
+        RuntimeError,
+        match=r"^For complex Tensors, both grad_output and output are required to have the same "
+        r"dtype. Mismatch in dtype: grad_output\[0\] has a dtype of torch.float64 and output\[0\] "
+        r"has a dtype of torch.complex128.",
+    ):
+        (z * 2).backward(torch.ones(3, dtype=torch.float64))
+    x = torch.tensor(XN, requires_grad=True)
+    with pytest.raises(RuntimeError, match="grad_output\\[0\\] has a dtype of torch.complex128"):
+        (x * 2).backward(torch.tensor(np.ones(3, complex)))

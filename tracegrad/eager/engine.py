@@ -74,6 +74,15 @@ def make_root_grads(
         else:
             if not isinstance(g, Tensor):
                 g = Tensor._wrap(np.asarray(g, dtype=out._data.dtype))
+            if (g._data.dtype.kind == "c") != (out._data.dtype.kind == "c"):
+                from tracegrad.eager.dtypes import from_numpy_dtype
+
+                raise RuntimeError(
+                    "For complex Tensors, both grad_output and output are required to have "
+                    f"the same dtype. Mismatch in dtype: grad_output[{i}] has a dtype of "
+                    f"{from_numpy_dtype(g._data.dtype)!r} and output[{i}] has a dtype of "
+                    f"{from_numpy_dtype(out._data.dtype)!r}."
+                )
             if g._data.shape != out._data.shape:
                 raise RuntimeError(
                     f"Mismatch in shape: grad_output[{i}] has a shape of {_size_str(g._data.shape)} "
