@@ -87,9 +87,10 @@ def _touches_complex(node: Node) -> bool:
 
 
 def _complex_to_numpy(graph: Graph) -> tuple[Graph, set[int]]:
-    """Nodes with a complex operand or result run in NumPy between the njit segments
-    (the emitters are real-valued); fused groups holding one are dissolved. Returns the
-    graph (a copy when changed) and the ids forced to NumPy."""
+    """Nodes with a complex operand or result that fusion left out of its groups run in
+    NumPy between the njit segments (only passes.fuse.COMPLEX_FUSIBLE ops have complex
+    kernels: the structured emitters are real-valued). Returns the graph (a copy when
+    changed) and the ids forced to NumPy."""
     complex_ids = {
         n.id
         for n in graph.nodes
