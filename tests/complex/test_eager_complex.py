@@ -351,3 +351,16 @@ def test_grad_output_of_the_other_kind_raises_pytorchs_error():
     x = torch.tensor(XN, requires_grad=True)
     with pytest.raises(RuntimeError, match="grad_output\\[0\\] has a dtype of torch.complex128"):
         (x * 2).backward(torch.tensor(np.ones(3, complex)))
+
+
+def test_gradgradcheck_complex_functions():
+    """Second derivatives through the conjugating nodes (create_graph records the conj
+    ops), checked as PyTorch's gradgradcheck does (complex grad_outputs)."""
+    z = torch.tensor(np.array([1 + 2j, 0.5 - 0.7j]), requires_grad=True)
+    x = torch.tensor(np.array([0.3, -1.1]), requires_grad=True)
+    check = torch.autograd.gradgradcheck
+    assert check(lambda t: t.exp() * t.sin(), (z,))
+    assert check(lambda t: (t * t.conj()).real.sum() + t.abs().sum(), (z,))
+    assert check(lambda t, x: torch.view_as_real(t * x), (z, x))
+    assert check(lambda t: torch.fft.fft(t * t), (z,))
+    assert check(lambda t: t.angle() * t.abs(), (z,))

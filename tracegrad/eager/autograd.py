@@ -205,10 +205,15 @@ def gradgradcheck(
         outputs = func(*tupled_inputs)
         outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
         rng = np.random.default_rng(0)
+
+        def random_like(o):
+            values = rng.standard_normal(o.shape)
+            if o._data.dtype.kind == "c":  # complex outputs: complex grad_outputs
+                values = values + 1j * rng.standard_normal(o.shape)
+            return Tensor._wrap(values.astype(o._data.dtype)).requires_grad_()
+
         grad_outputs = tuple(
-            Tensor._wrap(rng.standard_normal(o.shape).astype(o._data.dtype)).requires_grad_()
-            for o in outputs
-            if isinstance(o, Tensor) and o.requires_grad
+            random_like(o) for o in outputs if isinstance(o, Tensor) and o.requires_grad
         )
     else:
         grad_outputs = (grad_outputs,) if isinstance(grad_outputs, Tensor) else tuple(grad_outputs)
