@@ -148,6 +148,17 @@ def test_holomorphic_with_real_output_errors():
         tg.grad(lambda z: tg.sum(tg.abs(z)), holomorphic=True, **I)(ZS)
 
 
+def test_hessian_holomorphic():
+    R = np.random.default_rng(0).standard_normal
+    A = R((4, 4))
+    x = R(4).astype("complex64") * (1 + 2j)
+
+    def f(x):
+        return tg.dot(x, tg.dot(A.astype(x.dtype), x))
+
+    assert np.allclose(tg.hessian(f, holomorphic=True, **I)(x), A + A.T)
+
+
 # ---------------------------------------------------------- dtypes and values
 
 
