@@ -1872,34 +1872,55 @@ def _diagonal_rule(x, offset, axis1, axis2):
     return Aval(diagonal_view(np.empty(x.shape, np.bool_), offset, axis1, axis2).shape, x.dtype)
 
 
-diagonal = primitive(
-    "diagonal",
-    impl=lambda x, offset, axis1, axis2: diagonal_view(np.asarray(x), offset, axis1, axis2),
-    shape_rule=_diagonal_rule,
-    kind="shape",  # eager: a view of its operand
-    vjps=(
-        lambda g, out, x, offset, axis1, axis2: diagonal_scatter_zeros(
-            g, offset=offset, axis1=axis1, axis2=axis2, shape=tuple(np.shape(x))
-        ),
-    ),
-    torch_name="DiagonalBackward0",
-    saves=(),
-    codegen="numpy",
-)
+def _view_and_scatter(
+    name: str, scatter_name: str, impl, shape_rule, scatter_impl, size_attr: str, torch_name: str
+):
+    """A view primitive and its transpose, `scatter_name`: the cotangent scattered into
+    zeros of the operand's shape. Each one's vjp is the other. The scatter takes the
+    view's attrs plus `size_attr`, the operand's "shape" (or "length", 1-D)."""
 
-diagonal_scatter_zeros = primitive(
+    def view_vjp(g, out, x, **attrs):
+        size = tuple(np.shape(x)) if size_attr == "shape" else int(np.shape(x)[0])
+        return scatter(g, **attrs, **{size_attr: size})
+
+    def scatter_vjp(gg, out, g, **attrs):
+        return view(gg, **{k: v for k, v in attrs.items() if k != size_attr})
+
+    def scatter_rule(g, **attrs):
+        size = attrs[size_attr]
+        return Aval(tuple(size) if size_attr == "shape" else (int(size),), as_aval(g).dtype)
+
+    view = primitive(
+        name,
+        impl=impl,
+        shape_rule=shape_rule,
+        kind="shape",  # eager: a view of its operand
+        vjps=(view_vjp,),
+        torch_name=torch_name,
+        saves=(),
+        codegen="numpy",
+    )
+    scatter = primitive(
+        scatter_name,
+        impl=scatter_impl,
+        shape_rule=scatter_rule,
+        kind="other",
+        vjps=(scatter_vjp,),
+        torch_name=torch_name.replace("Backward0", "BackwardBackward0"),
+        saves=(),
+        codegen="numpy",
+    )
+    return view, scatter
+
+
+diagonal, diagonal_scatter_zeros = _view_and_scatter(
+    "diagonal",
     "diagonal_scatter_zeros",
-    impl=_diag_scatter_impl,
-    shape_rule=lambda g, offset, axis1, axis2, shape: Aval(tuple(shape), as_aval(g).dtype),
-    kind="other",
-    vjps=(
-        lambda gg, out, g, offset, axis1, axis2, shape: diagonal(
-            gg, offset=offset, axis1=axis1, axis2=axis2
-        ),
-    ),
-    torch_name="DiagonalBackwardBackward0",
-    saves=(),
-    codegen="numpy",
+    lambda x, offset, axis1, axis2: diagonal_view(np.asarray(x), offset, axis1, axis2),
+    _diagonal_rule,
+    _diag_scatter_impl,
+    "shape",
+    "DiagonalBackward0",
 )
 
 
@@ -1954,36 +1975,16 @@ def _unfold_backward_impl(g, dimension: int, size: int, step: int, shape):
     return out
 
 
-unfold = primitive(
+unfold, unfold_backward = _view_and_scatter(  # a view, as PyTorch's Tensor.unfold
     "unfold",
-    impl=_unfold_impl,
-    shape_rule=lambda x, dimension, size, step: Aval(
+    "unfold_backward",
+    _unfold_impl,
+    lambda x, dimension, size, step: Aval(
         _unfold_shape(as_aval(x).shape, dimension, size, step), as_aval(x).dtype
     ),
-    kind="shape",  # eager: a view of its operand, as PyTorch's Tensor.unfold
-    vjps=(
-        lambda g, out, x, dimension, size, step: unfold_backward(
-            g, dimension=dimension, size=size, step=step, shape=tuple(np.shape(x))
-        ),
-    ),
-    torch_name="UnfoldBackward0",
-    saves=(),
-    codegen="numpy",
-)
-
-unfold_backward = primitive(
-    "unfold_backward",
-    impl=_unfold_backward_impl,
-    shape_rule=lambda g, dimension, size, step, shape: Aval(tuple(shape), as_aval(g).dtype),
-    kind="other",
-    vjps=(
-        lambda gg, out, g, dimension, size, step, shape: unfold(
-            gg, dimension=dimension, size=size, step=step
-        ),
-    ),
-    torch_name="UnfoldBackwardBackward0",
-    saves=(),
-    codegen="numpy",
+    _unfold_backward_impl,
+    "shape",
+    "UnfoldBackward0",
 )
 
 
@@ -2002,34 +2003,14 @@ def _as_strided_backward_impl(g, size, stride, offset: int, length: int):
     return out
 
 
-as_strided = primitive(
+as_strided, as_strided_backward = _view_and_scatter(  # of the flattened operand
     "as_strided",
-    impl=_as_strided_impl,
-    shape_rule=lambda x, size, stride, offset: Aval(tuple(size), as_aval(x).dtype),
-    kind="shape",  # eager: a view of its (flattened, contiguous) operand
-    vjps=(
-        lambda g, out, x, size, stride, offset: as_strided_backward(
-            g, size=size, stride=stride, offset=offset, length=int(np.shape(x)[0])
-        ),
-    ),
-    torch_name="AsStridedBackward0",
-    saves=(),
-    codegen="numpy",
-)
-
-as_strided_backward = primitive(
     "as_strided_backward",
-    impl=_as_strided_backward_impl,
-    shape_rule=lambda g, size, stride, offset, length: Aval((int(length),), as_aval(g).dtype),
-    kind="other",
-    vjps=(
-        lambda gg, out, g, size, stride, offset, length: as_strided(
-            gg, size=size, stride=stride, offset=offset
-        ),
-    ),
-    torch_name="AsStridedBackwardBackward0",
-    saves=(),
-    codegen="numpy",
+    _as_strided_impl,
+    lambda x, size, stride, offset: Aval(tuple(size), as_aval(x).dtype),
+    _as_strided_backward_impl,
+    "length",
+    "AsStridedBackward0",
 )
 
 
