@@ -153,7 +153,8 @@ def test_tier_policy(monkeypatch, env, backend, has_kernel, want):
     assert f._tier_policy() == want
 
 
-EXIT_CHILD = textwrap.dedent(r"""
+# The children's common start: tracegrad's log messages kept in `messages`.
+LOG_KEPT = textwrap.dedent(r"""
     import logging, sys, time
     import numpy as np
     import tracegrad as tg
@@ -164,6 +165,9 @@ EXIT_CHILD = textwrap.dedent(r"""
             messages.append(record.getMessage())
     logging.getLogger("tracegrad").addHandler(Keep())
     logging.getLogger("tracegrad").setLevel(logging.INFO)
+""")
+
+EXIT_CHILD = LOG_KEPT + textwrap.dedent(r"""
 
     f = tg.value_and_grad(lambda x: tg.sum(tg.sinh(x) * x * 0.8125))
     x = np.linspace(0.0, 1.0, 9)
@@ -253,17 +257,7 @@ def test_the_parallel_variant_is_built_from_the_kernels_first_call(monkeypatch, 
     assert getattr(one, "_parallel_thread", None) is None and not one.wait_parallel()
 
 
-WARM_CHILD = textwrap.dedent(r"""
-    import logging, sys
-    import numpy as np
-    import tracegrad as tg
-
-    messages = []
-    class Keep(logging.Handler):
-        def emit(self, record):
-            messages.append(record.getMessage())
-    logging.getLogger("tracegrad").addHandler(Keep())
-    logging.getLogger("tracegrad").setLevel(logging.INFO)
+WARM_CHILD = LOG_KEPT + textwrap.dedent(r"""
 
     f = tg.value_and_grad(lambda x: tg.sum(tg.cosh(x) * x * 0.6875))
     x = np.linspace(0.0, 1.0, 7)
