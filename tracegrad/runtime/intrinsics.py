@@ -37,8 +37,10 @@ def _register_numpy_cblas() -> bool:
         try:
             lib = ctypes.CDLL(path)
             for kind in "sd":
-                fn = getattr(lib, f"scipy_cblas_{kind}gemm64_")
-                llvm.add_symbol(f"tg_cblas_{kind}gemm", ctypes.cast(fn, ctypes.c_void_p).value)
+                for routine in ("gemm", "gemv"):
+                    fn = getattr(lib, f"scipy_cblas_{kind}{routine}64_")
+                    address = ctypes.cast(fn, ctypes.c_void_p).value
+                    llvm.add_symbol(f"tg_cblas_{kind}{routine}", address)
             return True
         except (OSError, AttributeError):
             continue
@@ -176,25 +178,67 @@ def _call_numpy_cblas(context, builder, signature, args, arr_a, arr_b, arr_c, dt
         return context.cast(builder, v, ty, types.int64)
 
     sa = signature.args
-    builder.call(
-        fn,
-        (
-            ir.Constant(i32, _CBLAS_ROW_MAJOR),
-            flag(ta, sa[0]),
-            flag(tb, sa[1]),
-            i(vm, sa[2]),
-            i(vn, sa[3]),
-            i(vk, sa[4]),
-            context.get_constant(dtype, 1.0),
-            builder.bitcast(arr_a.data, ptr),
-            i(vlda, sa[6]),
-            builder.bitcast(arr_b.data, ptr),
-            i(vldb, sa[8]),
-            context.cast(builder, vbeta, sa[9], dtype),
-            builder.bitcast(arr_c.data, ptr),
-            i(vldc, sa[11]),
+    one, alpha = ir.Constant(i64, 1), context.get_constant(dtype, 1.0)
+    beta = context.cast(builder, vbeta, sa[9], dtype)
+    a_ptr, b_ptr, c_ptr = (builder.bitcast(x.data, ptr) for x in (arr_a, arr_b, arr_c))
+    m, n, k = i(vm, sa[2]), i(vn, sa[3]), i(vk, sa[4])
+    lda, ldb, ldc = i(vlda, sa[6]), i(vldb, sa[8]), i(vldc, sa[11])
+    # A matrix-vector product (n == 1) through gemv: OpenBLAS's gemm with one column
+    # took 3x numpy's `X @ w` (28 against 9 us for 1000 x 50, float64)
+    gemv = cgutils.get_or_insert_function(
+        builder.module,
+        ir.FunctionType(
+            ir.VoidType(), [i32, i32, i64, i64, fty, ptr, i64, ptr, i64, fty, ptr, i64]
         ),
+        "tg_cblas_sgemv" if dtype == types.float32 else "tg_cblas_dgemv",
     )
+    is_vector = builder.icmp_signed("==", n, one)
+    with builder.if_else(is_vector) as (then, otherwise):
+        with then:
+            # C[:, 0] = op(A) @ B[:, 0]; op(A) is A (m x k, row-major) or A.T (A is k x m)
+            a_is_t = builder.icmp_signed("!=", i(ta, sa[0]), ir.Constant(i64, 0))
+            rows = builder.select(a_is_t, k, m)
+            cols = builder.select(a_is_t, m, k)
+            # B's column: stride ldb when B is k x 1, 1 when op(B) = B.T (B is 1 x k)
+            b_is_t = builder.icmp_signed("!=", i(tb, sa[1]), ir.Constant(i64, 0))
+            incx = builder.select(b_is_t, one, ldb)
+            builder.call(
+                gemv,
+                (
+                    ir.Constant(i32, _CBLAS_ROW_MAJOR),
+                    flag(ta, sa[0]),
+                    rows,
+                    cols,
+                    alpha,
+                    a_ptr,
+                    lda,
+                    b_ptr,
+                    incx,
+                    beta,
+                    c_ptr,
+                    ldc,
+                ),
+            )
+        with otherwise:
+            builder.call(
+                fn,
+                (
+                    ir.Constant(i32, _CBLAS_ROW_MAJOR),
+                    flag(ta, sa[0]),
+                    flag(tb, sa[1]),
+                    m,
+                    n,
+                    k,
+                    alpha,
+                    a_ptr,
+                    lda,
+                    b_ptr,
+                    ldb,
+                    beta,
+                    c_ptr,
+                    ldc,
+                ),
+            )
 
 
 @intrinsic
