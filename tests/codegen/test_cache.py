@@ -223,3 +223,13 @@ def test_deleting_its_kernels_releases_a_generated_module(tmp_path, monkeypatch)
     k3 = build_kernel(probe_graph(9.25))  # needed again: run again from the verified file
     np.testing.assert_array_equal(k3(np.ones(4))[0], np.full(4, 9.25))
     assert k3.module.__name__ == name and name in sys.modules
+
+
+def test_the_kernel_names_follow_the_intrinsics_source(monkeypatch):
+    """Kernels import runtime/intrinsics.py, which Numba compiles into their cached
+    machine code: another intrinsics source (a later commit) names every kernel anew."""
+    from tracegrad.runtime import cache
+
+    before = cache.content_hash(b"kernel source")
+    monkeypatch.setattr(cache, "_intrinsics_hash", lambda: "another intrinsics source")
+    assert cache.content_hash(b"kernel source") != before

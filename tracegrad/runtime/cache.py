@@ -35,6 +35,7 @@ creates is 0700 and every file 0600, whatever the umask.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import importlib
 import logging
@@ -414,7 +415,18 @@ def version_salt() -> str:
 
     from tracegrad.config import VERSION
 
-    return f"tracegrad {VERSION}; numba {numba.__version__}; python {sys.version_info[:2]}"
+    return (
+        f"tracegrad {VERSION}; numba {numba.__version__}; python {sys.version_info[:2]}; "
+        f"intrinsics {_intrinsics_hash()}"
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _intrinsics_hash() -> str:
+    """The generated modules import runtime/intrinsics.py, whose code Numba compiles into
+    each kernel's cached machine code: a change there (between two commits of one version,
+    too) must not leave kernels built with the old one in use."""
+    return hashlib.sha256(Path(__file__).with_name("intrinsics.py").read_bytes()).hexdigest()[:16]
 
 
 def content_hash(source_bytes: bytes) -> str:
