@@ -176,22 +176,23 @@ def _axes_and_sizes(a: Any, s: Any, axes: Any, default_last: int | None) -> tupl
     return axes, sizes
 
 
-def fftn(a: Any, s: Any = None, axes: Any = None, norm: str | None = None) -> Any:
-    """numpy.fft.fftn: the transform along each of `axes` (all by default), one after another."""
+def _along_axes(transform, a: Any, s: Any, axes: Any, norm: str | None) -> Any:
+    """`transform` (fft or ifft) along each of `axes` (all by default), one after another."""
     axes, sizes = _axes_and_sizes(a, s, axes, None)
     x = _as_complex(a)
     for ax, n in zip(axes, sizes, strict=True):
-        x = fft(x, n=n, axis=ax, norm=norm)
+        x = transform(x, n=n, axis=ax, norm=norm)
     return x
+
+
+def fftn(a: Any, s: Any = None, axes: Any = None, norm: str | None = None) -> Any:
+    """numpy.fft.fftn: the transform along each of `axes` (all by default), one after another."""
+    return _along_axes(fft, a, s, axes, norm)
 
 
 def ifftn(a: Any, s: Any = None, axes: Any = None, norm: str | None = None) -> Any:
     """numpy.fft.ifftn: the inverse transform along each of `axes`."""
-    axes, sizes = _axes_and_sizes(a, s, axes, None)
-    x = _as_complex(a)
-    for ax, n in zip(axes, sizes, strict=True):
-        x = ifft(x, n=n, axis=ax, norm=norm)
-    return x
+    return _along_axes(ifft, a, s, axes, norm)
 
 
 def fft2(a: Any, s: Any = None, axes: Any = (-2, -1), norm: str | None = None) -> Any:
