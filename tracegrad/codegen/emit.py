@@ -367,8 +367,11 @@ class Emitter:
 
     def array_type(self, flat_name: str) -> str:
         """The Numba type of a flat array variable (workspace, param or output)."""
-        dtype = self.ws_dtype.get(flat_name) or self.flat_dtypes[flat_name]
-        return numba_array_type((1,), dtype)
+        return numba_array_type((1,), self.array_dtype(flat_name))
+
+    def array_dtype(self, flat_name: str) -> str:
+        """The dtype name of a flat array variable (workspace, param or output)."""
+        return self.ws_dtype.get(flat_name) or self.flat_dtypes[flat_name]
 
     def workspace(self, dtype) -> str:
         name = f"ws_{np.dtype(dtype).name}"

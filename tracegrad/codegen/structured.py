@@ -304,13 +304,10 @@ def _relayout_function(em: Emitter, dst: str, src: str) -> str:
     """The module's shared strided copy from `src`'s array type into `dst`'s:
     dst[d + r * cols + c] = src[s + r * rs + c * cs], sizes and strides at run time."""
     dst_type, src_type = em.array_type(dst), em.array_type(src)
-    fn = f"{em.name}_relayout_{len(em.outlined_src)}"
-    for name, text in em.outlined_src.items():  # one per pair of array types
-        if (
-            name.startswith(f"{em.name}_relayout_")
-            and f"(({dst_type}, types.int64, {src_type}," in text
-        ):
-            return name
+    # one per pair of array types, which the dtypes name (as the emitter's _poisoner does)
+    fn = f"{em.name}_relayout_{em.array_dtype(dst)}_{em.array_dtype(src)}"
+    if fn in em.outlined_src:
+        return fn
     em.outlined_src[fn] = (
         f"@njit(({dst_type}, types.int64, {src_type}, types.int64, types.int64, types.int64, "
         "types.int64, types.int64), fastmath=_FASTMATH, error_model='numpy', cache=True, "

@@ -1927,10 +1927,10 @@ diagonal, diagonal_scatter_zeros = _view_and_scatter(
 # ------------------------------------------------- windows and strided views (eager: views)
 
 
-def _strided_view(x: np.ndarray, shape, byte_strides) -> np.ndarray:
-    """A view of x's memory; writable only where no two elements share memory (PyTorch's
-    in-place ops on such views are ill-defined: writing raises a clear error instead)."""
-    distinct = np.unique(_element_offsets(shape, byte_strides)).size == math.prod(shape)
+def _strided_view(x: np.ndarray, shape, byte_strides, distinct: bool) -> np.ndarray:
+    """A view of x's memory; writable only where no two elements share memory
+    (`distinct`: PyTorch's in-place ops on such views are ill-defined, so writing raises
+    a clear error instead)."""
     return np.lib.stride_tricks.as_strided(
         x,
         shape=tuple(shape),
@@ -1960,7 +1960,8 @@ def _unfold_impl(x, dimension: int, size: int, step: int) -> np.ndarray:
     strides = list(x.strides)
     strides[dimension] *= step
     shape = _unfold_shape(x.shape, dimension, size, step)
-    return _strided_view(x, shape, (*strides, x.strides[dimension]))
+    distinct = step >= size or shape[dimension] <= 1  # windows that do not overlap
+    return _strided_view(x, shape, (*strides, x.strides[dimension]), distinct)
 
 
 def _unfold_backward_impl(g, dimension: int, size: int, step: int, shape):
@@ -1992,7 +1993,8 @@ def _as_strided_impl(x, size, stride, offset: int) -> np.ndarray:
     """PyTorch's as_strided over a 1-D contiguous operand (strides in elements)."""
     x = np.asarray(x)
     item = x.strides[0] if x.ndim else x.itemsize
-    return _strided_view(x[offset:], size, tuple(s * item for s in stride))
+    distinct = np.unique(_element_offsets(size, stride)).size == math.prod(size)
+    return _strided_view(x[offset:], size, tuple(s * item for s in stride), distinct)
 
 
 def _as_strided_backward_impl(g, size, stride, offset: int, length: int):
