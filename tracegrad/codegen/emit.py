@@ -58,9 +58,12 @@ log = logging.getLogger("tracegrad")
 # to vectorize.
 FASTMATH = {"arcp", "contract", "afn", "reassoc"}
 PARALLEL_MIN_ELEMENTS = 1 << 18  # loops this big run on all cores (prange)
-# A loop body repeated this often becomes one shared function (a function costs
-# ~0.1 s to compile on its own, an inline copy of a loop ~0.03 s).
-OUTLINE_MIN_USES = 4
+# A loop body repeated this often becomes one shared function. At 2, not 4 (issue
+# 25): the MLPs' per-layer groups (forward and backward of 2-3 layers) are shared.
+# The compile time is about the same either way (a function costs ~0.1 s on its own,
+# an inline copy of a fused group 0.1-0.4 s), but mlp_layernorm_b64's kernel ran 2x
+# faster (f32 367-407 -> 180-183 us, f64 524-547 -> 326 us; perf/compile_time.md).
+OUTLINE_MIN_USES = 2
 
 
 class NoCodegen(Exception):

@@ -81,13 +81,30 @@ class _Tok:
 _FLAT_INDEX = re.compile(r"\b((?:ws|out)_\w+|V\d+)\[(?=[A-Za-z_])")
 
 
+_HOISTED = re.compile(r"^(_(?:f32|f64|u?int\d+|bool_?)_\d+) = (np\.\w+\([^\n]*\))$", re.M)
+
+
+def _unhoist(source: str) -> str:
+    """Typed literals put back at their uses: `_int64_3` -> `np.int64(512)`. The
+    generator names them in order of first appearance (generate._hoist_typed_literals),
+    so which name a call site reads depends on which values happen to be equal: with
+    loops shared by two groups, batch 3's offsets coincide where batch 16's do not."""
+    decls = dict(_HOISTED.findall(source))
+    if not decls:
+        return source
+    source = _HOISTED.sub("", source)
+    return re.sub(
+        r"\b_(?:f32|f64|u?int\d+|bool_?)_\d+\b", lambda m: decls.get(m.group(0), m.group(0)), source
+    )
+
+
 def canonical(source: str) -> str:
     """`source` with an explicit `0 + ` where a flat buffer's index has no constant
     offset (`ws_float64[i0 * 64 + i1]`, as the emitter writes offset 0), so that an
     offset that is 0 for one shape and not for another is one literal. `0 + e` equals
     `e` for integer indices whatever `e`'s operators (+ binds tighter than every
     operator of lower precedence, and adding 0 changes no int)."""
-    return _FLAT_INDEX.sub(r"\1[0 + ", source)
+    return _FLAT_INDEX.sub(r"\1[0 + ", _unhoist(source))
 
 
 def _tokens(source: str) -> list[_Tok] | None:
@@ -206,20 +223,42 @@ _FLAT_BUFFER = re.compile(r"(?:ws|out)_\w+|V\d+")
 
 
 def _offset_positions(toks: list[_Tok]) -> set[int]:
-    """Offsets into flat buffers (`ws_f64[3072 + ...`, `tg_gemm(..., ws_f64, 3072, ...`):
-    parameters even where two shapes agree, since the workspace plan places a
-    buffer at 0 for some shapes and elsewhere for others."""
+    """Offsets into flat buffers (`ws_f64[3072 + ...`, `tg_gemm(..., ws_f64, 3072, ...`,
+    and a shared loop's `kernel_loop2(ws_f64, ..., np.int64(3072))`): parameters even
+    where two shapes agree, since the workspace plan places a buffer at 0 for some
+    shapes and elsewhere for others."""
     out = set()
     for k in range(2, len(toks)):
         t = toks[k]
-        if (
-            t.type == tokenize.NUMBER
-            and _kind(t.string) == "i"
-            and toks[k - 1].string in ("[", ",")
-            and _FLAT_BUFFER.fullmatch(toks[k - 2].string)
-        ):
+        if t.type != tokenize.NUMBER or _kind(t.string) != "i":
+            continue
+        if toks[k - 1].string in ("[", ",") and _FLAT_BUFFER.fullmatch(toks[k - 2].string):
+            out.add(k)
+        elif _is_loop_call_offset(toks, k):
             out.add(k)
     return out
+
+
+_LOOP_FUNCTION = re.compile(r"\w+_loop\d+")
+
+
+def _is_loop_call_offset(toks: list[_Tok], k: int) -> bool:
+    """Whether toks[k] is `N` in `np.int64(N)`, an argument of a shared loop's call
+    (emit.py's outlining passes every offset that way)."""
+    if k < 4 or [t.string for t in toks[k - 4 : k]] != ["np", ".", "int64", "("]:
+        return False
+    depth = 0
+    for j in range(k - 5, -1, -1):  # back to the call's opening parenthesis
+        s = toks[j].string
+        if s == ")":
+            depth += 1
+        elif s == "(":
+            if depth == 0:
+                return j > 0 and bool(_LOOP_FUNCTION.fullmatch(toks[j - 1].string))
+            depth -= 1
+        elif toks[j].type in (tokenize.NEWLINE, tokenize.NL):
+            return False
+    return False
 
 
 # The message of `raise IndexError('...size 6...')` in a kernel names sizes, but never
