@@ -96,7 +96,7 @@ def _ratios(row: dict) -> tuple[float, str] | None:
     peers = {k: v[0] for k, v in row.items() if k != "tracegrad_compiled"}
     if "tracegrad_compiled" not in row or not peers:
         return None
-    best = min(peers, key=peers.get)
+    best = min(peers, key=lambda k: peers[k])
     return row["tracegrad_compiled"][0] / peers[best], best
 
 
