@@ -687,6 +687,10 @@ class Tensor(ArrayOperators):
             raise RuntimeError(requires_grad_message(REQUIRES_GRAD_DTYPE_MESSAGE, self._data))
         self._requires_grad = bool(flag)
 
+    @requires_grad.deleter
+    def requires_grad(self) -> None:
+        raise RuntimeError("Deletion of requires_grad not allowed (set it to False instead)")
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if requires_grad and self._data.dtype.kind not in "fc":
             raise RuntimeError(
@@ -729,6 +733,26 @@ class Tensor(ArrayOperators):
                 raise RuntimeError("assigned grad has data of a different type")
         self._grad = value
 
+    @grad.deleter
+    def grad(self) -> None:
+        self._grad = None
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of its grad_fn this tensor is (0 for leaves and one-output ops)."""
+        multi = self.__dict__.get("_multi_view")
+        if multi is not None:
+            return multi[1]
+        slot = getattr(self._grad_fn, "_slot", None) if self._grad_fn is not None else None
+        return slot if type(slot) is int else 0
+
+    def __delattr__(self, name: str) -> None:
+        if name == "_grad_fn":
+            raise RuntimeError("Deletion of _grad_fn not allowed. Detach tensor instead!")
+        if name in ("_data", "_counter", "_requires_grad"):
+            raise RuntimeError(f"Deletion of {name} not allowed")
+        object.__delattr__(self, name)
+
     @property
     def is_inference(self):
         return lambda: self._inference
@@ -741,7 +765,16 @@ class Tensor(ArrayOperators):
 
     @data.setter
     def data(self, value: Tensor) -> None:
-        self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
+        if isinstance(value, Tensor):
+            self._data = value._data
+        elif isinstance(value, np.ndarray):
+            self._data = value
+        else:
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+
+    @data.deleter
+    def data(self) -> None:
+        raise RuntimeError("Deleting tensor data is not allowed. Delete tensor instead!")
 
     @property
     def _version(self) -> int:

@@ -18,13 +18,13 @@ from tracegrad.eager.grad_mode import (
     STATE,
     inference_mode,  # noqa: F401
 )
-from tracegrad.eager.graph import grad_accumulator
+from tracegrad.eager.graph import GradientEdge, grad_accumulator
 
 
 def _as_list(x) -> list:
     if x is None:
         return None
-    if isinstance(x, Tensor):
+    if isinstance(x, (Tensor, GradientEdge)):
         return [x]
     return list(x)
 
@@ -49,6 +49,9 @@ def backward(
             raise RuntimeError("'inputs' argument to backward() cannot be empty.")
         targets = {}
         for t in inputs:
+            if isinstance(t, GradientEdge):
+                targets.setdefault(t.node, None)  # a GradientEdge: its node, no tensor to fill
+                continue
             if not t._requires_grad:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
             node = t._grad_fn if t._grad_fn is not None else grad_accumulator(t)
@@ -63,19 +66,43 @@ def grad(
     retain_graph: bool | None = None,
     create_graph: bool = False,
     allow_unused: bool | None = None,
+    is_grads_batched: bool = False,
     materialize_grads: bool = False,
 ) -> tuple:
-    """Gradients of `outputs` with respect to `inputs`, returned (not accumulated)."""
+    """Gradients of `outputs` with respect to `inputs`, returned (not accumulated).
+    Outputs and inputs may be GradientEdges (torch.autograd.graph.get_gradient_edge).
+    With is_grads_batched, the first dimension of each grad_output is a batch: one
+    vector-Jacobian product per entry, stacked (PyTorch computes it with vmap)."""
     outputs = _as_list(outputs)
     inputs = _as_list(inputs)
     grad_outputs = _as_list(grad_outputs)
     if retain_graph is None:
         retain_graph = create_graph
+    if materialize_grads and allow_unused is False:
+        raise ValueError(
+            "Expected allow_unused to be True or not passed when materialize_grads=True, "
+            "but got: allow_unused=False."
+        )
     if allow_unused is None:
         allow_unused = materialize_grads
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    if is_grads_batched:
+        return _batched_grad(
+            outputs,
+            inputs,
+            grad_outputs,
+            retain_graph,
+            create_graph,
+            allow_unused,
+            materialize_grads,
+        )
     roots, grads = make_root_grads(outputs, grad_outputs, create_graph, for_grad=True)
     nodes = []
     for t in inputs:
+        if isinstance(t, GradientEdge):
+            nodes.append(t.node)
+            continue
         if not isinstance(t, Tensor):
             raise TypeError(f"grad: inputs must be Tensors, got {type(t).__name__}")
         if not t._requires_grad:
@@ -101,11 +128,72 @@ def grad(
             if materialize_grads:
                 import numpy as np
 
-                result.append(Tensor._wrap(np.zeros_like(t._data)))
+                if isinstance(t, GradientEdge):
+                    raise RuntimeError(
+                        "materialize_grads cannot be used when the given input is a GradientEdge"
+                    )
+                zeros = Tensor._wrap(np.zeros_like(t._data))
+                result.append(zeros.requires_grad_() if create_graph else zeros)  # (PyTorch)
             else:
                 result.append(None)
             continue
         result.append(g if isinstance(g, Tensor) else Tensor._wrap(g))
+    return tuple(result)
+
+
+def _batched_grad(
+    outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads
+) -> tuple:
+    """autograd.grad(..., is_grads_batched=True): one backward pass per batch entry."""
+    from tracegrad.eager.engine import _size_str
+    from tracegrad.eager.torch_ops import stack
+
+    if grad_outputs is None or len(grad_outputs) != len(outputs):
+        raise RuntimeError(
+            "is_grads_batched=True needs one batched grad_output per output (got "
+            f"{0 if grad_outputs is None else len(grad_outputs)} for {len(outputs)} outputs)"
+        )
+    batch = None
+    for i, (out, go) in enumerate(zip(outputs, grad_outputs, strict=True)):
+        shape = tuple(out.shape)
+        if not isinstance(go, Tensor) or go.ndim == 0 or tuple(go.shape[1:]) != shape:
+            got = _size_str(tuple(go.shape[1:]) if isinstance(go, Tensor) and go.ndim else ())
+            raise RuntimeError(
+                "If `is_grads_batched=True`, we interpret the first dimension of each "
+                "grad_output as the batch dimension. The sizes of the remaining dimensions are "
+                "expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{i}] has a shape of {got} and output[{i}] has a shape "
+                f"of {_size_str(shape)}. If you only want some tensors in `grad_output` to be "
+                "considered batched, consider using vmap."
+            )
+        if batch is not None and go.shape[0] != batch:
+            raise RuntimeError(
+                f"is_grads_batched=True: grad_output[{i}] has a batch of {go.shape[0]} "
+                f"entries but grad_output[0] has {batch}"
+            )
+        batch = go.shape[0]
+    per_entry = [
+        grad(
+            outputs,
+            inputs,
+            [go[b] for go in grad_outputs],
+            retain_graph=retain_graph or b < batch - 1,
+            create_graph=create_graph,
+            allow_unused=allow_unused,
+        )
+        for b in range(batch)
+    ]
+    result = []
+    for k, t in enumerate(inputs):
+        gs = [entry[k] for entry in per_entry]
+        if batch and all(g is not None for g in gs):
+            result.append(stack(gs))
+        elif materialize_grads and not isinstance(t, GradientEdge):
+            import numpy as np
+
+            result.append(Tensor._wrap(np.zeros_like(t._data)))  # (PyTorch: unbatched zeros)
+        else:
+            result.append(None)
     return tuple(result)
 
 

@@ -19,7 +19,14 @@ import numpy as np
 
 from tracegrad.eager import capture_hooks
 from tracegrad.eager.grad_mode import STATE
-from tracegrad.eager.graph import DROP_GRAD, AccumulateGrad, Node, grad_accumulator
+from tracegrad.eager.graph import (
+    DROP_GRAD,
+    AccumulateGrad,
+    GradientEdge,
+    Node,
+    edge_meta,
+    grad_accumulator,
+)
 
 _TENSOR = None
 
@@ -44,7 +51,9 @@ def make_root_grads(
     Tensor = _tensor_cls()
     roots, grads = [], []
     for i, out in enumerate(outputs):
-        if not isinstance(out, Tensor):
+        if isinstance(out, GradientEdge):
+            out = _EdgeOutput(out.node)
+        if not isinstance(out, (Tensor, _EdgeOutput)):
             raise TypeError(f"backward: expected Tensors as outputs, got {type(out).__name__}")
         if not out._requires_grad:
             raise RuntimeError(
@@ -96,6 +105,27 @@ def make_root_grads(
         roots.append(node)
         grads.append(g)
     return roots, grads
+
+
+class _EdgeOutput:
+    """A GradientEdge given as an output: the shape, dtype and node of the tensor it
+    stands for (its values are never read)."""
+
+    __slots__ = ("_data", "_grad_fn", "_requires_grad")
+
+    def __init__(self, node):
+        shape, dtype = edge_meta(node)
+        self._data = np.broadcast_to(np.zeros((), dtype), shape)
+        self._grad_fn = node
+        self._requires_grad = True
+
+    @property
+    def shape(self):
+        return self._data.shape
+
+    @property
+    def dtype(self):
+        return self._data.dtype
 
 
 def _add(a, b):

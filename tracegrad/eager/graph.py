@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -386,6 +387,30 @@ class Node:
             self.pre_hooks = {}
         return add_hook(self.pre_hooks, _NodePrehook(fn), node_level=True)
 
+    def __call__(self, *grads):
+        """`grad_fn(grad_output)`: this node's backward by hand (no hooks), one result per
+        entry of `next_functions` (a tensor when there is one, else a tuple), recorded
+        in the graph when grad mode is on, as PyTorch's Node call."""
+        from tracegrad.eager._tensor import Tensor
+
+        if len(grads) != 1:
+            raise TypeError(f"expected 1 arguments, got {len(grads)} instead")
+        g = grads[0]
+        if not isinstance(g, Tensor):
+            raise TypeError(
+                f"{self.display_name()}: expected a Tensor gradient, got {type(g).__name__}"
+            )
+        meta = self.out_meta
+        if type(meta) is tuple and tuple(g.shape) != tuple(meta[0]):
+            raise RuntimeError(
+                f"{self.display_name()}: the gradient has shape {tuple(g.shape)} but the "
+                f"output it stands for has shape {tuple(meta[0])}"
+            )
+        results = self.apply(g, True)
+        idx = range(len(self.inputs)) if self.visible is None else self.visible
+        out = tuple(None if results[i] is None else _as_result_tensor(results[i]) for i in idx)
+        return out[0] if len(out) == 1 else out
+
     # ------------------------------------------------------------ backward
     def release(self) -> None:
         if self.saved:
@@ -480,6 +505,12 @@ class Node:
                 gi = fit_to(gi, meta, as_tensors)
             results[i] = gi
         return results
+
+
+def _as_result_tensor(g):
+    from tracegrad.eager._tensor import Tensor
+
+    return g if isinstance(g, Tensor) else Tensor._wrap(np.asarray(g))
 
 
 def _is_complex_grad(g) -> bool:
@@ -713,6 +744,56 @@ def grad_accumulator(tensor) -> AccumulateGrad:
     acc = AccumulateGrad(tensor)
     tensor._acc_ref = weakref.ref(acc)
     return acc
+
+
+class GradientEdge(NamedTuple):
+    """torch.autograd.graph.GradientEdge: one output (`output_nr`) of a backward `node`.
+    `autograd.grad` / `backward` take it in place of a tensor, as an output (its gradient
+    flows in there) or as an input (the gradient reaching that node is returned), even
+    after the tensor itself was changed in place or deleted.
+
+    >>> import tracegrad.eager as torch
+    >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
+    >>> y = x.clone()
+    >>> edge = torch.autograd.graph.get_gradient_edge(y)
+    >>> y *= 3
+    >>> torch.autograd.grad(y.sum(), (edge, y))
+    (tensor([3., 3.]), tensor([1., 1.]))
+    """
+
+    node: Any
+    output_nr: int
+
+
+def get_gradient_edge(tensor) -> GradientEdge:
+    """The edge the gradient of `tensor` flows in through: its grad_fn (a leaf's
+    AccumulateGrad) and its output number."""
+    if not tensor.requires_grad:
+        raise RuntimeError(
+            "It is not possible to get the gradient edge for a Tensor that does not require "
+            "gradients"
+        )
+    node = tensor.grad_fn
+    if node is None:
+        node = grad_accumulator(tensor)
+    return GradientEdge(node, tensor.output_nr)
+
+
+def edge_meta(node) -> tuple:
+    """(shape, dtype) of the output a GradientEdge's node stands for."""
+    if type(node) is AccumulateGrad:
+        return node.variable._data.shape, node.variable._data.dtype
+    outputs = getattr(node, "_outputs", None)
+    primary = getattr(node, "_primary", None)
+    if not outputs and primary is not None:
+        outputs = primary._outputs
+    if outputs:  # a custom Function's node: its output's (shape, dtype, differentiable)
+        slot = getattr(node, "_slot", None) or 0
+        return tuple(outputs[slot][0]), outputs[slot][1]
+    meta = node.out_meta
+    if type(meta) is tuple:
+        return tuple(meta[0]), meta[1]
+    return tuple(meta.shape), meta.dtype
 
 
 class saved_tensors_hooks:

@@ -1282,6 +1282,28 @@ def index_put(input, indices, values, accumulate: bool = False):
     return out
 
 
+def put(input, index, source, accumulate: bool = False):
+    """input with its flattened elements at `index` set to (or, accumulating, increased
+    by) `source`, out of place (PyTorch's Tensor.put; put_ is the in-place form)."""
+    if not isinstance(index, Tensor) or index._data.dtype.kind not in "iu":
+        raise RuntimeError(
+            f"put_(): Expected a long tensor for index, but got "
+            f"{getattr(index, 'dtype', type(index).__name__)}"
+        )
+    source = _t(source)
+    if index._data.size != source._data.size:
+        raise RuntimeError(
+            f"put_(): Expected source and index to have the same number of elements, but got "
+            f"source.numel() = {source._data.size}, index.numel() = {index._data.size}"
+        )
+    n = input._data.size
+    flat_index = index._data.reshape(-1)
+    if flat_index.size and (flat_index.min() < -n or flat_index.max() >= n):
+        raise IndexError(f"put_(): index out of range for a tensor of {n} elements")
+    flat = index_put(O.reshape(input, (-1,)), (flat_index,), O.reshape(source, (-1,)), accumulate)
+    return O.reshape(flat, tuple(input._data.shape))
+
+
 def scatter_reduce(input, dim, index, src, reduce: str, *, include_self: bool = True):
     """reduce 'sum' or 'mean' of src into input at index (PyTorch's include_self rule)."""
     if reduce not in ("sum", "mean"):
@@ -1670,7 +1692,7 @@ _METHODS = [
     "deg2rad", "rad2deg", "ldexp", "inner", "vdot", "msort", "kthvalue", "mode", "quantile",
     "nanquantile", "cov", "corrcoef", "is_signed", "masked_scatter", "index_put",
     "scatter_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
-    "split_with_sizes", "renorm", "sum_to_size",
+    "split_with_sizes", "renorm", "sum_to_size", "put",
 ]  # fmt: skip
 _METHODS += ["arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh"]
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2
@@ -1692,6 +1714,7 @@ _INPLACE = [
     "clamp_max", "exp2", "lerp", "addcmul", "addcdiv", "baddbmm", "addmm", "copysign",
     "masked_scatter", "index_put", "scatter_reduce", "deg2rad", "rad2deg", "sgn", "xlogy",
     "floor_divide", "float_power", "erfinv", "lgamma", "digamma", "sinc", "hypot", "ldexp",
+    "put",
 ]  # fmt: skip
 
 

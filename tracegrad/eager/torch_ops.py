@@ -1770,6 +1770,16 @@ def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=
     return _new(np.full(_sizes((size,)), fill_value, _new_dtype(self, dtype)), requires_grad)
 
 
+def _legacy_new(self, *args, dtype=None, device=None, requires_grad=False):
+    """PyTorch's legacy `x.new(...)`: `new(2, 3)` / `new(torch.Size)` is uninitialized memory
+    of x's dtype, `new([1, 2])` / `new(ndarray)` copies the data, `new()` is empty."""
+    if len(args) == 1 and not isinstance(args[0], (int, np.integer, tuple, Tensor)):
+        return _new(np.array(args[0], dtype=_new_dtype(self, dtype)), requires_grad)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        raise TypeError("new(): use x.detach().clone() to copy a tensor (x.new(tensor))")
+    return _new(np.empty(_sizes(args) if args else (0,), _new_dtype(self, dtype)), requires_grad)
+
+
 # ------------------------------------------------------------- install
 
 
@@ -1918,6 +1928,7 @@ def install_methods() -> None:
     Tensor.new_ones = _new_ones
     Tensor.new_empty = _new_empty
     Tensor.new_full = _new_full
+    Tensor.new = _legacy_new
 
 
 install_methods()
