@@ -42,6 +42,7 @@ import numpy as np
 from tracegrad.ops import table as T
 from tracegrad.ops.core import REGISTRY, Aval, Primitive, TracegradError, aval_of, bind
 from tracegrad.ops.rulekit import normalize_axes
+from tracegrad.pytree import leaf_paths
 from tracegrad.tracing import (
     TraceContext,
     Tracer,
@@ -983,7 +984,10 @@ def _leaf_axes(spec, value, path: str, what: str) -> list:
                 f"{spec + 1 if spec >= 0 else -spec}, but is only 0 (a Python "
                 f"scalar in argument {path})"
             )
-        return [(spec, path) for _ in leaves]
+        paths = leaf_paths(tree_flatten(value, arrays_only_scalars=False)[1], path)
+        if len(paths) != len(leaves):
+            paths = [path] * len(leaves)
+        return [(spec, p) for p in paths]  # (b[0], not b: JAX's names in errors)
     _, tree = tree_flatten(value, arrays_only_scalars=False)
     kind = tree.kind
     if isinstance(spec, dict) and kind == "dict" and set(spec) == set(value):
@@ -1001,10 +1005,42 @@ def _leaf_axes(spec, value, path: str, what: str) -> list:
         for k, (s, v) in enumerate(zip(spec, value, strict=True)):
             out.extend(_leaf_axes(s, v, f"{path}[{k}]", what))
         return out
+    spec_kind = type(spec).__name__
+    detail = (
+        f"different types ({spec_kind} in the specification, {kind} in the value)"
+        if spec_kind != kind
+        else "different numbers of children or keys"
+    )
     raise BatchingError(
         f"vmap {what} specification must be a tree prefix of the corresponding "
-        f"value, got specification {spec!r} for value tree {tree} at {path}"
+        f"value; got specification {spec!r} for value tree {tree} at {path}. "
+        f"Mismatch details: {detail}"
     )
+
+
+def _check_axes_leaves(spec, what: str) -> None:
+    """in_axes / out_axes: ints and None in tuples, lists and dicts (JAX's TypeErrors);
+    a top-level in_axes is an int, None, or a tuple/list (one entry per argument)."""
+    if what == "in_axes" and not (_is_axis(spec) or isinstance(spec, (tuple, list))):
+        if not isinstance(spec, bool):
+            raise BatchingError(
+                "vmap in_axes must be an int, None, or a tuple of entries corresponding "
+                "to the positional arguments passed to the function, but got "
+                f"{spec!r}."
+            )
+
+    def bad(s) -> bool:
+        if isinstance(s, dict):
+            return any(bad(v) for v in s.values())
+        if isinstance(s, (tuple, list)):
+            return any(bad(v) for v in s)
+        return not _is_axis(s)
+
+    if bad(spec):
+        raise BatchingError(
+            f"vmap {what} must be an int, None, or (nested) container with those types "
+            f"as leaves, but got {spec!r}."
+        )
 
 
 def _in_axes_per_argument(in_axes, nargs: int) -> tuple:
@@ -1072,14 +1108,31 @@ def vmap(
            [0., 4.]])
     """
 
+    _check_axes_leaves(in_axes, "in_axes")  # JAX's TypeErrors, when vmap is called
+    _check_axes_leaves(out_axes, "out_axes")
+
     def mapped(*args, **kwargs):
-        axes = _in_axes_per_argument(in_axes, len(args))
+        try:
+            axes = _in_axes_per_argument(in_axes, len(args))
+        except BatchingError as exc:
+            if kwargs and isinstance(in_axes, (tuple, list)):
+                raise BatchingError(
+                    f"{exc}. Note that the function was called with keyword arguments "
+                    f"{list(kwargs)}, which the entries of a tuple in_axes never "
+                    "correspond to: keyword arguments are always mapped along their "
+                    "leading axis (axis 0)"
+                ) from None
+            raise
         if kwargs:  # keyword arguments are mapped over their axis 0, as in JAX
             n = len(args)
-            return vmap(lambda *a: fn(*a[:n], **a[n]), axes + (0,), out_axes, axis_size)(
-                *args, kwargs
-            )
-        names = argument_names(fn, len(args))
+            names = argument_names(fn, n) + ["kwargs"]
+            inner_axes = axes + ({k: 0 for k in kwargs},)  # (names kwargs['y'] in errors)
+            inner = vmap(lambda *a: fn(*a[:n], **a[n]), inner_axes, out_axes, axis_size)
+            return inner.__wrapped_call__(args + (kwargs,), names)
+        return _mapped_call(args, argument_names(fn, len(args)))
+
+    def _mapped_call(args, names):
+        axes = _in_axes_per_argument(in_axes, len(args))
         leaf_axes: list = []
         leaves: list = []
         for k, (spec, a) in enumerate(zip(axes, args, strict=True)):
@@ -1101,17 +1154,34 @@ def vmap(
             norm_axes.append(int(ax) % nd)
             mapped_leaves.append((v, int(ax) % nd, name))
         if not mapped_leaves and axis_size is None:
+            if not leaves:  # JAX's text for vmap(f)({})
+                kwargs = args[-1] if names[-1:] == ["kwargs"] else {}
+                positional = args[:-1] if names[-1:] == ["kwargs"] else args
+                raise BatchingError(
+                    "vmap wrapped function must be passed at least one argument "
+                    "containing an array or axis_size must be specified, got empty "
+                    f"*args={positional!r} and **kwargs={kwargs!r}"
+                )
             raise BatchingError(
                 "vmap must have at least one non-None value in in_axes or "
                 "axis_size must be specified"
             )
+        if axis_size is not None and mapped_leaves:
+            wrong = [m for m in mapped_leaves if _shape(m[0])[m[1]] != axis_size]
+            if wrong:  # JAX's text: the axis_size line, then the axes
+                size = _shape(wrong[0][0])[wrong[0][1]]
+                v, a, n = wrong[0]
+                raise BatchingError(
+                    "vmap got inconsistent sizes for array axes to be mapped:\n"
+                    f"  * the `axis_size` argument was {axis_size};\n"
+                    f"  * {'one axis' if len(wrong) == 1 else f'{len(wrong)} axes'} had size "
+                    f"{size}: axis {a} of argument {n} of type {_type_of(v)} "
+                    f"(vmap got axis_size={axis_size})"
+                )
         size = _check_sizes(mapped_leaves) if mapped_leaves else int(axis_size)
-        if axis_size is not None and size != axis_size:
-            raise BatchingError(
-                f"vmap got axis_size={axis_size} but the mapped arguments have size {size}"
-            )
         return _run(fn, args, leaves, norm_axes, size, out_axes)
 
+    mapped.__wrapped_call__ = _mapped_call  # type: ignore[attr-defined]
     mapped.__name__ = f"vmap({getattr(fn, '__name__', 'f')})"
     mapped.__qualname__ = mapped.__name__
     mapped.__wrapped__ = fn

@@ -86,6 +86,7 @@ from tracegrad.tracing import (
     identifier,
     static_scalar_key,
     trace_flat,
+    traceable,
     tree_flatten,
     tree_unflatten,
 )
@@ -122,6 +123,10 @@ class CompileError(TracegradError):
     """A function cannot be compiled or differentiated as asked."""
 
 
+class ArgnumsError(CompileError, TypeError):
+    """argnums names a positional argument the call did not pass (JAX: TypeError)."""
+
+
 class GradOutputError(CompileError, TypeError):
     """`grad` of a function whose output is not one scalar (JAX raises TypeError)."""
 
@@ -156,9 +161,13 @@ def _resolve_argnums(argnums: tuple[int, ...], nargs: int, fn: Callable) -> tupl
     out = []
     for a in argnums:
         if not -nargs <= a < nargs:
-            raise CompileError(
+            need = a + 1 if a >= 0 else -a
+            raise ArgnumsError(
                 f"argnums={a} is out of range: {_fn_name(fn)} was called with {nargs} "
-                f"positional argument{'s' if nargs != 1 else ''}" + core.user_location_suffix()
+                f"positional argument{'s' if nargs != 1 else ''} (differentiating with "
+                f"respect to argnums={a} requires at least {need} positional arguments to "
+                f"be passed by the caller, but got only {nargs} positional arguments.)"
+                + core.user_location_suffix()
             )
         out.append(a % nargs)
     return tuple(out)
@@ -629,6 +638,7 @@ class CompiledFunction:
         """fn taking every leaf position flat: explicit args, implicit inputs, kwargs.
         While it is traced, implicit arrays are swapped for their tracers."""
         fn, externals, n_explicit = self.fn, list(self._externals or ()), nargs - self._n_ext
+        fn = traceable(fn)  # np.asarray itself: its tracing stand-in
 
         def flat_fn(*all_args):
             explicit = all_args[:n_explicit]

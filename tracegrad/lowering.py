@@ -386,12 +386,22 @@ class _Interpreted:
         from tracegrad.ir.interpret import interpret
 
         self._run = functools.partial(interpret, graph)
+        # the graph's constant arrays: an output that is one (a Hessian of a quadratic,
+        # folded to a constant) or a view of one is copied, else the caller's in-place
+        # update changed every later call's result
+        self._consts = tuple(
+            n.attrs["value"]
+            for n in graph.nodes
+            if n.op == "const" and isinstance(n.attrs.get("value"), np.ndarray)
+        )
 
     def __call__(self, *arrays):
         outs = self._run(*arrays)
-        # Like a kernel, never hand back the caller's buffers (reshape/identity are views).
+        # Like a kernel, never hand back the caller's buffers (reshape/identity are views)
+        # nor the graph's own constants.
+        shared = arrays + self._consts
         return tuple(
-            o.copy() if any(np.may_share_memory(o, a) for a in arrays) else o for o in outs
+            o.copy() if any(np.may_share_memory(o, a) for a in shared) else o for o in outs
         )
 
 

@@ -1075,7 +1075,7 @@ def trace_flat(
     ]
     traced_args = tree_unflatten(in_tree, tracers)
     with context.active():
-        result = fn(*traced_args)
+        result = traceable(fn)(*traced_args)
         if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
             raise TracingError(
                 f"{getattr(fn, '__name__', 'the function')} returned a "
@@ -1090,6 +1090,31 @@ def trace_flat(
     return TracedFunction(graph, in_tree, out_tree, paths, context.captures)
 
 
+def _converter(np_fn: Callable) -> Callable:
+    def convert(a, dtype=None, *args, **kwargs):
+        if isinstance(a, Tracer):
+            return a if dtype is None else _api("astype")(a, dtype)
+        return np_fn(a, dtype, *args, **kwargs)
+
+    convert.__name__ = np_fn.__name__
+    return convert
+
+
+# NumPy's array constructors, written in C, call neither __array_function__ nor code
+# of the user's: given to a transform as the function itself (jvp(np.asarray, ...)),
+# they reached Tracer.__array__ from tracegrad's frame and raised.
+_CONVERTERS = [(f, _converter(f)) for f in (np.asarray, np.array, np.asanyarray)]
+
+
+def traceable(fn: Callable) -> Callable:
+    """`fn`, or the tracing stand-in of a NumPy array constructor passed as the
+    function itself (`tg.jvp(np.asarray, (1.0,), (2.0,))`, as JAX's test)."""
+    for np_fn, convert in _CONVERTERS:
+        if fn is np_fn:
+            return convert
+    return fn
+
+
 def trace_subgraph(fn: Callable, in_tree: TreeDef, avals: Sequence[Aval], name: str):
     """Trace `fn(*args)` (args: `in_tree` of tracers with `avals`) into a graph of its
     own, for the bodies of loops, branches and custom rules. Returns (graph, output
@@ -1097,7 +1122,7 @@ def trace_subgraph(fn: Callable, in_tree: TreeDef, avals: Sequence[Aval], name: 
     context = TraceContext(name)
     with context.active():
         tracers = [context.new_input(a, f"in{k}") for k, a in enumerate(avals)]
-        result = fn(*tree_unflatten(in_tree, tracers))
+        result = traceable(fn)(*tree_unflatten(in_tree, tracers))
         out_leaves, out_tree = tree_flatten(result, arrays_only_scalars=True)
         for leaf in out_leaves:
             context.graph.outputs.append(output_node(context, leaf))

@@ -32,7 +32,7 @@ import numpy as np
 
 from tracegrad.ops import api
 from tracegrad.pytree import is_namedtuple
-from tracegrad.tracing import TreeDef, tree_flatten, tree_unflatten
+from tracegrad.tracing import TreeDef, traceable, tree_flatten, tree_unflatten
 
 _CACHE: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
 
@@ -179,6 +179,7 @@ def vjp(
     from tracegrad.compiler import CompiledFunction
 
     _check_primals("vjp", primals)
+    fn = traceable(fn)
     forward = _cached(
         fn, ("forward", has_aux, backend), lambda: CompiledFunction(fn, "compile", backend=backend)
     )
@@ -198,8 +199,17 @@ def vjp(
     at_primals = tuple(_copied(a) for a in _args_as_arrays(primals))
     snapshot = backward.implicit_snapshot((at_primals, out))
 
-    def pullback(ct):
-        ct = _like_output(ct, out)
+    def pullback(*cts):
+        if len(cts) != 1:  # JAX's TypeError and text
+            name = getattr(fn, "__name__", "f")
+            raise TypeError(
+                f"The function returned by `tracegrad.vjp` applied to {name} was called "
+                f"with {len(cts)} arguments, but functions returned by `tracegrad.vjp` "
+                f"must be called with a single argument corresponding to the single value "
+                f"returned by {name} (even if the returned value is a tuple or other "
+                "container)."
+            )
+        ct = _like_output(cts[0], out)
         _check_cotangent(ct, out)
         return tuple(backward.call_with_implicit((at_primals, ct), snapshot))
 
@@ -366,7 +376,9 @@ def jvp(
     return compiled(_args_as_arrays(primals), _args_as_arrays(tangents))
 
 
-def linearize(fn: Callable, *primals: Any, backend: str | None = None) -> tuple[Any, ...]:
+def linearize(
+    fn: Callable, *primals: Any, has_aux: bool = False, backend: str | None = None
+) -> tuple[Any, ...]:
     """JAX's `linearize`: `(fn(*primals), f_jvp)` with `f_jvp(*tangents) = J @ tangents`.
 
     The forward-mode graph is split by partial evaluation (`forward.partial_eval`):
@@ -377,27 +389,43 @@ def linearize(fn: Callable, *primals: Any, backend: str | None = None) -> tuple[
     >>> out, f_jvp = tg.linearize(lambda x: x ** 2, np.array([3.0]), backend="interpret")
     >>> f_jvp(np.array([1.0]))
     array([6.])
+
+    With `has_aux=True`, `fn` returns `(output, aux)` and the result is
+    `(output, f_jvp, aux)`, as JAX's.
     """
     from tracegrad.compiler import CompiledFunction
     from tracegrad.forward import jvp_graph, partial_eval
     from tracegrad.tracing import Tracer, active_contexts, trace_flat
 
     _check_primals("linearize", primals)
+    fn = traceable(fn)
     leaves = _args_leaves(primals)
     if active_contexts() or any(isinstance(v, Tracer) for v in leaves):
         # inside an enclosing trace: the primal is symbolic, nothing to store
-        out = fn(*primals)
-        return out, lambda *tangents: jvp(fn, tuple(primals), tuple(tangents), backend=backend)[1]
+        out, aux = _split_aux(fn(*primals), has_aux)
+
+        def f_jvp_traced(*tangents):
+            return jvp(fn, tuple(primals), tuple(tangents), has_aux=has_aux, backend=backend)[1]
+
+        return (out, f_jvp_traced, aux) if has_aux else (out, f_jvp_traced)
     traced = trace_flat(fn, tuple(primals), scalar_argnums=tuple(range(len(primals))))
     graph = traced.graph
     n_in, n_out = len(graph.inputs), len(graph.outputs)
     wrt = [k for k, node in enumerate(graph.inputs) if np.issubdtype(node.dtype, np.inexact)]
+    out_tree = traced.out_tree
+    if has_aux:
+        _split_aux(tree_unflatten(out_tree, [None] * out_tree.num_leaves), True)  # its check
+        out_tree = out_tree.children[0]
+    n_lin = out_tree.num_leaves  # the outputs with tangents (not the aux's)
     fwd = jvp_graph(graph, wrt, joint=False)
+    fwd.outputs = fwd.outputs[: n_out + n_lin]  # (primals, then tangents: none of the aux)
     known, linear = partial_eval(
-        fwd, unknown_inputs=range(n_in, n_in + len(wrt)), unknown_outputs=range(n_out, 2 * n_out)
+        fwd,
+        unknown_inputs=range(n_in, n_in + len(wrt)),
+        unknown_outputs=range(n_out, n_out + n_lin),
     )
     results = CompiledFunction(_graph_runner(known), "compile", backend=backend)(*leaves)
-    out = tree_unflatten(traced.out_tree, list(results[:n_out]))
+    out, aux = _split_aux(tree_unflatten(traced.out_tree, list(results[:n_out])), has_aux)
     residuals = tuple(results[n_out:])
     linear_part = CompiledFunction(_graph_runner(linear), "compile", backend=backend)
 
@@ -405,10 +433,10 @@ def linearize(fn: Callable, *primals: Any, backend: str | None = None) -> tuple[
         _check_tangents(primals, tangents)
         t_leaves = _args_leaves(_ordered_like(tuple(tangents), tuple(primals)))
         touts = linear_part(*residuals, *[t_leaves[k] for k in wrt])
-        return tree_unflatten(traced.out_tree, list(touts))
+        return tree_unflatten(out_tree, list(touts))
 
     f_jvp.__name__ = f"jvp_of_{getattr(fn, '__name__', 'f')}"
-    return out, f_jvp
+    return (out, f_jvp, aux) if has_aux else (out, f_jvp)
 
 
 def _graph_runner(graph) -> Callable:
@@ -452,6 +480,7 @@ def jacfwd(
     from tracegrad.compiler import _normalize_argnums
 
     positions = _normalize_argnums(argnums)
+    fn = traceable(fn)  # (np.asarray itself: its tracing stand-in)
     many = isinstance(argnums, (tuple, list))
 
     def jacobian_columns(*args):
@@ -732,6 +761,7 @@ def jacobian(
 
     CompileError, _fn_location, _fn_name, _normalize_argnums = _jacobian_helpers()
     positions = _normalize_argnums(argnums)
+    fn = traceable(fn)  # (np.asarray itself: its tracing stand-in)
     many = isinstance(argnums, (tuple, list))
 
     def output_of(result):
