@@ -749,7 +749,7 @@ class Tensor(ArrayOperators):
     def __delattr__(self, name: str) -> None:
         if name == "_grad_fn":
             raise RuntimeError("Deletion of _grad_fn not allowed. Detach tensor instead!")
-        if name in ("_data", "_counter", "_requires_grad"):
+        if name in ("_data", "_counter", "_requires_grad", "_backward_hooks"):
             raise RuntimeError(f"Deletion of {name} not allowed")
         object.__delattr__(self, name)
 
@@ -875,15 +875,16 @@ class Tensor(ArrayOperators):
 
     # ----------------------------------------------------------- conversion
     def numpy(self, force: bool = False) -> np.ndarray:
-        """The underlying array (shared memory)."""
-        if self._requires_grad and not force:
+        """The underlying array (shared memory); a tensor that requires grad only inside
+        no_grad (or with force=True), as in PyTorch."""
+        if self._requires_grad and not force and STATE.grad_enabled:
             raise RuntimeError(NUMPY_GRAD_MESSAGE)
         if type(self._data) in _VALUE_KINDS:
             _needs_values("Tensor.numpy()")
         return self._data
 
     def __array__(self, dtype=None, copy=None):
-        if self._requires_grad:
+        if self._requires_grad and STATE.grad_enabled:
             raise RuntimeError(NUMPY_GRAD_MESSAGE)
         if type(self._data) in _VALUE_KINDS:
             _needs_values("np.asarray(tensor)")

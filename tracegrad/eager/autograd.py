@@ -20,6 +20,22 @@ from tracegrad.eager.grad_mode import (
 )
 from tracegrad.eager.graph import GradientEdge, grad_accumulator
 
+CREATE_GRAPH_WARNING = (
+    "Using backward() with create_graph=True will create a reference cycle between the "
+    "parameter and its gradient which can cause a memory leak. We recommend using "
+    "autograd.grad when creating the graph to avoid this. If you have to use this function, "
+    "make sure to reset the .grad fields of your parameters to None after use to break the "
+    "cycle and avoid the leak."
+)
+
+
+def _user_stacklevel() -> int:
+    """warnings.warn's stacklevel of the first frame outside tracegrad.eager."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("tracegrad.eager"):
+        frame, level = frame.f_back, level + 1
+    return level
+
 
 def _as_list(x) -> list:
     if x is None:
@@ -42,6 +58,10 @@ def backward(
     if retain_graph is None:
         retain_graph = create_graph
     roots, grads = make_root_grads(tensors, grad_tensors, create_graph)
+    if create_graph:
+        import warnings
+
+        warnings.warn(CREATE_GRAPH_WARNING, UserWarning, stacklevel=_user_stacklevel())
     targets = None
     if inputs is not None:
         inputs = _as_list(inputs)

@@ -173,8 +173,16 @@ def randn(*size, dtype=None, requires_grad: bool = False, generator=None, device
 
 def randint(low, high=None, size=(), dtype=None, generator=None, device=None) -> Tensor:
     _check_device(device)
+    if isinstance(high, (tuple, list)):  # randint(high, size), as PyTorch's overload
+        if size != ():
+            raise TypeError("randint(): size given twice (randint(high, size, size=...))")
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
+    if isinstance(size, (int, np.integer)):
+        raise TypeError(
+            f"randint(): argument 'size' must be tuple of ints, not {type(size).__name__}"
+        )
     return _finish(
         _rng_of(generator).integers(low, high, size=tuple(size)).astype(_np_dtype(dtype, np.int64)),
         False,

@@ -779,6 +779,15 @@ def get_gradient_edge(tensor) -> GradientEdge:
     return GradientEdge(node, tensor.output_nr)
 
 
+def increment_version(tensor) -> None:
+    """torch.autograd.graph.increment_version: mark `tensor` (or each tensor of an iterable)
+    as changed in place, so saved copies of it fail their version check in backward."""
+    from tracegrad.eager._tensor import Tensor
+
+    for t in (tensor,) if isinstance(tensor, Tensor) else tensor:
+        t._counter[0] += 1
+
+
 def edge_meta(node) -> tuple:
     """(shape, dtype) of the output a GradientEdge's node stands for."""
     if type(node) is AccumulateGrad:

@@ -1161,7 +1161,7 @@ def _along_checks(op, input, d, idx, other=None, other_name="self"):
                 f"[{', '.join(map(str, other.shape))}]",
                 input,
             )
-    size = input._data.shape[d]
+    size = input._data.shape[d] if input.ndim else 1  # a 0-d tensor acts as 1 element
     if idx.size:
         bad = idx[(idx < 0) | (idx >= size)]
         if bad.size:
@@ -1190,6 +1190,9 @@ def gather(input, dim, index, *, sparse_grad=False):
     d = _dim(dim, input.ndim, "gather")
     idx = index._data
     _along_checks("gather", input, d, idx)
+    if idx.ndim != input.ndim or idx.ndim == 0:  # PyTorch treats a 0-d tensor as 1-d here
+        flat = gather(reshape(input, (-1,)), 0, reshape(index, (-1,)), sparse_grad=sparse_grad)
+        return reshape(flat, idx.shape)
     shape = input._data.shape
     saved = {"dim": d, "sparse_grad": bool(sparse_grad)}
     if idx.shape[:d] == shape[:d] and idx.shape[d + 1 :] == shape[d + 1 :]:  # GatherBackward0
