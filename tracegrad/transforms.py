@@ -841,6 +841,15 @@ def _check_jacrev_dtypes(holomorphic: bool, args, positions, out_leaves) -> None
         for o in out_leaves:
             _check_complex("jacrev", "outputs", _dtype_of(o))
         return
+    for pos in positions:  # JAX's text (grad's named the argument a0)
+        for leaf in tree_flatten(args[pos], arrays_only_scalars=True)[0]:
+            dtype = _dtype_of(leaf)
+            if dtype.kind not in "fc":
+                raise DTypeError(
+                    "jacrev requires real- or complex-valued inputs (input dtype that is a "
+                    f"sub-dtype of np.inexact), but got {dtype.name} for argument {pos}. If "
+                    "you want to use Boolean- or integer-valued inputs, use vjp." + core_location()
+                )
     for o in out_leaves:
         dtype = _dtype_of(o)
         if dtype.kind == "c":

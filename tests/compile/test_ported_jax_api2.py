@@ -736,3 +736,116 @@ def test_constant_outputs_of_the_numba_backend_first_call_tier():
     a, _ = run(np.ones(2))
     a += 1.0
     np.testing.assert_array_equal(run(np.ones(2))[0], np.eye(2) * 3.0)
+
+
+# ------------------------------------------------- higher derivatives at 0 (bugs)
+
+
+def _nth_grad(fn, n):
+    for _ in range(n):
+        fn = tg.grad(fn, **I)
+    return fn
+
+
+def test_cosh_second_derivative_at_zero():
+    """cosh went through abs(x) (for its overflow-safe form), whose slope at 0 is 0:
+    cosh''(0) came out 0 instead of 1 (and every even derivative there)."""
+    for n, expected in [(1, 0.0), (2, 1.0), (3, 0.0), (4, 1.0)]:
+        assert _nth_grad(np.cosh, n)(0.0) == pytest.approx(expected, abs=1e-15), n
+    x = np.array([-2.0, -0.3, 0.0, 0.3, 2.0])
+    np.testing.assert_allclose(tg.vmap(_nth_grad(np.cosh, 2))(x), np.cosh(x), rtol=1e-14)
+    np.testing.assert_allclose(tg.vmap(_nth_grad(np.cosh, 3))(x), np.sinh(x), rtol=1e-14)
+    np.testing.assert_allclose(
+        tg.hessian(lambda v: np.sum(np.cosh(v)), **I)(x), np.diag(np.cosh(x)), rtol=1e-14
+    )
+    assert tg.cosh(np.array([710.0]))[0] == np.cosh(710.0)  # still no early overflow
+
+
+def test_sinc_higher_derivatives_at_and_near_zero():
+    """sinc was 1 (a constant) at 0 and sin(pi x) / (pi x) elsewhere: its first derivative
+    at 0 was right (0) by symmetry, but sinc''(0) came out 0 instead of -pi^2/3, and near
+    0 the quotient's derivatives cancel (sinc''(1e-8) was -6.28)."""
+    pi = np.pi
+    expected = {1: 0.0, 2: -(pi**2) / 3, 3: 0.0, 4: pi**4 / 5}
+    for n, value in expected.items():
+        for x in (0.0, 1e-8, -1e-8):
+            assert _nth_grad(np.sinc, n)(x) == pytest.approx(value, rel=1e-6, abs=1e-6), (n, x)
+    x = np.concatenate([np.linspace(-0.05, 0.05, 101), [0.5, -1.3, 7.25, 1e200]])
+    np.testing.assert_allclose(tg.sinc(x), np.sinc(x), rtol=2e-16, atol=0)
+    # away from 0, the derivatives are the quotient's: sinc' = (cos(pi x) - sinc x) / x
+    xs = np.array([0.5, -1.3, 0.03, -0.02])
+    d1 = (np.cos(pi * xs) - np.sinc(xs)) / xs
+    np.testing.assert_allclose(tg.grad(lambda v: np.sum(np.sinc(v)), **I)(xs), d1, rtol=1e-12)
+    assert np.isfinite(tg.grad(np.sinc, **I)(1e200))
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jd2 = jax.grad(jax.grad(jax.numpy.sinc))
+    for x in (0.0, 0.5, -0.7, 0.3):
+        assert _nth_grad(np.sinc, 2)(x) == pytest.approx(float(jd2(x)), rel=1e-10)
+
+
+def test_jacrev_of_int_errors():
+    """JAX's text (grad's, naming the argument 'a0', came through before)."""
+    with pytest.raises(
+        TypeError, match=r"jacrev requires real- or complex-valued inputs .*but got int64"
+    ):
+        tg.jacrev(lambda x: x * 2, **I)(np.arange(3))
+
+
+# ------------------------------------------------- HIPS autograd's test_wrappers.py
+
+
+def test_hessian_tensor_product_3d():
+    rng = np.random.RandomState(1)
+    a, V = rng.randn(5, 4, 3), rng.randn(5, 4, 3)
+    H = tg.hessian(lambda a: np.sum(np.sin(a)), **I)(a)
+    assert H.shape == (5, 4, 3, 5, 4, 3)
+    hvp = tg.grad(lambda a: np.sum(tg.grad(lambda b: np.sum(np.sin(b)), **I)(a) * V), **I)(a)
+    np.testing.assert_allclose(np.tensordot(H, V, axes=np.ndim(V)), hvp, rtol=1e-12)
+    np.testing.assert_allclose(hvp, -np.sin(a) * V, rtol=1e-12)
+
+
+def test_tensor_jacobian_product():
+    rng = np.random.RandomState(2)
+
+    def fun(a):
+        return np.roll(np.sin(a), 1)
+
+    a, V = rng.randn(5, 4, 3), rng.randn(5, 4)
+    J = tg.jacobian(fun, **I)(a)
+    # autograd's tensor_jacobian_product(fun)(a, V): V contracted with the output's
+    # leading axes; here the Jacobian of that contraction, and one vjp row of it
+    tjp = tg.jacobian(lambda a: np.tensordot(V, fun(a), axes=np.ndim(V)), **I)(a)
+    np.testing.assert_allclose(np.tensordot(V, J, axes=np.ndim(V)), tjp, rtol=1e-12)
+    _, pullback = tg.vjp(fun, a, **I)
+    ct = np.zeros((5, 4, 3))
+    ct[..., 1] = V
+    np.testing.assert_allclose(pullback(ct)[0], tjp[1], rtol=1e-12)
+
+
+def test_dtypes_float16_and_float32_gradients_keep_their_dtype():
+    def f(x):
+        return np.real(np.sum(x**2))
+
+    y = np.random.RandomState(3).randn(10, 10)
+    for dtype in (np.float32, np.float16):
+        g = tg.grad(f, **I)(y.astype(dtype))
+        assert g.dtype.type is dtype
+        np.testing.assert_allclose(g, 2 * y.astype(dtype), rtol=1e-3)
+
+
+def test_grad_and_aux():
+    rng = np.random.RandomState(4)
+    A, x = rng.randn(5, 4), rng.randn(4)
+
+    def f(x):
+        return np.sum(np.dot(A, x)), x**2
+
+    def g(x):
+        return np.sum(np.dot(A, x))
+
+    out = tg.grad(f, has_aux=True, **I)(x)
+    assert len(out) == 2
+    np.testing.assert_allclose(out[0], tg.grad(g, **I)(x), rtol=1e-14)
+    np.testing.assert_allclose(out[0], A.sum(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(out[1], x**2, rtol=1e-14)

@@ -899,7 +899,8 @@ def cosh(x: Array) -> Array:
     """
     if _dtype(_wrap(x)).kind == "c":
         return multiply(add(exp(x), exp(negative(x))), 0.5)
-    e = _exp_half(abs(x))
+    # |x| as _abs1 (slope +1 at 0): through abs, whose slope is 0 there, cosh''(0) was 0
+    e = _exp_half(_abs1(x))
     inv = divide(1.0, e)
     return add(multiply(multiply(e, 0.5), e), multiply(multiply(inv, 0.5), inv))
 
@@ -1099,9 +1100,16 @@ def sinc(x: Array) -> Array:
     >>> tg.sinc(np.array([0.0, 0.5]))
     array([1.        , 0.63661977])
     """
-    zero = equal(x, 0)
+    zero = less(abs(x), 0.02)  # the series there: sin(px)/px's derivatives cancel near 0
     px = multiply(where(zero, 1.0, x), _math.pi)
-    return where(zero, 1.0, divide(sin(px), px))
+    # near 0, the Maclaurin series in x itself (1 at 0): its derivatives are sinc's
+    # (the constant 1 at 0 made every higher derivative 0: sinc''(0) is -pi^2/3, as JAX's)
+    xs = where(zero, x, 0.0)  # (the untaken series stays finite: no nan gradients)
+    u = multiply(multiply(xs, xs), _math.pi**2)
+    series = 1.0
+    for k in (9, 7, 5, 3):  # 1 - u/3! + u^2/5! - u^3/7! + u^4/9!, by Horner
+        series = subtract(1.0, divide(multiply(u, series), float(k * (k - 1))))
+    return where(zero, series, divide(sin(px), px))
 
 
 def floor(x: Array) -> Array:
