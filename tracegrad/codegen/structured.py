@@ -76,7 +76,39 @@ def emit_matmul(em: Emitter, node: Node) -> None:
     if x.shape[-1] == 0:
         em.loop_fill(out, node.size, literal(0, node.dtype))
         return
+    layout = _layout_for_transpose(em, node, out)
+    if layout is not None:
+        out = em.access[node.id] = layout
     _emit_gemm(em, node, x, y, out, beta="0.0")
+
+
+def _layout_for_transpose(em: Emitter, node: Node, out: Access) -> Access | None:
+    """A batched product read only through a transpose that keeps each matrix's rows
+    (attention's (batch, head, t, d) -> (batch, t, head, d) before the heads merge):
+    the GEMMs write straight into the transposed order, so the transpose is C-ordered
+    and the reshape after it needs no copy. The region is the same size; only the
+    order of the elements in it changes."""
+    users = em.users.get(node.id, [])
+    if (
+        node.ndim < 3
+        or min(i.ndim for i in node.inputs) < 2
+        or node.id in em.output_ids
+        or node.id in em.reshaped_outputs
+        or len(users) != 1
+        or users[0].op != "transpose"
+        or out.strides != c_strides(tuple(node.shape))
+    ):
+        return None
+    axes = tuple(a % node.ndim for a in users[0].attrs.get("axes") or ())
+    if len(axes) != node.ndim or axes[-1] != node.ndim - 1:
+        return None  # (each matrix must keep unit stride along its rows)
+    if axes == tuple(range(node.ndim)):
+        return None
+    transposed = c_strides(tuple(node.shape[a] for a in axes))
+    strides = [0] * node.ndim
+    for i, a in enumerate(axes):
+        strides[a] = transposed[i]
+    return Access(out.buf, out.shape, tuple(strides), out.offset)
 
 
 @structured("addmm")
@@ -123,7 +155,7 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
     nb = len(batch)
     # a small A @ B.T: one operand copied transposed first (nt_relayout_choice)
     choice = nt_relayout_choice(m, n, k) if (tx, ty) == (0, 1) else None
-    if _stacked_rows(bx, by, batch, m, ldx, tx):
+    if out.strides == c_strides(out.shape) and _stacked_rows(bx, by, batch, m, ldx, tx):
         # the batch's rows of x lie one after another, as the output's do, and y is
         # shared: one GEMM with M = batch * m instead of a call per batch element
         rows = m * int(np.prod(batch))
@@ -148,7 +180,10 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
         bx, tx, ldx = copied, 1, m
     elif choice == "b":
         by, ty, ldy = copied, 0, n
-    out_batch = c_strides(batch + (m * n,))[:nb] if nb else ()
+    out_batch = out.strides[:nb] if nb else ()
+    # C-ordered unless _layout_for_transpose chose the transposed order (rows then
+    # lie `ldc` apart)
+    ldc = n if out.strides == c_strides(out.shape) else out.strides[-2]
 
     def offset(a: Access, strides) -> str:
         idx = Access("", (), (), a.offset).index_expr(strides, vars_)
@@ -157,7 +192,7 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
     em.emit(
         f"tg_gemm({tx}, {ty}, {m}, {n}, {k}, {bx.buf}, {offset(bx, bx.strides[:nb])}, {ldx}, "
         f"{by.buf}, {offset(by, by.strides[:nb])}, {ldy}, {beta}, "
-        f"{out.buf}, {offset(out, out_batch)}, {max(n, 1)})"
+        f"{out.buf}, {offset(out, out_batch)}, {max(ldc, n, 1)})"
     )
     em.indent -= nb
     if scratch is not None:
