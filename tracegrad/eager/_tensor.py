@@ -530,7 +530,9 @@ def _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of):
     )
     state = STATE
     if state.anomaly:
-        node.trace = traceback.format_stack()[:-3]
+        from tracegrad.eager.engine import anomaly_trace
+
+        node.trace = anomaly_trace(traceback.format_stack()[:-3])
     if state.ckpt is not None:  # inside a non-reentrant checkpoint (checkpointing.py)
         state.ckpt.record(node)
     elif HOOKS_ACTIVE[0] and saved:  # saved_tensors_hooks (graph.py)
@@ -1510,13 +1512,48 @@ def write_into(self: Tensor, values: np.ndarray) -> None:
             f"can't be cast to the desired output type {_type_word(dst.dtype)}"
         )
     if not dst.flags.writeable:
-        raise RuntimeError(
-            "unsupported operation: more than one element of the written-to "
-            "tensor refers to a single memory location. Please clone() the "
-            "tensor before performing the operation."
-        )
+        alias = writable_alias(dst)
+        if alias is None:
+            raise RuntimeError(OVERLAP_WRITE_MESSAGE)
+        dst = alias  # e.g. one element selected from an expanded tensor: PyTorch writes it
     np.copyto(dst, values, casting="unsafe")
     self._counter[0] += 1
+
+
+OVERLAP_WRITE_MESSAGE = (
+    "unsupported operation: more than one element of the written-to tensor refers to a single "
+    "memory location. Please clone() the tensor before performing the operation."
+)
+
+
+def _self_overlapping(a: np.ndarray) -> bool:
+    """Whether two elements of `a` share memory (a stride-0 or overlapping layout)."""
+    dims = sorted((abs(st), n) for n, st in zip(a.shape, a.strides, strict=True) if n > 1)
+    reach = a.itemsize  # bytes spanned by the dims taken so far
+    for stride, n in dims:
+        if stride < reach:
+            return True
+        reach = stride * n
+    return False
+
+
+def writable_alias(dst: np.ndarray) -> np.ndarray | None:
+    """A writable array on the same memory as the read-only view `dst` (NumPy makes the
+    views of broadcast_to read-only; PyTorch writes into an expanded tensor's memory as
+    long as no two written elements share it), or None where writing is not allowed."""
+    if dst.size == 0 or _self_overlapping(dst):
+        return None
+    root = dst
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not root.flags.writeable or not (root.flags.c_contiguous or root.flags.f_contiguous):
+        return None
+    offset = dst.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    try:
+        flat = root.reshape(-1, order="A")
+        return np.ndarray(dst.shape, dst.dtype, buffer=flat, offset=offset, strides=dst.strides)
+    except (ValueError, TypeError):
+        return None
 
 
 def _rebind_traced(self: Tensor, values) -> None:

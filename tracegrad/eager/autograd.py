@@ -232,7 +232,15 @@ class detect_anomaly:
     """
 
     def __init__(self, check_nan: bool = True):
+        import warnings
+
         self.check_nan = check_nan
+        warnings.warn(
+            "Anomaly Detection has been enabled. This mode will increase the runtime and "
+            "should only be enabled for debugging.",
+            UserWarning,
+            stacklevel=2,
+        )
 
     def __enter__(self):
         self._prev = (STATE.anomaly, STATE.anomaly_check_nan)
@@ -249,7 +257,9 @@ class detect_anomaly:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with detect_anomaly(self.check_nan):
+            mode = object.__new__(detect_anomaly)  # (warned once, when decorating)
+            mode.check_nan = self.check_nan
+            with mode:
                 return fn(*args, **kwargs)
 
         return wrapper
@@ -273,6 +283,24 @@ class set_detect_anomaly:
 
 def is_anomaly_enabled() -> bool:
     return STATE.anomaly
+
+
+class _unsafe_preserve_version_counter:
+    """PyTorch's torch.autograd._unsafe_preserve_version_counter(tensor or tensors): in-place
+    changes inside the `with` leave the version counters as they were (so saved copies
+    still pass their check: only for changes that do not alter what backward needs)."""
+
+    def __init__(self, tensors):
+        self.tensors = (tensors,) if isinstance(tensors, Tensor) else tuple(tensors)
+
+    def __enter__(self):
+        self._versions = [t._counter[0] for t in self.tensors]
+        return self
+
+    def __exit__(self, *exc):
+        for t, v in zip(self.tensors, self._versions, strict=True):
+            t._counter[0] = v
+        return False
 
 
 def gradcheck(

@@ -534,18 +534,45 @@ def _accumulate_unlocked(var, g, create_graph: bool) -> None:
         old._counter[0] += 1
 
 
+NO_FORWARD_TRACE = (
+    "No forward pass information available. Enable detect anomaly during forward pass for "
+    "more information (the op was recorded outside detect_anomaly())."
+)
+
+
+def anomaly_trace(stack: list) -> list:
+    """A node's forward traceback in anomaly mode; a node made while another node's
+    backward runs (double backward) also gets that node's own forward traceback, as
+    PyTorch's "Previous calculation was induced by ..." part."""
+    parent = STATE.anomaly_parent
+    if parent is not None:
+        stack.append(
+            f"\nPrevious calculation was induced by {parent.name()}. Traceback of forward "
+            "call that induced the previous calculation:\n"
+        )
+        stack.extend(parent.trace or [NO_FORWARD_TRACE + "\n"])
+    return stack
+
+
 def _apply_with_anomaly(node, g, create_graph):
+    prev_parent = STATE.anomaly_parent
+    STATE.anomaly_parent = node
     try:
         results = node.apply(g, create_graph)
     except Exception:
         _warn_forward_trace(node)
         raise
+    finally:
+        STATE.anomaly_parent = prev_parent
+    if not STATE.anomaly_check_nan:
+        return results
     for i, r in enumerate(results):
         if r is None:
             continue
         arr = r._data if hasattr(r, "_data") else np.asarray(r)
         if arr.dtype.kind == "f" and not np.isfinite(arr).all():
             what = "nan" if np.isnan(arr).any() else "inf"
+            _warn_forward_trace(node)  # PyTorch warns with the forward traceback, then raises
             raise RuntimeError(
                 f"Function '{node.name()}' returned {what} values in its {i}th output.\n"
                 + _forward_trace_text(node)
@@ -555,10 +582,7 @@ def _apply_with_anomaly(node, g, create_graph):
 
 def _forward_trace_text(node) -> str:
     if not node.trace:
-        return (
-            "(no forward traceback: the op was recorded outside detect_anomaly(); "
-            "run the forward pass inside it too)"
-        )
+        return NO_FORWARD_TRACE
     return "Traceback of forward call that caused the error (most recent call last):\n" + "".join(
         node.trace
     )

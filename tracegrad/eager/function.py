@@ -714,7 +714,10 @@ def _link_inputs(ctx: BackwardCFunction, args: tuple) -> None:
     ctx.in_meta = tuple(in_meta)
     ctx._arg_is_tensor = tuple(is_tensor)
     if STATE.anomaly:
-        ctx.trace = traceback.format_stack()[:-3]
+        from tracegrad.eager.engine import anomaly_trace
+
+        # up to the user's `Fn.apply(...)` line (this frame and apply's dropped)
+        ctx.trace = anomaly_trace(traceback.format_stack()[:-2])
 
 
 def _wrap_outputs(ctx: BackwardCFunction, args: tuple, output, executable: bool):

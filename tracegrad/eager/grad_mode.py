@@ -26,6 +26,7 @@ class _State(threading.local):
     inference = False
     anomaly = False
     anomaly_check_nan = True
+    anomaly_parent = None  # in anomaly mode, the backward node now running (nodes it makes)
     ckpt = None  # the innermost non-reentrant checkpoint frame recording nodes, if any
     partial_backward = False  # the running backward is autograd.grad / backward(inputs=...)
 

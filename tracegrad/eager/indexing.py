@@ -83,7 +83,20 @@ def setitem(x, index, value) -> None:
     v = value._data if isinstance(value, Tensor) else value
     traced = type(x._data) in _VALUE_KINDS or type(v) in _VALUE_KINDS
     if not recording and not traced:  # (in a capture, the functional form below)
-        x._data[plain] = v
+        dst = x._data
+        if not dst.flags.writeable:  # an expanded tensor: write the selected elements
+            from tracegrad.eager._tensor import OVERLAP_WRITE_MESSAGE, writable_alias
+
+            idx = plain if isinstance(plain, tuple) else (plain,)
+            if not any(i is Ellipsis for i in idx):
+                idx = (*idx, Ellipsis)  # (a view, also where the index selects one element)
+            sel = dst[idx]
+            alias = writable_alias(sel) if np.shares_memory(sel, dst) else None
+            if alias is None:
+                raise RuntimeError(OVERLAP_WRITE_MESSAGE)
+            alias[...] = v
+        else:
+            dst[plain] = v
         x._counter[0] += 1
         return
     spec, arrays = _spec(x, plain)
