@@ -556,4 +556,11 @@ def _split_rule_result(result, name: str):
             f"custom_jvp rule of {name} must return a pair (out, tangent_out), "
             f"got {type(result).__name__}"
         )
+    out_tree, tangent_tree = _leaves(result[0])[1], _leaves(result[1])[1]
+    if out_tree != tangent_tree:  # (a zip deep inside reverse mode raised ValueError)
+        raise CustomRuleError(
+            f"Custom JVP rule for function {name} must produce primal and tangent outputs "
+            f"with equal container (pytree) structures, but got {out_tree} and "
+            f"{tangent_tree} respectively."
+        )
     return result

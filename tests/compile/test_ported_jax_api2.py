@@ -849,3 +849,537 @@ def test_grad_and_aux():
     np.testing.assert_allclose(out[0], tg.grad(g, **I)(x), rtol=1e-14)
     np.testing.assert_allclose(out[0], A.sum(axis=0), rtol=1e-14)
     np.testing.assert_allclose(out[1], x**2, rtol=1e-14)
+
+
+# --------------------------------------- JAX's custom_api_test.py (custom rules)
+
+
+def test_custom_jvp_closed_over_tracers_error_message():
+    # JAX: UnexpectedTracerError; tracegrad: CustomRuleError (a TypeError) naming g
+    def f(x):
+        @tg.custom_jvp
+        def g(y):
+            return x + y
+
+        def g_jvp(primals, tangents):
+            return g(x), 2 * primals[0]
+
+        g.defjvp(g_jvp)
+        return g(1.0)
+
+    with pytest.raises(TypeError, match="closes over a traced value"):
+        tg.jvp(f, (3.0,), (1.0,), **I)
+    with pytest.raises(TypeError, match="closes over a traced value"):
+        tg.grad(f, **I)(3.0)
+
+
+def test_custom_jvp_nondiff_argnums():
+    @functools.partial(tg.custom_jvp, nondiff_argnums=(0,))
+    def app(f, x):
+        return f(x)
+
+    def app_jvp(f, primals, tangents):
+        (x,), (t,) = primals, tangents
+        return app(f, x), 3 * t
+
+    app.defjvp(app_jvp)
+    assert app(lambda x: 2 * x, 1) == 2
+    assert tg.jvp(lambda x: app(lambda y: 2 * y, x), (1.0,), (1.0,), **I) == (2.0, 3.0)
+
+
+def test_custom_jvp_missing_jvp_rule_error_message():
+    @tg.custom_jvp
+    def foo(x):
+        return x**2
+
+    msg = r"No JVP defined for custom_jvp function foo using defjvp."
+    with pytest.raises(AttributeError, match=msg):
+        foo(2)
+    with pytest.raises(AttributeError, match=msg):
+        tg.jvp(foo, (2.0,), (1.0,), **I)
+    with pytest.raises(AttributeError, match=msg):
+        tg.grad(foo, **I)(2.0)
+
+
+def test_custom_jvp_rule_inconsistent_pytree_structures_error_message():
+    """The mismatch reached a zip() inside reverse mode: ValueError "zip() argument 2
+    is shorter than argument 1"; now JAX's TypeError."""
+
+    @tg.custom_jvp
+    def f(x):
+        return (x**2,)
+
+    @f.defjvp
+    def foo_jvp(primals, tangents):
+        (x,) = primals
+        (t,) = tangents
+        return f(x), [2 * x * t, x]
+
+    f(2.0)  # doesn't crash
+    msg = (
+        "Custom JVP rule for function f must produce primal and tangent outputs with "
+        "equal container (pytree) structures"
+    )
+    with pytest.raises(TypeError, match=re.escape(msg)):
+        tg.jvp(f, (2.0,), (1.0,), **I)
+    with pytest.raises(TypeError, match=re.escape(msg)):
+        tg.grad(lambda x: f(x)[0], **I)(2.0)
+
+
+def test_custom_jvp_rule_doesnt_return_pair_error_message():
+    @tg.custom_jvp
+    def f(x):
+        return x**2
+
+    @f.defjvp
+    def foo_jvp(primals, tangents):
+        (t,) = tangents
+        return t
+
+    f(2.0)  # doesn't crash
+    with pytest.raises(TypeError, match=r"must return a pair"):
+        tg.jvp(f, (2.0,), (1.0,), **I)
+
+
+def _expit_scan():
+    @tg.custom_jvp
+    def expit(x):
+        return 1 / (1 + np.exp(-x))
+
+    @expit.defjvp
+    def _expit_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        ans = expit(x)
+        return ans, t * ans * (1 - ans)
+
+    def scanned_fun(c, _):
+        return [expit(c[0])] + [c[i - 1] + c[i] for i in range(1, len(c))], None
+
+    def foo(x):
+        zero = np.zeros_like(x)
+        c, _ = tg.scan(scanned_fun, [x, zero, zero, zero, zero], None, length=10)
+        return c[-1]
+
+    def unrolled(x):  # the same steps without the rule or the scan: the oracle
+        c = [x, 0 * x, 0 * x, 0 * x, 0 * x]
+        for _ in range(10):
+            c = [1 / (1 + np.exp(-c[0]))] + [c[i - 1] + c[i] for i in range(1, 5)]
+        return c[-1]
+
+    return foo, unrolled
+
+
+def test_custom_jvp_multiple_rule_invocations():
+    foo, unrolled = _expit_scan()
+    np.testing.assert_allclose(tg.compile(foo, **I)(3.0), unrolled(3.0), rtol=1e-14)
+    np.testing.assert_allclose(tg.grad(foo, **I)(3.0), tg.grad(unrolled, **I)(3.0), rtol=1e-12)
+    np.testing.assert_allclose(
+        tg.grad(lambda x: tg.vmap(foo)(x).sum(), **I)(np.arange(3.0)),
+        tg.grad(lambda x: np.sum(unrolled(x)), **I)(np.arange(3.0)),
+        rtol=1e-12,
+    )
+
+
+def test_custom_jvp_hard_stuff2():
+    @tg.custom_jvp
+    def f(x):
+        return np.zeros(x.shape, x.dtype)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x,) = primals
+        (t,) = tangents
+        return f(x), t
+
+    x, ones = np.arange(3.0), np.ones(3)
+    np.testing.assert_array_equal(tg.compile(tg.vmap(f), **I)(x), np.zeros(3))
+    np.testing.assert_array_equal(tg.compile(tg.vmap(tg.grad(f, **I)), **I)(x), ones)
+    np.testing.assert_array_equal(
+        tg.compile(tg.grad(lambda x: tg.vmap(f)(x).sum(), **I), **I)(x), ones
+    )
+    np.testing.assert_array_equal(tg.grad(lambda x: tg.vmap(f)(x).sum(), **I)(x), ones)
+    out, tangent = tg.jvp(tg.vmap(f), (x,), (ones,), **I)
+    np.testing.assert_array_equal(out, np.zeros(3))
+    np.testing.assert_array_equal(tangent, ones)
+
+
+def test_custom_jvp_hard_stuff3():
+    @tg.custom_jvp
+    def relu(x):
+        return np.maximum(x, 0)
+
+    @relu.defjvp
+    def _relu_jvp(primals, tangents):
+        (x,) = primals
+        (t,) = tangents
+        return relu(x), tg.where(x > 0, t, np.zeros_like(t))
+
+    def scanned_fun(c, _):
+        return [relu(c[0])] + [c[i - 1] + c[i] for i in range(1, len(c))], None
+
+    def f(x):
+        zero = np.zeros_like(x)
+        c, _ = tg.scan(scanned_fun, [x, zero, zero, zero, zero], None, length=10)
+        return c[-1]
+
+    def unrolled(x):
+        c = [x, 0 * x, 0 * x, 0 * x, 0 * x]
+        for _ in range(10):
+            c = [tg.where(c[0] > 0, c[0], 0.0)] + [c[i - 1] + c[i] for i in range(1, 5)]
+        return c[-1]
+
+    x = np.arange(3.0) - 0.5
+    want = tg.vmap(tg.grad(unrolled, **I))(x)
+    np.testing.assert_allclose(tg.compile(tg.vmap(f), **I)(x), tg.vmap(unrolled)(x))
+    np.testing.assert_allclose(tg.compile(tg.vmap(tg.grad(f, **I)), **I)(x), want)
+    np.testing.assert_allclose(tg.grad(lambda x: tg.vmap(f)(x).sum(), **I)(x), want)
+    _, tangent = tg.jvp(tg.compile(tg.vmap(f), **I), (x,), (np.ones(3),), **I)
+    np.testing.assert_allclose(tangent, want)
+
+
+def test_custom_jvp_initial_style_vmap_2():
+    y = np.arange(1.0, 4.0)
+
+    @tg.custom_jvp
+    def f(x):
+        assert np.ndim(x) == 0
+        return 3 * x * np.sum(y)
+
+    def f_jvp(primals, tangents):
+        (x,) = primals
+        (g,) = tangents
+        return f(x), 2 * g
+
+    f.defjvp(f_jvp)
+
+    def foo(x):
+        out, _ = tg.scan(lambda c, _: (f(c), None), x, None, length=1)
+        return out
+
+    expected = 2.0 * np.ones(3)
+    for ans in (
+        tg.grad(lambda x: tg.vmap(foo)(x).sum(), **I)(np.ones(3)),
+        tg.grad(lambda x: tg.vmap(tg.compile(foo, **I))(x).sum(), **I)(np.ones(3)),
+        tg.grad(lambda x: tg.compile(tg.vmap(foo), **I)(x).sum(), **I)(np.ones(3)),
+        tg.grad(tg.compile(lambda x: tg.vmap(foo)(x).sum(), **I), **I)(np.ones(3)),
+        tg.compile(tg.grad(lambda x: tg.vmap(foo)(x).sum(), **I), **I)(np.ones(3)),
+    ):
+        np.testing.assert_array_equal(ans, expected)
+
+
+def test_custom_jvp_vmap_broadcasting_interaction():
+    def f2(y, z):
+        v1 = z
+        v2 = np.sum(y) + z
+        return np.logaddexp(v1, v2)
+
+    def f1(y, z):
+        v = tg.vmap(lambda _y: f2(_y, z))(y)
+        return np.sum(v)
+
+    y = np.ones((3, 2))
+    val, g = tg.value_and_grad(lambda z: f1(y, z), **I)(0.1)
+    assert val.shape == () and g.shape == ()
+    np.testing.assert_allclose(val, 3 * np.logaddexp(0.1, 2.1), rtol=1e-14)
+    np.testing.assert_allclose(g, 3.0, rtol=1e-14)  # d/dz logaddexp(z, 2 + z) = 1
+
+
+def test_custom_jvp_unbroadcasting():
+    a = np.array([1.0, 1.0])
+
+    @tg.custom_jvp
+    def f(x):
+        return a * x
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x,) = primals
+        (dx,) = tangents
+        return a * x, a * dx
+
+    g = tg.grad(lambda x: np.sum(f(x)), **I)(np.array(1.0))
+    assert g.shape == ()
+    assert g == 2.0
+
+
+def test_sinc_constant_function_batching():
+    batch_data = np.arange(15.0).reshape(5, 3)
+
+    f = tg.vmap(lambda x: tg.scan(lambda c, xi: (c, np.sinc(xi)), 0.0, x)[1])
+
+    def g(param):
+        return f(param * batch_data).sum()
+
+    f_ref = tg.vmap(lambda x: np.stack([np.sinc(x[i]) for i in range(3)]))
+
+    def g_ref(param):
+        return f_ref(param * batch_data).sum()
+
+    grad, grad_ref = tg.grad(g, **I)(0.1), tg.grad(g_ref, **I)(0.1)
+    np.testing.assert_allclose(grad, grad_ref, rtol=1e-12)
+    t = 0.1 * batch_data.ravel()
+    t = t[t != 0]  # sinc' at 0 is 0
+    expected = np.sum(
+        batch_data.ravel()[batch_data.ravel() != 0] * (np.cos(np.pi * t) - np.sinc(t)) / t
+    )
+    np.testing.assert_allclose(grad, expected, rtol=1e-12)
+
+
+def test_custom_vjp_python_control_flow_bwd():
+    # JAX branches in Python on the concrete x in fwd/bwd; tracegrad's rules are traced,
+    # so the branch is tg.cond / tg.where (the values and gradients are JAX's)
+    @tg.custom_vjp
+    def f(x):
+        return tg.cond(x > 0, np.sin, np.cos, x)
+
+    def f_fwd(x):
+        return tg.cond(x > 0, np.sin, np.cos, x), x
+
+    def f_rev(x, g):
+        return (tg.where(x > 0, 2 * g, 3 * g),)
+
+    f.defvjp(f_fwd, f_rev)
+    x = 2.0
+    np.testing.assert_allclose(f(x), np.sin(x))
+    np.testing.assert_allclose(f(-x), np.cos(-x))
+    np.testing.assert_allclose(tg.value_and_grad(f, **I)(x), (np.sin(x), 2.0))
+    np.testing.assert_allclose(tg.value_and_grad(f, **I)(-x), (np.cos(-x), 3.0))
+
+
+def test_custom_vjp_nondiff_argnums():
+    @functools.partial(tg.custom_vjp, nondiff_argnums=(0,))
+    def app(f, x):
+        return f(x)
+
+    def app_fwd(f, x):
+        return app(f, x), np.cos(x)
+
+    def app_rev(f, cos_x, g):
+        return (cos_x * g,)
+
+    app.defvjp(app_fwd, app_rev)
+    assert app(lambda x: 2 * x, 1) == 2
+    np.testing.assert_allclose(
+        tg.value_and_grad(lambda x: app(lambda y: 2 * y, x), **I)(1.0), (2.0, np.cos(1.0))
+    )
+
+
+def test_custom_vjp_missing_vjp_rule_error():
+    @tg.custom_vjp
+    def foo(x):
+        return x**2
+
+    msg = r"No VJP defined for custom_vjp function foo using defvjp."
+    with pytest.raises(AttributeError, match=msg):
+        foo(2)
+    with pytest.raises(AttributeError, match=msg):
+        tg.grad(foo, **I)(2.0)
+
+
+def test_custom_vjp_rule_inconsistent_pytree_structures_and_non_tuple_errors():
+    @tg.custom_vjp
+    def f(x):
+        return x
+
+    f.defvjp(lambda x: (x, None), lambda _, g: (g, g))
+    f(2)  # doesn't crash
+    with pytest.raises(TypeError, match=r"custom_vjp bwd of f must return a tuple"):
+        tg.grad(f, **I)(2.0)
+
+    @tg.custom_vjp
+    def h(x):
+        return x
+
+    h.defvjp(lambda x: (x, None), lambda _, g: 2.0 * g)  # should be a tuple
+    with pytest.raises(TypeError, match=r"custom_vjp bwd of h must return a tuple"):
+        tg.grad(h, **I)(3.0)
+
+
+def test_issue2511():
+    arr = np.ones((5, 2, 2))
+    out = tg.compile(lambda x: tg.vmap(np.linalg.det, (0,))(x), **I)(arr)
+    np.testing.assert_array_equal(out, np.zeros(5))
+
+
+def test_custom_vjp_bwd_nones():
+    @tg.custom_vjp
+    def f(x, y):
+        return x * np.sin(y)
+
+    f.defvjp(lambda x, y: (f(x, y), np.cos(y)), lambda cos, g: (None, 2 * cos * g))
+    np.testing.assert_allclose(tg.grad(lambda x: f(x, x), **I)(3.0), 2 * np.cos(3.0))
+    np.testing.assert_allclose(
+        tg.grad(lambda x: tg.vmap(f)(x, x).sum(), **I)(np.arange(3.0)),
+        2 * np.cos(np.arange(3.0)),
+    )
+
+    @tg.custom_vjp
+    def h(xs, y):
+        x1, x2 = xs
+        return x1 * x2 * np.sin(y)
+
+    h.defvjp(lambda xs, y: (h(xs, y), np.cos(y)), lambda cos, g: (None, 2 * cos * g))
+    np.testing.assert_allclose(tg.grad(lambda x: h((x, x), x), **I)(3.0), 2 * np.cos(3.0))
+
+
+def test_custom_vjp_scan_batching_edge_case():
+    @tg.custom_vjp
+    def mul(x, coeff):
+        return x * coeff
+
+    def mul_fwd(x, coeff):
+        return mul(x, coeff), (x, coeff)
+
+    def mul_bwd(res, g):
+        x, coeff = res
+        return g * coeff, (x * g).sum()
+
+    mul.defvjp(mul_fwd, mul_bwd)
+
+    def scan_over_mul(x, coeff):
+        y, _ = tg.scan(lambda x, t: (mul(x, coeff), None), x, np.arange(3))
+        return y
+
+    rng = np.random.RandomState(0)
+    x_batch, coeff_batch = rng.randn(3, 2), rng.randn(3)
+
+    def f(x, c):
+        return np.sum(tg.vmap(scan_over_mul)(x, c))
+
+    gx, gc = tg.grad(f, argnums=(0, 1), **I)(x_batch, coeff_batch)
+    np.testing.assert_allclose(gx, np.repeat(coeff_batch[:, None] ** 3, 2, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(gc, 3 * coeff_batch**2 * x_batch.sum(axis=1), rtol=1e-12)
+
+
+def test_custom_vjp_vmap_vjp_called_twice():
+    @tg.custom_vjp
+    def f(x):
+        return x
+
+    f.defvjp(lambda x: (x, None), lambda _, y_bar: (y_bar,))
+    _, f_vjp = tg.vjp(f, np.array([[1.0, 2.0]]), **I)
+    f_vjp = tg.vmap(f_vjp)
+    for _ in range(2):
+        (out,) = f_vjp(np.array([[[3.0, 4.0]]]))
+        np.testing.assert_array_equal(out, [[[3.0, 4.0]]])
+
+
+_CLOSURE = "custom rules may not close over traced values (tracegrad raises CustomRuleError)"
+
+
+@pytest.mark.xfail(reason=_CLOSURE, strict=True, raises=TypeError)
+def test_custom_jvp_closure_with_vmap2():
+    def h(z):
+        def f(x):
+            @tg.custom_jvp
+            def g(y):
+                return x * y
+
+            @g.defjvp
+            def g_jvp(primals, tangents):
+                (y,), (ydot,) = primals, tangents
+                return x * y, x * ydot
+
+            return g(z)
+
+        return tg.vmap(f)(np.arange(3.0, dtype="float32"))
+
+    primals, tangents = tg.jvp(h, (np.float32(1.0),), (np.float32(2.0),), **I)
+    np.testing.assert_allclose(primals, np.arange(3.0))
+    np.testing.assert_allclose(tangents, 2 * np.arange(3.0))
+
+
+@pytest.mark.xfail(reason=_CLOSURE, strict=True, raises=TypeError)
+def test_custom_vjp_closed_over_vmap_tracer():
+    def outer(x):
+        @tg.custom_vjp
+        def f(y):
+            return x * y
+
+        f.defvjp(lambda y: (f(y), np.cos(y)), lambda cos_y, g: (cos_y * g,))
+        return f
+
+    np.testing.assert_allclose(tg.vmap(lambda x: outer(x)(3.0))(np.arange(3.0)), np.arange(3.0) * 3)
+
+
+@pytest.mark.xfail(reason=_CLOSURE, strict=True, raises=TypeError)
+def test_custom_vjp_bwd_closes_over_tracer():
+    def f(y):
+        @tg.custom_vjp
+        def f(x):
+            return 2.0 * np.sin(x)
+
+        f.defvjp(lambda x: (f(x), ()), lambda _, g: (2.0 * np.cos(y) * g,))
+        return tg.grad(f, **I)(1.0)
+
+    # (a Python float y is static under compile, a constant: that case works)
+    np.testing.assert_allclose(tg.compile(f, **I)(2.0), 2.0 * np.cos(2.0))
+    x = np.arange(3.0)
+    np.testing.assert_allclose(tg.vmap(f)(x), 2.0 * np.cos(x))
+
+
+@pytest.mark.xfail(reason=_CLOSURE, strict=True, raises=TypeError)
+def test_custom_jvp_fun_with_nested_calls_2():
+    def call(f, *args):
+        f = tg.custom_jvp(f)
+        f.defjvp(lambda primals, tangents: (f(*primals), sum(tangents)))
+        return f(*args)
+
+    def fun_with_nested_calls_2(x):
+        def bar(y):
+            def baz(w):
+                q = call(lambda x: y, x)
+                q = q + call(lambda: y)
+                q = q + call(lambda y: w + y, y)
+                return call(lambda w: call(np.sin, x) * y, 1.0) + q
+
+            return tg.compile(baz, **I)(x)
+
+        return call(bar, x)
+
+    np.testing.assert_allclose(tg.compile(fun_with_nested_calls_2, **I)(3.0), 3 * np.sin(3.0) + 9)
+
+
+@pytest.mark.xfail(
+    reason="keyword arguments bound by functools.partial are not supported by custom rules",
+    strict=True,
+    raises=TypeError,
+)
+def test_custom_jvp_functools_partial():
+    def fun(x, y, a):
+        return x + y * a
+
+    fun_wrapped = functools.partial(fun, a=0.1)
+
+    def jvp_fn(primals, tangents):
+        return tg.jvp(fun_wrapped, primals, tangents, **I)
+
+    fn = tg.custom_jvp(fun_wrapped)
+    fn.defjvp(jvp_fn)
+    assert tg.grad(lambda args: fn(*args), **I)((1.0, 2.0)) == (1.0, 0.1)
+
+
+@pytest.mark.xfail(
+    reason="a vjp pullback as a custom_vjp residual escapes its trace (TracingError)",
+    strict=True,
+    raises=tg.TracingError,
+)
+def test_custom_vjp_nestable_vjp():
+    def f(x):
+        return x**2
+
+    @tg.custom_vjp
+    def g(x):
+        return f(x)
+
+    def g_fwd(x):
+        y, f_vjp = tg.vjp(f, x, **I)
+        return y, f_vjp
+
+    def g_bwd(f_vjp, y_bar):
+        return f_vjp(y_bar)
+
+    g.defvjp(g_fwd, g_bwd)
+    _, g_vjp = tg.vjp(g, 1.0, **I)
+    (y,) = g_vjp(1.0)
+    np.testing.assert_allclose(y, 2.0)
