@@ -1499,7 +1499,9 @@ def _grad_tree(tree: TreeDef) -> TreeDef:
         return TreeDef("static", static=None)
     if tree.kind == "array":
         return tree
-    return TreeDef(tree.kind, [_grad_tree(c) for c in tree.children], keys=tree.keys)
+    return TreeDef(
+        tree.kind, [_grad_tree(c) for c in tree.children], keys=tree.keys, static=tree.static
+    )
 
 
 def _output_names(cf: CompiledFunction, traced, signature: _Signature) -> list[str]:

@@ -14,6 +14,7 @@ what a leaf is and on how a structure is keyed.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -123,7 +124,10 @@ def _flatten(value, leaves: list, scalars_are_arrays: bool) -> TreeDef:
     if isinstance(value, dict):
         keys = tuple(value)
         return TreeDef(
-            "dict", [_flatten(value[k], leaves, scalars_are_arrays) for k in keys], keys=keys
+            "dict",
+            [_flatten(value[k], leaves, scalars_are_arrays) for k in keys],
+            keys=keys,
+            static=_dict_class(value),
         )
     if is_array_like_leaf(value) or (
         scalars_are_arrays and type(value) in (int, float, bool, complex)
@@ -157,7 +161,27 @@ def _unflatten(treedef: TreeDef, it):
         return tuple(children) if treedef.keys is None else treedef.keys(*children)
     if kind == "list":
         return children
-    return dict(zip(treedef.keys, children, strict=True))
+    items = list(zip(treedef.keys, children, strict=True))
+    cls = treedef.static
+    if cls is None:
+        return dict(items)
+    try:
+        if isinstance(cls, tuple):  # (defaultdict, its default_factory)
+            return cls[0](cls[1], items)
+        return cls(items)
+    except TypeError:  # a subclass whose constructor takes other arguments
+        return dict(items)
+
+
+def _dict_class(value: dict):
+    """How to rebuild a dict subclass (OrderedDict, defaultdict: gradients came back as
+    plain dicts), or None for a dict."""
+    cls = type(value)
+    if cls is dict:
+        return None
+    if isinstance(value, defaultdict):
+        return (cls, value.default_factory)
+    return cls
 
 
 def leaf_paths(treedef: TreeDef, prefix: str) -> list[str]:

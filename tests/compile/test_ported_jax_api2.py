@@ -1383,3 +1383,39 @@ def test_custom_vjp_nestable_vjp():
     _, g_vjp = tg.vjp(g, 1.0, **I)
     (y,) = g_vjp(1.0)
     np.testing.assert_allclose(y, 2.0)
+
+
+# ------------------------------------------------------------- pytree classes
+
+
+def test_dict_subclasses_keep_their_class():
+    """OrderedDict and defaultdict came back as plain dicts (JAX keeps both)."""
+    from collections import OrderedDict, defaultdict
+
+    params = OrderedDict([("z", 1.0), ("a", 2.0)])
+
+    def f(p):
+        return p["z"] * p["a"] ** 2
+
+    for g in (tg.grad(f, **I), tg.jacrev(f, **I), tg.jacfwd(f, **I)):
+        out = g(params)
+        assert type(out) is OrderedDict and list(out) == ["z", "a"]
+        assert (out["z"], out["a"]) == (4.0, 4.0)
+    h = tg.hessian(f, **I)(params)
+    assert type(h) is OrderedDict and type(h["a"]) is OrderedDict
+    assert (h["a"]["a"], h["a"]["z"], h["z"]["z"]) == (2.0, 4.0, 0.0)
+    out = tg.compile(lambda p: OrderedDict(b=p["z"] * 2.0, a=p["a"]), **I)(params)
+    assert type(out) is OrderedDict and list(out) == ["b", "a"]
+    out = tg.vmap(lambda p: OrderedDict(b=p["z"] * 2.0))(OrderedDict(z=np.ones(2)))
+    assert type(out) is OrderedDict
+    np.testing.assert_array_equal(out["b"], [2.0, 2.0])
+
+    d = defaultdict(list)
+    d["w"], d["b"] = np.ones(2), 3.0
+    g = tg.grad(lambda p: p["b"] * np.sum(p["w"]), **I)(d)
+    assert type(g) is defaultdict and g.default_factory is list
+    np.testing.assert_array_equal(g["w"], [3.0, 3.0])
+    assert g["b"] == 2.0
+    jax = pytest.importorskip("jax")
+    theirs = jax.grad(f)(params)
+    assert type(theirs) is OrderedDict and list(theirs) == list(tg.grad(f, **I)(params))
