@@ -3242,3 +3242,196 @@ def test_anomaly_mode_no_check_nan(torch):
                 ):
                     out.backward(retain_graph=True)
             out.backward()
+
+
+def test_gradcheck_single_input(torch):
+    f = lambda inp: inp.mul(5)
+    assert torch.autograd.gradcheck(f, torch.rand(10, dtype=torch.float64, requires_grad=True))
+    assert torch.autograd.gradgradcheck(f, torch.rand(10, dtype=torch.float64, requires_grad=True))
+
+
+def test_gradcheck_nondeterministic(torch):
+    class NonDetFunc(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, jitter=0.0):
+            ctx._jitter = jitter
+            return x
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            return NonDetFunc.apply(grad_out, ctx._jitter) * (
+                1 + torch.rand_like(grad_out) * ctx._jitter
+            ), None
+
+    inp = torch.randn(5, 5, dtype=torch.double, requires_grad=True)
+    kw = {} if is_tracegrad(torch) else {"check_batched_grad": False}
+    assert torch.autograd.gradcheck(lambda x: NonDetFunc.apply(x, 0.0), inp, **kw)
+    with pytest.raises(RuntimeError, match="Backward is not reentrant"):
+        torch.autograd.gradcheck(lambda x: NonDetFunc.apply(x, 1e-6), inp, **kw)
+    with pytest.raises(RuntimeError, match="Backward is not reentrant"):
+        torch.autograd.gradgradcheck(lambda x: NonDetFunc.apply(x, 1e-12), inp, **kw)
+    assert torch.autograd.gradcheck(lambda x: NonDetFunc.apply(x, 0.0), inp, nondet_tol=1e-5, **kw)
+    assert torch.autograd.gradcheck(lambda x: NonDetFunc.apply(x, 1e-6), inp, nondet_tol=1e-5, **kw)
+    assert torch.autograd.gradgradcheck(
+        lambda x: NonDetFunc.apply(x, 1e-12), inp, nondet_tol=1e-5, **kw
+    )
+
+
+def test_gradcheck_validates_inputs(torch):
+    x = torch.rand(10, requires_grad=False)
+    with pytest.raises(ValueError, match="at least one"):
+        torch.autograd.gradcheck(lambda x: x, (x,), raise_exception=False)
+
+
+def test_gradcheck_check_no_differentiable_outputs(torch):
+    x = torch.ones((1,), dtype=torch.double, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Numerical gradient for function expected to be zero"):
+        torch.autograd.gradcheck(lambda x: torch.tensor([x.item()]), x)
+    assert not torch.autograd.gradcheck(
+        lambda x: torch.tensor([x.item()]), x, raise_exception=False
+    )
+    assert torch.autograd.gradcheck(lambda x: (), (x,))
+
+
+def test_gradcheck_backward_mul_by_grad_output(torch):
+    def fn2(x):
+        y = x.clone()
+        y.register_hook(lambda x: x + 1e-2)
+        return y
+
+    x = torch.ones(1, dtype=torch.double, requires_grad=True)
+    with pytest.raises(RuntimeError, match="backward not multiplied by grad_output"):
+        torch.autograd.gradcheck(fn2, (x,), atol=1e-1)
+    assert not torch.autograd.gradcheck(fn2, (x,), atol=1e-1, raise_exception=False)
+
+
+def test_gradcheck_jacobian_mismatch(torch):
+    def fn(x):
+        y = x.clone()
+        y.register_hook(lambda x: x + 1e-2)
+        return y
+
+    x = torch.ones(2, 2, dtype=torch.double, requires_grad=True)
+    with pytest.raises(
+        RuntimeError, match="Jacobian mismatch for output 0 with respect to input 0"
+    ):
+        torch.autograd.gradcheck(fn, (x,))
+    assert not torch.autograd.gradcheck(fn, (x,), raise_exception=False)
+    x_c = torch.ones(2, 2, requires_grad=True, dtype=torch.complex128)
+    with pytest.raises(
+        RuntimeError, match="While considering the imaginary part of complex outputs only"
+    ):
+        torch.autograd.gradcheck(fn, (x_c,), fast_mode=False)
+    assert not torch.autograd.gradcheck(fn, (x_c,), raise_exception=False, fast_mode=False)
+
+    def fn2(x):
+        y = torch.complex(x, x)
+        y.register_hook(lambda x: x + 1e-2)
+        return y
+
+    x = torch.ones(2, 2, dtype=torch.double, requires_grad=True)
+    with pytest.raises(
+        RuntimeError, match="While considering the imaginary part of complex outputs only"
+    ):
+        torch.autograd.gradcheck(fn2, (x,), fast_mode=False)
+
+    def fn3(x):
+        y = torch.real(x)
+        y.register_hook(lambda x: x + 1e-2)
+        return y
+
+    with pytest.raises(
+        RuntimeError, match="Jacobian mismatch for output 0 with respect to input 0"
+    ):
+        torch.autograd.gradcheck(fn3, (x_c,), fast_mode=False)
+
+
+def test_gradcheck_output_shape_or_dtype_depend_on_values(torch):
+    def fn(x):
+        if torch.all(x >= 1):
+            return torch.cat([x, x])
+        return x
+
+    a = torch.ones(1, dtype=torch.double, requires_grad=True)
+    with pytest.raises(
+        AssertionError, match="return outputs with the same shape when inputs are perturbed"
+    ):
+        torch.autograd.gradcheck(fn, (a,))
+
+    def fn2(x):
+        if torch.all(x >= 1):
+            return x.to(torch.float32)
+        return x
+
+    with pytest.raises(
+        AssertionError, match="return outputs with the same dtype when inputs are perturbed"
+    ):
+        torch.autograd.gradcheck(fn2, (a,))
+
+
+def test_gradcheck_complex_non_complex_outputs(torch):
+    def fn(x, y):
+        z = torch.complex(x, y)
+        return z, x + 1
+
+    a = torch.ones(2, 2, requires_grad=True, dtype=torch.float64)
+    b = torch.ones(2, 2, requires_grad=True, dtype=torch.float64)
+    assert torch.autograd.gradcheck(fn, (a, b))
+
+    def fn2(z):
+        return z, torch.real(z)
+
+    c = torch.ones(2, 2, requires_grad=True, dtype=torch.complex128)
+    assert torch.autograd.gradcheck(fn2, (c))
+
+
+def test_gradcheck_custom_error(torch):
+    if is_tracegrad(torch):
+        from tracegrad.eager.gradcheck import GradcheckError
+    else:
+        from torch.autograd.gradcheck import GradcheckError
+
+    def fn(x):
+        y = x.clone()
+        y.register_hook(lambda x: x + 1e-2)
+        return y
+
+    x = torch.ones(2, 2, dtype=torch.double, requires_grad=True)
+    with pytest.raises(
+        GradcheckError, match="Jacobian mismatch for output 0 with respect to input 0"
+    ):
+        torch.autograd.gradcheck(fn, (x,))
+
+    def fn2(x):
+        raise RuntimeError("Not a GradcheckError!")
+
+    with pytest.raises(RuntimeError, match="Not a GradcheckError!"):
+        torch.autograd.gradcheck(fn2, (x,), raise_exception=False)
+
+
+def test_version_counter(torch):
+    x = torch.randn(1, 2)
+    v = x._version
+    x.add_(1).add_(1)
+    assert x._version > v
+    xz = x[:]
+    assert x._version == xz._version
+    xz.add_(1)
+    assert x._version == xz._version
+    v = x._version
+    x.data = torch.randn(2, 3)
+    assert x._version == v
+    x.add_(1)
+    assert x._version > v
+    assert x._version == xz._version
+    xz.add_(1)
+    assert x._version == xz._version
+
+
+def test_set_data_preserve_pyobj(torch):
+    a = torch.randn(1, 2)
+    b = torch.randn(1, 2)
+    b_id_saved = id(b)
+    b.data = a
+    assert b_id_saved == id(b)
+    close(b, a)

@@ -311,12 +311,28 @@ def gradcheck(
     atol: float = 1e-5,
     rtol: float = 1e-3,
     raise_exception: bool = True,
+    nondet_tol: float = 0.0,
     **kwargs,
 ):
     """Finite differences against backward, in float64 (tracegrad.gradcheck)."""
     from tracegrad.eager.gradcheck import gradcheck as _gradcheck
 
-    return _gradcheck(fn, inputs, eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception)
+    tupled = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    if not any(isinstance(t, Tensor) and t.requires_grad for t in tupled):
+        raise ValueError(  # (tracegrad.gradcheck itself also checks plain float inputs)
+            "gradcheck expects at least one input tensor to require gradient, but none of "
+            "the them have requires_grad=True."
+        )
+
+    return _gradcheck(
+        fn,
+        inputs,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        raise_exception=raise_exception,
+        nondet_tol=nondet_tol,
+    )
 
 
 def gradgradcheck(
@@ -329,6 +345,7 @@ def gradgradcheck(
     rtol: float = 1e-3,
     gen_non_contig_grad_outputs: bool = False,
     raise_exception: bool = True,
+    nondet_tol: float = 0.0,
     **kwargs,
 ) -> bool:
     """PyTorch's gradgradcheck: gradcheck of (inputs, grad_outputs) -> the gradients of
@@ -372,6 +389,7 @@ def gradgradcheck(
         atol=atol,
         rtol=rtol,
         raise_exception=raise_exception,
+        nondet_tol=nondet_tol,
     )
 
 

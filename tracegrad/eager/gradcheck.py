@@ -102,6 +102,7 @@ def _numerical(fn, args: list, checked: list[int], eps: float) -> list:
     complex input is perturbed along its real and then its imaginary parts)."""
     # Grad mode stays on: fn may itself call autograd.grad (second-order checks).
     base = _outputs(fn(*args))
+    like = [(tuple(o.shape), o.dtype) for o in base]
     jac = [[np.zeros((_coords(o), _coords(args[i]))) for i in checked] for o in base]
     for col, i in enumerate(checked):
         data = args[i].detach().numpy()
@@ -113,21 +114,82 @@ def _numerical(fn, args: list, checked: list[int], eps: float) -> list:
             for k in range(flat.size):
                 orig = flat[k]
                 flat[k] = orig + step
-                plus = _flat_values(fn(*args))
+                plus = _flat_values(fn(*args), like)
                 flat[k] = orig - step
-                minus = _flat_values(fn(*args))
+                minus = _flat_values(fn(*args), like)
                 flat[k] = orig
                 for r, (p, m) in enumerate(zip(plus, minus, strict=True)):
                     jac[r][col][:, part * flat.size + k] = (p - m) / (2 * eps)
     return jac
 
 
-def _flat_values(result) -> list:
+def _flat_values(result, like: list) -> list:
     out = []
-    for o in _outputs(result):
+    outs = _outputs(result)
+    if len(outs) != len(like):
+        raise AssertionError(
+            "gradcheck: fn must return the same number of outputs when inputs are perturbed"
+        )
+    for o, (shape, dtype) in zip(outs, like, strict=True):
+        if tuple(o.shape) != shape:
+            raise AssertionError(
+                "Expected `func` to return outputs with the same shape when inputs are "
+                f"perturbed, but got: shapes {tuple(o.shape)} and {shape}."
+            )
+        if o.dtype != dtype:
+            raise AssertionError(
+                "Expected `func` to return outputs with the same dtype when inputs are "
+                f"perturbed, but got: dtypes {o.dtype} and {dtype}."
+            )
         v = o.detach().numpy().reshape(-1)
         out.append(np.concatenate([v.real, v.imag]) if v.dtype.kind == "c" else v.astype(float))
     return out
+
+
+def _vjp_rows(eager, out, inputs, seed) -> list:
+    """(Re, Im)-flattened gradients of `inputs` for grad_output `seed` (None: unused)."""
+    grads = eager.autograd.grad(
+        [out], inputs, [eager.tensor(seed.reshape(out.shape))], retain_graph=True, allow_unused=True
+    )
+    rows = []
+    for g in grads:
+        if g is None:
+            rows.append(None)
+            continue
+        v = g.numpy().reshape(-1)
+        rows.append(np.concatenate([v.real, v.imag]) if v.dtype.kind == "c" else v)
+    return rows
+
+
+def _check_backward_basics(fn, args: list, checked: list[int], jac: list, nondet_tol: float):
+    """PyTorch's two extra checks of backward: a zero grad_output gives zero gradients
+    ("backward not multiplied by grad_output"), and running backward again gives the
+    same gradients up to nondet_tol ("Backward is not reentrant")."""
+    eager = _eager()
+    outs = _outputs(fn(*args))
+    inputs = [args[i] for i in checked]
+    for r, out in enumerate(outs):
+        if not out.requires_grad or out.numel() == 0:
+            continue
+        dtype = out.numpy(force=True).dtype
+        for row in _vjp_rows(eager, out, inputs, np.zeros(out.numel(), dtype)):
+            if row is not None and np.any(row != 0):
+                raise GradcheckError(
+                    "backward not multiplied by grad_output: a zero grad_output for output "
+                    f"{r} gave a nonzero gradient"
+                )
+        seed = np.zeros(out.numel(), dtype)
+        seed[0] = 1
+        for col, row in enumerate(_vjp_rows(eager, out, inputs, seed)):
+            first = jac[r][col][0]
+            got = np.zeros_like(first) if row is None else row
+            if np.max(np.abs(got - first), initial=0.0) > nondet_tol:
+                raise GradcheckError(
+                    "Backward is not reentrant, i.e., running backward with same input and "
+                    "grad_output multiple times gives different values, although analytical "
+                    "gradient matches numerical gradient. The tolerance for nondeterminism "
+                    f"was {nondet_tol}."
+                )
 
 
 def _analytical(fn, args: list, checked: list[int]) -> list:
@@ -169,16 +231,29 @@ def gradcheck(
     atol: float = 1e-5,
     rtol: float = 1e-3,
     raise_exception: bool = True,
+    nondet_tol: float = 0.0,
 ) -> bool:
     """True if eager backward agrees with finite differences for every Jacobian entry.
 
     Float inputs are copied to float64 leaves (complex ones to complex128, checked as
     their real and imaginary coordinates, as PyTorch does); an entry passes when
-    |analytical - numerical| <= atol + rtol * |numerical|.
+    |analytical - numerical| <= atol + rtol * |numerical|. As PyTorch's, it also checks
+    that backward is linear in grad_output (zero in, zero out) and repeatable (within
+    nondet_tol).
     """
     args, checked = _prepare(inputs)
     numerical = _numerical(fn, args, checked, eps)
     analytical = _analytical(fn, args, checked)
+    outs = _outputs(fn(*args))
+    if not any(o.requires_grad for o in outs):
+        if any(np.any(n != 0) for row in numerical for n in row):
+            if not raise_exception:
+                return False
+            raise GradcheckError(
+                "Numerical gradient for function expected to be zero (no output of the "
+                "function requires grad, but changing the inputs changes the outputs)"
+            )
+        return True
     problems = []
     for r, (num_row, ana_row) in enumerate(zip(numerical, analytical, strict=True)):
         for col, (n, a) in enumerate(zip(num_row, ana_row, strict=True)):
@@ -189,6 +264,12 @@ def gradcheck(
                     (r, checked[col], int(out_i), int(in_i), a[out_i, in_i], n[out_i, in_i])
                 )
     if not problems:
+        try:
+            _check_backward_basics(fn, args, checked, analytical, nondet_tol)
+        except GradcheckError:
+            if not raise_exception:
+                return False
+            raise
         return True
     if not raise_exception:
         return False
@@ -197,7 +278,17 @@ def gradcheck(
         for r, i, o, k, a, n in problems[:20]
     ]
     more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+
+    def imag_row(p) -> bool:  # the entry of an imaginary part of a complex output
+        out = outs[p[0]]
+        return out.is_complex() and p[2] >= out.numel()
+
+    first = next((p for p in problems if imag_row(p)), problems[0])
+    where = (
+        "While considering the imaginary part of complex outputs only, " if imag_row(first) else ""
+    )
     raise GradcheckError(
-        f"Jacobian mismatch for {len(problems)} entr{'y' if len(problems) == 1 else 'ies'} "
+        f"{where}Jacobian mismatch for output {first[0]} with respect to input {first[1]}: "
+        f"{len(problems)} entr{'y' if len(problems) == 1 else 'ies'} differ "
         f"(eps={eps}, atol={atol}, rtol={rtol}):\n" + "\n".join(lines) + more
     )
