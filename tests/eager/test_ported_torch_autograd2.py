@@ -9,6 +9,7 @@ checked only that nothing crashed, the gradient value is asserted as well.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import pickle
@@ -3435,3 +3436,390 @@ def test_set_data_preserve_pyobj(torch):
     b.data = a
     assert b_id_saved == id(b)
     close(b, a)
+
+
+def test_set_data_self_requires_grad(torch):
+    a = torch.tensor(1.0, requires_grad=True)
+    b = torch.tensor(2.0)
+    c = torch.tensor(3, dtype=torch.int64)
+    a.data = b
+    with pytest.raises(RuntimeError, match="must be floating point or complex dtype"):
+        a.data = c
+
+
+def test_deep_reentrant(torch):
+    class DeepReentrant(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            with torch.enable_grad():
+                ctx.x = x.detach().requires_grad_()
+                ctx.x = ctx.x - 1
+            return ctx.x.detach()
+
+        @staticmethod
+        def backward(ctx, x):
+            if ctx.x < 0:
+                return x
+            with torch.enable_grad():
+                DeepReentrant.apply(ctx.x).sum().backward()
+            return x
+
+    v = torch.tensor(60.0, requires_grad=True)
+    DeepReentrant.apply(v).sum().backward()
+    close(v.grad, torch.tensor(1.0))
+
+
+def test_reentrant_priority(torch):
+    order = []
+
+    class MyFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, x):
+            order.append("MyFunction")
+            return x
+
+    class Reentrant(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            with torch.enable_grad():
+                ctx.x = x.detach().requires_grad_()
+                ctx.x = ctx.x - 1
+            return ctx.x.detach()
+
+        @staticmethod
+        def backward(ctx, x):
+            order.append("Reentrant")
+            if ctx.x < 0:
+                return x
+            with torch.enable_grad():
+                Reentrant.apply(ctx.x).backward()
+            return x
+
+    a = MyFunction.apply(torch.tensor(6.0, requires_grad=True))
+    b = Reentrant.apply(torch.tensor(9.0, requires_grad=True))
+    v = a * b
+    v.backward()
+    assert len(order) == 11
+    assert order.count("Reentrant") == 10
+    assert order[-1] == "MyFunction"
+
+
+def test_checkpointing_small(torch):
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    ref = deepcopy(module)
+    feats, feats_ref = [], []
+    for _ in range(5):
+        data_r = torch.empty(1, 4)
+        data_r.uniform_()
+        data_r.requires_grad = True
+        feats.append(torch.utils.checkpoint.checkpoint(module, data_r, use_reentrant=True))
+        feats_ref.append(ref(data_r))
+    torch.stack(feats).mean().backward()
+    torch.stack(feats_ref).mean().backward()
+    for p, q in zip(module.parameters(), ref.parameters(), strict=True):
+        close(p.grad, q.grad, 1e-5)
+
+
+def test_checkpointing_without_reentrant_custom_function_works(torch):
+    if is_tracegrad(torch):
+        pytest.xfail(
+            "tracegrad keeps recomputed saved tensors readable a second time (PyTorch raises)"
+        )
+    msg = "Unpack is being triggered for a tensor that was already unpacked once"
+
+    class MyFunc(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y, z):
+            w = x * y * z
+            out = w + w
+            ctx.save_for_backward(x, y, z, w, out)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            x, y, z, w, out = ctx.saved_tensors
+            with pytest.raises(RuntimeError, match=msg):
+                x_2, y_2, z_2, w_2, out_2 = ctx.saved_tensors
+            return x, y, z
+
+    x = torch.tensor(1.0, requires_grad=True)
+    y = torch.tensor(2.0, requires_grad=True)
+    z = torch.tensor(3.0, requires_grad=True)
+
+    def foo(x, y, z):
+        x = x * y * z
+        y = y * y * z
+        z = z * z
+        return MyFunc.apply(x, y, z)
+
+    out = torch.utils.checkpoint.checkpoint(foo, x, y, z, use_reentrant=False)
+    out.sum().backward()
+
+
+def test_checkpoint_warns_if_use_reentrant_not_passed_explicitly(torch):
+    a = torch.randn(1, requires_grad=True)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        torch.utils.checkpoint.checkpoint(lambda x: x, a, use_reentrant=False)
+    assert not [x for x in w if "use_reentrant" in str(x.message)]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        torch.utils.checkpoint.checkpoint(lambda x: x, a)
+    assert any(
+        "the use_reentrant parameter should be passed explicitly" in str(x.message) for x in w
+    )
+
+
+def test_checkpoint_detects_non_determinism(torch):
+    def save_3_tensors(x):
+        out = x.sin().exp()
+        return out.sin()
+
+    def save_2_tensors(x):
+        return x.sin().exp()
+
+    def save_2_tensors_alt(x):
+        return x.sin() * torch.tensor([1.0, 2.0])
+
+    def get_non_det_fn(orig_fn, recompute_fn):
+        counter = [0]
+
+        def fn(x):
+            if counter[0] == 0:
+                counter[0] += 1
+                return orig_fn(x)
+            return recompute_fn(x)
+
+        return fn
+
+    a = torch.randn(1, requires_grad=True)
+    fn = get_non_det_fn(orig_fn=save_3_tensors, recompute_fn=save_2_tensors)
+    with pytest.raises(RuntimeError, match="A different number of tensors was saved"):
+        out = torch.utils.checkpoint.checkpoint(fn, a, use_reentrant=False)
+        out.backward()
+    fn = get_non_det_fn(orig_fn=save_2_tensors, recompute_fn=save_2_tensors_alt)
+    with pytest.raises(RuntimeError, match="tensors have different metadata"):
+        out = torch.utils.checkpoint.checkpoint(fn, a, use_reentrant=False)
+        out.backward()
+
+
+def test_access_saved_tensor_twice_without_recomputation_works(torch):
+    if is_tracegrad(torch):
+        pytest.xfail(
+            "tracegrad keeps a recomputation made by reading _saved_* outside backward (PyTorch recomputes on each read)"
+        )
+    count = [0]
+
+    def foo(a):
+        count[0] += 1
+        b = a * a
+        _c = a * b
+        return torch.exp(a)
+
+    a = torch.randn(5, requires_grad=True)
+    d = torch.utils.checkpoint.checkpoint(foo, a, use_reentrant=False)
+    assert count[0] == 1
+    _ = d.grad_fn._saved_result
+    assert count[0] == 2
+    _ = d.grad_fn._saved_result
+    assert count[0] == 3
+    d.sum().backward()
+    assert count[0] == 4
+    with pytest.raises(
+        RuntimeError, match="or directly access saved tensors after they have already been freed"
+    ):
+        _ = d.grad_fn._saved_result
+
+
+def test_checkpoint_valid_reset_on_error(torch):
+    a = torch.randn(2, 2, requires_grad=True)
+    with pytest.raises(Exception, match="torch.utils.checkpoint is incompatible"):
+        b = torch.utils.checkpoint.checkpoint(torch.exp, a, use_reentrant=True).sum()
+        torch.autograd.grad(b, (a,))
+    c = torch.utils.checkpoint.checkpoint(torch.exp, a, use_reentrant=True).sum()
+    c.backward()
+    close(a.grad, torch.exp(a))
+
+
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_checkpointing_without_reentrant_detached_tensor(torch, use_reentrant):
+    if is_tracegrad(torch) and use_reentrant:
+        pytest.xfail(
+            "reentrant checkpoint of a function whose output needs no grad returns it "
+            "as a constant here (correct gradients); PyTorch raises"
+        )
+
+    class NoGradModule(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 2, bias=False)
+            self.lin2 = torch.nn.Linear(2, 2, bias=False)
+
+        def forward(self, x):
+            with torch.no_grad():
+                return self.lin2(self.linear(x))
+
+    module = NoGradModule()
+    a = torch.randn(2, 2, requires_grad=True)
+    for _ in range(3):
+        ctx = (
+            pytest.raises(RuntimeError, match="none of output has requires_grad=True")
+            if use_reentrant
+            else contextlib.nullcontext()
+        )
+        with ctx:
+            out = torch.utils.checkpoint.checkpoint(module, a, use_reentrant=use_reentrant)
+            out += a
+            out.sum().backward()
+
+
+def test_checkpointing_without_reentrant_saved_object_identity(torch):
+    x_backward = None
+
+    class Test(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(y)
+            return x
+
+        @staticmethod
+        def backward(ctx, x):
+            nonlocal x_backward
+            (x_backward,) = ctx.saved_tensors
+            return x, None
+
+    a = torch.tensor(1.0, requires_grad=True)
+    b = torch.tensor(1.0, requires_grad=False)
+    Test.apply(a, b).backward()
+    assert b is x_backward
+    x_backward = None
+    torch.utils.checkpoint.checkpoint(Test.apply, a, b, use_reentrant=False).backward()
+    assert b is x_backward
+
+
+def test_checkpointing_without_reentrant_correct_grad(torch):
+    a = torch.randn(2, 2, requires_grad=True)
+    torch.exp(a).sum().backward()
+    b_grad = a.grad
+    a.grad = None
+    torch.utils.checkpoint.checkpoint(torch.exp, a, use_reentrant=False).sum().backward()
+    c_grad = a.grad
+    a.grad = None
+    d = torch.utils.checkpoint.checkpoint(torch.exp, a, use_reentrant=False).sum()
+    (d_grad,) = torch.autograd.grad(d, (a,))
+    close(b_grad, c_grad)
+    close(b_grad, d_grad)
+
+
+def test_checkpointing_without_reentrant_parameter_used_in_an_out(torch):
+    w = torch.randn(10, 10, requires_grad=True)
+    count = 0
+
+    def hook(grad):
+        nonlocal count
+        count += 1
+
+    w.register_hook(hook)
+    x = torch.rand(10, 10, requires_grad=True)
+    h = w * x
+    out = torch.utils.checkpoint.checkpoint(lambda x: w * x, h, use_reentrant=False)
+    out.sum().backward()
+    assert count == 1
+    close(w.grad, 2 * w * x)
+
+
+def test_checkpointing_without_reentrant_arbitrary_input_output(torch):
+    class MyModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(5, 5, bias=False)
+
+        def forward(self, dict_input):
+            return {"result": self.layer(dict_input["tensor"])}
+
+    m1 = MyModel()
+    m2 = deepcopy(m1)
+    inp = {"tensor": torch.randn(5, 5)}
+    o1 = m1(inp)["result"].sum()
+    o2 = torch.utils.checkpoint.checkpoint(m2, inp, use_reentrant=False)["result"].sum()
+    close(o1, o2)
+    o1.backward()
+    o2.backward()
+    for p, q in zip(m1.parameters(), m2.parameters(), strict=True):
+        close(p.grad, q.grad)
+
+
+def test_callback_adds_callback(torch):
+    called = [0]
+
+    def callback_final():
+        called[0] += 1
+
+    def callback_adds_callback():
+        called[0] += 1
+        torch.autograd.Variable._execution_engine.queue_callback(callback_final)
+
+    class MyFunc(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, input):
+            return input
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, grad):
+            torch.autograd.Variable._execution_engine.queue_callback(callback_adds_callback)
+            return grad
+
+    a = torch.rand((3, 3), requires_grad=True)
+    MyFunc.apply(a).sum().backward()
+    assert called[0] == 2
+
+
+@pytest.mark.parametrize("depths,expected", [([0], (1, 0)), ([1], (0, 1)), ([0, 1], (1, 1))])
+def test_reentrant_with_callbacks(torch, depths, expected):
+    counter = {"inner": 0, "outer": 0}
+
+    def inc_inner():
+        counter["inner"] += 1
+
+    def inc_outer():
+        counter["outer"] += 1
+
+    engine = torch.autograd.Variable._execution_engine
+
+    class MyFunc(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, input):
+            return input
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, input):
+            if 1 in depths:
+                engine.queue_callback(inc_inner)
+            return input
+
+    class MyReentrantFunc(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, input):
+            return input
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, input):
+            if 0 in depths:
+                engine.queue_callback(inc_outer)
+            tmp_inp = input.detach().requires_grad_()
+            with torch.enable_grad():
+                tmp_out = (MyFunc.apply(tmp_inp)).sum()
+            tmp_out.backward()
+            return input
+
+    t1 = torch.rand((3, 3), requires_grad=True)
+    torch.autograd.backward([MyReentrantFunc.apply(t1).sum()])
+    assert (counter["outer"], counter["inner"]) == expected

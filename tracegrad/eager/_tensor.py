@@ -768,6 +768,11 @@ class Tensor(ArrayOperators):
     @data.setter
     def data(self, value: Tensor) -> None:
         if isinstance(value, Tensor):
+            if self._requires_grad and value._data.dtype.kind not in "fc":
+                raise RuntimeError(
+                    "data set to a tensor that requires gradients must be floating point or "
+                    "complex dtype"
+                )
             self._data = value._data
         elif isinstance(value, np.ndarray):
             self._data = value

@@ -141,6 +141,19 @@ class CheckpointFunctionBackward(Node):
 # once, exactly as without checkpointing; the recomputed graph is never run (hooks
 # registered while recomputing never fire), as in PyTorch.
 
+USE_REENTRANT_WARNING = (
+    "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. "
+    "Starting in PyTorch 2.9, calling checkpoint without use_reentrant will raise an "
+    "exception. use_reentrant=False is recommended, but if you need to preserve the current "
+    "default behavior, you can pass use_reentrant=True. Refer to docs for more details on "
+    "the differences between the two variants."
+)
+
+METADATA_MESSAGE = (
+    "torch.utils.checkpoint: Recomputed values for the following tensors have different "
+    "metadata than during the forward pass.\n{}"
+)
+
 MISMATCH_MESSAGE = (
     "torch.utils.checkpoint: A different number of tensors was saved during the original "
     "forward and recomputation.\nNumber of tensors saved during forward: {}\nNumber of "
@@ -197,11 +210,16 @@ class _Frame:
                 self.fn(*self.args, **self.kwargs)
         finally:
             STATE.grad_enabled, STATE.inference, STATE.ckpt = prev
-        if len(rec.nodes) != len(self.nodes) or any(
-            ref() is not None and ref()._name != new._name
-            for ref, new in zip(self.nodes, rec.nodes, strict=True)
-        ):
+        if len(rec.nodes) != len(self.nodes):
             raise RuntimeError(MISMATCH_MESSAGE.format(len(self.nodes), len(rec.nodes)))
+        differ = [
+            f"node {k}: {ref()._name} of {ref().in_meta} during forward, {new._name} of "
+            f"{new.in_meta} during recomputation"
+            for k, (ref, new) in enumerate(zip(self.nodes, rec.nodes, strict=True))
+            if ref() is not None and (ref()._name != new._name or ref().in_meta != new.in_meta)
+        ]
+        if differ:  # copying these saved values over would give wrong gradients
+            raise RuntimeError(METADATA_MESSAGE.format("\n".join(differ)))
         for ref, new in zip(self.nodes, rec.nodes, strict=True):
             node = ref()
             if node is None:
@@ -295,6 +313,10 @@ def checkpoint(
     dropped and recomputed. use_reentrant=True (or None, PyTorch's current default)
     is the single-node CheckpointFunctionBackward described above.
     """
+    if use_reentrant is None:
+        import warnings
+
+        warnings.warn(USE_REENTRANT_WARNING, UserWarning, stacklevel=2)
     if use_reentrant is False:
         return _checkpoint_without_reentrant(function, args, kwargs, preserve_rng_state)
     rng = _rng_state() if preserve_rng_state else None
@@ -345,6 +367,11 @@ def checkpoint_sequential(
         funcs = [functions[i] for i in range(len(functions))]
     if segments < 1:
         raise ValueError("checkpoint_sequential: segments must be >= 1")
+    if use_reentrant is None:
+        import warnings
+
+        warnings.warn(USE_REENTRANT_WARNING, UserWarning, stacklevel=2)
+        use_reentrant = True  # PyTorch's current default (warned once, here)
     n = len(funcs)
     size = max(1, n // segments)
     end = -1

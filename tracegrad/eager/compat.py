@@ -221,6 +221,15 @@ class Variable(metaclass=_VariableMeta):
         return out
 
 
+def _install_execution_engine() -> None:
+    from tracegrad.eager.engine import ExecutionEngine
+
+    Variable._execution_engine = ExecutionEngine()
+
+
+_install_execution_engine()
+
+
 # ---------------------------------------------------------------- save / load
 # save writes PyTorch's zip layout when it can (see _TorchPickleWriter below), else this
 # fallback: a zip holding `structure.json` (the nested containers, with tensors as

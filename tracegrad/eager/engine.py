@@ -221,6 +221,25 @@ def _needed(targets, parents, include_targets: bool = True) -> set:
     return needed
 
 
+class ExecutionEngine:
+    """PyTorch's `Variable._execution_engine`: `queue_callback(fn)` runs fn once the
+    backward pass now running (the innermost, for a backward inside a backward) ends."""
+
+    @staticmethod
+    def queue_callback(callback) -> None:
+        stack = STATE.final_callbacks
+        if not stack:
+            raise RuntimeError("Final callbacks can only be installed during backward pass.")
+        stack[-1].append(callback)
+
+
+def _run_final_callbacks(callbacks: list) -> None:
+    i = 0
+    while i < len(callbacks):  # a callback may queue another one: it runs too
+        callbacks[i]()
+        i += 1
+
+
 def run_backward(
     roots: list,
     root_grads: list,
@@ -248,6 +267,11 @@ def run_backward(
     prev_partial = STATE.partial_backward
     STATE.grad_enabled = create_graph
     STATE.partial_backward = targets is not None
+    callback_stack = STATE.final_callbacks
+    if callback_stack is None:
+        callback_stack = STATE.final_callbacks = []
+    callbacks: list = []
+    callback_stack.append(callbacks)
     anomaly = STATE.anomaly
     plain = targets is None and not anomaly  # the fast paths below apply
     prev = gi = None  # (the loop's last gradients; the ownership check counts them)
@@ -333,9 +357,12 @@ def run_backward(
                 deps[nxt] = left
                 if left == 0:
                     ready.append(nxt)
+        if callbacks:
+            _run_final_callbacks(callbacks)
     finally:
         STATE.grad_enabled = prev_mode
         STATE.partial_backward = prev_partial
+        callback_stack.pop()
     return captured
 
 
