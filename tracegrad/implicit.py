@@ -9,8 +9,8 @@ does with module parameters):
 - an in-place change (`W -= lr * g`) is seen by the next call, with no retrace;
 - rebinding (`W = new_array`) is seen too; a new shape or dtype retraces;
 - a Python scalar, string or None found the same way (`scale = 0.5`,
-  `mode = "train"`) is a static value: a new value retraces; so is a function it calls (`act = tg.tanh` rebound to
-  `tg.sin` retraces, by identity);
+  `mode = "train"`) is a static value: a new value retraces; so is a function it calls
+  (`act = tg.tanh` or `np.tanh` rebound to `tg.sin` or `np.sin` retraces, by identity);
 - an eager tensor that requires grad, read by `tg.compile(f)`, gets its `.grad`
   through the `CompiledFunctionBackward` node, like an argument.
 
@@ -399,10 +399,17 @@ class _Finder:
         elif isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or (
             getattr(value, "__wrapped__", None) is not None and callable(value)
         ):
-            if not isinstance(value, types.MethodType) and not _is_library(value):
+            if not isinstance(value, types.MethodType):
                 self.add(label, root, steps)  # rebinding a helper function retraces
-                # (a bound method is new on each access; library functions do not change)
+                # (a bound method is new on each access); a library function's place too:
+                # `act = np.tanh` rebound to `tg.sin` (or a loop's `for f in (...)`)
+                # gave the first function's derivative
             self.function(value, depth + 1)
+        elif (
+            isinstance(value, (np.ufunc, types.BuiltinFunctionType))
+            or (callable(value) and not isinstance(value, type) and _is_library(value))
+        ) and _hashable(value):  # np.sin, math.exp, np.sum (a dispatcher): by identity
+            self.add(label, root, steps)
         elif level < _MAX_CONTAINER_DEPTH and self._visits < _MAX_CONTAINER_VISITS:
             # (subclasses too: OrderedDict, defaultdict, namedtuples)
             if isinstance(value, (dict, list, tuple)):
@@ -529,6 +536,14 @@ _LIBRARIES = (
     "autograd",
     "functools",
 )
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _is_library(fn) -> bool:

@@ -1419,3 +1419,53 @@ def test_dict_subclasses_keep_their_class():
     jax = pytest.importorskip("jax")
     theirs = jax.grad(f)(params)
     assert type(theirs) is OrderedDict and list(theirs) == list(tg.grad(f, **I)(params))
+
+
+# --------------------------------- library functions read from a closure (bug)
+
+_act = np.sin
+
+
+def test_functions_made_in_a_loop_over_library_functions():
+    """`for f in (np.sin, np.cos): tg.grad(lambda x: f(x))(x)`: the lambdas share code,
+    cell and globals, so they shared one compiled function, and a NumPy ufunc (or a
+    tracegrad op, a math builtin) read from the closure was not part of its key: every
+    iteration got the first function's derivative, silently. JAX's grad traces anew."""
+    import math
+
+    x = 0.5
+    expected = {
+        np.sin: np.cos(x),
+        np.cos: -np.sin(x),
+        np.exp: np.exp(x),
+        tg.tanh: 1 - np.tanh(x) ** 2,
+    }
+    for f, want in expected.items():
+        assert tg.grad(lambda x: f(x), **I)(x) == pytest.approx(want, rel=1e-14), f
+        assert tg.value_and_grad(lambda x: f(x), **I)(x)[1] == pytest.approx(want, rel=1e-14)
+        assert tg.compile(lambda x: f(x), **I)(x) == pytest.approx(f(x), rel=1e-14)
+        assert tg.jacrev(lambda x: f(x), **I)(x) == pytest.approx(want, rel=1e-14)
+    for f in (np.sin, np.cos):  # second derivatives: -sin, -cos
+        assert tg.hessian(lambda x: f(x), **I)(x) == pytest.approx(-f(x), rel=1e-14)
+    for reduce, want in ((np.sum, [1.0, 1.0]), (np.mean, [0.5, 0.5]), (np.max, [0.0, 1.0])):
+        np.testing.assert_allclose(tg.grad(lambda v: reduce(v), **I)(np.array([1.0, 2.0])), want)
+    for f, want in ((math.exp, np.exp(x)), (math.sqrt, 0.5 / np.sqrt(x))):
+        try:  # (math functions of traced values: a clear error, or the right value)
+            got = tg.grad(lambda x: f(x), **I)(x)
+        except (TypeError, tg.TracegradError):
+            continue
+        assert got == pytest.approx(want, rel=1e-14)
+
+
+def test_rebinding_a_global_library_function_retraces():
+    global _act
+    g = tg.grad(lambda x: _act(x) * 2.0, **I)
+    try:
+        assert g(0.5) == pytest.approx(2 * np.cos(0.5), rel=1e-14)
+        _act = np.cos
+        assert g(0.5) == pytest.approx(-2 * np.sin(0.5), rel=1e-14)
+        _act = tg.tanh
+        assert g(0.5) == pytest.approx(2 * (1 - np.tanh(0.5) ** 2), rel=1e-14)
+    finally:
+        _act = np.sin
+    assert g(0.5) == pytest.approx(2 * np.cos(0.5), rel=1e-14)
