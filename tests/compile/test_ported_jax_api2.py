@@ -1427,7 +1427,7 @@ _act = np.sin
 
 
 def test_functions_made_in_a_loop_over_library_functions():
-    """`for f in (np.sin, np.cos): tg.grad(lambda x: f(x))(x)`: the lambdas share code,
+    """`for f in (np.sin, np.cos): tg.grad(lambda x: f(x))(x)`: the lambdas share code,  # noqa: B023  (the pattern under test)
     cell and globals, so they shared one compiled function, and a NumPy ufunc (or a
     tracegrad op, a math builtin) read from the closure was not part of its key: every
     iteration got the first function's derivative, silently. JAX's grad traces anew."""
@@ -1441,17 +1441,17 @@ def test_functions_made_in_a_loop_over_library_functions():
         tg.tanh: 1 - np.tanh(x) ** 2,
     }
     for f, want in expected.items():
-        assert tg.grad(lambda x: f(x), **I)(x) == pytest.approx(want, rel=1e-14), f
-        assert tg.value_and_grad(lambda x: f(x), **I)(x)[1] == pytest.approx(want, rel=1e-14)
-        assert tg.compile(lambda x: f(x), **I)(x) == pytest.approx(f(x), rel=1e-14)
-        assert tg.jacrev(lambda x: f(x), **I)(x) == pytest.approx(want, rel=1e-14)
+        assert tg.grad(lambda x: f(x), **I)(x) == pytest.approx(want, rel=1e-14), f  # noqa: B023  (the pattern under test)
+        assert tg.value_and_grad(lambda x: f(x), **I)(x)[1] == pytest.approx(want, rel=1e-14)  # noqa: B023  (the pattern under test)
+        assert tg.compile(lambda x: f(x), **I)(x) == pytest.approx(f(x), rel=1e-14)  # noqa: B023  (the pattern under test)
+        assert tg.jacrev(lambda x: f(x), **I)(x) == pytest.approx(want, rel=1e-14)  # noqa: B023  (the pattern under test)
     for f in (np.sin, np.cos):  # second derivatives: -sin, -cos
-        assert tg.hessian(lambda x: f(x), **I)(x) == pytest.approx(-f(x), rel=1e-14)
+        assert tg.hessian(lambda x: f(x), **I)(x) == pytest.approx(-f(x), rel=1e-14)  # noqa: B023  (the pattern under test)
     for reduce, want in ((np.sum, [1.0, 1.0]), (np.mean, [0.5, 0.5]), (np.max, [0.0, 1.0])):
-        np.testing.assert_allclose(tg.grad(lambda v: reduce(v), **I)(np.array([1.0, 2.0])), want)
+        np.testing.assert_allclose(tg.grad(lambda v: reduce(v), **I)(np.array([1.0, 2.0])), want)  # noqa: B023  (the pattern under test)
     for f, want in ((math.exp, np.exp(x)), (math.sqrt, 0.5 / np.sqrt(x))):
         try:  # (math functions of traced values: a clear error, or the right value)
-            got = tg.grad(lambda x: f(x), **I)(x)
+            got = tg.grad(lambda x: f(x), **I)(x)  # noqa: B023  (the pattern under test)
         except (TypeError, tg.TracegradError):
             continue
         assert got == pytest.approx(want, rel=1e-14)
