@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from tracegrad.eager._tensor import Tensor
 from tracegrad.eager.engine import make_root_grads, run_backward
@@ -31,7 +32,8 @@ CREATE_GRAPH_WARNING = (
 
 def _user_stacklevel() -> int:
     """warnings.warn's stacklevel of the first frame outside tracegrad.eager."""
-    frame, level = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_globals.get("__name__", "").startswith("tracegrad.eager"):
         frame, level = frame.f_back, level + 1
     return level
@@ -173,7 +175,7 @@ def _batched_grad(
             "is_grads_batched=True needs one batched grad_output per output (got "
             f"{0 if grad_outputs is None else len(grad_outputs)} for {len(outputs)} outputs)"
         )
-    batch = None
+    batch: int | None = None
     for i, (out, go) in enumerate(zip(outputs, grad_outputs, strict=True)):
         shape = tuple(out.shape)
         if not isinstance(go, Tensor) or go.ndim == 0 or tuple(go.shape[1:]) != shape:
@@ -192,6 +194,8 @@ def _batched_grad(
                 f"entries but grad_output[0] has {batch}"
             )
         batch = go.shape[0]
+    if batch is None:
+        raise RuntimeError("grad(..., is_grads_batched=True) needs at least one output")
     per_entry = [
         grad(
             outputs,

@@ -267,9 +267,10 @@ def run_backward(
     prev_partial = STATE.partial_backward
     STATE.grad_enabled = create_graph
     STATE.partial_backward = targets is not None
-    callback_stack = STATE.final_callbacks
+    callback_stack: list | None = STATE.final_callbacks
     if callback_stack is None:
-        callback_stack = STATE.final_callbacks = []
+        callback_stack = []
+        STATE.final_callbacks = callback_stack
     callbacks: list = []
     callback_stack.append(callbacks)
     anomaly = STATE.anomaly

@@ -27,7 +27,9 @@ class _State(threading.local):
     anomaly = False
     anomaly_check_nan = True
     anomaly_parent = None  # in anomaly mode, the backward node now running (nodes it makes)
-    final_callbacks = None  # per running backward (innermost last): queue_callback's lists
+    final_callbacks: list | None = (
+        None  # per running backward (innermost last): queue_callback's lists
+    )
     ckpt = None  # the innermost non-reentrant checkpoint frame recording nodes, if any
     partial_backward = False  # the running backward is autograd.grad / backward(inputs=...)
 

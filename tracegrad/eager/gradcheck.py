@@ -151,7 +151,7 @@ def _vjp_rows(eager, out, inputs, seed) -> list:
     grads = eager.autograd.grad(
         [out], inputs, [eager.tensor(seed.reshape(out.shape))], retain_graph=True, allow_unused=True
     )
-    rows = []
+    rows: list[np.ndarray | None] = []
     for g in grads:
         if g is None:
             rows.append(None)
