@@ -27,9 +27,8 @@ class _State(threading.local):
     anomaly = False
     anomaly_check_nan = True
     anomaly_parent = None  # in anomaly mode, the backward node now running (nodes it makes)
-    final_callbacks: list | None = (
-        None  # per running backward (innermost last): queue_callback's lists
-    )
+    # per running backward (innermost last): the lists queue_callback appends to
+    final_callbacks: list | None = None
     ckpt = None  # the innermost non-reentrant checkpoint frame recording nodes, if any
     partial_backward = False  # the running backward is autograd.grad / backward(inputs=...)
 
