@@ -79,7 +79,10 @@ class External:
     def read(self, args: tuple) -> Any:
         value = _root_value(self.root, args)
         for kind, key in self.steps:
-            value = _attribute(value, key) if kind == "attr" else value[key]
+            if kind == "type":  # the class of a callable object (its __call__'s code)
+                value = type(value)
+            else:
+                value = _attribute(value, key) if kind == "attr" else value[key]
         return value
 
     def write(self, args: tuple, value: Any) -> bool:
@@ -105,6 +108,8 @@ class External:
         for kind, key in self.steps[:-1]:
             parent = _attribute(parent, key) if kind == "attr" else parent[key]
         kind, key = self.steps[-1]
+        if kind == "type":
+            return False
         if kind == "attr":
             own = getattr(parent, "__dict__", None)
             if isinstance(parent, type):  # a class attribute, read through the class
@@ -335,6 +340,9 @@ class _Finder:
                 )
             return
         if not isinstance(fn, types.FunctionType):
+            if _is_plain_object(fn) and _user_call(fn) is not None:  # tg.grad(model)
+                self.attributes(fn, ("obj", fn), (), type(fn).__name__.lower(), set(), 0)
+                return
             if wrapped is not None:  # a CompiledFunction or another wrapper
                 self.function(wrapped, depth + 1)
             if type(fn).__module__ == "tracegrad.custom":  # custom_vjp / custom_jvp: the
@@ -459,6 +467,11 @@ class _Finder:
                     )
 
     def attributes(self, obj, root, steps, label, names, level) -> None:
+        call = _user_call(obj)
+        if call is not None:  # `model(x)`: what its __call__ reads through self, and its
+            # class (another class's __call__ is other code: a new class retraces)
+            self.add(f"type({label})", root, steps + (("type", None),))
+            self.method(obj, call, root, steps, label, level)
         attrs = getattr(obj, "__dict__", None)
         if not isinstance(attrs, dict):
             if not _has_slots(obj):
@@ -536,6 +549,18 @@ _LIBRARIES = (
     "autograd",
     "functools",
 )
+
+
+def _user_call(obj: Any):
+    """The __call__ function of a user's class that `obj` is an instance of, or None."""
+    cls = type(obj)
+    try:
+        raw = _owner(cls, "__call__").__dict__["__call__"]
+    except AttributeError:
+        return None
+    if not isinstance(raw, types.FunctionType) or _is_library(raw):
+        return None
+    return raw
 
 
 def _hashable(value: Any) -> bool:

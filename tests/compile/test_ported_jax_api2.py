@@ -1469,3 +1469,74 @@ def test_rebinding_a_global_library_function_retraces():
     finally:
         _act = np.sin
     assert g(0.5) == pytest.approx(2 * np.cos(0.5), rel=1e-14)
+
+
+class _Quadratic:
+    def __init__(self, w):
+        self.w = np.array(w)
+
+    def __call__(self, x):
+        return self.w * x**2
+
+
+class _Cubic:
+    def __init__(self, w):
+        self.w = np.array(w)
+
+    def __call__(self, x):
+        return self.w * x**3
+
+
+class _Activation:
+    def __init__(self, act):
+        self.act = act
+
+    def __call__(self, x):
+        return self.act(x)
+
+
+_model = _Quadratic(2.0)
+
+
+def test_callable_objects_read_their_parameters_on_every_call():
+    """`model(x)` calls __call__ implicitly: its code was never looked at, so the arrays
+    it reads through self (`self.w`) were frozen into the graph at the first call, and
+    neither `model.w = new` nor `model.w[...] = v` was seen; nor a new `model` of another
+    class. (`loss(x)` calling `model.forward(x)` by name was already followed.)"""
+    global _model
+    g = tg.grad(lambda x: _model(x), **I)
+    try:
+        assert g(1.0) == 4.0
+        _model.w = np.array(5.0)
+        assert g(1.0) == 10.0
+        _model.w[...] = 7.0
+        assert g(1.0) == 14.0
+        _model = _Cubic(2.0)  # another class: another __call__
+        assert g(1.0) == 6.0
+    finally:
+        _model = _Quadratic(2.0)
+
+    m = _Quadratic(2.0)  # the object itself as the function
+    gm = tg.grad(m, **I)
+    assert gm(1.0) == 4.0
+    m.w = np.array(3.0)
+    assert gm(1.0) == 6.0
+    vm = tg.vmap(tg.grad(m, **I))
+    np.testing.assert_array_equal(vm(np.array([1.0, 2.0])), [6.0, 12.0])
+
+    def closure():
+        m = _Quadratic(2.0)
+        h = tg.value_and_grad(lambda x: m(x), **I)
+        first = h(1.0)
+        m.w = np.array(5.0)
+        return first, h(1.0)
+
+    assert closure() == ((2.0, 4.0), (5.0, 10.0))
+
+    act = _Activation(np.sin)  # an attribute holding a function, rebound
+    ga = tg.grad(lambda x: act(x), **I)
+    assert ga(0.5) == pytest.approx(np.cos(0.5), rel=1e-14)
+    act.act = np.cos
+    assert ga(0.5) == pytest.approx(-np.sin(0.5), rel=1e-14)
+    act.act = lambda x: x**2
+    assert ga(0.5) == pytest.approx(1.0, rel=1e-14)
