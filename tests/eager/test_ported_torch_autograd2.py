@@ -3823,3 +3823,462 @@ def test_reentrant_with_callbacks(torch, depths, expected):
     t1 = torch.rand((3, 3), requires_grad=True)
     torch.autograd.backward([MyReentrantFunc.apply(t1).sum()])
     assert (counter["outer"], counter["inner"]) == expected
+
+
+def test_reentrant_with_leaf_variable_hook(torch):
+    handle = None
+    param = torch.rand(10, requires_grad=True)
+
+    def add_gradient_penalty_to_grad(grad):
+        handle.remove()
+        old_param_grad = grad
+        param.grad = None
+        with torch.enable_grad():
+            g = grad.detach().requires_grad_()
+            new_param = param.detach().requires_grad_()
+            out = ((g * 2) + new_param).sum()
+            out.backward()
+        res = g.grad + grad
+        param.grad = old_param_grad
+        return res
+
+    handle = param.register_hook(add_gradient_penalty_to_grad)
+    tmp = param * param
+    tmp.sum().backward()
+    # the hook sets param.grad to the incoming gradient, which is then accumulated into
+    close(param.grad, 4 * param + 2)
+
+
+def test_reentrant_with_non_leaf_variable_hook(torch):
+    handle = None
+    param = torch.rand(10, requires_grad=True)
+
+    def manual_increase_gradient(grad):
+        handle.remove()
+        with torch.enable_grad():
+            g = grad.detach().requires_grad_()
+            out = ((g * 2) + 5).sum()
+            out.backward()
+        return g.grad + grad
+
+    tmp = param * param
+    handle = tmp.register_hook(manual_increase_gradient)
+    tmp.sum().backward()
+    close(param.grad, 6 * param)
+
+
+def test_grad_fn_attr_bindings_subset(torch):
+    a = torch.ones(1, requires_grad=True)
+    b = torch.zeros(1, requires_grad=True)
+    out1 = torch.stack([a, b], dim=0)
+    out2 = (a * 2) * b
+    close(out2.grad_fn._saved_self, a * 2)
+    assert isinstance(out2.grad_fn._saved_self, torch.Tensor)
+    assert out1.grad_fn._saved_dim == 0
+    assert isinstance(out1.grad_fn._saved_dim, int)
+    out2.grad_fn._raw_saved_self.register_hooks(lambda x: x, lambda x: x)
+    out2.sum().backward()
+    with pytest.raises(RuntimeError, match="after they have already been freed"):
+        _ = out2.grad_fn._saved_self
+    assert out1.grad_fn._saved_dim == 0
+    a = torch.ones(2, 2, requires_grad=True)
+    out = a * a
+    out.grad_fn._raw_saved_self.register_hooks(lambda x: x, lambda x: x)
+    out.sum().backward()
+    with pytest.raises(RuntimeError, match="after it has been freed"):
+        out.grad_fn._raw_saved_self.register_hooks(lambda x: x, lambda x: x)
+    a = torch.ones(2, requires_grad=True)
+    out = torch.tanh(a)
+    close(out, out.grad_fn._saved_result)
+
+
+def test_get_data_and_hooks_from_raw_saved_variable(torch):
+    if is_tracegrad(torch):
+        pytest.xfail("SavedTensor.data / .unpack_hook are not implemented")
+
+    def pack_hook(t):
+        return t
+
+    def unpack_hook(t):
+        return t
+
+    a = torch.tensor(2.0, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
+        b = a**2
+    c = b.exp()
+    d = c**2
+    pow_sv = b.grad_fn._raw_saved_self
+    exp_sv = c.grad_fn._raw_saved_result
+    pow2_sv = d.grad_fn._raw_saved_self
+    assert pow_sv.data is a
+    assert pow_sv.unpack_hook is unpack_hook
+    assert exp_sv.data is not c
+    assert exp_sv.unpack_hook is None
+    assert pow2_sv.data is c
+    assert pow2_sv.unpack_hook is None
+
+
+def test_custom_function_saved_tensors(torch):
+    if is_tracegrad(torch):
+        pytest.xfail("a custom Function node has no _raw_saved_tensors")
+
+    def getFn(save=True):
+        class MyFn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                if save:
+                    ctx.save_for_backward(x, None)
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        return MyFn
+
+    a = torch.randn(5, requires_grad=True)
+    y = getFn(True).apply(a)
+    st = y.grad_fn.saved_tensors
+    assert st[0] is a and st[1] is None
+    saved = y.grad_fn._raw_saved_tensors
+    with pytest.raises(RuntimeError, match="None is forbidden"):
+        saved[1].register_hooks(lambda x: x, lambda x: x)
+    with pytest.raises(TypeError):
+        saved[0].register_hooks(lambda x: x)
+    with pytest.raises(TypeError):
+        saved[0].register_hooks(1, 1)
+    saved[0].register_hooks(lambda x: x, lambda x: x)
+    with pytest.raises(RuntimeError, match="already been set"):
+        saved[0].register_hooks(lambda x: x, lambda x: x)
+    y.sum().backward()
+    del saved
+    with pytest.raises(RuntimeError, match="after they have already been freed"):
+        _ = y.grad_fn._raw_saved_tensors
+    with pytest.raises(RuntimeError, match="after they have already been freed"):
+        _ = y.grad_fn.saved_tensors
+    y = getFn(False).apply(a)
+    assert y.grad_fn.saved_tensors == ()
+    assert y.grad_fn._raw_saved_tensors == ()
+
+
+def test_autograd_node_isinstance(torch):
+    if is_tracegrad(torch):
+        pytest.xfail("AccumulateGrad is not an instance of torch.autograd.graph.Node here")
+    Node = torch.autograd.graph.Node
+    a = torch.rand(3, 3, requires_grad=True)
+    b = a.exp()
+    assert isinstance(b.grad_fn, Node)
+    assert issubclass(type(b.grad_fn), Node)
+    assert isinstance(b.grad_fn.next_functions[0][0], Node)
+    assert not isinstance(None, Node)
+    assert not isinstance(1, Node)
+    assert not isinstance(Node, Node)
+    assert issubclass(Node, Node)
+
+    class Func(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            assert isinstance(ctx, Node)
+            return x
+
+        @staticmethod
+        def backward(ctx, x):
+            assert isinstance(ctx, Node)
+            return x
+
+    out = Func.apply(a)
+    assert isinstance(out.grad_fn, Node)
+    out.sum().backward()
+
+
+def test_autograd_views_codegen(torch):
+    def run_test(grad_mode, requires_grad, is_view, should_raise_tuple):
+        def maybe_check_raise(fn, should_raise):
+            if should_raise is not None:
+                with pytest.raises(RuntimeError, match=should_raise):
+                    fn()
+            else:
+                fn()
+
+        inp = torch.rand(2, requires_grad=requires_grad).clone()
+        with torch.set_grad_enabled(grad_mode):
+            out = inp.view_as(inp)
+        assert out._is_view() == is_view
+        maybe_check_raise(lambda: out.add_(1), should_raise_tuple[0])
+        inp = torch.rand(2, requires_grad=requires_grad).clone()
+        with torch.set_grad_enabled(grad_mode):
+            out = inp.unbind()
+        assert out[0]._is_view() == is_view
+        assert out[1]._is_view() == is_view
+        maybe_check_raise(lambda: out[0].add_(1), should_raise_tuple[1])
+        maybe_check_raise(lambda: out[1].add_(1), should_raise_tuple[2])
+
+    run_test(True, False, True, (None, None, None))
+    inp_change_err = (
+        "Output {} of Unbind is a view and is being modified inplace."  # (torch 2.x text)
+    )
+    run_test(True, True, True, (None, inp_change_err.format("0"), inp_change_err.format("1")))
+    leaf_grad_err = "A view was created in no_grad mode and is being modified inplace"
+    run_test(False, True, True, (leaf_grad_err, leaf_grad_err, leaf_grad_err))
+    run_test(False, False, True, (None, None, None))
+
+
+def test_inplace_not_requires_grad(torch):
+    if is_tracegrad(torch):
+        pytest.xfail(
+            "an in-place op with a grad-requiring operand on a custom Function's view of a tensor that needs no grad is recorded (correct gradient) instead of refused"
+        )
+
+    class MyFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, inp):
+            return inp.view_as(inp)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    a = torch.rand(1, 2)
+    b = torch.rand(1, requires_grad=True)
+    view_a = MyFn.apply(a)
+    with pytest.raises(RuntimeError, match="This view was created inside a custom Function"):
+        view_a += b
+    a = torch.rand(1, 2)
+    b = torch.rand(1, requires_grad=True)
+    view_a = MyFn.apply(a)
+    with pytest.raises(RuntimeError, match="This view was created inside a custom Function"):
+        view_a.copy_(b)
+    a = torch.rand(1, 2)
+    b = torch.rand(1, requires_grad=True)
+    view_a = a.unbind()[0]
+    with pytest.raises(
+        RuntimeError, match="This view is the output of a function that returns multiple views."
+    ):
+        view_a.copy_(b)
+    a = torch.rand(1, 2)
+    b = torch.rand(1, requires_grad=True)
+    a.select(1, 0).copy_(b)
+    a.sum().backward()
+    close(b.grad, torch.ones(1))
+
+
+def test_autograd_print_tensor(torch):
+    if is_tracegrad(torch):
+        pytest.xfail("a view changed in place under no_grad prints its old grad_fn, not <Invalid>")
+    a = torch.ones(1, requires_grad=True)
+    a_clone = a.clone()
+    assert repr(a) == "tensor([1.], requires_grad=True)"
+    assert repr(a_clone) == "tensor([1.], grad_fn=<CloneBackward0>)"
+    with torch.no_grad():
+        b = a[:]
+        b *= 2
+    assert repr(b) == "tensor([2.], grad_fn=<Invalid>)"
+
+    class Func(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, x):
+            return x
+
+    c = Func.apply(a)
+    assert repr(c) == "tensor([2.], grad_fn=<FuncBackward>)"
+
+
+def test_autograd_inplace_view_of_view(torch):
+    x = torch.zeros(2)
+    with torch.no_grad():
+        y = x.view(2)
+    y.requires_grad_(True)
+    z = y.view(2)
+    with pytest.raises(
+        RuntimeError, match="a view of a view .* is being .* inside the no_grad block"
+    ):
+        z /= 2
+    x = torch.zeros(2)
+    with torch.inference_mode():
+        y = x.view(2)
+    y.requires_grad_(True)
+    z = y.view(2)
+    with pytest.raises(
+        RuntimeError, match="a view of a view .* is being .* inside the inference_mode"
+    ):
+        z /= 2
+
+
+def test_autograd_multiple_views_python(torch):
+    bw_called = [0]
+
+    class ComplexView(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, idx):
+            res = a.narrow(0, idx, 1)
+            res = a.select(0, idx)
+            ctx.save_for_backward(a)
+            ctx.idx = idx
+            return res
+
+        @staticmethod
+        def backward(ctx, grad):
+            bw_called[0] += 1
+            (a,) = ctx.saved_tensors
+            res = torch.zeros_like(a)
+            res.select(0, ctx.idx).copy_(grad)
+            return res, None
+
+    a = torch.ones(2, requires_grad=True)
+    out = ComplexView.apply(a.clone(), 1)
+    out.sum().backward()
+    assert bw_called[0] == 1
+    close(a.grad, torch.tensor([0.0, 1.0]))
+    out = ComplexView.apply(a.clone(), 1)
+    with pytest.raises(
+        RuntimeError, match="Output 0 of ComplexView is a view and is being modified inplace"
+    ):  # torch 2.x text
+        out += 1
+
+
+def test_autograd_python_custom_function_inplace(torch):
+    bw_called = [0]
+
+    class MyAdder(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            a.add_(b)
+            ctx.mark_dirty(a)
+            return a
+
+        @staticmethod
+        def backward(ctx, grad):
+            bw_called[0] += 1
+            return grad, grad
+
+    a = torch.ones(2, requires_grad=True)
+    b = torch.ones(2, requires_grad=True)
+    c = MyAdder.apply(a.clone(), b)
+    c.sum().backward()
+    assert bw_called[0] == 1
+    bw_called[0] = 0
+    c = MyAdder.apply(a.clone(), b)
+    c += 2
+    c.sum().backward()
+    assert bw_called[0] == 1
+    bw_called[0] = 0
+    c = MyAdder.apply(a.clone().view_as(a), b)
+    c.sum().backward()
+    assert bw_called[0] == 1
+    close(a.grad, torch.full((2,), 3.0))
+    close(b.grad, torch.full((2,), 3.0))
+
+    class MyBadAdder(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            a.add_(b)
+            ctx.mark_dirty(a)
+            return a, a + b
+
+        @staticmethod
+        def backward(ctx, ga, gab):
+            bw_called[0] += 1
+            return ga + gab, ga + gab
+
+    bw_called[0] = 0
+    c, d = MyBadAdder.apply(a.clone(), b)
+    (c * d).sum().backward()
+    assert bw_called[0] == 1
+    bw_called[0] = 0
+    c, d = MyBadAdder.apply(a.clone(), b)
+    c += 2
+    (c * d).sum().backward()
+    assert bw_called[0] == 1
+    with pytest.raises(
+        RuntimeError,
+        match="your Function modifies inplace an input that is a view of another Tensor",
+    ):
+        c, d = MyBadAdder.apply(a.clone().view_as(a), b)
+
+    class MyOutPlaceAdder(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            a.add_(b)
+            ctx.mark_dirty(a)
+            return a.clone(), a + b
+
+        @staticmethod
+        def backward(ctx, ga, gab):
+            return ga + gab, ga + 2 * gab
+
+    def fn(a, b):
+        orig_a = a.clone().view_as(a)
+        c, d = MyOutPlaceAdder.apply(orig_a, b)
+        return (c * d).sum()
+
+    with pytest.raises(
+        RuntimeError,
+        match="Some elements marked as dirty during the forward method were not returned as output.",
+    ):
+        fn(a, b)
+
+
+def test_custom_function_mark_output_view_of_intermediate(torch):
+    class Func(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, inp):
+            out = inp.clone().view_as(inp)
+            ctx.mark_dirty(out)
+            return out
+
+        @staticmethod
+        def backward(ctx, gO):
+            pass
+
+    a = torch.tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="received a tensor that was not an input."):
+        Func.apply(a.clone())
+
+
+def test_custom_function_inplace_on_non_default_view_and_leaf(torch):
+    class Func(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, inp):
+            inp.add_(1)
+            ctx.mark_dirty(inp)
+            return inp
+
+        @staticmethod
+        def backward(ctx, gO):
+            pass
+
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    a_clone = a.clone()
+    b, c = a_clone.split_with_sizes([1, 1], dim=0)
+    with pytest.raises(RuntimeError, match="output of a function that returns multiple view"):
+        Func.apply(b)
+    b = a.view_as(a)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        Func.apply(b)
+
+
+def test_custom_function_saving_mutated_view_no_leak(torch):
+    class Test(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.mark_dirty(x)
+            ctx.save_for_backward(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            pass
+
+    def scope():
+        x = torch.tensor(1.0, requires_grad=True).clone()
+        x = x.view_as(x)
+        Test.apply(x)
+        return weakref.ref(x)
+
+    ref = scope()
+    gc.collect()
+    assert ref() is None

@@ -402,6 +402,16 @@ def _make_view(view: Tensor, base: Tensor, prim, attrs, name: str | None = None)
     view._counter = base._counter
     view._base = root
     view.__dict__["_view"] = [ops + ((prim, attrs, base._data.shape, name),), base._counter[0]]
+    # PyTorch's creation_meta: a view made in no_grad / inference mode (or a view of one)
+    # may not be modified in place once grad mode is back on
+    if STATE.inference:
+        view.__dict__["_creation"] = "inference"
+    elif not STATE.grad_enabled:
+        view.__dict__["_creation"] = "no_grad"
+    elif base._base is not None:
+        made = base.__dict__.get("_creation")
+        if made is not None:
+            view.__dict__["_creation"] = made if made.endswith("_vv") else made + "_vv"
 
 
 # View primitives defined outside the table (functions.diagonal): prim -> fn(attrs, in_shape)
@@ -738,6 +748,10 @@ class Tensor(ArrayOperators):
     @grad.deleter
     def grad(self) -> None:
         self._grad = None
+
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another (PyTorch's private Tensor._is_view)."""
+        return self._base is not None
 
     @property
     def output_nr(self) -> int:
@@ -1367,6 +1381,9 @@ def check_inplace(t: Tensor) -> None:
         base = t._base
         if base is not None and base._requires_grad and base._grad_fn is None:
             raise RuntimeError(LEAF_VIEW_INPLACE_MESSAGE)
+        made = t.__dict__.get("_creation") if base is not None else None
+        if made is not None and not STATE.inference and (t._requires_grad or base._requires_grad):
+            raise RuntimeError(_creation_message(t, made))
         multi = t.__dict__.get("_multi_view")
         if multi is not None and base is not None and base._requires_grad:
             raise RuntimeError(
@@ -1375,6 +1392,27 @@ def check_inplace(t: Tensor) -> None:
                 "Such functions do not allow the output views to be modified inplace. You should "
                 "replace the inplace operation by an out-of-place one."
             )
+
+
+def _creation_message(t: Tensor, made: str) -> str:
+    """PyTorch's errors for an in-place change, in grad mode, of a view made in no_grad or
+    inference mode (or of a view of such a view)."""
+    if made.startswith("inference"):
+        what, how, block = "inference mode", "in normal mode", "inference_mode"
+    else:
+        what, how, block = "no_grad mode", "with grad mode enabled", "no_grad"
+    if made.endswith("_vv"):
+        fn = t._grad_fn
+        op = fn.name().removesuffix("Backward0") if fn is not None else "View"
+        head = f"Output 0 of {op} is a view of a view which was created in {what}"
+    else:
+        head = f"A view was created in {what}"
+    return (
+        f"{head} and is being modified inplace {how}. Given that this use case is ambiguous "
+        "and error-prone, it is forbidden. You can clarify your code by moving both the view "
+        f"and the inplace either both inside the {block} block (if you don't want the inplace "
+        "to be tracked) or both outside (if you want the inplace to be tracked)."
+    )
 
 
 def inplace(

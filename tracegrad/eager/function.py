@@ -782,6 +782,7 @@ def _guard_views(ctx, outputs: list, raw: list, metas: list, dirty) -> None:
             _make_view(
                 o, base, _AsIsOutput(o, f"Output {k} of {ctx._name[: -len('Backward')]}"), {}
             )
+            o.__dict__.pop("_creation", None)  # the custom Function's own view error applies
 
 
 def _check_dirty(dirty, input_ids: set, raw: list, executable: bool) -> None:

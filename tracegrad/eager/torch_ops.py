@@ -819,7 +819,8 @@ def stack(tensors: Sequence[Tensor], dim: int = 0):
     d = _dim(dim, len(shape) + 1)
     new = tuple(shape[:d]) + (1,) + tuple(shape[d:])
     parts = [apply_op(T.reshape, (x,), {"shape": new}, name="UnsqueezeBackward0") for x in tensors]
-    return apply_op(T.concatenate, tuple(parts), {"axis": d}, name="StackBackward0")
+    out = apply_op(T.concatenate, tuple(parts), {"axis": d}, name="StackBackward0")
+    return _with_saved(out, {"dim": d})  # grad_fn._saved_dim, as PyTorch
 
 
 # ------------------------------------------------------------------ matmul
