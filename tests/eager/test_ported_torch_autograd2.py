@@ -3893,8 +3893,6 @@ def test_grad_fn_attr_bindings_subset(torch):
 
 
 def test_get_data_and_hooks_from_raw_saved_variable(torch):
-    if is_tracegrad(torch):
-        pytest.xfail("SavedTensor.data / .unpack_hook are not implemented")
 
     def pack_hook(t):
         return t

@@ -581,6 +581,32 @@ class SavedTensor:
             ops[self.slot] = packed
             node.operands = tuple(ops)
 
+    def _value(self):
+        node = self.node
+        value = node.out_saved if self.slot == "out" else node.operands[self.slot]
+        if node.freed or value is None:
+            raise RuntimeError(FREED_MESSAGE)
+        return value
+
+    @property
+    def data(self):
+        """What is stored (PyTorch's SavedTensor.data): a pack hook's result as it is, the
+        saved input tensor itself, or a saved output's values (detached)."""
+        from tracegrad.eager._tensor import Tensor
+
+        value = self._value()
+        if type(value) is Packed:
+            return value.packed
+        if self.slot == "out":
+            return Tensor._wrap(value[DATA]) if value[DATA] is not None else None
+        return value[TENSOR] if value[TENSOR] is not None else Tensor._wrap(value[DATA])
+
+    @property
+    def unpack_hook(self):
+        """The unpack hook of a value saved through saved_tensors_hooks, else None."""
+        value = self._value()
+        return value.unpack_hook if type(value) is Packed else None
+
     def __repr__(self) -> str:
         return f"<torch._C._autograd.SavedTensor object at {hex(id(self))}>"
 
