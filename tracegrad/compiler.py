@@ -50,7 +50,7 @@ import warnings
 import weakref
 from collections import namedtuple
 from collections.abc import Callable, Sequence
-from types import FunctionType
+from types import BuiltinFunctionType, FunctionType
 from typing import Any
 
 import numpy as np
@@ -431,11 +431,16 @@ def _fast_key(args: tuple):
             key += (a.shape, a.dtype)
         elif type(a) in (float, int, bool, str) or a is None:
             key += (type(a), static_scalar_key(a))
-        elif type(a) is FunctionType:
+        elif type(a) in _IDENTITY_KEYED:
             key += (a,)
         else:
             return _NOT_FAST
     return key
+
+
+# implicit inputs keyed by identity on the hot path: a helper function, a NumPy ufunc or
+# function, a builtin, a class (of a callable object; implicit.py)
+_IDENTITY_KEYED = frozenset({FunctionType, BuiltinFunctionType, np.ufunc, type(np.sum), type})
 
 
 class _NotFast(Exception):
@@ -565,7 +570,7 @@ class CompiledFunction:
                     key += (float, a) if a == a and a else (float, repr(a))
                 elif type(a) in (int, bool, str) or a is None:
                     key += (type(a), a)
-                elif type(a) is FunctionType:  # a helper function it calls (implicit)
+                elif type(a) in _IDENTITY_KEYED:  # a function it calls (implicit)
                     key += (a,)
                 elif type(a) is DeviceArray:  # on the GPU (tracegrad.placement)
                     key += (DeviceArray, a.shape, a.dtype)

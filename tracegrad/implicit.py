@@ -68,19 +68,25 @@ _MAX_CONTAINER_VISITS = 20_000  # per search: a huge nested global costs no more
 class External:
     """One place a function reads a value from: a root and a path of steps."""
 
-    __slots__ = ("label", "root", "steps")
+    __slots__ = ("label", "root", "steps", "expect")
 
-    def __init__(self, label: str, root: tuple, steps: tuple):
+    def __init__(self, label: str, root: tuple, steps: tuple, expect: Any = None):
         self.label = label
         self.root = root  # ("arg", i) | ("cell", cell) | ("global", dict, name) | ("obj", obj)
         #                     | ("default", fn, i) | ("kwdefault", fn, name)
-        self.steps = steps  # (("attr", name) | ("item", key), ...)
+        self.steps = steps  # (("attr", name) | ("item", key) | ("type" | "structure", None), ...)
+        self.expect = expect  # a "structure" step: the container's length or keys when found
 
     def read(self, args: tuple) -> Any:
         value = _root_value(self.root, args)
         for kind, key in self.steps:
             if kind == "type":  # the class of a callable object (its __call__'s code)
                 value = type(value)
+            elif kind == "structure":  # a list or dict whose arrays were found: if items
+                # came or went since (`layers.append(W)`), look for the arrays again
+                if _structure(value) != self.expect:
+                    raise StaleExternal(f"{self.label} changed")
+                return None
             else:
                 value = _attribute(value, key) if kind == "attr" else value[key]
         return value
@@ -108,7 +114,7 @@ class External:
         for kind, key in self.steps[:-1]:
             parent = _attribute(parent, key) if kind == "attr" else parent[key]
         kind, key = self.steps[-1]
-        if kind == "type":
+        if kind in ("type", "structure"):
             return False
         if kind == "attr":
             own = getattr(parent, "__dict__", None)
@@ -221,9 +227,15 @@ class StaleExternal(Exception):
     """An external's path no longer resolves (a global was deleted, ...): rescan."""
 
 
+def _structure(value: Any) -> Any:
+    return tuple(value) if isinstance(value, dict) else len(value)
+
+
 def read_all(externals: list[External], args: tuple) -> tuple:
     try:
         values = tuple(e.read(args) for e in externals)
+    except StaleExternal:
+        raise
     except (KeyError, IndexError, AttributeError, ValueError, TypeError) as exc:
         raise StaleExternal(str(exc)) from None
     if _SWAPPED:  # some thread is tracing with tracers swapped in
@@ -298,6 +310,7 @@ class _Finder:
         self._seen_functions: set[int] = set()
         self._seen_places: set[tuple] = set()
         self._visits = 0  # container items looked at (bounded by _MAX_CONTAINER_VISITS)
+        self._arrays = 0  # arrays (and eager tensors) found so far
 
     def add(self, label: str, root: tuple, steps: tuple) -> None:
         place = (root[0], id(root[1]), root[2] if len(root) > 2 else None, steps)
@@ -404,6 +417,7 @@ class _Finder:
     def value(self, value, root, steps, label, names, level, depth) -> None:
         if is_lifted_value(value):
             self.add(label, root, steps)
+            self._arrays += _is_mutable_array(value)
         elif isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or (
             getattr(value, "__wrapped__", None) is not None and callable(value)
         ):
@@ -422,6 +436,7 @@ class _Finder:
             # (subclasses too: OrderedDict, defaultdict, namedtuples)
             if isinstance(value, (dict, list, tuple)):
                 self._visits += min(len(value), _MAX_CONTAINER_ITEMS)
+            before = self._arrays
             if isinstance(value, dict):
                 for k in list(value)[:_MAX_CONTAINER_ITEMS]:
                     self.value(
@@ -438,7 +453,10 @@ class _Finder:
                     self.value(
                         v, root, steps + (("item", i),), f"{label}[{i}]", names, level + 1, depth
                     )
-            elif _is_plain_object(value):
+            self.container(value, root, steps, label, before)
+            if isinstance(value, (dict, list, tuple)):
+                return
+            if _is_plain_object(value):
                 self.attributes(value, root, steps, label, names, level + 1)
             elif isinstance(value, types.ModuleType):  # hparams.W of the user's own module
                 if _is_user_module(value) and ("module", id(value)) not in self._seen_places:
@@ -465,6 +483,21 @@ class _Finder:
                         level + 1,
                         depth,
                     )
+
+    def container(self, value, root, steps, label, before: int) -> None:
+        """A list or dict in which arrays were found: its items may come and go
+        (`layers.append(W)`); a change is seen, and the arrays looked for again. (Not
+        for a list of other values: a log the function appends to while traced would
+        make every call look again.)"""
+        if (
+            isinstance(value, (dict, list))
+            and before < self._arrays
+            and len(self.found) < (_MAX_EXTERNALS)
+        ):
+            expect = _structure(value)
+            self.found.append(
+                External(f"{label} (items)", root, steps + (("structure", None),), expect)
+            )
 
     def attributes(self, obj, root, steps, label, names, level) -> None:
         call = _user_call(obj)

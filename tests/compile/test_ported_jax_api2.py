@@ -1540,3 +1540,42 @@ def test_callable_objects_read_their_parameters_on_every_call():
     assert ga(0.5) == pytest.approx(-np.sin(0.5), rel=1e-14)
     act.act = lambda x: x**2
     assert ga(0.5) == pytest.approx(1.0, rel=1e-14)
+
+
+_layers = [np.array(1.0)]
+_params = {"a": np.array(1.0)}
+
+
+def test_closed_over_list_and_dict_gaining_items():
+    """The arrays of a closed-over list or dict were found once, by position or key:
+    after `layers.append(W)` the function still got the old items (it read `layers[-1]`
+    as `layers[0]`; `sum(params.values())` missed the new key), silently. A change of
+    the items is now seen and they are looked for again."""
+    last = tg.grad(lambda x: _layers[-1] * x**2, **I)
+    total = tg.grad(lambda x: sum(_params.values()) * x**2, **I)
+    try:
+        assert last(1.0) == 2.0
+        _layers.append(np.array(3.0))
+        assert last(1.0) == 6.0
+        _layers[-1][...] = 4.0  # and the new item is an implicit input: in place too
+        assert last(1.0) == 8.0
+        assert total(1.0) == 2.0
+        _params["b"] = np.array(2.0)
+        assert total(1.0) == 6.0
+        del _params["a"]
+        assert total(1.0) == 4.0
+    finally:
+        _layers[:] = [np.array(1.0)]
+        _params.clear()
+        _params["a"] = np.array(1.0)
+
+    log = []  # a list of other values the function appends to: traced once
+
+    def f(x):
+        log.append(None)
+        return x * 2.0
+
+    g = tg.compile(f, **I)
+    for _ in range(3):
+        assert g(1.0) == 2.0
+    assert len(log) == 1
