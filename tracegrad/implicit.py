@@ -19,13 +19,13 @@ closed over are constants of the derivative); pass an array as an argument to
 differentiate it.
 
 Where they are looked for: the function's closure cells, the globals its code
-names, and from there dicts, lists and tuples (three levels, as in
-`params["layers"][0]["W"]`), attributes named in the code of objects found (`self.W`,
+names, and from there dicts, lists and tuples (six levels, as in
+`params["encoder"]["layers"][0]["attn"]["W"]`), attributes named in the code of objects found (`self.W`,
 also a class attribute or a __slots__ slot read through the instance, and what the
 properties and methods called through `self` read), attributes a function keeps
 on itself (`f.W`), default values of its arguments (`def f(x, W=W)`), bound
 methods, `functools.partial`, the rules of a `custom_vjp`/`custom_jvp`, other
-Python functions it calls (three levels), wrapped compiled functions, and
+Python functions it calls (six levels), wrapped compiled functions, and
 attributes of the user's own modules (`hparams.W`; not the standard library's or a
 library's). Names built at run time (`getattr(self, name)`) are not followed: pass
 such arrays as arguments. While the function is traced, each implicit array is
@@ -59,8 +59,8 @@ from typing import Any
 import numpy as np
 
 _MAX_EXTERNALS = 256
-_MAX_FUNCTION_DEPTH = 3
-_MAX_CONTAINER_DEPTH = 3  # params["layers"][0]["W"]
+_MAX_FUNCTION_DEPTH = 6
+_MAX_CONTAINER_DEPTH = 6  # params["encoder"]["layers"][0]["attn"]["W"]
 _MAX_CONTAINER_ITEMS = 128
 _MAX_CONTAINER_VISITS = 20_000  # per search: a huge nested global costs no more than before
 

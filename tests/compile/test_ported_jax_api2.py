@@ -1579,3 +1579,37 @@ def test_closed_over_list_and_dict_gaining_items():
     for _ in range(3):
         assert g(1.0) == 2.0
     assert len(log) == 1
+
+
+_nested = {"encoder": {"layers": [{"attn": {"W": np.array(2.0)}}]}}
+
+
+def _helper1(x):
+    return _helper2(x)
+
+
+def _helper2(x):
+    return _helper3(x)
+
+
+def _helper3(x):
+    return _helper4(x)
+
+
+def _helper4(x):
+    return _nested["encoder"]["layers"][0]["attn"]["W"] * x**2
+
+
+def test_arrays_read_five_levels_deep_are_implicit_inputs():
+    """Containers and helper functions were followed three levels deep: an array at
+    params["encoder"]["layers"][0]["attn"]["W"] (or read by a fourth nested helper)
+    was frozen into the graph, and updating it in place was silently not seen."""
+    w = _nested["encoder"]["layers"][0]["attn"]["W"]
+    direct = tg.grad(lambda x: _nested["encoder"]["layers"][0]["attn"]["W"] * x**2, **I)
+    through_helpers = tg.grad(lambda x: _helper1(x), **I)
+    try:
+        assert direct(1.0) == through_helpers(1.0) == 4.0
+        w[...] = 5.0
+        assert direct(1.0) == through_helpers(1.0) == 10.0
+    finally:
+        w[...] = 2.0
