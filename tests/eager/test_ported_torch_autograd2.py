@@ -4282,6 +4282,264 @@ def test_custom_function_saving_mutated_view_no_leak(torch):
     assert ref() is None
 
 
+# ---- PyTorch's TestAutogradInferenceMode (test/autograd/test_inference_mode.py, run with
+# ---- test_autograd.py)
+
+
+def test_inference_mode_context_manager(torch):
+    assert not torch.is_inference_mode_enabled()
+    with torch.inference_mode():
+        assert torch.is_inference_mode_enabled()
+        with torch.inference_mode(False):
+            assert not torch.is_inference_mode_enabled()
+        assert torch.is_inference_mode_enabled()
+    assert not torch.is_inference_mode_enabled()
+
+
+def test_inference_mode_decorator(torch):
+    @torch.inference_mode()
+    def func(x):
+        assert torch.is_inference_mode_enabled()
+        return x * x
+
+    for requires_grad in (True, False):
+        c = torch.ones(1, 2, 3, requires_grad=requires_grad)
+        d = func(c)
+        assert torch.is_inference(d)
+        assert not d.requires_grad
+
+
+def test_inference_mode_tensor_creation(torch):
+    with torch.inference_mode():
+        c = torch.ones(1, 2, 3)
+        assert not c.requires_grad and torch.is_inference(c)
+        tmp = torch.ones(1, 2, 3, requires_grad=True)
+        assert tmp.requires_grad and torch.is_inference(tmp)
+        tmp = torch.ones(1, 2, 3).requires_grad_(False)
+        assert not tmp.requires_grad and torch.is_inference(tmp)
+
+
+def test_inference_mode_existing_autograd_session(torch):
+    s = torch.ones(1, 2, 3, requires_grad=True)
+    a = s.clone()
+    out = a * a
+    with torch.inference_mode():
+        a.add_(2)
+    assert not torch.is_inference(a)
+    with pytest.raises(
+        RuntimeError,
+        match="one of the variables needed for gradient computation has been modified by an inplace operation",
+    ):
+        out.backward(torch.ones_like(out))
+
+
+def test_inference_mode_inf_tensor_in_inf_mode(torch):
+    with torch.inference_mode():
+        for requires_grad in (True, False):
+            c = torch.ones(1, 2, 3, requires_grad=requires_grad)
+            func_out = c * c
+            assert torch.is_inference(func_out) and not func_out.requires_grad
+            view_out = c.view(-1)
+            assert torch.is_inference(view_out) and not view_out.requires_grad
+
+    @torch.inference_mode()
+    def run_test(fn):
+        for requires_grad in (True, False):
+            c = torch.ones(1, 2, 3, requires_grad=requires_grad)
+            fn(c)
+            assert torch.is_inference(c)
+            assert c.requires_grad == requires_grad
+
+    run_test(lambda x: x.add_(2))
+    run_test(lambda x: x.transpose_(0, 1))
+
+
+def test_inference_mode_inf_tensor_in_normal_mode(torch):
+    for requires_grad in (True, False):
+        with torch.inference_mode():
+            c = torch.ones(1, 2, 3, requires_grad=requires_grad)
+    func_out = c * c  # (c of the last iteration, as in PyTorch's test)
+    assert not torch.is_inference(func_out)
+    assert not func_out.requires_grad
+    assert func_out.is_leaf
+    for requires_grad in (True, False):
+        with torch.inference_mode():
+            c = torch.ones(1, 2, 3, requires_grad=requires_grad)
+        out = c.view(-1)
+        assert torch.is_inference(out)
+        assert not out.requires_grad
+        assert not out._is_view()
+        assert out.is_leaf
+
+    def run_test(fn):
+        with torch.inference_mode():
+            c = torch.ones(1, 2, 3)
+        with pytest.raises(
+            RuntimeError, match="Inplace update to inference tensor outside InferenceMode"
+        ):
+            fn(c)
+
+    run_test(lambda x: x.add_(2))
+    run_test(lambda x: x.transpose_(0, 1))
+
+
+def test_normal_tensor_inplace_output_in_inference_mode(torch):
+    if is_tracegrad(torch):
+        pytest.xfail(
+            "a view made in inference mode of a tensor that requires grad does not require grad here (PyTorch: it does, as a leaf that gradients never reach)"
+        )
+    for fn in (lambda x: x.add_(2), lambda x: x.transpose_(0, 1)):
+        for requires_grad in (True, False):
+            s = torch.ones(1, 2, 3, requires_grad=requires_grad)
+            a = s.clone()
+            with torch.inference_mode():
+                fn(a)
+                assert not torch.is_inference(a)
+                assert a.requires_grad == requires_grad
+                fn(a)
+                assert not torch.is_inference(a)
+                assert a.requires_grad == requires_grad
+                view_out = a.view(-1)
+                assert not torch.is_inference(view_out)
+                assert view_out.requires_grad == requires_grad
+            fn(a)
+            assert not torch.is_inference(a) and a.requires_grad == requires_grad
+
+
+def test_normal_tensor_view_output_in_inference_mode(torch):
+    if is_tracegrad(torch):
+        pytest.xfail(
+            "a view made in inference mode of a tensor that requires grad does not require grad here (PyTorch: it does, as a leaf that gradients never reach)"
+        )
+    for requires_grad in (True, False):
+        s = torch.ones(1, 2, 3, requires_grad=requires_grad)
+        a = s.clone()
+        with torch.inference_mode():
+            out = a.view(-1)
+            assert not torch.is_inference(out)
+            assert out.requires_grad == requires_grad
+            assert out._is_view()
+            tmp = out.view(-1)
+            assert not torch.is_inference(tmp)
+            assert tmp.requires_grad == requires_grad
+            assert tmp._is_view() and tmp.is_leaf
+            tmp.add_(2)
+            assert not torch.is_inference(tmp)
+            assert tmp.requires_grad == requires_grad
+            assert a._version == tmp._version
+
+
+def test_normal_tensor_view_output_in_normal_mode(torch):
+    if is_tracegrad(torch):
+        pytest.xfail(
+            "a view made in inference mode of a tensor that requires grad does not require grad here (PyTorch: it does, as a leaf that gradients never reach)"
+        )
+    for requires_grad in (True, False):
+        s = torch.ones(1, 2, 3, requires_grad=requires_grad)
+        a = s.clone()
+        with torch.inference_mode():
+            out = a.view(-1)
+            assert out.is_leaf
+        tmp = out * out
+        assert not torch.is_inference(tmp)
+        assert tmp.requires_grad == requires_grad
+        if requires_grad:
+            with pytest.raises(
+                RuntimeError,
+                match="A view was created in inference mode and is being modified inplace",
+            ):
+                out.add_(2)
+        else:
+            out.add_(2)
+        tmp = out.view(2, 3)
+        assert not torch.is_inference(tmp)
+        assert tmp.requires_grad == requires_grad
+
+
+def test_mix_inference_and_normal_tensor_functional_op(torch):
+    for requires_grad in (True, False):
+        s = torch.ones(1, 2, 3, requires_grad=requires_grad)
+        with torch.inference_mode():
+            c = torch.ones(1, 2, 3, requires_grad=requires_grad)
+        out = c.add(s)
+        assert not torch.is_inference(out)
+        assert out.requires_grad == requires_grad
+        if requires_grad:
+            out.backward(torch.ones_like(out))
+            close(c.grad, torch.ones_like(c))
+            with pytest.raises(
+                RuntimeError, match="Inference tensors cannot be saved for backward"
+            ):
+                c * s
+
+
+def test_mix_inference_and_normal_tensor_inplace_op(torch):
+    for requires_grad in (True, False):
+        s = torch.ones(1, 2, 3, requires_grad=requires_grad)
+        a = s.clone()
+        with torch.inference_mode():
+            c = torch.ones(1, 2, 3)
+        assert torch.is_inference(c)
+        if requires_grad:
+            with pytest.raises(
+                RuntimeError, match="Inference tensors cannot be saved for backward"
+            ):
+                a.mul_(c)
+        else:
+            a.mul_(c)
+
+
+def test_mix_inference_and_normal_tensor_view_op(torch):
+    for requires_grad in (True, False):
+        s = torch.ones(1, 2, 3, requires_grad=requires_grad)
+        with torch.inference_mode():
+            c = torch.ones(1, 2, 3)
+        tmp1 = c.view_as(s)
+        assert torch.is_inference(tmp1) and not tmp1.requires_grad
+        tmp2 = s.view_as(c)
+        assert not torch.is_inference(tmp2)
+        assert tmp2.requires_grad == requires_grad
+
+
+def test_inference_mode_handle_direct_view_on_rebase(torch):
+    for fn in (lambda x: x.add_(2), lambda x: x.transpose_(0, 1)):
+        for requires_grad in (True, False):
+            s = torch.ones(1, 2, 3, requires_grad=requires_grad)
+            a = s.clone()
+            with torch.inference_mode():
+                view_out = a.view_as(a)
+            if requires_grad:
+                with pytest.raises(
+                    RuntimeError,
+                    match="A view was created in inference mode and is being modified inplace",
+                ):
+                    fn(view_out)
+            else:
+                fn(view_out)
+
+
+def test_inference_mode_handle_indirect_view_on_rebase(torch):
+    if is_tracegrad(torch):
+        pytest.xfail(
+            "reading grad_fn of a view made in inference mode after an in-place change of its base remakes the view's history instead of raising"
+        )
+    for fn in (lambda x: x.add_(2), lambda x: x.transpose_(0, 1)):
+        for requires_grad in (True, False):
+            s = torch.ones(1, 2, 3, requires_grad=requires_grad)
+            a = s.clone()
+            with torch.inference_mode():
+                view_out = a.view(-1)
+            fn(a)
+            if requires_grad:
+                with pytest.raises(
+                    RuntimeError,
+                    match="A view was created in inference mode and its base or another view ",
+                ):
+                    _ = view_out.grad_fn
+            else:
+                _ = view_out.grad_fn
+
+
 # ---- cases written for the areas of the brief (double backward, .grad accumulation,
 # ---- version-counter texts, grad modes), each also run on PyTorch
 

@@ -182,7 +182,13 @@ def apply_op(
         and np.may_share_memory(out, arrays[0])
     ):
         _make_view(result, args[0], prim, attrs, name)
-    if requires_grad and state.grad_enabled and dt.kind in "fc" and not prim.nondiff:
+    if (
+        requires_grad
+        and state.grad_enabled
+        and dt.kind in "fc"
+        and not prim.nondiff
+        and not result._inference  # a view of an inference tensor is not recorded (PyTorch)
+    ):
         result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
         result._requires_grad = True
     return result
@@ -220,7 +226,13 @@ def _apply_traced(prim, args, arrays, attrs, requires_grad, name, visible, inpla
         and (prim is not T.reshape or _reshape_would_view(args[0], attrs["shape"]))
     ):
         _make_view(result, args[0], prim, attrs, name)  # a view, as in eager mode
-    if requires_grad and state.grad_enabled and dt.kind in "fc" and not prim.nondiff:
+    if (
+        requires_grad
+        and state.grad_enabled
+        and dt.kind in "fc"
+        and not prim.nondiff
+        and not result._inference  # a view of an inference tensor is not recorded (PyTorch)
+    ):
         result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
         result._requires_grad = True
     return result
@@ -397,6 +409,12 @@ def _make_view(view: Tensor, base: Tensor, prim, attrs, name: str | None = None)
     """`view` shares `base`'s memory: share the version counter and remember how
     to remake it from the root base (to refresh its history after an in-place
     change of the base, and to push an in-place change of the view into the base)."""
+    if base._inference:  # a view of an inference tensor is one too, and not tracked as a view
+        view._inference = True
+        view._counter = base._counter
+        return
+    if STATE.inference:  # in inference mode, a view of a normal tensor stays normal (PyTorch)
+        view._inference = False
     root = base._base if base._base is not None else base
     ops = base.__dict__["_view"][0] if base._base is not None else ()
     view._counter = base._counter

@@ -802,6 +802,12 @@ def cat(tensors: Sequence[Tensor], dim: int = 0):
 concat = concatenate = cat
 
 
+def is_inference(input) -> bool:
+    """torch.is_inference: whether `input` was made in inference mode (not a view of a
+    normal tensor)."""
+    return bool(input._inference)
+
+
 def stack(tensors: Sequence[Tensor], dim: int = 0):
     tensors = list(tensors)
     if not tensors:
