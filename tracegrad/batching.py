@@ -1181,7 +1181,7 @@ def vmap(
         size = _check_sizes(mapped_leaves) if mapped_leaves else int(axis_size)
         return _run(fn, args, leaves, norm_axes, size, out_axes)
 
-    mapped.__wrapped_call__ = _mapped_call  # type: ignore[attr-defined]
+    mapped.__wrapped_call__ = _mapped_call
     mapped.__name__ = f"vmap({getattr(fn, '__name__', 'f')})"
     mapped.__qualname__ = mapped.__name__
     mapped.__wrapped__ = fn
