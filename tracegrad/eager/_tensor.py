@@ -1573,7 +1573,7 @@ def write_into(self: Tensor, values: np.ndarray) -> None:
             f"can't be cast to the desired output type {_type_word(dst.dtype)}"
         )
     if not dst.flags.writeable:
-        alias = writable_alias(dst)
+        alias = writable_alias(dst, expanded_view(self))
         if alias is None:
             raise RuntimeError(OVERLAP_WRITE_MESSAGE)
         dst = alias  # e.g. one element selected from an expanded tensor: PyTorch writes it
@@ -1598,11 +1598,23 @@ def _self_overlapping(a: np.ndarray) -> bool:
     return False
 
 
-def writable_alias(dst: np.ndarray) -> np.ndarray | None:
+def expanded_view(t: Tensor) -> bool:
+    """Whether `t` is (a view of) an expanded tensor: read-only in NumPy for that reason."""
+    if any(st == 0 and n > 1 for n, st in zip(t._data.shape, t._data.strides, strict=True)):
+        return True
+    info = t.__dict__.get("_view") if t._base is not None else None
+    return info is not None and any(
+        getattr(op[0], "name", None) == "broadcast_to" for op in info[0]
+    )
+
+
+def writable_alias(dst: np.ndarray, expanded: bool) -> np.ndarray | None:
     """A writable array on the same memory as the read-only view `dst` (NumPy makes the
     views of broadcast_to read-only; PyTorch writes into an expanded tensor's memory as
     long as no two written elements share it), or None where writing is not allowed."""
     if dst.size == 0 or _self_overlapping(dst):
+        return None
+    if not expanded:  # read-only for another reason (memory the user made read-only)
         return None
     root = dst
     while isinstance(root.base, np.ndarray):

@@ -85,13 +85,13 @@ def setitem(x, index, value) -> None:
     if not recording and not traced:  # (in a capture, the functional form below)
         dst = x._data
         if not dst.flags.writeable:  # an expanded tensor: write the selected elements
-            from tracegrad.eager._tensor import OVERLAP_WRITE_MESSAGE, writable_alias
+            from tracegrad.eager._tensor import OVERLAP_WRITE_MESSAGE, expanded_view, writable_alias
 
             idx = plain if isinstance(plain, tuple) else (plain,)
             if not any(i is Ellipsis for i in idx):
                 idx = (*idx, Ellipsis)  # (a view, also where the index selects one element)
             sel = dst[idx]
-            alias = writable_alias(sel) if np.shares_memory(sel, dst) else None
+            alias = writable_alias(sel, expanded_view(x)) if np.shares_memory(sel, dst) else None
             if alias is None:
                 raise RuntimeError(OVERLAP_WRITE_MESSAGE)
             alias[...] = v
