@@ -52,16 +52,17 @@ import functools
 import os
 import sys
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-_MAX_EXTERNALS = 256
+_MAX_EXTERNALS = 1024
 _MAX_FUNCTION_DEPTH = 6
 _MAX_CONTAINER_DEPTH = 6  # params["encoder"]["layers"][0]["attn"]["W"]
-_MAX_CONTAINER_ITEMS = 128
+_MAX_CONTAINER_ITEMS = 1024
 _MAX_CONTAINER_VISITS = 20_000  # per search: a huge nested global costs no more than before
 
 
@@ -314,7 +315,10 @@ class _Finder:
 
     def add(self, label: str, root: tuple, steps: tuple) -> None:
         place = (root[0], id(root[1]), root[2] if len(root) > 2 else None, steps)
-        if place in self._seen_places or len(self.found) >= _MAX_EXTERNALS:
+        if place in self._seen_places:
+            return
+        if len(self.found) >= _MAX_EXTERNALS:
+            _warn_frozen(f"{label}: more than {_MAX_EXTERNALS} values read from outside")
             return
         self._seen_places.add(place)
         self.found.append(External(label, root, steps))
@@ -437,6 +441,10 @@ class _Finder:
             if isinstance(value, (dict, list, tuple)):
                 self._visits += min(len(value), _MAX_CONTAINER_ITEMS)
             before = self._arrays
+            if isinstance(value, (dict, list, tuple)) and len(value) > _MAX_CONTAINER_ITEMS:
+                rest = list(value.values() if isinstance(value, dict) else value)
+                if any(_is_mutable_array(v) for v in rest[_MAX_CONTAINER_ITEMS:]):
+                    _warn_frozen(f"{label} holds more than {_MAX_CONTAINER_ITEMS} items")
             if isinstance(value, dict):
                 for k in list(value)[:_MAX_CONTAINER_ITEMS]:
                     self.value(
@@ -582,6 +590,23 @@ _LIBRARIES = (
     "autograd",
     "functools",
 )
+
+
+_WARNED_FROZEN: set = set()
+
+
+def _warn_frozen(what: str) -> None:
+    """Arrays beyond the search's limits are constants of the graph: an update of them
+    is not seen. Never silently: once per place."""
+    if what in _WARNED_FROZEN:
+        return
+    _WARNED_FROZEN.add(what)
+    warnings.warn(
+        f"tracegrad: {what}; arrays beyond are frozen into the compiled function at its "
+        "first call (later changes are not seen). Pass them as arguments.",
+        RuntimeWarning,
+        stacklevel=5,
+    )
 
 
 def _user_call(obj: Any):

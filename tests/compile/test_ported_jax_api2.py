@@ -1613,3 +1613,22 @@ def test_arrays_read_five_levels_deep_are_implicit_inputs():
         assert direct(1.0) == through_helpers(1.0) == 10.0
     finally:
         w[...] = 2.0
+
+
+_many = [np.array(float(i)) for i in range(200)]
+_too_many = [np.array(float(i)) for i in range(1100)]
+
+
+def test_long_lists_of_arrays_and_the_warning_past_the_limit():
+    """A closed-over list's arrays were followed up to its 128th item: `many[199]` was
+    frozen (its updates silently not seen). The limit is 1024 items now, and past it a
+    RuntimeWarning says the arrays beyond are frozen, instead of nothing."""
+    g = tg.grad(lambda x: _many[199] * x**2, **I)
+    try:
+        assert g(1.0) == 398.0
+        _many[199][...] = 1.0
+        assert g(1.0) == 2.0
+    finally:
+        _many[199][...] = 199.0
+    with pytest.warns(RuntimeWarning, match="more than 1024 items.*frozen"):
+        assert tg.grad(lambda x: _too_many[1099] * x**2, **I)(1.0) == 2198.0
