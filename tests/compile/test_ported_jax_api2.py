@@ -777,11 +777,10 @@ def test_sinc_higher_derivatives_at_and_near_zero():
     d1 = (np.cos(pi * xs) - np.sinc(xs)) / xs
     np.testing.assert_allclose(tg.grad(lambda v: np.sum(np.sinc(v)), **I)(xs), d1, rtol=1e-12)
     assert np.isfinite(tg.grad(np.sinc, **I)(1e200))
-    jax = pytest.importorskip("jax")
-    jax.config.update("jax_enable_x64", True)
-    jd2 = jax.grad(jax.grad(jax.numpy.sinc))
-    for x in (0.0, 0.5, -0.7, 0.3):
-        assert _nth_grad(np.sinc, 2)(x) == pytest.approx(float(jd2(x)), rel=1e-10)
+    # sinc'' away from 0, by hand: (-pi^2 x^2 sinc x - 2 (cos(pi x) - sinc x)) / x^2
+    for x in (0.5, -0.7, 0.3):
+        want = (-(pi**2) * x**2 * np.sinc(x) - 2 * (np.cos(pi * x) - np.sinc(x))) / x**2
+        assert _nth_grad(np.sinc, 2)(x) == pytest.approx(want, rel=1e-10)
 
 
 def test_jacrev_of_int_errors():
@@ -1416,9 +1415,6 @@ def test_dict_subclasses_keep_their_class():
     assert type(g) is defaultdict and g.default_factory is list
     np.testing.assert_array_equal(g["w"], [3.0, 3.0])
     assert g["b"] == 2.0
-    jax = pytest.importorskip("jax")
-    theirs = jax.grad(f)(params)
-    assert type(theirs) is OrderedDict and list(theirs) == list(tg.grad(f, **I)(params))
 
 
 # --------------------------------- library functions read from a closure (bug)
