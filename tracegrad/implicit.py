@@ -113,6 +113,8 @@ class External:
             return False
         parent = _root_value(self.root, args)
         for kind, key in self.steps[:-1]:
+            if kind in ("type", "structure"):
+                return False
             parent = _attribute(parent, key) if kind == "attr" else parent[key]
         kind, key = self.steps[-1]
         if kind in ("type", "structure"):
@@ -559,6 +561,10 @@ class _Finder:
                     _MAX_FUNCTION_DEPTH,
                 )
             else:  # a method or property it calls: what that reads, through self too
+                if isinstance(raw, types.FunctionType) and not _is_library(raw):
+                    # and the method itself, read from the class: a method replaced on
+                    # the class (or an object of another class) runs other code
+                    self.add(f"{label}.{name}", root, steps + (("type", None), ("attr", name)))
                 self.method(obj, raw, root, steps, label, level)
 
     def method(self, obj, raw, root, steps, label, level) -> None:

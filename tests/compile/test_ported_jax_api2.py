@@ -1628,3 +1628,29 @@ def test_long_lists_of_arrays_and_the_warning_past_the_limit():
         _many[199][...] = 199.0
     with pytest.warns(RuntimeWarning, match="more than 1024 items.*frozen"):
         assert tg.grad(lambda x: _too_many[1099] * x**2, **I)(1.0) == 2198.0
+
+
+class _Net:
+    def __init__(self):
+        self.w = np.array(2.0)
+
+    def layer(self, x):
+        return self.w * x**2
+
+    def loss(self, x):
+        return self.layer(x)
+
+
+def test_a_method_replaced_on_the_class_retraces():
+    """`net.loss` calls `self.layer`: replacing `_Net.layer` (a monkeypatch, or a
+    subclass's object in the same place) left the old method's code in the graph."""
+    net = _Net()
+    g = tg.grad(lambda x: net.loss(x), **I)
+    original = _Net.layer
+    try:
+        assert g(1.0) == 4.0
+        _Net.layer = lambda self, x: self.w * x**3
+        assert g(1.0) == 6.0
+    finally:
+        _Net.layer = original
+    assert g(1.0) == 4.0
