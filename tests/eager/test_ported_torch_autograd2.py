@@ -49,65 +49,6 @@ def close(a, b, tol=1e-6):
     np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
 
 
-def test_function_returns_input(torch):
-    class MyFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x
-
-        @staticmethod
-        def backward(ctx, grad):
-            return grad * 2
-
-    for shape in [(1,), ()]:
-        v = torch.ones(shape, requires_grad=True)
-        MyFunction.apply(v).backward()
-        close(v.grad, torch.full(shape, 2.0))
-        with torch.no_grad():
-            v.grad.zero_()
-        MyFunction.apply(v.clone()).backward()
-        close(v.grad, torch.full(shape, 2.0))
-
-
-def test_function_returns_undefined_tensor(torch):
-    class MyFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, grad):
-            return None
-
-    x = torch.ones(1, requires_grad=True)
-    MyFunction.apply(x).backward()
-    assert x.grad is None
-    MyFunction.apply(x**2).backward()
-    assert x.grad is None
-    MyFunction.apply(x).sum().backward()
-    assert x.grad is None
-    assert torch.autograd.grad(MyFunction.apply(x), x, allow_unused=True)[0] is None
-
-
-def test_custom_function_exception(torch):
-    class SimulateBackwardError(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, input):
-            return input.clone()
-
-        @staticmethod
-        @torch.autograd.function.once_differentiable
-        def backward(ctx, input):
-            raise Exception("Simulate error on backward pass")
-
-    t1 = torch.rand((3, 3), requires_grad=True)
-    t2 = torch.rand((3, 3), requires_grad=True)
-    tmp = (t1 + t2) * (t1 + t2)
-    t3 = SimulateBackwardError.apply(tmp)
-    with pytest.raises(Exception, match="Simulate error on backward pass"):
-        t3.sum().backward()
-
-
 def test_invalid_gradients(torch):
     class MyFunction(torch.autograd.Function):
         @staticmethod
@@ -1190,80 +1131,6 @@ def test_index_backward_does_not_save_tensor(torch):
     close(b.grad, torch.zeros(3))
 
 
-def test_custom_function_non_tensor_inputs_outputs(torch):
-    class MyFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, t1, t2, scale, t3):
-            t4 = t1 + t2 * t3
-            t5 = t1 * t2 + t3
-            t4 *= scale
-            t5 *= scale
-            ctx.scale = scale
-            ctx.save_for_backward(t1, t2, t3)
-            return scale, t4, None, True, t5, "bar", t1
-
-        @staticmethod
-        @torch.autograd.function.once_differentiable
-        def backward(ctx, *grads):
-            assert len(grads) == 7
-            assert grads[0] is None and grads[2] is None and grads[3] is None and grads[5] is None
-            scale = ctx.scale
-            var1, var2, var3 = ctx.saved_tensors
-            return (
-                grads[1] * scale + grads[4] * var2 * scale + grads[6],
-                grads[1] * var3 * scale + grads[4] * var1 * scale,
-                None,
-                grads[1] * var2 * scale + grads[4] * scale,
-            )
-
-    t1 = torch.rand(10, dtype=torch.double, requires_grad=True)
-    t2 = torch.rand(10, dtype=torch.double, requires_grad=True)
-    t3 = torch.rand(10, dtype=torch.double)
-    scale = 7
-    res = MyFunction.apply(t1, t2, scale, t3)
-    assert res[0] == scale
-    close((t1 + t2 * t3) * scale, res[1])
-    assert res[2] is None and res[3] is True
-    close((t1 * t2 + t3) * scale, res[4])
-    assert res[5] == "bar"
-    close(t1, res[6])
-    torch.autograd.backward([res[1].sum(), res[4].sum(), res[6].sum()])
-    close(t1.grad, scale + t2 * scale + 1)
-    close(t2.grad, t3 * scale + t1 * scale)
-    assert t3.grad is None
-
-    def foo(t1, t2, t3):
-        res = MyFunction.apply(t1, t2, scale, t3)
-        return res[1], res[4], res[6]
-
-    assert torch.autograd.gradcheck(foo, (t1, t2, t3))
-
-
-def test_custom_function_no_tensors(torch):
-    class MyFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, t1, t2, scale, t3):
-            t4 = t1 + t2 * t3
-            t5 = t1 * t2 + t3
-            t4 *= scale
-            t5 *= scale
-            return scale, t4, None, True, t5, "bar", t1
-
-        @staticmethod
-        @torch.autograd.function.once_differentiable
-        def backward(ctx, *args):
-            return (args[0], args[1], None, args[2])
-
-    t1, t2, t3 = 0.25, 0.5, 0.75
-    scale = 3
-    res = MyFunction.apply(t1, t2, scale, t3)
-    assert res[0] == scale
-    assert res[1] == (t1 + t2 * t3) * scale
-    assert res[2] is None and res[3] is True
-    assert res[4] == (t1 * t2 + t3) * scale
-    assert res[5] == "bar" and res[6] == t1
-
-
 def test_unrelated_inputs(torch):
     def my_function(x, y):
         return x * x
@@ -1549,99 +1416,6 @@ def test_post_accumulate_grad_hook_e2e(torch):
         assert not np.allclose(p_ref.detach().numpy(), p.detach().numpy())
 
 
-def test_post_accumulate_grad_hook_ordering(torch):
-    tensor = torch.rand(3, requires_grad=True)
-
-    def acc_grad_node_post_hook(grad_in, grad_out):
-        tensor.grad = grad_out[0].mul(10)
-
-    acc_grad = tensor.view_as(tensor).grad_fn.next_functions[0][0]
-    tensor.register_hook(lambda g: g.sub(2.0))
-    acc_grad.register_prehook(lambda go: (go[0].div(5.0),))
-
-    def post_acc_grad_hook(t):
-        t.grad.add_(0.5)
-
-    tensor.register_post_accumulate_grad_hook(post_acc_grad_hook)
-    acc_grad.register_hook(acc_grad_node_post_hook)
-    tensor.sum().backward()
-    close(torch.tensor([3.0, 3.0, 3.0]), tensor.grad)
-
-
-def test_prehook_ordering(torch):
-    log = []
-
-    def hook1(g):
-        log.append(1)
-        return g * 3
-
-    def hook2(gs):
-        log.append(2)
-        return tuple(g * 2 for g in gs)
-
-    a = torch.tensor(1.0, requires_grad=True)
-    b = a.clone()
-    b.grad_fn.register_prehook(hook2)
-    b.register_hook(hook1)
-    b.grad_fn.register_prehook(hook2)
-    acc = b.grad_fn.next_functions[0][0]
-    a.register_hook(hook1)
-    acc.register_prehook(hook2)
-    a.register_hook(hook1)
-    b.sum().backward(retain_graph=True)
-    assert log == [1, 2, 2, 1, 1, 2]
-    assert a.grad.item() == 3 * 2 * 2 * 3 * 3 * 2
-    log.clear()
-    torch.autograd.grad(b.sum(), inputs=(a,), retain_graph=True)
-    assert log == [1, 2, 2, 1, 1]
-    log.clear()
-    b.sum().backward(inputs=(b,))
-    assert log == [1, 2, 2]
-    assert b.grad.item() == 3
-
-
-def test_retains_grad_can_always_observe_tensor_prehook(torch):
-    def tensor_prehook(g):
-        return g * 2
-
-    a = torch.tensor(1.0, requires_grad=True)
-    b = a.clone()
-    b.register_hook(tensor_prehook)
-    b.retain_grad()
-    b.register_hook(tensor_prehook)
-    b.clone().backward()
-    assert b.grad.item() == 4
-    a = torch.tensor(1.0, requires_grad=True)
-    b = a.clone()
-    b.retain_grad()
-    b.register_hook(tensor_prehook)
-    b.clone().backward()
-    assert b.grad.item() == 2
-
-
-def test_accumulate_grad_posthooks_can_observe_tensor_prehook(torch):
-    a = torch.tensor(1.0, requires_grad=True)
-    called = []
-
-    def posthook(gO, gI):
-        assert torch.allclose(gI[0], a * 2)
-        assert len(gO) == 0
-        called.append("post")
-
-    def prehook(gI):
-        assert torch.allclose(gI[0], a * 2)
-        assert len(gI) == 1
-        called.append("pre")
-
-    b = a.clone()
-    acc = b.grad_fn.next_functions[0][0]
-    acc.register_hook(posthook)
-    acc.register_prehook(prehook)
-    a.register_hook(lambda g: g * 2)
-    b.backward()
-    assert called == ["pre", "post"]
-
-
 def test_accumulate_grad_posthooks_should_not_execute(torch):
     def tensor_prehook(g):
         raise RuntimeError
@@ -1658,41 +1432,6 @@ def test_accumulate_grad_posthooks_should_not_execute(torch):
     out = a + b + c
     out.sum().backward(inputs=[b])
     assert b.grad.item() == 1
-
-
-def test_hook_edge_case_when_called_with_grad(torch):
-    a = torch.tensor(1.0, requires_grad=True)
-    b = a * 2
-    c = b * 2
-    counts = {"t": 0, "pre": 0, "post": 0}
-
-    def tensor_prehook(g):
-        counts["t"] += 1
-
-    def prehook(g):
-        counts["pre"] += 1
-
-    def posthook(gI, gO):
-        counts["post"] += 1
-
-    a.register_hook(tensor_prehook)
-    b.register_hook(tensor_prehook)
-    acc = b.grad_fn.next_functions[0][0]
-    acc.register_hook(posthook)
-    acc.register_prehook(prehook)
-    b.grad_fn.register_hook(posthook)
-    b.grad_fn.register_prehook(prehook)
-
-    def run(f, expect):
-        for k in counts:
-            counts[k] = 0
-        f()
-        assert (counts["t"], counts["post"], counts["pre"]) == expect
-
-    run(lambda: torch.autograd.grad(c, inputs=(b), retain_graph=True), (1, 0, 0))
-    run(lambda: torch.autograd.grad(c, inputs=(a, b), retain_graph=True), (2, 1, 1))
-    run(lambda: c.backward(retain_graph=True), (2, 2, 2))
-    run(lambda: c.backward(inputs=(a, b), retain_graph=True), (2, 2, 2))
 
 
 def test_grad_empty_inputs(torch):
@@ -4138,88 +3877,6 @@ def test_autograd_multiple_views_python(torch):
         out += 1
 
 
-def test_autograd_python_custom_function_inplace(torch):
-    bw_called = [0]
-
-    class MyAdder(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, a, b):
-            a.add_(b)
-            ctx.mark_dirty(a)
-            return a
-
-        @staticmethod
-        def backward(ctx, grad):
-            bw_called[0] += 1
-            return grad, grad
-
-    a = torch.ones(2, requires_grad=True)
-    b = torch.ones(2, requires_grad=True)
-    c = MyAdder.apply(a.clone(), b)
-    c.sum().backward()
-    assert bw_called[0] == 1
-    bw_called[0] = 0
-    c = MyAdder.apply(a.clone(), b)
-    c += 2
-    c.sum().backward()
-    assert bw_called[0] == 1
-    bw_called[0] = 0
-    c = MyAdder.apply(a.clone().view_as(a), b)
-    c.sum().backward()
-    assert bw_called[0] == 1
-    close(a.grad, torch.full((2,), 3.0))
-    close(b.grad, torch.full((2,), 3.0))
-
-    class MyBadAdder(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, a, b):
-            a.add_(b)
-            ctx.mark_dirty(a)
-            return a, a + b
-
-        @staticmethod
-        def backward(ctx, ga, gab):
-            bw_called[0] += 1
-            return ga + gab, ga + gab
-
-    bw_called[0] = 0
-    c, d = MyBadAdder.apply(a.clone(), b)
-    (c * d).sum().backward()
-    assert bw_called[0] == 1
-    bw_called[0] = 0
-    c, d = MyBadAdder.apply(a.clone(), b)
-    c += 2
-    (c * d).sum().backward()
-    assert bw_called[0] == 1
-    with pytest.raises(
-        RuntimeError,
-        match="your Function modifies inplace an input that is a view of another Tensor",
-    ):
-        c, d = MyBadAdder.apply(a.clone().view_as(a), b)
-
-    class MyOutPlaceAdder(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, a, b):
-            a.add_(b)
-            ctx.mark_dirty(a)
-            return a.clone(), a + b
-
-        @staticmethod
-        def backward(ctx, ga, gab):
-            return ga + gab, ga + 2 * gab
-
-    def fn(a, b):
-        orig_a = a.clone().view_as(a)
-        c, d = MyOutPlaceAdder.apply(orig_a, b)
-        return (c * d).sum()
-
-    with pytest.raises(
-        RuntimeError,
-        match="Some elements marked as dirty during the forward method were not returned as output.",
-    ):
-        fn(a, b)
-
-
 def test_custom_function_mark_output_view_of_intermediate(torch):
     class Func(torch.autograd.Function):
         @staticmethod
@@ -4257,29 +3914,6 @@ def test_custom_function_inplace_on_non_default_view_and_leaf(torch):
     b = a.view_as(a)
     with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
         Func.apply(b)
-
-
-def test_custom_function_saving_mutated_view_no_leak(torch):
-    class Test(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.mark_dirty(x)
-            ctx.save_for_backward(x)
-            return x
-
-        @staticmethod
-        def backward(ctx, grad):
-            pass
-
-    def scope():
-        x = torch.tensor(1.0, requires_grad=True).clone()
-        x = x.view_as(x)
-        Test.apply(x)
-        return weakref.ref(x)
-
-    ref = scope()
-    gc.collect()
-    assert ref() is None
 
 
 # ---- PyTorch's TestAutogradInferenceMode (test/autograd/test_inference_mode.py, run with
