@@ -182,9 +182,16 @@ def apply_op(
         and np.may_share_memory(out, arrays[0])
     ):
         _make_view(result, args[0], prim, attrs, name)
+    return _record_grad(
+        result, dt, prim, args, arrays, attrs, requires_grad, name, visible, inplace_of
+    )
+
+
+def _record_grad(result, dt, prim, args, arrays, attrs, requires_grad, name, visible, inplace_of):
+    """`result` with its grad_fn where the op is recorded (eager and captured alike)."""
     if (
         requires_grad
-        and state.grad_enabled
+        and STATE.grad_enabled
         and dt.kind in "fc"
         and not prim.nondiff
         and not result._inference  # a view of an inference tensor is not recorded (PyTorch)
@@ -226,16 +233,9 @@ def _apply_traced(prim, args, arrays, attrs, requires_grad, name, visible, inpla
         and (prim is not T.reshape or _reshape_would_view(args[0], attrs["shape"]))
     ):
         _make_view(result, args[0], prim, attrs, name)  # a view, as in eager mode
-    if (
-        requires_grad
-        and state.grad_enabled
-        and dt.kind in "fc"
-        and not prim.nondiff
-        and not result._inference  # a view of an inference tensor is not recorded (PyTorch)
-    ):
-        result._grad_fn = _make_node(prim, args, arrays, attrs, result, name, visible, inplace_of)
-        result._requires_grad = True
-    return result
+    return _record_grad(
+        result, dt, prim, args, arrays, attrs, requires_grad, name, visible, inplace_of
+    )
 
 
 def _reshape_would_view(x: Tensor, shape) -> bool:
