@@ -49,21 +49,6 @@ def close(a, b, tol=1e-6):
     np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
 
 
-def test_invalid_gradients(torch):
-    class MyFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            return torch.randn(10, dtype=torch.float)
-
-    with pytest.raises(RuntimeError, match="expected shape"):
-        input = torch.randn(5, 5, dtype=torch.float, requires_grad=True)
-        MyFunction.apply(input).sum().backward()
-
-
 def test_accumulate_grad(torch):
     grad_output = torch.ones(5, 5)
 
@@ -558,23 +543,6 @@ def test_set_grad_generator_functions(torch):
             assert torch.is_grad_enabled() is False
 
 
-def test_no_grad_python_function(torch):
-    x = torch.ones(5, 5, requires_grad=True)
-
-    class MyOp(torch.autograd.Function):
-        @staticmethod
-        def forward(self, x):
-            return x + 1
-
-        @staticmethod
-        def backward(self, dy):
-            return dy
-
-    with torch.no_grad():
-        y = MyOp.apply(x)
-    assert not y.requires_grad
-
-
 def test_requires_grad(torch):
     x = torch.randn(5, 5)
     y = torch.randn(5, 5)
@@ -752,67 +720,6 @@ def test_inplace(torch):
         z.backward(torch.ones(5, 5))
 
 
-def test_mark_non_differentiable(torch):
-    class MyFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, input):
-            output = input > 0
-            ctx.mark_non_differentiable(output)
-            return output
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            return (grad_output * 0).to(torch.double)
-
-    x = torch.randn(5, 5, requires_grad=True)
-    mask = MyFunction.apply(x)
-    assert not mask.requires_grad
-    y = x.masked_fill(mask, 0)
-    y.sum().backward()
-    close(x.grad, (~mask).to(torch.double))
-
-
-def test_mark_non_differentiable_mixed(torch):
-    class MyFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, input):
-            a = input + 1
-            b = input + 2
-            ctx.mark_non_differentiable(a)
-            return a, b
-
-        @staticmethod
-        def backward(ctx, grad_a, grad_b):
-            assert (grad_a == 0).all()
-            assert (grad_b == 1).all()
-            return grad_b
-
-    x = torch.randn(5, 5, requires_grad=True)
-    a, b = MyFunction.apply(x)
-    assert not a.requires_grad
-    assert b.requires_grad
-    b.sum().backward()
-    close(x.grad, torch.ones(5, 5))
-
-
-def test_mark_non_differentiable_none(torch):
-    class MyFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, input):
-            output = input.clone()
-            ctx.mark_non_differentiable(output)
-            return output
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            return None
-
-    x = torch.randn(5, 5, requires_grad=True)
-    r = MyFunction.apply(x * x)
-    (r * x).sum().backward()
-    close(x.grad, x * x)
-
-
 def test_return_duplicate(torch):
     class DoubleDuplicate(torch.autograd.Function):
         @staticmethod
@@ -832,32 +739,6 @@ def test_return_duplicate(torch):
     x = torch.randn(5, 5, requires_grad=True)
     assert torch.autograd.gradcheck(fn, [x])
     assert torch.autograd.gradgradcheck(fn, [x])
-
-
-def test_return_duplicate_inplace(torch):
-    class DoubleInplace(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            x.mul_(2)
-            ctx.mark_dirty(x)
-            return x, x
-
-        @staticmethod
-        def backward(ctx, grad1, grad2):
-            return grad1 * 2 + grad2 * 2
-
-    def inplace_fn(x):
-        a, b = DoubleInplace.apply(x.clone())
-        assert a is b
-        return a + b
-
-    x = torch.randn(5, 5, requires_grad=True)
-    assert torch.autograd.gradcheck(inplace_fn, [x])
-    assert torch.autograd.gradgradcheck(inplace_fn, [x])
-    with pytest.raises(RuntimeError):
-        DoubleInplace.apply(x)
-    with pytest.raises(RuntimeError):
-        DoubleInplace.apply(x.clone()[0])
 
 
 def _test_setitem(torch, size, index):
@@ -1129,38 +1010,6 @@ def test_index_backward_does_not_save_tensor(torch):
     tensor[a != 0] = tensor[a != 0]
     tensor.backward(torch.zeros_like(tensor))
     close(b.grad, torch.zeros(3))
-
-
-def test_unrelated_inputs(torch):
-    def my_function(x, y):
-        return x * x
-
-    x = torch.rand(10, dtype=torch.double, requires_grad=True)
-    y = torch.rand(10, dtype=torch.double, requires_grad=True)
-    assert torch.autograd.gradcheck(my_function, (x, y))
-    assert torch.autograd.gradgradcheck(my_function, (x, y))
-
-
-def test_custom_function_setup_context_simple(torch):
-    class MySquare(torch.autograd.Function):
-        @staticmethod
-        def forward(x):
-            return x**2
-
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            (x,) = inputs
-            ctx.save_for_backward(x)
-
-        @staticmethod
-        def backward(ctx, gO):
-            (x,) = ctx.saved_tensors
-            return gO * 2 * x
-
-    x = torch.randn([], requires_grad=True)
-    y = MySquare.apply(x)
-    (gx,) = torch.autograd.grad(y, x)
-    close(gx, 2 * x)
 
 
 def test_custom_function_setup_context_multi_output(torch):
@@ -2196,72 +2045,6 @@ def test_grad_dtype_default_cast(torch):
     close(d.grad, torch.tensor([1.0, 1.0]))
 
 
-def test_custom_autograd_repeated_grad_grad(torch):
-    def mult1(x):
-        return x.prod(dim=-1).prod(dim=-1)
-
-    class Mult(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            y = mult1(x)
-            ctx.save_for_backward(x, y)
-            return y
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            x, y = ctx.saved_tensors
-            return (grad_output * y)[:, None, None] / x
-
-    mult2 = Mult.apply
-
-    def check_gradgrad_repeated(x, y):
-        (gy,) = torch.autograd.grad(y[0], x, create_graph=True)
-        (ggy_1,) = torch.autograd.grad(gy[0, 0, 0], x, retain_graph=True)
-        (gy,) = torch.autograd.grad(y[0], x, create_graph=True)
-        (ggy_2,) = torch.autograd.grad(gy[0, 0, 0], x, retain_graph=True)
-        close(ggy_1[0, 0, 1], ggy_2[0, 0, 1])
-        return ggy_1
-
-    x = torch.ones(2, 4, 4).requires_grad_()
-    g1 = check_gradgrad_repeated(x, mult1(x))
-    g2 = check_gradgrad_repeated(x, mult2(x))
-    close(g1[0], g2[0])
-
-
-def test_custom_autograd_no_early_free(torch):
-    class Double(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            y = x**2
-            ctx.save_for_backward(x, y)
-            return y
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            x, _ = ctx.saved_tensors
-            return grad_output * 2 * x
-
-    class Double2(Double):
-        @staticmethod
-        def backward(ctx, grad_output):
-            x, y = ctx.saved_tensors
-            return grad_output * 2 * y / x
-
-    double, double2 = Double.apply, Double2.apply
-    x = torch.tensor(2).double().requires_grad_()
-    assert torch.autograd.gradcheck(double, x)
-    assert torch.autograd.gradgradcheck(double, x)
-    assert torch.autograd.gradcheck(double2, x)
-    assert torch.autograd.gradgradcheck(double2, x)
-    y = double(x)
-    torch.autograd.grad(y, x, create_graph=True)
-    torch.autograd.grad(y, x)
-    y = double2(x)
-    torch.autograd.grad(y, x, create_graph=True)
-    (g,) = torch.autograd.grad(y, x)
-    close(g, 2 * x)
-
-
 def test_detach(torch):
     x = torch.randn(10, 10, requires_grad=True)
     y = (x + 2).detach()
@@ -2339,53 +2122,6 @@ def test_numpy_requires_grad(torch):
     x.numpy()
 
 
-def test_return_leaf(torch):
-    class Identity(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, a, b):
-            return a, a + b
-
-        @staticmethod
-        def backward(ctx, grad_a, grad_b):
-            return grad_a + grad_b, grad_b
-
-    hook_called = [False]
-    x = torch.randn(5, 5, requires_grad=True)
-    y = torch.randn(5, 5, requires_grad=True)
-    q, p = Identity.apply(x, y)
-
-    def hook(grad):
-        hook_called[0] = True
-        close(grad, torch.ones(5, 5))
-
-    q.register_hook(hook)
-    (q + p + x).sum().backward()
-    close(x.grad, torch.ones(5, 5) * 3)
-    close(y.grad, torch.ones(5, 5))
-    assert hook_called[0]
-
-
-def test_return_leaf_inplace(torch):
-    class Inplace(torch.autograd.function.InplaceFunction):
-        @staticmethod
-        def forward(ctx, a, b):
-            ctx.mark_dirty(a)
-            return a.add_(b), b + 2
-
-        @staticmethod
-        def backward(ctx, grad_a, grad_b):
-            return grad_a, grad_a + grad_b
-
-    x = torch.randn(5, 5)
-    y = torch.randn(5, 5, requires_grad=True)
-    q, p = Inplace.apply(x, y)
-    assert q is x
-    assert q.grad_fn.__class__ is Inplace._backward_cls
-    assert q.requires_grad
-    q.sum().backward()
-    close(y.grad, torch.ones(5, 5))
-
-
 def test_leaf_assignment(torch):
     x = torch.randn(5, 5)
     y = torch.randn(5, requires_grad=True)
@@ -2432,23 +2168,6 @@ def test_increment_version(torch):
     torch.autograd.graph.increment_version(a)
 
 
-def test_no_grad_input(torch):
-    class MyFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(self, x):
-            return x
-
-        @staticmethod
-        def backward(self, grad_output):
-            return grad_output
-
-    x = torch.randn(5, requires_grad=True)
-    with torch.no_grad():
-        y = MyFunction.apply(x)
-    assert x.requires_grad
-    assert y.grad_fn is None
-
-
 def test_backward_copy(torch):
     x = torch.ones(5, 5, requires_grad=True)
     y = torch.ones(5, 5, requires_grad=True)
@@ -2468,39 +2187,6 @@ def test_backward_copy(torch):
     close(y.grad, torch.ones(5, 5) * 17)
 
 
-def test_save_none_for_backward(torch):
-    class MyFn(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, input):
-            ctx.save_for_backward(None, input, None)
-            return input * input
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            n1, input, n2 = ctx.saved_tensors
-            assert n1 is None and n2 is None
-            return 2 * input * grad_output
-
-    x = torch.randn(5, 5, requires_grad=True)
-    MyFn.apply(x).sum().backward()
-    close(x.grad, 2 * x)
-
-
-def test_too_many_grads(torch):
-    class MyFn(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, input):
-            return input
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            return grad_output, None, None
-
-    x = torch.randn(5, 5, requires_grad=True)
-    MyFn.apply(x).sum().backward()
-    close(x.grad, torch.ones_like(x))
-
-
 def test_pickle(torch):
     x = torch.randn(10, 10, requires_grad=True)
     y = torch.randn(10, 10, requires_grad=False)
@@ -2510,36 +2196,6 @@ def test_pickle(torch):
         close(yc, y)
         assert xc.requires_grad == x.requires_grad
         assert yc.requires_grad == y.requires_grad
-
-
-def test_dep_nograd(torch):
-    class F1(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, input):
-            out = torch.randn(input.size())
-            ctx.mark_non_differentiable(out)
-            return input, out
-
-        @staticmethod
-        def backward(ctx, grad_output, ignored):
-            return grad_output
-
-    class F2(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, input, ignored):
-            return input
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            return grad_output, None
-
-    x = torch.randn(5, requires_grad=True)
-    a, b = F1.apply(x)
-    b = b + 1
-    assert a.requires_grad and not b.requires_grad
-    c = F2.apply(a, b)
-    c.backward(torch.ones(c.size()))
-    close(x.grad, torch.ones(x.size()))
 
 
 def test_set_grad_enabled(torch):
@@ -2578,30 +2234,6 @@ def test_set_grad_enabled_wraps(torch):
             assert torch.is_grad_enabled()
             x = torch.zeros(1, requires_grad=True)
             assert not inner_func(x).requires_grad
-
-
-def test_simple_reentrant(torch):
-    y_data = torch.randn(2, 2)
-
-    class Reenter(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            with torch.enable_grad():
-                ctx.x = x.detach().requires_grad_()
-                ctx.y = y_data.clone().requires_grad_()
-                ctx.output_var = ctx.x * ctx.y
-            return ctx.output_var.detach()
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            with torch.enable_grad():
-                ctx.output_var.sum().backward()
-            return ctx.x.grad * grad_output
-
-    x = torch.randn(2, 2, requires_grad=True)
-    out = Reenter.apply(x)
-    out.sum().backward()
-    close(x.grad, y_data)
 
 
 def test_reentrant_child_error(torch):
