@@ -399,10 +399,12 @@ class _Interpreted:
         outs = self._run(*arrays)
         # Like a kernel, never hand back the caller's buffers (reshape/identity are views)
         # nor the graph's own constants.
-        shared = arrays + self._consts
-        return tuple(
-            o.copy() if any(np.may_share_memory(o, a) for a in shared) else o for o in outs
-        )
+        return tuple(o.copy() if self._shares_memory(o, arrays) else o for o in outs)
+
+    def _shares_memory(self, out, arrays) -> bool:
+        if getattr(out, "base", None) is None:  # owns its memory: new, or an input or const
+            return any(out is a for a in arrays) or any(out is c for c in self._consts)
+        return any(np.may_share_memory(out, a) for a in arrays + self._consts)
 
 
 def _fn_name(fn: Callable) -> str:
