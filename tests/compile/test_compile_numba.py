@@ -129,7 +129,7 @@ def test_memory_flat_over_10000_compiled_steps(mlp_numba):
 
 
 @pytest.mark.slow  # the same bridge step runs 10,000 times in tests/reliability/
-# test_concurrency_and_memory.py::test_eager_bridge_10000_steps_memory_flat
+# test_concurrency_and_memory.py::test_eager_bridge_steps_memory_flat
 def test_memory_flat_over_compiled_eager_training_steps():
     import tracegrad.eager as torch
 
