@@ -72,7 +72,7 @@ def test_kernels_limit_blas_for_the_call(monkeypatch):
 
     calls = []
     entry = lambda *a: calls.append("kernel") or "k"
-    monkeypatch.setattr(blas_threads, "enter", lambda: calls.append("enter") or ["saved"])
+    monkeypatch.setattr(blas_threads, "enter", lambda cap=None: calls.append("enter") or ["saved"])
     monkeypatch.setattr(blas_threads, "leave", lambda saved: calls.append(("leave", saved)))
     wrapped = codegen._load_aware(entry, calls_blas=True)
     assert wrapped() == "k" and calls == ["enter", "kernel", ("leave", ["saved"])]
@@ -81,16 +81,61 @@ def test_kernels_limit_blas_for_the_call(monkeypatch):
     # (the parallel/serial choice: tests/reliability/test_threads_neighbours.py)
 
 
-def test_a_gemm_kernel_limits_blas_threads_while_it_runs(monkeypatch):
+def test_a_gemm_kernel_limits_blas_threads_while_it_runs(fresh):
+    """A (512, 64) @ (64, 64) product (attention's projections) is 2**21 multiply-adds:
+    one BLAS thread while the kernel runs, however many are idle; put back after."""
     import tracegrad as tg
 
-    entered = []
-    real_enter = blas_threads.enter
-    monkeypatch.setattr(blas_threads, "enter", lambda: entered.append(1) or real_enter())
+    np.ones((4, 4)) @ np.ones((4, 4))  # NumPy's OpenBLAS is loaded
+    caps, inside = [], []
+    real_enter, real_leave = blas_threads.enter, blas_threads.leave
+    fresh.setattr(blas_threads, "enter", lambda cap=None: caps.append(cap) or real_enter(cap))
+    fresh.setattr(
+        blas_threads, "leave", lambda saved: inside.append(_library_threads()) or real_leave(saved)
+    )
+    fresh.setattr(blas_threads, "threads_now", lambda: 2)  # both cores idle
     f = tg.compile(lambda a, b: tg.tanh(a @ b))
-    a, b = np.ones((8, 4)), np.ones((4, 3))
-    np.testing.assert_allclose(f(a, b), np.tanh(a @ b))
-    assert "tg_gemm(" in f.lower(a, b).source and entered
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((512, 64)), rng.standard_normal((64, 64))
+    np.testing.assert_allclose(f(a, b), np.tanh(a @ b), rtol=1e-12)
+    assert "tg_gemm(" in f.lower(a, b).source and caps and set(caps) == {1}
+    blas_threads._ceiling[0] = max(blas_threads._ceiling[0], 2)  # as on a multi-core machine
+    starts = _library_threads()
+    np.testing.assert_allclose(f(a, b), np.tanh(a @ b), rtol=1e-12)
+    assert inside and inside[-1] == [1] * len(starts)
+    assert _library_threads() == starts
+
+
+def test_blas_threads_follow_the_largest_call():
+    """One BLAS thread per 2**24 multiply-adds of a kernel's largest call; no limit
+    when the sizes are unknown or OpenBLAS keeps every call on one thread itself."""
+    from tracegrad.codegen.kernel import BLAS_WORK_PER_THREAD, blas_thread_cap
+
+    def gemm(m, n, k):
+        return f"    tg_gemm(0, 1, {m}, {n}, {k}, a_f, 0, {k}, b_f, 0, {k}, 0.0, c, 0, {n})\n"
+
+    assert blas_thread_cap("    x = a + b\n") is None  # no BLAS call
+    assert blas_thread_cap(gemm(16, 16, 16)) is None  # below OpenBLAS's own threshold
+    assert blas_thread_cap(gemm(512, 64, 64)) == 1  # attention's projections
+    assert blas_thread_cap(gemm(256, 256, 256)) == 1  # exactly 2**24
+    assert blas_thread_cap(gemm(256, 256, 257)) == 2
+    assert blas_thread_cap(gemm(4096, 256, 784)) == -(-4096 * 256 * 784 // BLAS_WORK_PER_THREAD)
+    assert blas_thread_cap(gemm(512, 64, 64) + gemm(1024, 1024, 1024)) == 64  # the largest
+    # the GP workload: potrf, trsm, trmm and trsv at order 256
+    gp = (
+        "    info = tg_potrf(256, ws, 0)\n"
+        "    tg_trsm(1, 1, 0, 256, 256, ws, 0, 256, ws, 262144, 256)\n"
+        "    tg_trmm(1, 1, 0, 256, 256, ws, 0, 256, ws, 131072, 256)\n"
+        "    tg_trsv(1, 0, 0, 256, ws, 0, 256, ws, 327680)\n"
+    )
+    assert blas_thread_cap(gp) == 1
+    assert blas_thread_cap(gp.replace("256", "1024")) == 32  # trsm: 1024**3 / 2
+    # a size that is a template parameter, or a LAPACK routine this does not size
+    assert (
+        blas_thread_cap("    tg_gemm(0, 0, _s[0], 64, 64, a, 0, 64, b, 0, 64, 0.0, c, 0, 64)\n")
+        is None
+    )
+    assert blas_thread_cap(gemm(512, 64, 64) + "    info = tg_getrf(256, ws, 0, piv, 0)\n") is None
 
 
 def _wants_parallel(batch: int) -> bool:

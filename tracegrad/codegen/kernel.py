@@ -47,14 +47,60 @@ def _calls_blas(source: str | None) -> bool:
     return bool(source) and any(c in source for c in ("tg_gemm(", "tg_trs", "tg_potrf("))
 
 
+# Multiply-adds of the largest BLAS call per BLAS thread worth starting. Measured on
+# 2 cores (n x n float32 and float64, OpenBLAS 0.3.x): at n <= 256 a second thread gave
+# potrf 0.5-0.8x, gemm 0.8-1.2x and trsm 1.1-1.3x; at n = 320 gemm and trsm gained
+# 1.2-1.6x. A thread started for less work mostly spins, and a neighbour's pool
+# (XLA's, PyTorch's) in the same process waits for the cores it spins on.
+BLAS_WORK_PER_THREAD = 1 << 24
+_MACS = {  # call -> (its leading integer arguments, multiply-adds from them)
+    "tg_gemm": (5, lambda a: a[2] * a[3] * a[4]),  # (transa, transb, m, n, k, ...)
+    "tg_trsm": (5, lambda a: a[3] * a[3] * a[4] // 2),  # (lower, trans, unit, m, k, ...)
+    "tg_trmm": (5, lambda a: a[3] * a[3] * a[4] // 2),
+    "tg_trsv": (4, lambda a: a[3] * a[3] // 2),  # (lower, trans, unit, m, ...)
+    "tg_trmv": (4, lambda a: a[3] * a[3] // 2),
+    "tg_potrf": (1, lambda a: a[0] ** 3 // 6),  # (n, ...)
+}
+_BLAS_CALL = re.compile(r"\b(tg_[a-z0-9_]+)\(([^()]*)")
+_LAPACK_OTHER = re.compile(
+    r"\btg_(getrf|getrs|getri|syevd|gesdd|geqrf|orgqr|lu_slogdet|qr_r_transposed)\("
+)
+
+
+def blas_thread_cap(source: str | None) -> int | None:
+    """The BLAS threads worth using for a kernel's largest BLAS call (one per
+    BLAS_WORK_PER_THREAD multiply-adds); None when there is no limit: no BLAS call,
+    a size that is not a literal, or a LAPACK routine not sized here."""
+    if not source or not _calls_blas(source) or _LAPACK_OTHER.search(source):
+        return None
+    largest = 0
+    for name, args in _BLAS_CALL.findall(source):
+        if name not in _MACS:
+            continue
+        count, macs = _MACS[name]
+        try:
+            largest = max(largest, macs([int(a) for a in args.split(",")[:count]]))
+        except (ValueError, IndexError):  # a size that is a template parameter
+            return None
+    from tracegrad.codegen.structured import BLAS_THREADED_MNK
+
+    if largest < BLAS_THREADED_MNK:
+        return None  # OpenBLAS keeps such calls on one thread itself: no setting needed
+    return -(-largest // BLAS_WORK_PER_THREAD)
+
+
 def _load_aware(
-    entry: Callable, calls_blas: bool, serial: Callable | None = None, work: int | None = None
+    entry: Callable,
+    calls_blas: bool,
+    serial: Callable | None = None,
+    work: int | None = None,
+    blas_cap: int | None = None,
 ) -> Callable:
     """`entry`, made a good neighbour (runtime/threads.py, ops/blas_threads.py): a
     parallel variant runs on at most tracegrad's thread limit and the idle CPUs (the
     serial variant when that is one), Numba's count put back after the call; BLAS's
-    threads are lowered to the same count for the call only. Kernels that need
-    neither are returned as is."""
+    threads are lowered to the same count for the call only, and to `blas_cap` when
+    that is lower (blas_thread_cap). Kernels that need neither are returned as is."""
     if not calls_blas and serial is None:
         return entry
     from tracegrad.ops import blas_threads, parallel
@@ -68,7 +114,7 @@ def _load_aware(
         )
     )
     if calls_blas:
-        call = blas_threads.limited(call)
+        call = blas_threads.limited(call, cap=blas_cap)
     call.raw_entry = entry
     return call
 
@@ -95,7 +141,9 @@ class Kernel:
         graph_factory: Callable[[], Graph] | None = None,
         in_types=None,
     ):
-        self.entry = _load_aware(entry, calls_blas=_calls_blas(source))
+        self.entry = _load_aware(
+            entry, calls_blas=_calls_blas(source), blas_cap=blas_thread_cap(source)
+        )
         self._graph = graph
         self._graph_factory = graph_factory  # rebuilds the graph when loaded from the index
         self.source = source
@@ -135,6 +183,7 @@ class Kernel:
         self.entry = _load_aware(
             entry,
             calls_blas=_calls_blas(emitted.source),
+            blas_cap=blas_thread_cap(emitted.source),
             serial=self._serial_entry,
             work=max((n.size for n in self.graph.nodes), default=None),
         )

@@ -9,7 +9,7 @@ took a median 16 ms compiled and 24 ms eager with OpenBLAS's default 2 threads,
 against 0.19 ms and 0.77 ms with one; a 512x512 float64 GEMM took 49 ms with
 2 threads and 15 ms with one.
 
-`limited(fn)` / `enter()` + `leave()` wrap a call tracegrad makes (the eager matmul
+`limited(fn, cap)` / `enter(cap)` + `leave()` wrap a call tracegrad makes (the eager matmul
 and addmm impls, every compiled kernel that calls BLAS, scan drivers): before it,
 each loaded OpenBLAS (NumPy's, and SciPy's that Numba's BLAS calls use) whose
 count is above `parallel.threads_now()` (the thread limit of runtime/threads.py,
@@ -19,6 +19,11 @@ NumPy code outside tracegrad always sees the count the user (or the library)
 chose: tracegrad never raises a count and never leaves one changed. When nothing
 needs lowering (the usual case on an idle machine) no call is made; a setting
 costs about 0.4 us.
+
+A compiled kernel also passes `cap`, the threads its largest BLAS call is worth
+(codegen/kernel.py's blas_thread_cap: one per 2^24 multiply-adds). A Cholesky of
+order 256 gains nothing from a second thread, and the spinning thread slows a
+neighbour's pool in the same process.
 
 `follow_load()`, which older call sites call before a LAPACK call they make
 themselves (ops/linalg.py), no longer changes anything: it cannot put the count
@@ -106,15 +111,16 @@ def _is_enabled() -> bool:
     return _enabled[0]
 
 
-def enter() -> list | None:
-    """Lower each OpenBLAS above the count tracegrad may use now to that count; returns
-    what `leave` needs to put the counts back (None: nothing was changed)."""
+def enter(cap: int | None = None) -> list | None:
+    """Lower each OpenBLAS above the count tracegrad may use now (and above `cap`, the
+    count the call's size is worth) to that count; returns what `leave` needs to put
+    the counts back (None: nothing was changed)."""
     if not _is_enabled():
         return None
     libraries = _libraries if _libraries else _refresh_libraries()
     if not libraries:
         return None
-    wanted = threads_now()
+    wanted = threads_now() if cap is None else min(cap, threads_now())
     if wanted >= _ceiling[0]:  # the usual case: the counts the libraries started with fit
         return None
     saved = None
@@ -135,12 +141,13 @@ def leave(saved: list | None) -> None:
             setter(have)
 
 
-def limited(blas_fn):
+def limited(blas_fn, cap: int | None = None):
     """`blas_fn` (np.matmul, a kernel entry, ...) run with BLAS's threads at most the
-    count tracegrad may use now, and the library's own count put back after."""
+    count tracegrad may use now (and at most `cap`), and the library's own count put
+    back after."""
 
     def call(*args, **kwargs):
-        saved = enter()
+        saved = enter(cap)
         if saved is None:
             return blas_fn(*args, **kwargs)
         try:
@@ -149,7 +156,7 @@ def limited(blas_fn):
             leave(saved)
 
     call.__name__ = call.__qualname__ = getattr(blas_fn, "__name__", "blas_call")
-    call.raw_entry = blas_fn
+    call.raw_entry = blas_fn  # type: ignore[attr-defined]
     return call
 
 
