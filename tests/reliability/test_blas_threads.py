@@ -83,7 +83,8 @@ def test_kernels_limit_blas_for_the_call(monkeypatch):
 
 def test_a_gemm_kernel_limits_blas_threads_while_it_runs(fresh):
     """A (512, 64) @ (64, 64) product (attention's projections) is 2**21 multiply-adds:
-    one BLAS thread while the kernel runs, however many are idle; put back after."""
+    where another runtime's pool shares the process, one BLAS thread while the kernel
+    runs, however many are idle; alone, the idle CPUs. The count is put back."""
     import tracegrad as tg
 
     np.ones((4, 4)) @ np.ones((4, 4))  # NumPy's OpenBLAS is loaded
@@ -101,9 +102,26 @@ def test_a_gemm_kernel_limits_blas_threads_while_it_runs(fresh):
     assert "tg_gemm(" in f.lower(a, b).source and caps and set(caps) == {1}
     blas_threads._ceiling[0] = max(blas_threads._ceiling[0], 2)  # as on a multi-core machine
     starts = _library_threads()
+    fresh.setattr(blas_threads, "neighbour_pools", lambda: True)
     np.testing.assert_allclose(f(a, b), np.tanh(a @ b), rtol=1e-12)
     assert inside and inside[-1] == [1] * len(starts)
     assert _library_threads() == starts
+    inside.clear()
+    fresh.setattr(blas_threads, "neighbour_pools", lambda: False)
+    np.testing.assert_allclose(f(a, b), np.tanh(a @ b), rtol=1e-12)
+    assert inside == []  # alone in the process: nothing lowered, nothing to put back
+
+
+def test_neighbour_pools_are_other_runtimes_in_sys_modules(fresh):
+    import sys
+    import types
+
+    fresh.setattr(blas_threads, "NEIGHBOUR_RUNTIMES", ("tg_fake_runtime",))
+    assert not blas_threads.neighbour_pools()
+    fresh.setitem(sys.modules, "tg_fake_runtime", types.ModuleType("tg_fake_runtime"))
+    assert blas_threads.neighbour_pools()
+    fresh.delitem(sys.modules, "tg_fake_runtime")
+    assert blas_threads.neighbour_pools()  # once seen, kept (modules are not unloaded)
 
 
 def test_blas_threads_follow_the_largest_call():

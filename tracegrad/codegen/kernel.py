@@ -47,11 +47,10 @@ def _calls_blas(source: str | None) -> bool:
     return bool(source) and any(c in source for c in ("tg_gemm(", "tg_trs", "tg_potrf("))
 
 
-# Multiply-adds of the largest BLAS call per BLAS thread worth starting. Measured on
-# 2 cores (n x n float32 and float64, OpenBLAS 0.3.x): at n <= 256 a second thread gave
-# potrf 0.5-0.8x, gemm 0.8-1.2x and trsm 1.1-1.3x; at n = 320 gemm and trsm gained
-# 1.2-1.6x. A thread started for less work mostly spins, and a neighbour's pool
-# (XLA's, PyTorch's) in the same process waits for the cores it spins on.
+# Multiply-adds of the largest BLAS call per BLAS thread worth starting where another
+# runtime's pool shares the process (ops/blas_threads.py). Measured on 2 cores (n x n
+# float32 and float64, OpenBLAS 0.3.x): at n <= 256 a second thread gave potrf
+# 0.5-0.8x, gemm 0.8-1.2x and trsm 1.1-1.3x; at n = 320 gemm and trsm gained 1.2-1.6x.
 BLAS_WORK_PER_THREAD = 1 << 24
 _MACS = {  # call -> (its leading integer arguments, multiply-adds from them)
     "tg_gemm": (5, lambda a: a[2] * a[3] * a[4]),  # (transa, transb, m, n, k, ...)

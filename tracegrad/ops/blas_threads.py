@@ -21,9 +21,14 @@ needs lowering (the usual case on an idle machine) no call is made; a setting
 costs about 0.4 us.
 
 A compiled kernel also passes `cap`, the threads its largest BLAS call is worth
-(codegen/kernel.py's blas_thread_cap: one per 2^24 multiply-adds). A Cholesky of
-order 256 gains nothing from a second thread, and the spinning thread slows a
-neighbour's pool in the same process.
+(codegen/kernel.py's blas_thread_cap: one per 2^24 multiply-adds), which applies
+where another runtime's thread pool shares the process (JAX, PyTorch, TensorFlow
+imported). The two pools then take turns waiting at each other's barriers, and
+OpenBLAS's workers spin ~0.1 s after each call on the cores the other pool needs:
+gp_nll_n256 float64 interleaved with jax.jit took 5.9-6.6 ms with two BLAS threads
+and 3.3-4.6 ms with one, and jax.jit itself got faster; PyTorch eager's attention
+beside tracegrad's went from 3.5-4.2 ms to 1.8-1.9 ms. Alone in its process the
+same GP kernel is 15-25% faster with its second thread, so it keeps it there.
 
 `follow_load()`, which older call sites call before a LAPACK call they make
 themselves (ops/linalg.py), no longer changes anything: it cannot put the count
@@ -39,6 +44,7 @@ Nothing is set when TRACEGRAD_BLAS_FOLLOW_LOAD=0.
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 
 from tracegrad.ops.parallel import threads_now
@@ -111,16 +117,33 @@ def _is_enabled() -> bool:
     return _enabled[0]
 
 
+# Array runtimes that bring their own thread pool into the process (XLA's, PyTorch's
+# OpenMP / intra-op pool, TensorFlow's).
+NEIGHBOUR_RUNTIMES = ("jax", "torch", "tensorflow")
+_neighbours_seen = [False]
+
+
+def neighbour_pools() -> bool:
+    """Whether another array runtime with its own thread pool is loaded in this
+    process (once seen, always: a module is never really unloaded)."""
+    if not _neighbours_seen[0]:
+        _neighbours_seen[0] = any(name in sys.modules for name in NEIGHBOUR_RUNTIMES)
+    return _neighbours_seen[0]
+
+
 def enter(cap: int | None = None) -> list | None:
-    """Lower each OpenBLAS above the count tracegrad may use now (and above `cap`, the
-    count the call's size is worth) to that count; returns what `leave` needs to put
-    the counts back (None: nothing was changed)."""
+    """Lower each OpenBLAS above the count tracegrad may use now to that count, and,
+    when another runtime's pool shares the process, above `cap` (the count the call's
+    size is worth) too; returns what `leave` needs to put the counts back (None:
+    nothing was changed)."""
     if not _is_enabled():
         return None
     libraries = _libraries if _libraries else _refresh_libraries()
     if not libraries:
         return None
-    wanted = threads_now() if cap is None else min(cap, threads_now())
+    wanted = threads_now()
+    if cap is not None and cap < wanted and neighbour_pools():
+        wanted = cap
     if wanted >= _ceiling[0]:  # the usual case: the counts the libraries started with fit
         return None
     saved = None
@@ -183,6 +206,7 @@ def reset() -> None:
     """Forget the decisions (tests change the environment)."""
     global _libraries
     _enabled.clear()
+    _neighbours_seen[0] = False
     _libraries = None
     _ceiling[0] = 0
 
