@@ -211,6 +211,21 @@ def test_kernel_matches_interpreter(make, dtype, rng):
     assert not kernel.fallback_ids, "every primitive here has code generation"
 
 
+def test_normalizers_with_nan_and_inf_rows_match_the_interpreter(dtype, rng):
+    """The softmax family's row peak skips NaN (so it vectorizes): a NaN, an inf or a
+    row of -inf must still give NumPy's NaN, inf and values, position by position."""
+    graph, kernel = compiled(normalizers_graph, dtype)
+    (x,) = _inputs(graph, rng)
+    x[0, 0, :] = -np.inf  # a whole row of -inf
+    x[0, 1, 0] = np.nan  # NaN first in its row (the peak starts at -inf)
+    x[0, 2, 3] = np.nan  # NaN later in its row
+    x[1, 2, 1] = np.inf
+    x[1, 3, :2] = (np.inf, np.nan)
+    x[2, 3, 4] = -np.inf
+    with np.errstate(all="ignore"):
+        assert_matches_interpreter(kernel, graph, [x], dtype)
+
+
 def test_outputs_are_fresh_arrays(rng):
     graph, kernel = compiled(structure_graph, "float64")
     arrays = _inputs(graph, rng)

@@ -393,6 +393,27 @@ def _acc_dtype(dtype) -> str:
     return "np.float64" if np.dtype(dtype) == np.float32 else f"np.{np.dtype(dtype).name}"
 
 
+# A float32 row of up to this many exponentials is summed in float32: with fastmath's
+# reassociation LLVM keeps 8-16 partial sums in a vector, and each of the row's values
+# is in (0, 1], so the sum's relative error stays below ~1e-5. Converting to float64
+# halves the vector width: attention's softmax over (8, 4, 64, 64) took 284 us with a
+# float64 total and a NaN-propagating peak, 143 us with both changes (PyTorch and XLA
+# sum float32 softmax rows in float32 too).
+SHORT_ROW = 1024
+
+
+def _row_acc_dtype(dtype, n: int) -> str:
+    return f"np.{np.dtype(dtype).name}" if n <= SHORT_ROW else _acc_dtype(dtype)
+
+
+def _emit_row_peak(em: Emitter, src: Access, n: int, inner: int) -> None:
+    """`peak` = the row's largest value. It skips NaN, so the loop vectorizes; a NaN in
+    the row still makes the row's total (and so every output) NaN, as NumPy's does."""
+    _open(em, "j", n)
+    em.emit(f"peak = max(peak, {_at(src, f'base + j * {inner}')})")
+    em.indent -= 1
+
+
 def _at(a: Access, expr: str) -> str:
     return f"{a.buf}[{a.offset} + {expr}]" if a.offset else f"{a.buf}[{expr}]"
 
@@ -423,11 +444,8 @@ def emit_softmax(em: Emitter, node: Node) -> None:
     _open(em, "i", inner)
     em.emit(f"base = o * {n * inner} + i")
     em.emit(f"peak = {literal(-np.inf, node.dtype)}")
-    _open(em, "j", n)
-    em.emit(f"v = {_at(src, f'base + j * {inner}')}")
-    em.emit("peak = v if ((v > peak) | (v != v)) else peak")
-    em.indent -= 1
-    em.emit(f"total = {_acc_dtype(node.dtype)}(0.0)")
+    _emit_row_peak(em, src, n, inner)
+    em.emit(f"total = {_row_acc_dtype(node.dtype, n)}(0.0)")
     _open(em, "j", n)
     em.emit(f"e = {exp}({dt}({_at(src, f'base + j * {inner}')} - peak))")
     em.emit("total += e")
@@ -465,13 +483,10 @@ def emit_logsumexp(em: Emitter, node: Node) -> None:
     _open(em, "i", inner)
     em.emit(f"base = o * {n * inner} + i")
     em.emit(f"peak = {literal(-np.inf, node.dtype)}")
-    _open(em, "j", n)
-    em.emit(f"v = {_at(src, f'base + j * {inner}')}")
-    em.emit("peak = v if ((v > peak) | (v != v)) else peak")
-    em.indent -= 1
+    _emit_row_peak(em, src, n, inner)
     em.emit(f"if not (abs(peak) < {literal(np.inf, node.dtype)}):")
     em.emit(f"    peak = {literal(0, node.dtype)}  # all -inf (or inf/nan): shift by 0")
-    em.emit(f"total = {_acc_dtype(node.dtype)}(0.0)")
+    em.emit(f"total = {_row_acc_dtype(node.dtype, n)}(0.0)")
     _open(em, "j", n)
     em.emit(f"total += {exp}({dt}({_at(src, f'base + j * {inner}')} - peak))")
     em.indent -= 1
