@@ -78,7 +78,7 @@ def _check_compiled(dtype, rtol):
     return value, grads, COMPILED.lower(*args).source
 
 
-def test_compiled_gates_and_nt_products_match_the_unrewritten_graph_float64():
+def test_compiled_gates_and_nt_products_match_the_unrewritten_graph_float64(skylakex_blas):
     _, _, source = _check_compiled("float64", 1e-12)
     # the paths under test are really taken by this kernel
     assert "concatenate[axis=1]" in source

@@ -45,8 +45,29 @@ def test_the_chain_really_takes_the_relayout_path():
 
 
 @pytest.fixture(scope="module")
-def sources():
+def sources(skylakex_blas):
     return {depth: _chain_source(depth) for depth in (12, 24)}
+
+
+def test_no_copy_where_blas_runs_a_small_nt_product_as_fast(monkeypatch):
+    """OpenBLAS's Haswell kernels (AVX2 machines, AMD's Zen) take as long for A @ B.T as
+    for A @ B: the copy would only add its time. Unknown kernels keep the copy."""
+    from tracegrad.codegen import structured
+    from tracegrad.ops import blas_threads
+
+    for names, slow in (
+        (["Haswell"], False),
+        (["Zen"], False),
+        (["SkylakeX"], True),
+        (["SapphireRapids", "Haswell"], True),
+        ([], True),
+    ):
+        monkeypatch.setattr(blas_threads, "core_names", lambda names=names: names)
+        monkeypatch.setattr(structured, "_small_nt_slow", [])
+        assert structured.small_nt_is_slow() is slow, names
+    monkeypatch.setattr(structured, "_small_nt_slow", [False])
+    source = _chain_source(12)
+    assert "copied transposed" not in source and "tg_gemm(0, 1," in source
 
 
 def test_deep_chain_backward_with_relayout_is_rolled(sources):

@@ -105,6 +105,19 @@ def _python_files(root: str, part: str) -> list[str]:
     return sorted(files)
 
 
+_BLAS_CORES: list[str] = []
+
+
+def _blas_cores() -> str:
+    """OpenBLAS's kernel set: the generated code depends on it (structured.py's
+    small_nt_is_slow), and a cache directory may be shared between machines."""
+    if not _BLAS_CORES:
+        from tracegrad.ops.blas_threads import core_names
+
+        _BLAS_CORES.append(",".join(sorted(set(core_names()))))
+    return _BLAS_CORES[0]
+
+
 def graph_key(graph: Graph, **context) -> str | None:
     """The index key of a traced graph and what is done with it; None if some
     attribute has no exact, stable encoding (then there is no index entry)."""
@@ -114,7 +127,7 @@ def graph_key(graph: Graph, **context) -> str | None:
     h = hashlib.sha256()
     h.update(
         f"tracegrad index {FORMAT}; numpy {np.__version__}; python "
-        f"{sys.version_info[:3]}; pipeline {pipeline}\0".encode()
+        f"{sys.version_info[:3]}; pipeline {pipeline}; blas {_blas_cores()}\0".encode()
     )
     try:
         h.update(_encode(sorted(context.items())).encode())

@@ -154,12 +154,13 @@ def _emit_gemm(em: Emitter, node: Node, x: Node, y: Node, out: Access, beta: str
     ty, ldy = _matrix_operand(em, y, by, k, n)
     nb = len(batch)
     # a small A @ B.T: one operand copied transposed first (nt_relayout_choice)
-    choice = nt_relayout_choice(m, n, k) if (tx, ty) == (0, 1) else None
+    nt_copy = (tx, ty) == (0, 1) and small_nt_is_slow()
+    choice = nt_relayout_choice(m, n, k) if nt_copy else None
     if out.strides == c_strides(out.shape) and _stacked_rows(bx, by, batch, m, ldx, tx):
         # the batch's rows of x lie one after another, as the output's do, and y is
         # shared: one GEMM with M = batch * m instead of a call per batch element
         rows = m * int(np.prod(batch))
-        stacked = nt_relayout_choice(rows, n, k) if (tx, ty) == (0, 1) else None
+        stacked = nt_relayout_choice(rows, n, k) if nt_copy else None
         if stacked != "a":  # (copying x transposed would need the batch loop back)
             m, batch, nb, choice, by = rows, (), 0, stacked, ay
     vars_ = tuple(f"b{i}" for i in range(nb))
@@ -247,6 +248,26 @@ NT_SMALL_B = 4096  # elements of B worth copying whatever A's size
 SHORT_K = (8, 16)  # k in [8, 16)
 SHORT_K_MAX_B = 8192
 SHORT_K_MAX_MNK = 1_500_000
+
+
+# Those measurements are of OpenBLAS's SkylakeX kernel set, the only x86 one with the
+# small-matrix path. With the Haswell set (AVX2 machines, AMD's Zen included) A @ B.T
+# takes the time A @ B does ((64, 64, 16) float32: 2.56 vs 2.47 us; (32, 64, 256)
+# 10.4 vs 11.2 us), so a copy only adds its time: attention_4h_t64 float32's 64 copies
+# cost 8% of its kernel on an AMD EPYC.
+SMALL_MATRIX_CORES = ("skylakex", "cooperlake", "sapphirerapids")
+_small_nt_slow: list[bool] = []
+
+
+def small_nt_is_slow() -> bool:
+    """Whether the loaded OpenBLAS runs small A @ B.T products on its slow small-matrix
+    path (its SkylakeX kernels); True when it cannot say (the measured default)."""
+    if not _small_nt_slow:
+        from tracegrad.ops.blas_threads import core_names
+
+        names = [n.lower() for n in core_names()]
+        _small_nt_slow.append(not names or any(n.startswith(SMALL_MATRIX_CORES) for n in names))
+    return _small_nt_slow[0]
 
 
 def nt_relayout_choice(m: int, n: int, k: int) -> str | None:

@@ -197,6 +197,33 @@ def follow_load() -> int | None:
     return threads_now()
 
 
+_CORE_NAME_FUNCTIONS = (
+    "openblas_get_corename",
+    "scipy_openblas_get_corename64_",
+    "scipy_openblas_get_corename",
+    "openblas_get_corename64_",
+)
+
+
+def core_names() -> list[str]:
+    """The CPU kernel set each loaded OpenBLAS chose ("Haswell", "SkylakeX", "Zen", ...:
+    OPENBLAS_CORETYPE or its own detection); empty where none says."""
+    names = []
+    for path in _loaded_openblas_paths():
+        try:
+            lib = ctypes.CDLL(path)  # already loaded: the same handle
+        except OSError:
+            continue
+        fn = next((getattr(lib, n) for n in _CORE_NAME_FUNCTIONS if hasattr(lib, n)), None)
+        if fn is None:
+            continue
+        fn.argtypes, fn.restype = (), ctypes.c_char_p
+        name = fn()
+        if name:
+            names.append(name.decode("ascii", "replace"))
+    return names
+
+
 def library_threads() -> list[int]:
     """The thread count each loaded OpenBLAS has now."""
     return [int(getter()) for _, _, getter in (_refresh_libraries() or ())]
