@@ -125,7 +125,7 @@ def test_neighbour_pools_are_other_runtimes_in_sys_modules(fresh):
 
 
 def test_blas_threads_follow_the_largest_call():
-    """One BLAS thread per 2**24 multiply-adds of a kernel's largest call; no limit
+    """One BLAS thread per 2**22 multiply-adds of a kernel's largest call; no limit
     when the sizes are unknown or OpenBLAS keeps every call on one thread itself."""
     from tracegrad.codegen.kernel import BLAS_WORK_PER_THREAD, blas_thread_cap
 
@@ -135,10 +135,10 @@ def test_blas_threads_follow_the_largest_call():
     assert blas_thread_cap("    x = a + b\n") is None  # no BLAS call
     assert blas_thread_cap(gemm(16, 16, 16)) is None  # below OpenBLAS's own threshold
     assert blas_thread_cap(gemm(512, 64, 64)) == 1  # attention's projections
-    assert blas_thread_cap(gemm(256, 256, 256)) == 1  # exactly 2**24
-    assert blas_thread_cap(gemm(256, 256, 257)) == 2
+    assert blas_thread_cap(gemm(128, 128, 256)) == 1  # exactly 2**22
+    assert blas_thread_cap(gemm(128, 128, 257)) == 2
     assert blas_thread_cap(gemm(4096, 256, 784)) == -(-4096 * 256 * 784 // BLAS_WORK_PER_THREAD)
-    assert blas_thread_cap(gemm(512, 64, 64) + gemm(1024, 1024, 1024)) == 64  # the largest
+    assert blas_thread_cap(gemm(512, 64, 64) + gemm(1024, 1024, 1024)) == 256  # the largest
     # the GP workload: potrf, trsm, trmm and trsv at order 256
     gp = (
         "    info = tg_potrf(256, ws, 0)\n"
@@ -146,8 +146,8 @@ def test_blas_threads_follow_the_largest_call():
         "    tg_trmm(1, 1, 0, 256, 256, ws, 0, 256, ws, 131072, 256)\n"
         "    tg_trsv(1, 0, 0, 256, ws, 0, 256, ws, 327680)\n"
     )
-    assert blas_thread_cap(gp) == 1
-    assert blas_thread_cap(gp.replace("256", "1024")) == 32  # trsm: 1024**3 / 2
+    assert blas_thread_cap(gp) == 2  # trsm: 256**3 / 2
+    assert blas_thread_cap(gp.replace("256", "1024")) == 128
     # a size that is a template parameter, or a LAPACK routine this does not size
     assert (
         blas_thread_cap("    tg_gemm(0, 0, _s[0], 64, 64, a, 0, 64, b, 0, 64, 0.0, c, 0, 64)\n")

@@ -48,10 +48,10 @@ def _calls_blas(source: str | None) -> bool:
 
 
 # Multiply-adds of the largest BLAS call per BLAS thread worth starting where another
-# runtime's pool shares the process (ops/blas_threads.py). Measured on 2 cores (n x n
-# float32 and float64, OpenBLAS 0.3.x): at n <= 256 a second thread gave potrf
-# 0.5-0.8x, gemm 0.8-1.2x and trsm 1.1-1.3x; at n = 320 gemm and trsm gained 1.2-1.6x.
-BLAS_WORK_PER_THREAD = 1 << 24
+# runtime's pool shares the process (ops/blas_threads.py). Measured on 2 cores (n x n,
+# OpenBLAS 0.3.x, float32 and float64): a second thread gave gemm 0.6x at n = 128
+# (2^21) and trsm 1.1-1.3x at n = 256 (2^23 multiply-adds).
+BLAS_WORK_PER_THREAD = 1 << 22
 _MACS = {  # call -> (its leading integer arguments, multiply-adds from them)
     "tg_gemm": (5, lambda a: a[2] * a[3] * a[4]),  # (transa, transb, m, n, k, ...)
     "tg_trsm": (5, lambda a: a[3] * a[3] * a[4] // 2),  # (lower, trans, unit, m, k, ...)
@@ -81,7 +81,7 @@ def blas_thread_cap(source: str | None) -> int | None:
             largest = max(largest, macs([int(a) for a in args.split(",")[:count]]))
         except (ValueError, IndexError):  # a size that is a template parameter
             return None
-    from tracegrad.codegen.structured import BLAS_THREADED_MNK
+    from tracegrad.ops.blas_threads import BLAS_THREADED_MNK
 
     if largest < BLAS_THREADED_MNK:
         return None  # OpenBLAS keeps such calls on one thread itself: no setting needed

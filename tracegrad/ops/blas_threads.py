@@ -21,14 +21,15 @@ needs lowering (the usual case on an idle machine) no call is made; a setting
 costs about 0.4 us.
 
 A compiled kernel also passes `cap`, the threads its largest BLAS call is worth
-(codegen/kernel.py's blas_thread_cap: one per 2^24 multiply-adds), which applies
+(codegen/kernel.py's blas_thread_cap: one per 2^22 multiply-adds), which applies
 where another runtime's thread pool shares the process (JAX, PyTorch, TensorFlow
 imported). The two pools then take turns waiting at each other's barriers, and
 OpenBLAS's workers spin ~0.1 s after each call on the cores the other pool needs:
-gp_nll_n256 float64 interleaved with jax.jit took 5.9-6.6 ms with two BLAS threads
-and 3.3-4.6 ms with one, and jax.jit itself got faster; PyTorch eager's attention
-beside tracegrad's went from 3.5-4.2 ms to 1.8-1.9 ms. Alone in its process the
-same GP kernel is 15-25% faster with its second thread, so it keeps it there.
+PyTorch eager's attention (2^21 multiply-adds a GEMM) beside tracegrad's went from
+3.5-4.2 ms to 1.8-1.9 ms with one BLAS thread, tracegrad's own time unchanged.
+Bigger calls keep their threads: the GP kernel's order-256 solves (2^23) are 15-25%
+faster with a second thread alone, and one thread did not help it beside all six
+peers (perf/report.md).
 
 `follow_load()`, which older call sites call before a LAPACK call they make
 themselves (ops/linalg.py), no longer changes anything: it cannot put the count
@@ -48,6 +49,10 @@ import sys
 import threading
 
 from tracegrad.ops.parallel import threads_now
+
+# OpenBLAS splits a GEMM over its threads from M*N*K = 65536 * 4 on (its
+# GEMM_MULTITHREAD_THRESHOLD); below that it runs on the calling thread.
+BLAS_THREADED_MNK = 65536 * 4
 
 _SETTERS = (
     "openblas_set_num_threads",
