@@ -121,9 +121,10 @@ def normalizers_graph(dtype):
     outs += [
         gm.op("logsumexp", x, axis=2, keepdims=False),
         gm.op("logsumexp", x, axis=None, keepdims=True),
-        gm.op("softmax", x, axis=2),
+        gm.op("softmax", x, axis=2),  # short last-axis rows: one flat exp loop
         gm.op("softmax", x, axis=0),
         gm.op("log_softmax", x, axis=1),
+        gm.op("log_softmax", x, axis=2),
     ]
     return gm.output(*outs)
 

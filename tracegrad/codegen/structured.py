@@ -460,6 +460,9 @@ def emit_softmax(em: Emitter, node: Node) -> None:
         return
     exp, log = _math(em, "tg_exp", node.dtype), _math(em, "tg_log", node.dtype)
     dt = f"np.{np.dtype(node.dtype).name}"
+    if inner == 1 and n < SHORT_ROW_VECTOR:
+        _emit_short_rows(em, node, src, out, outer, n, exp, log, dt)
+        return
     _open(em, "o", outer)
     _open(em, "i", inner)
     em.emit(f"base = o * {n * inner} + i")
@@ -481,6 +484,49 @@ def emit_softmax(em: Emitter, node: Node) -> None:
         _open(em, "j", n)
         em.emit(f"{_at(out, f'base + j * {inner}')} = {_at(src, f'base + j * {inner}')} - shift")
     em.indent -= 3
+
+
+# Rows shorter than this leave a row loop's exponentials mostly in its scalar
+# remainder: they are computed in one flat loop over every row instead, which
+# vectorizes (softmax_reg_n256's log_softmax over (256, 10) float64: 20 -> 11.5 us).
+SHORT_ROW_VECTOR = 16
+
+
+def _emit_short_rows(em: Emitter, node: Node, src, out, outer: int, n: int, exp, log, dt):
+    """softmax / log_softmax over short last-axis rows: shift each row by its peak,
+    exponentiate every value in one flat loop, then normalize row by row."""
+    size = outer * n
+    em.emit(f"for o in range({outer}):")
+    em.emit(f"    base = o * {n}")
+    em.emit(f"    peak = {literal(-np.inf, node.dtype)}")
+    em.indent += 1
+    _emit_row_peak(em, src, n, 1)
+    em.emit(f"for j in range({n}):")
+    em.emit(f"    {_at(out, 'base + j')} = {_at(src, 'base + j')} - peak")
+    em.indent -= 1
+    # softmax exponentiates in place; log_softmax keeps the shifted values
+    exps = out if node.op == "softmax" else None
+    scratch = None
+    if exps is None:
+        scratch = _scratch(em, node.dtype, size)
+        exps = Access(scratch[0], (size,), (1,), scratch[1])
+    em.emit(f"for q in range({size}):")
+    em.emit(f"    {_at(exps, 'q')} = {exp}({_at(out, 'q')})")
+    em.emit(f"for o in range({outer}):")
+    em.emit(f"    base = o * {n}")
+    em.emit(f"    total = {_row_acc_dtype(node.dtype, n)}(0.0)")
+    em.emit(f"    for j in range({n}):")
+    em.emit(f"        total += {_at(exps, 'base + j')}")
+    if node.op == "softmax":
+        em.emit(f"    inv = {dt}(1.0 / total)")
+        em.emit(f"    for j in range({n}):")
+        em.emit(f"        {_at(out, 'base + j')} *= inv")
+    else:
+        em.emit(f"    shift = {dt}({log}({dt}(total)))")
+        em.emit(f"    for j in range({n}):")
+        em.emit(f"        {_at(out, 'base + j')} -= shift")
+    if scratch is not None:
+        _release(em, scratch)
 
 
 def _reduction_prologue(em: Emitter, node: Node, x: Node):
