@@ -157,3 +157,14 @@ def _refreeze_once_per_file(item) -> None:
     _last_file[0] = file
     if gc.get_freeze_count() == 0:  # a test called gc.unfreeze(): freeze again
         gc.freeze()  # (no full collect first: that costs seconds per test)
+
+
+@pytest.fixture(scope="module")
+def skylakex_blas():
+    """Code generated as for OpenBLAS's SkylakeX kernels, whose small A @ B.T is slow
+    (structured.small_nt_is_slow), whatever CPU runs the tests."""
+    from tracegrad.codegen import structured
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(structured, "_small_nt_slow", [True])
+        yield

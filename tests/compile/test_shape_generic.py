@@ -13,7 +13,11 @@ import tracegrad as tg
 from tracegrad.codegen import shape_generic as sg
 
 SIZES = (32, 64, 64, 10)
-pytestmark = pytest.mark.filterwarnings("ignore:.*has been traced for:RuntimeWarning")
+# the size-dependent code choice some tests rely on (the BLAS re-layout) is SkylakeX's
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:.*has been traced for:RuntimeWarning"),
+    pytest.mark.usefixtures("skylakex_blas"),
+]
 
 
 def mlp_loss(w1, b1, w2, b2, w3, b3, x, t):
