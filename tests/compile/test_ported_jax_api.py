@@ -478,8 +478,12 @@ def test_custom_vjp_nondiff_arg():
         return (cos_x * g,)
 
     app.defvjp(app_fwd, app_rev)
+    assert app(lambda x: 2 * x, 1) == 2
     ans = tg.grad(lambda x: app(lambda y: 2 * y, x), **I)(1.0)
     assert_all_close(ans, np.cos(1.0))
+    np.testing.assert_allclose(
+        tg.value_and_grad(lambda x: app(lambda y: 2 * y, x), **I)(1.0), (2.0, np.cos(1.0))
+    )
 
 
 def test_custom_vjp_closed_over_array():

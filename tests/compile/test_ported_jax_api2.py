@@ -1071,24 +1071,6 @@ def test_custom_vjp_python_control_flow_bwd():
     np.testing.assert_allclose(tg.value_and_grad(f, **I)(-x), (np.cos(-x), 3.0))
 
 
-def test_custom_vjp_nondiff_argnums():
-    @functools.partial(tg.custom_vjp, nondiff_argnums=(0,))
-    def app(f, x):
-        return f(x)
-
-    def app_fwd(f, x):
-        return app(f, x), np.cos(x)
-
-    def app_rev(f, cos_x, g):
-        return (cos_x * g,)
-
-    app.defvjp(app_fwd, app_rev)
-    assert app(lambda x: 2 * x, 1) == 2
-    np.testing.assert_allclose(
-        tg.value_and_grad(lambda x: app(lambda y: 2 * y, x), **I)(1.0), (2.0, np.cos(1.0))
-    )
-
-
 def test_custom_vjp_missing_vjp_rule_error():
     @tg.custom_vjp
     def foo(x):

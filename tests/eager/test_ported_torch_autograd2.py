@@ -1012,29 +1012,6 @@ def test_index_backward_does_not_save_tensor(torch):
     close(b.grad, torch.zeros(3))
 
 
-def test_custom_function_setup_context_multi_output(torch):
-    class MySquare(torch.autograd.Function):
-        @staticmethod
-        def forward(x):
-            two_x = x.item() * 2
-            return x**2, two_x
-
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            _, two_x = output
-            ctx.two_x = two_x
-
-        @staticmethod
-        @torch.autograd.function.once_differentiable
-        def backward(ctx, gO, _):
-            return gO * ctx.two_x
-
-    x = torch.randn([], requires_grad=True)
-    y, _ = MySquare.apply(x)
-    (gx,) = torch.autograd.grad(y, x)
-    close(gx, 2 * x)
-
-
 def test_custom_function_setup_context_multi_input(torch):
     class MyReshape(torch.autograd.Function):
         @staticmethod
@@ -1541,7 +1518,10 @@ def test_retain_grad_inplace(torch):
     close(w.grad, torch.ones(2, 2))
 
 
-def test_retains_grad_inplace_multiple_outputs(torch):
+def _two_output_functions(torch):
+    """A custom Function and a built-in op, each with two outputs (x * 2, x * 3 and
+    var_mean), as PyTorch's in-place multiple-output tests use them."""
+
     class DoubleMul(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -1551,8 +1531,11 @@ def test_retains_grad_inplace_multiple_outputs(torch):
         def backward(ctx, g1, g2):
             return g1 * 2 + g2 * 3
 
-    var_mean = partial(torch.var_mean, dim=0)
-    for fn in (DoubleMul.apply, var_mean):
+    return DoubleMul.apply, partial(torch.var_mean, dim=0)
+
+
+def test_retains_grad_inplace_multiple_outputs(torch):
+    for fn in _two_output_functions(torch):
         b = torch.rand(3, 3, requires_grad=True)
         var, mean = fn(b)
         var.retain_grad()
@@ -1622,17 +1605,7 @@ def test_tensor_hooks_inplace(torch):
 
 
 def test_tensor_hooks_inplace_multiple_outputs(torch):
-    class DoubleMul(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2, x * 3
-
-        @staticmethod
-        def backward(ctx, g1, g2):
-            return g1 * 2 + g2 * 3
-
-    var_mean = partial(torch.var_mean, dim=0)
-    for fn in (DoubleMul.apply, var_mean):
+    for fn in _two_output_functions(torch):
         counts = [0, 0, 0]
 
         def fn0(grad):
@@ -3507,23 +3480,6 @@ def test_autograd_multiple_views_python(torch):
         RuntimeError, match="Output 0 of ComplexView is a view and is being modified inplace"
     ):  # torch 2.x text
         out += 1
-
-
-def test_custom_function_mark_output_view_of_intermediate(torch):
-    class Func(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, inp):
-            out = inp.clone().view_as(inp)
-            ctx.mark_dirty(out)
-            return out
-
-        @staticmethod
-        def backward(ctx, gO):
-            pass
-
-    a = torch.tensor([1.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match="received a tensor that was not an input."):
-        Func.apply(a.clone())
 
 
 def test_custom_function_inplace_on_non_default_view_and_leaf(torch):

@@ -724,37 +724,6 @@ def test_hook_edge_case_when_called_with_grad(lib):
     assert run(lambda: c.backward(inputs=(a, b), retain_graph=True)) == (2, 2, 2)
 
 
-def test_grad_fn_prehooks_and_posthooks(lib):
-    # PyTorch test_autograd.py: test_grad_fn_prehooks (the built-in op half)
-    torch = lib
-    a = torch.tensor([1.0], requires_grad=True)
-    b = a * 2
-    post_counter, pre_counter = [0], [0]
-
-    def posthook(grad_input, grad_output):
-        assert pre_counter[0] == 3
-        assert torch.allclose(grad_output[0], torch.ones(1) * 8)
-        assert torch.allclose(grad_input[0], torch.ones(1) * 16)
-        post_counter[0] += 1
-        return grad_input
-
-    def prehook(grad_output):
-        pre_counter[0] += 1
-        return (grad_output[0] * 2,)
-
-    b.grad_fn.register_hook(posthook)
-    b.grad_fn.register_hook(posthook)
-    b.grad_fn.register_prehook(prehook)
-    b.grad_fn.register_prehook(lambda x: None)
-    b.grad_fn.register_prehook(prehook)
-    b.grad_fn.register_prehook(prehook)
-    b.grad_fn.register_prehook(lambda x: x)
-    b.grad_fn.register_prehook(lambda x: None)
-    b.sum().backward()
-    assert post_counter[0] == 2 and pre_counter[0] == 3
-    assert a.grad.tolist() == [16.0]
-
-
 def test_node_posthook_can_replace_grad_inputs(lib):
     torch = lib
     a = torch.tensor([1.0, 2.0], requires_grad=True)

@@ -83,6 +83,12 @@ def _loaded_openblas_paths() -> list[str]:
     return sorted(p for p in paths if p.startswith("/") and ".so" in p)
 
 
+def _symbol(lib, names: tuple[str, ...]):
+    """The first of `names` the library exports (each OpenBLAS build spells its API
+    with its own prefix and suffix), or None."""
+    return next((getattr(lib, n) for n in names if hasattr(lib, n)), None)
+
+
 def _find_libraries() -> list[tuple[str, object, object]]:
     found = []
     for path in _loaded_openblas_paths():
@@ -90,8 +96,7 @@ def _find_libraries() -> list[tuple[str, object, object]]:
             lib = ctypes.CDLL(path)  # already loaded: the same handle, no new copy
         except OSError:
             continue
-        setter = next((getattr(lib, n) for n in _SETTERS if hasattr(lib, n)), None)
-        getter = next((getattr(lib, n) for n in _GETTERS if hasattr(lib, n)), None)
+        setter, getter = _symbol(lib, _SETTERS), _symbol(lib, _GETTERS)
         if setter is None or getter is None:
             continue
         setter.argtypes, setter.restype = (ctypes.c_int,), None
@@ -219,7 +224,7 @@ def core_names() -> list[str]:
             lib = ctypes.CDLL(path)  # already loaded: the same handle
         except OSError:
             continue
-        fn = next((getattr(lib, n) for n in _CORE_NAME_FUNCTIONS if hasattr(lib, n)), None)
+        fn = _symbol(lib, _CORE_NAME_FUNCTIONS)
         if fn is None:
             continue
         fn.argtypes, fn.restype = (), ctypes.c_char_p
