@@ -21,7 +21,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 # pyproject.toml's version, for a source tree that pip never installed (tests check they agree)
-_FALLBACK_VERSION = "0.3.3"
+_FALLBACK_VERSION = "0.3.4"
 
 
 @functools.cache

@@ -233,3 +233,32 @@ def test_the_kernel_names_follow_the_intrinsics_source(monkeypatch):
     before = cache.content_hash(b"kernel source")
     monkeypatch.setattr(cache, "_intrinsics_hash", lambda: "another intrinsics source")
     assert cache.content_hash(b"kernel source") != before
+
+
+def test_every_runtime_module_a_kernel_imports_is_in_its_name_and_index_key(monkeypatch):
+    """The emitted kernels import runtime modules whose code Numba compiles into the
+    cached machine code (intrinsics.py, lapack.py): a change to any of them must give
+    new module names and new index keys, or a warm cache keeps the old code."""
+    import pathlib
+    import re
+
+    from tracegrad.codegen import index
+    from tracegrad.runtime import cache
+
+    codegen_dir = pathlib.Path(index.__file__).parent
+    imported = set()
+    for path in codegen_dir.glob("*.py"):
+        imported |= set(re.findall(r'"from tracegrad\.runtime\.(\w+) import', path.read_text()))
+    assert {"intrinsics", "lapack"} <= imported
+    for module in imported:
+        assert f"runtime/{module}.py" in index._PIPELINE_PARTS
+        name = f"{module}.py"
+        real = pathlib.Path.read_bytes
+        before = cache._intrinsics_hash.__wrapped__()
+        monkeypatch.setattr(
+            pathlib.Path,
+            "read_bytes",
+            lambda self, real=real, name=name: real(self) + (b"#" if self.name == name else b""),
+        )
+        assert cache._intrinsics_hash.__wrapped__() != before, module
+        monkeypatch.undo()

@@ -67,6 +67,57 @@ def test_own_threads_are_not_counted_as_load():
     assert 1 <= parallel.threads_now() <= threads.get_num_threads()
 
 
+def _running_counts(samples: int = 60) -> int:
+    import time
+
+    total = 0
+    for _ in range(samples):
+        total += parallel._own_threads_running()
+        time.sleep(0.001)
+    return total
+
+
+def test_another_runtimes_running_thread_is_load(monkeypatch):
+    """A thread that was not there when tracegrad was imported (another library's pool,
+    spinning) is not subtracted from the runnable tasks; the import-time threads are.
+    Where an import-time thread has ended (a fork restarts OpenBLAS's pool), every
+    thread counts as ours again."""
+    import hashlib
+    import os
+    import threading
+
+    from tracegrad.runtime import threads
+
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("no /proc")
+    stop, started = threading.Event(), []
+
+    def spin():  # hashing a large buffer releases the GIL: the thread stays runnable
+        started.append(str(threading.get_native_id()))
+        data = b"x" * (1 << 22)
+        while not stop.is_set():
+            hashlib.sha256(data).digest()
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    try:
+        while not started:
+            pass
+        everyone = set(os.listdir("/proc/self/task"))
+        monkeypatch.setattr(threads, "startup_thread_ids", lambda: everyone)
+        as_ours = _running_counts()
+        monkeypatch.setattr(threads, "startup_thread_ids", lambda: everyone - set(started))
+        as_load = _running_counts()
+        monkeypatch.setattr(threads, "startup_thread_ids", lambda: everyone | {"999999999"})
+        after_fork = _running_counts()
+    finally:
+        stop.set()
+        spinner.join()
+    assert as_ours >= 30, "the spinning thread should be runnable most of the time"
+    assert as_load <= as_ours - 25
+    assert after_fork >= 30
+
+
 def test_kernels_limit_blas_for_the_call(monkeypatch):
     from tracegrad import codegen
 

@@ -62,6 +62,9 @@ _PIPELINE_PARTS = (
     "ops",
     "passes",
     "codegen",
+    # compiled into each kernel's machine code (Numba's cache does not see them change)
+    "runtime/intrinsics.py",
+    "runtime/lapack.py",
 )
 
 

@@ -28,8 +28,9 @@ OpenBLAS's workers spin ~0.1 s after each call on the cores the other pool needs
 PyTorch eager's attention (2^21 multiply-adds a GEMM) beside tracegrad's went from
 3.5-4.2 ms to 1.8-1.9 ms with one BLAS thread, tracegrad's own time unchanged.
 Bigger calls keep their threads: the GP kernel's order-256 solves (2^23) are 15-25%
-faster with a second thread alone, and one thread did not help it beside all six
-peers (perf/report.md).
+faster with a second thread alone. Beside jax.jit's Cholesky, whose OpenBLAS (SciPy's,
+not NumPy's) spins after each call, that kernel gets one thread because the spinning
+thread counts as load (ops/parallel.py `_own_threads_running`), not because of `cap`.
 
 `follow_load()`, which older call sites call before a LAPACK call they make
 themselves (ops/linalg.py), no longer changes anything: it cannot put the count

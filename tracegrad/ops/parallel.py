@@ -116,17 +116,28 @@ def _remember_worker() -> None:
 
 
 def _own_threads_running() -> int:
-    """How many of this process's other threads the kernel counts as runnable right now:
-    our pool's workers and BLAS's threads that have just finished a chunk may not have
-    gone back to sleep yet, and they are not load."""
+    """How many of this process's other threads the kernel counts as runnable right now
+    but not as load: tracegrad's eager pool, and the threads the process had when
+    tracegrad was imported (NumPy's OpenBLAS workers, which the kernels' BLAS calls
+    use). Those may not have gone back to sleep after the last chunk, and they would
+    take the next one. Any other running thread is load: another runtime's pool in
+    this process (an OpenBLAS of its own spins ~0.1 s after each call: jax.jit's
+    Cholesky on SciPy's OpenBLAS doubled the GP kernel's 2-thread median beside it),
+    a background build, a user's thread. Where an import-time thread has ended (a fork
+    restarts OpenBLAS's pool), every running thread counts as ours, as before."""
     me = threading.get_native_id()
     running = 0
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
         return 0
+    own = _threads.startup_thread_ids()
+    if not own or not own.issubset(tids):
+        own = None
     for tid in tids:
         if tid == str(me):
+            continue
+        if own is not None and tid not in own and int(tid) not in _workers:
             continue
         try:
             with open(f"/proc/self/task/{tid}/stat", "rb") as f:
@@ -139,7 +150,8 @@ def _own_threads_running() -> int:
 
 def threads_now() -> int:
     """Threads worth using now: the thread limit (runtime/threads.py), less the CPUs
-    other processes' runnable tasks occupy (re-read at most every 50 ms); BLAS calls,
+    other runnable tasks occupy (other processes', and other runtimes' threads in this
+    one: `_own_threads_running`; re-read at most every 50 ms); BLAS calls,
     parallel kernels and the eager split (at most THREADS) follow it."""
     now = time.monotonic()
     if now - _free[0] < 0.05:

@@ -423,10 +423,13 @@ def version_salt() -> str:
 
 @functools.lru_cache(maxsize=1)
 def _intrinsics_hash() -> str:
-    """The generated modules import runtime/intrinsics.py, whose code Numba compiles into
-    each kernel's cached machine code: a change there (between two commits of one version,
-    too) must not leave kernels built with the old one in use."""
-    return hashlib.sha256(Path(__file__).with_name("intrinsics.py").read_bytes()).hexdigest()[:16]
+    """The generated modules import runtime/intrinsics.py and runtime/lapack.py, whose
+    code Numba compiles into each kernel's cached machine code: a change there (between
+    two commits of one version, too) must not leave kernels built with the old one in use."""
+    h = hashlib.sha256()
+    for name in ("intrinsics.py", "lapack.py"):
+        h.update(Path(__file__).with_name(name).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def content_hash(source_bytes: bytes) -> str:

@@ -342,6 +342,23 @@ def import_numpy() -> None:
         finally:
             os.environ.pop("OPENBLAS_THREAD_TIMEOUT", None)
     _blas.update(timeout=timeout, why=why)
+    _startup_threads.update(_thread_ids())
+
+
+_startup_threads: set[str] = set()
+
+
+def _thread_ids() -> set[str]:
+    try:
+        return set(os.listdir("/proc/self/task"))
+    except OSError:
+        return set()
+
+
+def startup_thread_ids() -> set[str]:
+    """This process's thread ids (/proc/self/task names) when tracegrad was imported,
+    NumPy's OpenBLAS workers among them; empty where /proc cannot be read."""
+    return _startup_threads
 
 
 def blas_report() -> dict:
