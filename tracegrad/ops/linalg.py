@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from tracegrad.ops import blas_threads
+from tracegrad.ops import blas_threads, numpy_blas
 from tracegrad.ops import table as T
 from tracegrad.ops.core import (
     Aval,
@@ -212,8 +212,20 @@ def _cholesky_impl(a, upper=False):
     return np.ascontiguousarray(np.swapaxes(low, -1, -2)) if upper else low
 
 
+def _solve_one_triangular(a, b, lower, trans, unit_diagonal):
+    """One (n, n) system, on NumPy's OpenBLAS where it has trsm (ops/numpy_blas.py:
+    SciPy's copy would start a second spinning thread pool), else scipy.linalg."""
+    x = numpy_blas.trsm(a, b, lower=lower, trans=trans, unit_diagonal=unit_diagonal)
+    if x is not None:
+        return x
+    return np.asarray(
+        _scipy_linalg().solve_triangular(
+            a, b, lower=lower, trans=int(trans), unit_diagonal=unit_diagonal, check_finite=False
+        )
+    )
+
+
 def _triangular_solve_impl(a, b, lower=True, trans=False, unit_diagonal=False):
-    solve_triangular = _scipy_linalg().solve_triangular
     a, b = _as_float("triangular_solve", a, b)
     triangular_solve_p.shape_rule(aval_of(a), aval_of(b))  # scipy would batch b alone
     diag = np.diagonal(a, axis1=-2, axis2=-1)
@@ -222,21 +234,10 @@ def _triangular_solve_impl(a, b, lower=True, trans=False, unit_diagonal=False):
             "triangular_solve", [a, b], "the matrix is singular (a zero on its diagonal)"
         )
     if a.ndim == 2:
-        return np.asarray(
-            solve_triangular(
-                a, b, lower=lower, trans=int(trans), unit_diagonal=unit_diagonal, check_finite=False
-            )
-        )
+        return _solve_one_triangular(a, b, lower, trans, unit_diagonal)
     out = np.empty(b.shape, a.dtype)
-    for i in np.ndindex(*a.shape[:-2]):  # scipy < 1.15 does not batch
-        out[i] = solve_triangular(
-            a[i],
-            b[i],
-            lower=lower,
-            trans=int(trans),
-            unit_diagonal=unit_diagonal,
-            check_finite=False,
-        )
+    for i in np.ndindex(*a.shape[:-2]):
+        out[i] = _solve_one_triangular(a[i], b[i], lower, trans, unit_diagonal)
     return out
 
 
