@@ -131,7 +131,7 @@ def _own_threads_running() -> int:
         tids = os.listdir("/proc/self/task")
     except OSError:
         return 0
-    own = _threads.startup_thread_ids()
+    own: set[str] | None = _threads.startup_thread_ids()
     if not own or not own.issubset(tids):
         own = None
     for tid in tids:
