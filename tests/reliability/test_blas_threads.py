@@ -118,6 +118,92 @@ def test_another_runtimes_running_thread_is_load(monkeypatch):
     assert after_fork >= 30
 
 
+def test_numpy_blas_workers_stay_ours_across_a_fork():
+    """OpenBLAS stops its pool before a fork; tracegrad starts NumPy's again in the
+    parent and counts the new workers as its own, so they never look like another
+    runtime's threads (which would cost the kernels their second BLAS thread)."""
+    import multiprocessing
+    import os
+
+    from tracegrad.runtime import threads
+
+    np.ones((300, 300)) @ np.ones((300, 300))
+    numpy_libs = os.path.realpath(
+        os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    )
+    ours = [
+        lib
+        for lib in blas_threads._refresh_libraries()
+        if os.path.realpath(lib[0]).startswith(numpy_libs)
+    ]
+    if not ours or ours[0][2]() < 2 or not threads.startup_thread_ids():
+        pytest.skip("no threaded NumPy OpenBLAS, or no /proc")
+    before = set(threads.startup_thread_ids())
+    assert before <= threads.thread_ids()
+    child = multiprocessing.get_context("fork").Process(target=int)
+    child.start()
+    child.join()
+    assert child.exitcode == 0
+    after = threads.startup_thread_ids()
+    assert after <= threads.thread_ids()  # nothing stale: no fall back to the old rule
+    assert after - before, "the restarted workers were adopted"
+
+
+def test_foreign_threads_are_busy_while_one_runs_and_idle_after(monkeypatch):
+    """`foreign_threads_busy` (which gates the BLAS cap beside another runtime) says
+    whether a thread that is not tracegrad's ran lately: a spinning one makes it true,
+    and a second after the spinning stopped (sleeping threads only) it is false."""
+    import hashlib
+    import os
+    import threading
+    import time
+
+    from tracegrad.runtime import threads
+
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("no /proc")
+    stop, started, resting = threading.Event(), [], threading.Event()
+
+    def spin():
+        started.append(str(threading.get_native_id()))
+        data = b"x" * (1 << 22)
+        while not stop.is_set():
+            hashlib.sha256(data).digest()
+        resting.set()
+        time.sleep(30)  # alive but asleep until the process ends (daemon)
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    while not started:
+        pass
+    # every other thread (the test runner's come and go) counts as tracegrad's
+    monkeypatch.setattr(
+        threads, "startup_thread_ids", lambda: set(os.listdir("/proc/self/task")) - set(started)
+    )
+    parallel._foreign_busy_at[0] = -1e9
+    parallel._own_threads_running()
+    assert parallel.foreign_threads_busy(within=1.0)
+    time.sleep(0.1)  # a few CPU ticks
+    stop.set()
+    assert resting.wait(10)
+    time.sleep(0.05)
+    parallel._own_threads_running()  # its ticks at rest
+    parallel._foreign_busy_at[0] = -1e9
+    time.sleep(0.05)
+    parallel._own_threads_running()  # no tick since: not busy
+    assert not parallel.foreign_threads_busy(within=1.0)
+    # ticks that grew since a look 5 s ago may be 5 s old: not busy within the last second
+    parallel._foreign_ticks[started[0]] = 0
+    parallel._foreign_ticks_at[0] = time.monotonic() - 5
+    parallel._own_threads_running()
+    assert not parallel.foreign_threads_busy(within=1.0)
+    assert parallel.foreign_threads_busy(within=10.0)
+    # where the threads cannot be told apart (after a fork), it answers busy
+    monkeypatch.setattr(threads, "startup_thread_ids", lambda: {"999999999"})
+    parallel._own_threads_running()
+    assert parallel.foreign_threads_busy(within=1.0)
+
+
 def test_kernels_limit_blas_for_the_call(monkeypatch):
     from tracegrad import codegen
 
@@ -154,10 +240,16 @@ def test_a_gemm_kernel_limits_blas_threads_while_it_runs(fresh):
     blas_threads._ceiling[0] = max(blas_threads._ceiling[0], 2)  # as on a multi-core machine
     starts = _library_threads()
     fresh.setattr(blas_threads, "neighbour_pools", lambda: True)
+    fresh.setattr(blas_threads, "foreign_threads_busy", lambda: True)
     np.testing.assert_allclose(f(a, b), np.tanh(a @ b), rtol=1e-12)
     assert inside and inside[-1] == [1] * len(starts)
     assert _library_threads() == starts
     inside.clear()
+    # the runtime is imported but none of its threads ran lately: nothing lowered
+    fresh.setattr(blas_threads, "foreign_threads_busy", lambda: False)
+    np.testing.assert_allclose(f(a, b), np.tanh(a @ b), rtol=1e-12)
+    assert inside == []
+    fresh.setattr(blas_threads, "foreign_threads_busy", lambda: True)
     fresh.setattr(blas_threads, "neighbour_pools", lambda: False)
     np.testing.assert_allclose(f(a, b), np.tanh(a @ b), rtol=1e-12)
     assert inside == []  # alone in the process: nothing lowered, nothing to put back

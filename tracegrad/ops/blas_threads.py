@@ -23,7 +23,9 @@ costs about 0.4 us.
 A compiled kernel also passes `cap`, the threads its largest BLAS call is worth
 (codegen/kernel.py's blas_thread_cap: one per 2^22 multiply-adds), which applies
 where another runtime's thread pool shares the process (JAX, PyTorch, TensorFlow
-imported). The two pools then take turns waiting at each other's barriers, and
+imported) and a thread that is not tracegrad's ran in the last second
+(ops/parallel.py `foreign_threads_busy`: a runtime imported and left idle costs
+nothing). The two pools then take turns waiting at each other's barriers, and
 OpenBLAS's workers spin ~0.1 s after each call on the cores the other pool needs:
 PyTorch eager's attention (2^21 multiply-adds a GEMM) beside tracegrad's went from
 3.5-4.2 ms to 1.8-1.9 ms with one BLAS thread, tracegrad's own time unchanged.
@@ -46,10 +48,12 @@ Nothing is set when TRACEGRAD_BLAS_FOLLOW_LOAD=0.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 import threading
 
-from tracegrad.ops.parallel import threads_now
+from tracegrad.ops.parallel import foreign_threads_busy, threads_now
+from tracegrad.runtime import threads as _threads_module
 
 # OpenBLAS splits a GEMM over its threads from M*N*K = 65536 * 4 on (its
 # GEMM_MULTITHREAD_THRESHOLD); below that it runs on the calling thread.
@@ -144,16 +148,16 @@ def neighbour_pools() -> bool:
 
 def enter(cap: int | None = None) -> list | None:
     """Lower each OpenBLAS above the count tracegrad may use now to that count, and,
-    when another runtime's pool shares the process, above `cap` (the count the call's
-    size is worth) too; returns what `leave` needs to put the counts back (None:
-    nothing was changed)."""
+    when another runtime's pool shares the process and one of its threads ran in the
+    last second, above `cap` (the count the call's size is worth) too; returns what
+    `leave` needs to put the counts back (None: nothing was changed)."""
     if not _is_enabled():
         return None
     libraries = _libraries if _libraries else _refresh_libraries()
     if not libraries:
         return None
     wanted = threads_now()
-    if cap is not None and cap < wanted and neighbour_pools():
+    if cap is not None and cap < wanted and neighbour_pools() and foreign_threads_busy():
         wanted = cap
     if wanted >= _ceiling[0]:  # the usual case: the counts the libraries started with fit
         return None
@@ -247,6 +251,30 @@ def reset() -> None:
     _neighbours_seen[0] = False
     _libraries = None
     _ceiling[0] = 0
+
+
+def _numpy_pool_after_fork() -> None:
+    """OpenBLAS shuts its pool down before every fork (its own pthread_atfork handler)
+    and starts new workers at the next threaded call. In the parent, start NumPy's
+    pool again now, and tell ops/parallel.py the new workers are tracegrad's (its
+    BLAS calls use them): otherwise they would count as another runtime's threads."""
+    import numpy as np
+
+    numpy_libs = os.path.realpath(
+        os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    )
+    libraries = _libraries if _libraries is not None else _refresh_libraries()
+    ours = [lib for lib in libraries if os.path.realpath(lib[0]).startswith(numpy_libs)]
+    if not ours:
+        return
+    before = _threads_module.thread_ids()
+    for _, setter, getter in ours:
+        setter(getter())  # the same count: OpenBLAS starts its workers for it
+    _threads_module.adopt_threads(_threads_module.thread_ids() - before)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_parent=_numpy_pool_after_fork)
 
 
 def note_new_library() -> None:

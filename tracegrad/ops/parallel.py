@@ -124,28 +124,56 @@ def _own_threads_running() -> int:
     this process (an OpenBLAS of its own spins ~0.1 s after each call: jax.jit's
     Cholesky on SciPy's OpenBLAS doubled the GP kernel's 2-thread median beside it),
     a background build, a user's thread. Where an import-time thread has ended (a fork
-    restarts OpenBLAS's pool), every running thread counts as ours, as before."""
+    restarts OpenBLAS's pool), every running thread counts as ours, as before.
+    Also notes when those other threads last ran (`foreign_threads_busy`)."""
     me = threading.get_native_id()
+    now = time.monotonic()
     running = 0
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
+        _foreign_busy_at[0] = now  # cannot tell: as if they were busy
         return 0
     own: set[str] | None = _threads.startup_thread_ids()
     if not own or not own.issubset(tids):
         own = None
+        _foreign_busy_at[0] = now
+    ticks_before, ticks_now = _foreign_ticks.copy(), {}
     for tid in tids:
         if tid == str(me):
             continue
-        if own is not None and tid not in own and int(tid) not in _workers:
-            continue
         try:
             with open(f"/proc/self/task/{tid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
+                fields = f.read().rsplit(b")", 1)[1].split()
+            state, ticks = fields[0], int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
             continue
-        running += state == b"R"
+        if own is None or tid in own or int(tid) in _workers:
+            running += state == b"R"
+            continue
+        ticks_now[tid] = ticks
+        if state == b"R":
+            _foreign_busy_at[0] = now
+        elif ticks > ticks_before.get(tid, ticks):  # it ran since the last look, maybe long ago
+            _foreign_busy_at[0] = max(_foreign_busy_at[0], _foreign_ticks_at[0])
+    _foreign_ticks.clear()
+    _foreign_ticks.update(ticks_now)
+    _foreign_ticks_at[0] = now
     return running
+
+
+# Threads not tracegrad's (see _own_threads_running): their CPU ticks at the last look,
+# and when one of them was last seen running or having run since the look before.
+_foreign_ticks: dict[str, int] = {}
+_foreign_ticks_at = [-1e9]
+_foreign_busy_at = [-1e9]
+
+
+def foreign_threads_busy(within: float = 1.0) -> bool:
+    """Whether a thread of this process that is not tracegrad's (another runtime's
+    pool, a user's thread) ran in the last `within` seconds, as of the last look
+    `threads_now` took (True where that cannot be told: no /proc, or after a fork)."""
+    return time.monotonic() - _foreign_busy_at[0] < within
 
 
 def threads_now() -> int:
@@ -375,6 +403,8 @@ def _after_fork_in_child() -> None:
     _pool_lock = threading.Lock()
     _workers.clear()
     _free[0], _free[1] = 0.0, 1
+    _foreign_ticks.clear()
+    _foreign_ticks_at[0] = _foreign_busy_at[0] = -1e9
     compiler = sys.modules.get("tracegrad.compiler")
     lock = getattr(compiler, "_BUILD_LOCK", None)
     if (

@@ -342,13 +342,14 @@ def import_numpy() -> None:
         finally:
             os.environ.pop("OPENBLAS_THREAD_TIMEOUT", None)
     _blas.update(timeout=timeout, why=why)
-    _startup_threads.update(_thread_ids())
+    _startup_threads.update(thread_ids())
 
 
 _startup_threads: set[str] = set()
 
 
-def _thread_ids() -> set[str]:
+def thread_ids() -> set[str]:
+    """This process's thread ids (/proc/self/task names); empty without /proc."""
     try:
         return set(os.listdir("/proc/self/task"))
     except OSError:
@@ -356,9 +357,18 @@ def _thread_ids() -> set[str]:
 
 
 def startup_thread_ids() -> set[str]:
-    """This process's thread ids (/proc/self/task names) when tracegrad was imported,
-    NumPy's OpenBLAS workers among them; empty where /proc cannot be read."""
+    """This process's thread ids when tracegrad was imported, NumPy's OpenBLAS workers
+    among them (those still alive, and the workers OpenBLAS restarted after a fork:
+    `adopt_threads`); empty where /proc cannot be read."""
     return _startup_threads
+
+
+def adopt_threads(new_ids: set[str]) -> None:
+    """Count `new_ids` (NumPy's OpenBLAS workers, started again after a fork) with the
+    import-time threads, and forget those that have ended."""
+    if _startup_threads and new_ids:
+        _startup_threads.intersection_update(thread_ids())
+        _startup_threads.update(new_ids)
 
 
 def blas_report() -> dict:
