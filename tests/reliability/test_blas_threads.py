@@ -332,3 +332,33 @@ def test_no_prange_variant_beside_a_threaded_gemm(monkeypatch):
 
     monkeypatch.setattr(structured, "BLAS_THREADED_MNK", 1 << 62)
     assert _wants_parallel(batch)
+
+
+def test_a_scan_limits_its_blas_like_a_kernel(fresh, caplog):
+    """A scan's native loop passes the cap its body's largest GEMM is worth, as a
+    kernel does: beside another runtime's busy pool its per-step GEMMs stay on one
+    thread, and the value is the loop's."""
+    import tracegrad as tg
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 256)) / 8
+    xs = rng.standard_normal((5, 32, 64))
+
+    def f(w, xs):
+        def step(h, x):
+            return tg.tanh(x @ w + h), None
+
+        h, _ = tg.scan(step, np.zeros((32, 256)), xs)
+        return tg.sum(h)
+
+    caps = []
+    real_enter = blas_threads.enter
+    fresh.setattr(blas_threads, "enter", lambda cap=None: caps.append(cap) or real_enter(cap))
+    g = tg.compile(f, backend="numba")
+    h = np.zeros((32, 256))
+    for x in xs:
+        h = np.tanh(x @ w + h)
+    with caplog.at_level("WARNING", logger="tracegrad"):
+        np.testing.assert_allclose(g(w, xs), h.sum(), rtol=1e-10)
+    assert "native loop failed" not in caplog.text  # the njit loop, not the fallback
+    assert 1 in caps  # 32 x 256 x 64 = 2**19 multiply-adds: one thread's worth

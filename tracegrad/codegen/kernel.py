@@ -682,7 +682,7 @@ def _install_numpy_fallbacks(module, graph: Graph, ids) -> None:
         node = by_id[nid]
         impl, attrs, shape, dtype = REGISTRY[node.op].impl, dict(node.attrs), node.shape, node.dtype
         if node.op == "scan":  # its body runs as a kernel of its own (codegen/loops.py)
-            runner = loops.scan_runner(node, build_kernel, _calls_blas)
+            runner = loops.scan_runner(node, build_kernel, _calls_blas, blas_thread_cap)
             impl, attrs = (lambda *a, _run=runner, **_: _run(*a)), {}
 
         def run(*args, _impl=impl, _attrs=attrs, _shape=shape, _dtype=dtype):

@@ -40,20 +40,24 @@ _RUNNERS: weakref.WeakKeyDictionary[Graph, dict] = weakref.WeakKeyDictionary()
 
 
 def scan_runner(
-    node: Node, build_kernel: Callable[[Graph], Callable], calls_blas: Callable[[str], bool]
+    node: Node,
+    build_kernel: Callable[[Graph], Callable],
+    calls_blas: Callable[[str], bool],
+    blas_cap: Callable[[str], int | None] = lambda source: None,
 ) -> Callable | None:
     """A callable computing the scan node's packed value from its operands.
 
-    The kernel builder (`kernel.build_kernel`, for bodies that need a Python loop)
-    and its BLAS test (`kernel._calls_blas`) come from the caller: this module sits
-    below kernel.py, which installs the runners, so imports run one way."""
+    The kernel builder (`kernel.build_kernel`, for bodies that need a Python loop),
+    its BLAS test (`kernel._calls_blas`) and the BLAS threads the body's largest call
+    is worth (`kernel.blas_thread_cap`) come from the caller: this module sits below
+    kernel.py, which installs the runners, so imports run one way."""
     attrs = node.attrs
     body = attrs["body"]
     key = (attrs["length"], attrs["reverse"], attrs["n_carry"], attrs["n_xs"])
     per_body = _RUNNERS.setdefault(body, {})
     run = per_body.get(key)
     if run is None:
-        run = per_body[key] = _build(body, *key, build_kernel, calls_blas)
+        run = per_body[key] = _build(body, *key, build_kernel, calls_blas, blas_cap)
     return run
 
 
@@ -65,6 +69,7 @@ def _build(
     n_xs: int,
     build_kernel: Callable[[Graph], Callable],
     calls_blas: Callable[[str], bool],
+    blas_cap: Callable[[str], int | None],
 ) -> Callable:
     from tracegrad.codegen.generate import generate
     from tracegrad.codegen.plan import ir_hash, optimized_body
@@ -78,7 +83,17 @@ def _build(
     if same_dtype and not emitted.fallback_ids:
         try:
             return _native(
-                graph, emitted, name, length, reverse, n_carry, n_xs, dtype, slots, calls_blas
+                graph,
+                emitted,
+                name,
+                length,
+                reverse,
+                n_carry,
+                n_xs,
+                dtype,
+                slots,
+                calls_blas,
+                blas_cap,
             )
         except Exception as exc:  # never the user's fault: run the body kernel per step
             log.warning(
@@ -106,7 +121,9 @@ def _build(
     return run_python_loop
 
 
-def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, slots, calls_blas):
+def _native(
+    graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, slots, calls_blas, blas_cap
+):
     from tracegrad.runtime.cache import load_source
 
     n_in = len(graph.inputs)
@@ -163,13 +180,17 @@ def _native(graph, emitted, body_name, length, reverse, n_carry, n_xs, dtype, sl
 
     # like a kernel's entry (codegen._load_aware): BLAS threads at most the idle CPUs for
     # the call. A driver around scans has no GEMM of its own, so nothing else limits them;
-    # small GEMMs on 2 threads on a busy machine took 3-5x longer (lstm_scan_t20: 7-11 ms vs 2.4)
+    # small GEMMs on 2 threads on a busy machine took 3-5x longer (lstm_scan_t20: 7-11 ms vs 2.4).
+    # Beside another runtime's busy pool, at most the threads the largest call is worth,
+    # as for a kernel: PyTorch eager's LSTM interleaved with lstm_scan_t20 f64 took 12.9-14.3
+    # ms with the scan's GEMMs on 2 threads, 6.0-6.7 ms on 1 (tracegrad's 3.7-3.9 -> 4.0-4.2)
     limited = calls_blas(emitted.source)
+    cap = blas_cap(emitted.source) if limited else None
 
     def run_native(*operands):
         args = [_kernel_array(a, d) for a, d in zip(operands, in_dtypes, strict=True)]
         if limited:
-            saved = blas_threads.enter()
+            saved = blas_threads.enter(cap)
             if saved is not None:
                 try:
                     return loop(*const_values, *args)
