@@ -67,6 +67,48 @@ def test_own_threads_are_not_counted_as_load():
     assert 1 <= parallel.threads_now() <= threads.get_num_threads()
 
 
+class _Spinner:
+    """A thread that is not tracegrad's, runnable until `stop()`, then asleep (still
+    alive) until the `with` block ends. Hashing a large buffer releases the GIL."""
+
+    def __init__(self):
+        import threading
+
+        self._stop, self._resting, self._exit = (threading.Event() for _ in range(3))
+        self._ids: list[str] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        import hashlib
+        import threading
+
+        self._ids.append(str(threading.get_native_id()))
+        data = b"x" * (1 << 22)
+        while not self._stop.is_set():
+            hashlib.sha256(data).digest()
+        self._resting.set()
+        self._exit.wait()
+
+    def __enter__(self):
+        self._thread.start()
+        while not self._ids:
+            pass
+        return self
+
+    @property
+    def tid(self) -> str:
+        return self._ids[0]
+
+    def stop(self):
+        self._stop.set()
+        assert self._resting.wait(10)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._exit.set()
+        self._thread.join()
+
+
 def _running_counts(samples: int = 60) -> int:
     import time
 
@@ -82,37 +124,20 @@ def test_another_runtimes_running_thread_is_load(monkeypatch):
     spinning) is not subtracted from the runnable tasks; the import-time threads are.
     Where an import-time thread has ended (a fork restarts OpenBLAS's pool), every
     thread counts as ours again."""
-    import hashlib
     import os
-    import threading
 
     from tracegrad.runtime import threads
 
     if not os.path.isdir("/proc/self/task"):
         pytest.skip("no /proc")
-    stop, started = threading.Event(), []
-
-    def spin():  # hashing a large buffer releases the GIL: the thread stays runnable
-        started.append(str(threading.get_native_id()))
-        data = b"x" * (1 << 22)
-        while not stop.is_set():
-            hashlib.sha256(data).digest()
-
-    spinner = threading.Thread(target=spin, daemon=True)
-    spinner.start()
-    try:
-        while not started:
-            pass
+    with _Spinner() as spinner:
         everyone = set(os.listdir("/proc/self/task"))
         monkeypatch.setattr(threads, "startup_thread_ids", lambda: everyone)
         as_ours = _running_counts()
-        monkeypatch.setattr(threads, "startup_thread_ids", lambda: everyone - set(started))
+        monkeypatch.setattr(threads, "startup_thread_ids", lambda: everyone - {spinner.tid})
         as_load = _running_counts()
         monkeypatch.setattr(threads, "startup_thread_ids", lambda: everyone | {"999999999"})
         after_fork = _running_counts()
-    finally:
-        stop.set()
-        spinner.join()
     assert as_ours >= 30, "the spinning thread should be runnable most of the time"
     assert as_load <= as_ours - 25
     assert after_fork >= 30
@@ -125,16 +150,13 @@ def test_numpy_blas_workers_stay_ours_across_a_fork():
     import multiprocessing
     import os
 
-    from tracegrad.runtime import threads
+    from tracegrad.runtime import numpy_openblas, threads
 
     np.ones((300, 300)) @ np.ones((300, 300))
-    numpy_libs = os.path.realpath(
-        os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    )
     ours = [
         lib
         for lib in blas_threads._refresh_libraries()
-        if os.path.realpath(lib[0]).startswith(numpy_libs)
+        if os.path.realpath(lib[0]) == numpy_openblas.path()
     ]
     if not ours or ours[0][2]() < 2 or not threads.startup_thread_ids():
         pytest.skip("no threaded NumPy OpenBLAS, or no /proc")
@@ -153,51 +175,37 @@ def test_foreign_threads_are_busy_while_one_runs_and_idle_after(monkeypatch):
     """`foreign_threads_busy` (which gates the BLAS cap beside another runtime) says
     whether a thread that is not tracegrad's ran lately: a spinning one makes it true,
     and a second after the spinning stopped (sleeping threads only) it is false."""
-    import hashlib
     import os
-    import threading
     import time
 
     from tracegrad.runtime import threads
 
     if not os.path.isdir("/proc/self/task"):
         pytest.skip("no /proc")
-    stop, started, resting = threading.Event(), [], threading.Event()
-
-    def spin():
-        started.append(str(threading.get_native_id()))
-        data = b"x" * (1 << 22)
-        while not stop.is_set():
-            hashlib.sha256(data).digest()
-        resting.set()
-        time.sleep(30)  # alive but asleep until the process ends (daemon)
-
-    spinner = threading.Thread(target=spin, daemon=True)
-    spinner.start()
-    while not started:
-        pass
-    # every other thread (the test runner's come and go) counts as tracegrad's
-    monkeypatch.setattr(
-        threads, "startup_thread_ids", lambda: set(os.listdir("/proc/self/task")) - set(started)
-    )
-    parallel._foreign_busy_at[0] = -1e9
-    parallel._own_threads_running()
-    assert parallel.foreign_threads_busy(within=1.0)
-    time.sleep(0.1)  # a few CPU ticks
-    stop.set()
-    assert resting.wait(10)
-    time.sleep(0.05)
-    parallel._own_threads_running()  # its ticks at rest
-    parallel._foreign_busy_at[0] = -1e9
-    time.sleep(0.05)
-    parallel._own_threads_running()  # no tick since: not busy
-    assert not parallel.foreign_threads_busy(within=1.0)
-    # ticks that grew since a look 5 s ago may be 5 s old: not busy within the last second
-    parallel._foreign_ticks[started[0]] = 0
-    parallel._foreign_ticks_at[0] = time.monotonic() - 5
-    parallel._own_threads_running()
-    assert not parallel.foreign_threads_busy(within=1.0)
-    assert parallel.foreign_threads_busy(within=10.0)
+    with _Spinner() as spinner:
+        # every other thread (the test runner's come and go) counts as tracegrad's
+        monkeypatch.setattr(
+            threads,
+            "startup_thread_ids",
+            lambda: set(os.listdir("/proc/self/task")) - {spinner.tid},
+        )
+        parallel._foreign_busy_at[0] = -1e9
+        parallel._own_threads_running()
+        assert parallel.foreign_threads_busy(within=1.0)
+        time.sleep(0.1)  # a few CPU ticks
+        spinner.stop()
+        time.sleep(0.05)
+        parallel._own_threads_running()  # its ticks at rest
+        parallel._foreign_busy_at[0] = -1e9
+        time.sleep(0.05)
+        parallel._own_threads_running()  # no tick since: not busy
+        assert not parallel.foreign_threads_busy(within=1.0)
+        # ticks that grew since a look 5 s ago may be 5 s old: not busy within the last second
+        parallel._foreign_ticks[spinner.tid] = 0
+        parallel._foreign_ticks_at[0] = time.monotonic() - 5
+        parallel._own_threads_running()
+        assert not parallel.foreign_threads_busy(within=1.0)
+        assert parallel.foreign_threads_busy(within=10.0)
     # where the threads cannot be told apart (after a fork), it answers busy
     monkeypatch.setattr(threads, "startup_thread_ids", lambda: {"999999999"})
     parallel._own_threads_running()

@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from tracegrad.ir.graph import Graph
+from tracegrad.runtime.cache import KERNEL_RUNTIME_MODULES
 
 log = logging.getLogger("tracegrad")
 
@@ -63,8 +64,7 @@ _PIPELINE_PARTS = (
     "passes",
     "codegen",
     # compiled into each kernel's machine code (Numba's cache does not see them change)
-    "runtime/intrinsics.py",
-    "runtime/lapack.py",
+    *(f"runtime/{name}" for name in KERNEL_RUNTIME_MODULES),
 )
 
 

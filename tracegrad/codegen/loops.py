@@ -43,7 +43,7 @@ def scan_runner(
     node: Node,
     build_kernel: Callable[[Graph], Callable],
     calls_blas: Callable[[str], bool],
-    blas_cap: Callable[[str], int | None] = lambda source: None,
+    blas_cap: Callable[[str], int | None],
 ) -> Callable | None:
     """A callable computing the scan node's packed value from its operands.
 

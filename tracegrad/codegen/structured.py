@@ -217,8 +217,8 @@ def _stacked_rows(bx: Access, by: Access, batch: tuple, m: int, ldx: int, tx: in
 
 
 # OpenBLAS splits a GEMM over its threads from BLAS_THREADED_MNK (ops/blas_threads.py)
-# on; below that it runs on the calling thread. Its workers then spin for a long while (~0.1 s) before they sleep. A kernel that
-# calls such a GEMM gets no prange variant (generate.py): Numba's OpenMP workers
+# on; below that it runs on the calling thread. Its workers then spin for a long while
+# (~0.1 s) before they sleep. A kernel that calls such a GEMM gets no prange variant (generate.py): Numba's OpenMP workers
 # and OpenBLAS's would share the cores, each spinning while the other works.
 # mlp_mnist_b4096 float32, BLAS on 2 threads, process under SCHED_FIFO (an idle
 # machine for it): 42.8 ms a call serial, 91.6 ms with the prange variant

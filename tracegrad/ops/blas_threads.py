@@ -258,13 +258,12 @@ def _numpy_pool_after_fork() -> None:
     and starts new workers at the next threaded call. In the parent, start NumPy's
     pool again now, and tell ops/parallel.py the new workers are tracegrad's (its
     BLAS calls use them): otherwise they would count as another runtime's threads."""
-    import numpy as np
+    from tracegrad.runtime import numpy_openblas
 
-    numpy_libs = os.path.realpath(
-        os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    )
+    if not _threads_module.startup_thread_ids():
+        return  # no /proc: nothing to tell apart
     libraries = _libraries if _libraries is not None else _refresh_libraries()
-    ours = [lib for lib in libraries if os.path.realpath(lib[0]).startswith(numpy_libs)]
+    ours = [lib for lib in libraries if os.path.realpath(lib[0]) == numpy_openblas.path()]
     if not ours:
         return
     before = _threads_module.thread_ids()

@@ -21,12 +21,11 @@ caller uses scipy.linalg.
 from __future__ import annotations
 
 import ctypes
-import glob
-import os
 
 import numpy as np
 
 from tracegrad.ops import blas_threads
+from tracegrad.runtime import numpy_openblas
 
 _ROW_MAJOR, _LEFT = 101, 141
 _NO_TRANS, _TRANS = 111, 112
@@ -37,19 +36,9 @@ _functions: dict = {}  # dtype char -> ctypes function, or None where not found
 _looked: list = []
 
 
-def _library() -> ctypes.CDLL | None:
-    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(libdir, "libscipy_openblas64_*"))):
-        try:
-            return ctypes.CDLL(path)  # already loaded with NumPy: the same handle
-        except OSError:
-            continue
-    return None
-
-
 def _trsm_function(char: str):
     if not _looked:
-        lib = _library()
+        lib = numpy_openblas.library()
         for c, scalar in (("s", ctypes.c_float), ("d", ctypes.c_double)):
             fn = getattr(lib, f"scipy_cblas_{c}trsm64_", None) if lib is not None else None
             if fn is not None:

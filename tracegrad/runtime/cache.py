@@ -421,13 +421,17 @@ def version_salt() -> str:
     )
 
 
+# Runtime modules the generated kernels import, whose code Numba compiles into each
+# kernel's cached machine code (the cache index key covers them too: codegen/index.py).
+KERNEL_RUNTIME_MODULES = ("intrinsics.py", "lapack.py")
+
+
 @functools.lru_cache(maxsize=1)
 def _intrinsics_hash() -> str:
-    """The generated modules import runtime/intrinsics.py and runtime/lapack.py, whose
-    code Numba compiles into each kernel's cached machine code: a change there (between
-    two commits of one version, too) must not leave kernels built with the old one in use."""
+    """A change to a KERNEL_RUNTIME_MODULES file (between two commits of one version,
+    too) must not leave kernels built with the old one in use."""
     h = hashlib.sha256()
-    for name in ("intrinsics.py", "lapack.py"):
+    for name in KERNEL_RUNTIME_MODULES:
         h.update(Path(__file__).with_name(name).read_bytes())
     return h.hexdigest()[:16]
 

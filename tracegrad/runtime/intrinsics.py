@@ -26,25 +26,27 @@ _CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_TRANS = 101, 111, 112
 def _register_numpy_cblas() -> bool:
     """Make NumPy's bundled OpenBLAS cblas_?gemm callable by name from LLVM code."""
     import ctypes
-    import glob
-    import os
 
     import llvmlite.binding as llvm
-    import numpy as np
 
-    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(libdir, "libscipy_openblas64_*"))):
-        try:
-            lib = ctypes.CDLL(path)
-            for kind in "sd":
-                for routine in ("gemm", "gemv"):
-                    fn = getattr(lib, f"scipy_cblas_{kind}{routine}64_")
-                    address = ctypes.cast(fn, ctypes.c_void_p).value
-                    llvm.add_symbol(f"tg_cblas_{kind}{routine}", address)
-            return True
-        except (OSError, AttributeError):
-            continue
-    return False
+    from tracegrad.runtime.numpy_openblas import library
+
+    lib = library()
+    if lib is None:
+        return False
+    try:
+        addresses = {
+            f"tg_cblas_{kind}{routine}": ctypes.cast(
+                getattr(lib, f"scipy_cblas_{kind}{routine}64_"), ctypes.c_void_p
+            ).value
+            for kind in "sd"
+            for routine in ("gemm", "gemv")
+        }
+    except AttributeError:
+        return False
+    for name, address in addresses.items():
+        llvm.add_symbol(name, address)
+    return True
 
 
 NUMPY_CBLAS = _register_numpy_cblas()

@@ -46,9 +46,7 @@ to read AVAILABLE) import it.
 from __future__ import annotations
 
 import ctypes
-import glob
 import inspect
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -449,19 +447,11 @@ tg_orgqr = _external(
 # ------------------------------------------------------------ linking
 
 
-def _numpy_openblas() -> ctypes.CDLL | None:
-    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(libdir, "libscipy_openblas64_*"))):
-        try:
-            return ctypes.CDLL(path)
-        except OSError:
-            continue
-    return None
-
-
 def _register() -> bool:
     """Give LLVM every declared routine's address under our name, both dtypes."""
-    lib = _numpy_openblas()
+    from tracegrad.runtime.numpy_openblas import library
+
+    lib = library()
     if lib is None:
         return False
     addresses = {}
